@@ -1,0 +1,149 @@
+/*
+ * Vario engine: runs ONNX models on oneDNN.
+ *
+ * Two objects:
+ *  - vr_model: a parsed, shape-inferred and optimised graph with its
+ *    weights. Immutable after load, so many sessions may share one model
+ *    (from any threads). The caller owns it; free it after every session
+ *    made from it.
+ *  - vr_session: a model compiled for one precision, thread count and max
+ *    batch size (one plan per batch size 1..max_batch, weights reordered
+ *    once, activation memory planned). A session is used by one thread at a
+ *    time (an instance's executor); it never uses more than `threads` cores
+ *    even when other sessions run at the same time in the process.
+ *    The caller owns it.
+ *
+ * All functions return 0 or a negative VR_E* code and fill err (may be
+ * NULL) with a one-line message naming the file, node, op or tensor at fault.
+ * The engine knows nothing about serving.
+ */
+#ifndef VARIO_ENGINE_H
+#define VARIO_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vario/dtype.h"
+#include "vario/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define VR_MAX_DIMS 8
+#define VR_NAME_MAX 128
+
+typedef struct vr_model vr_model;
+typedef struct vr_session vr_session;
+
+typedef enum vr_precision {
+  VR_PREC_FP32 = 0,
+  VR_PREC_BF16 = 1,
+  VR_PREC_INT8 = 2,
+} vr_precision;
+
+const char *vr_precision_name(vr_precision p);        /* "fp32", ... */
+int vr_precision_parse(const char *s, vr_precision *out); /* 0 or VR_EINVAL */
+/* Whether this CPU can run the precision natively (bf16 needs AVX512-BF16
+ * or AMX). */
+int vr_precision_supported(vr_precision p);
+
+/* Static description of a graph input or output. shape[0] is -1 when the
+ * batch dimension is dynamic; other dims are concrete after inference. */
+typedef struct vr_tensor_info {
+  char name[VR_NAME_MAX];
+  vr_dtype dtype;
+  int ndim;
+  int64_t shape[VR_MAX_DIMS];
+} vr_tensor_info;
+
+/* A tensor passed to or returned from vr_session_run. The struct never
+ * owns data: inputs point at caller memory, outputs at session memory. */
+typedef struct vr_tensor {
+  const char *name;
+  vr_dtype dtype;
+  int ndim;
+  int64_t shape[VR_MAX_DIMS];
+  void *data;
+  size_t nbytes;
+} vr_tensor;
+
+/* One node of the optimised graph, in execution (topological) order. */
+typedef struct vr_node_info {
+  char name[VR_NAME_MAX];
+  char op_type[64];      /* after fusion, e.g. "Conv+Relu" */
+  int64_t flops;         /* per sample (batch 1) */
+  int64_t weight_bytes;  /* fp32 bytes of the node's initialisers */
+} vr_node_info;
+
+/* ---- models ------------------------------------------------------------ */
+
+/* Loads an ONNX file. External data files are resolved relative to the
+ * model's directory. */
+int vr_model_load(const char *path, vr_model **out, vr_errbuf *err);
+/* Same from memory; base_dir (may be NULL) resolves external data. The
+ * buffer is not retained. */
+int vr_model_load_buffer(const void *buf, size_t len, const char *base_dir,
+                         vr_model **out, vr_errbuf *err);
+void vr_model_free(vr_model *m);
+
+int vr_model_num_inputs(const vr_model *m);
+int vr_model_num_outputs(const vr_model *m);
+const vr_tensor_info *vr_model_input(const vr_model *m, int i);
+const vr_tensor_info *vr_model_output(const vr_model *m, int i);
+int vr_model_num_nodes(const vr_model *m);
+const vr_node_info *vr_model_node(const vr_model *m, int i);
+/* Total FLOPs for one sample (multiply-add = 2). */
+int64_t vr_model_flops(const vr_model *m);
+/* Bytes of fp32 weights. */
+int64_t vr_model_weight_bytes(const vr_model *m);
+
+/* ---- sessions ---------------------------------------------------------- */
+
+typedef struct vr_session_opts {
+  vr_precision precision; /* default fp32 */
+  int threads;            /* cores this session may use; 0 = 1 */
+  int max_batch;          /* plans for 1..max_batch; 0 = 1 */
+  /* int8 only: calibration inputs for post-training quantisation, one
+   * tensor per model input with N samples along dim 0. Not retained. */
+  const vr_tensor *calibration;
+  int n_calibration;
+  /* Partial execution: run nodes [node_begin, node_end) of the optimised
+   * graph only. Both 0 = the whole graph. The session's inputs are then the
+   * tensors that cross into the range, its outputs those that leave it. */
+  int node_begin, node_end;
+} vr_session_opts;
+
+void vr_session_opts_init(vr_session_opts *o);
+int vr_session_create(const vr_model *m, const vr_session_opts *o,
+                      vr_session **out, vr_errbuf *err);
+void vr_session_free(vr_session *s);
+
+/* The session's inputs/outputs (differ from the model's for partial
+ * sessions). Pointers live as long as the session. */
+int vr_session_num_inputs(const vr_session *s);
+int vr_session_num_outputs(const vr_session *s);
+const vr_tensor_info *vr_session_input(const vr_session *s, int i);
+const vr_tensor_info *vr_session_output(const vr_session *s, int i);
+int vr_session_max_batch(const vr_session *s);
+/* Bytes the session holds (weights in its precision + activation arena). */
+int64_t vr_session_memory_bytes(const vr_session *s);
+
+/* Runs `batch` samples (1..max_batch). inputs[i] must match the session's
+ * inputs by name (any order), dtype and shape with dim 0 == batch. On
+ * success outputs[0..n_out) are filled in the session's output order with
+ * pointers into session memory valid until the next run or free.
+ * n_out must be >= vr_session_num_outputs(s). */
+int vr_session_run(vr_session *s, int batch, const vr_tensor *inputs, int n_in,
+                   vr_tensor *outputs, int n_out, vr_errbuf *err);
+
+/* Per-node timing: when enabled, each run records each node's wall time;
+ * ms[i] receives the mean over runs since enabling (n = node count of the
+ * session's range). */
+void vr_session_set_profiling(vr_session *s, int enable);
+int vr_session_node_times(const vr_session *s, double *ms, int n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
