@@ -1,0 +1,154 @@
+/*
+ * INFaaS model autoscaler.
+ *
+ * For every variant with instances, headroom = (instances x saturation
+ * throughput) / load. Below the slack threshold (1.05) it scales up, either
+ * by replicating the variant or by upgrading to another variant of the same
+ * model (at least as accurate, meeting the variant's SLO), whichever costs
+ * less by C*(d + lambda*T_load*max(d,0)) with d the change in instances
+ * (an upgrade also credits the old variant's instances, which the
+ * scale-down rule then drains). With spare headroom an instance becomes
+ * removable; it is unloaded only after it has stayed removable for its
+ * load time, so a brief dip does not cost a reload. A cheaper variant that
+ * can carry the load (a downgrade) is loaded under the same patience rule.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "policy/policy_int.h"
+
+int vr_pol_need(double q, double slack, double sat) {
+  if (!(q > 0)) return 0;
+  if (!(sat > 0)) return 1;
+  double n = ceil(q * slack / sat - 1e-9);
+  return n > 1e6 ? 1000000 : (int)n;
+}
+
+static double change_cost(const vr_policy_cfg *c, const vr_profile *p, int d) {
+  double tload_s = p->load_ms / 1000.0;
+  return p->cost_per_s * (d + c->lambda * tload_s * (d > 0 ? d : 0));
+}
+
+/* Whether variant u can take over variant v's traffic. */
+static int can_replace(const vr_snapshot *s, int v, int u) {
+  const vr_snap_variant *a = &s->variants[v], *b = &s->variants[u];
+  if (u == v || strcmp(a->prof.model, b->prof.model)) return 0;
+  if (b->prof.accuracy + 1e-9 < a->prof.accuracy) return 0;
+  if (a->slo_ms > 0 && vr_profile_tail_ms(&b->prof, 1) > a->slo_ms) return 0;
+  /* a variant no worker type can hold is no option */
+  for (size_t t = 0; t < s->nwtypes; t++)
+    if (vr_place_type_fits(&s->wtypes[t], &b->prof)) return 1;
+  return s->nwtypes == 0;
+}
+
+static double sat_under(const vr_snapshot *s, int u, double slo_ms) {
+  vr_snap_variant tmp = s->variants[u];
+  tmp.slo_ms = slo_ms;
+  return vr_policy_sat_qps(&tmp);
+}
+
+typedef struct plan {
+  int u, d;
+  double cost;
+} plan;
+
+/* Cheapest way to serve variant v's load q: replicate (u = v) or move it
+ * to another variant u. `downgrade` looks only at moves. */
+static plan best_plan(const vr_policy_cfg *c, const vr_snapshot *s,
+                      const vr_pol_agg *a, int v, int downgrade) {
+  const vr_pol_vagg *g = &a->v[v];
+  const vr_profile *pv = &s->variants[v].prof;
+  plan best = {-1, 0, INFINITY};
+  if (!downgrade) {
+    int d = vr_pol_need(g->q, c->slack, g->sat) - g->n;
+    best = (plan){v, d, change_cost(c, pv, d)};
+  }
+  for (size_t u = 0; u < s->nvariants; u++) {
+    if (!can_replace(s, v, (int)u)) continue;
+    const vr_pol_vagg *gu = &a->v[u];
+    double sat = sat_under(s, (int)u, s->variants[v].slo_ms);
+    int d = vr_pol_need(gu->q + g->q, c->slack, sat) - gu->n;
+    double cost = change_cost(c, &s->variants[u].prof, d) +
+                  change_cost(c, pv, -g->n);
+    if (cost < best.cost - 1e-12) best = (plan){(int)u, d, cost};
+  }
+  return best;
+}
+
+static int emit_loads(const vr_policy_cfg *c, vr_place *pl, const vr_pol_agg *a,
+                      int u, int d, vr_actions *out, const char *why) {
+  if (c->max_instances > 0 && a->v[u].n + d > c->max_instances)
+    d = c->max_instances - a->v[u].n;
+  for (int k = 0; k < d; k++) {
+    int rc = vr_place_load(pl, u, out, why);
+    if (rc <= 0) return rc; /* no room: worker scaling takes over */
+  }
+  return 0;
+}
+
+static int scale_down(const vr_policy_cfg *c, vr_policy_state *st,
+                      const vr_snapshot *s, const vr_pol_agg *a, vr_place *pl,
+                      int v, vr_actions *out) {
+  const vr_pol_vagg *g = &a->v[v];
+  const vr_profile *p = &s->variants[v].prof;
+  double down = c->down_headroom > 0 ? c->down_headroom : c->slack;
+  int removable = g->q <= 0 || (g->n - 1) * g->sat >= g->q * down;
+  if (!removable) return vr_pol_set_since(st, p->variant, -1);
+  int64_t since = vr_pol_since(st, p->variant);
+  if (since < 0) return vr_pol_set_since(st, p->variant, s->now_ns);
+  if (s->now_ns - since < (int64_t)(p->load_ms * 1e6)) return 0;
+  /* idle for a load time: release all; else one step, then wait again */
+  int k = g->q <= 0 ? g->n : 1, rc = 0;
+  for (int i = 0; i < k && !rc; i++)
+    rc = vr_pol_unload_one(pl, v, out, g->q <= 0 ? "idle" : "spare headroom");
+  return rc ? rc : vr_pol_set_since(st, p->variant, s->now_ns);
+}
+
+static int downgrade(const vr_policy_cfg *c, vr_policy_state *st,
+                     const vr_snapshot *s, const vr_pol_agg *a, vr_place *pl,
+                     int v, vr_actions *out) {
+  const vr_pol_vagg *g = &a->v[v];
+  const vr_profile *p = &s->variants[v].prof;
+  char key[VR_VARIANT_MAX + 4];
+  snprintf(key, sizeof key, "d:%s", p->variant);
+  plan b = g->q > 0 ? best_plan(c, s, a, v, 1) : (plan){-1, 0, 0};
+  /* only a clear saving (10% of what v costs now) is worth a reload */
+  if (b.u < 0 || !(b.cost < -0.1 * p->cost_per_s * g->n))
+    return vr_pol_set_since(st, key, -1);
+  int64_t since = vr_pol_since(st, key);
+  if (since < 0) return vr_pol_set_since(st, key, s->now_ns);
+  if (s->now_ns - since < (int64_t)(p->load_ms * 1e6)) return 0;
+  int rc = emit_loads(c, pl, a, b.u, b.d, out, "downgrade");
+  return rc ? rc : vr_pol_set_since(st, key, -1);
+}
+
+int vr_pol_infaas_scale(const vr_policy_cfg *c, vr_policy_state *st,
+                        const vr_snapshot *s, vr_actions *out) {
+  vr_pol_agg a;
+  vr_place pl;
+  int rc = vr_pol_agg_init(&a, s);
+  if (rc) return rc;
+  if ((rc = vr_place_init(&pl, s))) {
+    vr_pol_agg_free(&a);
+    return rc;
+  }
+  for (size_t v = 0; v < s->nvariants && !rc; v++) {
+    const vr_pol_vagg *g = &a.v[v];
+    if (g->n == 0) continue; /* inactive: loaded on demand by selection */
+    if (g->q * c->slack > g->n * g->sat) {
+      rc = vr_pol_set_since(st, s->variants[v].prof.variant, -1);
+      plan b = best_plan(c, s, &a, (int)v, 0);
+      if (!rc && b.d > 0)
+        rc = emit_loads(c, &pl, &a, b.u, b.d, out,
+                        b.u == (int)v ? "replicate" : "upgrade");
+    } else {
+      rc = scale_down(c, st, s, &a, &pl, (int)v, out);
+      if (!rc) rc = downgrade(c, st, s, &a, &pl, (int)v, out);
+    }
+  }
+  if (!rc) rc = vr_pol_workers(c, st, s, &pl, out);
+  vr_place_free(&pl);
+  vr_pol_agg_free(&a);
+  return rc;
+}

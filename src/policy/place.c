@@ -1,0 +1,92 @@
+#include "policy/place.h"
+
+#include "base/alloc.h"
+
+int vr_place_init(vr_place *p, const vr_snapshot *s) {
+  size_t n = s->nworkers ? s->nworkers : 1;
+  p->s = s;
+  p->want_wtype = -1;
+  p->free_cores = VR_NEWN(int, n);
+  p->free_gpus = VR_NEWN(int, n);
+  p->ninst = VR_NEWN(int, n);
+  p->free_mem = VR_NEWN(int64_t, n);
+  if (!p->free_cores || !p->free_gpus || !p->ninst || !p->free_mem) {
+    vr_place_free(p);
+    return VR_ENOMEM;
+  }
+  for (size_t w = 0; w < s->nworkers; w++) {
+    p->free_cores[w] = s->workers[w].free_cores;
+    p->free_gpus[w] = s->workers[w].free_gpus;
+    p->free_mem[w] = s->workers[w].free_mem;
+  }
+  for (size_t i = 0; i < s->ninstances; i++) {
+    int w = s->instances[i].worker;
+    if (w >= 0 && (size_t)w < s->nworkers) p->ninst[w]++;
+  }
+  return 0;
+}
+
+void vr_place_free(vr_place *p) {
+  vr_free(p->free_cores);
+  vr_free(p->free_gpus);
+  vr_free(p->ninst);
+  vr_free(p->free_mem);
+  p->free_cores = p->free_gpus = p->ninst = NULL;
+  p->free_mem = NULL;
+}
+
+static int needs_gpu(const vr_profile *prof) {
+  return prof->device == VR_DEV_GPU;
+}
+
+int vr_place_type_fits(const vr_snap_wtype *t, const vr_profile *prof) {
+  return t->cores >= prof->threads && t->mem_bytes >= prof->mem_bytes &&
+         (!needs_gpu(prof) || t->gpus >= 1);
+}
+
+int vr_place_pick(vr_place *p, const vr_profile *prof, int exclude) {
+  const vr_snapshot *s = p->s;
+  int best = -1;
+  for (size_t w = 0; w < s->nworkers; w++) {
+    if ((int)w == exclude || s->workers[w].state == VR_WS_DRAINING) continue;
+    if (p->free_cores[w] < prof->threads || p->free_mem[w] < prof->mem_bytes)
+      continue;
+    if (needs_gpu(prof) ? p->free_gpus[w] < 1 : s->workers[w].gpus > 0)
+      continue; /* CPU variants stay off GPU machines: they cost more */
+    /* best fit: the fullest worker that still fits, so others empty out
+     * and can be released */
+    if (best < 0 || p->free_cores[w] < p->free_cores[best]) best = (int)w;
+  }
+  if (best >= 0) {
+    p->free_cores[best] -= prof->threads;
+    p->free_mem[best] -= prof->mem_bytes;
+    if (needs_gpu(prof)) p->free_gpus[best] -= 1;
+    p->ninst[best]++;
+    return best;
+  }
+  double price = 0;
+  for (size_t t = 0; t < s->nwtypes; t++) {
+    const vr_snap_wtype *wt = &s->wtypes[t];
+    if (!vr_place_type_fits(wt, prof) || (!needs_gpu(prof) && wt->gpus > 0))
+      continue;
+    if (p->want_wtype < 0 || wt->price_per_s < price)
+      p->want_wtype = (int)t, price = wt->price_per_s;
+  }
+  return -1;
+}
+
+int vr_place_load(vr_place *p, int v, vr_actions *out, const char *why) {
+  int w = vr_place_pick(p, &p->s->variants[v].prof, -1);
+  if (w < 0) return 0;
+  if (vr_actions_push(out, VR_ACT_LOAD, v, -1, w, -1, 0, why))
+    return VR_ENOMEM;
+  return 1;
+}
+
+void vr_place_release(vr_place *p, int worker, const vr_profile *prof) {
+  if (worker < 0 || (size_t)worker >= p->s->nworkers) return;
+  p->free_cores[worker] += prof->threads;
+  p->free_mem[worker] += prof->mem_bytes;
+  if (needs_gpu(prof)) p->free_gpus[worker] += 1;
+  p->ninst[worker]--;
+}

@@ -1,0 +1,34 @@
+/*
+ * Placement of new instances on workers within one policy tick (internal
+ * to policy/). Keeps local copies of each worker's free cores, GPUs and
+ * memory so that several loads decided in the same tick never overcommit a
+ * worker. Owns its arrays (vr_place_free).
+ */
+#ifndef VR_POLICY_PLACE_H
+#define VR_POLICY_PLACE_H
+
+#include "policy/snapshot.h"
+
+typedef struct vr_place {
+  const vr_snapshot *s;
+  int *free_cores, *free_gpus, *ninst;
+  int64_t *free_mem;
+  int want_wtype; /* worker type a failed placement needs, or -1 */
+} vr_place;
+
+int vr_place_init(vr_place *p, const vr_snapshot *s);
+void vr_place_free(vr_place *p);
+/* Whether a worker of type t could ever hold the profile. */
+int vr_place_type_fits(const vr_snap_wtype *t, const vr_profile *prof);
+/* Best-fit worker for one instance of prof (not `exclude`), resources
+ * deducted; -1 when none fits (then want_wtype names the cheapest type
+ * that would). Draining workers are never chosen. */
+int vr_place_pick(vr_place *p, const vr_profile *prof, int exclude);
+/* Emits LOAD for prof's variant v placed by vr_place_pick; returns 1 if
+ * placed, 0 if not, or VR_ENOMEM. */
+int vr_place_load(vr_place *p, int v, vr_actions *out, const char *why);
+/* Gives back an unloaded instance's resources (so the worker may count as
+ * empty in the same tick). */
+void vr_place_release(vr_place *p, int worker, const vr_profile *prof);
+
+#endif

@@ -1,0 +1,243 @@
+/*
+ * INFaaS control policy (state machine, autoscaler, interference, workers)
+ * and the dispatch to the baselines (baselines.c).
+ */
+#include "policy/policy.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "policy/place.h"
+#include "policy/policy_int.h"
+
+void vr_policy_cfg_default(vr_policy_cfg *c, int kind) {
+  memset(c, 0, sizeof *c);
+  c->kind = kind;
+  c->slack = 1.05;
+  c->lambda = 0.1;
+  c->interference_factor = 1.5;
+  c->down_headroom = 0; /* 0 = use slack */
+  c->worker_idle_ns = 30 * 1000000000LL;
+  c->min_workers = 1;
+}
+
+void vr_policy_state_init(vr_policy_state *st) {
+  vr_map_init(&st->removable);
+  st->last_add_ns = INT64_MIN / 2;
+}
+
+void vr_policy_state_free(vr_policy_state *st) { vr_map_free(&st->removable); }
+
+const char *vr_policy_name(int kind) {
+  switch (kind) {
+  case VR_POL_INFAAS: return "infaas";
+  case VR_POL_CLIPPER: return "clipper";
+  case VR_POL_SM: return "sm";
+  }
+  return "?";
+}
+
+int vr_policy_parse(const char *s) {
+  for (int k = 0; k <= VR_POL_SM; k++)
+    if (s && !strcmp(s, vr_policy_name(k))) return k;
+  return -1;
+}
+
+double vr_policy_sat_qps(const vr_snap_variant *v) {
+  double slo = v->slo_ms > 0 ? v->slo_ms : INFINITY;
+  double t = vr_profile_sat_qps(&v->prof, slo);
+  /* An SLO no batch meets still leaves batch-1 throughput: the instance
+   * serves, late. Counting it avoids dividing by zero and scaling forever. */
+  return t > 0 ? t : vr_profile_peak_qps(&v->prof, 1);
+}
+
+int vr_pol_agg_init(vr_pol_agg *a, const vr_snapshot *s) {
+  a->v = VR_NEWN(vr_pol_vagg, s->nvariants ? s->nvariants : 1);
+  if (!a->v) return VR_ENOMEM;
+  for (size_t v = 0; v < s->nvariants; v++) {
+    a->v[v].sat = vr_policy_sat_qps(&s->variants[v]);
+    a->v[v].q = fmax(s->variants[v].arrival_qps, s->variants[v].served_qps);
+  }
+  for (size_t i = 0; i < s->ninstances; i++) {
+    const vr_snap_instance *in = &s->instances[i];
+    if (in->variant < 0 || (size_t)in->variant >= s->nvariants) {
+      vr_free(a->v);
+      a->v = NULL;
+      return VR_EINVAL;
+    }
+    vr_pol_vagg *g = &a->v[in->variant];
+    if (in->state == VR_IS_DRAINING) continue;
+    g->n++;
+    if (in->state == VR_IS_LOADING) g->loading++;
+    else g->serving++;
+    if (in->state == VR_IS_INTERFERED) g->interfered++;
+  }
+  return 0;
+}
+
+void vr_pol_agg_free(vr_pol_agg *a) { vr_free(a->v); }
+
+/* Variant and instance state machine from monitoring. */
+int vr_policy_states(const vr_policy_cfg *c, const vr_snapshot *s,
+                     vr_actions *out) {
+  vr_pol_agg a;
+  int rc = vr_pol_agg_init(&a, s);
+  if (rc) return rc;
+  for (size_t i = 0; i < s->ninstances && !rc; i++) {
+    const vr_snap_instance *in = &s->instances[i];
+    if (in->state != VR_IS_ACTIVE && in->state != VR_IS_OVERLOADED) continue;
+    int over = in->arrival_qps > a.v[in->variant].sat;
+    int want = over ? VR_IS_OVERLOADED : VR_IS_ACTIVE;
+    if (want != in->state)
+      rc = vr_actions_push(out, VR_ACT_SET_ISTATE, in->variant, in->id, -1,
+                           -1, want, over ? "instance over saturation"
+                                          : "instance back under saturation");
+  }
+  for (size_t v = 0; v < s->nvariants && !rc; v++) {
+    const vr_pol_vagg *g = &a.v[v];
+    int want;
+    if (g->serving == 0) want = g->loading ? s->variants[v].state
+                                           : VR_VS_INACTIVE;
+    else if (g->q > g->serving * g->sat) want = VR_VS_OVERLOADED;
+    else if (g->interfered) want = VR_VS_INTERFERED;
+    else want = VR_VS_ACTIVE;
+    if (want != s->variants[v].state)
+      rc = vr_actions_push(out, VR_ACT_SET_VSTATE, (int)v, -1, -1, -1, want,
+                           "monitoring");
+  }
+  vr_pol_agg_free(&a);
+  return rc;
+}
+
+/* Observed tail latency above profile x factor while under saturation:
+ * the instance shares its cores with something else. Mitigate by loading
+ * a replacement on another worker and unloading this one (MIGRATE). */
+int vr_policy_interference(const vr_policy_cfg *c, const vr_snapshot *s,
+                           vr_actions *out) {
+  vr_place pl;
+  int rc = vr_place_init(&pl, s);
+  if (rc) return rc;
+  for (size_t i = 0; i < s->ninstances && !rc; i++) {
+    const vr_snap_instance *in = &s->instances[i];
+    if (in->state != VR_IS_ACTIVE || in->served_qps <= 0 || in->p99_ms <= 0)
+      continue;
+    const vr_snap_variant *sv = &s->variants[in->variant];
+    int b = in->obs_batch >= 1 ? (int)lround(in->obs_batch) : 1;
+    double expect = vr_profile_tail_ms(&sv->prof, b);
+    if (!(in->p99_ms > c->interference_factor * expect)) continue;
+    if (in->arrival_qps > vr_policy_sat_qps(sv)) continue; /* overloaded */
+    rc = vr_actions_push(out, VR_ACT_SET_ISTATE, in->variant, in->id, -1, -1,
+                         VR_IS_INTERFERED, "latency above profile");
+    int w = rc ? -1 : vr_place_pick(&pl, &sv->prof, in->worker);
+    if (!rc && w >= 0)
+      rc = vr_actions_push(out, VR_ACT_MIGRATE, in->variant, in->id, w, -1, 0,
+                           "interference mitigation");
+  }
+  vr_place_free(&pl);
+  return rc;
+}
+
+/* ---- removable timers (caller-owned state keyed by variant name) ---- */
+
+int64_t vr_pol_since(vr_policy_state *st, const char *key) {
+  void *v = vr_map_get(&st->removable, key);
+  return v ? (int64_t)(intptr_t)v - 1 : -1;
+}
+
+int vr_pol_set_since(vr_policy_state *st, const char *key, int64_t t) {
+  if (t < 0) {
+    vr_map_del(&st->removable, key);
+    return 0;
+  }
+  return vr_map_put(&st->removable, key, (void *)(intptr_t)(t + 1), NULL);
+}
+
+/* Unloads the least loaded non-draining instance of v. */
+int vr_pol_unload_one(vr_place *pl, int v, vr_actions *out, const char *why) {
+  const vr_snapshot *s = pl->s;
+  int best = -1;
+  for (size_t i = 0; i < s->ninstances; i++) {
+    const vr_snap_instance *in = &s->instances[i];
+    if (in->variant != v || in->state == VR_IS_DRAINING) continue;
+    /* prefer still-loading instances, then the least loaded */
+    if (best < 0 || (in->state == VR_IS_LOADING &&
+                     s->instances[best].state != VR_IS_LOADING) ||
+        in->arrival_qps < s->instances[best].arrival_qps)
+      best = (int)i;
+  }
+  if (best < 0) return 0;
+  vr_place_release(pl, s->instances[best].worker, &s->variants[v].prof);
+  return vr_actions_push(out, VR_ACT_UNLOAD, v, s->instances[best].id,
+                         s->instances[best].worker, -1, 0, why);
+}
+
+/* Sets each serving instance's max batch to the largest batch that keeps
+ * its variant's SLO (dynamic batching never waits for a batch to fill). */
+int vr_pol_batches(const vr_snapshot *s, vr_actions *out) {
+  for (size_t i = 0; i < s->ninstances; i++) {
+    const vr_snap_instance *in = &s->instances[i];
+    const vr_snap_variant *sv = &s->variants[in->variant];
+    if (in->state == VR_IS_DRAINING) continue;
+    int b = sv->slo_ms > 0 ? vr_profile_batch_for_slo(&sv->prof, sv->slo_ms)
+                           : sv->prof.max_batch;
+    if (b < 1) b = 1;
+    if (b != in->max_batch &&
+        vr_actions_push(out, VR_ACT_SET_BATCH, in->variant, in->id, -1, -1, b,
+                        "batch for SLO"))
+      return VR_ENOMEM;
+  }
+  return 0;
+}
+
+/* Worker autoscaling: add one worker of the wanted type when a load found
+ * no room (and none is already starting); remove workers idle too long. */
+int vr_pol_workers(const vr_policy_cfg *c, vr_policy_state *st,
+                   const vr_snapshot *s, vr_place *pl, vr_actions *out) {
+  int starting = 0, alive = 0;
+  for (size_t w = 0; w < s->nworkers; w++) {
+    if (s->workers[w].state == VR_WS_STARTING) starting++;
+    if (s->workers[w].state != VR_WS_DRAINING) alive++;
+  }
+  int t = pl->want_wtype;
+  if (t >= 0 && !starting && (size_t)t < s->nwtypes &&
+      (s->wtypes[t].max_count <= 0 ||
+       s->wtypes[t].count < s->wtypes[t].max_count)) {
+    st->last_add_ns = s->now_ns;
+    return vr_actions_push(out, VR_ACT_ADD_WORKER, -1, -1, -1, t, 0,
+                           "no room for a load");
+  }
+  for (size_t w = 0; w < s->nworkers && alive > c->min_workers; w++) {
+    const vr_snap_worker *wk = &s->workers[w];
+    if (wk->state != VR_WS_UP || pl->ninst[w] > 0 || wk->idle_since < 0 ||
+        s->now_ns - wk->idle_since < c->worker_idle_ns)
+      continue;
+    if (vr_actions_push(out, VR_ACT_REMOVE_WORKER, -1, -1, (int)w, wk->type,
+                        0, "idle"))
+      return VR_ENOMEM;
+    alive--;
+  }
+  return 0;
+}
+
+int vr_policy_tick(const vr_policy_cfg *c, vr_policy_state *st,
+                   const vr_snapshot *s, vr_actions *out) {
+  for (size_t i = 0; i < s->ninstances; i++) {
+    const vr_snap_instance *in = &s->instances[i];
+    if (in->variant < 0 || (size_t)in->variant >= s->nvariants ||
+        in->worker < -1 || in->worker >= (int)s->nworkers)
+      return VR_EINVAL;
+  }
+  int rc = vr_policy_states(c, s, out);
+  if (!rc) rc = vr_pol_batches(s, out);
+  if (rc) return rc;
+  switch (c->kind) {
+  case VR_POL_INFAAS:
+    if ((rc = vr_policy_interference(c, s, out))) return rc;
+    return vr_pol_infaas_scale(c, st, s, out);
+  case VR_POL_CLIPPER: return vr_pol_clipper(c, st, s, out);
+  case VR_POL_SM: return vr_pol_sm(c, st, s, out);
+  }
+  return VR_EINVAL;
+}

@@ -1,0 +1,79 @@
+/*
+ * Control policies: one tick per control period (every simulated or real
+ * second), snapshot in, actions out.
+ *
+ *  - INFaaS: variant state machine, model autoscaler (replicate vs
+ *    upgrade/downgrade by cost C*(d + lambda*T_load*max(d,0)), scale down
+ *    only after an instance has been removable for its load time),
+ *    interference detection and mitigation, worker autoscaling.
+ *  - Clipper+: pre-provisioned fixed variants; never scales.
+ *  - SM+: horizontal autoscaling of one fixed variant per group.
+ *
+ * Purity: a tick reads the snapshot, the config and the caller-owned
+ * vr_policy_state, and writes actions and the state. The state carries what
+ * a policy must remember between ticks (when a variant became removable,
+ * when an add-worker is pending); it is deterministic data, owned by the
+ * caller, freed with vr_policy_state_free.
+ */
+#ifndef VR_POLICY_POLICY_H
+#define VR_POLICY_POLICY_H
+
+#include "base/map.h"
+#include "policy/snapshot.h"
+
+typedef enum {
+  VR_POL_INFAAS = 0,
+  VR_POL_CLIPPER = 1,
+  VR_POL_SM = 2,
+} vr_policy_kind;
+
+#define VR_POL_MAX_FIXED 64
+
+typedef struct vr_policy_fixed {
+  int variant;   /* snapshot variant index */
+  int instances; /* Clipper+: count; SM+: initial count */
+} vr_policy_fixed;
+
+typedef struct vr_policy_cfg {
+  int kind;                   /* vr_policy_kind */
+  double slack;               /* headroom threshold, default 1.05 */
+  double lambda;              /* load-time penalty weight per second */
+  double interference_factor; /* observed p99 > profile x factor */
+  double down_headroom;       /* scale down if headroom after removal >=
+                                 this (default: slack) */
+  int64_t worker_idle_ns;     /* remove a worker idle this long */
+  int min_workers;            /* never go below */
+  int max_instances;          /* per variant, cap (0 = unlimited) */
+  int nfixed;                 /* baselines: fixed variants */
+  vr_policy_fixed fixed[VR_POL_MAX_FIXED];
+} vr_policy_cfg;
+
+/* Caller-owned memory of a policy between ticks. */
+typedef struct vr_policy_state {
+  vr_map removable; /* variant name -> (void*)(removable_since_ns + 1) */
+  int64_t last_add_ns; /* last ADD_WORKER (to wait for it to appear) */
+} vr_policy_state;
+
+void vr_policy_cfg_default(vr_policy_cfg *c, int kind);
+void vr_policy_state_init(vr_policy_state *st);
+void vr_policy_state_free(vr_policy_state *st);
+
+/* Runs one control period of the configured policy. Appends to *out.
+ * 0, VR_ENOMEM, or VR_EINVAL for an inconsistent snapshot/config. */
+int vr_policy_tick(const vr_policy_cfg *c, vr_policy_state *st,
+                   const vr_snapshot *s, vr_actions *out);
+
+/* The pieces, callable on their own (tests, the live control loop). */
+int vr_policy_states(const vr_policy_cfg *c, const vr_snapshot *s,
+                     vr_actions *out);
+int vr_policy_interference(const vr_policy_cfg *c, const vr_snapshot *s,
+                           vr_actions *out);
+
+/* Saturation throughput of one instance of variant v under its SLO. */
+double vr_policy_sat_qps(const vr_snap_variant *v);
+
+const char *vr_policy_name(int kind);
+/* "infaas" / "clipper" / "sm" -> kind, or -1. */
+int vr_policy_parse(const char *s);
+
+#endif

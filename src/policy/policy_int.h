@@ -1,0 +1,40 @@
+/* Internal helpers shared by policy.c, autoscale.c and baselines.c. */
+#ifndef VR_POLICY_POLICY_INT_H
+#define VR_POLICY_POLICY_INT_H
+
+#include "policy/place.h"
+#include "policy/policy.h"
+
+/* Per-variant aggregates of one snapshot. */
+typedef struct vr_pol_vagg {
+  int n;          /* non-draining instances (serving + loading) */
+  int serving, loading, interfered;
+  double sat;     /* saturation qps of one instance under the SLO */
+  double q;       /* load: max(arrival, served) qps */
+} vr_pol_vagg;
+
+typedef struct vr_pol_agg {
+  vr_pol_vagg *v; /* nvariants entries, owned */
+} vr_pol_agg;
+
+int vr_pol_agg_init(vr_pol_agg *a, const vr_snapshot *s);
+void vr_pol_agg_free(vr_pol_agg *a);
+
+int64_t vr_pol_since(vr_policy_state *st, const char *key);
+int vr_pol_set_since(vr_policy_state *st, const char *key, int64_t t);
+int vr_pol_unload_one(vr_place *pl, int v, vr_actions *out, const char *why);
+int vr_pol_batches(const vr_snapshot *s, vr_actions *out);
+int vr_pol_workers(const vr_policy_cfg *c, vr_policy_state *st,
+                   const vr_snapshot *s, vr_place *pl, vr_actions *out);
+
+int vr_pol_infaas_scale(const vr_policy_cfg *c, vr_policy_state *st,
+                        const vr_snapshot *s, vr_actions *out);
+int vr_pol_clipper(const vr_policy_cfg *c, vr_policy_state *st,
+                   const vr_snapshot *s, vr_actions *out);
+int vr_pol_sm(const vr_policy_cfg *c, vr_policy_state *st,
+              const vr_snapshot *s, vr_actions *out);
+
+/* Instances needed to serve q qps with headroom `slack` at `sat` each. */
+int vr_pol_need(double q, double slack, double sat);
+
+#endif

@@ -1,0 +1,92 @@
+/*
+ * vr_profile: the measured facts of one variant (a model at one precision,
+ * thread count, max batch and device). Profiles are what the live server's
+ * profiler writes and what the simulator replays, so both read the same
+ * JSON (format: docs/API.md, "Profile JSON").
+ *
+ * A profile is a plain value: fixed-size arrays and strings, no pointers,
+ * so it can be copied, stored in vectors and compared freely. Latency is
+ * recorded for batch sizes 1, 2, 4, ..., 64 (VR_PROF_NB slots); a slot
+ * holding a negative value is "not measured". Functions here are pure (no
+ * I/O, no clock); reading files is the caller's business (sim/, control/).
+ */
+#ifndef VR_POLICY_PROFILE_H
+#define VR_POLICY_PROFILE_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "vario/status.h"
+
+#define VR_PROF_NB 7 /* batch sizes 1,2,4,8,16,32,64 */
+#define VR_PROF_MAX_BATCH 64
+#define VR_NAME_MAX 64
+#define VR_VARIANT_MAX 128
+
+typedef enum { VR_DEV_CPU = 0, VR_DEV_GPU = 1 } vr_device;
+
+typedef struct vr_profile {
+  char model[VR_NAME_MAX];     /* registered model, e.g. "fmnist_cnn_s" */
+  char app[VR_NAME_MAX];       /* app/task it serves, e.g. "fmnist" */
+  char variant[VR_VARIANT_MAX]; /* unique name "fmnist_cnn_s/int8/t1/b8" */
+  char precision[16];          /* "fp32", "bf16", "int8", ... */
+  int threads;                 /* cores the variant occupies */
+  int max_batch;               /* 1..64 */
+  int device;                  /* vr_device */
+  double load_ms;              /* time to load and warm up an instance */
+  int64_t mem_bytes;           /* resident memory of one instance */
+  /* latency percentiles per batch slot (slot i = batch 2^i); <0 = absent.
+   * p90 is optional (the Proteus CSV records p90, not p99). */
+  double p50_ms[VR_PROF_NB];
+  double p90_ms[VR_PROF_NB];
+  double p99_ms[VR_PROF_NB];
+  double accuracy;   /* percent on the validation set, 0..100 */
+  double cost_per_s; /* price of the resources one instance holds */
+} vr_profile;
+
+/* Clears p to "nothing measured" (all latency slots -1, threads 1,
+ * max_batch 1). */
+void vr_profile_init(vr_profile *p);
+
+/* Batch size of slot i (1 << i). */
+static inline int vr_prof_batch(int slot) { return 1 << slot; }
+
+/* Checks that p is usable: names set, threads >= 1, max_batch in 1..64,
+ * p50 measured at batch 1, latencies positive, percentiles ordered,
+ * accuracy in [0,100]. 0 or VR_EINVAL with a message. */
+int vr_profile_validate(const vr_profile *p, vr_errbuf *err);
+
+/* Latency in ms at quantile q (0.5, 0.9 or 0.99 style; anything in
+ * (0,1]) for an arbitrary batch size >= 1, interpolating linearly between
+ * measured batch sizes and extrapolating per-item beyond the largest one.
+ * Quantiles between recorded ones are interpolated too (see .c). */
+double vr_profile_latency_ms(const vr_profile *p, int batch, double q);
+
+/* The conservative "tail" latency used for SLO checks: p99 if recorded,
+ * else p90, else p50. */
+double vr_profile_tail_ms(const vr_profile *p, int batch);
+
+/* Peak throughput (queries/s) of one instance running full batches of
+ * `batch` back to back: batch / p50(batch). */
+double vr_profile_peak_qps(const vr_profile *p, int batch);
+
+/* The largest batch b <= max_batch whose tail latency, counting a wait of
+ * one batch time for the batch to fill, stays within slo_ms; 0 when even
+ * batch 1 misses. */
+int vr_profile_batch_for_slo(const vr_profile *p, double slo_ms);
+
+/* Saturation throughput of one instance under a latency SLO: the peak
+ * qps at vr_profile_batch_for_slo (0 if the SLO is infeasible). */
+double vr_profile_sat_qps(const vr_profile *p, double slo_ms);
+
+/* JSON conversion. to_json returns a new reference (NULL on ENOMEM).
+ * from_json fills *p from an object and validates it; on error *p is
+ * unspecified and err names the offending field. */
+json_t *vr_profile_to_json(const vr_profile *p);
+int vr_profile_from_json(const json_t *obj, vr_profile *p, vr_errbuf *err);
+
+const char *vr_device_name(int device);
+/* "cpu"/"gpu" -> device, or -1. */
+int vr_device_parse(const char *s);
+
+#endif

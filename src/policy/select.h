@@ -1,0 +1,75 @@
+/*
+ * Per-query variant selection (INFaaS), over indices built once per
+ * snapshot.
+ *
+ * A query names an app (model-less: any model of the app may serve it) or
+ * a model, plus a latency SLO and a minimum accuracy. Selection:
+ *   1. among ACTIVE variants that meet both, the cheapest per query
+ *      (cost_per_s / saturation qps; ties: lower latency) -> VR_SEL_ACTIVE,
+ *      then the caller sends it to the least-loaded instance
+ *      (vr_select_instance);
+ *   2. else among variants with no serving instance that meet both, the one
+ *      with the lowest load + inference latency -> VR_SEL_LOAD (the caller
+ *      loads it, or queues behind an instance already loading);
+ *   3. else VR_SEL_INFEASIBLE with the closest variant: the fastest one
+ *      meeting the accuracy, or failing that the most accurate one, and
+ *      what it can give (its tail latency and accuracy).
+ * "Meets" means tail latency at batch 1 <= SLO and accuracy >= minimum.
+ *
+ * Cost: vr_select is O(log^2 n) for n variants of the group (a merge-sort
+ * tree over variants ordered by accuracy, each node sorted by latency with
+ * prefix minima); building is O(n log n). The index owns all its memory and
+ * keeps no pointer into the snapshot after vr_select_build returns, so it
+ * stays valid until the next build. Not thread-safe for build; concurrent
+ * vr_select calls on a built index are safe (read-only).
+ */
+#ifndef VR_POLICY_SELECT_H
+#define VR_POLICY_SELECT_H
+
+#include "policy/snapshot.h"
+
+typedef struct vr_select_index vr_select_index;
+
+typedef enum {
+  VR_SEL_ACTIVE = 0,
+  VR_SEL_LOAD = 1,
+  VR_SEL_INFEASIBLE = 2,
+} vr_sel_outcome;
+
+typedef struct vr_query_req {
+  int group;           /* from vr_select_group(); resolve once per stream */
+  double latency_ms;   /* SLO */
+  double min_accuracy; /* percent */
+} vr_query_req;
+
+typedef struct vr_selection {
+  int outcome;       /* vr_sel_outcome */
+  int variant;       /* snapshot variant index (closest if infeasible) */
+  double latency_ms; /* its tail latency at batch 1 */
+  double accuracy;
+} vr_selection;
+
+vr_select_index *vr_select_new(void);
+void vr_select_free(vr_select_index *ix);
+/* (Re)builds the index from a snapshot, reusing memory. 0 or VR_ENOMEM. */
+int vr_select_build(vr_select_index *ix, const vr_snapshot *s);
+
+/* Group id of an app ("app:NAME"-free: pass kind 'a' for app, 'm' for
+ * model) or -1 when no variant belongs to it. */
+int vr_select_group(const vr_select_index *ix, char kind, const char *name);
+
+/* 0, or VR_EINVAL for a bad group. Always fills *out on 0. */
+int vr_select(const vr_select_index *ix, const vr_query_req *q,
+              vr_selection *out);
+
+/* Least-loaded serving instance of a variant: the snapshot instance index
+ * with the lowest load[i] (caller's live load, e.g. queue length over
+ * saturation qps, indexed by snapshot instance index), or -1 if the
+ * variant has no serving instance. */
+int vr_select_instance(const vr_select_index *ix, int variant,
+                       const double *load);
+/* Serving instances of a variant (snapshot instance indices). */
+const int *vr_select_instances(const vr_select_index *ix, int variant,
+                               int *n);
+
+#endif

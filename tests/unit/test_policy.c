@@ -1,0 +1,422 @@
+/* Policy unit tests: profiles, selection, state machine, autoscaler,
+ * interference, baselines. Synthetic profiles only. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "vr_test.h"
+
+#include "base/alloc.h"
+#include "policy/policy.h"
+#include "policy/select.h"
+
+static vr_profile mkprof(const char *model, const char *app, const char *var,
+                         double p50_b1, double acc, double cost) {
+  vr_profile p;
+  vr_profile_init(&p);
+  snprintf(p.model, sizeof p.model, "%s", model);
+  snprintf(p.app, sizeof p.app, "%s", app);
+  snprintf(p.variant, sizeof p.variant, "%s", var);
+  snprintf(p.precision, sizeof p.precision, "fp32");
+  p.max_batch = 8;
+  for (int s = 0; s < 4; s++) { /* batches 1..8: latency grows sublinearly */
+    p.p50_ms[s] = p50_b1 * (1 + 0.5 * s);
+    p.p99_ms[s] = p.p50_ms[s] * 1.2;
+  }
+  p.accuracy = acc;
+  p.cost_per_s = cost;
+  p.load_ms = 500;
+  p.mem_bytes = 100 << 20;
+  return p;
+}
+
+static void test_profile_math(void **st) {
+  (void)st;
+  vr_profile p = mkprof("m", "a", "m/fp32/t1/b8", 10, 90, 1);
+  assert_int_equal(vr_profile_validate(&p, NULL), 0);
+  assert_true(fabs(vr_profile_latency_ms(&p, 1, 0.5) - 10) < 1e-9);
+  assert_true(fabs(vr_profile_latency_ms(&p, 3, 0.5) - 17.5) < 1e-9);
+  assert_true(fabs(vr_profile_latency_ms(&p, 2, 0.99) - 18) < 1e-9);
+  /* beyond the largest measured batch: per-item extrapolation */
+  assert_true(fabs(vr_profile_latency_ms(&p, 16, 0.5) - 50) < 1e-9);
+  /* quantile interpolation is monotone */
+  double prev = 0;
+  for (double q = 0.01; q <= 1.0; q += 0.01) {
+    double v = vr_profile_latency_ms(&p, 4, q);
+    assert_true(v >= prev - 1e-12);
+    prev = v;
+  }
+  assert_true(fabs(vr_profile_peak_qps(&p, 8) - 8 * 1000 / 25.0) < 1e-9);
+  /* SLO 60 ms: 2 * tail(b) <= 60 -> tail <= 30: b=8 has 30 -> fits */
+  assert_int_equal(vr_profile_batch_for_slo(&p, 60), 8);
+  assert_int_equal(vr_profile_batch_for_slo(&p, 40), 2);
+  assert_int_equal(vr_profile_batch_for_slo(&p, 13), 1);
+  assert_int_equal(vr_profile_batch_for_slo(&p, 5), 0);
+  assert_true(vr_profile_sat_qps(&p, 5) == 0);
+}
+
+static void test_profile_json(void **st) {
+  (void)st;
+  vr_profile p = mkprof("fmnist_cnn_s", "fmnist", "fmnist_cnn_s/int8/t1/b8",
+                        2.5, 91.5, 0.002);
+  p.device = VR_DEV_GPU;
+  json_t *j = vr_profile_to_json(&p);
+  assert_non_null(j);
+  vr_profile q;
+  vr_errbuf err = {0};
+  assert_int_equal(vr_profile_from_json(j, &q, &err), 0);
+  assert_memory_equal(&p, &q, sizeof p);
+  json_decref(j);
+
+  static const char *bad[] = {
+      "[]",
+      "{\"variant\":\"v\",\"accuracy\":1,\"p50_ms\":[1]}",
+      "{\"model\":\"m\",\"variant\":\"v\",\"p50_ms\":[1]}",
+      "{\"model\":\"m\",\"variant\":\"v\",\"accuracy\":101,\"p50_ms\":[1]}",
+      "{\"model\":\"m\",\"variant\":\"v\",\"accuracy\":1,\"p50_ms\":[null,2]}",
+      "{\"model\":\"m\",\"variant\":\"v\",\"accuracy\":1,\"p50_ms\":[-1]}",
+      "{\"model\":\"m\",\"variant\":\"v\",\"accuracy\":1,\"p50_ms\":[1],"
+      "\"p99_ms\":[0.5]}",
+      "{\"model\":\"m\",\"variant\":\"v\",\"accuracy\":1,\"p50_ms\":[1],"
+      "\"batch\":[3]}",
+      "{\"model\":\"m\",\"variant\":\"v\",\"accuracy\":1,\"p50_ms\":[1,2],"
+      "\"batch\":[1]}",
+      "{\"model\":\"m\",\"variant\":\"v\",\"accuracy\":1,\"p50_ms\":[1],"
+      "\"max_batch\":65}",
+      "{\"model\":\"m\",\"variant\":\"v\",\"accuracy\":1,\"p50_ms\":[1],"
+      "\"device\":\"tpu\"}",
+      "{\"model\":7,\"variant\":\"v\",\"accuracy\":1,\"p50_ms\":[1]}",
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    json_t *b = json_loads(bad[i], 0, NULL);
+    assert_non_null(b);
+    memset(&err, 0, sizeof err);
+    assert_int_equal(vr_profile_from_json(b, &q, &err), VR_EINVAL);
+    assert_true(strlen(err.msg) > 0);
+    json_decref(b);
+  }
+  /* sparse batches via "batch" */
+  json_t *ok = json_loads("{\"model\":\"m\",\"variant\":\"v\",\"accuracy\":50,"
+                          "\"batch\":[1,4],\"p50_ms\":[1,2],\"max_batch\":4}",
+                          0, NULL);
+  assert_int_equal(vr_profile_from_json(ok, &q, &err), 0);
+  assert_true(q.p50_ms[1] < 0 && q.p50_ms[2] == 2);
+  assert_true(fabs(vr_profile_latency_ms(&q, 2, 0.5) - 1 - 1.0 / 3) < 1e-9);
+  json_decref(ok);
+}
+
+/* A snapshot with variants A (fast, 80%), B (slow, 95%), C (medium, 90%),
+ * one worker of 8 cores. */
+typedef struct fx {
+  vr_snap_variant v[4];
+  vr_snap_instance in[8];
+  vr_snap_worker w[2];
+  vr_snap_wtype t[1];
+  vr_snapshot s;
+} fx;
+
+static void fx_init(fx *f) {
+  memset(f, 0, sizeof *f);
+  f->v[0].prof = mkprof("small", "cls", "small/fp32", 5, 80, 1);
+  f->v[1].prof = mkprof("big", "cls", "big/fp32", 50, 95, 4);
+  f->v[2].prof = mkprof("mid", "cls", "mid/fp32", 20, 90, 2);
+  f->v[3].prof = mkprof("mid", "cls", "mid/int8", 10, 90, 1);
+  for (int i = 0; i < 4; i++) f->v[i].slo_ms = 200;
+  f->w[0] = (vr_snap_worker){1, VR_WS_UP, 8, 8, 0, 0, 16LL << 30,
+                             16LL << 30, 8, 0, -1};
+  f->t[0] = (vr_snap_wtype){8, 0, 16LL << 30, 8, 4, 1};
+  f->s.now_ns = 10 * 1000000000LL;
+  f->s.variants = f->v;
+  f->s.nvariants = 4;
+  f->s.instances = f->in;
+  f->s.workers = f->w;
+  f->s.nworkers = 1;
+  f->s.wtypes = f->t;
+  f->s.nwtypes = 1;
+}
+
+static void fx_inst(fx *f, int variant, int state, double qps) {
+  vr_snap_instance *in = &f->in[f->s.ninstances];
+  memset(in, 0, sizeof *in);
+  in->id = 100 + (int64_t)f->s.ninstances;
+  in->variant = variant;
+  in->state = state;
+  in->max_batch = 8;
+  in->arrival_qps = in->served_qps = qps;
+  f->s.ninstances++;
+  f->v[variant].state = VR_VS_ACTIVE;
+  f->v[variant].arrival_qps += qps;
+  f->v[variant].served_qps += qps;
+  f->w[0].free_cores -= 1;
+}
+
+static void test_select(void **st) {
+  (void)st;
+  fx f;
+  fx_init(&f);
+  vr_select_index *ix = vr_select_new();
+  assert_int_equal(vr_select_build(ix, &f.s), 0);
+  int g = vr_select_group(ix, 'a', "cls");
+  assert_true(g >= 0);
+  assert_int_equal(vr_select_group(ix, 'a', "nope"), -1);
+  vr_selection r;
+  /* nothing active: load the one with lowest load+latency meeting both */
+  vr_query_req q = {g, 100, 85};
+  assert_int_equal(vr_select(ix, &q, &r), 0);
+  assert_int_equal(r.outcome, VR_SEL_LOAD);
+  assert_int_equal(r.variant, 3); /* mid/int8: 90%, 12 ms */
+  /* accuracy only B has */
+  q.min_accuracy = 93;
+  vr_select(ix, &q, &r);
+  assert_int_equal(r.outcome, VR_SEL_LOAD);
+  assert_int_equal(r.variant, 1);
+  /* SLO B cannot meet: infeasible, closest is B with its latency */
+  q.latency_ms = 30;
+  vr_select(ix, &q, &r);
+  assert_int_equal(r.outcome, VR_SEL_INFEASIBLE);
+  assert_int_equal(r.variant, 1);
+  assert_true(fabs(r.latency_ms - 60) < 1e-9);
+  /* accuracy nobody has: the most accurate */
+  q.min_accuracy = 99;
+  q.latency_ms = 1000;
+  vr_select(ix, &q, &r);
+  assert_int_equal(r.outcome, VR_SEL_INFEASIBLE);
+  assert_int_equal(r.variant, 1);
+  /* an active variant wins over loading a cheaper one */
+  fx_inst(&f, 2, VR_IS_ACTIVE, 10);
+  fx_inst(&f, 2, VR_IS_ACTIVE, 5);
+  assert_int_equal(vr_select_build(ix, &f.s), 0);
+  q = (vr_query_req){g, 100, 85};
+  vr_select(ix, &q, &r);
+  assert_int_equal(r.outcome, VR_SEL_ACTIVE);
+  assert_int_equal(r.variant, 2);
+  double load[2] = {3, 1};
+  assert_int_equal(vr_select_instance(ix, 2, load), 1);
+  assert_int_equal(vr_select_instance(ix, 0, load), -1);
+  /* model group restricts to that model */
+  q.group = vr_select_group(ix, 'm', "small");
+  q.min_accuracy = 0;
+  vr_select(ix, &q, &r);
+  assert_int_equal(r.variant, 0);
+  q.group = 999;
+  assert_int_equal(vr_select(ix, &q, &r), VR_EINVAL);
+  vr_select_free(ix);
+}
+
+static unsigned rnd(unsigned *s) {
+  *s = *s * 1103515245u + 12345u;
+  return *s >> 8 & 0xffff;
+}
+
+/* Brute force cross-check of vr_select on random snapshots. */
+static void test_select_random(void **st) {
+  (void)st;
+  enum { NV = 60 };
+  vr_snap_variant v[NV];
+  vr_snap_instance in[NV];
+  vr_snapshot s = {0};
+  unsigned seed = 12345;
+#define RND() rnd(&seed)
+  for (int round = 0; round < 30; round++) {
+    memset(v, 0, sizeof v);
+    size_t ni = 0;
+    for (int i = 0; i < NV; i++) {
+      char name[32];
+      snprintf(name, sizeof name, "m%d/v%d", i % 7, i);
+      char model[16];
+      snprintf(model, sizeof model, "m%d", i % 7);
+      double lat = 1 + RND() % 100, acc = 50 + RND() % 50;
+      v[i].prof = mkprof(model, i % 2 ? "x" : "y", name, lat, acc,
+                         1 + RND() % 10);
+      v[i].prof.load_ms = RND() % 1000;
+      int k = RND() % 3;
+      if (k) {
+        in[ni] = (vr_snap_instance){.id = i, .variant = i,
+                                    .state = VR_IS_ACTIVE};
+        ni++;
+        v[i].state = k == 1 ? VR_VS_ACTIVE : VR_VS_OVERLOADED;
+      }
+    }
+    s.variants = v, s.nvariants = NV, s.instances = in, s.ninstances = ni;
+    vr_select_index *ix = vr_select_new();
+    assert_int_equal(vr_select_build(ix, &s), 0);
+    for (int t = 0; t < 200; t++) {
+      vr_query_req q = {vr_select_group(ix, 'a', t % 2 ? "x" : "y"), 0, 0};
+      q.latency_ms = RND() % 200;
+      q.min_accuracy = 50 + RND() % 55;
+      vr_selection r;
+      assert_int_equal(vr_select(ix, &q, &r), 0);
+      /* brute force the same rule */
+      int want = -1, outcome = VR_SEL_INFEASIBLE;
+      for (int pass = 0; pass < 3 && want < 0; pass++) {
+        double best = INFINITY;
+        for (int i = 0; i < NV; i++) {
+          const vr_profile *p = &v[i].prof;
+          if (strcmp(p->app, t % 2 ? "x" : "y")) continue;
+          double tail = vr_profile_tail_ms(p, 1);
+          if (p->accuracy < q.min_accuracy || tail > q.latency_ms) continue;
+          int has = 0;
+          for (size_t j = 0; j < ni; j++) has |= in[j].variant == i;
+          int cls = !has ? 1 : v[i].state == VR_VS_ACTIVE ? 0 : 2;
+          if (cls != pass) continue;
+          double val = pass == 1 ? p->load_ms + tail
+                                 : p->cost_per_s / vr_profile_peak_qps(p, 8) +
+                                       1e-9 * tail;
+          if (val < best) best = val, want = i;
+        }
+        if (want >= 0) outcome = pass == 1 ? VR_SEL_LOAD : VR_SEL_ACTIVE;
+      }
+      assert_int_equal(r.outcome, outcome);
+      if (want >= 0) {
+        /* equal values may tie; compare the value, not the index */
+        assert_true(r.variant == want ||
+                    (v[r.variant].prof.cost_per_s == v[want].prof.cost_per_s));
+      }
+    }
+    vr_select_free(ix);
+  }
+#undef RND
+}
+
+static int count(const vr_actions *a, int kind) {
+  int n = 0;
+  for (size_t i = 0; i < a->len; i++) n += vr_actions_at(a, i)->kind == kind;
+  return n;
+}
+
+static void test_autoscale(void **st) {
+  (void)st;
+  fx f;
+  fx_init(&f);
+  vr_policy_cfg c;
+  vr_policy_cfg_default(&c, VR_POL_INFAAS);
+  vr_policy_state ps;
+  vr_policy_state_init(&ps);
+  vr_actions a;
+  vr_actions_init(&a);
+  /* mid/fp32 saturates at 8 / 50 ms = 160 qps under a 200 ms SLO; 500 qps
+   * needs 4 instances with slack; mid/int8 (cost 1) can take it for less:
+   * the autoscaler upgrades rather than replicates. */
+  fx_inst(&f, 2, VR_IS_ACTIVE, 500);
+  assert_int_equal(vr_policy_tick(&c, &ps, &f.s, &a), 0);
+  int loads_int8 = 0, loads_fp32 = 0;
+  for (size_t i = 0; i < a.len; i++) {
+    vr_action *x = vr_actions_at(&a, i);
+    if (x->kind == VR_ACT_LOAD) {
+      if (x->variant == 3) loads_int8++;
+      else loads_fp32++;
+    }
+  }
+  assert_int_equal(loads_fp32, 0);
+  assert_true(loads_int8 >= 2);
+  assert_int_equal(count(&a, VR_ACT_SET_VSTATE), 1); /* -> overloaded */
+  /* replicate when no cheaper variant of the model exists */
+
+  vr_vec_clear(&a);
+  fx_init(&f);
+  /* big under 200 ms: 2*p99(b) <= 200 allows batch 2 (p99 90 ms), so one
+   * instance saturates at 2/75ms = 26.7 qps; 100*1.05/26.7 -> 4 */
+  fx_inst(&f, 1, VR_IS_ACTIVE, 100);
+  assert_int_equal(vr_policy_tick(&c, &ps, &f.s, &a), 0);
+  assert_int_equal(count(&a, VR_ACT_LOAD), 3);
+  /* never exceeds the worker: 8 cores, 1000 qps would need 17 */
+  vr_vec_clear(&a);
+  f.v[1].arrival_qps = f.v[1].served_qps = 1000;
+  f.t[0].count = 1, f.t[0].max_count = 1;
+  assert_int_equal(vr_policy_tick(&c, &ps, &f.s, &a), 0);
+  assert_int_equal(count(&a, VR_ACT_LOAD), 7);
+  assert_int_equal(count(&a, VR_ACT_ADD_WORKER), 0);
+  /* with room for more workers it asks for one */
+  vr_vec_clear(&a);
+  f.t[0].max_count = 4;
+  assert_int_equal(vr_policy_tick(&c, &ps, &f.s, &a), 0);
+  assert_int_equal(count(&a, VR_ACT_ADD_WORKER), 1);
+  /* scale down only after removable for load time (500 ms) */
+  vr_vec_clear(&a);
+  fx_init(&f);
+  fx_inst(&f, 1, VR_IS_ACTIVE, 5);
+  fx_inst(&f, 1, VR_IS_ACTIVE, 5);
+  assert_int_equal(vr_policy_tick(&c, &ps, &f.s, &a), 0);
+  assert_int_equal(count(&a, VR_ACT_UNLOAD), 0);
+  f.s.now_ns += 400 * 1000000LL;
+  assert_int_equal(vr_policy_tick(&c, &ps, &f.s, &a), 0);
+  assert_int_equal(count(&a, VR_ACT_UNLOAD), 0);
+  f.s.now_ns += 200 * 1000000LL;
+  assert_int_equal(vr_policy_tick(&c, &ps, &f.s, &a), 0);
+  assert_int_equal(count(&a, VR_ACT_UNLOAD), 1);
+  vr_actions_free(&a);
+  vr_policy_state_free(&ps);
+}
+
+static void test_interference_and_states(void **st) {
+  (void)st;
+  fx f;
+  fx_init(&f);
+  f.s.nworkers = 2;
+  f.w[1] = f.w[0];
+  f.w[1].id = 2;
+  fx_inst(&f, 0, VR_IS_ACTIVE, 10);
+  f.in[0].p99_ms = 100; /* profile tail at batch 1: 6 ms */
+  f.in[0].obs_batch = 1;
+  vr_policy_cfg c;
+  vr_policy_cfg_default(&c, VR_POL_INFAAS);
+  vr_actions a;
+  vr_actions_init(&a);
+  assert_int_equal(vr_policy_interference(&c, &f.s, &a), 0);
+  assert_int_equal(count(&a, VR_ACT_MIGRATE), 1);
+  for (size_t i = 0; i < a.len; i++)
+    if (vr_actions_at(&a, i)->kind == VR_ACT_MIGRATE)
+      assert_int_equal(vr_actions_at(&a, i)->worker, 1);
+  /* overloaded instance is slow for a reason: no interference */
+  vr_vec_clear(&a);
+  f.in[0].arrival_qps = 1e6;
+  assert_int_equal(vr_policy_interference(&c, &f.s, &a), 0);
+  assert_int_equal(a.len, 0);
+  assert_int_equal(vr_policy_states(&c, &f.s, &a), 0);
+  assert_int_equal(count(&a, VR_ACT_SET_ISTATE), 1);
+  vr_actions_free(&a);
+}
+
+static void test_baselines(void **st) {
+  (void)st;
+  fx f;
+  fx_init(&f);
+  vr_policy_cfg c;
+  vr_policy_cfg_default(&c, VR_POL_CLIPPER);
+  c.nfixed = 1;
+  c.fixed[0] = (vr_policy_fixed){1, 3};
+  vr_policy_state ps;
+  vr_policy_state_init(&ps);
+  vr_actions a;
+  vr_actions_init(&a);
+  assert_int_equal(vr_policy_tick(&c, &ps, &f.s, &a), 0);
+  assert_int_equal(count(&a, VR_ACT_LOAD), 3);
+  /* SM+: scales the fixed variant only, to load */
+  vr_vec_clear(&a);
+  vr_policy_cfg_default(&c, VR_POL_SM);
+  c.nfixed = 1;
+  c.fixed[0] = (vr_policy_fixed){2, 1};
+  fx_inst(&f, 2, VR_IS_ACTIVE, 500);
+  assert_int_equal(vr_policy_tick(&c, &ps, &f.s, &a), 0);
+  assert_int_equal(count(&a, VR_ACT_LOAD), 3); /* 500*1.05/160 -> 4 */
+  for (size_t i = 0; i < a.len; i++)
+    if (vr_actions_at(&a, i)->kind == VR_ACT_LOAD)
+      assert_int_equal(vr_actions_at(&a, i)->variant, 2);
+  c.fixed[0].variant = 9;
+  assert_int_equal(vr_policy_tick(&c, &ps, &f.s, &a), VR_EINVAL);
+  vr_actions_free(&a);
+  vr_policy_state_free(&ps);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_profile_math),
+      cmocka_unit_test(test_profile_json),
+      cmocka_unit_test(test_select),
+      cmocka_unit_test(test_select_random),
+      cmocka_unit_test(test_autoscale),
+      cmocka_unit_test(test_interference_and_states),
+      cmocka_unit_test(test_baselines),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
