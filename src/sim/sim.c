@@ -1,0 +1,413 @@
+/*
+ * Simulator data path: arrivals, routing, dynamic batching, completions.
+ * The control path (ticks, snapshots, actions) is in sim_ctl.c.
+ */
+#include <math.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/alloc.h"
+#include "sim/sim_int.h"
+
+int sim_push(vr_sim *s, int kind, int64_t t, int a, void *p) {
+  vr_event e = {t, 0, kind, a, p, 0};
+  return vr_heap_push(&s->heap, e);
+}
+
+/* ---- workers and instances ---- */
+
+sim_worker *sim_worker_new(vr_sim *s, int type, int64_t ready_ns) {
+  const vr_sim_wtype *t = &s->cfg->wtypes[type];
+  sim_worker *w = VR_NEW(sim_worker);
+  if (!w || vr_vec_push(&s->workers, &w)) {
+    vr_free(w);
+    return NULL;
+  }
+  w->id = s->next_id++;
+  w->index = (int)s->workers.len - 1;
+  w->type = type;
+  w->cores = w->free_cores = t->cores;
+  w->gpus = w->free_gpus = t->gpus;
+  w->mem = w->free_mem = t->mem_bytes;
+  w->price = t->price_per_s;
+  w->started_ns = vr_clock_now(&s->clock);
+  w->ready_ns = ready_ns;
+  w->idle_since = ready_ns;
+  w->state = ready_ns > w->started_ns ? VR_WS_STARTING : VR_WS_UP;
+  if (w->state == VR_WS_STARTING && sim_push(s, EV_WORKER_UP, ready_ns, 0, w))
+    return NULL;
+  return w;
+}
+
+static int fits(const sim_worker *w, const vr_profile *p) {
+  if (w->state == VR_WS_DRAINING || w->state == WS_REMOVED) return 0;
+  if (w->free_cores < p->threads || w->free_mem < p->mem_bytes) return 0;
+  return p->device == VR_DEV_GPU ? w->free_gpus >= 1 : w->gpus == 0;
+}
+
+/* Query-path placement (a LOAD chosen by selection): best fit, as the
+ * policy's placement does. */
+sim_worker *sim_place(vr_sim *s, const vr_profile *p) {
+  sim_worker *best = NULL;
+  for (size_t i = 0; i < s->workers.len; i++) {
+    sim_worker *w = VR_VEC_AT(&s->workers, sim_worker *, i);
+    if (fits(w, p) && (!best || w->free_cores < best->free_cores)) best = w;
+  }
+  return best;
+}
+
+sim_inst *sim_inst_new(vr_sim *s, int variant, sim_worker *w, int warm) {
+  sim_variant *v = &s->var[variant];
+  if (!fits(w, &v->prof)) return NULL;
+  sim_inst *in = VR_NEW(sim_inst);
+  if (!in) return NULL;
+  in->qcap = 64;
+  in->q = vr_malloc(in->qcap * sizeof *in->q);
+  if (!in->q || vr_vec_push(&s->insts, &in)) {
+    vr_free(in->q);
+    vr_free(in);
+    return NULL;
+  }
+  int64_t now = vr_clock_now(&s->clock);
+  in->id = s->next_id++;
+  in->variant = variant;
+  in->w = w;
+  in->state = VR_IS_LOADING;
+  in->loading = 1;
+  int b = v->slo_ms > 0 ? vr_profile_batch_for_slo(&v->prof, v->slo_ms) : 0;
+  in->max_batch = b > 0 ? b : v->prof.max_batch;
+  int64_t start = w->ready_ns > now ? w->ready_ns : now;
+  in->ready_ns = start + (warm ? 0 : (int64_t)(v->prof.load_ms * 1e6));
+  w->free_cores -= v->prof.threads;
+  w->free_mem -= v->prof.mem_bytes;
+  if (v->prof.device == VR_DEV_GPU) w->free_gpus--;
+  w->ninst++;
+  w->idle_since = -1;
+  v->nloading++;
+  v->loading_one = in;
+  v->ever = 1;
+  if (sim_push(s, EV_LOADED, in->ready_ns, 0, in)) return NULL;
+  return in;
+}
+
+static void serving_remove(sim_variant *v, sim_inst *in) {
+  for (size_t i = 0; i < v->serving.len; i++)
+    if (VR_VEC_AT(&v->serving, sim_inst *, i) == in) {
+      vr_vec_swap_remove(&v->serving, i);
+      return;
+    }
+}
+
+/* An instance dies once it is draining, idle, empty and not loading:
+ * then no event refers to it and its resources go back to the worker. */
+void sim_maybe_dead(vr_sim *s, sim_inst *in) {
+  if (in->dead || in->state != VR_IS_DRAINING || in->loading || in->busy_n ||
+      in->qlen)
+    return;
+  sim_variant *v = &s->var[in->variant];
+  sim_worker *w = in->w;
+  in->dead = 1;
+  w->free_cores += v->prof.threads;
+  w->free_mem += v->prof.mem_bytes;
+  if (v->prof.device == VR_DEV_GPU) w->free_gpus++;
+  if (--w->ninst == 0) w->idle_since = vr_clock_now(&s->clock);
+}
+
+void sim_inst_drain(vr_sim *s, sim_inst *in) {
+  if (in->state == VR_IS_DRAINING) return;
+  sim_variant *v = &s->var[in->variant];
+  if (in->loading) {
+    v->nloading--;
+    if (v->loading_one == in) v->loading_one = NULL;
+  } else {
+    serving_remove(v, in);
+  }
+  in->state = VR_IS_DRAINING;
+  sim_maybe_dead(s, in);
+}
+
+/* ---- batching ---- */
+
+static int enqueue(vr_sim *s, sim_inst *in, const vr_req *r) {
+  if (in->qlen == in->qcap) {
+    uint32_t cap = in->qcap * 2;
+    vr_req *q = vr_malloc(cap * sizeof *q);
+    if (!q) return VR_ENOMEM;
+    for (uint32_t i = 0; i < in->qlen; i++)
+      q[i] = in->q[(in->qhead + i) & (in->qcap - 1)];
+    vr_free(in->q);
+    in->q = q;
+    in->qcap = cap;
+    in->qhead = 0;
+  }
+  in->q[(in->qhead + in->qlen) & (in->qcap - 1)] = *r;
+  in->qlen++;
+  in->arrivals++;
+  return 0;
+}
+
+static double worker_slowdown(vr_sim *s, const sim_worker *w, int64_t now) {
+  double f = 1, t = (double)now / 1e9;
+  for (size_t i = 0; i < s->cfg->ninterf; i++) {
+    const vr_sim_interf *x = &s->cfg->interf[i];
+    if (x->worker == w->index && t >= x->at_s && t < x->until_s) f *= x->factor;
+  }
+  return f;
+}
+
+/* Starts a batch if the instance is ready, idle and has work: first drops
+ * requests that would miss their deadline even if served now (early drop),
+ * then serves up to max_batch with a service time drawn from the profile. */
+void sim_try_start(vr_sim *s, sim_inst *in) {
+  if (in->busy_n || in->loading || !in->qlen) return;
+  sim_variant *v = &s->var[in->variant];
+  int64_t now = vr_clock_now(&s->clock);
+  int b;
+  for (;;) {
+    b = in->qlen < (uint32_t)in->max_batch ? (int)in->qlen : in->max_batch;
+    if (b == 0) break;
+    const vr_req *h = &in->q[in->qhead];
+    if (now + (int64_t)(v->est_ms[b] * 1e6) <= h->deadline_ns) break;
+    in->qhead = (in->qhead + 1) & (in->qcap - 1);
+    in->qlen--;
+    s->row.dropped++;
+  }
+  if (b == 0) {
+    sim_maybe_dead(s, in);
+    return;
+  }
+  double q = s->cfg->noise ? vr_rng_unif(&s->rng) : 0.5;
+  double ms = vr_profile_latency_ms(&v->prof, b, q);
+  if (s->cfg->ninterf) ms *= worker_slowdown(s, in->w, now);
+  in->busy_n = b;
+  in->batches++;
+  in->items += b;
+  if (in->nlat < SIM_LAT_SAMPLES) in->lat[in->nlat++] = (float)ms;
+  else in->lat[vr_rng_next(&s->rng) % SIM_LAT_SAMPLES] = (float)ms;
+  sim_push(s, EV_DONE, now + (int64_t)(ms * 1e6), 0, in);
+}
+
+static void on_done(vr_sim *s, sim_inst *in) {
+  sim_variant *v = &s->var[in->variant];
+  int64_t now = vr_clock_now(&s->clock);
+  for (int i = 0; i < in->busy_n; i++) {
+    const vr_req *r = &in->q[in->qhead];
+    int64_t lat = now - r->t_ns;
+    vr_hist_record(s->hist_period, (uint64_t)lat);
+    if (now > r->deadline_ns) s->row.late++;
+    in->qhead = (in->qhead + 1) & (in->qcap - 1);
+  }
+  in->qlen -= in->busy_n;
+  s->row.served += in->busy_n;
+  s->acc_period += v->prof.accuracy * in->busy_n;
+  in->served += in->busy_n;
+  v->served += in->busy_n;
+  in->busy_n = 0;
+  sim_try_start(s, in);
+  sim_maybe_dead(s, in);
+}
+
+static void on_loaded(vr_sim *s, sim_inst *in) {
+  sim_variant *v = &s->var[in->variant];
+  in->loading = 0;
+  if (in->state == VR_IS_DRAINING) {
+    /* unloaded while loading: its queue (if any) is served, then it dies */
+    sim_try_start(s, in);
+    sim_maybe_dead(s, in);
+    return;
+  }
+  v->nloading--;
+  if (v->loading_one == in) v->loading_one = NULL;
+  in->state = VR_IS_ACTIVE;
+  if (vr_vec_push(&v->serving, &in)) s->oom = 1;
+  sim_try_start(s, in);
+}
+
+/* ---- routing ---- */
+
+static sim_inst *least_loaded(const sim_variant *v) {
+  sim_inst *best = NULL;
+  for (size_t i = 0; i < v->serving.len; i++) {
+    sim_inst *in = VR_VEC_AT(&v->serving, sim_inst *, i);
+    if (!best || in->qlen < best->qlen) best = in;
+  }
+  return best;
+}
+
+static void reject(vr_sim *s) {
+  s->row.dropped++;
+  s->sum.rejected++;
+}
+
+/* Sends one request to an instance: INFaaS selection (memoised per stream:
+ * a pure function of the index and the request's requirements), or the
+ * baseline's fixed variant; then the least-loaded instance. */
+static int route(vr_sim *s, sim_stream *st, const vr_req *r) {
+  int vi = st->fixed, infaas = s->cfg->policy.kind == VR_POL_INFAAS;
+  double slo = (double)(r->deadline_ns - r->t_ns) / 1e6;
+  s->row.demand++;
+  if (infaas) {
+    if (st->group < 0) return reject(s), 0;
+    if (st->memo_gen != s->ix_gen || st->memo_slo != slo ||
+        st->memo_acc != r->min_acc) {
+      vr_query_req q = {st->group, slo, r->min_acc};
+      if (vr_select(s->ix, &q, &st->memo)) return reject(s), 0;
+      st->memo_gen = s->ix_gen, st->memo_slo = slo, st->memo_acc = r->min_acc;
+    }
+    if (st->memo.outcome == VR_SEL_INFEASIBLE) return reject(s), 0;
+    vi = st->memo.variant;
+  }
+  if (vi < 0) return reject(s), 0;
+  sim_variant *v = &s->var[vi];
+  sim_inst *in = least_loaded(v);
+  if (!in) in = v->loading_one;
+  if (!in && infaas) { /* load on the query path, as INFaaS does */
+    sim_worker *w = sim_place(s, &v->prof);
+    if (w && !(in = sim_inst_new(s, vi, w, 0))) return VR_ENOMEM;
+  }
+  if (!in) return reject(s), 0;
+  if (in->qlen >= (uint32_t)s->cfg->max_queue) {
+    s->row.dropped++;
+    return 0;
+  }
+  if (enqueue(s, in, r)) return VR_ENOMEM;
+  v->arrivals++;
+  if (slo < v->min_slo) v->min_slo = slo;
+  sim_try_start(s, in);
+  return 0;
+}
+
+static int next_arrival(vr_sim *s, int i) {
+  vr_req r;
+  int rc = vr_wl_next(s->st[i].wl, s->cfg->duration_s, &r, s->err);
+  if (rc <= 0) return rc;
+  r.stream = i;
+  vr_event e = {r.t_ns, 0, EV_ARRIVAL, i, NULL, 0};
+  /* one request per stream is in flight in the heap; it waits here */
+  s->pending[i] = r;
+  return vr_heap_push(&s->heap, e);
+}
+
+/* ---- the run ---- */
+
+static int init(vr_sim *s, vr_sim_cfg *cfg, const vr_sim_out *out,
+                vr_errbuf *err) {
+  memset(s, 0, sizeof *s);
+  s->cfg = cfg;
+  s->out = out;
+  s->err = err;
+  s->next_id = 1;
+  vr_vclock_init(&s->clock, 0);
+  vr_heap_init(&s->heap);
+  vr_rng_seed(&s->rng, cfg->seed);
+  vr_vec_init(&s->workers, sizeof(sim_worker *));
+  vr_vec_init(&s->insts, sizeof(sim_inst *));
+  s->nvar = cfg->nprofiles;
+  s->var = VR_NEWN(sim_variant, s->nvar ? s->nvar : 1);
+  s->st = VR_NEWN(sim_stream, cfg->nstreams ? cfg->nstreams : 1);
+  s->pending = VR_NEWN(vr_req, cfg->nstreams ? cfg->nstreams : 1);
+  s->hist_period = vr_malloc(sizeof(vr_hist));
+  s->hist_all = vr_malloc(sizeof(vr_hist));
+  if (!s->var || !s->st || !s->pending || !s->hist_period || !s->hist_all)
+    return VR_ENOMEM;
+  vr_hist_init(s->hist_period);
+  vr_hist_init(s->hist_all);
+  for (size_t i = 0; i < s->nvar; i++) {
+    sim_variant *v = &s->var[i];
+    v->prof = cfg->profiles[i];
+    vr_vec_init(&v->serving, sizeof(sim_inst *));
+    for (int b = 1; b <= VR_PROF_MAX_BATCH; b++)
+      v->est_ms[b] = vr_profile_latency_ms(&v->prof, b, 0.5);
+    v->min_slo = INFINITY;
+  }
+  for (size_t t = 0; t < cfg->nwtypes; t++)
+    for (int k = 0; k < cfg->wtypes[t].initial; k++)
+      if (!sim_worker_new(s, (int)t, 0)) return VR_ENOMEM;
+  return sim_ctl_init(s);
+}
+
+static void fini(vr_sim *s) {
+  sim_ctl_free(s);
+  for (size_t i = 0; i < s->insts.len; i++) {
+    sim_inst *in = VR_VEC_AT(&s->insts, sim_inst *, i);
+    vr_free(in->q);
+    vr_free(in);
+  }
+  for (size_t i = 0; i < s->workers.len; i++)
+    vr_free(VR_VEC_AT(&s->workers, sim_worker *, i));
+  vr_vec_free(&s->insts);
+  vr_vec_free(&s->workers);
+  for (size_t i = 0; s->var && i < s->nvar; i++) vr_vec_free(&s->var[i].serving);
+  for (size_t i = 0; s->cfg && i < s->cfg->nstreams; i++)
+    if (s->cfg->streams[i].f) {
+      fclose(s->cfg->streams[i].f);
+      s->cfg->streams[i].f = NULL;
+    }
+  vr_free(s->var);
+  vr_free(s->st);
+  vr_free(s->pending);
+  vr_free(s->hist_period);
+  vr_free(s->hist_all);
+  vr_heap_free(&s->heap);
+}
+
+static int dispatch(vr_sim *s, const vr_event *e) {
+  switch (e->kind) {
+  case EV_ARRIVAL: {
+    int rc = route(s, &s->st[e->a], &s->pending[e->a]);
+    return rc ? rc : next_arrival(s, e->a);
+  }
+  case EV_DONE: on_done(s, e->p); return 0;
+  case EV_LOADED: on_loaded(s, e->p); return 0;
+  case EV_WORKER_UP: {
+    sim_worker *w = e->p;
+    if (w->state == VR_WS_STARTING) w->state = VR_WS_UP;
+    /* instances placed while it started begin loading now (ready_ns was
+     * computed from the worker's ready time) */
+    return 0;
+  }
+  case EV_TICK: {
+    int rc = sim_tick(s);
+    int64_t next = e->t_ns + (int64_t)(s->cfg->tick_s * 1e9);
+    if (!rc && next <= (int64_t)(s->cfg->duration_s * 1e9))
+      rc = sim_push(s, EV_TICK, next, 0, NULL);
+    return rc;
+  }
+  }
+  return VR_EINTERNAL;
+}
+
+int vr_sim_run(vr_sim_cfg *cfg, const vr_sim_out *out, vr_sim_summary *sum,
+               vr_errbuf *err) {
+  vr_sim s;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  int rc = init(&s, cfg, out, err);
+  for (size_t i = 0; !rc && i < cfg->nstreams; i++) {
+    if ((rc = vr_wl_open(&cfg->streams[i], cfg->seed * 7919 + i + 1, err)))
+      break;
+    rc = next_arrival(&s, (int)i);
+    if (rc > 0) rc = 0;
+  }
+  if (!rc) rc = sim_push(&s, EV_TICK, 0, 0, NULL);
+  int64_t end = (int64_t)(cfg->duration_s * 1e9);
+  vr_event e;
+  while (!rc && vr_heap_pop(&s.heap, &e)) {
+    if (e.t_ns > end) break;
+    vr_vclock_set(&s.clock, e.t_ns);
+    s.sum.events++;
+    rc = dispatch(&s, &e);
+    if (!rc && s.oom) rc = VR_ENOMEM;
+  }
+  if (rc == VR_ENOMEM && err && !err->msg[0])
+    vr_errf(err, rc, "simulation: out of memory");
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  if (!rc) {
+    *sum = s.sum;
+    sum->wall_s = (double)(t1.tv_sec - t0.tv_sec) +
+                  (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    sum->sim_rps = sum->wall_s > 0 ? (double)sum->demand / sum->wall_s : 0;
+  }
+  fini(&s);
+  return rc;
+}

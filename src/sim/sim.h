@@ -1,0 +1,133 @@
+/*
+ * vario sim: a discrete-event simulator of a serving cluster that runs the
+ * real policies (src/policy) once per control period.
+ *
+ * Model: workers (cores, GPUs, memory, price per second, start latency) hold
+ * instances of variants; each instance has a FIFO batch queue and serves
+ * dynamic batches (whatever is queued, up to its max batch, never waiting
+ * to fill) with service times drawn from the variant's recorded latency
+ * percentiles. Requests that can no longer meet their deadline are dropped
+ * when their batch would start (early drop). Queries are routed per
+ * request (INFaaS variant selection, or the baselines' fixed variants).
+ * Every tick the simulator builds a vr_snapshot, runs vr_policy_tick and
+ * applies the actions (loads take the profile's load time, new workers
+ * their start time; billing covers every worker from start to removal).
+ *
+ * Time is a virtual clock (base/clock.h) in nanoseconds.
+ */
+#ifndef VR_SIM_SIM_H
+#define VR_SIM_SIM_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "base/hist.h"
+#include "policy/policy.h"
+#include "sim/workload.h"
+
+typedef struct vr_sim_wtype {
+  char name[32];
+  int cores, gpus;
+  int64_t mem_bytes;
+  double price_per_s;
+  double start_s; /* worker start latency */
+  int initial;    /* workers up at t = 0 */
+  int max;        /* cap (0 = unlimited) */
+} vr_sim_wtype;
+
+/* Injected interference: worker `worker` (creation order) runs `factor`
+ * times slower during [at_s, until_s). */
+typedef struct vr_sim_interf {
+  int worker;
+  double at_s, until_s, factor;
+} vr_sim_interf;
+
+typedef struct vr_sim_cfg {
+  char name[128];
+  double duration_s;
+  double tick_s;
+  uint64_t seed;
+  int noise;     /* 1: draw service times from percentiles; 0: use p50 */
+  int max_queue; /* per instance; arrivals beyond it are dropped */
+  vr_profile *profiles;
+  size_t nprofiles;
+  vr_sim_wtype *wtypes;
+  size_t nwtypes;
+  vr_workload *streams;
+  size_t nstreams;
+  vr_sim_interf *interf;
+  size_t ninterf;
+  vr_policy_cfg policy; /* fixed[] hold profile indices */
+} vr_sim_cfg;
+
+/* One row of the per-second time series. */
+typedef struct vr_sim_row {
+  double t_s;
+  int64_t demand, served, dropped, late;
+  double p99_ms, accuracy, cost;
+  int workers, instances;
+} vr_sim_row;
+
+typedef struct vr_sim_summary {
+  int64_t demand, served, dropped, late, rejected;
+  double violation_rate; /* (late + dropped) / demand */
+  double p50_ms, p99_ms, mean_ms;
+  double accuracy; /* mean accuracy of served requests */
+  double cost;     /* total, in price units */
+  double mean_instances, max_instances, mean_workers;
+  int64_t events, actions;
+  double wall_s;   /* real time the run took */
+  double sim_rps;  /* simulated requests per wall second */
+} vr_sim_summary;
+
+/* Where a run writes its time series (either may be NULL). The instances
+ * file is long format: t_s,variant,instances (non-zero entries only). */
+typedef struct vr_sim_out {
+  FILE *csv;
+  FILE *instances_csv;
+} vr_sim_out;
+
+/* Runs the simulation. Consumes the streams' runtime state (re-opened at
+ * start, closed files at the end; the config stays valid for another run).
+ * 0, or an error with a message (malformed trace line: "file:line: ...").
+ */
+int vr_sim_run(vr_sim_cfg *cfg, const vr_sim_out *out, vr_sim_summary *sum,
+               vr_errbuf *err);
+
+/* Config loading (config.c). Relative paths resolve against the config's
+ * directory; "data:REL" paths against data_dir (NULL: error naming the
+ * missing --data). */
+int vr_sim_cfg_load(const char *path, const char *data_dir, vr_sim_cfg *cfg,
+                    vr_errbuf *err);
+int vr_sim_cfg_parse(const char *text, size_t len, const char *name,
+                     const char *base_dir, const char *data_dir,
+                     vr_sim_cfg *cfg, vr_errbuf *err);
+void vr_sim_cfg_free(vr_sim_cfg *cfg);
+
+/* Proteus profiling CSV (proteus.c): appends one profile per (model, accel)
+ * with batch sizes from the file. Options fill what the CSV lacks. */
+typedef struct vr_proteus_opts {
+  const char *csv_path;
+  const char *variants_dir; /* model_variants/<family> lists, or NULL */
+  const char **families;    /* only these families (NULL: all) */
+  int nfamilies;
+  const char **accels;      /* e.g. "onnxruntime_cpu" (NULL: all) */
+  int naccels;
+  int cpu_threads;          /* cores a CPU variant holds */
+  double cpu_core_price_s, gpu_price_s;
+  double load_ms_cpu, load_ms_gpu;
+  int64_t mem_bytes;
+} vr_proteus_opts;
+
+int vr_proteus_load(const vr_proteus_opts *o, vr_profile **profiles,
+                    size_t *n, vr_errbuf *err);
+
+/* Writes the summary as JSON (report.c). */
+int vr_sim_summary_write(const vr_sim_cfg *cfg, const vr_sim_summary *s,
+                         FILE *f);
+/* Plots a run's CSV with gnuplot into png/svg (by extension). 0, or
+ * VR_EUNSUPPORTED when gnuplot is missing. */
+int vr_sim_plot(const char *csv_path, const char *inst_csv_path,
+                const char *image_path, const char *title, vr_errbuf *err);
+
+#endif

@@ -1,0 +1,296 @@
+/*
+ * Simulator control path: every tick, build the same vr_snapshot the live
+ * control loop builds, run the policy, apply its actions, record a row of
+ * the time series, and rebuild the selection index.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "sim/sim_int.h"
+
+static int cmp_float(const void *a, const void *b) {
+  float x = *(const float *)a, y = *(const float *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Frees instances that died since the last tick. */
+static void compact(vr_sim *s) {
+  size_t j = 0;
+  for (size_t i = 0; i < s->insts.len; i++) {
+    sim_inst *in = VR_VEC_AT(&s->insts, sim_inst *, i);
+    if (in->dead) {
+      vr_free(in->q);
+      vr_free(in);
+    } else {
+      VR_VEC_AT(&s->insts, sim_inst *, j++) = in;
+    }
+  }
+  s->insts.len = j;
+}
+
+static int build_snapshot(vr_sim *s, double dt) {
+  vr_snapshot *sn = &s->snap;
+  vr_vec_clear(&s->sw);
+  vr_vec_clear(&s->si);
+  vr_vec_clear(&s->sv);
+  vr_vec_clear(&s->swt);
+  sn->now_ns = vr_clock_now(&s->clock);
+  for (size_t t = 0; t < s->cfg->nwtypes; t++) {
+    const vr_sim_wtype *wt = &s->cfg->wtypes[t];
+    vr_snap_wtype x = {wt->cores, wt->gpus, wt->mem_bytes, wt->price_per_s,
+                       wt->max, 0};
+    if (vr_vec_push(&s->swt, &x)) return VR_ENOMEM;
+  }
+  for (size_t i = 0; i < s->workers.len; i++) {
+    sim_worker *w = VR_VEC_AT(&s->workers, sim_worker *, i);
+    w->snap = -1;
+    if (w->state == WS_REMOVED) continue;
+    VR_VEC_AT(&s->swt, vr_snap_wtype, w->type).count++;
+    vr_snap_worker x = {w->id, w->state, w->cores, w->free_cores, w->gpus,
+                        w->free_gpus, w->mem, w->free_mem, w->price, w->type,
+                        w->ninst == 0 ? w->idle_since : -1};
+    w->snap = (int)s->sw.len;
+    if (vr_vec_push(&s->sw, &x)) return VR_ENOMEM;
+  }
+  for (size_t v = 0; v < s->nvar; v++) {
+    sim_variant *sv = &s->var[v];
+    if (isfinite(sv->min_slo)) sv->slo_ms = sv->min_slo;
+    vr_snap_variant x = {sv->prof, sv->state, sv->slo_ms,
+                         (double)sv->arrivals / dt, (double)sv->served / dt};
+    if (vr_vec_push(&s->sv, &x)) return VR_ENOMEM;
+  }
+  for (size_t i = 0; i < s->insts.len; i++) {
+    sim_inst *in = VR_VEC_AT(&s->insts, sim_inst *, i);
+    vr_snap_instance x = {in->id, in->variant, in->w->snap, in->state,
+                          in->max_batch, (int)in->qlen,
+                          (double)in->arrivals / dt, (double)in->served / dt,
+                          0, 0, in->batches ? (double)in->items / in->batches
+                                            : 0,
+                          in->ready_ns};
+    if (in->nlat) {
+      float tmp[SIM_LAT_SAMPLES];
+      memcpy(tmp, in->lat, (size_t)in->nlat * sizeof *tmp);
+      qsort(tmp, (size_t)in->nlat, sizeof *tmp, cmp_float);
+      x.p50_ms = tmp[(in->nlat - 1) / 2];
+      x.p99_ms = tmp[(int)floor(0.99 * (in->nlat - 1))];
+    }
+    if (vr_vec_push(&s->si, &x)) return VR_ENOMEM;
+  }
+  sn->workers = s->sw.data, sn->nworkers = s->sw.len;
+  sn->wtypes = s->swt.data, sn->nwtypes = s->swt.len;
+  sn->variants = s->sv.data, sn->nvariants = s->sv.len;
+  sn->instances = s->si.data, sn->ninstances = s->si.len;
+  return 0;
+}
+
+static sim_inst *find_inst(vr_sim *s, int64_t id) {
+  for (size_t i = 0; i < s->insts.len; i++) {
+    sim_inst *in = VR_VEC_AT(&s->insts, sim_inst *, i);
+    if (in->id == id && !in->dead) return in;
+  }
+  return NULL;
+}
+
+static sim_worker *snap_worker(vr_sim *s, int idx) {
+  for (size_t i = 0; i < s->workers.len; i++) {
+    sim_worker *w = VR_VEC_AT(&s->workers, sim_worker *, i);
+    if (w->snap == idx && idx >= 0) return w;
+  }
+  return NULL;
+}
+
+static int apply(vr_sim *s, const vr_action *a) {
+  int64_t now = vr_clock_now(&s->clock);
+  sim_inst *in = a->instance >= 0 ? find_inst(s, a->instance) : NULL;
+  switch (a->kind) {
+  case VR_ACT_LOAD:
+  case VR_ACT_MIGRATE: {
+    sim_worker *w = snap_worker(s, a->worker);
+    if (!w || a->variant < 0 || (size_t)a->variant >= s->nvar) return 0;
+    /* the cluster is provisioned before the run starts: t = 0 loads are
+     * warm */
+    if (!sim_inst_new(s, a->variant, w, now == 0)) return 0; /* no room */
+    if (a->kind == VR_ACT_MIGRATE && in) sim_inst_drain(s, in);
+    return 0;
+  }
+  case VR_ACT_UNLOAD:
+    if (in) sim_inst_drain(s, in);
+    return 0;
+  case VR_ACT_SET_BATCH:
+    if (in && a->value >= 1 && a->value <= VR_PROF_MAX_BATCH)
+      in->max_batch = a->value;
+    return 0;
+  case VR_ACT_SET_ISTATE:
+    if (in && in->state != VR_IS_DRAINING && in->state != VR_IS_LOADING &&
+        a->value >= VR_IS_ACTIVE && a->value <= VR_IS_INTERFERED)
+      in->state = a->value;
+    return 0;
+  case VR_ACT_SET_VSTATE:
+    if (a->variant >= 0 && (size_t)a->variant < s->nvar)
+      s->var[a->variant].state = a->value;
+    return 0;
+  case VR_ACT_ADD_WORKER: {
+    if (a->wtype < 0 || (size_t)a->wtype >= s->cfg->nwtypes) return 0;
+    const vr_sim_wtype *t = &s->cfg->wtypes[a->wtype];
+    int64_t ready = now + (now == 0 ? 0 : (int64_t)(t->start_s * 1e9));
+    return sim_worker_new(s, a->wtype, ready) ? 0 : VR_ENOMEM;
+  }
+  case VR_ACT_REMOVE_WORKER: {
+    sim_worker *w = snap_worker(s, a->worker);
+    if (w && w->ninst == 0 && w->state != VR_WS_STARTING) w->state = WS_REMOVED;
+    return 0;
+  }
+  }
+  return 0;
+}
+
+/* Closes the period that ends now: one CSV row, run totals. */
+static void record(vr_sim *s, double dt) {
+  vr_sim_row *r = &s->row;
+  int workers = 0, insts = 0;
+  double cost = 0;
+  for (size_t i = 0; i < s->workers.len; i++) {
+    sim_worker *w = VR_VEC_AT(&s->workers, sim_worker *, i);
+    if (w->state == WS_REMOVED) continue;
+    workers++;
+    cost += w->price * dt;
+  }
+  for (size_t i = 0; i < s->insts.len; i++) {
+    sim_inst *in = VR_VEC_AT(&s->insts, sim_inst *, i);
+    insts += !in->dead && in->state != VR_IS_DRAINING;
+  }
+  r->t_s = (double)vr_clock_now(&s->clock) / 1e9;
+  r->p99_ms = (double)vr_hist_quantile(s->hist_period, 0.99) / 1e6;
+  r->accuracy = r->served ? s->acc_period / (double)r->served : 0;
+  r->cost = cost;
+  r->workers = workers;
+  r->instances = insts;
+  if (s->out && s->out->csv)
+    fprintf(s->out->csv, "%.3f,%lld,%lld,%lld,%lld,%.3f,%.3f,%.6f,%d,%d\n",
+            r->t_s, (long long)r->demand, (long long)r->served,
+            (long long)r->dropped, (long long)r->late, r->p99_ms, r->accuracy,
+            r->cost, r->workers, r->instances);
+  if (s->out && s->out->instances_csv)
+    for (size_t v = 0; v < s->nvar; v++) {
+      int n = 0;
+      for (size_t i = 0; i < s->insts.len; i++) {
+        sim_inst *in = VR_VEC_AT(&s->insts, sim_inst *, i);
+        n += in->variant == (int)v && !in->dead && in->state != VR_IS_DRAINING;
+      }
+      if (n)
+        fprintf(s->out->instances_csv, "%.3f,%s,%d\n", r->t_s,
+                s->var[v].prof.variant, n);
+    }
+  vr_sim_summary *u = &s->sum;
+  u->demand += r->demand;
+  u->served += r->served;
+  u->dropped += r->dropped;
+  u->late += r->late;
+  u->cost += cost;
+  s->acc_all += s->acc_period;
+  vr_hist_merge(s->hist_all, s->hist_period);
+  s->nticks++;
+  s->inst_sum += insts;
+  s->worker_sum += workers;
+  if (insts > u->max_instances) u->max_instances = insts;
+  u->mean_instances = s->inst_sum / (double)s->nticks;
+  u->mean_workers = s->worker_sum / (double)s->nticks;
+  u->violation_rate = u->demand ? (double)(u->late + u->dropped) / u->demand
+                                : 0;
+  u->accuracy = u->served ? s->acc_all / (double)u->served : 0;
+  u->p50_ms = (double)vr_hist_quantile(s->hist_all, 0.5) / 1e6;
+  u->p99_ms = (double)vr_hist_quantile(s->hist_all, 0.99) / 1e6;
+  u->mean_ms = vr_hist_mean(s->hist_all) / 1e6;
+  memset(r, 0, sizeof *r);
+  s->acc_period = 0;
+  vr_hist_init(s->hist_period);
+}
+
+static void reset_period(vr_sim *s) {
+  for (size_t i = 0; i < s->insts.len; i++) {
+    sim_inst *in = VR_VEC_AT(&s->insts, sim_inst *, i);
+    in->arrivals = in->served = in->batches = in->items = 0;
+    in->nlat = 0;
+  }
+  for (size_t v = 0; v < s->nvar; v++) {
+    s->var[v].arrivals = s->var[v].served = 0;
+    s->var[v].min_slo = INFINITY;
+  }
+}
+
+int sim_tick(vr_sim *s) {
+  double dt = s->cfg->tick_s;
+  int64_t now = vr_clock_now(&s->clock);
+  compact(s);
+  if (now > 0) record(s, dt);
+  int rc = build_snapshot(s, dt);
+  if (rc) return rc;
+  vr_vec_clear(&s->acts);
+  rc = vr_policy_tick(&s->cfg->policy, &s->pstate, &s->snap, &s->acts);
+  if (rc)
+    return vr_errf(s->err, rc, "policy %s failed at t=%.3f s: %s",
+                   vr_policy_name(s->cfg->policy.kind), (double)now / 1e9,
+                   vr_strerror(rc));
+  s->sum.actions += (int64_t)s->acts.len;
+  for (size_t i = 0; i < s->acts.len && !rc; i++)
+    rc = apply(s, vr_actions_at(&s->acts, i));
+  reset_period(s);
+  if (!rc) rc = build_snapshot(s, dt);
+  if (!rc) rc = vr_select_build(s->ix, &s->snap);
+  s->ix_gen++;
+  return rc;
+}
+
+int sim_ctl_init(vr_sim *s) {
+  vr_vec_init(&s->sv, sizeof(vr_snap_variant));
+  vr_vec_init(&s->si, sizeof(vr_snap_instance));
+  vr_vec_init(&s->sw, sizeof(vr_snap_worker));
+  vr_vec_init(&s->swt, sizeof(vr_snap_wtype));
+  vr_actions_init(&s->acts);
+  vr_policy_state_init(&s->pstate);
+  s->ix = vr_select_new();
+  if (!s->ix) return VR_ENOMEM;
+  int rc = build_snapshot(s, s->cfg->tick_s);
+  if (!rc) rc = vr_select_build(s->ix, &s->snap);
+  if (rc) return rc;
+  s->ix_gen = 1;
+  for (size_t i = 0; i < s->cfg->nstreams; i++) {
+    sim_stream *st = &s->st[i];
+    vr_workload *w = &s->cfg->streams[i];
+    st->wl = w;
+    st->group = vr_select_group(s->ix, w->target_kind, w->target);
+    st->fixed = -1;
+    const vr_policy_cfg *pc = &s->cfg->policy;
+    for (int k = 0; k < pc->nfixed && st->fixed < 0; k++) {
+      const vr_profile *p = &s->var[pc->fixed[k].variant].prof;
+      if (!strcmp(w->target_kind == 'm' ? p->model : p->app, w->target))
+        st->fixed = pc->fixed[k].variant;
+    }
+    if (pc->kind == VR_POL_INFAAS && st->group < 0)
+      return vr_errf(s->err, VR_EINVAL,
+                     "workload %zu: no variant serves %s \"%s\"", i,
+                     w->target_kind == 'm' ? "model" : "app", w->target);
+    if (pc->kind != VR_POL_INFAAS && st->fixed < 0)
+      return vr_errf(s->err, VR_EINVAL,
+                     "workload %zu: no fixed variant of the %s policy serves "
+                     "\"%s\"", i, vr_policy_name(pc->kind), w->target);
+  }
+  if (s->out && s->out->csv)
+    fprintf(s->out->csv, "t_s,demand,served,dropped,late,p99_ms,accuracy,"
+                         "cost,workers,instances\n");
+  if (s->out && s->out->instances_csv)
+    fprintf(s->out->instances_csv, "t_s,variant,instances\n");
+  return 0;
+}
+
+void sim_ctl_free(vr_sim *s) {
+  vr_vec_free(&s->sv);
+  vr_vec_free(&s->si);
+  vr_vec_free(&s->sw);
+  vr_vec_free(&s->swt);
+  vr_actions_free(&s->acts);
+  vr_policy_state_free(&s->pstate);
+  vr_select_free(s->ix);
+  s->ix = NULL;
+}
