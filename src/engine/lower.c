@@ -1,0 +1,264 @@
+/* Lowering of nodes onto oneDNN primitives. Each lower_* returns 0 when it
+ * emitted steps, 1 when the configuration is not covered by oneDNN (the
+ * builder then uses the reference kernel on plain tensors), <0 on error. */
+#include <string.h>
+
+#include "base/alloc.h"
+#include "engine/plan_int.h"
+
+#define CHECK(call)                          \
+  do {                                       \
+    dnnl_status_t s_ = (call);               \
+    if (s_ != dnnl_success) return 1;        \
+  } while (0)
+
+static const vr_node *node(vr_pb *b, int ni) { return &b->g->nodes[ni]; }
+static vr_pval *PV(vr_pb *b, int pv) { return &b->p->pv[pv]; }
+
+static void md_any(dnnl_memory_desc_t *md, const vr_tview *t, dnnl_data_type_t dt) {
+  dnnl_dims_t d;
+  for (int i = 0; i < t->ndim; i++) d[i] = t->shape[i];
+  dnnl_memory_desc_init_by_tag(md, t->ndim, d, dt, dnnl_format_tag_any);
+}
+
+/* Post-ops of a fused Conv/Gemm/MatMul. */
+static int make_attr(vr_pb *b, const vr_node *n, dnnl_primitive_attr_t *attr) {
+  dnnl_post_ops_t po;
+  if (dnnl_primitive_attr_create(attr) != dnnl_success) return VR_ENOMEM;
+  if (!n->npost) return 0;
+  if (dnnl_post_ops_create(&po) != dnnl_success) return VR_ENOMEM;
+  for (int i = 0; i < n->npost; i++) {
+    const vr_post *p = &n->post[i];
+    if (p->kind == VR_POST_SUM) dnnl_post_ops_append_sum(po, 1.0f);
+    else dnnl_post_ops_append_eltwise(po, 1.0f, (dnnl_alg_kind_t)p->alg, p->alpha, p->beta);
+  }
+  dnnl_primitive_attr_set_post_ops(*attr, po);
+  dnnl_post_ops_destroy(po);
+  return 0;
+}
+
+static int query(dnnl_primitive_desc_t pd, dnnl_query_t q, dnnl_memory_desc_t *md) {
+  const dnnl_memory_desc_t *m = dnnl_primitive_desc_query_md(pd, q, 0);
+  if (!m) return -1;
+  *md = *m;
+  return 0;
+}
+
+/* Destination of a node whose fused sum post-op accumulates into it: the
+ * addend is copied (or, if this is its last use, aliased) into dst. */
+static int sum_dst(vr_pb *b, const vr_node *n, const dnnl_memory_desc_t *dmd) {
+  int add = vr_pb_pv_of(b, n->in[n->sum_in]);
+  if (add < 0) return add;
+  int v = n->in[n->sum_in];
+  if (b->uses[v] == 1 && !b->g->vals[v].is_output && !b->g->vals[v].is_input &&
+      !PV(b, add)->ext && dnnl_memory_desc_equal(&PV(b, add)->md, dmd))
+    return vr_pb_def_alias(b, n->out[0], dmd, add);
+  int add2 = vr_pb_as(b, add, dmd);
+  if (add2 < 0) return add2;
+  if (add2 != add) /* the reordered copy is exactly dst */
+    return vr_pb_def_alias(b, n->out[0], dmd, add2);
+  int dst = vr_pb_def(b, n->out[0], dmd);
+  if (dst < 0) return dst;
+  dnnl_primitive_desc_t pd;
+  dnnl_status_t s = dnnl_reorder_primitive_desc_create(&pd, dmd, b->c->eng, dmd, b->c->eng, NULL);
+  if (s != dnnl_success) return vr_dnnl_err(b->err, n, s, "sum copy");
+  vr_arg a[2] = {{DNNL_ARG_FROM, add}, {DNNL_ARG_TO, dst}};
+  int rc = vr_pb_prim(b, -1, pd, a, 2);
+  return rc < 0 ? rc : dst;
+}
+
+static int lower_conv(vr_pb *b, int ni) {
+  const vr_node *n = node(b, ni);
+  const vr_tview *x = &b->vt[n->in[0]], *w = &b->vt[n->in[1]], *y = &b->vt[n->out[0]];
+  if (!w->data) return 1; /* runtime weights: not supported by the fast path */
+  vr_geom g;
+  if (vr_geom_compute(n, x, w->shape + 2, 0, &g, b->err)) return VR_EINVAL;
+  int64_t grp = vr_attr_i(n, "group", 1);
+  dnnl_dims_t st, dl, pl, pr, wd;
+  for (int i = 0; i < g.nsp; i++) {
+    st[i] = g.s[i];
+    dl[i] = g.d[i] - 1;
+    pl[i] = g.pl[i];
+    pr[i] = g.pr[i];
+  }
+  int wn = 0;
+  if (grp > 1) wd[wn++] = grp;
+  wd[wn++] = w->shape[0] / grp;
+  for (int i = 1; i < w->ndim; i++) wd[wn++] = w->shape[i];
+  dnnl_memory_desc_t xmd, wmd, bmd, ymd, wplain;
+  dnnl_data_type_t dt = b->c->precision == VR_PREC_BF16 ? dnnl_bf16 : dnnl_f32;
+  md_any(&xmd, x, dt);
+  md_any(&ymd, y, dnnl_f32);
+  dnnl_memory_desc_init_by_tag(&wmd, wn, wd, dt, dnnl_format_tag_any);
+  {
+    dnnl_dims_t s;
+    int64_t acc = 1;
+    for (int i = wn - 1; i >= 0; i--) {
+      s[i] = acc;
+      acc *= wd[i];
+    }
+    dnnl_memory_desc_init_by_strides(&wplain, wn, wd, dnnl_f32, s);
+  }
+  int has_b = n->nin > 2 && n->in[2] >= 0;
+  dnnl_dims_t bd = {w->shape[0]};
+  dnnl_memory_desc_init_by_tag(&bmd, 1, bd, dnnl_f32, dnnl_a);
+  dnnl_convolution_desc_t cd;
+  CHECK(dnnl_dilated_convolution_forward_desc_init(
+      &cd, dnnl_forward_inference, dnnl_convolution_direct, &xmd, &wmd,
+      has_b ? &bmd : NULL, &ymd, st, dl, pl, pr));
+  dnnl_primitive_attr_t attr;
+  if (make_attr(b, n, &attr)) return vr_errf(b->err, VR_ENOMEM, "out of memory");
+  dnnl_primitive_desc_t pd;
+  dnnl_status_t s = dnnl_primitive_desc_create(&pd, &cd, attr, b->c->eng, NULL);
+  dnnl_primitive_attr_destroy(attr);
+  if (s != dnnl_success) return 1;
+  dnnl_memory_desc_t qx, qw, qy;
+  query(pd, dnnl_query_src_md, &qx);
+  query(pd, dnnl_query_weights_md, &qw);
+  query(pd, dnnl_query_dst_md, &qy);
+  void *wdata;
+  int rc = vr_pb_weights(b, n->in[1], &wplain, &qw, NULL, &wdata);
+  int xin = rc ? rc : vr_pb_pv_of(b, n->in[0]);
+  if (xin >= 0) xin = vr_pb_as(b, xin, &qx);
+  if (xin < 0) {
+    dnnl_primitive_desc_destroy(pd);
+    return xin;
+  }
+  vr_tview wt = *w;
+  int wpv = vr_pb_new_pv(b, &wt, &qw);
+  if (wpv < 0) { dnnl_primitive_desc_destroy(pd); return wpv; }
+  PV(b, wpv)->ext = wdata;
+  int y_pv = n->sum_in >= 0 ? sum_dst(b, n, &qy) : vr_pb_def(b, n->out[0], &qy);
+  if (y_pv < 0) { dnnl_primitive_desc_destroy(pd); return y_pv; }
+  vr_arg a[4] = {{DNNL_ARG_SRC, xin}, {DNNL_ARG_WEIGHTS, wpv}, {DNNL_ARG_DST, y_pv}};
+  int na = 3;
+  if (has_b) {
+    int bpv = vr_pb_pv_of(b, n->in[2]);
+    if (bpv < 0) { dnnl_primitive_desc_destroy(pd); return bpv; }
+    a[na++] = (vr_arg){DNNL_ARG_BIAS, bpv};
+  }
+  return vr_pb_prim(b, ni, pd, a, na);
+}
+
+/* MatMul / Gemm: dims padded to the output rank (>= 2). */
+static void md_rank(dnnl_memory_desc_t *md, const vr_tview *t, int rank, int trans,
+                    dnnl_data_type_t dt, int any) {
+  dnnl_dims_t d, s;
+  int off = rank - t->ndim;
+  for (int i = 0; i < rank; i++) d[i] = i < off ? 1 : t->shape[i - off];
+  int64_t acc = 1;
+  for (int i = rank - 1; i >= 0; i--) {
+    s[i] = acc;
+    acc *= d[i];
+  }
+  if (trans) { /* logical [.., K, N] viewing a stored [.., N, K] */
+    int64_t r0 = d[rank - 2];
+    d[rank - 2] = d[rank - 1];
+    d[rank - 1] = r0;
+    s[rank - 1] = d[rank - 2];
+    s[rank - 2] = 1;
+  }
+  if (any) dnnl_memory_desc_init_by_tag(md, rank, d, dt, dnnl_format_tag_any);
+  else dnnl_memory_desc_init_by_strides(md, rank, d, dt, s);
+}
+
+static int lower_matmul(vr_pb *b, int ni, int gemm) {
+  const vr_node *n = node(b, ni);
+  vr_tview a = b->vt[n->in[0]], w = b->vt[n->in[1]];
+  const vr_tview *y = &b->vt[n->out[0]];
+  if (a.ndim < 2 || w.ndim < 2 || y->ndim > 6) return 1;
+  int ta = gemm ? (int)vr_attr_i(n, "transA", 0) : 0;
+  int tb = gemm ? (int)vr_attr_i(n, "transB", 0) : 0;
+  float alpha = gemm ? vr_attr_f(n, "alpha", 1) : 1, beta = gemm ? vr_attr_f(n, "beta", 1) : 1;
+  int has_c = n->nin > 2 && n->in[2] >= 0;
+  if (has_c && !b->vt[n->in[2]].data) return 1;
+  int r = y->ndim;
+  dnnl_memory_desc_t amd, wmd, wsrc, ymd, cmd;
+  dnnl_data_type_t dt = b->c->precision == VR_PREC_BF16 ? dnnl_bf16 : dnnl_f32;
+  md_rank(&amd, &a, r, ta, dnnl_f32, 0);
+  if (dt != dnnl_f32) md_rank(&amd, &a, r, ta, dt, 1);
+  int wconst = w.data != NULL;
+  md_rank(&wsrc, &w, r, tb, dnnl_f32, 0);
+  md_rank(&wmd, &w, r, tb, dt, wconst);
+  if (!wconst) wmd = wsrc;
+  md_rank(&ymd, y, r, 0, dnnl_f32, 0);
+  float *cdata = NULL;
+  if (has_c) {
+    vr_tview c = b->vt[n->in[2]];
+    md_rank(&cmd, &c, r, 0, dnnl_f32, 0);
+    int64_t cnt = vr_tview_numel(&c);
+    cdata = vr_pb_alloc(b, (size_t)cnt * 4);
+    if (!cdata) return vr_errf(b->err, VR_ENOMEM, "out of memory");
+    for (int64_t i = 0; i < cnt; i++) cdata[i] = (float)(beta * vr_tview_getf(&c, i) / alpha);
+  }
+  dnnl_matmul_desc_t md;
+  CHECK(dnnl_matmul_desc_init(&md, &amd, &wmd, has_c ? &cmd : NULL, &ymd));
+  dnnl_primitive_attr_t attr;
+  if (make_attr(b, n, &attr)) return vr_errf(b->err, VR_ENOMEM, "out of memory");
+  if (alpha != 1) dnnl_primitive_attr_set_output_scales(attr, 1, 0, &alpha);
+  dnnl_primitive_desc_t pd;
+  dnnl_status_t s = dnnl_primitive_desc_create(&pd, &md, attr, b->c->eng, NULL);
+  dnnl_primitive_attr_destroy(attr);
+  if (s != dnnl_success) return 1;
+  dnnl_memory_desc_t qa, qw;
+  query(pd, dnnl_query_src_md, &qa);
+  query(pd, dnnl_query_weights_md, &qw);
+  int apv = vr_pb_pv_of(b, n->in[0]), wpv;
+  if (apv >= 0) apv = vr_pb_plain(b, apv);
+  if (apv >= 0) {
+    /* Reinterpret the plain buffer with the (padded/transposed) view. */
+    vr_tview t = PV(b, apv)->t;
+    int v = vr_pb_new_pv(b, &t, &amd);
+    if (v >= 0) {
+      PV(b, v)->root = PV(b, apv)->root;
+      PV(b, v)->ext = PV(b, apv)->ext;
+      PV(b, v)->bytes = 0;
+      apv = vr_pb_as(b, v, &qa);
+    } else {
+      apv = v;
+    }
+  }
+  if (apv < 0) { dnnl_primitive_desc_destroy(pd); return apv; }
+  if (wconst) {
+    void *wd;
+    int rc = vr_pb_weights(b, n->in[1], &wsrc, &qw, NULL, &wd);
+    wpv = rc ? rc : vr_pb_new_pv(b, &w, &qw);
+    if (wpv >= 0) PV(b, wpv)->ext = wd;
+  } else {
+    wpv = vr_pb_pv_of(b, n->in[1]);
+    if (wpv >= 0) wpv = vr_pb_plain(b, wpv);
+    if (wpv >= 0) {
+      vr_tview t = PV(b, wpv)->t;
+      int v = vr_pb_new_pv(b, &t, &wsrc);
+      if (v >= 0) {
+        PV(b, v)->root = PV(b, wpv)->root;
+        PV(b, v)->ext = PV(b, wpv)->ext;
+        PV(b, v)->bytes = 0;
+      }
+      wpv = v;
+    }
+  }
+  if (wpv < 0) { dnnl_primitive_desc_destroy(pd); return wpv; }
+  int ypv = vr_pb_def(b, n->out[0], &ymd);
+  if (ypv < 0) { dnnl_primitive_desc_destroy(pd); return ypv; }
+  vr_arg args[4] = {{DNNL_ARG_SRC, apv}, {DNNL_ARG_WEIGHTS, wpv}, {DNNL_ARG_DST, ypv}};
+  int na = 3;
+  if (has_c) {
+    vr_tview c = b->vt[n->in[2]];
+    int cpv = vr_pb_new_pv(b, &c, &cmd);
+    if (cpv < 0) { dnnl_primitive_desc_destroy(pd); return cpv; }
+    PV(b, cpv)->ext = cdata;
+    args[na++] = (vr_arg){DNNL_ARG_BIAS, cpv};
+  }
+  return vr_pb_prim(b, ni, pd, args, na);
+}
+
+int vr_lower_nn(vr_pb *b, int ni);
+
+int vr_lower_node(vr_pb *b, int ni) {
+  const vr_node *n = node(b, ni);
+  if (!strcmp(n->op, "Conv")) return lower_conv(b, ni);
+  if (!strcmp(n->op, "MatMul")) return lower_matmul(b, ni, 0);
+  if (!strcmp(n->op, "Gemm")) return lower_matmul(b, ni, 1);
+  return vr_lower_nn(b, ni);
+}

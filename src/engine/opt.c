@@ -1,0 +1,352 @@
+/* Graph passes: op lookup, probe-batch shape inference with constant
+ * folding of shape chains, dead-node elimination, compaction. */
+#include <string.h>
+
+#include "base/alloc.h"
+#include "engine/graph.h"
+#include "engine/ops.h"
+
+#define NPROBE 3 /* batch sizes 1, 2, 3: enough to tell constant from affine */
+
+static int lookup_ops(vr_graph *g, vr_errbuf *err) {
+  for (int i = 0; i < g->nnodes; i++) {
+    vr_node *n = &g->nodes[i];
+    n->op_id = vr_op_lookup(n->op);
+    if (n->op_id < 0)
+      return vr_errf(err, VR_EUNSUPPORTED, "node '%s': unsupported op '%s'",
+                     n->name, n->op);
+    const vr_op *op = vr_op_get(n->op_id);
+    int nin = n->nin;
+    while (nin > 0 && n->in[nin - 1] < 0) nin--;
+    if (nin < op->min_in || nin > op->max_in || n->nout < 1)
+      return vr_bad(err, n, VR_EFORMAT, "%d inputs / %d outputs (op takes %d..%d "
+                    "inputs)", n->nin, n->nout, op->min_in, op->max_in);
+    for (int k = 0; k < op->min_in; k++)
+      if (n->in[k] < 0) return vr_bad(err, n, VR_EFORMAT, "required input %d missing", k);
+    if (n->out[0] < 0) return vr_bad(err, n, VR_EFORMAT, "first output unnamed");
+  }
+  return 0;
+}
+
+int vr_graph_infer_node(const vr_graph *g, int ni, vr_tview *vt, vr_errbuf *err) {
+  const vr_node *n = &g->nodes[ni];
+  vr_tview in[64], out[64];
+  vr_tview *pin = in, *pout = out;
+  int rc = 0;
+  if (n->nin > 64 || n->nout > 64) {
+    pin = vr_calloc((size_t)n->nin + 1, sizeof(vr_tview));
+    pout = vr_calloc((size_t)n->nout + 1, sizeof(vr_tview));
+    if (!pin || !pout) {
+      rc = vr_errf(err, VR_ENOMEM, "out of memory");
+      goto done;
+    }
+  }
+  for (int i = 0; i < n->nin; i++) {
+    if (n->in[i] < 0) memset(&pin[i], 0, sizeof(vr_tview));
+    else pin[i] = vt[n->in[i]];
+    if (n->in[i] >= 0 && pin[i].dt == VR_DT_UNDEFINED) {
+      rc = vr_bad(err, n, VR_EINTERNAL, "input %d has no shape", i);
+      goto done;
+    }
+  }
+  memset(pout, 0, sizeof(vr_tview) * (size_t)n->nout);
+  rc = vr_op_get(n->op_id)->infer(n, pin, pout, err);
+  for (int i = 0; !rc && i < n->nout; i++) {
+    if (pout[i].ndim < 0 || pout[i].ndim > VR_MAX_DIMS || !vr_dtype_size(pout[i].dt)) {
+      rc = vr_bad(err, n, VR_EINTERNAL, "output %d: bad inferred type/rank", i);
+      break;
+    }
+    for (int d = 0; d < pout[i].ndim; d++)
+      if (pout[i].shape[d] < 0 || pout[i].shape[d] > ((int64_t)1 << 40))
+        rc = vr_bad(err, n, VR_ESHAPE, "output %d: bad inferred dim", i);
+    if (n->out[i] >= 0) {
+      vt[n->out[i]] = pout[i];
+      vt[n->out[i]].data = NULL;
+    }
+  }
+done:
+  if (pin != in) vr_free(pin);
+  if (pout != out) vr_free(pout);
+  return rc;
+}
+
+static void input_view(const vr_val *v, int64_t batch, vr_tview *t) {
+  t->dt = v->dtype;
+  t->ndim = v->ndim;
+  memcpy(t->shape, v->shape, sizeof(t->shape));
+  if (v->dyn_batch) t->shape[0] = batch;
+  t->data = NULL;
+}
+
+static void *materialize(const vr_val *v, int64_t batch) {
+  int64_t cnt = vr_numel(v->ndim, v->shape);
+  size_t es = vr_dtype_size(v->dtype);
+  void *d = vr_aligned_alloc(64, (size_t)(cnt ? cnt : 1) * es);
+  if (!d) return NULL;
+  vr_tview t = {v->dtype, v->ndim, {0}, d};
+  vr_tview s = {v->dtype, v->ndim, {0}, v->data};
+  for (int64_t i = 0; i < cnt; i++)
+    vr_tview_seti(&t, i, vr_tview_geti(&s, i) + v->slope[i] * (batch - 1));
+  return d;
+}
+
+int vr_graph_shapes_at(const vr_graph *g, int64_t batch, vr_tview *vt,
+                       void **owned, vr_errbuf *err) {
+  for (int i = 0; i < g->nvals; i++) {
+    const vr_val *v = &g->vals[i];
+    owned[i] = NULL;
+    memset(&vt[i], 0, sizeof(vt[i]));
+    if (v->kind == VR_VAL_CONST) {
+      input_view(v, 1, &vt[i]);
+      vt[i].data = v->data;
+    } else if (v->kind == VR_VAL_AFFINE && v->data) { /* unused ones were freed */
+      input_view(v, 1, &vt[i]);
+      if (!(owned[i] = vt[i].data = materialize(v, batch)))
+        return vr_errf(err, VR_ENOMEM, "out of memory");
+    } else if (v->is_input) {
+      input_view(v, batch, &vt[i]);
+    }
+  }
+  for (int i = 0; i < g->nnodes; i++) {
+    if (g->nodes[i].dead) continue;
+    int rc = vr_graph_infer_node(g, i, vt, err);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+/* ---- folding -------------------------------------------------------------- */
+
+typedef struct probe {
+  vr_tview vt[NPROBE]; /* per probe view; data owned when own[p] */
+  int own[NPROBE];
+} probe;
+
+static void probe_free(probe *pr, int n) {
+  for (int i = 0; i < n; i++)
+    for (int p = 0; p < NPROBE; p++)
+      if (pr[i].own[p]) vr_aligned_free(pr[i].vt[p].data);
+}
+
+static int same_shape(const vr_tview *a, const vr_tview *b) {
+  if (a->dt != b->dt || a->ndim != b->ndim) return 0;
+  for (int i = 0; i < a->ndim; i++)
+    if (a->shape[i] != b->shape[i]) return 0;
+  return 1;
+}
+
+/* Evaluates node n at each probe into freshly allocated outputs and
+ * classifies them. Returns 1 if folded, 0 if kept, <0 on error. */
+static int try_fold(vr_graph *g, int ni, probe *pr, vr_errbuf *err) {
+  vr_node *n = &g->nodes[ni];
+  const vr_op *op = vr_op_get(n->op_id);
+  if (!op->eval || n->nout != 1 || n->out[0] < 0) return 0;
+  int shape_op = !strcmp(n->op, "Shape") || !strcmp(n->op, "Size");
+  int all_const = !shape_op;
+  for (int i = 0; i < n->nin && !shape_op; i++) {
+    if (n->in[i] < 0) continue;
+    const vr_val *v = &g->vals[n->in[i]];
+    if (v->kind == VR_VAL_RUNTIME && !pr[n->in[i]].vt[0].data) return 0;
+    if (v->kind != VR_VAL_CONST) all_const = 0;
+  }
+  int o = n->out[0], np = all_const ? 1 : NPROBE;
+  vr_tview in[64];
+  if (n->nin > 64) return 0;
+  for (int p = 0; p < np; p++) {
+    vr_tview *ov = &pr[o].vt[p];
+    int64_t cnt = vr_tview_numel(ov);
+    if (cnt > ((int64_t)1 << 28)) return 0; /* not worth materialising */
+    ov->data = vr_aligned_alloc(64, (size_t)(cnt ? cnt : 1) * vr_dtype_size(ov->dt));
+    if (!ov->data) return vr_errf(err, VR_ENOMEM, "out of memory");
+    pr[o].own[p] = 1;
+    for (int i = 0; i < n->nin; i++)
+      if (n->in[i] < 0) memset(&in[i], 0, sizeof in[i]);
+      else in[i] = pr[n->in[i]].vt[p];
+    int rc = op->eval(n, in, ov, err);
+    if (rc) return rc;
+  }
+  vr_val *v = &g->vals[o];
+  vr_tview *r = pr[o].vt;
+  size_t bytes = (size_t)vr_tview_numel(&r[0]) * vr_dtype_size(r[0].dt);
+  int is_const = all_const || (same_shape(&r[0], &r[1]) && same_shape(&r[0], &r[2]) &&
+                               !memcmp(r[0].data, r[1].data, bytes) &&
+                               !memcmp(r[0].data, r[2].data, bytes));
+  if (is_const) {
+    v->kind = VR_VAL_CONST;
+  } else {
+    if (!vr_is_int(r[0].dt) || !same_shape(&r[0], &r[1]) || !same_shape(&r[0], &r[2]))
+      goto keep;
+    int64_t cnt = vr_tview_numel(&r[0]);
+    v->slope = vr_malloc(sizeof(int64_t) * (size_t)(cnt ? cnt : 1));
+    if (!v->slope) return vr_errf(err, VR_ENOMEM, "out of memory");
+    for (int64_t i = 0; i < cnt; i++) {
+      int64_t a = vr_tview_geti(&r[0], i), b = vr_tview_geti(&r[1], i), c = vr_tview_geti(&r[2], i);
+      if (b - a != c - b) {
+        vr_free(v->slope);
+        v->slope = NULL;
+        goto keep;
+      }
+      v->slope[i] = b - a;
+    }
+    v->kind = VR_VAL_AFFINE;
+  }
+  /* The value keeps probe 0's data (batch 1); the probe table borrows it. */
+  v->data = r[0].data;
+  v->dtype = r[0].dt;
+  v->ndim = r[0].ndim;
+  memcpy(v->shape, r[0].shape, sizeof v->shape);
+  pr[o].own[0] = 0;
+  if (all_const)
+    for (int p = 1; p < NPROBE; p++) r[p] = r[0];
+  n->dead = 1;
+  return 1;
+keep:
+  for (int p = 0; p < np; p++) {
+    vr_aligned_free(r[p].data);
+    r[p].data = NULL;
+    pr[o].own[p] = 0;
+  }
+  return 0;
+}
+
+static int fold_pass(vr_graph *g, vr_errbuf *err) {
+  probe *pr = vr_calloc((size_t)g->nvals + 1, sizeof(probe));
+  if (!pr) return vr_errf(err, VR_ENOMEM, "out of memory");
+  int rc = 0;
+  for (int i = 0; i < g->nvals; i++) {
+    vr_val *v = &g->vals[i];
+    for (int p = 0; p < NPROBE; p++) {
+      if (v->kind == VR_VAL_CONST) {
+        input_view(v, 1, &pr[i].vt[p]);
+        pr[i].vt[p].data = v->data;
+      } else if (v->is_input) {
+        input_view(v, p + 1, &pr[i].vt[p]);
+      }
+    }
+  }
+  vr_tview *vt = vr_calloc((size_t)g->nvals + 1, sizeof(vr_tview));
+  if (!vt) rc = vr_errf(err, VR_ENOMEM, "out of memory");
+  for (int ni = 0; !rc && ni < g->nnodes; ni++) {
+    vr_node *n = &g->nodes[ni];
+    for (int p = 0; p < NPROBE && !rc; p++) {
+      for (int i = 0; i < g->nvals; i++) vt[i] = pr[i].vt[p];
+      if ((rc = vr_graph_infer_node(g, ni, vt, err))) {
+        if (p > 0 && err) vr_errctx(err, rc, "at batch %d", p + 1);
+        break;
+      }
+      for (int k = 0; k < n->nout; k++)
+        if (n->out[k] >= 0) {
+          pr[n->out[k]].vt[p] = vt[n->out[k]];
+          pr[n->out[k]].vt[p].data = NULL;
+        }
+    }
+    if (!rc) {
+      int f = try_fold(g, ni, pr, err);
+      if (f < 0) rc = f;
+    }
+  }
+  /* Record batch-1 shapes; reject values whose rank/type depend on batch. */
+  for (int i = 0; !rc && i < g->nvals; i++) {
+    vr_val *v = &g->vals[i];
+    if (v->kind != VR_VAL_RUNTIME || v->is_input) continue;
+    vr_tview *t = pr[i].vt;
+    if (!t[0].dt) continue; /* unused optional output */
+    if (t[0].ndim != t[1].ndim || t[0].dt != t[1].dt)
+      rc = vr_errf(err, VR_EUNSUPPORTED, "tensor '%s': rank depends on batch size", v->name);
+    v->dtype = t[0].dt;
+    v->ndim = t[0].ndim;
+    memcpy(v->shape, t[0].shape, sizeof v->shape);
+  }
+  vr_free(vt);
+  probe_free(pr, g->nvals);
+  vr_free(pr);
+  return rc;
+}
+
+void vr_graph_count_uses(const vr_graph *g, int *uses) {
+  memset(uses, 0, sizeof(int) * (size_t)g->nvals);
+  for (int i = 0; i < g->nnodes; i++) {
+    if (g->nodes[i].dead) continue;
+    for (int k = 0; k < g->nodes[i].nin; k++)
+      if (g->nodes[i].in[k] >= 0) uses[g->nodes[i].in[k]]++;
+  }
+  for (int i = 0; i < g->nout; i++) uses[g->outputs[i]]++;
+}
+
+/* Kills nodes none of whose outputs is used; repeats until stable. */
+static void dce(vr_graph *g, int *uses) {
+  vr_graph_count_uses(g, uses);
+  for (int i = g->nnodes - 1; i >= 0; i--) {
+    vr_node *n = &g->nodes[i];
+    if (n->dead) continue;
+    int used = 0;
+    for (int k = 0; k < n->nout; k++)
+      if (n->out[k] >= 0 && uses[n->out[k]]) used = 1;
+    if (used) continue;
+    n->dead = 1;
+    for (int k = 0; k < n->nin; k++)
+      if (n->in[k] >= 0) uses[n->in[k]]--;
+  }
+}
+
+/* Frees dead nodes and unused constants; renumbers producers. */
+static void compact(vr_graph *g, const int *uses) {
+  int j = 0;
+  for (int i = 0; i < g->nnodes; i++) {
+    vr_node *n = &g->nodes[i];
+    if (n->dead) {
+      vr_free(n->name);
+      vr_free(n->op);
+      vr_free(n->in);
+      vr_free(n->out);
+      for (int a = 0; a < n->nattr; a++) {
+        vr_free(n->attrs[a].name);
+        vr_free(n->attrs[a].s);
+        vr_free(n->attrs[a].floats);
+        vr_free(n->attrs[a].ints);
+        if (n->attrs[a].t) {
+          vr_aligned_free(n->attrs[a].t->data);
+          vr_free(n->attrs[a].t);
+        }
+      }
+      vr_free(n->attrs);
+      continue;
+    }
+    g->nodes[j] = *n;
+    for (int k = 0; k < n->nout; k++)
+      if (n->out[k] >= 0) g->vals[n->out[k]].producer = j;
+    j++;
+  }
+  g->nnodes = j;
+  for (int i = 0; i < g->nvals; i++) {
+    vr_val *v = &g->vals[i];
+    if (v->kind != VR_VAL_RUNTIME) v->producer = -1;
+    if (v->kind != VR_VAL_RUNTIME && !uses[i] && v->data) {
+      vr_aligned_free(v->data);
+      v->data = NULL;
+      vr_free(v->slope);
+      v->slope = NULL;
+      v->ndim = 0;
+    }
+  }
+}
+
+int vr_graph_optimize(vr_graph *g, vr_errbuf *err) {
+  int rc = lookup_ops(g, err);
+  if (rc) return rc;
+  if ((rc = fold_pass(g, err))) return rc;
+  for (int i = 0; i < g->nout; i++)
+    if (g->vals[g->outputs[i]].kind != VR_VAL_RUNTIME)
+      return vr_errf(err, VR_EUNSUPPORTED, "graph output '%s' is a constant",
+                     g->vals[g->outputs[i]].name);
+  int *uses = vr_calloc((size_t)g->nvals + 1, sizeof(int));
+  if (!uses) return vr_errf(err, VR_ENOMEM, "out of memory");
+  dce(g, uses);
+  rc = vr_graph_fuse(g, err);
+  if (!rc) {
+    vr_graph_count_uses(g, uses);
+    compact(g, uses);
+  }
+  vr_free(uses);
+  return rc;
+}
