@@ -1,5 +1,5 @@
-/* `vario sim --config FILE [--data DIR] [--out PREFIX] [--plot png|svg]
- *            [--seed N] [--policy NAME] [--quiet]` */
+/* `vario sim --config FILE [--data DIR] [--policy LABEL] [--out PREFIX]
+ *            [--plot png|svg] [--seed N] [--duration S] [--quiet]` */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,10 +15,28 @@ static void usage(FILE *f) {
           "  --out PREFIX    write PREFIX.csv, PREFIX.instances.csv,\n"
           "                  PREFIX.json (and a plot with --plot)\n"
           "  --plot FMT      png or svg: PREFIX.FMT via gnuplot\n"
+          "  --policy LABEL  pick one entry of the config's \"policies\"\n"
           "  --seed N        override the config's seed\n"
           "  --duration S    override duration_s\n"
           "  --quiet         no summary on stdout\n"
+          "  --list-variants print the variants (SLO of the first stream)\n"
           "Exit codes: 0 ok, 1 error, 2 usage, 77 shared data missing.\n");
+}
+
+/* Prints each variant's facts under the SLO of the first stream: what an
+ * operator needs to size the baselines' fixed variants. */
+static void list_variants(const vr_sim_cfg *cfg) {
+  double slo = cfg->nstreams ? cfg->streams[0].slo_ms : 100;
+  printf("%-36s %-4s %3s %5s %8s %8s %6s %9s %10s\n", "variant", "dev", "thr",
+         "maxb", "tail1_ms", "acc", "batch", "sat_qps", "cost/s");
+  for (size_t i = 0; i < cfg->nprofiles; i++) {
+    const vr_profile *p = &cfg->profiles[i];
+    printf("%-36s %-4s %3d %5d %8.2f %8.2f %6d %9.2f %10.3g\n", p->variant,
+           vr_device_name(p->device), p->threads, p->max_batch,
+           vr_profile_tail_ms(p, 1), p->accuracy,
+           vr_profile_batch_for_slo(p, slo), vr_profile_sat_qps(p, slo),
+           p->cost_per_s);
+  }
 }
 
 static FILE *open_out(const char *prefix, const char *suffix, char *path,
@@ -30,10 +48,11 @@ static FILE *open_out(const char *prefix, const char *suffix, char *path,
 }
 
 int vr_cmd_sim(int argc, char **argv) {
-  const char *config = NULL, *data = NULL, *out = NULL, *plot = NULL;
+  const char *config = NULL, *data = NULL, *out = NULL, *plot = NULL,
+             *policy = NULL;
   long long seed = -1;
   double duration = -1;
-  int quiet = 0;
+  int quiet = 0, list = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -41,10 +60,13 @@ int vr_cmd_sim(int argc, char **argv) {
       return 0;
     } else if (!strcmp(a, "--quiet")) {
       quiet = 1;
+    } else if (!strcmp(a, "--list-variants")) {
+      list = 1;
     } else if (v && !strcmp(a, "--config")) config = v, i++;
     else if (v && !strcmp(a, "--data")) data = v, i++;
     else if (v && !strcmp(a, "--out")) out = v, i++;
     else if (v && !strcmp(a, "--plot")) plot = v, i++;
+    else if (v && !strcmp(a, "--policy")) policy = v, i++;
     else if (v && !strcmp(a, "--seed")) seed = atoll(v), i++;
     else if (v && !strcmp(a, "--duration")) duration = atof(v), i++;
     else {
@@ -60,11 +82,16 @@ int vr_cmd_sim(int argc, char **argv) {
   }
   vr_sim_cfg cfg;
   vr_errbuf err = {0};
-  int rc = vr_sim_cfg_load(config, data, &cfg, &err);
+  int rc = vr_sim_cfg_load(config, data, policy, &cfg, &err);
   if (rc) {
     fprintf(stderr, "vario sim: %s\n", err.msg);
     /* an experiment over the shared data, run without it: skip */
     return rc == VR_ENOENT && strstr(err.msg, "--data") ? 77 : 1;
+  }
+  if (list) {
+    list_variants(&cfg);
+    vr_sim_cfg_free(&cfg);
+    return 0;
   }
   if (seed >= 0) cfg.seed = (uint64_t)seed;
   if (duration > 0) cfg.duration_s = duration;

@@ -80,9 +80,10 @@ static int emit_loads(const vr_policy_cfg *c, vr_place *pl, const vr_pol_agg *a,
                       int u, int d, vr_actions *out, const char *why) {
   if (c->max_instances > 0 && a->v[u].n + d > c->max_instances)
     d = c->max_instances - a->v[u].n;
+  /* loads that find no room are recorded in pl for worker scaling */
   for (int k = 0; k < d; k++) {
     int rc = vr_place_load(pl, u, out, why);
-    if (rc <= 0) return rc; /* no room: worker scaling takes over */
+    if (rc < 0) return rc;
   }
   return 0;
 }

@@ -55,10 +55,7 @@ static int run(const vr_policy_cfg *c, vr_policy_state *st,
     for (int k = g->n; k < want && !rc; k++) {
       int placed = vr_place_load(&pl, v, out, autoscale ? "replicate"
                                                         : "provision");
-      if (placed <= 0) {
-        rc = placed;
-        break;
-      }
+      if (placed < 0) rc = placed; /* 0: no room, recorded for workers */
     }
   }
   if (!rc) rc = vr_pol_workers(c, st, s, &pl, out);

@@ -10,7 +10,12 @@ int vr_place_init(vr_place *p, const vr_snapshot *s) {
   p->free_gpus = VR_NEWN(int, n);
   p->ninst = VR_NEWN(int, n);
   p->free_mem = VR_NEWN(int64_t, n);
-  if (!p->free_cores || !p->free_gpus || !p->ninst || !p->free_mem) {
+  size_t nt = s->nwtypes ? s->nwtypes : 1;
+  p->want_cores = VR_NEWN(double, nt);
+  p->want_gpus = VR_NEWN(double, nt);
+  p->want_mem = VR_NEWN(double, nt);
+  if (!p->free_cores || !p->free_gpus || !p->ninst || !p->free_mem ||
+      !p->want_cores || !p->want_gpus || !p->want_mem) {
     vr_place_free(p);
     return VR_ENOMEM;
   }
@@ -31,8 +36,12 @@ void vr_place_free(vr_place *p) {
   vr_free(p->free_gpus);
   vr_free(p->ninst);
   vr_free(p->free_mem);
+  vr_free(p->want_cores);
+  vr_free(p->want_gpus);
+  vr_free(p->want_mem);
   p->free_cores = p->free_gpus = p->ninst = NULL;
   p->free_mem = NULL;
+  p->want_cores = p->want_gpus = p->want_mem = NULL;
 }
 
 static int needs_gpu(const vr_profile *prof) {
@@ -65,12 +74,18 @@ int vr_place_pick(vr_place *p, const vr_profile *prof, int exclude) {
     return best;
   }
   double price = 0;
+  int want = -1;
   for (size_t t = 0; t < s->nwtypes; t++) {
     const vr_snap_wtype *wt = &s->wtypes[t];
     if (!vr_place_type_fits(wt, prof) || (!needs_gpu(prof) && wt->gpus > 0))
       continue;
-    if (p->want_wtype < 0 || wt->price_per_s < price)
-      p->want_wtype = (int)t, price = wt->price_per_s;
+    if (want < 0 || wt->price_per_s < price) want = (int)t, price = wt->price_per_s;
+  }
+  if (want >= 0) {
+    p->want_wtype = want;
+    p->want_cores[want] += prof->threads;
+    p->want_gpus[want] += needs_gpu(prof);
+    p->want_mem[want] += (double)prof->mem_bytes;
   }
   return -1;
 }

@@ -13,7 +13,10 @@ typedef struct vr_place {
   const vr_snapshot *s;
   int *free_cores, *free_gpus, *ninst;
   int64_t *free_mem;
-  int want_wtype; /* worker type a failed placement needs, or -1 */
+  int want_wtype; /* worker type the last failed placement needs, or -1 */
+  /* per worker type: resources of placements that found no room, so the
+   * worker autoscaler adds enough workers in one step */
+  double *want_cores, *want_gpus, *want_mem;
 } vr_place;
 
 int vr_place_init(vr_place *p, const vr_snapshot *s);
@@ -22,7 +25,7 @@ void vr_place_free(vr_place *p);
 int vr_place_type_fits(const vr_snap_wtype *t, const vr_profile *prof);
 /* Best-fit worker for one instance of prof (not `exclude`), resources
  * deducted; -1 when none fits (then want_wtype names the cheapest type
- * that would). Draining workers are never chosen. */
+ * that would, and its want_* grow). Draining workers are never chosen. */
 int vr_place_pick(vr_place *p, const vr_profile *prof, int exclude);
 /* Emits LOAD for prof's variant v placed by vr_place_pick; returns 1 if
  * placed, 0 if not, or VR_ENOMEM. */

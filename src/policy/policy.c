@@ -191,22 +191,29 @@ int vr_pol_batches(const vr_snapshot *s, vr_actions *out) {
   return 0;
 }
 
-/* Worker autoscaling: add one worker of the wanted type when a load found
- * no room (and none is already starting); remove workers idle too long. */
+/* Worker autoscaling: add enough workers of each type for the loads that
+ * found no room this tick (capacity of workers still starting was already
+ * offered to them), up to the type's cap; remove workers idle too long. */
 int vr_pol_workers(const vr_policy_cfg *c, vr_policy_state *st,
                    const vr_snapshot *s, vr_place *pl, vr_actions *out) {
-  int starting = 0, alive = 0;
-  for (size_t w = 0; w < s->nworkers; w++) {
-    if (s->workers[w].state == VR_WS_STARTING) starting++;
+  int alive = 0;
+  for (size_t w = 0; w < s->nworkers; w++)
     if (s->workers[w].state != VR_WS_DRAINING) alive++;
-  }
-  int t = pl->want_wtype;
-  if (t >= 0 && !starting && (size_t)t < s->nwtypes &&
-      (s->wtypes[t].max_count <= 0 ||
-       s->wtypes[t].count < s->wtypes[t].max_count)) {
-    st->last_add_ns = s->now_ns;
-    return vr_actions_push(out, VR_ACT_ADD_WORKER, -1, -1, -1, t, 0,
-                           "no room for a load");
+  for (size_t t = 0; t < s->nwtypes; t++) {
+    const vr_snap_wtype *wt = &s->wtypes[t];
+    double n = 0;
+    if (wt->cores > 0) n = fmax(n, ceil(pl->want_cores[t] / wt->cores));
+    if (wt->gpus > 0) n = fmax(n, ceil(pl->want_gpus[t] / wt->gpus));
+    if (wt->mem_bytes > 0)
+      n = fmax(n, ceil(pl->want_mem[t] / (double)wt->mem_bytes));
+    int k = (int)fmin(n, 1e6);
+    if (wt->max_count > 0 && wt->count + k > wt->max_count)
+      k = wt->max_count - wt->count;
+    for (int i = 0; i < k; i++)
+      if (vr_actions_push(out, VR_ACT_ADD_WORKER, -1, -1, -1, (int)t, 0,
+                          "no room for loads"))
+        return VR_ENOMEM;
+    if (k > 0) st->last_add_ns = s->now_ns;
   }
   for (size_t w = 0; w < s->nworkers && alive > c->min_workers; w++) {
     const vr_snap_worker *wk = &s->workers[w];

@@ -262,8 +262,11 @@ static int build_trees(vr_select_index *ix, const vr_snapshot *s) {
       int v = ix->order[i];
       const vr_snap_variant *sv = &s->variants[v];
       int has = ix->inst_start[v + 1] > ix->inst_start[v];
+      /* Overloaded variants keep their traffic (the autoscaler adds
+       * capacity): moving all of it to another variant for a control
+       * period only overloads that one next, and the load flip-flops. */
       int which = !has ? T_INACTIVE
-                       : sv->state == VR_VS_ACTIVE ? T_ACTIVE : T_BUSY;
+                       : sv->state == VR_VS_INTERFERED ? T_BUSY : T_ACTIVE;
       double val;
       if (t == T_INACTIVE) {
         val = sv->prof.load_ms + ix->tail[v];

@@ -4,14 +4,18 @@
  *
  * A query names an app (model-less: any model of the app may serve it) or
  * a model, plus a latency SLO and a minimum accuracy. Selection:
- *   1. among ACTIVE variants that meet both, the cheapest per query
- *      (cost_per_s / saturation qps; ties: lower latency) -> VR_SEL_ACTIVE,
- *      then the caller sends it to the least-loaded instance
- *      (vr_select_instance);
+ *   1. among variants with serving instances (state active or overloaded)
+ *      that meet both, the cheapest per query (cost_per_s / peak qps;
+ *      ties: lower latency) -> VR_SEL_ACTIVE, then the caller sends it to
+ *      the least-loaded instance (vr_select_instance). Overloaded variants
+ *      stay eligible: the autoscaler adds their capacity, while moving
+ *      their whole load elsewhere for a period makes load flip-flop
+ *      between variants (we measured it in the simulator);
  *   2. else among variants with no serving instance that meet both, the one
  *      with the lowest load + inference latency -> VR_SEL_LOAD (the caller
  *      loads it, or queues behind an instance already loading);
- *   3. else VR_SEL_INFEASIBLE with the closest variant: the fastest one
+ *   3. else an interfered variant that meets both -> VR_SEL_ACTIVE;
+ *   4. else VR_SEL_INFEASIBLE with the closest variant: the fastest one
  *      meeting the accuracy, or failing that the most accurate one, and
  *      what it can give (its tail latency and accuracy).
  * "Meets" means tail latency at batch 1 <= SLO and accuracy >= minimum.

@@ -14,7 +14,7 @@
 #include "sim/sim.h"
 
 typedef struct ctx {
-  const char *name, *base, *data;
+  const char *name, *base, *data, *label;
   vr_errbuf *err;
 } ctx;
 
@@ -149,7 +149,7 @@ static int load_profiles(ctx *c, vr_sim_cfg *cfg, size_t *cap,
       vr_free(path);
       return rc;
     }
-    ctx c2 = {path, c->base, c->data, c->err};
+    ctx c2 = {path, c->base, c->data, c->label, c->err};
     int rc = profile_json(&c2, cfg, cap, j, "profile");
     json_decref(j);
     vr_free(path);
@@ -454,10 +454,43 @@ static int load_interference(ctx *c, vr_sim_cfg *cfg, const json_t *a) {
   return 0;
 }
 
+/* "policy": one policy; "policies": {label: policy, ...}, one picked by
+ * label (--policy), so one config compares several policies. */
+static int pick_policy(ctx *c, vr_sim_cfg *cfg, const json_t *root) {
+  json_t *one = json_object_get(root, "policy");
+  json_t *many = json_object_get(root, "policies");
+  if (one && many) return bad(c, "(root)", "both \"policy\" and \"policies\"");
+  if (many) {
+    if (!json_is_object(many) || !json_object_size(many))
+      return bad(c, "policies", "must be an object of label: policy");
+    if (!c->label) {
+      char msg[400];
+      size_t n = (size_t)snprintf(msg, sizeof msg, "pick one with --policy:");
+      const char *k;
+      json_t *v;
+      json_object_foreach(many, k, v) if (n < sizeof msg)
+        n += (size_t)snprintf(msg + n, sizeof msg - n, " %s", k);
+      return bad(c, "policies", msg);
+    }
+    one = json_object_get(many, c->label);
+    if (!one) return bad(c, "policies", "no policy with that label");
+  } else if (c->label && one) {
+    json_t *nm = json_object_get(one, "name");
+    if (!json_is_string(nm) || strcmp(json_string_value(nm), c->label))
+      return bad(c, "policy", "--policy names a policy this config lacks");
+  }
+  if (!one) {
+    vr_policy_cfg_default(&cfg->policy, VR_POL_INFAAS);
+    return 0;
+  }
+  return load_policy(c, cfg, one);
+}
+
 static int parse_root(ctx *c, vr_sim_cfg *cfg, const json_t *root) {
-  static const char *keys[] = {"name", "duration_s", "tick_s", "seed",
+  static const char *keys[] = {"name", "duration_s", "warmup_s", "tick_s",
+                               "seed",
                                "noise", "max_queue", "profiles", "proteus",
-                               "workers", "policy", "workloads",
+                               "workers", "policy", "policies", "workloads",
                                "interference", "comment", NULL};
   if (!json_is_object(root)) return bad(c, "(root)", "must be an object");
   int rc = check_keys(c, root, "(root)", keys);
@@ -469,6 +502,7 @@ static int parse_root(ctx *c, vr_sim_cfg *cfg, const json_t *root) {
       (rc = num(c, root, "(root)", "duration_s", 0.001, 1e8,
                 &cfg->duration_s)) ||
       (rc = num(c, root, "(root)", "tick_s", 0.01, 3600, &cfg->tick_s)) ||
+      (rc = num(c, root, "(root)", "warmup_s", 0, 1e8, &cfg->warmup_s)) ||
       (rc = num(c, root, "(root)", "seed", 0, 9e15, &seed)) ||
       (rc = num(c, root, "(root)", "max_queue", 1, 1e8, &mq)))
     return rc;
@@ -492,11 +526,7 @@ static int parse_root(ctx *c, vr_sim_cfg *cfg, const json_t *root) {
   if (!(x = json_object_get(root, "workers")))
     return bad(c, "(root)", "\"workers\" is required");
   if ((rc = load_workers(c, cfg, x))) return rc;
-  if ((x = json_object_get(root, "policy"))) {
-    if ((rc = load_policy(c, cfg, x))) return rc;
-  } else {
-    vr_policy_cfg_default(&cfg->policy, VR_POL_INFAAS);
-  }
+  if ((rc = pick_policy(c, cfg, root))) return rc;
   x = json_object_get(root, "workloads");
   if (!json_is_array(x) || json_array_size(x) < 1 ||
       json_array_size(x) > 10000)
@@ -518,14 +548,14 @@ static int parse_root(ctx *c, vr_sim_cfg *cfg, const json_t *root) {
 
 int vr_sim_cfg_parse(const char *text, size_t len, const char *name,
                      const char *base_dir, const char *data_dir,
-                     vr_sim_cfg *cfg, vr_errbuf *err) {
+                     const char *policy, vr_sim_cfg *cfg, vr_errbuf *err) {
   memset(cfg, 0, sizeof *cfg);
   json_error_t je;
   json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
   if (!root)
     return vr_errf(err, VR_EFORMAT, "%s:%d:%d: %s", name, je.line, je.column,
                    je.text);
-  ctx c = {name, base_dir, data_dir, err};
+  ctx c = {name, base_dir, data_dir, policy, err};
   int rc = parse_root(&c, cfg, root);
   json_decref(root);
   if (rc == VR_ENOMEM && err && !err->msg[0])
@@ -534,8 +564,8 @@ int vr_sim_cfg_parse(const char *text, size_t len, const char *name,
   return rc;
 }
 
-int vr_sim_cfg_load(const char *path, const char *data_dir, vr_sim_cfg *cfg,
-                    vr_errbuf *err) {
+int vr_sim_cfg_load(const char *path, const char *data_dir,
+                    const char *policy, vr_sim_cfg *cfg, vr_errbuf *err) {
   memset(cfg, 0, sizeof *cfg);
   FILE *f = fopen(path, "rb");
   if (!f) return vr_errf(err, VR_EIO, "%s: cannot open: %s", path,
@@ -568,7 +598,7 @@ int vr_sim_cfg_load(const char *path, const char *data_dir, vr_sim_cfg *cfg,
   char *slash = strrchr(dir, '/');
   if (slash) *slash = 0;
   else snprintf(dir, sizeof dir, ".");
-  int rc = vr_sim_cfg_parse(buf, len, path, dir, data_dir, cfg, err);
+  int rc = vr_sim_cfg_parse(buf, len, path, dir, data_dir, policy, cfg, err);
   vr_free(buf);
   return rc;
 }

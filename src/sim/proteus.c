@@ -130,9 +130,10 @@ static int row(const vr_proteus_opts *o, vr_map *fam, char **f,
   if (o->families && (!fr || !listed(o->families, o->nfamilies, fr->family)))
     return 0;
   double b, p50, p90, acc;
-  if (!num(f[3], &b) || !num(f[4], &p50) || !num(f[5], &p90) ||
+  p90 = 0; /* empty in the GPU rows of the vision models */
+  if (!num(f[3], &b) || !num(f[4], &p50) || (f[5][0] && !num(f[5], &p90)) ||
       !num(f[10], &acc) || b < 1 || b > 64 || ((int)b & ((int)b - 1)) ||
-      !(p50 > 0) || !(p90 > 0) || !(acc >= 0 && acc <= 100))
+      !(p50 > 0) || !(p90 >= 0) || !(acc >= 0 && acc <= 100))
     return vr_errf(err, VR_EFORMAT, "%s: bad batchsize/latency/accuracy",
                    where);
   if (strlen(model) >= VR_NAME_MAX || strlen(accel) >= 48)
@@ -155,8 +156,9 @@ static int row(const vr_proteus_opts *o, vr_map *fam, char **f,
   p->cost_per_s = p->threads * o->cpu_core_price_s + (gpu ? o->gpu_price_s : 0);
   int slot = __builtin_ctz((unsigned)b);
   p->p50_ms[slot] = p50;
-  /* a few rows record p90 a hair below p50 (timer noise): clamp */
-  p->p90_ms[slot] = p90 > p50 ? p90 : p50;
+  /* GPU rows of vision models leave p90 empty (not measured); a few rows
+   * record it a hair below p50 (timer noise): clamp */
+  p->p90_ms[slot] = p90 <= 0 ? -1 : p90 > p50 ? p90 : p50;
   if ((int)b > p->max_batch) p->max_batch = (int)b;
   return 0;
 }

@@ -45,6 +45,7 @@ typedef struct vr_sim_interf {
 typedef struct vr_sim_cfg {
   char name[128];
   double duration_s;
+  double warmup_s; /* periods ending by then are left out of the summary */
   double tick_s;
   uint64_t seed;
   int noise;     /* 1: draw service times from percentiles; 0: use p50 */
@@ -95,13 +96,14 @@ int vr_sim_run(vr_sim_cfg *cfg, const vr_sim_out *out, vr_sim_summary *sum,
                vr_errbuf *err);
 
 /* Config loading (config.c). Relative paths resolve against the config's
- * directory; "data:REL" paths against data_dir (NULL: error naming the
- * missing --data). */
-int vr_sim_cfg_load(const char *path, const char *data_dir, vr_sim_cfg *cfg,
-                    vr_errbuf *err);
+ * directory; "data:REL" paths against data_dir (NULL: VR_ENOENT naming the
+ * missing --data). `policy` picks an entry of "policies" (NULL: the single
+ * "policy", default INFaaS). On error cfg holds nothing to free. */
+int vr_sim_cfg_load(const char *path, const char *data_dir,
+                    const char *policy, vr_sim_cfg *cfg, vr_errbuf *err);
 int vr_sim_cfg_parse(const char *text, size_t len, const char *name,
                      const char *base_dir, const char *data_dir,
-                     vr_sim_cfg *cfg, vr_errbuf *err);
+                     const char *policy, vr_sim_cfg *cfg, vr_errbuf *err);
 void vr_sim_cfg_free(vr_sim_cfg *cfg);
 
 /* Proteus profiling CSV (proteus.c): appends one profile per (model, accel)

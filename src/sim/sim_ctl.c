@@ -183,6 +183,12 @@ static void record(vr_sim *s, double dt) {
                 s->var[v].prof.variant, n);
     }
   vr_sim_summary *u = &s->sum;
+  if (r->t_s <= s->cfg->warmup_s + 1e-9) { /* warm-up: not in the totals */
+    memset(r, 0, sizeof *r);
+    s->acc_period = 0;
+    vr_hist_init(s->hist_period);
+    return;
+  }
   u->demand += r->demand;
   u->served += r->served;
   u->dropped += r->dropped;
@@ -226,15 +232,26 @@ int sim_tick(vr_sim *s) {
   if (now > 0) record(s, dt);
   int rc = build_snapshot(s, dt);
   if (rc) return rc;
-  vr_vec_clear(&s->acts);
-  rc = vr_policy_tick(&s->cfg->policy, &s->pstate, &s->snap, &s->acts);
-  if (rc)
-    return vr_errf(s->err, rc, "policy %s failed at t=%.3f s: %s",
-                   vr_policy_name(s->cfg->policy.kind), (double)now / 1e9,
-                   vr_strerror(rc));
-  s->sum.actions += (int64_t)s->acts.len;
-  for (size_t i = 0; i < s->acts.len && !rc; i++)
-    rc = apply(s, vr_actions_at(&s->acts, i));
+  /* At t = 0 the cluster is provisioned before traffic starts: workers the
+   * policy adds are up at once, and the policy runs again (bounded) to
+   * place its loads on them, warm. */
+  for (int round = 0; round < (now == 0 ? 8 : 1); round++) {
+    if (round && (rc = build_snapshot(s, dt))) return rc;
+    vr_vec_clear(&s->acts);
+    rc = vr_policy_tick(&s->cfg->policy, &s->pstate, &s->snap, &s->acts);
+    if (rc)
+      return vr_errf(s->err, rc, "policy %s failed at t=%.3f s: %s",
+                     vr_policy_name(s->cfg->policy.kind), (double)now / 1e9,
+                     vr_strerror(rc));
+    s->sum.actions += (int64_t)s->acts.len;
+    int added = 0;
+    for (size_t i = 0; i < s->acts.len && !rc; i++) {
+      added |= vr_actions_at(&s->acts, i)->kind == VR_ACT_ADD_WORKER;
+      rc = apply(s, vr_actions_at(&s->acts, i));
+    }
+    if (rc || !added) break;
+  }
+  if (rc) return rc;
   reset_period(s);
   if (!rc) rc = build_snapshot(s, dt);
   if (!rc) rc = vr_select_build(s->ix, &s->snap);

@@ -234,7 +234,8 @@ static void test_select_random(void **st) {
         in[ni] = (vr_snap_instance){.id = i, .variant = i,
                                     .state = VR_IS_ACTIVE};
         ni++;
-        v[i].state = k == 1 ? VR_VS_ACTIVE : VR_VS_OVERLOADED;
+        int st3[3] = {VR_VS_ACTIVE, VR_VS_OVERLOADED, VR_VS_INTERFERED};
+        v[i].state = st3[RND() % 3];
       }
     }
     s.variants = v, s.nvariants = NV, s.instances = in, s.ninstances = ni;
@@ -257,7 +258,7 @@ static void test_select_random(void **st) {
           if (p->accuracy < q.min_accuracy || tail > q.latency_ms) continue;
           int has = 0;
           for (size_t j = 0; j < ni; j++) has |= in[j].variant == i;
-          int cls = !has ? 1 : v[i].state == VR_VS_ACTIVE ? 0 : 2;
+          int cls = !has ? 1 : v[i].state == VR_VS_INTERFERED ? 2 : 0;
           if (cls != pass) continue;
           double val = pass == 1 ? p->load_ms + tail
                                  : p->cost_per_s / vr_profile_peak_qps(p, 8) +
@@ -326,11 +327,16 @@ static void test_autoscale(void **st) {
   assert_int_equal(vr_policy_tick(&c, &ps, &f.s, &a), 0);
   assert_int_equal(count(&a, VR_ACT_LOAD), 7);
   assert_int_equal(count(&a, VR_ACT_ADD_WORKER), 0);
-  /* with room for more workers it asks for one */
+  /* with room for more workers it asks for enough at once: 32 cores that
+   * found no room = 4 workers of 8 cores, capped at max_count 4 (1 up) */
   vr_vec_clear(&a);
   f.t[0].max_count = 4;
   assert_int_equal(vr_policy_tick(&c, &ps, &f.s, &a), 0);
-  assert_int_equal(count(&a, VR_ACT_ADD_WORKER), 1);
+  assert_int_equal(count(&a, VR_ACT_ADD_WORKER), 3);
+  vr_vec_clear(&a);
+  f.t[0].max_count = 0; /* unlimited */
+  assert_int_equal(vr_policy_tick(&c, &ps, &f.s, &a), 0);
+  assert_int_equal(count(&a, VR_ACT_ADD_WORKER), 4);
   /* scale down only after removable for load time (500 ms) */
   vr_vec_clear(&a);
   fx_init(&f);
