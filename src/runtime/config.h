@@ -1,0 +1,59 @@
+/*
+ * Model repository entries: <repo>/<model>/model.onnx + config.json.
+ *
+ * config.json (extra keys are ignored; the listed ones are validated
+ * strictly, so a typo'd type or a negative batch is an error naming the
+ * key rather than a silently different model):
+ *   {"name": "fmnist_mlp", "app": "fashion", "task": "classification",
+ *    "accuracy": 0.85,
+ *    "inputs":  [{"name": "input",  "datatype": "FP32", "shape": [-1,1,28,28]}],
+ *    "outputs": [{"name": "logits", "datatype": "FP32", "shape": [-1,10]}],
+ *    "max_batch_size": 64, "instances": 1, "threads": 1,
+ *    "precision": "fp32", "max_queue_delay_us": 2000}
+ * Shapes must start with -1 (the batch dimension); the other dims are
+ * positive. Plain struct: owns nothing outside itself.
+ */
+#ifndef VR_RUNTIME_CONFIG_H
+#define VR_RUNTIME_CONFIG_H
+
+#include <stdint.h>
+
+#include "vario/engine.h"
+#include "vario/status.h"
+
+#define VR_RT_MAX_IO 8
+#define VR_RT_MAX_BATCH 1024
+#define VR_RT_MAX_INSTANCES 64
+#define VR_RT_MAX_THREADS 256
+
+typedef struct vr_model_config {
+  char name[VR_NAME_MAX];
+  char app[VR_NAME_MAX];
+  char task[VR_NAME_MAX];
+  double accuracy; /* < 0 when not declared */
+  int n_inputs, n_outputs;
+  vr_tensor_info inputs[VR_RT_MAX_IO];
+  vr_tensor_info outputs[VR_RT_MAX_IO];
+  int max_batch_size;
+  int instances;
+  int threads;
+  vr_precision precision;
+  int64_t max_queue_delay_us;
+  char model_path[4096]; /* <dir>/model.onnx; empty for parsed text */
+} vr_model_config;
+
+/* Parses config.json text. dir (may be NULL) fills model_path. */
+int vr_model_config_parse(const char *text, size_t len, const char *dir,
+                          vr_model_config *out, vr_errbuf *err);
+/* Reads <dir>/config.json; checks that <dir>/model.onnx exists. */
+int vr_model_config_load(const char *dir, vr_model_config *out,
+                         vr_errbuf *err);
+
+/* "fp32" / "bf16" / "int8" <-> enum without needing the engine. */
+const char *vr_rt_precision_name(vr_precision p);
+int vr_rt_precision_parse(const char *s, vr_precision *out);
+
+/* Bytes of one sample (batch row) of a tensor described by info. */
+int64_t vr_tensor_info_row_bytes(const vr_tensor_info *t);
+
+#endif

@@ -1,0 +1,413 @@
+/*
+ * An instance: backend session + ordered batch queue + executor thread.
+ *
+ * The executor loop: answer requests whose deadline can no longer be met
+ * (early drop), ask the batcher whether to dispatch, and either sleep until
+ * it should re-decide or pop a batch, gather its inputs into one staging
+ * buffer per input, run it, and scatter the outputs back into each request.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/alloc.h"
+#include "base/clock.h"
+#include "base/log.h"
+#include "runtime/runtime_int.h"
+
+void vr_rt_fail(vr_rt_vstats *vs, vr_runtime *rt, vr_rt_request *r, int code,
+                vr_rt_outcome outcome, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(r->err.msg, sizeof r->err.msg, fmt, ap);
+  va_end(ap);
+  r->err.code = code;
+  r->status = code;
+  r->outcome = outcome;
+  r->end_ns = vr_now_ns();
+  if (vs) vr_rt_vstats_record(rt, vs, r);
+  r->done(r, r->user);
+}
+
+int vr_inst_create(vr_runtime *rt, vr_rt_model *m,
+                   const vr_rt_instance_opts *o, vr_rt_instance **out,
+                   vr_errbuf *err) {
+  vr_rt_instance *in = VR_NEW(vr_rt_instance);
+  if (!in) return vr_errf(err, VR_ENOMEM, "out of memory");
+  in->rt = rt;
+  in->model = m;
+  in->opts = *o;
+  snprintf(in->variant, sizeof in->variant, "%.60s:%s:t%d:b%d", m->cfg.name,
+           vr_rt_precision_name(o->precision), o->threads, o->max_batch);
+  pthread_mutex_init(&in->mu, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&in->cv, &ca);
+  pthread_condattr_destroy(&ca);
+  in->state = VR_INST_LOADING;
+  vr_rate_init(&in->served_rate, 10, 100 * VR_NS_PER_MS);
+  vr_ewma_init_tau(&in->lat_ewma, VR_NS_PER_S);
+  *out = in;
+  for (int i = 0; i < m->cfg.n_inputs; i++) {
+    size_t bytes = (size_t)vr_tensor_info_row_bytes(&m->cfg.inputs[i]) *
+                   (size_t)o->max_batch;
+    in->stage[i] = vr_aligned_alloc(64, bytes ? bytes : 64);
+    if (!in->stage[i]) return vr_errf(err, VR_ENOMEM, "staging buffers");
+    memset(in->stage[i], 0, bytes);
+  }
+  int rc = rt->be->session_open(rt->be->self, m->handle, o->precision,
+                                o->threads, o->max_batch, &in->sess, err);
+  if (rc) return vr_errctx(err, rc, "instance %s", in->variant);
+  in->vs = vr_rt_vstats_get(rt, m->cfg.name, in->variant);
+  if (!in->vs) return vr_errf(err, VR_ENOMEM, "out of memory");
+  return 0;
+}
+
+/* Fills tensors describing `rows` rows of the staging buffers. */
+static void stage_tensors(vr_rt_instance *in, int rows, vr_tensor *t) {
+  const vr_model_config *c = &in->model->cfg;
+  for (int i = 0; i < c->n_inputs; i++) {
+    const vr_tensor_info *ti = &c->inputs[i];
+    t[i].name = ti->name;
+    t[i].dtype = ti->dtype;
+    t[i].ndim = ti->ndim;
+    memcpy(t[i].shape, ti->shape, sizeof t[i].shape);
+    t[i].shape[0] = rows;
+    t[i].data = in->stage[i];
+    t[i].nbytes = (size_t)vr_tensor_info_row_bytes(ti) * (size_t)rows;
+  }
+}
+
+static int cmp_i64(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Median latency of a few runs per power-of-two batch size (and the max
+ * batch itself), so the batcher knows what the next batch size costs. */
+static int profile(vr_rt_instance *in, vr_errbuf *err) {
+  const vr_rt_backend *be = in->rt->be;
+  int runs = in->rt->opts.profile_runs;
+  int limit = in->rt->opts.profile_max_batch;
+  if (limit <= 0 || limit > in->opts.max_batch) limit = in->opts.max_batch;
+  vr_tensor tin[VR_RT_MAX_IO], tout[VR_RT_MAX_IO];
+  int64_t t[16];
+  if (runs > 16) runs = 16;
+  for (int k = 0; k < VR_LAT_SLOTS; k++) {
+    int b = 1 << k;
+    if (b > limit) {
+      if ((b >> 1) >= limit) break;
+      b = limit; /* e.g. max batch 48 is measured into the 64 slot */
+    }
+    stage_tensors(in, b, tin);
+    for (int r = 0; r <= runs; r++) { /* run 0 warms up */
+      int64_t t0 = vr_now_ns();
+      int rc = be->run(be->self, in->sess, b, tin, in->model->cfg.n_inputs,
+                       tout, VR_RT_MAX_IO, err);
+      if (rc) return vr_errctx(err, rc, "profiling batch %d", b);
+      if (r) t[r - 1] = vr_now_ns() - t0;
+    }
+    qsort(t, (size_t)runs, sizeof t[0], cmp_i64);
+    in->prof.ns[k] = t[runs / 2] > 0 ? t[runs / 2] : 1;
+  }
+  return 0;
+}
+
+static void *executor(void *arg);
+
+int vr_inst_start(vr_rt_instance *in, vr_errbuf *err) {
+  int rc = profile(in, err);
+  if (rc) return rc;
+  pthread_mutex_lock(&in->mu);
+  in->state = VR_INST_ACTIVE;
+  pthread_mutex_unlock(&in->mu);
+  if (pthread_create(&in->thread, NULL, executor, in) != 0)
+    return vr_errf(err, VR_EINTERNAL, "cannot start executor thread");
+  in->started = 1;
+  return 0;
+}
+
+int vr_inst_load(vr_rt_instance *in) {
+  return __atomic_load_n(&in->queue_rows, __ATOMIC_RELAXED) +
+         __atomic_load_n(&in->busy_rows, __ATOMIC_RELAXED);
+}
+
+void vr_inst_enqueue(vr_rt_instance *in, vr_rt_request *r) {
+  pthread_mutex_lock(&in->mu);
+  if (in->stopping || in->state == VR_INST_DRAINING) {
+    pthread_mutex_unlock(&in->mu);
+    vr_rt_fail(in->vs, in->rt, r, VR_ESHUTDOWN, VR_OUT_REJECTED,
+               "instance %s is draining", in->variant);
+    return;
+  }
+  if (in->queue_rows + r->rows > in->rt->opts.max_queue_rows) {
+    pthread_mutex_unlock(&in->mu);
+    vr_rt_fail(in->vs, in->rt, r, VR_ELIMIT, VR_OUT_REJECTED,
+               "queue of %s is full (%d rows)", in->variant,
+               in->rt->opts.max_queue_rows);
+    return;
+  }
+  snprintf(r->variant, sizeof r->variant, "%s", in->variant);
+  r->instance_id = in->id;
+  /* Insert after every request of the same or a higher priority: FIFO
+   * within a level. Same-level appends are the common case. */
+  vr_rt_request **pp = &in->head;
+  while (*pp && (*pp)->prio_key <= r->prio_key) pp = &(*pp)->next;
+  r->next = *pp;
+  *pp = r;
+  __atomic_store_n(&in->queue_rows, in->queue_rows + r->rows,
+                   __ATOMIC_RELAXED);
+  pthread_cond_signal(&in->cv);
+  pthread_mutex_unlock(&in->mu);
+}
+
+/* Unlinks requests that cannot meet their deadline even alone; returns
+ * them as a list. Called with mu held. */
+static vr_rt_request *take_infeasible(vr_rt_instance *in, int64_t now) {
+  vr_rt_request *drop = NULL, **tail = &drop;
+  for (vr_rt_request **pp = &in->head; *pp;) {
+    vr_rt_request *r = *pp;
+    if (!vr_batch_feasible(now, r->deadline_ns, &in->prof, r->rows)) {
+      *pp = r->next;
+      in->queue_rows -= r->rows;
+      r->next = NULL;
+      *tail = r;
+      tail = &r->next;
+    } else {
+      pp = &r->next;
+    }
+  }
+  return drop;
+}
+
+static void fail_list(vr_rt_instance *in, vr_rt_request *list, int64_t now) {
+  while (list) {
+    vr_rt_request *r = list;
+    list = r->next;
+    in->dropped++;
+    vr_rt_fail(in->vs, in->rt, r, VR_EDEADLINE, VR_OUT_DROPPED,
+               "deadline cannot be met: %lld us left, batch of %d rows takes"
+               " %lld us on %s",
+               (long long)((r->deadline_ns - now) / 1000), r->rows,
+               (long long)(vr_lat_estimate(&in->prof, r->rows) / 1000),
+               in->variant);
+  }
+}
+
+/* Called with mu held: the batcher's view of the queue. */
+static vr_batch_state queue_state(vr_rt_instance *in, int64_t now) {
+  vr_batch_state s = {now, in->queue_rows, in->opts.max_batch, INT64_MAX,
+                      VR_NO_DEADLINE, in->opts.max_queue_delay_us * 1000};
+  for (vr_rt_request *r = in->head; r; r = r->next) {
+    if (r->arrival_ns < s.oldest_arrival) s.oldest_arrival = r->arrival_ns;
+    if (r->deadline_ns < s.earliest_deadline)
+      s.earliest_deadline = r->deadline_ns;
+  }
+  return s;
+}
+
+static void wait_until(vr_rt_instance *in, int64_t t) {
+  if (t == INT64_MAX) {
+    pthread_cond_wait(&in->cv, &in->mu);
+    return;
+  }
+  struct timespec ts = {(time_t)(t / VR_NS_PER_S), (long)(t % VR_NS_PER_S)};
+  pthread_cond_timedwait(&in->cv, &in->mu, &ts);
+}
+
+/* Pops up to max_batch rows from the head (in order). mu held. */
+static vr_rt_request *pop_batch(vr_rt_instance *in, int *rows_out) {
+  vr_rt_request *list = in->head, *last = NULL;
+  int rows = 0;
+  for (vr_rt_request *r = in->head; r && rows + r->rows <= in->opts.max_batch;
+       r = r->next) {
+    rows += r->rows;
+    last = r;
+  }
+  in->head = last->next;
+  last->next = NULL;
+  in->queue_rows -= rows;
+  in->busy_rows = rows;
+  *rows_out = rows;
+  return list;
+}
+
+static void run_batch(vr_rt_instance *in, vr_rt_request *list, int rows);
+
+static void *executor(void *arg) {
+  vr_rt_instance *in = arg;
+  pthread_mutex_lock(&in->mu);
+  for (;;) {
+    if (in->stopping && !in->head) break;
+    int64_t now = vr_now_ns();
+    vr_rt_request *drop = take_infeasible(in, now);
+    if (drop) {
+      pthread_mutex_unlock(&in->mu);
+      fail_list(in, drop, now);
+      pthread_mutex_lock(&in->mu);
+      continue;
+    }
+    vr_batch_state s = queue_state(in, now);
+    vr_batch_decision d = vr_batch_decide(&s, &in->prof);
+    if (!d.dispatch && !(in->stopping && in->head)) {
+      wait_until(in, d.wake_at);
+      continue;
+    }
+    int rows;
+    vr_rt_request *batch = pop_batch(in, &rows);
+    if (in->state != VR_INST_DRAINING)
+      in->state = in->queue_rows >= 2 * in->opts.max_batch
+                      ? VR_INST_OVERLOADED : VR_INST_ACTIVE;
+    pthread_mutex_unlock(&in->mu);
+    run_batch(in, batch, rows);
+    pthread_mutex_lock(&in->mu);
+    __atomic_store_n(&in->busy_rows, 0, __ATOMIC_RELAXED);
+  }
+  pthread_mutex_unlock(&in->mu);
+  return NULL;
+}
+
+/* Copies each request's slice of every output into one block it owns. */
+static int scatter(vr_rt_instance *in, vr_rt_request *r, int row0, int rows,
+                   const vr_tensor *out, int n_out) {
+  size_t total = 0;
+  for (int o = 0; o < n_out; o++)
+    total += out[o].nbytes / (size_t)rows * (size_t)r->rows + VR_NAME_MAX + 64;
+  char *blk = vr_aligned_alloc(64, total);
+  if (!blk) return VR_ENOMEM;
+  r->out_block = blk;
+  r->n_out = n_out;
+  for (int o = 0; o < n_out; o++) {
+    size_t row_bytes = out[o].nbytes / (size_t)rows;
+    vr_tensor *t = &r->out[o];
+    *t = out[o];
+    t->shape[0] = r->rows;
+    t->nbytes = row_bytes * (size_t)r->rows;
+    /* Names are copied too: the model may be unloaded before the caller
+     * reads the result. */
+    snprintf(blk, VR_NAME_MAX, "%s", out[o].name ? out[o].name : "");
+    t->name = blk;
+    blk += VR_NAME_MAX;
+    blk += (64 - ((uintptr_t)blk & 63)) & 63;
+    memcpy(blk, (const char *)out[o].data + row_bytes * (size_t)row0,
+           t->nbytes);
+    t->data = blk;
+    blk += t->nbytes;
+  }
+  (void)in;
+  return 0;
+}
+
+static int check_outputs(const vr_tensor *out, int n_out, int rows,
+                         vr_errbuf *err) {
+  for (int o = 0; o < n_out; o++)
+    if (out[o].ndim < 1 || out[o].shape[0] != rows || !out[o].data ||
+        out[o].nbytes % (size_t)rows)
+      return vr_errf(err, VR_EINTERNAL, "backend output %d has bad shape", o);
+  return 0;
+}
+
+static void run_batch(vr_rt_instance *in, vr_rt_request *list, int rows) {
+  const vr_model_config *c = &in->model->cfg;
+  const vr_rt_backend *be = in->rt->be;
+  vr_tensor tin[VR_RT_MAX_IO], tout[VR_RT_MAX_IO];
+  const vr_tensor *inputs = list->in;
+  if (list->next) { /* gather: several requests share one run */
+    stage_tensors(in, rows, tin);
+    for (int i = 0; i < c->n_inputs; i++) {
+      char *dst = in->stage[i];
+      for (vr_rt_request *r = list; r; r = r->next) {
+        memcpy(dst, r->in[i].data, r->in[i].nbytes);
+        dst += r->in[i].nbytes;
+      }
+    }
+    inputs = tin;
+  }
+  vr_errbuf err = {0};
+  int64_t t0 = vr_now_ns();
+  int rc = be->run(be->self, in->sess, rows, inputs, c->n_inputs, tout,
+                   VR_RT_MAX_IO, &err);
+  int n_out = c->n_outputs;
+  if (!rc) rc = check_outputs(tout, n_out, rows, &err);
+  int64_t t1 = vr_now_ns();
+  vr_rt_vstats_batch(in->rt, in->vs, rows);
+  pthread_mutex_lock(&in->mu);
+  in->batches++;
+  in->served += rc ? 0 : (uint64_t)rows;
+  if (!rc) vr_rate_add(&in->served_rate, rows, t1);
+  for (vr_rt_request *r = list; r; r = r->next)
+    vr_ewma_add(&in->lat_ewma, (double)(t1 - r->arrival_ns), t1);
+  pthread_mutex_unlock(&in->mu);
+  int row0 = 0;
+  while (list) {
+    vr_rt_request *r = list;
+    list = r->next;
+    r->next = NULL;
+    int r_rows = r->rows; /* r is the caller's again after done() */
+    r->start_ns = t0;
+    r->batch_size = rows;
+    if (rc) {
+      vr_rt_fail(in->vs, in->rt, r, rc, VR_OUT_FAILED, "%s: %s", in->variant,
+                 err.msg);
+    } else if (scatter(in, r, row0, rows, tout, n_out)) {
+      vr_rt_fail(in->vs, in->rt, r, VR_ENOMEM, VR_OUT_FAILED,
+                 "out of memory copying outputs");
+    } else {
+      r->status = 0;
+      r->outcome = VR_OUT_OK;
+      r->end_ns = vr_now_ns();
+      vr_rt_vstats_record(in->rt, in->vs, r);
+      r->done(r, r->user);
+    }
+    row0 += r_rows;
+  }
+}
+
+void vr_inst_destroy(vr_rt_instance *in) {
+  if (!in) return;
+  pthread_mutex_lock(&in->mu);
+  in->stopping = 1;
+  in->state = VR_INST_DRAINING;
+  pthread_cond_signal(&in->cv);
+  vr_rt_request *orphans = in->started ? NULL : in->head;
+  if (!in->started) in->head = NULL;
+  pthread_mutex_unlock(&in->mu);
+  if (in->started) pthread_join(in->thread, NULL);
+  while (orphans) { /* never started: nobody else will answer these */
+    vr_rt_request *r = orphans;
+    orphans = r->next;
+    vr_rt_fail(in->vs, in->rt, r, VR_ESHUTDOWN, VR_OUT_REJECTED,
+               "instance %s stopped", in->variant);
+  }
+  if (in->sess) in->rt->be->session_close(in->rt->be->self, in->sess);
+  for (int i = 0; i < VR_RT_MAX_IO; i++) vr_aligned_free(in->stage[i]);
+  pthread_cond_destroy(&in->cv);
+  pthread_mutex_destroy(&in->mu);
+  vr_free(in);
+}
+
+void vr_inst_stats(vr_rt_instance *in, vr_rt_instance_stats *s) {
+  memset(s, 0, sizeof *s);
+  s->id = in->id;
+  snprintf(s->model, sizeof s->model, "%s", in->model->cfg.name);
+  snprintf(s->variant, sizeof s->variant, "%s", in->variant);
+  s->precision = in->opts.precision;
+  s->threads = in->opts.threads;
+  s->max_batch = in->opts.max_batch;
+  s->max_queue_delay_us = in->opts.max_queue_delay_us;
+  s->profile = in->prof;
+  pthread_mutex_lock(&in->mu);
+  s->state = in->state;
+  s->queue_rows = in->queue_rows;
+  s->busy_rows = in->busy_rows;
+  s->served_qps = vr_rate_per_sec(&in->served_rate, vr_now_ns());
+  s->latency_ewma_ns = vr_ewma_get(&in->lat_ewma);
+  s->served = in->served;
+  s->dropped = in->dropped;
+  s->batches = in->batches;
+  pthread_mutex_unlock(&in->mu);
+}

@@ -1,0 +1,414 @@
+/*
+ * Runtime: loaded models, their instances, routing and admission.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/clock.h"
+#include "base/log.h"
+#include "runtime/runtime_int.h"
+
+const char *vr_rt_outcome_name(vr_rt_outcome o) {
+  static const char *k[] = {"ok", "dropped", "rejected", "failed"};
+  return (unsigned)o < VR_OUT_COUNT ? k[o] : "unknown";
+}
+
+const char *vr_rt_state_name(vr_rt_state s) {
+  static const char *k[] = {"loading", "active", "overloaded", "draining"};
+  return (unsigned)s < VR_INST_STATE_COUNT ? k[s] : "unknown";
+}
+
+void vr_rt_request_init(vr_rt_request *r) { memset(r, 0, sizeof *r); }
+
+void vr_rt_request_clear(vr_rt_request *r) {
+  if (r->out_block) vr_aligned_free(r->out_block);
+  memset(r, 0, sizeof *r);
+}
+
+void vr_runtime_opts_init(vr_runtime_opts *o) { memset(o, 0, sizeof *o); }
+
+int vr_runtime_create(const vr_runtime_opts *o, vr_runtime **out,
+                      vr_errbuf *err) {
+  vr_runtime *rt = VR_NEW(vr_runtime);
+  if (!rt) return vr_errf(err, VR_ENOMEM, "out of memory");
+  if (o) rt->opts = *o;
+  if (rt->opts.max_queue_rows <= 0) rt->opts.max_queue_rows = 4096;
+  if (rt->opts.profile_runs <= 0) rt->opts.profile_runs = 3;
+  rt->be = rt->opts.backend ? rt->opts.backend : vr_rt_backend_engine();
+  if (!rt->be) {
+    vr_free(rt);
+    return vr_errf(err, VR_EUNSUPPORTED, "no backend: engine not built in");
+  }
+  pthread_mutex_init(&rt->admin_mu, NULL);
+  pthread_rwlock_init(&rt->lock, NULL);
+  pthread_mutex_init(&rt->stats_mu, NULL);
+  vr_map_init(&rt->models);
+  vr_map_init(&rt->vstats);
+  rt->next_id = 1;
+  *out = rt;
+  return 0;
+}
+
+/* Drains and frees a model already removed from the map. */
+static void model_free(vr_runtime *rt, vr_rt_model *m) {
+  for (size_t i = 0; i < m->instances.len; i++)
+    vr_inst_destroy(VR_VEC_AT(&m->instances, vr_rt_instance *, i));
+  vr_vec_free(&m->instances);
+  if (m->handle) rt->be->model_close(rt->be->self, m->handle);
+  vr_free(m);
+}
+
+void vr_rt_shutdown(vr_runtime *rt) {
+  pthread_mutex_lock(&rt->admin_mu);
+  pthread_rwlock_wrlock(&rt->lock);
+  rt->shutting_down = 1;
+  vr_map models = rt->models;
+  vr_map_init(&rt->models);
+  pthread_rwlock_unlock(&rt->lock);
+  const char *k;
+  void *v;
+  for (size_t it = 0; vr_map_next(&models, &it, &k, &v);) model_free(rt, v);
+  vr_map_free(&models);
+  pthread_mutex_unlock(&rt->admin_mu);
+}
+
+void vr_runtime_free(vr_runtime *rt) {
+  if (!rt) return;
+  vr_rt_shutdown(rt);
+  vr_rt_vstats_free_all(rt);
+  pthread_rwlock_destroy(&rt->lock);
+  pthread_mutex_destroy(&rt->admin_mu);
+  pthread_mutex_destroy(&rt->stats_mu);
+  vr_free(rt);
+}
+
+/* Creates, profiles and starts one instance and lists it under m. The
+ * model is pinned by the caller (it holds it outside the map or has the
+ * load in progress), so rt->lock is taken only to publish. */
+static int add_instance(vr_runtime *rt, vr_rt_model *m,
+                        const vr_rt_instance_opts *o, vr_errbuf *err) {
+  vr_rt_instance *in = NULL;
+  int rc = vr_inst_create(rt, m, o, &in, err);
+  if (!rc) rc = vr_inst_start(in, err);
+  if (rc) {
+    vr_inst_destroy(in);
+    return rc;
+  }
+  pthread_rwlock_wrlock(&rt->lock);
+  in->id = rt->next_id++;
+  rc = vr_vec_push(&m->instances, &in);
+  pthread_rwlock_unlock(&rt->lock);
+  if (rc) {
+    vr_inst_destroy(in);
+    return vr_errf(err, VR_ENOMEM, "out of memory");
+  }
+  vr_info("instance %d (%s) active: b1 %.1f us", in->id, in->variant,
+          in->prof.ns[0] / 1e3);
+  return in->id;
+}
+
+static vr_rt_instance_opts cfg_opts(const vr_model_config *c) {
+  vr_rt_instance_opts o = {c->precision, c->threads, c->max_batch_size,
+                           c->max_queue_delay_us};
+  return o;
+}
+
+static int load_locked(vr_runtime *rt, const vr_model_config *cfg,
+                       vr_errbuf *err) {
+  pthread_rwlock_rdlock(&rt->lock);
+  int exists = vr_map_has(&rt->models, cfg->name), down = rt->shutting_down;
+  pthread_rwlock_unlock(&rt->lock);
+  if (down) return vr_errf(err, VR_ESHUTDOWN, "runtime is shutting down");
+  if (exists)
+    return vr_errf(err, VR_EEXIST, "model '%s' is already loaded", cfg->name);
+  vr_rt_model *m = VR_NEW(vr_rt_model);
+  if (!m) return vr_errf(err, VR_ENOMEM, "out of memory");
+  m->cfg = *cfg;
+  vr_vec_init(&m->instances, sizeof(vr_rt_instance *));
+  int rc = rt->be->model_open(rt->be->self, &m->cfg, &m->handle, err);
+  vr_rt_instance_opts o = cfg_opts(cfg);
+  /* Instances are built before the model is published, so a half-loaded
+   * model never takes traffic and a failure leaves nothing behind. */
+  for (int i = 0; !rc && i < cfg->instances; i++) {
+    int id = add_instance(rt, m, &o, err);
+    if (id < 0) rc = id;
+  }
+  if (!rc) {
+    pthread_rwlock_wrlock(&rt->lock);
+    if (rt->shutting_down)
+      rc = vr_errf(err, VR_ESHUTDOWN, "runtime is shutting down");
+    else if (vr_map_has(&rt->models, cfg->name))
+      rc = vr_errf(err, VR_EEXIST, "model '%s' is already loaded", cfg->name);
+    else if (vr_map_put(&rt->models, cfg->name, m, NULL))
+      rc = vr_errf(err, VR_ENOMEM, "out of memory");
+    pthread_rwlock_unlock(&rt->lock);
+  }
+  if (rc) {
+    model_free(rt, m);
+    return rc;
+  }
+  vr_info("model '%s' loaded with %d instance(s)", cfg->name, cfg->instances);
+  return 0;
+}
+
+int vr_rt_load(vr_runtime *rt, const vr_model_config *cfg, vr_errbuf *err) {
+  pthread_mutex_lock(&rt->admin_mu);
+  int rc = load_locked(rt, cfg, err);
+  pthread_mutex_unlock(&rt->admin_mu);
+  return rc;
+}
+
+int vr_rt_unload(vr_runtime *rt, const char *name, vr_errbuf *err) {
+  pthread_mutex_lock(&rt->admin_mu);
+  pthread_rwlock_wrlock(&rt->lock);
+  vr_rt_model *m = vr_map_del(&rt->models, name);
+  pthread_rwlock_unlock(&rt->lock);
+  if (m) model_free(rt, m); /* drains: queued requests are still answered */
+  pthread_mutex_unlock(&rt->admin_mu);
+  if (!m) return vr_errf(err, VR_ENOENT, "model '%s' is not loaded", name);
+  vr_info("model '%s' unloaded", name);
+  return 0;
+}
+
+int vr_rt_model_config(vr_runtime *rt, const char *name,
+                       vr_model_config *out) {
+  pthread_rwlock_rdlock(&rt->lock);
+  vr_rt_model *m = vr_map_get(&rt->models, name);
+  if (m) *out = m->cfg;
+  pthread_rwlock_unlock(&rt->lock);
+  return m ? 0 : VR_ENOENT;
+}
+
+int vr_rt_model_names(vr_runtime *rt, char **names, int cap) {
+  int n = 0;
+  const char *k;
+  void *v;
+  pthread_rwlock_rdlock(&rt->lock);
+  for (size_t it = 0; vr_map_next(&rt->models, &it, &k, &v);) {
+    if (n < cap) names[n] = vr_strdup(k);
+    n++;
+  }
+  pthread_rwlock_unlock(&rt->lock);
+  return n < cap ? n : cap;
+}
+
+int vr_rt_model_ready(vr_runtime *rt, const char *name) {
+  pthread_rwlock_rdlock(&rt->lock);
+  vr_rt_model *m = vr_map_get(&rt->models, name);
+  int ready = m && m->instances.len > 0;
+  pthread_rwlock_unlock(&rt->lock);
+  return ready;
+}
+
+/* Finds an instance by id; rt->lock held. */
+static vr_rt_instance *find_instance(vr_runtime *rt, int id,
+                                     vr_rt_model **model) {
+  const char *k;
+  void *v;
+  for (size_t it = 0; vr_map_next(&rt->models, &it, &k, &v);) {
+    vr_rt_model *m = v;
+    for (size_t i = 0; i < m->instances.len; i++) {
+      vr_rt_instance *in = VR_VEC_AT(&m->instances, vr_rt_instance *, i);
+      if (in->id == id) {
+        if (model) *model = m;
+        return in;
+      }
+    }
+  }
+  return NULL;
+}
+
+int vr_rt_add_instance(vr_runtime *rt, const char *model,
+                       const vr_rt_instance_opts *o, vr_errbuf *err) {
+  if (!o || o->threads < 1 || o->threads > VR_RT_MAX_THREADS ||
+      o->max_batch < 1 || o->max_batch > VR_RT_MAX_BATCH ||
+      o->max_queue_delay_us < 0)
+    return vr_errf(err, VR_EINVAL, "bad instance options");
+  /* admin_mu keeps the model from being unloaded while we build. */
+  pthread_mutex_lock(&rt->admin_mu);
+  pthread_rwlock_rdlock(&rt->lock);
+  vr_rt_model *m = vr_map_get(&rt->models, model);
+  pthread_rwlock_unlock(&rt->lock);
+  int rc = m ? add_instance(rt, m, o, err)
+             : vr_errf(err, VR_ENOENT, "model '%s' is not loaded", model);
+  pthread_mutex_unlock(&rt->admin_mu);
+  return rc;
+}
+
+int vr_rt_remove_instance(vr_runtime *rt, int id, vr_errbuf *err) {
+  pthread_mutex_lock(&rt->admin_mu);
+  pthread_rwlock_wrlock(&rt->lock);
+  vr_rt_model *m = NULL;
+  vr_rt_instance *in = find_instance(rt, id, &m);
+  if (in)
+    for (size_t i = 0; i < m->instances.len; i++)
+      if (VR_VEC_AT(&m->instances, vr_rt_instance *, i) == in) {
+        vr_vec_remove(&m->instances, i);
+        break;
+      }
+  pthread_rwlock_unlock(&rt->lock);
+  if (in) vr_inst_destroy(in);
+  pthread_mutex_unlock(&rt->admin_mu);
+  if (!in) return vr_errf(err, VR_ENOENT, "no instance %d", id);
+  return 0;
+}
+
+int vr_rt_instances(vr_runtime *rt, const char *model,
+                    vr_rt_instance_stats *out, int cap) {
+  int n = 0;
+  const char *k;
+  void *v;
+  pthread_rwlock_rdlock(&rt->lock);
+  for (size_t it = 0; vr_map_next(&rt->models, &it, &k, &v);) {
+    vr_rt_model *m = v;
+    if (model && strcmp(model, m->cfg.name)) continue;
+    for (size_t i = 0; i < m->instances.len; i++, n++)
+      if (n < cap)
+        vr_inst_stats(VR_VEC_AT(&m->instances, vr_rt_instance *, i), &out[n]);
+  }
+  pthread_rwlock_unlock(&rt->lock);
+  return n;
+}
+
+/* Checks the request's inputs against the config and puts them in the
+ * config's order. Returns rows (>= 1) or a negative code with err set. */
+static int validate(const vr_model_config *c, vr_rt_request *r, int max_batch,
+                    vr_errbuf *err) {
+  if (r->n_in != c->n_inputs)
+    return vr_errf(err, VR_EINVAL, "model '%s' expects %d input(s), got %d",
+                   c->name, c->n_inputs, r->n_in);
+  int rows = -1;
+  for (int i = 0; i < c->n_inputs; i++) {
+    const vr_tensor_info *ti = &c->inputs[i];
+    int j = i;
+    while (j < r->n_in && (!r->in[j].name || strcmp(r->in[j].name, ti->name)))
+      j++;
+    if (j == r->n_in)
+      return vr_errf(err, VR_EINVAL, "missing input '%s'", ti->name);
+    vr_tensor t = r->in[j];
+    r->in[j] = r->in[i];
+    r->in[i] = t;
+    if (t.dtype != ti->dtype)
+      return vr_errf(err, VR_ETYPE, "input '%s': datatype %s, expected %s",
+                     ti->name, vr_dtype_kserve(t.dtype) ? vr_dtype_kserve(t.dtype) : "?",
+                     vr_dtype_kserve(ti->dtype));
+    if (t.ndim != ti->ndim)
+      return vr_errf(err, VR_ESHAPE, "input '%s': %d dims, expected %d",
+                     ti->name, t.ndim, ti->ndim);
+    for (int d = 1; d < ti->ndim; d++)
+      if (t.shape[d] != ti->shape[d])
+        return vr_errf(err, VR_ESHAPE, "input '%s': dim %d is %lld, expected"
+                       " %lld", ti->name, d, (long long)t.shape[d],
+                       (long long)ti->shape[d]);
+    if (t.shape[0] < 1 || (rows >= 0 && t.shape[0] != rows))
+      return vr_errf(err, VR_ESHAPE, "input '%s': batch dim %lld (inputs"
+                     " must agree, >= 1)", ti->name, (long long)t.shape[0]);
+    rows = (int)(t.shape[0] > VR_RT_MAX_BATCH ? VR_RT_MAX_BATCH + 1
+                                              : t.shape[0]);
+    if (t.shape[0] > max_batch)
+      return vr_errf(err, VR_ELIMIT, "batch of %lld rows exceeds max batch"
+                     " size %d of '%s'", (long long)t.shape[0], max_batch,
+                     c->name);
+    if (!t.data || t.nbytes != (size_t)vr_tensor_info_row_bytes(ti) *
+                                   (size_t)t.shape[0])
+      return vr_errf(err, VR_ESHAPE, "input '%s': %zu bytes, shape needs"
+                     " %lld", ti->name, t.nbytes,
+                     (long long)(vr_tensor_info_row_bytes(ti) * t.shape[0]));
+  }
+  return rows;
+}
+
+/* Least-loaded active instance (queued + running rows per max batch);
+ * ties go round-robin. rt->lock held (read). */
+static vr_rt_instance *route(vr_rt_model *m) {
+  vr_rt_instance *best = NULL;
+  double best_load = 0;
+  size_t n = m->instances.len;
+  unsigned start = __atomic_fetch_add(&m->rr, 1, __ATOMIC_RELAXED);
+  for (size_t k = 0; k < n; k++) {
+    vr_rt_instance *in =
+        VR_VEC_AT(&m->instances, vr_rt_instance *, (start + k) % n);
+    double load = (double)vr_inst_load(in) / in->opts.max_batch;
+    if (!best || load < best_load) {
+      best = in;
+      best_load = load;
+    }
+  }
+  return best;
+}
+
+static int prepare(vr_runtime *rt, vr_rt_request *req) {
+  if (!req || !req->done) return VR_EINVAL;
+  req->status = 0;
+  req->n_out = 0;
+  req->out_block = NULL;
+  req->next = NULL;
+  req->instance_id = 0;
+  req->variant[0] = 0;
+  req->arrival_ns = vr_now_ns();
+  req->deadline_ns = req->timeout_ns > 0 ? req->arrival_ns + req->timeout_ns
+                                         : VR_NO_DEADLINE;
+  req->prio_key = req->priority > 0 ? req->priority : VR_RT_PRIO_DEFAULT;
+  (void)rt;
+  return 0;
+}
+
+/* Admission on the chosen instance: validation, then early drop if even
+ * an immediate run alone would miss the deadline. rt->lock held. */
+static void admit(vr_runtime *rt, vr_rt_instance *in, vr_rt_request *req) {
+  int rows = validate(&in->model->cfg, req, in->opts.max_batch, &req->err);
+  if (rows < 0) {
+    req->status = rows;
+    req->outcome = VR_OUT_REJECTED;
+    req->end_ns = vr_now_ns();
+    req->done(req, req->user); /* bad input: not a variant outcome */
+    return;
+  }
+  req->rows = rows;
+  if (!vr_batch_feasible(req->arrival_ns, req->deadline_ns, &in->prof, rows)) {
+    __atomic_fetch_add(&in->dropped, 1, __ATOMIC_RELAXED);
+    vr_rt_fail(in->vs, rt, req, VR_EDEADLINE, VR_OUT_DROPPED,
+               "deadline cannot be met: timeout %lld us < %lld us for a batch"
+               " of %d on %s", (long long)(req->timeout_ns / 1000),
+               (long long)(vr_lat_estimate(&in->prof, rows) / 1000), rows,
+               in->variant);
+    return;
+  }
+  vr_inst_enqueue(in, req);
+}
+
+int vr_rt_submit(vr_runtime *rt, const char *model, vr_rt_request *req) {
+  int rc = prepare(rt, req);
+  if (rc) return rc;
+  pthread_rwlock_rdlock(&rt->lock);
+  vr_rt_model *m = rt->shutting_down ? NULL : vr_map_get(&rt->models, model);
+  vr_rt_instance *in = m ? route(m) : NULL;
+  if (in) admit(rt, in, req);
+  pthread_rwlock_unlock(&rt->lock);
+  if (in) return 0;
+  if (rt->shutting_down)
+    vr_rt_fail(NULL, rt, req, VR_ESHUTDOWN, VR_OUT_REJECTED,
+               "server is shutting down");
+  else if (!m)
+    vr_rt_fail(NULL, rt, req, VR_ENOENT, VR_OUT_REJECTED,
+               "model '%s' is not loaded", model);
+  else
+    vr_rt_fail(NULL, rt, req, VR_ESTATE, VR_OUT_REJECTED,
+               "model '%s' has no active instance", model);
+  return 0;
+}
+
+int vr_rt_submit_to(vr_runtime *rt, int instance_id, vr_rt_request *req) {
+  int rc = prepare(rt, req);
+  if (rc) return rc;
+  pthread_rwlock_rdlock(&rt->lock);
+  vr_rt_instance *in =
+      rt->shutting_down ? NULL : find_instance(rt, instance_id, NULL);
+  if (in) admit(rt, in, req);
+  pthread_rwlock_unlock(&rt->lock);
+  if (!in)
+    vr_rt_fail(NULL, rt, req, VR_ENOENT, VR_OUT_REJECTED,
+               "no instance %d", instance_id);
+  return 0;
+}

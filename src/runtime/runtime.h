@@ -1,0 +1,222 @@
+/*
+ * Runtime: the data plane. Models loaded from a repository, each served by
+ * one or more instances; an instance is a backend session (normally a
+ * vr_session of the engine) + a priority/deadline-ordered batch queue + one
+ * executor thread that forms batches (see batcher.h) and runs them.
+ *
+ * Ownership and threads:
+ *  - vr_runtime owns every model and instance. All functions are
+ *    thread-safe; the HTTP threads submit, executor threads complete, and a
+ *    control plane may add/remove instances and read stats concurrently.
+ *  - A vr_rt_request is owned by the caller. Between vr_rt_submit() and its
+ *    done() callback the runtime reads its inputs (caller memory, must stay
+ *    valid) and writes its result fields; after done() it no longer touches
+ *    it. done() runs exactly once for every submitted request — on an
+ *    executor thread, or inside vr_rt_submit() when the request is rejected
+ *    at once — and must be quick (hand the result to another thread).
+ *    Outputs are one allocation owned by the request: release with
+ *    vr_rt_request_clear().
+ *  - Unloading a model or removing an instance drains it: queued requests
+ *    are still served (or answered with an error), never dropped silently.
+ */
+#ifndef VR_RUNTIME_RUNTIME_H
+#define VR_RUNTIME_RUNTIME_H
+
+#include <stdint.h>
+
+#include "runtime/batcher.h"
+#include "runtime/config.h"
+#include "vario/engine.h"
+#include "vario/status.h"
+
+typedef struct vr_runtime vr_runtime;
+typedef struct vr_rt_request vr_rt_request;
+
+/* Outcomes, as counted in metrics (vario_requests_total{outcome}). */
+typedef enum vr_rt_outcome {
+  VR_OUT_OK = 0,    /* served */
+  VR_OUT_DROPPED,   /* early drop: deadline could not be met */
+  VR_OUT_REJECTED,  /* queue full, shutting down, model draining */
+  VR_OUT_FAILED,    /* backend error */
+  VR_OUT_COUNT
+} vr_rt_outcome;
+const char *vr_rt_outcome_name(vr_rt_outcome o);
+
+/* Priority: 1 is the highest level; larger numbers are served later.
+ * 0 means the default level (as Triton's schedule-policy extension). */
+#define VR_RT_PRIO_DEFAULT 5
+
+typedef void (*vr_rt_done_fn)(vr_rt_request *req, void *user);
+
+struct vr_rt_request {
+  /* ---- set by the caller before vr_rt_submit ---- */
+  int n_in;
+  vr_tensor in[VR_RT_MAX_IO]; /* data in caller memory; dim 0 = rows */
+  int priority;
+  int64_t timeout_ns; /* deadline = arrival + timeout; 0 = none */
+  vr_rt_done_fn done;
+  void *user;
+  /* ---- set by the runtime before done() ---- */
+  int status;      /* 0 or VR_E* */
+  vr_errbuf err;   /* message when status != 0 */
+  vr_rt_outcome outcome;
+  int n_out;
+  vr_tensor out[VR_RT_MAX_IO]; /* in the model's output order */
+  int64_t arrival_ns, deadline_ns, start_ns, end_ns;
+  int batch_size;  /* rows of the batch it ran in */
+  int instance_id;
+  char variant[VR_NAME_MAX];
+  /* ---- private ---- */
+  int rows;
+  int prio_key;
+  void *out_block;
+  vr_rt_request *next;
+};
+
+/* Zeroes a request (keeps nothing). */
+void vr_rt_request_init(vr_rt_request *r);
+/* Frees the outputs (if any) and zeroes the request. */
+void vr_rt_request_clear(vr_rt_request *r);
+
+/* ---- backends ---------------------------------------------------------- */
+
+/* What an instance runs. The engine backend (vr_rt_backend_engine) is the
+ * default; tests inject their own to check batching with exact timings.
+ * model_open is called once per model load and its result is shared by the
+ * model's sessions (from several executor threads). */
+typedef struct vr_rt_backend {
+  int (*model_open)(void *self, const vr_model_config *cfg, void **model,
+                    vr_errbuf *err);
+  void (*model_close)(void *self, void *model);
+  int (*session_open)(void *self, void *model, vr_precision prec, int threads,
+                      int max_batch, void **sess, vr_errbuf *err);
+  void (*session_close)(void *self, void *sess);
+  /* Same contract as vr_session_run: outputs point into session memory
+   * valid until the next run. */
+  int (*run)(void *self, void *sess, int batch, const vr_tensor *in, int n_in,
+             vr_tensor *out, int n_out, vr_errbuf *err);
+  void *self;
+} vr_rt_backend;
+
+/* The engine backend (NULL when the engine is not built in). Static. */
+const vr_rt_backend *vr_rt_backend_engine(void);
+
+/* ---- runtime ----------------------------------------------------------- */
+
+typedef struct vr_runtime_opts {
+  const vr_rt_backend *backend; /* NULL = engine */
+  int max_queue_rows;           /* per instance; 0 = 4096 */
+  int profile_runs;             /* runs per batch size at load; 0 = 3 */
+  int profile_max_batch;        /* largest profiled batch; 0 = max batch */
+} vr_runtime_opts;
+
+void vr_runtime_opts_init(vr_runtime_opts *o);
+int vr_runtime_create(const vr_runtime_opts *o, vr_runtime **out,
+                      vr_errbuf *err);
+/* Drains and frees every model. */
+void vr_runtime_free(vr_runtime *rt);
+
+/* Loads a model: opens it once, then starts cfg->instances instances with
+ * the config's precision/threads/max batch, each profiled at load.
+ * VR_EEXIST if a model of that name is loaded. */
+int vr_rt_load(vr_runtime *rt, const vr_model_config *cfg, vr_errbuf *err);
+/* Removes the model from routing, drains its queues, frees it. */
+int vr_rt_unload(vr_runtime *rt, const char *name, vr_errbuf *err);
+/* Drains every model (used at shutdown); later submits are rejected. */
+void vr_rt_shutdown(vr_runtime *rt);
+
+/* Copies the config of a loaded model. VR_ENOENT if not loaded. */
+int vr_rt_model_config(vr_runtime *rt, const char *name, vr_model_config *out);
+/* Names of loaded models: fills up to cap pointers to copies the caller
+ * frees with vr_free; returns the count. */
+int vr_rt_model_names(vr_runtime *rt, char **names, int cap);
+/* Whether the model is loaded and has at least one active instance. */
+int vr_rt_model_ready(vr_runtime *rt, const char *name);
+
+/* ---- control-plane API: instances --------------------------------------- */
+
+typedef struct vr_rt_instance_opts {
+  vr_precision precision;
+  int threads;
+  int max_batch;
+  int64_t max_queue_delay_us;
+} vr_rt_instance_opts;
+
+/* Adds an instance of a loaded model with the given variant settings;
+ * returns its id (> 0) or a negative VR_E*. Profiles it before it takes
+ * traffic. */
+int vr_rt_add_instance(vr_runtime *rt, const char *model,
+                       const vr_rt_instance_opts *o, vr_errbuf *err);
+/* Stops routing to the instance, drains it, frees it. */
+int vr_rt_remove_instance(vr_runtime *rt, int instance_id, vr_errbuf *err);
+
+typedef enum vr_rt_state {
+  VR_INST_LOADING = 0,
+  VR_INST_ACTIVE,
+  VR_INST_OVERLOADED, /* queue holds more than a full batch's deadline */
+  VR_INST_DRAINING,
+  VR_INST_STATE_COUNT
+} vr_rt_state;
+const char *vr_rt_state_name(vr_rt_state s);
+
+/* Monitoring snapshot of one instance. */
+typedef struct vr_rt_instance_stats {
+  int id;
+  char model[VR_NAME_MAX];
+  char variant[VR_NAME_MAX]; /* "<model>:<prec>:t<threads>:b<max batch>" */
+  vr_rt_state state;
+  vr_precision precision;
+  int threads, max_batch;
+  int64_t max_queue_delay_us;
+  int queue_rows;          /* waiting now */
+  int busy_rows;           /* in the batch running now */
+  double served_qps;       /* rows per second over the last second */
+  double latency_ewma_ns;  /* observed request latency (arrival -> done) */
+  uint64_t served, dropped, batches;
+  vr_lat_profile profile;  /* measured at load */
+} vr_rt_instance_stats;
+
+/* Fills up to cap entries for `model` (NULL = all models); returns the
+ * number of instances (may exceed cap). */
+int vr_rt_instances(vr_runtime *rt, const char *model,
+                    vr_rt_instance_stats *out, int cap);
+
+/* ---- requests ------------------------------------------------------------ */
+
+/* Validates the inputs against the model config, routes to the
+ * least-loaded active instance and queues. Always returns 0 after calling
+ * or scheduling done(); returns a negative VR_E* *without* calling done()
+ * only for a NULL request or callback. */
+int vr_rt_submit(vr_runtime *rt, const char *model, vr_rt_request *req);
+/* Same, to a chosen instance (control plane routing). */
+int vr_rt_submit_to(vr_runtime *rt, int instance_id, vr_rt_request *req);
+
+/* ---- per-variant statistics (survive unload) ---------------------------- */
+
+#define VR_RT_PROM_BUCKETS 18
+extern const double vr_rt_prom_le[VR_RT_PROM_BUCKETS]; /* seconds; last=+Inf */
+
+typedef struct vr_rt_hist_prom {
+  uint64_t counts[VR_RT_PROM_BUCKETS]; /* non-cumulative */
+  double sum_s;
+  uint64_t count;
+} vr_rt_hist_prom;
+
+typedef struct vr_rt_variant_stats {
+  char model[VR_NAME_MAX];
+  char variant[VR_NAME_MAX];
+  uint64_t outcomes[VR_OUT_COUNT];
+  uint64_t slo_violations; /* served, but after its deadline */
+  uint64_t batches, batch_rows;
+  int64_t last_inference_ms; /* wall-clock ms since the epoch */
+  vr_rt_hist_prom request, queue, compute;
+  uint64_t p50_ns, p90_ns, p99_ns; /* request latency percentiles */
+} vr_rt_variant_stats;
+
+/* Calls fn for each variant ever served (model = NULL: all). The stats are
+ * a copy taken under the lock. */
+void vr_rt_foreach_variant(vr_runtime *rt, const char *model,
+                           void (*fn)(const vr_rt_variant_stats *s, void *u),
+                           void *u);
+
+#endif

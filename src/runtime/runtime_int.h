@@ -1,0 +1,103 @@
+/*
+ * Runtime internals shared by runtime.c (models, routing), instance.c
+ * (queue + executor) and stats.c. Not for use outside src/runtime/.
+ *
+ * Locking order: rt->admin_mu (held by load/unload/add/remove instance
+ * for their whole duration, so a model cannot be freed under an instance
+ * being built) before rt->lock (rwlock: models map and instance lists) before
+ * inst->mu (one instance's queue) before rt->stats_mu. Executors never take
+ * rt->lock, so draining under a released rt->lock cannot deadlock.
+ */
+#ifndef VR_RUNTIME_INT_H
+#define VR_RUNTIME_INT_H
+
+#include <pthread.h>
+
+#include "base/ewma.h"
+#include "base/hist.h"
+#include "base/map.h"
+#include "base/rate.h"
+#include "base/vec.h"
+#include "runtime/runtime.h"
+
+typedef struct vr_rt_model vr_rt_model;
+
+/* Per-variant counters and histograms; owned by rt->vstats, never freed
+ * before the runtime so that metrics survive unload/reload. */
+typedef struct vr_rt_vstats {
+  vr_rt_variant_stats pub;
+  vr_hist lat; /* request latency, ns */
+} vr_rt_vstats;
+
+typedef struct vr_rt_instance {
+  int id;
+  vr_runtime *rt;
+  vr_rt_model *model; /* outlives the instance */
+  vr_rt_instance_opts opts;
+  char variant[VR_NAME_MAX];
+  void *sess;         /* backend session, used by the executor only */
+  vr_lat_profile prof;
+  vr_rt_vstats *vs;
+  pthread_t thread;
+  int started;
+  /* Guarded by mu: */
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  vr_rt_request *head; /* sorted by (prio_key, arrival) */
+  int queue_rows, busy_rows;
+  int stopping;
+  vr_rt_state state;
+  vr_rate served_rate;
+  vr_ewma lat_ewma;
+  uint64_t served, dropped, batches;
+  /* Executor-only scratch: one max-batch buffer per input. */
+  void *stage[VR_RT_MAX_IO];
+} vr_rt_instance;
+
+struct vr_rt_model {
+  vr_model_config cfg;
+  void *handle;      /* backend model, shared by the sessions */
+  vr_vec instances;  /* vr_rt_instance* */
+  unsigned rr;       /* round-robin start for routing ties */
+};
+
+struct vr_runtime {
+  vr_runtime_opts opts;
+  const vr_rt_backend *be;
+  pthread_mutex_t admin_mu; /* serialises load/unload/add/remove */
+  pthread_rwlock_t lock;
+  vr_map models;     /* name -> vr_rt_model* */
+  int next_id;
+  int shutting_down;
+  pthread_mutex_t stats_mu;
+  vr_map vstats;     /* variant -> vr_rt_vstats* */
+};
+
+/* instance.c */
+int vr_inst_create(vr_runtime *rt, vr_rt_model *m,
+                   const vr_rt_instance_opts *o, vr_rt_instance **out,
+                   vr_errbuf *err);
+/* Measures the latency profile, then starts the executor (ACTIVE). */
+int vr_inst_start(vr_rt_instance *in, vr_errbuf *err);
+/* Queues a validated request; done() is called on failure. */
+void vr_inst_enqueue(vr_rt_instance *in, vr_rt_request *r);
+/* Stops accepting, serves what is queued, joins, frees. */
+void vr_inst_destroy(vr_rt_instance *in);
+int vr_inst_load(vr_rt_instance *in); /* queue + busy rows (racy read) */
+void vr_inst_stats(vr_rt_instance *in, vr_rt_instance_stats *s);
+
+/* Completes a request with an error, counts it, calls done(). */
+void vr_rt_fail(vr_rt_vstats *vs, vr_runtime *rt, vr_rt_request *r, int code,
+                vr_rt_outcome outcome, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+
+/* stats.c */
+vr_rt_vstats *vr_rt_vstats_get(vr_runtime *rt, const char *model,
+                               const char *variant);
+/* Records a finished request (ok or not) under stats_mu. */
+void vr_rt_vstats_record(vr_runtime *rt, vr_rt_vstats *vs,
+                         const vr_rt_request *r);
+void vr_rt_vstats_batch(vr_runtime *rt, vr_rt_vstats *vs, int rows);
+void vr_rt_vstats_free_all(vr_runtime *rt);
+
+#endif

@@ -1,0 +1,439 @@
+/* Runtime: batching decisions (pure), config validation, and instances
+ * with an injected fake backend of known latency. */
+#include "vr_test.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/alloc.h"
+#include "base/clock.h"
+#include "rt_fake.h"
+#include "runtime/runtime.h"
+
+/* ---- batcher ------------------------------------------------------------ */
+
+static vr_lat_profile prof_linear(void) {
+  vr_lat_profile p = {{0}};
+  for (int k = 0; k < 7; k++) p.ns[k] = 1000 + 100 * (1 << k); /* b=2^k */
+  return p;
+}
+
+static void test_batch_full(void **st) {
+  (void)st;
+  vr_lat_profile p = prof_linear();
+  vr_batch_state s = {1000, 8, 8, 900, VR_NO_DEADLINE, 1000000};
+  assert_int_equal(vr_batch_decide(&s, &p).dispatch, 1);
+  s.queued_rows = 7;
+  vr_batch_decision d = vr_batch_decide(&s, &p);
+  assert_int_equal(d.dispatch, 0);
+  assert_int_equal(d.wake_at, 900 + 1000000); /* max queue delay */
+  s.queued_rows = 0;
+  assert_int_equal(vr_batch_decide(&s, &p).dispatch, 0);
+}
+
+static void test_batch_delay(void **st) {
+  (void)st;
+  vr_lat_profile p = prof_linear();
+  vr_batch_state s = {5000, 2, 8, 1000, VR_NO_DEADLINE, 4000};
+  assert_int_equal(vr_batch_decide(&s, &p).dispatch, 1); /* 1000+4000 */
+  s.now = 4999;
+  assert_int_equal(vr_batch_decide(&s, &p).dispatch, 0);
+}
+
+static void test_batch_deadline(void **st) {
+  (void)st;
+  vr_lat_profile p = prof_linear();
+  /* 3 queued: next size 4 takes 1400 ns. Deadline 10000: latest start
+   * 8600, earlier than the max-delay time 1000 + 100000. */
+  vr_batch_state s = {8000, 3, 8, 1000, 10000, 100000};
+  vr_batch_decision d = vr_batch_decide(&s, &p);
+  assert_int_equal(d.dispatch, 0);
+  assert_int_equal(d.wake_at, 8600);
+  s.now = 8600;
+  assert_int_equal(vr_batch_decide(&s, &p).dispatch, 1);
+  assert_true(vr_batch_feasible(8600, 10000, &p, 4));
+  assert_false(vr_batch_feasible(8601, 9000, &p, 1));
+}
+
+static void test_lat_estimate(void **st) {
+  (void)st;
+  vr_lat_profile p = {{0}};
+  p.ns[0] = 100;
+  p.ns[3] = 400; /* b=8 */
+  assert_int_equal(vr_lat_estimate(&p, 1), 100);
+  assert_int_equal(vr_lat_estimate(&p, 2), 400); /* next measured above */
+  assert_int_equal(vr_lat_estimate(&p, 8), 400);
+  assert_int_equal(vr_lat_estimate(&p, 32), 1600); /* scaled linearly */
+}
+
+/* ---- config --------------------------------------------------------------- */
+
+static const char *k_good =
+    "{\"name\":\"m\",\"app\":\"a\",\"accuracy\":0.9,\"extra\":[1,2],"
+    "\"inputs\":[{\"name\":\"input\",\"datatype\":\"FP32\",\"shape\":[-1,1,28,28]}],"
+    "\"outputs\":[{\"name\":\"logits\",\"datatype\":\"FP32\",\"shape\":[-1,10]}],"
+    "\"max_batch_size\":64,\"instances\":2,\"threads\":1,\"precision\":\"fp32\","
+    "\"max_queue_delay_us\":2000}";
+
+static void test_config_good(void **st) {
+  (void)st;
+  vr_model_config c;
+  vr_errbuf err = {0};
+  assert_int_equal(vr_model_config_parse(k_good, strlen(k_good), "/r/m", &c,
+                                         &err), 0);
+  assert_string_equal(c.name, "m");
+  assert_int_equal(c.inputs[0].ndim, 4);
+  assert_int_equal(c.inputs[0].shape[3], 28);
+  assert_int_equal(vr_tensor_info_row_bytes(&c.inputs[0]), 28 * 28 * 4);
+  assert_int_equal(c.max_batch_size, 64);
+  assert_int_equal(c.instances, 2);
+  assert_int_equal(c.max_queue_delay_us, 2000);
+  assert_string_equal(c.model_path, "/r/m/model.onnx");
+}
+
+static void expect_bad(const char *from, const char *to, const char *msg) {
+  char buf[2048];
+  const char *p = strstr(k_good, from);
+  assert_non_null(p);
+  snprintf(buf, sizeof buf, "%.*s%s%s", (int)(p - k_good), k_good, to,
+           p + strlen(from));
+  vr_model_config c;
+  vr_errbuf err = {0};
+  int rc = vr_model_config_parse(buf, strlen(buf), NULL, &c, &err);
+  assert_true(rc < 0);
+  if (!strstr(err.msg, msg)) fail_msg("'%s' does not mention '%s'", err.msg, msg);
+}
+
+static void test_config_bad(void **st) {
+  (void)st;
+  expect_bad("\"name\":\"m\"", "\"nam\":\"m\"", "name");
+  expect_bad("\"FP32\",\"shape\":[-1,1", "\"FP33\",\"shape\":[-1,1", "datatype");
+  expect_bad("[-1,1,28,28]", "[1,1,28,28]", "dim 0 must be -1");
+  expect_bad("[-1,1,28,28]", "[-1,0,28,28]", "shape[1]");
+  expect_bad("\"max_batch_size\":64", "\"max_batch_size\":-3", "max_batch_size");
+  expect_bad("\"max_batch_size\":64", "\"max_batch_size\":\"64\"", "integer");
+  expect_bad("\"precision\":\"fp32\"", "\"precision\":\"fp64\"", "precision");
+  expect_bad("\"accuracy\":0.9", "\"accuracy\":9", "accuracy");
+  expect_bad("\"name\":\"m\"", "\"name\":\"../m\"", "name");
+  expect_bad("\"name\":\"m\"", "\"name\":\"m\",\"name\":\"n\"", "duplicate");
+  expect_bad("\"inputs\":[{", "\"inputs\":[],\"x\":[{", "inputs");
+  expect_bad("{\"name\"", "[{\"name\"", "");
+  vr_model_config c;
+  vr_errbuf err = {0};
+  assert_true(vr_model_config_parse("{", 1, NULL, &c, &err) < 0);
+  assert_true(vr_model_config_parse("", 0, NULL, &c, &err) < 0);
+}
+
+/* ---- runtime with the fake backend -------------------------------------- */
+
+typedef struct waiter {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int done;
+  int order[256];
+} waiter;
+
+static waiter g_w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0,
+                     {0}};
+
+static void on_done(vr_rt_request *r, void *user) {
+  pthread_mutex_lock(&g_w.mu);
+  if (g_w.done < 256) g_w.order[g_w.done] = (int)(intptr_t)user;
+  g_w.done++;
+  pthread_cond_broadcast(&g_w.cv);
+  pthread_mutex_unlock(&g_w.mu);
+  (void)r;
+}
+
+static void wait_done(int n) {
+  pthread_mutex_lock(&g_w.mu);
+  while (g_w.done < n) pthread_cond_wait(&g_w.cv, &g_w.mu);
+  pthread_mutex_unlock(&g_w.mu);
+}
+
+static void reset_waiter(void) {
+  pthread_mutex_lock(&g_w.mu);
+  g_w.done = 0;
+  pthread_mutex_unlock(&g_w.mu);
+}
+
+static vr_runtime *make_rt(rt_fake *f) {
+  vr_runtime_opts o;
+  vr_runtime_opts_init(&o);
+  o.backend = &f->be;
+  o.profile_runs = 1;
+  vr_runtime *rt = NULL;
+  vr_errbuf err = {0};
+  assert_int_equal(vr_runtime_create(&o, &rt, &err), 0);
+  return rt;
+}
+
+static void set_input(vr_rt_request *r, float *x, int rows, int in_row) {
+  vr_rt_request_init(r);
+  r->n_in = 1;
+  r->in[0].name = "x";
+  r->in[0].dtype = VR_DT_F32;
+  r->in[0].ndim = 2;
+  r->in[0].shape[0] = rows;
+  r->in[0].shape[1] = in_row;
+  r->in[0].data = x;
+  r->in[0].nbytes = sizeof(float) * (size_t)(rows * in_row);
+  r->done = on_done;
+}
+
+static void test_rt_batches_and_outputs(void **st) {
+  (void)st;
+  int64_t blocks0 = vr_mem_blocks();
+  rt_fake f;
+  rt_fake_init(&f, 2000, 10, 3);
+  vr_runtime *rt = make_rt(&f);
+  vr_model_config c;
+  rt_fake_config(&c, "m", 4, 3, 8, 20000);
+  vr_errbuf err = {0};
+  assert_int_equal(vr_rt_load(rt, &c, &err), 0);
+  assert_true(vr_rt_model_ready(rt, "m"));
+  enum { N = 40 };
+  static vr_rt_request req[N];
+  static float x[N][4];
+  reset_waiter();
+  for (int i = 0; i < N; i++) {
+    for (int j = 0; j < 4; j++) x[i][j] = (float)(i * 10 + j);
+    set_input(&req[i], x[i], 1, 4);
+    req[i].user = (void *)(intptr_t)i;
+    assert_int_equal(vr_rt_submit(rt, "m", &req[i]), 0);
+  }
+  wait_done(N);
+  for (int i = 0; i < N; i++) {
+    assert_int_equal(req[i].status, 0);
+    assert_int_equal(req[i].n_out, 1);
+    const float *y = req[i].out[0].data;
+    assert_int_equal(req[i].out[0].shape[0], 1);
+    for (int j = 0; j < 3; j++) assert_true(y[j] == 2 * x[i][j] + 1);
+    vr_rt_request_clear(&req[i]);
+  }
+  /* 40 requests submitted at once with a 2 ms run: they must batch. */
+  assert_true(f.max_batch_seen > 1);
+  assert_true(f.max_batch_seen <= 8);
+  vr_rt_instance_stats is[4];
+  assert_int_equal(vr_rt_instances(rt, "m", is, 4), 1);
+  assert_int_equal((int)is[0].served, N);
+  assert_true(is[0].profile.ns[0] >= 2000 * 1000);
+  vr_runtime_free(rt);
+  assert_int_equal(vr_mem_blocks(), blocks0);
+}
+
+static void test_rt_deadline_drop(void **st) {
+  (void)st;
+  rt_fake f;
+  rt_fake_init(&f, 3000, 0, 1);
+  vr_runtime *rt = make_rt(&f);
+  vr_model_config c;
+  rt_fake_config(&c, "m", 1, 1, 4, 0);
+  vr_errbuf err = {0};
+  assert_int_equal(vr_rt_load(rt, &c, &err), 0);
+  float x = 1;
+  vr_rt_request r;
+  reset_waiter();
+  set_input(&r, &x, 1, 1);
+  r.timeout_ns = 1000 * 1000; /* 1 ms < 3 ms service time */
+  assert_int_equal(vr_rt_submit(rt, "m", &r), 0);
+  wait_done(1);
+  assert_int_equal(r.status, VR_EDEADLINE);
+  assert_int_equal(r.outcome, VR_OUT_DROPPED);
+  assert_non_null(strstr(r.err.msg, "deadline"));
+  /* A request that fits is served; one queued behind a running batch whose
+   * deadline passes meanwhile is dropped by the executor, not lost. */
+  vr_rt_request a, b;
+  float xa = 1, xb = 2;
+  reset_waiter();
+  set_input(&a, &xa, 1, 1);
+  set_input(&b, &xb, 1, 1);
+  a.timeout_ns = 100 * 1000 * 1000;
+  assert_int_equal(vr_rt_submit(rt, "m", &a), 0);
+  usleep(500);
+  b.timeout_ns = 4000 * 1000; /* feasible now, not after a's 3 ms run */
+  assert_int_equal(vr_rt_submit(rt, "m", &b), 0);
+  wait_done(2);
+  assert_int_equal(a.status, 0);
+  assert_true(b.status == VR_EDEADLINE || b.status == 0);
+  vr_rt_request_clear(&a);
+  vr_rt_request_clear(&b);
+  vr_runtime_free(rt);
+}
+
+static void test_rt_priority(void **st) {
+  (void)st;
+  rt_fake f;
+  rt_fake_init(&f, 5000, 0, 1);
+  vr_runtime *rt = make_rt(&f);
+  vr_model_config c;
+  rt_fake_config(&c, "m", 1, 1, 1, 0); /* batch 1: strict order */
+  vr_errbuf err = {0};
+  assert_int_equal(vr_rt_load(rt, &c, &err), 0);
+  static vr_rt_request r[4];
+  static float x[4];
+  reset_waiter();
+  for (int i = 0; i < 4; i++) {
+    set_input(&r[i], &x[i], 1, 1);
+    r[i].user = (void *)(intptr_t)i;
+    r[i].priority = i == 3 ? 1 : 0; /* the last one is urgent */
+    assert_int_equal(vr_rt_submit(rt, "m", &r[i]), 0);
+    if (i == 0) usleep(1000); /* let 0 start running */
+  }
+  wait_done(4);
+  assert_int_equal(g_w.order[0], 0);
+  assert_int_equal(g_w.order[1], 3);
+  for (int i = 0; i < 4; i++) vr_rt_request_clear(&r[i]);
+  vr_runtime_free(rt);
+}
+
+static void test_rt_unload_in_flight(void **st) {
+  (void)st;
+  rt_fake f;
+  rt_fake_init(&f, 1000, 0, 1);
+  vr_runtime *rt = make_rt(&f);
+  vr_model_config c;
+  rt_fake_config(&c, "m", 1, 1, 2, 0);
+  vr_errbuf err = {0};
+  assert_int_equal(vr_rt_load(rt, &c, &err), 0);
+  enum { N = 20 };
+  static vr_rt_request r[N];
+  static float x[N];
+  reset_waiter();
+  for (int i = 0; i < N; i++) {
+    set_input(&r[i], &x[i], 1, 1);
+    assert_int_equal(vr_rt_submit(rt, "m", &r[i]), 0);
+  }
+  assert_int_equal(vr_rt_unload(rt, "m", &err), 0);
+  wait_done(N); /* every request answered */
+  for (int i = 0; i < N; i++) {
+    assert_int_equal(r[i].status, 0);
+    vr_rt_request_clear(&r[i]);
+  }
+  /* After unload: not found, answered at once. */
+  reset_waiter();
+  set_input(&r[0], &x[0], 1, 1);
+  assert_int_equal(vr_rt_submit(rt, "m", &r[0]), 0);
+  wait_done(1);
+  assert_int_equal(r[0].status, VR_ENOENT);
+  assert_int_equal(vr_rt_unload(rt, "m", &err), VR_ENOENT);
+  vr_runtime_free(rt);
+}
+
+static void test_rt_validation(void **st) {
+  (void)st;
+  rt_fake f;
+  rt_fake_init(&f, 0, 0, 1);
+  vr_runtime *rt = make_rt(&f);
+  vr_model_config c;
+  rt_fake_config(&c, "m", 2, 1, 4, 0);
+  vr_errbuf err = {0};
+  assert_int_equal(vr_rt_load(rt, &c, &err), 0);
+  assert_int_equal(vr_rt_load(rt, &c, &err), VR_EEXIST);
+  float x[16] = {0};
+  vr_rt_request r;
+  struct { int field, val, rc; } cases[] = {
+      {0, 3, VR_ESHAPE},  /* wrong inner dim */
+      {1, VR_DT_I32, VR_ETYPE},
+      {2, 5, VR_ELIMIT},  /* rows > max batch */
+      {3, 7, VR_ESHAPE},  /* byte count lies */
+      {4, 0, VR_EINVAL},  /* wrong name */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    reset_waiter();
+    set_input(&r, x, 1, 2);
+    if (cases[i].field == 0) r.in[0].shape[1] = cases[i].val;
+    if (cases[i].field == 1) r.in[0].dtype = cases[i].val;
+    if (cases[i].field == 2) {
+      r.in[0].shape[0] = cases[i].val;
+      r.in[0].nbytes = sizeof(float) * 10;
+    }
+    if (cases[i].field == 3) r.in[0].nbytes = (size_t)cases[i].val;
+    if (cases[i].field == 4) r.in[0].name = "z";
+    assert_int_equal(vr_rt_submit(rt, "m", &r), 0);
+    wait_done(1);
+    assert_int_equal(r.status, cases[i].rc);
+    assert_true(strlen(r.err.msg) > 0);
+  }
+  vr_runtime_free(rt);
+}
+
+static void test_rt_instances_api(void **st) {
+  (void)st;
+  rt_fake f;
+  rt_fake_init(&f, 500, 0, 1);
+  vr_runtime *rt = make_rt(&f);
+  vr_model_config c;
+  rt_fake_config(&c, "m", 1, 1, 4, 0);
+  vr_errbuf err = {0};
+  assert_int_equal(vr_rt_load(rt, &c, &err), 0);
+  vr_rt_instance_opts o = {VR_PREC_FP32, 1, 2, 100};
+  int id = vr_rt_add_instance(rt, "m", &o, &err);
+  assert_true(id > 0);
+  assert_true(vr_rt_add_instance(rt, "nope", &o, &err) == VR_ENOENT);
+  vr_rt_instance_stats is[4];
+  assert_int_equal(vr_rt_instances(rt, NULL, is, 4), 2);
+  /* Route to the chosen instance. */
+  float x = 3;
+  vr_rt_request r;
+  reset_waiter();
+  set_input(&r, &x, 1, 1);
+  assert_int_equal(vr_rt_submit_to(rt, id, &r), 0);
+  wait_done(1);
+  assert_int_equal(r.status, 0);
+  assert_int_equal(r.instance_id, id);
+  assert_non_null(strstr(r.variant, ":b2"));
+  vr_rt_request_clear(&r);
+  assert_int_equal(vr_rt_remove_instance(rt, id, &err), 0);
+  assert_int_equal(vr_rt_remove_instance(rt, id, &err), VR_ENOENT);
+  assert_int_equal(vr_rt_instances(rt, "m", is, 4), 1);
+  vr_runtime_free(rt);
+}
+
+static void count_variant(const vr_rt_variant_stats *s, void *u) {
+  *(uint64_t *)u += s->outcomes[VR_OUT_OK];
+}
+
+static void test_rt_stats_survive_unload(void **st) {
+  (void)st;
+  rt_fake f;
+  rt_fake_init(&f, 0, 0, 1);
+  vr_runtime *rt = make_rt(&f);
+  vr_model_config c;
+  rt_fake_config(&c, "m", 1, 1, 4, 0);
+  vr_errbuf err = {0};
+  assert_int_equal(vr_rt_load(rt, &c, &err), 0);
+  float x = 0;
+  vr_rt_request r;
+  reset_waiter();
+  set_input(&r, &x, 1, 1);
+  vr_rt_submit(rt, "m", &r);
+  wait_done(1);
+  vr_rt_request_clear(&r);
+  assert_int_equal(vr_rt_unload(rt, "m", &err), 0);
+  uint64_t ok = 0;
+  vr_rt_foreach_variant(rt, "m", count_variant, &ok);
+  assert_int_equal(ok, 1);
+  vr_runtime_free(rt);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_batch_full),
+      cmocka_unit_test(test_batch_delay),
+      cmocka_unit_test(test_batch_deadline),
+      cmocka_unit_test(test_lat_estimate),
+      cmocka_unit_test(test_config_good),
+      cmocka_unit_test(test_config_bad),
+      cmocka_unit_test(test_rt_batches_and_outputs),
+      cmocka_unit_test(test_rt_deadline_drop),
+      cmocka_unit_test(test_rt_priority),
+      cmocka_unit_test(test_rt_unload_in_flight),
+      cmocka_unit_test(test_rt_validation),
+      cmocka_unit_test(test_rt_instances_api),
+      cmocka_unit_test(test_rt_stats_survive_unload),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
