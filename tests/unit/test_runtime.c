@@ -280,7 +280,13 @@ static void test_rt_priority(void **st) {
     r[i].user = (void *)(intptr_t)i;
     r[i].priority = i == 3 ? 1 : 0; /* the last one is urgent */
     assert_int_equal(vr_rt_submit(rt, "m", &r[i]), 0);
-    if (i == 0) usleep(1000); /* let 0 start running */
+    if (i == 0) { /* wait until 0 is running, so 1..3 queue behind it */
+      vr_rt_instance_stats is;
+      do {
+        usleep(100);
+        vr_rt_instances(rt, "m", &is, 1);
+      } while (is.busy_rows == 0 && g_w.done == 0);
+    }
   }
   wait_done(4);
   assert_int_equal(g_w.order[0], 0);
