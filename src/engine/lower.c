@@ -173,10 +173,11 @@ static int lower_matmul(vr_pb *b, int ni, int gemm) {
   int has_c = n->nin > 2 && n->in[2] >= 0;
   if (has_c && !b->vt[n->in[2]].data) return 1;
   int r = y->ndim;
-  dnnl_memory_desc_t amd, wmd, wsrc, ymd, cmd;
+  dnnl_memory_desc_t amd, aq, wmd, wsrc, ymd, cmd;
   dnnl_data_type_t dt = b->c->precision == VR_PREC_BF16 ? dnnl_bf16 : dnnl_f32;
   md_rank(&amd, &a, r, ta, dnnl_f32, 0);
-  if (dt != dnnl_f32) md_rank(&amd, &a, r, ta, dt, 1);
+  aq = amd;
+  if (dt != dnnl_f32) md_rank(&aq, &a, r, ta, dt, 1);
   int wconst = w.data != NULL;
   md_rank(&wsrc, &w, r, tb, dnnl_f32, 0);
   md_rank(&wmd, &w, r, tb, dt, wconst);
@@ -192,7 +193,7 @@ static int lower_matmul(vr_pb *b, int ni, int gemm) {
     for (int64_t i = 0; i < cnt; i++) cdata[i] = (float)(beta * vr_tview_getf(&c, i) / alpha);
   }
   dnnl_matmul_desc_t md;
-  CHECK(dnnl_matmul_desc_init(&md, &amd, &wmd, has_c ? &cmd : NULL, &ymd));
+  CHECK(dnnl_matmul_desc_init(&md, &aq, &wmd, has_c ? &cmd : NULL, &ymd));
   dnnl_primitive_attr_t attr;
   if (make_attr(b, n, &attr)) return vr_errf(b->err, VR_ENOMEM, "out of memory");
   if (alpha != 1) dnnl_primitive_attr_set_output_scales(attr, 1, 0, &alpha);
