@@ -1,0 +1,404 @@
+/* Simulator tests: event heap, workloads and trace parsing, config errors,
+ * Proteus CSV, and whole runs on synthetic profiles (no shared data). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "vr_test.h"
+
+#include "base/alloc.h"
+#include "sim/heap.h"
+#include "sim/sim.h"
+
+static void test_heap(void **st) {
+  (void)st;
+  vr_heap h;
+  vr_heap_init(&h);
+  vr_rng r;
+  vr_rng_seed(&r, 7);
+  for (int i = 0; i < 5000; i++) {
+    vr_event e = {(int64_t)(vr_rng_next(&r) % 1000), 0, 1, i, NULL, 0};
+    assert_int_equal(vr_heap_push(&h, e), 0);
+  }
+  vr_event prev = {-1, 0, 0, 0, NULL, 0}, e;
+  int n = 0;
+  while (vr_heap_pop(&h, &e)) {
+    assert_true(e.t_ns > prev.t_ns ||
+                (e.t_ns == prev.t_ns && e.seq > prev.seq));
+    prev = e;
+    n++;
+  }
+  assert_int_equal(n, 5000);
+  vr_heap_free(&h);
+}
+
+static void test_trace_parse(void **st) {
+  (void)st;
+  vr_trace_rec r;
+  vr_errbuf err = {0};
+  const char *ok[] = {"69,1,300", " 70 , 2 , 250 ,97.5", "1.5,0,1\r"};
+  for (int i = 0; i < 3; i++)
+    assert_int_equal(vr_trace_parse_line(ok[i], strlen(ok[i]), &r, &err), 1);
+  assert_true(r.arrival_ms == 1.5 && r.deadline_ms == 1 && r.accuracy < 0);
+  assert_int_equal(vr_trace_parse_line("# c", 3, &r, &err), 0);
+  assert_int_equal(vr_trace_parse_line("   ", 3, &r, &err), 0);
+  const char *bad[] = {"1,2",       "a,1,300",   "1,,300",     "1,1,0",
+                       "-1,1,300",  "1,1.5,300", "1,1,300,101", "1,1,3,4,5",
+                       "1,1,300x",  ",,,",       "1e400,1,1",  "nan,1,1"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    memset(&err, 0, sizeof err);
+    assert_int_equal(vr_trace_parse_line(bad[i], strlen(bad[i]), &r, &err),
+                     VR_EFORMAT);
+    assert_true(err.msg[0]);
+  }
+}
+
+static char *write_tmp(const char *content) {
+  char *path = vr_strdup("/tmp/vr_test_sim_XXXXXX");
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  FILE *f = fdopen(fd, "w");
+  fputs(content, f);
+  fclose(f);
+  return path;
+}
+
+static int drain(vr_workload *w, double horizon, int64_t *n, vr_errbuf *err) {
+  vr_req r;
+  int rc;
+  *n = 0;
+  while ((rc = vr_wl_next(w, horizon, &r, err)) == 1) (*n)++;
+  return rc;
+}
+
+static void test_trace_stream(void **st) {
+  (void)st;
+  char *p = write_tmp("# header\n0,1,300\n500,1,200,90\n\n1500,1,300\n");
+  vr_workload w = {0};
+  w.kind = VR_WL_TRACE;
+  w.path = vr_strdup(p);
+  w.trace_slo = 1;
+  vr_errbuf err = {0};
+  assert_int_equal(vr_wl_open(&w, 1, &err), 0);
+  vr_req r;
+  assert_int_equal(vr_wl_next(&w, 100, &r, &err), 1);
+  assert_int_equal(vr_wl_next(&w, 100, &r, &err), 1);
+  assert_true(r.t_ns == 500000000 && r.deadline_ns == 700000000);
+  assert_true(fabsf(r.min_acc - 90) < 1e-6);
+  assert_int_equal(vr_wl_next(&w, 100, &r, &err), 1);
+  assert_int_equal(vr_wl_next(&w, 100, &r, &err), 0);
+  vr_wl_close(&w);
+  unlink(p);
+  vr_free(p);
+  /* malformed line: error names file:line */
+  p = write_tmp("0,1,300\n10,1,300\nbad line\n");
+  memset(&w, 0, sizeof w);
+  w.kind = VR_WL_TRACE;
+  w.path = vr_strdup(p);
+  assert_int_equal(vr_wl_open(&w, 1, &err), 0);
+  int64_t n;
+  assert_int_equal(drain(&w, 100, &n, &err), VR_EFORMAT);
+  assert_int_equal(n, 2);
+  char want[128];
+  snprintf(want, sizeof want, "%s:3:", p);
+  assert_non_null(strstr(err.msg, want));
+  vr_wl_close(&w);
+  unlink(p);
+  vr_free(p);
+  /* arrivals going backwards */
+  p = write_tmp("10,1,300\n5,1,300\n");
+  memset(&w, 0, sizeof w);
+  w.kind = VR_WL_TRACE;
+  w.path = vr_strdup(p);
+  assert_int_equal(vr_wl_open(&w, 1, &err), 0);
+  assert_int_equal(drain(&w, 100, &n, &err), VR_EFORMAT);
+  assert_non_null(strstr(err.msg, "backwards"));
+  vr_wl_close(&w);
+  unlink(p);
+  vr_free(p);
+}
+
+static void test_counts_and_rates(void **st) {
+  (void)st;
+  vr_errbuf err = {0};
+  char *p = write_tmp("3\n0\n# c\n5\n");
+  vr_workload w = {0};
+  w.kind = VR_WL_COUNTS;
+  w.path = vr_strdup(p);
+  w.slo_ms = 100;
+  assert_int_equal(vr_wl_open(&w, 3, &err), 0);
+  vr_req r;
+  int per_sec[3] = {0};
+  double last = -1;
+  while (vr_wl_next(&w, 100, &r, &err) == 1) {
+    double t = (double)r.t_ns / 1e9;
+    assert_true(t >= last);
+    last = t;
+    per_sec[(int)t]++;
+  }
+  assert_int_equal(per_sec[0], 3);
+  assert_int_equal(per_sec[1], 0);
+  assert_int_equal(per_sec[2], 5);
+  vr_wl_close(&w);
+  unlink(p);
+  vr_free(p);
+
+  /* Poisson and Gamma: rate and CV of inter-arrivals */
+  int kinds[2] = {VR_WL_POISSON, VR_WL_GAMMA};
+  double cvs[2] = {1, 4};
+  for (int k = 0; k < 2; k++) {
+    memset(&w, 0, sizeof w);
+    w.kind = kinds[k];
+    w.rate = 1000;
+    w.cv = cvs[k];
+    w.slo_ms = 10;
+    assert_int_equal(vr_wl_open(&w, 11, &err), 0);
+    double s = 0, s2 = 0, prev = 0;
+    int64_t n = 0;
+    while (vr_wl_next(&w, 200, &r, &err) == 1) {
+      double t = (double)r.t_ns / 1e9, d = t - prev;
+      prev = t;
+      s += d, s2 += d * d, n++;
+    }
+    double mean = s / n, cv = sqrt(s2 / n - mean * mean) / mean;
+    assert_true(fabs(n / 200.0 - 1000) < 30);
+    assert_true(fabs(cv - cvs[k]) < 0.1 * cvs[k]);
+    vr_wl_close(&w);
+  }
+  /* piecewise ramp by thinning: counts follow the rate */
+  memset(&w, 0, sizeof w);
+  w.kind = VR_WL_PIECEWISE;
+  vr_wl_point pts[2] = {{0, 100}, {100, 1100}};
+  w.pts = vr_malloc(sizeof pts);
+  memcpy(w.pts, pts, sizeof pts);
+  w.npts = 2;
+  assert_true(fabs(vr_wl_rate_at(&w, 50) - 600) < 1e-9);
+  assert_int_equal(vr_wl_open(&w, 5, &err), 0);
+  int64_t first = 0, second = 0;
+  while (vr_wl_next(&w, 100, &r, &err) == 1) {
+    if (r.t_ns < 50 * 1000000000LL) first++;
+    else second++;
+  }
+  /* expected 17500 and 42500 */
+  assert_true(fabs(first - 17500.0) < 500 && fabs(second - 42500.0) < 800);
+  vr_wl_close(&w);
+}
+
+#define PROF(name, model, acc, b1, load)                                    \
+  "{\"model\":\"" model "\",\"app\":\"cls\",\"variant\":\"" name "\","      \
+  "\"threads\":2,\"max_batch\":8,\"load_ms\":" #load ",\"accuracy\":" #acc   \
+  ",\"cost_per_s\":0.001,\"p50_ms\":[" #b1 ",8,12,20],"                    \
+  "\"p99_ms\":[7,10,15,25]}"
+
+static const char *k_cfg_head =
+    "{\"duration_s\": 30, \"seed\": 5,"
+    "\"profiles\": [" PROF("small/cpu", "small", 80, 5, 500) ","
+    PROF("big/cpu", "big", 95, 5, 1000) "],"
+    "\"workers\": [{\"cores\": 8, \"mem_gb\": 16, \"price_per_s\": 0.01,"
+    " \"start_s\": 5, \"initial\": 1, \"max\": 2}],";
+
+static int run_cfg(const char *tail, vr_sim_summary *sum, vr_errbuf *err,
+                   FILE *csv) {
+  char text[8192];
+  snprintf(text, sizeof text, "%s%s", k_cfg_head, tail);
+  vr_sim_cfg cfg;
+  int rc = vr_sim_cfg_parse(text, strlen(text), "t.json", ".", NULL, NULL,
+                            &cfg, err);
+  if (rc) return rc;
+  vr_sim_out out = {csv, NULL};
+  rc = vr_sim_run(&cfg, &out, sum, err);
+  vr_sim_cfg_free(&cfg);
+  return rc;
+}
+
+static void test_run_infaas(void **st) {
+  (void)st;
+  vr_sim_summary a, b;
+  vr_errbuf err = {0};
+  /* the cold start (first load on the query path) is left out */
+  const char *tail =
+      "\"warmup_s\": 3, \"policy\": {\"name\": \"infaas\"},"
+      "\"workloads\": [{\"kind\": \"poisson\", \"rate\": 1000, \"app\": "
+      "\"cls\", \"slo_ms\": 100, \"min_accuracy\": 90}]}";
+  int64_t mem0 = vr_mem_used();
+  assert_int_equal(run_cfg(tail, &a, &err, NULL), 0);
+  assert_int_equal(vr_mem_used(), mem0); /* everything released */
+  assert_int_equal(run_cfg(tail, &b, &err, NULL), 0);
+  /* deterministic for a seed */
+  assert_int_equal(a.demand, b.demand);
+  assert_int_equal(a.served, b.served);
+  assert_int_equal(a.dropped, b.dropped);
+  /* accuracy constraint respected: only big (95) may serve */
+  assert_true(fabs(a.accuracy - 95) < 1e-9);
+  assert_true(fabs((double)a.demand / 27 - 1000) < 40);
+  /* conservation: what is not served or dropped is still in flight */
+  assert_true(a.served + a.dropped <= a.demand);
+  assert_true(a.demand - a.served - a.dropped < 1000);
+  /* one instance saturates at 8 / 20 ms = 400 qps under a 100 ms SLO:
+   * 1000 qps needs 3; the autoscaler provides them; few violations */
+  assert_true(a.max_instances >= 3);
+  assert_true(a.violation_rate < 0.05);
+  /* never more instances than 2 workers x 8 cores / 2 threads */
+  assert_true(a.max_instances <= 8);
+}
+
+static void test_run_baselines(void **st) {
+  (void)st;
+  vr_sim_summary clip, sm;
+  vr_errbuf err = {0};
+  /* Clipper+ with one instance cannot keep up with 3000 qps: drops */
+  assert_int_equal(
+      run_cfg("\"policy\": {\"name\": \"clipper\", \"fixed\": [{\"variant\": "
+              "\"small/cpu\", \"instances\": 1}]},"
+              "\"workloads\": [{\"kind\": \"constant\", \"rate\": 3000, "
+              "\"app\": \"cls\", \"slo_ms\": 100}]}",
+              &clip, &err, NULL),
+      0);
+  assert_true(clip.violation_rate > 0.5);
+  assert_true(clip.max_instances == 1);
+  /* SM+ scales the same variant out and does far better */
+  FILE *csv = tmpfile();
+  assert_int_equal(
+      run_cfg("\"policy\": {\"name\": \"sm\", \"fixed\": [{\"variant\": "
+              "\"small/cpu\"}]},"
+              "\"workloads\": [{\"kind\": \"constant\", \"rate\": 1000, "
+              "\"app\": \"cls\", \"slo_ms\": 100}]}",
+              &sm, &err, csv),
+      0);
+  assert_true(sm.max_instances > 1);
+  assert_true(sm.violation_rate < clip.violation_rate);
+  /* one CSV row per second plus the header */
+  rewind(csv);
+  char line[256];
+  int rows = 0;
+  while (fgets(line, sizeof line, csv)) rows++;
+  assert_int_equal(rows, 31);
+  fclose(csv);
+}
+
+static void test_config_errors(void **st) {
+  (void)st;
+  struct {
+    const char *text, *want;
+  } cases[] = {
+      {"{", "t.json:1:"},
+      {"[]", "must be an object"},
+      {"{\"bogus\": 1}", "unknown key \"bogus\""},
+      {"{\"workers\": []}", "no profiles"},
+      {"{\"profiles\": [{\"model\": \"m\"}]}", "profiles[0]"},
+      {"{\"profiles\": [\"data:x.json\"]}", "--data"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    vr_sim_cfg cfg;
+    vr_errbuf err = {0};
+    int rc = vr_sim_cfg_parse(cases[i].text, strlen(cases[i].text), "t.json",
+                              ".", NULL, NULL, &cfg, &err);
+    assert_true(rc < 0);
+    if (!strstr(err.msg, cases[i].want))
+      fail_msg("case %zu: '%s' lacks '%s'", i, err.msg, cases[i].want);
+  }
+  /* errors deeper in a full config */
+  const char *tails[] = {
+      "\"workloads\": [{\"kind\": \"poison\", \"app\": \"cls\"}]}",
+      "\"workloads\": [{\"kind\": \"poisson\", \"app\": \"cls\"}]}",
+      "\"workloads\": [{\"kind\": \"poisson\", \"rate\": 1}]}",
+      "\"policy\": {\"name\": \"clipper\"}, \"workloads\": [{\"kind\": "
+      "\"poisson\", \"rate\": 1, \"app\": \"cls\"}]}",
+      "\"policy\": {\"name\": \"sm\", \"fixed\": [{\"variant\": \"nope\"}]},"
+      "\"workloads\": [{\"kind\": \"poisson\", \"rate\": 1, \"app\": "
+      "\"cls\"}]}",
+      "\"workloads\": [{\"kind\": \"piecewise\", \"app\": \"cls\", "
+      "\"points\": [[5, 1], [2, 1]]}]}",
+      "\"workloads\": [{\"kind\": \"trace\", \"app\": \"cls\"}]}",
+  };
+  for (size_t i = 0; i < sizeof tails / sizeof tails[0]; i++) {
+    vr_sim_summary s;
+    vr_errbuf err = {0};
+    assert_true(run_cfg(tails[i], &s, &err, NULL) < 0);
+    if (!strstr(err.msg, "workloads[0]") && !strstr(err.msg, "policy"))
+      fail_msg("tail %zu: unexpected message '%s'", i, err.msg);
+  }
+  /* a workload for an app nobody serves fails at run start */
+  vr_sim_summary s;
+  vr_errbuf err = {0};
+  assert_int_equal(run_cfg("\"workloads\": [{\"kind\": \"poisson\", "
+                           "\"rate\": 1, \"app\": \"nope\"}]}",
+                           &s, &err, NULL),
+                   VR_EINVAL);
+  assert_non_null(strstr(err.msg, "nope"));
+  /* a malformed trace line stops the run with file:line */
+  char *p = write_tmp("0,1,100\n5,1\n");
+  char tail[512];
+  snprintf(tail, sizeof tail,
+           "\"workloads\": [{\"kind\": \"trace\", \"app\": \"cls\", "
+           "\"file\": \"%s\"}]}",
+           p);
+  memset(&err, 0, sizeof err);
+  assert_int_equal(run_cfg(tail, &s, &err, NULL), VR_EFORMAT);
+  char want[128];
+  snprintf(want, sizeof want, "%s:2:", p);
+  assert_non_null(strstr(err.msg, want));
+  unlink(p);
+  vr_free(p);
+}
+
+static void test_proteus_csv(void **st) {
+  (void)st;
+  char *csv = write_tmp(
+      "Model,Accel,Trials,batchsize,50th_pct,90th_pct,avg_latency(ms),Min,"
+      "Max,Accuracy,Normalized_Accuracy\n"
+      "r18,onnxruntime_cpu,100,1,10,12,10,9,20,70,90\n"
+      "r18,onnxruntime_cpu,100,4,30,33,30,29,40,70,90\n"
+      "r18,onnxruntime_gpu_ampere,,1,5,,5,4,9,70,90\n"
+      "r50,onnxruntime_cpu,100,1,20,21,20,19,30,75,95\n");
+  vr_proteus_opts o = {0};
+  o.csv_path = csv;
+  o.cpu_threads = 4;
+  o.cpu_core_price_s = 1;
+  o.gpu_price_s = 10;
+  o.load_ms_cpu = 100;
+  vr_profile *ps;
+  size_t n;
+  vr_errbuf err = {0};
+  assert_int_equal(vr_proteus_load(&o, &ps, &n, &err), 0);
+  assert_int_equal(n, 3);
+  assert_string_equal(ps[0].variant, "r18/cpu");
+  assert_int_equal(ps[0].max_batch, 4);
+  assert_true(ps[0].p50_ms[2] == 30 && ps[0].p50_ms[1] < 0);
+  assert_true(ps[0].cost_per_s == 4);
+  assert_int_equal(ps[1].device, VR_DEV_GPU);
+  assert_true(ps[1].p90_ms[0] < 0 && ps[1].cost_per_s == 11);
+  assert_true(ps[2].accuracy == 95);
+  vr_free(ps);
+  const char *accels[] = {"onnxruntime_gpu_ampere"};
+  o.accels = accels;
+  o.naccels = 1;
+  assert_int_equal(vr_proteus_load(&o, &ps, &n, &err), 0);
+  assert_int_equal(n, 1);
+  vr_free(ps);
+  unlink(csv);
+  vr_free(csv);
+  char *bad = write_tmp("r18,onnxruntime_cpu,100,3,10,12,10,9,20,70,90\n");
+  o.csv_path = bad;
+  o.accels = NULL;
+  assert_int_equal(vr_proteus_load(&o, &ps, &n, &err), VR_EFORMAT);
+  assert_non_null(strstr(err.msg, ":1:"));
+  unlink(bad);
+  vr_free(bad);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_heap),
+      cmocka_unit_test(test_trace_parse),
+      cmocka_unit_test(test_trace_stream),
+      cmocka_unit_test(test_counts_and_rates),
+      cmocka_unit_test(test_run_infaas),
+      cmocka_unit_test(test_run_baselines),
+      cmocka_unit_test(test_config_errors),
+      cmocka_unit_test(test_proteus_csv),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
