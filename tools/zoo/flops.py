@@ -1,8 +1,7 @@
 """FLOPs per sample of a PyTorch model, counted with forward hooks.
 
 Counts 2 x multiply-adds of Conv2d, Linear and nn.MultiheadAttention (its
-input projection and the two attention products; its output projection is an
-nn.Linear and counted as such). Element-wise ops, pooling, normalisation and
+input and output projections and the two attention products). Element-wise ops, pooling, normalisation and
 softmax are not counted: they are a small share of the models in the zoo and
 do not run on the FMA units the peak FLOP/s figure describes.
 """
@@ -23,15 +22,20 @@ def count_flops(model, shape):
             * m.out_features
 
     def mha_hook(m, inp, out):
-        q = inp[0]
+        # torchvision passes query/key/value as keywords, which forward
+        # hooks do not see: take the query length from the output and
+        # assume self-attention (key length = query length).
+        o = out[0] if isinstance(out, tuple) else out
         if m.batch_first:
-            n, lq, e = q.shape
+            n, lq, e = o.shape
         else:
-            lq, n, e = q.shape
-        lk = inp[1].shape[1] if m.batch_first else inp[1].shape[0]
+            lq, n, e = o.shape
+        lk = lq
         total[0] += 2 * n * lq * e * e          # q projection
         total[0] += 2 * 2 * n * lk * e * e      # k, v projections
         total[0] += 2 * 2 * n * lq * lk * e     # q k^T and attn v
+        total[0] += 2 * n * lq * e * e          # out_proj (used through its
+        # weight by F.multi_head_attention_forward, so its hook never fires)
 
     hooks = []
     for m in model.modules():
