@@ -22,7 +22,7 @@
 #   BENCH_SECONDS [3]   timed seconds per measurement (plus warm-up)
 #   BENCH_MODELS  [resnet18 resnet50 mobilenet_v2 efficientnet_b0 vit_b_16]
 #   BENCH_BATCHES [1 8]  BENCH_THREADS [1 2]
-#   BENCH_TIMEOUT [150]  hard limit in seconds for any single command
+#   BENCH_TIMEOUT [240]  hard limit in seconds for any single command
 #   FMNIST_BATCH [16] FMNIST_THREADS [1]   settings of part 2
 #   BENCH_PARTS  [imagenet fmnist]
 # Raw JSON lines are kept in out/bench/engine_vs_torch-<time>.jsonl.
@@ -40,7 +40,7 @@ S=${BENCH_SECONDS:-3}
 MODELS=${BENCH_MODELS:-"resnet18 resnet50 mobilenet_v2 efficientnet_b0 vit_b_16"}
 BATCHES=${BENCH_BATCHES:-"1 8"}
 THREADS=${BENCH_THREADS:-"1 2"}
-TMO=${BENCH_TIMEOUT:-150}
+TMO=${BENCH_TIMEOUT:-240}
 FB=${FMNIST_BATCH:-16}
 FT=${FMNIST_THREADS:-1}
 PARTS=${BENCH_PARTS:-"imagenet fmnist"}

@@ -11,8 +11,8 @@ tools/zoo/fmnist_models.py (architecture only). Latency does not depend on
 the weight values, so no trained weights are needed.
 
 Runs torch.set_num_threads(T) under torch.inference_mode(): warm-up (at
-least 3 runs and 0.5 s), then timed runs back to back for S seconds (at least
-5 runs). Prints one line; with --json the keys are those of
+least 1 run and 0.5 s), then timed runs back to back for S seconds (at least
+3 runs, so slow models take longer than S). Prints one line; with --json the keys are those of
 `vario perf --json`: p50_ms, p90_ms, p99_ms, throughput (samples/s), gflops
 (achieved GFLOP/s = FLOPs per sample x samples/s; FLOPs from
 tools/zoo/flops.py: 2 x multiply-adds of Conv, Linear and attention).
@@ -61,12 +61,12 @@ def main():
     with torch.inference_mode():
         t0 = time.perf_counter()
         n = 0
-        while n < 3 or time.perf_counter() - t0 < 0.5:
+        while n < 1 or time.perf_counter() - t0 < 0.5:
             model(x)
             n += 1
         lat = []
         t_start = time.perf_counter()
-        while len(lat) < 5 or time.perf_counter() - t_start < args.seconds:
+        while len(lat) < 3 or time.perf_counter() - t_start < args.seconds:
             t1 = time.perf_counter()
             model(x)
             lat.append(time.perf_counter() - t1)
