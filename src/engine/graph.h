@@ -34,6 +34,15 @@ int vr_graph_fuse(vr_graph *g, vr_errbuf *err);
  * hold g->nvals ints. */
 void vr_graph_count_uses(const vr_graph *g, int *uses);
 
+/* Loads a model with some graph inputs frozen into constants: frozen[i]
+ * (n entries, by graph-input order; dt == VR_DT_UNDEFINED = keep as input)
+ * gives their values, copied. Used by the conformance runner, whose cases
+ * pass shape-like tensors (Reshape's shape, Slice's starts) as inputs while
+ * the engine compiles static plans. */
+int vr_model_load_frozen(const void *buf, size_t len, const char *base_dir,
+                         const vr_tview *frozen, int n, vr_model **out,
+                         vr_errbuf *err);
+
 struct vr_model {
   vr_graph g;
   int nin, nout;

@@ -273,6 +273,7 @@ static int lower_ln(vr_pb *b, int ni) {
   const vr_node *n = &b->g->nodes[ni];
   const vr_tview *x = &b->vt[n->in[0]];
   if (vr_axis(vr_attr_i(n, "axis", -1), x->ndim) != x->ndim - 1 || x->ndim < 2) return 1;
+  if (n->nout > 1) return 1; /* Mean / InvStdDev outputs: reference kernel */
   if (!b->vt[n->in[1]].data || (n->nin > 2 && n->in[2] >= 0 && !b->vt[n->in[2]].data)) return 1;
   int src = in_pv(b, n, 0);
   if (src < 0 || (src = vr_pb_plain(b, src)) < 0) return src;

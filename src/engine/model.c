@@ -97,14 +97,38 @@ static int build(vr_model *m, vr_errbuf *err) {
   return describe(m, err);
 }
 
-int vr_model_load_buffer(const void *buf, size_t len, const char *base_dir,
-                         vr_model **out, vr_errbuf *err) {
+static int freeze(vr_graph *g, const vr_tview *frozen, int n, vr_errbuf *err) {
+  int j = 0, nin = g->nin;
+  for (int i = 0; i < nin; i++) {
+    vr_val *v = &g->vals[g->inputs[i]];
+    const vr_tview *f = i < n ? &frozen[i] : NULL;
+    if (!f || !f->dt) {
+      g->inputs[j++] = g->inputs[i];
+      continue;
+    }
+    if (f->dt != v->dtype || f->ndim != v->ndim)
+      return vr_errf(err, VR_ESHAPE, "frozen input '%s': type/rank differs", v->name);
+    size_t bytes = (size_t)vr_tview_numel(f) * vr_dtype_size(f->dt);
+    void *d = vr_aligned_alloc(64, bytes ? bytes : 64);
+    if (!d) return vr_errf(err, VR_ENOMEM, "out of memory");
+    if (bytes) memcpy(d, f->data, bytes);
+    vr_val_set_const(v, f->dt, f->ndim, f->shape, d);
+    v->is_input = v->dyn_batch = 0;
+  }
+  g->nin = j;
+  return 0;
+}
+
+int vr_model_load_frozen(const void *buf, size_t len, const char *base_dir,
+                         const vr_tview *frozen, int n, vr_model **out,
+                         vr_errbuf *err) {
   if (!out) return vr_errf(err, VR_EINVAL, "out is NULL");
   *out = NULL;
   vr_model *m = VR_NEW(vr_model);
   if (!m) return vr_errf(err, VR_ENOMEM, "out of memory");
   vr_graph_init(&m->g);
   int rc = vr_onnx_parse_model(buf, len, base_dir, &m->g, err);
+  if (!rc && n > 0) rc = freeze(&m->g, frozen, n, err);
   if (!rc) rc = build(m, err);
   if (rc) {
     if (rc == VR_ENOMEM && err && !err->msg[0]) vr_errf(err, rc, "out of memory");
@@ -119,7 +143,7 @@ int vr_model_load(const char *path, vr_model **out, vr_errbuf *err) {
   if (!path || !out) return vr_errf(err, VR_EINVAL, "path/out is NULL");
   void *buf;
   size_t len;
-  int rc = vr_read_file(path, &buf, &len, err);
+  int rc = vr_onnx_read_file(path, &buf, &len, err);
   if (rc) return rc;
   char dir[4096];
   snprintf(dir, sizeof dir, "%s", path);
@@ -130,6 +154,11 @@ int vr_model_load(const char *path, vr_model **out, vr_errbuf *err) {
   vr_free(buf);
   if (rc && err) vr_errctx(err, rc, "%s", path);
   return rc;
+}
+
+int vr_model_load_buffer(const void *buf, size_t len, const char *base_dir,
+                         vr_model **out, vr_errbuf *err) {
+  return vr_model_load_frozen(buf, len, base_dir, NULL, 0, out, err);
 }
 
 void vr_model_free(vr_model *m) {

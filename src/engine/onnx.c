@@ -12,7 +12,7 @@
 
 #define MAX_ELEMS ((int64_t)1 << 34) /* 16 Gi elements: beyond any model */
 
-int vr_read_file(const char *path, void **buf, size_t *len, vr_errbuf *err) {
+int vr_onnx_read_file(const char *path, void **buf, size_t *len, vr_errbuf *err) {
   FILE *f = fopen(path, "rb");
   if (!f)
     return vr_errf(err, errno == ENOENT ? VR_ENOENT : VR_EIO, "%s: %s", path,

@@ -28,6 +28,6 @@ int vr_onnx_parse_tensor(const void *buf, size_t len, vr_tview *out,
                          char *name, vr_errbuf *err);
 
 /* Reads a whole file into a vr_malloc'd buffer. */
-int vr_read_file(const char *path, void **buf, size_t *len, vr_errbuf *err);
+int vr_onnx_read_file(const char *path, void **buf, size_t *len, vr_errbuf *err);
 
 #endif

@@ -151,7 +151,7 @@ static int infer_clip(const vr_node *n, const vr_tview *in, vr_tview *out,
                       vr_errbuf *err) {
   for (int i = 1; i < n->nin && i < 3; i++)
     if (in[i].dt && !in[i].data)
-      return vr_bad(err, n, VR_EUNSUPPORTED, "min/max must be constants");
+      return vr_bad(err, n, VR_EUNSUPPORTED, "input %d (min/max) must be a constant", i);
   return infer_num_same(n, in, out, err);
 }
 

@@ -326,13 +326,17 @@ static int infer_ln(const vr_node *n, const vr_tview *in, vr_tview *out,
                     vr_errbuf *err) {
   int ax = vr_axis(vr_attr_i(n, "axis", -1), in[0].ndim);
   if (ax < 0 || in[0].dt != VR_DT_F32) return vr_bad(err, n, VR_EINVAL, "bad axis or type");
-  if (n->nout > 1) return vr_bad(err, n, VR_EUNSUPPORTED, "mean/inv_std outputs");
   int64_t inner = vr_numel(in[0].ndim - ax, in[0].shape + ax);
   for (int i = 1; i < n->nin && i < 3; i++)
     if (in[i].dt && vr_tview_numel(&in[i]) != inner)
       return vr_bad(err, n, VR_EUNSUPPORTED, "scale/bias must cover the normalised dims");
   out[0] = in[0];
   out[0].data = NULL;
+  for (int k = 1; k < n->nout && k < 3; k++) { /* Mean, InvStdDev */
+    out[k] = in[0];
+    out[k].data = NULL;
+    for (int d = ax; d < in[0].ndim; d++) out[k].shape[d] = 1;
+  }
   return 0;
 }
 
@@ -350,6 +354,8 @@ static int eval_ln(const vr_node *n, const vr_tview *in, vr_tview *out,
     mu /= (double)inner;
     for (int64_t j = 0; j < inner; j++) var += (r[j] - mu) * (r[j] - mu);
     double is = 1.0 / sqrt(var / (double)inner + eps);
+    if (n->nout > 1 && out[1].data) ((float *)out[1].data)[o] = (float)mu;
+    if (n->nout > 2 && out[2].data) ((float *)out[2].data)[o] = (float)is;
     for (int64_t j = 0; j < inner; j++)
       ((float *)out[0].data)[o * inner + j] = (float)((r[j] - mu) * is * g[j] + (b ? b[j] : 0));
   }
@@ -425,7 +431,7 @@ static int reduce_axes(const vr_node *n, const vr_tview *in, int *red,
   int k = vr_attr_ints(n, "axes", &a), r = in[0].ndim;
   int64_t tmp[VR_MAX_DIMS];
   if (k < 0 && n->nin > 1 && in[1].dt) {
-    if (!in[1].data) return vr_bad(err, n, VR_EUNSUPPORTED, "axes must be constant");
+    if (!in[1].data) return vr_bad(err, n, VR_EUNSUPPORTED, "input 'axes' must be a constant");
     k = (int)vr_tview_numel(&in[1]);
     if (k > VR_MAX_DIMS) return vr_bad(err, n, VR_EINVAL, "too many axes");
     for (int i = 0; i < k; i++) tmp[i] = vr_tview_geti(&in[1], i);
@@ -513,13 +519,13 @@ static int pad_params(const vr_node *n, const vr_tview *in, int64_t *pads,
   int k = vr_attr_ints(n, "pads", &a);
   *val = vr_attr_f(n, "value", 0);
   if (k < 0) {
-    if (n->nin < 2 || !in[1].data) return vr_bad(err, n, VR_EUNSUPPORTED, "pads must be constant");
+    if (n->nin < 2 || !in[1].data) return vr_bad(err, n, VR_EUNSUPPORTED, "input 'pads' must be a constant");
     if (n->nin > 3 && in[3].dt) return vr_bad(err, n, VR_EUNSUPPORTED, "the axes input");
     k = (int)vr_tview_numel(&in[1]);
     if (k != 2 * r) return vr_bad(err, n, VR_EINVAL, "pads needs %d values", 2 * r);
     for (int i = 0; i < k; i++) pads[i] = vr_tview_geti(&in[1], i);
     if (n->nin > 2 && in[2].dt) {
-      if (!in[2].data) return vr_bad(err, n, VR_EUNSUPPORTED, "constant_value must be constant");
+      if (!in[2].data) return vr_bad(err, n, VR_EUNSUPPORTED, "input 'constant_value' must be a constant");
       *val = vr_tview_getf(&in[2], 0);
     }
   } else {

@@ -566,7 +566,7 @@ static int infer_cos(const vr_node *n, const vr_tview *in, vr_tview *out,
 static int infer_range(const vr_node *n, const vr_tview *in, vr_tview *out,
                        vr_errbuf *err) {
   for (int i = 0; i < 3; i++)
-    if (!in[i].data) return vr_bad(err, n, VR_EUNSUPPORTED, "inputs must be constants");
+    if (!in[i].data) return vr_bad(err, n, VR_EUNSUPPORTED, "inputs must be a constant");
   double s = vr_tview_getf(&in[0], 0), l = vr_tview_getf(&in[1], 0), d = vr_tview_getf(&in[2], 0);
   if (d == 0) return vr_bad(err, n, VR_EINVAL, "delta 0");
   double c = ceil((l - s) / d);

@@ -335,10 +335,8 @@ int vr_graph_optimize(vr_graph *g, vr_errbuf *err) {
   int rc = lookup_ops(g, err);
   if (rc) return rc;
   if ((rc = fold_pass(g, err))) return rc;
-  for (int i = 0; i < g->nout; i++)
-    if (g->vals[g->outputs[i]].kind != VR_VAL_RUNTIME)
-      return vr_errf(err, VR_EUNSUPPORTED, "graph output '%s' is a constant",
-                     g->vals[g->outputs[i]].name);
+  /* A graph output may be a constant (e.g. Shape of a static input): the
+   * plan then returns the constant's data. */
   int *uses = vr_calloc((size_t)g->nvals + 1, sizeof(int));
   if (!uses) return vr_errf(err, VR_ENOMEM, "out of memory");
   dce(g, uses);

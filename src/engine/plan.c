@@ -425,7 +425,7 @@ static int finish_outputs(vr_pb *b) {
   vr_plan *p = b->p;
   for (int i = 0; i < b->c->nout; i++) {
     int v = b->c->out_vals[i];
-    int pv = b->val2pv[v];
+    int pv = b->val2pv[v] >= 0 || !b->vt[v].data ? b->val2pv[v] : vr_pb_pv_of(b, v);
     if (pv < 0) return vr_errf(b->err, VR_EINTERNAL, "output '%s' not computed", b->g->vals[v].name);
     pv = vr_pb_plain(b, pv);
     if (pv < 0) return pv;

@@ -131,7 +131,7 @@ static int check_opts(const vr_model *m, const vr_session_opts *o, vr_session *s
                    vr_precision_name(o->precision));
   int b = o->node_begin, e = o->node_end;
   if (b == 0 && e == 0) e = m->nnodes;
-  if (b < 0 || e > m->nnodes || b >= e)
+  if (b < 0 || e > m->nnodes || b > e || (b == e && m->nnodes > 0))
     return vr_errf(err, VR_ERANGE, "node range [%d, %d) outside [0, %d)", b, e, m->nnodes);
   s->node_begin = b;
   s->node_end = e;
