@@ -146,7 +146,7 @@ void vr_inst_enqueue(vr_rt_instance *in, vr_rt_request *r) {
   }
   if (in->queue_rows + r->rows > in->rt->opts.max_queue_rows) {
     pthread_mutex_unlock(&in->mu);
-    vr_rt_fail(in->vs, in->rt, r, VR_ELIMIT, VR_OUT_REJECTED,
+    vr_rt_fail(in->vs, in->rt, r, VR_EBUSY, VR_OUT_REJECTED,
                "queue of %s is full (%d rows)", in->variant,
                in->rt->opts.max_queue_rows);
     return;

@@ -1,0 +1,98 @@
+/*
+ * vario serve --repo DIR [--port N] [--host ADDR] [--max-body-mb N]
+ *             [--max-conns N] [--no-load]
+ * Serves every model of the repository over KServe v2 HTTP until SIGINT or
+ * SIGTERM, then shuts down gracefully: stops accepting, answers every
+ * accepted request, exits 0.
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "cli/commands.h"
+#include "server/server.h"
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: vario serve --repo DIR [--port N] [--host ADDR]\n"
+          "                   [--max-body-mb N] [--max-conns N] [--no-load]\n"
+          "  --repo DIR       model repository: DIR/<model>/{model.onnx,config.json}\n"
+          "  --port N         TCP port (default 8000; 0 = any free port)\n"
+          "  --host ADDR      IPv4 address to bind (default 127.0.0.1)\n"
+          "  --max-body-mb N  largest request body (default 64)\n"
+          "  --max-conns N    open connections (default 1024)\n"
+          "  --no-load        start with no model loaded (load via the\n"
+          "                   repository API)\n");
+}
+
+static int parse_int(const char *s, long lo, long hi, long *out) {
+  char *end;
+  long v = strtol(s, &end, 10);
+  if (!*s || *end || v < lo || v > hi) return -1;
+  *out = v;
+  return 0;
+}
+
+int vr_cmd_serve(int argc, char **argv) {
+  vr_server_opts o;
+  vr_server_opts_init(&o);
+  o.port = 8000;
+  o.load_all = 1;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    long v;
+    int has = i + 1 < argc;
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      usage(stdout);
+      return 0;
+    } else if (!strcmp(a, "--repo") && has) {
+      o.repo = argv[++i];
+    } else if (!strcmp(a, "--host") && has) {
+      o.host = argv[++i];
+    } else if (!strcmp(a, "--port") && has && !parse_int(argv[i + 1], 0, 65535, &v)) {
+      o.port = (int)v;
+      i++;
+    } else if (!strcmp(a, "--max-body-mb") && has &&
+               !parse_int(argv[i + 1], 1, 4096, &v)) {
+      o.max_body = (size_t)v << 20;
+      i++;
+    } else if (!strcmp(a, "--max-conns") && has &&
+               !parse_int(argv[i + 1], 1, 100000, &v)) {
+      o.max_conns = (unsigned)v;
+      i++;
+    } else if (!strcmp(a, "--no-load")) {
+      o.load_all = 0;
+    } else {
+      fprintf(stderr, "vario serve: bad or incomplete option '%s'\n", a);
+      usage(stderr);
+      return 2;
+    }
+  }
+  /* Signals are taken synchronously by this thread (sigwait), so every
+   * thread the server starts inherits the block and none is interrupted. */
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, NULL);
+  signal(SIGPIPE, SIG_IGN);
+  vr_server *s = NULL;
+  vr_errbuf err = {0};
+  if (vr_server_create(&o, &s, &err)) {
+    fprintf(stderr, "vario serve: %s\n", err.msg);
+    return 1;
+  }
+  fprintf(stderr, "vario serve: listening on http://%s:%d (KServe v2;"
+          " metrics at /metrics)\n", o.host ? o.host : "127.0.0.1",
+          vr_server_port(s));
+  int sig = 0;
+  sigwait(&set, &sig);
+  fprintf(stderr, "vario serve: signal %d, draining\n", sig);
+  vr_server_shutdown(s);
+  vr_server_free(s);
+  fprintf(stderr, "vario serve: stopped\n");
+  return 0;
+}

@@ -1,0 +1,252 @@
+#include "server/http.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/alloc.h"
+#include "base/log.h"
+#include "server/kserve.h"
+#include "server/sbuf.h"
+
+struct vr_http {
+  struct MHD_Daemon *d;
+  vr_http_opts o;
+  int port;
+  int draining;
+  int inflight; /* atomic */
+};
+
+struct vr_http_req {
+  vr_http *h;
+  struct MHD_Connection *conn;
+  const char *url, *method; /* MHD keeps them valid for the request */
+  char *body;
+  size_t len, cap;
+  int too_big;
+  int started;
+  int queued; /* a response was handed to MHD */
+  int deferred;
+  vr_http_handler resume_fn;
+  struct MHD_Response *resp;
+  int status;
+  void *state;
+  void (*state_free)(void *);
+};
+
+const char *vr_http_method(const vr_http_req *r) { return r->method; }
+const char *vr_http_url(const vr_http_req *r) { return r->url; }
+const char *vr_http_header(const vr_http_req *r, const char *name) {
+  return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
+}
+const char *vr_http_body(const vr_http_req *r, size_t *len) {
+  *len = r->len;
+  return r->body ? r->body : "";
+}
+void vr_http_set_state(vr_http_req *r, void *state, void (*fn)(void *)) {
+  r->state = state;
+  r->state_free = fn;
+}
+void *vr_http_state(const vr_http_req *r) { return r->state; }
+
+static void free_body(void *p) { vr_free(p); }
+
+void vr_http_respond(vr_http_req *r, int status, const char *ctype, char *body,
+                     size_t len, size_t header_len) {
+  if (r->resp) { /* handler bug: answer once */
+    vr_free(body);
+    return;
+  }
+  struct MHD_Response *resp =
+      body ? MHD_create_response_from_buffer_with_free_callback(len, body,
+                                                                free_body)
+           : MHD_create_response_from_buffer(0, (void *)"",
+                                             MHD_RESPMEM_PERSISTENT);
+  if (!resp) {
+    vr_free(body);
+    return; /* MHD closes the connection when nothing is queued */
+  }
+  if (ctype) MHD_add_response_header(resp, "Content-Type", ctype);
+  if (header_len != (size_t)-1) {
+    char v[32];
+    snprintf(v, sizeof v, "%zu", header_len);
+    MHD_add_response_header(resp, "Inference-Header-Content-Length", v);
+  }
+  if (r->h->draining) MHD_add_response_header(resp, "Connection", "close");
+  r->resp = resp;
+  r->status = status;
+}
+
+void vr_http_error(vr_http_req *r, int status, const char *msg) {
+  vr_sbuf b;
+  vr_sbuf_init(&b);
+  vr_ks_write_error(&b, msg);
+  size_t len;
+  char *p = vr_sbuf_take(&b, &len);
+  vr_http_respond(r, status, "application/json", p, len, (size_t)-1);
+}
+
+void vr_http_defer(vr_http_req *r, vr_http_handler resume_fn) {
+  r->deferred = 1;
+  r->resume_fn = resume_fn;
+  MHD_suspend_connection(r->conn);
+}
+
+void vr_http_wake(vr_http_req *r) { MHD_resume_connection(r->conn); }
+
+static int append_body(vr_http_req *r, const char *data, size_t n) {
+  if (r->len + n > r->h->o.max_body) return -1;
+  if (r->len + n + 1 > r->cap) {
+    size_t cap = r->cap ? r->cap * 2 : 4096;
+    while (cap < r->len + n + 1) cap *= 2;
+    char *p = vr_realloc(r->body, cap);
+    if (!p) return -1;
+    r->body = p;
+    r->cap = cap;
+  }
+  memcpy(r->body + r->len, data, n);
+  r->len += n;
+  r->body[r->len] = 0;
+  return 0;
+}
+
+static enum MHD_Result queue(vr_http_req *r) {
+  if (!r->resp) return MHD_YES; /* deferred: nothing to send yet */
+  enum MHD_Result ret = MHD_queue_response(r->conn, (unsigned)r->status,
+                                           r->resp);
+  r->queued = 1;
+  MHD_destroy_response(r->resp);
+  r->resp = NULL;
+  return ret;
+}
+
+/* First call for a request: headers only. Oversized bodies are refused
+ * before they are read (MHD then closes the connection). */
+static enum MHD_Result on_headers(vr_http *h, struct MHD_Connection *conn,
+                                  const char *url, const char *method,
+                                  void **con_cls) {
+  vr_http_req *r = VR_NEW(vr_http_req);
+  if (!r) return MHD_NO;
+  r->h = h;
+  r->conn = conn;
+  r->url = url;
+  r->method = method;
+  *con_cls = r;
+  __atomic_fetch_add(&h->inflight, 1, __ATOMIC_SEQ_CST);
+  const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                               "Content-Length");
+  if (cl && strtoull(cl, NULL, 10) > h->o.max_body) {
+    char msg[128];
+    snprintf(msg, sizeof msg, "request body larger than %zu bytes",
+             h->o.max_body);
+    r->started = 1;
+    vr_http_error(r, 413, msg);
+    return queue(r);
+  }
+  return MHD_YES;
+}
+
+static enum MHD_Result ahc(void *cls, struct MHD_Connection *conn,
+                           const char *url, const char *method,
+                           const char *version, const char *upload,
+                           size_t *upload_size, void **con_cls) {
+  (void)version;
+  vr_http *h = cls;
+  vr_http_req *r = *con_cls;
+  if (!r) return on_headers(h, conn, url, method, con_cls);
+  if (*upload_size) {
+    if (!r->too_big && append_body(r, upload, *upload_size)) r->too_big = 1;
+    *upload_size = 0;
+    return MHD_YES;
+  }
+  if (r->queued) return MHD_YES; /* answered early (413): ignore the rest */
+  if (r->deferred) { /* woken */
+    r->deferred = 0;
+    r->resume_fn(r, h->o.user);
+  } else if (!r->started) {
+    r->started = 1;
+    if (r->too_big)
+      vr_http_error(r, 413, "request body too large");
+    else if (h->draining)
+      vr_http_error(r, 503, "server is shutting down");
+    else
+      h->o.handler(r, h->o.user);
+  }
+  if (!r->resp && !r->deferred) /* handler forgot to answer */
+    vr_http_error(r, 500, "internal error: no response");
+  return queue(r);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn,
+                         void **con_cls, enum MHD_RequestTerminationCode toe) {
+  (void)conn;
+  (void)toe;
+  vr_http *h = cls;
+  vr_http_req *r = *con_cls;
+  if (!r) return;
+  if (r->state_free) r->state_free(r->state);
+  if (r->resp) MHD_destroy_response(r->resp);
+  vr_free(r->body);
+  vr_free(r);
+  *con_cls = NULL;
+  __atomic_fetch_sub(&h->inflight, 1, __ATOMIC_SEQ_CST);
+}
+
+int vr_http_start(const vr_http_opts *o, vr_http **out, vr_errbuf *err) {
+  vr_http *h = VR_NEW(vr_http);
+  if (!h) return vr_errf(err, VR_ENOMEM, "out of memory");
+  h->o = *o;
+  if (!h->o.host) h->o.host = "127.0.0.1";
+  if (!h->o.max_body) h->o.max_body = 64u << 20;
+  if (!h->o.max_conns) h->o.max_conns = 1024;
+  if (!h->o.idle_timeout_s) h->o.idle_timeout_s = 60;
+  struct sockaddr_in sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons((uint16_t)o->port);
+  if (inet_pton(AF_INET, h->o.host, &sa.sin_addr) != 1) {
+    vr_free(h);
+    return vr_errf(err, VR_EINVAL, "--host '%s' is not an IPv4 address",
+                   o->host);
+  }
+  unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME |
+                   MHD_USE_ITC | MHD_USE_TURBO;
+  h->d = MHD_start_daemon(
+      flags, (uint16_t)o->port, NULL, NULL, ahc, h, MHD_OPTION_SOCK_ADDR, &sa,
+      MHD_OPTION_CONNECTION_LIMIT, h->o.max_conns,
+      MHD_OPTION_CONNECTION_TIMEOUT, h->o.idle_timeout_s,
+      MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
+      MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
+      MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_END);
+  if (!h->d) {
+    vr_free(h);
+    return vr_errf(err, VR_EIO, "cannot listen on %s:%d (in use?)",
+                   o->host ? o->host : "127.0.0.1", o->port);
+  }
+  const union MHD_DaemonInfo *di =
+      MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
+  h->port = di ? di->port : o->port;
+  *out = h;
+  return 0;
+}
+
+int vr_http_port(const vr_http *h) { return h->port; }
+
+void vr_http_drain(vr_http *h) {
+  __atomic_store_n(&h->draining, 1, __ATOMIC_SEQ_CST);
+  MHD_socket s = MHD_quiesce_daemon(h->d);
+  if (s != MHD_INVALID_SOCKET) close(s);
+}
+
+int vr_http_inflight(vr_http *h) {
+  return __atomic_load_n(&h->inflight, __ATOMIC_SEQ_CST);
+}
+
+void vr_http_stop(vr_http *h) {
+  if (!h) return;
+  MHD_stop_daemon(h->d);
+  vr_free(h);
+}

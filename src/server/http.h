@@ -1,0 +1,71 @@
+/*
+ * HTTP/1.1 front end on libmicrohttpd (chosen by measurement: see
+ * docs/ARCHITECTURE.md, "HTTP front end"). One epoll event thread accepts,
+ * reads and writes; handlers run on it and must not block. Work that takes
+ * long (inference, model loads) is deferred: the handler calls
+ * vr_http_defer() (the connection is suspended, its socket parked), hands
+ * the request to another thread, and that thread calls vr_http_wake(); the
+ * event thread then calls the resume function, which responds.
+ *
+ * Ownership: vr_http owns every vr_http_req. A request lives from its
+ * headers until MHD reports it finished (sent, or the client went away);
+ * then its state is released with the state_free given to
+ * vr_http_set_state. A deferred request is never freed before it is woken,
+ * so other threads may hold it until they call vr_http_wake.
+ */
+#ifndef VR_SERVER_HTTP_H
+#define VR_SERVER_HTTP_H
+
+#include <stddef.h>
+
+#include "vario/status.h"
+
+typedef struct vr_http vr_http;
+typedef struct vr_http_req vr_http_req;
+
+typedef void (*vr_http_handler)(vr_http_req *req, void *user);
+
+typedef struct vr_http_opts {
+  const char *host;       /* default 127.0.0.1 */
+  int port;               /* 0 = ephemeral (see vr_http_port) */
+  size_t max_body;        /* bytes; default 64 MiB; larger -> 413 */
+  unsigned max_conns;     /* open connections; default 1024 */
+  unsigned idle_timeout_s;/* idle keep-alive connections; default 60 */
+  vr_http_handler handler;
+  void *user;
+} vr_http_opts;
+
+int vr_http_start(const vr_http_opts *o, vr_http **out, vr_errbuf *err);
+int vr_http_port(const vr_http *h);
+/* Graceful shutdown, step 1: stop accepting; new requests on open
+ * connections get 503 and "Connection: close". */
+void vr_http_drain(vr_http *h);
+/* Requests received and not yet finished. */
+int vr_http_inflight(vr_http *h);
+/* Stops the event thread, closes every connection. Every deferred request
+ * must have been woken first. */
+void vr_http_stop(vr_http *h);
+
+/* Request accessors (event thread only). */
+const char *vr_http_method(const vr_http_req *r);
+const char *vr_http_url(const vr_http_req *r);
+const char *vr_http_header(const vr_http_req *r, const char *name);
+const char *vr_http_body(const vr_http_req *r, size_t *len);
+void vr_http_set_state(vr_http_req *r, void *state, void (*state_free)(void *));
+void *vr_http_state(const vr_http_req *r);
+
+/* Responds (event thread). Takes ownership of body (vr_malloc'd, may be
+ * NULL with len 0). header_len != (size_t)-1 adds
+ * Inference-Header-Content-Length. */
+void vr_http_respond(vr_http_req *r, int status, const char *content_type,
+                     char *body, size_t len, size_t header_len);
+/* {"error": msg} with the given status. */
+void vr_http_error(vr_http_req *r, int status, const char *msg);
+
+/* Suspends the request (event thread, inside the handler); resume_fn runs
+ * on the event thread after vr_http_wake and must respond. */
+void vr_http_defer(vr_http_req *r, vr_http_handler resume_fn);
+/* Any thread: resume a deferred request. */
+void vr_http_wake(vr_http_req *r);
+
+#endif

@@ -1,0 +1,87 @@
+/*
+ * KServe Open Inference Protocol v2: inference request parsing and response
+ * serialisation, JSON tensors (flat or nested "data") and Triton's binary
+ * tensor extension. Pure functions of their inputs (no I/O), so they are
+ * fuzzed directly (tests/fuzz/fuzz_kserve.c).
+ *
+ * Binary extension: the body is a JSON header of `header_len` bytes
+ * (HTTP header Inference-Header-Content-Length) followed by the raw bytes
+ * of every input whose parameters carry "binary_data_size", in input
+ * order. The sizes must add up to the rest of the body exactly.
+ *
+ * Ownership: vr_ks_request owns the tensors it decoded from JSON; binary
+ * inputs point into the caller's body, which must outlive the request.
+ * vr_ks_request_free releases what it owns.
+ */
+#ifndef VR_SERVER_KSERVE_H
+#define VR_SERVER_KSERVE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runtime/config.h"
+#include "server/sbuf.h"
+#include "vario/engine.h"
+#include "vario/status.h"
+
+#define VR_KS_MAX_ELEMS ((int64_t)1 << 28)
+
+typedef struct vr_ks_input {
+  char name[VR_NAME_MAX];
+  vr_dtype dtype;
+  int ndim;
+  int64_t shape[VR_MAX_DIMS];
+  void *data;
+  size_t nbytes;
+  int owned; /* data allocated by the parser (vr_aligned_free) */
+} vr_ks_input;
+
+typedef struct vr_ks_output_req {
+  char name[VR_NAME_MAX];
+  int binary; /* -1 = not said (use the request default) */
+} vr_ks_output_req;
+
+typedef struct vr_ks_request {
+  char id[256];
+  int n_in;
+  vr_ks_input in[VR_RT_MAX_IO];
+  int n_out; /* requested outputs; 0 = all, in the model's order */
+  vr_ks_output_req out[VR_RT_MAX_IO];
+  int binary_output;  /* parameters.binary_data_output */
+  int64_t timeout_us; /* parameters.timeout; 0 = none */
+  int priority;       /* parameters.priority; 0 = default */
+} vr_ks_request;
+
+/* header_len: the JSON part's length when the binary extension is used,
+ * or (size_t)-1 when the whole body is JSON. */
+int vr_ks_parse_request(const char *body, size_t len, size_t header_len,
+                        vr_ks_request *out, vr_errbuf *err);
+void vr_ks_request_free(vr_ks_request *r);
+
+/* Extra facts echoed in the response "parameters" (Vario extension). */
+typedef struct vr_ks_resp_info {
+  const char *variant;
+  int64_t queue_us, compute_us;
+  int batch_size;
+} vr_ks_resp_info;
+
+/* Writes a response for outputs (model order) filtered by the request's
+ * output list. *json_len receives the JSON part's length: when it is
+ * smaller than b->len the response uses the binary extension and the
+ * server sets Inference-Header-Content-Length. VR_EINVAL when the request
+ * names an output the model does not have. */
+int vr_ks_write_response(vr_sbuf *b, const char *model, const vr_ks_request *req,
+                         const vr_tensor *outs, int n_out,
+                         const vr_ks_resp_info *info, size_t *json_len,
+                         vr_errbuf *err);
+/* Checks the request's output names against the model's outputs. */
+int vr_ks_check_outputs(const vr_ks_request *req, const vr_model_config *c,
+                        vr_errbuf *err);
+
+/* {"error": msg} */
+void vr_ks_write_error(vr_sbuf *b, const char *msg);
+
+/* Appends JSON numbers for n elements of dtype (comma separated). */
+void vr_ks_write_numbers(vr_sbuf *b, vr_dtype dt, const void *data, size_t n);
+
+#endif

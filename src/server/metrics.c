@@ -1,0 +1,153 @@
+/*
+ * GET /metrics: Prometheus text exposition (format 0.0.4) with the metric
+ * names of DESIGN.md. Counters and histograms are per variant and survive
+ * unload (they live in the runtime); gauges describe the instances now.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "server/server_int.h"
+
+typedef struct prom_ctx {
+  vr_sbuf *b;
+  int section; /* which family fn() writes on this pass */
+} prom_ctx;
+
+static void labels(vr_sbuf *b, const vr_rt_variant_stats *v) {
+  vr_sbuf_puts(b, "model=");
+  vr_sbuf_json_str(b, v->model); /* JSON escaping is valid label escaping */
+  vr_sbuf_puts(b, ",variant=");
+  vr_sbuf_json_str(b, v->variant);
+}
+
+static void hist(vr_sbuf *b, const char *name, const vr_rt_variant_stats *v,
+                 const vr_rt_hist_prom *h) {
+  uint64_t cum = 0;
+  for (int i = 0; i < VR_RT_PROM_BUCKETS; i++) {
+    cum += h->counts[i];
+    vr_sbuf_printf(b, "%s_bucket{", name);
+    labels(b, v);
+    if (i == VR_RT_PROM_BUCKETS - 1)
+      vr_sbuf_printf(b, ",le=\"+Inf\"} %llu\n", (unsigned long long)cum);
+    else
+      vr_sbuf_printf(b, ",le=\"%g\"} %llu\n", vr_rt_prom_le[i],
+                     (unsigned long long)cum);
+  }
+  vr_sbuf_printf(b, "%s_sum{", name);
+  labels(b, v);
+  vr_sbuf_printf(b, "} %.9f\n%s_count{", h->sum_s, name);
+  labels(b, v);
+  vr_sbuf_printf(b, "} %llu\n", (unsigned long long)h->count);
+}
+
+static void one(const vr_rt_variant_stats *v, void *u) {
+  prom_ctx *c = u;
+  vr_sbuf *b = c->b;
+  switch (c->section) {
+  case 0:
+    for (int o = 0; o < VR_OUT_COUNT; o++) {
+      vr_sbuf_puts(b, "vario_requests_total{");
+      labels(b, v);
+      vr_sbuf_printf(b, ",outcome=\"%s\"} %llu\n",
+                     vr_rt_outcome_name((vr_rt_outcome)o),
+                     (unsigned long long)v->outcomes[o]);
+    }
+    break;
+  case 1: hist(b, "vario_request_duration_seconds", v, &v->request); break;
+  case 2: hist(b, "vario_queue_duration_seconds", v, &v->queue); break;
+  case 3: hist(b, "vario_compute_duration_seconds", v, &v->compute); break;
+  case 4:
+    vr_sbuf_puts(b, "vario_slo_violations_total{");
+    labels(b, v);
+    vr_sbuf_printf(b, "} %llu\n", (unsigned long long)v->slo_violations);
+    break;
+  case 5:
+    vr_sbuf_puts(b, "vario_batches_total{");
+    labels(b, v);
+    vr_sbuf_printf(b, "} %llu\nvario_batch_rows_total{",
+                   (unsigned long long)v->batches);
+    labels(b, v);
+    vr_sbuf_printf(b, "} %llu\n", (unsigned long long)v->batch_rows);
+    break;
+  }
+}
+
+static const char *k_families[][3] = {
+    {"vario_requests_total", "counter", "Requests by outcome (ok, dropped ="
+     " early drop on a deadline, rejected, failed), counted in rows."},
+    {"vario_request_duration_seconds", "histogram",
+     "Arrival to answer of served requests."},
+    {"vario_queue_duration_seconds", "histogram",
+     "Arrival to batch start of served requests."},
+    {"vario_compute_duration_seconds", "histogram",
+     "Run time of the batch a served request was in."},
+    {"vario_slo_violations_total", "counter",
+     "Requests served after their deadline or dropped early."},
+    {"vario_batches_total", "counter", "Batches run (vario_batch_rows_total:"
+     " rows in them)."},
+};
+
+static void instance_gauges(vr_server *s, vr_sbuf *b) {
+  vr_rt_instance_stats is[256];
+  int n = vr_rt_instances(s->rt, NULL, is, 256);
+  if (n > 256) n = 256;
+  vr_sbuf_puts(b, "# HELP vario_queue_depth Rows waiting per instance.\n"
+               "# TYPE vario_queue_depth gauge\n");
+  for (int i = 0; i < n; i++) {
+    vr_sbuf_puts(b, "vario_queue_depth{model=");
+    vr_sbuf_json_str(b, is[i].model);
+    vr_sbuf_puts(b, ",variant=");
+    vr_sbuf_json_str(b, is[i].variant);
+    vr_sbuf_printf(b, ",instance=\"%d\"} %d\n", is[i].id, is[i].queue_rows);
+  }
+  vr_sbuf_puts(b, "# HELP vario_instances Instances by variant and state.\n"
+               "# TYPE vario_instances gauge\n");
+  /* Count per (variant, state); instances of one variant are few. */
+  for (int i = 0; i < n; i++) {
+    int seen = 0;
+    for (int j = 0; j < i && !seen; j++)
+      seen = !strcmp(is[j].variant, is[i].variant) &&
+             is[j].state == is[i].state;
+    if (seen) continue;
+    int cnt = 0;
+    for (int j = i; j < n; j++)
+      cnt += !strcmp(is[j].variant, is[i].variant) &&
+             is[j].state == is[i].state;
+    vr_sbuf_puts(b, "vario_instances{model=");
+    vr_sbuf_json_str(b, is[i].model);
+    vr_sbuf_puts(b, ",variant=");
+    vr_sbuf_json_str(b, is[i].variant);
+    vr_sbuf_printf(b, ",state=\"%s\"} %d\n", vr_rt_state_name(is[i].state),
+                   cnt);
+  }
+  vr_sbuf_puts(b, "# HELP vario_served_qps Rows served per second over the"
+               " last second.\n# TYPE vario_served_qps gauge\n");
+  for (int i = 0; i < n; i++) {
+    vr_sbuf_puts(b, "vario_served_qps{model=");
+    vr_sbuf_json_str(b, is[i].model);
+    vr_sbuf_printf(b, ",instance=\"%d\"} %.2f\n", is[i].id, is[i].served_qps);
+  }
+}
+
+void vr_server_metrics(vr_server *s, vr_sbuf *b) {
+  prom_ctx c = {b, 0};
+  for (c.section = 0; c.section < 6; c.section++) {
+    vr_sbuf_printf(b, "# HELP %s %s\n# TYPE %s %s\n",
+                   k_families[c.section][0], k_families[c.section][2],
+                   k_families[c.section][0], k_families[c.section][1]);
+    vr_rt_foreach_variant(s->rt, NULL, one, &c);
+  }
+  instance_gauges(s, b);
+  vr_sbuf_puts(b, "# HELP vario_http_responses_total HTTP responses by"
+               " status class.\n# TYPE vario_http_responses_total counter\n");
+  for (int k = 2; k <= 5; k++)
+    vr_sbuf_printf(b, "vario_http_responses_total{code=\"%dxx\"} %llu\n", k,
+                   (unsigned long long)__atomic_load_n(&s->http_status[k],
+                                                       __ATOMIC_RELAXED));
+  vr_sbuf_printf(b, "# HELP vario_invalid_requests_total Inference requests"
+                 " refused before routing (bad input, unknown model).\n"
+                 "# TYPE vario_invalid_requests_total counter\n"
+                 "vario_invalid_requests_total %llu\n",
+                 (unsigned long long)__atomic_load_n(&s->invalid,
+                                                     __ATOMIC_RELAXED));
+}

@@ -1,0 +1,294 @@
+/*
+ * Server lifecycle and routing of KServe v2 paths to handlers.
+ */
+#include <dirent.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/alloc.h"
+#include "base/clock.h"
+#include "base/log.h"
+#include "server/kserve.h"
+#include "server/server_int.h"
+
+void vr_server_opts_init(vr_server_opts *o) {
+  memset(o, 0, sizeof *o);
+  vr_runtime_opts_init(&o->rt);
+}
+
+int vr_server_http_status(int code) {
+  switch (code) {
+  case 0: return 200;
+  case VR_ENOENT: return 404;
+  case VR_EBUSY:
+  case VR_ESHUTDOWN:
+  case VR_ESTATE: return 503;
+  case VR_EDEADLINE:
+  case VR_ETIMEDOUT: return 504;
+  case VR_EEXIST: return 409;
+  case VR_ENOMEM:
+  case VR_EIO:
+  case VR_EBACKEND:
+  case VR_EINTERNAL: return 500;
+  default: return 400; /* EINVAL, EFORMAT, ESHAPE, ETYPE, ERANGE, ELIMIT,
+                          EUNSUPPORTED, EINFEASIBLE */
+  }
+}
+
+void vr_server_count(vr_server *s, int status) {
+  int k = status / 100;
+  if (k < 0 || k > 5) k = 0;
+  __atomic_fetch_add(&s->http_status[k], 1, __ATOMIC_RELAXED);
+}
+
+void vr_server_reply_json(vr_http_req *r, int status, vr_sbuf *b) {
+  size_t len;
+  char *p = vr_sbuf_take(b, &len);
+  if (!p) {
+    vr_http_error(r, 500, "out of memory");
+    return;
+  }
+  vr_http_respond(r, status, "application/json", p, len, (size_t)-1);
+}
+
+static void reply_error(vr_server *s, vr_http_req *r, int status,
+                        const char *msg) {
+  vr_server_count(s, status);
+  vr_http_error(r, status, msg);
+}
+
+static void reply_empty(vr_server *s, vr_http_req *r, int status) {
+  vr_server_count(s, status);
+  vr_http_respond(r, status, NULL, NULL, 0, (size_t)-1);
+}
+
+static void server_metadata(vr_server *s, vr_http_req *r) {
+  vr_sbuf b;
+  vr_sbuf_init(&b);
+  vr_sbuf_puts(&b, "{\"name\":\"vario\",\"version\":\"0.1.0\",\"extensions\":"
+               "[\"binary_tensor_data\",\"model_repository\",\"statistics\","
+               "\"schedule_policy\",\"vario_instances\"]}");
+  vr_server_count(s, 200);
+  vr_server_reply_json(r, 200, &b);
+}
+
+static void put_tensor_infos(vr_sbuf *b, const vr_tensor_info *t, int n) {
+  for (int i = 0; i < n; i++) {
+    vr_sbuf_puts(b, i ? ",{\"name\":" : "{\"name\":");
+    vr_sbuf_json_str(b, t[i].name);
+    vr_sbuf_printf(b, ",\"datatype\":\"%s\",\"shape\":[",
+                   vr_dtype_kserve(t[i].dtype));
+    for (int d = 0; d < t[i].ndim; d++)
+      vr_sbuf_printf(b, d ? ",%lld" : "%lld", (long long)t[i].shape[d]);
+    vr_sbuf_puts(b, "]}");
+  }
+}
+
+static void model_metadata(vr_server *s, vr_http_req *r, const char *model) {
+  vr_model_config c;
+  if (vr_rt_model_config(s->rt, model, &c)) {
+    char msg[256];
+    snprintf(msg, sizeof msg, "model '%.128s' is not loaded", model);
+    reply_error(s, r, 404, msg);
+    return;
+  }
+  vr_sbuf b;
+  vr_sbuf_init(&b);
+  vr_sbuf_puts(&b, "{\"name\":");
+  vr_sbuf_json_str(&b, c.name);
+  vr_sbuf_puts(&b, ",\"versions\":[\"1\"],\"platform\":\"onnx_vario\","
+               "\"inputs\":[");
+  put_tensor_infos(&b, c.inputs, c.n_inputs);
+  vr_sbuf_puts(&b, "],\"outputs\":[");
+  put_tensor_infos(&b, c.outputs, c.n_outputs);
+  vr_sbuf_printf(&b, "],\"parameters\":{\"max_batch_size\":%d,\"precision\":"
+                 "\"%s\",\"threads\":%d,\"instances\":%d,"
+                 "\"max_queue_delay_us\":%lld",
+                 c.max_batch_size, vr_rt_precision_name(c.precision),
+                 c.threads, c.instances, (long long)c.max_queue_delay_us);
+  if (c.app[0]) {
+    vr_sbuf_puts(&b, ",\"app\":");
+    vr_sbuf_json_str(&b, c.app);
+  }
+  if (c.accuracy >= 0) vr_sbuf_printf(&b, ",\"accuracy\":%.6g", c.accuracy);
+  vr_sbuf_puts(&b, "}}");
+  vr_server_count(s, 200);
+  vr_server_reply_json(r, 200, &b);
+}
+
+static void metrics(vr_server *s, vr_http_req *r) {
+  vr_sbuf b;
+  vr_sbuf_init(&b);
+  vr_server_metrics(s, &b);
+  size_t len;
+  char *p = vr_sbuf_take(&b, &len);
+  vr_server_count(s, 200);
+  vr_http_respond(r, 200, "text/plain; version=0.0.4", p, len, (size_t)-1);
+}
+
+/* Splits "/v2/models/m/infer" into segments (in place, in buf). */
+static int split(const char *url, char *buf, size_t cap, char **seg, int max) {
+  snprintf(buf, cap, "%s", url);
+  char *q = strchr(buf, '?');
+  if (q) *q = 0;
+  int n = 0;
+  for (char *save = NULL, *t = strtok_r(buf, "/", &save); t;
+       t = strtok_r(NULL, "/", &save)) {
+    if (n == max) return -1;
+    seg[n++] = t;
+  }
+  return n;
+}
+
+/* Routes /v2/models/{m}[/versions/{v}]/<rest>. */
+static void route_model(vr_server *s, vr_http_req *r, int get, char **seg,
+                        int n) {
+  const char *m = seg[2];
+  int k = 3;
+  if (n >= 5 && !strcmp(seg[3], "versions")) {
+    if (strcmp(seg[4], "1")) {
+      char msg[300];
+      snprintf(msg, sizeof msg, "model '%.128s' has no version '%.64s' (only"
+               " \"1\")", m, seg[4]);
+      reply_error(s, r, 404, msg);
+      return;
+    }
+    k = 5;
+  }
+  const char *rest = k < n ? seg[k] : "";
+  if (k + 1 < n) {
+    reply_error(s, r, 404, "unknown path");
+    return;
+  }
+  if (!*rest && get) model_metadata(s, r, m);
+  else if (!strcmp(rest, "ready") && get)
+    reply_empty(s, r, vr_rt_model_ready(s->rt, m) ? 200 : 503);
+  else if (!strcmp(rest, "infer") && !get) vr_server_infer(s, r, m);
+  else if (!strcmp(rest, "stats") && get) vr_server_model_stats(s, r, m);
+  else if (!strcmp(rest, "instances") && get)
+    vr_server_model_instances(s, r, m);
+  else if (!*rest || !strcmp(rest, "ready") || !strcmp(rest, "infer") ||
+           !strcmp(rest, "stats") || !strcmp(rest, "instances"))
+    reply_error(s, r, 405, "method not allowed");
+  else
+    reply_error(s, r, 404, "unknown path");
+}
+
+static void handle(vr_http_req *r, void *user) {
+  vr_server *s = user;
+  const char *method = vr_http_method(r);
+  int get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
+  int post = !strcmp(method, "POST");
+  if (!get && !post) {
+    reply_error(s, r, 405, "method not allowed");
+    return;
+  }
+  char buf[1024], *seg[10];
+  int n = split(vr_http_url(r), buf, sizeof buf, seg, 10);
+  if (n == 1 && !strcmp(seg[0], "metrics") && get) return metrics(s, r);
+  if (n < 1 || strcmp(seg[0], "v2")) {
+    reply_error(s, r, 404, "unknown path");
+    return;
+  }
+  if (n == 1 && get) return server_metadata(s, r);
+  if (n == 3 && !strcmp(seg[1], "health") && get) {
+    if (!strcmp(seg[2], "live")) return reply_empty(s, r, 200);
+    if (!strcmp(seg[2], "ready"))
+      return reply_empty(s, r, s->shutting_down ? 503 : 200);
+  }
+  if (n == 3 && !strcmp(seg[1], "models") && !strcmp(seg[2], "stats") && get)
+    return vr_server_model_stats(s, r, NULL);
+  if (n >= 3 && !strcmp(seg[1], "models")) return route_model(s, r, get, seg, n);
+  if (n == 3 && !strcmp(seg[1], "repository") && !strcmp(seg[2], "index"))
+    return vr_server_repo_index(s, r);
+  if (n == 5 && !strcmp(seg[1], "repository") && !strcmp(seg[2], "models") &&
+      post && (!strcmp(seg[4], "load") || !strcmp(seg[4], "unload")))
+    return vr_server_repo_load(s, r, seg[3], !strcmp(seg[4], "load"));
+  reply_error(s, r, 404, "unknown path");
+}
+
+static void load_all(vr_server *s) {
+  DIR *d = opendir(s->repo);
+  if (!d) {
+    vr_error("repository %s: cannot open", s->repo);
+    return;
+  }
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (e->d_name[0] == '.') continue;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s/model.onnx", s->repo, e->d_name);
+    if (access(path, R_OK)) continue; /* not a model directory */
+    vr_errbuf err = {0};
+    if (vr_server_load(s, e->d_name, &err))
+      vr_error("model '%s' not loaded: %s", e->d_name, err.msg);
+  }
+  closedir(d);
+}
+
+int vr_server_load(vr_server *s, const char *name, vr_errbuf *err) {
+  if (!s->repo) return vr_errf(err, VR_ENOENT, "no model repository");
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s/%s", s->repo, name);
+  vr_model_config c;
+  int rc = vr_model_config_load(dir, &c, err);
+  if (rc) return rc;
+  if (strcmp(c.name, name)) /* the directory names the model (as Triton) */
+    vr_warn("%s: config name '%s' differs; serving it as '%s'", dir, c.name,
+            name);
+  snprintf(c.name, sizeof c.name, "%s", name);
+  return vr_rt_load(s->rt, &c, err);
+}
+
+int vr_server_create(const vr_server_opts *o, vr_server **out,
+                     vr_errbuf *err) {
+  vr_server *s = VR_NEW(vr_server);
+  if (!s) return vr_errf(err, VR_ENOMEM, "out of memory");
+  s->o = *o;
+  if (o->repo && !(s->repo = vr_strdup(o->repo))) {
+    vr_free(s);
+    return vr_errf(err, VR_ENOMEM, "out of memory");
+  }
+  int rc = vr_runtime_create(&o->rt, &s->rt, err);
+  if (rc) {
+    vr_free(s->repo);
+    vr_free(s);
+    return rc;
+  }
+  if (s->repo && o->load_all) load_all(s);
+  vr_http_opts ho = {o->host, o->port, o->max_body, o->max_conns, 0, handle, s};
+  rc = vr_http_start(&ho, &s->http, err);
+  if (rc) {
+    vr_runtime_free(s->rt);
+    vr_free(s->repo);
+    vr_free(s);
+    return rc;
+  }
+  *out = s;
+  return 0;
+}
+
+int vr_server_port(const vr_server *s) { return vr_http_port(s->http); }
+vr_runtime *vr_server_runtime(vr_server *s) { return s->rt; }
+
+void vr_server_shutdown(vr_server *s) {
+  if (!s || s->shutting_down) return;
+  __atomic_store_n(&s->shutting_down, 1, __ATOMIC_SEQ_CST);
+  vr_http_drain(s->http);        /* 1. stop accepting */
+  while (__atomic_load_n(&s->admin_jobs, __ATOMIC_SEQ_CST) > 0)
+    usleep(1000);                /* 2. let loads/unloads finish */
+  vr_rt_shutdown(s->rt);         /* 3. answer every queued request */
+  /* 4. give the event thread time to send those answers (bounded). */
+  int64_t until = vr_now_ns() + 5 * VR_NS_PER_S;
+  while (vr_http_inflight(s->http) > 0 && vr_now_ns() < until) usleep(1000);
+}
+
+void vr_server_free(vr_server *s) {
+  if (!s) return;
+  vr_server_shutdown(s);
+  vr_http_stop(s->http);
+  vr_runtime_free(s->rt);
+  vr_free(s->repo);
+  vr_free(s);
+}

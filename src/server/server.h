@@ -1,0 +1,47 @@
+/*
+ * `vario serve`: the KServe v2 HTTP server over the runtime.
+ *
+ * A vr_server owns its HTTP front end (http.h) and its runtime. Endpoints
+ * and error codes are documented in docs/API.md. Lifecycle: create (binds
+ * and, with load_all, loads every model of the repository), then
+ * vr_server_shutdown (graceful: stop accepting, drain the runtime so every
+ * accepted request is answered, wait for responses to be sent), then
+ * vr_server_free.
+ */
+#ifndef VR_SERVER_SERVER_H
+#define VR_SERVER_SERVER_H
+
+#include <stddef.h>
+
+#include "runtime/runtime.h"
+#include "server/sbuf.h"
+#include "vario/status.h"
+
+typedef struct vr_server vr_server;
+
+typedef struct vr_server_opts {
+  const char *repo;    /* model repository directory; may be NULL */
+  const char *host;    /* default 127.0.0.1 */
+  int port;            /* 0 = ephemeral */
+  size_t max_body;     /* default 64 MiB */
+  unsigned max_conns;  /* default 1024 */
+  int load_all;        /* load every model of the repository at start */
+  vr_runtime_opts rt;  /* runtime options (backend for tests) */
+} vr_server_opts;
+
+void vr_server_opts_init(vr_server_opts *o);
+int vr_server_create(const vr_server_opts *o, vr_server **out,
+                     vr_errbuf *err);
+int vr_server_port(const vr_server *s);
+/* The server's runtime (borrowed): a control plane adds/removes instances
+ * and reads monitoring through it. */
+vr_runtime *vr_server_runtime(vr_server *s);
+/* Loads <repo>/<name> (config.json + model.onnx). */
+int vr_server_load(vr_server *s, const char *name, vr_errbuf *err);
+void vr_server_shutdown(vr_server *s);
+void vr_server_free(vr_server *s);
+
+/* Appends Prometheus text exposition of every metric. */
+void vr_server_metrics(vr_server *s, vr_sbuf *b);
+
+#endif

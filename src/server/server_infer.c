@@ -1,0 +1,129 @@
+/*
+ * POST /v2/models/{m}/infer: parse (JSON or binary extension), validate the
+ * requested outputs, submit to the runtime and park the connection; the
+ * executor's done() only wakes it, and the response is serialised back on
+ * the event thread so executors spend their time on batches.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "server/kserve.h"
+#include "server/server_int.h"
+
+typedef struct infer_ctx {
+  vr_server *s;
+  vr_http_req *http;
+  char model[VR_NAME_MAX];
+  vr_ks_request ks;
+  vr_rt_request rt;
+  int submitted;
+} infer_ctx;
+
+static void ctx_free(void *p) {
+  infer_ctx *c = p;
+  vr_ks_request_free(&c->ks);
+  vr_rt_request_clear(&c->rt);
+  vr_free(c);
+}
+
+static void on_done(vr_rt_request *r, void *user) {
+  (void)r;
+  infer_ctx *c = user;
+  vr_http_wake(c->http);
+}
+
+static void fail(vr_server *s, vr_http_req *r, int status, const char *msg) {
+  vr_server_count(s, status);
+  vr_http_error(r, status, msg);
+}
+
+/* Runs on the event thread once the runtime has answered. */
+static void on_resume(vr_http_req *r, void *user) {
+  vr_server *s = user;
+  infer_ctx *c = vr_http_state(r);
+  vr_rt_request *q = &c->rt;
+  if (q->status) {
+    fail(s, r, vr_server_http_status(q->status), q->err.msg);
+    return;
+  }
+  vr_ks_resp_info info = {q->variant, (q->start_ns - q->arrival_ns) / 1000,
+                          (q->end_ns - q->start_ns) / 1000, q->batch_size};
+  vr_sbuf b;
+  vr_sbuf_init(&b);
+  size_t json_len = 0;
+  vr_errbuf err = {0};
+  if (vr_ks_write_response(&b, c->model, &c->ks, q->out, q->n_out, &info,
+                           &json_len, &err)) {
+    vr_sbuf_free(&b);
+    fail(s, r, 500, err.msg);
+    return;
+  }
+  size_t len;
+  char *body = vr_sbuf_take(&b, &len);
+  int binary = json_len < len;
+  vr_server_count(s, 200);
+  vr_http_respond(r, 200, binary ? "application/octet-stream"
+                                 : "application/json",
+                  body, len, binary ? json_len : (size_t)-1);
+}
+
+/* Inference-Header-Content-Length, or (size_t)-1 when absent. */
+static int header_len(vr_http_req *r, size_t *out, vr_errbuf *err) {
+  const char *h = vr_http_header(r, "Inference-Header-Content-Length");
+  *out = (size_t)-1;
+  if (!h) return 0;
+  char *end;
+  unsigned long long v = strtoull(h, &end, 10);
+  if (!*h || *end || *h == '-')
+    return vr_errf(err, VR_EFORMAT, "Inference-Header-Content-Length '%.32s'"
+                   " is not a number", h);
+  *out = (size_t)v;
+  return 0;
+}
+
+static void fill_rt(infer_ctx *c) {
+  vr_rt_request *q = &c->rt;
+  vr_rt_request_init(q);
+  q->n_in = c->ks.n_in;
+  for (int i = 0; i < c->ks.n_in; i++) {
+    const vr_ks_input *t = &c->ks.in[i];
+    q->in[i].name = t->name;
+    q->in[i].dtype = t->dtype;
+    q->in[i].ndim = t->ndim;
+    memcpy(q->in[i].shape, t->shape, sizeof t->shape);
+    q->in[i].data = t->data;
+    q->in[i].nbytes = t->nbytes;
+  }
+  q->priority = c->ks.priority;
+  q->timeout_ns = c->ks.timeout_us * 1000;
+  q->done = on_done;
+  q->user = c;
+}
+
+void vr_server_infer(vr_server *s, vr_http_req *r, const char *model) {
+  infer_ctx *c = VR_NEW(infer_ctx);
+  if (!c) return fail(s, r, 500, "out of memory");
+  c->s = s;
+  c->http = r;
+  snprintf(c->model, sizeof c->model, "%s", model);
+  vr_http_set_state(r, c, ctx_free);
+  vr_errbuf err = {0};
+  size_t hlen, blen;
+  const char *body = vr_http_body(r, &blen);
+  int rc = header_len(r, &hlen, &err);
+  if (!rc) rc = vr_ks_parse_request(body, blen, hlen, &c->ks, &err);
+  vr_model_config cfg;
+  if (!rc && vr_rt_model_config(s->rt, model, &cfg))
+    rc = vr_errf(&err, VR_ENOENT, "model '%.128s' is not loaded", model);
+  if (!rc) rc = vr_ks_check_outputs(&c->ks, &cfg, &err);
+  if (rc) {
+    __atomic_fetch_add(&s->invalid, 1, __ATOMIC_RELAXED);
+    return fail(s, r, vr_server_http_status(rc), err.msg);
+  }
+  fill_rt(c);
+  /* Park first: done() may run on an executor before submit returns. */
+  vr_http_defer(r, on_resume);
+  vr_rt_submit(s->rt, model, &c->rt);
+}

@@ -1,0 +1,37 @@
+/* Server internals shared by server.c (routing, lifecycle), server_infer.c,
+ * server_repo.c and metrics.c. Not for use outside src/server/. */
+#ifndef VR_SERVER_INT_H
+#define VR_SERVER_INT_H
+
+#include <stdint.h>
+
+#include "server/http.h"
+#include "server/server.h"
+
+struct vr_server {
+  vr_server_opts o;
+  char *repo; /* owned copy, or NULL */
+  vr_http *http;
+  vr_runtime *rt;
+  int admin_jobs;   /* running load/unload threads (atomic) */
+  int shutting_down;
+  uint64_t http_status[6]; /* responses by class: [2]=2xx ... (atomic) */
+  uint64_t invalid;        /* infer requests rejected before routing */
+};
+
+/* HTTP status for a runtime / parser status code. */
+int vr_server_http_status(int code);
+/* Responds with sb's contents as JSON (takes the buffer). */
+void vr_server_reply_json(vr_http_req *r, int status, vr_sbuf *b);
+void vr_server_count(vr_server *s, int status);
+
+/* Endpoint handlers; `model` is the name from the URL. */
+void vr_server_infer(vr_server *s, vr_http_req *r, const char *model);
+void vr_server_repo_index(vr_server *s, vr_http_req *r);
+void vr_server_repo_load(vr_server *s, vr_http_req *r, const char *model,
+                         int load);
+void vr_server_model_stats(vr_server *s, vr_http_req *r, const char *model);
+void vr_server_model_instances(vr_server *s, vr_http_req *r,
+                               const char *model);
+
+#endif

@@ -1,0 +1,232 @@
+/*
+ * Model repository extension (index, load, unload) and the statistics and
+ * instance endpoints. Loads and unloads run on their own short-lived thread
+ * (profiling a model or draining its queue takes far longer than the
+ * event thread may block).
+ */
+#include <dirent.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/alloc.h"
+#include "server/kserve.h"
+#include "server/server_int.h"
+
+static int valid_name(const char *m) {
+  if (!*m || strlen(m) >= VR_NAME_MAX || m[0] == '.') return 0;
+  for (const char *p = m; *p; p++)
+    if (!(*p == '_' || *p == '-' || *p == '.' || (*p >= '0' && *p <= '9') ||
+          (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z')))
+      return 0;
+  return 1;
+}
+
+static void index_entry(vr_server *s, vr_sbuf *b, const char *name, int *first) {
+  vr_sbuf_puts(b, *first ? "{\"name\":" : ",{\"name\":");
+  *first = 0;
+  vr_sbuf_json_str(b, name);
+  vr_sbuf_puts(b, ",\"version\":\"1\",\"state\":");
+  if (vr_rt_model_ready(s->rt, name)) {
+    vr_sbuf_puts(b, "\"READY\",\"reason\":\"\"}");
+    return;
+  }
+  /* Say why it is not loaded: a config error is the common reason. */
+  char dir[4096];
+  vr_model_config c;
+  vr_errbuf err = {0};
+  snprintf(dir, sizeof dir, "%s/%s", s->repo, name);
+  vr_sbuf_puts(b, "\"UNAVAILABLE\",\"reason\":");
+  vr_sbuf_json_str(b, vr_model_config_load(dir, &c, &err) ? err.msg
+                                                          : "unloaded");
+  vr_sbuf_puts(b, "}");
+}
+
+void vr_server_repo_index(vr_server *s, vr_http_req *r) {
+  vr_sbuf b;
+  vr_sbuf_init(&b);
+  vr_sbuf_puts(&b, "[");
+  int first = 1;
+  DIR *d = s->repo ? opendir(s->repo) : NULL;
+  struct dirent *e;
+  while (d && (e = readdir(d))) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s/model.onnx", s->repo, e->d_name);
+    if (e->d_name[0] != '.' && !access(path, R_OK))
+      index_entry(s, &b, e->d_name, &first);
+  }
+  if (d) closedir(d);
+  vr_sbuf_puts(&b, "]");
+  vr_server_count(s, 200);
+  vr_server_reply_json(r, 200, &b);
+}
+
+typedef struct admin_job {
+  vr_server *s;
+  vr_http_req *http;
+  char name[VR_NAME_MAX];
+  int load;
+  int rc;
+  vr_errbuf err;
+} admin_job;
+
+static void *admin_main(void *arg) {
+  admin_job *j = arg;
+  j->rc = j->load ? vr_server_load(j->s, j->name, &j->err)
+                  : vr_rt_unload(j->s->rt, j->name, &j->err);
+  vr_server *s = j->s;
+  vr_http_wake(j->http);
+  __atomic_fetch_sub(&s->admin_jobs, 1, __ATOMIC_SEQ_CST);
+  return NULL;
+}
+
+static void admin_done(vr_http_req *r, void *user) {
+  vr_server *s = user;
+  admin_job *j = vr_http_state(r);
+  int st = vr_server_http_status(j->rc);
+  vr_server_count(s, st);
+  if (j->rc) {
+    vr_http_error(r, st, j->err.msg);
+    return;
+  }
+  vr_http_respond(r, 200, "application/json", vr_strdup("{}"), 2, (size_t)-1);
+}
+
+void vr_server_repo_load(vr_server *s, vr_http_req *r, const char *model,
+                         int load) {
+  if (!valid_name(model)) {
+    vr_server_count(s, 400);
+    vr_http_error(r, 400, "model names use only [A-Za-z0-9_.-]");
+    return;
+  }
+  admin_job *j = VR_NEW(admin_job);
+  if (!j) {
+    vr_http_error(r, 500, "out of memory");
+    return;
+  }
+  j->s = s;
+  j->http = r;
+  j->load = load;
+  snprintf(j->name, sizeof j->name, "%s", model);
+  vr_http_set_state(r, j, vr_free);
+  __atomic_fetch_add(&s->admin_jobs, 1, __ATOMIC_SEQ_CST);
+  vr_http_defer(r, admin_done);
+  pthread_t t;
+  pthread_attr_t a;
+  pthread_attr_init(&a);
+  pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+  if (pthread_create(&t, &a, admin_main, j)) {
+    j->rc = vr_errf(&j->err, VR_EINTERNAL, "cannot start a thread");
+    __atomic_fetch_sub(&s->admin_jobs, 1, __ATOMIC_SEQ_CST);
+    vr_http_wake(r);
+  }
+  pthread_attr_destroy(&a);
+}
+
+/* ---- statistics ---------------------------------------------------------- */
+
+typedef struct stats_acc {
+  vr_sbuf *b;
+  int first;
+} stats_acc;
+
+static void put_stat(vr_sbuf *b, const char *key, uint64_t n, double s) {
+  vr_sbuf_printf(b, "\"%s\":{\"count\":%llu,\"ns\":%.0f}", key,
+                 (unsigned long long)n, s * 1e9);
+}
+
+static void stats_one(const vr_rt_variant_stats *v, void *u) {
+  stats_acc *a = u;
+  vr_sbuf *b = a->b;
+  uint64_t fail = 0;
+  for (int o = 1; o < VR_OUT_COUNT; o++) fail += v->outcomes[o];
+  vr_sbuf_puts(b, a->first ? "{\"name\":" : ",{\"name\":");
+  a->first = 0;
+  vr_sbuf_json_str(b, v->model);
+  vr_sbuf_puts(b, ",\"version\":\"1\",\"variant\":");
+  vr_sbuf_json_str(b, v->variant);
+  vr_sbuf_printf(b, ",\"last_inference\":%lld,\"inference_count\":%llu,"
+                 "\"execution_count\":%llu,\"inference_stats\":{",
+                 (long long)v->last_inference_ms,
+                 (unsigned long long)v->outcomes[VR_OUT_OK],
+                 (unsigned long long)v->batches);
+  put_stat(b, "success", v->request.count, v->request.sum_s);
+  vr_sbuf_puts(b, ",");
+  put_stat(b, "fail", fail, 0);
+  vr_sbuf_puts(b, ",");
+  put_stat(b, "queue", v->queue.count, v->queue.sum_s);
+  vr_sbuf_puts(b, ",");
+  put_stat(b, "compute_infer", v->compute.count, v->compute.sum_s);
+  vr_sbuf_printf(b, "},\"vario\":{\"dropped\":%llu,\"rejected\":%llu,"
+                 "\"failed\":%llu,\"slo_violations\":%llu,\"batch_rows\":%llu,"
+                 "\"p50_us\":%.1f,\"p90_us\":%.1f,\"p99_us\":%.1f}}",
+                 (unsigned long long)v->outcomes[VR_OUT_DROPPED],
+                 (unsigned long long)v->outcomes[VR_OUT_REJECTED],
+                 (unsigned long long)v->outcomes[VR_OUT_FAILED],
+                 (unsigned long long)v->slo_violations,
+                 (unsigned long long)v->batch_rows, v->p50_ns / 1e3,
+                 v->p90_ns / 1e3, v->p99_ns / 1e3);
+}
+
+void vr_server_model_stats(vr_server *s, vr_http_req *r, const char *model) {
+  vr_model_config c;
+  if (model && vr_rt_model_config(s->rt, model, &c)) {
+    char msg[256];
+    snprintf(msg, sizeof msg, "model '%.128s' is not loaded", model);
+    vr_server_count(s, 404);
+    vr_http_error(r, 404, msg);
+    return;
+  }
+  vr_sbuf b;
+  vr_sbuf_init(&b);
+  vr_sbuf_puts(&b, "{\"model_stats\":[");
+  stats_acc a = {&b, 1};
+  vr_rt_foreach_variant(s->rt, model, stats_one, &a);
+  vr_sbuf_puts(&b, "]}");
+  vr_server_count(s, 200);
+  vr_server_reply_json(r, 200, &b);
+}
+
+void vr_server_model_instances(vr_server *s, vr_http_req *r,
+                               const char *model) {
+  vr_rt_instance_stats is[VR_RT_MAX_INSTANCES];
+  int n = vr_rt_instances(s->rt, model, is, VR_RT_MAX_INSTANCES);
+  if (n == 0 && !vr_rt_model_ready(s->rt, model)) {
+    vr_server_count(s, 404);
+    vr_http_error(r, 404, "model is not loaded");
+    return;
+  }
+  if (n > VR_RT_MAX_INSTANCES) n = VR_RT_MAX_INSTANCES;
+  vr_sbuf b;
+  vr_sbuf_init(&b);
+  vr_sbuf_puts(&b, "{\"instances\":[");
+  for (int i = 0; i < n; i++) {
+    const vr_rt_instance_stats *x = &is[i];
+    vr_sbuf_printf(&b, "%s{\"id\":%d,\"variant\":", i ? "," : "", x->id);
+    vr_sbuf_json_str(&b, x->variant);
+    vr_sbuf_printf(&b, ",\"state\":\"%s\",\"precision\":\"%s\",\"threads\":%d,"
+                   "\"max_batch\":%d,\"queue_rows\":%d,\"busy_rows\":%d,"
+                   "\"served_qps\":%.1f,\"latency_ewma_us\":%.1f,"
+                   "\"served\":%llu,\"dropped\":%llu,\"batches\":%llu,"
+                   "\"profile_us\":{",
+                   vr_rt_state_name(x->state),
+                   vr_rt_precision_name(x->precision), x->threads,
+                   x->max_batch, x->queue_rows, x->busy_rows, x->served_qps,
+                   x->latency_ewma_ns / 1e3, (unsigned long long)x->served,
+                   (unsigned long long)x->dropped,
+                   (unsigned long long)x->batches);
+    int first = 1;
+    for (int k = 0; k < VR_LAT_SLOTS; k++)
+      if (x->profile.ns[k]) {
+        vr_sbuf_printf(&b, "%s\"%d\":%.1f", first ? "" : ",",
+                       1 << k < x->max_batch ? 1 << k : x->max_batch,
+                       x->profile.ns[k] / 1e3);
+        first = 0;
+      }
+    vr_sbuf_puts(&b, "}}");
+  }
+  vr_sbuf_puts(&b, "]}");
+  vr_server_count(s, 200);
+  vr_server_reply_json(r, 200, &b);
+}
