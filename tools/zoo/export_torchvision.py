@@ -129,12 +129,33 @@ def export_one(name, out_root, opsets=(13, 14, 15, 16, 17)):
           f" ops {ops}", flush=True)
 
 
+def table(out_root):
+    print("| model | input | params | GFLOP/sample | declared top-1 | opset | model.onnx |")
+    print("|---|---|---|---|---|---|---|")
+    for name in NAMES:
+        try:
+            cfg = json.load(open(os.path.join(out_root, name, "config.json")))
+        except FileNotFoundError:
+            print(f"| {name} | (not exported) | | | | | |")
+            continue
+        mb = os.path.getsize(os.path.join(out_root, name, "model.onnx")) / 2**20
+        shp = "x".join(str(d) for d in cfg["inputs"][0]["shape"][1:])
+        print(f"| {name} | {shp} | {cfg['params'] / 1e6:.2f} M | "
+              f"{cfg['flops'] / 1e9:.2f} | {cfg['accuracy'] * 100:.2f}% | "
+              f"{cfg['opset']} | {mb:.0f} MB |")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--out", default=os.path.join(ROOT, "models", "zoo"))
+    ap.add_argument("--table", action="store_true",
+                    help="print a markdown table of the exported models")
     ap.add_argument("names", nargs="*", help=f"default: all of {NAMES}")
     args = ap.parse_args()
+    if args.table:
+        table(args.out)
+        return
     bad = [n for n in args.names if n not in MODELS]
     if bad:
         ap.error(f"unknown model(s) {bad}; choose from {NAMES}")
