@@ -20,6 +20,10 @@
 #include "base/map.h"
 #include "vario/engine.h"
 
+/* Largest tensor the engine accepts (elements); larger shapes are rejected
+ * with VR_ELIMIT rather than attempted. */
+#define VR_MAX_TENSOR_ELEMS ((int64_t)1 << 31)
+
 enum { VR_VAL_RUNTIME = 0, VR_VAL_CONST = 1, VR_VAL_AFFINE = 2 };
 
 typedef struct vr_val {

@@ -100,7 +100,7 @@ static int copy_typed(const Onnx__TensorProto *tp, vr_dtype dt, int64_t numel,
     return vr_errf(err, VR_EFORMAT,
                    "initializer '%s': %zu values for %lld elements", tname,
                    have, (long long)numel);
-  for (int64_t i = 0; i < numel; i++) {
+  for (int64_t i = 0; dst && i < numel; i++) {
     switch (dt) {
       case VR_DT_F32: ((float *)dst)[i] = tp->float_data[i]; break;
       case VR_DT_F64: ((double *)dst)[i] = tp->double_data[i]; break;
@@ -143,14 +143,19 @@ static int tensor_from_proto(const Onnx__TensorProto *tp, const char *base_dir,
   }
   size_t esz = vr_dtype_size(out->dt);
   size_t bytes = (size_t)numel * esz;
-  void *d = vr_aligned_alloc(64, bytes ? bytes : 64);
-  if (!d) return vr_errf(err, VR_ENOMEM, "initializer '%s': %zu bytes", tname, bytes);
-  int rc = 0;
   int external = tp->has_data_location &&
                  tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+  /* Validate the payload size BEFORE allocating: dims are untrusted. */
+  if (!external && tp->has_raw_data && tp->raw_data.len != bytes)
+    return vr_errf(err, VR_EFORMAT, "initializer '%s': raw_data has %zu bytes, dims need %zu",
+                   tname, tp->raw_data.len, bytes);
+  if (!external && !tp->has_raw_data) {
+    int rc0 = copy_typed(tp, out->dt, numel, NULL, tname, err);
+    if (rc0) return rc0;
+  }
+  const char *loc = NULL;
+  int64_t off = 0, length = -1;
   if (external) {
-    const char *loc = NULL;
-    int64_t off = 0, length = -1;
     for (size_t i = 0; i < tp->n_external_data; i++) {
       const Onnx__StringStringEntryProto *e = tp->external_data[i];
       if (!e->key || !e->value) continue;
@@ -159,21 +164,24 @@ static int tensor_from_proto(const Onnx__TensorProto *tp, const char *base_dir,
       else if (!strcmp(e->key, "length")) length = strtoll(e->value, NULL, 10);
     }
     if (!loc || off < 0)
-      rc = vr_errf(err, VR_EFORMAT,
-                   "initializer '%s': external data without a valid location",
-                   tname);
-    else
-      rc = read_external(base_dir, loc, off, length, bytes, d, tname, err);
-  } else if (tp->has_raw_data) {
-    if (tp->raw_data.len != bytes)
-      rc = vr_errf(err, VR_EFORMAT,
-                   "initializer '%s': raw_data has %zu bytes, dims need %zu",
-                   tname, tp->raw_data.len, bytes);
-    else if (bytes)
-      memcpy(d, tp->raw_data.data, bytes);
-  } else {
-    rc = copy_typed(tp, out->dt, numel, d, tname, err);
+      return vr_errf(err, VR_EFORMAT,
+                     "initializer '%s': external data without a valid location", tname);
+    if (length >= 0 && (uint64_t)length != bytes)
+      return vr_errf(err, VR_EFORMAT,
+                     "initializer '%s': external length %lld but dims need %zu bytes", tname,
+                     (long long)length, bytes);
+    if (bytes > ((size_t)1 << 36))
+      return vr_errf(err, VR_ELIMIT, "initializer '%s': %zu bytes", tname, bytes);
   }
+  void *d = vr_aligned_alloc(64, bytes ? bytes : 64);
+  if (!d) return vr_errf(err, VR_ENOMEM, "initializer '%s': %zu bytes", tname, bytes);
+  int rc = 0;
+  if (external)
+    rc = read_external(base_dir, loc, off, length, bytes, d, tname, err);
+  else if (tp->has_raw_data && bytes)
+    memcpy(d, tp->raw_data.data, bytes);
+  else if (!tp->has_raw_data)
+    rc = copy_typed(tp, out->dt, numel, d, tname, err);
   if (rc) {
     vr_aligned_free(d);
     return rc;

@@ -99,6 +99,7 @@ static int infer_reshape(const vr_node *n, const vr_tview *in, vr_tview *out,
       return vr_bad(err, n, VR_ESHAPE, "negative dim %lld", (long long)d);
     }
     out[0].shape[i] = d;
+    if (d && prod > VR_MAX_TENSOR_ELEMS / d) return vr_bad(err, n, VR_ELIMIT, "shape too large");
     prod *= d;
   }
   if (neg >= 0) {

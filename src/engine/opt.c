@@ -56,9 +56,17 @@ int vr_graph_infer_node(const vr_graph *g, int ni, vr_tview *vt, vr_errbuf *err)
       rc = vr_bad(err, n, VR_EINTERNAL, "output %d: bad inferred type/rank", i);
       break;
     }
-    for (int d = 0; d < pout[i].ndim; d++)
+    int64_t cnt = 1;
+    for (int d = 0; d < pout[i].ndim; d++) {
       if (pout[i].shape[d] < 0 || pout[i].shape[d] > ((int64_t)1 << 40))
         rc = vr_bad(err, n, VR_ESHAPE, "output %d: bad inferred dim", i);
+      else if (pout[i].shape[d] && cnt > VR_MAX_TENSOR_ELEMS / pout[i].shape[d])
+        cnt = VR_MAX_TENSOR_ELEMS + 1;
+      else
+        cnt *= pout[i].shape[d];
+    }
+    if (!rc && cnt > VR_MAX_TENSOR_ELEMS)
+      rc = vr_bad(err, n, VR_ELIMIT, "output %d has more than 2^31 elements", i);
     if (n->out[i] >= 0) {
       vt[n->out[i]] = pout[i];
       vt[n->out[i]].data = NULL;
@@ -155,7 +163,13 @@ static int try_fold(vr_graph *g, int ni, probe *pr, vr_errbuf *err) {
   for (int p = 0; p < np; p++) {
     vr_tview *ov = &pr[o].vt[p];
     int64_t cnt = vr_tview_numel(ov);
-    if (cnt > ((int64_t)1 << 28)) return 0; /* not worth materialising */
+    /* Folding that would blow up a small input into a big constant (e.g.
+     * ConstantOfShape) is left to run time; weight transforms fold. */
+    int64_t in_bytes = 0;
+    for (int i = 0; i < n->nin; i++)
+      if (n->in[i] >= 0) in_bytes += vr_tview_numel(&pr[n->in[i]].vt[p]) * 8;
+    int64_t ob = cnt * (int64_t)vr_dtype_size(ov->dt);
+    if (ob > ((int64_t)64 << 20) && ob > 2 * in_bytes) return 0;
     ov->data = vr_aligned_alloc(64, (size_t)(cnt ? cnt : 1) * vr_dtype_size(ov->dt));
     if (!ov->data) return vr_errf(err, VR_ENOMEM, "out of memory");
     pr[o].own[p] = 1;
@@ -341,7 +355,10 @@ int vr_graph_optimize(vr_graph *g, vr_errbuf *err) {
   if (!uses) return vr_errf(err, VR_ENOMEM, "out of memory");
   dce(g, uses);
   rc = vr_graph_fuse(g, err);
-  if (!rc) {
+  if (!rc) { /* fusion may have added values (folded weights) */
+    vr_free(uses);
+    uses = vr_calloc((size_t)g->nvals + 1, sizeof(int));
+    if (!uses) return vr_errf(err, VR_ENOMEM, "out of memory");
     vr_graph_count_uses(g, uses);
     compact(g, uses);
   }

@@ -77,8 +77,14 @@ void *vr_pb_alloc(vr_pb *b, size_t bytes) {
   return d && own(b->p, d) == 0 ? d : NULL;
 }
 
-int vr_pb_new_pv(vr_pb *b, const vr_tview *t, const dnnl_memory_desc_t *md) {
+int vr_pb_new_pv(vr_pb *b, const vr_tview *tin, const dnnl_memory_desc_t *mdin) {
   vr_plan *p = b->p;
+  /* Callers may pass pointers into p->pv, which the realloc below moves. */
+  vr_tview tcopy = *tin;
+  dnnl_memory_desc_t mdcopy;
+  if (mdin) mdcopy = *mdin;
+  const vr_tview *t = &tcopy;
+  const dnnl_memory_desc_t *md = mdin ? &mdcopy : NULL;
   if (p->npv == p->cappv) {
     int cap = p->cappv ? p->cappv * 2 : 64;
     vr_pval *n = vr_realloc(p->pv, sizeof(vr_pval) * (size_t)cap);
