@@ -80,6 +80,14 @@ int vr_cmd_sim(int argc, char **argv) {
     usage(stderr);
     return 2;
   }
+  if (out) { /* PREFIX.json must not overwrite the config itself */
+    char js[4096];
+    snprintf(js, sizeof js, "%s.json", out);
+    if (!strcmp(js, config)) {
+      fprintf(stderr, "vario sim: --out %s would overwrite the config\n", out);
+      return 2;
+    }
+  }
   vr_sim_cfg cfg;
   vr_errbuf err = {0};
   int rc = vr_sim_cfg_load(config, data, policy, &cfg, &err);

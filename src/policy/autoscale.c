@@ -30,10 +30,15 @@ static double change_cost(const vr_policy_cfg *c, const vr_profile *p, int d) {
   return p->cost_per_s * (d + c->lambda * tload_s * (d > 0 ? d : 0));
 }
 
-/* Whether variant u can take over variant v's traffic. */
+/* Whether variant u can take over variant v's traffic. Only a variant
+ * cheaper per query qualifies: selection sends a model's queries to its
+ * cheapest active variant, so traffic follows only such a move (moving to
+ * a dearer one would leave the new instances idle and flap). */
 static int can_replace(const vr_snapshot *s, int v, int u) {
   const vr_snap_variant *a = &s->variants[v], *b = &s->variants[u];
   if (u == v || strcmp(a->prof.model, b->prof.model)) return 0;
+  if (!(vr_policy_query_cost(&b->prof) < vr_policy_query_cost(&a->prof)))
+    return 0;
   if (b->prof.accuracy + 1e-9 < a->prof.accuracy) return 0;
   if (a->slo_ms > 0 && vr_profile_tail_ms(&b->prof, 1) > a->slo_ms) return 0;
   /* a variant no worker type can hold is no option */
@@ -148,6 +153,7 @@ int vr_pol_infaas_scale(const vr_policy_cfg *c, vr_policy_state *st,
       if (!rc) rc = downgrade(c, st, s, &a, &pl, (int)v, out);
     }
   }
+  if (!rc && c->consolidate) rc = vr_pol_consolidate(s, &pl, out);
   if (!rc) rc = vr_pol_workers(c, st, s, &pl, out);
   vr_place_free(&pl);
   vr_pol_agg_free(&a);

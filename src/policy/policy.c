@@ -21,6 +21,7 @@ void vr_policy_cfg_default(vr_policy_cfg *c, int kind) {
   c->down_headroom = 0; /* 0 = use slack */
   c->worker_idle_ns = 30 * 1000000000LL;
   c->min_workers = 1;
+  c->consolidate = kind == VR_POL_INFAAS;
 }
 
 void vr_policy_state_init(vr_policy_state *st) {
@@ -43,6 +44,11 @@ int vr_policy_parse(const char *s) {
   for (int k = 0; k <= VR_POL_SM; k++)
     if (s && !strcmp(s, vr_policy_name(k))) return k;
   return -1;
+}
+
+double vr_policy_query_cost(const vr_profile *p) {
+  double peak = vr_profile_peak_qps(p, p->max_batch);
+  return (peak > 0 ? p->cost_per_s / peak : 0) + 1e-9 * vr_profile_tail_ms(p, 1);
 }
 
 double vr_policy_sat_qps(const vr_snap_variant *v) {

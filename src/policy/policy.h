@@ -5,7 +5,8 @@
  *  - INFaaS: variant state machine, model autoscaler (replicate vs
  *    upgrade/downgrade by cost C*(d + lambda*T_load*max(d,0)), scale down
  *    only after an instance has been removable for its load time),
- *    interference detection and mitigation, worker autoscaling.
+ *    interference detection and mitigation, worker autoscaling with
+ *    consolidation of fragmented workers.
  *  - Clipper+: pre-provisioned fixed variants; never scales.
  *  - SM+: horizontal autoscaling of one fixed variant per group.
  *
@@ -44,6 +45,7 @@ typedef struct vr_policy_cfg {
   int64_t worker_idle_ns;     /* remove a worker idle this long */
   int min_workers;            /* never go below */
   int max_instances;          /* per variant, cap (0 = unlimited) */
+  int consolidate;            /* INFaaS: empty fragmented workers (1) */
   int nfixed;                 /* baselines: fixed variants */
   vr_policy_fixed fixed[VR_POL_MAX_FIXED];
 } vr_policy_cfg;
@@ -68,6 +70,11 @@ int vr_policy_states(const vr_policy_cfg *c, const vr_snapshot *s,
                      vr_actions *out);
 int vr_policy_interference(const vr_policy_cfg *c, const vr_snapshot *s,
                            vr_actions *out);
+
+/* Cost per query of a variant running full batches: cost_per_s / peak
+ * qps at its max batch (plus 1e-9 x latency to break ties). Selection
+ * routes a model's queries to its active variant with the lowest value. */
+double vr_policy_query_cost(const vr_profile *p);
 
 /* Saturation throughput of one instance of variant v under its SLO. */
 double vr_policy_sat_qps(const vr_snap_variant *v);

@@ -27,6 +27,9 @@ int vr_pol_batches(const vr_snapshot *s, vr_actions *out);
 int vr_pol_workers(const vr_policy_cfg *c, vr_policy_state *st,
                    const vr_snapshot *s, vr_place *pl, vr_actions *out);
 
+/* Moves all instances off the least-used worker when they fit elsewhere. */
+int vr_pol_consolidate(const vr_snapshot *s, vr_place *pl, vr_actions *out);
+
 int vr_pol_infaas_scale(const vr_policy_cfg *c, vr_policy_state *st,
                         const vr_snapshot *s, vr_actions *out);
 int vr_pol_clipper(const vr_policy_cfg *c, vr_policy_state *st,

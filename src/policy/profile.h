@@ -20,14 +20,14 @@
 
 #define VR_PROF_NB 7 /* batch sizes 1,2,4,8,16,32,64 */
 #define VR_PROF_MAX_BATCH 64
-#define VR_NAME_MAX 64
+#define VR_PROF_NAME_MAX 64
 #define VR_VARIANT_MAX 128
 
 typedef enum { VR_DEV_CPU = 0, VR_DEV_GPU = 1 } vr_device;
 
 typedef struct vr_profile {
-  char model[VR_NAME_MAX];     /* registered model, e.g. "fmnist_cnn_s" */
-  char app[VR_NAME_MAX];       /* app/task it serves, e.g. "fmnist" */
+  char model[VR_PROF_NAME_MAX];     /* registered model, e.g. "fmnist_cnn_s" */
+  char app[VR_PROF_NAME_MAX];       /* app/task it serves, e.g. "fmnist" */
   char variant[VR_VARIANT_MAX]; /* unique name "fmnist_cnn_s/int8/t1/b8" */
   char precision[16];          /* "fp32", "bf16", "int8", ... */
   int threads;                 /* cores the variant occupies */

@@ -19,6 +19,7 @@
 
 #include "base/alloc.h"
 #include "base/map.h"
+#include "policy/policy.h"
 
 typedef struct dpt {
   double key;  /* latency; +inf = not eligible */
@@ -271,8 +272,7 @@ static int build_trees(vr_select_index *ix, const vr_snapshot *s) {
       if (t == T_INACTIVE) {
         val = sv->prof.load_ms + ix->tail[v];
       } else {
-        double peak = vr_profile_peak_qps(&sv->prof, sv->prof.max_batch);
-        val = (peak > 0 ? sv->prof.cost_per_s / peak : 0) + 1e-9 * ix->tail[v];
+        val = vr_policy_query_cost(&sv->prof);
       }
       ix->scratch[i] = (dpt){which == t ? ix->tail[v] : INFINITY, 0, -1, v,
                              val};

@@ -19,7 +19,7 @@
 #include "sim/sim.h"
 
 typedef struct famrec {
-  char family[VR_NAME_MAX];
+  char family[VR_PROF_NAME_MAX];
   double accuracy;
 } famrec;
 
@@ -38,7 +38,7 @@ static int load_families(const char *dir, vr_map *m, vr_errbuf *err) {
   struct dirent *e;
   int rc = 0;
   while (!rc && (e = readdir(d))) {
-    if (e->d_name[0] == '.' || strlen(e->d_name) >= VR_NAME_MAX) continue;
+    if (e->d_name[0] == '.' || strlen(e->d_name) >= VR_PROF_NAME_MAX) continue;
     char path[4096], line[512];
     snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
     FILE *f = fopen(path, "r");
@@ -136,7 +136,7 @@ static int row(const vr_proteus_opts *o, vr_map *fam, char **f,
       !(p50 > 0) || !(p90 >= 0) || !(acc >= 0 && acc <= 100))
     return vr_errf(err, VR_EFORMAT, "%s: bad batchsize/latency/accuracy",
                    where);
-  if (strlen(model) >= VR_NAME_MAX || strlen(accel) >= 48)
+  if (strlen(model) >= VR_PROF_NAME_MAX || strlen(accel) >= 48)
     return vr_errf(err, VR_EFORMAT, "%s: name too long", where);
   const char *shortacc = strncmp(accel, "onnxruntime_", 12) ? accel
                                                              : accel + 12;

@@ -219,6 +219,10 @@ static void on_loaded(vr_sim *s, sim_inst *in) {
   v->nloading--;
   if (v->loading_one == in) v->loading_one = NULL;
   in->state = VR_IS_ACTIVE;
+  for (size_t i = 0; in->replaces && i < s->insts.len; i++) {
+    sim_inst *old = VR_VEC_AT(&s->insts, sim_inst *, i);
+    if (old->id == in->replaces && !old->dead) sim_inst_drain(s, old);
+  }
   if (vr_vec_push(&v->serving, &in)) s->oom = 1;
   sim_try_start(s, in);
 }

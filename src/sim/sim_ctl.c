@@ -110,8 +110,10 @@ static int apply(vr_sim *s, const vr_action *a) {
     if (!w || a->variant < 0 || (size_t)a->variant >= s->nvar) return 0;
     /* the cluster is provisioned before the run starts: t = 0 loads are
      * warm */
-    if (!sim_inst_new(s, a->variant, w, now == 0)) return 0; /* no room */
-    if (a->kind == VR_ACT_MIGRATE && in) sim_inst_drain(s, in);
+    sim_inst *n = sim_inst_new(s, a->variant, w, now == 0);
+    if (!n) return 0; /* no room */
+    /* the old instance serves until its replacement is ready */
+    if (a->kind == VR_ACT_MIGRATE && in) n->replaces = in->id;
     return 0;
   }
   case VR_ACT_UNLOAD:

@@ -38,6 +38,7 @@ typedef struct sim_inst {
   int busy_n; /* requests of the batch in service (head of the ring) */
   int loading;
   int dead;
+  int64_t replaces; /* MIGRATE: instance to drain once this one is ready */
   /* per-period monitoring */
   int64_t arrivals, served, batches, items;
   float lat[SIM_LAT_SAMPLES];

@@ -1,0 +1,117 @@
+/* The provisioning ILP with COIN-OR CBC (see ilp.h). */
+#include "sim/ilp.h"
+
+#include <coin/Cbc_C_Interface.h>
+#include <math.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "policy/place.h"
+
+void vr_cap_solution_free(vr_cap_solution *s) {
+  vr_free(s->inst);
+  s->inst = NULL;
+}
+
+static double sat_of(const vr_cap_problem *p, size_t v) {
+  return vr_profile_sat_qps(&p->variants[v], p->slo_ms[p->model_of[v]]);
+}
+
+/* Same rule as the policy's placement: CPU variants stay off GPU workers. */
+static int type_ok(const vr_snap_wtype *t, const vr_profile *v) {
+  return vr_place_type_fits(t, v) && (v->device == VR_DEV_GPU || t->gpus == 0);
+}
+
+int vr_ilp_solve(const vr_cap_problem *p, double time_limit_s,
+                 vr_cap_solution *out, vr_errbuf *err) {
+  memset(out, 0, sizeof *out);
+  size_t nw = 0;
+  for (size_t t = 0; t < p->nwtypes; t++) {
+    if (p->wtypes[t].max_count <= 0 || p->wtypes[t].max_count > 1000)
+      return vr_errf(err, VR_EINVAL, "ilp: worker type %zu needs max_count "
+                     "in 1..1000", t);
+    nw += (size_t)p->wtypes[t].max_count;
+  }
+  size_t nv = p->nvariants, nx = nv * nw;
+  int *wtype = vr_malloc((nw + 1) * sizeof *wtype);
+  int *cols = vr_malloc((nx + nw + 1) * sizeof *cols);
+  double *coef = vr_malloc((nx + nw + 1) * sizeof *coef);
+  out->inst = VR_NEWN(int, nv ? nv : 1);
+  Cbc_Model *m = Cbc_newModel();
+  if (!wtype || !cols || !coef || !out->inst || !m) {
+    vr_free(wtype), vr_free(cols), vr_free(coef);
+    vr_cap_solution_free(out);
+    if (m) Cbc_deleteModel(m);
+    return vr_errf(err, VR_ENOMEM, "ilp: out of memory");
+  }
+  for (size_t t = 0, w = 0; t < p->nwtypes; t++)
+    for (int k = 0; k < p->wtypes[t].max_count; k++) wtype[w++] = (int)t;
+  Cbc_setLogLevel(m, 0);
+  /* columns: x[v,w] (index v*nw + w), then y[w] */
+  for (size_t v = 0; v < nv; v++)
+    for (size_t w = 0; w < nw; w++) {
+      int ok = type_ok(&p->wtypes[wtype[w]], &p->variants[v]) &&
+               sat_of(p, v) > 0;
+      Cbc_addCol(m, "", 0, ok ? 1e6 : 0, 0, 1, 0, NULL, NULL);
+    }
+  for (size_t w = 0; w < nw; w++)
+    Cbc_addCol(m, "", 0, 1, p->wtypes[wtype[w]].price_per_s, 1, 0, NULL, NULL);
+  /* demand per model */
+  for (size_t md = 0; md < p->nmodels; md++) {
+    int n = 0;
+    for (size_t v = 0; v < nv; v++)
+      if ((size_t)p->model_of[v] == md)
+        for (size_t w = 0; w < nw; w++)
+          cols[n] = (int)(v * nw + w), coef[n++] = sat_of(p, v);
+    Cbc_addRow(m, "", n, cols, coef, 'G', p->slack * p->demand[md]);
+  }
+  /* capacity per worker: cores, GPUs, memory (GiB) */
+  for (size_t w = 0; w < nw; w++) {
+    const vr_snap_wtype *t = &p->wtypes[wtype[w]];
+    for (int r = 0; r < 3; r++) {
+      int n = 0;
+      for (size_t v = 0; v < nv; v++) {
+        const vr_profile *pr = &p->variants[v];
+        double need = r == 0 ? pr->threads
+                    : r == 1 ? (pr->device == VR_DEV_GPU)
+                             : (double)pr->mem_bytes / (1 << 30);
+        if (need > 0) cols[n] = (int)(v * nw + w), coef[n++] = need;
+      }
+      double cap = r == 0 ? t->cores : r == 1 ? t->gpus
+                                               : (double)t->mem_bytes / (1 << 30);
+      cols[n] = (int)(nx + w), coef[n++] = -cap;
+      Cbc_addRow(m, "", n, cols, coef, 'L', 0);
+    }
+  }
+  /* symmetry: workers of a type are used in order */
+  for (size_t w = 1; w < nw; w++)
+    if (wtype[w] == wtype[w - 1]) {
+      int c2[2] = {(int)(nx + w - 1), (int)(nx + w)};
+      double k2[2] = {1, -1};
+      Cbc_addRow(m, "", 2, c2, k2, 'G', 0);
+    }
+  Cbc_setObjSense(m, 1);
+  if (time_limit_s > 0) Cbc_setMaximumSeconds(m, time_limit_s);
+  Cbc_solve(m);
+  int rc = 0;
+  if (Cbc_isProvenInfeasible(m)) {
+    rc = vr_errf(err, VR_EINFEASIBLE, "ilp: no provisioning meets demand");
+  } else {
+    const double *x = Cbc_getColSolution(m);
+    out->optimal = Cbc_isProvenOptimal(m);
+    out->feasible = x != NULL;
+    for (size_t v = 0; x && v < nv; v++)
+      for (size_t w = 0; w < nw; w++)
+        out->inst[v] += (int)lround(x[v * nw + w]);
+    for (size_t w = 0; x && w < nw; w++)
+      if (x[nx + w] > 0.5) {
+        out->workers++;
+        out->cost += p->wtypes[wtype[w]].price_per_s;
+      }
+    if (!x) rc = vr_errf(err, VR_ETIMEDOUT, "ilp: no solution in time");
+  }
+  Cbc_deleteModel(m);
+  vr_free(wtype), vr_free(cols), vr_free(coef);
+  if (rc) vr_cap_solution_free(out);
+  return rc;
+}
