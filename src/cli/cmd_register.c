@@ -1,0 +1,133 @@
+/*
+ * vario register --store DB --repo DIR --app APP --model FILE.onnx
+ *                [--name N] [--val-inputs X.npy --val-labels Y.npy |
+ *                 --declared-accuracy A] [--calibration C.npy]
+ *                [--threads N] [--max-batch N] [--precisions LIST]
+ *                [--runs N] [--quiet]
+ * vario register --store DB --list | --remove NAME
+ *
+ * Registers a model for an app: validates it, generates and profiles its
+ * variants, copies it into the repository and records it in the store.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "control/register.h"
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: vario register --store DB --repo DIR --app APP --model FILE.onnx\n"
+          "         [--name N] [--val-inputs X.npy --val-labels Y.npy |\n"
+          "          --declared-accuracy A] [--calibration C.npy]\n"
+          "         [--threads N] [--max-batch N] [--precisions fp32,bf16,int8]\n"
+          "         [--runs N] [--quiet]\n"
+          "       vario register --store DB --list\n"
+          "       vario register --store DB --remove NAME\n"
+          "  --store DB        metadata store (SQLite file, created if missing)\n"
+          "  --repo DIR        model repository the model is copied into\n"
+          "  --threads N       variants with 1..N threads (default: all cores)\n"
+          "  --max-batch N     variants with max batch 1,2,4..N (default 64)\n"
+          "  --precisions L    subset to generate (default: all this CPU runs)\n"
+          "  --runs N          timed runs per batch size when profiling (default 20)\n");
+}
+
+static int parse_precisions(const char *s, unsigned *mask) {
+  char buf[64];
+  snprintf(buf, sizeof buf, "%s", s);
+  *mask = 0;
+  for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+    vr_precision p;
+    if (vr_store_prec_parse(t, &p) != 0) return -1;
+    *mask |= 1u << p;
+  }
+  return *mask ? 0 : -1;
+}
+
+static int list_models(vr_store *s) {
+  printf("%-24s %-12s %9s %8s  %s\n", "model", "app", "accuracy", "variants", "dir");
+  for (size_t i = 0; i < vr_store_num_models(s); i++) {
+    const vr_model_rec *m = vr_store_model_at(s, i);
+    size_t n;
+    vr_store_model_variants(s, m->name, &n);
+    printf("%-24s %-12s %8.2f%% %8zu  %s\n", m->name, m->app, m->accuracy, n, m->dir);
+  }
+  return 0;
+}
+
+static int int_arg(const char *s, int lo, int hi, int *out) {
+  char *end;
+  long v = strtol(s, &end, 10);
+  if (!*s || *end || v < lo || v > hi) return -1;
+  *out = (int)v;
+  return 0;
+}
+
+int vr_cmd_register(int argc, char **argv) {
+  vr_register_req r;
+  vr_register_req_init(&r);
+  const char *store_path = NULL, *remove = NULL;
+  int list = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    int used = 1;
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      usage(stdout);
+      return 0;
+    } else if (!strcmp(a, "--list")) list = 1, used = 0;
+    else if (!strcmp(a, "--quiet")) r.quiet = 1, used = 0;
+    else if (!v) used = -1;
+    else if (!strcmp(a, "--store")) store_path = v;
+    else if (!strcmp(a, "--remove")) remove = v;
+    else if (!strcmp(a, "--repo")) r.repo_dir = v;
+    else if (!strcmp(a, "--app")) r.app = v;
+    else if (!strcmp(a, "--model")) r.model_path = v;
+    else if (!strcmp(a, "--name")) r.name = v;
+    else if (!strcmp(a, "--val-inputs")) r.val_inputs = v;
+    else if (!strcmp(a, "--val-labels")) r.val_labels = v;
+    else if (!strcmp(a, "--calibration")) r.calibration = v;
+    else if (!strcmp(a, "--declared-accuracy")) {
+      char *end;
+      r.declared_accuracy = strtod(v, &end);
+      if (!*v || *end) used = -1;
+    } else if (!strcmp(a, "--threads")) { if (int_arg(v, 1, 256, &r.gen.max_threads)) used = -1; }
+    else if (!strcmp(a, "--max-batch")) { if (int_arg(v, 1, 64, &r.gen.max_batch)) used = -1; }
+    else if (!strcmp(a, "--runs")) { if (int_arg(v, 1, 1000, &r.prof.runs)) used = -1; }
+    else if (!strcmp(a, "--precisions")) { if (parse_precisions(v, &r.gen.precisions)) used = -1; }
+    else used = -1;
+    if (used < 0) {
+      fprintf(stderr, "vario register: bad or incomplete option '%s'\n", a);
+      usage(stderr);
+      return 2;
+    }
+    i += used;
+  }
+  if (!store_path) {
+    fprintf(stderr, "vario register: --store is required\n");
+    usage(stderr);
+    return 2;
+  }
+  vr_errbuf err = {0};
+  vr_store *s;
+  if (vr_store_open_path(store_path, &s, &err)) {
+    fprintf(stderr, "vario register: %s\n", err.msg);
+    return 1;
+  }
+  int rc = 0;
+  vr_register_result res;
+  if (list) rc = list_models(s);
+  else if (remove) rc = vr_unregister(s, remove, &err);
+  else rc = vr_register(s, &r, &res, &err);
+  if (rc) fprintf(stderr, "vario register: %s\n", err.msg);
+  else if (!list && !remove) {
+    printf("registered %s for app %s: %d variants in %.1f s; accuracy", res.name,
+           r.app, res.n_variants, res.seconds);
+    for (int p = 0; p < 3; p++)
+      if (res.accuracy_pct[p] >= 0)
+        printf(" %s %.2f%%", vr_store_prec_name((vr_precision)p), res.accuracy_pct[p]);
+    printf("\n");
+  }
+  vr_store_close(s);
+  return rc ? 1 : 0;
+}
