@@ -27,7 +27,7 @@ typedef struct rt_fake_sess {
   rt_fake *f;
 } rt_fake_sess;
 
-static int rt_fake_model_open(void *self, const vr_model_config *cfg,
+static inline int rt_fake_model_open(void *self, const vr_model_config *cfg,
                               void **model, vr_errbuf *err) {
   (void)self;
   if (cfg->inputs[0].dtype != VR_DT_F32)
@@ -35,11 +35,11 @@ static int rt_fake_model_open(void *self, const vr_model_config *cfg,
   *model = (void *)cfg;
   return 0;
 }
-static void rt_fake_model_close(void *self, void *model) {
+static inline void rt_fake_model_close(void *self, void *model) {
   (void)self;
   (void)model;
 }
-static int rt_fake_session_open(void *self, void *model, vr_precision prec,
+static inline int rt_fake_session_open(void *self, void *model, vr_precision prec,
                                 int threads, int max_batch, void **sess,
                                 vr_errbuf *err) {
   (void)model; (void)prec; (void)threads; (void)err;
@@ -51,13 +51,13 @@ static int rt_fake_session_open(void *self, void *model, vr_precision prec,
   *sess = s;
   return 0;
 }
-static void rt_fake_session_close(void *self, void *sess) {
+static inline void rt_fake_session_close(void *self, void *sess) {
   (void)self;
   rt_fake_sess *s = sess;
   vr_free(s->out);
   vr_free(s);
 }
-static int rt_fake_run(void *self, void *sess, int batch, const vr_tensor *in,
+static inline int rt_fake_run(void *self, void *sess, int batch, const vr_tensor *in,
                        int n_in, vr_tensor *out, int n_out, vr_errbuf *err) {
   (void)n_in; (void)n_out;
   rt_fake *f = self;
@@ -84,7 +84,7 @@ static int rt_fake_run(void *self, void *sess, int batch, const vr_tensor *in,
   return 0;
 }
 
-static void rt_fake_init(rt_fake *f, int base_us, int per_row_us,
+static inline void rt_fake_init(rt_fake *f, int base_us, int per_row_us,
                          int out_row) {
   memset(f, 0, sizeof *f);
   f->base_us = base_us;
@@ -98,7 +98,7 @@ static void rt_fake_init(rt_fake *f, int base_us, int per_row_us,
 
 /* A config for the fake: input "x" FP32 [-1, in_row], output "y" FP32
  * [-1, out_row]. */
-static void rt_fake_config(vr_model_config *c, const char *name, int in_row,
+static inline void rt_fake_config(vr_model_config *c, const char *name, int in_row,
                            int out_row, int max_batch, int delay_us) {
   memset(c, 0, sizeof *c);
   strcpy(c->name, name);

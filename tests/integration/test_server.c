@@ -1,0 +1,378 @@
+/*
+ * vario serve over loopback with an injected backend of known behaviour
+ * (tests/unit/rt_fake.h: y = 2x + 1, fixed latency): every endpoint, the
+ * bad-input matrix, unload with requests in flight, client disconnects,
+ * graceful shutdown. The same server code runs the real engine in
+ * test_server_engine.c.
+ */
+#define _GNU_SOURCE
+#include "vr_test.h"
+
+#include <arpa/inet.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <sys/socket.h>
+
+#include "../unit/rt_fake.h"
+#include "base/alloc.h"
+#include "srv_util.h"
+
+static rt_fake g_fake;
+static vr_server *g_srv;
+static char g_repo[512];
+static int g_port;
+
+static int setup(void **st) {
+  (void)st;
+  rt_fake_init(&g_fake, 200, 5, 3);
+  assert_non_null(srv_tmpdir(g_repo, sizeof g_repo));
+  srv_write_model(g_repo, "m", 4, 3, 8, 500);
+  srv_write_model(g_repo, "slow", 4, 3, 4, 0);
+  char p[600];
+  snprintf(p, sizeof p, "%s/broken", g_repo);
+  mkdir(p, 0755);
+  snprintf(p, sizeof p, "%s/broken/model.onnx", g_repo);
+  srv_write_file(p, "");
+  snprintf(p, sizeof p, "%s/broken/config.json", g_repo);
+  srv_write_file(p, "{\"name\":\"broken\",\"inputs\":[]}");
+  vr_server_opts o;
+  vr_server_opts_init(&o);
+  o.repo = g_repo;
+  o.port = 0;
+  o.load_all = 1;
+  o.max_body = 1 << 20;
+  o.rt.backend = &g_fake.be;
+  o.rt.profile_runs = 1;
+  vr_errbuf err = {0};
+  if (vr_server_create(&o, &g_srv, &err)) fail_msg("%s", err.msg);
+  g_port = vr_server_port(g_srv);
+  return 0;
+}
+
+static int teardown(void **st) {
+  (void)st;
+  vr_server_free(g_srv);
+  srv_rmtree(g_repo);
+  return 0;
+}
+
+/* One request on a fresh keep-alive client; returns status, copies the
+ * body (NUL-terminated) into out. */
+static int req(const char *method, const char *path, const char *hdrs,
+               const void *body, size_t len, char *out, size_t cap) {
+  vr_httpc c;
+  vr_errbuf err = {0};
+  if (vr_httpc_open(&c, "127.0.0.1", g_port, &err)) fail_msg("%s", err.msg);
+  vr_httpc_resp r;
+  if (vr_httpc_request(&c, method, path, hdrs, body, len, &r, &err))
+    fail_msg("%s %s: %s", method, path, err.msg);
+  if (out) {
+    size_t n = r.body_len < cap - 1 ? r.body_len : cap - 1;
+    memcpy(out, r.body, n);
+    out[n] = 0;
+  }
+  int st = r.head.status;
+  vr_httpc_close(&c);
+  return st;
+}
+
+static int post_json(const char *path, const char *json, char *out, size_t cap) {
+  return req("POST", path, "Content-Type: application/json\r\n", json,
+             strlen(json), out, cap);
+}
+
+static const char *k_infer =
+    "{\"id\":\"r1\",\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\","
+    "\"shape\":[2,4],\"data\":[[1,2,3,4],[5,6,7,8]]}]}";
+
+static void test_health_and_metadata(void **st) {
+  (void)st;
+  char b[4096];
+  assert_int_equal(req("GET", "/v2/health/live", NULL, NULL, 0, b, sizeof b), 200);
+  assert_int_equal(req("GET", "/v2/health/ready", NULL, NULL, 0, b, sizeof b), 200);
+  assert_int_equal(req("GET", "/v2", NULL, NULL, 0, b, sizeof b), 200);
+  assert_non_null(strstr(b, "binary_tensor_data"));
+  assert_int_equal(req("GET", "/v2/models/m", NULL, NULL, 0, b, sizeof b), 200);
+  assert_non_null(strstr(b, "\"shape\":[-1,4]"));
+  assert_int_equal(req("GET", "/v2/models/m/versions/1", NULL, NULL, 0, b, sizeof b), 200);
+  assert_int_equal(req("GET", "/v2/models/m/ready", NULL, NULL, 0, b, sizeof b), 200);
+  assert_int_equal(req("GET", "/v2/models/m/versions/1/ready", NULL, NULL, 0, b, sizeof b), 200);
+  assert_int_equal(req("GET", "/v2/models/nope", NULL, NULL, 0, b, sizeof b), 404);
+  assert_non_null(strstr(b, "\"error\""));
+  assert_int_equal(req("GET", "/v2/models/m/versions/2", NULL, NULL, 0, b, sizeof b), 404);
+  assert_int_equal(req("GET", "/v2/models/nope/ready", NULL, NULL, 0, b, sizeof b), 503);
+  assert_int_equal(req("GET", "/nothing", NULL, NULL, 0, b, sizeof b), 404);
+  assert_int_equal(req("DELETE", "/v2/models/m", NULL, NULL, 0, b, sizeof b), 405);
+  assert_int_equal(req("GET", "/v2/models/m/infer", NULL, NULL, 0, b, sizeof b), 405);
+}
+
+static void test_infer_json(void **st) {
+  (void)st;
+  char b[4096];
+  assert_int_equal(post_json("/v2/models/m/infer", k_infer, b, sizeof b), 200);
+  json_t *j = json_loads(b, 0, NULL);
+  assert_non_null(j);
+  assert_string_equal(json_string_value(json_object_get(j, "id")), "r1");
+  json_t *o = json_array_get(json_object_get(j, "outputs"), 0);
+  assert_string_equal(json_string_value(json_object_get(o, "name")), "y");
+  json_t *d = json_object_get(o, "data");
+  assert_int_equal(json_array_size(d), 6);
+  double want[6] = {3, 5, 7, 11, 13, 15}; /* 2x+1 of the first 3 of each row */
+  for (int i = 0; i < 6; i++)
+    assert_true(json_number_value(json_array_get(d, (size_t)i)) == want[i]);
+  json_decref(j);
+  /* Flat data and an explicit version path. */
+  const char *flat = "{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\","
+                     "\"shape\":[1,4],\"data\":[1,1,1,1]}],\"outputs\":"
+                     "[{\"name\":\"y\"}]}";
+  assert_int_equal(post_json("/v2/models/m/versions/1/infer", flat, b, sizeof b), 200);
+  assert_non_null(strstr(b, "\"data\":[3,3,3]"));
+}
+
+static void test_infer_binary(void **st) {
+  (void)st;
+  float x[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  char hdr[512], body[1024], hh[128];
+  int n = snprintf(hdr, sizeof hdr,
+                   "{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":"
+                   "[2,4],\"parameters\":{\"binary_data_size\":32}}],"
+                   "\"outputs\":[{\"name\":\"y\",\"parameters\":"
+                   "{\"binary_data\":true}}]}");
+  memcpy(body, hdr, (size_t)n);
+  memcpy(body + n, x, sizeof x);
+  snprintf(hh, sizeof hh, "Inference-Header-Content-Length: %d\r\n", n);
+  vr_httpc c;
+  vr_errbuf err = {0};
+  assert_int_equal(vr_httpc_open(&c, "127.0.0.1", g_port, &err), 0);
+  vr_httpc_resp r;
+  assert_int_equal(vr_httpc_request(&c, "POST", "/v2/models/m/infer", hh, body,
+                                    (size_t)n + sizeof x, &r, &err), 0);
+  assert_int_equal(r.head.status, 200);
+  assert_true(r.head.ihcl != (size_t)-1);
+  assert_int_equal(r.body_len - r.head.ihcl, 24);
+  const float *y = (const float *)(r.body + r.head.ihcl);
+  float want[6] = {3, 5, 7, 11, 13, 15};
+  assert_memory_equal(y, want, sizeof want);
+  assert_non_null(memmem(r.body, r.head.ihcl, "\"binary_data_size\":24", 21));
+  vr_httpc_close(&c);
+}
+
+/* The bad-input matrix: each gets the right status and a JSON error. */
+static void test_bad_inputs(void **st) {
+  (void)st;
+  struct { const char *path, *body; int status; const char *msg; } cases[] = {
+      {"/v2/models/m/infer", "{\"inputs\":[", 400, "malformed JSON"},
+      {"/v2/models/m/infer", "[1,2]", 400, "JSON object"},
+      {"/v2/models/m/infer", "{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\","
+       "\"shape\":[1,5],\"data\":[1,2,3,4,5]}]}", 400, "dim 1"},
+      {"/v2/models/m/infer", "{\"inputs\":[{\"name\":\"x\",\"datatype\":\"INT32\","
+       "\"shape\":[1,4],\"data\":[1,2,3,4]}]}", 400, "datatype"},
+      {"/v2/models/m/infer", "{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\","
+       "\"shape\":[1,4],\"data\":[1,2,3]}]}", 400, "3 data elements"},
+      {"/v2/models/m/infer", "{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\","
+       "\"shape\":[1,4],\"data\":[1,2,3,\"a\"]}]}", 400, "not a number"},
+      {"/v2/models/m/infer", "{\"inputs\":[{\"name\":\"z\",\"datatype\":\"FP32\","
+       "\"shape\":[1,4],\"data\":[1,2,3,4]}]}", 400, "missing input 'x'"},
+      {"/v2/models/m/infer", "{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\","
+       "\"shape\":[9,4],\"data\":[1,2,3,4,1,2,3,4,1,2,3,4,1,2,3,4,1,2,3,4,1,2,3,4,"
+       "1,2,3,4,1,2,3,4,1,2,3,4]}]}", 400, "max batch"},
+      {"/v2/models/m/infer", "{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\","
+       "\"shape\":[1,4],\"data\":[1,2,3,4]}],\"outputs\":[{\"name\":\"q\"}]}",
+       400, "no output 'q'"},
+      {"/v2/models/m/infer", "{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\","
+       "\"shape\":[1,4],\"data\":[1,2,3,4]}],\"parameters\":{\"timeout\":-1}}",
+       400, "timeout"},
+      {"/v2/models/nope/infer", k_infer, 404, "not loaded"},
+      {"/v2/models/m/versions/7/infer", k_infer, 404, "version"},
+      {"/v2/models/m/infer", "{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\","
+       "\"shape\":[1,4],\"parameters\":{\"binary_data_size\":16}}]}", 400,
+       "Inference-Header-Content-Length"},
+  };
+  char b[4096];
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    int s = post_json(cases[i].path, cases[i].body, b, sizeof b);
+    if (s != cases[i].status || !strstr(b, "\"error\"") || !strstr(b, cases[i].msg))
+      fail_msg("case %zu: status %d body %s", i, s, b);
+  }
+}
+
+static int post_binary(const char *json, size_t ihcl, const void *bin,
+                       size_t bin_len, char *out, size_t cap) {
+  char body[4096], hh[128];
+  size_t n = strlen(json);
+  memcpy(body, json, n);
+  memcpy(body + n, bin, bin_len);
+  snprintf(hh, sizeof hh, "Inference-Header-Content-Length: %zu\r\n", ihcl);
+  return req("POST", "/v2/models/m/infer", hh, body, n + bin_len, out, cap);
+}
+
+static void test_lying_binary(void **st) {
+  (void)st;
+  float x[4] = {1, 2, 3, 4};
+  const char *j = "{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":"
+                  "[1,4],\"parameters\":{\"binary_data_size\":16}}]}";
+  char b[2048];
+  size_t n = strlen(j);
+  assert_int_equal(post_binary(j, n, x, 16, b, sizeof b), 200);
+  /* header length past the body */
+  assert_int_equal(post_binary(j, n + 100, x, 16, b, sizeof b), 400);
+  assert_non_null(strstr(b, "exceeds the body"));
+  /* header length cutting the JSON */
+  assert_int_equal(post_binary(j, n - 5, x, 16, b, sizeof b), 400);
+  /* fewer bytes than declared */
+  assert_int_equal(post_binary(j, n, x, 12, b, sizeof b), 400);
+  /* more bytes than declared */
+  float x5[5] = {0};
+  assert_int_equal(post_binary(j, n, x5, 20, b, sizeof b), 400);
+  /* declared size disagrees with the shape */
+  const char *j2 = "{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":"
+                   "[1,4],\"parameters\":{\"binary_data_size\":12}}]}";
+  assert_int_equal(post_binary(j2, strlen(j2), x, 12, b, sizeof b), 400);
+  /* not a number */
+  assert_int_equal(req("POST", "/v2/models/m/infer",
+                       "Inference-Header-Content-Length: abc\r\n", j, n, b,
+                       sizeof b), 400);
+}
+
+static void test_oversized_body(void **st) {
+  (void)st;
+  size_t n = (1 << 20) + 10;
+  char *big = vr_malloc(n);
+  memset(big, ' ', n);
+  char b[512];
+  assert_int_equal(req("POST", "/v2/models/m/infer", NULL, big, n, b, sizeof b), 413);
+  vr_free(big);
+  assert_int_equal(req("GET", "/v2/health/live", NULL, NULL, 0, b, sizeof b), 200);
+}
+
+static void test_deadline_504(void **st) {
+  (void)st;
+  char b[2048];
+  const char *j = "{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\","
+                  "\"shape\":[1,4],\"data\":[1,2,3,4]}],\"parameters\":"
+                  "{\"timeout\":10,\"priority\":1}}";
+  assert_int_equal(post_json("/v2/models/m/infer", j, b, sizeof b), 504);
+  assert_non_null(strstr(b, "deadline"));
+  assert_int_equal(req("GET", "/metrics", NULL, NULL, 0, b, sizeof b), 200);
+}
+
+static void test_stats_metrics_repo(void **st) {
+  (void)st;
+  char *b = vr_malloc(1 << 16);
+  assert_int_equal(post_json("/v2/models/m/infer", k_infer, b, 1 << 16), 200);
+  assert_int_equal(req("GET", "/v2/models/m/stats", NULL, NULL, 0, b, 1 << 16), 200);
+  assert_non_null(strstr(b, "\"model_stats\""));
+  assert_non_null(strstr(b, "\"inference_count\""));
+  assert_int_equal(req("GET", "/v2/models/stats", NULL, NULL, 0, b, 1 << 16), 200);
+  assert_int_equal(req("GET", "/v2/models/m/instances", NULL, NULL, 0, b, 1 << 16), 200);
+  assert_non_null(strstr(b, "\"profile_us\""));
+  assert_int_equal(req("GET", "/metrics", NULL, NULL, 0, b, 1 << 16), 200);
+  const char *names[] = {"vario_requests_total{model=\"m\"",
+                         "vario_request_duration_seconds_bucket",
+                         "vario_queue_duration_seconds_count",
+                         "vario_compute_duration_seconds_sum",
+                         "vario_queue_depth{", "vario_instances{",
+                         "vario_slo_violations_total{",
+                         "outcome=\"dropped\"} "};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (!strstr(b, names[i])) fail_msg("metrics lack %s", names[i]);
+  assert_int_equal(post_json("/v2/repository/index", "", b, 1 << 16), 200);
+  assert_non_null(strstr(b, "{\"name\":\"m\",\"version\":\"1\",\"state\":\"READY\""));
+  assert_non_null(strstr(b, "\"broken\",\"version\":\"1\",\"state\":\"UNAVAILABLE\""));
+  assert_non_null(strstr(b, "inputs"));
+  vr_free(b);
+}
+
+static void test_load_unload(void **st) {
+  (void)st;
+  char b[2048];
+  assert_int_equal(post_json("/v2/repository/models/m/unload", "", b, sizeof b), 200);
+  assert_int_equal(post_json("/v2/models/m/infer", k_infer, b, sizeof b), 404);
+  assert_int_equal(post_json("/v2/repository/models/m/unload", "", b, sizeof b), 404);
+  assert_int_equal(post_json("/v2/repository/models/m/load", "", b, sizeof b), 200);
+  assert_int_equal(post_json("/v2/models/m/infer", k_infer, b, sizeof b), 200);
+  assert_int_equal(post_json("/v2/repository/models/m/load", "", b, sizeof b), 409);
+  assert_int_equal(post_json("/v2/repository/models/broken/load", "", b, sizeof b), 400);
+  assert_non_null(strstr(b, "inputs"));
+  assert_int_equal(post_json("/v2/repository/models/absent/load", "", b, sizeof b), 404);
+  assert_int_equal(post_json("/v2/repository/models/a%20b/load", "", b, sizeof b), 400);
+}
+
+/* Raw socket: send an infer request without reading the answer. */
+static int send_raw(const char *path, const char *json, int partial) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in sa = {0};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons((uint16_t)g_port);
+  inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+  assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+  char buf[4096];
+  size_t n = strlen(json);
+  int h = snprintf(buf, sizeof buf, "POST %s HTTP/1.1\r\nHost: x\r\n"
+                   "Content-Length: %zu\r\n\r\n%s", path, n + (partial ? 100 : 0),
+                   json);
+  assert_true(send(fd, buf, (size_t)h, MSG_NOSIGNAL) == h);
+  return fd;
+}
+
+static int read_status(int fd) {
+  char buf[4096];
+  size_t len = 0;
+  vr_http_head h;
+  while (len < sizeof buf) {
+    ssize_t n = recv(fd, buf + len, sizeof buf - len, 0);
+    if (n <= 0) return -1;
+    len += (size_t)n;
+    if (vr_http_parse_head(buf, len, &h) == 1) return h.status;
+  }
+  return -1;
+}
+
+static void test_disconnects(void **st) {
+  (void)st;
+  /* Mid-body, and right after a full request (answer never read). */
+  for (int i = 0; i < 20; i++) close(send_raw("/v2/models/slow/infer", k_infer, i & 1));
+  char b[512];
+  assert_int_equal(req("GET", "/v2/health/live", NULL, NULL, 0, b, sizeof b), 200);
+  assert_int_equal(post_json("/v2/models/slow/infer", k_infer, b, sizeof b), 200);
+}
+
+static void test_unload_in_flight(void **st) {
+  (void)st;
+  g_fake.base_us = 3000; /* slow enough that requests queue */
+  enum { N = 12 };
+  int fd[N];
+  for (int i = 0; i < N; i++) fd[i] = send_raw("/v2/models/slow/infer", k_infer, 0);
+  usleep(2000);
+  char b[512];
+  assert_int_equal(post_json("/v2/repository/models/slow/unload", "", b, sizeof b), 200);
+  int served = 0;
+  for (int i = 0; i < N; i++) {
+    int s = read_status(fd[i]);
+    served += s == 200;
+    /* served before the unload finished, or refused as not loaded if it
+     * arrived after: never left hanging */
+    if (s != 200 && s != 404) fail_msg("request %d: status %d", i, s);
+    close(fd[i]);
+  }
+  assert_true(served >= 1); /* the queue was drained, not dropped */
+  g_fake.base_us = 200;
+  assert_int_equal(post_json("/v2/repository/models/slow/load", "", b, sizeof b), 200);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_health_and_metadata),
+      cmocka_unit_test(test_infer_json),
+      cmocka_unit_test(test_infer_binary),
+      cmocka_unit_test(test_bad_inputs),
+      cmocka_unit_test(test_lying_binary),
+      cmocka_unit_test(test_oversized_body),
+      cmocka_unit_test(test_deadline_504),
+      cmocka_unit_test(test_stats_metrics_repo),
+      cmocka_unit_test(test_load_unload),
+      cmocka_unit_test(test_disconnects),
+      cmocka_unit_test(test_unload_in_flight),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
