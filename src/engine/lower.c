@@ -50,7 +50,10 @@ static int sum_dst(vr_pb *b, const vr_node *n, const dnnl_memory_desc_t *dmd) {
   int add = vr_pb_pv_of(b, n->in[n->sum_in]);
   if (add < 0) return add;
   int v = n->in[n->sum_in];
-  if (b->uses[v] == 1 && !b->g->vals[v].is_output && !b->g->vals[v].is_input &&
+  /* In place when this conv is the last reader and does not also read the
+   * addend as its source. */
+  int ni = (int)(n - b->g->nodes);
+  if (b->uses[v] == ni && n->in[0] != v && !b->g->vals[v].is_output && !b->g->vals[v].is_input &&
       !PV(b, add)->ext && dnnl_memory_desc_equal(&PV(b, add)->md, dmd))
     return vr_pb_def_alias(b, n->out[0], dmd, add);
   int add2 = vr_pb_as(b, add, dmd);

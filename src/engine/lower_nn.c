@@ -32,7 +32,7 @@ static int emit(vr_pb *b, int ni, const void *desc, int src, int inplace,
     }
   }
   int v = n->in[0];
-  int can_alias = inplace && b->uses[v] == 1 && !b->g->vals[v].is_output &&
+  int can_alias = inplace && b->uses[v] == ni && !b->g->vals[v].is_output &&
                   !b->g->vals[v].is_input && !PV(b, src)->ext &&
                   dnnl_memory_desc_equal(q, &PV(b, src)->md);
   int dst = can_alias ? vr_pb_def_alias(b, n->out[0], q, src) : vr_pb_def(b, n->out[0], q);

@@ -441,6 +441,29 @@ static int finish_outputs(vr_pb *b) {
   return 0;
 }
 
+static int is_view_op(const char *op) {
+  return !strcmp(op, "Reshape") || !strcmp(op, "Flatten") || !strcmp(op, "Squeeze") ||
+         !strcmp(op, "Unsqueeze") || !strcmp(op, "Identity") || !strcmp(op, "Dropout");
+}
+
+/* b->uses[v] = index of the last node in the range that reads v's storage
+ * (INT_MAX for session outputs, -1 if none). A view's later readers count
+ * for the viewed value, since they share bytes. */
+static void last_uses(vr_pb *b) {
+  const vr_graph *g = b->g;
+  const vr_plan_ctx *c = b->c;
+  for (int i = 0; i < g->nvals; i++) b->uses[i] = -1;
+  for (int ni = c->node_begin; ni < c->node_end; ni++)
+    for (int k = 0; k < g->nodes[ni].nin; k++)
+      if (g->nodes[ni].in[k] >= 0) b->uses[g->nodes[ni].in[k]] = ni;
+  for (int i = 0; i < c->nout; i++) b->uses[c->out_vals[i]] = INT_MAX;
+  for (int ni = c->node_end - 1; ni >= c->node_begin; ni--) {
+    const vr_node *n = &g->nodes[ni];
+    if (!is_view_op(n->op) || n->in[0] < 0 || n->out[0] < 0) continue;
+    if (b->uses[n->out[0]] > b->uses[n->in[0]]) b->uses[n->in[0]] = b->uses[n->out[0]];
+  }
+}
+
 int vr_plan_build(const vr_plan_ctx *c, int batch, vr_plan **out, vr_errbuf *err) {
   *out = NULL;
   const vr_graph *g = c->g;
@@ -463,10 +486,7 @@ int vr_plan_build(const vr_plan_ctx *c, int batch, vr_plan **out, vr_errbuf *err
   for (int i = 0; i < g->nvals; i++)
     if (owned[i] && own(p, owned[i]) && !rc) rc = vr_errf(err, VR_ENOMEM, "out of memory");
   if (rc) goto done;
-  for (int ni = c->node_begin; ni < c->node_end; ni++)
-    for (int k = 0; k < g->nodes[ni].nin; k++)
-      if (g->nodes[ni].in[k] >= 0) b.uses[g->nodes[ni].in[k]]++;
-  for (int i = 0; i < c->nout; i++) b.uses[c->out_vals[i]]++;
+  last_uses(&b);
   if ((rc = setup_ports(&b)) || (rc = lower_range(&b)) || (rc = finish_outputs(&b)) ||
       (rc = plan_memory(p, err)))
     goto done;

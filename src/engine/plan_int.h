@@ -52,7 +52,7 @@ typedef struct vr_pb {
   vr_plan *p;
   vr_tview *vt;   /* graph value shapes at this batch */
   int *val2pv;    /* current plan value of each graph value, or -1 */
-  int *uses;      /* live uses of each value inside the range */
+  int *uses;      /* last node reading each value's storage (see plan.c) */
   vr_errbuf *err;
 } vr_pb;
 
