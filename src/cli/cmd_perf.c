@@ -1,6 +1,7 @@
 /* `vario perf MODEL.onnx`: latency percentiles, throughput and achieved
  * GFLOP/s of one session configuration on synthetic inputs (like trtexec
  * or onnxruntime_perf_test). */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,13 +18,16 @@ static void usage(void) {
           "usage: vario perf MODEL.onnx [--threads N] [--batch B]\n"
           "                  [--precision fp32|bf16|int8] [--calibration cal.npy]\n"
           "                  [--seconds S] [--warmup W] [--json] [--nodes]\n"
+          "                  [--sessions K]\n"
           "Inputs are deterministic pseudo-random values in [-1, 1) (integer\n"
-          "inputs: zeros). --nodes prints per-node mean times.\n");
+          "inputs: zeros). --nodes prints per-node mean times. --sessions K runs\n"
+          "K independent sessions (each with --threads) in K threads at once and\n"
+          "reports their combined throughput (thread-limit check).\n");
 }
 
 typedef struct perf_opts {
   const char *model, *cal;
-  int threads, batch, json, nodes, warmup;
+  int threads, batch, json, nodes, warmup, sessions;
   double seconds;
   vr_precision prec;
 } perf_opts;
@@ -34,6 +38,7 @@ static int parse(int argc, char **argv, perf_opts *p) {
   p->batch = 1;
   p->seconds = 3;
   p->warmup = 3;
+  p->sessions = 1;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     int more = i + 1 < argc;
@@ -41,6 +46,7 @@ static int parse(int argc, char **argv, perf_opts *p) {
     else if (!strcmp(a, "--batch") && more) p->batch = atoi(argv[++i]);
     else if (!strcmp(a, "--seconds") && more) p->seconds = atof(argv[++i]);
     else if (!strcmp(a, "--warmup") && more) p->warmup = atoi(argv[++i]);
+    else if (!strcmp(a, "--sessions") && more) p->sessions = atoi(argv[++i]);
     else if (!strcmp(a, "--calibration") && more) p->cal = argv[++i];
     else if (!strcmp(a, "--precision") && more) {
       if (vr_precision_parse(argv[++i], &p->prec)) {
@@ -53,7 +59,8 @@ static int parse(int argc, char **argv, perf_opts *p) {
     else if (a[0] != '-' && !p->model) p->model = a;
     else { fprintf(stderr, "vario perf: unexpected argument '%s'\n", a); usage(); return 2; }
   }
-  if (!p->model || p->threads < 1 || p->batch < 1 || p->seconds < 0 || p->warmup < 0) {
+  if (!p->model || p->threads < 1 || p->batch < 1 || p->seconds < 0 || p->warmup < 0 ||
+      p->sessions < 1 || p->sessions > 64) {
     usage();
     return 2;
   }
@@ -152,6 +159,85 @@ fail:
   return 1;
 }
 
+typedef struct sess_job {
+  perf_opts *p;
+  const vr_model *m;
+  const vr_session_opts *o;
+  pthread_barrier_t *bar;
+  vr_hist *h;
+  int64_t runs;
+  int rc;
+  char msg[512];
+} sess_job;
+
+/* One of K concurrent sessions: create, warm up, wait for all, measure. */
+static void *sess_worker(void *arg) {
+  sess_job *j = arg;
+  vr_errbuf err = {0};
+  vr_session *s = NULL;
+  vr_tensor in[64], out[64];
+  void *bufs[64] = {0};
+  j->rc = vr_session_create(j->m, j->o, &s, &err);
+  if (!j->rc && make_inputs(s, j->p->batch, in, bufs)) j->rc = VR_ENOMEM;
+  int nin = s ? vr_session_num_inputs(s) : 0;
+  for (int i = 0; !j->rc && i < j->p->warmup; i++)
+    j->rc = vr_session_run(s, j->p->batch, in, nin, out, 64, &err);
+  pthread_barrier_wait(j->bar);
+  int64_t dl = vr_now_ns() + (int64_t)(j->p->seconds * 1e9);
+  while (!j->rc && (vr_now_ns() < dl || j->runs < 3)) {
+    int64_t a = vr_now_ns();
+    j->rc = vr_session_run(s, j->p->batch, in, nin, out, 64, &err);
+    vr_hist_record(j->h, (uint64_t)(vr_now_ns() - a));
+    j->runs++;
+  }
+  if (j->rc) snprintf(j->msg, sizeof j->msg, "%s", err.msg);
+  for (int i = 0; i < 64; i++) vr_aligned_free(bufs[i]);
+  vr_session_free(s);
+  return NULL;
+}
+
+static int measure_multi(perf_opts *p, const vr_model *m, const vr_session_opts *o) {
+  int k = p->sessions, rc = 0;
+  sess_job *js = vr_calloc((size_t)k, sizeof(sess_job));
+  pthread_t *ts = vr_calloc((size_t)k, sizeof(pthread_t));
+  vr_hist *all = vr_malloc(sizeof(vr_hist));
+  pthread_barrier_t bar;
+  if (!js || !ts || !all) return 1;
+  vr_hist_init(all);
+  pthread_barrier_init(&bar, NULL, (unsigned)k + 1);
+  for (int i = 0; i < k; i++) {
+    js[i] = (sess_job){p, m, o, &bar, vr_malloc(sizeof(vr_hist)), 0, 0, ""};
+    vr_hist_init(js[i].h);
+    pthread_create(&ts[i], NULL, sess_worker, &js[i]);
+  }
+  pthread_barrier_wait(&bar);
+  int64_t t0 = vr_now_ns(), runs = 0;
+  for (int i = 0; i < k; i++) pthread_join(ts[i], NULL);
+  double wall = (double)(vr_now_ns() - t0) / 1e9;
+  for (int i = 0; i < k; i++) {
+    if (js[i].rc && !rc) {
+      fprintf(stderr, "vario perf: session %d: %s\n", i, js[i].msg);
+      rc = 1;
+    }
+    vr_hist_merge(all, js[i].h);
+    runs += js[i].runs;
+    vr_free(js[i].h);
+  }
+  double thr = (double)runs * p->batch / wall;
+  if (!rc)
+    printf("{\"model\":\"%s\",\"precision\":\"%s\",\"sessions\":%d,\"threads\":%d,"
+           "\"batch\":%d,\"runs\":%lld,\"p50_ms\":%.4f,\"p90_ms\":%.4f,\"p99_ms\":%.4f,"
+           "\"throughput\":%.3f,\"gflops\":%.3f}\n",
+           p->model, vr_precision_name(p->prec), k, p->threads, p->batch, (long long)runs,
+           vr_hist_quantile(all, 0.5) / 1e6, vr_hist_quantile(all, 0.9) / 1e6,
+           vr_hist_quantile(all, 0.99) / 1e6, thr, thr * (double)vr_model_flops(m) / 1e9);
+  pthread_barrier_destroy(&bar);
+  vr_free(all);
+  vr_free(js);
+  vr_free(ts);
+  return rc;
+}
+
 int vr_cmd_perf(int argc, char **argv) {
   perf_opts p;
   int rc = parse(argc, argv, &p);
@@ -179,6 +265,10 @@ int vr_cmd_perf(int argc, char **argv) {
     memcpy(tcal.shape, cal.shape, sizeof(int64_t) * (size_t)cal.ndim);
     o.calibration = &tcal;
     o.n_calibration = 1;
+  }
+  if (p.sessions > 1) {
+    rc = measure_multi(&p, m, &o);
+    goto out;
   }
   if (vr_session_create(m, &o, &s, &err)) goto fail;
   if (make_inputs(s, p.batch, in, bufs)) {
