@@ -62,7 +62,7 @@ int vr_sim_plot(const char *csv, const char *inst_csv, const char *img,
   FILE *g = popen("gnuplot 2>&1", "w");
   if (!g) return vr_errf(err, VR_EUNSUPPORTED, "plot: cannot run gnuplot");
   fprintf(g,
-          "set terminal %s size 900,900\n"
+          "set terminal %s size 900,900 noenhanced\n"
           "set output '%s'\nset datafile separator ','\n"
           "set key outside right top\nset grid\nset yrange [0:*]\n"
           "set multiplot layout 4,1 title '%s'\n"

@@ -270,6 +270,13 @@ static int route(vr_sim *s, sim_stream *st, const vr_req *r) {
     if (w && !(in = sim_inst_new(s, vi, w, 0))) return VR_ENOMEM;
   }
   if (!in) return reject(s), 0;
+  /* an instance still loading (perhaps on a worker still starting) that
+   * cannot serve in time: drop now rather than after the wait */
+  if (in->loading && in->ready_ns + (int64_t)(v->est_ms[1] * 1e6) >
+                         r->deadline_ns) {
+    s->row.dropped++;
+    return 0;
+  }
   if (in->qlen >= (uint32_t)s->cfg->max_queue) {
     s->row.dropped++;
     return 0;

@@ -233,9 +233,9 @@ static void test_run_infaas(void **st) {
   /* accuracy constraint respected: only big (95) may serve */
   assert_true(fabs(a.accuracy - 95) < 1e-9);
   assert_true(fabs((double)a.demand / 27 - 1000) < 40);
-  /* conservation: what is not served or dropped is still in flight */
-  assert_true(a.served + a.dropped <= a.demand);
-  assert_true(a.demand - a.served - a.dropped < 1000);
+  /* conservation: what is not served or dropped is in flight at the end,
+   * or arrived during the warm-up (left out of demand) and finished after */
+  assert_true(llabs(a.demand - a.served - a.dropped) < 1000);
   /* one instance saturates at 8 / 20 ms = 400 qps under a 100 ms SLO:
    * 1000 qps needs 3; the autoscaler provides them; few violations */
   assert_true(a.max_instances >= 3);

@@ -1,0 +1,55 @@
+#!/bin/sh
+# Runs every experiment config under every policy label it defines and
+# writes, per experiment, the JSON summaries and per-second CSVs to
+# OUT/<experiment>/<policy>.{json,csv}, a comparison plot OUT/<exp>.png and
+# a markdown table OUT/table.md.
+#
+#   experiments/run.sh [DATA_DIR] [OUT_DIR] [VARIO]
+#     DATA_DIR  shared data (default ../shared/data); exits 77 if missing
+#     OUT_DIR   default experiments/results
+#     VARIO     default build-sim/vario
+set -e
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+DATA=${1:-$ROOT/../shared/data}
+OUT=${2:-$ROOT/experiments/results}
+VARIO=${3:-$ROOT/build-sim/vario}
+if [ ! -d "$DATA/proteus" ]; then
+  echo "experiments/run.sh: no Proteus data under $DATA (pass DATA_DIR); skipping" >&2
+  exit 77
+fi
+mkdir -p "$OUT"
+TABLE="$OUT/table.md"
+printf '| experiment | policy | requests | SLO violations | p99 ms | accuracy | cost | mean instances | mean workers |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n' > "$TABLE"
+for cfg in "$ROOT"/experiments/infaas/*.json "$ROOT"/experiments/proteus/*.json; do
+  exp=$(basename "$(dirname "$cfg")")_$(basename "$cfg" .json)
+  mkdir -p "$OUT/$exp"
+  labels=$(/usr/bin/python3 -c "import json,sys; print(' '.join(json.load(open(sys.argv[1]))['policies']))" "$cfg")
+  plots=""
+  for p in $labels; do
+    "$VARIO" sim --config "$cfg" --data "$DATA" --policy "$p" --quiet --out "$OUT/$exp/$p"
+    rm -f "$OUT/$exp/$p.instances.csv"
+    /usr/bin/python3 - "$OUT/$exp/$p.json" "$exp" "$p" >> "$TABLE" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+print(f"| {sys.argv[2]} | {sys.argv[3]} | {d['demand']} | {100*d['slo_violation_rate']:.2f}% | "
+      f"{d['latency_p99_ms']:.0f} | {d['accuracy']:.2f} | {d['cost']:.3f} | {d['mean_instances']:.1f} | {d['mean_workers']:.1f} |")
+PY
+    plots="$plots '$OUT/$exp/$p.csv' every ::1 using 1:(\$4+\$5) with lines title '$p',"
+  done
+  cost_plots=$(echo "$plots" | sed 's/(\$4+\$5)/(column(8))/g')
+  gnuplot <<GP
+set terminal pngcairo size 800,560 font ',9' noenhanced
+set output '$OUT/$exp.png'
+set datafile separator ','
+set grid
+set key outside right top
+set multiplot layout 2,1 title '$exp'
+set ylabel 'dropped+late /s'
+plot ${plots%,}
+set ylabel 'cost /s'
+set xlabel 'time (s)'
+plot ${cost_plots%,}
+unset multiplot
+GP
+done
+cat "$TABLE"
