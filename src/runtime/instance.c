@@ -316,7 +316,10 @@ static void run_batch(vr_rt_instance *in, vr_rt_request *list, int rows) {
   const vr_rt_backend *be = in->rt->be;
   vr_tensor tin[VR_RT_MAX_IO], tout[VR_RT_MAX_IO];
   const vr_tensor *inputs = list->in;
-  if (list->next) { /* gather: several requests share one run */
+  int aligned = 1; /* binary HTTP payloads sit at any offset of the body */
+  for (int i = 0; i < c->n_inputs; i++)
+    aligned &= ((uintptr_t)list->in[i].data & 63) == 0;
+  if (list->next || !aligned) { /* gather into the staging buffers */
     stage_tensors(in, rows, tin);
     for (int i = 0; i < c->n_inputs; i++) {
       char *dst = in->stage[i];

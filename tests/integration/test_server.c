@@ -234,14 +234,34 @@ static void test_lying_binary(void **st) {
                        sizeof b), 400);
 }
 
+static int connect_raw(void);
+static int read_status(int fd);
+
 static void test_oversized_body(void **st) {
   (void)st;
-  size_t n = (1 << 20) + 10;
-  char *big = vr_malloc(n);
-  memset(big, ' ', n);
+  /* Declared too large: refused from the headers, before any body. */
+  int fd = connect_raw();
+  const char *h = "POST /v2/models/m/infer HTTP/1.1\r\nHost: x\r\n"
+                  "Content-Length: 2000000\r\n\r\n";
+  assert_true(send(fd, h, strlen(h), MSG_NOSIGNAL) == (ssize_t)strlen(h));
+  assert_int_equal(read_status(fd), 413);
+  close(fd);
+  /* Chunked, no length: refused once the limit is crossed. */
+  fd = connect_raw();
+  const char *hc = "POST /v2/models/m/infer HTTP/1.1\r\nHost: x\r\n"
+                   "Transfer-Encoding: chunked\r\n\r\n";
+  assert_true(send(fd, hc, strlen(hc), MSG_NOSIGNAL) > 0);
+  size_t n = 256 * 1024;
+  char *chunk = vr_malloc(n + 32);
+  int k = snprintf(chunk, 32, "%zx\r\n", n);
+  memset(chunk + k, ' ', n);
+  memcpy(chunk + k + n, "\r\n", 2);
+  for (int i = 0; i < 5; i++) send(fd, chunk, (size_t)k + n + 2, MSG_NOSIGNAL);
+  send(fd, "0\r\n\r\n", 5, MSG_NOSIGNAL);
+  vr_free(chunk);
+  assert_int_equal(read_status(fd), 413);
+  close(fd);
   char b[512];
-  assert_int_equal(req("POST", "/v2/models/m/infer", NULL, big, n, b, sizeof b), 413);
-  vr_free(big);
   assert_int_equal(req("GET", "/v2/health/live", NULL, NULL, 0, b, sizeof b), 200);
 }
 
@@ -298,14 +318,19 @@ static void test_load_unload(void **st) {
   assert_int_equal(post_json("/v2/repository/models/a%20b/load", "", b, sizeof b), 400);
 }
 
-/* Raw socket: send an infer request without reading the answer. */
-static int send_raw(const char *path, const char *json, int partial) {
+static int connect_raw(void) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   struct sockaddr_in sa = {0};
   sa.sin_family = AF_INET;
   sa.sin_port = htons((uint16_t)g_port);
   inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
   assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+  return fd;
+}
+
+/* Raw socket: send an infer request without reading the answer. */
+static int send_raw(const char *path, const char *json, int partial) {
+  int fd = connect_raw();
   char buf[4096];
   size_t n = strlen(json);
   int h = snprintf(buf, sizeof buf, "POST %s HTTP/1.1\r\nHost: x\r\n"
