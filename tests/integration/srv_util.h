@@ -14,7 +14,7 @@
 
 /* Writes <repo>/<name>/{config.json,model.onnx (empty)} for the fake
  * backend: input "x" FP32 [-1, in_row], output "y" FP32 [-1, out_row]. */
-static void srv_write_model(const char *repo, const char *name, int in_row,
+static inline void srv_write_model(const char *repo, const char *name, int in_row,
                             int out_row, int max_batch, int delay_us) {
   char path[512];
   snprintf(path, sizeof path, "%s/%s", repo, name);
@@ -34,7 +34,7 @@ static void srv_write_model(const char *repo, const char *name, int in_row,
   fclose(f);
 }
 
-static void srv_write_file(const char *path, const char *text) {
+static inline void srv_write_file(const char *path, const char *text) {
   FILE *f = fopen(path, "w");
   if (!f) return;
   fputs(text, f);
@@ -42,13 +42,13 @@ static void srv_write_file(const char *path, const char *text) {
 }
 
 /* mkdtemp under the build dir (or /tmp). */
-static char *srv_tmpdir(char *buf, size_t cap) {
+static inline char *srv_tmpdir(char *buf, size_t cap) {
   const char *base = getenv("VR_BINARY_DIR");
   snprintf(buf, cap, "%s/srvtest.XXXXXX", base ? base : "/tmp");
   return mkdtemp(buf);
 }
 
-static void srv_rmtree(const char *dir) {
+static inline void srv_rmtree(const char *dir) {
   char cmd[1200];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   int rc = system(cmd);
