@@ -5,6 +5,7 @@
 
 #include "base/alloc.h"
 #include "engine/plan_int.h"
+#include "engine/quant.h"
 
 #define CHECK(call)                          \
   do {                                       \
@@ -90,9 +91,35 @@ static int lower_conv(vr_pb *b, int ni) {
   for (int i = 1; i < w->ndim; i++) wd[wn++] = w->shape[i];
   dnnl_memory_desc_t xmd, wmd, bmd, ymd, wplain;
   dnnl_data_type_t dt = b->c->precision == VR_PREC_BF16 ? dnnl_bf16 : dnnl_f32;
-  md_any(&xmd, x, dt);
+  /* int8: symmetric per-tensor activation scale from calibration, per
+   * output-channel weight scales; u8 activations when never negative. */
+  const vr_qparams *q = b->c->precision == VR_PREC_INT8 ? b->c->q : NULL;
+  int q8 = q && n->in[0] < q->nvals && q->absmax[n->in[0]] > 0;
+  float sx = 1, *sw = NULL, *osc = NULL;
+  dnnl_data_type_t sdt = dt, wdt = dt;
+  if (q8) {
+    int u8 = q->nonneg[n->in[0]];
+    sdt = u8 ? dnnl_u8 : dnnl_s8;
+    wdt = dnnl_s8;
+    sx = (u8 ? 255.0f : 127.0f) / q->absmax[n->in[0]];
+    int64_t oc = w->shape[0], per = vr_numel(w->ndim - 1, w->shape + 1);
+    sw = vr_pb_alloc(b, sizeof(float) * (size_t)oc);
+    osc = vr_pb_alloc(b, sizeof(float) * (size_t)oc);
+    if (!sw || !osc) return vr_errf(b->err, VR_ENOMEM, "out of memory");
+    const float *wf = w->data;
+    for (int64_t o = 0; o < oc; o++) {
+      float mx = 0;
+      for (int64_t k = 0; k < per; k++) {
+        float a = wf[o * per + k] < 0 ? -wf[o * per + k] : wf[o * per + k];
+        if (a > mx) mx = a;
+      }
+      sw[o] = mx > 0 ? 127.0f / mx : 1.0f;
+      osc[o] = 1.0f / (sx * sw[o]);
+    }
+  }
+  md_any(&xmd, x, sdt);
   md_any(&ymd, y, dnnl_f32);
-  dnnl_memory_desc_init_by_tag(&wmd, wn, wd, dt, dnnl_format_tag_any);
+  dnnl_memory_desc_init_by_tag(&wmd, wn, wd, wdt, dnnl_format_tag_any);
   {
     dnnl_dims_t s;
     int64_t acc = 1;
@@ -111,6 +138,8 @@ static int lower_conv(vr_pb *b, int ni) {
       has_b ? &bmd : NULL, &ymd, st, dl, pl, pr));
   dnnl_primitive_attr_t attr;
   if (make_attr(b, n, &attr)) return vr_errf(b->err, VR_ENOMEM, "out of memory");
+  int64_t noc = w->shape[0];
+  if (q8) dnnl_primitive_attr_set_output_scales(attr, noc, 1 << 1, osc);
   dnnl_primitive_desc_t pd;
   dnnl_status_t s = dnnl_primitive_desc_create(&pd, &cd, attr, b->c->eng, NULL);
   dnnl_primitive_attr_destroy(attr);
@@ -120,9 +149,13 @@ static int lower_conv(vr_pb *b, int ni) {
   query(pd, dnnl_query_weights_md, &qw);
   query(pd, dnnl_query_dst_md, &qy);
   void *wdata;
-  int rc = vr_pb_weights(b, n->in[1], &wplain, &qw, NULL, &wdata);
+  dnnl_primitive_attr_t wattr = NULL;
+  if (q8 && dnnl_primitive_attr_create(&wattr) == dnnl_success)
+    dnnl_primitive_attr_set_output_scales(wattr, noc, grp > 1 ? 3 : 1, sw);
+  int rc = vr_pb_weights(b, n->in[1], &wplain, &qw, wattr, &wdata);
+  if (wattr) dnnl_primitive_attr_destroy(wattr);
   int xin = rc ? rc : vr_pb_pv_of(b, n->in[0]);
-  if (xin >= 0) xin = vr_pb_as(b, xin, &qx);
+  if (xin >= 0) xin = q8 ? vr_pb_quantize(b, xin, &qx, sx) : vr_pb_as(b, xin, &qx);
   if (xin < 0) {
     dnnl_primitive_desc_destroy(pd);
     return xin;
@@ -138,6 +171,17 @@ static int lower_conv(vr_pb *b, int ni) {
   if (has_b) {
     int bpv = vr_pb_pv_of(b, n->in[2]);
     if (bpv < 0) { dnnl_primitive_desc_destroy(pd); return bpv; }
+    if (q8) {
+      /* oneDNN 2.x int8 adds the bias to the integer accumulator before the
+       * output scales: pre-scale it into accumulator units. */
+      vr_tview bt = PV(b, bpv)->t;
+      float *sb = vr_pb_alloc(b, sizeof(float) * (size_t)noc);
+      if (!sb) { dnnl_primitive_desc_destroy(pd); return vr_errf(b->err, VR_ENOMEM, "out of memory"); }
+      for (int64_t o = 0; o < noc; o++) sb[o] = ((const float *)b->vt[n->in[2]].data)[o] * sx * sw[o];
+      bpv = vr_pb_new_pv(b, &bt, &PV(b, bpv)->md);
+      if (bpv < 0) { dnnl_primitive_desc_destroy(pd); return bpv; }
+      PV(b, bpv)->ext = sb;
+    }
     a[na++] = (vr_arg){DNNL_ARG_BIAS, bpv};
   }
   return vr_pb_prim(b, ni, pd, a, na);
@@ -186,6 +230,32 @@ static int lower_matmul(vr_pb *b, int ni, int gemm) {
   md_rank(&wmd, &w, r, tb, dt, wconst);
   if (!wconst) wmd = wsrc;
   md_rank(&ymd, y, r, 0, dnnl_f32, 0);
+  int64_t N = y->shape[r - 1], K = a.shape[a.ndim - 1 - ta];
+  /* int8 (see lower_conv): constant 2-D weights, per-column scales. */
+  const vr_qparams *q = b->c->precision == VR_PREC_INT8 ? b->c->q : NULL;
+  int q8 = q && wconst && w.ndim == 2 && n->in[0] < q->nvals && q->absmax[n->in[0]] > 0 &&
+           (!has_c || b->vt[n->in[2]].shape[b->vt[n->in[2]].ndim - 1] == N);
+  float sx = 1, *sw = NULL, *osc = NULL;
+  if (q8) {
+    int u8 = q->nonneg[n->in[0]];
+    sx = (u8 ? 255.0f : 127.0f) / q->absmax[n->in[0]];
+    sw = vr_pb_alloc(b, sizeof(float) * (size_t)N);
+    osc = vr_pb_alloc(b, sizeof(float) * (size_t)N);
+    if (!sw || !osc) return vr_errf(b->err, VR_ENOMEM, "out of memory");
+    const float *wf = w.data;
+    for (int64_t j = 0; j < N; j++) {
+      float mx = 0;
+      for (int64_t k = 0; k < K; k++) {
+        float v = wf[tb ? j * K + k : k * N + j];
+        if (v < 0) v = -v;
+        if (v > mx) mx = v;
+      }
+      sw[j] = mx > 0 ? 127.0f / mx : 1.0f;
+      osc[j] = alpha / (sx * sw[j]);
+    }
+    md_rank(&aq, &a, r, ta, u8 ? dnnl_u8 : dnnl_s8, 1);
+    md_rank(&wmd, &w, r, tb, dnnl_s8, 1);
+  }
   float *cdata = NULL;
   if (has_c) {
     vr_tview c = b->vt[n->in[2]];
@@ -193,13 +263,16 @@ static int lower_matmul(vr_pb *b, int ni, int gemm) {
     int64_t cnt = vr_tview_numel(&c);
     cdata = vr_pb_alloc(b, (size_t)cnt * 4);
     if (!cdata) return vr_errf(b->err, VR_ENOMEM, "out of memory");
-    for (int64_t i = 0; i < cnt; i++) cdata[i] = (float)(beta * vr_tview_getf(&c, i) / alpha);
+    /* Bias is added before the output scale: bring it to that scale. */
+    for (int64_t i = 0; i < cnt; i++)
+      cdata[i] = (float)(beta * vr_tview_getf(&c, i) / alpha * (q8 ? sx * sw[i % N] : 1));
   }
   dnnl_matmul_desc_t md;
   CHECK(dnnl_matmul_desc_init(&md, &aq, &wmd, has_c ? &cmd : NULL, &ymd));
   dnnl_primitive_attr_t attr;
   if (make_attr(b, n, &attr)) return vr_errf(b->err, VR_ENOMEM, "out of memory");
-  if (alpha != 1) dnnl_primitive_attr_set_output_scales(attr, 1, 0, &alpha);
+  if (q8) dnnl_primitive_attr_set_output_scales(attr, N, 1 << (r - 1), osc);
+  else if (alpha != 1) dnnl_primitive_attr_set_output_scales(attr, 1, 0, &alpha);
   dnnl_primitive_desc_t pd;
   dnnl_status_t s = dnnl_primitive_desc_create(&pd, &md, attr, b->c->eng, NULL);
   dnnl_primitive_attr_destroy(attr);
@@ -217,7 +290,7 @@ static int lower_matmul(vr_pb *b, int ni, int gemm) {
       PV(b, v)->root = PV(b, apv)->root;
       PV(b, v)->ext = PV(b, apv)->ext;
       PV(b, v)->bytes = 0;
-      apv = vr_pb_as(b, v, &qa);
+      apv = q8 ? vr_pb_quantize(b, v, &qa, sx) : vr_pb_as(b, v, &qa);
     } else {
       apv = v;
     }
@@ -225,7 +298,11 @@ static int lower_matmul(vr_pb *b, int ni, int gemm) {
   if (apv < 0) { dnnl_primitive_desc_destroy(pd); return apv; }
   if (wconst) {
     void *wd;
-    int rc = vr_pb_weights(b, n->in[1], &wsrc, &qw, NULL, &wd);
+    dnnl_primitive_attr_t wattr = NULL;
+    if (q8 && dnnl_primitive_attr_create(&wattr) == dnnl_success)
+      dnnl_primitive_attr_set_output_scales(wattr, N, 1 << (r - 1), sw);
+    int rc = vr_pb_weights(b, n->in[1], &wsrc, &qw, wattr, &wd);
+    if (wattr) dnnl_primitive_attr_destroy(wattr);
     wpv = rc ? rc : vr_pb_new_pv(b, &w, &qw);
     if (wpv >= 0) PV(b, wpv)->ext = wd;
   } else {

@@ -171,10 +171,10 @@ int vr_pb_prim(vr_pb *b, int node, dnnl_primitive_desc_t pd, const vr_arg *args,
   return 0;
 }
 
-static int reorder(vr_pb *b, int src, int dst) {
+static int reorder(vr_pb *b, int src, int dst, const_dnnl_primitive_attr_t attr) {
   dnnl_primitive_desc_t pd;
   dnnl_status_t s = dnnl_reorder_primitive_desc_create(
-      &pd, &b->p->pv[src].md, b->c->eng, &b->p->pv[dst].md, b->c->eng, NULL);
+      &pd, &b->p->pv[src].md, b->c->eng, &b->p->pv[dst].md, b->c->eng, attr);
   if (s != dnnl_success) return vr_dnnl_err(b->err, NULL, s, "reorder");
   vr_arg a[2] = {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, dst}};
   return vr_pb_prim(b, -1, pd, a, 2);
@@ -186,7 +186,20 @@ int vr_pb_as(vr_pb *b, int pv, const dnnl_memory_desc_t *md) {
   int n = vr_pb_new_pv(b, &t, md);
   if (n < 0) return n;
   b->p->pv[n].val = b->p->pv[pv].val;
-  int rc = reorder(b, pv, n);
+  int rc = reorder(b, pv, n, NULL);
+  return rc < 0 ? rc : n;
+}
+
+int vr_pb_quantize(vr_pb *b, int pv, const dnnl_memory_desc_t *md, float scale) {
+  vr_tview t = b->p->pv[pv].t;
+  int n = vr_pb_new_pv(b, &t, md);
+  if (n < 0) return n;
+  b->p->pv[n].val = b->p->pv[pv].val;
+  dnnl_primitive_attr_t attr;
+  if (dnnl_primitive_attr_create(&attr) != dnnl_success) return VR_ENOMEM;
+  dnnl_primitive_attr_set_output_scales(attr, 1, 0, &scale);
+  int rc = reorder(b, pv, n, attr);
+  dnnl_primitive_attr_destroy(attr);
   return rc < 0 ? rc : n;
 }
 

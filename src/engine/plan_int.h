@@ -63,6 +63,8 @@ int vr_pb_pv_of(vr_pb *b, int v);
 int vr_pb_plain(vr_pb *b, int pv);
 /* pv in exactly layout md (a reorder step when it differs). */
 int vr_pb_as(vr_pb *b, int pv, const dnnl_memory_desc_t *md);
+/* pv converted to md (an int8 type) with values multiplied by scale. */
+int vr_pb_quantize(vr_pb *b, int pv, const dnnl_memory_desc_t *md, float scale);
 /* Output value: a new plan value for graph value v with layout md. */
 int vr_pb_def(vr_pb *b, int v, const dnnl_memory_desc_t *md);
 /* Same, sharing storage with pv `alias` (in-place or pure reshape). */

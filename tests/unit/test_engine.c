@@ -75,6 +75,45 @@ static void test_bf16(void **st) {
   check_model("tiny_cnn", 1, VR_PREC_BF16, 3e-2);
 }
 
+/* int8 with the inputs themselves as calibration set: close to fp32, same
+ * argmax; without a calibration set: a clear error. */
+static void test_int8(void **st) {
+  if (!vr_precision_supported(VR_PREC_INT8)) skip();
+  fixture f = {0};
+  load_fixture(&f, "tiny_cnn");
+  vr_tensor in = tensor_of("input", &f.in), out[2];
+  vr_session_opts o;
+  vr_session_opts_init(&o);
+  o.max_batch = 3;
+  o.precision = VR_PREC_INT8;
+  vr_session *s;
+  vr_errbuf e = {0};
+  assert_int_equal(vr_session_create(f.m, &o, &s, &e), VR_EINVAL);
+  assert_non_null(strstr(e.msg, "calibration"));
+  o.calibration = &in;
+  o.n_calibration = 1;
+  if (vr_session_create(f.m, &o, &s, &e)) fail_msg("%s", e.msg);
+  assert_int_equal(vr_session_run(s, 3, &in, 1, out, 2, &e), 0);
+  const float *a = out[0].data, *b = f.out.data;
+  double r = rel_err(a, b, 15);
+  if (r > 0.05) fail_msg("int8 relative error %g", r);
+  for (int i = 0; i < 3; i++) {
+    int ia = 0, ib = 0;
+    for (int k = 1; k < 5; k++) {
+      if (a[i * 5 + k] > a[i * 5 + ia]) ia = k;
+      if (b[i * 5 + k] > b[i * 5 + ib]) ib = k;
+    }
+    assert_int_equal(ia, ib);
+  }
+  vr_session_free(s);
+  /* A calibration tensor of the wrong shape. */
+  vr_tensor bad = in;
+  bad.shape[2] = 4;
+  o.calibration = &bad;
+  assert_int_equal(vr_session_create(f.m, &o, &s, &e), VR_ESHAPE);
+  free_fixture(&f);
+}
+
 static int find_node(const vr_model *m, const char *prefix) {
   for (int i = 0; i < vr_model_num_nodes(m); i++)
     if (!strncmp(vr_model_node(m, i)->op_type, prefix, strlen(prefix))) return i;
@@ -279,7 +318,8 @@ static void test_static_batch(void **st) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_tiny_cnn),          cmocka_unit_test(test_tiny_tf),
-      cmocka_unit_test(test_bf16),              cmocka_unit_test(test_fusions_and_info),
+      cmocka_unit_test(test_bf16),              cmocka_unit_test(test_int8),
+      cmocka_unit_test(test_fusions_and_info),
       cmocka_unit_test(test_partial_chain),     cmocka_unit_test(test_profiling),
       cmocka_unit_test(test_bad_models),        cmocka_unit_test(test_truncated_and_garbage),
       cmocka_unit_test(test_bad_run_inputs),    cmocka_unit_test(test_static_batch),
