@@ -385,6 +385,51 @@ static void test_unload_in_flight(void **st) {
   assert_int_equal(post_json("/v2/repository/models/slow/load", "", b, sizeof b), 200);
 }
 
+static void *shutdown_main(void *arg) {
+  vr_server_shutdown(arg);
+  return NULL;
+}
+
+/* SIGTERM path of `vario serve`: stop accepting, answer every accepted
+ * request, then stop. Runs its own server so the shared one stays up. */
+static void test_graceful_shutdown(void **st) {
+  (void)st;
+  rt_fake f;
+  rt_fake_init(&f, 2000, 0, 3);
+  vr_server_opts o;
+  vr_server_opts_init(&o);
+  o.repo = g_repo;
+  o.load_all = 1;
+  o.rt.backend = &f.be;
+  o.rt.profile_runs = 1;
+  vr_server *s;
+  vr_errbuf err = {0};
+  assert_int_equal(vr_server_create(&o, &s, &err), 0);
+  int saved = g_port;
+  g_port = vr_server_port(s);
+  enum { N = 10 };
+  int fd[N];
+  for (int i = 0; i < N; i++) fd[i] = send_raw("/v2/models/slow/infer", k_infer, 0);
+  usleep(3000); /* accepted and queued: 10 x 2 rows at 2 ms per batch of 4 */
+  pthread_t t;
+  pthread_create(&t, NULL, shutdown_main, s);
+  for (int i = 0; i < N; i++) {
+    assert_int_equal(read_status(fd[i]), 200);
+    close(fd[i]);
+  }
+  pthread_join(t, NULL);
+  /* No longer accepting. */
+  int nfd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in sa = {0};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons((uint16_t)g_port);
+  inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+  assert_true(connect(nfd, (struct sockaddr *)&sa, sizeof sa) != 0);
+  close(nfd);
+  vr_server_free(s);
+  g_port = saved;
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_health_and_metadata),
@@ -398,6 +443,7 @@ int main(void) {
       cmocka_unit_test(test_load_unload),
       cmocka_unit_test(test_disconnects),
       cmocka_unit_test(test_unload_in_flight),
+      cmocka_unit_test(test_graceful_shutdown),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
