@@ -94,7 +94,7 @@ static int lower_conv(vr_pb *b, int ni) {
   /* int8: symmetric per-tensor activation scale from calibration, per
    * output-channel weight scales; u8 activations when never negative. */
   const vr_qparams *q = b->c->precision == VR_PREC_INT8 ? b->c->q : NULL;
-  int q8 = q && n->in[0] < q->nvals && q->absmax[n->in[0]] > 0;
+  int q8 = !b->no_q8 && q && n->in[0] < q->nvals && q->absmax[n->in[0]] > 0;
   float sx = 1, *sw = NULL, *osc = NULL;
   dnnl_data_type_t sdt = dt, wdt = dt;
   if (q8) {
@@ -154,6 +154,10 @@ static int lower_conv(vr_pb *b, int ni) {
     dnnl_primitive_attr_set_output_scales(wattr, noc, grp > 1 ? 3 : 1, sw);
   int rc = vr_pb_weights(b, n->in[1], &wplain, &qw, wattr, &wdata);
   if (wattr) dnnl_primitive_attr_destroy(wattr);
+  if (rc == VR_EUNSUPPORTED && q8) {
+    dnnl_primitive_desc_destroy(pd);
+    return rc;
+  }
   int xin = rc ? rc : vr_pb_pv_of(b, n->in[0]);
   if (xin >= 0) xin = q8 ? vr_pb_quantize(b, xin, &qx, sx) : vr_pb_as(b, xin, &qx);
   if (xin < 0) {
@@ -233,7 +237,7 @@ static int lower_matmul(vr_pb *b, int ni, int gemm) {
   int64_t N = y->shape[r - 1], K = a.shape[a.ndim - 1 - ta];
   /* int8 (see lower_conv): constant 2-D weights, per-column scales. */
   const vr_qparams *q = b->c->precision == VR_PREC_INT8 ? b->c->q : NULL;
-  int q8 = q && wconst && w.ndim == 2 && n->in[0] < q->nvals && q->absmax[n->in[0]] > 0 &&
+  int q8 = !b->no_q8 && q && wconst && w.ndim == 2 && n->in[0] < q->nvals && q->absmax[n->in[0]] > 0 &&
            (!has_c || b->vt[n->in[2]].shape[b->vt[n->in[2]].ndim - 1] == N);
   float sx = 1, *sw = NULL, *osc = NULL;
   if (q8) {
@@ -303,6 +307,10 @@ static int lower_matmul(vr_pb *b, int ni, int gemm) {
       dnnl_primitive_attr_set_output_scales(wattr, N, 1 << (r - 1), sw);
     int rc = vr_pb_weights(b, n->in[1], &wsrc, &qw, wattr, &wd);
     if (wattr) dnnl_primitive_attr_destroy(wattr);
+    if (rc == VR_EUNSUPPORTED && q8) {
+      dnnl_primitive_desc_destroy(pd);
+      return rc;
+    }
     wpv = rc ? rc : vr_pb_new_pv(b, &w, &qw);
     if (wpv >= 0) PV(b, wpv)->ext = wd;
   } else {
@@ -336,10 +344,24 @@ static int lower_matmul(vr_pb *b, int ni, int gemm) {
 
 int vr_lower_nn(vr_pb *b, int ni);
 
-int vr_lower_node(vr_pb *b, int ni) {
+static int lower_gemm_like(vr_pb *b, int ni) {
   const vr_node *n = node(b, ni);
   if (!strcmp(n->op, "Conv")) return lower_conv(b, ni);
-  if (!strcmp(n->op, "MatMul")) return lower_matmul(b, ni, 0);
-  if (!strcmp(n->op, "Gemm")) return lower_matmul(b, ni, 1);
-  return vr_lower_nn(b, ni);
+  return lower_matmul(b, ni, !strcmp(n->op, "Gemm"));
+}
+
+int vr_lower_node(vr_pb *b, int ni) {
+  const vr_node *n = node(b, ni);
+  if (strcmp(n->op, "Conv") && strcmp(n->op, "MatMul") && strcmp(n->op, "Gemm"))
+    return vr_lower_nn(b, ni);
+  int rc = lower_gemm_like(b, ni);
+  /* int8 falls back to fp32 for a node whose quantised weight layout
+   * oneDNN cannot produce (seen with some grouped / s8-source cases).
+   * Nothing was emitted for the node when the weight reorder failed. */
+  if (rc == VR_EUNSUPPORTED && b->c->precision == VR_PREC_INT8 && !b->no_q8) {
+    b->no_q8 = 1;
+    rc = lower_gemm_like(b, ni);
+    b->no_q8 = 0;
+  }
+  return rc;
 }

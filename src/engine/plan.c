@@ -481,7 +481,7 @@ int vr_plan_build(const vr_plan_ctx *c, int batch, vr_plan **out, vr_errbuf *err
   *out = NULL;
   const vr_graph *g = c->g;
   vr_plan *p = VR_NEW(vr_plan);
-  vr_pb b = {c, g, p, NULL, NULL, NULL, err};
+  vr_pb b = {c, g, p, NULL, NULL, NULL, err, 0};
   void **owned = vr_calloc((size_t)g->nvals + 1, sizeof(void *));
   b.vt = vr_calloc((size_t)g->nvals + 1, sizeof(vr_tview));
   b.val2pv = vr_malloc(sizeof(int) * ((size_t)g->nvals + 1));

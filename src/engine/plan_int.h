@@ -54,6 +54,7 @@ typedef struct vr_pb {
   int *val2pv;    /* current plan value of each graph value, or -1 */
   int *uses;      /* last node reading each value's storage (see plan.c) */
   vr_errbuf *err;
+  int no_q8;      /* lower the current node without int8 */
 } vr_pb;
 
 int vr_pb_new_pv(vr_pb *b, const vr_tview *t, const dnnl_memory_desc_t *md);
