@@ -226,6 +226,7 @@ def run_one(name, xtr, ytr, xte, yte, data_dir, epochs):
     # Training record (not read by Vario): recipe, time, ops.
     with open(os.path.join(out, "train_log.json"), "w") as f:
         json.dump({"seed": SEED, "recipe": recipe,
+                   "threads": torch.get_num_threads(),
                    "train_seconds": round(secs, 1), "onnx_ops": ops,
                    "torch_version": torch.__version__}, f, indent=2)
         f.write("\n")
@@ -256,13 +257,16 @@ def main():
     ap.add_argument("--only", action="append", choices=fmnist_models.NAMES,
                     help="train only this model (repeatable)")
     ap.add_argument("--epochs", type=int, help="override the recipe's epochs")
+    ap.add_argument("--threads", type=int, default=2,
+                    help="training threads (default 2; 1 is faster when "
+                    "other jobs load the machine)")
     ap.add_argument("--table", action="store_true",
                     help="print the markdown table of the exported models")
     args = ap.parse_args()
     if args.table:
         table()
         return
-    torch.set_num_threads(2)
+    torch.set_num_threads(args.threads)
     torch.set_num_interop_threads(1)
     torch.use_deterministic_algorithms(True)
     xtr, ytr = load_split("train")
