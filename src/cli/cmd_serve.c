@@ -13,6 +13,7 @@
 
 #include "base/log.h"
 #include "cli/commands.h"
+#include "cli/serve_control.h"
 #include "server/server.h"
 
 static void usage(FILE *f) {
@@ -24,6 +25,11 @@ static void usage(FILE *f) {
           "  --host ADDR      IPv4 address to bind (default 127.0.0.1)\n"
           "  --max-body-mb N  largest request body (default 64)\n"
           "  --max-conns N    open connections (default 1024)\n"
+          "  --store DB       model-less mode: registered models (vario register),\n"
+          "                   control loop, /v2/apps API; implies --no-load\n"
+          "  --control-csv F  per-second control time series (with --store)\n"
+          "  --cores N        cores the control plane may fill (default: all)\n"
+          "  --default-slo-ms L  SLO for queries that state none (default 100)\n"
           "  --no-load        start with no model loaded (load via the\n"
           "                   repository API)\n");
 }
@@ -41,10 +47,20 @@ int vr_cmd_serve(int argc, char **argv) {
   vr_server_opts_init(&o);
   o.port = 8000;
   o.load_all = 1;
+  vr_cli_control ctl = {0}; /* model-less control plane (--store) */
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     long v;
     int has = i + 1 < argc;
+    int used = vr_cli_control_arg(&ctl, argc, argv, i);
+    if (used > 0) {
+      i += used - 1;
+      continue;
+    }
+    if (used < 0) {
+      fprintf(stderr, "vario serve: bad or incomplete option '%s'\n", a);
+      return 2;
+    }
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
       usage(stdout);
       return 0;
@@ -81,8 +97,17 @@ int vr_cmd_serve(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
   vr_server *s = NULL;
   vr_errbuf err = {0};
+  if (ctl.store_path) o.load_all = 0; /* the control plane loads variants */
   if (vr_server_create(&o, &s, &err)) {
     fprintf(stderr, "vario serve: %s\n", err.msg);
+    return 1;
+  }
+  if (vr_cli_control_open(&ctl, s, &err)) {
+    fprintf(stderr, "vario serve: %s\n", err.msg);
+    vr_cli_control_close(&ctl);
+    vr_server_shutdown(s);
+    vr_cli_control_free(&ctl);
+    vr_server_free(s);
     return 1;
   }
   fprintf(stderr, "vario serve: listening on http://%s:%d (KServe v2;"
@@ -91,7 +116,9 @@ int vr_cmd_serve(int argc, char **argv) {
   int sig = 0;
   sigwait(&set, &sig);
   fprintf(stderr, "vario serve: signal %d, draining\n", sig);
+  vr_cli_control_close(&ctl);
   vr_server_shutdown(s);
+  vr_cli_control_free(&ctl);
   vr_server_free(s);
   fprintf(stderr, "vario serve: stopped\n");
   return 0;

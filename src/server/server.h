@@ -13,6 +13,7 @@
 
 #include <stddef.h>
 
+#include "control/control.h"
 #include "runtime/runtime.h"
 #include "server/sbuf.h"
 #include "vario/status.h"
@@ -40,6 +41,11 @@ vr_runtime *vr_server_runtime(vr_server *s);
 int vr_server_load(vr_server *s, const char *name, vr_errbuf *err);
 void vr_server_shutdown(vr_server *s);
 void vr_server_free(vr_server *s);
+
+/* Attaches the model-less control plane (borrowed; both must outlive the
+ * server's HTTP thread): mounts /v2/apps (server_apps.c, written with the
+ * control plane; docs/API.md "Model-less API"). */
+void vr_server_set_control(vr_server *s, vr_control *ctl, vr_store *store);
 
 /* Appends Prometheus text exposition of every metric. */
 void vr_server_metrics(vr_server *s, vr_sbuf *b);

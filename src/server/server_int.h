@@ -17,6 +17,8 @@ struct vr_server {
   int shutting_down;
   uint64_t http_status[6]; /* responses by class: [2]=2xx ... (atomic) */
   uint64_t invalid;        /* infer requests rejected before routing */
+  vr_control *ctl;         /* model-less control plane, or NULL (borrowed) */
+  vr_store *store;         /* its metadata store (borrowed) */
 };
 
 /* HTTP status for a runtime / parser status code. */
@@ -31,6 +33,8 @@ void vr_server_repo_index(vr_server *s, vr_http_req *r);
 void vr_server_repo_load(vr_server *s, vr_http_req *r, const char *model,
                          int load);
 void vr_server_model_stats(vr_server *s, vr_http_req *r, const char *model);
+/* /v2/apps[...]: the model-less API (server_apps.c). */
+void vr_server_apps(vr_server *s, vr_http_req *r, int get, char **seg, int n);
 void vr_server_model_instances(vr_server *s, vr_http_req *r,
                                const char *model);
 

@@ -1,0 +1,31 @@
+/*
+ * `vario serve --store DB`: attaches the model-less control plane (store +
+ * control loop + /v2/apps endpoints) to a running server. Kept apart from
+ * cmd_serve.c so the serve command only gains a few lines.
+ */
+#ifndef VR_CLI_SERVE_CONTROL_H
+#define VR_CLI_SERVE_CONTROL_H
+
+#include "server/server.h"
+
+typedef struct vr_cli_control {
+  const char *store_path; /* NULL: no control plane */
+  const char *csv_path;   /* per-second time series, or NULL */
+  int cores;              /* 0 = all online CPUs */
+  double default_slo_ms;  /* 0 = 100 */
+  /* owned after open */
+  vr_store *store;
+  vr_control *ctl;
+  FILE *csv;
+} vr_cli_control;
+
+/* Parses one of --store/--control-csv/--cores/--default-slo-ms at argv[i];
+ * returns the number of argv entries used (0: not ours, -1: bad value). */
+int vr_cli_control_arg(vr_cli_control *c, int argc, char **argv, int i);
+int vr_cli_control_open(vr_cli_control *c, vr_server *s, vr_errbuf *err);
+/* Stops the loop's threads (before the server drains). */
+void vr_cli_control_close(vr_cli_control *c);
+/* Frees control, store and CSV (after the server has drained). */
+void vr_cli_control_free(vr_cli_control *c);
+
+#endif

@@ -1,0 +1,493 @@
+/*
+ * Live control loop: store + runtime monitoring -> vr_snapshot -> policy
+ * -> actions -> runtime (see control.h).
+ */
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/alloc.h"
+#include "base/clock.h"
+#include "base/log.h"
+#include "control/control_int.h"
+
+void vr_control_opts_init(vr_control_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->autoscale = 1;
+}
+
+/* ---- variants from the store ------------------------------------------ */
+
+static int load_variants(vr_control *c, vr_errbuf *err) {
+  vr_store *s = c->o.store;
+  vr_store_rdlock(s);
+  size_t n = vr_store_num_variants(s), k = 0;
+  ctl_var *var = VR_NEWN(ctl_var, n ? n : 1);
+  int rc = var ? 0 : vr_errf(err, VR_ENOMEM, "out of memory");
+  for (size_t a = 0; rc == 0 && a < vr_store_num_apps(s); a++) {
+    size_t nv;
+    const vr_variant_rec *const *v =
+        vr_store_app_variants(s, vr_store_app_at(s, a), VR_ORDER_ACCURACY, &nv);
+    for (size_t i = 0; rc == 0 && i < nv; i++, k++) {
+      json_error_t je;
+      json_t *j = json_loads(v[i]->profile_json, 0, &je);
+      rc = j ? vr_profile_from_json(j, &var[k].prof, err)
+             : vr_errf(err, VR_EFORMAT, "profile of %s: %s", v[i]->name, je.text);
+      json_decref(j);
+      if (rc) break;
+      /* The store's name is the key the runtime mapping uses. */
+      snprintf(var[k].prof.variant, sizeof var[k].prof.variant, "%.127s", v[i]->name);
+      const vr_model_rec *m = vr_store_model(s, v[i]->model);
+      snprintf(var[k].dir, sizeof var[k].dir, "%s", m ? m->dir : "");
+      var[k].prec = v[i]->precision;
+    }
+  }
+  vr_store_unlock(s);
+  if (rc) {
+    vr_free(var);
+    return rc;
+  }
+  /* Keep per-variant state of variants that survive a reload. */
+  vr_map byname;
+  vr_map_init(&byname);
+  for (size_t i = 0; i < k; i++) {
+    uintptr_t old = (uintptr_t)vr_map_get(&c->var_by_name, var[i].prof.variant);
+    if (old) {
+      ctl_var *o = &c->var[old - 1];
+      var[i].state = o->state, var[i].slo_ms = o->slo_ms, var[i].loading = o->loading;
+    }
+    if (vr_map_put(&byname, var[i].prof.variant, (void *)(uintptr_t)(i + 1), NULL))
+      rc = vr_errf(err, VR_ENOMEM, "out of memory");
+  }
+  if (rc) {
+    vr_map_free(&byname);
+    vr_free(var);
+    return rc;
+  }
+  /* Instances point at variant indices: remap them. */
+  for (size_t i = 0; i < c->insts.len; i++) {
+    ctl_inst *in = vr_vec_at(&c->insts, i);
+    uintptr_t nv = (uintptr_t)vr_map_get(&byname, c->var[in->var].prof.variant);
+    in->var = nv ? (int)nv - 1 : -1;
+  }
+  vr_map_free(&c->var_by_name);
+  c->var_by_name = byname;
+  vr_free(c->var);
+  c->var = var;
+  c->nvar = k;
+  return 0;
+}
+
+int ctl_find_var(const vr_control *c, const char *model, vr_precision p,
+                 int threads, int max_batch) {
+  char name[VR_STORE_VNAME_MAX];
+  vr_variant_name(name, model, p, threads, max_batch);
+  uintptr_t i = (uintptr_t)vr_map_get(&c->var_by_name, name);
+  return i ? (int)i - 1 : -1;
+}
+
+ctl_inst *ctl_inst_by_id(vr_control *c, int id) {
+  for (size_t i = 0; i < c->insts.len; i++) {
+    ctl_inst *in = vr_vec_at(&c->insts, i);
+    if (in->id == id) return in;
+  }
+  return NULL;
+}
+
+/* ---- snapshot ------------------------------------------------------------ */
+
+static int cmp_float(const void *a, const void *b) {
+  float x = *(const float *)a, y = *(const float *)b;
+  return (x > y) - (x < y);
+}
+
+static int istate_of(vr_rt_state s, int override) {
+  switch (s) {
+    case VR_INST_LOADING: return VR_IS_LOADING;
+    case VR_INST_OVERLOADED: return VR_IS_OVERLOADED;
+    case VR_INST_DRAINING: return VR_IS_DRAINING;
+    default: return override >= 0 ? override : VR_IS_ACTIVE;
+  }
+}
+
+/* Syncs c->insts with the runtime's instances; returns cores used by
+ * instances that are not ours (loaded by name through the KServe API). */
+static int sync_instances(vr_control *c, vr_rt_instance_stats *st, int n,
+                          int *foreign_cores) {
+  *foreign_cores = 0;
+  for (size_t i = 0; i < c->insts.len;) { /* drop vanished instances */
+    ctl_inst *in = vr_vec_at(&c->insts, i);
+    int alive = 0;
+    for (int k = 0; k < n && !alive; k++) alive = st[k].id == in->id;
+    if (!alive || in->var < 0) vr_vec_swap_remove(&c->insts, i);
+    else i++;
+  }
+  for (int k = 0; k < n; k++) {
+    int v = ctl_find_var(c, st[k].model, st[k].precision, st[k].threads, st[k].max_batch);
+    if (v < 0) {
+      *foreign_cores += st[k].threads;
+      continue;
+    }
+    if (!ctl_inst_by_id(c, st[k].id)) {
+      ctl_inst x = {.id = st[k].id, .var = v, .istate = -1};
+      if (vr_vec_push(&c->insts, &x)) return VR_ENOMEM;
+    }
+  }
+  return 0;
+}
+
+static void fill_instance(vr_control *c, ctl_inst *in, const vr_rt_instance_stats *st,
+                          double dt, vr_snap_instance *x) {
+  memset(x, 0, sizeof *x);
+  x->id = in->id;
+  x->variant = in->var;
+  x->worker = 0;
+  x->state = in->removing ? VR_IS_DRAINING : istate_of(st->state, in->istate);
+  x->max_batch = st->max_batch;
+  x->queue_len = st->queue_rows;
+  x->arrival_qps = in->arrivals / dt;
+  x->served_qps = st->served_qps;
+  x->obs_batch = in->batches ? (double)in->items / in->batches : 0;
+  if (in->nlat) {
+    qsort(in->lat, in->nlat, sizeof *in->lat, cmp_float);
+    x->p50_ms = in->lat[(in->nlat - 1) / 2];
+    x->p99_ms = in->lat[(int)floor(0.99 * (in->nlat - 1))];
+  }
+}
+
+int ctl_refresh_locked(vr_control *c, int64_t now_ns, double dt) {
+  vr_rt_instance_stats st[CTL_MAX_INST];
+  int n = vr_rt_instances(c->o.rt, NULL, st, CTL_MAX_INST);
+  if (n > CTL_MAX_INST) n = CTL_MAX_INST;
+  int foreign = 0, rc = sync_instances(c, st, n, &foreign);
+  if (rc) return rc;
+  vr_vec_clear(&c->sv);
+  vr_vec_clear(&c->si);
+  for (size_t v = 0; v < c->nvar; v++) {
+    ctl_var *cv = &c->var[v];
+    if (cv->period_slo > 0) cv->slo_ms = cv->period_slo;
+    double slo = cv->slo_ms > 0 ? cv->slo_ms : c->o.default_slo_ms;
+    vr_snap_variant x = {cv->prof, cv->state, slo, cv->arrivals / dt, cv->served / dt};
+    if (vr_vec_push(&c->sv, &x)) return VR_ENOMEM;
+  }
+  int used = foreign + c->loading_cores;
+  int64_t mem = c->loading_mem;
+  for (size_t i = 0; i < c->insts.len; i++) {
+    ctl_inst *in = vr_vec_at(&c->insts, i);
+    for (int k = 0; k < n; k++)
+      if (st[k].id == in->id) {
+        vr_snap_instance x;
+        fill_instance(c, in, &st[k], dt, &x);
+        if (vr_vec_push(&c->si, &x)) return VR_ENOMEM;
+        used += st[k].threads;
+        mem += c->var[in->var].prof.mem_bytes;
+      }
+  }
+  vr_snap_worker *w = &c->worker;
+  w->id = 0;
+  w->state = VR_WS_UP;
+  w->cores = c->o.cores;
+  w->free_cores = c->o.cores - used;
+  w->mem_bytes = c->o.mem_bytes;
+  w->free_mem = c->o.mem_bytes - mem;
+  w->price_per_s = c->o.cores * c->o.core_price_per_hour / 3600.0;
+  if (c->si.len) w->idle_since = -1;
+  else if (w->idle_since < 0) w->idle_since = now_ns;
+  c->snap = (vr_snapshot){now_ns, c->sv.data, c->sv.len, c->si.data, c->si.len,
+                          w, 1, NULL, 0};
+  return vr_select_build(c->ix, &c->snap);
+}
+
+int ctl_fits_locked(const vr_control *c, int v) {
+  const vr_profile *p = &c->var[v].prof;
+  return c->worker.free_cores >= p->threads && c->worker.free_mem >= p->mem_bytes;
+}
+
+/* ---- actions --------------------------------------------------------------- */
+
+static int ensure_model(vr_control *c, const ctl_var *v, vr_errbuf *err) {
+  vr_model_config cfg;
+  if (vr_rt_model_config(c->o.rt, v->prof.model, &cfg) == 0) return 0;
+  int rc = vr_model_config_load(v->dir, &cfg, err);
+  if (rc) return rc;
+  snprintf(cfg.name, sizeof cfg.name, "%s", v->prof.model);
+  cfg.instances = 0; /* the control plane adds instances itself */
+  rc = vr_rt_load(c->o.rt, &cfg, err);
+  return rc == VR_EEXIST ? 0 : rc; /* a concurrent load won the race */
+}
+
+int ctl_load_variant(vr_control *c, int v, vr_errbuf *err) {
+  pthread_mutex_lock(&c->mu);
+  ctl_var cv = c->var[v];
+  pthread_mutex_unlock(&c->mu);
+  int rc = ensure_model(c, &cv, err);
+  if (rc) return rc;
+  vr_rt_instance_opts io = {cv.prec, cv.prof.threads, cv.prof.max_batch,
+                            c->o.max_queue_delay_us};
+  int id = vr_rt_add_instance(c->o.rt, cv.prof.model, &io, err);
+  if (id > 0) vr_info("control: loaded %s as instance %d", cv.prof.variant, id);
+  return id;
+}
+
+static void unload(vr_control *c, int64_t id) {
+  vr_errbuf err = {0};
+  if (vr_rt_remove_instance(c->o.rt, (int)id, &err))
+    vr_warn("control: unload %lld: %s", (long long)id, err.msg);
+  else
+    vr_info("control: unloaded instance %lld", (long long)id);
+}
+
+/* Loads decided by the policy: re-checked against the worker first, since
+ * query-path loads may have taken the room meanwhile. */
+static void apply_load(vr_control *c, const vr_action *a) {
+  pthread_mutex_lock(&c->mu);
+  int ok = a->variant >= 0 && (size_t)a->variant < c->nvar && ctl_fits_locked(c, a->variant);
+  const vr_profile *p = ok ? &c->var[a->variant].prof : NULL;
+  if (ok) {
+    c->loading_cores += p->threads;
+    c->loading_mem += p->mem_bytes;
+    c->worker.free_cores -= p->threads;
+    c->worker.free_mem -= p->mem_bytes;
+  }
+  int threads = p ? p->threads : 0;
+  int64_t mem = p ? p->mem_bytes : 0;
+  pthread_mutex_unlock(&c->mu);
+  if (!ok) return;
+  vr_errbuf err = {0};
+  if (ctl_load_variant(c, a->variant, &err) < 0)
+    vr_warn("control: load (%s): %s", a->why ? a->why : "", err.msg);
+  pthread_mutex_lock(&c->mu);
+  c->loading_cores -= threads;
+  c->loading_mem -= mem;
+  pthread_mutex_unlock(&c->mu);
+}
+
+static void apply(vr_control *c, const vr_action *a) {
+  if (a->kind >= 0 && a->kind <= VR_ACT_MIGRATE) c->actions_applied[a->kind]++;
+  switch (a->kind) {
+    case VR_ACT_LOAD:
+      if (a->worker == 0) apply_load(c, a);
+      break;
+    case VR_ACT_MIGRATE: /* reload elsewhere first, then drop the old one */
+      apply_load(c, a);
+      /* fall through */
+    case VR_ACT_UNLOAD: {
+      pthread_mutex_lock(&c->mu);
+      ctl_inst *in = ctl_inst_by_id(c, (int)a->instance);
+      if (in) in->removing = 1;
+      pthread_mutex_unlock(&c->mu);
+      if (in) unload(c, a->instance);
+      break;
+    }
+    case VR_ACT_SET_VSTATE:
+      pthread_mutex_lock(&c->mu);
+      if (a->variant >= 0 && (size_t)a->variant < c->nvar) c->var[a->variant].state = a->value;
+      pthread_mutex_unlock(&c->mu);
+      break;
+    case VR_ACT_SET_ISTATE: {
+      pthread_mutex_lock(&c->mu);
+      ctl_inst *in = ctl_inst_by_id(c, (int)a->instance);
+      if (in) in->istate = a->value;
+      pthread_mutex_unlock(&c->mu);
+      break;
+    }
+    default:
+      /* SET_BATCH: a variant's max batch is part of its identity here
+       * (the policy reaches other batch sizes by loading other variants);
+       * worker actions: one worker in this process. */
+      break;
+  }
+}
+
+/* ---- tick ------------------------------------------------------------------ */
+
+static void write_row(vr_control *c, int64_t now_ns, double dt) {
+  if (!c->o.csv) return;
+  double cost = 0;
+  int ninst = 0;
+  char vars[1024] = "";
+  size_t off = 0;
+  for (size_t v = 0; v < c->nvar; v++) {
+    int k = 0;
+    for (size_t i = 0; i < c->insts.len; i++) {
+      ctl_inst *in = vr_vec_at(&c->insts, i);
+      k += in->var == (int)v && !in->removing;
+    }
+    if (!k) continue;
+    ninst += k;
+    cost += k * c->var[v].prof.cost_per_s;
+    int w = snprintf(vars + off, sizeof vars - off, "%s%s*%d", off ? " " : "",
+                     c->var[v].prof.variant, k);
+    if (w > 0 && off + w < sizeof vars) off += w;
+  }
+  double att = c->p_served ? 1.0 - (double)c->p_late / c->p_served : 1.0;
+  fprintf(c->o.csv, "%.3f,%llu,%llu,%llu,%llu,%.4f,%.3f,%.3f,%.8f,%d,%d,%s\n",
+          now_ns / 1e9, (unsigned long long)c->p_arrivals,
+          (unsigned long long)c->p_served, (unsigned long long)c->p_late,
+          (unsigned long long)(c->p_failed + c->p_infeasible), att,
+          vr_hist_quantile(&c->p_hist, 0.99) / 1000.0,
+          c->p_served ? c->p_acc_sum / c->p_served : 0.0, cost, ninst,
+          c->o.cores - c->worker.free_cores, vars);
+  fflush(c->o.csv);
+  (void)dt;
+}
+
+static void reset_period(vr_control *c) {
+  for (size_t v = 0; v < c->nvar; v++) {
+    c->var[v].arrivals = c->var[v].served = 0;
+    c->var[v].period_slo = 0;
+  }
+  for (size_t i = 0; i < c->insts.len; i++) {
+    ctl_inst *in = vr_vec_at(&c->insts, i);
+    in->arrivals = in->items = in->batches = 0;
+    in->nlat = 0;
+  }
+  c->p_arrivals = c->p_served = c->p_late = c->p_failed = c->p_infeasible = 0;
+  c->p_acc_sum = 0;
+  vr_hist_init(&c->p_hist);
+}
+
+int vr_control_tick(vr_control *c, int64_t now_ns, vr_errbuf *err) {
+  pthread_mutex_lock(&c->mu);
+  double dt = c->last_tick_ns ? (now_ns - c->last_tick_ns) / 1e9 : 1.0;
+  if (dt <= 0) dt = 1e-3;
+  c->last_tick_ns = now_ns;
+  int rc = ctl_refresh_locked(c, now_ns, dt);
+  vr_vec_clear(&c->acts);
+  if (rc == 0 && c->o.autoscale)
+    rc = vr_policy_tick(&c->o.policy, &c->pst, &c->snap, &c->acts);
+  if (rc == 0) write_row(c, now_ns, dt);
+  reset_period(c);
+  /* Apply outside the lock: loads and drains take milliseconds. */
+  size_t n = c->acts.len;
+  vr_action *acts = n ? vr_malloc(n * sizeof *acts) : NULL;
+  if (acts) memcpy(acts, c->acts.data, n * sizeof *acts);
+  pthread_mutex_unlock(&c->mu);
+  if (rc) return vr_errf(err, rc, "control tick: %s", vr_strerror(rc));
+  for (size_t i = 0; i < n && acts; i++) {
+    const vr_action *a = &acts[i];
+    if (a->kind != VR_ACT_SET_VSTATE && a->kind != VR_ACT_SET_ISTATE &&
+        a->kind != VR_ACT_SET_BATCH)
+      vr_info("control: %s %s (%s)", vr_action_name(a->kind),
+              a->variant >= 0 && (size_t)a->variant < c->nvar ? c->var[a->variant].prof.variant : "",
+              a->why ? a->why : "");
+    apply(c, a);
+  }
+  vr_free(acts);
+  pthread_mutex_lock(&c->mu);
+  rc = ctl_refresh_locked(c, now_ns, dt); /* route to what now exists */
+  pthread_mutex_unlock(&c->mu);
+  return rc ? vr_errf(err, rc, "control refresh: %s", vr_strerror(rc)) : 0;
+}
+
+/* ---- lifecycle ------------------------------------------------------------- */
+
+int vr_control_reload_store(vr_control *c, vr_errbuf *err) {
+  pthread_mutex_lock(&c->mu);
+  int rc = load_variants(c, err);
+  if (rc == 0) rc = ctl_refresh_locked(c, c->last_tick_ns, 1.0);
+  pthread_mutex_unlock(&c->mu);
+  return rc;
+}
+
+int vr_control_create(const vr_control_opts *o, vr_control **out,
+                      vr_errbuf *err) {
+  *out = NULL;
+  if (!o->store || !o->rt) return vr_errf(err, VR_EINVAL, "control needs a store and a runtime");
+  vr_control *c = VR_NEW(vr_control);
+  if (!c) return vr_errf(err, VR_ENOMEM, "out of memory");
+  c->o = *o;
+  if (c->o.cores <= 0) c->o.cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
+  if (c->o.mem_bytes <= 0) c->o.mem_bytes = (int64_t)8 << 30;
+  if (c->o.core_price_per_hour <= 0) c->o.core_price_per_hour = 0.0425;
+  if (c->o.period_ns <= 0) c->o.period_ns = VR_NS_PER_S;
+  if (c->o.default_slo_ms <= 0) c->o.default_slo_ms = 100;
+  if (c->o.max_queue_delay_us <= 0) c->o.max_queue_delay_us = 2000;
+  if (!o->policy_set) vr_policy_cfg_default(&c->o.policy, VR_POL_INFAAS);
+  pthread_mutex_init(&c->mu, NULL);
+  pthread_cond_init(&c->cv, NULL);
+  vr_map_init(&c->var_by_name);
+  vr_vec_init(&c->insts, sizeof(ctl_inst));
+  vr_vec_init(&c->sv, sizeof(vr_snap_variant));
+  vr_vec_init(&c->si, sizeof(vr_snap_instance));
+  vr_policy_state_init(&c->pst);
+  vr_actions_init(&c->acts);
+  vr_hist_init(&c->p_hist);
+  c->worker.idle_since = -1;
+  c->ix = vr_select_new();
+  int rc = c->ix ? 0 : vr_errf(err, VR_ENOMEM, "out of memory");
+  if (rc == 0) rc = vr_control_reload_store(c, err);
+  if (rc) {
+    vr_control_free(c);
+    return rc;
+  }
+  *out = c;
+  return 0;
+}
+
+static void *tick_main(void *arg) {
+  vr_control *c = arg;
+  pthread_mutex_lock(&c->mu);
+  while (!c->stop) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    int64_t t = ts.tv_sec * VR_NS_PER_S + ts.tv_nsec + c->o.period_ns;
+    ts.tv_sec = t / VR_NS_PER_S;
+    ts.tv_nsec = t % VR_NS_PER_S;
+    while (!c->stop && pthread_cond_timedwait(&c->cv, &c->mu, &ts) != ETIMEDOUT) {}
+    if (c->stop) break;
+    pthread_mutex_unlock(&c->mu);
+    vr_errbuf err = {0};
+    if (vr_control_tick(c, vr_now_ns(), &err)) vr_warn("%s", err.msg);
+    pthread_mutex_lock(&c->mu);
+  }
+  pthread_mutex_unlock(&c->mu);
+  return NULL;
+}
+
+int vr_control_start(vr_control *c, vr_errbuf *err) {
+  if (c->started) return 0;
+  if (pthread_create(&c->tick_thread, NULL, tick_main, c))
+    return vr_errf(err, VR_ENOMEM, "cannot start the control thread");
+  if (pthread_create(&c->load_thread, NULL, ctl_loader_main, c)) {
+    pthread_mutex_lock(&c->mu);
+    c->stop = 1;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    pthread_join(c->tick_thread, NULL);
+    return vr_errf(err, VR_ENOMEM, "cannot start the loader thread");
+  }
+  c->started = 1;
+  return 0;
+}
+
+void vr_control_stop(vr_control *c) {
+  if (!c || !c->started) return;
+  pthread_mutex_lock(&c->mu);
+  c->stop = 1;
+  pthread_cond_broadcast(&c->cv);
+  pthread_mutex_unlock(&c->mu);
+  pthread_join(c->tick_thread, NULL);
+  pthread_join(c->load_thread, NULL);
+  c->started = 0;
+}
+
+void vr_control_free(vr_control *c) {
+  if (!c) return;
+  vr_control_stop(c);
+  /* The loader answered every waiter before it exited (see its loop). */
+  vr_select_free(c->ix);
+  vr_actions_free(&c->acts);
+  vr_policy_state_free(&c->pst);
+  vr_vec_free(&c->sv);
+  vr_vec_free(&c->si);
+  vr_vec_free(&c->insts);
+  vr_map_free(&c->var_by_name);
+  vr_free(c->var);
+  pthread_cond_destroy(&c->cv);
+  pthread_mutex_destroy(&c->mu);
+  vr_free(c);
+}

@@ -1,0 +1,104 @@
+/*
+ * The live control plane (INFaaS on one worker): per-query variant
+ * selection for model-less queries, and a control loop that every period
+ * (default 1 s) builds a policy snapshot from the runtime's monitoring and
+ * the store's profiles, runs the pure policy (variant state machine, model
+ * autoscaler, interference detection; policy/policy.h) and applies its
+ * actions through the runtime's instance API — never beyond the worker's
+ * cores and memory.
+ *
+ * The same snapshot/action types drive the simulator (sim/), so a policy
+ * decision seen here can be replayed there.
+ *
+ * Threads: the control thread runs ticks; a loader thread performs variant
+ * loads asked for by queries (INFaaS loads the best inactive variant on the
+ * query path); routing and completion calls come from any thread. All
+ * state is behind one mutex; loads and unloads run outside it.
+ *
+ * Ownership: vr_control borrows the store and the runtime (both must
+ * outlive it) and owns everything else. Callbacks given to
+ * vr_control_route are called exactly once.
+ */
+#ifndef VR_CONTROL_CONTROL_H
+#define VR_CONTROL_CONTROL_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "control/store.h"
+#include "policy/policy.h"
+#include "runtime/runtime.h"
+
+typedef struct vr_control vr_control;
+
+typedef struct vr_control_opts {
+  vr_store *store;   /* borrowed */
+  vr_runtime *rt;    /* borrowed */
+  int cores;         /* worker cores; 0 = online CPUs */
+  int64_t mem_bytes; /* worker memory for instances; 0 = 8 GiB */
+  double core_price_per_hour; /* worker price; 0 = 0.0425 per core */
+  int64_t period_ns;          /* control period; 0 = 1 s */
+  double default_slo_ms;      /* SLO assumed for traffic without one: 100 */
+  int64_t max_queue_delay_us; /* batching delay of new instances; 0 = 2000 */
+  vr_policy_cfg policy;       /* default: vr_policy_cfg_default(INFAAS) */
+  int policy_set;             /* 0: use the default policy config */
+  int autoscale;              /* run the policy each tick (default 1) */
+  FILE *csv;                  /* per-tick time series (borrowed), or NULL */
+} vr_control_opts;
+
+void vr_control_opts_init(vr_control_opts *o);
+/* Reads every registered variant's profile from the store. Does not start
+ * threads (vr_control_start), so tests can drive ticks by hand. */
+int vr_control_create(const vr_control_opts *o, vr_control **out,
+                      vr_errbuf *err);
+int vr_control_start(vr_control *c, vr_errbuf *err);
+/* Stops the threads; instances stay loaded (the runtime owns them). */
+void vr_control_stop(vr_control *c);
+void vr_control_free(vr_control *c);
+
+/* One control period at time now_ns: snapshot -> policy -> actions. */
+int vr_control_tick(vr_control *c, int64_t now_ns, vr_errbuf *err);
+/* Re-reads the store (after a registration) keeping instance state. */
+int vr_control_reload_store(vr_control *c, vr_errbuf *err);
+
+/* ---- queries ------------------------------------------------------------ */
+
+typedef struct vr_ctl_query {
+  const char *app;     /* model-less: any model of the app, or */
+  const char *model;   /* a named model (any of its variants) */
+  double latency_ms;   /* SLO; <= 0: the default SLO */
+  double min_accuracy; /* percent (a value <= 1 is read as a fraction) */
+  double max_cost;     /* dollars per 1000 queries; <= 0: no limit */
+} vr_ctl_query;
+
+typedef struct vr_ctl_route {
+  int status;      /* 0, or VR_EINFEASIBLE / VR_ENOENT / VR_EBUSY / ... */
+  int http_status; /* 200, 400, 404, 503 */
+  char msg[512];   /* when status != 0: names the closest variant */
+  int instance_id;
+  int variant;     /* control's variant index */
+  char model[64];
+  char variant_name[128];
+  double accuracy;      /* percent */
+  double profile_ms;    /* the variant's profiled tail latency at batch 1 */
+  double cost_per_1k;   /* dollars per 1000 queries at full batches */
+  double slo_ms;
+  int loaded;           /* 1: this query made the variant load */
+} vr_ctl_route;
+
+typedef void (*vr_ctl_route_cb)(void *tag, const vr_ctl_route *r);
+
+/* Picks a variant and instance for q (INFaaS selection). cb runs exactly
+ * once: at once when an active variant serves (or the query is
+ * infeasible), or from the loader thread after loading a variant. */
+void vr_control_route(vr_control *c, const vr_ctl_query *q, vr_ctl_route_cb cb,
+                      void *tag);
+/* Reports a finished request that was routed by vr_control_route. */
+void vr_control_completed(vr_control *c, const vr_ctl_route *r,
+                          const vr_rt_request *req);
+
+/* JSON (vr_malloc'd text) describing the apps, their variants, states and
+ * instances: GET /v2/apps and /v2/apps/{app}. app NULL = all. */
+char *vr_control_describe(vr_control *c, const char *app);
+
+#endif

@@ -1,0 +1,100 @@
+/* Internals of the live control plane shared by control.c (lifecycle,
+ * snapshot, tick, actions) and control_route.c (queries, loader, JSON).
+ * Not for use outside src/control/. */
+#ifndef VR_CONTROL_INT_H
+#define VR_CONTROL_INT_H
+
+#include <pthread.h>
+
+#include "base/hist.h"
+#include "base/map.h"
+#include "base/vec.h"
+#include "control/control.h"
+#include "policy/select.h"
+
+#define CTL_LAT_SAMPLES 256
+#define CTL_MAX_INST VR_RT_MAX_INSTANCES * 4
+
+typedef struct ctl_var {
+  vr_profile prof;
+  char dir[VR_STORE_PATH_MAX]; /* model's repository entry */
+  vr_precision prec;
+  int state;             /* vr_vstate as last recorded by the policy */
+  double slo_ms;         /* tightest SLO its traffic asked for (sticky) */
+  double period_slo;     /* tightest this period; 0 = none yet */
+  uint64_t arrivals;     /* routed this period */
+  uint64_t served;       /* completed this period */
+  int loading;           /* a load is queued or running */
+} ctl_var;
+
+typedef struct ctl_inst {
+  int id;
+  int var;
+  int istate;    /* policy's SET_ISTATE override (interfered) or -1 */
+  int removing;  /* unload decided: route nothing more to it */
+  int inflight;  /* routed and not completed */
+  uint64_t arrivals, items, batches; /* this period */
+  int nlat;
+  float lat[CTL_LAT_SAMPLES]; /* compute ms of requests this period */
+} ctl_inst;
+
+typedef struct ctl_wait {
+  vr_ctl_route_cb cb;
+  void *tag;
+  vr_ctl_route r;
+  struct ctl_wait *next;
+} ctl_wait;
+
+typedef struct ctl_load {
+  int var;
+  ctl_wait *waiters;
+  struct ctl_load *next;
+} ctl_load;
+
+struct vr_control {
+  vr_control_opts o;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int stop, started;
+  pthread_t tick_thread, load_thread;
+
+  ctl_var *var;
+  size_t nvar;
+  vr_map var_by_name; /* variant name -> (void *)(index + 1) */
+  vr_vec insts;       /* ctl_inst */
+  int loading_cores;  /* threads of loads in progress */
+  int64_t loading_mem;
+
+  vr_select_index *ix;
+  vr_vec sv, si; /* snapshot arrays */
+  vr_snap_worker worker;
+  vr_snapshot snap;
+  vr_policy_state pst;
+  vr_actions acts;
+  int64_t last_tick_ns;
+
+  ctl_load *loads; /* FIFO of pending loads */
+
+  /* Period totals for the time series. */
+  uint64_t p_arrivals, p_served, p_late, p_failed, p_infeasible;
+  double p_acc_sum;
+  vr_hist p_hist; /* end-to-end ms x 1000 (us) */
+  uint64_t actions_applied[VR_ACT_MIGRATE + 1];
+};
+
+/* control.c */
+int ctl_find_var(const vr_control *c, const char *model, vr_precision p,
+                 int threads, int max_batch);
+ctl_inst *ctl_inst_by_id(vr_control *c, int id);
+/* Rebuilds snapshot + selection index from the runtime; caller holds mu. */
+int ctl_refresh_locked(vr_control *c, int64_t now_ns, double dt_s);
+/* Starts one instance of variant v (model loaded on demand). Called
+ * without mu; returns the instance id or a negative VR_E*. */
+int ctl_load_variant(vr_control *c, int v, vr_errbuf *err);
+/* Whether the worker has room for one more instance of v (caller holds mu). */
+int ctl_fits_locked(const vr_control *c, int v);
+
+/* control_route.c */
+void *ctl_loader_main(void *arg);
+
+#endif

@@ -1,0 +1,298 @@
+/*
+ * Query path of the control plane: INFaaS variant selection for each
+ * query (policy/select.h over the index the last tick built), the loader
+ * thread that loads an inactive variant a query needs, completion
+ * accounting, and the JSON description of apps and variants.
+ */
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/clock.h"
+#include "base/log.h"
+#include "control/control_int.h"
+
+static void fill_variant(const vr_control *c, int v, vr_ctl_route *r) {
+  const vr_profile *p = &c->var[v].prof;
+  r->variant = v;
+  snprintf(r->model, sizeof r->model, "%s", p->model);
+  snprintf(r->variant_name, sizeof r->variant_name, "%s", p->variant);
+  r->accuracy = p->accuracy;
+  r->profile_ms = vr_profile_tail_ms(p, 1);
+  r->cost_per_1k = 1000 * vr_policy_query_cost(p);
+}
+
+static void fail(vr_ctl_route *r, int status, int http, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void fail(vr_ctl_route *r, int status, int http, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(r->msg, sizeof r->msg, fmt, ap);
+  va_end(ap);
+  r->status = status;
+  r->http_status = http;
+}
+
+/* Least-loaded serving instance of v (in flight per unit of profiled
+ * peak throughput), skipping instances being removed; NULL if none. */
+static ctl_inst *pick_instance(vr_control *c, int v) {
+  ctl_inst *best = NULL;
+  double best_load = INFINITY;
+  const vr_snapshot *s = &c->snap;
+  for (size_t i = 0; i < c->insts.len; i++) {
+    ctl_inst *in = vr_vec_at(&c->insts, i);
+    if (in->var != v || in->removing) continue;
+    int serving = 0;
+    for (size_t k = 0; k < s->ninstances; k++)
+      if (s->instances[k].id == in->id)
+        serving = s->instances[k].state != VR_IS_LOADING &&
+                  s->instances[k].state != VR_IS_DRAINING;
+    if (!serving) continue;
+    double load = in->inflight / fmax(1.0, vr_profile_peak_qps(&c->var[v].prof, 1));
+    if (load < best_load) best_load = load, best = in;
+  }
+  return best;
+}
+
+static void count_routed(vr_control *c, ctl_inst *in, double slo) {
+  ctl_var *v = &c->var[in->var];
+  in->inflight++;
+  in->arrivals++;
+  v->arrivals++;
+  c->p_arrivals++;
+  if (v->period_slo <= 0 || slo < v->period_slo) v->period_slo = slo;
+}
+
+/* Queues a load of v for the loader with w waiting on it (mu held). */
+static int queue_load(vr_control *c, int v, ctl_wait *w) {
+  for (ctl_load *l = c->loads; l; l = l->next)
+    if (l->var == v) {
+      w->next = l->waiters;
+      l->waiters = w;
+      return 0;
+    }
+  ctl_load *l = VR_NEW(ctl_load);
+  if (!l) return VR_ENOMEM;
+  l->var = v;
+  l->waiters = w;
+  const vr_profile *p = &c->var[v].prof;
+  c->loading_cores += p->threads; /* reserve now, so ticks do not overcommit */
+  c->loading_mem += p->mem_bytes;
+  c->worker.free_cores -= p->threads;
+  c->worker.free_mem -= p->mem_bytes;
+  c->var[v].loading = 1;
+  ctl_load **tail = &c->loads;
+  while (*tail) tail = &(*tail)->next;
+  *tail = l;
+  pthread_cond_broadcast(&c->cv);
+  return 0;
+}
+
+/* The INFaaS decision for one query (mu held). Returns 1 when the answer
+ * is final (r filled), 0 when a load was queued for the waiter. */
+static int decide(vr_control *c, const vr_ctl_query *q, vr_ctl_route *r,
+                  ctl_wait **waiter) {
+  const char *name = q->app ? q->app : q->model;
+  int group = name ? vr_select_group(c->ix, q->app ? 'a' : 'm', name) : -1;
+  if (group < 0) {
+    fail(r, VR_ENOENT, 404, "no registered %s named '%s'", q->app ? "app" : "model",
+         name ? name : "");
+    return 1;
+  }
+  double acc = q->min_accuracy <= 1 ? 100 * q->min_accuracy : q->min_accuracy;
+  r->slo_ms = q->latency_ms > 0 ? q->latency_ms : c->o.default_slo_ms;
+  vr_query_req qr = {group, r->slo_ms, acc};
+  vr_selection sel;
+  if (vr_select(c->ix, &qr, &sel)) {
+    fail(r, VR_EINTERNAL, 500, "selection failed");
+    return 1;
+  }
+  if (sel.variant >= 0) fill_variant(c, sel.variant, r);
+  if (sel.outcome == VR_SEL_INFEASIBLE) {
+    c->p_infeasible++;
+    fail(r, VR_EINFEASIBLE, 400,
+         "no variant of '%s' meets latency_ms=%g and min_accuracy=%g%%; closest is "
+         "%s: p99 %.3f ms at batch 1, accuracy %.2f%%", name, r->slo_ms, acc,
+         r->variant_name, sel.latency_ms, sel.accuracy);
+    return 1;
+  }
+  if (q->max_cost > 0 && r->cost_per_1k > q->max_cost) {
+    c->p_infeasible++;
+    fail(r, VR_EINFEASIBLE, 400,
+         "variant %s meets latency and accuracy but costs $%.3g per 1000 queries "
+         "(max_cost %g)", r->variant_name, r->cost_per_1k, q->max_cost);
+    return 1;
+  }
+  if (sel.outcome == VR_SEL_ACTIVE) {
+    ctl_inst *in = pick_instance(c, sel.variant);
+    if (in) {
+      r->instance_id = in->id;
+      count_routed(c, in, r->slo_ms);
+      return 1;
+    }
+  }
+  /* Inactive (or its instances are going away): load it, if it fits. */
+  if (c->var[sel.variant].loading || ctl_fits_locked(c, sel.variant)) {
+    *waiter = VR_NEW(ctl_wait);
+    if (*waiter && queue_load(c, sel.variant, *waiter) == 0) {
+      r->loaded = 1;
+      return 0;
+    }
+    vr_free(*waiter);
+    *waiter = NULL;
+  }
+  fail(r, VR_EBUSY, 503,
+       "variant %s would serve this query but the worker has no room to load it "
+       "(%d cores, %lld MiB free)", r->variant_name, c->worker.free_cores,
+       (long long)(c->worker.free_mem >> 20));
+  return 1;
+}
+
+void vr_control_route(vr_control *c, const vr_ctl_query *q, vr_ctl_route_cb cb,
+                      void *tag) {
+  vr_ctl_route r;
+  memset(&r, 0, sizeof r);
+  r.variant = -1;
+  r.http_status = 200;
+  ctl_wait *w = NULL;
+  pthread_mutex_lock(&c->mu);
+  int final = decide(c, q, &r, &w);
+  if (!final) {
+    w->cb = cb;
+    w->tag = tag;
+    w->r = r;
+  }
+  int started = c->started;
+  pthread_mutex_unlock(&c->mu);
+  if (final) cb(tag, &r);
+  else if (!started) ctl_loader_main(c); /* no loader thread: load inline */
+}
+
+/* ---- loader ------------------------------------------------------------- */
+
+static void answer_waiters(vr_control *c, ctl_load *l, int id, const char *msg) {
+  for (ctl_wait *w = l->waiters, *next; w; w = next) {
+    next = w->next;
+    if (id > 0) {
+      pthread_mutex_lock(&c->mu);
+      ctl_inst *in = ctl_inst_by_id(c, id);
+      if (in) count_routed(c, in, w->r.slo_ms);
+      pthread_mutex_unlock(&c->mu);
+      w->r.instance_id = id;
+    } else {
+      fail(&w->r, VR_EBUSY, 503, "loading variant %s failed: %s", w->r.variant_name, msg);
+    }
+    w->cb(w->tag, &w->r);
+    vr_free(w);
+  }
+}
+
+static void run_load(vr_control *c, ctl_load *l) {
+  vr_errbuf err = {0};
+  int id = ctl_load_variant(c, l->var, &err);
+  pthread_mutex_lock(&c->mu);
+  const vr_profile *p = &c->var[l->var].prof;
+  c->loading_cores -= p->threads;
+  c->loading_mem -= p->mem_bytes;
+  c->var[l->var].loading = 0;
+  /* Make the new instance visible to routing before answering. */
+  ctl_refresh_locked(c, vr_now_ns(), 1.0);
+  pthread_mutex_unlock(&c->mu);
+  if (id < 0) vr_warn("control: query-path load failed: %s", err.msg);
+  answer_waiters(c, l, id, err.msg);
+  vr_free(l);
+}
+
+/* Thread body (or called inline when no threads run): performs queued
+ * loads until stopped; on stop, loads what is queued so nobody waits
+ * forever. */
+void *ctl_loader_main(void *arg) {
+  vr_control *c = arg;
+  pthread_mutex_lock(&c->mu);
+  for (;;) {
+    while (!c->loads && !c->stop && c->started) pthread_cond_wait(&c->cv, &c->mu);
+    ctl_load *l = c->loads;
+    if (!l) break;
+    c->loads = l->next;
+    pthread_mutex_unlock(&c->mu);
+    run_load(c, l);
+    pthread_mutex_lock(&c->mu);
+  }
+  pthread_mutex_unlock(&c->mu);
+  return NULL;
+}
+
+/* ---- completions ---------------------------------------------------------- */
+
+void vr_control_completed(vr_control *c, const vr_ctl_route *r,
+                          const vr_rt_request *req) {
+  pthread_mutex_lock(&c->mu);
+  ctl_inst *in = ctl_inst_by_id(c, r->instance_id);
+  if (in) {
+    in->inflight--;
+    if (req->status == 0) {
+      if (in->nlat < CTL_LAT_SAMPLES)
+        in->lat[in->nlat++] = (float)((req->end_ns - req->start_ns) / 1e6);
+      in->items += req->batch_size;
+      in->batches++;
+    }
+  }
+  if (req->status == 0) {
+    if (r->variant >= 0 && (size_t)r->variant < c->nvar) c->var[r->variant].served++;
+    c->p_served++;
+    double ms = (req->end_ns - req->arrival_ns) / 1e6;
+    if (ms > r->slo_ms) c->p_late++;
+    c->p_acc_sum += r->accuracy;
+    vr_hist_record(&c->p_hist, (uint64_t)(ms * 1000));
+  } else {
+    c->p_failed++;
+  }
+  pthread_mutex_unlock(&c->mu);
+}
+
+/* ---- description ---------------------------------------------------------- */
+
+static json_t *variant_json(vr_control *c, int v) {
+  const vr_profile *p = &c->var[v].prof;
+  int n = 0;
+  for (size_t i = 0; i < c->insts.len; i++) {
+    ctl_inst *in = vr_vec_at(&c->insts, i);
+    n += in->var == v && !in->removing;
+  }
+  return json_pack("{s:s, s:s, s:s, s:i, s:i, s:f, s:f, s:f, s:f, s:I, s:f, s:s, s:i}",
+                   "name", p->variant, "model", p->model, "precision", p->precision,
+                   "threads", p->threads, "max_batch", p->max_batch, "accuracy",
+                   p->accuracy, "p50_ms_b1", p->p50_ms[0], "p99_ms_b1",
+                   vr_profile_tail_ms(p, 1), "load_ms", p->load_ms, "mem_bytes",
+                   (json_int_t)p->mem_bytes, "cost_per_s", p->cost_per_s, "state",
+                   vr_vstate_name(c->var[v].state), "instances", n);
+}
+
+char *vr_control_describe(vr_control *c, const char *app) {
+  json_t *apps = json_object();
+  pthread_mutex_lock(&c->mu);
+  for (size_t v = 0; v < c->nvar; v++) {
+    const char *a = c->var[v].prof.app;
+    if (app && strcmp(a, app)) continue;
+    json_t *arr = json_object_get(apps, a);
+    if (!arr) json_object_set_new(apps, a, arr = json_array());
+    json_array_append_new(arr, variant_json(c, (int)v));
+  }
+  json_t *root = json_pack("{s:o, s:i, s:i, s:I}", "apps", apps, "cores", c->o.cores,
+                           "free_cores", c->worker.free_cores, "free_mem",
+                           (json_int_t)c->worker.free_mem);
+  pthread_mutex_unlock(&c->mu);
+  if (app && !json_object_get(apps, app)) {
+    json_decref(root);
+    return NULL;
+  }
+  char *s = json_dumps(root, JSON_COMPACT);
+  json_decref(root);
+  char *out = s ? vr_strdup(s) : NULL;
+  free(s);
+  return out;
+}

@@ -1,0 +1,312 @@
+/*
+ * Model-less API (Vario extension; docs/API.md "Model-less API"), mounted
+ * when a control plane is attached (vr_server_set_control):
+ *
+ *   POST /v2/apps/{app}/infer   KServe v2 body; parameters latency_ms,
+ *                               min_accuracy, max_cost pick the variant
+ *   GET  /v2/apps               apps, variants, states, instances
+ *   GET  /v2/apps/{app}
+ *   POST /v2/apps/{app}/models  register a model (files on the server)
+ *
+ * Written by the control-plane side; it reuses the KServe parser and
+ * writer of this directory. The variant decision is the control plane's
+ * (control/control.h); this file only moves bytes and wakes connections.
+ */
+#include <jansson.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "control/register.h"
+#include "server/kserve.h"
+#include "server/server_int.h"
+
+typedef struct app_ctx {
+  vr_server *s;
+  vr_http_req *http;
+  vr_ks_request ks;
+  vr_rt_request rt;
+  vr_ctl_route route;
+  int submitted;
+} app_ctx;
+
+static void ctx_free(void *p) {
+  app_ctx *c = p;
+  vr_ks_request_free(&c->ks);
+  vr_rt_request_clear(&c->rt);
+  vr_free(c);
+}
+
+static void fail(vr_server *s, vr_http_req *r, int status, const char *msg) {
+  vr_server_count(s, status);
+  vr_http_error(r, status, msg);
+}
+
+/* The KServe response with the model-less facts added to "parameters". */
+static int write_response(app_ctx *c, vr_sbuf *out, size_t *json_len,
+                          vr_errbuf *err) {
+  vr_rt_request *q = &c->rt;
+  vr_sbuf b;
+  vr_sbuf_init(&b);
+  int rc = vr_ks_write_response(&b, c->route.model, &c->ks, q->out, q->n_out, NULL,
+                                json_len, err);
+  if (rc) {
+    vr_sbuf_free(&b);
+    return rc;
+  }
+  size_t len;
+  char *body = vr_sbuf_take(&b, &len);
+  /* `,"outputs":[` cannot occur inside an escaped JSON string. */
+  char *at = strstr(body, ",\"outputs\":[");
+  size_t cut = at ? (size_t)(at - body) : len;
+  vr_sbuf_add(out, body, cut);
+  vr_sbuf_puts(out, ",\"parameters\":{\"variant\":");
+  vr_sbuf_json_str(out, c->route.variant_name);
+  vr_sbuf_puts(out, ",\"model\":");
+  vr_sbuf_json_str(out, c->route.model);
+  vr_sbuf_printf(out, ",\"accuracy\":%.4f,\"queue_ms\":%.3f,\"compute_ms\":%.3f,"
+                 "\"batch_size\":%d,\"latency_slo_ms\":%g,\"profile_p99_ms\":%.4f,"
+                 "\"cost_per_1k\":%.6g,\"loaded_for_query\":%s}",
+                 c->route.accuracy, (q->start_ns - q->arrival_ns) / 1e6,
+                 (q->end_ns - q->start_ns) / 1e6, q->batch_size, c->route.slo_ms,
+                 c->route.profile_ms, c->route.cost_per_1k,
+                 c->route.loaded ? "true" : "false");
+  size_t added = out->len - cut;
+  vr_sbuf_add(out, body + cut, len - cut);
+  vr_free(body);
+  if (*json_len < len) *json_len += added; /* binary extension */
+  else *json_len = out->len;
+  return 0;
+}
+
+static void on_resume(vr_http_req *r, void *user) {
+  vr_server *s = user;
+  app_ctx *c = vr_http_state(r);
+  if (c->route.status) return fail(s, r, c->route.http_status, c->route.msg);
+  if (c->rt.status)
+    return fail(s, r, vr_server_http_status(c->rt.status), c->rt.err.msg);
+  vr_sbuf b;
+  vr_sbuf_init(&b);
+  size_t json_len = 0;
+  vr_errbuf err = {0};
+  if (write_response(c, &b, &json_len, &err)) {
+    vr_sbuf_free(&b);
+    return fail(s, r, 400, err.msg);
+  }
+  size_t len;
+  char *body = vr_sbuf_take(&b, &len);
+  int binary = json_len < len;
+  vr_server_count(s, 200);
+  vr_http_respond(r, 200, binary ? "application/octet-stream" : "application/json",
+                  body, len, binary ? json_len : (size_t)-1);
+}
+
+static void on_done(vr_rt_request *q, void *user) {
+  app_ctx *c = user;
+  vr_control_completed(c->s->ctl, &c->route, q);
+  vr_http_wake(c->http);
+}
+
+/* The control plane picked an instance (or said no): submit or answer. */
+static void on_routed(void *tag, const vr_ctl_route *route) {
+  app_ctx *c = tag;
+  c->route = *route;
+  vr_model_config cfg;
+  vr_errbuf err = {0};
+  if (route->status == 0 && vr_rt_model_config(c->s->rt, route->model, &cfg))
+    c->route.status = vr_errf(&err, VR_ENOENT, "model '%s' is not loaded", route->model);
+  if (route->status == 0 && !c->route.status && vr_ks_check_outputs(&c->ks, &cfg, &err))
+    c->route.status = VR_EINVAL;
+  if (c->route.status) {
+    if (err.msg[0]) snprintf(c->route.msg, sizeof c->route.msg, "%s", err.msg);
+    if (!route->status) c->route.http_status = vr_server_http_status(c->route.status);
+    vr_http_wake(c->http);
+    return;
+  }
+  vr_rt_request *q = &c->rt;
+  vr_rt_request_init(q);
+  q->n_in = c->ks.n_in;
+  for (int i = 0; i < c->ks.n_in; i++) {
+    const vr_ks_input *t = &c->ks.in[i];
+    q->in[i] = (vr_tensor){t->name, t->dtype, t->ndim, {0}, t->data, t->nbytes};
+    memcpy(q->in[i].shape, t->shape, sizeof t->shape);
+  }
+  q->priority = c->ks.priority;
+  q->timeout_ns = c->ks.timeout_us * 1000;
+  q->done = on_done;
+  q->user = c;
+  vr_rt_submit_to(c->s->rt, route->instance_id, q);
+}
+
+static int num_param(json_t *p, const char *k, double *out, vr_errbuf *err) {
+  json_t *v = p ? json_object_get(p, k) : NULL;
+  if (!v) return 0;
+  if (!json_is_number(v) || json_number_value(v) < 0)
+    return vr_errf(err, VR_EINVAL, "parameter \"%s\" must be a non-negative number", k);
+  *out = json_number_value(v);
+  return 0;
+}
+
+/* latency_ms / min_accuracy / max_cost from the JSON part's parameters. */
+static int parse_query(const char *body, size_t len, size_t hlen, vr_ctl_query *q,
+                       vr_errbuf *err) {
+  json_error_t je;
+  json_t *root = json_loadb(body, hlen == (size_t)-1 ? len : hlen, 0, &je);
+  if (!root) return vr_errf(err, VR_EFORMAT, "bad JSON: %s", je.text);
+  json_t *p = json_object_get(root, "parameters");
+  int rc = num_param(p, "latency_ms", &q->latency_ms, err);
+  if (!rc) rc = num_param(p, "min_accuracy", &q->min_accuracy, err);
+  if (!rc) rc = num_param(p, "max_cost", &q->max_cost, err);
+  if (!rc && q->min_accuracy > 100)
+    rc = vr_errf(err, VR_EINVAL, "min_accuracy %g is above 100%%", q->min_accuracy);
+  json_decref(root);
+  return rc;
+}
+
+static void app_infer(vr_server *s, vr_http_req *r, const char *app) {
+  app_ctx *c = VR_NEW(app_ctx);
+  if (!c) return fail(s, r, 500, "out of memory");
+  c->s = s;
+  c->http = r;
+  vr_http_set_state(r, c, ctx_free);
+  vr_errbuf err = {0};
+  size_t hlen = (size_t)-1, blen;
+  const char *body = vr_http_body(r, &blen);
+  const char *h = vr_http_header(r, "Inference-Header-Content-Length");
+  if (h) hlen = strtoull(h, NULL, 10);
+  vr_ctl_query q = {.app = app};
+  int rc = vr_ks_parse_request(body, blen, hlen, &c->ks, &err);
+  if (!rc) rc = parse_query(body, blen, hlen, &q, &err);
+  if (rc) return fail(s, r, vr_server_http_status(rc), err.msg);
+  vr_http_defer(r, on_resume); /* the answer may come from another thread */
+  vr_control_route(s->ctl, &q, on_routed, c);
+}
+
+static void describe(vr_server *s, vr_http_req *r, const char *app) {
+  char *j = vr_control_describe(s->ctl, app);
+  if (!j) {
+    char msg[200];
+    snprintf(msg, sizeof msg, "no registered app named '%.100s'", app ? app : "");
+    return fail(s, r, 404, msg);
+  }
+  vr_server_count(s, 200);
+  vr_http_respond(r, 200, "application/json", j, strlen(j), (size_t)-1);
+}
+
+/* ---- registration over HTTP (runs on its own thread) ---------------------- */
+
+typedef struct reg_job {
+  vr_server *s;
+  vr_http_req *http;
+  char app[64];
+  json_t *body;
+  int status;
+  char *reply;
+} reg_job;
+
+static const char *jstr(json_t *o, const char *k) {
+  return json_string_value(json_object_get(o, k));
+}
+
+static void *reg_main(void *arg) {
+  reg_job *j = arg;
+  vr_register_req rq;
+  vr_register_req_init(&rq);
+  rq.app = j->app;
+  rq.model_path = jstr(j->body, "model");
+  rq.name = jstr(j->body, "name");
+  rq.val_inputs = jstr(j->body, "val_inputs");
+  rq.val_labels = jstr(j->body, "val_labels");
+  rq.calibration = jstr(j->body, "calibration");
+  rq.repo_dir = j->s->repo;
+  rq.quiet = 1;
+  json_t *d = json_object_get(j->body, "declared_accuracy");
+  if (json_is_number(d)) rq.declared_accuracy = json_number_value(d);
+  rq.gen.max_threads = (int)json_integer_value(json_object_get(j->body, "threads"));
+  rq.gen.max_batch = (int)json_integer_value(json_object_get(j->body, "max_batch"));
+  rq.prof.runs = (int)json_integer_value(json_object_get(j->body, "runs"));
+  vr_errbuf err = {0};
+  vr_register_result res;
+  int rc = rq.repo_dir ? vr_register(j->s->store, &rq, &res, &err)
+                       : vr_errf(&err, VR_EINVAL, "the server has no repository");
+  if (!rc) rc = vr_control_reload_store(j->s->ctl, &err);
+  json_t *o = rc ? json_pack("{s:s}", "error", err.msg)
+                 : json_pack("{s:s, s:s, s:i, s:f, s:f}", "model", res.name, "app",
+                             j->app, "variants", res.n_variants, "accuracy",
+                             res.accuracy_pct[VR_PREC_FP32], "seconds", res.seconds);
+  char *t = o ? json_dumps(o, JSON_COMPACT) : NULL;
+  j->reply = t ? vr_strdup(t) : NULL;
+  free(t);
+  json_decref(o);
+  j->status = rc ? (rc == VR_EEXIST ? 409 : vr_server_http_status(rc)) : 201;
+  vr_server *s = j->s;
+  vr_http_wake(j->http);
+  __atomic_fetch_sub(&s->admin_jobs, 1, __ATOMIC_SEQ_CST);
+  return NULL;
+}
+
+static void reg_free(void *p) {
+  reg_job *j = p;
+  json_decref(j->body);
+  vr_free(j->reply);
+  vr_free(j);
+}
+
+static void reg_done(vr_http_req *r, void *user) {
+  vr_server *s = user;
+  reg_job *j = vr_http_state(r);
+  if (!j->reply) return fail(s, r, j->status == 201 ? 500 : j->status, "registration failed");
+  char *body = j->reply;
+  j->reply = NULL;
+  vr_server_count(s, j->status);
+  vr_http_respond(r, j->status, "application/json", body, strlen(body), (size_t)-1);
+}
+
+static void app_register(vr_server *s, vr_http_req *r, const char *app) {
+  size_t len;
+  const char *body = vr_http_body(r, &len);
+  json_error_t je;
+  json_t *o = json_loadb(body ? body : "", len, 0, &je);
+  if (!json_is_object(o) || !json_is_string(json_object_get(o, "model"))) {
+    json_decref(o);
+    return fail(s, r, 400, "body must be a JSON object with \"model\" (a path on the server)");
+  }
+  reg_job *j = VR_NEW(reg_job);
+  if (!j) {
+    json_decref(o);
+    return fail(s, r, 500, "out of memory");
+  }
+  j->s = s;
+  j->http = r;
+  j->body = o;
+  snprintf(j->app, sizeof j->app, "%s", app);
+  vr_http_set_state(r, j, reg_free);
+  __atomic_fetch_add(&s->admin_jobs, 1, __ATOMIC_SEQ_CST);
+  vr_http_defer(r, reg_done);
+  pthread_t t;
+  pthread_attr_t a;
+  pthread_attr_init(&a);
+  pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+  if (pthread_create(&t, &a, reg_main, j)) {
+    j->status = 500;
+    __atomic_fetch_sub(&s->admin_jobs, 1, __ATOMIC_SEQ_CST);
+    vr_http_wake(r);
+  }
+  pthread_attr_destroy(&a);
+}
+
+void vr_server_apps(vr_server *s, vr_http_req *r, int get, char **seg, int n) {
+  if (!s->ctl) return fail(s, r, 404, "no control plane (start vario serve with --store)");
+  if (n == 2 && get) return describe(s, r, NULL);
+  if (n == 3 && get) return describe(s, r, seg[2]);
+  if (n == 4 && !get && !strcmp(seg[3], "infer")) return app_infer(s, r, seg[2]);
+  if (n == 4 && !get && !strcmp(seg[3], "models")) return app_register(s, r, seg[2]);
+  fail(s, r, n == 4 && get ? 405 : 404, n == 4 && get ? "method not allowed" : "unknown path");
+}
+
+void vr_server_set_control(vr_server *s, vr_control *ctl, vr_store *store) {
+  s->ctl = ctl;
+  s->store = store;
+}
