@@ -40,7 +40,8 @@ static int can_replace(const vr_snapshot *s, int v, int u) {
   if (!(vr_policy_query_cost(&b->prof) < vr_policy_query_cost(&a->prof)))
     return 0;
   if (b->prof.accuracy + 1e-9 < a->prof.accuracy) return 0;
-  if (a->slo_ms > 0 && vr_profile_tail_ms(&b->prof, 1) > a->slo_ms) return 0;
+  if (a->slo_ms > 0 && vr_profile_batch_for_slo(&b->prof, a->slo_ms) == 0)
+    return 0;
   /* a variant no worker type can hold is no option */
   for (size_t t = 0; t < s->nwtypes; t++)
     if (vr_place_type_fits(&s->wtypes[t], &b->prof)) return 1;
@@ -141,7 +142,10 @@ int vr_pol_infaas_scale(const vr_policy_cfg *c, vr_policy_state *st,
   }
   for (size_t v = 0; v < s->nvariants && !rc; v++) {
     const vr_pol_vagg *g = &a.v[v];
-    if (g->n == 0) continue; /* inactive: loaded on demand by selection */
+    /* inactive variants are loaded on demand by selection; one with demand
+     * but no instance is one selection chose but found no room for: scale
+     * it up here, which asks for workers */
+    if (g->n == 0 && !(g->q > 0)) continue;
     if (g->q * c->slack > g->n * g->sat) {
       rc = vr_pol_set_since(st, s->variants[v].prof.variant, -1);
       plan b = best_plan(c, s, &a, (int)v, 0);

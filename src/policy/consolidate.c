@@ -23,6 +23,10 @@ static int on_worker_all_active(const vr_snapshot *s, int w, int *n) {
 
 int vr_pol_consolidate(const vr_snapshot *s, vr_place *pl, vr_actions *out) {
   if (pl->want_wtype >= 0) return 0; /* scaling out: not now */
+  /* only a settled cluster: while anything loads (a previous move among
+   * them) the picture is about to change */
+  for (size_t i = 0; i < s->ninstances; i++)
+    if (s->instances[i].state == VR_IS_LOADING || pl->gone[i]) return 0;
   int cand = -1, n;
   for (size_t w = 0; w < s->nworkers; w++) {
     const vr_snap_worker *wk = &s->workers[w];
@@ -37,6 +41,7 @@ int vr_pol_consolidate(const vr_snapshot *s, vr_place *pl, vr_actions *out) {
   if (!dst) return VR_ENOMEM;
   int ok = 1, rc = 0;
   size_t i;
+  pl->up_only = 1;
   for (i = 0; i < s->ninstances && ok; i++) {
     dst[i] = -1;
     if (s->instances[i].worker != cand) continue;
@@ -44,6 +49,7 @@ int vr_pol_consolidate(const vr_snapshot *s, vr_place *pl, vr_actions *out) {
                            cand);
     ok = dst[i] >= 0;
   }
+  pl->up_only = 0;
   pl->want_wtype = -1; /* a failed trial pick is no demand for workers */
   for (size_t t = 0; t < s->nwtypes; t++)
     pl->want_cores[t] = pl->want_gpus[t] = pl->want_mem[t] = 0;
@@ -55,6 +61,7 @@ int vr_pol_consolidate(const vr_snapshot *s, vr_place *pl, vr_actions *out) {
       continue;
     }
     vr_place_release(pl, cand, &s->variants[in->variant].prof);
+    pl->gone[k] = 1;
     if ((rc = vr_actions_push(out, VR_ACT_MIGRATE, in->variant, in->id,
                               dst[k], -1, 0, "consolidate workers")))
       break;

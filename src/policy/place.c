@@ -14,8 +14,10 @@ int vr_place_init(vr_place *p, const vr_snapshot *s) {
   p->want_cores = VR_NEWN(double, nt);
   p->want_gpus = VR_NEWN(double, nt);
   p->want_mem = VR_NEWN(double, nt);
+  p->gone = VR_NEWN(char, s->ninstances ? s->ninstances : 1);
+  p->up_only = 0;
   if (!p->free_cores || !p->free_gpus || !p->ninst || !p->free_mem ||
-      !p->want_cores || !p->want_gpus || !p->want_mem) {
+      !p->want_cores || !p->want_gpus || !p->want_mem || !p->gone) {
     vr_place_free(p);
     return VR_ENOMEM;
   }
@@ -39,6 +41,8 @@ void vr_place_free(vr_place *p) {
   vr_free(p->want_cores);
   vr_free(p->want_gpus);
   vr_free(p->want_mem);
+  vr_free(p->gone);
+  p->gone = NULL;
   p->free_cores = p->free_gpus = p->ninst = NULL;
   p->free_mem = NULL;
   p->want_cores = p->want_gpus = p->want_mem = NULL;
@@ -57,7 +61,9 @@ int vr_place_pick(vr_place *p, const vr_profile *prof, int exclude) {
   const vr_snapshot *s = p->s;
   int best = -1;
   for (size_t w = 0; w < s->nworkers; w++) {
-    if ((int)w == exclude || s->workers[w].state == VR_WS_DRAINING) continue;
+    if ((int)w == exclude || s->workers[w].state == VR_WS_DRAINING ||
+        (p->up_only && s->workers[w].state != VR_WS_UP))
+      continue;
     if (p->free_cores[w] < prof->threads || p->free_mem[w] < prof->mem_bytes)
       continue;
     if (needs_gpu(prof) ? p->free_gpus[w] < 1 : s->workers[w].gpus > 0)

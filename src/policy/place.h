@@ -17,6 +17,8 @@ typedef struct vr_place {
   /* per worker type: resources of placements that found no room, so the
    * worker autoscaler adds enough workers in one step */
   double *want_cores, *want_gpus, *want_mem;
+  char *gone;  /* per snapshot instance: unloaded or moved this tick */
+  int up_only; /* pick only workers that are up (not starting) */
 } vr_place;
 
 int vr_place_init(vr_place *p, const vr_snapshot *s);

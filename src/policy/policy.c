@@ -93,6 +93,12 @@ int vr_policy_states(const vr_policy_cfg *c, const vr_snapshot *s,
   if (rc) return rc;
   for (size_t i = 0; i < s->ninstances && !rc; i++) {
     const vr_snap_instance *in = &s->instances[i];
+    if (in->state == VR_IS_INTERFERED && in->served_qps > 0 &&
+        in->slowdown <= c->interference_factor) {
+      rc = vr_actions_push(out, VR_ACT_SET_ISTATE, in->variant, in->id, -1,
+                           -1, VR_IS_ACTIVE, "interference over");
+      continue;
+    }
     if (in->state != VR_IS_ACTIVE && in->state != VR_IS_OVERLOADED) continue;
     int over = in->arrival_qps > a.v[in->variant].sat;
     int want = over ? VR_IS_OVERLOADED : VR_IS_ACTIVE;
@@ -107,7 +113,9 @@ int vr_policy_states(const vr_policy_cfg *c, const vr_snapshot *s,
     if (g->serving == 0) want = g->loading ? s->variants[v].state
                                            : VR_VS_INACTIVE;
     else if (g->q > g->serving * g->sat) want = VR_VS_OVERLOADED;
-    else if (g->interfered) want = VR_VS_INTERFERED;
+    /* one slow instance is routed around (least-loaded routing avoids
+     * it); the variant counts as interfered only when all of them are */
+    else if (g->interfered == g->serving) want = VR_VS_INTERFERED;
     else want = VR_VS_ACTIVE;
     if (want != s->variants[v].state)
       rc = vr_actions_push(out, VR_ACT_SET_VSTATE, (int)v, -1, -1, -1, want,
@@ -117,9 +125,12 @@ int vr_policy_states(const vr_policy_cfg *c, const vr_snapshot *s,
   return rc;
 }
 
-/* Observed tail latency above profile x factor while under saturation:
- * the instance shares its cores with something else. Mitigate by loading
- * a replacement on another worker and unloading this one (MIGRATE). */
+/* Compute time above profile x factor (median of observed / profiled per
+ * batch) while under saturation: the instance shares its cores with
+ * something else. Mitigate by loading a replacement on another worker
+ * that takes over once ready (MIGRATE). The median, not a tail, is
+ * compared: profiles already spread the tail, and one slow batch is
+ * noise, not interference. */
 int vr_policy_interference(const vr_policy_cfg *c, const vr_snapshot *s,
                            vr_actions *out) {
   vr_place pl;
@@ -127,12 +138,10 @@ int vr_policy_interference(const vr_policy_cfg *c, const vr_snapshot *s,
   if (rc) return rc;
   for (size_t i = 0; i < s->ninstances && !rc; i++) {
     const vr_snap_instance *in = &s->instances[i];
-    if (in->state != VR_IS_ACTIVE || in->served_qps <= 0 || in->p99_ms <= 0)
+    if (in->state != VR_IS_ACTIVE || in->served_qps <= 0 ||
+        !(in->slowdown > c->interference_factor))
       continue;
     const vr_snap_variant *sv = &s->variants[in->variant];
-    int b = in->obs_batch >= 1 ? (int)lround(in->obs_batch) : 1;
-    double expect = vr_profile_tail_ms(&sv->prof, b);
-    if (!(in->p99_ms > c->interference_factor * expect)) continue;
     if (in->arrival_qps > vr_policy_sat_qps(sv)) continue; /* overloaded */
     rc = vr_actions_push(out, VR_ACT_SET_ISTATE, in->variant, in->id, -1, -1,
                          VR_IS_INTERFERED, "latency above profile");
@@ -166,7 +175,8 @@ int vr_pol_unload_one(vr_place *pl, int v, vr_actions *out, const char *why) {
   int best = -1;
   for (size_t i = 0; i < s->ninstances; i++) {
     const vr_snap_instance *in = &s->instances[i];
-    if (in->variant != v || in->state == VR_IS_DRAINING) continue;
+    if (in->variant != v || in->state == VR_IS_DRAINING || pl->gone[i])
+      continue;
     /* prefer still-loading instances, then the least loaded */
     if (best < 0 || (in->state == VR_IS_LOADING &&
                      s->instances[best].state != VR_IS_LOADING) ||
@@ -174,6 +184,7 @@ int vr_pol_unload_one(vr_place *pl, int v, vr_actions *out, const char *why) {
       best = (int)i;
   }
   if (best < 0) return 0;
+  pl->gone[best] = 1;
   vr_place_release(pl, s->instances[best].worker, &s->variants[v].prof);
   return vr_actions_push(out, VR_ACT_UNLOAD, v, s->instances[best].id,
                          s->instances[best].worker, -1, 0, why);

@@ -70,9 +70,9 @@ double vr_profile_tail_ms(const vr_profile *p, int batch);
  * `batch` back to back: batch / p50(batch). */
 double vr_profile_peak_qps(const vr_profile *p, int batch);
 
-/* The largest batch b <= max_batch whose tail latency, counting a wait of
- * one batch time for the batch to fill, stays within slo_ms; 0 when even
- * batch 1 misses. */
+/* The largest batch b <= max_batch with 2 x tail(b) <= slo_ms (a query may
+ * wait for the batch in service, then run in its own); 0 when even batch 1
+ * misses: then the variant does not meet the SLO. */
 int vr_profile_batch_for_slo(const vr_profile *p, double slo_ms);
 
 /* Saturation throughput of one instance under a latency SLO: the peak

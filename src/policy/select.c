@@ -274,8 +274,9 @@ static int build_trees(vr_select_index *ix, const vr_snapshot *s) {
       } else {
         val = vr_policy_query_cost(&sv->prof);
       }
-      ix->scratch[i] = (dpt){which == t ? ix->tail[v] : INFINITY, 0, -1, v,
-                             val};
+      /* eligible for SLO L iff 2 x tail(1) <= L (profile.h) */
+      ix->scratch[i] = (dpt){which == t ? 2 * ix->tail[v] : INFINITY, 0, -1,
+                             v, val};
     }
     if (n) tree_build(&ix->t[t], n, ix->scratch);
   }

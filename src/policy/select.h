@@ -18,7 +18,9 @@
  *   4. else VR_SEL_INFEASIBLE with the closest variant: the fastest one
  *      meeting the accuracy, or failing that the most accurate one, and
  *      what it can give (its tail latency and accuracy).
- * "Meets" means tail latency at batch 1 <= SLO and accuracy >= minimum.
+ * "Meets" means accuracy >= minimum and 2 x tail latency at batch 1 <= SLO
+ * (a query may wait for the batch in service, then run in its own; the
+ * same rule as vr_profile_batch_for_slo).
  *
  * Cost: vr_select is O(log^2 n) for n variants of the group (a merge-sort
  * tree over variants ordered by accuracy, each node sorted by latency with

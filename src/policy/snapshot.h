@@ -64,6 +64,10 @@ typedef struct vr_snap_instance {
   double served_qps;
   double p50_ms, p99_ms; /* observed compute latency (per batch, ms) */
   double obs_batch;      /* mean batch size observed */
+  /* median over the period's batches of observed compute time / profiled
+   * p50 at that batch size; 0 = no batch. Independent of the batch mix, so
+   * a slowed-down instance shows as > 1 whatever its load. */
+  double slowdown;
   int64_t ready_ns;      /* when it finished loading (or will) */
 } vr_snap_instance;
 

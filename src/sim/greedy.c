@@ -25,9 +25,12 @@ typedef struct gstate {
 
 static int add_worker(gstate *g, int t, int64_t now) {
   const vr_snap_wtype *wt = &g->wt[t];
-  vr_snap_worker w = {g->next_id++, VR_WS_UP, wt->cores, wt->cores, wt->gpus,
-                      wt->gpus, wt->mem_bytes, wt->mem_bytes, wt->price_per_s,
-                      t, now};
+  vr_snap_worker w = {.id = g->next_id++, .state = VR_WS_UP,
+                      .cores = wt->cores, .free_cores = wt->cores,
+                      .gpus = wt->gpus, .free_gpus = wt->gpus,
+                      .mem_bytes = wt->mem_bytes, .free_mem = wt->mem_bytes,
+                      .price_per_s = wt->price_per_s, .type = t,
+                      .idle_since = now};
   g->wt[t].count++;
   return vr_vec_push(&g->workers, &w);
 }
@@ -104,7 +107,7 @@ static int seed_models(gstate *g) {
     for (size_t v = 0; v < p->nvariants; v++) {
       if ((size_t)p->model_of[v] != m) continue;
       const vr_profile *pr = &p->variants[v];
-      if (vr_profile_tail_ms(pr, 1) > p->slo_ms[m]) continue;
+      if (vr_profile_batch_for_slo(pr, p->slo_ms[m]) == 0) continue;
       if (best < 0 || pr->load_ms + vr_profile_tail_ms(pr, 1) <
                           p->variants[best].load_ms +
                               vr_profile_tail_ms(&p->variants[best], 1))

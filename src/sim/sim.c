@@ -182,8 +182,11 @@ void sim_try_start(vr_sim *s, sim_inst *in) {
   in->busy_n = b;
   in->batches++;
   in->items += b;
-  if (in->nlat < SIM_LAT_SAMPLES) in->lat[in->nlat++] = (float)ms;
-  else in->lat[vr_rng_next(&s->rng) % SIM_LAT_SAMPLES] = (float)ms;
+  int slot = in->nlat < SIM_LAT_SAMPLES
+                 ? in->nlat++
+                 : (int)(vr_rng_next(&s->rng) % SIM_LAT_SAMPLES);
+  in->lat[slot] = (float)ms;
+  in->ratio[slot] = (float)(ms / v->est_ms[b]);
   sim_push(s, EV_DONE, now + (int64_t)(ms * 1e6), 0, in);
 }
 
@@ -229,11 +232,14 @@ static void on_loaded(vr_sim *s, sim_inst *in) {
 
 /* ---- routing ---- */
 
+/* Least-loaded serving instance; interfered ones only when all are. */
 static sim_inst *least_loaded(const sim_variant *v) {
   sim_inst *best = NULL;
   for (size_t i = 0; i < v->serving.len; i++) {
     sim_inst *in = VR_VEC_AT(&v->serving, sim_inst *, i);
-    if (!best || in->qlen < best->qlen) best = in;
+    int a = in->state == VR_IS_INTERFERED;
+    int b = best && best->state == VR_IS_INTERFERED;
+    if (!best || a < b || (a == b && in->qlen < best->qlen)) best = in;
   }
   return best;
 }
@@ -263,11 +269,17 @@ static int route(vr_sim *s, sim_stream *st, const vr_req *r) {
   }
   if (vi < 0) return reject(s), 0;
   sim_variant *v = &s->var[vi];
+  /* demand for the variant, whether served or not: the autoscaler sizes
+   * it from this */
+  v->arrivals++;
+  if (slo < v->min_slo) v->min_slo = slo;
   sim_inst *in = least_loaded(v);
   if (!in) in = v->loading_one;
   if (!in && infaas) { /* load on the query path, as INFaaS does */
     sim_worker *w = sim_place(s, &v->prof);
     if (w && !(in = sim_inst_new(s, vi, w, 0))) return VR_ENOMEM;
+    /* no room: the demand shows in the snapshot all the same, so the
+     * autoscaler loads the variant and asks for a worker */
   }
   if (!in) return reject(s), 0;
   /* an instance still loading (perhaps on a worker still starting) that
@@ -282,8 +294,6 @@ static int route(vr_sim *s, sim_stream *st, const vr_req *r) {
     return 0;
   }
   if (enqueue(s, in, r)) return VR_ENOMEM;
-  v->arrivals++;
-  if (slo < v->min_slo) v->min_slo = slo;
   sim_try_start(s, in);
   return 0;
 }

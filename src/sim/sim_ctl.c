@@ -4,6 +4,8 @@
  * the time series, and rebuild the selection index.
  */
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -47,9 +49,12 @@ static int build_snapshot(vr_sim *s, double dt) {
     w->snap = -1;
     if (w->state == WS_REMOVED) continue;
     VR_VEC_AT(&s->swt, vr_snap_wtype, w->type).count++;
-    vr_snap_worker x = {w->id, w->state, w->cores, w->free_cores, w->gpus,
-                        w->free_gpus, w->mem, w->free_mem, w->price, w->type,
-                        w->ninst == 0 ? w->idle_since : -1};
+    vr_snap_worker x = {.id = w->id, .state = w->state, .cores = w->cores,
+                        .free_cores = w->free_cores, .gpus = w->gpus,
+                        .free_gpus = w->free_gpus, .mem_bytes = w->mem,
+                        .free_mem = w->free_mem, .price_per_s = w->price,
+                        .type = w->type,
+                        .idle_since = w->ninst == 0 ? w->idle_since : -1};
     w->snap = (int)s->sw.len;
     if (vr_vec_push(&s->sw, &x)) return VR_ENOMEM;
   }
@@ -62,18 +67,22 @@ static int build_snapshot(vr_sim *s, double dt) {
   }
   for (size_t i = 0; i < s->insts.len; i++) {
     sim_inst *in = VR_VEC_AT(&s->insts, sim_inst *, i);
-    vr_snap_instance x = {in->id, in->variant, in->w->snap, in->state,
-                          in->max_batch, (int)in->qlen,
-                          (double)in->arrivals / dt, (double)in->served / dt,
-                          0, 0, in->batches ? (double)in->items / in->batches
-                                            : 0,
-                          in->ready_ns};
+    vr_snap_instance x = {
+        .id = in->id, .variant = in->variant, .worker = in->w->snap,
+        .state = in->state, .max_batch = in->max_batch,
+        .queue_len = (int)in->qlen, .arrival_qps = (double)in->arrivals / dt,
+        .served_qps = (double)in->served / dt,
+        .obs_batch = in->batches ? (double)in->items / in->batches : 0,
+        .ready_ns = in->ready_ns};
     if (in->nlat) {
       float tmp[SIM_LAT_SAMPLES];
       memcpy(tmp, in->lat, (size_t)in->nlat * sizeof *tmp);
       qsort(tmp, (size_t)in->nlat, sizeof *tmp, cmp_float);
       x.p50_ms = tmp[(in->nlat - 1) / 2];
       x.p99_ms = tmp[(int)floor(0.99 * (in->nlat - 1))];
+      memcpy(tmp, in->ratio, (size_t)in->nlat * sizeof *tmp);
+      qsort(tmp, (size_t)in->nlat, sizeof *tmp, cmp_float);
+      x.slowdown = tmp[(in->nlat - 1) / 2];
     }
     if (vr_vec_push(&s->si, &x)) return VR_ENOMEM;
   }
@@ -102,6 +111,12 @@ static sim_worker *snap_worker(vr_sim *s, int idx) {
 
 static int apply(vr_sim *s, const vr_action *a) {
   int64_t now = vr_clock_now(&s->clock);
+  if (s->trace && a->kind != VR_ACT_SET_BATCH)
+    fprintf(stderr, "t=%.3f %s variant=%s instance=%lld worker=%d value=%d "
+            "(%s)\n", (double)now / 1e9, vr_action_name(a->kind),
+            a->variant >= 0 && (size_t)a->variant < s->nvar
+                ? s->var[a->variant].prof.variant : "-",
+            (long long)a->instance, a->worker, a->value, a->why ? a->why : "");
   sim_inst *in = a->instance >= 0 ? find_inst(s, a->instance) : NULL;
   switch (a->kind) {
   case VR_ACT_LOAD:
@@ -262,6 +277,9 @@ int sim_tick(vr_sim *s) {
 }
 
 int sim_ctl_init(vr_sim *s) {
+  /* VARIO_SIM_TRACE=1: every policy action on stderr (debugging aid) */
+  const char *tr = getenv("VARIO_SIM_TRACE");
+  s->trace = tr && *tr && strcmp(tr, "0");
   vr_vec_init(&s->sv, sizeof(vr_snap_variant));
   vr_vec_init(&s->si, sizeof(vr_snap_instance));
   vr_vec_init(&s->sw, sizeof(vr_snap_worker));

@@ -41,7 +41,8 @@ typedef struct sim_inst {
   int64_t replaces; /* MIGRATE: instance to drain once this one is ready */
   /* per-period monitoring */
   int64_t arrivals, served, batches, items;
-  float lat[SIM_LAT_SAMPLES];
+  float lat[SIM_LAT_SAMPLES];  /* compute ms per batch (reservoir) */
+  float ratio[SIM_LAT_SAMPLES]; /* same batch: ms / profiled p50 */
   int nlat;
 } sim_inst;
 
@@ -96,6 +97,7 @@ typedef struct vr_sim {
   int64_t nticks;
   vr_req *pending; /* per stream: its next request (in the heap) */
   int oom;
+  int trace; /* VARIO_SIM_TRACE: log actions */
   const vr_sim_out *out;
   vr_errbuf *err;
 } vr_sim;
