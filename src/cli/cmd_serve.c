@@ -19,12 +19,15 @@
 static void usage(FILE *f) {
   fprintf(f,
           "usage: vario serve --repo DIR [--port N] [--host ADDR]\n"
-          "                   [--max-body-mb N] [--max-conns N] [--no-load]\n"
+          "                   [--max-body-mb N] [--max-conns N] [--spin-us N]\n"
+          "                   [--no-load]\n"
           "  --repo DIR       model repository: DIR/<model>/{model.onnx,config.json}\n"
           "  --port N         TCP port (default 8000; 0 = any free port)\n"
           "  --host ADDR      IPv4 address to bind (default 127.0.0.1)\n"
           "  --max-body-mb N  largest request body (default 64)\n"
           "  --max-conns N    open connections (default 1024)\n"
+          "  --spin-us N      when idle, wait up to N us for an answer before\n"
+          "                   parking the connection (default 50; -1 = never)\n"
           "  --store DB       model-less mode: registered models (vario register),\n"
           "                   control loop, /v2/apps API; implies --no-load\n"
           "  --control-csv F  per-second control time series (with --store)\n"
@@ -78,6 +81,10 @@ int vr_cmd_serve(int argc, char **argv) {
     } else if (!strcmp(a, "--max-conns") && has &&
                !parse_int(argv[i + 1], 1, 100000, &v)) {
       o.max_conns = (unsigned)v;
+      i++;
+    } else if (!strcmp(a, "--spin-us") && has &&
+               !parse_int(argv[i + 1], -1, 10000, &v)) {
+      o.spin_us = (int)v;
       i++;
     } else if (!strcmp(a, "--no-load")) {
       o.load_all = 0;

@@ -138,7 +138,8 @@ static enum MHD_Result on_headers(vr_http *h, struct MHD_Connection *conn,
   __atomic_fetch_add(&h->inflight, 1, __ATOMIC_SEQ_CST);
   const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
                                                "Content-Length");
-  if (cl && strtoull(cl, NULL, 10) > h->o.max_body) {
+  unsigned long long clen = cl ? strtoull(cl, NULL, 10) : 0;
+  if (cl && clen > h->o.max_body) {
     char msg[128];
     snprintf(msg, sizeof msg, "request body larger than %zu bytes",
              h->o.max_body);
@@ -146,6 +147,8 @@ static enum MHD_Result on_headers(vr_http *h, struct MHD_Connection *conn,
     vr_http_error(r, 413, msg);
     return queue(r);
   }
+  if (clen > 0 && (r->body = vr_malloc((size_t)clen + 1))) /* one copy */
+    r->cap = (size_t)clen + 1;
   return MHD_YES;
 }
 

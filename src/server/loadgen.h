@@ -47,6 +47,11 @@ typedef struct vr_lg_opts {
   int binary;                 /* binary tensor extension in and out */
   int send_timeout;           /* put each request's SLO in "timeout" */
   int priority;
+  /* Model-less mode (control plane): `model` names an app, requests go to
+   * POST /v2/apps/<app>/infer with each request's SLO as "latency_ms" and
+   * min_accuracy (percent) when > 0. */
+  int app_mode;
+  double min_accuracy;
   /* Arrivals (open loop) or none (closed loop for duration_s). */
   const vr_lg_arrival *arrivals;
   size_t n_arrivals;

@@ -14,6 +14,7 @@
 
 void vr_server_opts_init(vr_server_opts *o) {
   memset(o, 0, sizeof *o);
+  o->spin_us = 50;
   vr_runtime_opts_init(&o->rt);
 }
 

@@ -27,6 +27,9 @@ typedef struct vr_server_opts {
   size_t max_body;     /* default 64 MiB */
   unsigned max_conns;  /* default 1024 */
   int load_all;        /* load every model of the repository at start */
+  int spin_us;         /* idle fast path: the event thread waits up to this
+                          long for an answer before parking (default 50;
+                          negative = never) */
   vr_runtime_opts rt;  /* runtime options (backend for tests) */
 } vr_server_opts;
 
