@@ -93,6 +93,7 @@ static int act_post(const vr_graph *g, const vr_node *n, vr_post *p) {
     p[1] = (vr_post){VR_POST_ELTWISE, dnnl_eltwise_clip_v2, 0.0f, 1.0f};
     return 2;
   } else if (!strcmp(op, "Elu")) { p->alg = dnnl_eltwise_elu; p->alpha = vr_attr_f(n, "alpha", 1.0f); }
+  else if (!strcmp(op, "Gelu")) p->alg = dnnl_eltwise_gelu_erf;
   else if (!strcmp(op, "Clip")) {
     float lo = vr_attr_f(n, "min", -INFINITY), hi = vr_attr_f(n, "max", INFINITY);
     if (n->nin > 1 && n->in[1] >= 0) {
@@ -184,7 +185,177 @@ static int fuse_bias(vr_graph *g, vr_node *n, const int *uses, vr_errbuf *err) {
   return 0;
 }
 
+/* ---- pattern rewrites: decomposed LayerNorm and GELU ------------------- */
+
+static vr_node *live_prod(vr_graph *g, int v) {
+  if (v < 0 || g->vals[v].producer < 0) return NULL;
+  vr_node *p = &g->nodes[g->vals[v].producer];
+  return p->dead ? NULL : p;
+}
+
+static vr_node *prod_op(vr_graph *g, int v, const char *op) {
+  vr_node *p = live_prod(g, v);
+  return p && !strcmp(p->op, op) ? p : NULL;
+}
+
+/* The scalar value of a constant float tensor with one element, or NAN. */
+static float const_scalar(const vr_graph *g, int v) {
+  if (v < 0 || g->vals[v].kind != VR_VAL_CONST || vr_numel(g->vals[v].ndim, g->vals[v].shape) != 1)
+    return NAN;
+  if (g->vals[v].dtype == VR_DT_F32) return *(const float *)g->vals[v].data;
+  if (g->vals[v].dtype == VR_DT_F64) return (float)*(const double *)g->vals[v].data;
+  return NAN;
+}
+
+/* ReduceMean over the last axis only, keepdims. */
+static int mean_last(const vr_graph *g, const vr_node *r) {
+  const int64_t *ax;
+  int k = vr_attr_ints(r, "axes", &ax);
+  int rank = g->vals[r->in[0]].ndim;
+  if (!vr_attr_i(r, "keepdims", 1) || k != 1) return 0;
+  return ax[0] == -1 || ax[0] == rank - 1;
+}
+
+static int set_attrs(vr_node *n, const char *op, float eps, vr_errbuf *err) {
+  for (int a = 0; a < n->nattr; a++) {
+    vr_free(n->attrs[a].name);
+    vr_free(n->attrs[a].ints);
+    vr_free(n->attrs[a].floats);
+    vr_free(n->attrs[a].s);
+  }
+  n->nattr = 0;
+  char *o = vr_strdup(op);
+  if (!o) return vr_errf(err, VR_ENOMEM, "out of memory");
+  vr_free(n->op);
+  n->op = o;
+  n->op_id = vr_op_lookup(op);
+  snprintf(n->label, sizeof n->label, "%s", op);
+  if (eps == eps) { /* not NAN: LayerNormalization's epsilon */
+    vr_attr *a = vr_realloc(n->attrs, sizeof(vr_attr) * 2);
+    if (!a) return vr_errf(err, VR_ENOMEM, "out of memory");
+    n->attrs = a;
+    memset(a, 0, sizeof(vr_attr));
+    a->name = vr_strdup("epsilon");
+    a->type = VR_ATTR_FLOAT;
+    a->f = eps;
+    if (!a->name) return vr_errf(err, VR_ENOMEM, "out of memory");
+    n->nattr = 1;
+  }
+  return 0;
+}
+
+static int const_fill(vr_graph *g, int64_t c, float val, vr_errbuf *err) {
+  vr_val like = {0};
+  like.ndim = 1;
+  like.shape[0] = c;
+  int v = new_const(g, &like, err);
+  if (v < 0) return v;
+  for (int64_t i = 0; i < c; i++) ((float *)g->vals[v].data)[i] = val;
+  return v;
+}
+
+/* Div(Sub(x, Mean(x)), Sqrt(Add(Mean(Pow(Sub, 2)), eps))) [* gamma] [+ beta]
+ * -> LayerNormalization(x, gamma, beta) on the last axis. */
+static int fuse_layernorm(vr_graph *g, vr_node *dv, const int *uses, vr_errbuf *err) {
+  if (strcmp(dv->op, "Div") || dv->nin != 2) return 0;
+  vr_node *sub = prod_op(g, dv->in[0], "Sub"), *sq = prod_op(g, dv->in[1], "Sqrt");
+  if (!sub || !sq || uses[dv->in[0]] != 2 || uses[dv->in[1]] != 1) return 0;
+  vr_node *m1 = prod_op(g, sub->in[1], "ReduceMean");
+  if (!m1 || m1->in[0] != sub->in[0] || !mean_last(g, m1) || uses[sub->in[1]] != 1) return 0;
+  vr_node *ae = prod_op(g, sq->in[0], "Add");
+  if (!ae || uses[sq->in[0]] != 1) return 0;
+  int eps_v = g->vals[ae->in[1]].kind == VR_VAL_CONST ? ae->in[1] : ae->in[0];
+  int var_v = eps_v == ae->in[1] ? ae->in[0] : ae->in[1];
+  float eps = const_scalar(g, eps_v);
+  vr_node *m2 = prod_op(g, var_v, "ReduceMean");
+  if (eps != eps || !m2 || !mean_last(g, m2) || uses[var_v] != 1) return 0;
+  vr_node *pw = prod_op(g, m2->in[0], "Pow");
+  if (!pw || pw->in[0] != dv->in[0] || const_scalar(g, pw->in[1]) != 2.0f || uses[m2->in[0]] != 1)
+    return 0;
+  int x = sub->in[0], out = dv->out[0];
+  int64_t c = g->vals[x].shape[g->vals[x].ndim - 1];
+  if (g->vals[x].dtype != VR_DT_F32 || g->vals[x].ndim < 2) return 0;
+  int gamma = -1, beta = -1;
+  vr_node *mul = NULL, *add = NULL;
+  for (int k = 0; k < g->nnodes && uses[out] == 1 && !g->vals[out].is_output; k++) {
+    vr_node *u = &g->nodes[k];
+    if (u->dead || u->nin != 2 || (u->in[0] != out && u->in[1] != out)) continue;
+    int other = u->in[0] == out ? u->in[1] : u->in[0];
+    if (is_const(g, other) && vr_numel(g->vals[other].ndim, g->vals[other].shape) == c) {
+      if (!mul && !strcmp(u->op, "Mul")) { mul = u; gamma = other; out = u->out[0]; k = -1; continue; }
+      if (mul && !add && !strcmp(u->op, "Add")) { add = u; beta = other; out = u->out[0]; break; }
+    }
+    break;
+  }
+  if (gamma < 0 && (gamma = const_fill(g, c, 1.0f, err)) < 0) return gamma;
+  if (beta < 0 && (beta = const_fill(g, c, 0.0f, err)) < 0) return beta;
+  int rc = set_attrs(dv, "LayerNormalization", eps, err);
+  if (rc) return rc;
+  dv->in[0] = x;
+  dv->in[1] = gamma;
+  int *ni = vr_realloc(dv->in, sizeof(int) * 3);
+  if (!ni) return vr_errf(err, VR_ENOMEM, "out of memory");
+  dv->in = ni;
+  dv->in[2] = beta;
+  dv->nin = 3;
+  dv->out[0] = out;
+  g->vals[out].producer = (int)(dv - g->nodes);
+  sub->dead = sq->dead = m1->dead = ae->dead = m2->dead = pw->dead = 1;
+  if (mul) mul->dead = 1;
+  if (add) add->dead = 1;
+  return 1;
+}
+
+/* Mul(Mul(x, Add(Erf(Div(x, sqrt2)), 1)), 0.5) -> Gelu(x), in any operand
+ * order of the commutative ops. */
+static int fuse_gelu(vr_graph *g, vr_node *m2, const int *uses, vr_errbuf *err) {
+  if (strcmp(m2->op, "Mul") || m2->nin != 2) return 0;
+  for (int s = 0; s < 2; s++) {
+    if (fabsf(const_scalar(g, m2->in[1 - s]) - 0.5f) > 1e-6f) continue;
+    vr_node *m1 = prod_op(g, m2->in[s], "Mul");
+    if (!m1 || uses[m2->in[s]] != 1) continue;
+    for (int t = 0; t < 2; t++) {
+      int x = m1->in[t];
+      vr_node *ad = prod_op(g, m1->in[1 - t], "Add");
+      if (!ad || uses[m1->in[1 - t]] != 1) continue;
+      int one = const_scalar(g, ad->in[1]) == 1.0f ? 1 : const_scalar(g, ad->in[0]) == 1.0f ? 0 : -1;
+      if (one < 0) continue;
+      vr_node *ef = prod_op(g, ad->in[1 - one], "Erf");
+      if (!ef || uses[ad->in[1 - one]] != 1) continue;
+      vr_node *dv = prod_op(g, ef->in[0], "Div");
+      if (!dv || dv->in[0] != x || uses[ef->in[0]] != 1 ||
+          fabsf(const_scalar(g, dv->in[1]) - 1.41421356f) > 1e-4f)
+        continue;
+      int rc = set_attrs(m2, "Gelu", NAN, err);
+      if (rc) return rc;
+      m2->in[0] = x;
+      m2->nin = 1;
+      m1->dead = ad->dead = ef->dead = dv->dead = 1;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+static int fuse_patterns(vr_graph *g, vr_errbuf *err) {
+  int *uses = NULL, rc = 0;
+  for (int i = 0; i < g->nnodes && rc >= 0; i++) {
+    vr_node *n = &g->nodes[i];
+    if (n->dead || (strcmp(n->op, "Div") && strcmp(n->op, "Mul"))) continue;
+    vr_free(uses);
+    uses = vr_calloc((size_t)g->nvals + 64, sizeof(int));
+    if (!uses) return vr_errf(err, VR_ENOMEM, "out of memory");
+    vr_graph_count_uses(g, uses);
+    rc = fuse_layernorm(g, n, uses, err);
+    if (rc == 0) rc = fuse_gelu(g, &g->nodes[i], uses, err);
+  }
+  vr_free(uses);
+  return rc < 0 ? rc : 0;
+}
+
 int vr_graph_fuse(vr_graph *g, vr_errbuf *err) {
+  int prc = fuse_patterns(g, err);
+  if (prc) return prc;
   int *uses = vr_calloc((size_t)g->nvals + 64, sizeof(int));
   if (!uses) return vr_errf(err, VR_ENOMEM, "out of memory");
   int rc = 0;

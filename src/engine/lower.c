@@ -216,8 +216,22 @@ static void md_rank(dnnl_memory_desc_t *md, const vr_tview *t, int rank, int tra
 static int lower_matmul(vr_pb *b, int ni, int gemm) {
   const vr_node *n = node(b, ni);
   vr_tview a = b->vt[n->in[0]], w = b->vt[n->in[1]];
-  const vr_tview *y = &b->vt[n->out[0]];
+  vr_tview yv = b->vt[n->out[0]];
+  const vr_tview *y = &yv;
   if (a.ndim < 2 || w.ndim < 2 || y->ndim > 6) return 1;
+  /* [..., M, K] x [K, N]: fold the batch dims into M, one big GEMM instead
+   * of many small ones (plain buffers make both views the same bytes). */
+  int collapsed = 0;
+  if (!gemm && w.ndim == 2 && a.ndim > 2) {
+    int64_t k = a.shape[a.ndim - 1];
+    a.shape[0] = vr_tview_numel(&a) / (k ? k : 1);
+    a.shape[1] = k;
+    a.ndim = 2;
+    yv.shape[0] = a.shape[0];
+    yv.shape[1] = w.shape[1];
+    yv.ndim = 2;
+    collapsed = 1;
+  }
   int ta = gemm ? (int)vr_attr_i(n, "transA", 0) : 0;
   int tb = gemm ? (int)vr_attr_i(n, "transB", 0) : 0;
   float alpha = gemm ? vr_attr_f(n, "alpha", 1) : 1, beta = gemm ? vr_attr_f(n, "beta", 1) : 1;
@@ -328,7 +342,16 @@ static int lower_matmul(vr_pb *b, int ni, int gemm) {
     }
   }
   if (wpv < 0) { dnnl_primitive_desc_destroy(pd); return wpv; }
-  int ypv = vr_pb_def(b, n->out[0], &ymd);
+  int ypv = vr_pb_def(b, n->out[0], collapsed ? NULL : &ymd);
+  if (ypv >= 0 && collapsed) { /* 2-D view of the plain output */
+    vr_tview t = PV(b, ypv)->t;
+    int v = vr_pb_new_pv(b, &t, &ymd);
+    if (v >= 0) {
+      PV(b, v)->root = PV(b, ypv)->root;
+      PV(b, v)->bytes = 0;
+    }
+    ypv = v;
+  }
   if (ypv < 0) { dnnl_primitive_desc_destroy(pd); return ypv; }
   vr_arg args[4] = {{DNNL_ARG_SRC, apv}, {DNNL_ARG_WEIGHTS, wpv}, {DNNL_ARG_DST, ypv}};
   int na = 3;

@@ -111,6 +111,7 @@ static int eltwise_alg(const vr_node *n, dnnl_alg_kind_t *alg, float *a, float *
   else if (!strcmp(op, "HardSwish")) *alg = dnnl_eltwise_hardswish;
   else if (!strcmp(op, "Elu")) { *alg = dnnl_eltwise_elu; *a = vr_attr_f(n, "alpha", 1); }
   else if (!strcmp(op, "Exp")) *alg = dnnl_eltwise_exp;
+  else if (!strcmp(op, "Gelu")) *alg = dnnl_eltwise_gelu_erf;
   else if (!strcmp(op, "Sqrt")) *alg = dnnl_eltwise_sqrt;
   else if (!strcmp(op, "Abs")) *alg = dnnl_eltwise_abs;
   else if (!strcmp(op, "Erf")) return 0; /* no plain erf in oneDNN 2.6 */
@@ -294,6 +295,45 @@ static int lower_ln(vr_pb *b, int ni) {
   return emit(b, ni, &d, src, 0, ex, ne);
 }
 
+/* Transpose as a oneDNN reorder into a strided view of the plain output
+ * (vectorised, unlike an element loop). */
+static int lower_transpose(vr_pb *b, int ni) {
+  const vr_node *n = &b->g->nodes[ni];
+  const vr_tview *x = &b->vt[n->in[0]], *y = &b->vt[n->out[0]];
+  int r = x->ndim, perm[VR_MAX_DIMS];
+  if (!vr_dnnl_dt(x->dt) || r < 2 || r > 6 || vr_tview_numel(x) == 0) return 1;
+  const int64_t *pa;
+  int k = vr_attr_ints(n, "perm", &pa);
+  for (int i = 0; i < r; i++) perm[i] = k == r ? (int)pa[i] : r - 1 - i;
+  int src = in_pv(b, n, 0);
+  if (src < 0 || (src = vr_pb_plain(b, src)) < 0) return src;
+  dnnl_dims_t dims, strides, ys;
+  int64_t acc = 1;
+  for (int j = r - 1; j >= 0; j--) {
+    ys[j] = acc;
+    acc *= y->shape[j];
+  }
+  for (int i = 0; i < r; i++) dims[i] = x->shape[i];
+  for (int j = 0; j < r; j++) strides[perm[j]] = ys[j];
+  dnnl_memory_desc_t vmd;
+  if (dnnl_memory_desc_init_by_strides(&vmd, r, dims, vr_dnnl_dt(x->dt), strides) != dnnl_success)
+    return 1;
+  dnnl_primitive_desc_t pd;
+  if (dnnl_reorder_primitive_desc_create(&pd, &PV(b, src)->md, b->c->eng, &vmd, b->c->eng, NULL) !=
+      dnnl_success)
+    return 1;
+  int dst = vr_pb_def(b, n->out[0], NULL);
+  int view = dst < 0 ? dst : vr_pb_new_pv(b, &PV(b, src)->t, &vmd);
+  if (view < 0) {
+    dnnl_primitive_desc_destroy(pd);
+    return view;
+  }
+  PV(b, view)->root = PV(b, dst)->root;
+  PV(b, view)->bytes = 0;
+  vr_arg a[2] = {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, view}};
+  return vr_pb_prim(b, ni, pd, a, 2);
+}
+
 int vr_lower_nn(vr_pb *b, int ni) {
   const vr_node *n = &b->g->nodes[ni];
   const char *op = n->op;
@@ -304,6 +344,7 @@ int vr_lower_nn(vr_pb *b, int ni) {
   if (!strcmp(op, "Concat")) return lower_concat(b, ni);
   if (!strcmp(op, "Softmax") || !strcmp(op, "LogSoftmax")) return lower_softmax(b, ni);
   if (!strcmp(op, "LayerNormalization")) return lower_ln(b, ni);
+  if (!strcmp(op, "Transpose")) return lower_transpose(b, ni);
   if (!strcmp(op, "Reshape") || !strcmp(op, "Flatten") || !strcmp(op, "Squeeze") ||
       !strcmp(op, "Unsqueeze") || !strcmp(op, "Identity") || !strcmp(op, "Dropout"))
     return lower_view(b, ni);

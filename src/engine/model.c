@@ -50,6 +50,11 @@ static int describe(vr_model *m, vr_errbuf *err) {
   if (!m->nodes || !vt || !owned) rc = vr_errf(err, VR_ENOMEM, "out of memory");
   if (!rc) rc = vr_graph_shapes_at(g, 1, vt, owned, err);
   m->nnodes = g->nnodes;
+  /* Shapes are at batch 1; a model with a fixed batch of B counts per
+   * sample by dividing by B. */
+  int64_t per_sample = 1;
+  if (!rc && !m->dyn_batch && g->nin > 0 && vt[g->inputs[0]].ndim > 0 && vt[g->inputs[0]].shape[0] > 0)
+    per_sample = vt[g->inputs[0]].shape[0];
   for (int i = 0; !rc && i < g->nnodes; i++) {
     const vr_node *n = &g->nodes[i];
     vr_node_info *ni = &m->nodes[i];
@@ -70,7 +75,7 @@ static int describe(vr_model *m, vr_errbuf *err) {
       if (n->out[k] >= 0) out[k] = vt[n->out[k]];
     }
     const vr_op *op = vr_op_get(n->op_id);
-    ni->flops = op->flops ? op->flops(n, in, out) : 0;
+    ni->flops = op->flops ? op->flops(n, in, out) / per_sample : 0;
     m->flops += ni->flops;
     m->weight_bytes += ni->weight_bytes;
   }

@@ -42,6 +42,7 @@ static double unary_f(const vr_node *n, double x) {
       }
       break;
     case 'F': return floor(x);
+    case 'G': return 0.5 * x * (1.0 + erf(x / sqrt(2.0))); /* Gelu */
     case 'H':
       if (!strcmp(op, "HardSigmoid")) {
         double a = vr_attr_f(n, "alpha", 0.2f), b = vr_attr_f(n, "beta", 0.5f);
@@ -374,7 +375,7 @@ const vr_op vr_ops_elem[] = {
     UN("Elu", infer_float_same), UN("Selu", infer_float_same),
     UN("Softplus", infer_float_same), UN("Softsign", infer_float_same),
     UN("Sin", infer_float_same), UN("Cos", infer_float_same),
-    UN("Sign", infer_num_same),
+    UN("Sign", infer_num_same), UN("Gelu", infer_float_same),
     {"Identity", infer_same, eval_copy, NULL, 1, 1, 0},
     {"Not", infer_not, eval_not, flops_numel, 1, 1, 0},
     {"Clip", infer_clip, eval_clip, flops_numel, 1, 3, 0},

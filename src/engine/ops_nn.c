@@ -113,7 +113,7 @@ static int infer_conv(const vr_node *n, const vr_tview *in, vr_tview *out,
 
 static int64_t flops_conv(const vr_node *n, const vr_tview *in, const vr_tview *out) {
   int64_t per_out = 2 * vr_numel(in[1].ndim - 1, in[1].shape + 1);
-  return per_out * vr_tview_numel(&out[0]) / (out[0].shape[0] ? out[0].shape[0] : 1);
+  return per_out * vr_tview_numel(&out[0]);
 }
 
 /* ---- Gemm / MatMul -------------------------------------------------------- */
@@ -162,7 +162,7 @@ static int eval_gemm(const vr_node *n, const vr_tview *in, vr_tview *out,
 
 static int64_t flops_gemm(const vr_node *n, const vr_tview *in, const vr_tview *out) {
   int ta = (int)vr_attr_i(n, "transA", 0);
-  return 2 * in[0].shape[1 - ta] * out[0].shape[1] * (out[0].shape[0] ? 1 : 0);
+  return 2 * in[0].shape[1 - ta] * out[0].shape[1] * out[0].shape[0];
 }
 
 static int infer_matmul(const vr_node *n, const vr_tview *in, vr_tview *out,
@@ -228,9 +228,7 @@ static int eval_matmul(const vr_node *n, const vr_tview *in, vr_tview *out,
 
 static int64_t flops_matmul(const vr_node *n, const vr_tview *in, const vr_tview *out) {
   int64_t k = in[0].shape[in[0].ndim - 1];
-  int64_t per = out[0].ndim ? vr_tview_numel(&out[0]) : 1;
-  int64_t b0 = in[0].ndim > 2 || (in[0].ndim == 2 && out[0].ndim >= 2) ? out[0].shape[0] : 1;
-  return 2 * k * per / (b0 ? b0 : 1);
+  return 2 * k * (out[0].ndim ? vr_tview_numel(&out[0]) : 1);
 }
 
 /* ---- pools ---------------------------------------------------------------- */
@@ -257,7 +255,7 @@ static int64_t flops_pool(const vr_node *n, const vr_tview *in, const vr_tview *
   int nk = vr_attr_ints(n, "kernel_shape", &k);
   int64_t kk = 1;
   for (int i = 0; i < nk; i++) kk *= k[i];
-  return kk * vr_tview_numel(&out[0]) / (out[0].shape[0] ? out[0].shape[0] : 1);
+  return kk * vr_tview_numel(&out[0]);
 }
 
 static int infer_gpool(const vr_node *n, const vr_tview *in, vr_tview *out,
@@ -285,7 +283,7 @@ static int eval_gpool(const vr_node *n, const vr_tview *in, vr_tview *out,
 }
 
 static int64_t flops_in(const vr_node *n, const vr_tview *in, const vr_tview *out) {
-  return vr_tview_numel(&in[0]) / (in[0].ndim && in[0].shape[0] ? in[0].shape[0] : 1);
+  return vr_tview_numel(&in[0]);
 }
 
 /* ---- normalisations ------------------------------------------------------- */

@@ -422,9 +422,12 @@ static int eval_slice(const vr_node *n, const vr_tview *in, vr_tview *out,
   for (int d = 0; d < r; d++) off += p.start[d] * ist[d];
   size_t e = esz(&in[0]);
   int64_t cnt = vr_tview_numel(&out[0]);
-  for (int64_t i = 0; i < cnt; i++) {
-    memcpy((char *)out[0].data + i * e, (const char *)in[0].data + off * e, e);
-    for (int d = r - 1; d >= 0; d--) {
+  /* Unit step on the last dim: copy whole rows. */
+  int64_t run = r > 0 && p.step[r - 1] == 1 ? out[0].shape[r - 1] : 1;
+  int top = run > 1 ? r - 2 : r - 1;
+  for (int64_t i = 0; i < cnt; i += run) {
+    memcpy((char *)out[0].data + i * e, (const char *)in[0].data + off * e, e * (size_t)run);
+    for (int d = top; d >= 0; d--) {
       off += p.step[d] * ist[d];
       if (++idx[d] < out[0].shape[d]) break;
       off -= p.step[d] * ist[d] * out[0].shape[d];

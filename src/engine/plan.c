@@ -49,6 +49,27 @@ void vr_md_plain(dnnl_memory_desc_t *md, const vr_tview *t) {
   dnnl_memory_desc_init_by_strides(md, nd, dims, vr_dnnl_dt(t->dt), strides);
 }
 
+/* A dense blocked md whose non-unit dims have row-major strides is plain
+ * data; oneDNN may describe it with another dim order when some dims are
+ * 1 (e.g. "bac" for 1x197x768), which sends later primitives to slow
+ * reference kernels. Rewrite such mds to the canonical plain form. */
+static void md_canon(dnnl_memory_desc_t *md) {
+  if (md->format_kind != dnnl_blocked || md->format_desc.blocking.inner_nblks != 0) return;
+  if (md->extra.flags != 0) return;
+  int64_t s = 1;
+  for (int i = md->ndims - 1; i >= 0; i--) {
+    if (md->padded_dims[i] != md->dims[i] || md->padded_offsets[i] != 0) return;
+    if (md->dims[i] != 1 && md->format_desc.blocking.strides[i] != s) return;
+    s *= md->dims[i];
+  }
+  if (md->offset0 != 0) return;
+  s = 1;
+  for (int i = md->ndims - 1; i >= 0; i--) {
+    md->format_desc.blocking.strides[i] = s;
+    s *= md->dims[i] ? md->dims[i] : 1;
+  }
+}
+
 int vr_md_is_plain(const dnnl_memory_desc_t *md, const vr_tview *t) {
   dnnl_memory_desc_t p;
   vr_md_plain(&p, t);
@@ -105,6 +126,7 @@ int vr_pb_new_pv(vr_pb *b, const vr_tview *tin, const dnnl_memory_desc_t *mdin) 
   v->has_md = vr_dnnl_dt(t->dt) != dnnl_data_type_undef;
   if (md) v->md = *md;
   else if (v->has_md) vr_md_plain(&v->md, t);
+  if (v->has_md) md_canon(&v->md);
   v->bytes = v->has_md ? dnnl_memory_desc_get_size(&v->md)
                        : (size_t)vr_tview_numel(t) * vr_dtype_size(t->dt);
   return p->npv++;
