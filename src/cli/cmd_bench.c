@@ -24,6 +24,8 @@
 static void usage(FILE *f) {
   fprintf(f,
       "usage: vario bench --model M [options]        (against vario serve)\n"
+      "       vario bench --app APP [--min-accuracy PCT] [options]  (model-less:\n"
+      "                 POST /v2/apps/APP/infer, --slo-ms sent as latency_ms)\n"
       "       vario bench --path /v2/health/live [options]   (GET only)\n"
       "       vario bench --engine DIR [--batch N] [--duration S]\n"
       "  --host ADDR --port N      server (default 127.0.0.1:8000)\n"
@@ -70,6 +72,8 @@ static int parse_args(int argc, char **argv, bench_args *a) {
     int num = end && *v && !*end;
     i++;
     if (!strcmp(k, "--model")) a->lg.model = v;
+    else if (!strcmp(k, "--app")) a->lg.model = v, a->lg.app_mode = 1;
+    else if (!strcmp(k, "--min-accuracy") && num && x >= 0 && x <= 100) a->lg.min_accuracy = x;
     else if (!strcmp(k, "--path")) a->lg.path = v;
     else if (!strcmp(k, "--engine")) a->engine_dir = v;
     else if (!strcmp(k, "--host")) a->lg.host = v;
@@ -90,7 +94,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
     else goto bad;
   }
   if (!a->lg.model && !a->lg.path && !a->engine_dir) {
-    fprintf(stderr, "vario bench: need --model, --path or --engine\n");
+    fprintf(stderr, "vario bench: need --model, --app, --path or --engine\n");
     return 2;
   }
   return 0;
@@ -106,7 +110,8 @@ static int fetch_input(bench_args *a, vr_errbuf *err) {
   int rc = vr_httpc_open(&c, a->lg.host, a->lg.port, err);
   if (rc) return rc;
   char path[512];
-  snprintf(path, sizeof path, "/v2/models/%s", a->lg.model);
+  snprintf(path, sizeof path, "/v2/%s/%s", a->lg.app_mode ? "apps" : "models",
+           a->lg.model);
   vr_httpc_resp r;
   rc = vr_httpc_request(&c, "GET", path, NULL, NULL, 0, &r, err);
   json_t *root = NULL;

@@ -325,7 +325,7 @@ static void write_row(vr_control *c, int64_t now_ns, double dt) {
   }
   double att = c->p_served ? 1.0 - (double)c->p_late / c->p_served : 1.0;
   fprintf(c->o.csv, "%.3f,%llu,%llu,%llu,%llu,%.4f,%.3f,%.3f,%.8f,%d,%d,%s\n",
-          now_ns / 1e9, (unsigned long long)c->p_arrivals,
+          (now_ns - c->t0_ns) / 1e9, (unsigned long long)c->p_arrivals,
           (unsigned long long)c->p_served, (unsigned long long)c->p_late,
           (unsigned long long)(c->p_failed + c->p_infeasible), att,
           vr_hist_quantile(&c->p_hist, 0.99) / 1000.0,
@@ -417,6 +417,7 @@ int vr_control_create(const vr_control_opts *o, vr_control **out,
   vr_actions_init(&c->acts);
   vr_hist_init(&c->p_hist);
   c->worker.idle_since = -1;
+  c->t0_ns = vr_now_ns();
   c->ix = vr_select_new();
   int rc = c->ix ? 0 : vr_errf(err, VR_ENOMEM, "out of memory");
   if (rc == 0) rc = vr_control_reload_store(c, err);
@@ -450,17 +451,24 @@ static void *tick_main(void *arg) {
 
 int vr_control_start(vr_control *c, vr_errbuf *err) {
   if (c->started) return 0;
-  if (pthread_create(&c->tick_thread, NULL, tick_main, c))
+  /* Set first: the loader waits for work only while started. */
+  pthread_mutex_lock(&c->mu);
+  c->started = 1;
+  c->stop = 0;
+  pthread_mutex_unlock(&c->mu);
+  if (pthread_create(&c->tick_thread, NULL, tick_main, c)) {
+    c->started = 0;
     return vr_errf(err, VR_ENOMEM, "cannot start the control thread");
+  }
   if (pthread_create(&c->load_thread, NULL, ctl_loader_main, c)) {
     pthread_mutex_lock(&c->mu);
     c->stop = 1;
     pthread_cond_broadcast(&c->cv);
     pthread_mutex_unlock(&c->mu);
     pthread_join(c->tick_thread, NULL);
+    c->started = 0;
     return vr_errf(err, VR_ENOMEM, "cannot start the loader thread");
   }
-  c->started = 1;
   return 0;
 }
 

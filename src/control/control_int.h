@@ -72,8 +72,10 @@ struct vr_control {
   vr_policy_state pst;
   vr_actions acts;
   int64_t last_tick_ns;
+  int64_t t0_ns; /* creation: the time series counts from here */
 
-  ctl_load *loads; /* FIFO of pending loads */
+  ctl_load *loads;   /* FIFO of pending loads */
+  ctl_load *running; /* the load the loader performs now (waiters join it) */
 
   /* Period totals for the time series. */
   uint64_t p_arrivals, p_served, p_late, p_failed, p_infeasible;

@@ -69,6 +69,11 @@ static void count_routed(vr_control *c, ctl_inst *in, double slo) {
 
 /* Queues a load of v for the loader with w waiting on it (mu held). */
 static int queue_load(vr_control *c, int v, ctl_wait *w) {
+  if (c->running && c->running->var == v) {
+    w->next = c->running->waiters;
+    c->running->waiters = w;
+    return 0;
+  }
   for (ctl_load *l = c->loads; l; l = l->next)
     if (l->var == v) {
       w->next = l->waiters;
@@ -174,8 +179,8 @@ void vr_control_route(vr_control *c, const vr_ctl_query *q, vr_ctl_route_cb cb,
 
 /* ---- loader ------------------------------------------------------------- */
 
-static void answer_waiters(vr_control *c, ctl_load *l, int id, const char *msg) {
-  for (ctl_wait *w = l->waiters, *next; w; w = next) {
+static void answer_waiters(vr_control *c, ctl_wait *list, int id, const char *msg) {
+  for (ctl_wait *w = list, *next; w; w = next) {
     next = w->next;
     if (id > 0) {
       pthread_mutex_lock(&c->mu);
@@ -201,9 +206,13 @@ static void run_load(vr_control *c, ctl_load *l) {
   c->var[l->var].loading = 0;
   /* Make the new instance visible to routing before answering. */
   ctl_refresh_locked(c, vr_now_ns(), 1.0);
+  /* Queries that joined while it loaded are answered with the rest;
+   * later ones see the instance in the index. */
+  ctl_wait *list = l->waiters;
+  c->running = NULL;
   pthread_mutex_unlock(&c->mu);
   if (id < 0) vr_warn("control: query-path load failed: %s", err.msg);
-  answer_waiters(c, l, id, err.msg);
+  answer_waiters(c, list, id, err.msg);
   vr_free(l);
 }
 
@@ -218,6 +227,7 @@ void *ctl_loader_main(void *arg) {
     ctl_load *l = c->loads;
     if (!l) break;
     c->loads = l->next;
+    c->running = l;
     pthread_mutex_unlock(&c->mu);
     run_load(c, l);
     pthread_mutex_lock(&c->mu);
@@ -272,6 +282,21 @@ static json_t *variant_json(vr_control *c, int v) {
                    vr_vstate_name(c->var[v].state), "instances", n);
 }
 
+static json_t *inputs_json(const char *dir) {
+  vr_model_config cfg;
+  json_t *a = json_array();
+  if (vr_model_config_load(dir, &cfg, NULL)) return a;
+  for (int i = 0; i < cfg.n_inputs; i++) {
+    json_t *shape = json_array();
+    for (int d = 0; d < cfg.inputs[i].ndim; d++)
+      json_array_append_new(shape, json_integer(cfg.inputs[i].shape[d]));
+    const char *dt = vr_dtype_kserve(cfg.inputs[i].dtype);
+    json_array_append_new(a, json_pack("{s:s, s:s, s:o}", "name", cfg.inputs[i].name,
+                                       "datatype", dt ? dt : "?", "shape", shape));
+  }
+  return a;
+}
+
 char *vr_control_describe(vr_control *c, const char *app) {
   json_t *apps = json_object();
   pthread_mutex_lock(&c->mu);
@@ -285,6 +310,13 @@ char *vr_control_describe(vr_control *c, const char *app) {
   json_t *root = json_pack("{s:o, s:i, s:i, s:I}", "apps", apps, "cores", c->o.cores,
                            "free_cores", c->worker.free_cores, "free_mem",
                            (json_int_t)c->worker.free_mem);
+  /* One app: also its input tensors (as GET /v2/models/{m}), so clients
+   * such as vario bench can build requests without naming a model. */
+  for (size_t v = 0; app && v < c->nvar; v++)
+    if (!strcmp(c->var[v].prof.app, app)) {
+      json_object_set_new(root, "inputs", inputs_json(c->var[v].dir));
+      break;
+    }
   pthread_mutex_unlock(&c->mu);
   if (app && !json_object_get(apps, app)) {
     json_decref(root);

@@ -140,6 +140,7 @@ int vr_pol_infaas_scale(const vr_policy_cfg *c, vr_policy_state *st,
     vr_pol_agg_free(&a);
     return rc;
   }
+  rc = vr_pol_interference(c, s, &pl, out);
   for (size_t v = 0; v < s->nvariants && !rc; v++) {
     const vr_pol_vagg *g = &a.v[v];
     /* inactive variants are loaded on demand by selection; one with demand

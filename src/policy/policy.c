@@ -125,31 +125,53 @@ int vr_policy_states(const vr_policy_cfg *c, const vr_snapshot *s,
   return rc;
 }
 
+static int replacement_loading(const vr_snapshot *s, int v) {
+  for (size_t i = 0; i < s->ninstances; i++)
+    if (s->instances[i].variant == v && s->instances[i].state == VR_IS_LOADING)
+      return 1;
+  return 0;
+}
+
 /* Compute time above profile x factor (median of observed / profiled per
  * batch) while under saturation: the instance shares its cores with
  * something else. Mitigate by loading a replacement on another worker
  * that takes over once ready (MIGRATE). The median, not a tail, is
  * compared: profiles already spread the tail, and one slow batch is
  * noise, not interference. */
+int vr_pol_interference(const vr_policy_cfg *c, const vr_snapshot *s,
+                        vr_place *pl, vr_actions *out) {
+  int rc = 0;
+  for (size_t i = 0; i < s->ninstances && !rc; i++) {
+    const vr_snap_instance *in = &s->instances[i];
+    int slow = in->served_qps > 0 && in->slowdown > c->interference_factor;
+    if (!slow || pl->gone[i] ||
+        (in->state != VR_IS_ACTIVE && in->state != VR_IS_INTERFERED))
+      continue;
+    const vr_snap_variant *sv = &s->variants[in->variant];
+    if (in->arrival_qps > vr_policy_sat_qps(sv)) continue; /* overloaded */
+    if (in->state == VR_IS_ACTIVE)
+      rc = vr_actions_push(out, VR_ACT_SET_ISTATE, in->variant, in->id, -1,
+                           -1, VR_IS_INTERFERED, "latency above profile");
+    /* still slow and no replacement in flight (a move that found no room
+     * earlier): try again; a failed pick asks for a worker */
+    else if (replacement_loading(s, in->variant))
+      continue;
+    int w = rc ? -1 : vr_place_pick(pl, &sv->prof, in->worker);
+    if (!rc && w >= 0) {
+      pl->gone[i] = 1;
+      rc = vr_actions_push(out, VR_ACT_MIGRATE, in->variant, in->id, w, -1, 0,
+                           "interference mitigation");
+    }
+  }
+  return rc;
+}
+
 int vr_policy_interference(const vr_policy_cfg *c, const vr_snapshot *s,
                            vr_actions *out) {
   vr_place pl;
   int rc = vr_place_init(&pl, s);
   if (rc) return rc;
-  for (size_t i = 0; i < s->ninstances && !rc; i++) {
-    const vr_snap_instance *in = &s->instances[i];
-    if (in->state != VR_IS_ACTIVE || in->served_qps <= 0 ||
-        !(in->slowdown > c->interference_factor))
-      continue;
-    const vr_snap_variant *sv = &s->variants[in->variant];
-    if (in->arrival_qps > vr_policy_sat_qps(sv)) continue; /* overloaded */
-    rc = vr_actions_push(out, VR_ACT_SET_ISTATE, in->variant, in->id, -1, -1,
-                         VR_IS_INTERFERED, "latency above profile");
-    int w = rc ? -1 : vr_place_pick(&pl, &sv->prof, in->worker);
-    if (!rc && w >= 0)
-      rc = vr_actions_push(out, VR_ACT_MIGRATE, in->variant, in->id, w, -1, 0,
-                           "interference mitigation");
-  }
+  rc = vr_pol_interference(c, s, &pl, out);
   vr_place_free(&pl);
   return rc;
 }
@@ -257,9 +279,7 @@ int vr_policy_tick(const vr_policy_cfg *c, vr_policy_state *st,
   if (!rc) rc = vr_pol_batches(s, out);
   if (rc) return rc;
   switch (c->kind) {
-  case VR_POL_INFAAS:
-    if ((rc = vr_policy_interference(c, s, out))) return rc;
-    return vr_pol_infaas_scale(c, st, s, out);
+  case VR_POL_INFAAS: return vr_pol_infaas_scale(c, st, s, out);
   case VR_POL_CLIPPER: return vr_pol_clipper(c, st, s, out);
   case VR_POL_SM: return vr_pol_sm(c, st, s, out);
   }

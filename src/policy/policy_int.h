@@ -27,6 +27,10 @@ int vr_pol_batches(const vr_snapshot *s, vr_actions *out);
 int vr_pol_workers(const vr_policy_cfg *c, vr_policy_state *st,
                    const vr_snapshot *s, vr_place *pl, vr_actions *out);
 
+/* Interference detection and mitigation with a shared placement (failed
+ * moves ask for workers). */
+int vr_pol_interference(const vr_policy_cfg *c, const vr_snapshot *s,
+                        vr_place *pl, vr_actions *out);
 /* Moves all instances off the least-used worker when they fit elsewhere. */
 int vr_pol_consolidate(const vr_snapshot *s, vr_place *pl, vr_actions *out);
 

@@ -389,6 +389,28 @@ static void test_proteus_csv(void **st) {
   vr_free(bad);
 }
 
+
+/* Injected interference on worker 0: INFaaS detects the slowdown and
+ * moves the instances away; with detection off (factor 1e6) they stay. */
+static void test_interference_mitigation(void **st) {
+  (void)st;
+  const char *fmt =
+      "\"policy\": {\"name\": \"infaas\", \"interference_factor\": %s},"
+      "\"interference\": [{\"worker\": 0, \"at_s\": 5, \"until_s\": 30,"
+      " \"factor\": 4}],"
+      "\"workloads\": [{\"kind\": \"poisson\", \"rate\": 300, \"app\": "
+      "\"cls\", \"slo_ms\": 100, \"min_accuracy\": 90}]}";
+  char tail[1024];
+  vr_sim_summary on, off;
+  vr_errbuf err = {0};
+  snprintf(tail, sizeof tail, fmt, "1.5");
+  assert_int_equal(run_cfg(tail, &on, &err, NULL), 0);
+  snprintf(tail, sizeof tail, fmt, "1000000");
+  assert_int_equal(run_cfg(tail, &off, &err, NULL), 0);
+  assert_true(on.violation_rate < off.violation_rate);
+  assert_true(on.p99_ms < off.p99_ms);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_heap),
@@ -399,6 +421,7 @@ int main(void) {
       cmocka_unit_test(test_run_baselines),
       cmocka_unit_test(test_config_errors),
       cmocka_unit_test(test_proteus_csv),
+      cmocka_unit_test(test_interference_mitigation),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
