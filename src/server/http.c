@@ -221,7 +221,9 @@ int vr_http_start(const vr_http_opts *o, vr_http **out, vr_errbuf *err) {
       flags, (uint16_t)o->port, NULL, NULL, ahc, h, MHD_OPTION_SOCK_ADDR, &sa,
       MHD_OPTION_CONNECTION_LIMIT, h->o.max_conns,
       MHD_OPTION_CONNECTION_TIMEOUT, h->o.idle_timeout_s,
-      MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
+      /* MHD zeroes its per-connection pool for every request: keep it small
+       * (headers only; bodies go to our own buffer). */
+      MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(16 * 1024),
       MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
       MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_END);
   if (!h->d) {

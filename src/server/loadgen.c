@@ -313,8 +313,9 @@ static void loop(lg *g, int64_t stop_sending, int64_t hard_end) {
   struct epoll_event ev[64];
   for (;;) {
     int64_t now = now_rel(g);
-    int sending = now < stop_sending &&
-                  (g->closed_loop || g->next_send < g->n);
+    /* Open loop sends every scheduled arrival, even late; closed loop
+     * stops at its duration. */
+    int sending = g->closed_loop ? now < stop_sending : g->next_send < g->n;
     if (!sending && g->inflight == 0) break;
     if (now >= hard_end) break;
     if (sending) dispatch(g);
