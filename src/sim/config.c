@@ -206,7 +206,8 @@ static int load_proteus(ctx *c, vr_sim_cfg *cfg, size_t *cap,
   po.families = po.nfamilies ? fam : NULL;
   po.accels = po.naccels ? acc : NULL;
   char *csv_path = resolve(c, "proteus.csv", csv);
-  char *vdir_path = vdir ? resolve(c, "proteus.variants_dir", vdir) : NULL;
+  char *vdir_path = csv_path && vdir
+                        ? resolve(c, "proteus.variants_dir", vdir) : NULL;
   if (!csv_path || (vdir && !vdir_path)) {
     vr_free(csv_path);
     return c->err ? c->err->code : VR_EINVAL;
