@@ -411,6 +411,46 @@ static void test_interference_mitigation(void **st) {
   assert_true(on.p99_ms < off.p99_ms);
 }
 
+
+/* Traces are streamed: peak memory of a run does not grow with the
+ * trace's length (10x more lines, same arrival rate). */
+static int64_t trace_run_peak(int lines) {
+  char path[] = "/tmp/vr_test_trace_XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  FILE *f = fdopen(fd, "w");
+  for (int i = 0; i < lines; i++) fprintf(f, "%d,1,100\n", i * 5); /* 200/s */
+  fclose(f);
+  char tail[512];
+  snprintf(tail, sizeof tail,
+           "\"policy\": {\"name\": \"infaas\"}, \"workloads\": [{\"kind\": "
+           "\"trace\", \"app\": \"cls\", \"file\": \"%s\"}]}", path);
+  char text[8192];
+  /* long enough for every line: duration from the head is overridden */
+  snprintf(text, sizeof text, "%s%s", k_cfg_head, tail);
+  vr_sim_cfg cfg;
+  vr_errbuf err = {0};
+  assert_int_equal(vr_sim_cfg_parse(text, strlen(text), "t.json", ".", NULL,
+                                    NULL, &cfg, &err), 0);
+  cfg.duration_s = lines / 200.0 + 1;
+  vr_mem_reset_peak();
+  int64_t base = vr_mem_used();
+  vr_sim_summary sum;
+  vr_sim_out out = {0};
+  assert_int_equal(vr_sim_run(&cfg, &out, &sum, &err), 0);
+  int64_t peak = vr_mem_peak() - base;
+  assert_true(sum.demand + 200 >= lines);
+  vr_sim_cfg_free(&cfg);
+  unlink(path);
+  return peak;
+}
+
+static void test_trace_memory_constant(void **st) {
+  (void)st;
+  int64_t small = trace_run_peak(20000), big = trace_run_peak(200000);
+  assert_true(big < small + small / 4);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_heap),
@@ -422,6 +462,7 @@ int main(void) {
       cmocka_unit_test(test_config_errors),
       cmocka_unit_test(test_proteus_csv),
       cmocka_unit_test(test_interference_mitigation),
+      cmocka_unit_test(test_trace_memory_constant),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
