@@ -284,6 +284,10 @@ void vr_server_shutdown(vr_server *s) {
   /* 4. give the event thread time to send those answers (bounded). */
   int64_t until = vr_now_ns() + 5 * VR_NS_PER_S;
   while (vr_http_inflight(s->http) > 0 && vr_now_ns() < until) usleep(1000);
+  if (vr_http_inflight(s->http) > 0)
+    vr_warn("shutdown: %d request(s) still open after 5 s (clients that"
+            " stopped sending mid-request); closing them",
+            vr_http_inflight(s->http));
 }
 
 void vr_server_free(vr_server *s) {

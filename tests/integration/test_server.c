@@ -410,7 +410,17 @@ static void test_graceful_shutdown(void **st) {
   enum { N = 10 };
   int fd[N];
   for (int i = 0; i < N; i++) fd[i] = send_raw("/v2/models/slow/infer", k_infer, 0);
-  usleep(3000); /* accepted and queued: 10 x 2 rows at 2 ms per batch of 4 */
+  /* Wait until all are accepted (in the runtime): requests still unread
+   * when shutdown starts would rightly get 503. 10 x 2 rows, 2 ms per
+   * batch of 4 rows. */
+  vr_runtime *rt = vr_server_runtime(s);
+  for (int k = 0; k < 2000; k++) {
+    vr_rt_instance_stats is[4];
+    int n = vr_rt_instances(rt, "slow", is, 4);
+    if (n == 1 && is[0].queue_rows + is[0].busy_rows + (int)is[0].served >= 2 * N)
+      break;
+    usleep(1000);
+  }
   pthread_t t;
   pthread_create(&t, NULL, shutdown_main, s);
   for (int i = 0; i < N; i++) {
