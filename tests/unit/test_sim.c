@@ -184,6 +184,29 @@ static void test_counts_and_rates(void **st) {
   /* expected 17500 and 42500 */
   assert_true(fabs(first - 17500.0) < 500 && fabs(second - 42500.0) < 800);
   vr_wl_close(&w);
+  /* diurnal with a spike: rate formula and counts inside/outside it */
+  memset(&w, 0, sizeof w);
+  w.kind = VR_WL_DIURNAL;
+  w.base = 100, w.amp = 0.5, w.period_s = 40;
+  vr_wl_spike sp = {10, 5, 3};
+  w.spikes = vr_malloc(sizeof sp);
+  memcpy(w.spikes, &sp, sizeof sp);
+  w.nspikes = 1;
+  assert_true(fabs(vr_wl_rate_at(&w, 0) - 100) < 1e-9);
+  assert_true(fabs(vr_wl_rate_at(&w, 10) - 450) < 1e-9); /* peak x spike */
+  assert_true(fabs(vr_wl_rate_at(&w, 30) - 50) < 1e-9);  /* trough */
+  assert_int_equal(vr_wl_open(&w, 9, &err), 0);
+  int64_t in_spike = 0, trough = 0;
+  while (vr_wl_next(&w, 40, &r, &err) == 1) {
+    double t = (double)r.t_ns / 1e9;
+    if (t >= 10 && t < 15) in_spike++;
+    if (t >= 28 && t < 32) trough++;
+  }
+  /* expected: integral of 300*(1+0.5 sin) over [10,15) = 2175; trough
+   * [28,32) = 203 (Poisson: sd ~47 and ~14) */
+  assert_true(fabs(in_spike - 2175.0) < 150);
+  assert_true(fabs(trough - 203.0) < 50);
+  vr_wl_close(&w);
 }
 
 #define PROF(name, model, acc, b1, load)                                    \
