@@ -360,6 +360,82 @@ static int eval_where(const vr_node *n, const vr_tview *in, vr_tview *out,
   return 0;
 }
 
+/* ---- variadic Max / Min / Sum / Mean: pairwise broadcast fold ---------- */
+
+static int infer_variadic(const vr_node *n, const vr_tview *in, vr_tview *out,
+                          vr_errbuf *err) {
+  if (n->nin < 1 || !in[0].dt) return vr_bad(err, n, VR_EINVAL, "needs inputs");
+  if (!vr_is_float(in[0].dt) && !vr_is_int(in[0].dt))
+    return vr_bad(err, n, VR_EUNSUPPORTED, "type %s", vr_dtype_name(in[0].dt));
+  vr_tview acc = in[0];
+  for (int i = 1; i < n->nin; i++) {
+    vr_tview t;
+    if (in[i].dt != in[0].dt) return vr_bad(err, n, VR_ETYPE, "input types differ");
+    if (vr_broadcast(&acc, &in[i], &t)) return vr_bad(err, n, VR_ESHAPE, "shapes cannot be broadcast");
+    acc.ndim = t.ndim;
+    memcpy(acc.shape, t.shape, sizeof t.shape);
+  }
+  out[0] = acc;
+  out[0].data = NULL;
+  return 0;
+}
+
+static int eval_variadic(const vr_node *n, const vr_tview *in, vr_tview *out,
+                         vr_errbuf *err) {
+  const vr_tview *o = &out[0];
+  int64_t cnt = vr_tview_numel(o);
+  int k = !strcmp(n->op, "Max") ? 0 : !strcmp(n->op, "Min") ? 1 : !strcmp(n->op, "Sum") ? 2 : 3;
+  for (int64_t i = 0; i < cnt; i++) {
+    double acc = 0;
+    for (int j = 0; j < n->nin; j++) {
+      int64_t st[VR_MAX_DIMS], off = 0, rem = i;
+      vr_bstrides(&in[j], o, st);
+      for (int d = o->ndim - 1; d >= 0; d--) {
+        off += (rem % o->shape[d]) * st[d];
+        rem /= o->shape[d];
+      }
+      double v = vr_tview_getf(&in[j], off);
+      if (j == 0) acc = v;
+      else if (k == 0) acc = v > acc ? v : acc;
+      else if (k == 1) acc = v < acc ? v : acc;
+      else acc += v;
+    }
+    if (k == 3) acc /= n->nin;
+    vr_tview_setf(&out[0], i, acc);
+  }
+  return 0;
+}
+
+/* ---- PRelu: y = x < 0 ? slope * x : x, slope broadcast ------------------- */
+
+static int infer_prelu(const vr_node *n, const vr_tview *in, vr_tview *out,
+                       vr_errbuf *err) {
+  vr_tview t;
+  if (!vr_is_float(in[0].dt) || in[1].dt != in[0].dt)
+    return vr_bad(err, n, VR_EUNSUPPORTED, "float inputs only");
+  if (vr_broadcast(&in[0], &in[1], &t) || t.ndim != in[0].ndim ||
+      vr_numel(t.ndim, t.shape) != vr_tview_numel(&in[0]))
+    return vr_bad(err, n, VR_ESHAPE, "slope must broadcast to the input");
+  return infer_same(n, in, out, err);
+}
+
+static int eval_prelu(const vr_node *n, const vr_tview *in, vr_tview *out,
+                      vr_errbuf *err) {
+  int64_t st[VR_MAX_DIMS], idx[VR_MAX_DIMS] = {0}, off = 0, cnt = vr_tview_numel(&out[0]);
+  vr_bstrides(&in[1], &out[0], st);
+  for (int64_t i = 0; i < cnt; i++) {
+    double x = vr_tview_getf(&in[0], i);
+    vr_tview_setf(&out[0], i, x < 0 ? x * vr_tview_getf(&in[1], off) : x);
+    for (int d = out[0].ndim - 1; d >= 0; d--) {
+      off += st[d];
+      if (++idx[d] < out[0].shape[d]) break;
+      off -= st[d] * out[0].shape[d];
+      idx[d] = 0;
+    }
+  }
+  return 0;
+}
+
 #define UN(name, inf) {name, inf, eval_unary, flops_numel, 1, 1, 0}
 #define BIN(name) {name, infer_binary, eval_binary, flops_numel, 2, 2, 0}
 
@@ -381,6 +457,11 @@ const vr_op vr_ops_elem[] = {
     {"Clip", infer_clip, eval_clip, flops_numel, 1, 3, 0},
     {"Cast", infer_cast, eval_cast, NULL, 1, 1, 0},
     {"Where", infer_where, eval_where, flops_numel, 3, 3, 0},
+    {"Max", infer_variadic, eval_variadic, flops_numel, 1, 64, 0},
+    {"Min", infer_variadic, eval_variadic, flops_numel, 1, 64, 0},
+    {"Sum", infer_variadic, eval_variadic, flops_numel, 1, 64, 0},
+    {"Mean", infer_variadic, eval_variadic, flops_numel, 1, 64, 0},
+    {"PRelu", infer_prelu, eval_prelu, flops_numel, 2, 2, 0},
     BIN("Add"), BIN("Sub"), BIN("Mul"), BIN("Div"), BIN("Pow"), BIN("Mod"),
     BIN("Equal"), BIN("Less"), BIN("Greater"), BIN("LessOrEqual"),
     BIN("GreaterOrEqual"), BIN("And"), BIN("Or"), BIN("Xor"),

@@ -486,7 +486,7 @@ static int eval_reduce(const vr_node *n, const vr_tview *in, vr_tview *out,
     switch (op[0]) {
       case 'M': acc[o] = op[1] == 'a' ? fmax(acc[o], v) : op[1] == 'i' ? fmin(acc[o], v) : acc[o] + v; break;
       case 'P': acc[o] *= v; break;
-      case 'L': acc[o] += op[2] == '1' ? fabs(v) : v * v; break; /* ReduceL1 / L2 */
+      case 'L': acc[o] += op[1] == '1' ? fabs(v) : v * v; break; /* ReduceL1 / L2 */
       case 'S': acc[o] += op[3] == 'S' ? v * v : v; break;      /* Sum / SumSquare */
       default: acc[o] += v;
     }
@@ -609,6 +609,48 @@ int vr_eval_constant_of_shape(const vr_node *n, const vr_tview *in,
   return 0;
 }
 
+/* ---- ArgMax / ArgMin ------------------------------------------------------ */
+
+static int infer_arg(const vr_node *n, const vr_tview *in, vr_tview *out,
+                     vr_errbuf *err) {
+  int ax = vr_axis(vr_attr_i(n, "axis", 0), in[0].ndim);
+  if (ax < 0) return vr_bad(err, n, VR_EINVAL, "bad axis");
+  if (!vr_is_float(in[0].dt) && !vr_is_int(in[0].dt))
+    return vr_bad(err, n, VR_EUNSUPPORTED, "type %s", vr_dtype_name(in[0].dt));
+  out[0] = in[0];
+  out[0].data = NULL;
+  out[0].dt = VR_DT_I64;
+  if (vr_attr_i(n, "keepdims", 1)) {
+    out[0].shape[ax] = 1;
+  } else {
+    for (int i = ax; i < in[0].ndim - 1; i++) out[0].shape[i] = in[0].shape[i + 1];
+    out[0].ndim--;
+  }
+  return 0;
+}
+
+static int eval_arg(const vr_node *n, const vr_tview *in, vr_tview *out,
+                    vr_errbuf *err) {
+  int ax = vr_axis(vr_attr_i(n, "axis", 0), in[0].ndim);
+  int mx = !strcmp(n->op, "ArgMax"), last = (int)vr_attr_i(n, "select_last_index", 0);
+  int64_t outer = vr_numel(ax, in[0].shape), len = in[0].shape[ax];
+  int64_t inner = vr_numel(in[0].ndim - ax - 1, in[0].shape + ax + 1);
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t i = 0; i < inner; i++) {
+      int64_t best = 0;
+      double bv = len ? vr_tview_getf(&in[0], o * len * inner + i) : 0;
+      for (int64_t j = 1; j < len; j++) {
+        double v = vr_tview_getf(&in[0], (o * len + j) * inner + i);
+        if (mx ? (v > bv || (last && v == bv)) : (v < bv || (last && v == bv))) {
+          bv = v;
+          best = j;
+        }
+      }
+      ((int64_t *)out[0].data)[o * inner + i] = best;
+    }
+  return 0;
+}
+
 #define RED(name) {name, infer_reduce, eval_reduce, flops_in, 1, 2, 0}
 
 const vr_op vr_ops_nn[] = {
@@ -625,6 +667,8 @@ const vr_op vr_ops_nn[] = {
     {"Softmax", infer_softmax, eval_softmax, flops_in, 1, 1, 0},
     {"LogSoftmax", infer_softmax, eval_softmax, flops_in, 1, 1, 0},
     {"Hardmax", infer_softmax, eval_softmax, flops_in, 1, 1, 0},
+    {"ArgMax", infer_arg, eval_arg, flops_in, 1, 1, 0},
+    {"ArgMin", infer_arg, eval_arg, flops_in, 1, 1, 0},
     RED("ReduceMean"), RED("ReduceSum"), RED("ReduceMax"), RED("ReduceMin"),
     RED("ReduceProd"), RED("ReduceL1"), RED("ReduceL2"), RED("ReduceSumSquare"),
     {NULL, NULL, NULL, NULL, 0, 0, 0},

@@ -42,7 +42,10 @@ static const char *CLAIMED[] = {
     "ReduceMean", "LRN", "Gather", "Slice", "Shape", "Cast", "Sqrt", "Pow",
     "Expand", "Where", "Equal", "ConstantOfShape", "Range", "Exp", "Neg",
     "Abs", "Reciprocal", "Floor", "Ceil", "Tile", "GlobalMaxPool", "Elu",
-    NULL};
+    "And", "Or", "Xor", "ArgMax", "ArgMin", "Cos", "Sin", "Log", "Round", "Sign",
+    "Greater", "GreaterOrEqual", "Less", "LessOrEqual", "Hardmax", "LogSoftmax",
+    "Max", "Min", "Sum", "Mean", "PRelu", "ReduceL1", "ReduceL2", "ReduceMax",
+    "ReduceMin", "ReduceProd", "ReduceSum", "ReduceSumSquare", "Size", NULL};
 
 /* Cases of claimed ops that test things outside the engine's contract:
  * reason printed with -v. Each entry is a case-name substring. */
