@@ -1,6 +1,127 @@
 #!/usr/bin/env bash
-# The end-to-end demo (grows with the project): see README.md.
+# The end-to-end model-less demo (issue 6), `make demo`:
+#  1. registers the committed Fashion-MNIST family for app "fashion"
+#     (validation, variant generation, profiling -> SQLite store);
+#  2. starts `vario serve --store` (control loop + /v2/apps API);
+#  3. shows per-query selection: an accuracy floor, a tight SLO, and an
+#     infeasible request answered 400 with the closest variant;
+#  4. drives rising then falling open-loop load with `vario bench --app`;
+#  5. prints which variants served, SLO attainment, accuracy and cost per
+#     second, and plots them (gnuplot) to $OUT/demo.png.
+# Usage: scripts/demo.sh [BUILD_DIR]   (env: VARIO_DEMO_DIR, DEMO_PHASE_S)
 set -euo pipefail
 BUILD=${1:-build}
-"$BUILD/vario" version
-"$BUILD/vario" --help
+V="$BUILD/vario"
+OUT=${VARIO_DEMO_DIR:-$BUILD/demo}
+PHASE_S=${DEMO_PHASE_S:-6}
+DATA=models/fmnist-data
+SLO_MS=${DEMO_SLO_MS:-20}
+MIN_ACC=${DEMO_MIN_ACC:-88}
+RATES=${DEMO_RATES:-"50 200 600 1200 600 200 50"}
+
+"$V" version
+rm -rf "$OUT"
+mkdir -p "$OUT"
+
+echo "== 1. register the Fashion-MNIST models for app 'fashion'"
+for dir in models/fmnist/*/; do
+  dir=${dir%/}
+  [ -f "$dir/model.onnx" ] || continue
+  # Bounded profiling (threads 1..2, max batch 1..16, 10 runs per batch
+  # size) so the demo takes seconds; `vario register --help` for more.
+  "$V" register --quiet --store "$OUT/store.db" --repo "$OUT/repo" \
+    --app fashion --model "$dir/model.onnx" \
+    --val-inputs "$DATA/val_inputs.npy" --val-labels "$DATA/val_labels.npy" \
+    --threads 2 --max-batch 16 --runs 10
+done
+"$V" register --store "$OUT/store.db" --list
+
+echo "== 2. start the server in model-less mode"
+"$V" serve --repo "$OUT/repo" --store "$OUT/store.db" --port 0 \
+  --control-csv "$OUT/control.csv" >"$OUT/serve.log" 2>&1 &
+SERVER=$!
+trap 'kill $SERVER 2>/dev/null || true; wait $SERVER 2>/dev/null || true' EXIT
+PORT=""
+for _ in $(seq 100); do
+  PORT=$(sed -n 's/.*listening on http:\/\/[0-9.]*:\([0-9]*\).*/\1/p' "$OUT/serve.log")
+  [ -n "$PORT" ] && break
+  sleep 0.1
+done
+[ -n "$PORT" ] || { cat "$OUT/serve.log"; echo "server did not start"; exit 1; }
+echo "listening on port $PORT"
+
+echo "== 3. per-query variant selection"
+/usr/bin/python3 - "$DATA/val_inputs.npy" "$OUT" <<'EOF'
+import json, sys
+import numpy as np
+x = np.load(sys.argv[1])[:1]
+t = {"name": "input", "datatype": "FP32", "shape": [1, 1, 28, 28],
+     "data": x.flatten().tolist()}
+for name, p in [("acc90", {"latency_ms": 50, "min_accuracy": 90}),
+                ("any", {"latency_ms": 50}),
+                ("infeasible", {"latency_ms": 0.001, "min_accuracy": 99})]:
+    json.dump({"inputs": [t], "parameters": p}, open(f"{sys.argv[2]}/q_{name}.json", "w"))
+EOF
+for q in acc90 any infeasible; do
+  printf '%-11s -> ' "$q"
+  curl -s -w ' [HTTP %{http_code}]\n' -XPOST "localhost:$PORT/v2/apps/fashion/infer" \
+    -d @"$OUT/q_$q.json" | sed 's/"outputs".*//' | cut -c1-330
+done
+
+echo "== 4. rising and falling load (SLO ${SLO_MS} ms, min accuracy ${MIN_ACC}%)"
+for r in $RATES; do
+  "$V" bench --port "$PORT" --app fashion --min-accuracy "$MIN_ACC" \
+    --slo-ms "$SLO_MS" --rate "$r" --duration "$PHASE_S" --binary \
+    --input "$DATA/val_inputs.npy" --json >"$OUT/bench_$r.json" 2>/dev/null || true
+  /usr/bin/python3 -c "
+import json,sys; d=json.load(open('$OUT/bench_$r.json'))
+print('rate %5s qps: sent %6d ok %6d  p99 %8.2f ms  SLO attainment %.4f' % ('$r', d['sent'], d['ok'], d['p99_us']/1000, d['slo_attainment']))" \
+    || echo "rate $r: no summary (see $OUT/bench_$r.json)"
+done
+sleep 3   # a few idle control periods: the autoscaler scales down
+
+kill $SERVER; wait $SERVER 2>/dev/null || true
+trap - EXIT
+
+echo "== 5. what served, per second ($OUT/control.csv)"
+/usr/bin/python3 - "$OUT/control.csv" <<'EOF'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+print("%6s %6s %6s %6s %8s %7s %10s  %s" % ("t_s", "qps", "late", "SLO", "p99ms", "acc%", "cost$/h", "variants (instances)"))
+for r in rows:
+    if int(r["arrivals"]) == 0 and r["variants"] == "":
+        continue
+    print("%6.0f %6s %6s %6.3f %8.2f %7.2f %10.4f  %s" % (
+        float(r["t_s"]), r["served"], r["late"], float(r["slo_attainment"]),
+        float(r["p99_ms"]), float(r["accuracy"]), 3600 * float(r["cost_per_s"]),
+        r["variants"]))
+served = sum(int(r["served"]) for r in rows)
+late = sum(int(r["late"]) for r in rows)
+acc = sum(float(r["accuracy"]) * int(r["served"]) for r in rows) / max(served, 1)
+cost = sum(float(r["cost_per_s"]) for r in rows)
+print("total: served %d, SLO attainment %.4f, mean accuracy %.2f%%, cost $%.5f"
+      % (served, 1 - late / max(served, 1), acc, cost))
+EOF
+
+if command -v gnuplot >/dev/null; then
+  gnuplot <<EOF
+set datafile separator ","
+set terminal pngcairo size 900,900 noenhanced
+set output "$OUT/demo.png"
+set multiplot layout 4,1 title "Vario model-less demo: app fashion, SLO ${SLO_MS} ms, min accuracy ${MIN_ACC}%"
+set key left top
+set xlabel "time (s)"
+set ylabel "queries/s"
+plot "$OUT/control.csv" every ::1 using 1:3 with lines title "served", "" every ::1 using 1:2 with lines title "arrivals"
+set ylabel "SLO attainment"
+set yrange [0:1.05]
+plot "" every ::1 using 1:6 with lines title "on time / served"
+set autoscale y
+set ylabel "accuracy %"
+plot "" every ::1 using 1:(\$3 > 0 ? \$8 : 1/0) with linespoints title "mean accuracy of served"
+set ylabel "cost \$/h, instances"
+plot "" every ::1 using 1:(3600*\$9) with lines title "cost \$/h", "" every ::1 using 1:10 with steps title "instances"
+unset multiplot
+EOF
+  echo "plot: $OUT/demo.png"
+fi

@@ -151,6 +151,13 @@ static void fill_instance(vr_control *c, ctl_inst *in, const vr_rt_instance_stat
   x->arrival_qps = in->arrivals / dt;
   x->served_qps = st->served_qps;
   x->obs_batch = in->batches ? (double)in->items / in->batches : 0;
+  in->lp = st->profile;
+  if (in->nratio) {
+    qsort(in->ratio, in->nratio, sizeof *in->ratio, cmp_float);
+    double med = in->ratio[(in->nratio - 1) / 2];
+    if (in->base_ratio <= 0 && in->nratio >= 20) in->base_ratio = med;
+    x->slowdown = in->base_ratio > 0 ? med / in->base_ratio : 1.0;
+  }
   if (in->nlat) {
     qsort(in->lat, in->nlat, sizeof *in->lat, cmp_float);
     x->p50_ms = in->lat[(in->nlat - 1) / 2];
@@ -344,6 +351,7 @@ static void reset_period(vr_control *c) {
     ctl_inst *in = vr_vec_at(&c->insts, i);
     in->arrivals = in->items = in->batches = 0;
     in->nlat = 0;
+    in->nratio = 0;
   }
   c->p_arrivals = c->p_served = c->p_late = c->p_failed = c->p_infeasible = 0;
   c->p_acc_sum = 0;

@@ -36,6 +36,18 @@ typedef struct ctl_inst {
   uint64_t arrivals, items, batches; /* this period */
   int nlat;
   float lat[CTL_LAT_SAMPLES]; /* compute ms of requests this period */
+  /* Slowdown = observed compute / the runtime's own at-load profile of
+   * this instance at that batch size. The reference is measured in the
+   * serving process, so thread wake-ups and the server's own threads are
+   * in both and only a real slowdown (interference) moves the ratio. */
+  vr_lat_profile lp;
+  /* Both profiles come from tight loops, while serving adds wake-ups of
+   * sleeping threads; so the first period with enough samples sets the
+   * instance's baseline ratio, and slowdown is measured against it:
+   * interference that arrives later shows, the constant offset does not. */
+  double base_ratio;
+  int nratio;
+  float ratio[CTL_LAT_SAMPLES];
 } ctl_inst;
 
 typedef struct ctl_wait {

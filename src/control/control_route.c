@@ -247,6 +247,9 @@ void vr_control_completed(vr_control *c, const vr_ctl_route *r,
     if (req->status == 0) {
       if (in->nlat < CTL_LAT_SAMPLES)
         in->lat[in->nlat++] = (float)((req->end_ns - req->start_ns) / 1e6);
+      int64_t ref = in->lp.ns[0] > 0 ? vr_lat_estimate(&in->lp, req->batch_size) : 0;
+      if (ref > 0 && in->nratio < CTL_LAT_SAMPLES)
+        in->ratio[in->nratio++] = (float)((double)(req->end_ns - req->start_ns) / ref);
       in->items += req->batch_size;
       in->batches++;
     }

@@ -2,6 +2,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/alloc.h"
 #include "base/clock.h"
@@ -156,6 +157,7 @@ int vr_prof_latency_sweep(vr_session *s, const vr_prof_inputs *in,
   int runs = opt(o ? o->runs : 0, 20), warm = opt(o ? o->warmup : 0, 2);
   if (runs > MAX_SAMPLES) runs = MAX_SAMPLES;
   double budget = o && o->max_ms_per_batch > 0 ? o->max_ms_per_batch : 400;
+  int gap_us = !o || o->gap_us == 0 ? 1000 : o->gap_us;
   double samples[MAX_SAMPLES];
   for (int k = 0; k < VR_PROF_SLOTS; k++)
     out->p50_ms[k] = out->p90_ms[k] = out->p99_ms[k] = -1;
@@ -169,6 +171,10 @@ int vr_prof_latency_sweep(vr_session *s, const vr_prof_inputs *in,
     double spent = 0;
     /* At least 3 samples even for slow models, so p50 means something. */
     while (n < runs && (n < 3 || spent < budget)) {
+      if (gap_us > 0) {
+        struct timespec ts = {0, gap_us * 1000L};
+        nanosleep(&ts, NULL);
+      }
       int64_t t0 = vr_now_ns();
       int rc = run_batch(s, in, b, err);
       if (rc != 0) return rc;

@@ -28,6 +28,10 @@ typedef struct vr_prof_opts {
   int warmup;              /* untimed runs per batch size; 0 = 2 */
   double max_ms_per_batch; /* stop a batch size's sampling after this; 0 = 400 */
   int calib_rows;          /* rows for int8 calibration; 0 = 128 */
+  /* Idle gap before each timed run, as between requests in serving: the
+   * engine's worker threads go to sleep and must wake, which a tight loop
+   * never shows. 0 = 1000 us; < 0 = back to back. */
+  int gap_us;
 } vr_prof_opts;
 
 typedef struct vr_prof_latency {

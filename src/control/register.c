@@ -63,7 +63,9 @@ static void default_name(char *out, const char *path) {
   if (n > 5 && !strcmp(out + n - 5, ".onnx")) out[n - 5] = '\0';
   /* Repository layout <dir>/<name>/model.onnx: the directory names it. */
   if (!strcmp(out, "model") && b - path >= 2) {
-    const char *e = b - 1, *s = e;
+    const char *e = b - 1, *s;
+    while (e > path && e[-1] == '/') e--; /* "dir//model.onnx" */
+    s = e;
     while (s > path && s[-1] != '/') s--;
     if (e > s) snprintf(out, VR_REG_NAME_MAX + 1, "%.*s", (int)(e - s), s);
   }
