@@ -1,0 +1,216 @@
+/* Live control plane on the real engine and runtime: model-less selection
+ * (accuracy floors respected, query-path loads, infeasible -> closest
+ * variant), requests served through the chosen instance, and the control
+ * loop unloading idle variants. Ticks are driven by hand with explicit
+ * times, so the test is deterministic and fast. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/alloc.h"
+#include "base/clock.h"
+#include "base/npy.h"
+#include "control/control.h"
+#include "control/fsutil.h"
+#include "control/register.h"
+#include "vr_test.h"
+
+static char g_tmp[256];
+static vr_store *g_store;
+static vr_runtime *g_rt;
+static vr_npy g_x;
+
+static int reg(const char *src, const char *model) {
+  char path[1200], x[1200], y[1200], repo[300];
+  snprintf(path, sizeof path, "%s/models/fmnist/%s/model.onnx", src, model);
+  snprintf(x, sizeof x, "%s/models/fmnist-data/val_inputs.npy", src);
+  snprintf(y, sizeof y, "%s/models/fmnist-data/val_labels.npy", src);
+  snprintf(repo, sizeof repo, "%s/repo", g_tmp);
+  vr_register_req r;
+  vr_register_req_init(&r);
+  r.app = "fashion";
+  r.model_path = path;
+  r.repo_dir = repo;
+  r.val_inputs = x;
+  r.val_labels = y;
+  r.gen.max_threads = 1;
+  r.gen.max_batch = 2;
+  r.gen.precisions = 1u << VR_PREC_FP32;
+  r.prof.runs = 3;
+  r.quiet = 1;
+  vr_errbuf e = {0};
+  int rc = vr_register(g_store, &r, NULL, &e);
+  if (rc) fprintf(stderr, "register %s: %s\n", model, e.msg);
+  return rc;
+}
+
+static int setup(void **st) {
+  const char *src = getenv("VR_SOURCE_DIR");
+  if (!src) src = ".";
+  strcpy(g_tmp, "/tmp/vr_ctl_XXXXXX");
+  if (!mkdtemp(g_tmp)) return -1;
+  char db[300], x[1200];
+  snprintf(db, sizeof db, "%s/store.db", g_tmp);
+  vr_errbuf e = {0};
+  if (vr_store_open_path(db, &g_store, &e)) return -1;
+  if (reg(src, "fmnist_linear") || reg(src, "fmnist_mlp")) return -1;
+  vr_runtime_opts ro;
+  vr_runtime_opts_init(&ro);
+  ro.profile_runs = 1;
+  if (vr_runtime_create(&ro, &g_rt, &e)) return -1;
+  snprintf(x, sizeof x, "%s/models/fmnist-data/val_inputs.npy", src);
+  return vr_npy_read(x, &g_x, &e);
+}
+
+static int teardown(void **st) {
+  vr_runtime_free(g_rt);
+  vr_store_close(g_store);
+  vr_npy_free(&g_x);
+  vr_rmtree(g_tmp);
+  return 0;
+}
+
+static vr_control *make_control(void) {
+  vr_control_opts o;
+  vr_control_opts_init(&o);
+  o.store = g_store;
+  o.rt = g_rt;
+  o.cores = 2;
+  vr_control *c = NULL;
+  vr_errbuf e = {0};
+  assert_int_equal(vr_control_create(&o, &c, &e), 0);
+  return c;
+}
+
+/* Routing answers synchronously when no control threads run. */
+static void grab(void *tag, const vr_ctl_route *r) { *(vr_ctl_route *)tag = *r; }
+
+static vr_ctl_route route(vr_control *c, double slo, double acc, double cost) {
+  vr_ctl_query q = {.app = "fashion", .latency_ms = slo, .min_accuracy = acc,
+                    .max_cost = cost};
+  vr_ctl_route r;
+  memset(&r, 0xff, sizeof r);
+  vr_control_route(c, &q, grab, &r);
+  return r;
+}
+
+typedef struct waiter {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int done;
+} waiter;
+
+static void on_done(vr_rt_request *q, void *user) {
+  waiter *w = user;
+  pthread_mutex_lock(&w->mu);
+  w->done = 1;
+  pthread_cond_signal(&w->cv);
+  pthread_mutex_unlock(&w->mu);
+}
+
+/* Runs one validation row through the routed instance. */
+static void serve_one(vr_control *c, const vr_ctl_route *r) {
+  waiter w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+  vr_rt_request q;
+  vr_rt_request_init(&q);
+  q.n_in = 1;
+  q.in[0] = (vr_tensor){"input", VR_DT_F32, 4, {1, 1, 28, 28}, g_x.data, 784 * 4};
+  q.done = on_done;
+  q.user = &w;
+  assert_int_equal(vr_rt_submit_to(g_rt, r->instance_id, &q), 0);
+  pthread_mutex_lock(&w.mu);
+  while (!w.done) pthread_cond_wait(&w.cv, &w.mu);
+  pthread_mutex_unlock(&w.mu);
+  assert_int_equal(q.status, 0);
+  assert_int_equal(q.n_out, 1);
+  assert_int_equal(q.out[0].shape[1], 10);
+  vr_control_completed(c, r, &q);
+  vr_rt_request_clear(&q);
+}
+
+static int count_instances(void) {
+  vr_rt_instance_stats st[8];
+  return vr_rt_instances(g_rt, NULL, st, 8);
+}
+
+static void test_selection_and_scaling(void **st) {
+  vr_control *c = make_control();
+  /* Accuracy floor above the linear model (85.3%): only the MLP (~89%)
+   * qualifies; nothing is loaded yet, so the query loads it. */
+  vr_ctl_route r = route(c, 100, 88, 0);
+  if (r.status) fprintf(stderr, "%s\n", r.msg);
+  assert_int_equal(r.status, 0);
+  assert_string_equal(r.model, "fmnist_mlp");
+  assert_true(r.accuracy >= 88);
+  assert_int_equal(r.loaded, 1);
+  assert_true(r.instance_id > 0);
+  serve_one(c, &r);
+  assert_int_equal(count_instances(), 1);
+
+  /* The same requirement again: the active variant serves, no load. */
+  vr_ctl_route r2 = route(c, 100, 0.88, 0); /* fraction = percent */
+  assert_int_equal(r2.status, 0);
+  assert_int_equal(r2.loaded, 0);
+  assert_int_equal(r2.instance_id, r.instance_id);
+  serve_one(c, &r2);
+
+  /* Accuracy constraints are always respected. */
+  for (double acc = 50; acc <= 89; acc += 3) {
+    vr_ctl_route x = route(c, 100, acc, 0);
+    assert_int_equal(x.status, 0);
+    assert_true(x.accuracy >= acc);
+    serve_one(c, &x);
+  }
+
+  /* Infeasible: a clear 400 naming the closest variant. */
+  vr_ctl_route bad = route(c, 100, 99.5, 0);
+  assert_int_equal(bad.status, VR_EINFEASIBLE);
+  assert_int_equal(bad.http_status, 400);
+  assert_non_null(strstr(bad.msg, "closest is fmnist_mlp"));
+  bad = route(c, 1e-6, 50, 0);
+  assert_int_equal(bad.status, VR_EINFEASIBLE);
+  assert_non_null(strstr(bad.msg, "latency_ms"));
+  bad = route(c, 100, 50, 1e-12);
+  assert_int_equal(bad.status, VR_EINFEASIBLE);
+  assert_non_null(strstr(bad.msg, "max_cost"));
+  vr_ctl_query q = {.app = "nope", .latency_ms = 10};
+  vr_control_route(c, &q, grab, &bad);
+  assert_int_equal(bad.http_status, 404);
+
+  char *j = vr_control_describe(c, "fashion");
+  assert_non_null(j);
+  assert_non_null(strstr(j, "fmnist_mlp-fp32-t1-b1"));
+  assert_non_null(strstr(j, "\"inputs\""));
+  vr_free(j);
+  assert_null(vr_control_describe(c, "nope"));
+
+  /* No more traffic: the loop unloads the idle variant once it has been
+   * removable for its load time (ticks 1 s apart). */
+  vr_errbuf e = {0};
+  int64_t t = vr_now_ns();
+  for (int i = 1; i <= 5 && count_instances() > 0; i++)
+    assert_int_equal(vr_control_tick(c, t + i * 1000000000LL, &e), 0);
+  assert_int_equal(count_instances(), 0);
+  vr_control_free(c);
+}
+
+static void test_reload_store(void **st) {
+  vr_control *c = make_control();
+  vr_errbuf e = {0};
+  assert_int_equal(vr_unregister(g_store, "fmnist_mlp", &e), 0);
+  assert_int_equal(vr_control_reload_store(c, &e), 0);
+  vr_ctl_route r = route(c, 100, 88, 0);
+  assert_int_equal(r.status, VR_EINFEASIBLE);
+  assert_non_null(strstr(r.msg, "fmnist_linear"));
+  vr_control_free(c);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_selection_and_scaling),
+      cmocka_unit_test(test_reload_store),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
