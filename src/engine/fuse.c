@@ -94,6 +94,7 @@ static int act_post(const vr_graph *g, const vr_node *n, vr_post *p) {
     return 2;
   } else if (!strcmp(op, "Elu")) { p->alg = dnnl_eltwise_elu; p->alpha = vr_attr_f(n, "alpha", 1.0f); }
   else if (!strcmp(op, "Gelu")) p->alg = dnnl_eltwise_gelu_erf;
+  else if (!strcmp(op, "Swish")) { p->alg = dnnl_eltwise_swish; p->alpha = 1.0f; }
   else if (!strcmp(op, "Clip")) {
     float lo = vr_attr_f(n, "min", -INFINITY), hi = vr_attr_f(n, "max", INFINITY);
     if (n->nin > 1 && n->in[1] >= 0) {
@@ -196,6 +197,10 @@ static vr_node *live_prod(vr_graph *g, int v) {
 static vr_node *prod_op(vr_graph *g, int v, const char *op) {
   vr_node *p = live_prod(g, v);
   return p && !strcmp(p->op, op) ? p : NULL;
+}
+
+static int is_int_const(const vr_graph *g, int v) {
+  return v >= 0 && g->vals[v].kind == VR_VAL_CONST && g->vals[v].dtype == VR_DT_I64;
 }
 
 /* The scalar value of a constant float tensor with one element, or NAN. */
@@ -337,17 +342,102 @@ static int fuse_gelu(vr_graph *g, vr_node *m2, const int *uses, vr_errbuf *err) 
   return 0;
 }
 
+/* Mul(x, Sigmoid(x)) -> Swish(x) (SiLU); Mul(x, HardSigmoid(x) with alpha
+ * 1/6, beta 1/2) -> HardSwish(x): both then fuse into the producing conv. */
+static int fuse_gated(vr_graph *g, vr_node *mul, const int *uses, vr_errbuf *err) {
+  if (strcmp(mul->op, "Mul") || mul->nin != 2) return 0;
+  for (int s = 0; s < 2; s++) {
+    int x = mul->in[s], gv = mul->in[1 - s];
+    vr_node *gate = live_prod(g, gv);
+    if (!gate || gate->in[0] != x || uses[gv] != 1 || g->vals[x].dtype != VR_DT_F32) continue;
+    const char *to = NULL;
+    if (!strcmp(gate->op, "Sigmoid")) to = "Swish";
+    else if (!strcmp(gate->op, "HardSigmoid") &&
+             fabsf(vr_attr_f(gate, "alpha", 0.2f) - 1.0f / 6) < 1e-6f &&
+             fabsf(vr_attr_f(gate, "beta", 0.5f) - 0.5f) < 1e-6f)
+      to = "HardSwish";
+    if (!to) continue;
+    int rc = set_attrs(mul, to, NAN, err);
+    if (rc) return rc;
+    mul->in[0] = x;
+    mul->nin = 1;
+    gate->dead = 1;
+    return 1;
+  }
+  return 0;
+}
+
+/* Pad(x, zeros on spatial dims only) -> Conv / AveragePool(count_include_pad)
+ * with the padding added to the consumer's own pads. */
+static int fuse_pad(vr_graph *g, vr_node *pad, const int *uses) {
+  if (strcmp(pad->op, "Pad") || strcmp(vr_attr_s(pad, "mode", "constant"), "constant")) return 0;
+  int v = pad->out[0];
+  if (uses[v] != 1 || g->vals[v].is_output || g->vals[pad->in[0]].ndim < 3) return 0;
+  int r = g->vals[pad->in[0]].ndim, nsp = r - 2;
+  int64_t pads[2 * VR_MAX_DIMS];
+  const int64_t *pa;
+  int k = vr_attr_ints(pad, "pads", &pa);
+  if (k < 0) {
+    if (pad->nin < 2 || !is_int_const(g, pad->in[1])) return 0;
+    if (pad->nin > 2 && pad->in[2] >= 0 && const_scalar(g, pad->in[2]) != 0.0f) return 0;
+    if (pad->nin > 3 && pad->in[3] >= 0) return 0;
+    const vr_val *pv = &g->vals[pad->in[1]];
+    k = (int)vr_numel(pv->ndim, pv->shape);
+    for (int i = 0; i < k && i < 2 * VR_MAX_DIMS; i++) pads[i] = ((const int64_t *)pv->data)[i];
+  } else {
+    if (vr_attr_f(pad, "value", 0) != 0.0f) return 0;
+    for (int i = 0; i < k && i < 2 * VR_MAX_DIMS; i++) pads[i] = pa[i];
+  }
+  if (k != 2 * r || pads[0] || pads[1] || pads[r] || pads[r + 1]) return 0;
+  for (int i = 0; i < 2 * r; i++)
+    if (pads[i] < 0) return 0;
+  vr_node *c = NULL;
+  for (int i = 0; i < g->nnodes && !c; i++)
+    if (!g->nodes[i].dead && g->nodes[i].nin > 0 && g->nodes[i].in[0] == v) c = &g->nodes[i];
+  if (!c) return 0;
+  int conv = !strcmp(c->op, "Conv");
+  int avg = !strcmp(c->op, "AveragePool") && vr_attr_i(c, "count_include_pad", 0);
+  if (!conv && !(avg && !vr_attr_i(c, "ceil_mode", 0))) return 0;
+  if (strcmp(vr_attr_s(c, "auto_pad", "NOTSET"), "NOTSET")) return 0;
+  vr_attr *cp = NULL;
+  for (int a = 0; a < c->nattr; a++)
+    if (!strcmp(c->attrs[a].name, "pads")) cp = &c->attrs[a];
+  if (!cp) {
+    vr_attr *na = vr_realloc(c->attrs, sizeof(vr_attr) * (size_t)(c->nattr + 1));
+    if (!na) return 0;
+    c->attrs = na;
+    cp = &c->attrs[c->nattr++];
+    memset(cp, 0, sizeof *cp);
+    cp->name = vr_strdup("pads");
+    cp->type = VR_ATTR_INTS;
+    cp->n = 2 * nsp;
+    cp->ints = vr_calloc((size_t)(2 * nsp), sizeof(int64_t));
+    if (!cp->name || !cp->ints) return 0;
+  }
+  if (cp->type != VR_ATTR_INTS || cp->n != 2 * nsp) return 0;
+  for (int i = 0; i < nsp; i++) {
+    cp->ints[i] += pads[2 + i];
+    cp->ints[nsp + i] += pads[r + 2 + i];
+  }
+  c->in[0] = pad->in[0];
+  pad->dead = 1;
+  return 1;
+}
+
 static int fuse_patterns(vr_graph *g, vr_errbuf *err) {
   int *uses = NULL, rc = 0;
   for (int i = 0; i < g->nnodes && rc >= 0; i++) {
     vr_node *n = &g->nodes[i];
-    if (n->dead || (strcmp(n->op, "Div") && strcmp(n->op, "Mul"))) continue;
+    if (n->dead || (strcmp(n->op, "Div") && strcmp(n->op, "Mul") && strcmp(n->op, "Pad")))
+      continue;
     vr_free(uses);
     uses = vr_calloc((size_t)g->nvals + 64, sizeof(int));
     if (!uses) return vr_errf(err, VR_ENOMEM, "out of memory");
     vr_graph_count_uses(g, uses);
     rc = fuse_layernorm(g, n, uses, err);
     if (rc == 0) rc = fuse_gelu(g, &g->nodes[i], uses, err);
+    if (rc == 0) rc = fuse_gated(g, &g->nodes[i], uses, err);
+    if (rc == 0) rc = fuse_pad(g, &g->nodes[i], uses);
   }
   vr_free(uses);
   return rc < 0 ? rc : 0;

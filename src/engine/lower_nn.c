@@ -112,6 +112,7 @@ static int eltwise_alg(const vr_node *n, dnnl_alg_kind_t *alg, float *a, float *
   else if (!strcmp(op, "Elu")) { *alg = dnnl_eltwise_elu; *a = vr_attr_f(n, "alpha", 1); }
   else if (!strcmp(op, "Exp")) *alg = dnnl_eltwise_exp;
   else if (!strcmp(op, "Gelu")) *alg = dnnl_eltwise_gelu_erf;
+  else if (!strcmp(op, "Swish")) { *alg = dnnl_eltwise_swish; *a = 1.0f; }
   else if (!strcmp(op, "Sqrt")) *alg = dnnl_eltwise_sqrt;
   else if (!strcmp(op, "Abs")) *alg = dnnl_eltwise_abs;
   else if (!strcmp(op, "Erf")) return 0; /* no plain erf in oneDNN 2.6 */

@@ -68,6 +68,7 @@ static double unary_f(const vr_node *n, double x) {
       if (!strcmp(op, "Sign")) return (x > 0) - (x < 0);
       if (!strcmp(op, "Softplus")) return log1p(exp(-fabs(x))) + fmax(x, 0);
       if (!strcmp(op, "Softsign")) return x / (1 + fabs(x));
+      if (!strcmp(op, "Swish")) return x / (1.0 + exp(-x)); /* internal: x*sigmoid(x) */
       if (!strcmp(op, "Selu")) {
         double a = vr_attr_f(n, "alpha", 1.67326319217681884765625f);
         double g = vr_attr_f(n, "gamma", 1.05070102214813232421875f);
@@ -85,11 +86,27 @@ static int eval_unary(const vr_node *n, const vr_tview *in, vr_tview *out,
   if (in[0].dt == VR_DT_F32) {
     const float *x = in[0].data;
     float *y = out[0].data;
-    if (!strcmp(n->op, "Relu")) {
+    /* Hot activations get tight loops (the generic path re-dispatches on
+     * the op name per element). */
+    const char *op = n->op;
+    if (!strcmp(op, "Relu")) {
       for (int64_t i = 0; i < cnt; i++) y[i] = x[i] > 0 ? x[i] : 0;
-      return 0;
+    } else if (!strcmp(op, "HardSigmoid")) {
+      float a = vr_attr_f(n, "alpha", 0.2f), b = vr_attr_f(n, "beta", 0.5f);
+      for (int64_t i = 0; i < cnt; i++) y[i] = fmaxf(0.f, fminf(1.f, a * x[i] + b));
+    } else if (!strcmp(op, "HardSwish")) {
+      for (int64_t i = 0; i < cnt; i++) y[i] = x[i] * fmaxf(0.f, fminf(1.f, x[i] / 6 + 0.5f));
+    } else if (!strcmp(op, "Sigmoid")) {
+      for (int64_t i = 0; i < cnt; i++) y[i] = 1.f / (1.f + expf(-x[i]));
+    } else if (!strcmp(op, "Swish")) {
+      for (int64_t i = 0; i < cnt; i++) y[i] = x[i] / (1.f + expf(-x[i]));
+    } else if (!strcmp(op, "Erf")) {
+      for (int64_t i = 0; i < cnt; i++) y[i] = erff(x[i]);
+    } else if (!strcmp(op, "Tanh")) {
+      for (int64_t i = 0; i < cnt; i++) y[i] = tanhf(x[i]);
+    } else {
+      for (int64_t i = 0; i < cnt; i++) y[i] = (float)unary_f(n, x[i]);
     }
-    for (int64_t i = 0; i < cnt; i++) y[i] = (float)unary_f(n, x[i]);
     return 0;
   }
   if (vr_is_float(in[0].dt)) {
@@ -452,6 +469,7 @@ const vr_op vr_ops_elem[] = {
     UN("Softplus", infer_float_same), UN("Softsign", infer_float_same),
     UN("Sin", infer_float_same), UN("Cos", infer_float_same),
     UN("Sign", infer_num_same), UN("Gelu", infer_float_same),
+    UN("Swish", infer_float_same), /* internal, from Mul(x, Sigmoid(x)) */
     {"Identity", infer_same, eval_copy, NULL, 1, 1, 0},
     {"Not", infer_not, eval_not, flops_numel, 1, 1, 0},
     {"Clip", infer_clip, eval_clip, flops_numel, 1, 3, 0},
