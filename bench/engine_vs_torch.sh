@@ -61,7 +61,9 @@ peak=$(awk -v c="$cores" -v m="$mhz" 'BEGIN {printf "%.1f", c * m / 1000 * 32}')
 
 vario_ok=1
 vario_why=""
-if [ ! -x "$VARIO" ]; then
+if [ "$BUILD" = none ]; then
+  vario_ok=0; vario_why="not requested (BUILD=none)"
+elif [ ! -x "$VARIO" ]; then
   vario_ok=0; vario_why="no $VARIO"
 elif ! "$VARIO" perf --help >/dev/null 2>&1; then
   vario_ok=0; vario_why="'vario perf' not available in $VARIO"
@@ -110,6 +112,7 @@ echo "Machine: $(lscpu | awk -F: '/Model name/ {gsub(/^ +/,"",$2); print $2; exi
 echo "PyTorch $($PY -c 'import torch; print(torch.__version__)') (Debian python3-torch), ${S} s per measurement."
 [ $vario_ok -eq 0 ] && echo "Vario column: NOT MEASURED — $vario_why."
 echo "Raw results: $RAW"
+echo "Load average at start: $(cut -d' ' -f1-3 /proc/loadavg) (other jobs on the machine disturb the numbers)."
 echo
 
 if [[ " $PARTS " == *" imagenet "* ]]; then
@@ -165,6 +168,8 @@ if [[ " $PARTS " == *" fmnist "* ]]; then
   done
 fi
 
+echo "Load average at end: $(cut -d' ' -f1-3 /proc/loadavg)."
+echo
 $PY - "$RAW" "$peak" "$FB" "$FT" <<'EOF'
 import json, sys
 raw, peak, fb, ft = sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4]
