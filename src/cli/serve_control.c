@@ -1,6 +1,8 @@
 #include "cli/serve_control.h"
 
 #include <stdlib.h>
+
+#include "control/jobs.h"
 #include <string.h>
 
 int vr_cli_control_arg(vr_cli_control *c, int argc, char **argv, int i) {
@@ -43,6 +45,10 @@ int vr_cli_control_open(vr_cli_control *c, vr_server *s, vr_errbuf *err) {
   if (!rc) rc = vr_control_start(c->ctl, err);
   if (rc) return rc;
   vr_server_set_control(s, c->ctl, c->store);
+  vr_jobs_opts jo = {c->ctl, c->store, 0, 0};
+  rc = vr_jobs_create(&jo, &c->jobs, err);
+  if (rc) return rc;
+  vr_server_set_jobs(s, c->jobs);
   return 0;
 }
 
@@ -51,6 +57,8 @@ void vr_cli_control_close(vr_cli_control *c) {
 }
 
 void vr_cli_control_free(vr_cli_control *c) {
+  vr_jobs_free(c->jobs); /* a running job stops between chunks */
+  c->jobs = NULL;
   vr_control_free(c->ctl);
   vr_store_close(c->store);
   if (c->csv) fclose(c->csv);

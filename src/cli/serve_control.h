@@ -16,6 +16,7 @@ typedef struct vr_cli_control {
   /* owned after open */
   vr_store *store;
   vr_control *ctl;
+  struct vr_jobs *jobs;
   FILE *csv;
 } vr_cli_control;
 

@@ -353,6 +353,7 @@ static void reset_period(vr_control *c) {
     in->nlat = 0;
     in->nratio = 0;
   }
+  c->last_late = c->p_late;
   c->p_arrivals = c->p_served = c->p_late = c->p_failed = c->p_infeasible = 0;
   c->p_acc_sum = 0;
   vr_hist_init(&c->p_hist);

@@ -91,6 +91,7 @@ struct vr_control {
 
   /* Period totals for the time series. */
   uint64_t p_arrivals, p_served, p_late, p_failed, p_infeasible;
+  uint64_t last_late; /* late answers in the previous period (offline jobs) */
   double p_acc_sum;
   vr_hist p_hist; /* end-to-end ms x 1000 (us) */
   uint64_t actions_applied[VR_ACT_MIGRATE + 1];

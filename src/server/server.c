@@ -201,7 +201,8 @@ static void handle(vr_http_req *r, void *user) {
   if (n == 3 && !strcmp(seg[1], "models") && !strcmp(seg[2], "stats") && get)
     return vr_server_model_stats(s, r, NULL);
   if (n >= 3 && !strcmp(seg[1], "models")) return route_model(s, r, get, seg, n);
-  if (n >= 2 && !strcmp(seg[1], "apps")) return vr_server_apps(s, r, get, seg, n);
+  if (n >= 2 && (!strcmp(seg[1], "apps") || !strcmp(seg[1], "jobs")))
+    return vr_server_apps(s, r, get, seg, n);
   if (n == 3 && !strcmp(seg[1], "repository") && !strcmp(seg[2], "index"))
     return vr_server_repo_index(s, r);
   if (n == 5 && !strcmp(seg[1], "repository") && !strcmp(seg[2], "models") &&

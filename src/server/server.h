@@ -49,6 +49,9 @@ void vr_server_free(vr_server *s);
  * server's HTTP thread): mounts /v2/apps (server_apps.c, written with the
  * control plane; docs/API.md "Model-less API"). */
 void vr_server_set_control(vr_server *s, vr_control *ctl, vr_store *store);
+/* Attaches offline jobs (borrowed): mounts /v2/apps/{app}/jobs, /v2/jobs. */
+struct vr_jobs;
+void vr_server_set_jobs(vr_server *s, struct vr_jobs *jobs);
 
 /* Appends Prometheus text exposition of every metric. */
 void vr_server_metrics(vr_server *s, vr_sbuf *b);

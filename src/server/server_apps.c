@@ -7,6 +7,9 @@
  *   GET  /v2/apps               apps, variants, states, instances
  *   GET  /v2/apps/{app}
  *   POST /v2/apps/{app}/models  register a model (files on the server)
+ *   POST /v2/apps/{app}/jobs    offline job (input .npy -> output .npy)
+ *   POST /v2/jobs               offline job for a named model
+ *   GET  /v2/jobs/{id}          its state and progress
  *
  * Written by the control-plane side; it reuses the KServe parser and
  * writer of this directory. The variant decision is the control plane's
@@ -19,6 +22,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "control/jobs.h"
 #include "control/register.h"
 #include "server/kserve.h"
 #include "server/server_int.h"
@@ -300,14 +304,67 @@ static void app_register(vr_server *s, vr_http_req *r, const char *app) {
   pthread_attr_destroy(&a);
 }
 
+/* ---- offline jobs -------------------------------------------------------- */
+
+static void job_submit(vr_server *s, vr_http_req *r, const char *app) {
+  size_t len;
+  const char *body = vr_http_body(r, &len);
+  json_t *o = json_loadb(body ? body : "", len, 0, NULL);
+  vr_job_req q = {0};
+  q.app = app;
+  if (!app) q.model = jstr(o, "model");
+  q.input = jstr(o, "input");
+  q.output = jstr(o, "output");
+  json_t *a = json_object_get(o, "min_accuracy");
+  if (json_is_number(a)) q.min_accuracy = json_number_value(a);
+  vr_errbuf err = {0};
+  int id = json_is_object(o) ? vr_jobs_submit(s->jobs, &q, &err)
+                             : vr_errf(&err, VR_EFORMAT, "body must be a JSON object");
+  json_decref(o);
+  if (id < 0) return fail(s, r, vr_server_http_status(id), err.msg);
+  char *out = vr_malloc(64);
+  if (!out) return fail(s, r, 500, "out of memory");
+  int n = snprintf(out, 64, "{\"id\":%d,\"state\":\"queued\"}", id);
+  vr_server_count(s, 201);
+  vr_http_respond(r, 201, "application/json", out, (size_t)n, (size_t)-1);
+}
+
+static void job_get(vr_server *s, vr_http_req *r, const char *id_s) {
+  char *end;
+  long id = strtol(id_s, &end, 10);
+  vr_job_info ji;
+  if (*end || vr_jobs_get(s->jobs, (int)id, &ji)) return fail(s, r, 404, "no such job");
+  json_t *o = json_pack("{s:i, s:s, s:s, s:I, s:I, s:f, s:f, s:s}", "id", ji.id, "state",
+                        vr_job_state_name(ji.state), "variant", ji.variant, "rows",
+                        (json_int_t)ji.rows, "rows_done", (json_int_t)ji.rows_done,
+                        "paused_s", ji.paused_s, "run_s", ji.run_s, "output", ji.output);
+  if (o && ji.error[0]) json_object_set_new(o, "error", json_string(ji.error));
+  char *t = o ? json_dumps(o, JSON_COMPACT) : NULL;
+  json_decref(o);
+  char *body = t ? vr_strdup(t) : NULL;
+  free(t);
+  if (!body) return fail(s, r, 500, "out of memory");
+  vr_server_count(s, 200);
+  vr_http_respond(r, 200, "application/json", body, strlen(body), (size_t)-1);
+}
+
 void vr_server_apps(vr_server *s, vr_http_req *r, int get, char **seg, int n) {
   if (!s->ctl) return fail(s, r, 404, "no control plane (start vario serve with --store)");
+  if (!strcmp(seg[1], "jobs")) {
+    if (!s->jobs) return fail(s, r, 404, "offline jobs are not enabled");
+    if (n == 2 && !get) return job_submit(s, r, NULL);
+    if (n == 3 && get) return job_get(s, r, seg[2]);
+    return fail(s, r, 404, "unknown path");
+  }
+  if (n == 4 && !get && !strcmp(seg[3], "jobs") && s->jobs) return job_submit(s, r, seg[2]);
   if (n == 2 && get) return describe(s, r, NULL);
   if (n == 3 && get) return describe(s, r, seg[2]);
   if (n == 4 && !get && !strcmp(seg[3], "infer")) return app_infer(s, r, seg[2]);
   if (n == 4 && !get && !strcmp(seg[3], "models")) return app_register(s, r, seg[2]);
   fail(s, r, n == 4 && get ? 405 : 404, n == 4 && get ? "method not allowed" : "unknown path");
 }
+
+void vr_server_set_jobs(vr_server *s, struct vr_jobs *jobs) { s->jobs = jobs; }
 
 void vr_server_set_control(vr_server *s, vr_control *ctl, vr_store *store) {
   s->ctl = ctl;

@@ -19,6 +19,7 @@ struct vr_server {
   uint64_t invalid;        /* infer requests rejected before routing */
   vr_control *ctl;         /* model-less control plane, or NULL (borrowed) */
   vr_store *store;         /* its metadata store (borrowed) */
+  struct vr_jobs *jobs;    /* offline jobs, or NULL (borrowed) */
 };
 
 /* HTTP status for a runtime / parser status code. */

@@ -14,6 +14,7 @@
 #include "base/npy.h"
 #include "control/control.h"
 #include "control/fsutil.h"
+#include "control/jobs.h"
 #include "control/register.h"
 #include "vr_test.h"
 
@@ -207,9 +208,76 @@ static void test_reload_store(void **st) {
   vr_control_free(c);
 }
 
+static vr_job_info wait_job(vr_jobs *j, int id, int until_state) {
+  vr_job_info ji;
+  for (int i = 0; i < 2000; i++) { /* up to 20 s */
+    assert_int_equal(vr_jobs_get(j, id, &ji), 0);
+    if ((int)ji.state >= until_state || ji.state == (vr_job_state)until_state) break;
+    usleep(10000);
+  }
+  return ji;
+}
+
+/* Offline job: runs on spare capacity, pauses while online answers are
+ * late, resumes after, and writes the right result. */
+static void test_offline_job(void **st) {
+  vr_control *c = make_control();
+  vr_errbuf e = {0};
+  vr_jobs *j;
+  vr_jobs_opts jo = {c, g_store, 0, 10 * 1000000LL};
+  assert_int_equal(vr_jobs_create(&jo, &j, &e), 0);
+  char out[400];
+  snprintf(out, sizeof out, "%s/job_out.npy", g_tmp);
+  char in[1200];
+  snprintf(in, sizeof in, "%s/models/fmnist-data/val_inputs.npy",
+           getenv("VR_SOURCE_DIR") ? getenv("VR_SOURCE_DIR") : ".");
+  vr_job_req bad = {.app = "fashion", .min_accuracy = 99, .input = in, .output = out};
+  assert_int_equal(vr_jobs_submit(j, &bad, &e), VR_EINFEASIBLE);
+  bad.min_accuracy = 50;
+  bad.input = "/nonexistent.npy";
+  assert_true(vr_jobs_submit(j, &bad, &e) < 0);
+
+  /* Make the online side look degraded: a served query that was late. */
+  vr_ctl_route r = route(c, 100, 80, 0);
+  assert_int_equal(r.status, 0);
+  vr_rt_request q;
+  vr_rt_request_init(&q);
+  q.arrival_ns = 0;
+  q.start_ns = q.end_ns = 1000 * 1000000LL; /* 1 s for a 100 ms SLO */
+  q.batch_size = 1;
+  vr_control_completed(c, &r, &q);
+  int64_t t = vr_now_ns();
+  assert_int_equal(vr_control_tick(c, t, &e), 0);
+  vr_ctl_capacity cap;
+  vr_control_capacity(c, &cap);
+  assert_true(cap.degraded);
+
+  vr_job_req ok = {.app = "fashion", .min_accuracy = 88, .input = in, .output = out};
+  int id = vr_jobs_submit(j, &ok, &e);
+  assert_true(id > 0);
+  vr_job_info ji = wait_job(j, id, VR_JOB_PAUSED);
+  assert_int_equal(ji.state, VR_JOB_PAUSED);
+  assert_int_equal(ji.rows_done, 0);
+  /* A calm period: the job resumes and finishes. */
+  assert_int_equal(vr_control_tick(c, t + 1000000000LL, &e), 0);
+  ji = wait_job(j, id, VR_JOB_DONE);
+  assert_int_equal(ji.state, VR_JOB_DONE);
+  assert_int_equal(ji.rows_done, 1000);
+  assert_true(ji.paused_s > 0);
+  assert_non_null(strstr(ji.variant, "fmnist_mlp"));
+  vr_npy y;
+  assert_int_equal(vr_npy_read(out, &y, &e), 0);
+  assert_int_equal(y.shape[0], 1000);
+  assert_int_equal(y.shape[1], 10);
+  vr_npy_free(&y);
+  vr_jobs_free(j);
+  vr_control_free(c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_selection_and_scaling),
+      cmocka_unit_test(test_offline_job),
       cmocka_unit_test(test_reload_store),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

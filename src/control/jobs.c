@@ -1,0 +1,309 @@
+/*
+ * Offline jobs (see jobs.h): a queue, one runner thread, chunked execution
+ * gated by the control plane's view of spare capacity.
+ */
+#include "control/jobs.h"
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/alloc.h"
+#include "base/clock.h"
+#include "base/log.h"
+#include "base/npy.h"
+#include "base/vec.h"
+#include "control/control_int.h"
+
+#define CHUNK 64
+
+typedef struct job {
+  vr_job_info info;
+  char input[512];
+  char dir[VR_STORE_PATH_MAX]; /* model's repository entry */
+  vr_precision prec;
+  int max_batch;
+} job;
+
+struct vr_jobs {
+  vr_jobs_opts o;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  pthread_t thread;
+  int stop;
+  vr_vec jobs; /* job*, by id - 1 */
+};
+
+const char *vr_job_state_name(vr_job_state s) {
+  static const char *n[] = {"queued", "running", "paused", "done", "failed"};
+  return s >= 0 && s <= VR_JOB_FAILED ? n[s] : "?";
+}
+
+/* ---- capacity ------------------------------------------------------------ */
+
+void vr_control_capacity(vr_control *c, vr_ctl_capacity *out) {
+  memset(out, 0, sizeof *out);
+  pthread_mutex_lock(&c->mu);
+  const vr_snapshot *s = &c->snap;
+  int n = 0;
+  for (size_t i = 0; i < s->ninstances; i++) {
+    const vr_snap_instance *in = &s->instances[i];
+    if (in->state == VR_IS_DRAINING || in->state == VR_IS_LOADING) continue;
+    double sat = vr_policy_sat_qps(&s->variants[in->variant]);
+    double q = in->arrival_qps > in->served_qps ? in->arrival_qps : in->served_qps;
+    out->util += sat > 0 ? q / sat : 1.0;
+    n++;
+    if (in->state == VR_IS_INTERFERED) out->degraded = 1;
+  }
+  if (n) out->util /= n;
+  if (c->last_late > 0) out->degraded = 1;
+  out->free_cores = c->worker.free_cores;
+  pthread_mutex_unlock(&c->mu);
+}
+
+/* Holds (+1) or gives back (-1) the core a running chunk uses, so the
+ * autoscaler does not place an online instance on it meanwhile. */
+static void hold_core(vr_control *c, int d) {
+  pthread_mutex_lock(&c->mu);
+  c->loading_cores += d;
+  c->worker.free_cores -= d;
+  pthread_mutex_unlock(&c->mu);
+}
+
+/* ---- choosing the variant ------------------------------------------------ */
+
+/* Cheapest per query among one-thread fp32/bf16 variants meeting the
+ * accuracy (int8 would need the calibration set, which is not kept). */
+static int pick_variant(vr_jobs *j, const vr_job_req *r, job *jb, vr_errbuf *err) {
+  vr_store *s = j->o.store;
+  double acc = r->min_accuracy <= 1 ? 100 * r->min_accuracy : r->min_accuracy;
+  double best = 1e300;
+  vr_store_rdlock(s);
+  size_t n;
+  const vr_variant_rec *const *v =
+      r->app ? vr_store_app_variants(s, r->app, VR_ORDER_ACCURACY, &n)
+             : vr_store_model_variants(s, r->model, &n);
+  if (r->app) n = vr_store_app_count_accurate(s, r->app, acc);
+  for (size_t i = 0; i < n; i++) {
+    if (v[i]->threads != 1 || v[i]->precision == VR_PREC_INT8) continue;
+    json_t *jj = json_loads(v[i]->profile_json, 0, NULL);
+    vr_profile p;
+    int ok = jj && vr_profile_from_json(jj, &p, NULL) == 0;
+    json_decref(jj);
+    double cost = ok ? vr_policy_query_cost(&p) : 1e300;
+    if (cost < best) {
+      best = cost;
+      snprintf(jb->info.variant, sizeof jb->info.variant, "%.127s", v[i]->name);
+      const vr_model_rec *m = vr_store_model(s, v[i]->model);
+      snprintf(jb->dir, sizeof jb->dir, "%s", m ? m->dir : "");
+      jb->prec = v[i]->precision;
+      jb->max_batch = v[i]->max_batch;
+    }
+  }
+  vr_store_unlock(s);
+  if (best < 1e300) return 0;
+  return vr_errf(err, r->app ? VR_EINFEASIBLE : VR_ENOENT,
+                 r->app ? "no one-thread fp32/bf16 variant of app '%s' reaches %g%%"
+                        : "no model named '%s' (or no one-thread variant)",
+                 r->app ? r->app : r->model, acc);
+}
+
+/* ---- running ------------------------------------------------------------- */
+
+static void set_state(vr_jobs *j, job *jb, vr_job_state st) {
+  pthread_mutex_lock(&j->mu);
+  jb->info.state = st;
+  pthread_mutex_unlock(&j->mu);
+}
+
+/* Waits until the worker has spare capacity; 0, or -1 when stopping. */
+static int wait_capacity(vr_jobs *j, job *jb) {
+  for (;;) {
+    pthread_mutex_lock(&j->mu);
+    int stop = j->stop;
+    pthread_mutex_unlock(&j->mu);
+    if (stop) return -1;
+    vr_ctl_capacity cap;
+    vr_control_capacity(j->o.ctl, &cap);
+    if (cap.util <= j->o.max_util && !cap.degraded && cap.free_cores >= 1) {
+      set_state(j, jb, VR_JOB_RUNNING);
+      return 0;
+    }
+    set_state(j, jb, VR_JOB_PAUSED);
+    struct timespec ts = {j->o.poll_ns / VR_NS_PER_S, j->o.poll_ns % VR_NS_PER_S};
+    nanosleep(&ts, NULL);
+    pthread_mutex_lock(&j->mu);
+    jb->info.paused_s += j->o.poll_ns / 1e9;
+    pthread_mutex_unlock(&j->mu);
+  }
+}
+
+static int run_chunks(vr_jobs *j, job *jb, vr_session *s, const vr_npy *x,
+                      float **out, int64_t *out_row, vr_errbuf *err) {
+  size_t row = x->nbytes / (size_t)x->shape[0];
+  const vr_tensor_info *ti = vr_session_input(s, 0);
+  for (int64_t i = 0; i < x->shape[0];) {
+    if (wait_capacity(j, jb)) return vr_errf(err, VR_ESHUTDOWN, "stopped");
+    int b = (int)(x->shape[0] - i < jb->max_batch ? x->shape[0] - i : jb->max_batch);
+    vr_tensor in = {ti->name, x->dtype, x->ndim, {0}, (char *)x->data + i * row, b * row};
+    memcpy(in.shape, x->shape, sizeof in.shape);
+    in.shape[0] = b;
+    vr_tensor y[8];
+    int64_t t0 = vr_now_ns();
+    hold_core(j->o.ctl, 1);
+    int rc = vr_session_run(s, b, &in, 1, y, vr_session_num_outputs(s), err);
+    hold_core(j->o.ctl, -1);
+    if (rc) return rc;
+    if (!*out) { /* sized from the first answer */
+      *out_row = (int64_t)(y[0].nbytes / (size_t)b / sizeof(float));
+      *out = vr_malloc((size_t)x->shape[0] * *out_row * sizeof(float));
+      if (!*out) return vr_errf(err, VR_ENOMEM, "out of memory for the result");
+    }
+    memcpy(*out + i * *out_row, y[0].data, y[0].nbytes);
+    i += b;
+    pthread_mutex_lock(&j->mu);
+    jb->info.rows_done = i;
+    jb->info.run_s += (vr_now_ns() - t0) / 1e9;
+    pthread_mutex_unlock(&j->mu);
+  }
+  return 0;
+}
+
+static int run_job(vr_jobs *j, job *jb, vr_errbuf *err) {
+  vr_npy x = {0};
+  vr_model *m = NULL;
+  vr_session *s = NULL;
+  float *out = NULL;
+  int64_t out_row = 0;
+  char path[VR_STORE_PATH_MAX + 16];
+  snprintf(path, sizeof path, "%s/model.onnx", jb->dir);
+  int rc = vr_npy_read(jb->input, &x, err);
+  if (!rc) rc = vr_model_load(path, &m, err);
+  if (!rc) {
+    vr_session_opts so;
+    vr_session_opts_init(&so);
+    so.precision = jb->prec;
+    so.threads = 1;
+    so.max_batch = jb->max_batch;
+    rc = vr_session_create(m, &so, &s, err);
+  }
+  if (!rc && vr_session_output(s, 0)->dtype != VR_DT_F32)
+    rc = vr_errf(err, VR_EUNSUPPORTED, "offline jobs write float32 outputs only");
+  if (!rc) rc = run_chunks(j, jb, s, &x, &out, &out_row, err);
+  if (!rc) {
+    const vr_tensor_info *o = vr_session_output(s, 0);
+    int64_t shape[VR_MAX_DIMS];
+    memcpy(shape, o->shape, sizeof shape);
+    shape[0] = x.shape[0];
+    rc = vr_npy_write(jb->info.output, VR_DT_F32, shape, o->ndim, out, err);
+  }
+  vr_free(out);
+  if (s) vr_session_free(s);
+  if (m) vr_model_free(m);
+  vr_npy_free(&x);
+  return rc;
+}
+
+static job *next_queued(vr_jobs *j) {
+  for (size_t i = 0; i < j->jobs.len; i++) {
+    job *jb = VR_VEC_AT(&j->jobs, job *, i);
+    if (jb->info.state == VR_JOB_QUEUED) return jb;
+  }
+  return NULL;
+}
+
+static void *runner(void *arg) {
+  vr_jobs *j = arg;
+  pthread_mutex_lock(&j->mu);
+  for (;;) {
+    job *jb = NULL;
+    while (!j->stop && !(jb = next_queued(j))) pthread_cond_wait(&j->cv, &j->mu);
+    if (j->stop) break;
+    jb->info.state = VR_JOB_RUNNING;
+    pthread_mutex_unlock(&j->mu);
+    vr_errbuf err = {0};
+    int rc = run_job(j, jb, &err);
+    pthread_mutex_lock(&j->mu);
+    jb->info.state = rc ? VR_JOB_FAILED : VR_JOB_DONE;
+    if (rc) snprintf(jb->info.error, sizeof jb->info.error, "%s", err.msg);
+    vr_info("job %d %s (%s)", jb->info.id, vr_job_state_name(jb->info.state),
+            rc ? err.msg : jb->info.output);
+  }
+  pthread_mutex_unlock(&j->mu);
+  return NULL;
+}
+
+/* ---- API ----------------------------------------------------------------- */
+
+int vr_jobs_create(const vr_jobs_opts *o, vr_jobs **out, vr_errbuf *err) {
+  *out = NULL;
+  vr_jobs *j = VR_NEW(vr_jobs);
+  if (!j) return vr_errf(err, VR_ENOMEM, "out of memory");
+  j->o = *o;
+  if (j->o.max_util <= 0) j->o.max_util = 0.4;
+  if (j->o.poll_ns <= 0) j->o.poll_ns = 100 * VR_NS_PER_MS;
+  pthread_mutex_init(&j->mu, NULL);
+  pthread_cond_init(&j->cv, NULL);
+  vr_vec_init(&j->jobs, sizeof(job *));
+  if (pthread_create(&j->thread, NULL, runner, j)) {
+    vr_vec_free(&j->jobs);
+    vr_free(j);
+    return vr_errf(err, VR_ENOMEM, "cannot start the job runner");
+  }
+  *out = j;
+  return 0;
+}
+
+void vr_jobs_free(vr_jobs *j) {
+  if (!j) return;
+  pthread_mutex_lock(&j->mu);
+  j->stop = 1;
+  pthread_cond_broadcast(&j->cv);
+  pthread_mutex_unlock(&j->mu);
+  pthread_join(j->thread, NULL);
+  for (size_t i = 0; i < j->jobs.len; i++) vr_free(VR_VEC_AT(&j->jobs, job *, i));
+  vr_vec_free(&j->jobs);
+  pthread_cond_destroy(&j->cv);
+  pthread_mutex_destroy(&j->mu);
+  vr_free(j);
+}
+
+int vr_jobs_submit(vr_jobs *j, const vr_job_req *r, vr_errbuf *err) {
+  if ((!r->app == !r->model) || !r->input || !r->output)
+    return vr_errf(err, VR_EINVAL, "a job needs an input, an output and an app or a model");
+  if (strlen(r->input) >= 512 || strlen(r->output) >= 512)
+    return vr_errf(err, VR_ERANGE, "path too long");
+  job *jb = VR_NEW(job);
+  if (!jb) return vr_errf(err, VR_ENOMEM, "out of memory");
+  snprintf(jb->input, sizeof jb->input, "%s", r->input);
+  snprintf(jb->info.output, sizeof jb->info.output, "%s", r->output);
+  vr_npy x;
+  int rc = vr_npy_read(r->input, &x, err); /* fail now, not in the queue */
+  if (!rc) {
+    jb->info.rows = x.ndim >= 1 ? x.shape[0] : 0;
+    vr_npy_free(&x);
+    if (jb->info.rows < 1) rc = vr_errf(err, VR_EINVAL, "input '%s' has no rows", r->input);
+  }
+  if (!rc) rc = pick_variant(j, r, jb, err);
+  if (rc) {
+    vr_free(jb);
+    return rc;
+  }
+  pthread_mutex_lock(&j->mu);
+  jb->info.id = (int)j->jobs.len + 1;
+  rc = vr_vec_push(&j->jobs, &jb) ? VR_ENOMEM : jb->info.id;
+  pthread_cond_broadcast(&j->cv);
+  pthread_mutex_unlock(&j->mu);
+  if (rc < 0) vr_free(jb);
+  return rc;
+}
+
+int vr_jobs_get(vr_jobs *j, int id, vr_job_info *out) {
+  pthread_mutex_lock(&j->mu);
+  int ok = id >= 1 && (size_t)id <= j->jobs.len;
+  if (ok) *out = VR_VEC_AT(&j->jobs, job *, id - 1)->info;
+  pthread_mutex_unlock(&j->mu);
+  return ok ? 0 : VR_ENOENT;
+}
