@@ -388,7 +388,19 @@ static int fuse_pad(vr_graph *g, vr_node *pad, const int *uses) {
     if (vr_attr_f(pad, "value", 0) != 0.0f) return 0;
     for (int i = 0; i < k && i < 2 * VR_MAX_DIMS; i++) pads[i] = pa[i];
   }
-  if (k != 2 * r || pads[0] || pads[1] || pads[r] || pads[r + 1]) return 0;
+  if (k != 2 * r) return 0;
+  int zero = 1;
+  for (int i = 0; i < 2 * r; i++) zero &= pads[i] == 0;
+  if (zero) { /* exporters emit all-zero Pads (e.g. before AvgPool): a no-op */
+    vr_free(pad->op);
+    pad->op = vr_strdup("Identity");
+    if (!pad->op) return VR_ENOMEM;
+    pad->op_id = vr_op_lookup("Identity");
+    snprintf(pad->label, sizeof pad->label, "Identity");
+    pad->nin = 1;
+    return 1;
+  }
+  if (pads[0] || pads[1] || pads[r] || pads[r + 1]) return 0;
   for (int i = 0; i < 2 * r; i++)
     if (pads[i] < 0) return 0;
   vr_node *c = NULL;
@@ -471,6 +483,12 @@ int vr_graph_fuse(vr_graph *g, vr_errbuf *err) {
                (np = act_post(g, n, post)) > 0) {
       for (int k = 0; k < np; k++) p->post[p->npost++] = post[k];
       relabel(p, n->op);
+      take_output(g, p, n);
+    } else if (p && !strcmp(p->op, "BatchNormalization") && !p->npost && !strcmp(n->op, "Relu") &&
+               g->vals[p->in[0]].ndim >= 2) {
+      /* oneDNN applies ReLU inside batch normalization (fuse_norm_relu). */
+      p->post[p->npost++] = (vr_post){VR_POST_ELTWISE, dnnl_eltwise_relu, 0, 0};
+      relabel(p, "Relu");
       take_output(g, p, n);
     } else if (!strcmp(n->op, "Add") && n->nin == 2) {
       rc = fuse_sum(g, n, uses, err);

@@ -88,9 +88,10 @@ static int lower_bn(vr_pb *b, int ni) {
   int src = in_pv(b, n, 0);
   if (src < 0) return src;
   dnnl_batch_normalization_desc_t d;
+  unsigned flags = dnnl_use_global_stats | dnnl_use_scale | dnnl_use_shift;
+  if (n->npost) flags |= dnnl_fuse_norm_relu; /* the only post-op fuse.c adds here */
   CHECK(dnnl_batch_normalization_forward_desc_init(
-      &d, dnnl_forward_inference, &PV(b, src)->md, vr_attr_f(n, "epsilon", 1e-5f),
-      dnnl_use_global_stats | dnnl_use_scale | dnnl_use_shift));
+      &d, dnnl_forward_inference, &PV(b, src)->md, vr_attr_f(n, "epsilon", 1e-5f), flags));
   vr_arg ex[4];
   static const int kinds[4] = {DNNL_ARG_SCALE, DNNL_ARG_SHIFT, DNNL_ARG_MEAN, DNNL_ARG_VARIANCE};
   for (int i = 0; i < 4; i++) {
@@ -236,6 +237,32 @@ static int lower_lrn(vr_pb *b, int ni) {
   return emit(b, ni, &d, src, 0, NULL, 0);
 }
 
+/* md for tensor t with the same dim order as ref (a permuted dense
+ * layout such as channels-last); 0 on success, -1 if ref is not one. */
+static int md_like(dnnl_memory_desc_t *md, const vr_tview *t, const dnnl_memory_desc_t *ref) {
+  if (ref->format_kind != dnnl_blocked || ref->format_desc.blocking.inner_nblks != 0 ||
+      ref->ndims != t->ndim)
+    return -1;
+  int order[DNNL_MAX_NDIMS], r = ref->ndims;
+  const dnnl_dims_t *st = &ref->format_desc.blocking.strides;
+  for (int i = 0; i < r; i++) order[i] = i;
+  for (int i = 0; i < r; i++) /* outermost first; ties keep logical order */
+    for (int j = i + 1; j < r; j++)
+      if ((*st)[order[j]] > (*st)[order[i]]) {
+        int x = order[i];
+        order[i] = order[j];
+        order[j] = x;
+      }
+  dnnl_dims_t dims, strides;
+  int64_t acc = 1;
+  for (int i = 0; i < r; i++) dims[i] = t->shape[i];
+  for (int k = r - 1; k >= 0; k--) {
+    strides[order[k]] = acc;
+    acc *= dims[order[k]] ? dims[order[k]] : 1;
+  }
+  return dnnl_memory_desc_init_by_strides(md, r, dims, vr_dnnl_dt(t->dt), strides) == dnnl_success ? 0 : -1;
+}
+
 static int lower_concat(vr_pb *b, int ni) {
   const vr_node *n = &b->g->nodes[ni];
   const vr_tview *y = &b->vt[n->out[0]];
@@ -243,13 +270,30 @@ static int lower_concat(vr_pb *b, int ni) {
   int ax = vr_axis(vr_attr_i(n, "axis", 0), y->ndim);
   dnnl_memory_desc_t mds[64];
   int pvs[64];
+  int pref = -1; /* an input in a permuted dense layout (e.g. conv output) */
   for (int i = 0; i < n->nin; i++) {
     if ((pvs[i] = in_pv(b, n, i)) < 0) return pvs[i];
     if (b->vt[n->in[i]].shape[ax] == 0) return 1;
     mds[i] = PV(b, pvs[i])->md;
+    if (pref < 0 && !vr_md_is_plain(&mds[i], &PV(b, pvs[i])->t) &&
+        mds[i].format_desc.blocking.inner_nblks == 0)
+      pref = i;
+  }
+  /* Mixed layouts send oneDNN's concat to its reference kernel and leave
+   * the result plain: bring every input (and the output) to the layout of
+   * the first permuted one (densenet: pool output + conv outputs). */
+  dnnl_memory_desc_t ymd, *ydp = NULL;
+  if (pref >= 0 && !md_like(&ymd, y, &mds[pref])) {
+    for (int i = 0; i < n->nin; i++) {
+      dnnl_memory_desc_t want;
+      if (md_like(&want, &b->vt[n->in[i]], &mds[pref])) return 1;
+      if ((pvs[i] = vr_pb_as(b, pvs[i], &want)) < 0) return pvs[i];
+      mds[i] = want;
+    }
+    ydp = &ymd;
   }
   dnnl_primitive_desc_t pd;
-  if (dnnl_concat_primitive_desc_create(&pd, NULL, n->nin, ax, mds, NULL, b->c->eng) != dnnl_success)
+  if (dnnl_concat_primitive_desc_create(&pd, ydp, n->nin, ax, mds, NULL, b->c->eng) != dnnl_success)
     return 1;
   const dnnl_memory_desc_t *q = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
   int dst = vr_pb_def(b, n->out[0], q);
@@ -267,7 +311,18 @@ static int lower_view(vr_pb *b, int ni) {
   if (!vr_dnnl_dt(b->vt[n->out[0]].dt)) return 1;
   if (n->nout > 1 && n->out[1] >= 0) return 1; /* Dropout mask */
   int src = in_pv(b, n, 0);
-  if (src < 0 || (src = vr_pb_plain(b, src)) < 0) return src;
+  if (src < 0) return src;
+  /* Shape-preserving ones (Identity, Dropout, one-input Concat) keep any
+   * layout; real reshapes need the plain bytes. */
+  int same = vr_tview_numel(&b->vt[n->in[0]]) == vr_tview_numel(&b->vt[n->out[0]]) &&
+             b->vt[n->in[0]].ndim == b->vt[n->out[0]].ndim &&
+             !memcmp(b->vt[n->in[0]].shape, b->vt[n->out[0]].shape,
+                     sizeof(int64_t) * (size_t)b->vt[n->in[0]].ndim);
+  if (same && PV(b, src)->has_md) {
+    dnnl_memory_desc_t md = PV(b, src)->md;
+    return vr_pb_def_alias(b, n->out[0], &md, src) < 0 ? VR_ENOMEM : 0;
+  }
+  if ((src = vr_pb_plain(b, src)) < 0) return src;
   return vr_pb_def_alias(b, n->out[0], NULL, src) < 0 ? VR_ENOMEM : 0;
 }
 
@@ -342,7 +397,7 @@ int vr_lower_nn(vr_pb *b, int ni) {
   if (!strcmp(op, "GlobalAveragePool") || !strcmp(op, "GlobalMaxPool")) return lower_pool(b, ni, 1);
   if (!strcmp(op, "BatchNormalization")) return lower_bn(b, ni);
   if (!strcmp(op, "LRN")) return lower_lrn(b, ni);
-  if (!strcmp(op, "Concat")) return lower_concat(b, ni);
+  if (!strcmp(op, "Concat")) return n->nin == 1 ? lower_view(b, ni) : lower_concat(b, ni);
   if (!strcmp(op, "Softmax") || !strcmp(op, "LogSoftmax")) return lower_softmax(b, ni);
   if (!strcmp(op, "LayerNormalization")) return lower_ln(b, ni);
   if (!strcmp(op, "Transpose")) return lower_transpose(b, ni);

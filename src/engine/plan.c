@@ -256,7 +256,7 @@ int vr_pb_def_alias(vr_pb *b, int v, const dnnl_memory_desc_t *md, int alias) {
 int vr_pb_ref(vr_pb *b, int ni) {
   const vr_node *n = &b->g->nodes[ni];
   const vr_op *op = vr_op_get(n->op_id);
-  if (!op->eval)
+  if (!op->eval || n->npost)
     return vr_bad(b->err, n, VR_EUNSUPPORTED, "no kernel for this configuration");
   int ipv[64];
   if (n->nin > 64) return vr_bad(b->err, n, VR_EUNSUPPORTED, "too many inputs");
@@ -494,7 +494,8 @@ static void last_uses(vr_pb *b) {
   for (int i = 0; i < c->nout; i++) b->uses[c->out_vals[i]] = INT_MAX;
   for (int ni = c->node_end - 1; ni >= c->node_begin; ni--) {
     const vr_node *n = &g->nodes[ni];
-    if (!is_view_op(n->op) || n->in[0] < 0 || n->out[0] < 0) continue;
+    int view = is_view_op(n->op) || (!strcmp(n->op, "Concat") && n->nin == 1);
+    if (!view || n->in[0] < 0 || n->out[0] < 0) continue;
     if (b->uses[n->out[0]] > b->uses[n->in[0]]) b->uses[n->in[0]] = b->uses[n->out[0]];
   }
 }
