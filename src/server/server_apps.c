@@ -72,7 +72,7 @@ static int write_response(app_ctx *c, vr_sbuf *out, size_t *json_len,
   vr_sbuf_json_str(out, c->route.model);
   vr_sbuf_printf(out, ",\"accuracy\":%.4f,\"queue_ms\":%.3f,\"compute_ms\":%.3f,"
                  "\"queue_us\":%lld,\"compute_us\":%lld,"
-                 "\"batch_size\":%d,\"latency_slo_ms\":%g,\"profile_p99_ms\":%.4f,"
+                 "\"batch_size\":%d,\"latency_slo_ms\":%g,\"profile_p99_ms\":%.6g,"
                  "\"cost_per_1k\":%.6g,\"loaded_for_query\":%s}",
                  c->route.accuracy, (q->start_ns - q->arrival_ns) / 1e6,
                  (q->end_ns - q->start_ns) / 1e6,

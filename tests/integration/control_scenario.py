@@ -1,0 +1,185 @@
+#!/usr/bin/python3
+"""Model-less scenarios on the real server (issue 6), end to end:
+registration (good and bad input, nothing half-registered), accuracy floors
+always respected, latency SLOs respected by selection, infeasible requests
+answered 400 naming the closest variant, HTTP registration, offline jobs,
+and registrations surviving a restart.
+
+usage: control_scenario.py VARIO SOURCE_DIR
+"""
+import json
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+import numpy as np
+
+VARIO, SRC = sys.argv[1], sys.argv[2]
+DATA = os.path.join(SRC, "models/fmnist-data")
+TMP = tempfile.mkdtemp(prefix="vr_scn_")
+DB, REPO = os.path.join(TMP, "store.db"), os.path.join(TMP, "repo")
+FAST = ["--threads", "1", "--max-batch", "4", "--runs", "3", "--quiet"]
+
+
+def register(model_path, name=None, extra=None):
+    cmd = [VARIO, "register", "--store", DB, "--repo", REPO, "--app", "fashion",
+           "--model", model_path] + FAST
+    if name:
+        cmd += ["--name", name]
+    cmd += extra if extra is not None else [
+        "--val-inputs", f"{DATA}/val_inputs.npy", "--val-labels", f"{DATA}/val_labels.npy"]
+    return subprocess.run(cmd, capture_output=True, text=True)
+
+
+def listing():
+    return subprocess.run([VARIO, "register", "--store", DB, "--list"],
+                          capture_output=True, text=True, check=True).stdout
+
+
+def check(cond, what):
+    if not cond:
+        print("FAIL:", what)
+        sys.exit(1)
+    print("ok:", what)
+
+
+def start_server():
+    log = open(os.path.join(TMP, "serve.log"), "w+")
+    # --cores 64: this test is about selection, not capacity (a full worker
+    # answers 503 until the autoscaler releases idle instances).
+    p = subprocess.Popen([VARIO, "serve", "--repo", REPO, "--store", DB, "--port", "0",
+                          "--cores", "64"],
+                         stderr=log, stdout=log)
+    for _ in range(200):
+        log.seek(0)
+        m = re.search(r"listening on http://[0-9.]+:(\d+)", log.read())
+        if m:
+            return p, int(m.group(1))
+        time.sleep(0.05)
+    p.kill()
+    sys.exit("server did not start")
+
+
+def http(port, method, path, body=None):
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+X = np.load(f"{DATA}/val_inputs.npy")
+Y = np.load(f"{DATA}/val_labels.npy")
+
+
+def infer(port, params, row=0):
+    t = {"name": "input", "datatype": "FP32", "shape": [1, 1, 28, 28],
+         "data": X[row].flatten().tolist()}
+    return http(port, "POST", "/v2/apps/fashion/infer", {"inputs": [t], "parameters": params})
+
+
+try:
+    # -- registration ---------------------------------------------------------
+    for m in ["fmnist_linear", "fmnist_mlp", "fmnist_cnn_s"]:
+        r = register(f"{SRC}/models/fmnist/{m}/model.onnx")
+        check(r.returncode == 0, f"register {m}: {r.stdout.strip()}{r.stderr.strip()}")
+    before = listing()
+    entries = sorted(os.listdir(REPO))
+    bad_onnx = os.path.join(TMP, "corrupt.onnx")
+    open(bad_onnx, "wb").write(os.urandom(2000))
+    np.save(os.path.join(TMP, "y999.npy"), Y[:999])
+    np.save(os.path.join(TMP, "x0.npy"), X[:0])
+    np.save(os.path.join(TMP, "y0.npy"), Y[:0])
+    cases = {
+        "corrupt ONNX": register(bad_onnx, "bad1"),
+        "labels that do not match inputs": register(
+            f"{SRC}/models/fmnist/fmnist_mlp/model.onnx", "bad2",
+            ["--val-inputs", f"{DATA}/val_inputs.npy", "--val-labels", f"{TMP}/y999.npy"]),
+        "empty validation set": register(
+            f"{SRC}/models/fmnist/fmnist_mlp/model.onnx", "bad3",
+            ["--val-inputs", f"{TMP}/x0.npy", "--val-labels", f"{TMP}/y0.npy"]),
+    }
+    for what, r in cases.items():
+        check(r.returncode == 1 and r.stderr.startswith("vario register:"),
+              f"{what} rejected: {r.stderr.strip()}")
+    check(listing() == before and sorted(os.listdir(REPO)) == entries,
+          "rejected registrations left nothing in the store or the repository")
+
+    # -- serving --------------------------------------------------------------
+    proc, port = start_server()
+    st, apps = http(port, "GET", "/v2/apps/fashion")
+    variants = apps["apps"]["fashion"]
+    check(st == 200 and len(variants) >= 9, f"GET /v2/apps/fashion lists {len(variants)} variants")
+
+    random.seed(1)
+    for i in range(40):
+        acc = random.choice([0, 50, 80, 85, 88, 89, 90])
+        slo = random.choice([5, 20, 100])
+        st, r = infer(port, {"latency_ms": slo, "min_accuracy": acc}, row=i)
+        if st != 200:
+            check(False, f"query acc>={acc} slo {slo}: HTTP {st} {r}")
+        p = r["parameters"]
+        if p["accuracy"] < acc or 2 * p["profile_p99_ms"] > slo * 1.0001:
+            check(False, f"query acc>={acc} slo {slo} served by {p['variant']} ({p['accuracy']}%)")
+    check(True, "40 random queries: accuracy floor and profiled SLO always respected")
+
+    # The fastest qualifying variant alone meets a tight SLO.
+    good = [v for v in variants if v["accuracy"] >= 88]
+    fastest = min(good, key=lambda v: v["p99_ms_b1"])
+    slo = 2 * fastest["p99_ms_b1"] * 1.001
+    st, r = infer(port, {"latency_ms": slo, "min_accuracy": 88})
+    ok = st == 200 and 2 * r["parameters"]["profile_p99_ms"] <= slo * 1.0001
+    check(ok, f"tight SLO {slo:.4f} ms served by {r.get('parameters', r)}")
+
+    st, r = infer(port, {"latency_ms": 50, "min_accuracy": 99.9})
+    check(st == 400 and "closest is" in r["error"], f"infeasible -> 400: {r['error']}")
+    st, r = http(port, "POST", "/v2/apps/nope/infer", {"inputs": []})
+    check(st in (400, 404), f"unknown app -> {st}")
+
+    # Offline job.
+    out = os.path.join(TMP, "job.npy")
+    st, r = http(port, "POST", "/v2/apps/fashion/jobs",
+                 {"input": f"{DATA}/val_inputs.npy", "output": out, "min_accuracy": 89})
+    check(st == 201, f"job submitted: {r}")
+    for _ in range(600):
+        st, j = http(port, "GET", f"/v2/jobs/{r['id']}")
+        if j["state"] in ("done", "failed"):
+            break
+        time.sleep(0.05)
+    res = np.load(out) if j["state"] == "done" else None
+    check(res is not None and (res.argmax(1) == Y).mean() >= 0.89,
+          f"job done by {j['variant']}: accuracy {(res.argmax(1) == Y).mean() if res is not None else j}")
+
+    # HTTP registration, then a query that needs it.
+    st, r = http(port, "POST", "/v2/apps/fashion/models",
+                 {"model": f"{SRC}/models/fmnist/fmnist_linear/model.onnx", "name": "lin2",
+                  "declared_accuracy": 0.99, "threads": 1, "max_batch": 2, "runs": 3})
+    check(st == 201 and r["variants"] == 2, f"POST /v2/apps/fashion/models -> {st} {r}")
+    st, r = infer(port, {"latency_ms": 100, "min_accuracy": 98})
+    check(st == 200 and r["parameters"]["model"] == "lin2", "the new model serves what it claims")
+    st, r = http(port, "POST", "/v2/apps/fashion/models", {"model": bad_onnx, "name": "bad4"})
+    check(st == 400, f"bad HTTP registration -> {st}: {r.get('error')}")
+
+    # Restart keeps registrations.
+    n_before = len(http(port, "GET", "/v2/apps/fashion")[1]["apps"]["fashion"])
+    proc.terminate()
+    proc.wait(timeout=30)
+    proc, port = start_server()
+    n_after = len(http(port, "GET", "/v2/apps/fashion")[1]["apps"]["fashion"])
+    check(n_after == n_before, f"restart keeps registrations ({n_after} variants)")
+    st, r = infer(port, {"latency_ms": 100, "min_accuracy": 98})
+    check(st == 200 and r["parameters"]["model"] == "lin2", "and serves them")
+    proc.terminate()
+    proc.wait(timeout=30)
+    print("PASS")
+finally:
+    shutil.rmtree(TMP, ignore_errors=True)
