@@ -70,6 +70,7 @@ sim_inst *sim_inst_new(vr_sim *s, int variant, sim_worker *w, int warm) {
   }
   int64_t now = vr_clock_now(&s->clock);
   in->id = s->next_id++;
+  in->hpos = -1;
   in->variant = variant;
   in->w = w;
   in->state = VR_IS_LOADING;
@@ -90,12 +91,62 @@ sim_inst *sim_inst_new(vr_sim *s, int variant, sim_worker *w, int warm) {
   return in;
 }
 
+/* ---- serving heap: least-loaded instance on top ---- */
+
+static inline int64_t hkey(const sim_inst *in) {
+  return ((int64_t)(in->state == VR_IS_INTERFERED) << 32) | in->qlen;
+}
+
+static void hswap(sim_inst **d, int a, int b) {
+  sim_inst *t = d[a];
+  d[a] = d[b];
+  d[b] = t;
+  d[a]->hpos = a;
+  d[b]->hpos = b;
+}
+
+static void hsift(vr_vec *h, int i) {
+  sim_inst **d = h->data;
+  int n = (int)h->len;
+  while (i > 0 && hkey(d[(i - 1) / 2]) > hkey(d[i])) {
+    hswap(d, i, (i - 1) / 2);
+    i = (i - 1) / 2;
+  }
+  for (;;) {
+    int c = 2 * i + 1;
+    if (c >= n) break;
+    if (c + 1 < n && hkey(d[c + 1]) < hkey(d[c])) c++;
+    if (hkey(d[c]) >= hkey(d[i])) break;
+    hswap(d, i, c);
+    i = c;
+  }
+}
+
+void sim_serving_fix(vr_sim *s, sim_inst *in) {
+  if (in->hpos >= 0) hsift(&s->var[in->variant].serving, in->hpos);
+}
+
+static int serving_add(sim_variant *v, sim_inst *in) {
+  in->hpos = (int)v->serving.len;
+  if (vr_vec_push(&v->serving, &in)) {
+    in->hpos = -1;
+    return VR_ENOMEM;
+  }
+  hsift(&v->serving, in->hpos);
+  return 0;
+}
+
 static void serving_remove(sim_variant *v, sim_inst *in) {
-  for (size_t i = 0; i < v->serving.len; i++)
-    if (VR_VEC_AT(&v->serving, sim_inst *, i) == in) {
-      vr_vec_swap_remove(&v->serving, i);
-      return;
-    }
+  int pos = in->hpos;
+  if (pos < 0) return;
+  sim_inst *last;
+  vr_vec_pop(&v->serving, &last);
+  in->hpos = -1;
+  if (last != in) {
+    VR_VEC_AT(&v->serving, sim_inst *, pos) = last;
+    last->hpos = pos;
+    hsift(&v->serving, pos);
+  }
 }
 
 /* An instance dies once it is draining, idle, empty and not loading:
@@ -143,6 +194,7 @@ static int enqueue(vr_sim *s, sim_inst *in, const vr_req *r) {
   in->q[(in->qhead + in->qlen) & (in->qcap - 1)] = *r;
   in->qlen++;
   in->arrivals++;
+  sim_serving_fix(s, in);
   return 0;
 }
 
@@ -172,6 +224,7 @@ void sim_try_start(vr_sim *s, sim_inst *in) {
     in->qlen--;
     s->row.dropped++;
   }
+  sim_serving_fix(s, in);
   if (b == 0) {
     sim_maybe_dead(s, in);
     return;
@@ -201,6 +254,7 @@ static void on_done(vr_sim *s, sim_inst *in) {
     in->qhead = (in->qhead + 1) & (in->qcap - 1);
   }
   in->qlen -= in->busy_n;
+  sim_serving_fix(s, in);
   s->row.served += in->busy_n;
   s->acc_period += v->prof.accuracy * in->busy_n;
   in->served += in->busy_n;
@@ -226,22 +280,16 @@ static void on_loaded(vr_sim *s, sim_inst *in) {
     sim_inst *old = VR_VEC_AT(&s->insts, sim_inst *, i);
     if (old->id == in->replaces && !old->dead) sim_inst_drain(s, old);
   }
-  if (vr_vec_push(&v->serving, &in)) s->oom = 1;
+  if (serving_add(v, in)) s->oom = 1;
   sim_try_start(s, in);
 }
 
 /* ---- routing ---- */
 
-/* Least-loaded serving instance; interfered ones only when all are. */
+/* Least-loaded serving instance (the heap's top); interfered ones only
+ * when all are. */
 static sim_inst *least_loaded(const sim_variant *v) {
-  sim_inst *best = NULL;
-  for (size_t i = 0; i < v->serving.len; i++) {
-    sim_inst *in = VR_VEC_AT(&v->serving, sim_inst *, i);
-    int a = in->state == VR_IS_INTERFERED;
-    int b = best && best->state == VR_IS_INTERFERED;
-    if (!best || a < b || (a == b && in->qlen < best->qlen)) best = in;
-  }
-  return best;
+  return v->serving.len ? VR_VEC_AT(&v->serving, sim_inst *, 0) : NULL;
 }
 
 static void reject(vr_sim *s) {

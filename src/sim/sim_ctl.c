@@ -140,8 +140,10 @@ static int apply(vr_sim *s, const vr_action *a) {
     return 0;
   case VR_ACT_SET_ISTATE:
     if (in && in->state != VR_IS_DRAINING && in->state != VR_IS_LOADING &&
-        a->value >= VR_IS_ACTIVE && a->value <= VR_IS_INTERFERED)
+        a->value >= VR_IS_ACTIVE && a->value <= VR_IS_INTERFERED) {
       in->state = a->value;
+      sim_serving_fix(s, in); /* interfered instances sink in the heap */
+    }
     return 0;
   case VR_ACT_SET_VSTATE:
     if (a->variant >= 0 && (size_t)a->variant < s->nvar)

@@ -39,6 +39,7 @@ typedef struct sim_inst {
   int loading;
   int dead;
   int64_t replaces; /* MIGRATE: instance to drain once this one is ready */
+  int hpos;         /* index in its variant's serving heap, -1 if absent */
   /* per-period monitoring */
   int64_t arrivals, served, batches, items;
   float lat[SIM_LAT_SAMPLES];  /* compute ms per batch (reservoir) */
@@ -54,7 +55,9 @@ typedef struct sim_variant {
   double est_ms[VR_PROF_MAX_BATCH + 1]; /* p50 by batch, for early drop */
   int64_t arrivals, served;
   double min_slo;   /* smallest SLO routed to it this period */
-  vr_vec serving;   /* sim_inst* that accept requests */
+  vr_vec serving;   /* sim_inst* that accept requests: a binary min-heap
+                       on (interfered, queue length), so the least-loaded
+                       instance is at the top (O(log k) upkeep) */
   int nloading;
   sim_inst *loading_one;
   int ever;         /* ever had an instance (instances CSV) */
@@ -109,6 +112,8 @@ void sim_try_start(vr_sim *s, sim_inst *in);
 sim_inst *sim_inst_new(vr_sim *s, int variant, sim_worker *w, int warm);
 void sim_inst_drain(vr_sim *s, sim_inst *in);
 void sim_maybe_dead(vr_sim *s, sim_inst *in);
+/* Restores the serving heap after in's queue length or state changed. */
+void sim_serving_fix(vr_sim *s, sim_inst *in);
 sim_worker *sim_worker_new(vr_sim *s, int type, int64_t ready_ns);
 sim_worker *sim_place(vr_sim *s, const vr_profile *p);
 int sim_push(vr_sim *s, int kind, int64_t t, int a, void *p);
