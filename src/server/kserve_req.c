@@ -1,0 +1,413 @@
+/*
+ * KServe v2 inference request parsing on the kjson pull parser. Keys may
+ * come in any order, so an input's "data" is first skipped (its span is
+ * remembered) and decoded once the object's datatype and shape are known.
+ * Unknown keys are skipped; repeated known keys are errors.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "server/kjson.h"
+#include "server/kserve.h"
+
+/* ---- tensor data --------------------------------------------------------- */
+
+static int put_int(vr_dtype dt, void *dst, int64_t k, int64_t x,
+                   vr_errbuf *err) {
+  int64_t lo = 0, hi = 0;
+  switch (dt) {
+  case VR_DT_I8: lo = INT8_MIN; hi = INT8_MAX; break;
+  case VR_DT_U8: hi = UINT8_MAX; break;
+  case VR_DT_I16: lo = INT16_MIN; hi = INT16_MAX; break;
+  case VR_DT_U16: hi = UINT16_MAX; break;
+  case VR_DT_I32: lo = INT32_MIN; hi = INT32_MAX; break;
+  case VR_DT_U32: hi = UINT32_MAX; break;
+  case VR_DT_I64: lo = INT64_MIN; hi = INT64_MAX; break;
+  case VR_DT_U64: hi = INT64_MAX; break;
+  default: return VR_EINTERNAL;
+  }
+  if (x < lo || x > hi)
+    return vr_errf(err, VR_ERANGE, "element %lld = %lld out of range for %s",
+                   (long long)k, (long long)x, vr_dtype_kserve(dt));
+  switch (dt) {
+  case VR_DT_I8: ((int8_t *)dst)[k] = (int8_t)x; break;
+  case VR_DT_U8: ((uint8_t *)dst)[k] = (uint8_t)x; break;
+  case VR_DT_I16: ((int16_t *)dst)[k] = (int16_t)x; break;
+  case VR_DT_U16: ((uint16_t *)dst)[k] = (uint16_t)x; break;
+  case VR_DT_I32: ((int32_t *)dst)[k] = (int32_t)x; break;
+  case VR_DT_U32: ((uint32_t *)dst)[k] = (uint32_t)x; break;
+  default: ((int64_t *)dst)[k] = x; break;
+  }
+  return 0;
+}
+
+/* One scalar at the cursor into element k. */
+static int put_elem(vr_kj *j, vr_dtype dt, void *dst, int64_t k) {
+  if (dt == VR_DT_BOOL) {
+    int b;
+    int rc = vr_kj_bool(j, &b);
+    if (rc) return vr_errf(j->err, VR_ETYPE, "BOOL data must be true/false");
+    ((uint8_t *)dst)[k] = (uint8_t)b;
+    return 0;
+  }
+  int c = vr_kj_peek(j);
+  if (c != '-' && (c < '0' || c > '9'))
+    return vr_errf(j->err, VR_ETYPE, "element %lld is not a number",
+                   (long long)k);
+  double d;
+  int64_t i;
+  int is_int;
+  int rc = vr_kj_number(j, &d, &i, &is_int);
+  if (rc) return rc;
+  if (dt == VR_DT_F32 || dt == VR_DT_F64) {
+    if (!isfinite(d) || (dt == VR_DT_F32 && !isfinite((float)d)))
+      return vr_errf(j->err, VR_ERANGE, "element %lld out of range for %s",
+                     (long long)k, vr_dtype_kserve(dt));
+    if (dt == VR_DT_F32) ((float *)dst)[k] = (float)d;
+    else ((double *)dst)[k] = d;
+    return 0;
+  }
+  if (!is_int)
+    return vr_errf(j->err, VR_ETYPE, "element %lld is not an integer",
+                   (long long)k);
+  return put_int(dt, dst, k, i, j->err);
+}
+
+/* Flattens nested arrays depth-first; *k counts elements. */
+static int flatten(vr_kj *j, vr_dtype dt, void *dst, int64_t n, int64_t *k,
+                   int depth) {
+  if (vr_kj_peek(j) != '[') {
+    if (*k >= n)
+      return vr_errf(j->err, VR_ESHAPE, "data has more than %lld elements",
+                     (long long)n);
+    int rc = put_elem(j, dt, dst, *k);
+    (*k)++;
+    return rc;
+  }
+  if (depth > VR_MAX_DIMS)
+    return vr_errf(j->err, VR_ESHAPE, "data nested deeper than %d",
+                   VR_MAX_DIMS);
+  int rc = vr_kj_arr_begin(j), first = 1;
+  while (!rc && (rc = vr_kj_arr_next(j, &first)) == 1)
+    rc = flatten(j, dt, dst, n, k, depth + 1);
+  return rc;
+}
+
+static int64_t numel(const vr_ks_input *t) {
+  int64_t n = 1;
+  for (int d = 0; d < t->ndim; d++) n *= t->shape[d];
+  return n;
+}
+
+static int decode_data(vr_ks_input *t, const char *s, const char *e,
+                       vr_errbuf *err) {
+  int64_t n = numel(t);
+  if (t->dtype == VR_DT_F16 || t->dtype == VR_DT_BF16)
+    return vr_errf(err, VR_EUNSUPPORTED, "input '%s': datatype %s needs"
+                   " binary data", t->name, vr_dtype_kserve(t->dtype));
+  t->data = vr_aligned_alloc(64, t->nbytes ? t->nbytes : 64);
+  if (!t->data) return vr_errf(err, VR_ENOMEM, "out of memory");
+  t->owned = 1;
+  vr_kj j;
+  vr_kj_init(&j, s, (size_t)(e - s), err);
+  int64_t k = 0;
+  int rc = flatten(&j, t->dtype, t->data, n, &k, 0);
+  if (rc) return vr_errctx(err, rc, "input '%s'", t->name);
+  if (k != n)
+    return vr_errf(err, VR_ESHAPE, "input '%s': %lld data elements, shape"
+                   " needs %lld", t->name, (long long)k, (long long)n);
+  return 0;
+}
+
+/* ---- objects --------------------------------------------------------------- */
+
+static int get_uint(vr_kj *j, int64_t lo, int64_t hi, int64_t *out,
+                    const char *what) {
+  double d;
+  int64_t i;
+  int is_int;
+  int c = vr_kj_peek(j);
+  int rc = (c == '-' || (c >= '0' && c <= '9'))
+               ? vr_kj_number(j, &d, &i, &is_int)
+               : VR_EINVAL;
+  if (rc == VR_EFORMAT) return rc;
+  if (rc || !is_int || i < lo || i > hi)
+    return vr_errf(j->err, VR_EINVAL, "%s must be an integer in [%lld, %lld]",
+                   what, (long long)lo, (long long)hi);
+  *out = i;
+  return 0;
+}
+
+static int parse_shape(vr_kj *j, vr_ks_input *t) {
+  int rc = vr_kj_peek(j) == '[' ? vr_kj_arr_begin(j) : VR_EINVAL, first = 1;
+  int64_t n = 1;
+  t->ndim = 0;
+  while (!rc && (rc = vr_kj_arr_next(j, &first)) == 1) {
+    if (t->ndim == VR_MAX_DIMS) { rc = VR_EINVAL; break; }
+    int64_t v;
+    rc = get_uint(j, 0, VR_KS_MAX_ELEMS, &v, "a shape dim");
+    if (rc == VR_EFORMAT) return rc;
+    if (rc) break;
+    t->shape[t->ndim++] = v;
+    n *= v;
+    if (n > VR_KS_MAX_ELEMS)
+      return vr_errf(j->err, VR_ELIMIT, "input '%s': more than 2^28"
+                     " elements", t->name);
+  }
+  if (rc == VR_EFORMAT) return rc;
+  if (rc || t->ndim < 1)
+    return vr_errf(j->err, VR_ESHAPE, "input shape must be an array of 1..%d"
+                   " integers in [0, 2^28]", VR_MAX_DIMS);
+  return 0;
+}
+
+/* parameters of an input: binary_data_size (others skipped). */
+static int input_params(vr_kj *j, int64_t *bsz) {
+  char key[64];
+  int rc = vr_kj_obj_begin(j), first = 1;
+  while (!rc && (rc = vr_kj_obj_next(j, key, sizeof key, &first)) == 1)
+    rc = !strcmp(key, "binary_data_size")
+             ? get_uint(j, 0, INT64_MAX, bsz, "binary_data_size")
+             : vr_kj_skip(j);
+  return rc;
+}
+
+enum { K_NAME = 1, K_DTYPE = 2, K_SHAPE = 4, K_DATA = 8, K_PARAMS = 16 };
+
+static int dup_key(vr_kj *j, unsigned *seen, unsigned bit, const char *key) {
+  if (*seen & bit)
+    return vr_errf(j->err, VR_EFORMAT, "duplicate key \"%s\"", key);
+  *seen |= bit;
+  return 0;
+}
+
+/* Reads the members of one input object (data kept as a span). */
+static int input_members(vr_kj *j, vr_ks_input *t, const char **ds,
+                         const char **de, int64_t *bsz) {
+  char key[64], dt[32];
+  unsigned seen = 0;
+  int rc = vr_kj_obj_begin(j), first = 1;
+  while (!rc && (rc = vr_kj_obj_next(j, key, sizeof key, &first)) == 1) {
+    unsigned bit = !strcmp(key, "name")         ? K_NAME
+                   : !strcmp(key, "datatype")   ? K_DTYPE
+                   : !strcmp(key, "shape")      ? K_SHAPE
+                   : !strcmp(key, "data")       ? K_DATA
+                   : !strcmp(key, "parameters") ? K_PARAMS : 0;
+    if (bit && (rc = dup_key(j, &seen, bit, key))) break;
+    if (bit == K_NAME) {
+      rc = vr_kj_peek(j) == '"' ? vr_kj_string(j, t->name, sizeof t->name) : VR_EINVAL;
+      if (rc && rc != VR_EFORMAT)
+        rc = vr_errf(j->err, VR_EFORMAT, "input \"name\" must be a string"
+                     " under %d bytes", VR_NAME_MAX);
+    } else if (bit == K_DTYPE) {
+      rc = vr_kj_peek(j) == '"' ? vr_kj_string(j, dt, sizeof dt) : VR_EINVAL;
+      if (rc == VR_EFORMAT) return rc;
+      t->dtype = rc ? VR_DT_UNDEFINED : vr_dtype_from_kserve(dt);
+      if (t->dtype == VR_DT_UNDEFINED)
+        return vr_errf(j->err, VR_ETYPE, "input '%s': unknown datatype '%s'",
+                       t->name, rc ? "?" : dt);
+    } else if (bit == K_SHAPE) {
+      rc = parse_shape(j, t);
+    } else if (bit == K_DATA) {
+      vr_kj_peek(j);
+      *ds = j->p;
+      rc = vr_kj_skip(j);
+      *de = j->p;
+    } else if (bit == K_PARAMS) {
+      rc = input_params(j, bsz);
+    } else {
+      rc = vr_kj_skip(j);
+    }
+  }
+  if (rc) return rc;
+  if (!(seen & K_NAME) || !t->name[0])
+    return vr_errf(j->err, VR_EFORMAT, "input needs a \"name\" string");
+  if (!(seen & K_DTYPE))
+    return vr_errf(j->err, VR_ETYPE, "input '%s': unknown datatype '(missing)'",
+                   t->name);
+  if (!(seen & K_SHAPE))
+    return vr_errf(j->err, VR_ESHAPE, "input '%s': shape must be an array of"
+                   " 1..%d dims", t->name, VR_MAX_DIMS);
+  return 0;
+}
+
+/* One entry of "inputs". *bin_off walks the binary section. */
+static int parse_input(vr_kj *j, vr_ks_input *t, const char *bin,
+                       size_t bin_len, size_t *bin_off) {
+  if (vr_kj_peek(j) != '{') {
+    int rc = vr_kj_skip(j); /* report a syntax error as such */
+    return rc ? rc : vr_errf(j->err, VR_EFORMAT, "input not an object");
+  }
+  const char *ds = NULL, *de = NULL;
+  int64_t bsz = -1;
+  int rc = input_members(j, t, &ds, &de, &bsz);
+  if (rc) return rc;
+  t->nbytes = (size_t)numel(t) * vr_dtype_size(t->dtype);
+  if (bsz >= 0) {
+    if (ds)
+      return vr_errf(j->err, VR_EFORMAT, "input '%s': both \"data\" and"
+                     " binary_data_size", t->name);
+    if (!bin)
+      return vr_errf(j->err, VR_EFORMAT, "input '%s': binary_data_size"
+                     " without Inference-Header-Content-Length", t->name);
+    if ((size_t)bsz != t->nbytes)
+      return vr_errf(j->err, VR_ESHAPE, "input '%s': binary_data_size %lld"
+                     " but shape and datatype need %zu bytes", t->name,
+                     (long long)bsz, t->nbytes);
+    if ((size_t)bsz > bin_len - *bin_off)
+      return vr_errf(j->err, VR_EFORMAT, "input '%s': binary data runs past"
+                     " the end of the body", t->name);
+    t->data = (void *)(bin + *bin_off);
+    *bin_off += (size_t)bsz;
+    return 0;
+  }
+  if (!ds) return vr_errf(j->err, VR_EFORMAT, "input '%s': no \"data\"", t->name);
+  return decode_data(t, ds, de, j->err);
+}
+
+static int parse_inputs(vr_kj *j, vr_ks_request *r, const char *bin,
+                        size_t bin_len) {
+  if (vr_kj_peek(j) != '[')
+    return vr_errf(j->err, VR_EFORMAT, "\"inputs\" must be a non-empty array");
+  size_t off = 0;
+  int rc = vr_kj_arr_begin(j), first = 1;
+  while (!rc && (rc = vr_kj_arr_next(j, &first)) == 1) {
+    if (r->n_in == VR_RT_MAX_IO)
+      return vr_errf(j->err, VR_ELIMIT, "more than %d inputs", VR_RT_MAX_IO);
+    vr_ks_input *t = &r->in[r->n_in++];
+    if ((rc = parse_input(j, t, bin, bin_len, &off))) return rc;
+    for (int k = 0; k < r->n_in - 1; k++)
+      if (!strcmp(r->in[k].name, t->name))
+        return vr_errf(j->err, VR_EFORMAT, "duplicate input '%s'", t->name);
+  }
+  if (rc) return rc;
+  if (r->n_in == 0)
+    return vr_errf(j->err, VR_EFORMAT, "\"inputs\" must be a non-empty array");
+  if (bin && off != bin_len)
+    return vr_errf(j->err, VR_EFORMAT, "binary section has %zu bytes, inputs"
+                   " declare %zu", bin_len, off);
+  return 0;
+}
+
+static int get_bool(vr_kj *j, const char *what, int *out) {
+  int c = vr_kj_peek(j);
+  if (c != 't' && c != 'f')
+    return vr_errf(j->err, VR_EINVAL, "parameter \"%s\" must be a boolean", what);
+  return vr_kj_bool(j, out);
+}
+
+static int parse_outputs(vr_kj *j, vr_ks_request *r) {
+  int rc = vr_kj_peek(j) == '[' ? vr_kj_arr_begin(j)
+           : vr_errf(j->err, VR_EFORMAT, "\"outputs\" must be an array"),
+      first = 1;
+  while (!rc && (rc = vr_kj_arr_next(j, &first)) == 1) {
+    if (r->n_out == VR_RT_MAX_IO)
+      return vr_errf(j->err, VR_EFORMAT, "\"outputs\" must be an array of at"
+                     " most %d", VR_RT_MAX_IO);
+    vr_ks_output_req *q = &r->out[r->n_out++];
+    q->binary = -1;
+    char key[64];
+    int f2 = 1;
+    rc = vr_kj_peek(j) == '{' ? vr_kj_obj_begin(j)
+         : vr_errf(j->err, VR_EFORMAT, "outputs[%d] must be an object", r->n_out - 1);
+    while (!rc && (rc = vr_kj_obj_next(j, key, sizeof key, &f2)) == 1) {
+      if (!strcmp(key, "name")) {
+        rc = vr_kj_peek(j) == '"' ? vr_kj_string(j, q->name, sizeof q->name) : VR_EINVAL;
+        if (rc && rc != VR_EFORMAT)
+          rc = vr_errf(j->err, VR_EFORMAT, "outputs[%d] needs a \"name\"", r->n_out - 1);
+      } else if (!strcmp(key, "parameters")) {
+        int f3 = 1;
+        rc = vr_kj_obj_begin(j);
+        while (!rc && (rc = vr_kj_obj_next(j, key, sizeof key, &f3)) == 1)
+          rc = !strcmp(key, "binary_data") ? get_bool(j, "binary_data", &q->binary)
+                                           : vr_kj_skip(j);
+      } else {
+        rc = vr_kj_skip(j);
+      }
+    }
+    if (!rc && !q->name[0])
+      return vr_errf(j->err, VR_EFORMAT, "outputs[%d] needs a \"name\"", r->n_out - 1);
+  }
+  return rc;
+}
+
+static int parse_params(vr_kj *j, vr_ks_request *r) {
+  if (vr_kj_peek(j) != '{')
+    return vr_errf(j->err, VR_EFORMAT, "\"parameters\" must be an object");
+  char key[64];
+  int rc = vr_kj_obj_begin(j), first = 1;
+  while (!rc && (rc = vr_kj_obj_next(j, key, sizeof key, &first)) == 1) {
+    int64_t v;
+    if (!strcmp(key, "binary_data_output")) {
+      rc = get_bool(j, key, &r->binary_output);
+    } else if (!strcmp(key, "timeout")) {
+      rc = get_uint(j, 0, INT64_MAX / 1000, &v, "parameter \"timeout\""
+                    " (microseconds)");
+      r->timeout_us = v;
+    } else if (!strcmp(key, "priority")) {
+      rc = get_uint(j, 0, 1000000, &v, "parameter \"priority\"");
+      r->priority = (int)v;
+    } else {
+      rc = vr_kj_skip(j);
+    }
+  }
+  return rc;
+}
+
+static int parse_root(vr_kj *j, const char *bin, size_t bin_len,
+                      vr_ks_request *r) {
+  if (vr_kj_peek(j) != '{') {
+    int rc = vr_kj_skip(j); /* syntax errors first, as a JSON parser would */
+    return rc ? rc : vr_errf(j->err, VR_EFORMAT, "request must be a JSON object");
+  }
+  char key[64];
+  unsigned seen = 0;
+  int rc = vr_kj_obj_begin(j), first = 1;
+  while (!rc && (rc = vr_kj_obj_next(j, key, sizeof key, &first)) == 1) {
+    unsigned bit = !strcmp(key, "id")           ? 1
+                   : !strcmp(key, "parameters") ? 2
+                   : !strcmp(key, "inputs")     ? 4
+                   : !strcmp(key, "outputs")    ? 8 : 0;
+    if (bit && (rc = dup_key(j, &seen, bit, key))) break;
+    if (bit == 1) {
+      rc = vr_kj_peek(j) == '"' ? vr_kj_string(j, r->id, sizeof r->id) : VR_EINVAL;
+      if (rc && rc != VR_EFORMAT)
+        rc = vr_errf(j->err, VR_EFORMAT, "\"id\" must be a string under %zu"
+                     " bytes", sizeof r->id);
+    } else if (bit == 2) {
+      rc = parse_params(j, r);
+    } else if (bit == 4) {
+      rc = parse_inputs(j, r, bin, bin_len);
+    } else if (bit == 8) {
+      rc = parse_outputs(j, r);
+    } else {
+      rc = vr_kj_skip(j);
+    }
+  }
+  if (!rc) rc = vr_kj_finish(j);
+  if (!rc && !(seen & 4))
+    rc = vr_errf(j->err, VR_EFORMAT, "\"inputs\" must be a non-empty array");
+  return rc;
+}
+
+int vr_ks_parse_request(const char *body, size_t len, size_t header_len,
+                        vr_ks_request *out, vr_errbuf *err) {
+  memset(out, 0, sizeof *out);
+  const char *bin = NULL;
+  size_t bin_len = 0, json_len = len;
+  if (header_len != (size_t)-1) {
+    if (header_len > len)
+      return vr_errf(err, VR_EFORMAT, "Inference-Header-Content-Length %zu"
+                     " exceeds the body (%zu bytes)", header_len, len);
+    json_len = header_len;
+    bin = body + header_len;
+    bin_len = len - header_len;
+  }
+  vr_kj j;
+  vr_kj_init(&j, body, json_len, err);
+  int rc = parse_root(&j, bin, bin_len, out);
+  if (rc) vr_ks_request_free(out);
+  return rc;
+}
