@@ -1,6 +1,11 @@
 /* Public model API: load, optimise, describe. */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/alloc.h"
 #include "engine/graph.h"
@@ -146,17 +151,27 @@ int vr_model_load_frozen(const void *buf, size_t len, const char *base_dir,
 
 int vr_model_load(const char *path, vr_model **out, vr_errbuf *err) {
   if (!path || !out) return vr_errf(err, VR_EINVAL, "path/out is NULL");
-  void *buf;
-  size_t len;
-  int rc = vr_onnx_read_file(path, &buf, &len, err);
-  if (rc) return rc;
+  /* Map the file rather than read it: no second copy of the weights. */
+  int fd = open(path, O_RDONLY);
+  if (fd < 0)
+    return vr_errf(err, errno == ENOENT ? VR_ENOENT : VR_EIO, "%s: %s", path, strerror(errno));
+  struct stat sb;
+  if (fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {
+    close(fd);
+    return vr_errf(err, VR_EIO, "%s: not a regular file", path);
+  }
+  size_t len = (size_t)sb.st_size;
+  void *buf = len ? mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
+  close(fd);
+  if (len && buf == MAP_FAILED) return vr_errf(err, VR_EIO, "%s: mmap: %s", path, strerror(errno));
+  int rc;
   char dir[4096];
   snprintf(dir, sizeof dir, "%s", path);
   char *slash = strrchr(dir, '/');
   if (slash) *slash = 0;
   else snprintf(dir, sizeof dir, ".");
   rc = vr_model_load_buffer(buf, len, dir, out, err);
-  vr_free(buf);
+  if (buf) munmap(buf, len);
   if (rc && err) vr_errctx(err, rc, "%s", path);
   return rc;
 }

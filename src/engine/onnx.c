@@ -12,6 +12,15 @@
 
 #define MAX_ELEMS ((int64_t)1 << 34) /* 16 Gi elements: beyond any model */
 
+/* protobuf-c allocator for model parsing: every block (including each
+ * bytes field) comes from vr_aligned_alloc, so tensor_from_proto can adopt
+ * raw_data buffers as tensor storage. */
+static void *pb_alloc(void *ud, size_t n) { return vr_aligned_alloc(64, n ? n : 1); }
+static void pb_free(void *ud, void *p) { vr_aligned_free(p); }
+static ProtobufCAllocator pb_allocator = {pb_alloc, pb_free, NULL};
+/* Set while parsing with pb_allocator (one parse per thread at a time). */
+static _Thread_local int steal_raw;
+
 int vr_onnx_read_file(const char *path, void **buf, size_t *len, vr_errbuf *err) {
   FILE *f = fopen(path, "rb");
   if (!f)
@@ -172,6 +181,15 @@ static int tensor_from_proto(const Onnx__TensorProto *tp, const char *base_dir,
                      (long long)length, bytes);
     if (bytes > ((size_t)1 << 36))
       return vr_errf(err, VR_ELIMIT, "initializer '%s': %zu bytes", tname, bytes);
+  }
+  /* raw_data was allocated 64-byte aligned by pb_alloc (vr_onnx_parse_model):
+   * take it over instead of copying (a model's weights are most of its file). */
+  if (!external && tp->has_raw_data && bytes && tp->raw_data.data && steal_raw) {
+    Onnx__TensorProto *w = (Onnx__TensorProto *)tp;
+    out->data = w->raw_data.data;
+    w->raw_data.data = NULL;
+    w->raw_data.len = 0;
+    return 0;
   }
   void *d = vr_aligned_alloc(64, bytes ? bytes : 64);
   if (!d) return vr_errf(err, VR_ENOMEM, "initializer '%s': %zu bytes", tname, bytes);
@@ -447,7 +465,7 @@ static int parse_graph(const Onnx__GraphProto *gp, const char *base_dir,
 int vr_onnx_parse_model(const void *buf, size_t len, const char *base_dir,
                         vr_graph *g, vr_errbuf *err) {
   if (!buf || len == 0) return vr_errf(err, VR_EFORMAT, "empty model file");
-  Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, len, buf);
+  Onnx__ModelProto *mp = onnx__model_proto__unpack(&pb_allocator, len, buf);
   if (!mp)
     return vr_errf(err, VR_EFORMAT, "not a valid ONNX model (protobuf parse "
                    "failed: truncated or garbage file)");
@@ -466,9 +484,12 @@ int vr_onnx_parse_model(const void *buf, size_t len, const char *base_dir,
   else if (g->opset < 7 || g->opset > 18)
     rc = vr_errf(err, VR_EUNSUPPORTED, "opset %lld not supported (7..18)",
                  (long long)g->opset);
-  else
+  else {
+    steal_raw = 1;
     rc = parse_graph(mp->graph, base_dir, g, err);
+    steal_raw = 0;
+  }
   if (rc == VR_ENOMEM && err && !err->msg[0]) vr_errf(err, rc, "out of memory");
-  onnx__model_proto__free_unpacked(mp, NULL);
+  onnx__model_proto__free_unpacked(mp, &pb_allocator);
   return rc < 0 ? rc : 0;
 }
