@@ -20,7 +20,8 @@ fi
 mkdir -p "$OUT"
 TABLE="$OUT/table.md"
 printf '| experiment | policy | requests | SLO violations | p99 ms | accuracy | cost | mean instances | mean workers |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n' > "$TABLE"
-for cfg in "$ROOT"/experiments/infaas/*.json "$ROOT"/experiments/proteus/*.json; do
+for cfg in "$ROOT"/experiments/infaas/*.json "$ROOT"/experiments/proteus/*.json \
+           "$ROOT"/experiments/synthetic/*.json; do
   exp=$(basename "$(dirname "$cfg")")_$(basename "$cfg" .json)
   mkdir -p "$OUT/$exp"
   labels=$(/usr/bin/python3 -c "import json,sys; print(' '.join(json.load(open(sys.argv[1]))['policies']))" "$cfg")

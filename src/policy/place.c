@@ -62,7 +62,7 @@ int vr_place_pick(vr_place *p, const vr_profile *prof, int exclude) {
   int best = -1;
   for (size_t w = 0; w < s->nworkers; w++) {
     if ((int)w == exclude || s->workers[w].state == VR_WS_DRAINING ||
-        (p->up_only && s->workers[w].state != VR_WS_UP))
+        (p->up_only && (s->workers[w].state != VR_WS_UP || p->ninst[w] == 0)))
       continue;
     if (p->free_cores[w] < prof->threads || p->free_mem[w] < prof->mem_bytes)
       continue;

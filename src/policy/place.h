@@ -18,7 +18,9 @@ typedef struct vr_place {
    * worker autoscaler adds enough workers in one step */
   double *want_cores, *want_gpus, *want_mem;
   char *gone;  /* per snapshot instance: unloaded or moved this tick */
-  int up_only; /* pick only workers that are up (not starting) */
+  int up_only; /* pick only workers that are up (not starting) and
+                  already hold an instance (consolidation packs onto used
+                  workers; moving onto an empty one would ping-pong) */
 } vr_place;
 
 int vr_place_init(vr_place *p, const vr_snapshot *s);
