@@ -482,6 +482,16 @@ static void test_recovery_unloads_consolidation(void **st) {
     assert_true(x->worker != f.in[x->instance - 100].worker);
   }
   assert_int_equal(moves, 1);
+  /* never onto an empty worker: all instances on worker 1, worker 0
+   * empty -> nothing moves (moving would just ping-pong) */
+  vr_vec_clear(&a);
+  f.in[0].worker = 1;
+  f.w[0].free_cores = 8, f.w[1].free_cores = 6;
+  assert_int_equal(vr_policy_tick(&c, &ps, &f.s, &a), 0);
+  for (size_t i = 0; i < a.len; i++)
+    assert_int_not_equal(vr_actions_at(&a, i)->kind, VR_ACT_MIGRATE);
+  f.in[0].worker = 0;
+  f.w[0].free_cores = 7, f.w[1].free_cores = 7;
   /* not while something is loading */
   vr_vec_clear(&a);
   f.in[0].state = VR_IS_LOADING;
