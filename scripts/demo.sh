@@ -16,8 +16,9 @@ OUT=${VARIO_DEMO_DIR:-$BUILD/demo}
 PHASE_S=${DEMO_PHASE_S:-6}
 DATA=models/fmnist-data
 SLO_MS=${DEMO_SLO_MS:-20}
-MIN_ACC=${DEMO_MIN_ACC:-88}
-RATES=${DEMO_RATES:-"50 200 600 1200 600 200 50"}
+# Load phases RATE:MIN_ACCURACY — load rises and falls, and the accuracy
+# the queries ask for changes, so variants are loaded, replaced, unloaded.
+PHASES=${DEMO_PHASES:-"50:85 300:85 1000:88 1000:92 300:88 50:85"}
 
 "$V" version
 rm -rf "$OUT"
@@ -68,15 +69,17 @@ for q in acc90 any infeasible; do
     -d @"$OUT/q_$q.json" | sed 's/"outputs".*//' | cut -c1-330
 done
 
-echo "== 4. rising and falling load (SLO ${SLO_MS} ms, min accuracy ${MIN_ACC}%)"
-for r in $RATES; do
-  "$V" bench --port "$PORT" --app fashion --min-accuracy "$MIN_ACC" \
+echo "== 4. rising and falling load (SLO ${SLO_MS} ms; phases rate:min_accuracy)"
+for ph in $PHASES; do
+  r=${ph%%:*}
+  acc=${ph##*:}
+  "$V" bench --port "$PORT" --app fashion --min-accuracy "$acc" \
     --slo-ms "$SLO_MS" --rate "$r" --duration "$PHASE_S" --binary \
-    --input "$DATA/val_inputs.npy" --json >"$OUT/bench_$r.json" 2>/dev/null || true
+    --input "$DATA/val_inputs.npy" --json >"$OUT/bench_$ph.json" 2>/dev/null || true
   /usr/bin/python3 -c "
-import json,sys; d=json.load(open('$OUT/bench_$r.json'))
-print('rate %5s qps: sent %6d ok %6d  p99 %8.2f ms  SLO attainment %.4f' % ('$r', d['sent'], d['ok'], d['p99_us']/1000, d['slo_attainment']))" \
-    || echo "rate $r: no summary (see $OUT/bench_$r.json)"
+import json,sys; d=json.load(open('$OUT/bench_$ph.json'))
+print('rate %5s qps, accuracy >= %s%%: sent %6d ok %6d  p99 %8.2f ms  SLO attainment %.4f' % ('$r', '$acc', d['sent'], d['ok'], d['p99_us']/1000, d['slo_attainment']))" \
+    || echo "phase $ph: no summary (see $OUT/bench_$ph.json)"
 done
 sleep 3   # a few idle control periods: the autoscaler scales down
 
@@ -108,7 +111,7 @@ if command -v gnuplot >/dev/null; then
 set datafile separator ","
 set terminal pngcairo size 900,900 noenhanced
 set output "$OUT/demo.png"
-set multiplot layout 4,1 title "Vario model-less demo: app fashion, SLO ${SLO_MS} ms, min accuracy ${MIN_ACC}%"
+set multiplot layout 4,1 title "Vario model-less demo: app fashion, SLO ${SLO_MS} ms, phases ${PHASES}"
 set key left top
 set xlabel "time (s)"
 set ylabel "queries/s"
@@ -119,8 +122,10 @@ plot "" every ::1 using 1:6 with lines title "on time / served"
 set autoscale y
 set ylabel "accuracy %"
 plot "" every ::1 using 1:(\$3 > 0 ? \$8 : 1/0) with linespoints title "mean accuracy of served"
-set ylabel "cost \$/h, instances"
-plot "" every ::1 using 1:(3600*\$9) with lines title "cost \$/h", "" every ::1 using 1:10 with steps title "instances"
+set ylabel "instances"
+set y2label "cost \$/h"
+set y2tics
+plot "" every ::1 using 1:10 with steps title "instances", "" every ::1 using 1:(3600*\$9) axes x1y2 with lines title "cost \$/h"
 unset multiplot
 EOF
   echo "plot: $OUT/demo.png"
