@@ -474,6 +474,41 @@ static void test_trace_memory_constant(void **st) {
   assert_true(big < small + small / 4);
 }
 
+
+/* The simulator against queueing theory: one instance, batch 1,
+ * deterministic 10 ms service, Poisson arrivals at rho = 0.5 is an M/D/1
+ * queue with mean wait rho / (2 mu (1 - rho)) = 5 ms, so mean latency
+ * 15 ms; at rho = 0.8, 20 ms wait -> 30 ms. */
+static void test_md1(void **st) {
+  (void)st;
+  double rates[2] = {50, 80}, want[2] = {15, 30};
+  for (int k = 0; k < 2; k++) {
+    char text[2048];
+    snprintf(text, sizeof text,
+             "{\"duration_s\": 2000, \"seed\": 3, \"noise\": false,"
+             "\"profiles\": [{\"model\": \"m\", \"app\": \"a\","
+             "\"variant\": \"m/1\", \"accuracy\": 90, \"p50_ms\": [10]}],"
+             "\"workers\": [{\"cores\": 1, \"mem_gb\": 1}],"
+             "\"policy\": {\"name\": \"clipper\", \"fixed\": "
+             "[{\"variant\": \"m/1\", \"instances\": 1}]},"
+             "\"workloads\": [{\"kind\": \"poisson\", \"rate\": %g, "
+             "\"app\": \"a\", \"slo_ms\": 100000}]}",
+             rates[k]);
+    vr_sim_cfg cfg;
+    vr_errbuf err = {0};
+    assert_int_equal(vr_sim_cfg_parse(text, strlen(text), "md1.json", ".",
+                                      NULL, NULL, &cfg, &err), 0);
+    vr_sim_summary sum;
+    vr_sim_out out = {0};
+    assert_int_equal(vr_sim_run(&cfg, &out, &sum, &err), 0);
+    vr_sim_cfg_free(&cfg);
+    assert_int_equal(sum.dropped, 0);
+    if (fabs(sum.mean_ms - want[k]) > 0.04 * want[k])
+      fail_msg("rho %.1f: mean latency %.2f ms, M/D/1 says %.1f ms",
+               rates[k] / 100, sum.mean_ms, want[k]);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_heap),
@@ -486,6 +521,7 @@ int main(void) {
       cmocka_unit_test(test_proteus_csv),
       cmocka_unit_test(test_interference_mitigation),
       cmocka_unit_test(test_trace_memory_constant),
+      cmocka_unit_test(test_md1),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
