@@ -40,7 +40,7 @@ static void usage(FILE *f) {
       "  --batch N                 rows per request (default 1)\n"
       "  --binary                  binary tensor extension (default JSON)\n"
       "  --slo-ms X                latency SLO per request (traces: the file's)\n"
-      "  --send-timeout            also send the SLO as the \"timeout\" parameter\n"
+      "  --send-timeout            send the SLO budget left at send time as \"timeout\"\n"
       "  --priority N              \"priority\" parameter\n"
       "  --input FILE.npy          sample rows (default: uniform random)\n"
       "  --csv FILE                per-second CSV\n"

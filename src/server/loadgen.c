@@ -141,7 +141,16 @@ static void build_into(lg *g, vr_sbuf *b, size_t i) {
   }
   vr_sbuf body;
   vr_sbuf_init(&body);
-  put_params(o, &body, g->r[i].slo);
+  /* A deadline-carrying client sends what is left of its budget: time
+   * spent waiting for a free connection is already gone. At least 1 us,
+   * so an expired request is refused by the server rather than sent
+   * without a deadline. */
+  int64_t left = g->r[i].slo;
+  if (left > 0) {
+    left -= now_rel(g) - g->r[i].sched;
+    if (left < 1000) left = 1000;
+  }
+  put_params(o, &body, left);
   size_t json_len;
   if (o->binary) {
     vr_sbuf_printf(&body, ",\"parameters\":{\"binary_data_size\":%zu}}]}",
