@@ -140,9 +140,9 @@ static void test_fusions_and_info(void **st) {
 
 /* Two partial sessions [0,k) and [k,n) chained equal the whole model, for
  * every split point. */
-static void test_partial_chain(void **st) {
+static void partial_chain(const char *model, const char *input) {
   fixture f = {0};
-  load_fixture(&f, "tiny_tf");
+  load_fixture(&f, model);
   int n = vr_model_num_nodes(f.m), batch = (int)f.in.shape[0];
   vr_errbuf e = {0};
   for (int k = 1; k < n; k++) {
@@ -156,14 +156,14 @@ static void test_partial_chain(void **st) {
     o.node_begin = k;
     o.node_end = n;
     if (vr_session_create(f.m, &o, &b, &e)) fail_msg("k=%d: %s", k, e.msg);
-    vr_tensor in = tensor_of("tokens", &f.in), mid[32], out[4];
+    vr_tensor in = tensor_of(input, &f.in), mid[32], out[4];
     if (vr_session_run(a, batch, &in, 1, mid, 32, &e)) fail_msg("%s", e.msg);
     /* b's inputs: a's outputs plus any graph input still needed. */
     vr_tensor bin[33];
     int nb = 0;
     for (int i = 0; i < vr_session_num_inputs(b); i++) {
       const char *nm = vr_session_input(b, i)->name;
-      if (!strcmp(nm, "tokens")) { bin[nb++] = in; continue; }
+      if (!strcmp(nm, input)) { bin[nb++] = in; continue; }
       for (int j = 0; j < vr_session_num_outputs(a); j++)
         if (!strcmp(mid[j].name, nm)) bin[nb++] = mid[j];
     }
@@ -172,11 +172,18 @@ static void test_partial_chain(void **st) {
                 vr_session_input(b, 0)->shape[0] > 0);
     if (vr_session_run(b, batch, bin, nb, out, 4, &e)) fail_msg("k=%d: %s", k, e.msg);
     double r = rel_err(out[0].data, f.out.data, vr_npy_numel(&f.out));
-    if (r > 1e-5) fail_msg("split at %d: relative error %g", k, r);
+    if (r > 1e-5) fail_msg("%s split at %d: relative error %g", model, k, r);
     vr_session_free(a);
     vr_session_free(b);
   }
   free_fixture(&f);
+}
+
+/* Transformer block (plain layouts, fused LayerNorm/GELU) and CNN (blocked
+ * conv layouts and in-place sums crossing the split). */
+static void test_partial_chain(void **st) {
+  partial_chain("tiny_tf", "tokens");
+  partial_chain("tiny_cnn", "input");
 }
 
 static void test_profiling(void **st) {
