@@ -1,0 +1,205 @@
+/* The live control loop under a load step, on the runtime with the fake
+ * backend of known latency (base 2 ms + 0.5 ms per row, so profiles and
+ * reality agree): one instance of the query-path variant cannot carry the
+ * load, the autoscaler must add capacity (replicate or move to a bigger
+ * batch), and after it reacts the SLO is met. Prints the reaction time. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/alloc.h"
+#include "base/clock.h"
+#include "control/control.h"
+#include "control/fsutil.h"
+#include "rt_fake.h"
+#include "vr_test.h"
+
+#define BASE_US 2000
+#define ROW_US 500
+#define RATE 700.0
+#define SECONDS 5
+#define SLO_MS 40.0
+
+static char g_tmp[256];
+
+static void write_repo(const char *dir) {
+  char path[400];
+  assert_int_equal(vr_mkdirs(dir, NULL), 0);
+  snprintf(path, sizeof path, "%s/config.json", dir);
+  FILE *f = fopen(path, "w");
+  fprintf(f, "{\"name\":\"syn\",\"app\":\"syn\",\"inputs\":[{\"name\":\"x\",\"datatype\":"
+             "\"FP32\",\"shape\":[-1,4]}],\"outputs\":[{\"name\":\"y\",\"datatype\":"
+             "\"FP32\",\"shape\":[-1,2]}],\"max_batch_size\":8,\"instances\":1}");
+  fclose(f);
+  snprintf(path, sizeof path, "%s/model.onnx", dir); /* the fake ignores it */
+  fclose(fopen(path, "w"));
+}
+
+/* Variants syn-fp32-t1-b{1,4,8} with the fake's true latency. */
+static void register_synthetic(vr_store *s, const char *dir) {
+  vr_model_rec m = {0};
+  strcpy(m.name, "syn");
+  strcpy(m.app, "syn");
+  snprintf(m.dir, sizeof m.dir, "%s", dir);
+  m.accuracy = 90;
+  vr_variant_rec v[3];
+  char *texts[3];
+  int batches[3] = {1, 4, 8};
+  for (int i = 0; i < 3; i++) {
+    vr_profile p;
+    vr_profile_init(&p);
+    strcpy(p.model, "syn");
+    strcpy(p.app, "syn");
+    snprintf(p.variant, sizeof p.variant, "syn-fp32-t1-b%d", batches[i]);
+    strcpy(p.precision, "fp32");
+    p.threads = 1;
+    p.max_batch = batches[i];
+    p.load_ms = 50;
+    p.mem_bytes = 1 << 20;
+    for (int k = 0; (1 << k) <= batches[i]; k++) {
+      double ms = (BASE_US + ROW_US * (1 << k)) / 1000.0;
+      p.p50_ms[k] = ms;
+      p.p90_ms[k] = ms * 1.05;
+      p.p99_ms[k] = ms * 1.1;
+    }
+    p.accuracy = 90;
+    p.cost_per_s = 0.0425 / 3600;
+    json_t *j = vr_profile_to_json(&p);
+    texts[i] = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    memset(&v[i], 0, sizeof v[i]);
+    snprintf(v[i].name, sizeof v[i].name, "%s", p.variant);
+    strcpy(v[i].model, "syn");
+    strcpy(v[i].app, "syn");
+    v[i].precision = VR_PREC_FP32;
+    v[i].threads = 1;
+    v[i].max_batch = batches[i];
+    v[i].accuracy = 90;
+    v[i].lat_b1_ms = p.p50_ms[0];
+    v[i].load_ms = 50;
+    v[i].memory_bytes = 1 << 20;
+    v[i].profile_json = texts[i];
+  }
+  vr_errbuf e = {0};
+  assert_int_equal(vr_store_add_model(s, &m, v, 3, &e), 0);
+  for (int i = 0; i < 3; i++) free(texts[i]);
+}
+
+typedef struct query {
+  vr_rt_request q;
+  vr_ctl_route r;
+  float x[4];
+  vr_control *c;
+  vr_runtime *rt;
+  int late, failed, done;
+} query;
+
+static void on_done(vr_rt_request *q, void *user) {
+  query *x = user;
+  vr_control_completed(x->c, &x->r, q);
+  if (q->status) x->failed = 1;
+  else if ((q->end_ns - q->arrival_ns) / 1e6 > SLO_MS) x->late = 1;
+  __atomic_store_n(&x->done, 1, __ATOMIC_RELEASE);
+}
+
+static void on_routed(void *tag, const vr_ctl_route *r) {
+  query *x = tag;
+  x->r = *r;
+  if (r->status) {
+    x->failed = 1;
+    __atomic_store_n(&x->done, 1, __ATOMIC_RELEASE);
+    return;
+  }
+  vr_rt_request_init(&x->q);
+  x->q.n_in = 1;
+  x->q.in[0] = (vr_tensor){"x", VR_DT_F32, 2, {1, 4}, x->x, sizeof x->x};
+  x->q.done = on_done;
+  x->q.user = x;
+  vr_rt_submit_to(x->rt, r->instance_id, &x->q);
+}
+
+static int instances(vr_runtime *rt, int *max_batch) {
+  vr_rt_instance_stats st[16];
+  int n = vr_rt_instances(rt, NULL, st, 16);
+  *max_batch = 0;
+  for (int i = 0; i < n && i < 16; i++)
+    if (st[i].max_batch > *max_batch) *max_batch = st[i].max_batch;
+  return n;
+}
+
+static void test_load_step(void **st) {
+  strcpy(g_tmp, "/tmp/vr_scale_XXXXXX");
+  assert_non_null(mkdtemp(g_tmp));
+  char db[300], dir[300];
+  snprintf(db, sizeof db, "%s/store.db", g_tmp);
+  snprintf(dir, sizeof dir, "%s/syn", g_tmp);
+  write_repo(dir);
+  vr_errbuf e = {0};
+  vr_store *s;
+  assert_int_equal(vr_store_open_path(db, &s, &e), 0);
+  register_synthetic(s, dir);
+
+  rt_fake fake;
+  rt_fake_init(&fake, BASE_US, ROW_US, 2);
+  vr_runtime_opts ro;
+  vr_runtime_opts_init(&ro);
+  ro.backend = &fake.be;
+  ro.profile_runs = 1;
+  vr_runtime *rt;
+  assert_int_equal(vr_runtime_create(&ro, &rt, &e), 0);
+  vr_control_opts co;
+  vr_control_opts_init(&co);
+  co.store = s;
+  co.rt = rt;
+  co.cores = 8; /* the fake sleeps: cores are bookkeeping here */
+  co.max_queue_delay_us = 1000;
+  vr_control *c;
+  assert_int_equal(vr_control_create(&co, &c, &e), 0);
+
+  int total = (int)(RATE * SECONDS);
+  query *qs = VR_NEWN(query, total);
+  int64_t t0 = vr_now_ns(), next_tick = t0 + 250 * VR_NS_PER_MS, reacted_ns = -1;
+  for (int i = 0; i < total; i++) {
+    int64_t due = t0 + (int64_t)(i * 1e9 / RATE);
+    for (int64_t now; (now = vr_now_ns()) < due;) {
+      if (now >= next_tick) {
+        assert_int_equal(vr_control_tick(c, now, &e), 0);
+        next_tick += 250 * VR_NS_PER_MS;
+        int mb, n = instances(rt, &mb);
+        if (reacted_ns < 0 && (n > 1 || mb > 1)) reacted_ns = now - t0;
+      }
+      struct timespec ts = {0, 100000};
+      nanosleep(&ts, NULL);
+    }
+    qs[i].c = c;
+    qs[i].rt = rt;
+    vr_ctl_query q = {.app = "syn", .latency_ms = SLO_MS, .min_accuracy = 80};
+    vr_control_route(c, &q, on_routed, &qs[i]);
+  }
+  for (int i = 0; i < total; i++)
+    while (!__atomic_load_n(&qs[i].done, __ATOMIC_ACQUIRE)) usleep(1000);
+  /* SLO attainment over the last two seconds, after the reaction. */
+  int from = (int)(RATE * (SECONDS - 2)), late = 0, failed = 0;
+  for (int i = from; i < total; i++) late += qs[i].late, failed += qs[i].failed;
+  int mb, n = instances(rt, &mb);
+  printf("load step to %.0f qps: reaction after %.2f s; %d instance(s), max batch %d; "
+         "last 2 s: %d late, %d failed of %d\n", RATE, reacted_ns / 1e9, n, mb, late,
+         failed, total - from);
+  assert_true(reacted_ns > 0);
+  assert_true(n > 1 || mb > 1);
+  assert_int_equal(failed, 0);
+  assert_true(late <= (total - from) / 100); /* >= 99% attainment */
+  for (int i = 0; i < total; i++) vr_rt_request_clear(&qs[i].q);
+  vr_free(qs);
+  vr_control_free(c);
+  vr_runtime_free(rt);
+  vr_store_close(s);
+  vr_rmtree(g_tmp);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_load_step)};
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
