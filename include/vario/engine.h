@@ -112,6 +112,10 @@ typedef struct vr_session_opts {
    * graph only. Both 0 = the whole graph. The session's inputs are then the
    * tensors that cross into the range, its outputs those that leave it. */
   int node_begin, node_end;
+  /* Build each batch size's plan at its first run instead of all of them
+   * at creation (one-off runs with a large batch, e.g. `vario run`). The
+   * first run of a batch size then pays the compilation. Default 0. */
+  int lazy_plans;
 } vr_session_opts;
 
 void vr_session_opts_init(vr_session_opts *o);

@@ -112,6 +112,7 @@ int vr_cmd_eval(int argc, char **argv) {
   }
   const vr_tensor_info *ti = vr_model_input(m, 0);
   o.max_batch = ti->ndim > 0 && ti->shape[0] == -1 ? e.batch : 1;
+  o.lazy_plans = 1; /* full batches and one remainder: two plans */
   if (e.cal) {
     if (vr_npy_read(e.cal, &cal, &err)) goto fail;
     tcal = (vr_tensor){ti->name, cal.dtype, cal.ndim, {0}, cal.data, cal.nbytes};

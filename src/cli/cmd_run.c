@@ -98,6 +98,7 @@ int vr_cmd_run(int argc, char **argv) {
     if (info->ndim > 0 && info->shape[0] == -1 && in[loaded].ndim > 0) batch = (int)in[loaded].shape[0];
   }
   o.max_batch = batch;
+  o.lazy_plans = 1; /* one run: compile only the batch size used */
   if (cal) {
     if (vr_npy_read(cal, &calnp, &err)) goto fail;
     tcal = (vr_tensor){vr_model_input(m, 0)->name, calnp.dtype, calnp.ndim, {0}, calnp.data, calnp.nbytes};

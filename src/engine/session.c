@@ -18,6 +18,7 @@ struct vr_session {
   int threads, max_batch;
   vr_precision precision;
   int node_begin, node_end;
+  int lazy;
   int nin, nout;
   int *in_vals, *out_vals;
   vr_tensor_info *ins, *outs;
@@ -138,24 +139,42 @@ static int check_opts(const vr_model *m, const vr_session_opts *o, vr_session *s
   return 0;
 }
 
-static int build_plans(vr_session *s, vr_errbuf *err) {
+/* Grows the arena to `need` bytes and re-points every built plan at it. */
+static int ensure_arena(vr_session *s, size_t need, vr_errbuf *err) {
+  if (s->arena && need <= s->arena_bytes) return 0;
+  void *a = vr_aligned_alloc(4096, need ? need : 64);
+  if (!a) return vr_errf(err, VR_ENOMEM, "cannot allocate %zu-byte arena", need);
+  vr_aligned_free(s->arena);
+  s->arena = a;
+  s->arena_bytes = need;
+  for (int bs = 1; bs <= s->max_batch; bs++) {
+    if (!s->plans[bs - 1]) continue;
+    int rc = vr_plan_bind(s->plans[bs - 1], s->arena, err);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+static int build_plan(vr_session *s, int bs, vr_errbuf *err) {
   vr_plan_ctx c = {&s->m->g, vr_dnnl_engine(), &s->wc, s->node_begin, s->node_end,
                    s->in_vals, s->nin, s->out_vals, s->nout, s->precision, s->q};
+  int rc = vr_plan_build(&c, bs, &s->plans[bs - 1], err);
+  if (rc) {
+    if (bs > 1) vr_errctx(err, rc, "batch %d", bs);
+    return rc;
+  }
+  if (s->arena && s->plans[bs - 1]->arena_bytes <= s->arena_bytes)
+    return vr_plan_bind(s->plans[bs - 1], s->arena, err);
+  return ensure_arena(s, s->plans[bs - 1]->arena_bytes, err);
+}
+
+static int build_plans(vr_session *s, vr_errbuf *err) {
   s->plans = vr_calloc((size_t)s->max_batch, sizeof(vr_plan *));
   if (!s->plans) return vr_errf(err, VR_ENOMEM, "out of memory");
-  for (int bs = 1; bs <= s->max_batch; bs++) {
-    int rc = vr_plan_build(&c, bs, &s->plans[bs - 1], err);
-    if (rc) {
-      if (bs > 1) vr_errctx(err, rc, "batch %d", bs);
-      return rc;
-    }
-    if (s->plans[bs - 1]->arena_bytes > s->arena_bytes)
-      s->arena_bytes = s->plans[bs - 1]->arena_bytes;
-  }
-  s->arena = vr_aligned_alloc(4096, s->arena_bytes);
-  if (!s->arena) return vr_errf(err, VR_ENOMEM, "cannot allocate %zu-byte arena", s->arena_bytes);
-  for (int bs = 1; bs <= s->max_batch; bs++) {
-    int rc = vr_plan_bind(s->plans[bs - 1], s->arena, err);
+  /* Largest first: the arena is sized once and the others bind into it. */
+  for (int bs = s->max_batch; bs >= 1; bs--) {
+    if (s->lazy && bs != s->max_batch) continue;
+    int rc = build_plan(s, bs, err);
     if (rc) return rc;
   }
   return 0;
@@ -174,6 +193,7 @@ int vr_session_create(const vr_model *m, const vr_session_opts *o,
   vr_session *s = VR_NEW(vr_session);
   if (!s) return vr_errf(err, VR_ENOMEM, "out of memory");
   s->m = m;
+  s->lazy = o->lazy_plans != 0;
   int rc = check_opts(m, o, s, err);
   if (!rc) rc = range_ports(s, err);
   if (!rc) rc = port_infos(s, err);
@@ -238,6 +258,11 @@ int vr_session_run(vr_session *s, int batch, const vr_tensor *inputs, int n_in,
   if (n_out < s->nout || (s->nout && !outputs))
     return vr_errf(err, VR_EINVAL, "need room for %d outputs (got %d)", s->nout, n_out);
   if (n_in < 0 || (n_in && !inputs)) return vr_errf(err, VR_EINVAL, "bad inputs array");
+  if (!s->plans[batch - 1]) { /* lazy_plans */
+    omp_set_num_threads(s->threads);
+    int rc = build_plan(s, batch, err);
+    if (rc) return rc;
+  }
   vr_plan *p = s->plans[batch - 1];
   const vr_graph *g = &s->m->g;
   for (int k = 0; k < n_in; k++) {

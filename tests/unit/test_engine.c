@@ -34,7 +34,14 @@ static void free_fixture(fixture *f) {
 
 /* Runs the whole batch, then every sample alone on the same session: a
  * plan per batch size must give the same numbers. */
+static void check_model_lazy(const char *name, int threads, vr_precision prec, double tol,
+                             int lazy);
 static void check_model(const char *name, int threads, vr_precision prec, double tol) {
+  check_model_lazy(name, threads, prec, tol, 0);
+}
+
+static void check_model_lazy(const char *name, int threads, vr_precision prec, double tol,
+                             int lazy) {
   fixture f = {0};
   load_fixture(&f, name);
   int batch = (int)f.in.shape[0];
@@ -43,6 +50,7 @@ static void check_model(const char *name, int threads, vr_precision prec, double
   o.max_batch = batch;
   o.threads = threads;
   o.precision = prec;
+  o.lazy_plans = lazy;
   vr_session *s;
   vr_errbuf e = {0};
   if (vr_session_create(f.m, &o, &s, &e)) fail_msg("%s", e.msg);
@@ -69,6 +77,11 @@ static void check_model(const char *name, int threads, vr_precision prec, double
 
 static void test_tiny_cnn(void **st) { check_model("tiny_cnn", 1, VR_PREC_FP32, 1e-5); }
 static void test_tiny_tf(void **st) { check_model("tiny_tf", 2, VR_PREC_FP32, 1e-5); }
+/* Plans compiled at first use of each batch size give the same results. */
+static void test_lazy_plans(void **st) {
+  check_model_lazy("tiny_cnn", 1, VR_PREC_FP32, 1e-5, 1);
+  check_model_lazy("tiny_tf", 1, VR_PREC_FP32, 1e-5, 1);
+}
 
 static void test_bf16(void **st) {
   if (!vr_precision_supported(VR_PREC_BF16)) skip();
@@ -325,6 +338,7 @@ static void test_static_batch(void **st) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_tiny_cnn),          cmocka_unit_test(test_tiny_tf),
+      cmocka_unit_test(test_lazy_plans),
       cmocka_unit_test(test_bf16),              cmocka_unit_test(test_int8),
       cmocka_unit_test(test_fusions_and_info),
       cmocka_unit_test(test_partial_chain),     cmocka_unit_test(test_profiling),
