@@ -419,7 +419,9 @@ int vr_control_create(const vr_control_opts *o, vr_control **out,
   if (c->o.core_price_per_hour <= 0) c->o.core_price_per_hour = 0.0425;
   if (c->o.period_ns <= 0) c->o.period_ns = VR_NS_PER_S;
   if (c->o.default_slo_ms <= 0) c->o.default_slo_ms = 100;
-  if (c->o.max_queue_delay_us <= 0) c->o.max_queue_delay_us = 2000;
+  /* Short: at low load a batch-b variant would otherwise hold a lone
+   * query for the whole delay waiting for company. */
+  if (c->o.max_queue_delay_us <= 0) c->o.max_queue_delay_us = 500;
   if (!o->policy_set) vr_policy_cfg_default(&c->o.policy, VR_POL_INFAAS);
   pthread_mutex_init(&c->mu, NULL);
   pthread_cond_init(&c->cv, NULL);

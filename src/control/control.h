@@ -39,7 +39,7 @@ typedef struct vr_control_opts {
   double core_price_per_hour; /* worker price; 0 = 0.0425 per core */
   int64_t period_ns;          /* control period; 0 = 1 s */
   double default_slo_ms;      /* SLO assumed for traffic without one: 100 */
-  int64_t max_queue_delay_us; /* batching delay of new instances; 0 = 2000 */
+  int64_t max_queue_delay_us; /* batching delay of new instances; 0 = 500 */
   vr_policy_cfg policy;       /* default: vr_policy_cfg_default(INFAAS) */
   int policy_set;             /* 0: use the default policy config */
   int autoscale;              /* run the policy each tick (default 1) */
