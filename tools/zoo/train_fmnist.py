@@ -236,19 +236,20 @@ def run_one(name, xtr, ytr, xte, yte, data_dir, epochs):
 
 
 def table():
-    print("| model | test accuracy | params | FLOPs/sample | PyTorch b1 1T (ms) | ONNX ops |")
-    print("|---|---|---|---|---|---|")
+    print("| model | test accuracy | params | FLOPs/sample | PyTorch b1 1T (ms) | epochs | train time | ONNX ops |")
+    print("|---|---|---|---|---|---|---|---|")
     for name in fmnist_models.NAMES:
         d = os.path.join(ROOT, "models", "fmnist", name)
         try:
             cfg = json.load(open(os.path.join(d, "config.json")))
             log = json.load(open(os.path.join(d, "train_log.json")))
         except FileNotFoundError:
-            print(f"| {name} | (not trained) | | | | |")
+            print(f"| {name} | (not trained) | | | | | | |")
             continue
         print(f"| {name} | {cfg['accuracy'] * 100:.2f}% | {cfg['params']:,} | "
               f"{cfg['flops'] / 1e6:.2f} M | {cfg['torch_latency_ms_b1']:.3f} | "
-              f"{', '.join(log['onnx_ops'])} |")
+              f"{log['recipe']['epochs']} | {log['train_seconds']:.0f} s "
+              f"({log.get('threads', 2)}T) | {', '.join(log['onnx_ops'])} |")
 
 
 def main():
