@@ -33,35 +33,36 @@ echo
 peak_json=$("$BUILD/bench/bench_engine_peak" 2 2)
 p1=$(jget peak_gflops_1thread "$peak_json")
 p2=$(jget peak_gflops_total "$peak_json")
-echo "Measured peak fp32: ${p1} GFLOP/s on 1 thread, ${p2} GFLOP/s on 2 threads"
+pc=$(jget peak_gflops_per_cpu_second "$peak_json")
+echo "Measured peak fp32: ${pc} GFLOP per CPU-second (one core's peak, independent of other"
+echo "load); wall-clock ${p1} GFLOP/s on 1 thread, ${p2} GFLOP/s on 2 threads at once"
 echo "(\`$BUILD/bench/bench_engine_peak 2 2\`: 12 independent AVX-512 FMA chains per thread)."
 echo
 
 if [ -f "$M" ]; then
   echo "### $(basename "$(dirname "$M")") fp32"
   echo
-  echo "| batch | threads | p50 ms | p99 ms | samples/s | GFLOP/s | % of peak |"
-  echo "|---|---|---|---|---|---|---|"
+  echo "| batch | threads | p50 ms | p99 ms | samples/s | GFLOP/s | cores busy | GFLOP per CPU-s | % of core peak |"
+  echo "|---|---|---|---|---|---|---|---|---|"
   for b in 1 8; do
     for t in 1 2; do
       j=$("$V" perf "$M" --batch $b --threads $t --seconds "$S" --json 2>&1)
-      g=$(jget gflops "$j")
-      pk=$([ "$t" = 1 ] && echo "$p1" || echo "$p2")
-      share=$(awk -v g="$g" -v p="$pk" 'BEGIN { if (p > 0) printf "%.0f", 100 * g / p }')
-      echo "| $b | $t | $(jget p50_ms "$j") | $(jget p99_ms "$j") | $(jget throughput "$j") | $g | $share |"
+      g=$(jget gflops "$j"); gc=$(jget gflops_per_core "$j")
+      share=$(awk -v g="$gc" -v p="$pc" 'BEGIN { if (p > 0) printf "%.0f", 100 * g / p }')
+      echo "| $b | $t | $(jget p50_ms "$j") | $(jget p99_ms "$j") | $(jget throughput "$j") | $g | $(jget cpu_cores "$j") | $gc | $share |"
     done
   done
   echo
   echo "### Thread limits ($(basename "$(dirname "$M")"), batch 1)"
   echo
-  echo "| configuration | samples/s |"
-  echo "|---|---|"
+  echo "| configuration | samples/s | cores busy |"
+  echo "|---|---|---|"
   one=$("$V" perf "$M" --threads 1 --seconds "$S" --json)
   two=$("$V" perf "$M" --threads 1 --sessions 2 --seconds "$S" --json)
   wide=$("$V" perf "$M" --threads 2 --seconds "$S" --json)
-  echo "| one 1-thread session | $(jget throughput "$one") |"
-  echo "| two 1-thread sessions, two threads at once | $(jget throughput "$two") |"
-  echo "| one 2-thread session | $(jget throughput "$wide") |"
+  echo "| one 1-thread session | $(jget throughput "$one") | $(jget cpu_cores "$one") |"
+  echo "| two 1-thread sessions, two threads at once | $(jget throughput "$two") | $(jget cpu_cores "$two") |"
+  echo "| one 2-thread session | $(jget throughput "$wide") | $(jget cpu_cores "$wide") |"
   echo
 else
   echo "($M missing: run /usr/bin/python3 tools/zoo/export_torchvision.py resnet50)"

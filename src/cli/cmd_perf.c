@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "base/alloc.h"
 #include "base/clock.h"
@@ -108,6 +109,14 @@ static void print_nodes(const vr_model *m, vr_session *s) {
   vr_free(ms);
 }
 
+/* Process CPU seconds (user + system), for cores actually used. */
+static double cpu_seconds(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
+         ru.ru_stime.tv_usec / 1e6;
+}
+
 static int measure(perf_opts *p, const vr_model *m, vr_session *s, vr_tensor *in) {
   vr_errbuf err = {0};
   vr_tensor out[64];
@@ -118,6 +127,7 @@ static int measure(perf_opts *p, const vr_model *m, vr_session *s, vr_tensor *in
   if (!h) return 1;
   vr_hist_init(h);
   if (p->nodes) vr_session_set_profiling(s, 1);
+  double c0 = cpu_seconds();
   int64_t t0 = vr_now_ns(), deadline = t0 + (int64_t)(p->seconds * 1e9);
   int64_t runs = 0;
   do {
@@ -130,6 +140,7 @@ static int measure(perf_opts *p, const vr_model *m, vr_session *s, vr_tensor *in
     runs++;
   } while (vr_now_ns() < deadline || runs < 3);
   double wall = (double)(vr_now_ns() - t0) / 1e9;
+  double cores = (cpu_seconds() - c0) / wall; /* average cores busy */
   double thr = (double)runs * p->batch / wall;
   double gflops = thr * (double)vr_model_flops(m) / 1e9;
   double p50 = vr_hist_quantile(h, 0.5) / 1e6, p90 = vr_hist_quantile(h, 0.9) / 1e6,
@@ -138,10 +149,11 @@ static int measure(perf_opts *p, const vr_model *m, vr_session *s, vr_tensor *in
     printf("{\"model\":\"%s\",\"precision\":\"%s\",\"threads\":%d,\"batch\":%d,"
            "\"runs\":%lld,\"p50_ms\":%.4f,\"p90_ms\":%.4f,\"p99_ms\":%.4f,"
            "\"mean_ms\":%.4f,\"throughput\":%.3f,\"gflops\":%.3f,"
-           "\"flops_per_sample\":%lld,\"memory_bytes\":%lld}\n",
+           "\"flops_per_sample\":%lld,\"memory_bytes\":%lld,\"cpu_cores\":%.2f,"
+           "\"gflops_per_core\":%.3f}\n",
            p->model, vr_precision_name(p->prec), p->threads, p->batch, (long long)runs, p50,
            p90, p99, vr_hist_mean(h) / 1e6, thr, gflops, (long long)vr_model_flops(m),
-           (long long)vr_session_memory_bytes(s));
+           (long long)vr_session_memory_bytes(s), cores, cores > 0 ? gflops / cores : 0);
   } else {
     printf("model %s  precision %s  threads %d  batch %d  runs %lld\n", p->model,
            vr_precision_name(p->prec), p->threads, p->batch, (long long)runs);
@@ -149,7 +161,9 @@ static int measure(perf_opts *p, const vr_model *m, vr_session *s, vr_tensor *in
            vr_hist_mean(h) / 1e6);
     printf("throughput %.2f samples/s  %.2f GFLOP/s  (%.3f GFLOP/sample)\n", thr, gflops,
            (double)vr_model_flops(m) / 1e9);
-    printf("session memory %.1f MiB\n", (double)vr_session_memory_bytes(s) / 1048576.0);
+    printf("session memory %.1f MiB  cpu %.2f cores busy on average (%.1f GFLOP per "
+           "CPU-second)\n",
+           (double)vr_session_memory_bytes(s) / 1048576.0, cores, cores > 0 ? gflops / cores : 0);
     if (p->nodes) print_nodes(m, s);
   }
   vr_free(h);
@@ -211,9 +225,11 @@ static int measure_multi(perf_opts *p, const vr_model *m, const vr_session_opts 
     pthread_create(&ts[i], NULL, sess_worker, &js[i]);
   }
   pthread_barrier_wait(&bar);
+  double c0 = cpu_seconds();
   int64_t t0 = vr_now_ns(), runs = 0;
   for (int i = 0; i < k; i++) pthread_join(ts[i], NULL);
   double wall = (double)(vr_now_ns() - t0) / 1e9;
+  double cores = (cpu_seconds() - c0) / wall;
   for (int i = 0; i < k; i++) {
     if (js[i].rc && !rc) {
       fprintf(stderr, "vario perf: session %d: %s\n", i, js[i].msg);
@@ -227,10 +243,10 @@ static int measure_multi(perf_opts *p, const vr_model *m, const vr_session_opts 
   if (!rc)
     printf("{\"model\":\"%s\",\"precision\":\"%s\",\"sessions\":%d,\"threads\":%d,"
            "\"batch\":%d,\"runs\":%lld,\"p50_ms\":%.4f,\"p90_ms\":%.4f,\"p99_ms\":%.4f,"
-           "\"throughput\":%.3f,\"gflops\":%.3f}\n",
+           "\"throughput\":%.3f,\"gflops\":%.3f,\"cpu_cores\":%.2f}\n",
            p->model, vr_precision_name(p->prec), k, p->threads, p->batch, (long long)runs,
            vr_hist_quantile(all, 0.5) / 1e6, vr_hist_quantile(all, 0.9) / 1e6,
-           vr_hist_quantile(all, 0.99) / 1e6, thr, thr * (double)vr_model_flops(m) / 1e9);
+           vr_hist_quantile(all, 0.99) / 1e6, thr, thr * (double)vr_model_flops(m) / 1e9, cores);
   pthread_barrier_destroy(&bar);
   vr_free(all);
   vr_free(js);
