@@ -318,6 +318,41 @@ static void test_bad_run_inputs(void **st) {
   free_fixture(&f);
 }
 
+/* Weights in an external data file next to the model. */
+static void test_external_data(void **st) {
+  vr_model *m;
+  vr_errbuf e = {0};
+  vr_npy in, want;
+  if (vr_model_load(src_path("tests/data/engine/ext/model.onnx"), &m, &e)) fail_msg("%s", e.msg);
+  assert_int_equal(vr_npy_read(src_path("tests/data/engine/ext/in.npy"), &in, &e), 0);
+  assert_int_equal(vr_npy_read(src_path("tests/data/engine/ext/out.npy"), &want, &e), 0);
+  vr_session *s;
+  vr_session_opts o;
+  vr_session_opts_init(&o);
+  o.max_batch = 2;
+  assert_int_equal(vr_session_create(m, &o, &s, &e), 0);
+  vr_tensor t = tensor_of("x", &in), out[1];
+  assert_int_equal(vr_session_run(s, 2, &t, 1, out, 1, &e), 0);
+  double r = rel_err(out[0].data, want.data, 8);
+  if (r > 1e-5) fail_msg("external-data model: relative error %g", r);
+  vr_session_free(s);
+  vr_model_free(m);
+  /* From memory without a directory: a clear error. */
+  FILE *fp = fopen(src_path("tests/data/engine/ext/model.onnx"), "rb");
+  assert_non_null(fp);
+  char buf[4096];
+  size_t n = fread(buf, 1, sizeof buf, fp);
+  fclose(fp);
+  m = NULL;
+  assert_int_equal(vr_model_load_buffer(buf, n, NULL, &m, &e), VR_EINVAL);
+  assert_non_null(strstr(e.msg, "external data 'weights.bin'"));
+  /* A location outside the model's directory is refused. */
+  expect_load_error("tests/data/engine/bad_ext_path.onnx", VR_EFORMAT,
+                    "must be relative to the model directory");
+  vr_npy_free(&in);
+  vr_npy_free(&want);
+}
+
 static void test_static_batch(void **st) {
   vr_model *m;
   vr_errbuf e = {0};
@@ -344,6 +379,7 @@ int main(void) {
       cmocka_unit_test(test_partial_chain),     cmocka_unit_test(test_profiling),
       cmocka_unit_test(test_bad_models),        cmocka_unit_test(test_truncated_and_garbage),
       cmocka_unit_test(test_bad_run_inputs),    cmocka_unit_test(test_static_batch),
+      cmocka_unit_test(test_external_data),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

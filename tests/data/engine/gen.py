@@ -14,6 +14,7 @@ Fixed seeds: re-running reproduces the same files.
 import os
 import numpy as np
 import onnx
+import onnx.numpy_helper
 import torch
 import torch.nn as nn
 from onnx import helper, TensorProto
@@ -97,7 +98,35 @@ def bad_models():
     save("bad_rank", [helper.make_node("Conv", ["x", "x"], ["y"], name="conv")])
 
 
+def external_data():
+    """ext/model.onnx keeps its weights in ext/weights.bin (ONNX external
+    data, with offsets); bad_ext_path.onnx points outside its directory."""
+    from onnx.external_data_helper import convert_model_to_external_data
+    os.makedirs(os.path.join(D, "ext"), exist_ok=True)
+    r = np.random.RandomState(3)
+    w = onnx.numpy_helper.from_array(r.randn(6, 4).astype(np.float32), "w")
+    b = onnx.numpy_helper.from_array(r.randn(4).astype(np.float32), "b")
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 6])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])
+    g = helper.make_graph([helper.make_node("Gemm", ["x", "w", "b"], ["y"], name="fc")],
+                          "ext", [x], [y], [w, b])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    convert_model_to_external_data(m, all_tensors_to_one_file=True, location="weights.bin",
+                                   size_threshold=0)
+    onnx.save(m, os.path.join(D, "ext", "model.onnx"))
+    xv = r.randn(2, 6).astype(np.float32)
+    np.save(os.path.join(D, "ext", "in.npy"), xv)
+    np.save(os.path.join(D, "ext", "out.npy"), xv @ onnx.numpy_helper.to_array(w) +
+            onnx.numpy_helper.to_array(b))
+    for t in m.graph.initializer:
+        for e in t.external_data:
+            if e.key == "location":
+                e.value = "../../secret.bin"
+    onnx.save(m, os.path.join(D, "bad_ext_path.onnx"))
+
+
 if __name__ == "__main__":
     export(TinyCnn(), torch.randn(3, 3, 9, 9), "tiny_cnn", "input", "probs")
     export(TinyTf(), torch.randn(2, 5, 16), "tiny_tf", "tokens", "hidden")
     bad_models()
+    external_data()
