@@ -14,6 +14,7 @@
 #include "base/alloc.h"
 #include "base/map.h"
 #include "base/vec.h"
+#include "control/fsutil.h"
 
 typedef struct app_idx {
   char *name;
@@ -305,6 +306,14 @@ int vr_store_open(const vr_store_ops *ops, void *be, vr_store **out,
 int vr_store_open_path(const char *path, vr_store **out, vr_errbuf *err) {
   void *be = NULL;
   *out = NULL;
+  /* Like the file itself, its directory is created when missing. */
+  char dir[VR_STORE_PATH_MAX];
+  const char *slash = strrchr(path, '/');
+  if (slash && slash > path && (size_t)(slash - path) < sizeof dir) {
+    snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    int rc = vr_mkdirs(dir, err);
+    if (rc) return rc;
+  }
   int rc = vr_store_sqlite_open(path, &be, err);
   if (rc != 0) return rc;
   return vr_store_open(&vr_store_sqlite_ops, be, out, err);
