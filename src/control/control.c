@@ -278,7 +278,9 @@ static void apply_load(vr_control *c, const vr_action *a) {
 }
 
 static void apply(vr_control *c, const vr_action *a) {
+  pthread_mutex_lock(&c->mu);
   if (a->kind >= 0 && a->kind <= VR_ACT_MIGRATE) c->actions_applied[a->kind]++;
+  pthread_mutex_unlock(&c->mu);
   switch (a->kind) {
     case VR_ACT_LOAD:
       if (a->worker == 0) apply_load(c, a);
@@ -359,6 +361,8 @@ static void reset_period(vr_control *c) {
     in->nratio = 0;
   }
   c->last_late = c->p_late;
+  c->total_late += c->p_late;
+  c->total_infeasible += c->p_infeasible;
   c->p_arrivals = c->p_served = c->p_late = c->p_failed = c->p_infeasible = 0;
   c->p_acc_sum = 0;
   vr_hist_init(&c->p_hist);
@@ -432,6 +436,7 @@ int vr_control_create(const vr_control_opts *o, vr_control **out,
   vr_policy_state_init(&c->pst);
   vr_actions_init(&c->acts);
   vr_hist_init(&c->p_hist);
+  vr_hist_init(&c->sel_hist);
   c->worker.idle_since = -1;
   c->t0_ns = vr_now_ns();
   c->ix = vr_select_new();

@@ -97,6 +97,13 @@ void vr_control_route(vr_control *c, const vr_ctl_query *q, vr_ctl_route_cb cb,
 void vr_control_completed(vr_control *c, const vr_ctl_route *r,
                           const vr_rt_request *req);
 
+/* Prometheus text (vr_malloc'd) of the control plane:
+ * vario_scaling_actions_total{kind}, vario_variant_state{variant,state},
+ * vario_control_instances{variant}, vario_variant_selection_seconds
+ * (summary), vario_app_slo_violations_total (model-less queries late),
+ * vario_infeasible_queries_total. */
+char *vr_control_prometheus(vr_control *c);
+
 /* JSON (vr_malloc'd text) describing the apps, their variants, states and
  * instances: GET /v2/apps and /v2/apps/{app}. app NULL = all. */
 char *vr_control_describe(vr_control *c, const char *app);

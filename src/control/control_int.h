@@ -95,6 +95,9 @@ struct vr_control {
   double p_acc_sum;
   vr_hist p_hist; /* end-to-end ms x 1000 (us) */
   uint64_t actions_applied[VR_ACT_MIGRATE + 1];
+  /* Totals since start, for /metrics. */
+  uint64_t total_late, total_infeasible;
+  vr_hist sel_hist; /* selection decision time, ns */
 };
 
 /* control.c */

@@ -165,7 +165,9 @@ void vr_control_route(vr_control *c, const vr_ctl_query *q, vr_ctl_route_cb cb,
   r.http_status = 200;
   ctl_wait *w = NULL;
   pthread_mutex_lock(&c->mu);
+  int64_t t0 = vr_now_ns();
   int final = decide(c, q, &r, &w);
+  vr_hist_record(&c->sel_hist, (uint64_t)(vr_now_ns() - t0));
   if (!final) {
     w->cb = cb;
     w->tag = tag;
@@ -204,6 +206,7 @@ static void run_load(vr_control *c, ctl_load *l) {
   c->loading_cores -= p->threads;
   c->loading_mem -= p->mem_bytes;
   c->var[l->var].loading = 0;
+  if (id > 0) c->actions_applied[VR_ACT_LOAD]++; /* a query-path load */
   /* Make the new instance visible to routing before answering. */
   ctl_refresh_locked(c, vr_now_ns(), 1.0);
   /* Queries that joined while it loaded are answered with the rest;
@@ -265,6 +268,69 @@ void vr_control_completed(vr_control *c, const vr_ctl_route *r,
     c->p_failed++;
   }
   pthread_mutex_unlock(&c->mu);
+}
+
+/* ---- metrics ---------------------------------------------------------------- */
+
+static void prom_line(char **buf, size_t *len, size_t *cap, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void prom_line(char **buf, size_t *len, size_t *cap, const char *fmt, ...) {
+  for (;;) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = *buf ? vsnprintf(*buf + *len, *cap - *len, fmt, ap) : -1;
+    va_end(ap);
+    if (n >= 0 && *len + (size_t)n < *cap) {
+      *len += (size_t)n;
+      return;
+    }
+    size_t nc = *cap ? *cap * 2 : 4096;
+    char *nb = vr_realloc(*buf, nc);
+    if (!nb) return; /* keep what fits */
+    *buf = nb;
+    *cap = nc;
+  }
+}
+
+char *vr_control_prometheus(vr_control *c) {
+  char *b = NULL;
+  size_t len = 0, cap = 0;
+  pthread_mutex_lock(&c->mu);
+  prom_line(&b, &len, &cap, "# HELP vario_scaling_actions_total Control-plane actions "
+            "applied, by kind.\n# TYPE vario_scaling_actions_total counter\n");
+  for (int k = VR_ACT_LOAD; k <= VR_ACT_MIGRATE; k++)
+    prom_line(&b, &len, &cap, "vario_scaling_actions_total{kind=\"%s\"} %llu\n",
+              vr_action_name(k), (unsigned long long)c->actions_applied[k]);
+  prom_line(&b, &len, &cap, "# HELP vario_control_instances Instances per variant.\n"
+            "# TYPE vario_control_instances gauge\n");
+  for (size_t v = 0; v < c->nvar; v++) {
+    int n = 0;
+    for (size_t i = 0; i < c->insts.len; i++) {
+      ctl_inst *in = vr_vec_at(&c->insts, i);
+      n += in->var == (int)v && !in->removing;
+    }
+    if (n || c->var[v].state != VR_VS_INACTIVE)
+      prom_line(&b, &len, &cap, "vario_control_instances{variant=\"%s\",state=\"%s\"} %d\n",
+                c->var[v].prof.variant, vr_vstate_name(c->var[v].state), n);
+  }
+  prom_line(&b, &len, &cap, "# HELP vario_variant_selection_seconds Per-query variant "
+            "selection time.\n# TYPE vario_variant_selection_seconds summary\n");
+  const double qs[] = {0.5, 0.9, 0.99};
+  for (int i = 0; i < 3; i++)
+    prom_line(&b, &len, &cap, "vario_variant_selection_seconds{quantile=\"%g\"} %.9f\n",
+              qs[i], vr_hist_quantile(&c->sel_hist, qs[i]) / 1e9);
+  prom_line(&b, &len, &cap, "vario_variant_selection_seconds_sum %.9f\n"
+            "vario_variant_selection_seconds_count %llu\n", c->sel_hist.sum / 1e9,
+            (unsigned long long)c->sel_hist.count);
+  prom_line(&b, &len, &cap, "# HELP vario_app_slo_violations_total Model-less queries "
+            "answered after their latency_ms.\n# TYPE vario_app_slo_violations_total counter\n"
+            "vario_app_slo_violations_total %llu\n", (unsigned long long)(c->total_late + c->p_late));
+  prom_line(&b, &len, &cap, "# HELP vario_infeasible_queries_total Model-less queries no "
+            "variant could meet (4xx).\n# TYPE vario_infeasible_queries_total counter\n"
+            "vario_infeasible_queries_total %llu\n",
+            (unsigned long long)(c->total_infeasible + c->p_infeasible));
+  pthread_mutex_unlock(&c->mu);
+  return b;
 }
 
 /* ---- description ---------------------------------------------------------- */

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "server/server_int.h"
 
 typedef struct prom_ctx {
@@ -138,6 +139,11 @@ void vr_server_metrics(vr_server *s, vr_sbuf *b) {
     vr_rt_foreach_variant(s->rt, NULL, one, &c);
   }
   instance_gauges(s, b);
+  if (s->ctl) { /* model-less control plane (control/control.h) */
+    char *t = vr_control_prometheus(s->ctl);
+    if (t) vr_sbuf_puts(b, t);
+    vr_free(t);
+  }
   vr_sbuf_puts(b, "# HELP vario_http_responses_total HTTP responses by"
                " status class.\n# TYPE vario_http_responses_total counter\n");
   for (int k = 2; k <= 5; k++)

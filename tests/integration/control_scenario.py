@@ -169,6 +169,12 @@ try:
     st, r = http(port, "POST", "/v2/apps/fashion/models", {"model": bad_onnx, "name": "bad4"})
     check(st == 400, f"bad HTTP registration -> {st}: {r.get('error')}")
 
+    # Control-plane metrics.
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30).read().decode()
+    loads = re.search(r'vario_scaling_actions_total\{kind="load"\} (\d+)', text)
+    check(loads and int(loads.group(1)) >= 1 and "vario_variant_selection_seconds_count" in text
+          and "vario_app_slo_violations_total" in text, "/metrics has the control plane's series")
+
     # Restart keeps registrations.
     n_before = len(http(port, "GET", "/v2/apps/fashion")[1]["apps"]["fashion"])
     proc.terminate()
