@@ -18,6 +18,7 @@ struct vr_http {
   int port;
   int draining;
   int inflight; /* atomic */
+  int conns;    /* open connections (atomic) */
 };
 
 struct vr_http_req {
@@ -198,6 +199,27 @@ static void on_completed(void *cls, struct MHD_Connection *conn,
   __atomic_fetch_sub(&h->inflight, 1, __ATOMIC_SEQ_CST);
 }
 
+/* Connection limit: MHD's own limit leaves extra clients waiting in the
+ * listen backlog; refusing them at accept gives a prompt, visible answer
+ * (the socket is closed) instead. */
+static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr,
+                                 socklen_t len) {
+  (void)addr;
+  (void)len;
+  vr_http *h = cls;
+  return __atomic_load_n(&h->conns, __ATOMIC_SEQ_CST) < (int)h->o.max_conns
+             ? MHD_YES : MHD_NO;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_ctx,
+                          enum MHD_ConnectionNotificationCode code) {
+  (void)c;
+  (void)socket_ctx;
+  vr_http *h = cls;
+  __atomic_fetch_add(&h->conns, code == MHD_CONNECTION_NOTIFY_STARTED ? 1 : -1,
+                     __ATOMIC_SEQ_CST);
+}
+
 int vr_http_start(const vr_http_opts *o, vr_http **out, vr_errbuf *err) {
   vr_http *h = VR_NEW(vr_http);
   if (!h) return vr_errf(err, VR_ENOMEM, "out of memory");
@@ -218,8 +240,9 @@ int vr_http_start(const vr_http_opts *o, vr_http **out, vr_errbuf *err) {
   unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME |
                    MHD_USE_ITC | MHD_USE_TURBO;
   h->d = MHD_start_daemon(
-      flags, (uint16_t)o->port, NULL, NULL, ahc, h, MHD_OPTION_SOCK_ADDR, &sa,
-      MHD_OPTION_CONNECTION_LIMIT, h->o.max_conns,
+      flags, (uint16_t)o->port, on_accept, h, ahc, h, MHD_OPTION_SOCK_ADDR, &sa,
+      MHD_OPTION_CONNECTION_LIMIT, h->o.max_conns + 16,
+      MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
       MHD_OPTION_CONNECTION_TIMEOUT, h->o.idle_timeout_s,
       /* MHD zeroes its per-connection pool for every request: keep it small
        * (headers only; bodies go to our own buffer). */

@@ -123,10 +123,15 @@ void vr_server_infer(vr_server *s, vr_http_req *r, const char *model) {
   const char *body = vr_http_body(r, &blen);
   int rc = header_len(r, &hlen, &err);
   if (!rc) rc = vr_ks_parse_request(body, blen, hlen, &c->ks, &err);
-  vr_model_config cfg;
-  if (!rc && vr_rt_model_config(s->rt, model, &cfg))
-    rc = vr_errf(&err, VR_ENOENT, "model '%.128s' is not loaded", model);
-  if (!rc) rc = vr_ks_check_outputs(&c->ks, &cfg, &err);
+  /* Named outputs are checked before queueing (the runtime answers for
+   * unknown models itself, so the common case skips the config copy). */
+  if (!rc && c->ks.n_out > 0) {
+    vr_model_config cfg;
+    if (vr_rt_model_config(s->rt, model, &cfg))
+      rc = vr_errf(&err, VR_ENOENT, "model '%.128s' is not loaded", model);
+    else
+      rc = vr_ks_check_outputs(&c->ks, &cfg, &err);
+  }
   if (rc) {
     __atomic_fetch_add(&s->invalid, 1, __ATOMIC_RELAXED);
     return fail(s, r, vr_server_http_status(rc), err.msg);

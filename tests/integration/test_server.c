@@ -440,6 +440,38 @@ static void test_graceful_shutdown(void **st) {
   g_port = saved;
 }
 
+/* --max-conns: connections beyond the limit are closed at once; the ones
+ * inside it keep working. */
+static void test_connection_limit(void **st) {
+  (void)st;
+  rt_fake f;
+  rt_fake_init(&f, 0, 0, 3);
+  vr_server_opts o;
+  vr_server_opts_init(&o);
+  o.max_conns = 3;
+  o.rt.backend = &f.be;
+  vr_server *s;
+  vr_errbuf err = {0};
+  assert_int_equal(vr_server_create(&o, &s, &err), 0);
+  int saved = g_port;
+  g_port = vr_server_port(s);
+  int fd[5];
+  for (int i = 0; i < 5; i++) fd[i] = connect_raw();
+  const char *get = "GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n";
+  int ok = 0, refused = 0;
+  for (int i = 0; i < 5; i++) {
+    send(fd[i], get, strlen(get), MSG_NOSIGNAL);
+    int st = read_status(fd[i]);
+    ok += st == 200;
+    refused += st < 0;
+  }
+  assert_int_equal(ok, 3);
+  assert_int_equal(refused, 2);
+  for (int i = 0; i < 5; i++) close(fd[i]);
+  vr_server_free(s);
+  g_port = saved;
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_health_and_metadata),
@@ -454,6 +486,7 @@ int main(void) {
       cmocka_unit_test(test_disconnects),
       cmocka_unit_test(test_unload_in_flight),
       cmocka_unit_test(test_graceful_shutdown),
+      cmocka_unit_test(test_connection_limit),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
