@@ -19,16 +19,18 @@ static void usage(void) {
           "usage: vario perf MODEL.onnx [--threads N] [--batch B]\n"
           "                  [--precision fp32|bf16|int8] [--calibration cal.npy]\n"
           "                  [--seconds S] [--warmup W] [--json] [--nodes]\n"
-          "                  [--sessions K]\n"
+          "                  [--sessions K] [--range BEGIN:END]\n"
           "Inputs are deterministic pseudo-random values in [-1, 1) (integer\n"
           "inputs: zeros). --nodes prints per-node mean times. --sessions K runs\n"
           "K independent sessions (each with --threads) in K threads at once and\n"
-          "reports their combined throughput (thread-limit check).\n");
+          "reports their combined throughput (thread-limit check). --range runs\n"
+          "only nodes [BEGIN, END) of the optimised graph (a partial session;\n"
+          "node indices as listed by --nodes).\n");
 }
 
 typedef struct perf_opts {
   const char *model, *cal;
-  int threads, batch, json, nodes, warmup, sessions;
+  int threads, batch, json, nodes, warmup, sessions, rb, re;
   double seconds;
   vr_precision prec;
 } perf_opts;
@@ -48,6 +50,12 @@ static int parse(int argc, char **argv, perf_opts *p) {
     else if (!strcmp(a, "--seconds") && more) p->seconds = atof(argv[++i]);
     else if (!strcmp(a, "--warmup") && more) p->warmup = atoi(argv[++i]);
     else if (!strcmp(a, "--sessions") && more) p->sessions = atoi(argv[++i]);
+    else if (!strcmp(a, "--range") && more) {
+      if (sscanf(argv[++i], "%d:%d", &p->rb, &p->re) != 2) {
+        fprintf(stderr, "vario perf: --range wants BEGIN:END\n");
+        return 2;
+      }
+    }
     else if (!strcmp(a, "--calibration") && more) p->cal = argv[++i];
     else if (!strcmp(a, "--precision") && more) {
       if (vr_precision_parse(argv[++i], &p->prec)) {
@@ -93,18 +101,34 @@ static int make_inputs(vr_session *s, int b, vr_tensor *t, void **bufs) {
   return 0;
 }
 
-static void print_nodes(const vr_model *m, vr_session *s) {
-  int n = vr_model_num_nodes(m);
-  double *ms = vr_calloc((size_t)n + 1, sizeof(double));
-  if (!ms || vr_session_node_times(s, ms, n)) {
+/* Nodes [b, e) of the session (the whole graph when b == e == 0). */
+static void node_range(const perf_opts *p, const vr_model *m, int *b, int *e) {
+  *b = p->rb;
+  *e = p->rb == 0 && p->re == 0 ? vr_model_num_nodes(m) : p->re;
+}
+
+static int64_t range_flops(const perf_opts *p, const vr_model *m) {
+  int b, e;
+  node_range(p, m, &b, &e);
+  int64_t f = 0;
+  for (int i = b; i < e; i++) f += vr_model_node(m, i)->flops;
+  return f;
+}
+
+static void print_nodes(const perf_opts *p, const vr_model *m, vr_session *s) {
+  int b, e;
+  node_range(p, m, &b, &e);
+  double *ms = vr_calloc((size_t)(e - b) + 1, sizeof(double));
+  if (!ms || vr_session_node_times(s, ms, e - b)) {
     vr_free(ms);
     return;
   }
-  printf("%-5s %-40s %-28s %10s %12s\n", "node", "name", "op", "ms", "MFLOP/sample");
-  for (int i = 0; i < n; i++) {
+  printf("%-5s %-40s %-28s %10s %12s %10s\n", "node", "name", "op", "ms", "MFLOP/sample",
+         "weight KiB");
+  for (int i = b; i < e; i++) {
     const vr_node_info *ni = vr_model_node(m, i);
-    printf("%-5d %-40.40s %-28.28s %10.4f %12.2f\n", i, ni->name, ni->op_type, ms[i],
-           (double)ni->flops / 1e6);
+    printf("%-5d %-40.40s %-28.28s %10.4f %12.2f %10.1f\n", i, ni->name, ni->op_type,
+           ms[i - b], (double)ni->flops / 1e6, (double)ni->weight_bytes / 1024.0);
   }
   vr_free(ms);
 }
@@ -142,7 +166,7 @@ static int measure(perf_opts *p, const vr_model *m, vr_session *s, vr_tensor *in
   double wall = (double)(vr_now_ns() - t0) / 1e9;
   double cores = (cpu_seconds() - c0) / wall; /* average cores busy */
   double thr = (double)runs * p->batch / wall;
-  double gflops = thr * (double)vr_model_flops(m) / 1e9;
+  double gflops = thr * (double)range_flops(p, m) / 1e9;
   double p50 = vr_hist_quantile(h, 0.5) / 1e6, p90 = vr_hist_quantile(h, 0.9) / 1e6,
          p99 = vr_hist_quantile(h, 0.99) / 1e6;
   if (p->json) {
@@ -152,7 +176,7 @@ static int measure(perf_opts *p, const vr_model *m, vr_session *s, vr_tensor *in
            "\"flops_per_sample\":%lld,\"memory_bytes\":%lld,\"cpu_cores\":%.2f,"
            "\"gflops_per_core\":%.3f}\n",
            p->model, vr_precision_name(p->prec), p->threads, p->batch, (long long)runs, p50,
-           p90, p99, vr_hist_mean(h) / 1e6, thr, gflops, (long long)vr_model_flops(m),
+           p90, p99, vr_hist_mean(h) / 1e6, thr, gflops, (long long)range_flops(p, m),
            (long long)vr_session_memory_bytes(s), cores, cores > 0 ? gflops / cores : 0);
   } else {
     printf("model %s  precision %s  threads %d  batch %d  runs %lld\n", p->model,
@@ -160,11 +184,11 @@ static int measure(perf_opts *p, const vr_model *m, vr_session *s, vr_tensor *in
     printf("latency ms: p50 %.3f  p90 %.3f  p99 %.3f  mean %.3f\n", p50, p90, p99,
            vr_hist_mean(h) / 1e6);
     printf("throughput %.2f samples/s  %.2f GFLOP/s  (%.3f GFLOP/sample)\n", thr, gflops,
-           (double)vr_model_flops(m) / 1e9);
+           (double)range_flops(p, m) / 1e9);
     printf("session memory %.1f MiB  cpu %.2f cores busy on average (%.1f GFLOP per "
            "CPU-second)\n",
            (double)vr_session_memory_bytes(s) / 1048576.0, cores, cores > 0 ? gflops / cores : 0);
-    if (p->nodes) print_nodes(m, s);
+    if (p->nodes) print_nodes(p, m, s);
   }
   vr_free(h);
   return 0;
@@ -246,7 +270,7 @@ static int measure_multi(perf_opts *p, const vr_model *m, const vr_session_opts 
            "\"throughput\":%.3f,\"gflops\":%.3f,\"cpu_cores\":%.2f}\n",
            p->model, vr_precision_name(p->prec), k, p->threads, p->batch, (long long)runs,
            vr_hist_quantile(all, 0.5) / 1e6, vr_hist_quantile(all, 0.9) / 1e6,
-           vr_hist_quantile(all, 0.99) / 1e6, thr, thr * (double)vr_model_flops(m) / 1e9, cores);
+           vr_hist_quantile(all, 0.99) / 1e6, thr, thr * (double)range_flops(p, m) / 1e9, cores);
   pthread_barrier_destroy(&bar);
   vr_free(all);
   vr_free(js);
@@ -269,6 +293,8 @@ int vr_cmd_perf(int argc, char **argv) {
   o.threads = p.threads;
   o.max_batch = p.batch;
   o.precision = p.prec;
+  o.node_begin = p.rb;
+  o.node_end = p.re;
   rc = 1;
   if (vr_model_load(p.model, &m, &err)) goto fail;
   if (vr_model_num_inputs(m) > 64) {
