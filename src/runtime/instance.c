@@ -219,13 +219,23 @@ static void wait_until(vr_rt_instance *in, int64_t t) {
   pthread_cond_timedwait(&in->cv, &in->mu, &ts);
 }
 
-/* Pops up to max_batch rows from the head (in order). mu held. */
-static vr_rt_request *pop_batch(vr_rt_instance *in, int *rows_out) {
+/* Pops a batch from the head (in queue order), mu held: up to max_batch
+ * rows, and only as many as keep every request in it within its deadline
+ * at the profiled latency of the grown batch. The head always goes (it is
+ * feasible alone, or take_infeasible would have answered it). */
+static vr_rt_request *pop_batch(vr_rt_instance *in, int64_t now,
+                                int *rows_out) {
   vr_rt_request *list = in->head, *last = NULL;
   int rows = 0;
-  for (vr_rt_request *r = in->head; r && rows + r->rows <= in->opts.max_batch;
-       r = r->next) {
-    rows += r->rows;
+  int64_t dl = VR_NO_DEADLINE;
+  for (vr_rt_request *r = in->head; r; r = r->next) {
+    int n = rows + r->rows;
+    int64_t d = r->deadline_ns < dl ? r->deadline_ns : dl;
+    if (n > in->opts.max_batch ||
+        (last && !vr_batch_feasible(now, d, &in->prof, n)))
+      break;
+    rows = n;
+    dl = d;
     last = r;
   }
   in->head = last->next;
@@ -258,7 +268,7 @@ static void *executor(void *arg) {
       continue;
     }
     int rows;
-    vr_rt_request *batch = pop_batch(in, &rows);
+    vr_rt_request *batch = pop_batch(in, now, &rows);
     if (in->state != VR_INST_DRAINING)
       in->state = in->queue_rows >= 2 * in->opts.max_batch
                       ? VR_INST_OVERLOADED : VR_INST_ACTIVE;
