@@ -1,6 +1,7 @@
 /* Lowering of nodes onto oneDNN primitives. Each lower_* returns 0 when it
  * emitted steps, 1 when the configuration is not covered by oneDNN (the
  * builder then uses the reference kernel on plain tensors), <0 on error. */
+#include <limits.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -71,6 +72,32 @@ static int sum_dst(vr_pb *b, const vr_node *n, const dnnl_memory_desc_t *dmd) {
   return rc < 0 ? rc : dst;
 }
 
+/* int8 chaining: when a quantised conv's output feeds exactly one other
+ * conv (and nothing else in the range, and is not a session output), the
+ * producer writes u8/s8 directly in the consumer's scale, saving a
+ * dequantise + quantise pass over the tensor. Returns the consumer's
+ * activation scale, or 0 when the output must stay f32. */
+static float chain_scale(vr_pb *b, const vr_node *n, const vr_qparams *q, int *u8) {
+  int v = n->out[0];
+  if (n->sum_in >= 0 || v < 0 || v >= q->nvals || q->absmax[v] <= 0 || b->g->vals[v].is_output)
+    return 0;
+  if (b->uses[v] == INT_MAX) return 0;
+  const vr_node *consumer = NULL;
+  for (int i = b->c->node_begin; i < b->c->node_end; i++) {
+    const vr_node *c = &b->g->nodes[i];
+    for (int k = 0; k < c->nin; k++)
+      if (c->in[k] == v) {
+        if (consumer || k != 0) return 0;
+        consumer = c;
+      }
+  }
+  if (!consumer || strcmp(consumer->op, "Conv") || consumer->nin < 2 ||
+      !b->vt[consumer->in[1]].data || vr_attr_i(consumer, "group", 1) != 1)
+    return 0;
+  *u8 = q->nonneg[v];
+  return (*u8 ? 255.0f : 127.0f) / q->absmax[v];
+}
+
 static int lower_conv(vr_pb *b, int ni) {
   const vr_node *n = node(b, ni);
   const vr_tview *x = &b->vt[n->in[0]], *w = &b->vt[n->in[1]], *y = &b->vt[n->out[0]];
@@ -117,8 +144,12 @@ static int lower_conv(vr_pb *b, int ni) {
       osc[o] = 1.0f / (sx * sw[o]);
     }
   }
+  int next_u8 = 0;
+  float snext = q8 ? chain_scale(b, n, q, &next_u8) : 0;
+  if (snext > 0)
+    for (int64_t o = 0; o < w->shape[0]; o++) osc[o] *= snext;
   md_any(&xmd, x, sdt);
-  md_any(&ymd, y, dnnl_f32);
+  md_any(&ymd, y, snext > 0 ? (next_u8 ? dnnl_u8 : dnnl_s8) : dnnl_f32);
   dnnl_memory_desc_init_by_tag(&wmd, wn, wd, wdt, dnnl_format_tag_any);
   {
     dnnl_dims_t s;
@@ -159,7 +190,18 @@ static int lower_conv(vr_pb *b, int ni) {
     return rc;
   }
   int xin = rc ? rc : vr_pb_pv_of(b, n->in[0]);
-  if (xin >= 0) xin = q8 ? vr_pb_quantize(b, xin, &qx, sx) : vr_pb_as(b, xin, &qx);
+  if (xin >= 0) {
+    dnnl_data_type_t have = PV(b, xin)->md.data_type;
+    int chained = have == dnnl_u8 || have == dnnl_s8; /* from chain_scale */
+    if (chained && q8) {
+      xin = vr_pb_as(b, xin, &qx); /* already in this conv's scale */
+    } else if (chained) { /* int8 input but this conv fell back to f32 */
+      float s_in = (have == dnnl_u8 ? 255.0f : 127.0f) / q->absmax[n->in[0]];
+      xin = vr_pb_quantize(b, xin, &qx, 1.0f / s_in);
+    } else {
+      xin = q8 ? vr_pb_quantize(b, xin, &qx, sx) : vr_pb_as(b, xin, &qx);
+    }
+  }
   if (xin < 0) {
     dnnl_primitive_desc_destroy(pd);
     return xin;
