@@ -46,6 +46,35 @@ static int check_one(const char *name, const vr_npy *val) {
     if (r > 1e-4) fail_msg("%s row %d alone: relative error %g", name, i, r);
   }
   vr_session_free(s);
+  /* int8 (calibrated on the calibration set; conv->conv chains stay
+   * int8): predictions agree with fp32 PyTorch on >= 95% of the rows. */
+  vr_npy cal;
+  if (vr_precision_supported(VR_PREC_INT8) &&
+      !vr_npy_read(src_path("models/fmnist-data/calib_inputs.npy"), &cal, &e)) {
+    vr_tensor tc = tensor_of(vr_model_input(m, 0)->name, &cal);
+    o.precision = VR_PREC_INT8;
+    o.calibration = &tc;
+    o.n_calibration = 1;
+    if (vr_session_create(m, &o, &s, &e)) fail_msg("%s int8: %s", name, e.msg);
+    in.shape[0] = ROWS;
+    in.data = val->data;
+    in.nbytes = (size_t)(per_in * ROWS) * 4;
+    if (vr_session_run(s, ROWS, &in, 1, out, 4, &e)) fail_msg("%s int8: %s", name, e.msg);
+    int agree = 0;
+    for (int i = 0; i < ROWS; i++) {
+      const float *a = (const float *)out[0].data + i * per, *b = (const float *)ref.data + i * per;
+      int ia = 0, ib = 0;
+      for (int k = 1; k < per; k++) {
+        if (a[k] > a[ia]) ia = k;
+        if (b[k] > b[ib]) ib = k;
+      }
+      agree += ia == ib;
+    }
+    printf("  %-24s int8: %d/%d predictions agree with fp32\n", name, agree, ROWS);
+    if (agree < ROWS * 95 / 100) fail_msg("%s int8: only %d/%d predictions agree", name, agree, ROWS);
+    vr_session_free(s);
+    vr_npy_free(&cal);
+  }
   vr_npy_free(&ref);
   vr_model_free(m);
   return 1;
