@@ -58,6 +58,15 @@ echo
 # 1. Overhead at concurrency 1 on the tiny model.
 rtt=$(bench --path /v2/health/live --arrival closed --connections 1 --duration "$D" | j 'd["p50_us"]')
 bin=$(bench --model fmnist_linear --arrival closed --connections 1 --duration "$D" --binary)
+# Server-side overhead of those requests (headers complete -> response
+# queued, minus compute), from /metrics: only they have been served so far.
+srv_over=$($py -c '
+import sys, urllib.request
+t = urllib.request.urlopen("http://127.0.0.1:%s/metrics" % sys.argv[1]).read().decode()
+for l in t.splitlines():
+    if l.startswith("vario_server_overhead_seconds{quantile=\"0.5\"}"):
+        print("%.1f" % (float(l.split()[1]) * 1e6))
+' "$port")
 jsn=$(bench --model fmnist_linear --arrival closed --connections 1 --duration "$D")
 eng=$("$vario" bench --engine "$tmp/repo/fmnist_linear" --batch 1 --duration "$D" --json)
 echo "### Serving overhead, concurrency 1, fmnist_linear (15.7 kFLOP)"
@@ -66,6 +75,7 @@ echo "| path | e2e p50 us | server compute p50 us | e2e - compute p50 us |"
 echo "|---|---|---|---|"
 echo "| GET /v2/health/live (transport + client baseline) | $rtt | - | - |"
 echo "| infer, binary tensors | $(j 'd["p50_us"]' <<<"$bin") | $(j 'd["compute_p50_us"]' <<<"$bin") | $(j 'd["overhead_p50_us"]' <<<"$bin") |"
+echo "| infer, binary, inside the server (headers complete to response queued, minus compute) | - | - | $srv_over |"
 echo "| infer, JSON tensors | $(j 'd["p50_us"]' <<<"$jsn") | $(j 'd["compute_p50_us"]' <<<"$jsn") | $(j 'd["overhead_p50_us"]' <<<"$jsn") |"
 echo "| engine only, batch 1 (vario bench --engine) | $(j 'd["p50_us"]' <<<"$eng") | - | - |"
 echo

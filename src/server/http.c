@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "base/alloc.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "server/kserve.h"
 #include "server/sbuf.h"
@@ -36,6 +37,7 @@ struct vr_http_req {
   int status;
   void *state;
   void (*state_free)(void *);
+  int64_t t0; /* headers complete (monotonic ns) */
 };
 
 const char *vr_http_method(const vr_http_req *r) { return r->method; }
@@ -52,6 +54,7 @@ void vr_http_set_state(vr_http_req *r, void *state, void (*fn)(void *)) {
   r->state_free = fn;
 }
 void *vr_http_state(const vr_http_req *r) { return r->state; }
+int64_t vr_http_started_ns(const vr_http_req *r) { return r->t0; }
 
 static void free_body(void *p) { vr_free(p); }
 
@@ -133,6 +136,7 @@ static enum MHD_Result on_headers(vr_http *h, struct MHD_Connection *conn,
   if (!r) return MHD_NO;
   r->h = h;
   r->conn = conn;
+  r->t0 = vr_now_ns();
   r->url = url;
   r->method = method;
   *con_cls = r;

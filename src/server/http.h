@@ -17,6 +17,7 @@
 #define VR_SERVER_HTTP_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "vario/status.h"
 
@@ -52,6 +53,8 @@ const char *vr_http_url(const vr_http_req *r);
 const char *vr_http_header(const vr_http_req *r, const char *name);
 const char *vr_http_body(const vr_http_req *r, size_t *len);
 void vr_http_set_state(vr_http_req *r, void *state, void (*state_free)(void *));
+/* Monotonic time at which the request's headers were complete. */
+int64_t vr_http_started_ns(const vr_http_req *r);
 void *vr_http_state(const vr_http_req *r);
 
 /* Responds (event thread). Takes ownership of body (vr_malloc'd, may be

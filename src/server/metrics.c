@@ -150,6 +150,20 @@ void vr_server_metrics(vr_server *s, vr_sbuf *b) {
     vr_sbuf_printf(b, "vario_http_responses_total{code=\"%dxx\"} %llu\n", k,
                    (unsigned long long)__atomic_load_n(&s->http_status[k],
                                                        __ATOMIC_RELAXED));
+  if (s->overhead) {
+    vr_sbuf_puts(b, "# HELP vario_server_overhead_seconds Server-side overhead of"
+                 " served inferences: headers complete to response queued,"
+                 " minus batch compute.\n# TYPE vario_server_overhead_seconds"
+                 " summary\n");
+    static const double q[] = {0.5, 0.9, 0.99};
+    for (int i = 0; i < 3; i++)
+      vr_sbuf_printf(b, "vario_server_overhead_seconds{quantile=\"%g\"} %.9f\n",
+                     q[i], vr_hist_quantile(s->overhead, q[i]) / 1e9);
+    vr_sbuf_printf(b, "vario_server_overhead_seconds_sum %.9f\n"
+                   "vario_server_overhead_seconds_count %llu\n",
+                   s->overhead->sum / 1e9,
+                   (unsigned long long)s->overhead->count);
+  }
   vr_sbuf_printf(b, "# HELP vario_invalid_requests_total Inference requests"
                  " refused before routing (bad input, unknown model).\n"
                  "# TYPE vario_invalid_requests_total counter\n"

@@ -253,8 +253,11 @@ int vr_server_create(const vr_server_opts *o, vr_server **out,
     vr_free(s);
     return vr_errf(err, VR_ENOMEM, "out of memory");
   }
+  s->overhead = vr_malloc(sizeof *s->overhead);
+  if (s->overhead) vr_hist_init(s->overhead);
   int rc = vr_runtime_create(&o->rt, &s->rt, err);
   if (rc) {
+    vr_free(s->overhead);
     vr_free(s->repo);
     vr_free(s);
     return rc;
@@ -264,6 +267,7 @@ int vr_server_create(const vr_server_opts *o, vr_server **out,
   rc = vr_http_start(&ho, &s->http, err);
   if (rc) {
     vr_runtime_free(s->rt);
+    vr_free(s->overhead);
     vr_free(s->repo);
     vr_free(s);
     return rc;
@@ -296,6 +300,7 @@ void vr_server_free(vr_server *s) {
   vr_server_shutdown(s);
   vr_http_stop(s->http);
   vr_runtime_free(s->rt);
+  vr_free(s->overhead);
   vr_free(s->repo);
   vr_free(s);
 }

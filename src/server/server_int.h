@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 
+#include "base/hist.h"
 #include "server/http.h"
 #include "server/server.h"
 
@@ -17,6 +18,10 @@ struct vr_server {
   int shutting_down;
   uint64_t http_status[6]; /* responses by class: [2]=2xx ... (atomic) */
   uint64_t invalid;        /* infer requests rejected before routing */
+  /* Server-side overhead of served inferences (headers complete ->
+   * response queued, minus batch compute), ns. Event thread only: written
+   * by infer responses, read by /metrics, both on that thread. */
+  vr_hist *overhead;
   vr_control *ctl;         /* model-less control plane, or NULL (borrowed) */
   vr_store *store;         /* its metadata store (borrowed) */
   struct vr_jobs *jobs;    /* offline jobs, or NULL (borrowed) */

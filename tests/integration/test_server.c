@@ -293,7 +293,8 @@ static void test_stats_metrics_repo(void **st) {
                          "vario_compute_duration_seconds_sum",
                          "vario_queue_depth{", "vario_instances{",
                          "vario_slo_violations_total{",
-                         "outcome=\"dropped\"} "};
+                         "outcome=\"dropped\"} ",
+                         "vario_server_overhead_seconds{quantile=\"0.5\"}"};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     if (!strstr(b, names[i])) fail_msg("metrics lack %s", names[i]);
   assert_int_equal(post_json("/v2/repository/index", "", b, 1 << 16), 200);
