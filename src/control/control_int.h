@@ -59,6 +59,7 @@ typedef struct ctl_wait {
 
 typedef struct ctl_load {
   int var;
+  int evict_id; /* instance to unload first to make room, or 0 */
   ctl_wait *waiters;
   struct ctl_load *next;
 } ctl_load;

@@ -68,7 +68,27 @@ static void count_routed(vr_control *c, ctl_inst *in, double slo) {
 }
 
 /* Queues a load of v for the loader with w waiting on it (mu held). */
-static int queue_load(vr_control *c, int v, ctl_wait *w) {
+/* An idle instance (nothing in flight, no arrivals this period) of another
+ * variant whose release lets v fit; marks it removing and returns its id,
+ * or 0. Caller holds mu. */
+static int pick_victim(vr_control *c, int v) {
+  const vr_profile *p = &c->var[v].prof;
+  for (size_t i = 0; i < c->insts.len; i++) {
+    ctl_inst *in = vr_vec_at(&c->insts, i);
+    if (in->removing || in->inflight || in->arrivals || in->var == v) continue;
+    const vr_profile *q = &c->var[in->var].prof;
+    if (c->worker.free_cores + q->threads >= p->threads &&
+        c->worker.free_mem + q->mem_bytes >= p->mem_bytes) {
+      in->removing = 1;
+      c->worker.free_cores += q->threads;
+      c->worker.free_mem += q->mem_bytes;
+      return in->id;
+    }
+  }
+  return 0;
+}
+
+static int queue_load(vr_control *c, int v, ctl_wait *w, int evict_id) {
   if (c->running && c->running->var == v) {
     w->next = c->running->waiters;
     c->running->waiters = w;
@@ -83,6 +103,7 @@ static int queue_load(vr_control *c, int v, ctl_wait *w) {
   ctl_load *l = VR_NEW(ctl_load);
   if (!l) return VR_ENOMEM;
   l->var = v;
+  l->evict_id = evict_id;
   l->waiters = w;
   const vr_profile *p = &c->var[v].prof;
   c->loading_cores += p->threads; /* reserve now, so ticks do not overcommit */
@@ -140,13 +161,19 @@ static int decide(vr_control *c, const vr_ctl_query *q, vr_ctl_route *r,
       return 1;
     }
   }
-  /* Inactive (or its instances are going away): load it, if it fits. */
-  if (c->var[sel.variant].loading || ctl_fits_locked(c, sel.variant)) {
+  /* Inactive (or its instances are going away): load it, if it fits —
+   * after evicting an instance nobody used this period, if that makes
+   * room (the autoscaler would release it after its load time anyway). */
+  int victim = 0;
+  if (!c->var[sel.variant].loading && !ctl_fits_locked(c, sel.variant))
+    victim = pick_victim(c, sel.variant);
+  if (c->var[sel.variant].loading || ctl_fits_locked(c, sel.variant) || victim) {
     *waiter = VR_NEW(ctl_wait);
-    if (*waiter && queue_load(c, sel.variant, *waiter) == 0) {
+    if (*waiter && queue_load(c, sel.variant, *waiter, victim) == 0) {
       r->loaded = 1;
       return 0;
     }
+    if (victim) ctl_inst_by_id(c, victim)->removing = 0;
     vr_free(*waiter);
     *waiter = NULL;
   }
@@ -200,6 +227,17 @@ static void answer_waiters(vr_control *c, ctl_wait *list, int id, const char *ms
 
 static void run_load(vr_control *c, ctl_load *l) {
   vr_errbuf err = {0};
+  if (l->evict_id) {
+    vr_errbuf e2 = {0};
+    if (vr_rt_remove_instance(c->o.rt, l->evict_id, &e2))
+      vr_warn("control: evicting instance %d: %s", l->evict_id, e2.msg);
+    else
+      vr_info("control: evicted idle instance %d for %s", l->evict_id,
+              c->var[l->var].prof.variant);
+    pthread_mutex_lock(&c->mu);
+    c->actions_applied[VR_ACT_UNLOAD]++;
+    pthread_mutex_unlock(&c->mu);
+  }
   int id = ctl_load_variant(c, l->var, &err);
   pthread_mutex_lock(&c->mu);
   const vr_profile *p = &c->var[l->var].prof;

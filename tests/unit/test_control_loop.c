@@ -73,17 +73,19 @@ static int teardown(void **st) {
   return 0;
 }
 
-static vr_control *make_control(void) {
+static vr_control *make_control_cores(int cores) {
   vr_control_opts o;
   vr_control_opts_init(&o);
   o.store = g_store;
   o.rt = g_rt;
-  o.cores = 2;
+  o.cores = cores;
   vr_control *c = NULL;
   vr_errbuf e = {0};
   assert_int_equal(vr_control_create(&o, &c, &e), 0);
   return c;
 }
+
+static vr_control *make_control(void) { return make_control_cores(2); }
 
 /* Routing answers synchronously when no control threads run. */
 static void grab(void *tag, const vr_ctl_route *r) { *(vr_ctl_route *)tag = *r; }
@@ -197,6 +199,42 @@ static void test_selection_and_scaling(void **st) {
   vr_control_free(c);
 }
 
+/* One core: a query needing another variant evicts an instance that saw
+ * no traffic this period; one that did keeps its core (503 instead). */
+static void test_evict_idle(void **st) {
+  vr_rt_instance_stats old[8];
+  vr_errbuf e0 = {0};
+  int n0 = vr_rt_instances(g_rt, NULL, old, 8); /* start from an empty worker */
+  for (int i = 0; i < n0 && i < 8; i++) vr_rt_remove_instance(g_rt, old[i].id, &e0);
+  vr_control *c = make_control_cores(1);
+  /* By model name: which of two qualifying variants loads first depends
+   * on measured load + inference times, so name the one wanted. */
+  vr_ctl_query qa = {.model = "fmnist_linear", .latency_ms = 100};
+  vr_ctl_route a;
+  vr_control_route(c, &qa, grab, &a);
+  assert_int_equal(a.status, 0);
+  assert_string_equal(a.model, "fmnist_linear");
+  serve_one(c, &a);
+  vr_ctl_route b = route(c, 100, 88, 0);
+  assert_int_equal(b.status, VR_EBUSY);
+  assert_int_equal(b.http_status, 503);
+  assert_non_null(strstr(b.msg, "no room"));
+  vr_errbuf e = {0};
+  /* A new period without traffic for the linear instance. */
+  assert_int_equal(vr_control_tick(c, vr_now_ns(), &e), 0);
+  b = route(c, 100, 88, 0);
+  if (b.status) fprintf(stderr, "%s\n", b.msg);
+  assert_int_equal(b.status, 0);
+  assert_string_equal(b.model, "fmnist_mlp");
+  serve_one(c, &b);
+  vr_rt_instance_stats s[8];
+  int n = vr_rt_instances(g_rt, NULL, s, 8);
+  assert_int_equal(n, 1);
+  assert_string_equal(s[0].model, "fmnist_mlp");
+  assert_int_equal(vr_rt_remove_instance(g_rt, s[0].id, &e), 0);
+  vr_control_free(c);
+}
+
 static void test_reload_store(void **st) {
   vr_control *c = make_control();
   vr_errbuf e = {0};
@@ -278,6 +316,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_selection_and_scaling),
       cmocka_unit_test(test_offline_job),
+      cmocka_unit_test(test_evict_idle),
       cmocka_unit_test(test_reload_store),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
