@@ -156,9 +156,11 @@ static int num_param(json_t *p, const char *k, double *out, vr_errbuf *err) {
   return 0;
 }
 
-/* latency_ms / min_accuracy / max_cost from the JSON part's parameters. */
+/* latency_ms / min_accuracy / max_cost (and an optional "model" that pins
+ * the query to one registered model of the app) from the parameters.
+ * model_buf receives the model name (q->model points into it). */
 static int parse_query(const char *body, size_t len, size_t hlen, vr_ctl_query *q,
-                       vr_errbuf *err) {
+                       char *model_buf, size_t model_cap, vr_errbuf *err) {
   json_error_t je;
   json_t *root = json_loadb(body, hlen == (size_t)-1 ? len : hlen, 0, &je);
   if (!root) return vr_errf(err, VR_EFORMAT, "bad JSON: %s", je.text);
@@ -168,6 +170,14 @@ static int parse_query(const char *body, size_t len, size_t hlen, vr_ctl_query *
   if (!rc) rc = num_param(p, "max_cost", &q->max_cost, err);
   if (!rc && q->min_accuracy > 100)
     rc = vr_errf(err, VR_EINVAL, "min_accuracy %g is above 100%%", q->min_accuracy);
+  json_t *m = p ? json_object_get(p, "model") : NULL;
+  if (!rc && m && (!json_is_string(m) || strlen(json_string_value(m)) >= model_cap))
+    rc = vr_errf(err, VR_EINVAL, "parameter \"model\" must be a model name");
+  if (!rc && m) {
+    snprintf(model_buf, model_cap, "%s", json_string_value(m));
+    q->model = model_buf;
+    q->app = NULL;
+  }
   json_decref(root);
   return rc;
 }
@@ -184,8 +194,17 @@ static void app_infer(vr_server *s, vr_http_req *r, const char *app) {
   const char *h = vr_http_header(r, "Inference-Header-Content-Length");
   if (h) hlen = strtoull(h, NULL, 10);
   vr_ctl_query q = {.app = app};
+  char model[VR_STORE_NAME_MAX];
   int rc = vr_ks_parse_request(body, blen, hlen, &c->ks, &err);
-  if (!rc) rc = parse_query(body, blen, hlen, &q, &err);
+  if (!rc) rc = parse_query(body, blen, hlen, &q, model, sizeof model, &err);
+  if (!rc && q.model) { /* a pinned model must belong to the app */
+    vr_store_rdlock(s->store);
+    const vr_model_rec *m = vr_store_model(s->store, q.model);
+    int mine = m && !strcmp(m->app, app);
+    vr_store_unlock(s->store);
+    if (!mine)
+      rc = vr_errf(&err, VR_ENOENT, "app '%.64s' has no model '%.64s'", app, q.model);
+  }
   if (rc) return fail(s, r, vr_server_http_status(rc), err.msg);
   vr_http_defer(r, on_resume); /* the answer may come from another thread */
   vr_control_route(s->ctl, &q, on_routed, c);

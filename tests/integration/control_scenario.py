@@ -140,6 +140,11 @@ try:
     ok = st == 200 and 2 * r["parameters"]["profile_p99_ms"] <= slo * 1.0001
     check(ok, f"tight SLO {slo:.4f} ms served by {r.get('parameters', r)}")
 
+    st, r = infer(port, {"latency_ms": 100, "model": "fmnist_linear"})
+    check(st == 200 and r["parameters"]["model"] == "fmnist_linear",
+          "a query pinned to a model is served by it")
+    st, r = infer(port, {"latency_ms": 100, "model": "nope"})
+    check(st == 404, f"a pinned unknown model -> 404: {r}")
     st, r = infer(port, {"latency_ms": 50, "min_accuracy": 99.9})
     check(st == 400 and "closest is" in r["error"], f"infeasible -> 400: {r['error']}")
     st, r = http(port, "POST", "/v2/apps/nope/infer", {"inputs": []})
