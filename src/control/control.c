@@ -501,7 +501,9 @@ void vr_control_stop(vr_control *c) {
   pthread_mutex_unlock(&c->mu);
   pthread_join(c->tick_thread, NULL);
   pthread_join(c->load_thread, NULL);
+  pthread_mutex_lock(&c->mu);
   c->started = 0;
+  pthread_mutex_unlock(&c->mu);
 }
 
 void vr_control_free(vr_control *c) {

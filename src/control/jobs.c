@@ -150,7 +150,9 @@ static int run_chunks(vr_jobs *j, job *jb, vr_session *s, const vr_npy *x,
     vr_tensor in = {ti->name, x->dtype, x->ndim, {0}, (char *)x->data + i * row, b * row};
     memcpy(in.shape, x->shape, sizeof in.shape);
     in.shape[0] = b;
-    vr_tensor y[8];
+    vr_tensor y[16];
+    if (vr_session_num_outputs(s) > 16)
+      return vr_errf(err, VR_EUNSUPPORTED, "model has %d outputs", vr_session_num_outputs(s));
     int64_t t0 = vr_now_ns();
     hold_core(j->o.ctl, 1);
     int rc = vr_session_run(s, b, &in, 1, y, vr_session_num_outputs(s), err);
