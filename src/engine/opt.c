@@ -243,7 +243,9 @@ static int fold_pass(vr_graph *g, vr_errbuf *err) {
   for (int ni = 0; !rc && ni < g->nnodes; ni++) {
     vr_node *n = &g->nodes[ni];
     for (int p = 0; p < NPROBE && !rc; p++) {
-      for (int i = 0; i < g->nvals; i++) vt[i] = pr[i].vt[p];
+      /* Only the node's inputs are read (O(inputs), not O(values)). */
+      for (int i = 0; i < n->nin; i++)
+        if (n->in[i] >= 0) vt[n->in[i]] = pr[n->in[i]].vt[p];
       if ((rc = vr_graph_infer_node(g, ni, vt, err))) {
         if (p > 0 && err) vr_errctx(err, rc, "at batch %d", p + 1);
         break;
