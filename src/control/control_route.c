@@ -173,7 +173,12 @@ static int decide(vr_control *c, const vr_ctl_query *q, vr_ctl_route *r,
       r->loaded = 1;
       return 0;
     }
-    if (victim) ctl_inst_by_id(c, victim)->removing = 0;
+    if (victim) { /* could not queue: the victim stays */
+      ctl_inst *in = ctl_inst_by_id(c, victim);
+      in->removing = 0;
+      c->worker.free_cores -= c->var[in->var].prof.threads;
+      c->worker.free_mem -= c->var[in->var].prof.mem_bytes;
+    }
     vr_free(*waiter);
     *waiter = NULL;
   }
