@@ -1,3 +1,4 @@
+#define _GNU_SOURCE /* pthread_setname_np */
 #include "server/http.h"
 
 #include <arpa/inet.h>
@@ -5,6 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "base/alloc.h"
@@ -13,8 +17,23 @@
 #include "server/kserve.h"
 #include "server/sbuf.h"
 
+/* The event loop is ours, not MHD's internal thread: one thread waits on
+ * MHD's epoll fd and an eventfd. Other threads never call into MHD; to
+ * resume a parked request they queue it (wake list) and signal the
+ * eventfd, and the loop resumes it between MHD runs. (Resuming from
+ * another thread while the request's handler was still running on the
+ * event thread lost wake-ups under load: MHD cancels a resume that
+ * arrives before its suspension completes.) */
 struct vr_http {
   struct MHD_Daemon *d;
+  pthread_t thread;
+  int efd;  /* eventfd: wake list non-empty or stop */
+  int ep;   /* our epoll: MHD's epoll fd + efd */
+  int stop;
+  int quiesce;  /* 1: asked, 2: done (MHD calls stay on the event thread) */
+  pthread_mutex_t wmu;
+  vr_http_req **wake; /* parked requests to resume (guarded by wmu) */
+  size_t nwake, capwake;
   vr_http_opts o;
   int port;
   int draining;
@@ -99,7 +118,60 @@ void vr_http_defer(vr_http_req *r, vr_http_handler resume_fn) {
   MHD_suspend_connection(r->conn);
 }
 
-void vr_http_wake(vr_http_req *r) { MHD_resume_connection(r->conn); }
+void vr_http_wake(vr_http_req *r) {
+  vr_http *h = r->h;
+  pthread_mutex_lock(&h->wmu);
+  if (h->nwake == h->capwake) {
+    size_t cap = h->capwake ? h->capwake * 2 : 256;
+    vr_http_req **p = vr_realloc(h->wake, cap * sizeof *p);
+    /* Out of memory here would strand a request; abort loudly instead. */
+    if (!p) abort();
+    h->wake = p;
+    h->capwake = cap;
+  }
+  h->wake[h->nwake++] = r;
+  pthread_mutex_unlock(&h->wmu);
+  uint64_t one = 1;
+  ssize_t w = write(h->efd, &one, sizeof one);
+  (void)w;
+}
+
+/* Event thread: resume every queued request, outside any handler. */
+static void resume_woken(vr_http *h) {
+  uint64_t x;
+  ssize_t rd = read(h->efd, &x, sizeof x);
+  (void)rd;
+  for (;;) {
+    vr_http_req *batch[64];
+    size_t n = 0;
+    pthread_mutex_lock(&h->wmu);
+    while (n < 64 && h->nwake) batch[n++] = h->wake[--h->nwake];
+    pthread_mutex_unlock(&h->wmu);
+    if (!n) break;
+    for (size_t i = 0; i < n; i++) MHD_resume_connection(batch[i]->conn);
+  }
+}
+
+static void *event_loop(void *arg) {
+  vr_http *h = arg;
+  pthread_setname_np(pthread_self(), "vr-http");
+  struct epoll_event ev[4];
+  while (!__atomic_load_n(&h->stop, __ATOMIC_ACQUIRE)) {
+    MHD_UNSIGNED_LONG_LONG to = 0;
+    int timeout = 1000;
+    if (MHD_get_timeout(h->d, &to) == MHD_YES && to < 1000) timeout = (int)to;
+    int n = epoll_wait(h->ep, ev, 4, timeout);
+    for (int i = 0; i < n; i++)
+      if (ev[i].data.fd == h->efd) resume_woken(h);
+    if (__atomic_load_n(&h->quiesce, __ATOMIC_ACQUIRE) == 1) {
+      MHD_socket ls = MHD_quiesce_daemon(h->d);
+      if (ls != MHD_INVALID_SOCKET) close(ls);
+      __atomic_store_n(&h->quiesce, 2, __ATOMIC_RELEASE);
+    }
+    MHD_run(h->d);
+  }
+  return NULL;
+}
 
 static int append_body(vr_http_req *r, const char *data, size_t n) {
   if (r->len + n > r->h->o.max_body) return -1;
@@ -241,8 +313,7 @@ int vr_http_start(const vr_http_opts *o, vr_http **out, vr_errbuf *err) {
     return vr_errf(err, VR_EINVAL, "--host '%s' is not an IPv4 address",
                    o->host);
   }
-  unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME |
-                   MHD_USE_ITC | MHD_USE_TURBO;
+  unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TURBO;
   h->d = MHD_start_daemon(
       flags, (uint16_t)o->port, on_accept, h, ahc, h, MHD_OPTION_SOCK_ADDR, &sa,
       MHD_OPTION_CONNECTION_LIMIT, h->o.max_conns + 16,
@@ -261,6 +332,24 @@ int vr_http_start(const vr_http_opts *o, vr_http **out, vr_errbuf *err) {
   const union MHD_DaemonInfo *di =
       MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
   h->port = di ? di->port : o->port;
+  const union MHD_DaemonInfo *de =
+      MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_EPOLL_FD);
+  pthread_mutex_init(&h->wmu, NULL);
+  h->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  h->ep = epoll_create1(EPOLL_CLOEXEC);
+  struct epoll_event e1 = {EPOLLIN, {.fd = de ? de->epoll_fd : -1}};
+  struct epoll_event e2 = {EPOLLIN, {.fd = h->efd}};
+  if (!de || h->efd < 0 || h->ep < 0 ||
+      epoll_ctl(h->ep, EPOLL_CTL_ADD, de->epoll_fd, &e1) ||
+      epoll_ctl(h->ep, EPOLL_CTL_ADD, h->efd, &e2) ||
+      pthread_create(&h->thread, NULL, event_loop, h)) {
+    MHD_stop_daemon(h->d);
+    if (h->efd >= 0) close(h->efd);
+    if (h->ep >= 0) close(h->ep);
+    pthread_mutex_destroy(&h->wmu);
+    vr_free(h);
+    return vr_errf(err, VR_EIO, "cannot start the HTTP event thread");
+  }
   *out = h;
   return 0;
 }
@@ -269,8 +358,12 @@ int vr_http_port(const vr_http *h) { return h->port; }
 
 void vr_http_drain(vr_http *h) {
   __atomic_store_n(&h->draining, 1, __ATOMIC_SEQ_CST);
-  MHD_socket s = MHD_quiesce_daemon(h->d);
-  if (s != MHD_INVALID_SOCKET) close(s);
+  __atomic_store_n(&h->quiesce, 1, __ATOMIC_RELEASE);
+  uint64_t one = 1;
+  ssize_t w = write(h->efd, &one, sizeof one);
+  (void)w;
+  for (int i = 0; i < 2000 && __atomic_load_n(&h->quiesce, __ATOMIC_ACQUIRE) != 2; i++)
+    usleep(500); /* the event thread closes the listening socket */
 }
 
 int vr_http_inflight(vr_http *h) {
@@ -279,6 +372,17 @@ int vr_http_inflight(vr_http *h) {
 
 void vr_http_stop(vr_http *h) {
   if (!h) return;
+  __atomic_store_n(&h->stop, 1, __ATOMIC_RELEASE);
+  uint64_t one = 1;
+  ssize_t w = write(h->efd, &one, sizeof one);
+  (void)w;
+  pthread_join(h->thread, NULL);
+  resume_woken(h); /* MHD must not be stopped with parked connections */
+  MHD_run(h->d);
   MHD_stop_daemon(h->d);
+  close(h->efd);
+  close(h->ep);
+  vr_free(h->wake);
+  pthread_mutex_destroy(&h->wmu);
   vr_free(h);
 }
