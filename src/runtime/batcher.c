@@ -19,6 +19,15 @@ int64_t vr_lat_estimate(const vr_lat_profile *p, int n) {
   return 0;
 }
 
+void vr_lat_observe(vr_lat_profile *p, int n, int64_t ns) {
+  int k = slot_of(n);
+  if (n != (1 << k) || ns <= 0) return;
+  int64_t old = __atomic_load_n(&p->ns[k], __ATOMIC_RELAXED);
+  /* Relaxed store: admission on other threads may read either value. */
+  __atomic_store_n(&p->ns[k], old > 0 ? old + (ns - old) / 8 : ns,
+                   __ATOMIC_RELAXED);
+}
+
 vr_batch_decision vr_batch_decide(const vr_batch_state *s,
                                   const vr_lat_profile *p) {
   vr_batch_decision d = {0, INT64_MAX};

@@ -30,6 +30,10 @@ typedef struct vr_lat_profile {
 
 /* Estimated service time of a batch of n rows (n >= 1). */
 int64_t vr_lat_estimate(const vr_lat_profile *p, int n);
+/* Folds an observed run of n rows into the profile (EWMA, weight 1/8)
+ * when n is exactly a slot's batch size, so estimates follow the machine
+ * (contention, interference) instead of staying at load-time values. */
+void vr_lat_observe(vr_lat_profile *p, int n, int64_t ns);
 
 typedef struct vr_batch_state {
   int64_t now;

@@ -347,6 +347,7 @@ static void run_batch(vr_rt_instance *in, vr_rt_request *list, int rows) {
   int n_out = c->n_outputs;
   if (!rc) rc = check_outputs(tout, n_out, rows, &err);
   int64_t t1 = vr_now_ns();
+  if (!rc) vr_lat_observe(&in->prof, rows, t1 - t0);
   vr_rt_vstats_batch(in->rt, in->vs, rows);
   pthread_mutex_lock(&in->mu);
   in->batches++;

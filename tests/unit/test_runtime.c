@@ -57,6 +57,18 @@ static void test_batch_deadline(void **st) {
   assert_false(vr_batch_feasible(8601, 9000, &p, 1));
 }
 
+static void test_lat_observe(void **st) {
+  (void)st;
+  vr_lat_profile p = {{0}};
+  p.ns[2] = 800; /* b=4 */
+  vr_lat_observe(&p, 4, 1600);
+  assert_int_equal(p.ns[2], 900); /* 800 + (1600 - 800) / 8 */
+  vr_lat_observe(&p, 3, 5000);    /* not a slot size: ignored */
+  assert_int_equal(p.ns[2], 900);
+  vr_lat_observe(&p, 1, 50);      /* unmeasured slot: taken as is */
+  assert_int_equal(p.ns[0], 50);
+}
+
 static void test_lat_estimate(void **st) {
   (void)st;
   vr_lat_profile p = {{0}};
@@ -474,6 +486,7 @@ int main(void) {
       cmocka_unit_test(test_batch_delay),
       cmocka_unit_test(test_batch_deadline),
       cmocka_unit_test(test_lat_estimate),
+      cmocka_unit_test(test_lat_observe),
       cmocka_unit_test(test_config_good),
       cmocka_unit_test(test_config_bad),
       cmocka_unit_test(test_rt_batches_and_outputs),
