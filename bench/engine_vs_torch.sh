@@ -147,7 +147,7 @@ if [[ " $PARTS " == *" fmnist "* ]]; then
       fi
       if [ $have_eval -eq 1 ]; then
         out=$(timeout "$TMO" "$VARIO" eval "$d/model.onnx" \
-              --input models/fmnist-data/val_inputs.npy \
+              --inputs models/fmnist-data/val_inputs.npy \
               --labels models/fmnist-data/val_labels.npy \
               --precision "$p" "${extra[@]}" --json 2>&1) &&
           record "acc $m $p" "$out" "" || record "acc $m $p" "" "vario eval: $out"
