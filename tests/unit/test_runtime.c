@@ -280,7 +280,7 @@ static void test_rt_deadline_drop(void **st) {
 static void test_rt_deadline_caps_batch(void **st) {
   (void)st;
   rt_fake f;
-  rt_fake_init(&f, 0, 5000, 1); /* 5 ms per row: b4 = 20 ms, b8 = 40 ms */
+  rt_fake_init(&f, 0, 10000, 1); /* 10 ms per row: b4 = 40, b8 = 80 ms */
   vr_runtime *rt = make_rt(&f);
   vr_model_config c;
   rt_fake_config(&c, "m", 1, 1, 8, 0);
@@ -299,11 +299,11 @@ static void test_rt_deadline_caps_batch(void **st) {
   f.max_batch_seen = 0;
   for (int i = 0; i < 8; i++) {
     set_input(&r[i], &x[i], 1, 1);
-    r[i].timeout_ns = 28 * 1000 * 1000;
+    r[i].timeout_ns = 60 * 1000 * 1000;
     assert_int_equal(vr_rt_submit(rt, "m", &r[i]), 0);
   }
   wait_done(9);
-  /* ~23 ms left when the batch starts: 8 rows (40 ms) would make all
+  /* ~50 ms left when the batch starts: 8 rows (80 ms) would make all
    * miss; the batcher stops at 4 (or fewer on a slow machine). */
   assert_true(f.max_batch_seen >= 1 && f.max_batch_seen <= 4);
   int served = 0, dropped = 0;
