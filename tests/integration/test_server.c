@@ -369,7 +369,13 @@ static void test_unload_in_flight(void **st) {
   enum { N = 12 };
   int fd[N];
   for (int i = 0; i < N; i++) fd[i] = send_raw("/v2/models/slow/infer", k_infer, 0);
-  usleep(2000);
+  /* Unload once some are in the runtime (queued or running). */
+  for (int k = 0; k < 2000; k++) {
+    vr_rt_instance_stats is[2];
+    int n = vr_rt_instances(vr_server_runtime(g_srv), "slow", is, 2);
+    if (n == 1 && is[0].queue_rows + is[0].busy_rows > 0) break;
+    usleep(500);
+  }
   char b[512];
   assert_int_equal(post_json("/v2/repository/models/slow/unload", "", b, sizeof b), 200);
   int served = 0;
