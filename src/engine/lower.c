@@ -407,6 +407,70 @@ static int lower_matmul(vr_pb *b, int ni, int gemm) {
   return vr_pb_prim(b, ni, pd, args, na);
 }
 
+/* ConvTranspose on oneDNN deconvolution. ONNX weights are [C_in, M/g, k..];
+ * oneDNN wants (g,) oc, ic, k.. : a strided view of the same bytes. */
+static int lower_deconv(vr_pb *b, int ni) {
+  const vr_node *n = node(b, ni);
+  const vr_tview *x = &b->vt[n->in[0]], *w = &b->vt[n->in[1]], *y = &b->vt[n->out[0]];
+  if (!w->data) return 1;
+  vr_geom g;
+  if (vr_deconv_geom(n, x, w, &g, b->err)) return VR_EINVAL;
+  int64_t grp = vr_attr_i(n, "group", 1), icg = w->shape[0] / grp, ocg = w->shape[1];
+  dnnl_dims_t st, dl, pl, pr, wd, ws;
+  for (int i = 0; i < g.nsp; i++) {
+    st[i] = g.s[i];
+    dl[i] = g.d[i] - 1;
+    pl[i] = g.pl[i];
+    pr[i] = g.pr[i];
+  }
+  int64_t ksz = vr_numel(g.nsp, w->shape + 2);
+  int wn = 0;
+  if (grp > 1) { wd[wn] = grp; ws[wn++] = icg * ocg * ksz; }
+  wd[wn] = ocg; ws[wn++] = ksz;       /* oc stride in [ic, oc, k] storage */
+  wd[wn] = icg; ws[wn++] = ocg * ksz; /* ic stride */
+  for (int i = 0; i < g.nsp; i++) {
+    wd[wn] = w->shape[2 + i];
+    ws[wn++] = vr_numel(g.nsp - i - 1, w->shape + 3 + i);
+  }
+  dnnl_memory_desc_t xmd, wmd, wsrc, bmd, ymd;
+  md_any(&xmd, x, dnnl_f32);
+  md_any(&ymd, y, dnnl_f32);
+  dnnl_memory_desc_init_by_tag(&wmd, wn, wd, dnnl_f32, dnnl_format_tag_any);
+  dnnl_memory_desc_init_by_strides(&wsrc, wn, wd, dnnl_f32, ws);
+  int has_b = n->nin > 2 && n->in[2] >= 0;
+  dnnl_dims_t bd = {y->shape[1]};
+  dnnl_memory_desc_init_by_tag(&bmd, 1, bd, dnnl_f32, dnnl_a);
+  dnnl_deconvolution_desc_t dd;
+  CHECK(dnnl_dilated_deconvolution_forward_desc_init(&dd, dnnl_forward_inference,
+                                                    dnnl_deconvolution_direct, &xmd, &wmd,
+                                                    has_b ? &bmd : NULL, &ymd, st, dl, pl, pr));
+  dnnl_primitive_desc_t pd;
+  if (dnnl_primitive_desc_create(&pd, &dd, NULL, b->c->eng, NULL) != dnnl_success) return 1;
+  dnnl_memory_desc_t qx, qw, qy;
+  query(pd, dnnl_query_src_md, &qx);
+  query(pd, dnnl_query_weights_md, &qw);
+  query(pd, dnnl_query_dst_md, &qy);
+  void *wdata;
+  int rc = vr_pb_weights(b, n->in[1], &wsrc, &qw, NULL, &wdata);
+  int xin = rc ? rc : vr_pb_pv_of(b, n->in[0]);
+  if (xin >= 0) xin = vr_pb_as(b, xin, &qx);
+  int wpv = xin < 0 ? xin : vr_pb_new_pv(b, w, &qw);
+  if (wpv >= 0) PV(b, wpv)->ext = wdata;
+  int ypv = wpv < 0 ? wpv : vr_pb_def(b, n->out[0], &qy);
+  if (ypv < 0) {
+    dnnl_primitive_desc_destroy(pd);
+    return ypv;
+  }
+  vr_arg a[4] = {{DNNL_ARG_SRC, xin}, {DNNL_ARG_WEIGHTS, wpv}, {DNNL_ARG_DST, ypv}};
+  int na = 3;
+  if (has_b) {
+    int bpv = vr_pb_pv_of(b, n->in[2]);
+    if (bpv < 0) { dnnl_primitive_desc_destroy(pd); return bpv; }
+    a[na++] = (vr_arg){DNNL_ARG_BIAS, bpv};
+  }
+  return vr_pb_prim(b, ni, pd, a, na);
+}
+
 int vr_lower_nn(vr_pb *b, int ni);
 
 static int lower_gemm_like(vr_pb *b, int ni) {
@@ -417,6 +481,7 @@ static int lower_gemm_like(vr_pb *b, int ni) {
 
 int vr_lower_node(vr_pb *b, int ni) {
   const vr_node *n = node(b, ni);
+  if (!strcmp(n->op, "ConvTranspose")) return lower_deconv(b, ni);
   if (strcmp(n->op, "Conv") && strcmp(n->op, "MatMul") && strcmp(n->op, "Gemm"))
     return vr_lower_nn(b, ni);
   int rc = lower_gemm_like(b, ni);

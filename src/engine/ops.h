@@ -67,6 +67,9 @@ typedef struct vr_geom {
 int vr_geom_compute(const vr_node *n, const vr_tview *x, const int64_t *kernel,
                     int ceil_mode, vr_geom *g, vr_errbuf *err);
 
+int vr_deconv_geom(const vr_node *n, const vr_tview *x, const vr_tview *w, vr_geom *g,
+                   vr_errbuf *err);
+
 /* Softmax-family layout: outer x len x inner with the reduction over len
  * (opset < 13 flattens from axis; opset >= 13 uses the single axis). */
 int vr_softmax_dims(const vr_node *n, const vr_tview *x, int64_t *outer,

@@ -116,6 +116,79 @@ static int64_t flops_conv(const vr_node *n, const vr_tview *in, const vr_tview *
   return per_out * vr_tview_numel(&out[0]);
 }
 
+/* ---- ConvTranspose ---------------------------------------------------------- */
+
+/* Geometry of a transposed convolution: pads resolved from pads /
+ * output_shape / auto_pad (ONNX rules), output spatial sizes. */
+int vr_deconv_geom(const vr_node *n, const vr_tview *x, const vr_tview *w, vr_geom *g,
+                   vr_errbuf *err) {
+  int nsp = x->ndim - 2, rc;
+  if (nsp < 1 || nsp > VR_MAX_SP || w->ndim != x->ndim)
+    return vr_bad(err, n, VR_EUNSUPPORTED, "input/weight rank %d/%d", x->ndim, w->ndim);
+  g->nsp = nsp;
+  int64_t pads[2 * VR_MAX_SP], opad[VR_MAX_SP], oshape[VR_MAX_SP];
+  for (int i = 0; i < nsp; i++) g->k[i] = w->shape[2 + i];
+  if ((rc = ints_or(n, "strides", nsp, 1, g->s, err)) ||
+      (rc = ints_or(n, "dilations", nsp, 1, g->d, err)) ||
+      (rc = ints_or(n, "pads", 2 * nsp, 0, pads, err)) ||
+      (rc = ints_or(n, "output_padding", nsp, 0, opad, err)) ||
+      (rc = ints_or(n, "output_shape", nsp, -1, oshape, err)))
+    return rc;
+  const int64_t *os;
+  int nos = vr_attr_ints(n, "output_shape", &os);
+  if (nos == x->ndim) /* full N,C,spatial form */
+    for (int i = 0; i < nsp; i++) oshape[i] = os[2 + i];
+  const char *ap = vr_attr_s(n, "auto_pad", "NOTSET");
+  for (int i = 0; i < nsp; i++) {
+    int64_t in = x->shape[2 + i], ek = (g->k[i] - 1) * g->d[i] + 1;
+    if (g->s[i] < 1 || g->d[i] < 1 || opad[i] < 0 || pads[i] < 0 || pads[nsp + i] < 0)
+      return vr_bad(err, n, VR_EINVAL, "bad stride/dilation/padding values");
+    int64_t full = g->s[i] * (in - 1) + opad[i] + ek;
+    int64_t want = oshape[i] >= 0 ? oshape[i]
+                   : (!strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER")) ? in * g->s[i] : -1;
+    if (want >= 0) {
+      int64_t tot = full - want;
+      /* ONNX: SAME_UPPER puts the extra pad at the end; a negative total
+       * (output_shape larger than the kernel reach) extends the end with
+       * zeros, i.e. a negative right pad. */
+      g->pl[i] = tot < 0 ? 0 : !strcmp(ap, "SAME_LOWER") ? tot - tot / 2 : tot / 2;
+      g->pr[i] = tot - g->pl[i];
+    } else {
+      g->pl[i] = pads[i];
+      g->pr[i] = pads[nsp + i];
+    }
+    g->out[i] = full - g->pl[i] - g->pr[i];
+    if (g->out[i] < 1) return vr_bad(err, n, VR_ESHAPE, "empty output");
+  }
+  return 0;
+}
+
+static int infer_deconv(const vr_node *n, const vr_tview *in, vr_tview *out,
+                        vr_errbuf *err) {
+  const vr_tview *x = &in[0], *w = &in[1];
+  if (x->dt != VR_DT_F32 || w->dt != VR_DT_F32)
+    return vr_bad(err, n, VR_EUNSUPPORTED, "only float32 ConvTranspose");
+  int64_t grp = vr_attr_i(n, "group", 1);
+  if (grp < 1 || w->ndim < 3 || w->shape[0] != x->shape[1] || x->shape[1] % grp)
+    return vr_bad(err, n, VR_ESHAPE, "weight dim 0 must equal input channels");
+  vr_geom g;
+  int rc = vr_deconv_geom(n, x, w, &g, err);
+  if (rc) return rc;
+  int64_t m = w->shape[1] * grp;
+  if (n->nin > 2 && in[2].dt && (in[2].ndim != 1 || in[2].shape[0] != m))
+    return vr_bad(err, n, VR_ESHAPE, "bias must be [%lld]", (long long)m);
+  out[0].dt = VR_DT_F32;
+  out[0].ndim = x->ndim;
+  out[0].shape[0] = x->shape[0];
+  out[0].shape[1] = m;
+  for (int i = 0; i < g.nsp; i++) out[0].shape[2 + i] = g.out[i];
+  return 0;
+}
+
+static int64_t flops_deconv(const vr_node *n, const vr_tview *in, const vr_tview *out) {
+  return 2 * vr_tview_numel(&in[0]) * vr_numel(in[1].ndim - 1, in[1].shape + 1);
+}
+
 /* ---- Gemm / MatMul -------------------------------------------------------- */
 
 static int infer_gemm(const vr_node *n, const vr_tview *in, vr_tview *out,
@@ -655,6 +728,7 @@ static int eval_arg(const vr_node *n, const vr_tview *in, vr_tview *out,
 
 const vr_op vr_ops_nn[] = {
     {"Conv", infer_conv, NULL, flops_conv, 2, 3, 0},
+    {"ConvTranspose", infer_deconv, NULL, flops_deconv, 2, 3, 0},
     {"Gemm", infer_gemm, eval_gemm, flops_gemm, 2, 3, 0},
     {"MatMul", infer_matmul, eval_matmul, flops_matmul, 2, 2, 0},
     {"MaxPool", infer_pool, NULL, flops_pool, 1, 1, 0},
