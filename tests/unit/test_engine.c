@@ -77,6 +77,7 @@ static void check_model_lazy(const char *name, int threads, vr_precision prec, d
 
 static void test_tiny_cnn(void **st) { check_model("tiny_cnn", 1, VR_PREC_FP32, 1e-5); }
 static void test_tiny_tf(void **st) { check_model("tiny_tf", 2, VR_PREC_FP32, 1e-5); }
+static void test_tiny_deconv(void **st) { check_model("tiny_deconv", 1, VR_PREC_FP32, 1e-5); }
 /* Plans compiled at first use of each batch size give the same results. */
 static void test_lazy_plans(void **st) {
   check_model_lazy("tiny_cnn", 1, VR_PREC_FP32, 1e-5, 1);
@@ -373,7 +374,7 @@ static void test_static_batch(void **st) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_tiny_cnn),          cmocka_unit_test(test_tiny_tf),
-      cmocka_unit_test(test_lazy_plans),
+      cmocka_unit_test(test_lazy_plans),        cmocka_unit_test(test_tiny_deconv),
       cmocka_unit_test(test_bf16),              cmocka_unit_test(test_int8),
       cmocka_unit_test(test_fusions_and_info),
       cmocka_unit_test(test_partial_chain),     cmocka_unit_test(test_profiling),

@@ -42,6 +42,17 @@ class TinyCnn(nn.Module):
         return torch.softmax(s.fc(torch.flatten(y, 1)), 1)
 
 
+class TinyDeconv(nn.Module):
+    """Grouped, strided ConvTranspose with output_padding, then a plain one."""
+    def __init__(s):
+        super().__init__()
+        s.d1 = nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2)
+        s.d2 = nn.ConvTranspose2d(6, 3, 4, stride=2, padding=1, dilation=2)
+
+    def forward(s, x):
+        return s.d2(torch.relu(s.d1(x)))
+
+
 class TinyTf(nn.Module):
     def __init__(s, d=16, h=2):
         super().__init__()
@@ -128,5 +139,6 @@ def external_data():
 if __name__ == "__main__":
     export(TinyCnn(), torch.randn(3, 3, 9, 9), "tiny_cnn", "input", "probs")
     export(TinyTf(), torch.randn(2, 5, 16), "tiny_tf", "tokens", "hidden")
+    export(TinyDeconv(), torch.randn(2, 4, 5, 7), "tiny_deconv", "x", "y")
     bad_models()
     external_data()
