@@ -164,7 +164,7 @@ int vr_kj_string(vr_kj *j, char *out, size_t cap) {
     if (c == '\\') {
       if (++j->p >= j->end) break;
       char e = *j->p++;
-      unsigned cp;
+      unsigned cp = 0;
       switch (e) {
       case '"': tmp[0] = '"'; break;
       case '\\': tmp[0] = '\\'; break;

@@ -146,7 +146,7 @@ static int parse_shape(vr_kj *j, vr_ks_input *t) {
   t->ndim = 0;
   while (!rc && (rc = vr_kj_arr_next(j, &first)) == 1) {
     if (t->ndim == VR_MAX_DIMS) { rc = VR_EINVAL; break; }
-    int64_t v;
+    int64_t v = 0;
     rc = get_uint(j, 0, VR_KS_MAX_ELEMS, &v, "a shape dim");
     if (rc == VR_EFORMAT) return rc;
     if (rc) break;
@@ -339,7 +339,7 @@ static int parse_params(vr_kj *j, vr_ks_request *r) {
   char key[64];
   int rc = vr_kj_obj_begin(j), first = 1;
   while (!rc && (rc = vr_kj_obj_next(j, key, sizeof key, &first)) == 1) {
-    int64_t v;
+    int64_t v = 0;
     if (!strcmp(key, "binary_data_output")) {
       rc = get_bool(j, key, &r->binary_output);
     } else if (!strcmp(key, "timeout")) {

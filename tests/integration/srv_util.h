@@ -17,12 +17,18 @@
 static inline void srv_write_model(const char *repo, const char *name, int in_row,
                             int out_row, int max_batch, int delay_us) {
   char path[512];
-  snprintf(path, sizeof path, "%s/%s", repo, name);
+  /* Checked returns: a truncated path would write somewhere else. */
+  if (snprintf(path, sizeof path, "%s/%s", repo, name) >= (int)sizeof path)
+    return;
   mkdir(path, 0755);
-  snprintf(path, sizeof path, "%s/%s/model.onnx", repo, name);
+  if (snprintf(path, sizeof path, "%s/%s/model.onnx", repo, name) >=
+      (int)sizeof path)
+    return;
   FILE *f = fopen(path, "w");
   if (f) fclose(f);
-  snprintf(path, sizeof path, "%s/%s/config.json", repo, name);
+  if (snprintf(path, sizeof path, "%s/%s/config.json", repo, name) >=
+      (int)sizeof path)
+    return;
   f = fopen(path, "w");
   if (!f) return;
   fprintf(f,

@@ -21,8 +21,9 @@ static const char *k_models[] = {"fmnist_mlp", "fmnist_cnn_s"};
 static int have_models(char *repo, size_t cap) {
   const char *src = getenv("VR_SOURCE_DIR");
   snprintf(repo, cap, "%s/models/fmnist", src ? src : ".");
-  char p[1024];
-  snprintf(p, sizeof p, "%s/fmnist_mlp/model.onnx", repo);
+  char p[1200];
+  if (snprintf(p, sizeof p, "%s/fmnist_mlp/model.onnx", repo) >= (int)sizeof p)
+    return 0;
   return vr_rt_backend_engine() && access(p, R_OK) == 0;
 }
 
