@@ -32,10 +32,6 @@ static int load_variants(vr_control *c, vr_errbuf *err) {
     const vr_variant_rec *const *v =
         vr_store_app_variants(s, vr_store_app_at(s, a), VR_ORDER_ACCURACY, &nv);
     for (size_t i = 0; rc == 0 && i < nv; i++) {
-      /* The runtime cannot open int8 sessions yet (its backend takes no
-       * calibration set), so int8 variants stay in the store and in the
-       * simulator's view but are not offered for live serving. */
-      if (v[i]->precision == VR_PREC_INT8) continue;
       json_error_t je;
       json_t *j = json_loads(v[i]->profile_json, 0, &je);
       rc = j ? vr_profile_from_json(j, &var[k].prof, err)

@@ -75,7 +75,8 @@ static void hold_core(vr_control *c, int d) {
 /* ---- choosing the variant ------------------------------------------------ */
 
 /* Cheapest per query among one-thread fp32/bf16 variants meeting the
- * accuracy (int8 would need the calibration set, which is not kept). */
+ * accuracy. int8 is left out: jobs open engine sessions straight from
+ * model.onnx, without the repository's calibration.npy the runtime uses. */
 static int pick_variant(vr_jobs *j, const vr_job_req *r, job *jb, vr_errbuf *err) {
   vr_store *s = j->o.store;
   double acc = r->min_accuracy <= 1 ? 100 * r->min_accuracy : r->min_accuracy;

@@ -299,6 +299,10 @@ static int write_config(reg_ctx *c, const char *dir, vr_errbuf *err) {
       c->acc[VR_PREC_FP32], "accuracy_declared", !c->have_vs, "inputs", in, "outputs",
       out, "max_batch_size", 64, "instances", 1, "threads", 1, "precision", "fp32",
       "max_queue_delay_us", 2000, "flops", (json_int_t)vr_model_flops(c->model));
+  /* int8 variants are served live: the runtime quantises with the same
+   * calibration rows the profiler used, kept next to the model. */
+  if (cfg && c->acc[VR_PREC_INT8] >= 0 && c->in.calib.data)
+    json_object_set_new(cfg, "calibration", json_string("calibration.npy"));
   char path[VR_STORE_PATH_MAX + 32];
   snprintf(path, sizeof path, "%s/config.json", dir);
   int rc = cfg && json_dump_file(cfg, path, JSON_INDENT(2)) == 0
@@ -306,6 +310,17 @@ static int write_config(reg_ctx *c, const char *dir, vr_errbuf *err) {
                : vr_errf(err, VR_EIO, "cannot write '%s'", path);
   json_decref(cfg);
   return rc;
+}
+
+/* <dir>/calibration.npy: the profiler's calibration rows, when int8
+ * variants were generated (write_config names the file then). */
+static int write_calibration(reg_ctx *c, const char *dir, vr_errbuf *err) {
+  const vr_tensor *t = &c->in.calib;
+  if (c->acc[VR_PREC_INT8] < 0 || !t->data) return 0;
+  char path[VR_STORE_PATH_MAX + 32];
+  snprintf(path, sizeof path, "%s/calibration.npy", dir);
+  int rc = vr_npy_write(path, t->dtype, t->shape, t->ndim, t->data, err);
+  return rc ? vr_errctx(err, rc, "cannot write '%s'", path) : 0;
 }
 
 static int write_profiles(reg_ctx *c, const char *dir, vr_errbuf *err) {
@@ -328,6 +343,7 @@ static int write_repo(reg_ctx *c, vr_errbuf *err) {
   int rc = vr_mkdirs(c->tmp_dir, err);
   snprintf(path, sizeof path, "%s/model.onnx", c->tmp_dir);
   if (rc == 0) rc = vr_copy_file(c->r->model_path, path, err);
+  if (rc == 0) rc = write_calibration(c, c->tmp_dir, err);
   if (rc == 0) rc = write_config(c, c->tmp_dir, err);
   if (rc == 0) rc = write_profiles(c, c->tmp_dir, err);
   /* rename() is atomic: the entry appears whole or not at all. */

@@ -154,6 +154,14 @@ static int parse_root(json_t *root, vr_model_config *c, vr_errbuf *err) {
   c->instances = (int)inst;
   c->threads = (int)thr;
   c->max_queue_delay_us = delay;
+  json_t *cal = json_object_get(root, "calibration");
+  if (cal && (!json_is_string(cal) || !*json_string_value(cal) ||
+              strlen(json_string_value(cal)) >= sizeof c->calibration_path))
+    return vr_errf(err, VR_EFORMAT,
+                   "\"calibration\" must be a non-empty path to a .npy file");
+  if (cal)
+    memcpy(c->calibration_path, json_string_value(cal),
+           strlen(json_string_value(cal)) + 1);
   c->precision = VR_PREC_FP32;
   json_t *prec = json_object_get(root, "precision");
   if (prec && vr_rt_precision_parse(json_string_value(prec), &c->precision))
@@ -178,6 +186,14 @@ int vr_model_config_parse(const char *text, size_t len, const char *dir,
                      dir);
     if (n < 0 || (size_t)n >= sizeof out->model_path)
       return vr_errf(err, VR_ELIMIT, "model directory path too long");
+    if (out->calibration_path[0] && out->calibration_path[0] != '/') {
+      char rel[sizeof out->calibration_path];
+      memcpy(rel, out->calibration_path, sizeof rel);
+      n = snprintf(out->calibration_path, sizeof out->calibration_path,
+                   "%s/%s", dir, rel);
+      if (n < 0 || (size_t)n >= sizeof out->calibration_path)
+        return vr_errf(err, VR_ELIMIT, "\"calibration\" path too long");
+    }
   }
   return 0;
 }
@@ -203,5 +219,9 @@ int vr_model_config_load(const char *dir, vr_model_config *out,
   struct stat st;
   if (stat(out->model_path, &st) != 0 || !S_ISREG(st.st_mode))
     return vr_errf(err, VR_ENOENT, "%s: missing", out->model_path);
+  if (out->calibration_path[0] &&
+      (stat(out->calibration_path, &st) != 0 || !S_ISREG(st.st_mode)))
+    return vr_errf(err, VR_ENOENT, "%s/config.json: \"calibration\" file '%s'"
+                   " missing", dir, out->calibration_path);
   return 0;
 }

@@ -9,7 +9,8 @@
  *    "inputs":  [{"name": "input",  "datatype": "FP32", "shape": [-1,1,28,28]}],
  *    "outputs": [{"name": "logits", "datatype": "FP32", "shape": [-1,10]}],
  *    "max_batch_size": 64, "instances": 1, "threads": 1,
- *    "precision": "fp32", "max_queue_delay_us": 2000}
+ *    "precision": "fp32", "max_queue_delay_us": 2000,
+ *    "calibration": "calibration.npy"}
  * Shapes must start with -1 (the batch dimension); the other dims are
  * positive. Plain struct: owns nothing outside itself.
  */
@@ -40,12 +41,16 @@ typedef struct vr_model_config {
   vr_precision precision;
   int64_t max_queue_delay_us;
   char model_path[4096]; /* <dir>/model.onnx; empty for parsed text */
+  /* "calibration": .npy of calibration rows for int8 sessions (relative
+   * paths resolve against the model directory); empty when not given. */
+  char calibration_path[4096];
 } vr_model_config;
 
 /* Parses config.json text. dir (may be NULL) fills model_path. */
 int vr_model_config_parse(const char *text, size_t len, const char *dir,
                           vr_model_config *out, vr_errbuf *err);
-/* Reads <dir>/config.json; checks that <dir>/model.onnx exists. */
+/* Reads <dir>/config.json; checks that <dir>/model.onnx and the
+ * calibration file (when given) exist. */
 int vr_model_config_load(const char *dir, vr_model_config *out,
                          vr_errbuf *err);
 

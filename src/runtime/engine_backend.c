@@ -6,9 +6,21 @@
  */
 #include <string.h>
 
+#include "base/alloc.h"
+#include "base/npy.h"
 #include "runtime/runtime.h"
 
 #ifdef VR_HAVE_ENGINE
+/* The model handle: the parsed model plus, when the config names one, the
+ * calibration rows int8 sessions quantise with (the engine does not keep
+ * them, and sessions are opened whenever an instance is added). */
+typedef struct e_model {
+  vr_model *m;
+  int have_cal;
+  vr_npy cal;
+  vr_tensor cal_t;
+} e_model;
+
 /* The config is checked against the ONNX graph so that the server's input
  * validation (which uses the config) is the truth. */
 static int check_io(const char *what, const vr_tensor_info *c, int nc,
@@ -36,28 +48,71 @@ static int check_io(const char *what, const vr_tensor_info *c, int nc,
   return 0;
 }
 
-static int e_model_open(void *self, const vr_model_config *cfg, void **model,
-                        vr_errbuf *err) {
-  (void)self;
-  vr_model *m = NULL;
-  int rc = vr_model_load(cfg->model_path, &m, err);
-  if (rc) return rc;
-  rc = check_io("inputs", cfg->inputs, cfg->n_inputs, vr_model_input,
-                vr_model_num_inputs(m), m, err);
-  if (!rc)
-    rc = check_io("outputs", cfg->outputs, cfg->n_outputs, vr_model_output,
-                  vr_model_num_outputs(m), m, err);
-  if (rc) {
-    vr_model_free(m);
-    return vr_errctx(err, rc, "%s", cfg->model_path);
-  }
-  *model = m;
+/* Loads cfg->calibration_path into em and checks it against the model's
+ * single input: FP32, same non-batch dims, at least one row. */
+static int load_calibration(e_model *em, const vr_model_config *cfg,
+                            vr_errbuf *err) {
+  const char *p = cfg->calibration_path;
+  if (vr_model_num_inputs(em->m) != 1)
+    return vr_errf(err, VR_EINVAL, "calibration '%s': the model has %d inputs,"
+                   " calibration needs exactly one", p,
+                   vr_model_num_inputs(em->m));
+  int rc = vr_npy_read(p, &em->cal, err);
+  if (rc) return vr_errctx(err, rc, "calibration '%s'", p);
+  em->have_cal = 1;
+  const vr_tensor_info *ti = vr_model_input(em->m, 0);
+  const vr_npy *c = &em->cal;
+  if (c->dtype != VR_DT_F32 || ti->dtype != VR_DT_F32)
+    return vr_errf(err, VR_EINVAL, "calibration '%s': int8 calibration needs"
+                   " FP32 rows and an FP32 input", p);
+  int ok = c->ndim == ti->ndim && c->ndim <= VR_MAX_DIMS && c->shape[0] >= 1;
+  for (int d = 1; ok && d < c->ndim; d++)
+    ok = ti->shape[d] <= 0 || c->shape[d] == ti->shape[d];
+  if (!ok)
+    return vr_errf(err, VR_ESHAPE, "calibration '%s': shape does not match"
+                   " input '%s' (rank %d, need >= 1 row of the same non-batch"
+                   " dims)", p, ti->name, ti->ndim);
+  vr_tensor *t = &em->cal_t;
+  memset(t, 0, sizeof *t);
+  t->name = ti->name;
+  t->dtype = VR_DT_F32;
+  t->ndim = c->ndim;
+  for (int d = 0; d < c->ndim; d++) t->shape[d] = c->shape[d];
+  t->data = c->data;
+  t->nbytes = c->nbytes;
   return 0;
 }
 
 static void e_model_close(void *self, void *model) {
   (void)self;
-  vr_model_free(model);
+  e_model *em = model;
+  if (!em) return;
+  if (em->have_cal) vr_npy_free(&em->cal);
+  if (em->m) vr_model_free(em->m);
+  vr_free(em);
+}
+
+static int e_model_open(void *self, const vr_model_config *cfg, void **model,
+                        vr_errbuf *err) {
+  e_model *em = VR_NEW(e_model);
+  if (!em) return vr_errf(err, VR_ENOMEM, "out of memory");
+  int rc = vr_model_load(cfg->model_path, &em->m, err);
+  if (rc) {
+    vr_free(em);
+    return rc;
+  }
+  rc = check_io("inputs", cfg->inputs, cfg->n_inputs, vr_model_input,
+                vr_model_num_inputs(em->m), em->m, err);
+  if (!rc)
+    rc = check_io("outputs", cfg->outputs, cfg->n_outputs, vr_model_output,
+                  vr_model_num_outputs(em->m), em->m, err);
+  if (!rc && cfg->calibration_path[0]) rc = load_calibration(em, cfg, err);
+  if (rc) {
+    e_model_close(self, em);
+    return vr_errctx(err, rc, "%s", cfg->model_path);
+  }
+  *model = em;
+  return 0;
 }
 
 static int e_session_open(void *self, void *model, vr_precision prec,
@@ -69,7 +124,14 @@ static int e_session_open(void *self, void *model, vr_precision prec,
   o.precision = prec;
   o.threads = threads;
   o.max_batch = max_batch;
-  return vr_session_create(model, &o, (vr_session **)sess, err);
+  const e_model *em = model;
+  /* Without a calibration set an int8 session fails with the engine's own
+   * error ("int8 needs a calibration set"). */
+  if (prec == VR_PREC_INT8 && em->have_cal) {
+    o.calibration = &em->cal_t;
+    o.n_calibration = 1;
+  }
+  return vr_session_create(em->m, &o, (vr_session **)sess, err);
 }
 
 static void e_session_close(void *self, void *sess) {

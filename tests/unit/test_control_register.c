@@ -10,6 +10,7 @@
 #include "base/npy.h"
 #include "control/fsutil.h"
 #include "control/register.h"
+#include "runtime/config.h"
 #include "vr_test.h"
 
 static char g_src[1024], g_tmp[256], g_db[300], g_repo[300];
@@ -84,6 +85,23 @@ static void test_register_ok_and_restart(void **st) {
   char path[1400];
   snprintf(path, sizeof path, "%s/lin/profiles/lin-fp32-t1-b2.json", g_repo);
   assert_true(vr_path_exists(path));
+  /* int8 variants: the calibration rows are kept next to the model and
+   * named in config.json, so the runtime can serve them. */
+  vr_model_config cfg;
+  snprintf(path, sizeof path, "%s/lin", g_repo);
+  if (vr_model_config_load(path, &cfg, &e)) fail_msg("%s", e.msg);
+  snprintf(path, sizeof path, "%s/lin/calibration.npy", g_repo);
+  if (res.accuracy_pct[VR_PREC_INT8] >= 0) {
+    assert_true(vr_path_exists(path));
+    assert_string_equal(cfg.calibration_path, path);
+    vr_npy cal;
+    assert_int_equal(vr_npy_read(path, &cal, &e), 0);
+    assert_true(cal.dtype == VR_DT_F32 && cal.ndim == 4 && cal.shape[0] >= 1);
+    vr_npy_free(&cal);
+  } else {
+    assert_false(vr_path_exists(path));
+    assert_string_equal(cfg.calibration_path, "");
+  }
   snprintf(path, sizeof path, "%s/lin/model.onnx", g_repo);
   assert_true(vr_path_exists(path));
   /* The same name again is refused and changes nothing. */
