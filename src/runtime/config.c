@@ -7,22 +7,13 @@
 
 #include "base/alloc.h"
 
+/* The engine owns the precision names; these keep the runtime's naming. */
 const char *vr_rt_precision_name(vr_precision p) {
-  switch (p) {
-  case VR_PREC_FP32: return "fp32";
-  case VR_PREC_BF16: return "bf16";
-  case VR_PREC_INT8: return "int8";
-  }
-  return "unknown";
+  return vr_precision_name(p);
 }
 
 int vr_rt_precision_parse(const char *s, vr_precision *out) {
-  if (!s) return VR_EINVAL;
-  if (!strcmp(s, "fp32")) *out = VR_PREC_FP32;
-  else if (!strcmp(s, "bf16")) *out = VR_PREC_BF16;
-  else if (!strcmp(s, "int8")) *out = VR_PREC_INT8;
-  else return VR_EINVAL;
-  return 0;
+  return vr_precision_parse(s, out);
 }
 
 int64_t vr_tensor_info_row_bytes(const vr_tensor_info *t) {

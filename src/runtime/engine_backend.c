@@ -1,8 +1,6 @@
 /*
  * The engine backend: instances run vr_session's of a shared vr_model.
- * Built only when the engine library provides sessions (VR_HAVE_ENGINE);
- * otherwise vr_rt_backend_engine() returns NULL and the runtime needs an
- * injected backend.
+ * Tests may inject another backend (vr_rt_backend) instead.
  */
 #include <string.h>
 
@@ -10,7 +8,6 @@
 #include "base/npy.h"
 #include "runtime/runtime.h"
 
-#ifdef VR_HAVE_ENGINE
 /* The model handle: the parsed model plus, when the config names one, the
  * calibration rows int8 sessions quantise with (the engine does not keep
  * them, and sessions are opened whenever an instance is added). */
@@ -150,6 +147,3 @@ static const vr_rt_backend k_engine = {e_model_open, e_model_close,
                                        e_run, NULL};
 
 const vr_rt_backend *vr_rt_backend_engine(void) { return &k_engine; }
-#else
-const vr_rt_backend *vr_rt_backend_engine(void) { return NULL; }
-#endif
