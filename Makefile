@@ -8,7 +8,7 @@ BUILD ?= build
 CHECK_BUILD ?= build-check
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo check bench fuzz clean
+.PHONY: all deps build demo check bench valgrind fuzz clean
 
 all: build
 
@@ -33,6 +33,11 @@ check: deps
 bench: build
 	@scripts/setup-deps.sh --bench
 	scripts/bench.sh $(BUILD)
+
+# Unit tests under valgrind memcheck (minutes; not in CI).
+valgrind: deps
+	@scripts/setup-deps.sh --bench
+	scripts/valgrind.sh
 
 clean:
 	rm -rf $(BUILD) $(CHECK_BUILD)
