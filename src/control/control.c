@@ -21,6 +21,13 @@ void vr_control_opts_init(vr_control_opts *o) {
 
 /* ---- variants from the store ------------------------------------------ */
 
+static int has_calibration(const vr_model_rec *m) {
+  vr_model_config cfg;
+  vr_errbuf e = {0};
+  return m && vr_model_config_load(m->dir, &cfg, &e) == 0 &&
+         cfg.calibration_path[0];
+}
+
 static int load_variants(vr_control *c, vr_errbuf *err) {
   vr_store *s = c->o.store;
   vr_store_rdlock(s);
@@ -32,6 +39,10 @@ static int load_variants(vr_control *c, vr_errbuf *err) {
     const vr_variant_rec *const *v =
         vr_store_app_variants(s, vr_store_app_at(s, a), VR_ORDER_ACCURACY, &nv);
     for (size_t i = 0; rc == 0 && i < nv; i++) {
+      const vr_model_rec *m = vr_store_model(s, v[i]->model);
+      /* Models registered before registrations kept calibration.npy cannot
+       * open int8 sessions: do not offer what would fail at load. */
+      if (v[i]->precision == VR_PREC_INT8 && !has_calibration(m)) continue;
       json_error_t je;
       json_t *j = json_loads(v[i]->profile_json, 0, &je);
       rc = j ? vr_profile_from_json(j, &var[k].prof, err)
@@ -40,7 +51,6 @@ static int load_variants(vr_control *c, vr_errbuf *err) {
       if (rc) break;
       /* The store's name is the key the runtime mapping uses. */
       snprintf(var[k].prof.variant, sizeof var[k].prof.variant, "%.127s", v[i]->name);
-      const vr_model_rec *m = vr_store_model(s, v[i]->model);
       snprintf(var[k].dir, sizeof var[k].dir, "%s", m ? m->dir : "");
       var[k].prec = v[i]->precision;
       k++;
