@@ -490,14 +490,15 @@ static int pick_policy(ctx *c, vr_sim_cfg *cfg, const json_t *root) {
 static int parse_root(ctx *c, vr_sim_cfg *cfg, const json_t *root) {
   static const char *keys[] = {"name", "duration_s", "warmup_s", "tick_s",
                                "seed",
-                               "noise", "max_queue", "profiles", "proteus",
+                               "noise", "max_queue", "batching",
+                               "request_overhead_us", "profiles", "proteus",
                                "workers", "policy", "policies", "workloads",
                                "interference", "comment", NULL};
   if (!json_is_object(root)) return bad(c, "(root)", "must be an object");
   int rc = check_keys(c, root, "(root)", keys);
   if (rc) return rc;
   const char *name = "sim";
-  double seed = 1, mq = 100000;
+  double seed = 1, mq = 100000, ovh = 0;
   cfg->duration_s = 60, cfg->tick_s = 1, cfg->noise = 1;
   if ((rc = str(c, root, "(root)", "name", &name)) ||
       (rc = num(c, root, "(root)", "duration_s", 0.001, 1e8,
@@ -505,8 +506,10 @@ static int parse_root(ctx *c, vr_sim_cfg *cfg, const json_t *root) {
       (rc = num(c, root, "(root)", "tick_s", 0.01, 3600, &cfg->tick_s)) ||
       (rc = num(c, root, "(root)", "warmup_s", 0, 1e8, &cfg->warmup_s)) ||
       (rc = num(c, root, "(root)", "seed", 0, 9e15, &seed)) ||
-      (rc = num(c, root, "(root)", "max_queue", 1, 1e8, &mq)))
+      (rc = num(c, root, "(root)", "max_queue", 1, 1e8, &mq)) ||
+      (rc = num(c, root, "(root)", "request_overhead_us", 0, 1e6, &ovh)))
     return rc;
+  cfg->request_overhead_ms = ovh / 1000;
   snprintf(cfg->name, sizeof cfg->name, "%s", name);
   cfg->seed = (uint64_t)seed;
   cfg->max_queue = (int)mq;
@@ -514,6 +517,12 @@ static int parse_root(ctx *c, vr_sim_cfg *cfg, const json_t *root) {
   if ((x = json_object_get(root, "noise"))) {
     if (!json_is_boolean(x)) return bad(c, "noise", "must be boolean");
     cfg->noise = json_is_true(x);
+  }
+  if ((x = json_object_get(root, "batching"))) {
+    const char *b = json_string_value(x);
+    if (!b || (strcmp(b, "greedy") && strcmp(b, "runtime")))
+      return bad(c, "batching", "must be \"greedy\" or \"runtime\"");
+    cfg->runtime_batching = !strcmp(b, "runtime");
   }
   size_t cap = 0;
   if ((x = json_object_get(root, "profiles")) &&

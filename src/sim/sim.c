@@ -215,7 +215,22 @@ void sim_try_start(vr_sim *s, sim_inst *in) {
   sim_variant *v = &s->var[in->variant];
   int64_t now = vr_clock_now(&s->clock);
   int b;
-  for (;;) {
+  if (s->cfg->runtime_batching) {
+    /* src/runtime/instance.c: take_infeasible drops requests that miss
+     * their deadline even alone; pop_batch grows the batch from the head
+     * only while it keeps the earliest deadline (the head's: FIFO, one SLO
+     * per workload) at the estimated latency. */
+    while (in->qlen &&
+           now + (int64_t)(v->est_ms[1] * 1e6) > in->q[in->qhead].deadline_ns) {
+      in->qhead = (in->qhead + 1) & (in->qcap - 1);
+      in->qlen--;
+      s->row.dropped++;
+    }
+    b = in->qlen < (uint32_t)in->max_batch ? (int)in->qlen : in->max_batch;
+    while (b > 1 &&
+           now + (int64_t)(v->est_ms[b] * 1e6) > in->q[in->qhead].deadline_ns)
+      b--;
+  } else for (;;) {
     b = in->qlen < (uint32_t)in->max_batch ? (int)in->qlen : in->max_batch;
     if (b == 0) break;
     const vr_req *h = &in->q[in->qhead];
@@ -240,6 +255,9 @@ void sim_try_start(vr_sim *s, sim_inst *in) {
                  : (int)(vr_rng_next(&s->rng) % SIM_LAT_SAMPLES);
   in->lat[slot] = (float)ms;
   in->ratio[slot] = (float)(ms / v->est_ms[b]);
+  /* Per-request server work outside the engine run (not in the profile, so
+   * not in the interference ratio above). */
+  ms += b * s->cfg->request_overhead_ms;
   sim_push(s, EV_DONE, now + (int64_t)(ms * 1e6), 0, in);
 }
 

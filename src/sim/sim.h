@@ -50,6 +50,12 @@ typedef struct vr_sim_cfg {
   uint64_t seed;
   int noise;     /* 1: draw service times from percentiles; 0: use p50 */
   int max_queue; /* per instance; arrivals beyond it are dropped */
+  int runtime_batching; /* 1: batch like src/runtime/instance.c (drop only
+                           requests infeasible alone, shrink the batch to
+                           meet the head's deadline); 0: greedy (default) */
+  double request_overhead_ms; /* added to a batch's service time per request
+                                 (the server's per-request copy/scatter/reply
+                                 work on the executor thread); default 0 */
   vr_profile *profiles;
   size_t nprofiles;
   vr_sim_wtype *wtypes;
