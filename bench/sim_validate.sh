@@ -12,7 +12,10 @@
 #    batch 16, max_queue_delay_us 0 (the simulator's batching is
 #    work-conserving: an idle instance takes what is queued, up to max batch),
 #    requests carry their deadline (--send-timeout) so the server early-drops
-#    like the simulator. `vario bench` sends binary 1-row requests.
+#    like the simulator. `vario bench` sends binary 1-row requests over 64
+#    connections (with the default 16, at most 16 requests are in flight:
+#    one batch of 16 leaves the engine idle while its replies return and the
+#    client queues -- a limit the simulator does not have).
 # 3. Sim: experiments/validation/*.json (1 worker, clipper baseline with the
 #    same fixed variant and instance count, "batching": "runtime") with the
 #    profile just measured; also once with the default greedy batching.
@@ -96,7 +99,7 @@ if "cv" in w: a += " --cv %g" % w["cv"]
 print(a)' "$cfg")
   # shellcheck disable=SC2086
   "$vario" bench --port "$port" --model $m --binary $args --duration "$D" \
-    --send-timeout --seed 1 --csv "$tmp/$w.live.csv" --json >"$tmp/$w.live.json"
+    --connections 64 --send-timeout --seed 1 --csv "$tmp/$w.live.csv" --json >"$tmp/$w.live.json"
   inst=$(curl -sf "http://127.0.0.1:$port/metrics" |
     awk '/^vario_instances\{/ && /ready|active/ {s += $2} END {print s + 0}')
   echo "$inst" >"$tmp/$w.inst"
