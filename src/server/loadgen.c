@@ -53,6 +53,7 @@ typedef struct lg {
   size_t next_send; /* first record not yet sent */
   size_t inflight;
   int64_t t0;
+  int64_t armed;    /* absolute time the timerfd is armed for; 0 = disarmed */
   int closed_loop;
   int64_t end_ns;   /* closed loop: stop sending at this time */
   char *data_json;  /* prebuilt "[...]" of the tensor */
@@ -291,6 +292,7 @@ static int grow(lg *g) {
 
 /* Hands due requests to idle connections. */
 static void dispatch(lg *g) {
+  if (g->inflight >= (size_t)g->nc) return; /* every connection busy */
   int64_t now = now_rel(g);
   for (int k = 0; k < g->nc; k++) {
     conn *c = &g->c[k];
@@ -307,15 +309,25 @@ static void dispatch(lg *g) {
   }
 }
 
+/* Arms the timer for the next arrival, only when a connection is free to
+ * send it and only when the deadline changes: timerfd_settime costs a VM
+ * exit here, and re-arming an already-due timer on every wake-up while all
+ * connections were busy made the generator spin on timer interrupts and
+ * starve the server it measures. A backlogged arrival is sent from the
+ * response that frees a connection instead. */
 static void arm_timer(lg *g) {
-  struct itimerspec its = {{0, 0}, {0, 0}};
-  if (!g->closed_loop && g->next_send < g->n) {
+  int64_t want = 0;
+  if (!g->closed_loop && g->next_send < g->n && g->inflight < (size_t)g->nc) {
     int64_t t = g->t0 + g->r[g->next_send].sched;
-    if (t <= vr_now_ns()) t = vr_now_ns() + 1000;
-    its.it_value.tv_sec = t / VR_NS_PER_S;
-    its.it_value.tv_nsec = t % VR_NS_PER_S;
+    if (t > vr_now_ns()) want = t;
   }
+  /* Never disarm explicitly: a stale expiry only costs one empty wake-up. */
+  if (want == 0 || want == g->armed) return;
+  struct itimerspec its = {{0, 0}, {0, 0}};
+  its.it_value.tv_sec = want / VR_NS_PER_S;
+  its.it_value.tv_nsec = want % VR_NS_PER_S;
   timerfd_settime(g->tfd, TFD_TIMER_ABSTIME, &its, NULL);
+  g->armed = want;
 }
 
 static void loop(lg *g, int64_t stop_sending, int64_t hard_end) {
@@ -335,6 +347,7 @@ static void loop(lg *g, int64_t stop_sending, int64_t hard_end) {
         uint64_t x;
         ssize_t rr = read(g->tfd, &x, sizeof x);
         (void)rr;
+        g->armed = 0; /* a one-shot timer is disarmed once it fires */
         continue;
       }
       conn *c = ev[i].data.ptr;
