@@ -83,7 +83,7 @@ for ph in $PHASES; do
   r=${ph%%:*}
   acc=${ph##*:}
   "$V" bench --port "$PORT" --app fashion --min-accuracy "$acc" \
-    --slo-ms "$SLO_MS" --rate "$r" --duration "$PHASE_S" --binary \
+    --slo-ms "$SLO_MS" --rate "$r" --duration "$PHASE_S" --binary --connections 256 \
     --input "$DATA/val_inputs.npy" --json >"$OUT/bench_$ph.json" 2>/dev/null || true
   /usr/bin/python3 -c "
 import json,sys; d=json.load(open('$OUT/bench_$ph.json'))

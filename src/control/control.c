@@ -259,11 +259,20 @@ static void unload(vr_control *c, int64_t id) {
 }
 
 /* Loads decided by the policy: re-checked against the worker first, since
- * query-path loads may have taken the room meanwhile. */
-static void apply_load(vr_control *c, const vr_action *a) {
+ * query-path loads may have taken the room meanwhile. `replaces` (an
+ * instance id, or -1) is an instance about to give up its room (an
+ * upgrade in place): its cores and memory count as free, and it keeps
+ * serving while the new one loads. Returns whether the load succeeded. */
+static int apply_load(vr_control *c, const vr_action *a, int64_t replaces) {
   pthread_mutex_lock(&c->mu);
-  int ok = a->variant >= 0 && (size_t)a->variant < c->nvar && ctl_fits_locked(c, a->variant);
+  int ok = a->variant >= 0 && (size_t)a->variant < c->nvar;
   const vr_profile *p = ok ? &c->var[a->variant].prof : NULL;
+  if (ok) {
+    ctl_inst *old = replaces > 0 ? ctl_inst_by_id(c, (int)replaces) : NULL;
+    const vr_profile *q = old && !old->removing ? &c->var[old->var].prof : NULL;
+    ok = c->worker.free_cores + (q ? q->threads : 0) >= p->threads &&
+         c->worker.free_mem + (q ? q->mem_bytes : 0) >= p->mem_bytes;
+  }
   if (ok) {
     c->loading_cores += p->threads;
     c->loading_mem += p->mem_bytes;
@@ -273,14 +282,24 @@ static void apply_load(vr_control *c, const vr_action *a) {
   int threads = p ? p->threads : 0;
   int64_t mem = p ? p->mem_bytes : 0;
   pthread_mutex_unlock(&c->mu);
-  if (!ok) return;
+  if (!ok) return 0;
   vr_errbuf err = {0};
-  if (ctl_load_variant(c, a->variant, &err) < 0)
+  int id = ctl_load_variant(c, a->variant, &err);
+  if (id < 0)
     vr_warn("control: load (%s): %s", a->why ? a->why : "", err.msg);
   pthread_mutex_lock(&c->mu);
   c->loading_cores -= threads;
   c->loading_mem -= mem;
   pthread_mutex_unlock(&c->mu);
+  return id > 0;
+}
+
+static void apply_unload(vr_control *c, int64_t id) {
+  pthread_mutex_lock(&c->mu);
+  ctl_inst *in = ctl_inst_by_id(c, (int)id);
+  if (in) in->removing = 1;
+  pthread_mutex_unlock(&c->mu);
+  if (in) unload(c, id);
 }
 
 static void apply(vr_control *c, const vr_action *a) {
@@ -289,19 +308,17 @@ static void apply(vr_control *c, const vr_action *a) {
   pthread_mutex_unlock(&c->mu);
   switch (a->kind) {
     case VR_ACT_LOAD:
-      if (a->worker == 0) apply_load(c, a);
+      if (a->worker == 0) apply_load(c, a, -1);
       break;
-    case VR_ACT_MIGRATE: /* reload elsewhere first, then drop the old one */
-      apply_load(c, a);
-      /* fall through */
-    case VR_ACT_UNLOAD: {
-      pthread_mutex_lock(&c->mu);
-      ctl_inst *in = ctl_inst_by_id(c, (int)a->instance);
-      if (in) in->removing = 1;
-      pthread_mutex_unlock(&c->mu);
-      if (in) unload(c, a->instance);
+    case VR_ACT_MIGRATE:
+      /* load the replacement first (the old instance serves meanwhile),
+       * then drain the old one; a failed load keeps the old instance */
+      if (a->worker == 0 && apply_load(c, a, a->instance))
+        apply_unload(c, a->instance);
       break;
-    }
+    case VR_ACT_UNLOAD:
+      apply_unload(c, a->instance);
+      break;
     case VR_ACT_SET_VSTATE:
       pthread_mutex_lock(&c->mu);
       if (a->variant >= 0 && (size_t)a->variant < c->nvar) c->var[a->variant].state = a->value;

@@ -137,6 +137,18 @@ static int decide(vr_control *c, const vr_ctl_query *q, vr_ctl_route *r,
     fail(r, VR_EINTERNAL, 500, "selection failed");
     return 1;
   }
+  /* Selection wants a load (nothing loaded meets the query, or what does
+   * is interfered) but there is no room: a loaded variant that meets the
+   * query, busy or not, serves it rather than an eviction that would
+   * replace it with a sibling on the same cores, or a 503. */
+  if (sel.outcome == VR_SEL_LOAD && !c->var[sel.variant].loading &&
+      !ctl_fits_locked(c, sel.variant)) {
+    vr_query_req q2 = qr;
+    vr_selection s2;
+    q2.loaded_only = 1;
+    if (vr_select(c->ix, &q2, &s2) == 0 && s2.outcome == VR_SEL_ACTIVE)
+      sel = s2;
+  }
   if (sel.variant >= 0) fill_variant(c, sel.variant, r);
   if (sel.outcome == VR_SEL_INFEASIBLE) {
     c->p_infeasible++;

@@ -11,6 +11,10 @@
  * removable; it is unloaded only after it has stayed removable for its
  * load time, so a brief dip does not cost a reload. A cheaper variant that
  * can carry the load (a downgrade) is loaded under the same patience rule.
+ * An upgrade or downgrade that finds no room, in a cluster that cannot
+ * grow (one fixed worker, as in `vario serve`), replaces the old instances
+ * in place: a MIGRATE to the new variant on the same worker, the old
+ * instance serving until the new one is loaded.
  */
 #include <math.h>
 #include <stdio.h>
@@ -94,6 +98,32 @@ static int emit_loads(const vr_policy_cfg *c, vr_place *pl, const vr_pol_agg *a,
   return 0;
 }
 
+/* Moves v's load to d more instances of u (an upgrade or a downgrade):
+ * loads where there is room; where there is none and the cluster cannot
+ * grow, replaces v's instances in place. */
+static int move_load(const vr_policy_cfg *c, vr_place *pl, const vr_pol_agg *a,
+                     int v, int u, int d, int down, vr_actions *out) {
+  const vr_snapshot *s = pl->s;
+  if (c->max_instances > 0 && a->v[u].n + d > c->max_instances)
+    d = c->max_instances - a->v[u].n;
+  int grow = vr_place_growable(s);
+  size_t next = 0; /* scan position for in-place candidates */
+  for (int k = 0; k < d; k++) {
+    int rc = vr_place_load(pl, u, out, down ? "downgrade" : "upgrade");
+    if (rc < 0) return rc;
+    if (rc > 0 || grow) continue; /* placed, or asked for a worker */
+    int w = -1;
+    for (; next < s->ninstances && w < 0; next++)
+      if (s->instances[next].variant == v && s->instances[next].state != VR_IS_LOADING)
+        w = vr_place_swap(pl, next, u);
+    if (w < 0) break; /* nothing left to replace */
+    if (vr_actions_push(out, VR_ACT_MIGRATE, u, s->instances[next - 1].id, w,
+                        -1, 0, down ? "downgrade in place" : "upgrade in place"))
+      return VR_ENOMEM;
+  }
+  return 0;
+}
+
 static int scale_down(const vr_policy_cfg *c, vr_policy_state *st,
                       const vr_snapshot *s, const vr_pol_agg *a, vr_place *pl,
                       int v, vr_actions *out) {
@@ -126,7 +156,7 @@ static int downgrade(const vr_policy_cfg *c, vr_policy_state *st,
   int64_t since = vr_pol_since(st, key);
   if (since < 0) return vr_pol_set_since(st, key, s->now_ns);
   if (s->now_ns - since < (int64_t)(p->load_ms * 1e6)) return 0;
-  int rc = emit_loads(c, pl, a, b.u, b.d, out, "downgrade");
+  int rc = move_load(c, pl, a, v, b.u, b.d, 1, out);
   return rc ? rc : vr_pol_set_since(st, key, -1);
 }
 
@@ -151,8 +181,8 @@ int vr_pol_infaas_scale(const vr_policy_cfg *c, vr_policy_state *st,
       rc = vr_pol_set_since(st, s->variants[v].prof.variant, -1);
       plan b = best_plan(c, s, &a, (int)v, 0);
       if (!rc && b.d > 0)
-        rc = emit_loads(c, &pl, &a, b.u, b.d, out,
-                        b.u == (int)v ? "replicate" : "upgrade");
+        rc = b.u == (int)v ? emit_loads(c, &pl, &a, b.u, b.d, out, "replicate")
+                           : move_load(c, &pl, &a, (int)v, b.u, b.d, 0, out);
     } else {
       rc = scale_down(c, st, s, &a, &pl, (int)v, out);
       if (!rc) rc = downgrade(c, st, s, &a, &pl, (int)v, out);

@@ -111,3 +111,34 @@ void vr_place_release(vr_place *p, int worker, const vr_profile *prof) {
   if (needs_gpu(prof)) p->free_gpus[worker] += 1;
   p->ninst[worker]--;
 }
+
+int vr_place_swap(vr_place *p, size_t i, int u) {
+  const vr_snapshot *s = p->s;
+  const vr_snap_instance *in = &s->instances[i];
+  int w = in->worker;
+  if (p->gone[i] || in->state == VR_IS_DRAINING || w < 0 ||
+      (size_t)w >= s->nworkers || s->workers[w].state == VR_WS_DRAINING)
+    return -1;
+  const vr_profile *old = &s->variants[in->variant].prof;
+  const vr_profile *nw = &s->variants[u].prof;
+  int gpu_old = needs_gpu(old), gpu_new = needs_gpu(nw);
+  if (p->free_cores[w] + old->threads < nw->threads ||
+      p->free_mem[w] + old->mem_bytes < nw->mem_bytes ||
+      (gpu_new && p->free_gpus[w] + gpu_old < 1) ||
+      (!gpu_new && s->workers[w].gpus > 0))
+    return -1;
+  vr_place_release(p, w, old);
+  p->gone[i] = 1;
+  p->free_cores[w] -= nw->threads;
+  p->free_mem[w] -= nw->mem_bytes;
+  p->free_gpus[w] -= gpu_new;
+  p->ninst[w]++;
+  return w;
+}
+
+int vr_place_growable(const vr_snapshot *s) {
+  for (size_t t = 0; t < s->nwtypes; t++)
+    if (s->wtypes[t].max_count <= 0 || s->wtypes[t].count < s->wtypes[t].max_count)
+      return 1;
+  return 0;
+}

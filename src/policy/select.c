@@ -330,6 +330,7 @@ int vr_select(const vr_select_index *ix, const vr_query_req *q,
                                     {T_INACTIVE, VR_SEL_LOAD},
                                     {T_BUSY, VR_SEL_ACTIVE}};
     for (int i = 0; i < 3 && v < 0; i++) {
+      if (q->loaded_only && order[i][0] == T_INACTIVE) continue;
       v = tree_query(&ix->t[order[i][0]], ix->n, b, k, L, &best);
       out->outcome = order[i][1];
     }

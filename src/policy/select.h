@@ -46,6 +46,8 @@ typedef struct vr_query_req {
   int group;           /* from vr_select_group(); resolve once per stream */
   double latency_ms;   /* SLO */
   double min_accuracy; /* percent */
+  int loaded_only;     /* skip inactive variants: the caller has no room to
+                          load one, so a busy loaded variant is better */
 } vr_query_req;
 
 typedef struct vr_selection {

@@ -112,8 +112,11 @@ typedef enum {
   VR_ACT_REMOVE_WORKER, /* stop an idle worker */
   VR_ACT_SET_VSTATE,    /* record a variant state transition */
   VR_ACT_SET_ISTATE,    /* record an instance state transition */
-  VR_ACT_MIGRATE,       /* interference mitigation: reload instance's
-                           variant on `worker`, then unload `instance` */
+  VR_ACT_MIGRATE,       /* load `variant` on `worker`, then unload
+                           `instance` once it serves: interference
+                           mitigation (same variant, another worker) or an
+                           upgrade in place (another variant, the same
+                           worker, whose room the old instance gives up) */
 } vr_action_kind;
 
 typedef struct vr_action {

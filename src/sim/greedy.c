@@ -149,14 +149,21 @@ static int apply(gstate *g, const vr_action *a, int64_t now) {
       }
     return 0;
   case VR_ACT_MIGRATE: {
+    size_t i = 0;
+    while (i < g->inst.len &&
+           VR_VEC_AT(&g->inst, vr_snap_instance, i).id != a->instance)
+      i++;
+    /* the evaluation is static: an upgrade in place (same worker) frees
+     * the old room first; a move elsewhere loads first and keeps the old
+     * instance when the new one finds no room */
+    if (i < g->inst.len &&
+        VR_VEC_AT(&g->inst, vr_snap_instance, i).worker == a->worker) {
+      del_inst(g, i, now);
+      return add_inst(g, a->variant, a->worker);
+    }
     int rc = add_inst(g, a->variant, a->worker);
-    if (rc <= 0) return rc;
-    for (size_t i = 0; i < g->inst.len; i++)
-      if (VR_VEC_AT(&g->inst, vr_snap_instance, i).id == a->instance) {
-        del_inst(g, i, now);
-        break;
-      }
-    return 1;
+    if (rc > 0 && i < g->inst.len) del_inst(g, i, now);
+    return rc;
   }
   case VR_ACT_SET_VSTATE: g->v[a->variant].state = a->value; return 0;
   default: return 0;

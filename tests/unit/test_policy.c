@@ -313,6 +313,48 @@ static void test_autoscale(void **st) {
   assert_int_equal(loads_fp32, 0);
   assert_true(loads_int8 >= 2);
   assert_int_equal(count(&a, VR_ACT_SET_VSTATE), 1); /* -> overloaded */
+  assert_int_equal(count(&a, VR_ACT_MIGRATE), 0); /* there was room */
+
+  /* The same upgrade on a full worker that cannot grow (no worker types,
+   * as in `vario serve`): the int8 variant replaces the fp32 instance in
+   * place — one MIGRATE on the same worker, nothing else loaded. */
+  vr_vec_clear(&a);
+  fx_init(&f);
+  fx_inst(&f, 2, VR_IS_ACTIVE, 500);
+  f.w[0].free_cores = 0;
+  f.s.nwtypes = 0;
+  assert_int_equal(vr_policy_tick(&c, &ps, &f.s, &a), 0);
+  assert_int_equal(count(&a, VR_ACT_LOAD), 0);
+  assert_int_equal(count(&a, VR_ACT_MIGRATE), 1);
+  for (size_t i = 0; i < a.len; i++) {
+    vr_action *x = vr_actions_at(&a, i);
+    if (x->kind != VR_ACT_MIGRATE) continue;
+    assert_int_equal(x->variant, 3);
+    assert_int_equal(x->instance, 100);
+    assert_int_equal(x->worker, 0);
+  }
+  /* a worker type at its cap cannot grow either */
+  vr_vec_clear(&a);
+  f.s.nwtypes = 1;
+  f.t[0].count = 1, f.t[0].max_count = 1;
+  assert_int_equal(vr_policy_tick(&c, &ps, &f.s, &a), 0);
+  assert_int_equal(count(&a, VR_ACT_MIGRATE), 1);
+  assert_int_equal(count(&a, VR_ACT_ADD_WORKER), 0);
+  /* one that can grow asks for a worker instead */
+  vr_vec_clear(&a);
+  f.t[0].max_count = 0;
+  assert_int_equal(vr_policy_tick(&c, &ps, &f.s, &a), 0);
+  assert_int_equal(count(&a, VR_ACT_MIGRATE), 0);
+  assert_true(count(&a, VR_ACT_ADD_WORKER) >= 1);
+  /* no cheaper variant to upgrade to: nothing is replaced */
+  vr_vec_clear(&a);
+  fx_init(&f);
+  fx_inst(&f, 1, VR_IS_ACTIVE, 100);
+  f.w[0].free_cores = 0;
+  f.s.nwtypes = 0;
+  assert_int_equal(vr_policy_tick(&c, &ps, &f.s, &a), 0);
+  assert_int_equal(count(&a, VR_ACT_MIGRATE), 0);
+  assert_int_equal(count(&a, VR_ACT_LOAD), 0);
   /* replicate when no cheaper variant of the model exists */
 
   vr_vec_clear(&a);
