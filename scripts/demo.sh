@@ -18,7 +18,7 @@ DATA=models/fmnist-data
 SLO_MS=${DEMO_SLO_MS:-20}
 # Load phases RATE:MIN_ACCURACY — load rises and falls, and the accuracy
 # the queries ask for changes, so variants are loaded, replaced, unloaded.
-PHASES=${DEMO_PHASES:-"50:85 300:85 1000:88 1000:92 300:88 50:85"}
+PHASES=${DEMO_PHASES:-"50:85 300:85 1000:88 3000:92 6000:92 1000:88 50:85"}
 
 "$V" version
 rm -rf "$OUT"

@@ -188,7 +188,8 @@ int ctl_refresh_locked(vr_control *c, int64_t now_ns, double dt) {
     ctl_var *cv = &c->var[v];
     if (cv->period_slo > 0) cv->slo_ms = cv->period_slo;
     double slo = cv->slo_ms > 0 ? cv->slo_ms : c->o.default_slo_ms;
-    vr_snap_variant x = {cv->prof, cv->state, slo, cv->arrivals / dt, cv->served / dt};
+    vr_snap_variant x = {cv->prof, cv->state, slo, cv->arrivals / dt,
+                         cv->served / dt, cv->period_acc};
     if (vr_vec_push(&c->sv, &x)) return VR_ENOMEM;
   }
   int used = foreign + c->loading_cores;
@@ -376,6 +377,7 @@ static void reset_period(vr_control *c) {
   for (size_t v = 0; v < c->nvar; v++) {
     c->var[v].arrivals = c->var[v].served = 0;
     c->var[v].period_slo = 0;
+    c->var[v].period_acc = 0;
   }
   for (size_t i = 0; i < c->insts.len; i++) {
     ctl_inst *in = vr_vec_at(&c->insts, i);
@@ -449,7 +451,12 @@ int vr_control_create(const vr_control_opts *o, vr_control **out,
   /* Short: at low load a batch-b variant would otherwise hold a lone
    * query for the whole delay waiting for company. */
   if (c->o.max_queue_delay_us <= 0) c->o.max_queue_delay_us = 500;
-  if (!o->policy_set) vr_policy_cfg_default(&c->o.policy, VR_POL_INFAAS);
+  if (!o->policy_set) {
+    vr_policy_cfg_default(&c->o.policy, VR_POL_INFAAS);
+    /* live, profiles run optimistic (the front end shares the cores): a
+     * lasting backlog also counts as overload */
+    c->o.policy.backlog_step = 1.25;
+  }
   pthread_mutex_init(&c->mu, NULL);
   pthread_cond_init(&c->cv, NULL);
   vr_map_init(&c->var_by_name);

@@ -83,6 +83,7 @@ typedef struct vr_ctl_route {
   double profile_ms;    /* the variant's profiled tail latency at batch 1 */
   double cost_per_1k;   /* dollars per 1000 queries at full batches */
   double slo_ms;
+  double req_accuracy;  /* the query's min_accuracy, percent */
   int loaded;           /* 1: this query made the variant load */
 } vr_ctl_route;
 

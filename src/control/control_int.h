@@ -22,6 +22,7 @@ typedef struct ctl_var {
   int state;             /* vr_vstate as last recorded by the policy */
   double slo_ms;         /* tightest SLO its traffic asked for (sticky) */
   double period_slo;     /* tightest this period; 0 = none yet */
+  double period_acc;     /* highest min_accuracy asked this period */
   uint64_t arrivals;     /* routed this period */
   uint64_t served;       /* completed this period */
   int loading;           /* a load is queued or running */

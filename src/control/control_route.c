@@ -58,8 +58,9 @@ static ctl_inst *pick_instance(vr_control *c, int v) {
   return best;
 }
 
-static void count_routed(vr_control *c, ctl_inst *in, double slo) {
+static void count_routed(vr_control *c, ctl_inst *in, double slo, double acc) {
   ctl_var *v = &c->var[in->var];
+  if (acc > v->period_acc) v->period_acc = acc;
   in->inflight++;
   in->arrivals++;
   v->arrivals++;
@@ -71,21 +72,47 @@ static void count_routed(vr_control *c, ctl_inst *in, double slo) {
 /* An idle instance (nothing in flight, no arrivals this period) of another
  * variant whose release lets v fit; marks it removing and returns its id,
  * or 0. Caller holds mu. */
-static int pick_victim(vr_control *c, int v) {
+static ctl_inst *find_victim(vr_control *c, int v) {
   const vr_profile *p = &c->var[v].prof;
   for (size_t i = 0; i < c->insts.len; i++) {
     ctl_inst *in = vr_vec_at(&c->insts, i);
     if (in->removing || in->inflight || in->arrivals || in->var == v) continue;
     const vr_profile *q = &c->var[in->var].prof;
     if (c->worker.free_cores + q->threads >= p->threads &&
-        c->worker.free_mem + q->mem_bytes >= p->mem_bytes) {
-      in->removing = 1;
-      c->worker.free_cores += q->threads;
-      c->worker.free_mem += q->mem_bytes;
-      return in->id;
-    }
+        c->worker.free_mem + q->mem_bytes >= p->mem_bytes)
+      return in;
   }
-  return 0;
+  return NULL;
+}
+
+static int pick_victim(vr_control *c, int v) {
+  ctl_inst *in = find_victim(c, v);
+  if (!in) return 0;
+  const vr_profile *q = &c->var[in->var].prof;
+  in->removing = 1;
+  c->worker.free_cores += q->threads;
+  c->worker.free_mem += q->mem_bytes;
+  return in->id;
+}
+
+/* The inactive variant INFaaS would load (least load + latency) among
+ * those of the query's app or model that meet it and fit in the room
+ * left now; -1 if none. The rare path: selection's choice did not fit. */
+static int pick_fitting(vr_control *c, const vr_ctl_query *q, double acc,
+                        double slo_ms) {
+  int best = -1;
+  double best_val = 0;
+  for (size_t v = 0; v < c->nvar; v++) {
+    const vr_profile *p = &c->var[v].prof;
+    if (q->app ? strcmp(p->app, q->app) : strcmp(p->model, q->model)) continue;
+    double tail = vr_profile_tail_ms(p, 1);
+    if (p->accuracy + 1e-9 < acc || 2 * tail > slo_ms || c->var[v].loading ||
+        !ctl_fits_locked(c, (int)v))
+      continue;
+    double val = p->load_ms + tail;
+    if (best < 0 || val < best_val) best = (int)v, best_val = val;
+  }
+  return best;
 }
 
 static int queue_load(vr_control *c, int v, ctl_wait *w, int evict_id) {
@@ -131,6 +158,7 @@ static int decide(vr_control *c, const vr_ctl_query *q, vr_ctl_route *r,
   }
   double acc = q->min_accuracy <= 1 ? 100 * q->min_accuracy : q->min_accuracy;
   r->slo_ms = q->latency_ms > 0 ? q->latency_ms : c->o.default_slo_ms;
+  r->req_accuracy = acc;
   vr_query_req qr = {group, r->slo_ms, acc};
   vr_selection sel;
   if (vr_select(c->ix, &qr, &sel)) {
@@ -148,6 +176,14 @@ static int decide(vr_control *c, const vr_ctl_query *q, vr_ctl_route *r,
     q2.loaded_only = 1;
     if (vr_select(c->ix, &q2, &s2) == 0 && s2.outcome == VR_SEL_ACTIVE)
       sel = s2;
+  }
+  /* Still a load that does not fit and nothing idle to evict: the best
+   * variant that does fit (on 2 cores, often the 1-thread sibling of a
+   * 2-thread choice) rather than a 503. */
+  if (sel.outcome == VR_SEL_LOAD && !c->var[sel.variant].loading &&
+      !ctl_fits_locked(c, sel.variant) && !find_victim(c, sel.variant)) {
+    int alt = pick_fitting(c, q, acc, r->slo_ms);
+    if (alt >= 0) sel.variant = alt;
   }
   if (sel.variant >= 0) fill_variant(c, sel.variant, r);
   if (sel.outcome == VR_SEL_INFEASIBLE) {
@@ -169,7 +205,7 @@ static int decide(vr_control *c, const vr_ctl_query *q, vr_ctl_route *r,
     ctl_inst *in = pick_instance(c, sel.variant);
     if (in) {
       r->instance_id = in->id;
-      count_routed(c, in, r->slo_ms);
+      count_routed(c, in, r->slo_ms, r->req_accuracy);
       return 1;
     }
   }
@@ -231,7 +267,7 @@ static void answer_waiters(vr_control *c, ctl_wait *list, int id, const char *ms
     if (id > 0) {
       pthread_mutex_lock(&c->mu);
       ctl_inst *in = ctl_inst_by_id(c, id);
-      if (in) count_routed(c, in, w->r.slo_ms);
+      if (in) count_routed(c, in, w->r.slo_ms, w->r.req_accuracy);
       pthread_mutex_unlock(&c->mu);
       w->r.instance_id = id;
     } else {

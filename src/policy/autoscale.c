@@ -4,7 +4,9 @@
  * For every variant with instances, headroom = (instances x saturation
  * throughput) / load. Below the slack threshold (1.05) it scales up, either
  * by replicating the variant or by upgrading to another variant of the same
- * model (at least as accurate, meeting the variant's SLO), whichever costs
+ * model (at least as accurate, meeting the variant's SLO) — or of another
+ * model of the same app that meets the accuracy its queries asked for —
+ * whichever costs
  * less by C*(d + lambda*T_load*max(d,0)) with d the change in instances
  * (an upgrade also credits the old variant's instances, which the
  * scale-down rule then drains). With spare headroom an instance becomes
@@ -38,12 +40,22 @@ static double change_cost(const vr_policy_cfg *c, const vr_profile *p, int d) {
  * cheaper per query qualifies: selection sends a model's queries to its
  * cheapest active variant, so traffic follows only such a move (moving to
  * a dearer one would leave the new instances idle and flap). */
-static int can_replace(const vr_snapshot *s, int v, int u) {
+static int can_replace(const vr_policy_cfg *c, const vr_snapshot *s, int v,
+                       int u) {
   const vr_snap_variant *a = &s->variants[v], *b = &s->variants[u];
-  if (u == v || strcmp(a->prof.model, b->prof.model)) return 0;
+  if (u == v) return 0;
+  if (strcmp(a->prof.model, b->prof.model)) {
+    /* another model of the app: only as accurate as its queries asked,
+     * which is known only for a variant that had queries */
+    if (!c->cross_model || !a->prof.app[0] ||
+        strcmp(a->prof.app, b->prof.app) || !(a->arrival_qps > 0) ||
+        b->prof.accuracy + 1e-9 < a->req_accuracy)
+      return 0;
+  } else if (b->prof.accuracy + 1e-9 < a->prof.accuracy) {
+    return 0;
+  }
   if (!(vr_policy_query_cost(&b->prof) < vr_policy_query_cost(&a->prof)))
     return 0;
-  if (b->prof.accuracy + 1e-9 < a->prof.accuracy) return 0;
   if (a->slo_ms > 0 && vr_profile_batch_for_slo(&b->prof, a->slo_ms) == 0)
     return 0;
   /* a variant no worker type can hold is no option */
@@ -75,7 +87,7 @@ static plan best_plan(const vr_policy_cfg *c, const vr_snapshot *s,
     best = (plan){v, d, change_cost(c, pv, d)};
   }
   for (size_t u = 0; u < s->nvariants; u++) {
-    if (!can_replace(s, v, (int)u)) continue;
+    if (!can_replace(c, s, v, (int)u)) continue;
     const vr_pol_vagg *gu = &a->v[u];
     double sat = sat_under(s, (int)u, s->variants[v].slo_ms);
     int d = vr_pol_need(gu->q + g->q, c->slack, sat) - gu->n;
@@ -164,7 +176,7 @@ int vr_pol_infaas_scale(const vr_policy_cfg *c, vr_policy_state *st,
                         const vr_snapshot *s, vr_actions *out) {
   vr_pol_agg a;
   vr_place pl;
-  int rc = vr_pol_agg_init(&a, s);
+  int rc = vr_pol_agg_init(&a, c, s);
   if (rc) return rc;
   if ((rc = vr_place_init(&pl, s))) {
     vr_pol_agg_free(&a);

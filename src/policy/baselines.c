@@ -24,7 +24,7 @@ static int run(const vr_policy_cfg *c, vr_policy_state *st,
   if (rc) return rc;
   vr_pol_agg a;
   vr_place pl;
-  if ((rc = vr_pol_agg_init(&a, s))) return rc;
+  if ((rc = vr_pol_agg_init(&a, c, s))) return rc;
   if ((rc = vr_place_init(&pl, s))) {
     vr_pol_agg_free(&a);
     return rc;

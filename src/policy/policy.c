@@ -22,6 +22,7 @@ void vr_policy_cfg_default(vr_policy_cfg *c, int kind) {
   c->worker_idle_ns = 30 * 1000000000LL;
   c->min_workers = 1;
   c->consolidate = kind == VR_POL_INFAAS;
+  c->cross_model = kind == VR_POL_INFAAS;
 }
 
 void vr_policy_state_init(vr_policy_state *st) {
@@ -59,7 +60,8 @@ double vr_policy_sat_qps(const vr_snap_variant *v) {
   return t > 0 ? t : vr_profile_peak_qps(&v->prof, 1);
 }
 
-int vr_pol_agg_init(vr_pol_agg *a, const vr_snapshot *s) {
+int vr_pol_agg_init(vr_pol_agg *a, const vr_policy_cfg *c,
+                    const vr_snapshot *s) {
   a->v = VR_NEWN(vr_pol_vagg, s->nvariants ? s->nvariants : 1);
   if (!a->v) return VR_ENOMEM;
   for (size_t v = 0; v < s->nvariants; v++) {
@@ -77,8 +79,21 @@ int vr_pol_agg_init(vr_pol_agg *a, const vr_snapshot *s) {
     if (in->state == VR_IS_DRAINING) continue;
     g->n++;
     if (in->state == VR_IS_LOADING) g->loading++;
-    else g->serving++;
+    else g->serving++, g->backlog += in->queue_len;
     if (in->state == VR_IS_INTERFERED) g->interfered++;
+  }
+  /* A backlog that takes more than half the SLO to drain at the profiled
+   * rate means the instances serve less than their profile says (they
+   * share cores with the front end, or the profile is optimistic) and
+   * the arrival rate undercounts demand (clients wait to send): count
+   * the load as backlog_step x what the instances can serve, so the
+   * autoscaler steps up each period while the backlog lasts. */
+  for (size_t v = 0; v < s->nvariants && c->backlog_step > 1; v++) {
+    vr_pol_vagg *g = &a->v[v];
+    double slo_s = s->variants[v].slo_ms / 1000.0;
+    if (g->serving > 0 && slo_s > 0 && g->sat > 0 &&
+        g->backlog / (g->serving * g->sat) > slo_s / 2)
+      g->q = fmax(g->q, c->backlog_step * g->serving * g->sat);
   }
   return 0;
 }
@@ -89,7 +104,7 @@ void vr_pol_agg_free(vr_pol_agg *a) { vr_free(a->v); }
 int vr_policy_states(const vr_policy_cfg *c, const vr_snapshot *s,
                      vr_actions *out) {
   vr_pol_agg a;
-  int rc = vr_pol_agg_init(&a, s);
+  int rc = vr_pol_agg_init(&a, c, s);
   if (rc) return rc;
   for (size_t i = 0; i < s->ninstances && !rc; i++) {
     const vr_snap_instance *in = &s->instances[i];
@@ -125,6 +140,17 @@ int vr_policy_states(const vr_policy_cfg *c, const vr_snapshot *s,
   return rc;
 }
 
+static int other_worker_fits(const vr_place *pl, const vr_profile *prof,
+                             int exclude) {
+  const vr_snapshot *s = pl->s;
+  for (size_t w = 0; w < s->nworkers; w++)
+    if ((int)w != exclude && s->workers[w].state != VR_WS_DRAINING &&
+        pl->free_cores[w] >= prof->threads && pl->free_mem[w] >= prof->mem_bytes &&
+        (prof->device == VR_DEV_GPU ? pl->free_gpus[w] >= 1 : s->workers[w].gpus == 0))
+      return 1;
+  return 0;
+}
+
 static int replacement_loading(const vr_snapshot *s, int v) {
   for (size_t i = 0; i < s->ninstances; i++)
     if (s->instances[i].variant == v && s->instances[i].state == VR_IS_LOADING)
@@ -149,6 +175,16 @@ int vr_pol_interference(const vr_policy_cfg *c, const vr_snapshot *s,
       continue;
     const vr_snap_variant *sv = &s->variants[in->variant];
     if (in->arrival_qps > vr_policy_sat_qps(sv)) continue; /* overloaded */
+    /* Nowhere to move it (no other worker has room, none can be added):
+     * routing around it would only pile its load onto the same cores, so
+     * it stays active. On one worker this is the usual case: what slows
+     * it is the front end and the clients sharing its cores. */
+    if (!vr_place_growable(s) && !other_worker_fits(pl, &sv->prof, in->worker)) {
+      if (in->state == VR_IS_INTERFERED)
+        rc = vr_actions_push(out, VR_ACT_SET_ISTATE, in->variant, in->id, -1,
+                             -1, VR_IS_ACTIVE, "interference: nowhere to move");
+      continue;
+    }
     if (in->state == VR_IS_ACTIVE)
       rc = vr_actions_push(out, VR_ACT_SET_ISTATE, in->variant, in->id, -1,
                            -1, VR_IS_INTERFERED, "latency above profile");

@@ -46,6 +46,17 @@ typedef struct vr_policy_cfg {
   int min_workers;            /* never go below */
   int max_instances;          /* per variant, cap (0 = unlimited) */
   int consolidate;            /* INFaaS: empty fragmented workers (1) */
+  double backlog_step;        /* > 1: a variant whose queued rows take more
+                                 than half its SLO to drain counts as
+                                 loaded to this x its profiled capacity
+                                 (live servers, where the front end shares
+                                 the cores and profiles run optimistic);
+                                 0 = off (default; the simulator's service
+                                 times are the profile) */
+  int cross_model;            /* INFaaS: upgrades/downgrades may move a
+                                 variant's load to another model of the
+                                 same app that still meets the accuracy
+                                 its queries asked for (1) */
   int nfixed;                 /* baselines: fixed variants */
   vr_policy_fixed fixed[VR_POL_MAX_FIXED];
 } vr_policy_cfg;

@@ -10,14 +10,16 @@ typedef struct vr_pol_vagg {
   int n;          /* non-draining instances (serving + loading) */
   int serving, loading, interfered;
   double sat;     /* saturation qps of one instance under the SLO */
-  double q;       /* load: max(arrival, served) qps */
+  double q;       /* load: max(arrival, served) qps, raised when backlogged */
+  int backlog;    /* rows queued at its serving instances */
 } vr_pol_vagg;
 
 typedef struct vr_pol_agg {
   vr_pol_vagg *v; /* nvariants entries, owned */
 } vr_pol_agg;
 
-int vr_pol_agg_init(vr_pol_agg *a, const vr_snapshot *s);
+int vr_pol_agg_init(vr_pol_agg *a, const vr_policy_cfg *c,
+                    const vr_snapshot *s);
 void vr_pol_agg_free(vr_pol_agg *a);
 
 int64_t vr_pol_since(vr_policy_state *st, const char *key);

@@ -51,6 +51,8 @@ typedef struct vr_snap_variant {
   double slo_ms;      /* latency SLO its traffic asks for (for saturation) */
   double arrival_qps; /* queries routed to this variant per second */
   double served_qps;  /* queries completed per second */
+  double req_accuracy; /* highest min_accuracy (percent) among the queries
+                          routed to it this period; 0 = none asked */
 } vr_snap_variant;
 
 typedef struct vr_snap_instance {

@@ -195,6 +195,11 @@ int vr_greedy_solve(const vr_cap_problem *p, const vr_policy_cfg *cfg,
   vr_actions_init(&acts);
   vr_policy_state st;
   vr_policy_state_init(&st);
+  /* the capacity problem (like the ILP) serves each model's demand with
+   * that model's variants only */
+  vr_policy_cfg c = *cfg;
+  c.cross_model = 0;
+  cfg = &c;
   int rc = !g.v || !g.wt || !out->inst ? VR_ENOMEM : 0;
   for (size_t v = 0; !rc && v < p->nvariants; v++) {
     g.v[v].prof = p->variants[v];

@@ -339,6 +339,7 @@ static int route(vr_sim *s, sim_stream *st, const vr_req *r) {
    * it from this */
   v->arrivals++;
   if (slo < v->min_slo) v->min_slo = slo;
+  if (r->min_acc > v->max_acc) v->max_acc = r->min_acc;
   sim_inst *in = least_loaded(v);
   if (!in) in = v->loading_one;
   if (!in && infaas) { /* load on the query path, as INFaaS does */

@@ -62,7 +62,8 @@ static int build_snapshot(vr_sim *s, double dt) {
     sim_variant *sv = &s->var[v];
     if (isfinite(sv->min_slo)) sv->slo_ms = sv->min_slo;
     vr_snap_variant x = {sv->prof, sv->state, sv->slo_ms,
-                         (double)sv->arrivals / dt, (double)sv->served / dt};
+                         (double)sv->arrivals / dt, (double)sv->served / dt,
+                         sv->max_acc};
     if (vr_vec_push(&s->sv, &x)) return VR_ENOMEM;
   }
   for (size_t i = 0; i < s->insts.len; i++) {
@@ -253,6 +254,7 @@ static void reset_period(vr_sim *s) {
   for (size_t v = 0; v < s->nvar; v++) {
     s->var[v].arrivals = s->var[v].served = 0;
     s->var[v].min_slo = INFINITY;
+    s->var[v].max_acc = 0;
   }
 }
 

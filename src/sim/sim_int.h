@@ -55,6 +55,7 @@ typedef struct sim_variant {
   double est_ms[VR_PROF_MAX_BATCH + 1]; /* p50 by batch, for early drop */
   int64_t arrivals, served;
   double min_slo;   /* smallest SLO routed to it this period */
+  double max_acc;   /* highest min_accuracy routed to it this period */
   vr_vec serving;   /* sim_inst* that accept requests: a binary min-heap
                        on (interfered, queue length), so the least-loaded
                        instance is at the top (O(log k) upkeep) */

@@ -148,6 +148,8 @@ static void fx_inst(fx *f, int variant, int state, double qps) {
   f->v[variant].state = VR_VS_ACTIVE;
   f->v[variant].arrival_qps += qps;
   f->v[variant].served_qps += qps;
+  /* its queries asked for all the accuracy it has (the strictest case) */
+  f->v[variant].req_accuracy = f->v[variant].prof.accuracy;
   f->w[0].free_cores -= 1;
 }
 
@@ -355,6 +357,54 @@ static void test_autoscale(void **st) {
   assert_int_equal(vr_policy_tick(&c, &ps, &f.s, &a), 0);
   assert_int_equal(count(&a, VR_ACT_MIGRATE), 0);
   assert_int_equal(count(&a, VR_ACT_LOAD), 0);
+  /* Cross-model: mid/fp32's queries asked for only 80%, so the "small"
+   * model of the same app (80%, 4x faster at the same cost) may take its
+   * load — cheaper than mid/int8; with 85% asked it may not. */
+  vr_vec_clear(&a);
+  fx_init(&f);
+  fx_inst(&f, 2, VR_IS_ACTIVE, 500);
+  f.v[2].req_accuracy = 80;
+  assert_int_equal(vr_policy_tick(&c, &ps, &f.s, &a), 0);
+  int loads_small = 0, loads_other = 0;
+  for (size_t i = 0; i < a.len; i++) {
+    vr_action *x = vr_actions_at(&a, i);
+    if (x->kind == VR_ACT_LOAD) *(x->variant == 0 ? &loads_small : &loads_other) += 1;
+  }
+  assert_true(loads_small >= 1);
+  assert_int_equal(loads_other, 0);
+  vr_vec_clear(&a);
+  f.v[2].req_accuracy = 85;
+  assert_int_equal(vr_policy_tick(&c, &ps, &f.s, &a), 0);
+  for (size_t i = 0; i < a.len; i++)
+    if (vr_actions_at(&a, i)->kind == VR_ACT_LOAD)
+      assert_int_not_equal(vr_actions_at(&a, i)->variant, 0);
+  /* another app's model never qualifies */
+  vr_vec_clear(&a);
+  f.v[2].req_accuracy = 80;
+  snprintf(f.v[0].prof.app, sizeof f.v[0].prof.app, "other");
+  assert_int_equal(vr_policy_tick(&c, &ps, &f.s, &a), 0);
+  for (size_t i = 0; i < a.len; i++)
+    if (vr_actions_at(&a, i)->kind == VR_ACT_LOAD)
+      assert_int_not_equal(vr_actions_at(&a, i)->variant, 0);
+  /* Backlog: big (26.7 qps per instance under 200 ms) serves 20 qps, below
+   * its profile, but 10 rows are queued (0.37 s to drain > half the SLO).
+   * Off by default; with backlog_step 1.25 it counts as 33 qps: one more
+   * instance. */
+  vr_vec_clear(&a);
+  fx_init(&f);
+  fx_inst(&f, 1, VR_IS_ACTIVE, 20);
+  f.in[0].queue_len = 10;
+  assert_int_equal(vr_policy_tick(&c, &ps, &f.s, &a), 0);
+  assert_int_equal(count(&a, VR_ACT_LOAD), 0);
+  vr_vec_clear(&a);
+  vr_policy_cfg cb = c;
+  cb.backlog_step = 1.25;
+  assert_int_equal(vr_policy_tick(&cb, &ps, &f.s, &a), 0);
+  assert_int_equal(count(&a, VR_ACT_LOAD), 1);
+  vr_vec_clear(&a);
+  f.in[0].queue_len = 2; /* 75 ms to drain: within half the SLO */
+  assert_int_equal(vr_policy_tick(&cb, &ps, &f.s, &a), 0);
+  assert_int_equal(count(&a, VR_ACT_LOAD), 0);
   /* replicate when no cheaper variant of the model exists */
 
   vr_vec_clear(&a);
@@ -423,6 +473,26 @@ static void test_interference_and_states(void **st) {
   assert_int_equal(vr_policy_interference(&c, &f.s, &a), 0);
   assert_int_equal(a.len, 0);
   assert_int_equal(vr_policy_states(&c, &f.s, &a), 0);
+  assert_int_equal(count(&a, VR_ACT_SET_ISTATE), 1);
+  /* one worker that cannot grow (as in `vario serve`): nowhere to move the
+   * slow instance, so it is not marked (routing around it would pile its
+   * load onto the same cores), and a marked one is set back to active */
+  vr_vec_clear(&a);
+  f.in[0].arrival_qps = 10;
+  f.s.nworkers = 1;
+  f.s.nwtypes = 0;
+  assert_int_equal(vr_policy_interference(&c, &f.s, &a), 0);
+  assert_int_equal(a.len, 0);
+  f.in[0].state = VR_IS_INTERFERED;
+  assert_int_equal(vr_policy_interference(&c, &f.s, &a), 0);
+  assert_int_equal(a.len, 1);
+  assert_int_equal(vr_actions_at(&a, 0)->kind, VR_ACT_SET_ISTATE);
+  assert_int_equal(vr_actions_at(&a, 0)->value, VR_IS_ACTIVE);
+  /* with a worker type that can grow it is marked (and a worker asked) */
+  vr_vec_clear(&a);
+  f.in[0].state = VR_IS_ACTIVE;
+  f.s.nwtypes = 1;
+  assert_int_equal(vr_policy_interference(&c, &f.s, &a), 0);
   assert_int_equal(count(&a, VR_ACT_SET_ISTATE), 1);
   vr_actions_free(&a);
 }
