@@ -2,6 +2,7 @@
  * Server lifecycle and routing of KServe v2 paths to handlers.
  */
 #include <dirent.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -41,6 +42,24 @@ void vr_server_count(vr_server *s, int status) {
   int k = status / 100;
   if (k < 0 || k > 5) k = 0;
   __atomic_fetch_add(&s->http_status[k], 1, __ATOMIC_RELAXED);
+}
+
+int vr_server_spawn_admin(vr_server *s, vr_http_req *r, vr_http_handler done,
+                          void *(*fn)(void *), void *arg) {
+  __atomic_fetch_add(&s->admin_jobs, 1, __ATOMIC_SEQ_CST);
+  vr_http_defer(r, done);
+  pthread_t t;
+  pthread_attr_t a;
+  pthread_attr_init(&a);
+  pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+  int rc = pthread_create(&t, &a, fn, arg);
+  pthread_attr_destroy(&a);
+  if (rc) {
+    __atomic_fetch_sub(&s->admin_jobs, 1, __ATOMIC_SEQ_CST);
+    vr_http_wake(r);
+    return -1;
+  }
+  return 0;
 }
 
 void vr_server_reply_json(vr_http_req *r, int status, vr_sbuf *b) {

@@ -16,7 +16,6 @@
  * (control/control.h); this file only moves bytes and wakes connections.
  */
 #include <jansson.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -309,18 +308,8 @@ static void app_register(vr_server *s, vr_http_req *r, const char *app) {
   j->body = o;
   snprintf(j->app, sizeof j->app, "%s", app);
   vr_http_set_state(r, j, reg_free);
-  __atomic_fetch_add(&s->admin_jobs, 1, __ATOMIC_SEQ_CST);
-  vr_http_defer(r, reg_done);
-  pthread_t t;
-  pthread_attr_t a;
-  pthread_attr_init(&a);
-  pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-  if (pthread_create(&t, &a, reg_main, j)) {
-    j->status = 500;
-    __atomic_fetch_sub(&s->admin_jobs, 1, __ATOMIC_SEQ_CST);
-    vr_http_wake(r);
-  }
-  pthread_attr_destroy(&a);
+  j->status = 500; /* stays if no thread starts; reg_main sets its own */
+  vr_server_spawn_admin(s, r, reg_done, reg_main, j);
 }
 
 /* ---- offline jobs -------------------------------------------------------- */

@@ -32,6 +32,14 @@ int vr_server_http_status(int code);
 /* Responds with sb's contents as JSON (takes the buffer). */
 void vr_server_reply_json(vr_http_req *r, int status, vr_sbuf *b);
 void vr_server_count(vr_server *s, int status);
+/* Runs fn(arg) on a detached thread as an admin job of r: counts it in
+ * s->admin_jobs (shutdown waits for them) and defers r until the thread
+ * wakes it, when `done` responds. Returns 0, or -1 when no thread could
+ * start: the count is restored and r is woken, so `done` still runs (on
+ * the event thread, after the caller returns) and answers the failure
+ * the caller records in arg. */
+int vr_server_spawn_admin(vr_server *s, vr_http_req *r, vr_http_handler done,
+                          void *(*fn)(void *), void *arg);
 
 /* Endpoint handlers; `model` is the name from the URL. */
 void vr_server_infer(vr_server *s, vr_http_req *r, const char *model);

@@ -5,7 +5,6 @@
  * event thread may block).
  */
 #include <dirent.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -110,18 +109,8 @@ void vr_server_repo_load(vr_server *s, vr_http_req *r, const char *model,
   j->load = load;
   snprintf(j->name, sizeof j->name, "%s", model);
   vr_http_set_state(r, j, vr_free);
-  __atomic_fetch_add(&s->admin_jobs, 1, __ATOMIC_SEQ_CST);
-  vr_http_defer(r, admin_done);
-  pthread_t t;
-  pthread_attr_t a;
-  pthread_attr_init(&a);
-  pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-  if (pthread_create(&t, &a, admin_main, j)) {
+  if (vr_server_spawn_admin(s, r, admin_done, admin_main, j))
     j->rc = vr_errf(&j->err, VR_EINTERNAL, "cannot start a thread");
-    __atomic_fetch_sub(&s->admin_jobs, 1, __ATOMIC_SEQ_CST);
-    vr_http_wake(r);
-  }
-  pthread_attr_destroy(&a);
 }
 
 /* ---- statistics ---------------------------------------------------------- */

@@ -10,9 +10,15 @@ logits [N, 10]. No input normalisation is needed: the models were trained on
 BatchNorm). Only ops from Vario's engine list appear after export: Conv,
 Gemm, Relu, MaxPool, GlobalAveragePool, BatchNormalization, Add, Flatten.
 """
+import os
+import sys
+
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import flops  # noqa: E402  (tools/zoo/flops.py, beside this file)
 
 # Ordered from smallest to largest (latency and accuracy grow together).
 NAMES = ["fmnist_linear", "fmnist_mlp", "fmnist_cnn_s", "fmnist_cnn_bn",
@@ -146,28 +152,6 @@ def build(name):
 
 
 def count_flops(model, shape=(1, 1, 28, 28)):
-    """FLOPs per sample of Conv and Linear layers (2 x multiply-adds).
-    Element-wise ops, pooling and BatchNorm are not counted."""
-    total = [0]
-
-    def conv_hook(m, inp, out):
-        k = m.kernel_size[0] * m.kernel_size[1]
-        total[0] += 2 * out.numel() * (m.in_channels // m.groups) * k
-
-    def lin_hook(m, inp, out):
-        total[0] += 2 * m.in_features * m.out_features
-
-    hooks = []
-    for m in model.modules():
-        if isinstance(m, nn.Conv2d):
-            hooks.append(m.register_forward_hook(conv_hook))
-        elif isinstance(m, nn.Linear):
-            hooks.append(m.register_forward_hook(lin_hook))
-    was_training = model.training
-    model.eval()
-    with torch.no_grad():
-        model(torch.zeros(shape))
-    model.train(was_training)
-    for h in hooks:
-        h.remove()
-    return total[0]
+    """FLOPs per sample of Conv and Linear layers (2 x multiply-adds), as
+    counted for the whole zoo by tools/zoo/flops.py."""
+    return flops.count_flops(model, shape)
