@@ -129,7 +129,10 @@ static int instances(vr_runtime *rt, int *max_batch) {
   return n;
 }
 
-static void test_load_step(void **st) {
+/* cores: the worker's size. 8 leaves room to replicate or load a bigger
+ * variant beside the old one; 1 leaves none, so the upgrade must replace
+ * the instance in place (MIGRATE to the bigger batch on the same core). */
+static void load_step(int cores) {
   strcpy(g_tmp, "/tmp/vr_scale_XXXXXX");
   assert_non_null(mkdtemp(g_tmp));
   char db[300], dir[300];
@@ -153,7 +156,7 @@ static void test_load_step(void **st) {
   vr_control_opts_init(&co);
   co.store = s;
   co.rt = rt;
-  co.cores = 8; /* the fake sleeps: cores are bookkeeping here */
+  co.cores = cores; /* the fake sleeps: cores are bookkeeping here */
   co.max_queue_delay_us = 1000;
   /* The autoscaler alone: with other tests sharing the CPU, the fake's
    * sleeps overrun and interference detection would (rightly) move
@@ -190,11 +193,15 @@ static void test_load_step(void **st) {
   int from = (int)(RATE * (SECONDS - 2)), late = 0, failed = 0;
   for (int i = from; i < total; i++) late += qs[i].late, failed += qs[i].failed;
   int mb, n = instances(rt, &mb);
-  printf("load step to %.0f qps: reaction after %.2f s; %d instance(s), max batch %d; "
-         "last 2 s: %d late, %d failed of %d\n", RATE, reacted_ns / 1e9, n, mb, late,
-         failed, total - from);
+  printf("load step to %.0f qps on %d core(s): reaction after %.2f s; %d instance(s), "
+         "max batch %d; last 2 s: %d late, %d failed of %d\n", RATE, cores,
+         reacted_ns / 1e9, n, mb, late, failed, total - from);
   assert_true(reacted_ns > 0);
   assert_true(n > 1 || mb > 1);
+  if (cores == 1) { /* replaced in place: one instance, a bigger batch */
+    assert_int_equal(n, 1);
+    assert_true(mb > 1);
+  }
   assert_int_equal(failed, 0);
   assert_true(late <= (total - from) / 100); /* >= 99% attainment */
   for (int i = 0; i < total; i++) vr_rt_request_clear(&qs[i].q);
@@ -205,7 +212,18 @@ static void test_load_step(void **st) {
   vr_rmtree(g_tmp);
 }
 
+static void test_load_step(void **st) {
+  (void)st;
+  load_step(8);
+}
+
+static void test_load_step_full_worker(void **st) {
+  (void)st;
+  load_step(1);
+}
+
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_load_step)};
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_load_step),
+                                     cmocka_unit_test(test_load_step_full_worker)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
