@@ -262,8 +262,8 @@ static void unload(vr_control *c, int64_t id) {
 /* Loads decided by the policy: re-checked against the worker first, since
  * query-path loads may have taken the room meanwhile. `replaces` (an
  * instance id, or -1) is an instance about to give up its room (an
- * upgrade in place): its cores and memory count as free, and it keeps
- * serving while the new one loads. Returns whether the load succeeded. */
+ * upgrade in place): its cores count as free (memory does not: both are
+ * resident while the new one loads), and it keeps serving meanwhile. Returns whether the load succeeded. */
 static int apply_load(vr_control *c, const vr_action *a, int64_t replaces) {
   pthread_mutex_lock(&c->mu);
   int ok = a->variant >= 0 && (size_t)a->variant < c->nvar;
@@ -271,8 +271,9 @@ static int apply_load(vr_control *c, const vr_action *a, int64_t replaces) {
   if (ok) {
     ctl_inst *old = replaces > 0 ? ctl_inst_by_id(c, (int)replaces) : NULL;
     const vr_profile *q = old && !old->removing ? &c->var[old->var].prof : NULL;
+    /* cores are shared for the overlap; memory must hold both */
     ok = c->worker.free_cores + (q ? q->threads : 0) >= p->threads &&
-         c->worker.free_mem + (q ? q->mem_bytes : 0) >= p->mem_bytes;
+         c->worker.free_mem >= p->mem_bytes;
   }
   if (ok) {
     c->loading_cores += p->threads;

@@ -122,12 +122,15 @@ int vr_place_swap(vr_place *p, size_t i, int u) {
   const vr_profile *old = &s->variants[in->variant].prof;
   const vr_profile *nw = &s->variants[u].prof;
   int gpu_old = needs_gpu(old), gpu_new = needs_gpu(nw);
+  /* cores are time-shared during the short overlap (the old instance
+   * serves while the new one loads); memory must hold both at once */
   if (p->free_cores[w] + old->threads < nw->threads ||
-      p->free_mem[w] + old->mem_bytes < nw->mem_bytes ||
+      p->free_mem[w] < nw->mem_bytes ||
       (gpu_new && p->free_gpus[w] + gpu_old < 1) ||
       (!gpu_new && s->workers[w].gpus > 0))
     return -1;
   vr_place_release(p, w, old);
+  p->free_mem[w] -= old->mem_bytes; /* freed only after the overlap */
   p->gone[i] = 1;
   p->free_cores[w] -= nw->threads;
   p->free_mem[w] -= nw->mem_bytes;

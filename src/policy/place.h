@@ -38,8 +38,10 @@ int vr_place_load(vr_place *p, int v, vr_actions *out, const char *why);
  * empty in the same tick). */
 void vr_place_release(vr_place *p, int worker, const vr_profile *prof);
 /* Whether snapshot instance i could make room, on its own worker, for one
- * instance of variant u if it went away; if so releases it, deducts u,
- * marks i gone and returns the worker, else -1 and nothing changes. */
+ * instance of variant u if it went away (its cores count as free: they
+ * are shared while u loads; memory must hold both); if so releases its
+ * cores, deducts u, marks i gone and returns the worker, else -1 and
+ * nothing changes. */
 int vr_place_swap(vr_place *p, size_t i, int u);
 /* Whether the cluster can still grow: some worker type below its cap. */
 int vr_place_growable(const vr_snapshot *s);

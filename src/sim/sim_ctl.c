@@ -110,10 +110,10 @@ static sim_worker *snap_worker(vr_sim *s, int idx) {
   return NULL;
 }
 
-/* Adds (sign 1) or takes back (-1) a profile's resources on w. */
+/* Adds (sign 1) or takes back (-1) a profile's compute on w (not its
+ * memory: both instances are resident while the new one loads). */
 static void sim_worker_credit(sim_worker *w, const vr_profile *p, int sign) {
   w->free_cores += sign * p->threads;
-  w->free_mem += sign * p->mem_bytes;
   if (p->device == VR_DEV_GPU) w->free_gpus += sign;
 }
 
@@ -133,8 +133,8 @@ static int apply(vr_sim *s, const vr_action *a) {
     if (!w || a->variant < 0 || (size_t)a->variant >= s->nvar) return 0;
     /* the cluster is provisioned before the run starts: t = 0 loads are
      * warm */
-    /* an upgrade in place: the old instance's room counts as free (the
-     * worker is overcommitted while the new one loads, as live) */
+    /* an upgrade in place: the old instance's cores count as free (they
+     * are shared while the new one loads, as live) */
     int credit = a->kind == VR_ACT_MIGRATE && in && in->w == w && !in->dead;
     if (credit) sim_worker_credit(w, &s->var[in->variant].prof, 1);
     sim_inst *n = sim_inst_new(s, a->variant, w, now == 0);

@@ -335,6 +335,14 @@ static void test_autoscale(void **st) {
     assert_int_equal(x->instance, 100);
     assert_int_equal(x->worker, 0);
   }
+  /* memory must hold both instances during the overlap: 50 MiB free is
+   * not enough for the 100 MiB replacement, so nothing is replaced */
+  vr_vec_clear(&a);
+  int64_t mem = f.w[0].free_mem;
+  f.w[0].free_mem = 50 << 20;
+  assert_int_equal(vr_policy_tick(&c, &ps, &f.s, &a), 0);
+  assert_int_equal(count(&a, VR_ACT_MIGRATE), 0);
+  f.w[0].free_mem = mem;
   /* a worker type at its cap cannot grow either */
   vr_vec_clear(&a);
   f.s.nwtypes = 1;
