@@ -157,7 +157,7 @@ static void fill_instance(vr_control *c, ctl_inst *in, const vr_rt_instance_stat
   x->variant = in->var;
   x->worker = 0;
   x->state = in->removing ? VR_IS_DRAINING : istate_of(st->state, in->istate);
-  x->max_batch = st->max_batch;
+  x->max_batch = st->batch_cap;
   x->queue_len = st->queue_rows;
   x->arrival_qps = in->arrivals / dt;
   x->served_qps = st->served_qps;
@@ -333,10 +333,14 @@ static void apply(vr_control *c, const vr_action *a) {
       pthread_mutex_unlock(&c->mu);
       break;
     }
-    default:
-      /* SET_BATCH: a variant's max batch is part of its identity here
-       * (the policy reaches other batch sizes by loading other variants);
-       * worker actions: one worker in this process. */
+    case VR_ACT_SET_BATCH: {
+      /* a cap under the variant's max batch (its identity stays) */
+      vr_errbuf err = {0};
+      if (vr_rt_set_batch_cap(c->o.rt, (int)a->instance, a->value, &err))
+        vr_debug("control: set batch: %s", err.msg);
+      break;
+    }
+    default: /* worker actions: one worker in this process */
       break;
   }
 }

@@ -40,6 +40,7 @@ int vr_inst_create(vr_runtime *rt, vr_rt_model *m,
   in->rt = rt;
   in->model = m;
   in->opts = *o;
+  in->batch_cap = o->max_batch;
   snprintf(in->variant, sizeof in->variant, "%.60s:%s:t%d:b%d", m->cfg.name,
            vr_rt_precision_name(o->precision), o->threads, o->max_batch);
   pthread_mutex_init(&in->mu, NULL);
@@ -200,7 +201,7 @@ static void fail_list(vr_rt_instance *in, vr_rt_request *list, int64_t now) {
 
 /* Called with mu held: the batcher's view of the queue. */
 static vr_batch_state queue_state(vr_rt_instance *in, int64_t now) {
-  vr_batch_state s = {now, in->queue_rows, in->opts.max_batch, INT64_MAX,
+  vr_batch_state s = {now, in->queue_rows, in->batch_cap, INT64_MAX,
                       VR_NO_DEADLINE, in->opts.max_queue_delay_us * 1000};
   for (vr_rt_request *r = in->head; r; r = r->next) {
     if (r->arrival_ns < s.oldest_arrival) s.oldest_arrival = r->arrival_ns;
@@ -219,10 +220,11 @@ static void wait_until(vr_rt_instance *in, int64_t t) {
   pthread_cond_timedwait(&in->cv, &in->mu, &ts);
 }
 
-/* Pops a batch from the head (in queue order), mu held: up to max_batch
+/* Pops a batch from the head (in queue order), mu held: up to batch_cap
  * rows, and only as many as keep every request in it within its deadline
  * at the profiled latency of the grown batch. The head always goes (it is
- * feasible alone, or take_infeasible would have answered it). */
+ * feasible alone, or take_infeasible would have answered it; a request of
+ * more rows than the cap runs alone). */
 static vr_rt_request *pop_batch(vr_rt_instance *in, int64_t now,
                                 int *rows_out) {
   vr_rt_request *list = in->head, *last = NULL;
@@ -231,8 +233,7 @@ static vr_rt_request *pop_batch(vr_rt_instance *in, int64_t now,
   for (vr_rt_request *r = in->head; r; r = r->next) {
     int n = rows + r->rows;
     int64_t d = r->deadline_ns < dl ? r->deadline_ns : dl;
-    if (n > in->opts.max_batch ||
-        (last && !vr_batch_feasible(now, d, &in->prof, n)))
+    if (last && (n > in->batch_cap || !vr_batch_feasible(now, d, &in->prof, n)))
       break;
     rows = n;
     dl = d;
@@ -270,7 +271,7 @@ static void *executor(void *arg) {
     int rows;
     vr_rt_request *batch = pop_batch(in, now, &rows);
     if (in->state != VR_INST_DRAINING)
-      in->state = in->queue_rows >= 2 * in->opts.max_batch
+      in->state = in->queue_rows >= 2 * in->batch_cap
                       ? VR_INST_OVERLOADED : VR_INST_ACTIVE;
     pthread_mutex_unlock(&in->mu);
     run_batch(in, batch, rows);
@@ -418,10 +419,20 @@ void vr_inst_stats(vr_rt_instance *in, vr_rt_instance_stats *s) {
   s->state = in->state;
   s->queue_rows = in->queue_rows;
   s->busy_rows = in->busy_rows;
+  s->batch_cap = in->batch_cap;
   s->served_qps = vr_rate_per_sec(&in->served_rate, vr_now_ns());
   s->latency_ewma_ns = vr_ewma_get(&in->lat_ewma);
   s->served = in->served;
   s->dropped = in->dropped;
   s->batches = in->batches;
+  pthread_mutex_unlock(&in->mu);
+}
+
+void vr_inst_set_batch_cap(vr_rt_instance *in, int cap) {
+  if (cap < 1) cap = 1;
+  if (cap > in->opts.max_batch) cap = in->opts.max_batch;
+  pthread_mutex_lock(&in->mu);
+  in->batch_cap = cap;
+  pthread_cond_signal(&in->cv); /* a full batch may be ready now */
   pthread_mutex_unlock(&in->mu);
 }

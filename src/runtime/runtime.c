@@ -254,6 +254,15 @@ int vr_rt_remove_instance(vr_runtime *rt, int id, vr_errbuf *err) {
   return 0;
 }
 
+int vr_rt_set_batch_cap(vr_runtime *rt, int id, int cap, vr_errbuf *err) {
+  pthread_rwlock_rdlock(&rt->lock);
+  vr_rt_model *m = NULL;
+  vr_rt_instance *in = find_instance(rt, id, &m);
+  if (in) vr_inst_set_batch_cap(in, cap);
+  pthread_rwlock_unlock(&rt->lock);
+  return in ? 0 : vr_errf(err, VR_ENOENT, "no instance %d", id);
+}
+
 int vr_rt_instances(vr_runtime *rt, const char *model,
                     vr_rt_instance_stats *out, int cap) {
   int n = 0;

@@ -149,6 +149,11 @@ int vr_rt_add_instance(vr_runtime *rt, const char *model,
                        const vr_rt_instance_opts *o, vr_errbuf *err);
 /* Stops routing to the instance, drains it, frees it. */
 int vr_rt_remove_instance(vr_runtime *rt, int instance_id, vr_errbuf *err);
+/* Caps the rows the instance puts in one batch (clamped to 1..its max
+ * batch, which stays its identity; a request larger than the cap runs
+ * alone). The policy's SET_BATCH: the largest batch that keeps the SLO. */
+int vr_rt_set_batch_cap(vr_runtime *rt, int instance_id, int cap,
+                        vr_errbuf *err);
 
 typedef enum vr_rt_state {
   VR_INST_LOADING = 0,
@@ -167,6 +172,7 @@ typedef struct vr_rt_instance_stats {
   vr_rt_state state;
   vr_precision precision;
   int threads, max_batch;
+  int batch_cap;           /* rows per batch now (<= max_batch) */
   int64_t max_queue_delay_us;
   int queue_rows;          /* waiting now */
   int busy_rows;           /* in the batch running now */

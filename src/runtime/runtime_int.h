@@ -45,6 +45,7 @@ typedef struct vr_rt_instance {
   pthread_cond_t cv;
   vr_rt_request *head; /* sorted by (prio_key, arrival) */
   int queue_rows, busy_rows;
+  int batch_cap;       /* rows per batch now: 1..opts.max_batch (SET_BATCH) */
   int stopping;
   vr_rt_state state;
   vr_rate served_rate;
@@ -85,6 +86,7 @@ void vr_inst_enqueue(vr_rt_instance *in, vr_rt_request *r);
 void vr_inst_destroy(vr_rt_instance *in);
 int vr_inst_load(vr_rt_instance *in); /* queue + busy rows (racy read) */
 void vr_inst_stats(vr_rt_instance *in, vr_rt_instance_stats *s);
+void vr_inst_set_batch_cap(vr_rt_instance *in, int cap);
 
 /* Completes a request with an error, counts it, calls done(). */
 void vr_rt_fail(vr_rt_vstats *vs, vr_runtime *rt, vr_rt_request *r, int code,

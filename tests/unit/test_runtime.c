@@ -318,6 +318,57 @@ static void test_rt_deadline_caps_batch(void **st) {
   vr_runtime_free(rt);
 }
 
+/* SET_BATCH: a cap under the max batch holds for every batch formed
+ * after it; a request of more rows than the cap runs alone; stats show
+ * the cap and keep the max batch (the variant's identity). */
+static void test_rt_batch_cap(void **st) {
+  (void)st;
+  rt_fake f;
+  rt_fake_init(&f, 5000, 100, 1);
+  vr_runtime *rt = make_rt(&f);
+  vr_model_config c;
+  rt_fake_config(&c, "m", 1, 1, 8, 0);
+  vr_errbuf err = {0};
+  assert_int_equal(vr_rt_load(rt, &c, &err), 0);
+  vr_rt_instance_stats is;
+  assert_int_equal(vr_rt_instances(rt, "m", &is, 1), 1);
+  assert_int_equal(vr_rt_set_batch_cap(rt, is.id, 2, &err), 0);
+  assert_int_not_equal(vr_rt_set_batch_cap(rt, 9999, 2, &err), 0);
+  vr_rt_instances(rt, "m", &is, 1);
+  assert_int_equal(is.batch_cap, 2);
+  assert_int_equal(is.max_batch, 8);
+  static vr_rt_request blocker, r[8], big;
+  static float x[9], xb[4];
+  reset_waiter();
+  set_input(&blocker, &x[8], 1, 1);
+  assert_int_equal(vr_rt_submit(rt, "m", &blocker), 0);
+  do {
+    usleep(100);
+    vr_rt_instances(rt, "m", &is, 1);
+  } while (is.busy_rows == 0 && g_w.done == 0);
+  f.max_batch_seen = 0;
+  for (int i = 0; i < 8; i++) {
+    set_input(&r[i], &x[i], 1, 1);
+    assert_int_equal(vr_rt_submit(rt, "m", &r[i]), 0);
+  }
+  set_input(&big, xb, 4, 1);
+  assert_int_equal(vr_rt_submit(rt, "m", &big), 0);
+  wait_done(10);
+  for (int i = 0; i < 8; i++) {
+    assert_int_equal(r[i].status, 0);
+    vr_rt_request_clear(&r[i]);
+  }
+  assert_int_equal(big.status, 0);
+  assert_int_equal(f.max_batch_seen, 4); /* the 4-row request, alone */
+  /* the cap clamps to the max batch */
+  assert_int_equal(vr_rt_set_batch_cap(rt, is.id, 100, &err), 0);
+  vr_rt_instances(rt, "m", &is, 1);
+  assert_int_equal(is.batch_cap, 8);
+  vr_rt_request_clear(&big);
+  vr_rt_request_clear(&blocker);
+  vr_runtime_free(rt);
+}
+
 static void test_rt_priority(void **st) {
   (void)st;
   rt_fake f;
@@ -492,6 +543,7 @@ int main(void) {
       cmocka_unit_test(test_rt_batches_and_outputs),
       cmocka_unit_test(test_rt_deadline_drop),
       cmocka_unit_test(test_rt_deadline_caps_batch),
+      cmocka_unit_test(test_rt_batch_cap),
       cmocka_unit_test(test_rt_priority),
       cmocka_unit_test(test_rt_unload_in_flight),
       cmocka_unit_test(test_rt_validation),
