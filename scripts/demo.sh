@@ -132,9 +132,11 @@ set autoscale y
 set ylabel "accuracy %"
 plot "" every ::1 using 1:(\$3 > 0 ? \$8 : 1/0) with linespoints title "mean accuracy of served"
 set ylabel "instances"
+set yrange [0:*]
+set y2range [0:*]
 set y2label "cost \$/h"
 set y2tics
-plot "" every ::1 using 1:10 with steps title "instances", "" every ::1 using 1:(3600*\$9) axes x1y2 with lines title "cost \$/h"
+plot "" every ::1 using 1:10 with steps title "instances", "" every ::1 using 1:(3600*\$9) axes x1y2 with steps title "cost \$/h"
 unset multiplot
 EOF
   echo "plot: $OUT/demo.png"
