@@ -275,6 +275,22 @@ static void test_rt_deadline_drop(void **st) {
   vr_runtime_free(rt);
 }
 
+/* Submits a 1-row blocker to model "m" and waits until it runs, so that
+ * what is submitted next queues up and forms batches; resets the waiter
+ * and the fake's batch record. */
+static void block_instance(vr_runtime *rt, rt_fake *f, vr_rt_request *blocker,
+                           float *x) {
+  reset_waiter();
+  set_input(blocker, x, 1, 1);
+  assert_int_equal(vr_rt_submit(rt, "m", blocker), 0);
+  vr_rt_instance_stats is;
+  do {
+    usleep(100);
+    vr_rt_instances(rt, "m", &is, 1);
+  } while (is.busy_rows == 0 && g_w.done == 0);
+  f->max_batch_seen = 0;
+}
+
 /* A batch only grows while every request in it still meets its deadline
  * at the profiled latency of the larger batch. */
 static void test_rt_deadline_caps_batch(void **st) {
@@ -288,15 +304,7 @@ static void test_rt_deadline_caps_batch(void **st) {
   assert_int_equal(vr_rt_load(rt, &c, &err), 0);
   static vr_rt_request blocker, r[8];
   static float x[9];
-  reset_waiter();
-  set_input(&blocker, &x[8], 1, 1);
-  assert_int_equal(vr_rt_submit(rt, "m", &blocker), 0);
-  vr_rt_instance_stats is;
-  do {
-    usleep(100);
-    vr_rt_instances(rt, "m", &is, 1);
-  } while (is.busy_rows == 0 && g_w.done == 0);
-  f.max_batch_seen = 0;
+  block_instance(rt, &f, &blocker, &x[8]);
   for (int i = 0; i < 8; i++) {
     set_input(&r[i], &x[i], 1, 1);
     r[i].timeout_ns = 60 * 1000 * 1000;
@@ -339,14 +347,7 @@ static void test_rt_batch_cap(void **st) {
   assert_int_equal(is.max_batch, 8);
   static vr_rt_request blocker, r[8], big;
   static float x[9], xb[4];
-  reset_waiter();
-  set_input(&blocker, &x[8], 1, 1);
-  assert_int_equal(vr_rt_submit(rt, "m", &blocker), 0);
-  do {
-    usleep(100);
-    vr_rt_instances(rt, "m", &is, 1);
-  } while (is.busy_rows == 0 && g_w.done == 0);
-  f.max_batch_seen = 0;
+  block_instance(rt, &f, &blocker, &x[8]);
   for (int i = 0; i < 8; i++) {
     set_input(&r[i], &x[i], 1, 1);
     assert_int_equal(vr_rt_submit(rt, "m", &r[i]), 0);
