@@ -346,7 +346,16 @@ static int route(vr_sim *s, sim_stream *st, const vr_req *r) {
     sim_worker *w = sim_place(s, &v->prof);
     if (w && !(in = sim_inst_new(s, vi, w, 0))) return VR_ENOMEM;
     /* no room: the demand shows in the snapshot all the same, so the
-     * autoscaler loads the variant and asks for a worker */
+     * autoscaler loads the variant and asks for a worker; meanwhile, as
+     * live, a loaded variant that meets the query serves it, busy or not */
+    if (!w) {
+      vr_query_req q2 = {st->group, slo, r->min_acc, 1};
+      vr_selection s2;
+      if (vr_select(s->ix, &q2, &s2) == 0 && s2.outcome == VR_SEL_ACTIVE) {
+        in = least_loaded(&s->var[s2.variant]);
+        if (in) v = &s->var[s2.variant];
+      }
+    }
   }
   if (!in) return reject(s), 0;
   /* an instance still loading (perhaps on a worker still starting) that

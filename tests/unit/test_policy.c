@@ -197,6 +197,25 @@ static void test_select(void **st) {
   double load[2] = {3, 1};
   assert_int_equal(vr_select_instance(ix, 2, load), 1);
   assert_int_equal(vr_select_instance(ix, 0, load), -1);
+  /* an interfered variant is routed around: loading another wins; with
+   * loaded_only (no room to load) the busy variant serves */
+  f.v[2].state = VR_VS_INTERFERED;
+  assert_int_equal(vr_select_build(ix, &f.s), 0);
+  vr_select(ix, &q, &r);
+  assert_int_equal(r.outcome, VR_SEL_LOAD);
+  assert_int_equal(r.variant, 3);
+  q.loaded_only = 1;
+  vr_select(ix, &q, &r);
+  assert_int_equal(r.outcome, VR_SEL_ACTIVE);
+  assert_int_equal(r.variant, 2);
+  /* loaded_only with nothing loaded that meets it: infeasible */
+  q.min_accuracy = 93;
+  q.latency_ms = 120;
+  vr_select(ix, &q, &r);
+  assert_int_equal(r.outcome, VR_SEL_INFEASIBLE);
+  q = (vr_query_req){g, 100, 85};
+  f.v[2].state = VR_VS_ACTIVE;
+  assert_int_equal(vr_select_build(ix, &f.s), 0);
   /* model group restricts to that model */
   q.group = vr_select_group(ix, 'm', "small");
   q.min_accuracy = 0;
