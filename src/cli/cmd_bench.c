@@ -176,14 +176,15 @@ static void print_result(const bench_args *a, const vr_lg_result *r) {
            "\"offered_qps\":%.1f,\"throughput_qps\":%.1f,\"p50_us\":%.1f,"
            "\"p90_us\":%.1f,\"p99_us\":%.1f,\"p999_us\":%.1f,\"max_us\":%.1f,"
            "\"mean_us\":%.1f,\"slo_attainment\":%.4f,\"early_drop_rate\":%.4f,"
-           "\"compute_p50_us\":%.1f,\"overhead_p50_us\":%.1f}\n",
+           "\"compute_p50_us\":%.1f,\"overhead_p50_us\":%.1f,"
+           "\"client_cpu_cores\":%.2f}\n",
            (unsigned long long)r->sent, (unsigned long long)r->ok,
            (unsigned long long)r->dropped, (unsigned long long)r->rejected,
            (unsigned long long)r->errors, (unsigned long long)r->unfinished,
            r->elapsed_s, r->offered_qps, r->throughput_qps, r->p50_us,
            r->p90_us, r->p99_us, r->p999_us, r->max_us, r->mean_us,
            r->slo_attainment, r->early_drop_rate, r->compute_p50_us,
-           r->overhead_p50_us);
+           r->overhead_p50_us, r->client_cpu_cores);
     return;
   }
   printf("sent %llu  ok %llu  dropped(504) %llu  rejected(503) %llu  errors %llu"
@@ -200,6 +201,7 @@ static void print_result(const bench_args *a, const vr_lg_result *r) {
   if (a->lg.model)
     printf("server compute p50 %.1f us  overhead p50 (latency - compute) %.1f us\n",
            r->compute_p50_us, r->overhead_p50_us);
+  printf("load generator CPU %.2f cores\n", r->client_cpu_cores);
 }
 
 int vr_cmd_bench_engine(const char *dir, int batch, double duration, int json);
@@ -224,6 +226,13 @@ int vr_cmd_bench(int argc, char **argv) {
   vr_lg_result res;
   if ((rc = vr_lg_run(&a.lg, &res, &err))) goto fail;
   print_result(&a, &res);
+  /* The generator shares the machine with what it measures: a saturated
+   * client inflates latencies and caps throughput, which would read as
+   * the server's. */
+  if (res.client_cpu_cores >= 0.9)
+    fprintf(stderr, "vario bench: warning: the load generator used %.2f cores"
+            " (one thread): results may be bound by the client\n",
+            res.client_cpu_cores);
   vr_free(arr);
   vr_free(data);
   return 0;

@@ -11,6 +11,7 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/alloc.h"
@@ -93,6 +94,13 @@ static void conn_close(lg *g, conn *c) {
 }
 
 static int64_t now_rel(lg *g) { return vr_now_ns() - g->t0; }
+
+/* CPU time of the calling thread (the generator runs on it), ns. */
+static int64_t thread_cpu_ns(void) {
+  struct timespec ts;
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)) return 0;
+  return (int64_t)ts.tv_sec * VR_NS_PER_S + ts.tv_nsec;
+}
 
 /* ---- request bodies ---------------------------------------------------- */
 
@@ -526,15 +534,18 @@ int vr_lg_run(const vr_lg_opts *o, vr_lg_result *res, vr_errbuf *err) {
   int rc = setup(&g, o, err);
   if (!rc) {
     g.t0 = vr_now_ns();
+    int64_t cpu0 = thread_cpu_ns();
     int64_t stop = g.closed_loop
                        ? (int64_t)(o->duration_s * 1e9)
                        : (g.n ? g.r[g.n - 1].sched + 1 : 0);
     g.end_ns = stop;
     double drain = o->drain_s > 0 ? o->drain_s : 10;
     loop(&g, stop, stop + (int64_t)(drain * 1e9));
-    int64_t elapsed = g.closed_loop ? now_rel(&g) : stop;
+    int64_t wall = now_rel(&g), cpu = thread_cpu_ns() - cpu0;
+    int64_t elapsed = g.closed_loop ? wall : stop;
     g.n = g.next_send; /* records never sent are not reported */
     summarise(&g, elapsed > 0 ? elapsed : 1, res);
+    res->client_cpu_cores = wall > 0 ? (double)cpu / (double)wall : 0;
     if (o->csv_path) write_csv(&g, o->csv_path);
   }
   teardown(&g);

@@ -72,6 +72,9 @@ typedef struct vr_lg_result {
   double early_drop_rate;  /* 504 answers / sent */
   double compute_p50_us;   /* server-reported batch compute time */
   double overhead_p50_us;  /* p50 of (latency - compute) over ok answers */
+  /* CPU the generator itself used (its thread's CPU seconds / elapsed):
+   * near 1, the client, not the server, may be what limits the run */
+  double client_cpu_cores;
 } vr_lg_result;
 
 int vr_lg_run(const vr_lg_opts *o, vr_lg_result *res, vr_errbuf *err);
