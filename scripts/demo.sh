@@ -79,16 +79,18 @@ for q in ["acc90", "any", "infeasible"]:
 EOF
 
 echo "== 4. rising and falling load (SLO ${SLO_MS} ms; phases rate:min_accuracy)"
+i=0
 for ph in $PHASES; do
+  i=$((i + 1))
   r=${ph%%:*}
   acc=${ph##*:}
   "$V" bench --port "$PORT" --app fashion --min-accuracy "$acc" \
     --slo-ms "$SLO_MS" --rate "$r" --duration "$PHASE_S" --binary --connections 256 \
-    --input "$DATA/val_inputs.npy" --json >"$OUT/bench_$ph.json" 2>/dev/null || true
+    --input "$DATA/val_inputs.npy" --json >"$OUT/bench_${i}_$ph.json" 2>/dev/null || true
   /usr/bin/python3 -c "
-import json,sys; d=json.load(open('$OUT/bench_$ph.json'))
-print('rate %5s qps, accuracy >= %s%%: sent %6d ok %6d  p99 %8.2f ms  SLO attainment %.4f' % ('$r', '$acc', d['sent'], d['ok'], d['p99_us']/1000, d['slo_attainment']))" \
-    || echo "phase $ph: no summary (see $OUT/bench_$ph.json)"
+import json,sys; d=json.load(open('$OUT/bench_${i}_$ph.json'))
+print('rate %5s qps, accuracy >= %s%%: sent %6d ok %6d 503 %d 504 %d  p99 %8.2f ms  SLO attainment %.4f' % ('$r', '$acc', d['sent'], d['ok'], d['rejected'], d['dropped'], d['p99_us']/1000, d['slo_attainment']))" \
+    || echo "phase $ph: no summary (see $OUT/bench_${i}_$ph.json)"
 done
 sleep 3   # a few idle control periods: the autoscaler scales down
 

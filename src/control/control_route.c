@@ -97,7 +97,8 @@ static int pick_victim(vr_control *c, int v) {
 
 /* The inactive variant INFaaS would load (least load + latency) among
  * those of the query's app or model that meet it and fit in the room
- * left now; -1 if none. The rare path: selection's choice did not fit. */
+ * left now, or one already loading; -1 if none. The rare path:
+ * selection's choice did not fit. */
 static int pick_fitting(vr_control *c, const vr_ctl_query *q, double acc,
                         double slo_ms) {
   int best = -1;
@@ -106,10 +107,12 @@ static int pick_fitting(vr_control *c, const vr_ctl_query *q, double acc,
     const vr_profile *p = &c->var[v].prof;
     if (q->app ? strcmp(p->app, q->app) : strcmp(p->model, q->model)) continue;
     double tail = vr_profile_tail_ms(p, 1);
-    if (p->accuracy + 1e-9 < acc || 2 * tail > slo_ms || c->var[v].loading ||
-        !ctl_fits_locked(c, (int)v))
-      continue;
-    double val = p->load_ms + tail;
+    if (p->accuracy + 1e-9 < acc || 2 * tail > slo_ms) continue;
+    /* one already loading (an earlier query's fallback) is joined: its
+     * room is reserved and no load time is left to pay */
+    int loading = c->var[v].loading;
+    if (!loading && !ctl_fits_locked(c, (int)v)) continue;
+    double val = (loading ? 0 : p->load_ms) + tail;
     if (best < 0 || val < best_val) best = (int)v, best_val = val;
   }
   return best;
