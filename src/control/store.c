@@ -65,26 +65,28 @@ void vr_variant_name(char *out, const char *model, vr_precision p, int threads,
 
 /* ---- orderings --------------------------------------------------------- */
 
-static int cmp_acc(const vr_variant_rec *a, const vr_variant_rec *b) {
+static int cmp_acc(const void *pa, const void *pb) {
+  const vr_variant_rec *a = pa, *b = pb;
   if (a->accuracy != b->accuracy) return a->accuracy > b->accuracy ? -1 : 1;
   if (a->lat_b1_ms != b->lat_b1_ms) return a->lat_b1_ms < b->lat_b1_ms ? -1 : 1;
   return strcmp(a->name, b->name);
 }
 
-static int cmp_lat(const vr_variant_rec *a, const vr_variant_rec *b) {
+static int cmp_lat(const void *pa, const void *pb) {
+  const vr_variant_rec *a = pa, *b = pb;
   if (a->lat_b1_ms != b->lat_b1_ms) return a->lat_b1_ms < b->lat_b1_ms ? -1 : 1;
   if (a->accuracy != b->accuracy) return a->accuracy > b->accuracy ? -1 : 1;
   return strcmp(a->name, b->name);
 }
 
-/* Inserts p into a sorted pointer vector (binary search + memmove). */
+/* Inserts p into a pointer vector sorted by cmp (binary search +
+ * memmove). */
 static int sorted_insert(vr_vec *v, void *p,
-                         int (*cmp)(const vr_variant_rec *,
-                                    const vr_variant_rec *)) {
+                         int (*cmp)(const void *, const void *)) {
   size_t lo = 0, hi = v->len;
   while (lo < hi) {
     size_t mid = (lo + hi) / 2;
-    if (cmp(VR_VEC_AT(v, vr_variant_rec *, mid), p) < 0)
+    if (cmp(VR_VEC_AT(v, void *, mid), p) < 0)
       lo = mid + 1;
     else
       hi = mid;
@@ -104,26 +106,13 @@ static void ptr_remove(vr_vec *v, const void *p) {
     }
 }
 
-/* Inserts into a name-ordered pointer vector; name_of gives the key. */
-static int name_insert(vr_vec *v, void *p, const char *(*name_of)(void *)) {
-  size_t lo = 0, hi = v->len;
-  const char *key = name_of(p);
-  while (lo < hi) {
-    size_t mid = (lo + hi) / 2;
-    if (strcmp(name_of(VR_VEC_AT(v, void *, mid)), key) < 0)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  if (vr_vec_grow(v, 1) == NULL) return VR_ENOMEM;
-  void **a = (void **)v->data;
-  memmove(a + lo + 1, a + lo, (v->len - 1 - lo) * sizeof *a);
-  a[lo] = p;
-  return 0;
+/* Name orders of the model and app lists. */
+static int cmp_model_name(const void *a, const void *b) {
+  return strcmp(((const model_ent *)a)->rec.name, ((const model_ent *)b)->rec.name);
 }
-
-static const char *model_name_of(void *p) { return ((model_ent *)p)->rec.name; }
-static const char *app_name_of(void *p) { return ((app_idx *)p)->name; }
+static int cmp_app_name(const void *a, const void *b) {
+  return strcmp(((const app_idx *)a)->name, ((const app_idx *)b)->name);
+}
 
 /* ---- index maintenance ------------------------------------------------- */
 
@@ -136,7 +125,7 @@ static app_idx *app_get_or_add(vr_store *s, const char *name) {
   vr_vec_init(&a->by_acc, sizeof(void *));
   vr_vec_init(&a->by_lat, sizeof(void *));
   if (!a->name || vr_map_put(&s->apps, name, a, NULL) != 0) goto fail;
-  if (name_insert(&s->app_order, a, app_name_of) != 0) {
+  if (sorted_insert(&s->app_order, a, cmp_app_name) != 0) {
     vr_map_del(&s->apps, name);
     goto fail;
   }
@@ -224,7 +213,7 @@ static int index_add(vr_store *s, const vr_model_rec *m,
   e->rec = *m;
   vr_vec_init(&e->variants, sizeof(vr_variant_rec *));
   if (vr_map_put(&s->models, m->name, e, NULL) != 0 ||
-      name_insert(&s->model_order, e, model_name_of) != 0) {
+      sorted_insert(&s->model_order, e, cmp_model_name) != 0) {
     index_remove(s, e);
     return VR_ENOMEM;
   }
