@@ -5,7 +5,6 @@
  * times, so the test is deterministic and fast. */
 #include <math.h>
 #include <jansson.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +18,7 @@
 #include "control/jobs.h"
 #include "control/register.h"
 #include "policy/profile.h"
+#include "rt_wait.h"
 #include "vr_test.h"
 
 static char g_tmp[256];
@@ -108,33 +108,17 @@ static vr_ctl_route route(vr_control *c, double slo, double acc, double cost) {
   return r;
 }
 
-typedef struct waiter {
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  int done;
-} waiter;
-
-static void on_done(vr_rt_request *q, void *user) {
-  waiter *w = user;
-  pthread_mutex_lock(&w->mu);
-  w->done = 1;
-  pthread_cond_signal(&w->cv);
-  pthread_mutex_unlock(&w->mu);
-}
-
 /* Runs one validation row through the routed instance. */
 static void serve_one(vr_control *c, const vr_ctl_route *r) {
-  waiter w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+  rt_waiter w = RT_WAITER_INIT;
   vr_rt_request q;
   vr_rt_request_init(&q);
   q.n_in = 1;
   q.in[0] = (vr_tensor){"input", VR_DT_F32, 4, {1, 1, 28, 28}, g_x.data, 784 * 4};
-  q.done = on_done;
+  q.done = rt_wait_cb;
   q.user = &w;
   assert_int_equal(vr_rt_submit_to(g_rt, r->instance_id, &q), 0);
-  pthread_mutex_lock(&w.mu);
-  while (!w.done) pthread_cond_wait(&w.cv, &w.mu);
-  pthread_mutex_unlock(&w.mu);
+  rt_wait(&w);
   assert_int_equal(q.status, 0);
   assert_int_equal(q.n_out, 1);
   assert_int_equal(q.out[0].shape[1], 10);

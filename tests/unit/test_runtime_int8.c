@@ -4,7 +4,6 @@
  * agree with fp32 on >= 95% of 64 validation rows. A missing, malformed or
  * mismatched calibration file, and int8 without one, fail clearly. Skips
  * when the engine, int8 or the zoo files are not there. */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +13,7 @@
 #include "engine_util.h"
 #include "runtime/config.h"
 #include "runtime/runtime.h"
+#include "rt_wait.h"
 #include "vr_test.h"
 
 #define ROWS 64
@@ -60,36 +60,19 @@ static int load_cfg(const char *name, vr_model_config *c, vr_errbuf *e) {
   return vr_model_config_load(dir, c, e);
 }
 
-typedef struct waiter {
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  int done;
-} waiter;
-
-static void on_done(vr_rt_request *q, void *user) {
-  (void)q;
-  waiter *w = user;
-  pthread_mutex_lock(&w->mu);
-  w->done = 1;
-  pthread_cond_signal(&w->cv);
-  pthread_mutex_unlock(&w->mu);
-}
-
 /* Runs rows of x through model one request of `rows` rows; argmax into cls. */
 static void serve(vr_runtime *rt, const char *model, const vr_npy *x, int rows,
                   int *cls) {
-  waiter w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+  rt_waiter w = RT_WAITER_INIT;
   vr_rt_request q;
   vr_rt_request_init(&q);
   q.n_in = 1;
   q.in[0] = (vr_tensor){"input", VR_DT_F32, 4, {rows, 1, 28, 28}, x->data,
                         (size_t)rows * 784 * 4};
-  q.done = on_done;
+  q.done = rt_wait_cb;
   q.user = &w;
   assert_int_equal(vr_rt_submit(rt, model, &q), 0);
-  pthread_mutex_lock(&w.mu);
-  while (!w.done) pthread_cond_wait(&w.cv, &w.mu);
-  pthread_mutex_unlock(&w.mu);
+  rt_wait(&w);
   if (q.status) fail_msg("%s: status %d", model, q.status);
   assert_int_equal(q.n_out, 1);
   assert_int_equal(q.out[0].shape[0], rows);
