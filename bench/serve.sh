@@ -18,10 +18,8 @@ py=/usr/bin/python3
 [ -f "$root/models/fmnist/fmnist_cnn_s/model.onnx" ] || {
   echo "models/fmnist missing" >&2; exit 1; }
 
-tmp=$(mktemp -d)
-srv=""
-cleanup() { [ -n "$srv" ] && kill -INT "$srv" 2>/dev/null; wait 2>/dev/null || true; rm -rf "$tmp"; }
-trap cleanup EXIT
+. "$root/scripts/lib.sh"
+vr_scratch_with_server
 
 # Repository: the tiny linear model unbatched (overhead), cnn_s with
 # dynamic batching up to 16 (throughput, Gamma).

@@ -34,10 +34,8 @@ var=$m-fp32-t1-b16
 [ -x "$vario" ] || { echo "no $vario (build first)" >&2; exit 1; }
 [ -f "$root/models/fmnist/$m/model.onnx" ] || { echo "models/fmnist missing" >&2; exit 1; }
 
-tmp=$(mktemp -d)
-srv=""
-cleanup() { [ -n "$srv" ] && kill -INT "$srv" 2>/dev/null; wait 2>/dev/null || true; rm -rf "$tmp"; }
-trap cleanup EXIT
+. "$root/scripts/lib.sh"
+vr_scratch_with_server
 
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 # 1. Measured profile.

@@ -30,31 +30,17 @@ py=/usr/bin/python3
 data=$root/models/fmnist-data
 [ -x "$vario" ] || { echo "no $vario (build first)" >&2; exit 1; }
 
-tmp=$(mktemp -d)
-srv=""
-cleanup() { [ -n "$srv" ] && kill -INT "$srv" 2>/dev/null; wait 2>/dev/null || true; rm -rf "$tmp"; }
-trap cleanup EXIT
+. "$root/scripts/lib.sh"
+vr_scratch_with_server
 
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
-for dir in "$root"/models/fmnist/*/; do
-  dir=${dir%/}
-  [ -f "$dir/model.onnx" ] || continue
-  "$vario" register --quiet --store "$tmp/db" --repo "$tmp/repo" --app fashion \
-    --model "$dir/model.onnx" --val-inputs "$data/val_inputs.npy" \
-    --val-labels "$data/val_labels.npy" --precisions fp32 --threads 1 \
-    --max-batch 16 --runs 50
-done
+vr_register_fmnist "$vario" "$root" "$tmp/db" "$tmp/repo" --precisions fp32 \
+  --threads 1 --max-batch 16 --runs 50
 
 "$vario" serve --repo "$tmp/repo" --store "$tmp/db" --port 0 \
   --control-csv "$tmp/live.csv" >"$tmp/serve.log" 2>&1 &
 srv=$!
-port=""
-for _ in $(seq 100); do
-  port=$(sed -n 's/.*listening on http:\/\/[0-9.]*:\([0-9]*\).*/\1/p' "$tmp/serve.log")
-  [ -n "$port" ] && break
-  sleep 0.1
-done
-[ -n "$port" ] || { cat "$tmp/serve.log"; exit 1; }
+port=$(vr_listen_port "$tmp/serve.log")
 # The control loop's clock starts with the server; phases start now.
 t_start=$($py -c 'import time; print(time.monotonic())')
 i=0

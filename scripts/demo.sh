@@ -10,6 +10,7 @@
 #     second, and plots them (gnuplot) to $OUT/demo.png.
 # Usage: scripts/demo.sh [BUILD_DIR]   (env: VARIO_DEMO_DIR, DEMO_PHASE_S)
 set -euo pipefail
+. "$(dirname "$0")/lib.sh"
 BUILD=${1:-build}
 V="$BUILD/vario"
 OUT=${VARIO_DEMO_DIR:-$BUILD/demo}
@@ -25,16 +26,10 @@ rm -rf "$OUT"
 mkdir -p "$OUT"
 
 echo "== 1. register the Fashion-MNIST models for app 'fashion'"
-for dir in models/fmnist/*/; do
-  dir=${dir%/}
-  [ -f "$dir/model.onnx" ] || continue
-  # Bounded profiling (threads 1..2, max batch 1..16, 10 runs per batch
-  # size) so the demo takes seconds; `vario register --help` for more.
-  "$V" register --quiet --store "$OUT/store.db" --repo "$OUT/repo" \
-    --app fashion --model "$dir/model.onnx" \
-    --val-inputs "$DATA/val_inputs.npy" --val-labels "$DATA/val_labels.npy" \
-    --threads 2 --max-batch 16 --runs 10
-done
+# Bounded profiling (threads 1..2, max batch 1..16, 10 runs per batch
+# size) so the demo takes seconds; `vario register --help` for more.
+vr_register_fmnist "$V" . "$OUT/store.db" "$OUT/repo" --threads 2 \
+  --max-batch 16 --runs 10
 "$V" register --store "$OUT/store.db" --list
 
 echo "== 2. start the server in model-less mode"
@@ -42,13 +37,7 @@ echo "== 2. start the server in model-less mode"
   --control-csv "$OUT/control.csv" >"$OUT/serve.log" 2>&1 &
 SERVER=$!
 trap 'kill $SERVER 2>/dev/null || true; wait $SERVER 2>/dev/null || true' EXIT
-PORT=""
-for _ in $(seq 100); do
-  PORT=$(sed -n 's/.*listening on http:\/\/[0-9.]*:\([0-9]*\).*/\1/p' "$OUT/serve.log")
-  [ -n "$PORT" ] && break
-  sleep 0.1
-done
-[ -n "$PORT" ] || { cat "$OUT/serve.log"; echo "server did not start"; exit 1; }
+PORT=$(vr_listen_port "$OUT/serve.log")
 echo "listening on port $PORT"
 
 echo "== 3. per-query variant selection"

@@ -13,13 +13,8 @@ mkdir -p "$tmp/repo"
 cp -r "$src/models/fmnist/fmnist_linear" "$tmp/repo/"
 "$vario" serve --repo "$tmp/repo" --port 0 2>"$tmp/log" &
 pid=$!
-port=""
-for _ in $(seq 200); do
-  port=$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$tmp/log")
-  [ -n "$port" ] && break
-  sleep 0.05
-done
-[ -n "$port" ] || { echo "FAIL: no listening line"; cat "$tmp/log"; kill $pid; exit 1; }
+. "$src/scripts/lib.sh"
+port=$(vr_listen_port "$tmp/log") || { echo "FAIL: no listening line"; kill $pid; exit 1; }
 
 # Raw HTTP/1.1 over bash's /dev/tcp: one connection, two requests.
 body='{"inputs":[{"name":"input","datatype":"FP32","shape":[1,1,28,28],"data":['

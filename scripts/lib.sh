@@ -1,0 +1,44 @@
+# Shell helpers shared by scripts/demo.sh, bench/*.sh and the shell tests;
+# source it (`. "$root/scripts/lib.sh"`), do not run it.
+
+# Makes a scratch directory $tmp and an empty $srv; on exit stops the
+# server whose pid is in $srv (SIGINT: it drains) and removes $tmp.
+vr_scratch_with_server() {
+  tmp=$(mktemp -d)
+  srv=""
+  trap vr_scratch_cleanup EXIT
+}
+vr_scratch_cleanup() {
+  if [ -n "$srv" ]; then kill -INT "$srv" 2>/dev/null; fi
+  wait 2>/dev/null || true
+  rm -rf "$tmp"
+}
+
+# Prints the port `vario serve --port 0` logged to LOG, waiting up to 10 s;
+# fails (showing the log on stderr) if it never did.
+vr_listen_port() {
+  local p="" _
+  for _ in $(seq 100); do
+    p=$(sed -n 's/.*listening on http:\/\/[0-9.]*:\([0-9]*\).*/\1/p' "$1")
+    if [ -n "$p" ]; then echo "$p"; return 0; fi
+    sleep 0.1
+  done
+  cat "$1" >&2
+  echo "server did not start" >&2
+  return 1
+}
+
+# Registers every model under ROOT/models/fmnist for app "fashion" with the
+# committed validation set: vr_register_fmnist VARIO ROOT STORE REPO
+# [more `vario register` flags].
+vr_register_fmnist() {
+  local vario=$1 root=$2 store=$3 repo=$4 dir
+  shift 4
+  for dir in "$root"/models/fmnist/*/; do
+    dir=${dir%/}
+    [ -f "$dir/model.onnx" ] || continue
+    "$vario" register --quiet --store "$store" --repo "$repo" --app fashion \
+      --model "$dir/model.onnx" --val-inputs "$root/models/fmnist-data/val_inputs.npy" \
+      --val-labels "$root/models/fmnist-data/val_labels.npy" "$@"
+  done
+}
