@@ -299,7 +299,15 @@ static int apply_load(vr_control *c, const vr_action *a, int64_t replaces) {
 static void apply_unload(vr_control *c, int64_t id) {
   pthread_mutex_lock(&c->mu);
   ctl_inst *in = ctl_inst_by_id(c, (int)id);
-  if (in) in->removing = 1;
+  if (in) {
+    in->removing = 1;
+    /* Route around it now, not after it drains (tens of ms under load):
+     * until the index is rebuilt, selection still names its variant and
+     * finds no instance to take the query. */
+    if (ctl_refresh_locked(c, c->last_tick_ns, 1.0))
+      vr_warn("control: could not rebuild routing before unloading %lld",
+              (long long)id);
+  }
   pthread_mutex_unlock(&c->mu);
   if (in) unload(c, id);
 }
