@@ -57,17 +57,30 @@ int vr_place_type_fits(const vr_snap_wtype *t, const vr_profile *prof) {
          (!needs_gpu(prof) || t->gpus >= 1);
 }
 
+/* Whether worker w has room for one instance of prof now. */
+static int worker_fits(const vr_place *p, size_t w, const vr_profile *prof) {
+  const vr_snapshot *s = p->s;
+  if (s->workers[w].state == VR_WS_DRAINING) return 0;
+  if (p->free_cores[w] < prof->threads || p->free_mem[w] < prof->mem_bytes)
+    return 0;
+  /* CPU variants stay off GPU machines: they cost more */
+  return needs_gpu(prof) ? p->free_gpus[w] >= 1 : s->workers[w].gpus == 0;
+}
+
+int vr_place_fits_elsewhere(const vr_place *p, const vr_profile *prof,
+                            int exclude) {
+  for (size_t w = 0; w < p->s->nworkers; w++)
+    if ((int)w != exclude && worker_fits(p, w, prof)) return 1;
+  return 0;
+}
+
 int vr_place_pick(vr_place *p, const vr_profile *prof, int exclude) {
   const vr_snapshot *s = p->s;
   int best = -1;
   for (size_t w = 0; w < s->nworkers; w++) {
-    if ((int)w == exclude || s->workers[w].state == VR_WS_DRAINING ||
+    if ((int)w == exclude || !worker_fits(p, w, prof) ||
         (p->up_only && (s->workers[w].state != VR_WS_UP || p->ninst[w] == 0)))
       continue;
-    if (p->free_cores[w] < prof->threads || p->free_mem[w] < prof->mem_bytes)
-      continue;
-    if (needs_gpu(prof) ? p->free_gpus[w] < 1 : s->workers[w].gpus > 0)
-      continue; /* CPU variants stay off GPU machines: they cost more */
     /* best fit: the fullest worker that still fits, so others empty out
      * and can be released */
     if (best < 0 || p->free_cores[w] < p->free_cores[best]) best = (int)w;

@@ -31,6 +31,10 @@ int vr_place_type_fits(const vr_snap_wtype *t, const vr_profile *prof);
  * deducted; -1 when none fits (then want_wtype names the cheapest type
  * that would, and its want_* grow). Draining workers are never chosen. */
 int vr_place_pick(vr_place *p, const vr_profile *prof, int exclude);
+/* Whether a worker other than `exclude` has room for prof now (nothing
+ * deducted). */
+int vr_place_fits_elsewhere(const vr_place *p, const vr_profile *prof,
+                            int exclude);
 /* Emits LOAD for prof's variant v placed by vr_place_pick; returns 1 if
  * placed, 0 if not, or VR_ENOMEM. */
 int vr_place_load(vr_place *p, int v, vr_actions *out, const char *why);

@@ -140,17 +140,6 @@ int vr_policy_states(const vr_policy_cfg *c, const vr_snapshot *s,
   return rc;
 }
 
-static int other_worker_fits(const vr_place *pl, const vr_profile *prof,
-                             int exclude) {
-  const vr_snapshot *s = pl->s;
-  for (size_t w = 0; w < s->nworkers; w++)
-    if ((int)w != exclude && s->workers[w].state != VR_WS_DRAINING &&
-        pl->free_cores[w] >= prof->threads && pl->free_mem[w] >= prof->mem_bytes &&
-        (prof->device == VR_DEV_GPU ? pl->free_gpus[w] >= 1 : s->workers[w].gpus == 0))
-      return 1;
-  return 0;
-}
-
 static int replacement_loading(const vr_snapshot *s, int v) {
   for (size_t i = 0; i < s->ninstances; i++)
     if (s->instances[i].variant == v && s->instances[i].state == VR_IS_LOADING)
@@ -179,7 +168,7 @@ int vr_pol_interference(const vr_policy_cfg *c, const vr_snapshot *s,
      * routing around it would only pile its load onto the same cores, so
      * it stays active. On one worker this is the usual case: what slows
      * it is the front end and the clients sharing its cores. */
-    if (!vr_place_growable(s) && !other_worker_fits(pl, &sv->prof, in->worker)) {
+    if (!vr_place_growable(s) && !vr_place_fits_elsewhere(pl, &sv->prof, in->worker)) {
       if (in->state == VR_IS_INTERFERED)
         rc = vr_actions_push(out, VR_ACT_SET_ISTATE, in->variant, in->id, -1,
                              -1, VR_IS_ACTIVE, "interference: nowhere to move");
