@@ -108,6 +108,10 @@ int64_t vr_model_weight_bytes(const vr_model *m);
  * in dim 0. The caller owns *out. */
 int vr_model_slice(const vr_model *m, int node_begin, int node_end, vr_model **out,
                    vr_errbuf *err);
+/* Chain cuts: cut[k] (k in 0..num_nodes) = 1 when exactly one tensor,
+ * batch-major, crosses from nodes [0, k) to [k, n), so the range can be
+ * split by rows there. cut must hold num_nodes + 1 bytes. 0 or VR_ENOMEM. */
+int vr_model_chain_cuts(const vr_model *m, char *cut);
 
 /* ---- sessions ---------------------------------------------------------- */
 

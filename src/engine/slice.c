@@ -234,3 +234,37 @@ int vr_model_slice(const vr_model *m, int node_begin, int node_end, vr_model **o
   *out = sm;
   return 0;
 }
+
+int vr_model_chain_cuts(const vr_model *m, char *cut) {
+  const vr_graph *g = &m->g;
+  size_t nv = (size_t)g->nvals + 1;
+  int *ins = vr_calloc(nv, sizeof(int)), *outs = vr_calloc(nv, sizeof(int)), rc = 0;
+  vr_tview *v1 = vr_calloc(nv, sizeof(vr_tview)), *v2 = vr_calloc(nv, sizeof(vr_tview));
+  void **o1 = vr_calloc(nv, sizeof(void *)), **o2 = vr_calloc(nv, sizeof(void *));
+  if (!ins || !outs || !v1 || !v2 || !o1 || !o2) rc = VR_ENOMEM;
+  if (!rc) rc = vr_graph_shapes_at(g, 1, v1, o1, NULL);
+  if (!rc) rc = vr_graph_shapes_at(g, 2, v2, o2, NULL);
+  for (int k = 0; !rc && k <= g->nnodes; k++) {
+    int ni, no, dyn;
+    cut[k] = 0;
+    if (k == 0 || k == g->nnodes) continue;
+    if ((rc = vr__graph_range_ports(g, 0, k, ins, &ni, outs, &no))) break;
+    if (no != 1 || g->vals[outs[0]].is_output || batch_dim(&v1[outs[0]], &v2[outs[0]], &dyn) ||
+        !dyn)
+      continue;
+    int v = outs[0];
+    if ((rc = vr__graph_range_ports(g, k, g->nnodes, ins, &ni, outs, &no))) break;
+    cut[k] = ni == 1 && ins[0] == v;
+  }
+  for (size_t i = 0; o1 && o2 && i < nv - 1; i++) {
+    vr_aligned_free(o1[i]);
+    vr_aligned_free(o2[i]);
+  }
+  vr_free(o1);
+  vr_free(o2);
+  vr_free(v1);
+  vr_free(v2);
+  vr_free(ins);
+  vr_free(outs);
+  return rc;
+}
