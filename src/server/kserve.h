@@ -39,6 +39,7 @@ typedef struct vr_ks_input {
 typedef struct vr_ks_output_req {
   char name[VR_NAME_MAX];
   int binary; /* -1 = not said (use the request default) */
+  int classification; /* > 0: top-k classes as BYTES "score:index" (Triton) */
 } vr_ks_output_req;
 
 typedef struct vr_ks_request {

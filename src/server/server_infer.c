@@ -63,10 +63,11 @@ static void on_resume(vr_http_req *r, void *user) {
   vr_sbuf_init(&b);
   size_t json_len = 0;
   vr_errbuf err = {0};
-  if (vr_ks_write_response(&b, c->model, &c->ks, q->out, q->n_out, &info,
-                           &json_len, &err)) {
+  int wrc = vr_ks_write_response(&b, c->model, &c->ks, q->out, q->n_out, &info,
+                                 &json_len, &err);
+  if (wrc) { /* a classification the output cannot give is the client's */
     vr_sbuf_free(&b);
-    fail(s, r, 500, err.msg);
+    fail(s, r, vr_server_http_status(wrc), err.msg);
     return;
   }
   size_t len;

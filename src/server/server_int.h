@@ -3,9 +3,11 @@
 #ifndef VR_SERVER_INT_H
 #define VR_SERVER_INT_H
 
+#include <pthread.h>
 #include <stdint.h>
 
 #include "base/hist.h"
+#include "base/map.h"
 #include "server/http.h"
 #include "server/server.h"
 
@@ -25,6 +27,12 @@ struct vr_server {
   vr_control *ctl;         /* model-less control plane, or NULL (borrowed) */
   vr_store *store;         /* its metadata store (borrowed) */
   struct vr_jobs *jobs;    /* offline jobs, or NULL (borrowed) */
+  /* Readiness (server_triton.c): the models the repository says to load
+   * (every model directory at start, plus explicit loads, minus explicit
+   * unloads); ready when all of them are loaded and start-up finished. */
+  pthread_mutex_t expect_mu;
+  vr_map expected;         /* name -> (void *)1 */
+  int started;             /* start-up loading finished (atomic) */
 };
 
 /* HTTP status for a runtime / parser status code. */
@@ -51,5 +59,11 @@ void vr_server_model_stats(vr_server *s, vr_http_req *r, const char *model);
 void vr_server_apps(vr_server *s, vr_http_req *r, int get, char **seg, int n);
 void vr_server_model_instances(vr_server *s, vr_http_req *r,
                                const char *model);
+/* Triton's view (server_triton.c): readiness, versions, /config. */
+void vr__srv_expect(vr_server *s, const char *name, int on);
+int vr__srv_ready(vr_server *s);
+int vr__srv_version(vr_server *s, const char *model);
+void vr__srv_config_json(const vr_model_config *c, vr_sbuf *b);
+void vr_server_model_config(vr_server *s, vr_http_req *r, const char *model);
 
 #endif
