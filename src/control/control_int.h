@@ -41,7 +41,7 @@ typedef struct ctl_inst {
    * this instance at that batch size. The reference is measured in the
    * serving process, so thread wake-ups and the server's own threads are
    * in both and only a real slowdown (interference) moves the ratio. */
-  vr_lat_profile lp;
+  vr_latency lp;
   /* Both profiles come from tight loops, while serving adds wake-ups of
    * sleeping threads; so the first period with enough samples sets the
    * instance's baseline ratio, and slowdown is measured against it:

@@ -344,7 +344,7 @@ void vr_control_completed(vr_control *c, const vr_ctl_route *r,
     if (req->status == 0) {
       if (in->nlat < CTL_LAT_SAMPLES)
         in->lat[in->nlat++] = (float)((req->end_ns - req->start_ns) / 1e6);
-      int64_t ref = in->lp.ns[0] > 0 ? vr_lat_estimate(&in->lp, req->batch_size) : 0;
+      int64_t ref = vr_batch_est_ns(&in->lp, req->batch_size);
       if (ref > 0 && in->nratio < CTL_LAT_SAMPLES)
         in->ratio[in->nratio++] = (float)((double)(req->end_ns - req->start_ns) / ref);
       in->items += req->batch_size;
@@ -439,7 +439,7 @@ static json_t *variant_json(vr_control *c, int v) {
   return json_pack("{s:s, s:s, s:s, s:i, s:i, s:f, s:f, s:f, s:f, s:I, s:f, s:s, s:i}",
                    "name", p->variant, "model", p->model, "precision", p->precision,
                    "threads", p->threads, "max_batch", p->max_batch, "accuracy",
-                   p->accuracy, "p50_ms_b1", p->p50_ms[0], "p99_ms_b1",
+                   p->accuracy, "p50_ms_b1", p->lat.p50_ms[0], "p99_ms_b1",
                    vr_profile_tail_ms(p, 1), "load_ms", p->load_ms, "mem_bytes",
                    (json_int_t)p->mem_bytes, "cost_per_s", p->cost_per_s, "state",
                    vr_vstate_name(c->var[v].state), "instances", n);

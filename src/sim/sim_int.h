@@ -5,6 +5,8 @@
 
 #include "base/clock.h"
 #include "base/vec.h"
+#include "policy/batch.h"
+#include "policy/drop.h"
 #include "policy/select.h"
 #include "sim/heap.h"
 #include "sim/sim.h"
@@ -52,7 +54,6 @@ typedef struct sim_variant {
   int state;
   double slo_ms;
   double sat;       /* saturation qps of one instance */
-  double est_ms[VR_PROF_MAX_BATCH + 1]; /* p50 by batch, for early drop */
   int64_t arrivals, served;
   double min_slo;   /* smallest SLO routed to it this period */
   double max_acc;   /* highest min_accuracy routed to it this period */
