@@ -25,6 +25,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "base/clock.h"
 #include "control/store.h"
 #include "policy/policy.h"
 #include "runtime/runtime.h"
@@ -44,6 +45,7 @@ typedef struct vr_control_opts {
   int policy_set;             /* 0: use the default policy config */
   int autoscale;              /* run the policy each tick (default 1) */
   FILE *csv;                  /* per-tick time series (borrowed), or NULL */
+  vr_clock *clock;            /* control periods; NULL = monotonic */
 } vr_control_opts;
 
 void vr_control_opts_init(vr_control_opts *o);

@@ -42,7 +42,7 @@ static void fail(vr_ctl_route *r, int status, int http, const char *fmt, ...) {
 static ctl_inst *pick_instance(vr_control *c, int v) {
   ctl_inst *best = NULL;
   double best_load = INFINITY;
-  const vr_snapshot *s = &c->snap;
+  const vr_snapshot *s = &c->drv.snap;
   for (size_t i = 0; i < c->insts.len; i++) {
     ctl_inst *in = vr_vec_at(&c->insts, i);
     if (in->var != v || in->removing) continue;
@@ -153,7 +153,7 @@ static int queue_load(vr_control *c, int v, ctl_wait *w, int evict_id) {
 static int decide(vr_control *c, const vr_ctl_query *q, vr_ctl_route *r,
                   ctl_wait **waiter) {
   const char *name = q->app ? q->app : q->model;
-  int group = name ? vr_select_group(c->ix, q->app ? 'a' : 'm', name) : -1;
+  int group = name ? vr_select_group(c->drv.ix, q->app ? 'a' : 'm', name) : -1;
   if (group < 0) {
     fail(r, VR_ENOENT, 404, "no registered %s named '%s'", q->app ? "app" : "model",
          name ? name : "");
@@ -164,7 +164,7 @@ static int decide(vr_control *c, const vr_ctl_query *q, vr_ctl_route *r,
   r->req_accuracy = acc;
   vr_query_req qr = {group, r->slo_ms, acc};
   vr_selection sel;
-  if (vr_select(c->ix, &qr, &sel)) {
+  if (vr_select(c->drv.ix, &qr, &sel)) {
     fail(r, VR_EINTERNAL, 500, "selection failed");
     return 1;
   }
@@ -177,7 +177,7 @@ static int decide(vr_control *c, const vr_ctl_query *q, vr_ctl_route *r,
     vr_query_req q2 = qr;
     vr_selection s2;
     q2.loaded_only = 1;
-    if (vr_select(c->ix, &q2, &s2) == 0 && s2.outcome == VR_SEL_ACTIVE)
+    if (vr_select(c->drv.ix, &q2, &s2) == 0 && s2.outcome == VR_SEL_ACTIVE)
       sel = s2;
   }
   /* Still a load that does not fit and nothing idle to evict: the best
@@ -290,9 +290,7 @@ static void run_load(vr_control *c, ctl_load *l) {
     else
       vr_info("control: evicted idle instance %d for %s", l->evict_id,
               c->var[l->var].prof.variant);
-    pthread_mutex_lock(&c->mu);
-    c->actions_applied[VR_ACT_UNLOAD]++;
-    pthread_mutex_unlock(&c->mu);
+    __atomic_fetch_add(&c->drv.applied[VR_ACT_UNLOAD], 1, __ATOMIC_RELAXED);
   }
   int id = ctl_load_variant(c, l->var, &err);
   pthread_mutex_lock(&c->mu);
@@ -300,9 +298,10 @@ static void run_load(vr_control *c, ctl_load *l) {
   c->loading_cores -= p->threads;
   c->loading_mem -= p->mem_bytes;
   c->var[l->var].loading = 0;
-  if (id > 0) c->actions_applied[VR_ACT_LOAD]++; /* a query-path load */
+  if (id > 0) /* a query-path load */
+    __atomic_fetch_add(&c->drv.applied[VR_ACT_LOAD], 1, __ATOMIC_RELAXED);
   /* Make the new instance visible to routing before answering. */
-  ctl_refresh_locked(c, vr_now_ns(), 1.0);
+  ctl_refresh_locked(c, vr_driver_now(&c->drv), 1.0);
   /* Queries that joined while it loaded are answered with the rest;
    * later ones see the instance in the index. */
   ctl_wait *list = l->waiters;
@@ -392,9 +391,10 @@ char *vr_control_prometheus(vr_control *c) {
   pthread_mutex_lock(&c->mu);
   prom_line(&b, &len, &cap, "# HELP vario_scaling_actions_total Control-plane actions "
             "applied, by kind.\n# TYPE vario_scaling_actions_total counter\n");
-  for (int k = VR_ACT_LOAD; k <= VR_ACT_MIGRATE; k++)
+  for (int k = VR_ACT_LOAD; k < VR_ACT__COUNT; k++)
     prom_line(&b, &len, &cap, "vario_scaling_actions_total{kind=\"%s\"} %llu\n",
-              vr_action_name(k), (unsigned long long)c->actions_applied[k]);
+              vr_action_name(k),
+              (unsigned long long)__atomic_load_n(&c->drv.applied[k], __ATOMIC_RELAXED));
   prom_line(&b, &len, &cap, "# HELP vario_control_instances Instances per variant.\n"
             "# TYPE vario_control_instances gauge\n");
   for (size_t v = 0; v < c->nvar; v++) {

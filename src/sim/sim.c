@@ -315,11 +315,11 @@ static int route(vr_sim *s, sim_stream *st, const vr_req *r) {
   s->row.demand++;
   if (infaas) {
     if (st->group < 0) return reject(s), 0;
-    if (st->memo_gen != s->ix_gen || st->memo_slo != slo ||
+    if (st->memo_gen != s->drv.ix_gen || st->memo_slo != slo ||
         st->memo_acc != r->min_acc) {
       vr_query_req q = {st->group, slo, r->min_acc};
-      if (vr_select(s->ix, &q, &st->memo)) return reject(s), 0;
-      st->memo_gen = s->ix_gen, st->memo_slo = slo, st->memo_acc = r->min_acc;
+      if (vr_select(s->drv.ix, &q, &st->memo)) return reject(s), 0;
+      st->memo_gen = s->drv.ix_gen, st->memo_slo = slo, st->memo_acc = r->min_acc;
     }
     if (st->memo.outcome == VR_SEL_INFEASIBLE) return reject(s), 0;
     vi = st->memo.variant;
@@ -342,7 +342,7 @@ static int route(vr_sim *s, sim_stream *st, const vr_req *r) {
     if (!w) {
       vr_query_req q2 = {st->group, slo, r->min_acc, 1};
       vr_selection s2;
-      if (vr_select(s->ix, &q2, &s2) == 0 && s2.outcome == VR_SEL_ACTIVE) {
+      if (vr_select(s->drv.ix, &q2, &s2) == 0 && s2.outcome == VR_SEL_ACTIVE) {
         in = least_loaded(&s->var[s2.variant]);
         if (in) v = &s->var[s2.variant];
       }

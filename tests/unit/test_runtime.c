@@ -356,9 +356,10 @@ static void test_rt_deadline_caps_batch(void **st) {
     assert_int_equal(vr_rt_submit(rt, "m", &r[i]), 0);
   }
   wait_done(9);
-  /* ~50 ms left when the batch starts: 8 rows (80 ms) would make all
-   * miss; the batcher stops at 4 (or fewer on a slow machine). */
-  assert_true(f.max_batch_seen >= 1 && f.max_batch_seen <= 4);
+  /* <= 50 ms left when the batch starts: 8 rows (80 ms) would make all
+   * miss; the batch rule stops at 5 (the profile interpolates between
+   * measured sizes: 50 ms), or fewer on a slow machine. */
+  assert_true(f.max_batch_seen >= 1 && f.max_batch_seen <= 5);
   int served = 0, dropped = 0;
   for (int i = 0; i < 8; i++) {
     served += r[i].status == 0;
