@@ -74,8 +74,8 @@ typedef struct vr_ctl_query {
 } vr_ctl_query;
 
 typedef struct vr_ctl_route {
-  int status;      /* 0, or VR_EINFEASIBLE / VR_ENOENT / VR_EBUSY / ... */
-  int http_status; /* 200, 400, 404, 503 */
+  int status;      /* 0, or VR_EINFEASIBLE / VR_ENOENT / VR_EBUSY / ...
+                      (the server maps it to HTTP: 400 / 404 / 503) */
   char msg[512];   /* when status != 0: names the closest variant */
   int instance_id;
   int variant;     /* control's variant index */

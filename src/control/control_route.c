@@ -26,15 +26,16 @@ static void fill_variant(const vr_control *c, int v, vr_ctl_route *r) {
   r->cost_per_1k = 1000 * vr_policy_query_cost(p);
 }
 
-static void fail(vr_ctl_route *r, int status, int http, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void fail(vr_ctl_route *r, int status, int http, const char *fmt, ...) {
+/* The answer is a VR_E* code and a message; the server maps the code to
+ * HTTP (server.c), so the control plane knows nothing of HTTP. */
+static void fail(vr_ctl_route *r, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void fail(vr_ctl_route *r, int status, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(r->msg, sizeof r->msg, fmt, ap);
   va_end(ap);
   r->status = status;
-  r->http_status = http;
 }
 
 /* Least-loaded serving instance of v (in flight per unit of profiled
@@ -155,7 +156,7 @@ static int decide(vr_control *c, const vr_ctl_query *q, vr_ctl_route *r,
   const char *name = q->app ? q->app : q->model;
   int group = name ? vr_select_group(c->drv.ix, q->app ? 'a' : 'm', name) : -1;
   if (group < 0) {
-    fail(r, VR_ENOENT, 404, "no registered %s named '%s'", q->app ? "app" : "model",
+    fail(r, VR_ENOENT, "no registered %s named '%s'", q->app ? "app" : "model",
          name ? name : "");
     return 1;
   }
@@ -165,7 +166,7 @@ static int decide(vr_control *c, const vr_ctl_query *q, vr_ctl_route *r,
   vr_query_req qr = {group, r->slo_ms, acc};
   vr_selection sel;
   if (vr_select(c->drv.ix, &qr, &sel)) {
-    fail(r, VR_EINTERNAL, 500, "selection failed");
+    fail(r, VR_EINTERNAL, "selection failed");
     return 1;
   }
   /* Selection wants a load (nothing loaded meets the query, or what does
@@ -191,7 +192,7 @@ static int decide(vr_control *c, const vr_ctl_query *q, vr_ctl_route *r,
   if (sel.variant >= 0) fill_variant(c, sel.variant, r);
   if (sel.outcome == VR_SEL_INFEASIBLE) {
     c->p_infeasible++;
-    fail(r, VR_EINFEASIBLE, 400,
+    fail(r, VR_EINFEASIBLE,
          "no variant of '%s' meets latency_ms=%g and min_accuracy=%g%%; closest is "
          "%s: p99 %.3f ms at batch 1, accuracy %.2f%%", name, r->slo_ms, acc,
          r->variant_name, sel.latency_ms, sel.accuracy);
@@ -199,7 +200,7 @@ static int decide(vr_control *c, const vr_ctl_query *q, vr_ctl_route *r,
   }
   if (q->max_cost > 0 && r->cost_per_1k > q->max_cost) {
     c->p_infeasible++;
-    fail(r, VR_EINFEASIBLE, 400,
+    fail(r, VR_EINFEASIBLE,
          "variant %s meets latency and accuracy but costs $%.3g per 1000 queries "
          "(max_cost %g)", r->variant_name, r->cost_per_1k, q->max_cost);
     return 1;
@@ -233,7 +234,7 @@ static int decide(vr_control *c, const vr_ctl_query *q, vr_ctl_route *r,
     vr_free(*waiter);
     *waiter = NULL;
   }
-  fail(r, VR_EBUSY, 503,
+  fail(r, VR_EBUSY,
        "variant %s would serve this query but the worker has no room to load it "
        "(%d cores, %lld MiB free)", r->variant_name, c->worker.free_cores,
        (long long)(c->worker.free_mem >> 20));
@@ -245,7 +246,6 @@ void vr_control_route(vr_control *c, const vr_ctl_query *q, vr_ctl_route_cb cb,
   vr_ctl_route r;
   memset(&r, 0, sizeof r);
   r.variant = -1;
-  r.http_status = 200;
   ctl_wait *w = NULL;
   pthread_mutex_lock(&c->mu);
   int64_t t0 = vr_now_ns();
@@ -274,7 +274,7 @@ static void answer_waiters(vr_control *c, ctl_wait *list, int id, const char *ms
       pthread_mutex_unlock(&c->mu);
       w->r.instance_id = id;
     } else {
-      fail(&w->r, VR_EBUSY, 503, "loading variant %s failed: %s", w->r.variant_name, msg);
+      fail(&w->r, VR_EBUSY, "loading variant %s failed: %s", w->r.variant_name, msg);
     }
     w->cb(w->tag, &w->r);
     vr_free(w);

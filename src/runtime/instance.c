@@ -168,11 +168,12 @@ void vr_inst_enqueue(vr_rt_instance *in, vr_rt_request *r) {
   }
   snprintf(r->variant, sizeof r->variant, "%s", in->variant);
   r->instance_id = in->id;
-  if (vr_drop_due(r->arrival_ns, r->deadline_ns, &in->prof, r->rows)) {
+  int64_t now = vr_now_ns();
+  if (vr_drop_due(now, r->deadline_ns, &in->prof, r->rows)) {
     int64_t need = vr_batch_est_ns(&in->prof, r->rows);
     in->dropped++;
     pthread_mutex_unlock(&in->mu);
-    drop(in, r, r->arrival_ns, need);
+    drop(in, r, now, need);
     return;
   }
   /* Insert after every request of the same or a higher priority: FIFO

@@ -357,7 +357,8 @@ static int prepare(vr_runtime *rt, vr_rt_request *req) {
   req->next = NULL;
   req->instance_id = 0;
   req->variant[0] = 0;
-  req->arrival_ns = vr_now_ns();
+  int64_t now = vr_now_ns();
+  req->arrival_ns = req->arrived_ns > 0 && req->arrived_ns < now ? req->arrived_ns : now;
   req->deadline_ns = req->timeout_ns > 0 ? req->arrival_ns + req->timeout_ns
                                          : VR_NO_DEADLINE;
   req->prio_key = req->priority > 0 ? req->priority : VR_RT_PRIO_DEFAULT;

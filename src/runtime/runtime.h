@@ -55,6 +55,10 @@ struct vr_rt_request {
   vr_tensor in[VR_RT_MAX_IO]; /* data in caller memory; dim 0 = rows */
   int priority;
   int64_t timeout_ns; /* deadline = arrival + timeout; 0 = none */
+  int64_t arrived_ns; /* monotonic time the caller received it, when that
+                         was before submission (routing, a query-path
+                         load): arrival_ns and the deadline count from it;
+                         0 = at submission */
   vr_rt_done_fn done;
   void *user;
   /* ---- set by the runtime before done() ---- */
