@@ -86,11 +86,9 @@ static int json_capable(vr_dtype dt) {
   return dt != VR_DT_F16 && dt != VR_DT_BF16 && vr_dtype_kserve(dt);
 }
 
-/* Triton's classification extension: per batch row, the k highest scores
- * as strings "score:index", best first. JSON: a list of strings into js;
- * binary: BYTES elements (4-byte little-endian length + bytes) into bin. */
-static int classify(const vr_tensor *t, int k, vr_sbuf *js, vr_sbuf *bin,
-                    int64_t *rows_out, int *k_out, vr_errbuf *err) {
+/* Classification (kserve.h): k passes over each row, k is small. */
+int vr_ks_classify(const vr_tensor *t, int k, vr_sbuf *js, vr_sbuf *bin,
+                   int64_t *rows_out, int *k_out, vr_errbuf *err) {
   if (t->dtype != VR_DT_F32 || t->ndim < 1)
     return vr_errf(err, VR_EUNSUPPORTED, "classification of output '%s' needs"
                    " FP32 scores", t->name);
@@ -133,7 +131,7 @@ static int put_classified(vr_sbuf *b, const vr_tensor *t, int k, int binary,
   vr_sbuf data;
   vr_sbuf_init(&data);
   int64_t rows;
-  int rc = classify(t, k, &data, binary ? bin : NULL, &rows, &k, err);
+  int rc = vr_ks_classify(t, k, &data, binary ? bin : NULL, &rows, &k, err);
   if (!rc) {
     vr_sbuf_printf(b, ",\"datatype\":\"BYTES\",\"shape\":[%lld,%d]",
                    (long long)rows, k);

@@ -168,15 +168,19 @@ static int parse_shape(vr_kj *j, vr_ks_input *t) {
 /* A parameter Vario does not honour is refused by name, never ignored:
  * the client that sent it expects a behaviour (shared memory, sequences,
  * something newer) it would silently not get. */
-static int refuse_param(vr_kj *j, const char *where, const char *key) {
+int vr_ks_refuse_param(const char *key, const char *where, vr_errbuf *err) {
   const char *ext = !strncmp(key, "shared_memory_", 14) ? "shared-memory"
                     : !strncmp(key, "sequence_", 9)     ? "sequence"
                                                         : NULL;
   if (ext)
-    return vr_errf(j->err, VR_EUNSUPPORTED, "parameter \"%.40s\"%s: the %s"
+    return vr_errf(err, VR_EUNSUPPORTED, "parameter \"%.40s\"%s: the %s"
                    " extension is not supported", key, where, ext);
-  return vr_errf(j->err, VR_EUNSUPPORTED, "unknown parameter \"%.40s\"%s",
-                 key, where);
+  return vr_errf(err, VR_EUNSUPPORTED, "unknown parameter \"%.40s\"%s", key,
+                 where);
+}
+
+static int refuse_param(vr_kj *j, const char *where, const char *key) {
+  return vr_ks_refuse_param(key, where, j->err);
 }
 
 /* parameters of an input: binary_data_size. */

@@ -86,9 +86,11 @@ static void reply_empty(vr_server *s, vr_http_req *r, int status) {
 static void server_metadata(vr_server *s, vr_http_req *r) {
   vr_sbuf b;
   vr_sbuf_init(&b);
-  vr_sbuf_puts(&b, "{\"name\":\"vario\",\"version\":\"0.1.0\",\"extensions\":"
-               "[\"binary_tensor_data\",\"model_repository\",\"statistics\","
-               "\"schedule_policy\",\"vario_instances\"]}");
+  vr_sbuf_puts(&b, "{\"name\":\"vario\",\"version\":\"" VR_SRV_VERSION "\","
+               "\"extensions\":[");
+  for (int i = 0; vr__srv_extensions[i]; i++)
+    vr_sbuf_printf(&b, i ? ",\"%s\"" : "\"%s\"", vr__srv_extensions[i]);
+  vr_sbuf_puts(&b, "]}");
   vr_server_count(s, 200);
   vr_server_reply_json(r, 200, &b);
 }
@@ -117,7 +119,7 @@ static void model_metadata(vr_server *s, vr_http_req *r, const char *model) {
   vr_sbuf_init(&b);
   vr_sbuf_puts(&b, "{\"name\":");
   vr_sbuf_json_str(&b, c.name);
-  vr_sbuf_puts(&b, ",\"versions\":[\"1\"],\"platform\":\"onnx_vario\","
+  vr_sbuf_puts(&b, ",\"versions\":[\"1\"],\"platform\":\"onnxruntime_onnx\","
                "\"inputs\":[");
   put_tensor_infos(&b, c.inputs, c.n_inputs);
   vr_sbuf_puts(&b, "],\"outputs\":[");

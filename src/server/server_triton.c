@@ -10,6 +10,11 @@
 #include "server/kserve.h"
 #include "server/server_int.h"
 
+const char *const vr__srv_extensions[] = {
+    "binary_tensor_data", "classification", "model_configuration",
+    "model_repository", "statistics", "schedule_policy", "vario_instances",
+    NULL};
+
 void vr__srv_expect(vr_server *s, const char *name, int on) {
   pthread_mutex_lock(&s->expect_mu);
   if (on) vr_map_put(&s->expected, name, (void *)1, NULL);
