@@ -94,7 +94,9 @@ int vr_il_problem_validate(const vr_il_problem *pb, vr_errbuf *err) {
       return vr_errf(err, VR_EINVAL, "inferline: stage '%s' has no "
                      "hardware options", s->name);
     for (int h = 0; h < s->nhw; h++)
-      if (!(s->hw[h].p50_ms[0] > 0) || s->hw[h].max_batch < 1 ||
+      if (!(vr_profile_latency_ms(&s->hw[h], 1, 0.5) > 0) ||
+          !isfinite(vr_profile_latency_ms(&s->hw[h], 1, 0.5)) ||
+          s->hw[h].max_batch < 1 ||
           !(s->hw[h].cost_per_s >= 0))
         return vr_errf(err, VR_EINVAL, "inferline: stage '%s' option '%s': "
                        "needs a batch-1 latency, max_batch >= 1 and a cost",
