@@ -16,19 +16,10 @@
 #include <time.h>
 
 #include "base/alloc.h"
+#include "bench_util.h"
 #include "policy/envelope.h"
 #include "sim/rng.h"
 
-static int64_t now_ns(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
-}
-
-static int cmp_i64(const void *a, const void *b) {
-  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-  return x < y ? -1 : x > y;
-}
 
 /* Gamma inter-arrival with mean 1/qps and coefficient of variation cv. */
 static double gap_s(vr_rng *r, double qps, double cv) {

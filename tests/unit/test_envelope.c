@@ -97,21 +97,24 @@ static void test_observe_matches_compute(void **st) {
   vr_tuner_state_free(&s);
 }
 
+/* What the decisions of one feed did. */
+typedef struct fed {
+  int ups, downs;
+  int64_t first_up, first_down; /* -1: none */
+} fed;
+
 /* Feeds evenly spaced arrivals at qps over [t0, t1) and decides every
- * 100 ms; returns the last decision's time. */
+ * 100 ms; returns the first arrival time not fed. */
 static int64_t feed(const vr_tuner_cfg *c, vr_tuner_state *s, double qps,
-                    int64_t t0, int64_t t1, int *ups, int *downs,
-                    int64_t *first_down) {
+                    int64_t t0, int64_t t1, fed *f) {
+  *f = (fed){0, 0, -1, -1};
   int64_t gap = (int64_t)(1e9 / qps), next_dec = t0 + 100 * MS, t = t0;
   for (; t < t1; t += gap) {
     while (next_dec <= t) {
       vr_tuner_decision d;
       vr_tuner_decide(c, s, next_dec, &d);
-      if (d.up > 0) (*ups)++;
-      if (d.up < 0) {
-        (*downs)++;
-        if (first_down && *first_down < 0) *first_down = next_dec;
-      }
+      if (d.up > 0 && !f->ups++) f->first_up = next_dec;
+      if (d.up < 0 && !f->downs++) f->first_down = next_dec;
       next_dec += 100 * MS;
     }
     assert_int_equal(vr_tuner_observe(c, s, t), 0);
@@ -125,49 +128,35 @@ static void test_tuner_steady_burst_quiet(void **st) {
   mkcfg(&c, 100);
   vr_tuner_state s;
   vr_tuner_state_init(&s, &c, 0);
-  int ups = 0, downs = 0;
+  fed f;
   /* the planned workload: nothing to do */
-  int64_t t = feed(&c, &s, 100, 0, 60 * SEC, &ups, &downs, NULL);
-  assert_int_equal(ups, 0);
-  assert_int_equal(downs, 0);
+  int64_t t = feed(&c, &s, 100, 0, 60 * SEC, &f);
+  assert_int_equal(f.ups, 0);
+  assert_int_equal(f.downs, 0);
   assert_int_equal(s.k[0], 2);
   assert_int_equal(s.k[1], 1);
   /* 2.5x the rate: scale up within the first decision after the shortest
    * window overflows, proportionally (ceil(2 * 2.5), ceil(1 * 2.5)) */
   int64_t burst0 = t;
-  int64_t first_up = -1;
-  {
-    int64_t gap = (int64_t)(1e9 / 250.0), next_dec = burst0 + 100 * MS;
-    for (; t < burst0 + 10 * SEC; t += gap) {
-      while (next_dec <= t) {
-        vr_tuner_decision d;
-        vr_tuner_decide(&c, &s, next_dec, &d);
-        if (d.up > 0 && first_up < 0) first_up = next_dec;
-        next_dec += 100 * MS;
-      }
-      assert_int_equal(vr_tuner_observe(&c, &s, t), 0);
-    }
-  }
-  assert_true(first_up > 0 && first_up - burst0 <= 200 * MS);
+  t = feed(&c, &s, 250, burst0, burst0 + 10 * SEC, &f);
+  assert_true(f.first_up > 0 && f.first_up - burst0 <= 200 * MS);
   assert_true(s.k[0] >= 5 && s.k[0] <= 6);
   assert_true(s.k[1] >= 3);
   int k_burst0 = s.k[0];
   /* back to the planned rate: no scale-down before 15 s of calm, then
    * down, but not below the plan (the minimum max-provisioning ratio
    * keeps stage 0 at ceil(100 / (80 * 0.6)) = 3) */
-  ups = downs = 0;
-  int64_t calm0 = t, first_down = -1;
-  t = feed(&c, &s, 100, calm0, calm0 + 60 * SEC, &ups, &downs, &first_down);
-  assert_int_equal(ups, 0);
-  assert_true(downs >= 1);
-  assert_true(first_down - calm0 >= 15 * SEC);
+  int64_t calm0 = t;
+  t = feed(&c, &s, 100, calm0, calm0 + 60 * SEC, &f);
+  assert_int_equal(f.ups, 0);
+  assert_true(f.downs >= 1);
+  assert_true(f.first_down - calm0 >= 15 * SEC);
   assert_true(s.k[0] < k_burst0);
   assert_int_equal(s.k[0], 3);
   assert_true(s.k[1] >= 1 && s.k[1] <= 2);
   /* load gone: conservative scale down to one replica per stage */
-  ups = downs = 0;
-  feed(&c, &s, 2, t, t + 60 * SEC, &ups, &downs, NULL);
-  assert_int_equal(ups, 0);
+  feed(&c, &s, 2, t, t + 60 * SEC, &f);
+  assert_int_equal(f.ups, 0);
   assert_int_equal(s.k[0], 1);
   assert_int_equal(s.k[1], 1);
   vr_tuner_state_free(&s);
