@@ -19,7 +19,7 @@ static vr_profile hw(const char *name, double a, double b, double cost) {
   snprintf(p.app, sizeof p.app, "a");
   snprintf(p.variant, sizeof p.variant, "%s", name);
   p.max_batch = 32;
-  for (int s = 0; s < 6; s++) p.p50_ms[s] = a + b * (1 << s);
+  for (int s = 0; s < 6; s++) p.lat.p50_ms[s] = a + b * (1 << s);
   p.cost_per_s = cost;
   return p;
 }
