@@ -46,7 +46,7 @@ const char *vr_job_state_name(vr_job_state s) {
 void vr_control_capacity(vr_control *c, vr_ctl_capacity *out) {
   memset(out, 0, sizeof *out);
   pthread_mutex_lock(&c->mu);
-  const vr_snapshot *s = &c->snap;
+  const vr_snapshot *s = &c->drv.snap;
   int n = 0;
   for (size_t i = 0; i < s->ninstances; i++) {
     const vr_snap_instance *in = &s->instances[i];
@@ -79,7 +79,7 @@ static void hold_core(vr_control *c, int d) {
  * model.onnx, without the repository's calibration.npy the runtime uses. */
 static int pick_variant(vr_jobs *j, const vr_job_req *r, job *jb, vr_errbuf *err) {
   vr_store *s = j->o.store;
-  double acc = r->min_accuracy <= 1 ? 100 * r->min_accuracy : r->min_accuracy;
+  double acc = r->min_accuracy; /* percent */
   double best = 1e300;
   vr_store_rdlock(s);
   size_t n;

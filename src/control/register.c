@@ -89,7 +89,7 @@ static int check_request(reg_ctx *c, vr_store *s, vr_errbuf *err) {
   double d = r->declared_accuracy;
   if (!r->val_inputs && !(d > 0 && d <= 100))
     return vr_errf(err, VR_EINVAL,
-                   "without a validation set a declared accuracy in (0, 1] or (1, 100] is needed");
+                   "without a validation set a declared accuracy in percent, (0, 100], is needed");
   if (!vr_path_exists(r->model_path))
     return vr_errf(err, VR_ENOENT, "model file '%s' does not exist", r->model_path);
   vr_store_rdlock(s);
@@ -176,7 +176,7 @@ static int measure_accuracy(reg_ctx *c, vr_errbuf *err) {
     c->acc[p] = -1;
     if (!(cand & (1u << p))) continue;
     if (!c->have_vs) {
-      c->acc[p] = d > 1 ? d / 100 : d;
+      c->acc[p] = d / 100; /* declared in percent; c->acc is a fraction */
       continue;
     }
     vr_session *s;
@@ -195,8 +195,8 @@ static int measure_accuracy(reg_ctx *c, vr_errbuf *err) {
       if (err) *err = e2;
       return vr_errctx(err, rc, "accuracy of %s", vr_precision_name(p));
     }
-    say(c, "register %s: %s accuracy %.4f on %lld rows\n", c->name,
-        vr_precision_name(p), c->acc[p], (long long)c->vs.n);
+    say(c, "register %s: %s accuracy %.2f%% on %lld rows\n", c->name,
+        vr_precision_name(p), 100 * c->acc[p], (long long)c->vs.n);
   }
   return 0;
 }
@@ -204,7 +204,7 @@ static int measure_accuracy(reg_ctx *c, vr_errbuf *err) {
 /* ---- step 4: latency, load time, memory per variant -------------------- */
 
 static void fill_profile(reg_ctx *c, int i, double create_ms, int64_t mem,
-                         const vr_prof_latency *lat) {
+                         const vr_latency *lat) {
   const vr_variant_spec *v = &c->specs[i];
   vr_profile *p = &c->profs[i];
   char vname[VR_STORE_VNAME_MAX];
@@ -220,9 +220,9 @@ static void fill_profile(reg_ctx *c, int i, double create_ms, int64_t mem,
   p->load_ms = c->parse_ms + create_ms;
   p->mem_bytes = mem;
   for (int k = 0; k < VR_PROF_NB && (1 << k) <= v->max_batch; k++) {
-    p->p50_ms[k] = lat->p50_ms[k];
-    p->p90_ms[k] = lat->p90_ms[k];
-    p->p99_ms[k] = lat->p99_ms[k];
+    p->lat.p50_ms[k] = lat->p50_ms[k];
+    p->lat.p90_ms[k] = lat->p90_ms[k];
+    p->lat.p99_ms[k] = lat->p99_ms[k];
   }
   p->accuracy = 100.0 * c->acc[v->precision];
   double price = c->r->core_price_per_hour > 0 ? c->r->core_price_per_hour : 0.0425;
@@ -236,7 +236,7 @@ static int profile_group(reg_ctx *c, int first, int last, vr_errbuf *err) {
   vr_session *s;
   double create_ms;
   int64_t mem;
-  vr_prof_latency lat;
+  vr_latency lat;
   int rc = vr_prof_open(c->model, &c->in, g->precision, g->threads, g->max_batch,
                         &s, &create_ms, &mem, err);
   if (rc != 0) return rc;
@@ -253,7 +253,7 @@ static int profile_group(reg_ctx *c, int first, int last, vr_errbuf *err) {
   }
   say(c, "register %s: %s t%d: p50 b1 %.3f ms, b%d %.3f ms\n", c->name,
       vr_precision_name(g->precision), g->threads, lat.p50_ms[0], g->max_batch,
-      c->profs[last].p50_ms[__builtin_ctz((unsigned)g->max_batch)]);
+      c->profs[last].lat.p50_ms[__builtin_ctz((unsigned)g->max_batch)]);
   return 0;
 }
 
@@ -296,9 +296,9 @@ static int write_config(reg_ctx *c, const char *dir, vr_errbuf *err) {
   json_t *cfg = json_pack(
       "{s:s, s:s, s:s, s:f, s:b, s:o, s:o, s:i, s:i, s:i, s:s, s:i, s:I}", "name",
       c->name, "app", c->r->app, "task", "classification", "accuracy",
-      c->acc[VR_PREC_FP32], "accuracy_declared", !c->have_vs, "inputs", in, "outputs",
+      100 * c->acc[VR_PREC_FP32], "accuracy_declared", !c->have_vs, "inputs", in, "outputs",
       out, "max_batch_size", 64, "instances", 1, "threads", 1, "precision", "fp32",
-      "max_queue_delay_us", 2000, "flops", (json_int_t)vr_model_flops(c->model));
+      "max_queue_delay_us", 0, "flops", (json_int_t)vr_model_flops(c->model));
   /* int8 variants are served live: the runtime quantises with the same
    * calibration rows the profiler used, kept next to the model. */
   if (cfg && c->acc[VR_PREC_INT8] >= 0 && c->in.calib.data)
@@ -375,7 +375,7 @@ static int commit(reg_ctx *c, vr_store *s, vr_errbuf *err) {
     v[i].threads = p->threads;
     v[i].max_batch = p->max_batch;
     v[i].accuracy = p->accuracy;
-    v[i].lat_b1_ms = p->p50_ms[0];
+    v[i].lat_b1_ms = p->lat.p50_ms[0];
     v[i].load_ms = p->load_ms;
     v[i].memory_bytes = p->mem_bytes;
     json_t *j = vr_profile_to_json(p);

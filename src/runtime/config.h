@@ -5,11 +5,11 @@
  * strictly, so a typo'd type or a negative batch is an error naming the
  * key rather than a silently different model):
  *   {"name": "fmnist_mlp", "app": "fashion", "task": "classification",
- *    "accuracy": 0.85,
+ *    "accuracy": 85.0,   (top-1, percent)
  *    "inputs":  [{"name": "input",  "datatype": "FP32", "shape": [-1,1,28,28]}],
  *    "outputs": [{"name": "logits", "datatype": "FP32", "shape": [-1,10]}],
  *    "max_batch_size": 64, "instances": 1, "threads": 1,
- *    "precision": "fp32", "max_queue_delay_us": 2000,
+ *    "precision": "fp32", "max_queue_delay_us": 0,  (default 0)
  *    "calibration": "calibration.npy"}
  * Shapes must start with -1 (the batch dimension); the other dims are
  * positive. Plain struct: owns nothing outside itself.
@@ -31,7 +31,7 @@ typedef struct vr_model_config {
   char name[VR_NAME_MAX];
   char app[VR_NAME_MAX];
   char task[VR_NAME_MAX];
-  double accuracy; /* < 0 when not declared */
+  double accuracy; /* percent; < 0 when not declared */
   int n_inputs, n_outputs;
   vr_tensor_info inputs[VR_RT_MAX_IO];
   vr_tensor_info outputs[VR_RT_MAX_IO];
@@ -44,6 +44,18 @@ typedef struct vr_model_config {
   /* "calibration": .npy of calibration rows for int8 sessions (relative
    * paths resolve against the model directory); empty when not given. */
   char calibration_path[4096];
+  /* Triton repository facts (config.pbtxt or auto-complete from the ONNX
+   * graph; runtime/pbtxt.h, vr_model_dir_load). Zero for config.json. */
+  char platform[32];           /* "onnxruntime_onnx" */
+  int has_dynamic_batching;
+  int n_preferred_batch;
+  int preferred_batch[8];      /* dynamic_batching.preferred_batch_size */
+  char model_file[128];        /* default_model_filename; "" = model.onnx */
+  char label_path[4096];       /* label_filename (resolved); "" = none */
+  int version;                 /* version directory served; 0 = flat */
+  int n_versions;              /* version_policy specific: the versions */
+  int versions[8];
+  int autocompleted;           /* inputs/outputs read from the ONNX graph */
 } vr_model_config;
 
 /* Parses config.json text. dir (may be NULL) fills model_path. */
@@ -54,9 +66,25 @@ int vr_model_config_parse(const char *text, size_t len, const char *dir,
 int vr_model_config_load(const char *dir, vr_model_config *out,
                          vr_errbuf *err);
 
+/* Loads a model directory of a repository in any layout Vario reads:
+ * Vario's (<dir>/config.json + model.onnx), Triton's (<dir>/config.pbtxt +
+ * <dir>/<version>/model.onnx, the highest version unless version_policy
+ * says otherwise), or a bare model.onnx (flat or versioned) with no config:
+ * inputs, outputs and a dynamic batch are then completed from the ONNX
+ * graph (max_batch_size 4, as Triton's auto-complete). */
+int vr_model_dir_load(const char *dir, vr_model_config *out, vr_errbuf *err);
+/* Whether dir looks like a model directory of any of those layouts. */
+int vr_model_dir_is_model(const char *dir);
+
 /* "fp32" / "bf16" / "int8" <-> enum without needing the engine. */
 const char *vr_rt_precision_name(vr_precision p);
 int vr_rt_precision_parse(const char *s, vr_precision *out);
+
+/* The one spelling of a variant's name, used everywhere (API, metrics,
+ * logs, the store, profile file names): "<model>-<prec>-t<threads>-b<max
+ * batch>", e.g. "fmnist_mlp-fp32-t1-b64". Truncates to cap. */
+void vr_rt_variant_name(char *out, size_t cap, const char *model,
+                        vr_precision p, int threads, int max_batch);
 
 /* Bytes of one sample (batch row) of a tensor described by info. */
 int64_t vr_tensor_info_row_bytes(const vr_tensor_info *t);

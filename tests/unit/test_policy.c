@@ -20,8 +20,8 @@ static vr_profile mkprof(const char *model, const char *app, const char *var,
   snprintf(p.precision, sizeof p.precision, "fp32");
   p.max_batch = 8;
   for (int s = 0; s < 4; s++) { /* batches 1..8: latency grows sublinearly */
-    p.p50_ms[s] = p50_b1 * (1 + 0.5 * s);
-    p.p99_ms[s] = p.p50_ms[s] * 1.2;
+    p.lat.p50_ms[s] = p50_b1 * (1 + 0.5 * s);
+    p.lat.p99_ms[s] = p.lat.p50_ms[s] * 1.2;
   }
   p.accuracy = acc;
   p.cost_per_s = cost;
@@ -32,7 +32,7 @@ static vr_profile mkprof(const char *model, const char *app, const char *var,
 
 static void test_profile_math(void **st) {
   (void)st;
-  vr_profile p = mkprof("m", "a", "m/fp32/t1/b8", 10, 90, 1);
+  vr_profile p = mkprof("m", "a", "m-fp32-t1-b8", 10, 90, 1);
   assert_int_equal(vr_profile_validate(&p, NULL), 0);
   assert_true(fabs(vr_profile_latency_ms(&p, 1, 0.5) - 10) < 1e-9);
   assert_true(fabs(vr_profile_latency_ms(&p, 3, 0.5) - 17.5) < 1e-9);
@@ -58,7 +58,7 @@ static void test_profile_math(void **st) {
 
 static void test_profile_json(void **st) {
   (void)st;
-  vr_profile p = mkprof("fmnist_cnn_s", "fmnist", "fmnist_cnn_s/int8/t1/b8",
+  vr_profile p = mkprof("fmnist_cnn_s", "fmnist", "fmnist_cnn_s-int8-t1-b8",
                         2.5, 91.5, 0.002);
   p.device = VR_DEV_GPU;
   json_t *j = vr_profile_to_json(&p);
@@ -101,7 +101,7 @@ static void test_profile_json(void **st) {
                           "\"batch\":[1,4],\"p50_ms\":[1,2],\"max_batch\":4}",
                           0, NULL);
   assert_int_equal(vr_profile_from_json(ok, &q, &err), 0);
-  assert_true(q.p50_ms[1] < 0 && q.p50_ms[2] == 2);
+  assert_true(q.lat.p50_ms[1] < 0 && q.lat.p50_ms[2] == 2);
   assert_true(fabs(vr_profile_latency_ms(&q, 2, 0.5) - 1 - 1.0 / 3) < 1e-9);
   json_decref(ok);
 }
