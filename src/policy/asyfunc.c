@@ -324,14 +324,17 @@ int vr_af_schedule(const vr_af_model *m, double slo_ms, const vr_af_cand *c, int
 /* ---- BATCH --------------------------------------------------------------- */
 
 double vr_af_batch_cfg(const vr_af_model *m, double slo_ms, int *cores, int *b) {
-  double best = 0;
   *cores = *b = 0;
-  for (int c = 1; c <= m->cmax; c++)
-    for (int k = 1; k <= m->bmax; k++) {
-      double t = vr_af_lat(m, VR_AF_ALL(m), c, k);
-      if (t <= 0 || 2 * t > slo_ms) continue;
-      double tpc = k / (t * c);
-      if (tpc > best) best = tpc, *cores = c, *b = k;
-    }
+  /* 2 t <= slo when some configuration allows it, else t <= slo */
+  for (int pass = 0; pass < 2 && !*cores; pass++) {
+    double best = 0, k_slo = pass ? 1 : 2;
+    for (int c = 1; c <= m->cmax; c++)
+      for (int k = 1; k <= m->bmax; k++) {
+        double t = vr_af_lat(m, VR_AF_ALL(m), c, k);
+        if (t <= 0 || k_slo * t > slo_ms) continue;
+        double tpc = k / (t * c);
+        if (tpc > best) best = tpc, *cores = c, *b = k;
+      }
+  }
   return *cores ? *b * 1000.0 / vr_af_lat(m, VR_AF_ALL(m), *cores, *b) : 0;
 }

@@ -169,8 +169,9 @@ int vr_af_schedule(const vr_af_model *m, double slo_ms, const vr_af_cand *c, int
 /* ---- BATCH baseline ------------------------------------------------------ */
 
 /* BATCH's offline configuration: cores and batch maximising throughput per
- * core with 2 t_l <= slo (a query may wait for the batch in service).
- * Returns that throughput per instance (0 if none). */
+ * core with 2 t_l <= slo (a query may wait for the batch in service), or
+ * with t_l <= slo when nothing allows that. Returns that throughput per
+ * instance (0 if nothing meets the SLO: *cores = *b = 0). */
 double vr_af_batch_cfg(const vr_af_model *m, double slo_ms, int *cores, int *b);
 
 /* ---- JSON (docs/API.md, "AsyFunc block profile") ----------------------- */

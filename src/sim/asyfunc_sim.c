@@ -223,7 +223,8 @@ static void scale_mls(sim *s, double r, double ready) {
 
 static void scale_batch(sim *s, double peak, double ready) {
   double per = vr_af_batch_cfg(s->m, s->cfg->scale.slo_ms, &s->batch_cores, &s->batch_b);
-  int want = per > 0 ? (int)ceil(peak / per) : 0, have = count_live(s, BODY);
+  if (per <= 0) return; /* nothing meets the SLO: requests are dropped */
+  int want = (int)ceil(peak / per), have = count_live(s, BODY);
   if (want < 1) want = 1;
   for (; have < want; have++)
     if (new_body(s, s->batch_cores, ready) < 0) break;

@@ -280,10 +280,11 @@ static void test_profile_tiny_cnn(void **st) {
     assert_int_equal(b->node_begin, i ? af.blk[i - 1].node_end : 0);
     if (i) assert_true(cut[b->node_begin]);
     assert_true(b->load_ms > 0 && b->mem_bytes > 0 && b->in_bytes > 0 && b->out_bytes > 0);
-    assert_true(b->lat_ms[0][0] > 0 && b->sensitivity > 0);
+    assert_true(b->lat_ms[0][0] >= 0 && b->sensitivity > 0); /* a reshape may take 0 ns */
     params += b->param_bytes;
   }
   assert_int_equal(af.blk[af.nblocks - 1].node_end, n);
+  assert_true(vr_af_lat(&af, VR_AF_ALL(&af), 1, 1) > 0);
   assert_int_equal(params, vr_model_weight_bytes(m));
   assert_true(vr_blocks_shadow_load_ms(m, &af, 1u << (af.nblocks - 1), 4, 1, &e) > 0);
   vr_free(cut);
