@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/alloc.h"
 #include "engine_util.h"
@@ -121,7 +122,7 @@ static void *run_loop(void *arg) {
     int rows;
     if (vr_pair_run(r->p, r->f->batch, 1 + i % (r->f->batch), &in, 1, out, 2, &rows, &e)) continue;
     r->ok++;
-    r->paired += rows > 0;
+    __atomic_add_fetch(&r->paired, rows > 0, __ATOMIC_RELEASE);
     r->bad += memcmp(out[0].data, r->f->ref, r->f->ref_bytes) != 0;
   }
   return NULL;
@@ -142,6 +143,8 @@ static void test_release_under_load(void **st) {
     vr_pair_release(p);
   }
   if (vr_pair_attach(p, 1, NULL, &e)) fail_msg("%s", e.msg);
+  /* the body keeps serving and now pairs (bounded wait) */
+  for (int k = 0; k < 10000 && !__atomic_load_n(&r.paired, __ATOMIC_ACQUIRE); k++) usleep(1000);
   __atomic_store_n(&r.stop, 1, __ATOMIC_RELEASE);
   pthread_join(th, NULL);
   assert_int_equal(r.ok, r.done); /* every request served */
