@@ -795,21 +795,15 @@ int vr_grpc_start(vr_server *s, const char *host, int port, vr_grpc **out,
   grpc_server_credentials *cr = grpc_insecure_server_credentials_create();
   g->port = grpc_server_add_http2_port(g->srv, addr, cr);
   grpc_server_credentials_release(cr);
+  grpc_server_start(g->srv);
   if (g->port <= 0) {
-    grpc_server_destroy(g->srv);
-    grpc_completion_queue_shutdown(g->cq);
-    while (grpc_completion_queue_next(g->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
-           GRPC_QUEUE_SHUTDOWN) {
-    }
-    grpc_completion_queue_destroy(g->cq);
-    grpc_shutdown();
-    vr_free(g);
+    g->server_down = 1; /* no thread: tear down here */
+    vr_grpc_stop(g);
     return vr_errf(err, VR_EBUSY, "gRPC: cannot listen on %s (port taken?)", addr);
   }
-  grpc_server_start(g->srv);
   request_next(g);
   if (pthread_create(&g->thread, NULL, loop, g)) {
-    g->server_down = 1; /* no thread: tear down here */
+    g->server_down = 1;
     vr_grpc_stop(g);
     return vr_errf(err, VR_EINTERNAL, "gRPC: cannot start a thread");
   }

@@ -296,18 +296,10 @@ int vr_server_create(const vr_server_opts *o, vr_server **out,
    * after every model loaded, and /v2/health/ready says 503 while loading. */
   vr_http_opts ho = {o->host, o->port, o->max_body, o->max_conns, 0, handle, s};
   rc = vr_http_start(&ho, &s->http, err);
-  if (rc) {
-    vr_map_free(&s->expected);
-    pthread_mutex_destroy(&s->expect_mu);
-    vr_runtime_free(s->rt);
-    vr_free(s->overhead);
-    vr_free(s->repo);
-    vr_free(s);
-    return rc;
-  }
-  if (o->grpc_port >= 0 &&
-      (rc = vr_grpc_start(s, o->host, o->grpc_port, &s->grpc, err))) {
+  if (!rc && o->grpc_port >= 0 &&
+      (rc = vr_grpc_start(s, o->host, o->grpc_port, &s->grpc, err)))
     vr_http_stop(s->http);
+  if (rc) {
     vr_map_free(&s->expected);
     pthread_mutex_destroy(&s->expect_mu);
     vr_runtime_free(s->rt);
