@@ -103,6 +103,10 @@ void vr_http_respond(vr_http_req *r, int status, const char *ctype, char *body,
   r->status = status;
 }
 
+void vr_http_add_header(vr_http_req *r, const char *name, const char *value) {
+  if (r->resp) MHD_add_response_header(r->resp, name, value);
+}
+
 void vr_http_error(vr_http_req *r, int status, const char *msg) {
   vr_sbuf b;
   vr_sbuf_init(&b);

@@ -62,6 +62,8 @@ void *vr_http_state(const vr_http_req *r);
  * Inference-Header-Content-Length. */
 void vr_http_respond(vr_http_req *r, int status, const char *content_type,
                      char *body, size_t len, size_t header_len);
+/* Adds a header to the response just given (no-op without one). */
+void vr_http_add_header(vr_http_req *r, const char *name, const char *value);
 /* {"error": msg} with the given status. */
 void vr_http_error(vr_http_req *r, int status, const char *msg);
 

@@ -34,12 +34,21 @@ void vr_server_reply_json(vr_http_req *r, int status, vr_sbuf *b);
 void vr_server_count(vr_server *s, int status);
 /* Runs fn(arg) on a detached thread as an admin job of r: counts it in
  * s->admin_jobs (shutdown waits for them) and defers r until the thread
- * wakes it, when `done` responds. Returns 0, or -1 when no thread could
- * start: the count is restored and r is woken, so `done` still runs (on
- * the event thread, after the caller returns) and answers the failure
- * the caller records in arg. */
+ * wakes it, when `done` responds. Returns 0; 1 when max_admin_jobs are
+ * already running (r was answered 429, fn does not run, arg stays the
+ * caller's via r's state); or -1 when no thread could start: the count is
+ * restored and r is woken, so `done` still runs (on the event thread,
+ * after the caller returns) and answers the failure the caller records
+ * in arg. */
 int vr_server_spawn_admin(vr_server *s, vr_http_req *r, vr_http_handler done,
                           void *(*fn)(void *), void *arg);
+
+/* access.c: is this request an admin one (method, URL segments)? */
+int vr__access_is_admin(const char *method, char **seg, int n);
+/* 0 = allowed; else r was answered 401/403 and that status is returned. */
+int vr__access_check(vr_server *s, vr_http_req *r, int admin);
+/* Constant-time equality of two byte strings. */
+int vr__ct_equal(const char *a, size_t alen, const char *b, size_t blen);
 
 /* Endpoint handlers; `model` is the name from the URL. */
 void vr_server_infer(vr_server *s, vr_http_req *r, const char *model);

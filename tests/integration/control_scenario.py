@@ -26,6 +26,10 @@ DATA = os.path.join(SRC, "models/fmnist-data")
 TMP = tempfile.mkdtemp(prefix="vr_scn_")
 DB, REPO = os.path.join(TMP, "store.db"), os.path.join(TMP, "repo")
 FAST = ["--threads", "1", "--max-batch", "4", "--runs", "3", "--quiet"]
+TOKEN = "scenario-" + os.urandom(8).hex()
+TOKEN_FILE = os.path.join(TMP, "admin.token")
+with open(TOKEN_FILE, "w") as f:
+    f.write(TOKEN + "\n")
 
 
 def register(model_path, name=None, extra=None):
@@ -55,7 +59,7 @@ def start_server():
     # --cores 64: this test is about selection, not capacity (a full worker
     # answers 503 until the autoscaler releases idle instances).
     p = subprocess.Popen([VARIO, "serve", "--repo", REPO, "--store", DB, "--port", "0",
-                          "--cores", "64"],
+                          "--cores", "64", "--admin-token-file", TOKEN_FILE],
                          stderr=log, stdout=log)
     for _ in range(200):
         log.seek(0)
@@ -69,7 +73,8 @@ def start_server():
 
 def http(port, method, path, body=None):
     data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method)
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method,
+                                 headers={"Authorization": "Bearer " + TOKEN})
     try:
         with urllib.request.urlopen(req, timeout=60) as r:
             return r.status, json.loads(r.read())
