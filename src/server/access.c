@@ -6,8 +6,12 @@
  * no token configured they are refused unless --insecure-admin said so.
  * Inference and health stay open unless infer_auth.
  */
+#include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "server/server_int.h"
 
@@ -66,4 +70,23 @@ int vr__access_check(vr_server *s, vr_http_req *r, int admin) {
                         "Bearer <token>\")");
   vr_http_add_header(r, "WWW-Authenticate", "Bearer realm=\"vario\"");
   return 401;
+}
+
+int vr__data_path(const vr_server *s, const char *p, char *out, size_t cap,
+                  vr_errbuf *err) {
+  if (!s->data_root)
+    return vr_errf(err, VR_EINVAL, "server paths are not accepted (no --data-root):"
+                   " upload the file in the request body");
+  char rp[PATH_MAX];
+  struct stat st;
+  size_t n = strlen(s->data_root);
+  /* One answer for every way it can fail: what exists outside the root,
+   * and why a file is unreadable, stay the server's business. */
+  if (strlen(p) >= PATH_MAX || !realpath(p, rp) || strncmp(rp, s->data_root, n) ||
+      (rp[n] != '/' && !(n == 1 && rp[0] == '/')) || stat(rp, &st) ||
+      !S_ISREG(st.st_mode) || access(rp, R_OK) || strlen(rp) >= cap)
+    return vr_errf(err, VR_EINVAL, "'%.200s': not a readable file under the server's"
+                   " data root", p);
+  memcpy(out, rp, strlen(rp) + 1);
+  return 0;
 }

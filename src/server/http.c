@@ -64,6 +64,9 @@ const char *vr_http_url(const vr_http_req *r) { return r->url; }
 const char *vr_http_header(const vr_http_req *r, const char *name) {
   return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
 }
+const char *vr_http_query(const vr_http_req *r, const char *name) {
+  return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
+}
 const char *vr_http_body(const vr_http_req *r, size_t *len) {
   *len = r->len;
   return r->body ? r->body : "";

@@ -2,6 +2,8 @@
  * Server lifecycle and routing of KServe v2 paths to handlers.
  */
 #include <dirent.h>
+#include <limits.h>
+#include <stdlib.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -286,11 +288,20 @@ int vr_server_create(const vr_server_opts *o, vr_server **out,
     vr_free(s);
     return vr_errf(err, VR_ENOMEM, "out of memory");
   }
+  if (o->data_root) {
+    char rp[4096];
+    if (!realpath(o->data_root, rp) || !(s->data_root = vr_strdup(rp))) {
+      vr_free(s->repo);
+      vr_free(s);
+      return vr_errf(err, VR_EINVAL, "--data-root '%s': not a directory", o->data_root);
+    }
+  }
   s->overhead = vr_malloc(sizeof *s->overhead);
   if (s->overhead) vr_hist_init(s->overhead);
   int rc = vr_runtime_create(&o->rt, &s->rt, err);
   if (rc) {
     vr_free(s->overhead);
+    vr_free(s->data_root);
     vr_free(s->repo);
     vr_free(s);
     return rc;
@@ -301,6 +312,7 @@ int vr_server_create(const vr_server_opts *o, vr_server **out,
   if (rc) {
     vr_runtime_free(s->rt);
     vr_free(s->overhead);
+    vr_free(s->data_root);
     vr_free(s->repo);
     vr_free(s);
     return rc;
@@ -334,6 +346,7 @@ void vr_server_free(vr_server *s) {
   vr_http_stop(s->http);
   vr_runtime_free(s->rt);
   vr_free(s->overhead);
+  vr_free(s->data_root);
   vr_free(s->repo);
   vr_free(s);
 }

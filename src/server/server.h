@@ -38,6 +38,9 @@ typedef struct vr_server_opts {
   const char *admin_token; /* borrowed; NULL = none configured */
   int insecure_admin;
   int infer_auth;
+  /* Server-side paths a client may name (registration, job inputs): only
+   * files under this directory after realpath; NULL = none (uploads only). */
+  const char *data_root;
   int max_admin_jobs;  /* concurrent load/registration threads (default 4);
                           past it: 429 */
 } vr_server_opts;

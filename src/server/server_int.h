@@ -25,6 +25,7 @@ struct vr_server {
   vr_control *ctl;         /* model-less control plane, or NULL (borrowed) */
   vr_store *store;         /* its metadata store (borrowed) */
   struct vr_jobs *jobs;    /* offline jobs, or NULL (borrowed) */
+  char *data_root;         /* realpath of --data-root (owned), or NULL */
 };
 
 /* HTTP status for a runtime / parser status code. */
@@ -47,6 +48,11 @@ int vr_server_spawn_admin(vr_server *s, vr_http_req *r, vr_http_handler done,
 int vr__access_is_admin(const char *method, char **seg, int n);
 /* 0 = allowed; else r was answered 401/403 and that status is returned. */
 int vr__access_check(vr_server *s, vr_http_req *r, int admin);
+/* A client-named server path: realpath of p into out when it is a
+ * readable regular file under --data-root; otherwise VR_EINVAL with one
+ * message for "not allowed / not found / not readable" (no file oracle). */
+int vr__data_path(const vr_server *s, const char *p, char *out, size_t cap,
+                  vr_errbuf *err);
 /* Constant-time equality of two byte strings. */
 int vr__ct_equal(const char *a, size_t alen, const char *b, size_t blen);
 
@@ -58,6 +64,11 @@ void vr_server_repo_load(vr_server *s, vr_http_req *r, const char *model,
 void vr_server_model_stats(vr_server *s, vr_http_req *r, const char *model);
 /* /v2/apps[...]: the model-less API (server_apps.c). */
 void vr_server_apps(vr_server *s, vr_http_req *r, int get, char **seg, int n);
+/* server_admin.c: registration upload, offline jobs. */
+void vr__server_app_register(vr_server *s, vr_http_req *r, const char *app);
+void vr__server_job_submit(vr_server *s, vr_http_req *r, const char *app);
+void vr__server_job_get(vr_server *s, vr_http_req *r, const char *id);
+void vr__server_job_output(vr_server *s, vr_http_req *r, const char *id);
 void vr_server_model_instances(vr_server *s, vr_http_req *r,
                                const char *model);
 

@@ -7,6 +7,7 @@ and registrations surviving a restart.
 
 usage: control_scenario.py VARIO SOURCE_DIR
 """
+import io
 import json
 import os
 import random
@@ -71,15 +72,33 @@ def start_server():
     sys.exit("server did not start")
 
 
-def http(port, method, path, body=None):
-    data = json.dumps(body).encode() if body is not None else None
+def http(port, method, path, body=None, raw=None, ctype=None):
+    data = json.dumps(body).encode() if body is not None else raw
+    headers = {"Authorization": "Bearer " + TOKEN}
+    if ctype:
+        headers["Content-Type"] = ctype
     req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method,
-                                 headers={"Authorization": "Bearer " + TOKEN})
+                                 headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=60) as r:
-            return r.status, json.loads(r.read())
+            b = r.read()
+            return r.status, (json.loads(b) if r.headers["Content-Type"] == "application/json"
+                              else b)
     except urllib.error.HTTPError as e:
         return e.code, json.loads(e.read())
+
+
+def multipart(fields, files):
+    """multipart/form-data body and its Content-Type (uploads)."""
+    b = "vario-" + os.urandom(8).hex()
+    out = b""
+    for k, v in fields.items():
+        out += f'--{b}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode()
+    for k, path in files.items():
+        out += (f'--{b}\r\nContent-Disposition: form-data; name="{k}"; filename="f"\r\n'
+                f'Content-Type: application/octet-stream\r\n\r\n').encode()
+        out += open(path, "rb").read() + b"\r\n"
+    return out + f"--{b}--\r\n".encode(), "multipart/form-data; boundary=" + b
 
 
 X = np.load(f"{DATA}/val_inputs.npy")
@@ -155,28 +174,30 @@ try:
     st, r = http(port, "POST", "/v2/apps/nope/infer", {"inputs": []})
     check(st in (400, 404), f"unknown app -> {st}")
 
-    # Offline job.
-    out = os.path.join(TMP, "job.npy")
-    st, r = http(port, "POST", "/v2/apps/fashion/jobs",
-                 {"input": f"{DATA}/val_inputs.npy", "output": out, "min_accuracy": 89})
-    check(st == 201, f"job submitted: {r}")
+    # Offline job: the input is uploaded, the result fetched from the server.
+    st, r = http(port, "POST", "/v2/apps/fashion/jobs?min_accuracy=89",
+                 raw=open(f"{DATA}/val_inputs.npy", "rb").read(), ctype="application/octet-stream")
+    check(st == 201, f"job submitted (uploaded input): {r}")
     for _ in range(600):
         st, j = http(port, "GET", f"/v2/jobs/{r['id']}")
         if j["state"] in ("done", "failed"):
             break
         time.sleep(0.05)
-    res = np.load(out) if j["state"] == "done" else None
+    st, out = http(port, "GET", j["output"])
+    res = np.load(io.BytesIO(out)) if st == 200 else None
     check(res is not None and (res.argmax(1) == Y).mean() >= 0.89,
           f"job done by {j['variant']}: accuracy {(res.argmax(1) == Y).mean() if res is not None else j}")
 
     # HTTP registration, then a query that needs it.
-    st, r = http(port, "POST", "/v2/apps/fashion/models",
-                 {"model": f"{SRC}/models/fmnist/fmnist_linear/model.onnx", "name": "lin2",
-                  "declared_accuracy": 0.99, "threads": 1, "max_batch": 2, "runs": 3})
+    body, ct = multipart({"name": "lin2", "declared_accuracy": 0.99, "threads": 1,
+                          "max_batch": 2, "runs": 3},
+                         {"model": f"{SRC}/models/fmnist/fmnist_linear/model.onnx"})
+    st, r = http(port, "POST", "/v2/apps/fashion/models", raw=body, ctype=ct)
     check(st == 201 and r["variants"] == 2, f"POST /v2/apps/fashion/models -> {st} {r}")
     st, r = infer(port, {"latency_ms": 100, "min_accuracy": 98})
     check(st == 200 and r["parameters"]["model"] == "lin2", "the new model serves what it claims")
-    st, r = http(port, "POST", "/v2/apps/fashion/models", {"model": bad_onnx, "name": "bad4"})
+    body, ct = multipart({"name": "bad4"}, {"model": bad_onnx})
+    st, r = http(port, "POST", "/v2/apps/fashion/models", raw=body, ctype=ct)
     check(st == 400, f"bad HTTP registration -> {st}: {r.get('error')}")
 
     # Control-plane metrics.
