@@ -42,6 +42,8 @@ static void usage(FILE *f) {
           "  --insecure-admin allow state-changing requests with no token\n"
           "  --auth-infer     inference and metadata need the token too\n"
           "                   (health and /metrics stay open)\n"
+          "  --data-root DIR  clients may name server files (registration, job\n"
+          "                   inputs) only under DIR; default: none (uploads)\n"
           "  --max-admin-jobs N  concurrent load/registration jobs (default 4;\n"
           "                   past it: 429)\n");
 }
@@ -121,6 +123,8 @@ int vr_cmd_serve(int argc, char **argv) {
                 " non-empty first line\n", argv[i]);
         return 2;
       }
+    } else if (!strcmp(a, "--data-root") && has) {
+      o.data_root = argv[++i];
     } else if (!strcmp(a, "--insecure-admin")) {
       o.insecure_admin = 1;
     } else if (!strcmp(a, "--auth-infer")) {
