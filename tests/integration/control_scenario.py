@@ -17,10 +17,12 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
 import urllib.request
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import vr_http  # noqa: E402
 
 VARIO, SRC = sys.argv[1], sys.argv[2]
 DATA = os.path.join(SRC, "models/fmnist-data")
@@ -56,49 +58,19 @@ def check(cond, what):
 
 
 def start_server():
-    log = open(os.path.join(TMP, "serve.log"), "w+")
     # --cores 64: this test is about selection, not capacity (a full worker
     # answers 503 until the autoscaler releases idle instances).
-    p = subprocess.Popen([VARIO, "serve", "--repo", REPO, "--store", DB, "--port", "0",
-                          "--cores", "64", "--admin-token-file", TOKEN_FILE],
-                         stderr=log, stdout=log)
-    for _ in range(200):
-        log.seek(0)
-        m = re.search(r"listening on http://[0-9.]+:(\d+)", log.read())
-        if m:
-            return p, int(m.group(1))
-        time.sleep(0.05)
-    p.kill()
-    sys.exit("server did not start")
+    return vr_http.start_server([VARIO, "serve", "--repo", REPO, "--store", DB, "--port", "0",
+                                 "--cores", "64", "--admin-token-file", TOKEN_FILE],
+                                os.path.join(TMP, "serve.log"))
 
 
 def http(port, method, path, body=None, raw=None, ctype=None):
-    data = json.dumps(body).encode() if body is not None else raw
-    headers = {"Authorization": "Bearer " + TOKEN}
-    if ctype:
-        headers["Content-Type"] = ctype
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method,
-                                 headers=headers)
-    try:
-        with urllib.request.urlopen(req, timeout=60) as r:
-            b = r.read()
-            return r.status, (json.loads(b) if r.headers["Content-Type"] == "application/json"
-                              else b)
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
+    return vr_http.request(port, method, path, body, raw, ctype, TOKEN)
 
 
 def multipart(fields, files):
-    """multipart/form-data body and its Content-Type (uploads)."""
-    b = "vario-" + os.urandom(8).hex()
-    out = b""
-    for k, v in fields.items():
-        out += f'--{b}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode()
-    for k, path in files.items():
-        out += (f'--{b}\r\nContent-Disposition: form-data; name="{k}"; filename="f"\r\n'
-                f'Content-Type: application/octet-stream\r\n\r\n').encode()
-        out += open(path, "rb").read() + b"\r\n"
-    return out + f"--{b}--\r\n".encode(), "multipart/form-data; boundary=" + b
+    return vr_http.multipart(fields, {k: open(p, "rb").read() for k, p in files.items()})
 
 
 X = np.load(f"{DATA}/val_inputs.npy")

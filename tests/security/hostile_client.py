@@ -9,16 +9,16 @@ import hashlib
 import io
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 
 import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../integration"))
+import vr_http  # noqa: E402
 
 VARIO, SRC = sys.argv[1], sys.argv[2]
 DATA = os.path.join(SRC, "models/fmnist-data")
@@ -44,44 +44,15 @@ def sha(path):
 
 
 def start_server(*extra):
-    log = open(os.path.join(TMP, "serve.log"), "w+")
-    p = subprocess.Popen([VARIO, "serve", "--repo", REPO, "--store", DB, "--port", "0",
-                          "--cores", "64", *extra], stderr=log, stdout=log)
-    for _ in range(200):
-        log.seek(0)
-        m = re.search(r"listening on http://[0-9.]+:(\d+)", log.read())
-        if m:
-            return p, int(m.group(1))
-        time.sleep(0.05)
-    p.kill()
-    sys.exit("server did not start")
+    return vr_http.start_server([VARIO, "serve", "--repo", REPO, "--store", DB, "--port", "0",
+                                 "--cores", "64", *extra], os.path.join(TMP, "serve.log"))
 
 
 def http(port, method, path, body=None, raw=None, ctype=None, token=TOKEN):
-    data = json.dumps(body).encode() if body is not None else raw
-    h = {"Content-Type": ctype} if ctype else {}
-    if token:
-        h["Authorization"] = "Bearer " + token
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data,
-                                 method=method, headers=h)
-    try:
-        with urllib.request.urlopen(req, timeout=60) as r:
-            b = r.read()
-            return r.status, (json.loads(b) if "json" in (r.headers["Content-Type"] or "")
-                              else b)
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
+    return vr_http.request(port, method, path, body, raw, ctype, token)
 
 
-def multipart(fields, files):
-    b = "vario-" + os.urandom(8).hex()
-    out = b""
-    for k, v in fields.items():
-        out += f'--{b}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode()
-    for k, data in files.items():
-        out += (f'--{b}\r\nContent-Disposition: form-data; name="{k}"; filename="f"\r\n'
-                f'\r\n').encode() + data + b"\r\n"
-    return out + f"--{b}--\r\n".encode(), "multipart/form-data; boundary=" + b
+multipart = vr_http.multipart
 
 
 def wait_job(port, jid):
