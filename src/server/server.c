@@ -218,6 +218,9 @@ static void handle(vr_http_req *r, void *user) {
   int open_path = n >= 1 && (!strcmp(seg[0], "metrics") ||
                              (n >= 2 && !strcmp(seg[1], "health")));
   if (!(open_path && !admin) && vr__access_check(s, r, admin)) return;
+  if (!strcmp(method, "DELETE") && n == 5 && !strcmp(seg[0], "v2") &&
+      !strcmp(seg[1], "apps") && !strcmp(seg[3], "models"))
+    return vr__server_app_unregister(s, r, seg[2], seg[4]);
   if (!get && !post) {
     reply_error(s, r, 405, "method not allowed");
     return;

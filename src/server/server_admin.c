@@ -452,3 +452,53 @@ void vr__server_job_output(vr_server *s, vr_http_req *r, const char *id_s) {
   vr_server_count(s, 200);
   vr_http_respond(r, 200, "application/octet-stream", buf, (size_t)n, (size_t)-1);
 }
+
+/* ---- unregistering (runs on its own thread: draining takes time) --------- */
+
+typedef struct unreg_job {
+  vr_server *s;
+  vr_http_req *http;
+  char model[VR_REG_NAME_MAX + 2];
+  int rc;
+  vr_errbuf err;
+} unreg_job;
+
+static void *unreg_main(void *arg) {
+  unreg_job *j = arg;
+  j->rc = vr_control_unregister(j->s->ctl, j->model, &j->err);
+  vr_server *s = j->s;
+  vr_http_wake(j->http);
+  __atomic_fetch_sub(&s->admin_jobs, 1, __ATOMIC_SEQ_CST);
+  return NULL;
+}
+
+static void unreg_done(vr_http_req *r, void *user) {
+  vr_server *s = user;
+  unreg_job *j = vr_http_state(r);
+  if (j->rc) return fail(s, r, vr_server_http_status(j->rc), j->err.msg);
+  char *o = vr_malloc(200);
+  if (!o) return fail(s, r, 500, "out of memory");
+  int n = snprintf(o, 200, "{\"model\":\"%s\",\"removed\":true}", j->model);
+  vr_server_count(s, 200);
+  vr_http_respond(r, 200, "application/json", o, (size_t)n, (size_t)-1);
+}
+
+void vr__server_app_unregister(vr_server *s, vr_http_req *r, const char *app,
+                               const char *model) {
+  if (!s->ctl) return fail(s, r, 404, "no control plane (start vario serve with --store)");
+  vr_store_rdlock(s->store);
+  const vr_model_rec *m = vr_store_model(s->store, model);
+  int mine = m && !strcmp(m->app, app);
+  vr_store_unlock(s->store);
+  char msg[200];
+  snprintf(msg, sizeof msg, "app '%.64s' has no model '%.64s'", app, model);
+  if (!mine) return fail(s, r, 404, msg);
+  unreg_job *j = VR_NEW(unreg_job);
+  if (!j) return fail(s, r, 500, "out of memory");
+  j->s = s;
+  j->http = r;
+  snprintf(j->model, sizeof j->model, "%s", model);
+  vr_http_set_state(r, j, vr_free);
+  if (vr_server_spawn_admin(s, r, unreg_done, unreg_main, j) < 0)
+    j->rc = vr_errf(&j->err, VR_EINTERNAL, "cannot start a thread");
+}

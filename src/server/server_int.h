@@ -66,6 +66,8 @@ void vr_server_model_stats(vr_server *s, vr_http_req *r, const char *model);
 void vr_server_apps(vr_server *s, vr_http_req *r, int get, char **seg, int n);
 /* server_admin.c: registration upload, offline jobs. */
 void vr__server_app_register(vr_server *s, vr_http_req *r, const char *app);
+void vr__server_app_unregister(vr_server *s, vr_http_req *r, const char *app,
+                               const char *model);
 void vr__server_job_submit(vr_server *s, vr_http_req *r, const char *app);
 void vr__server_job_get(vr_server *s, vr_http_req *r, const char *id);
 void vr__server_job_output(vr_server *s, vr_http_req *r, const char *id);

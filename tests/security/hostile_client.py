@@ -126,6 +126,55 @@ try:
                      ctype="multipart/form-data; boundary=vario")
         check(st == 400, f"malformed multipart {bad[:12]!r} -> {st} {r['error']}")
 
+    # 2. One input signature per app: a model that differs cannot take it over.
+    body, ct = multipart({"name": "h", "declared_accuracy": 99}, {"model": open(OTHER, "rb").read()})
+    st, r = http(port, "POST", "/v2/apps/fashion/models", raw=body, ctype=ct)
+    check(st == 409 and "app 'fashion' takes 'input' FP32 [N,1,28,28]" in r["error"],
+          f"HTTP registration with another input signature -> {st}: {r['error']}")
+    r = subprocess.run([VARIO, "register", "--store", DB, "--repo", REPO, "--app", "fashion",
+                        "--model", OTHER, "--name", "h", "--declared-accuracy", "99", *FAST],
+                       capture_output=True, text=True)
+    check(r.returncode != 0 and "app 'fashion' takes" in r.stderr,
+          f"CLI registration with another signature refused: {r.stderr.strip()}")
+    x = np.load(f"{DATA}/val_inputs.npy")[:1]
+    q = {"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 1, 28, 28],
+                     "data": x.flatten().tolist()}], "parameters": {"latency_ms": 100}}
+    st, r = http(port, "POST", "/v2/apps/fashion/infer", q, token=None)
+    check(st == 200, f"ordinary queries to the app still served -> {st}")
+
+    # DELETE: stops routing at once, drains, answers everything.
+    import threading
+    pinned = dict(q, parameters={"latency_ms": 100, "model": "lin_bin"})
+    seen = []
+
+    def hammer():
+        for _ in range(40):
+            seen.append(http(port, "POST", "/v2/apps/fashion/infer", pinned, token=None)[0])
+    ts = [threading.Thread(target=hammer) for _ in range(3)]
+    for t in ts:
+        t.start()
+    time.sleep(0.1)
+    st, r = http(port, "DELETE", "/v2/apps/fashion/models/lin_bin", token=None)
+    check(st == 401, f"DELETE without the token -> {st}")
+    st, r = http(port, "DELETE", "/v2/apps/fashion/models/lin_bin")
+    check(st == 200, f"DELETE /v2/apps/fashion/models/lin_bin -> {st} {r}")
+    st2, r2 = http(port, "POST", "/v2/apps/fashion/infer", pinned, token=None)
+    check(st2 == 404, f"right after DELETE a query pinned to it -> {st2}")
+    for t in ts:
+        t.join()
+    check(set(seen) <= {200, 404} and 200 in seen,
+          f"queries during the DELETE: served or 404, none lost: {sorted(set(seen))}")
+    st, apps = http(port, "GET", "/v2/apps/fashion")
+    check(all(v["model"] != "lin_bin" for v in apps["apps"]["fashion"]),
+          "its variants are gone from GET /v2/apps/fashion")
+    st, r = http(port, "GET", "/v2/models/lin_bin")
+    check(st == 404, f"and no longer loaded in the runtime -> {st}")
+    check(not os.path.exists(os.path.join(REPO, "lin_bin")), "its repository entry is removed")
+    st, r = http(port, "DELETE", "/v2/apps/fashion/models/lin_bin")
+    check(st == 404, f"DELETE again -> {st}")
+    st, r = http(port, "DELETE", "/v2/apps/other/models/lin_up")
+    check(st == 404, f"DELETE through another app -> {st}")
+
     # Jobs: input uploaded, output fetched; the path is not shown.
     st, r = http(port, "POST", "/v2/apps/fashion/jobs?min_accuracy=0",
                  raw=open(f"{DATA}/val_inputs.npy", "rb").read(),
@@ -174,6 +223,12 @@ try:
     r = subprocess.run([VARIO, "register", "--store", DB, "--list"], capture_output=True,
                        text=True)
     check(r.returncode == 0 and "lin_root" in r.stdout, "the store is intact after all that")
+    # 6. `register --list` (and --remove) never create a store or its directory.
+    ghost = os.path.join(TMP, "nodir", "store.db")
+    r = subprocess.run([VARIO, "register", "--store", ghost, "--list"], capture_output=True,
+                       text=True)
+    check(r.returncode == 1 and not os.path.exists(os.path.dirname(ghost)),
+          f"register --list on a missing store creates nothing: {r.stderr.strip()}")
 finally:
     if proc:
         proc.kill()
