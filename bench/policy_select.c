@@ -41,8 +41,8 @@ static void make(vr_snapshot *s, vr_snap_variant *v, vr_snap_instance *in,
     p->max_batch = 16;
     double b1 = 1 + 200 * vr_rng_unif(r);
     for (int k = 0; k < 5; k++) {
-      p->p50_ms[k] = b1 * (1 + 0.6 * k);
-      p->p99_ms[k] = p->p50_ms[k] * 1.3;
+      p->lat.p50_ms[k] = b1 * (1 + 0.6 * k);
+      p->lat.p99_ms[k] = p->lat.p50_ms[k] * 1.3;
     }
     p->accuracy = 50 + 50 * vr_rng_unif(r);
     p->cost_per_s = 0.001 * (1 + vr_rng_unif(r));
