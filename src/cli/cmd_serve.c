@@ -143,12 +143,6 @@ int vr_cmd_serve(int argc, char **argv) {
       return 2;
     }
   }
-  const char *env = getenv("VARIO_ADMIN_TOKEN");
-  if (!token && env && *env) token = strdup(env);
-  o.admin_token = token;
-  if (!token && !o.insecure_admin)
-    fprintf(stderr, "vario serve: no admin token: registration, load/unload"
-            " and jobs are off (--admin-token-file or --insecure-admin)\n");
   /* Signals are taken synchronously by this thread (sigwait), so every
    * thread the server starts inherits the block and none is interrupted. */
   sigset_t set;
@@ -166,12 +160,20 @@ int vr_cmd_serve(int argc, char **argv) {
   if (!o.repo) {
     fprintf(stderr, "vario serve: --repo DIR is required\n");
     usage(stderr);
+    free(token);
     return 2;
   }
   if (stat(o.repo, &st) != 0 || !S_ISDIR(st.st_mode)) {
     fprintf(stderr, "vario serve: repository '%s' is not a directory\n", o.repo);
+    free(token);
     return 1;
   }
+  const char *env = getenv("VARIO_ADMIN_TOKEN");
+  if (!token && env && *env) token = strdup(env);
+  o.admin_token = token;
+  if (!token && !o.insecure_admin)
+    fprintf(stderr, "vario serve: no admin token: registration, load/unload"
+            " and jobs are off (--admin-token-file or --insecure-admin)\n");
   if (vr_server_create(&o, &s, &err)) {
     fprintf(stderr, "vario serve: %s\n", err.msg);
     free(token);
