@@ -287,38 +287,39 @@ static double cand_lat(const vr_af_model *m, const vr_af_cand *c, int b) {
   return vr_af_pair_lat(m, &p);
 }
 
+/* The most rows (<= limit) candidate c can take with the oldest of them
+ * having waited `wait` and still finishing within the SLO; 0 if none. */
+static int fit_rows(const vr_af_model *m, const vr_af_cand *c, double slo_ms, double wait,
+                    int limit) {
+  for (int b = limit < c->cfg.b ? limit : c->cfg.b; b >= 1; b--)
+    if (wait + cand_lat(m, c, b) <= slo_ms) return b;
+  return 0;
+}
+
 int vr_af_schedule(const vr_af_model *m, double slo_ms, const vr_af_cand *c, int n,
                    const double *waits, int qlen, int *b, int *drop) {
   *b = *drop = 0;
   if (n <= 0 || qlen <= 0) return -1;
-  int best = -1;
+  int best = -1, best_b = 0;
   double best_tpc = 0;
   for (int i = 0; i < n; i++) {
-    int bi = qlen < c[i].cfg.b ? qlen : c[i].cfg.b;
+    int bi = fit_rows(m, &c[i], slo_ms, waits[0], qlen);
     if (bi < 1) continue;
-    double tl = cand_lat(m, &c[i], bi);
-    if (waits[0] + tl > slo_ms) continue;
-    double tpc = bi / (tl * cand_cores(&c[i]));
-    if (tpc > best_tpc) best_tpc = tpc, best = i;
+    double tpc = bi / (cand_lat(m, &c[i], bi) * cand_cores(&c[i]));
+    if (tpc > best_tpc) best_tpc = tpc, best = i, best_b = bi;
   }
   if (best >= 0) {
-    *b = qlen < c[best].cfg.b ? qlen : c[best].cfg.b;
+    *b = best_b;
     return best;
   }
-  /* Nobody makes it for the oldest: the largest instance takes the latest
-   * requests that still can; the older ones are dropped. */
+  /* Nobody makes it for the oldest: the largest instance takes the oldest
+   * requests that still can; older ones than those are dropped. */
   for (int i = 0; i < n; i++)
     if (best < 0 || cand_cores(&c[i]) > cand_cores(&c[best])) best = i;
   int d = 0;
-  while (d < qlen) {
-    int rest = qlen - d, bi = rest < c[best].cfg.b ? rest : c[best].cfg.b;
-    if (bi >= 1 && waits[d] + cand_lat(m, &c[best], bi) <= slo_ms) break;
-    d++;
-  }
+  while (d < qlen && !(*b = fit_rows(m, &c[best], slo_ms, waits[d], qlen - d))) d++;
   *drop = d;
-  int rest = qlen - d;
-  *b = rest < c[best].cfg.b ? rest : c[best].cfg.b;
-  return *b > 0 ? best : (d > 0 ? best : -1);
+  return best;
 }
 
 /* ---- BATCH --------------------------------------------------------------- */

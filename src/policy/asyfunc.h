@@ -158,11 +158,13 @@ typedef struct vr_af_cand {
   vr_af_pair cfg; /* cs == 0: a body alone; cfg.b = its batch cap */
 } vr_af_cand;
 
-/* Among idle candidates, the one with the best throughput per core whose
- * t_w + t_l(min(qlen, cap)) meets the SLO: returns its index and *b the
- * rows to send. None meets it: the candidate with the most cores, with
- * *drop = the oldest requests that cannot make it (waits[i] is request i's
- * wait so far, oldest first). -1 when there is no candidate. */
+/* Among idle candidates, the one with the best throughput per core on the
+ * most rows it can take (up to its cap and qlen) with the oldest request
+ * (waits[0], its wait so far) still meeting the SLO: returns its index and
+ * *b those rows. None can: the candidate with the most cores takes the
+ * oldest requests it still can, and *drop = the older ones before them,
+ * which cannot make it anywhere (waits[] oldest first). -1 when there is
+ * no candidate. */
 int vr_af_schedule(const vr_af_model *m, double slo_ms, const vr_af_cand *c, int n,
                    const double *waits, int qlen, int *b, int *drop);
 

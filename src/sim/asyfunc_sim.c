@@ -131,8 +131,9 @@ static int add_inst(sim *s, int kind, int cores, int node, int64_t mem, double r
   memset(x, 0, sizeof *x);
   *x = (inst){kind, cores, node, 0, 0, mem, s->t, ready, 0, ready, -1, {0}, 1};
   x->pair.cb = cores;
-  int b;
-  if (vr_af_rmax(s->m, cores, s->cfg->scale.slo_ms, &b) > 0 && b > 0) x->cap = b;
+  /* a body's cap: the largest batch that meets the SLO on its own */
+  for (int b = s->m->bmax; b >= 1 && x->cap <= 1; b--)
+    if (vr_af_lat(s->m, VR_AF_ALL(s->m), cores, b) <= s->cfg->scale.slo_ms) x->cap = b;
   if (s->cfg->policy == VR_AFP_BATCH) x->cap = s->batch_b;
   s->node_free[node] -= cores;
   s->cores_now += cores;
@@ -310,7 +311,12 @@ static int schedule_one(sim *s) {
     inst *x = &s->in[i];
     if (x->kind != BODY || x->dying || !idle(s, x)) continue;
     vr_af_pair p = {x->cores, 0, x->cap, x->cap, 0, 0};
-    if (x->partner >= 0 && idle(s, &s->in[x->partner])) p = x->pair;
+    if (x->partner >= 0 && idle(s, &s->in[x->partner])) {
+      /* LLS sized b so that load + run met the SLO; once loaded, the pair
+       * takes up to B_max rows (the scheduler checks each batch's SLO) */
+      p = x->pair;
+      p.b = s->m->bmax;
+    }
     idx[n] = i;
     c[n++].cfg = p;
   }

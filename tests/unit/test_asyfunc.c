@@ -180,15 +180,22 @@ static void test_schedule(void **st) {
   vr_af_cand c[2] = {{{1, 0, 4, 4, 0, 0}}, {{1, 1, 4, 2, 2, 2}}};
   double waits[4] = {10, 5, 1, 0};
   int b, drop;
-  /* body alone: 10 + 42 > 50; the pair: 10 + 22 <= 50 */
+  /* oldest waited 10: the body alone fits 3 rows (10 + 32 <= 50, 3 per
+   * 32 ms on 1 core), the pair 4 (10 + 22, 4 per 22 ms on 2): the body */
+  assert_int_equal(vr_af_schedule(&m, 50, c, 2, waits, 4, &b, &drop), 0);
+  assert_int_equal(b, 3);
+  assert_int_equal(drop, 0);
+  /* oldest waited 20: the body fits 2 rows (2 per 22 ms), the pair 4 (4
+   * per 2 x 22 ms): equal per core, the first wins */
+  waits[0] = 20;
+  assert_int_equal(vr_af_schedule(&m, 50, c, 2, waits, 4, &b, &drop), 0);
+  assert_int_equal(b, 2);
+  /* a body capped at 1 row (1 per 12 ms) loses to the pair */
+  c[0].cfg.b = 1;
   assert_int_equal(vr_af_schedule(&m, 50, c, 2, waits, 4, &b, &drop), 1);
   assert_int_equal(b, 4);
-  assert_int_equal(drop, 0);
-  /* a short queue fits the body alone: 1 + 32 ms <= 50, and 3 rows per
-   * 32 ms on 1 core beats the pair's 3 per 22 ms on 2 */
-  waits[0] = 1;
-  assert_int_equal(vr_af_schedule(&m, 50, c, 2, waits, 3, &b, &drop), 0);
-  assert_int_equal(b, 3);
+  c[0].cfg.b = 4;
+  waits[0] = 10;
   /* nobody makes it for the two oldest: they are dropped, the pair (most
    * cores) takes the two that still can (1 + 12 and 0 + 12 <= 13) */
   double late[4] = {40, 30, 1, 0};
