@@ -28,7 +28,7 @@ for col in 4 5; do
     i=$((i + 1))
   done
   gnuplot <<GP
-set terminal pngcairo size 900,420 font ",10"
+set terminal pngcairo size 900,420 font ",10" noenhanced
 set output "$OUT/asyfunc_$what.png"
 set style fill solid 0.4 border -1
 set style boxplot outliers pointtype 7
@@ -37,8 +37,8 @@ set boxwidth 0.8
 set pointsize 0.3
 set ylabel "$ylabel"
 set xtics ($xt)
-set key top right
-set yrange [0:*]
+set key outside right top
+set yrange [0:1.5]
 set title "AsyFunc simulator: $what allocated per 60-s period, normalised to BATCH's mean"
 plot $plots
 GP

@@ -16,6 +16,7 @@ static void usage(void) {
           "                     [--scale N] [--base-qps Q] [--duration S] [--seed K]\n"
           "                     [--slo-ms X] [--period S] [--periods-csv FILE] [-v]\n"
           "                     [--gamma G] [--gamma-total] [--kappa K] [--lookback P]\n"
+          "                     [--spike MIN:MAX]\n"
           "Base rate: Q, or N (default 8) x the rate one 1-core body sustains\n"
           "within the SLO. SLO: X, or 1.5 x the model's latency at 1 core, batch\n"
           "B_max. LLS fires when the queue holds gamma (2) requests per live\n"
@@ -28,7 +29,7 @@ typedef struct af_args {
   const char *file, *csv;
   int all, verbose, gamma, kappa, lookback, gamma_total;
   vr_af_policy pol;
-  double scale, base, duration, slo, period;
+  double scale, base, duration, slo, period, mul_min, mul_max;
   uint64_t seed;
 } af_args;
 
@@ -58,6 +59,12 @@ static int parse(int argc, char **argv, af_args *a) {
     else if (!strcmp(s, "--periods-csv") && more) a->csv = argv[++i];
     else if (!strcmp(s, "--gamma") && more) a->gamma = atoi(argv[++i]);
     else if (!strcmp(s, "--gamma-total")) a->gamma_total = 1;
+    else if (!strcmp(s, "--spike") && more) {
+      if (sscanf(argv[++i], "%lf:%lf", &a->mul_min, &a->mul_max) != 2) {
+        fprintf(stderr, "vario asyfunc: --spike wants MIN:MAX multipliers\n");
+        return 2;
+      }
+    }
     else if (!strcmp(s, "--kappa") && more) a->kappa = atoi(argv[++i]);
     else if (!strcmp(s, "--lookback") && more) a->lookback = atoi(argv[++i]);
     else if (!strcmp(s, "-v")) a->verbose = 1;
@@ -117,6 +124,7 @@ int vr_cmd_asyfunc(int argc, char **argv) {
   }
   vr_af_workload w;
   vr_af_workload_init(&w, base, a.duration, a.seed);
+  if (a.mul_min > 0) w.mul_min = a.mul_min, w.mul_max = a.mul_max;
   double *arr = NULL;
   int64_t n = 0;
   if (vr_af_arrivals(&w, &arr, &n)) {
