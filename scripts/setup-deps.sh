@@ -9,7 +9,7 @@
 #             (the demo and test scripts read .npy files with numpy)
 #     demo    build + gnuplot (make demo)
 #     check   build + clang, sanitizer runtimes, cmocka, ONNX test data
-#             (make check)
+#             (make check), curl + openssl (the TLS test)
 #     zoo     python3-torch, torchvision, onnx and the Fashion-MNIST data set
 #             (make zoo: tools/zoo, which (re)trains and exports models)
 #     bench   zoo + what the benchmarks compare against (make bench)
@@ -26,7 +26,7 @@ build=(
   python3 python3-numpy
 )
 demo=(gnuplot-nox)
-check=(clang libclang-rt-dev libcmocka-dev libonnx-testdata gnuplot-nox)
+check=(clang libclang-rt-dev libcmocka-dev libonnx-testdata gnuplot-nox curl openssl)
 zoo=(python3-torch python3-torchvision python3-onnx dataset-fashion-mnist)
 bench=("${zoo[@]}" gnuplot-nox libevent-dev wrk hyperfine valgrind)
 

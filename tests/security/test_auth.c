@@ -18,17 +18,11 @@ static vr_server *start(const char *token, int insecure, int infer_auth,
                         int max_jobs) {
   vr_server_opts o;
   vr_server_opts_init(&o);
-  o.repo = g_repo;
-  o.rt.backend = &g_fake.be;
-  o.rt.profile_runs = 1;
   o.admin_token = token;
   o.insecure_admin = insecure;
   o.infer_auth = infer_auth;
   o.max_admin_jobs = max_jobs;
-  vr_server *s = NULL;
-  vr_errbuf err = {0};
-  if (vr_server_create(&o, &s, &err)) fail_msg("%s", err.msg);
-  return s;
+  return sec_server(&o, g_repo, &g_fake);
 }
 
 static int setup(void **st) {
