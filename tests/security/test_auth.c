@@ -135,7 +135,8 @@ static void test_admin_job_cap(void **st) {
                    "Host: x\r\nContent-Length: 0\r\n%s\r\n", k_auth);
   int fd = sec_connect(p);
   assert_true(send(fd, buf, (size_t)n, MSG_NOSIGNAL) == n);
-  usleep(50000);
+  for (int i = 0; i < 500 && __atomic_load_n(&s->admin_jobs, __ATOMIC_SEQ_CST) < 1; i++)
+    usleep(10000); /* until the first load's thread runs */
   assert_int_equal(sec_req(p, "POST", "/v2/repository/models/m2/load", k_auth,
                            "", b, sizeof b), 429);
   assert_non_null(strstr(b, "retry later"));
