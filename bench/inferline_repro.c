@@ -12,6 +12,10 @@
  *
  * --ramp X: the evaluation rate ramps linearly from QPS to X*QPS over the
  * middle third of the run (Poisson; the sample trace stays at QPS).
+ * --spike X: the evaluation rate steps to X*QPS for 20 s at a third of
+ * the run, then back (Poisson).
+ * --csv PREFIX writes psim's per-tick rows of each policy to
+ * PREFIX.<policy>.csv (t_s, demand, ok, late, dropped, ..., workers).
  * --plan-bench N: time N planner runs and print plan_s p50/max instead.
  * --eval-seed N (default 1001) seeds the evaluation trace; --noise 0|1
  * (default 1) draws service times from the profiles' percentiles.
@@ -27,8 +31,8 @@
 #include "sim/il_sim.h"
 
 typedef struct opts {
-  const char *dir, *app, *accel, *policies;
-  double cv, rate, slo, ramp, duration, load_s;
+  const char *dir, *app, *accel, *policies, *csv;
+  double cv, rate, slo, ramp, spike, duration, load_s;
   int plan_bench, noise;
   uint64_t seed, eval_seed;
 } opts;
@@ -45,6 +49,7 @@ static int parse(int argc, char **argv, opts *o) {
     else if (!strcmp(a, "--rate")) o->rate = atof(v);
     else if (!strcmp(a, "--slo")) o->slo = atof(v);
     else if (!strcmp(a, "--ramp")) o->ramp = atof(v);
+    else if (!strcmp(a, "--spike")) o->spike = atof(v);
     else if (!strcmp(a, "--duration")) o->duration = atof(v);
     else if (!strcmp(a, "--seed")) o->seed = strtoull(v, NULL, 10);
     else if (!strcmp(a, "--eval-seed")) o->eval_seed = strtoull(v, NULL, 10);
@@ -52,6 +57,7 @@ static int parse(int argc, char **argv, opts *o) {
     else if (!strcmp(a, "--load-s")) o->load_s = atof(v);
     else if (!strcmp(a, "--accel")) o->accel = v;
     else if (!strcmp(a, "--policy")) o->policies = v;
+    else if (!strcmp(a, "--csv")) o->csv = v;
     else if (!strcmp(a, "--plan-bench")) o->plan_bench = atoi(v);
     else return -1;
   }
@@ -125,9 +131,9 @@ int main(int argc, char **argv) {
   opts o;
   if (parse(argc, argv, &o)) {
     fprintf(stderr, "usage: %s DATA_DIR APP [--cv X] [--rate QPS] [--slo MS]"
-            " [--ramp X] [--duration S] [--seed N] [--eval-seed N] [--noise "
+            " [--ramp X] [--spike X] [--duration S] [--seed N] [--eval-seed N] [--noise "
             "0|1] [--load-s S] [--accel NAME=PRICE_PER_H,...] [--policy a,b]"
-            " [--plan-bench N]\n",
+            " [--csv PREFIX] [--plan-bench N]\n",
             argv[0]);
     return 2;
   }
@@ -162,6 +168,15 @@ int main(int argc, char **argv) {
     ramp[3] = (vr_wl_point){o.duration, o.rate * o.ramp};
     eval.kind = VR_WL_PIECEWISE;
     eval.pts = ramp, eval.npts = 4;
+  } else if (o.spike > 0) {
+    double d3 = o.duration / 3;
+    ramp[0] = (vr_wl_point){0, o.rate};
+    ramp[1] = (vr_wl_point){d3, o.rate * o.spike};
+    ramp[2] = (vr_wl_point){d3 + 20, o.rate};
+    ramp[3] = (vr_wl_point){o.duration, o.rate};
+    eval.kind = VR_WL_PIECEWISE;
+    eval.step = 1;
+    eval.pts = ramp, eval.npts = 4;
   }
   rc = vr_il_sim_sample(&s, &sample, 60, o.seed, &err);
   if (!rc && o.plan_bench > 0) {
@@ -177,8 +192,18 @@ int main(int argc, char **argv) {
         break;
       }
       vr_il_result r;
+      FILE *csv = NULL;
+      if (o.csv) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s.%s.csv", o.csv, p);
+        if (!(csv = fopen(path, "w"))) {
+          rc = vr_errf(&err, VR_EIO, "cannot write %s", path);
+          break;
+        }
+      }
       rc = vr_il_sim_eval(&s, pol, &eval, o.duration, o.eval_seed, o.noise,
-                          o.load_s, NULL, &r, &err);
+                          o.load_s, csv, &r, &err);
+      if (csv) fclose(csv);
       if (rc == VR_EINFEASIBLE) { /* the policy has no configuration */
         printf("policy=%s cost=nan p99_miss_pct=nan cv=%g  error=\"%s\"\n",
                p, o.cv, err.msg);
@@ -187,10 +212,10 @@ int main(int argc, char **argv) {
       }
       if (rc) break;
       printf("policy=%s cost=%.3f p99_miss_pct=%.3f cv=%g  p99_ms=%.1f "
-             "slo_ms=%.0f rate=%.1f ramp=%g queries=%lld peak_cost=%.3f "
+             "slo_ms=%.0f rate=%.1f ramp=%g spike=%g queries=%lld peak_cost=%.3f "
              "ups=%d downs=%d plan_s=%.3f estimates=%d",
              p, r.cost_per_s * 3600, r.miss_pct, o.cv, r.p99_ms, s.pb.slo_ms,
-             s.pb.rate_qps, o.ramp, (long long)r.queries,
+             s.pb.rate_qps, o.ramp, o.spike, (long long)r.queries,
              r.max_cost_per_s * 3600, r.ups, r.downs, r.plan_s,
              r.stats.estimates);
       print_cfg(&s, &r.cfg);
