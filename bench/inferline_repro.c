@@ -85,15 +85,6 @@ static int load_all(const opts *o, vr_pipe_data *d, char names[][64],
   return *n ? 0 : vr_errf(err, VR_EINVAL, "--accel: empty");
 }
 
-static vr_workload gamma_wl(double rate, double cv) {
-  vr_workload w;
-  memset(&w, 0, sizeof w);
-  w.kind = VR_WL_GAMMA;
-  w.target_kind = 'a';
-  w.rate = rate, w.cv = cv;
-  return w;
-}
-
 static void print_cfg(const vr_il_sim *s, const vr_il_config *c) {
   printf(" config=");
   for (int m = 0; m < c->nstages; m++)
@@ -157,8 +148,8 @@ int main(int argc, char **argv) {
     return 1;
   }
   if (o.slo > 0) s.pb.slo_ms = s.data.pipe->slo_ms = o.slo;
-  vr_workload sample = gamma_wl(o.rate, o.cv);
-  vr_workload eval = gamma_wl(o.rate, o.cv);
+  vr_workload sample = vr_wl_gamma(o.rate, o.cv);
+  vr_workload eval = vr_wl_gamma(o.rate, o.cv);
   vr_wl_point ramp[4];
   if (o.ramp > 0) {
     double d3 = o.duration / 3;

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "vr_test.h"
@@ -14,34 +16,39 @@
 
 static char dir[256];
 
-static void put(const char *name, const char *text) {
+/* Writes the data set: NULL-terminated (relative path, text) pairs. */
+static int write_files(const char *const *kv) {
+  const char *sub[] = {"", "/apps", "/model_variants", "/model_variants/demo",
+                       "/profiling"};
   char path[512];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  FILE *f = fopen(path, "w");
-  assert_non_null(f);
-  fputs(text, f);
-  fclose(f);
+  for (size_t i = 0; i < sizeof sub / sizeof *sub; i++) {
+    snprintf(path, sizeof path, "%s%s", dir, sub[i]);
+    if (mkdir(path, 0700) && errno != EEXIST) return -1;
+  }
+  for (; kv[0]; kv += 2) {
+    snprintf(path, sizeof path, "%s/%s", dir, kv[0]);
+    FILE *f = fopen(path, "w");
+    if (!f || fputs(kv[1], f) < 0 || fclose(f)) return -1;
+  }
+  return 0;
 }
 
 static int setup_dir(void **st) {
   (void)st;
   snprintf(dir, sizeof dir, "/tmp/vr_test_ilsim_%d", (int)getpid());
-  char cmd[512];
-  snprintf(cmd, sizeof cmd, "mkdir -p %s/apps %s/model_variants/demo "
-           "%s/profiling", dir, dir, dir);
-  if (system(cmd)) return -1;
   /* det fans out 3 outputs per query: 2/3 to cls, 1/3 to face */
-  put("apps/demo.json",
+  static const char *const files[] = {
+      "apps/demo.json",
       "{\"appName\":\"demo\",\"latencySLOInMSec\":150,\"root\":{"
       "\"task\":\"det\",\"model_variants\":[\"det_s\",\"det_l\"],"
       "\"children\":[{\"task\":\"cls\",\"label\":1,"
       "\"model_variants\":[\"cls_a\"],\"children\":[]},"
       "{\"task\":\"face\",\"label\":0,\"model_variants\":[\"face_a\"],"
-      "\"children\":[]}]}}");
-  put("model_variants/demo/det", "det_s,80\ndet_l,100\n");
-  put("model_variants/demo/cls", "cls_a,100\n");
-  put("model_variants/demo/face", "face_a,100\n");
-  put("profiling/simulator_runtimes.csv",
+      "\"children\":[]}]}}",
+      "model_variants/demo/det", "det_s,80\ndet_l,100\n",
+      "model_variants/demo/cls", "cls_a,100\n",
+      "model_variants/demo/face", "face_a,100\n",
+      "profiling/simulator_runtimes.csv",
       ",Model,Accel,batchsize,avg_runtime,50th_pct,90th_pct,95th_pct\n"
       "0,det_s,gpu,1,5,5,6,7\n"
       "1,det_l,gpu,1,10,10,11,12\n"
@@ -61,12 +68,13 @@ static int setup_dir(void **st) {
       "15,face_a,gpu,1,3,3,4,4\n"
       "16,face_a,gpu,2,5,5,6,6\n"
       "17,face_a,cpu,1,6,6,7,7\n"
-      "18,face_a,cpu,2,11,11,12,12\n");
-  put("profiling/branching.csv",
+      "18,face_a,cpu,2,11,11,12,12\n",
+      "profiling/branching.csv",
       ",model,mult_factor,cls,face\n"
       "0,det_s,2,0.5,0.5\n"
-      "1,det_l,3,0.6666667,0.3333333\n");
-  return 0;
+      "1,det_l,3,0.6666667,0.3333333\n",
+      NULL};
+  return write_files(files);
 }
 
 static int teardown_dir(void **st) {
@@ -82,15 +90,6 @@ typedef struct fixture {
   vr_workload sample;
 } fixture;
 
-static vr_workload gamma_wl(double rate, double cv) {
-  vr_workload w;
-  memset(&w, 0, sizeof w);
-  w.kind = VR_WL_GAMMA;
-  w.target_kind = 'a';
-  w.rate = rate, w.cv = cv;
-  return w;
-}
-
 static void load(fixture *f, double rate, double cv) {
   vr_errbuf err = {0};
   memset(f, 0, sizeof *f);
@@ -100,7 +99,7 @@ static void load(fixture *f, double rate, double cv) {
     assert_int_equal(vr_loki_load(dir, "demo", acc[h], &f->d[h], &err), 0);
   const vr_pipe_data *by[] = {&f->d[0], &f->d[1]};
   assert_int_equal(vr_il_sim_init(&f->s, by, acc, price, 2, &err), 0);
-  f->sample = gamma_wl(rate, cv);
+  f->sample = vr_wl_gamma(rate, cv);
   assert_int_equal(vr_il_sim_sample(&f->s, &f->sample, 60, 7, &err), 0);
 }
 
@@ -203,7 +202,7 @@ static void test_tuner_in_simulator(void **st) {
   (void)st;
   fixture f;
   load(&f, 40, 1);
-  vr_workload ramp = gamma_wl(40, 1);
+  vr_workload ramp = vr_wl_gamma(40, 1);
   vr_wl_point pts[] = {{0, 40}, {20, 40}, {40, 120}, {90, 120}};
   ramp.kind = VR_WL_PIECEWISE;
   ramp.pts = pts, ramp.npts = 4;
