@@ -493,7 +493,8 @@ static int parse_root(ctx *c, vr_sim_cfg *cfg, const json_t *root) {
   static const char *keys[] = {"name", "duration_s", "warmup_s", "tick_s",
                                "seed",
                                "noise", "max_queue", "batching",
-                               "request_overhead_us", "profiles", "proteus",
+                               "request_overhead_us", "warm_start", "profiles",
+                               "proteus",
                                "workers", "policy", "policies", "workloads",
                                "interference", "comment", NULL};
   if (!json_is_object(root)) return bad(c, "(root)", "must be an object");
@@ -501,7 +502,7 @@ static int parse_root(ctx *c, vr_sim_cfg *cfg, const json_t *root) {
   if (rc) return rc;
   const char *name = "sim";
   double seed = 1, mq = 100000, ovh = 0;
-  cfg->duration_s = 60, cfg->tick_s = 1, cfg->noise = 1;
+  cfg->duration_s = 60, cfg->tick_s = 1, cfg->noise = 1, cfg->warm_start = 1;
   if ((rc = str(c, root, "(root)", "name", &name)) ||
       (rc = num(c, root, "(root)", "duration_s", 0.001, 1e8,
                 &cfg->duration_s)) ||
@@ -519,6 +520,10 @@ static int parse_root(ctx *c, vr_sim_cfg *cfg, const json_t *root) {
   if ((x = json_object_get(root, "noise"))) {
     if (!json_is_boolean(x)) return bad(c, "noise", "must be boolean");
     cfg->noise = json_is_true(x);
+  }
+  if ((x = json_object_get(root, "warm_start"))) {
+    if (!json_is_boolean(x)) return bad(c, "warm_start", "must be boolean");
+    cfg->warm_start = json_is_true(x);
   }
   if ((x = json_object_get(root, "batching"))) {
     const char *b = json_string_value(x);

@@ -315,31 +315,53 @@ static void reject(vr_sim *s) {
   s->sum.rejected++;
 }
 
-/* Sends one request to an instance: INFaaS selection (memoised per stream:
- * a pure function of the index and the request's requirements), or the
- * baseline's fixed variant; then the least-loaded instance. */
-static int route(vr_sim *s, sim_stream *st, const vr_req *r) {
-  int vi = st->fixed, infaas = s->cfg->policy.kind == VR_POL_INFAAS;
+/* The variant a request of stream st goes to (INFaaS selection, memoised
+ * per stream: a pure function of the index and the request's
+ * requirements; or the baseline's fixed variant), -1 if none. Counts it
+ * as demand for that variant, served or not: the autoscaler sizes it
+ * from this. */
+static int stream_variant(vr_sim *s, sim_stream *st, const vr_req *r) {
+  int vi = st->fixed;
   double slo = (double)(r->deadline_ns - r->t_ns) / 1e6;
-  s->row.demand++;
-  if (infaas) {
-    if (st->group < 0) return reject(s), 0;
+  if (s->cfg->policy.kind == VR_POL_INFAAS) {
+    if (st->group < 0) return -1;
     if (st->memo_gen != s->ix_gen || st->memo_slo != slo ||
         st->memo_acc != r->min_acc) {
       vr_query_req q = {st->group, slo, r->min_acc};
-      if (vr_select(s->ix, &q, &st->memo)) return reject(s), 0;
+      if (vr_select(s->ix, &q, &st->memo)) return -1;
       st->memo_gen = s->ix_gen, st->memo_slo = slo, st->memo_acc = r->min_acc;
     }
-    if (st->memo.outcome == VR_SEL_INFEASIBLE) return reject(s), 0;
+    if (st->memo.outcome == VR_SEL_INFEASIBLE) return -1;
     vi = st->memo.variant;
   }
-  if (vi < 0) return reject(s), 0;
+  if (vi < 0) return -1;
   sim_variant *v = &s->var[vi];
-  /* demand for the variant, whether served or not: the autoscaler sizes
-   * it from this */
   v->arrivals++;
   if (slo < v->min_slo) v->min_slo = slo;
   if (r->min_acc > v->max_acc) v->max_acc = r->min_acc;
+  return vi;
+}
+
+/* Warm start, the same for every policy: before traffic (t = 0), each
+ * workload's first request's requirements count as one query of demand
+ * for the variant it would go to, so the t = 0 policy tick provisions one
+ * instance per application, warm — what the baselines' fixed lists give
+ * them (SM+ starts with one instance of each). Not counted as requests. */
+void sim_prime(vr_sim *s) {
+  for (size_t i = 0; i < s->cfg->nstreams; i++)
+    if (s->pending[i].deadline_ns > s->pending[i].t_ns) /* has a request */
+      stream_variant(s, &s->st[i], &s->pending[i]);
+}
+
+/* Sends one request to an instance of its variant: the least-loaded
+ * one; for INFaaS, loads the variant on the query path when it has none. */
+static int route(vr_sim *s, sim_stream *st, const vr_req *r) {
+  int infaas = s->cfg->policy.kind == VR_POL_INFAAS;
+  double slo = (double)(r->deadline_ns - r->t_ns) / 1e6;
+  s->row.demand++;
+  int vi = stream_variant(s, st, r);
+  if (vi < 0) return reject(s), 0;
+  sim_variant *v = &s->var[vi];
   sim_inst *in = least_loaded(v);
   if (!in) in = v->loading_one;
   if (!in && infaas) { /* load on the query path, as INFaaS does */
