@@ -136,19 +136,28 @@ static int move_load(const vr_policy_cfg *c, vr_place *pl, const vr_pol_agg *a,
   return 0;
 }
 
-static int scale_down(const vr_policy_cfg *c, vr_policy_state *st,
+/* The scale-down rule of every autoscaling policy (INFaaS, SM+): an
+ * instance of v beyond `keep` is removable while the others keep
+ * down_headroom over its load; it is unloaded after it has stayed
+ * removable for the variant's load time (the paper's T_v), one at a time,
+ * all of them down to `keep` when idle.
+ * Nothing is removed while an instance of v is loading: its capacity is
+ * about to change (and a loading instance may be the replacement of a
+ * migration, which removing would undo and repeat every tick). */
+int vr_pol_scale_down(const vr_policy_cfg *c, vr_policy_state *st,
                       const vr_snapshot *s, const vr_pol_agg *a, vr_place *pl,
-                      int v, vr_actions *out) {
+                      int v, int keep, vr_actions *out) {
   const vr_pol_vagg *g = &a->v[v];
   const vr_profile *p = &s->variants[v].prof;
   double down = c->down_headroom > 0 ? c->down_headroom : c->slack;
-  int removable = g->q <= 0 || (g->n - 1) * g->sat >= g->q * down;
+  int removable =
+      g->n > keep && (g->q <= 0 || (g->n - 1) * g->sat >= g->q * down);
   if (!removable) return vr_pol_set_since(st, p->variant, -1);
   int64_t since = vr_pol_since(st, p->variant);
   if (since < 0) return vr_pol_set_since(st, p->variant, s->now_ns);
   if (s->now_ns - since < (int64_t)(p->load_ms * 1e6)) return 0;
   /* idle for a load time: release all; else one step, then wait again */
-  int k = g->q <= 0 ? g->n : 1, rc = 0;
+  int k = g->q <= 0 ? g->n - keep : 1, rc = 0;
   for (int i = 0; i < k && !rc; i++)
     rc = vr_pol_unload_one(pl, v, out, g->q <= 0 ? "idle" : "spare headroom");
   return rc ? rc : vr_pol_set_since(st, p->variant, s->now_ns);
@@ -196,7 +205,7 @@ int vr_pol_infaas_scale(const vr_policy_cfg *c, vr_policy_state *st,
         rc = b.u == (int)v ? emit_loads(c, &pl, &a, b.u, b.d, out, "replicate")
                            : move_load(c, &pl, &a, (int)v, b.u, b.d, 0, out);
     } else {
-      rc = scale_down(c, st, s, &a, &pl, (int)v, out);
+      rc = vr_pol_scale_down(c, st, s, &a, &pl, (int)v, 0, out);
       if (!rc) rc = downgrade(c, st, s, &a, &pl, (int)v, out);
     }
   }

@@ -275,8 +275,8 @@ static int load_policy(ctx *c, vr_sim_cfg *cfg, const json_t *o) {
   static const char *keys[] = {"name", "slack", "lambda",
                                "interference_factor", "down_headroom",
                                "worker_idle_s", "min_workers",
-                               "max_instances", "backlog_step", "fixed",
-                               NULL};
+                               "max_instances", "backlog_step", "vm_util",
+                               "fixed", NULL};
   if (!json_is_object(o)) return bad(c, "policy", "must be an object");
   int rc = check_keys(c, o, "policy", keys);
   if (rc) return rc;
@@ -297,7 +297,8 @@ static int load_policy(ctx *c, vr_sim_cfg *cfg, const json_t *o) {
       (rc = num(c, o, "policy", "worker_idle_s", 0, 1e7, &idle)) ||
       (rc = num(c, o, "policy", "min_workers", 0, 1e5, &minw)) ||
       (rc = num(c, o, "policy", "max_instances", 0, 1e6, &maxi)) ||
-      (rc = num(c, o, "policy", "backlog_step", 0, 100, &p->backlog_step)))
+      (rc = num(c, o, "policy", "backlog_step", 0, 100, &p->backlog_step)) ||
+      (rc = num(c, o, "policy", "vm_util", 0, 1, &p->vm_util)))
     return rc;
   p->worker_idle_ns = (int64_t)(idle * 1e9);
   p->min_workers = (int)minw;
