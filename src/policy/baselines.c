@@ -52,7 +52,7 @@ static int run(const vr_policy_cfg *c, vr_policy_state *st,
       if (placed < 0) rc = placed; /* 0: no room, recorded for workers */
     }
   }
-  if (!rc) rc = vr_pol_workers(c, st, s, &pl, out);
+  if (!rc) rc = vr_pol_workers(c, st, s, &pl, &a, out);
   vr_place_free(&pl);
   vr_pol_agg_free(&a);
   return rc;

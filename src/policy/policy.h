@@ -69,6 +69,13 @@ typedef struct vr_policy_cfg {
                                  variant's load to another model of the
                                  same app that still meets the accuracy
                                  its queries asked for (1) */
+  int burst_upgrade;          /* INFaaS: when the cheapest scale-up finds
+                                 no room on the workers that are up,
+                                 upgrade to a higher-throughput variant
+                                 that fits now, even one dearer per query
+                                 (the paper's model-vertical scaling
+                                 under its resource constraint); 1 by
+                                 default */
   int nfixed;                 /* baselines: fixed variants */
   vr_policy_fixed fixed[VR_POL_MAX_FIXED];
 } vr_policy_cfg;

@@ -276,7 +276,7 @@ static int load_policy(ctx *c, vr_sim_cfg *cfg, const json_t *o) {
                                "interference_factor", "down_headroom",
                                "worker_idle_s", "min_workers",
                                "max_instances", "backlog_step", "vm_util",
-                               "fixed", NULL};
+                               "burst_upgrade", "fixed", NULL};
   if (!json_is_object(o)) return bad(c, "policy", "must be an object");
   int rc = check_keys(c, o, "policy", keys);
   if (rc) return rc;
@@ -300,6 +300,10 @@ static int load_policy(ctx *c, vr_sim_cfg *cfg, const json_t *o) {
       (rc = num(c, o, "policy", "backlog_step", 0, 100, &p->backlog_step)) ||
       (rc = num(c, o, "policy", "vm_util", 0, 1, &p->vm_util)))
     return rc;
+  json_t *bu = json_object_get(o, "burst_upgrade");
+  if (bu && !json_is_boolean(bu))
+    return bad(c, "policy.burst_upgrade", "must be boolean");
+  if (bu) p->burst_upgrade = json_is_true(bu);
   p->worker_idle_ns = (int64_t)(idle * 1e9);
   p->min_workers = (int)minw;
   p->max_instances = (int)maxi;
