@@ -154,7 +154,8 @@ static int move_load(const vr_policy_cfg *c, vr_place *pl, const vr_pol_agg *a,
  * serving variant, so the traffic follows in two steps: the upgrade loads
  * u; once u serves and can carry v's load too, v's instances are unloaded
  * (handover). The downgrade rule later moves the load back to the cheaper
- * variant when there is room for all of it. */
+ * variant when there is room for all of it. Only where workers can be
+ * added (a fixed cluster upgrades in place, see move_load). */
 
 /* Cheapest upgrade of v whose instances fit now on workers that are up
  * (u = -1: none; d = 0: one is already loading with enough capacity). */
@@ -209,16 +210,15 @@ static int awaits_handover(const vr_policy_cfg *c, const vr_snapshot *s,
 static int scale_up(const vr_policy_cfg *c, const vr_snapshot *s,
                     const vr_pol_agg *a, vr_place *pl, int v,
                     vr_actions *out) {
-  int rc = 0;
-  if (c->burst_upgrade && handover_target(c, s, a, v) >= 0) {
+  int rc = 0, burst = c->burst_upgrade && vr_place_growable(s);
+  if (burst && handover_target(c, s, a, v) >= 0) {
     for (int k = 0; k < a->v[v].n && !rc; k++)
       rc = vr_pol_unload_one(pl, v, out, "handed over to upgrade");
     return rc;
   }
   plan b = best_plan(c, s, a, v, 0);
   if (b.d <= 0) return 0;
-  if (c->burst_upgrade && vr_place_growable(s) &&
-      vr_place_room(pl, &s->variants[b.u].prof) < b.d) {
+  if (burst && vr_place_room(pl, &s->variants[b.u].prof) < b.d) {
     plan u = burst_plan(c, s, a, pl, v);
     if (u.u >= 0) {
       /* the cheap plan's capacity is still wanted: ask for its workers */
@@ -312,7 +312,7 @@ int vr_pol_infaas_scale(const vr_policy_cfg *c, vr_policy_state *st,
     if (g->q * c->slack > g->n * g->sat) {
       rc = vr_pol_set_since(st, s->variants[v].prof.variant, -1);
       if (!rc) rc = scale_up(c, s, &a, &pl, (int)v, out);
-    } else if (c->burst_upgrade && !(g->q > 0) &&
+    } else if (c->burst_upgrade && vr_place_growable(s) && !(g->q > 0) &&
                awaits_handover(c, s, &a, (int)v)) {
       rc = vr_pol_set_since(st, s->variants[v].prof.variant, -1);
     } else {
