@@ -346,10 +346,13 @@ static int stream_variant(vr_sim *s, sim_stream *st, const vr_req *r) {
  * workload's first request's requirements count as one query of demand
  * for the variant it would go to, so the t = 0 policy tick provisions one
  * instance per application, warm — what the baselines' fixed lists give
- * them (SM+ starts with one instance of each). Not counted as requests. */
+ * them (SM+ starts with one instance of each). Only workloads whose first
+ * request comes in the first control period; not counted as requests. */
 void sim_prime(vr_sim *s) {
   for (size_t i = 0; i < s->cfg->nstreams; i++)
-    if (s->pending[i].deadline_ns > s->pending[i].t_ns) /* has a request */
+    /* a workload that starts later is not there to provision for */
+    if (s->pending[i].deadline_ns > s->pending[i].t_ns &&
+        s->pending[i].t_ns < (int64_t)(s->cfg->tick_s * 1e9))
       stream_variant(s, &s->st[i], &s->pending[i]);
 }
 
