@@ -53,9 +53,8 @@ typedef struct vr_ks_request {
   int priority;       /* parameters.priority; 0 = default */
   /* Model-less parameters (Vario extension, read by /v2/apps/{app}/infer;
    * other endpoints ignore them), checked here so the body is parsed once:
-   * latency_ms > 0, min_accuracy in [0, 100] (percent; <= 1 reads as a
-   * fraction), max_cost >= 0; < 0 = not given. model: pins one model of
-   * the app ("" = any). */
+   * latency_ms > 0, min_accuracy in [0, 100] (percent), max_cost >= 0;
+   * < 0 = not given. model: pins one model of the app ("" = any). */
   double latency_ms, min_accuracy, max_cost;
   char model[VR_NAME_MAX];
 } vr_ks_request;

@@ -93,8 +93,10 @@ sim_inst *sim_inst_new(vr_sim *s, int variant, sim_worker *w, int warm) {
 
 /* ---- serving heap: least-loaded instance on top ---- */
 
-static inline int64_t hkey(const sim_inst *in) {
-  return ((int64_t)(in->state == VR_IS_INTERFERED) << 32) | in->qlen;
+/* a lighter than b: the one least-loaded rule (policy/route.h) */
+static inline int lighter(const sim_inst *a, const sim_inst *b) {
+  return vr_route_lighter(a->state == VR_IS_INTERFERED, a->qlen, a->max_batch,
+                          b->state == VR_IS_INTERFERED, b->qlen, b->max_batch);
 }
 
 static void hswap(sim_inst **d, int a, int b) {
@@ -108,15 +110,15 @@ static void hswap(sim_inst **d, int a, int b) {
 static void hsift(vr_vec *h, int i) {
   sim_inst **d = h->data;
   int n = (int)h->len;
-  while (i > 0 && hkey(d[(i - 1) / 2]) > hkey(d[i])) {
+  while (i > 0 && lighter(d[i], d[(i - 1) / 2])) {
     hswap(d, i, (i - 1) / 2);
     i = (i - 1) / 2;
   }
   for (;;) {
     int c = 2 * i + 1;
     if (c >= n) break;
-    if (c + 1 < n && hkey(d[c + 1]) < hkey(d[c])) c++;
-    if (hkey(d[c]) >= hkey(d[i])) break;
+    if (c + 1 < n && lighter(d[c + 1], d[c])) c++;
+    if (!lighter(d[c], d[i])) break;
     hswap(d, i, c);
     i = c;
   }
@@ -306,72 +308,87 @@ static void reject(vr_sim *s) {
   s->sum.rejected++;
 }
 
-/* The variant a request of stream st goes to (INFaaS selection, memoised
- * per stream: a pure function of the index and the request's
- * requirements; or the baseline's fixed variant), -1 if none. Counts it
- * as demand for that variant, served or not: the autoscaler sizes it
- * from this. */
-static int stream_variant(vr_sim *s, sim_stream *st, const vr_req *r) {
-  int vi = st->fixed;
-  double slo = (double)(r->deadline_ns - r->t_ns) / 1e6;
-  if (s->cfg->policy.kind == VR_POL_INFAAS) {
-    if (st->group < 0) return -1;
-    if (st->memo_gen != s->drv.ix_gen || st->memo_slo != slo ||
-        st->memo_acc != r->min_acc) {
-      vr_query_req q = {st->group, slo, r->min_acc};
-      if (vr_select(s->drv.ix, &q, &st->memo)) return -1;
-      st->memo_gen = s->drv.ix_gen, st->memo_slo = slo, st->memo_acc = r->min_acc;
-    }
-    if (st->memo.outcome == VR_SEL_INFEASIBLE) return -1;
-    vi = st->memo.variant;
-  }
-  if (vi < 0) return -1;
-  sim_variant *v = &s->var[vi];
-  v->arrivals++;
-  if (slo < v->min_slo) v->min_slo = slo;
-  if (r->min_acc > v->max_acc) v->max_acc = r->min_acc;
-  return vi;
+/* Demand for the variant selection wanted, whether served or not: the
+ * autoscaler sizes it from this. */
+static void count_demand(vr_sim *s, int wanted, double slo, double min_acc) {
+  sim_variant *w = &s->var[wanted];
+  w->arrivals++;
+  if (slo < w->min_slo) w->min_slo = slo;
+  if (min_acc > w->max_acc) w->max_acc = min_acc;
 }
 
 /* Warm start, the same for every policy: before traffic (t = 0), each
- * workload's first request's requirements count as one query of demand
- * for the variant it would go to, so the t = 0 policy tick provisions one
- * instance per application, warm — what the baselines' fixed lists give
- * them (SM+ starts with one instance of each). Only workloads whose first
- * request comes in the first control period; not counted as requests. */
+ * workload's first request counts as one query of demand for the variant
+ * it would go to (INFaaS: the one selection picks; a baseline: its fixed
+ * one), so the t = 0 policy tick provisions one instance per application,
+ * warm — what the baselines' fixed lists give them (SM+ starts with one
+ * instance of each). Only workloads whose first request comes in the first
+ * control period; not counted as requests. */
 void sim_prime(vr_sim *s) {
-  for (size_t i = 0; i < s->cfg->nstreams; i++)
-    /* a workload that starts later is not there to provision for */
-    if (s->pending[i].deadline_ns > s->pending[i].t_ns &&
-        s->pending[i].t_ns < (int64_t)(s->cfg->tick_s * 1e9))
-      stream_variant(s, &s->st[i], &s->pending[i]);
+  for (size_t i = 0; i < s->cfg->nstreams; i++) {
+    const vr_req *r = &s->pending[i];
+    sim_stream *st = &s->st[i];
+    /* no request, or a workload that starts later: nothing to provision */
+    if (!(r->deadline_ns > r->t_ns) ||
+        r->t_ns >= (int64_t)(s->cfg->tick_s * 1e9))
+      continue;
+    double slo = (double)(r->deadline_ns - r->t_ns) / 1e6;
+    int vi = st->fixed;
+    if (s->cfg->policy.kind == VR_POL_INFAAS) {
+      vr_query_req q = {st->group, slo, r->min_acc};
+      vr_selection sel;
+      vi = st->group >= 0 && !vr_select(s->drv.ix, &q, &sel) &&
+                   sel.outcome != VR_SEL_INFEASIBLE
+               ? sel.variant
+               : -1;
+    }
+    if (vi >= 0) count_demand(s, vi, slo, r->min_acc);
+  }
 }
 
-/* Sends one request to an instance of its variant: the least-loaded
- * one; for INFaaS, loads the variant on the query path when it has none. */
+/* What the route rule asks about room (policy/route.h). */
+static int env_available(void *self, int v) {
+  vr_sim *s = self;
+  return least_loaded(&s->var[v]) || s->var[v].loading_one;
+}
+static int env_fits(void *self, int v) {
+  vr_sim *s = self;
+  return sim_place(s, &s->var[v].prof) != NULL;
+}
+
+/* Sends one request to an instance: INFaaS routing (policy/route.h; the
+ * selection memoised per stream: a pure function of the index and the
+ * request's requirements), or the baseline's fixed variant; then the
+ * least-loaded instance. */
 static int route(vr_sim *s, sim_stream *st, const vr_req *r) {
+  int vi = st->fixed, wanted = vi, outcome = VR_ROUTE_SERVE;
   int infaas = s->cfg->policy.kind == VR_POL_INFAAS;
   double slo = (double)(r->deadline_ns - r->t_ns) / 1e6;
   s->row.demand++;
-  int vi = stream_variant(s, st, r);
+  vr_route_env env = {s->drv.ix, &s->drv.snap, st->wl->target_kind,
+                      st->wl->target, env_available, env_fits, NULL, s};
+  if (infaas) {
+    if (st->group < 0) return reject(s), 0;
+    vr_query_req q = {st->group, slo, r->min_acc};
+    if (st->memo_gen != s->drv.ix_gen || st->memo_slo != slo ||
+        st->memo_acc != r->min_acc) {
+      if (vr_select(s->drv.ix, &q, &st->memo)) return reject(s), 0;
+      st->memo_gen = s->drv.ix_gen, st->memo_slo = slo, st->memo_acc = r->min_acc;
+    }
+    vr_route rt;
+    vr_route_decide_sel(&env, &q, &st->memo, &rt);
+    if (rt.outcome == VR_ROUTE_INFEASIBLE) return reject(s), 0;
+    vi = rt.variant, wanted = rt.wanted, outcome = rt.outcome;
+  }
   if (vi < 0) return reject(s), 0;
+  count_demand(s, wanted, slo, r->min_acc);
   sim_variant *v = &s->var[vi];
   sim_inst *in = least_loaded(v);
   if (!in) in = v->loading_one;
   if (!in && infaas) { /* load on the query path, as INFaaS does */
-    sim_worker *w = sim_place(s, &v->prof);
-    if (w && !(in = sim_inst_new(s, vi, w, 0))) return VR_ENOMEM;
-    /* no room: the demand shows in the snapshot all the same, so the
-     * autoscaler loads the variant and asks for a worker; meanwhile, as
-     * live, a loaded variant that meets the query serves it, busy or not */
-    if (!w) {
-      vr_query_req q2 = {st->group, slo, r->min_acc, 1};
-      vr_selection s2;
-      if (vr_select(s->drv.ix, &q2, &s2) == 0 && s2.outcome == VR_SEL_ACTIVE) {
-        in = least_loaded(&s->var[s2.variant]);
-        if (in) v = &s->var[s2.variant];
-      }
-    }
+    if (outcome == VR_ROUTE_SERVE) outcome = vr_route_load(&env, vi);
+    sim_worker *wk = outcome == VR_ROUTE_LOAD ? sim_place(s, &v->prof) : NULL;
+    if (wk && !(in = sim_inst_new(s, vi, wk, 0))) return VR_ENOMEM;
   }
   if (!in) return reject(s), 0;
   /* an instance still loading (perhaps on a worker still starting) that
