@@ -26,6 +26,8 @@ static void usage(FILE *f) {
       "usage: vario bench --model M [options]        (against vario serve)\n"
       "       vario bench --app APP [--min-accuracy PCT] [options]  (model-less:\n"
       "                 POST /v2/apps/APP/infer, --slo-ms sent as latency_ms)\n"
+      "       vario bench --pipeline P [--min-accuracy PCT] [options]  (the same\n"
+      "                 parameters end to end to POST /v2/pipelines/P/infer)\n"
       "       vario bench --path /v2/health/live [options]   (GET only)\n"
       "       vario bench --engine DIR [--batch N] [--duration S]\n"
       "  --host ADDR --port N      server (default 127.0.0.1:8000)\n"
@@ -73,6 +75,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
     i++;
     if (!strcmp(k, "--model")) a->lg.model = v;
     else if (!strcmp(k, "--app")) a->lg.model = v, a->lg.app_mode = 1;
+    else if (!strcmp(k, "--pipeline")) a->lg.model = v, a->lg.app_mode = VR_LG_PIPELINE;
     else if (!strcmp(k, "--min-accuracy") && num && x >= 0 && x <= 100) a->lg.min_accuracy = x;
     else if (!strcmp(k, "--path")) a->lg.path = v;
     else if (!strcmp(k, "--engine")) a->engine_dir = v;
@@ -110,7 +113,7 @@ static int fetch_input(bench_args *a, vr_errbuf *err) {
   int rc = vr_httpc_open(&c, a->lg.host, a->lg.port, err);
   if (rc) return rc;
   char path[512];
-  snprintf(path, sizeof path, "/v2/%s/%s", a->lg.app_mode ? "apps" : "models",
+  snprintf(path, sizeof path, "/v2/%s/%s", vr_lg_target_kind(&a->lg),
            a->lg.model);
   vr_httpc_resp r;
   rc = vr_httpc_request(&c, "GET", path, NULL, NULL, 0, &r, err);

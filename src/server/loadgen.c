@@ -21,6 +21,10 @@
 #include "server/kserve.h"
 #include "server/sbuf.h"
 
+const char *vr_lg_target_kind(const vr_lg_opts *o) {
+  return o->app_mode == VR_LG_PIPELINE ? "pipelines" : o->app_mode ? "apps" : "models";
+}
+
 void vr_lg_opts_init(vr_lg_opts *o) {
   memset(o, 0, sizeof *o);
   o->host = "127.0.0.1";
@@ -173,7 +177,7 @@ static void build_into(lg *g, vr_sbuf *b, size_t i) {
     json_len = body.len;
   }
   vr_sbuf_printf(b, "POST /v2/%s/%s/infer HTTP/1.1\r\nHost: %s\r\n"
-                 "Content-Length: %zu\r\n", o->app_mode ? "apps" : "models",
+                 "Content-Length: %zu\r\n", vr_lg_target_kind(o),
                  o->model, o->host, body.len);
   if (o->binary)
     vr_sbuf_printf(b, "Content-Type: application/octet-stream\r\n"

@@ -50,7 +50,8 @@ typedef struct vr_lg_opts {
   /* Model-less mode (control plane): `model` names an app, requests go to
    * POST /v2/apps/<app>/infer with each request's SLO as "latency_ms" and
    * min_accuracy (percent) when > 0. */
-  int app_mode;
+  int app_mode; /* 1; VR_LG_PIPELINE: POST /v2/pipelines/<model>/infer,
+                   the same parameters end to end */
   double min_accuracy;
   /* Arrivals (open loop) or none (closed loop for duration_s). */
   const vr_lg_arrival *arrivals;
@@ -61,7 +62,11 @@ typedef struct vr_lg_opts {
   const char *csv_path; /* per-second CSV, or NULL */
 } vr_lg_opts;
 
+#define VR_LG_PIPELINE 2
+
 void vr_lg_opts_init(vr_lg_opts *o);
+/* "models", "apps" or "pipelines": the path segment requests go to. */
+const char *vr_lg_target_kind(const vr_lg_opts *o);
 
 typedef struct vr_lg_result {
   uint64_t sent, ok, dropped, rejected, errors, unfinished;

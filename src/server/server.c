@@ -200,7 +200,7 @@ static void handle(vr_http_req *r, void *user) {
   const char *method = vr_http_method(r);
   int get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
   int post = !strcmp(method, "POST");
-  if (!get && !post) {
+  if (!get && !post && strcmp(method, "DELETE")) {
     reply_error(s, r, 405, "method not allowed");
     return;
   }
@@ -209,6 +209,11 @@ static void handle(vr_http_req *r, void *user) {
   if (n == 1 && !strcmp(seg[0], "metrics") && get) return metrics(s, r);
   if (n < 1 || strcmp(seg[0], "v2")) {
     reply_error(s, r, 404, "unknown path");
+    return;
+  }
+  if (n >= 2 && !strcmp(seg[1], "pipelines")) return vr_server_pipes(s, r, method, seg, n);
+  if (!get && !post) {
+    reply_error(s, r, 405, "method not allowed");
     return;
   }
   if (n == 1 && get) return server_metadata(s, r);
