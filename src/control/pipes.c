@@ -211,6 +211,7 @@ int vr_pipes_create(vr_control *ctl, vr_runtime *rt, vr_store *store, vr_pipes *
   p->ctl = ctl;
   p->rt = rt;
   p->store = store;
+  p->clock = vr_clock_monotonic();
   pthread_mutex_init(&p->mu, NULL);
   vr_map_init(&p->by_name);
   doc_list d;
@@ -238,6 +239,10 @@ int vr_pipes_create(vr_control *ctl, vr_runtime *rt, vr_store *store, vr_pipes *
   }
   *out = p;
   return 0;
+}
+
+void vr_pipes_set_clock(vr_pipes *p, vr_clock *clock) {
+  p->clock = clock ? clock : vr_clock_monotonic();
 }
 
 void vr_pipes_free(vr_pipes *p) {

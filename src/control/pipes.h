@@ -49,6 +49,12 @@ const char *vr_pipe_outcome_name(vr_pipe_outcome o);
 int vr_pipes_create(vr_control *ctl, vr_runtime *rt, vr_store *store, vr_pipes **out,
                     vr_errbuf *err);
 void vr_pipes_free(vr_pipes *p);
+/* The clock hops read their deadlines against (borrowed; NULL = the
+ * monotonic clock). Tests step it to put a hop past its deadline. The
+ * runtime's queues keep their own clock, so a test clock should stay
+ * within real time of it. Set before any request. */
+struct vr_clock;
+void vr_pipes_set_clock(vr_pipes *p, struct vr_clock *clock);
 
 /* Registers a spec (JSON text, Vario's pipeline.json or Loki's app
  * definition): parsed, checked against the registered apps and models

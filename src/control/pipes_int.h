@@ -6,6 +6,7 @@
 
 #include <pthread.h>
 
+#include "base/clock.h"
 #include "base/hist.h"
 #include "base/map.h"
 #include "control/pipes.h"
@@ -46,6 +47,7 @@ struct vr_pipes {
   vr_control *ctl;
   vr_runtime *rt;
   vr_store *store;
+  vr_clock *clock;    /* monotonic, or a test's */
   pthread_mutex_t mu; /* the map */
   vr_map by_name;     /* name -> pl_pipe* */
 };

@@ -72,7 +72,7 @@ static void finish_request(preq *q) {
   snprintf(r->pipeline, sizeof r->pipeline, "%s", q->pp->spec->name);
   r->arrival_ns = q->arrival_ns;
   r->deadline_ns = q->deadline_ns;
-  r->end_ns = vr_now_ns();
+  r->end_ns = vr_clock_now(q->ps->clock);
   r->n_hops = (int)n;
   r->outcome = q->lost ? VR_POUT_FAILED : VR_POUT_OK;
   if (q->lost) snprintf(r->msg, sizeof r->msg, "out of memory for a hop");
@@ -232,7 +232,7 @@ static void on_routed(void *tag, const vr_ctl_route *route) {
     return finish_hop(h, o, route->msg);
   }
   char msg[160];
-  int64_t now = vr_now_ns();
+  int64_t now = vr_clock_now(q->ps->clock);
   if (vr_fanout_hop_expired(now, q->deadline_ns)) { /* e.g. after a load */
     snprintf(msg, sizeof msg, "end-to-end deadline passed %.3f ms before the hop was queued",
              (now - q->deadline_ns) / 1e6);
@@ -271,7 +271,7 @@ static void start_hop(phop *h) {
   preq *q = h->q;
   const vr_pipeline *sp = q->pp->spec;
   const vr_pipe_task *t = &sp->tasks[h->pub.task];
-  int64_t now = vr_now_ns();
+  int64_t now = vr_clock_now(q->ps->clock);
   h->pub.start_ns = now - q->arrival_ns;
   if (vr_fanout_hop_expired(now, q->deadline_ns)) {
     char msg[160];
@@ -331,7 +331,7 @@ void vr_pipes_infer(vr_pipes *p, const vr_pipe_query *q, vr_pipe_done_fn done, v
   r->ps = p;
   r->pp = pp;
   r->q = *q;
-  r->arrival_ns = vr_now_ns();
+  r->arrival_ns = vr_clock_now(p->clock);
   double slo = q->latency_ms > 0 ? q->latency_ms : pp->spec->slo_ms;
   r->deadline_ns = r->arrival_ns + (int64_t)(slo * 1e6);
   r->min_acc = q->min_accuracy > 0 && q->min_accuracy <= 1 ? q->min_accuracy * 100
