@@ -47,7 +47,7 @@ if [ -f "$M" ]; then
   echo "|---|---|---|---|---|---|---|---|---|"
   for b in 1 8; do
     for t in 1 2; do
-      j=$("$V" perf "$M" --batch $b --threads $t --seconds "$S" --json 2>&1)
+      j=$("$V" perf "$M" --batch $b --threads $t --duration "$S" --json 2>&1)
       g=$(jget gflops "$j"); gc=$(jget gflops_per_core "$j")
       share=$(awk -v g="$gc" -v p="$pc" 'BEGIN { if (p > 0) printf "%.0f", 100 * g / p }')
       echo "| $b | $t | $(jget p50_ms "$j") | $(jget p99_ms "$j") | $(jget throughput "$j") | $g | $(jget cpu_cores "$j") | $gc | $share |"
@@ -58,9 +58,9 @@ if [ -f "$M" ]; then
   echo
   echo "| configuration | samples/s | cores busy |"
   echo "|---|---|---|"
-  one=$("$V" perf "$M" --threads 1 --seconds "$S" --json)
-  two=$("$V" perf "$M" --threads 1 --sessions 2 --seconds "$S" --json)
-  wide=$("$V" perf "$M" --threads 2 --seconds "$S" --json)
+  one=$("$V" perf "$M" --threads 1 --duration "$S" --json)
+  two=$("$V" perf "$M" --threads 1 --sessions 2 --duration "$S" --json)
+  wide=$("$V" perf "$M" --threads 2 --duration "$S" --json)
   echo "| one 1-thread session | $(jget throughput "$one") | $(jget cpu_cores "$one") |"
   echo "| two 1-thread sessions, two threads at once | $(jget throughput "$two") | $(jget cpu_cores "$two") |"
   echo "| one 2-thread session | $(jget throughput "$wide") | $(jget cpu_cores "$wide") |"
@@ -81,15 +81,15 @@ if [ -d models/fmnist ]; then
     f32=""; a32=""
     for p in fp32 bf16 int8; do
       j=$("$V" perf "$d/model.onnx" --batch "$FB" --precision $p --calibration $D/calib_inputs.npy \
-          --seconds "$S" --json 2>&1)
-      e=$("$V" eval "$d/model.onnx" --inputs $D/val_inputs.npy --labels $D/val_labels.npy \
+          --duration "$S" --json 2>&1)
+      e=$("$V" eval "$d/model.onnx" --input $D/val_inputs.npy --labels $D/val_labels.npy \
           --precision $p --calibration $D/calib_inputs.npy --json 2>&1)
       thr=$(jget throughput "$j"); acc=$(jget accuracy "$e")
       # Per CPU-second: robust when other jobs take part of the cores.
       tc=$(awk -v t="$thr" -v c="$(jget cpu_cores "$j")" 'BEGIN { if (c > 0) printf "%.0f", t / c }')
       [ $p = fp32 ] && { f32=$tc; a32=$acc; }
       sp=$(awk -v a="$tc" -v b="$f32" 'BEGIN { if (b > 0) printf "%.2fx", a / b }')
-      ch=$(awk -v a="$acc" -v b="$a32" 'BEGIN { printf "%+.1f pt", 100 * (a - b) }')
+      ch=$(awk -v a="$acc" -v b="$a32" 'BEGIN { printf "%+.1f pt", (a - b) }')
       echo "| $n | $p | $thr | $tc | $sp | $acc | $ch |"
     done
   done

@@ -6,7 +6,7 @@
 #
 # Part 1, ImageNet models (random weights, exported on demand by
 # tools/zoo/export_torchvision.py into models/zoo/): for each model x batch
-# x threads, runs `BUILD/vario perf MODEL --batch B --threads T --seconds S
+# x threads, runs `BUILD/vario perf MODEL --batch B --threads T --duration S
 # --json` and bench/torch_bench.py with the same settings, one after the
 # other (alternating per row), and prints a markdown table with latency,
 # throughput, the Vario/PyTorch throughput ratio and each engine's share of
@@ -92,7 +92,7 @@ run_vario_perf() { # TAG MODEL B T PREC [extra...]
   if [ $vario_ok -eq 0 ]; then record "$tag" "" "$vario_why"; return; fi
   local out rc
   out=$(timeout "$TMO" "$VARIO" perf "$model" --batch "$b" --threads "$t" \
-        --precision "$prec" --seconds "$S" --json "$@" 2>&1); rc=$?
+        --precision "$prec" --duration "$S" --json "$@" 2>&1); rc=$?
   if [ $rc -eq 124 ]; then out="timeout after ${TMO}s"; fi
   if [ $rc -ne 0 ]; then record "$tag" "" "vario perf rc=$rc: $out"; else record "$tag" "$out" ""; fi
 }
@@ -100,7 +100,7 @@ run_vario_perf() { # TAG MODEL B T PREC [extra...]
 run_torch() { # TAG MODEL B T
   local out rc
   out=$(timeout "$TMO" $PY bench/torch_bench.py --model "$2" --batch "$3" \
-        --threads "$4" --seconds "$S" --json 2>&1); rc=$?
+        --threads "$4" --duration "$S" --json 2>&1); rc=$?
   if [ $rc -eq 124 ]; then out="timeout after ${TMO}s"; fi
   if [ $rc -ne 0 ]; then record "$1" "" "torch_bench rc=$rc: $out"; else record "$1" "$out" ""; fi
 }
@@ -147,7 +147,7 @@ if [[ " $PARTS " == *" fmnist "* ]]; then
       fi
       if [ $have_eval -eq 1 ]; then
         out=$(timeout "$TMO" "$VARIO" eval "$d/model.onnx" \
-              --inputs models/fmnist-data/val_inputs.npy \
+              --input models/fmnist-data/val_inputs.npy \
               --labels models/fmnist-data/val_labels.npy \
               --precision "$p" "${extra[@]}" --json 2>&1) &&
           record "acc $m $p" "$out" "" || record "acc $m $p" "" "vario eval: $out"
@@ -157,7 +157,7 @@ if [[ " $PARTS " == *" fmnist "* ]]; then
               --input input=models/fmnist-data/val_inputs.npy --output "$tmp" \
               --precision "$p" "${extra[@]}" 2>&1)
         if [ $? -eq 0 ]; then
-          acc=$($PY -c 'import numpy as np,sys,json; y=np.load(sys.argv[1]); l=np.load("models/fmnist-data/val_labels.npy"); print(json.dumps({"accuracy": float((y.argmax(1)==l).mean())}))' "$tmp" 2>&1)
+          acc=$($PY -c 'import numpy as np,sys,json; y=np.load(sys.argv[1]); l=np.load("models/fmnist-data/val_labels.npy"); print(json.dumps({"accuracy": 100 * float((y.argmax(1)==l).mean())}))' "$tmp" 2>&1)
           record "acc $m $p" "$acc" "scoring failed: $acc"
         else
           record "acc $m $p" "" "vario run: $out"
@@ -222,8 +222,8 @@ if fm:
                 "n/a: " + (v or {}).get("error", "not run").replace("|", "/")
             sp = (f"{v['throughput'] / base['throughput']:.2f}x"
                   if v and base and "error" not in v and "error" not in base else "–")
-            ac = f"{100 * a['accuracy']:.1f}%" if a and "error" not in a else "n/a"
-            dc = (f"{100 * (a['accuracy'] - base_acc['accuracy']):+.1f} pt"
+            ac = f"{a['accuracy']:.1f}%" if a and "error" not in a else "n/a"
+            dc = (f"{a['accuracy'] - base_acc['accuracy']:+.1f} pt"
                   if a and base_acc and "error" not in a and "error" not in base_acc else "–")
             print(f"| {m} | {tt if p == 'fp32' else ''} | {p} | {vt} | {sp} | {ac} | {dc} |")
 EOF

@@ -41,8 +41,8 @@ load0=$(cut -d' ' -f1-3 /proc/loadavg)
 # 1. Measured profile.
 "$vario" register --store "$tmp/db" --repo "$tmp/reg" --app fashion \
   --model "$root/models/fmnist/$m/model.onnx" --name $m \
-  --val-inputs "$root/models/fmnist-data/val_inputs.npy" \
-  --val-labels "$root/models/fmnist-data/val_labels.npy" \
+  --input "$root/models/fmnist-data/val_inputs.npy" \
+  --labels "$root/models/fmnist-data/val_labels.npy" \
   --precisions fp32 --threads 1 --max-batch 16 --runs 200 --quiet
 prof=$tmp/reg/$m/profiles/$var.json
 [ -f "$prof" ] || { echo "no profile $prof" >&2; exit 1; }

@@ -3,7 +3,7 @@
 engine benchmark (bench/engine_vs_torch.sh).
 
     /usr/bin/python3 bench/torch_bench.py --model resnet50 --batch 1 \
-        --threads 2 --seconds 3 [--json]
+        --threads 2 --duration 3 [--json]
 
 NAME is a torchvision architecture of tools/zoo/export_torchvision.py
 (rebuilt with weights=None) or a Fashion-MNIST model of
@@ -49,7 +49,7 @@ def main():
     ap.add_argument("--model", required=True)
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--seconds", type=float, default=3.0)
+    ap.add_argument("--duration", "--seconds", dest="seconds", type=float, default=3.0)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
 

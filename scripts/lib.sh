@@ -38,7 +38,7 @@ vr_register_fmnist() {
     dir=${dir%/}
     [ -f "$dir/model.onnx" ] || continue
     "$vario" register --quiet --store "$store" --repo "$repo" --app fashion \
-      --model "$dir/model.onnx" --val-inputs "$root/models/fmnist-data/val_inputs.npy" \
-      --val-labels "$root/models/fmnist-data/val_labels.npy" "$@"
+      --model "$dir/model.onnx" --input "$root/models/fmnist-data/val_inputs.npy" \
+      --labels "$root/models/fmnist-data/val_labels.npy" "$@"
   done
 }

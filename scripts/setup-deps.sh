@@ -1,24 +1,50 @@
 #!/usr/bin/env bash
-# Installs every Debian package that Vario's build, tests, demo and benchmarks
-# need. Idempotent: packages already installed are skipped, and apt is not
-# touched at all when nothing is missing.
+# Installs the Debian packages a Vario make target needs, and only those.
+# Idempotent: packages already installed are skipped, and apt is not touched
+# at all when nothing is missing.
 #
-#   scripts/setup-deps.sh            build + test + demo packages
-#   scripts/setup-deps.sh --bench    also what the benchmarks compare against
+#   scripts/setup-deps.sh [GROUP...]     default group: build
+#     build   compile vario (Release): compilers, oneDNN, protobuf-c, ONNX
+#             protos, jansson, libmicrohttpd, SQLite, CBC; python3 + numpy
+#             (the demo and test scripts read .npy files with numpy)
+#     demo    build + gnuplot (make demo)
+#     check   build + clang, sanitizer runtimes, cmocka, ONNX test data
+#             (make check)
+#     zoo     python3-torch, torchvision, onnx and the Fashion-MNIST data set
+#             (make zoo: tools/zoo, which (re)trains and exports models)
+#     bench   zoo + what the benchmarks compare against (make bench)
+#   --bench is the old spelling of `bench`.
+#   SETUP_DEPS_PRINT=1 prints the package list instead of installing.
 set -euo pipefail
 
-pkgs=(
-  build-essential cmake pkg-config clang libclang-rt-dev
+build=(
+  build-essential cmake pkg-config
   libdnnl-dev
-  libprotobuf-c-dev protobuf-c-compiler libonnx-dev libonnx-testdata
-  libjansson-dev libmicrohttpd-dev libevent-dev libsqlite3-dev
-  coinor-libcbc-dev libcmocka-dev
-  gnuplot-nox
-  python3 python3-numpy python3-torch python3-torchvision python3-onnx
-  dataset-fashion-mnist
+  libprotobuf-c-dev protobuf-c-compiler libonnx-dev
+  libjansson-dev libmicrohttpd-dev libsqlite3-dev
+  coinor-libcbc-dev
+  python3 python3-numpy
 )
-if [ "${1:-}" = "--bench" ]; then
-  pkgs+=(wrk hyperfine valgrind)
+demo=(gnuplot-nox)
+check=(clang libclang-rt-dev libcmocka-dev libonnx-testdata gnuplot-nox)
+zoo=(python3-torch python3-torchvision python3-onnx dataset-fashion-mnist)
+bench=("${zoo[@]}" gnuplot-nox libevent-dev wrk hyperfine valgrind)
+
+pkgs=("${build[@]}")
+for g in "$@"; do
+  case "$g" in
+    build) ;;
+    demo) pkgs+=("${demo[@]}") ;;
+    check) pkgs+=("${check[@]}") ;;
+    zoo) pkgs+=("${zoo[@]}") ;;
+    bench|--bench) pkgs+=("${bench[@]}") ;;
+    *) echo "setup-deps: unknown group '$g' (build demo check zoo bench)" >&2; exit 2 ;;
+  esac
+done
+
+if [ -n "${SETUP_DEPS_PRINT:-}" ]; then
+  printf '%s\n' "${pkgs[@]}" | sort -u
+  exit 0
 fi
 
 missing=()

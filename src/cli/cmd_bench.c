@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/alloc.h"
 #include "base/clock.h"
@@ -47,13 +48,16 @@ static void usage(FILE *f) {
       "  --input FILE.npy          sample rows (default: uniform random)\n"
       "  --csv FILE                per-second CSV\n"
       "  --json                    print the summary as JSON\n"
-      "  --seed N                  arrival RNG seed (default 1)\n");
+      "  --seed N                  arrival RNG seed (default 1)\n"
+      "  --no-progress             no live status line (it is shown only when\n"
+      "                            stderr is a terminal)\n");
 }
 
 static int parse_args(int argc, char **argv, bench_args *a) {
   vr_lg_opts_init(&a->lg);
   a->lg.port = 8000;
   a->lg.duration_s = 10;
+  a->lg.progress_fd = isatty(2) ? 2 : -1;
   a->arrival = "poisson";
   a->rate = 100;
   a->cv = 1;
@@ -68,6 +72,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
     if (!strcmp(k, "--binary")) { a->lg.binary = 1; continue; }
     if (!strcmp(k, "--json")) { a->json = 1; continue; }
     if (!strcmp(k, "--send-timeout")) { a->lg.send_timeout = 1; continue; }
+    if (!strcmp(k, "--no-progress")) { a->lg.progress_fd = -1; continue; }
     if (!v) goto bad;
     char *end = NULL;
     double x = strtod(v, &end);

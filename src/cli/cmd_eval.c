@@ -1,4 +1,4 @@
-/* `vario eval MODEL.onnx --inputs X.npy --labels Y.npy`: top-1 accuracy of
+/* `vario eval MODEL.onnx --input X.npy --labels Y.npy`: top-1 accuracy of
  * a classifier on a validation set, at a given precision (the number the
  * variant generator records as a variant's accuracy). */
 #include <stdio.h>
@@ -11,13 +11,14 @@
 #include "cli/commands.h"
 #include "vario/engine.h"
 
-static void usage(void) {
-  fprintf(stderr,
-          "usage: vario eval MODEL.onnx --inputs X.npy --labels Y.npy\n"
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: vario eval MODEL.onnx --input X.npy --labels Y.npy\n"
           "                  [--precision fp32|bf16|int8] [--calibration cal.npy]\n"
           "                  [--threads N] [--batch B] [--json]\n"
           "X: N samples along dim 0 (the model's first input); Y: N integer\n"
-          "labels. Prints top-1 accuracy of the first output's argmax.\n");
+          "labels. Prints top-1 accuracy (percent) of the first output's argmax.\n"
+          "(--inputs is a deprecated alias of --input.)\n");
 }
 
 static int64_t label_at(const vr_npy *y, int64_t i) {
@@ -46,7 +47,8 @@ static int parse(int argc, char **argv, eval_opts *e) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     int more = i + 1 < argc;
-    if (!strcmp(a, "--inputs") && more) e->xs = argv[++i];
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) return 1;
+    else if ((!strcmp(a, "--input") || !strcmp(a, "--inputs")) && more) e->xs = argv[++i];
     else if (!strcmp(a, "--labels") && more) e->ys = argv[++i];
     else if (!strcmp(a, "--calibration") && more) e->cal = argv[++i];
     else if (!strcmp(a, "--precision") && more) e->prec = argv[++i];
@@ -85,8 +87,13 @@ static int score(vr_session *s, const vr_npy *x, const vr_npy *y, int batch, int
 
 int vr_cmd_eval(int argc, char **argv) {
   eval_opts e;
-  if (parse(argc, argv, &e)) {
-    usage();
+  int prc = parse(argc, argv, &e);
+  if (prc == 1) {
+    usage(stdout);
+    return 0;
+  }
+  if (prc) {
+    usage(stderr);
     return 2;
   }
   vr_errbuf err = {0};
@@ -123,13 +130,13 @@ int vr_cmd_eval(int argc, char **argv) {
   if (vr_session_create(m, &o, &s, &err)) goto fail;
   int64_t correct, t0 = vr_now_ns();
   if (score(s, &x, &y, o.max_batch, &correct, &err)) goto fail;
-  double secs = (double)(vr_now_ns() - t0) / 1e9, acc = (double)correct / (double)x.shape[0];
+  double secs = (double)(vr_now_ns() - t0) / 1e9, acc = 100.0 * (double)correct / (double)x.shape[0];
   if (e.json)
     printf("{\"model\":\"%s\",\"precision\":\"%s\",\"samples\":%lld,\"correct\":%lld,"
-           "\"accuracy\":%.6f,\"seconds\":%.3f}\n",
+           "\"accuracy\":%.4f,\"seconds\":%.3f}\n",
            e.model, e.prec, (long long)x.shape[0], (long long)correct, acc, secs);
   else
-    printf("%s  precision %s  top-1 accuracy %.4f (%lld/%lld)  %.2fs\n", e.model, e.prec, acc,
+    printf("%s  precision %s  top-1 accuracy %.2f%% (%lld/%lld)  %.2fs\n", e.model, e.prec, acc,
            (long long)correct, (long long)x.shape[0], secs);
   rc = 0;
   goto out;

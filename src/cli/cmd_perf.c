@@ -18,7 +18,7 @@ static void usage(void) {
   fprintf(stderr,
           "usage: vario perf MODEL.onnx [--threads N] [--batch B]\n"
           "                  [--precision fp32|bf16|int8] [--calibration cal.npy]\n"
-          "                  [--seconds S] [--warmup W] [--json] [--nodes]\n"
+          "                  [--duration S] [--warmup W] [--json] [--nodes]\n"
           "                  [--sessions K] [--range BEGIN:END]\n"
           "Inputs are deterministic pseudo-random values in [-1, 1) (integer\n"
           "inputs: zeros). --nodes prints per-node mean times. --sessions K runs\n"
@@ -47,7 +47,8 @@ static int parse(int argc, char **argv, perf_opts *p) {
     int more = i + 1 < argc;
     if (!strcmp(a, "--threads") && more) p->threads = atoi(argv[++i]);
     else if (!strcmp(a, "--batch") && more) p->batch = atoi(argv[++i]);
-    else if (!strcmp(a, "--seconds") && more) p->seconds = atof(argv[++i]);
+    else if ((!strcmp(a, "--duration") || !strcmp(a, "--seconds")) && more)
+      p->seconds = atof(argv[++i]); /* --seconds: deprecated alias */
     else if (!strcmp(a, "--warmup") && more) p->warmup = atoi(argv[++i]);
     else if (!strcmp(a, "--sessions") && more) p->sessions = atoi(argv[++i]);
     else if (!strcmp(a, "--range") && more) {

@@ -1,7 +1,7 @@
 /*
  * vario register --store DB --repo DIR --app APP --model FILE.onnx
- *                [--name N] [--val-inputs X.npy --val-labels Y.npy |
- *                 --declared-accuracy A] [--calibration C.npy]
+ *                [--name N] [--input X.npy --labels Y.npy |
+ *                 --declared-accuracy PCT] [--calibration C.npy]
  *                [--threads N] [--max-batch N] [--precisions LIST]
  *                [--runs N] [--quiet]
  * vario register --store DB --list | --remove NAME
@@ -19,14 +19,18 @@
 static void usage(FILE *f) {
   fprintf(f,
           "usage: vario register --store DB --repo DIR --app APP --model FILE.onnx\n"
-          "         [--name N] [--val-inputs X.npy --val-labels Y.npy |\n"
-          "          --declared-accuracy A] [--calibration C.npy]\n"
+          "         [--name N] [--input X.npy --labels Y.npy |\n"
+          "          --declared-accuracy PCT] [--calibration C.npy]\n"
           "         [--threads N] [--max-batch N] [--precisions fp32,bf16,int8]\n"
           "         [--runs N] [--quiet]\n"
           "       vario register --store DB --list\n"
           "       vario register --store DB --remove NAME\n"
           "  --store DB        metadata store (SQLite file, created if missing)\n"
           "  --repo DIR        model repository the model is copied into\n"
+          "  --input, --labels validation set (.npy rows and integer labels);\n"
+          "                    --val-inputs/--val-labels are deprecated aliases\n"
+          "  --declared-accuracy PCT  top-1 accuracy in percent, (0, 100], when\n"
+          "                    there is no validation set\n"
           "  --threads N       variants with 1..N threads (default: all cores)\n"
           "  --max-batch N     variants with max batch 1,2,4..N (default 64)\n"
           "  --precisions L    subset to generate (default: all this CPU runs)\n"
@@ -84,8 +88,8 @@ int vr_cmd_register(int argc, char **argv) {
     else if (!strcmp(a, "--app")) r.app = v;
     else if (!strcmp(a, "--model")) r.model_path = v;
     else if (!strcmp(a, "--name")) r.name = v;
-    else if (!strcmp(a, "--val-inputs")) r.val_inputs = v;
-    else if (!strcmp(a, "--val-labels")) r.val_labels = v;
+    else if (!strcmp(a, "--input") || !strcmp(a, "--val-inputs")) r.val_inputs = v;
+    else if (!strcmp(a, "--labels") || !strcmp(a, "--val-labels")) r.val_labels = v;
     else if (!strcmp(a, "--calibration")) r.calibration = v;
     else if (!strcmp(a, "--declared-accuracy")) {
       char *end;

@@ -1,4 +1,4 @@
-/* `vario sim --config FILE [--data DIR] [--policy LABEL] [--out PREFIX]
+/* `vario sim --config FILE [--data DIR] [--policy LABEL] [--output PREFIX]
  *            [--plot png|svg] [--seed N] [--duration S] [--quiet]` */
 #include <errno.h>
 #include <stdio.h>
@@ -12,7 +12,7 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: vario sim --config FILE [options]\n"
           "  --data DIR      shared data directory for \"data:\" paths\n"
-          "  --out PREFIX    write PREFIX.csv, PREFIX.instances.csv,\n"
+          "  --output PREFIX write PREFIX.csv, PREFIX.instances.csv,\n"
           "                  PREFIX.json (and a plot with --plot)\n"
           "  --plot FMT      png or svg: PREFIX.FMT via gnuplot\n"
           "  --policy LABEL  pick one entry of the config's \"policies\"\n"
@@ -64,7 +64,7 @@ int vr_cmd_sim(int argc, char **argv) {
       list = 1;
     } else if (v && !strcmp(a, "--config")) config = v, i++;
     else if (v && !strcmp(a, "--data")) data = v, i++;
-    else if (v && !strcmp(a, "--out")) out = v, i++;
+    else if (v && (!strcmp(a, "--output") || !strcmp(a, "--out"))) out = v, i++;
     else if (v && !strcmp(a, "--plot")) plot = v, i++;
     else if (v && !strcmp(a, "--policy")) policy = v, i++;
     else if (v && !strcmp(a, "--seed")) seed = atoll(v), i++;

@@ -67,7 +67,7 @@ typedef struct vr_ctl_query {
   const char *app;     /* model-less: any model of the app, or */
   const char *model;   /* a named model (any of its variants) */
   double latency_ms;   /* SLO; <= 0: the default SLO */
-  double min_accuracy; /* percent (a value <= 1 is read as a fraction) */
+  double min_accuracy; /* percent: 1 means 1% */
   double max_cost;     /* dollars per 1000 queries; <= 0: no limit */
 } vr_ctl_query;
 

@@ -159,7 +159,7 @@ static int decide(vr_control *c, const vr_ctl_query *q, vr_ctl_route *r,
          name ? name : "");
     return 1;
   }
-  double acc = q->min_accuracy <= 1 ? 100 * q->min_accuracy : q->min_accuracy;
+  double acc = q->min_accuracy; /* percent, as everywhere in the API */
   r->slo_ms = q->latency_ms > 0 ? q->latency_ms : c->o.default_slo_ms;
   r->req_accuracy = acc;
   vr_query_req qr = {group, r->slo_ms, acc};

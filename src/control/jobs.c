@@ -79,7 +79,7 @@ static void hold_core(vr_control *c, int d) {
  * model.onnx, without the repository's calibration.npy the runtime uses. */
 static int pick_variant(vr_jobs *j, const vr_job_req *r, job *jb, vr_errbuf *err) {
   vr_store *s = j->o.store;
-  double acc = r->min_accuracy <= 1 ? 100 * r->min_accuracy : r->min_accuracy;
+  double acc = r->min_accuracy; /* percent */
   double best = 1e300;
   vr_store_rdlock(s);
   size_t n;

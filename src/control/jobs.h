@@ -34,7 +34,7 @@ const char *vr_job_state_name(vr_job_state s);
 typedef struct vr_job_req {
   const char *app;      /* with min_accuracy, or */
   const char *model;    /* a registered model (its fp32 variant) */
-  double min_accuracy;  /* percent (<= 1: fraction) */
+  double min_accuracy;  /* percent */
   const char *input;    /* .npy, rows along dim 0 */
   const char *output;   /* .npy written when done */
 } vr_job_req;

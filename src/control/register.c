@@ -89,7 +89,7 @@ static int check_request(reg_ctx *c, vr_store *s, vr_errbuf *err) {
   double d = r->declared_accuracy;
   if (!r->val_inputs && !(d > 0 && d <= 100))
     return vr_errf(err, VR_EINVAL,
-                   "without a validation set a declared accuracy in (0, 1] or (1, 100] is needed");
+                   "without a validation set a declared accuracy in percent, (0, 100], is needed");
   if (!vr_path_exists(r->model_path))
     return vr_errf(err, VR_ENOENT, "model file '%s' does not exist", r->model_path);
   vr_store_rdlock(s);
@@ -176,7 +176,7 @@ static int measure_accuracy(reg_ctx *c, vr_errbuf *err) {
     c->acc[p] = -1;
     if (!(cand & (1u << p))) continue;
     if (!c->have_vs) {
-      c->acc[p] = d > 1 ? d / 100 : d;
+      c->acc[p] = d / 100; /* declared in percent; c->acc is a fraction */
       continue;
     }
     vr_session *s;
@@ -195,8 +195,8 @@ static int measure_accuracy(reg_ctx *c, vr_errbuf *err) {
       if (err) *err = e2;
       return vr_errctx(err, rc, "accuracy of %s", vr_precision_name(p));
     }
-    say(c, "register %s: %s accuracy %.4f on %lld rows\n", c->name,
-        vr_precision_name(p), c->acc[p], (long long)c->vs.n);
+    say(c, "register %s: %s accuracy %.2f%% on %lld rows\n", c->name,
+        vr_precision_name(p), 100 * c->acc[p], (long long)c->vs.n);
   }
   return 0;
 }
@@ -296,9 +296,9 @@ static int write_config(reg_ctx *c, const char *dir, vr_errbuf *err) {
   json_t *cfg = json_pack(
       "{s:s, s:s, s:s, s:f, s:b, s:o, s:o, s:i, s:i, s:i, s:s, s:i, s:I}", "name",
       c->name, "app", c->r->app, "task", "classification", "accuracy",
-      c->acc[VR_PREC_FP32], "accuracy_declared", !c->have_vs, "inputs", in, "outputs",
+      100 * c->acc[VR_PREC_FP32], "accuracy_declared", !c->have_vs, "inputs", in, "outputs",
       out, "max_batch_size", 64, "instances", 1, "threads", 1, "precision", "fp32",
-      "max_queue_delay_us", 2000, "flops", (json_int_t)vr_model_flops(c->model));
+      "max_queue_delay_us", 0, "flops", (json_int_t)vr_model_flops(c->model));
   /* int8 variants are served live: the runtime quantises with the same
    * calibration rows the profiler used, kept next to the model. */
   if (cfg && c->acc[VR_PREC_INT8] >= 0 && c->in.calib.data)

@@ -27,7 +27,7 @@ typedef struct vr_register_req {
   const char *val_inputs;  /* .npy; with val_labels, or neither */
   const char *val_labels;
   const char *calibration; /* .npy for int8; NULL: first validation rows */
-  double declared_accuracy; /* < 0: none; <= 1 fraction, else percent */
+  double declared_accuracy; /* percent; < 0: none */
   vr_gen_opts gen;         /* max_threads 0 = online cores */
   vr_prof_opts prof;
   double core_price_per_hour; /* cost model; 0 = 0.0425 (cloud vCPU-hour) */

@@ -15,6 +15,7 @@
 #include "base/map.h"
 #include "base/vec.h"
 #include "control/fsutil.h"
+#include "runtime/config.h"
 
 typedef struct app_idx {
   char *name;
@@ -59,8 +60,7 @@ int vr_store_prec_parse(const char *s, vr_precision *out) {
 
 void vr_variant_name(char *out, const char *model, vr_precision p, int threads,
                      int max_batch) {
-  snprintf(out, VR_STORE_VNAME_MAX, "%s-%s-t%d-b%d", model,
-           vr_store_prec_name(p), threads, max_batch);
+  vr_rt_variant_name(out, VR_STORE_VNAME_MAX, model, p, threads, max_batch);
 }
 
 /* ---- orderings --------------------------------------------------------- */

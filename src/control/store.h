@@ -65,7 +65,8 @@ typedef struct vr_variant_rec {
 const char *vr_store_prec_name(vr_precision p);
 int vr_store_prec_parse(const char *s, vr_precision *out); /* 0 / VR_EINVAL */
 
-/* Fills the canonical variant name into out (size VR_STORE_VNAME_MAX). */
+/* Fills the canonical variant name (vr_rt_variant_name) into out (size
+ * VR_STORE_VNAME_MAX). */
 void vr_variant_name(char *out, const char *model, vr_precision p, int threads,
                      int max_batch);
 

@@ -28,7 +28,7 @@ typedef enum { VR_DEV_CPU = 0, VR_DEV_GPU = 1 } vr_device;
 typedef struct vr_profile {
   char model[VR_PROF_NAME_MAX];     /* registered model, e.g. "fmnist_cnn_s" */
   char app[VR_PROF_NAME_MAX];       /* app/task it serves, e.g. "fmnist" */
-  char variant[VR_VARIANT_MAX]; /* unique name "fmnist_cnn_s/int8/t1/b8" */
+  char variant[VR_VARIANT_MAX]; /* unique name "fmnist_cnn_s-int8-t1-b8" */
   char precision[16];          /* "fp32", "bf16", "int8", ... */
   int threads;                 /* cores the variant occupies */
   int max_batch;               /* 1..64 */

@@ -16,6 +16,12 @@ int vr_rt_precision_parse(const char *s, vr_precision *out) {
   return vr_precision_parse(s, out);
 }
 
+void vr_rt_variant_name(char *out, size_t cap, const char *model,
+                        vr_precision p, int threads, int max_batch) {
+  snprintf(out, cap, "%s-%s-t%d-b%d", model, vr_precision_name(p), threads,
+           max_batch);
+}
+
 int64_t vr_tensor_info_row_bytes(const vr_tensor_info *t) {
   int64_t n = (int64_t)vr_dtype_size(t->dtype);
   for (int d = 1; d < t->ndim; d++) n *= t->shape[d];
@@ -127,8 +133,9 @@ static int parse_root(json_t *root, vr_model_config *c, vr_errbuf *err) {
   c->accuracy = -1;
   if (acc) {
     if (!json_is_number(acc) || json_number_value(acc) < 0 ||
-        json_number_value(acc) > 1)
-      return vr_errf(err, VR_ERANGE, "\"accuracy\" must be a number in [0,1]");
+        json_number_value(acc) > 100)
+      return vr_errf(err, VR_ERANGE,
+                     "\"accuracy\" must be a number in [0,100] (percent)");
     c->accuracy = json_number_value(acc);
   }
   if ((rc = parse_tensors(root, "inputs", c->inputs, &c->n_inputs, err)) ||

@@ -5,11 +5,11 @@
  * strictly, so a typo'd type or a negative batch is an error naming the
  * key rather than a silently different model):
  *   {"name": "fmnist_mlp", "app": "fashion", "task": "classification",
- *    "accuracy": 0.85,
+ *    "accuracy": 85.0,   (top-1, percent)
  *    "inputs":  [{"name": "input",  "datatype": "FP32", "shape": [-1,1,28,28]}],
  *    "outputs": [{"name": "logits", "datatype": "FP32", "shape": [-1,10]}],
  *    "max_batch_size": 64, "instances": 1, "threads": 1,
- *    "precision": "fp32", "max_queue_delay_us": 2000,
+ *    "precision": "fp32", "max_queue_delay_us": 0,  (default 0)
  *    "calibration": "calibration.npy"}
  * Shapes must start with -1 (the batch dimension); the other dims are
  * positive. Plain struct: owns nothing outside itself.
@@ -31,7 +31,7 @@ typedef struct vr_model_config {
   char name[VR_NAME_MAX];
   char app[VR_NAME_MAX];
   char task[VR_NAME_MAX];
-  double accuracy; /* < 0 when not declared */
+  double accuracy; /* percent; < 0 when not declared */
   int n_inputs, n_outputs;
   vr_tensor_info inputs[VR_RT_MAX_IO];
   vr_tensor_info outputs[VR_RT_MAX_IO];
@@ -57,6 +57,12 @@ int vr_model_config_load(const char *dir, vr_model_config *out,
 /* "fp32" / "bf16" / "int8" <-> enum without needing the engine. */
 const char *vr_rt_precision_name(vr_precision p);
 int vr_rt_precision_parse(const char *s, vr_precision *out);
+
+/* The one spelling of a variant's name, used everywhere (API, metrics,
+ * logs, the store, profile file names): "<model>-<prec>-t<threads>-b<max
+ * batch>", e.g. "fmnist_mlp-fp32-t1-b64". Truncates to cap. */
+void vr_rt_variant_name(char *out, size_t cap, const char *model,
+                        vr_precision p, int threads, int max_batch);
 
 /* Bytes of one sample (batch row) of a tensor described by info. */
 int64_t vr_tensor_info_row_bytes(const vr_tensor_info *t);

@@ -41,8 +41,8 @@ int vr_inst_create(vr_runtime *rt, vr_rt_model *m,
   in->model = m;
   in->opts = *o;
   in->batch_cap = o->max_batch;
-  snprintf(in->variant, sizeof in->variant, "%.60s:%s:t%d:b%d", m->cfg.name,
-           vr_rt_precision_name(o->precision), o->threads, o->max_batch);
+  vr_rt_variant_name(in->variant, sizeof in->variant, m->cfg.name,
+                     o->precision, o->threads, o->max_batch);
   pthread_mutex_init(&in->mu, NULL);
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);

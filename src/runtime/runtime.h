@@ -168,7 +168,7 @@ const char *vr_rt_state_name(vr_rt_state s);
 typedef struct vr_rt_instance_stats {
   int id;
   char model[VR_NAME_MAX];
-  char variant[VR_NAME_MAX]; /* "<model>:<prec>:t<threads>:b<max batch>" */
+  char variant[VR_NAME_MAX]; /* vr_rt_variant_name: "<model>-<prec>-t<T>-b<B>" */
   vr_rt_state state;
   vr_precision precision;
   int threads, max_batch;

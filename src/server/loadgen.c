@@ -30,6 +30,7 @@ void vr_lg_opts_init(vr_lg_opts *o) {
   o->host = "127.0.0.1";
   o->connections = 16;
   o->drain_s = 10;
+  o->progress_fd = -1;
 }
 
 typedef struct rec {
@@ -64,6 +65,9 @@ typedef struct lg {
   char *data_json;  /* prebuilt "[...]" of the tensor */
   size_t data_bytes;
   vr_sbuf fixed;    /* the whole request when it never varies */
+  vr_hist *live;    /* latencies so far, for the progress line; or NULL */
+  uint64_t n_ok;
+  int64_t next_progress;
 } lg;
 
 static int conn_open(lg *g, conn *c, vr_errbuf *err) {
@@ -211,6 +215,25 @@ static void finish(lg *g, conn *c, int status, int32_t compute_us) {
   r->compute_us = compute_us;
   c->cur = -1;
   g->inflight--;
+  if (status == 200) g->n_ok++;
+  if (g->live && status == 200) vr_hist_record(g->live, (uint64_t)(r->done - r->sched));
+}
+
+/* One status line, rewritten in place ("\r"): what a person watching a
+ * long run wants to know — is it sending, is it answering, how slow. */
+static void progress(lg *g, int64_t now, int final) {
+  if (!g->live || (!final && now < g->next_progress)) return;
+  g->next_progress = now + 500 * VR_NS_PER_MS;
+  char line[160];
+  double total = g->closed_loop ? g->o->duration_s
+                                : (g->n ? (double)g->r[g->n - 1].sched / 1e9 : 0);
+  int k = snprintf(line, sizeof line,
+                   "\rbench %5.1f/%.0f s  sent %llu  ok %llu  in flight %zu  p99 %.2f ms   %s",
+                   (double)now / 1e9, total, (unsigned long long)g->next_send,
+                   (unsigned long long)g->n_ok, g->inflight,
+                   g->n_ok ? (double)vr_hist_quantile(g->live, 0.99) / 1e6 : 0.0,
+                   final ? "\n" : "");
+  if (k > 0 && write(g->o->progress_fd, line, (size_t)k) < 0) g->live = NULL;
 }
 
 static void conn_error(lg *g, conn *c) {
@@ -352,6 +375,7 @@ static void loop(lg *g, int64_t stop_sending, int64_t hard_end) {
     if (!sending && g->inflight == 0) break;
     if (now >= hard_end) break;
     if (sending) dispatch(g);
+    progress(g, now, 0);
     arm_timer(g);
     int n = epoll_wait(g->ep, ev, 64, 50);
     for (int i = 0; i < n; i++) {
@@ -544,7 +568,12 @@ int vr_lg_run(const vr_lg_opts *o, vr_lg_result *res, vr_errbuf *err) {
                        : (g.n ? g.r[g.n - 1].sched + 1 : 0);
     g.end_ns = stop;
     double drain = o->drain_s > 0 ? o->drain_s : 10;
+    if (o->progress_fd >= 0 && (g.live = vr_malloc(sizeof *g.live))) vr_hist_init(g.live);
+    vr_hist *live = g.live;
     loop(&g, stop, stop + (int64_t)(drain * 1e9));
+    progress(&g, now_rel(&g), 1);
+    vr_free(live);
+    g.live = NULL;
     int64_t wall = now_rel(&g), cpu = thread_cpu_ns() - cpu0;
     int64_t elapsed = g.closed_loop ? wall : stop;
     g.n = g.next_send; /* records never sent are not reported */

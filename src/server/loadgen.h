@@ -60,6 +60,10 @@ typedef struct vr_lg_opts {
   double duration_s;  /* closed loop length; open loop cut-off (0 = all) */
   double drain_s;     /* wait for answers after the last send (default 10) */
   const char *csv_path; /* per-second CSV, or NULL */
+  /* Live progress: when >= 0, a one-line status (sent, ok, p99 so far) is
+   * rewritten on this fd ("\r", no newline until the end) twice a second.
+   * vr_lg_opts_init sets -1 (off). */
+  int progress_fd;
 } vr_lg_opts;
 
 #define VR_LG_PIPELINE 2

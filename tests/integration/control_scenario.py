@@ -34,7 +34,7 @@ def register(model_path, name=None, extra=None):
     if name:
         cmd += ["--name", name]
     cmd += extra if extra is not None else [
-        "--val-inputs", f"{DATA}/val_inputs.npy", "--val-labels", f"{DATA}/val_labels.npy"]
+        "--input", f"{DATA}/val_inputs.npy", "--labels", f"{DATA}/val_labels.npy"]
     return subprocess.run(cmd, capture_output=True, text=True)
 
 
@@ -103,10 +103,10 @@ try:
         "corrupt ONNX": register(bad_onnx, "bad1"),
         "labels that do not match inputs": register(
             f"{SRC}/models/fmnist/fmnist_mlp/model.onnx", "bad2",
-            ["--val-inputs", f"{DATA}/val_inputs.npy", "--val-labels", f"{TMP}/y999.npy"]),
+            ["--input", f"{DATA}/val_inputs.npy", "--labels", f"{TMP}/y999.npy"]),
         "empty validation set": register(
             f"{SRC}/models/fmnist/fmnist_mlp/model.onnx", "bad3",
-            ["--val-inputs", f"{TMP}/x0.npy", "--val-labels", f"{TMP}/y0.npy"]),
+            ["--input", f"{TMP}/x0.npy", "--labels", f"{TMP}/y0.npy"]),
     }
     for what, r in cases.items():
         check(r.returncode == 1 and r.stderr.startswith("vario register:"),
@@ -167,7 +167,7 @@ try:
     # HTTP registration, then a query that needs it.
     st, r = http(port, "POST", "/v2/apps/fashion/models",
                  {"model": f"{SRC}/models/fmnist/fmnist_linear/model.onnx", "name": "lin2",
-                  "declared_accuracy": 0.99, "threads": 1, "max_batch": 2, "runs": 3})
+                  "declared_accuracy": 99, "threads": 1, "max_batch": 2, "runs": 3})
     check(st == 201 and r["variants"] == 2, f"POST /v2/apps/fashion/models -> {st} {r}")
     st, r = infer(port, {"latency_ms": 100, "min_accuracy": 98})
     check(st == 200 and r["parameters"]["model"] == "lin2", "the new model serves what it claims")

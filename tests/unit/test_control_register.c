@@ -123,7 +123,7 @@ static void test_declared_accuracy(void **st) {
   vr_register_req r = base_req("decl");
   r.val_inputs = r.val_labels = NULL;
   assert_int_equal(vr_register(s, &r, NULL, &e), VR_EINVAL); /* neither */
-  r.declared_accuracy = 0.8;
+  r.declared_accuracy = 80; /* percent */
   vr_register_result res;
   assert_int_equal(vr_register(s, &r, &res, &e), 0);
   assert_int_equal(res.n_variants, 3); /* fp32 only: nothing to measure others */

@@ -32,7 +32,7 @@ static vr_profile mkprof(const char *model, const char *app, const char *var,
 
 static void test_profile_math(void **st) {
   (void)st;
-  vr_profile p = mkprof("m", "a", "m/fp32/t1/b8", 10, 90, 1);
+  vr_profile p = mkprof("m", "a", "m-fp32-t1-b8", 10, 90, 1);
   assert_int_equal(vr_profile_validate(&p, NULL), 0);
   assert_true(fabs(vr_profile_latency_ms(&p, 1, 0.5) - 10) < 1e-9);
   assert_true(fabs(vr_profile_latency_ms(&p, 3, 0.5) - 17.5) < 1e-9);
@@ -58,7 +58,7 @@ static void test_profile_math(void **st) {
 
 static void test_profile_json(void **st) {
   (void)st;
-  vr_profile p = mkprof("fmnist_cnn_s", "fmnist", "fmnist_cnn_s/int8/t1/b8",
+  vr_profile p = mkprof("fmnist_cnn_s", "fmnist", "fmnist_cnn_s-int8-t1-b8",
                         2.5, 91.5, 0.002);
   p.device = VR_DEV_GPU;
   json_t *j = vr_profile_to_json(&p);

@@ -1,0 +1,29 @@
+#!/bin/sh
+# CLI conventions (issue 19): --version, `help CMD` and `CMD --help` exit 0
+# for every command; unknown commands and bad --log-level exit 2; the
+# accuracy of `vario eval` is a percent; deprecated flag aliases still work.
+V=$1
+ROOT=$2
+fail() { echo "FAIL: $*"; exit 1; }
+"$V" --version | grep -q '^vario [0-9]' || fail "--version"
+"$V" help > /dev/null || fail "help"
+cmds=$("$V" --help | awk '/^commands:/ {on=1; next} on && NF == 0 {exit} on {print $1}')
+[ -n "$cmds" ] || fail "no commands listed"
+for c in $cmds; do
+  [ "$c" = help ] && continue
+  "$V" help "$c" > /dev/null 2>&1 || fail "vario help $c exits $?"
+  "$V" "$c" --help > /dev/null 2>&1 || fail "vario $c --help exits $?"
+done
+"$V" nosuchcmd > /dev/null 2>&1; [ $? -eq 2 ] || fail "unknown command must exit 2"
+"$V" help nosuchcmd > /dev/null 2>&1; [ $? -eq 2 ] || fail "help of unknown command must exit 2"
+"$V" --log-level loud version > /dev/null 2>&1; [ $? -eq 2 ] || fail "bad --log-level must exit 2"
+"$V" version --log-level error | grep -q '^vario' || fail "--log-level after the command"
+M=$ROOT/models/fmnist/fmnist_linear/model.onnx
+D=$ROOT/models/fmnist-data
+for flag in --input --inputs; do
+  out=$("$V" eval "$M" $flag "$D/val_inputs.npy" --labels "$D/val_labels.npy" --json) ||
+    fail "eval $flag"
+  echo "$out" | python3 -c 'import json,sys; a=json.load(sys.stdin)["accuracy"]; sys.exit(0 if 50 < a <= 100 else 1)' ||
+    fail "eval accuracy is not a percent: $out"
+done
+echo "cli conventions: ok ($(echo $cmds | wc -w) commands)"
