@@ -146,7 +146,7 @@ static void on_routed(void *tag, const vr_ctl_route *route) {
   vr_rt_submit_to(c->s->rt, route->instance_id, q);
 }
 
-static int num_param(json_t *p, const char *k, double *out, vr_errbuf *err) {
+int vr__server_num_param(json_t *p, const char *k, double *out, vr_errbuf *err) {
   json_t *v = p ? json_object_get(p, k) : NULL;
   if (!v) return 0;
   if (!json_is_number(v) || json_number_value(v) < 0)
@@ -164,9 +164,9 @@ static int parse_query(const char *body, size_t len, size_t hlen, vr_ctl_query *
   json_t *root = json_loadb(body, hlen == (size_t)-1 ? len : hlen, 0, &je);
   if (!root) return vr_errf(err, VR_EFORMAT, "bad JSON: %s", je.text);
   json_t *p = json_object_get(root, "parameters");
-  int rc = num_param(p, "latency_ms", &q->latency_ms, err);
-  if (!rc) rc = num_param(p, "min_accuracy", &q->min_accuracy, err);
-  if (!rc) rc = num_param(p, "max_cost", &q->max_cost, err);
+  int rc = vr__server_num_param(p, "latency_ms", &q->latency_ms, err);
+  if (!rc) rc = vr__server_num_param(p, "min_accuracy", &q->min_accuracy, err);
+  if (!rc) rc = vr__server_num_param(p, "max_cost", &q->max_cost, err);
   if (!rc && q->min_accuracy > 100)
     rc = vr_errf(err, VR_EINVAL, "min_accuracy %g is above 100%%", q->min_accuracy);
   json_t *m = p ? json_object_get(p, "model") : NULL;

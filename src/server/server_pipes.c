@@ -138,15 +138,6 @@ static void on_done(vr_pipe_result *res, void *tag) {
   vr_http_wake(c->http);
 }
 
-static int num_param(json_t *p, const char *k, double *out, vr_errbuf *err) {
-  json_t *v = p ? json_object_get(p, k) : NULL;
-  if (!v) return 0;
-  if (!json_is_number(v) || !(json_number_value(v) > 0))
-    return vr_errf(err, VR_EINVAL, "parameter \"%s\" must be a positive number", k);
-  *out = json_number_value(v);
-  return 0;
-}
-
 static void infer(vr_server *s, vr_http_req *r, const char *name) {
   pipe_ctx *c = VR_NEW(pipe_ctx);
   if (!c) return fail(s, r, 500, "out of memory");
@@ -163,8 +154,8 @@ static void infer(vr_server *s, vr_http_req *r, const char *name) {
   if (!rc) {
     json_t *root = json_loadb(body, hlen == (size_t)-1 ? blen : hlen, 0, NULL);
     json_t *p = json_object_get(root, "parameters");
-    rc = num_param(p, "latency_ms", &q.latency_ms, &err);
-    if (!rc) rc = num_param(p, "min_accuracy", &q.min_accuracy, &err);
+    rc = vr__server_num_param(p, "latency_ms", &q.latency_ms, &err);
+    if (!rc) rc = vr__server_num_param(p, "min_accuracy", &q.min_accuracy, &err);
     if (!rc && q.min_accuracy > 100)
       rc = vr_errf(&err, VR_EINVAL, "min_accuracy %g is above 100%%", q.min_accuracy);
     json_decref(root);
