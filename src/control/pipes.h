@@ -79,7 +79,7 @@ char *vr_pipes_prometheus(vr_pipes *p);
 typedef struct vr_pipe_query {
   const char *pipeline;
   double latency_ms;   /* end to end; <= 0: the pipeline's own SLO */
-  double min_accuracy; /* end to end, percent (<= 1 read as a fraction); 0 none */
+  double min_accuracy; /* end to end, percent; 0 none */
   int n_in;
   vr_tensor in[VR_RT_MAX_IO]; /* the root task's inputs; borrowed until done */
 } vr_pipe_query;

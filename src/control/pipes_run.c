@@ -334,8 +334,7 @@ void vr_pipes_infer(vr_pipes *p, const vr_pipe_query *q, vr_pipe_done_fn done, v
   r->arrival_ns = vr_clock_now(p->clock);
   double slo = q->latency_ms > 0 ? q->latency_ms : pp->spec->slo_ms;
   r->deadline_ns = r->arrival_ns + (int64_t)(slo * 1e6);
-  r->min_acc = q->min_accuracy > 0 && q->min_accuracy <= 1 ? q->min_accuracy * 100
-                                                           : q->min_accuracy;
+  r->min_acc = q->min_accuracy;
   pthread_mutex_init(&r->mu, NULL);
   vr_vec_init(&r->hops, sizeof(phop *));
   r->done = done;

@@ -204,7 +204,7 @@ static int measure_accuracy(reg_ctx *c, vr_errbuf *err) {
 /* ---- step 4: latency, load time, memory per variant -------------------- */
 
 static void fill_profile(reg_ctx *c, int i, double create_ms, int64_t mem,
-                         const vr_prof_latency *lat) {
+                         const vr_latency *lat) {
   const vr_variant_spec *v = &c->specs[i];
   vr_profile *p = &c->profs[i];
   char vname[VR_STORE_VNAME_MAX];
@@ -220,9 +220,9 @@ static void fill_profile(reg_ctx *c, int i, double create_ms, int64_t mem,
   p->load_ms = c->parse_ms + create_ms;
   p->mem_bytes = mem;
   for (int k = 0; k < VR_PROF_NB && (1 << k) <= v->max_batch; k++) {
-    p->p50_ms[k] = lat->p50_ms[k];
-    p->p90_ms[k] = lat->p90_ms[k];
-    p->p99_ms[k] = lat->p99_ms[k];
+    p->lat.p50_ms[k] = lat->p50_ms[k];
+    p->lat.p90_ms[k] = lat->p90_ms[k];
+    p->lat.p99_ms[k] = lat->p99_ms[k];
   }
   p->accuracy = 100.0 * c->acc[v->precision];
   double price = c->r->core_price_per_hour > 0 ? c->r->core_price_per_hour : 0.0425;
@@ -236,7 +236,7 @@ static int profile_group(reg_ctx *c, int first, int last, vr_errbuf *err) {
   vr_session *s;
   double create_ms;
   int64_t mem;
-  vr_prof_latency lat;
+  vr_latency lat;
   int rc = vr_prof_open(c->model, &c->in, g->precision, g->threads, g->max_batch,
                         &s, &create_ms, &mem, err);
   if (rc != 0) return rc;
@@ -253,7 +253,7 @@ static int profile_group(reg_ctx *c, int first, int last, vr_errbuf *err) {
   }
   say(c, "register %s: %s t%d: p50 b1 %.3f ms, b%d %.3f ms\n", c->name,
       vr_precision_name(g->precision), g->threads, lat.p50_ms[0], g->max_batch,
-      c->profs[last].p50_ms[__builtin_ctz((unsigned)g->max_batch)]);
+      c->profs[last].lat.p50_ms[__builtin_ctz((unsigned)g->max_batch)]);
   return 0;
 }
 
@@ -375,7 +375,7 @@ static int commit(reg_ctx *c, vr_store *s, vr_errbuf *err) {
     v[i].threads = p->threads;
     v[i].max_batch = p->max_batch;
     v[i].accuracy = p->accuracy;
-    v[i].lat_b1_ms = p->p50_ms[0];
+    v[i].lat_b1_ms = p->lat.p50_ms[0];
     v[i].load_ms = p->load_ms;
     v[i].memory_bytes = p->mem_bytes;
     json_t *j = vr_profile_to_json(p);

@@ -103,8 +103,10 @@ static int add_instance(vr_runtime *rt, vr_rt_model *m,
     vr_inst_destroy(in);
     return vr_errf(err, VR_ENOMEM, "out of memory");
   }
-  vr_info("instance %d (%s) active: b1 %.1f us", in->id, in->variant,
-          in->prof.ns[0] / 1e3);
+  pthread_mutex_lock(&in->mu);
+  double b1_us = in->prof.p50_ms[0] * 1e3;
+  pthread_mutex_unlock(&in->mu);
+  vr_info("instance %d (%s) active: b1 %.1f us", in->id, in->variant, b1_us);
   return in->id;
 }
 
@@ -355,7 +357,8 @@ static int prepare(vr_runtime *rt, vr_rt_request *req) {
   req->next = NULL;
   req->instance_id = 0;
   req->variant[0] = 0;
-  req->arrival_ns = vr_now_ns();
+  int64_t now = vr_now_ns();
+  req->arrival_ns = req->arrived_ns > 0 && req->arrived_ns < now ? req->arrived_ns : now;
   req->deadline_ns = req->timeout_ns > 0 ? req->arrival_ns + req->timeout_ns
                                          : VR_NO_DEADLINE;
   req->prio_key = req->priority > 0 ? req->priority : VR_RT_PRIO_DEFAULT;
@@ -363,8 +366,9 @@ static int prepare(vr_runtime *rt, vr_rt_request *req) {
   return 0;
 }
 
-/* Admission on the chosen instance: validation, then early drop if even
- * an immediate run alone would miss the deadline. rt->lock held. */
+/* Admission on the chosen instance: validation, then the queue (which
+ * drops it at once if even an immediate run alone would miss the
+ * deadline). rt->lock held. */
 static void admit(vr_runtime *rt, vr_rt_instance *in, vr_rt_request *req) {
   int rows = validate(&in->model->cfg, req, in->opts.max_batch, &req->err);
   if (rows < 0) {
@@ -375,16 +379,7 @@ static void admit(vr_runtime *rt, vr_rt_instance *in, vr_rt_request *req) {
     return;
   }
   req->rows = rows;
-  if (!vr_batch_feasible(req->arrival_ns, req->deadline_ns, &in->prof, rows)) {
-    __atomic_fetch_add(&in->dropped, 1, __ATOMIC_RELAXED);
-    vr_rt_fail(in->vs, rt, req, VR_EDEADLINE, VR_OUT_DROPPED,
-               "deadline cannot be met: timeout %lld us < %lld us for a batch"
-               " of %d on %s", (long long)(req->timeout_ns / 1000),
-               (long long)(vr_lat_estimate(&in->prof, rows) / 1000), rows,
-               in->variant);
-    return;
-  }
-  vr_inst_enqueue(in, req);
+  vr_inst_enqueue(in, req); /* drops it if already due (policy/drop.h) */
 }
 
 int vr_rt_submit(vr_runtime *rt, const char *model, vr_rt_request *req) {

@@ -36,7 +36,7 @@ typedef struct vr_rt_instance {
   vr_rt_instance_opts opts;
   char variant[VR_NAME_MAX];
   void *sess;         /* backend session, used by the executor only */
-  vr_lat_profile prof;
+  vr_latency prof;    /* guarded by mu after start */
   vr_rt_vstats *vs;
   pthread_t thread;
   int started;
@@ -45,6 +45,7 @@ typedef struct vr_rt_instance {
   pthread_cond_t cv;
   vr_rt_request *head; /* sorted by (prio_key, arrival) */
   int queue_rows, busy_rows;
+  int queue_len;       /* requests in the queue */
   int batch_cap;       /* rows per batch now: 1..opts.max_batch (SET_BATCH) */
   int stopping;
   vr_rt_state state;

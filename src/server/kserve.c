@@ -96,9 +96,21 @@ int vr_ks_write_response(vr_sbuf *b, const char *model, const vr_ks_request *req
   if (info) {
     vr_sbuf_puts(b, ",\"parameters\":{\"variant\":");
     vr_sbuf_json_str(b, info->variant ? info->variant : "");
-    vr_sbuf_printf(b, ",\"queue_us\":%lld,\"compute_us\":%lld,\"batch_size\":%d}",
+    vr_sbuf_printf(b, ",\"queue_us\":%lld,\"compute_us\":%lld,\"batch_size\":%d",
                    (long long)info->queue_us, (long long)info->compute_us,
                    info->batch_size);
+    const vr_ks_app_info *a = info->app;
+    if (a) {
+      vr_sbuf_puts(b, ",\"model\":");
+      vr_sbuf_json_str(b, a->model ? a->model : "");
+      vr_sbuf_printf(b, ",\"accuracy\":%.4f,\"queue_ms\":%.3f,\"compute_ms\":%.3f,"
+                     "\"latency_slo_ms\":%g,\"profile_p99_ms\":%.6g,"
+                     "\"cost_per_1k\":%.6g,\"loaded_for_query\":%s",
+                     a->accuracy, info->queue_us / 1e3, info->compute_us / 1e3,
+                     a->latency_slo_ms, a->profile_p99_ms, a->cost_per_1k,
+                     a->loaded_for_query ? "true" : "false");
+    }
+    vr_sbuf_puts(b, "}");
   }
   vr_sbuf_puts(b, ",\"outputs\":[");
   int first = 1, any_bin = 0;

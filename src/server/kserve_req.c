@@ -4,8 +4,10 @@
  * remembered) and decoded once the object's datatype and shape are known.
  * Unknown keys are skipped; repeated known keys are errors.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -333,6 +335,34 @@ static int parse_outputs(vr_kj *j, vr_ks_request *r) {
   return rc;
 }
 
+/* latency_ms (> 0), min_accuracy ([0, 100]), max_cost (>= 0). */
+static int app_param(vr_kj *j, const char *key, vr_ks_request *r) {
+  double d;
+  int64_t i;
+  int is_int;
+  int rc = vr_kj_peek(j) == '-' || (vr_kj_peek(j) >= '0' && vr_kj_peek(j) <= '9')
+               ? vr_kj_number(j, &d, &i, &is_int) : VR_EINVAL;
+  if (rc == VR_EFORMAT) return rc;
+  if (!rc && is_int) d = (double)i;
+  if (!strcmp(key, "latency_ms")) {
+    if (rc || !(d > 0) || d > 1e9)
+      return vr_errf(j->err, VR_EINVAL, "parameter \"latency_ms\" must be a"
+                     " positive number of milliseconds");
+    r->latency_ms = d;
+  } else if (!strcmp(key, "min_accuracy")) {
+    if (rc || !(d >= 0 && d <= 100))
+      return vr_errf(j->err, VR_EINVAL, "parameter \"min_accuracy\" must be a"
+                     " percentage in [0, 100]");
+    r->min_accuracy = d;
+  } else {
+    if (rc || !(d >= 0) || d > 1e18)
+      return vr_errf(j->err, VR_EINVAL, "parameter \"max_cost\" must be a"
+                     " non-negative number (dollars per 1000 queries)");
+    r->max_cost = d;
+  }
+  return 0;
+}
+
 static int parse_params(vr_kj *j, vr_ks_request *r) {
   if (vr_kj_peek(j) != '{')
     return vr_errf(j->err, VR_EFORMAT, "\"parameters\" must be an object");
@@ -349,6 +379,15 @@ static int parse_params(vr_kj *j, vr_ks_request *r) {
     } else if (!strcmp(key, "priority")) {
       rc = get_uint(j, 0, 1000000, &v, "parameter \"priority\"");
       r->priority = (int)v;
+    } else if (!strcmp(key, "latency_ms") || !strcmp(key, "min_accuracy") ||
+               !strcmp(key, "max_cost")) {
+      rc = app_param(j, key, r);
+    } else if (!strcmp(key, "model")) {
+      rc = vr_kj_peek(j) == '"' ? vr_kj_string(j, r->model, sizeof r->model)
+                                : VR_EINVAL;
+      if (rc && rc != VR_EFORMAT)
+        rc = vr_errf(j->err, VR_EINVAL, "parameter \"model\" must be a model"
+                     " name (a string under %zu bytes)", sizeof r->model);
     } else {
       rc = vr_kj_skip(j);
     }
@@ -392,9 +431,23 @@ static int parse_root(vr_kj *j, const char *bin, size_t bin_len,
   return rc;
 }
 
+int vr_ks_header_len(const char *h, size_t *out, vr_errbuf *err) {
+  *out = (size_t)-1;
+  if (!h) return 0;
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(h, &end, 10);
+  if (!*h || *end || *h == '-' || *h == '+' || *h == ' ' || errno)
+    return vr_errf(err, VR_EFORMAT, "Inference-Header-Content-Length '%.32s'"
+                   " is not a number", h);
+  *out = (size_t)v;
+  return 0;
+}
+
 int vr_ks_parse_request(const char *body, size_t len, size_t header_len,
                         vr_ks_request *out, vr_errbuf *err) {
   memset(out, 0, sizeof *out);
+  out->latency_ms = out->min_accuracy = out->max_cost = -1;
   const char *bin = NULL;
   size_t bin_len = 0, json_len = len;
   if (header_len != (size_t)-1) {

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/clock.h"
 #include "control/jobs.h"
 #include "control/register.h"
 #include "server/kserve.h"
@@ -29,10 +30,10 @@
 typedef struct app_ctx {
   vr_server *s;
   vr_http_req *http;
-  vr_ks_request ks;
+  vr_ks_request ks; /* the one parse of the body (parameters included) */
   vr_rt_request rt;
   vr_ctl_route route;
-  int submitted;
+  int64_t arrived_ns; /* the deadline counts from here */
 } app_ctx;
 
 static void ctx_free(void *p) {
@@ -47,59 +48,29 @@ static void fail(vr_server *s, vr_http_req *r, int status, const char *msg) {
   vr_http_error(r, status, msg);
 }
 
-/* The KServe response with the model-less facts added to "parameters". */
-static int write_response(app_ctx *c, vr_sbuf *out, size_t *json_len,
-                          vr_errbuf *err) {
-  vr_rt_request *q = &c->rt;
-  vr_sbuf b;
-  vr_sbuf_init(&b);
-  int rc = vr_ks_write_response(&b, c->route.model, &c->ks, q->out, q->n_out, NULL,
-                                json_len, err);
-  if (rc) {
-    vr_sbuf_free(&b);
-    return rc;
-  }
-  size_t len;
-  char *body = vr_sbuf_take(&b, &len);
-  /* `,"outputs":[` cannot occur inside an escaped JSON string. */
-  char *at = strstr(body, ",\"outputs\":[");
-  size_t cut = at ? (size_t)(at - body) : len;
-  vr_sbuf_add(out, body, cut);
-  vr_sbuf_puts(out, ",\"parameters\":{\"variant\":");
-  vr_sbuf_json_str(out, c->route.variant_name);
-  vr_sbuf_puts(out, ",\"model\":");
-  vr_sbuf_json_str(out, c->route.model);
-  vr_sbuf_printf(out, ",\"accuracy\":%.4f,\"queue_ms\":%.3f,\"compute_ms\":%.3f,"
-                 "\"queue_us\":%lld,\"compute_us\":%lld,"
-                 "\"batch_size\":%d,\"latency_slo_ms\":%g,\"profile_p99_ms\":%.6g,"
-                 "\"cost_per_1k\":%.6g,\"loaded_for_query\":%s}",
-                 c->route.accuracy, (q->start_ns - q->arrival_ns) / 1e6,
-                 (q->end_ns - q->start_ns) / 1e6,
-                 (long long)((q->start_ns - q->arrival_ns) / 1000),
-                 (long long)((q->end_ns - q->start_ns) / 1000), q->batch_size, c->route.slo_ms,
-                 c->route.profile_ms, c->route.cost_per_1k,
-                 c->route.loaded ? "true" : "false");
-  size_t added = out->len - cut;
-  vr_sbuf_add(out, body + cut, len - cut);
-  vr_free(body);
-  if (*json_len < len) *json_len += added; /* binary extension */
-  else *json_len = out->len;
-  return 0;
-}
-
+/* The answer: an error from the control plane or the runtime (VR_E*,
+ * mapped to HTTP here: a query dropped for its deadline is a 504), or the
+ * KServe response with the model-less facts in its "parameters". */
 static void on_resume(vr_http_req *r, void *user) {
   vr_server *s = user;
   app_ctx *c = vr_http_state(r);
-  if (c->route.status) return fail(s, r, c->route.http_status, c->route.msg);
-  if (c->rt.status)
-    return fail(s, r, vr_server_http_status(c->rt.status), c->rt.err.msg);
+  const vr_ctl_route *rt = &c->route;
+  const vr_rt_request *q = &c->rt;
+  if (rt->status) return fail(s, r, vr_server_http_status(rt->status), rt->msg);
+  if (q->status) return fail(s, r, vr_server_http_status(q->status), q->err.msg);
+  vr_ks_app_info app = {rt->model, rt->accuracy, rt->slo_ms, rt->profile_ms,
+                        rt->cost_per_1k, rt->loaded};
+  vr_ks_resp_info info = {rt->variant_name, (q->start_ns - q->arrival_ns) / 1000,
+                          (q->end_ns - q->start_ns) / 1000, q->batch_size, &app};
   vr_sbuf b;
   vr_sbuf_init(&b);
   size_t json_len = 0;
   vr_errbuf err = {0};
-  if (write_response(c, &b, &json_len, &err)) {
+  if (vr_ks_write_response(&b, rt->model, &c->ks, q->out, q->n_out, &info,
+                           &json_len, &err)) {
     vr_sbuf_free(&b);
-    return fail(s, r, 400, err.msg);
+    return fail(s, r, vr_server_http_status(err.code ? err.code : VR_EINVAL),
+                err.msg);
   }
   size_t len;
   char *body = vr_sbuf_take(&b, &len);
@@ -115,19 +86,27 @@ static void on_done(vr_rt_request *q, void *user) {
   vr_http_wake(c->http);
 }
 
+/* The live deadline of a model-less query: arrival + its latency SLO
+ * (latency_ms, or the control plane's default), or arrival + Triton's
+ * `timeout` when that is smaller. */
+static int64_t app_timeout_ns(const app_ctx *c) {
+  int64_t slo = (int64_t)(c->route.slo_ms * 1e6);
+  int64_t t = c->ks.timeout_us * 1000;
+  return t > 0 && t < slo ? t : slo;
+}
+
 /* The control plane picked an instance (or said no): submit or answer. */
 static void on_routed(void *tag, const vr_ctl_route *route) {
   app_ctx *c = tag;
   c->route = *route;
   vr_model_config cfg;
   vr_errbuf err = {0};
-  if (route->status == 0 && vr_rt_model_config(c->s->rt, route->model, &cfg))
+  if (!c->route.status && vr_rt_model_config(c->s->rt, route->model, &cfg))
     c->route.status = vr_errf(&err, VR_ENOENT, "model '%s' is not loaded", route->model);
-  if (route->status == 0 && !c->route.status && vr_ks_check_outputs(&c->ks, &cfg, &err))
+  if (!c->route.status && vr_ks_check_outputs(&c->ks, &cfg, &err))
     c->route.status = VR_EINVAL;
   if (c->route.status) {
     if (err.msg[0]) snprintf(c->route.msg, sizeof c->route.msg, "%s", err.msg);
-    if (!route->status) c->route.http_status = vr_server_http_status(c->route.status);
     vr_http_wake(c->http);
     return;
   }
@@ -140,45 +119,11 @@ static void on_routed(void *tag, const vr_ctl_route *route) {
     memcpy(q->in[i].shape, t->shape, sizeof t->shape);
   }
   q->priority = c->ks.priority;
-  q->timeout_ns = c->ks.timeout_us * 1000;
+  q->arrived_ns = c->arrived_ns;
+  q->timeout_ns = app_timeout_ns(c);
   q->done = on_done;
   q->user = c;
   vr_rt_submit_to(c->s->rt, route->instance_id, q);
-}
-
-int vr__server_num_param(json_t *p, const char *k, double *out, vr_errbuf *err) {
-  json_t *v = p ? json_object_get(p, k) : NULL;
-  if (!v) return 0;
-  if (!json_is_number(v) || json_number_value(v) < 0)
-    return vr_errf(err, VR_EINVAL, "parameter \"%s\" must be a non-negative number", k);
-  *out = json_number_value(v);
-  return 0;
-}
-
-/* latency_ms / min_accuracy / max_cost (and an optional "model" that pins
- * the query to one registered model of the app) from the parameters.
- * model_buf receives the model name (q->model points into it). */
-static int parse_query(const char *body, size_t len, size_t hlen, vr_ctl_query *q,
-                       char *model_buf, size_t model_cap, vr_errbuf *err) {
-  json_error_t je;
-  json_t *root = json_loadb(body, hlen == (size_t)-1 ? len : hlen, 0, &je);
-  if (!root) return vr_errf(err, VR_EFORMAT, "bad JSON: %s", je.text);
-  json_t *p = json_object_get(root, "parameters");
-  int rc = vr__server_num_param(p, "latency_ms", &q->latency_ms, err);
-  if (!rc) rc = vr__server_num_param(p, "min_accuracy", &q->min_accuracy, err);
-  if (!rc) rc = vr__server_num_param(p, "max_cost", &q->max_cost, err);
-  if (!rc && q->min_accuracy > 100)
-    rc = vr_errf(err, VR_EINVAL, "min_accuracy %g is above 100%%", q->min_accuracy);
-  json_t *m = p ? json_object_get(p, "model") : NULL;
-  if (!rc && m && (!json_is_string(m) || strlen(json_string_value(m)) >= model_cap))
-    rc = vr_errf(err, VR_EINVAL, "parameter \"model\" must be a model name");
-  if (!rc && m) {
-    snprintf(model_buf, model_cap, "%s", json_string_value(m));
-    q->model = model_buf;
-    q->app = NULL;
-  }
-  json_decref(root);
-  return rc;
 }
 
 static void app_infer(vr_server *s, vr_http_req *r, const char *app) {
@@ -186,23 +131,28 @@ static void app_infer(vr_server *s, vr_http_req *r, const char *app) {
   if (!c) return fail(s, r, 500, "out of memory");
   c->s = s;
   c->http = r;
+  c->arrived_ns = vr_now_ns();
   vr_http_set_state(r, c, ctx_free);
   vr_errbuf err = {0};
-  size_t hlen = (size_t)-1, blen;
+  size_t hlen, blen;
   const char *body = vr_http_body(r, &blen);
-  const char *h = vr_http_header(r, "Inference-Header-Content-Length");
-  if (h) hlen = strtoull(h, NULL, 10);
-  vr_ctl_query q = {.app = app};
-  char model[VR_STORE_NAME_MAX];
-  int rc = vr_ks_parse_request(body, blen, hlen, &c->ks, &err);
-  if (!rc) rc = parse_query(body, blen, hlen, &q, model, sizeof model, &err);
-  if (!rc && q.model) { /* a pinned model must belong to the app */
+  int rc = vr_ks_header_len(vr_http_header(r, "Inference-Header-Content-Length"),
+                            &hlen, &err);
+  if (!rc) rc = vr_ks_parse_request(body, blen, hlen, &c->ks, &err);
+  const vr_ks_request *k = &c->ks;
+  vr_ctl_query q = {.app = app,
+                    .latency_ms = k->latency_ms > 0 ? k->latency_ms : 0,
+                    .min_accuracy = k->min_accuracy > 0 ? k->min_accuracy : 0,
+                    .max_cost = k->max_cost > 0 ? k->max_cost : 0};
+  if (!rc && k->model[0]) { /* a pinned model must belong to the app */
     vr_store_rdlock(s->store);
-    const vr_model_rec *m = vr_store_model(s->store, q.model);
+    const vr_model_rec *m = vr_store_model(s->store, k->model);
     int mine = m && !strcmp(m->app, app);
     vr_store_unlock(s->store);
     if (!mine)
-      rc = vr_errf(&err, VR_ENOENT, "app '%.64s' has no model '%.64s'", app, q.model);
+      rc = vr_errf(&err, VR_ENOENT, "app '%.64s' has no model '%.64s'", app, k->model);
+    q.model = k->model;
+    q.app = NULL;
   }
   if (rc) return fail(s, r, vr_server_http_status(rc), err.msg);
   vr_http_defer(r, on_resume); /* the answer may come from another thread */

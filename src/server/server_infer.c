@@ -80,20 +80,6 @@ static void on_resume(vr_http_req *r, void *user) {
   if (s->overhead) vr_hist_record(s->overhead, (uint64_t)(over > 0 ? over : 0));
 }
 
-/* Inference-Header-Content-Length, or (size_t)-1 when absent. */
-static int header_len(vr_http_req *r, size_t *out, vr_errbuf *err) {
-  const char *h = vr_http_header(r, "Inference-Header-Content-Length");
-  *out = (size_t)-1;
-  if (!h) return 0;
-  char *end;
-  unsigned long long v = strtoull(h, &end, 10);
-  if (!*h || *end || *h == '-')
-    return vr_errf(err, VR_EFORMAT, "Inference-Header-Content-Length '%.32s'"
-                   " is not a number", h);
-  *out = (size_t)v;
-  return 0;
-}
-
 static void fill_rt(infer_ctx *c) {
   vr_rt_request *q = &c->rt;
   vr_rt_request_init(q);
@@ -123,7 +109,8 @@ void vr_server_infer(vr_server *s, vr_http_req *r, const char *model) {
   vr_errbuf err = {0};
   size_t hlen, blen;
   const char *body = vr_http_body(r, &blen);
-  int rc = header_len(r, &hlen, &err);
+  int rc = vr_ks_header_len(
+      vr_http_header(r, "Inference-Header-Content-Length"), &hlen, &err);
   if (!rc) rc = vr_ks_parse_request(body, blen, hlen, &c->ks, &err);
   /* Named outputs are checked before queueing (the runtime answers for
    * unknown models itself, so the common case skips the config copy). */

@@ -50,10 +50,6 @@ void vr_server_repo_load(vr_server *s, vr_http_req *r, const char *model,
 void vr_server_model_stats(vr_server *s, vr_http_req *r, const char *model);
 /* /v2/apps[...]: the model-less API (server_apps.c). */
 void vr_server_apps(vr_server *s, vr_http_req *r, int get, char **seg, int n);
-/* parameters[k] into *out when present: a non-negative number, else
- * VR_EINVAL naming it (server_apps.c). */
-struct json_t;
-int vr__server_num_param(struct json_t *p, const char *k, double *out, vr_errbuf *err);
 /* /v2/pipelines[...] (server_pipes.c). */
 void vr_server_pipes(vr_server *s, vr_http_req *r, const char *method, char **seg, int n);
 void vr_server_model_instances(vr_server *s, vr_http_req *r,

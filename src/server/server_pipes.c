@@ -145,22 +145,16 @@ static void infer(vr_server *s, vr_http_req *r, const char *name) {
   c->http = r;
   vr_http_set_state(r, c, ctx_free);
   vr_errbuf err = {0};
-  size_t hlen = (size_t)-1, blen;
+  size_t hlen, blen;
   const char *body = vr_http_body(r, &blen);
-  const char *h = vr_http_header(r, "Inference-Header-Content-Length");
-  if (h) hlen = strtoull(h, NULL, 10);
-  int rc = vr_ks_parse_request(body, blen, hlen, &c->ks, &err);
-  vr_pipe_query q = {.pipeline = name};
-  if (!rc) {
-    json_t *root = json_loadb(body, hlen == (size_t)-1 ? blen : hlen, 0, NULL);
-    json_t *p = json_object_get(root, "parameters");
-    rc = vr__server_num_param(p, "latency_ms", &q.latency_ms, &err);
-    if (!rc) rc = vr__server_num_param(p, "min_accuracy", &q.min_accuracy, &err);
-    if (!rc && q.min_accuracy > 100)
-      rc = vr_errf(&err, VR_EINVAL, "min_accuracy %g is above 100%%", q.min_accuracy);
-    json_decref(root);
-  }
+  int rc = vr_ks_header_len(vr_http_header(r, "Inference-Header-Content-Length"), &hlen, &err);
+  if (!rc) rc = vr_ks_parse_request(body, blen, hlen, &c->ks, &err);
   if (rc) return fail(s, r, vr_server_http_status(rc), err.msg);
+  /* latency_ms / min_accuracy are checked by the KServe parser (< 0: not
+   * given); end to end here. */
+  vr_pipe_query q = {.pipeline = name,
+                     .latency_ms = c->ks.latency_ms > 0 ? c->ks.latency_ms : 0,
+                     .min_accuracy = c->ks.min_accuracy > 0 ? c->ks.min_accuracy : 0};
   q.n_in = c->ks.n_in;
   for (int i = 0; i < c->ks.n_in; i++) {
     const vr_ks_input *t = &c->ks.in[i];

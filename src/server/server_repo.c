@@ -206,11 +206,10 @@ void vr_server_model_instances(vr_server *s, vr_http_req *r,
                    (unsigned long long)x->dropped,
                    (unsigned long long)x->batches);
     int first = 1;
-    for (int k = 0; k < VR_LAT_SLOTS; k++)
-      if (x->profile.ns[k]) {
-        vr_sbuf_printf(&b, "%s\"%d\":%.1f", first ? "" : ",",
-                       1 << k < x->max_batch ? 1 << k : x->max_batch,
-                       x->profile.ns[k] / 1e3);
+    for (int k = 0; k < VR_PROF_NB; k++)
+      if (x->profile.p50_ms[k] > 0) {
+        vr_sbuf_printf(&b, "%s\"%d\":%.1f", first ? "" : ",", 1 << k,
+                       x->profile.p50_ms[k] * 1e3);
         first = 0;
       }
     vr_sbuf_puts(&b, "}}");
