@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "base/log.h"
 #include "cli/commands.h"
@@ -21,7 +22,9 @@ static void usage(FILE *f) {
           "usage: vario serve --repo DIR [--port N] [--host ADDR]\n"
           "                   [--max-body-mb N] [--max-conns N] [--spin-us N]\n"
           "                   [--no-load]\n"
-          "  --repo DIR       model repository: DIR/<model>/{model.onnx,config.json}\n"
+          "  --repo DIR       model repository (required): DIR/<model>/ with\n"
+          "                   config.json + model.onnx (Vario), or config.pbtxt +\n"
+          "                   <version>/model.onnx (Triton), or a bare model.onnx\n"
           "  --port N         TCP port (default 8000; 0 = any free port)\n"
           "  --host ADDR      IPv4 address to bind (default 127.0.0.1)\n"
           "  --max-body-mb N  largest request body (default 64)\n"
@@ -105,6 +108,18 @@ int vr_cmd_serve(int argc, char **argv) {
   vr_server *s = NULL;
   vr_errbuf err = {0};
   if (ctl.store_path) o.load_all = 0; /* the control plane loads variants */
+  /* Checked before anything loads: a server with no repository would
+   * start, report ready and serve nothing. */
+  struct stat st;
+  if (!o.repo) {
+    fprintf(stderr, "vario serve: --repo DIR is required\n");
+    usage(stderr);
+    return 2;
+  }
+  if (stat(o.repo, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    fprintf(stderr, "vario serve: repository '%s' is not a directory\n", o.repo);
+    return 1;
+  }
   if (vr_server_create(&o, &s, &err)) {
     fprintf(stderr, "vario serve: %s\n", err.msg);
     return 1;

@@ -15,6 +15,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "control/control_int.h"
+#include "policy/route.h"
 
 static void fill_variant(const vr_control *c, int v, vr_ctl_route *r) {
   const vr_profile *p = &c->var[v].prof;
@@ -38,23 +39,24 @@ static void fail(vr_ctl_route *r, int status, const char *fmt, ...) {
   r->status = status;
 }
 
-/* Least-loaded serving instance of v (in flight per unit of profiled
- * peak throughput), skipping instances being removed; NULL if none. */
+/* Least-loaded serving instance of v by the one rule of policy/route.h
+ * (rows in flight per row of batch capacity, interfered ones last),
+ * skipping instances being removed; NULL if none. */
 static ctl_inst *pick_instance(vr_control *c, int v) {
   ctl_inst *best = NULL;
-  double best_load = INFINITY;
+  const vr_snap_instance *bx = NULL;
   const vr_snapshot *s = &c->drv.snap;
   for (size_t i = 0; i < c->insts.len; i++) {
     ctl_inst *in = vr_vec_at(&c->insts, i);
     if (in->var != v || in->removing) continue;
-    int serving = 0;
-    for (size_t k = 0; k < s->ninstances; k++)
-      if (s->instances[k].id == in->id)
-        serving = s->instances[k].state != VR_IS_LOADING &&
-                  s->instances[k].state != VR_IS_DRAINING;
-    if (!serving) continue;
-    double load = in->inflight / fmax(1.0, vr_profile_peak_qps(&c->var[v].prof, 1));
-    if (load < best_load) best_load = load, best = in;
+    const vr_snap_instance *x = NULL;
+    for (size_t k = 0; k < s->ninstances && !x; k++)
+      if (s->instances[k].id == in->id) x = &s->instances[k];
+    if (!x || x->state == VR_IS_LOADING || x->state == VR_IS_DRAINING) continue;
+    if (!best || vr_route_lighter(x->state == VR_IS_INTERFERED, in->inflight,
+                                  x->max_batch, bx->state == VR_IS_INTERFERED,
+                                  best->inflight, bx->max_batch))
+      best = in, bx = x;
   }
   return best;
 }
@@ -96,28 +98,13 @@ static int pick_victim(vr_control *c, int v) {
   return in->id;
 }
 
-/* The inactive variant INFaaS would load (least load + latency) among
- * those of the query's app or model that meet it and fit in the room
- * left now, or one already loading; -1 if none. The rare path:
- * selection's choice did not fit. */
-static int pick_fitting(vr_control *c, const vr_ctl_query *q, double acc,
-                        double slo_ms) {
-  int best = -1;
-  double best_val = 0;
-  for (size_t v = 0; v < c->nvar; v++) {
-    const vr_profile *p = &c->var[v].prof;
-    if (q->app ? strcmp(p->app, q->app) : strcmp(p->model, q->model)) continue;
-    double tail = vr_profile_tail_ms(p, 1);
-    if (p->accuracy + 1e-9 < acc || 2 * tail > slo_ms) continue;
-    /* one already loading (an earlier query's fallback) is joined: its
-     * room is reserved and no load time is left to pay */
-    int loading = c->var[v].loading;
-    if (!loading && !ctl_fits_locked(c, (int)v)) continue;
-    double val = (loading ? 0 : p->load_ms) + tail;
-    if (best < 0 || val < best_val) best = (int)v, best_val = val;
-  }
-  return best;
+/* What the route rule asks about room (policy/route.h); mu held. */
+static int env_available(void *self, int v) {
+  vr_control *c = self;
+  return c->var[v].loading || pick_instance(c, v) != NULL;
 }
+static int env_fits(void *self, int v) { return ctl_fits_locked(self, v); }
+static int env_evictable(void *self, int v) { return find_victim(self, v) != NULL; }
 
 static int queue_load(vr_control *c, int v, ctl_wait *w, int evict_id) {
   if (c->running && c->running->var == v) {
@@ -164,33 +151,16 @@ static int decide(vr_control *c, const vr_ctl_query *q, vr_ctl_route *r,
   r->slo_ms = q->latency_ms > 0 ? q->latency_ms : c->o.default_slo_ms;
   r->req_accuracy = acc;
   vr_query_req qr = {group, r->slo_ms, acc};
-  vr_selection sel;
-  if (vr_select(c->drv.ix, &qr, &sel)) {
+  vr_route_env env = {c->drv.ix, &c->drv.snap, q->app ? 'a' : 'm', name,
+                      env_available, env_fits, env_evictable, c};
+  vr_route rt;
+  if (vr_route_decide(&env, &qr, &rt)) {
     fail(r, VR_EINTERNAL, "selection failed");
     return 1;
   }
-  /* Selection wants a load (nothing loaded meets the query, or what does
-   * is interfered) but there is no room: a loaded variant that meets the
-   * query, busy or not, serves it rather than an eviction that would
-   * replace it with a sibling on the same cores, or a 503. */
-  if (sel.outcome == VR_SEL_LOAD && !c->var[sel.variant].loading &&
-      !ctl_fits_locked(c, sel.variant)) {
-    vr_query_req q2 = qr;
-    vr_selection s2;
-    q2.loaded_only = 1;
-    if (vr_select(c->drv.ix, &q2, &s2) == 0 && s2.outcome == VR_SEL_ACTIVE)
-      sel = s2;
-  }
-  /* Still a load that does not fit and nothing idle to evict: the best
-   * variant that does fit (on 2 cores, often the 1-thread sibling of a
-   * 2-thread choice) rather than a 503. */
-  if (sel.outcome == VR_SEL_LOAD && !c->var[sel.variant].loading &&
-      !ctl_fits_locked(c, sel.variant) && !find_victim(c, sel.variant)) {
-    int alt = pick_fitting(c, q, acc, r->slo_ms);
-    if (alt >= 0) sel.variant = alt;
-  }
-  if (sel.variant >= 0) fill_variant(c, sel.variant, r);
-  if (sel.outcome == VR_SEL_INFEASIBLE) {
+  const vr_selection sel = rt.sel;
+  if (rt.variant >= 0) fill_variant(c, rt.variant, r);
+  if (rt.outcome == VR_ROUTE_INFEASIBLE) {
     c->p_infeasible++;
     fail(r, VR_EINFEASIBLE,
          "no variant of '%s' meets latency_ms=%g and min_accuracy=%g%%; closest is "
@@ -205,23 +175,21 @@ static int decide(vr_control *c, const vr_ctl_query *q, vr_ctl_route *r,
          "(max_cost %g)", r->variant_name, r->cost_per_1k, q->max_cost);
     return 1;
   }
-  if (sel.outcome == VR_SEL_ACTIVE) {
-    ctl_inst *in = pick_instance(c, sel.variant);
-    if (in) {
-      r->instance_id = in->id;
-      count_routed(c, in, r->slo_ms, r->req_accuracy);
-      return 1;
-    }
+  /* an instance of the variant serves: the least loaded (policy/route.h) */
+  ctl_inst *in = pick_instance(c, rt.variant);
+  if (in) {
+    r->instance_id = in->id;
+    count_routed(c, in, r->slo_ms, r->req_accuracy);
+    return 1;
   }
-  /* Inactive (or its instances are going away): load it, if it fits —
-   * after evicting an instance nobody used this period, if that makes
-   * room (the autoscaler would release it after its load time anyway). */
-  int victim = 0;
-  if (!c->var[sel.variant].loading && !ctl_fits_locked(c, sel.variant))
-    victim = pick_victim(c, sel.variant);
-  if (c->var[sel.variant].loading || ctl_fits_locked(c, sel.variant) || victim) {
+  /* Inactive (or its instances are going away): load it, or join its
+   * load — after evicting an instance nobody used this period, if that
+   * makes room (the autoscaler would release it after its load time
+   * anyway). */
+  int victim = rt.outcome == VR_ROUTE_EVICT_LOAD ? pick_victim(c, rt.variant) : 0;
+  if (rt.outcome == VR_ROUTE_LOAD || rt.outcome == VR_ROUTE_SERVE || victim) {
     *waiter = VR_NEW(ctl_wait);
-    if (*waiter && queue_load(c, sel.variant, *waiter, victim) == 0) {
+    if (*waiter && queue_load(c, rt.variant, *waiter, victim) == 0) {
       r->loaded = 1;
       return 0;
     }

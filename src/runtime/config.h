@@ -44,6 +44,18 @@ typedef struct vr_model_config {
   /* "calibration": .npy of calibration rows for int8 sessions (relative
    * paths resolve against the model directory); empty when not given. */
   char calibration_path[4096];
+  /* Triton repository facts (config.pbtxt or auto-complete from the ONNX
+   * graph; runtime/pbtxt.h, vr_model_dir_load). Zero for config.json. */
+  char platform[32];           /* "onnxruntime_onnx" */
+  int has_dynamic_batching;
+  int n_preferred_batch;
+  int preferred_batch[8];      /* dynamic_batching.preferred_batch_size */
+  char model_file[128];        /* default_model_filename; "" = model.onnx */
+  char label_path[4096];       /* label_filename (resolved); "" = none */
+  int version;                 /* version directory served; 0 = flat */
+  int n_versions;              /* version_policy specific: the versions */
+  int versions[8];
+  int autocompleted;           /* inputs/outputs read from the ONNX graph */
 } vr_model_config;
 
 /* Parses config.json text. dir (may be NULL) fills model_path. */
@@ -53,6 +65,16 @@ int vr_model_config_parse(const char *text, size_t len, const char *dir,
  * calibration file (when given) exist. */
 int vr_model_config_load(const char *dir, vr_model_config *out,
                          vr_errbuf *err);
+
+/* Loads a model directory of a repository in any layout Vario reads:
+ * Vario's (<dir>/config.json + model.onnx), Triton's (<dir>/config.pbtxt +
+ * <dir>/<version>/model.onnx, the highest version unless version_policy
+ * says otherwise), or a bare model.onnx (flat or versioned) with no config:
+ * inputs, outputs and a dynamic batch are then completed from the ONNX
+ * graph (max_batch_size 4, as Triton's auto-complete). */
+int vr_model_dir_load(const char *dir, vr_model_config *out, vr_errbuf *err);
+/* Whether dir looks like a model directory of any of those layouts. */
+int vr_model_dir_is_model(const char *dir);
 
 /* "fp32" / "bf16" / "int8" <-> enum without needing the engine. */
 const char *vr_rt_precision_name(vr_precision p);

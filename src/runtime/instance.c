@@ -377,6 +377,7 @@ static void run_batch(vr_rt_instance *in, vr_rt_request *list, int rows) {
   const vr_rt_backend *be = in->rt->be;
   vr_tensor tin[VR_RT_MAX_IO], tout[VR_RT_MAX_IO];
   const vr_tensor *inputs = list->in;
+  int64_t tg = vr_now_ns();
   int aligned = 1; /* binary HTTP payloads sit at any offset of the body */
   for (int i = 0; i < c->n_inputs; i++)
     aligned &= ((uintptr_t)list->in[i].data & 63) == 0;
@@ -398,7 +399,6 @@ static void run_batch(vr_rt_instance *in, vr_rt_request *list, int rows) {
   int n_out = c->n_outputs;
   if (!rc) rc = check_outputs(tout, n_out, rows, &err);
   int64_t t1 = vr_now_ns();
-  vr_rt_vstats_batch(in->rt, in->vs, rows);
   pthread_mutex_lock(&in->mu);
   if (!rc) vr_latency_observe(&in->prof, rows, (double)(t1 - t0) / 1e6);
   in->batches++;
@@ -407,28 +407,37 @@ static void run_batch(vr_rt_instance *in, vr_rt_request *list, int rows) {
   for (vr_rt_request *r = list; r; r = r->next)
     vr_ewma_add(&in->lat_ewma, (double)(t1 - r->arrival_ns), t1);
   pthread_mutex_unlock(&in->mu);
-  int row0 = 0;
+  /* Outputs are copied out for every request first, then the batch is
+   * counted, then requests are answered: a caller that reads the stats
+   * after its answer sees its batch (Triton's compute_output split). */
+  int row0 = 0, nreq = 0;
+  int64_t out_ns = 0;
+  for (vr_rt_request *r = list; r && !rc; r = r->next) {
+    int64_t ts = vr_now_ns();
+    r->status = scatter(in, r, row0, rows, tout, n_out) ? VR_ENOMEM : 0;
+    r->end_ns = vr_now_ns();
+    out_ns += r->end_ns - ts;
+    nreq += r->status == 0;
+    row0 += r->rows;
+  }
+  vr_rt_vstats_batch(in->rt, in->vs, rows, nreq, t0 - tg, t1 - t0, out_ns);
   while (list) {
     vr_rt_request *r = list;
     list = r->next;
     r->next = NULL;
-    int r_rows = r->rows; /* r is the caller's again after done() */
     r->start_ns = t0;
     r->batch_size = rows;
     if (rc) {
       vr_rt_fail(in->vs, in->rt, r, rc, VR_OUT_FAILED, "%s: %s", in->variant,
                  err.msg);
-    } else if (scatter(in, r, row0, rows, tout, n_out)) {
+    } else if (r->status) {
       vr_rt_fail(in->vs, in->rt, r, VR_ENOMEM, VR_OUT_FAILED,
                  "out of memory copying outputs");
     } else {
-      r->status = 0;
       r->outcome = VR_OUT_OK;
-      r->end_ns = vr_now_ns();
       vr_rt_vstats_record(in->rt, in->vs, r);
       r->done(r, r->user);
     }
-    row0 += r_rows;
   }
 }
 

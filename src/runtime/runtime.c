@@ -7,6 +7,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "policy/route.h"
 #include "runtime/runtime_int.h"
 
 const char *vr_rt_outcome_name(vr_rt_outcome o) {
@@ -330,20 +331,22 @@ static int validate(const vr_model_config *c, vr_rt_request *r, int max_batch,
   return rows;
 }
 
-/* Least-loaded active instance (queued + running rows per max batch);
- * ties go round-robin. rt->lock held (read). */
+/* Least-loaded instance by the one rule of policy/route.h (queued +
+ * running rows per row of max batch); ties go round-robin. rt->lock held
+ * (read). */
 static vr_rt_instance *route(vr_rt_model *m) {
   vr_rt_instance *best = NULL;
-  double best_load = 0;
+  int best_rows = 0;
   size_t n = m->instances.len;
   unsigned start = __atomic_fetch_add(&m->rr, 1, __ATOMIC_RELAXED);
   for (size_t k = 0; k < n; k++) {
     vr_rt_instance *in =
         VR_VEC_AT(&m->instances, vr_rt_instance *, (start + k) % n);
-    double load = (double)vr_inst_load(in) / in->opts.max_batch;
-    if (!best || load < best_load) {
+    int rows = vr_inst_load(in);
+    if (!best || vr_route_lighter(0, rows, in->opts.max_batch, 0, best_rows,
+                                  best->opts.max_batch)) {
       best = in;
-      best_load = load;
+      best_rows = rows;
     }
   }
   return best;

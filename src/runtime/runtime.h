@@ -226,6 +226,16 @@ typedef struct vr_rt_variant_stats {
   int64_t last_inference_ms; /* wall-clock ms since the epoch */
   vr_rt_hist_prom request, queue, compute;
   uint64_t p50_ns, p90_ns, p99_ns; /* request latency percentiles */
+  /* Triton's split of compute (per successful request: the batch's
+   * gather, run and this request's output copy), ns summed. */
+  uint64_t compute_n;
+  double compute_input_ns, compute_infer_ns, compute_output_ns;
+  /* Triton's batch_stats: executions per batch size (1..VR_RT_MAX_BATCH)
+   * and their summed phase times, ns. */
+  struct {
+    uint64_t count;
+    double input_ns, infer_ns, output_ns;
+  } by_batch[VR_RT_MAX_BATCH + 1];
 } vr_rt_variant_stats;
 
 /* Calls fn for each variant ever served (model = NULL: all). The stats are

@@ -100,7 +100,10 @@ vr_rt_vstats *vr_rt_vstats_get(vr_runtime *rt, const char *model,
 /* Records a finished request (ok or not) under stats_mu. */
 void vr_rt_vstats_record(vr_runtime *rt, vr_rt_vstats *vs,
                          const vr_rt_request *r);
-void vr_rt_vstats_batch(vr_runtime *rt, vr_rt_vstats *vs, int rows);
+/* One executed batch of `rows` rows: nreq requests served, phase times
+ * (gather inputs, run, copy outputs out) in ns. */
+void vr_rt_vstats_batch(vr_runtime *rt, vr_rt_vstats *vs, int rows, int nreq,
+                        int64_t in_ns, int64_t infer_ns, int64_t out_ns);
 void vr_rt_vstats_free_all(vr_runtime *rt);
 
 #endif

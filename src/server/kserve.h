@@ -39,6 +39,7 @@ typedef struct vr_ks_input {
 typedef struct vr_ks_output_req {
   char name[VR_NAME_MAX];
   int binary; /* -1 = not said (use the request default) */
+  int classification; /* > 0: top-k classes as BYTES "score:index" (Triton) */
 } vr_ks_output_req;
 
 typedef struct vr_ks_request {
@@ -52,9 +53,8 @@ typedef struct vr_ks_request {
   int priority;       /* parameters.priority; 0 = default */
   /* Model-less parameters (Vario extension, read by /v2/apps/{app}/infer;
    * other endpoints ignore them), checked here so the body is parsed once:
-   * latency_ms > 0, min_accuracy in [0, 100] (percent; <= 1 reads as a
-   * fraction), max_cost >= 0; < 0 = not given. model: pins one model of
-   * the app ("" = any). */
+   * latency_ms > 0, min_accuracy in [0, 100] (percent), max_cost >= 0;
+   * < 0 = not given. model: pins one model of the app ("" = any). */
   double latency_ms, min_accuracy, max_cost;
   char model[VR_NAME_MAX];
 } vr_ks_request;
@@ -98,6 +98,18 @@ int vr_ks_write_response(vr_sbuf *b, const char *model, const vr_ks_request *req
 /* Checks the request's output names against the model's outputs. */
 int vr_ks_check_outputs(const vr_ks_request *req, const vr_model_config *c,
                         vr_errbuf *err);
+
+/* A request/input/output parameter Vario does not honour: VR_EUNSUPPORTED
+ * with a message naming it and, for Triton's sequence and shared-memory
+ * parameters, the extension; `where` reads like " in outputs[0]". */
+int vr_ks_refuse_param(const char *key, const char *where, vr_errbuf *err);
+
+/* Triton's classification extension on FP32 scores t: per row (dim 0) the
+ * k best as "score:index" strings, best first; JSON strings appended to js
+ * (comma separated) or, with bin, BYTES elements (4-byte little-endian
+ * length + bytes) appended to bin. *rows / *k_out: the result's shape. */
+int vr_ks_classify(const vr_tensor *t, int k, vr_sbuf *js, vr_sbuf *bin,
+                   int64_t *rows, int *k_out, vr_errbuf *err);
 
 /* {"error": msg} */
 void vr_ks_write_error(vr_sbuf *b, const char *msg);

@@ -165,14 +165,35 @@ static int parse_shape(vr_kj *j, vr_ks_input *t) {
   return 0;
 }
 
-/* parameters of an input: binary_data_size (others skipped). */
-static int input_params(vr_kj *j, int64_t *bsz) {
-  char key[64];
+/* A parameter Vario does not honour is refused by name, never ignored:
+ * the client that sent it expects a behaviour (shared memory, sequences,
+ * something newer) it would silently not get. */
+int vr_ks_refuse_param(const char *key, const char *where, vr_errbuf *err) {
+  const char *ext = !strncmp(key, "shared_memory_", 14) ? "shared-memory"
+                    : !strncmp(key, "sequence_", 9)     ? "sequence"
+                                                        : NULL;
+  if (ext)
+    return vr_errf(err, VR_EUNSUPPORTED, "parameter \"%.40s\"%s: the %s"
+                   " extension is not supported", key, where, ext);
+  return vr_errf(err, VR_EUNSUPPORTED, "unknown parameter \"%.40s\"%s", key,
+                 where);
+}
+
+static int refuse_param(vr_kj *j, const char *where, const char *key) {
+  return vr_ks_refuse_param(key, where, j->err);
+}
+
+/* parameters of an input: binary_data_size. */
+static int input_params(vr_kj *j, const char *name, int64_t *bsz) {
+  char key[64], where[VR_NAME_MAX + 16];
+  snprintf(where, sizeof where, " in input '%s'", name);
+  if (vr_kj_peek(j) != '{')
+    return vr_errf(j->err, VR_EFORMAT, "\"parameters\"%s must be an object", where);
   int rc = vr_kj_obj_begin(j), first = 1;
   while (!rc && (rc = vr_kj_obj_next(j, key, sizeof key, &first)) == 1)
     rc = !strcmp(key, "binary_data_size")
              ? get_uint(j, 0, INT64_MAX, bsz, "binary_data_size")
-             : vr_kj_skip(j);
+             : refuse_param(j, where, key);
   return rc;
 }
 
@@ -218,7 +239,7 @@ static int input_members(vr_kj *j, vr_ks_input *t, const char **ds,
       rc = vr_kj_skip(j);
       *de = j->p;
     } else if (bit == K_PARAMS) {
-      rc = input_params(j, bsz);
+      rc = input_params(j, t->name, bsz);
     } else {
       rc = vr_kj_skip(j);
     }
@@ -300,6 +321,28 @@ static int get_bool(vr_kj *j, const char *what, int *out) {
   return vr_kj_bool(j, out);
 }
 
+/* binary_data, classification (Triton's classification extension: the
+ * top-k classes instead of the tensor). */
+static int output_params(vr_kj *j, vr_ks_output_req *q, int idx) {
+  char key[64], where[32];
+  snprintf(where, sizeof where, " in outputs[%d]", idx);
+  if (vr_kj_peek(j) != '{')
+    return vr_errf(j->err, VR_EFORMAT, "\"parameters\"%s must be an object", where);
+  int rc = vr_kj_obj_begin(j), first = 1;
+  while (!rc && (rc = vr_kj_obj_next(j, key, sizeof key, &first)) == 1) {
+    int64_t k;
+    if (!strcmp(key, "binary_data")) {
+      rc = get_bool(j, "binary_data", &q->binary);
+    } else if (!strcmp(key, "classification")) {
+      rc = get_uint(j, 1, 1 << 20, &k, "parameter \"classification\" (top-k)");
+      q->classification = (int)k;
+    } else {
+      rc = refuse_param(j, where, key);
+    }
+  }
+  return rc;
+}
+
 static int parse_outputs(vr_kj *j, vr_ks_request *r) {
   int rc = vr_kj_peek(j) == '[' ? vr_kj_arr_begin(j)
            : vr_errf(j->err, VR_EFORMAT, "\"outputs\" must be an array"),
@@ -320,11 +363,7 @@ static int parse_outputs(vr_kj *j, vr_ks_request *r) {
         if (rc && rc != VR_EFORMAT)
           rc = vr_errf(j->err, VR_EFORMAT, "outputs[%d] needs a \"name\"", r->n_out - 1);
       } else if (!strcmp(key, "parameters")) {
-        int f3 = 1;
-        rc = vr_kj_obj_begin(j);
-        while (!rc && (rc = vr_kj_obj_next(j, key, sizeof key, &f3)) == 1)
-          rc = !strcmp(key, "binary_data") ? get_bool(j, "binary_data", &q->binary)
-                                           : vr_kj_skip(j);
+        rc = output_params(j, q, r->n_out - 1);
       } else {
         rc = vr_kj_skip(j);
       }
@@ -389,7 +428,7 @@ static int parse_params(vr_kj *j, vr_ks_request *r) {
         rc = vr_errf(j->err, VR_EINVAL, "parameter \"model\" must be a model"
                      " name (a string under %zu bytes)", sizeof r->model);
     } else {
-      rc = vr_kj_skip(j);
+      rc = refuse_param(j, " in the request", key);
     }
   }
   return rc;

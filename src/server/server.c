@@ -86,9 +86,11 @@ static void reply_empty(vr_server *s, vr_http_req *r, int status) {
 static void server_metadata(vr_server *s, vr_http_req *r) {
   vr_sbuf b;
   vr_sbuf_init(&b);
-  vr_sbuf_puts(&b, "{\"name\":\"vario\",\"version\":\"0.1.0\",\"extensions\":"
-               "[\"binary_tensor_data\",\"model_repository\",\"statistics\","
-               "\"schedule_policy\",\"vario_instances\"]}");
+  vr_sbuf_puts(&b, "{\"name\":\"vario\",\"version\":\"" VR_SRV_VERSION "\","
+               "\"extensions\":[");
+  for (int i = 0; vr__srv_extensions[i]; i++)
+    vr_sbuf_printf(&b, i ? ",\"%s\"" : "\"%s\"", vr__srv_extensions[i]);
+  vr_sbuf_puts(&b, "]}");
   vr_server_count(s, 200);
   vr_server_reply_json(r, 200, &b);
 }
@@ -117,7 +119,7 @@ static void model_metadata(vr_server *s, vr_http_req *r, const char *model) {
   vr_sbuf_init(&b);
   vr_sbuf_puts(&b, "{\"name\":");
   vr_sbuf_json_str(&b, c.name);
-  vr_sbuf_puts(&b, ",\"versions\":[\"1\"],\"platform\":\"onnx_vario\","
+  vr_sbuf_puts(&b, ",\"versions\":[\"1\"],\"platform\":\"onnxruntime_onnx\","
                "\"inputs\":[");
   put_tensor_infos(&b, c.inputs, c.n_inputs);
   vr_sbuf_puts(&b, "],\"outputs\":[");
@@ -167,10 +169,12 @@ static void route_model(vr_server *s, vr_http_req *r, int get, char **seg,
   const char *m = seg[2];
   int k = 3;
   if (n >= 5 && !strcmp(seg[3], "versions")) {
-    if (strcmp(seg[4], "1")) {
+    char want[16];
+    snprintf(want, sizeof want, "%d", vr__srv_version(s, m));
+    if (strcmp(seg[4], want)) {
       char msg[300];
       snprintf(msg, sizeof msg, "model '%.128s' has no version '%.64s' (only"
-               " \"1\")", m, seg[4]);
+               " \"%s\")", m, seg[4], want);
       reply_error(s, r, 404, msg);
       return;
     }
@@ -186,10 +190,12 @@ static void route_model(vr_server *s, vr_http_req *r, int get, char **seg,
     reply_empty(s, r, vr_rt_model_ready(s->rt, m) ? 200 : 503);
   else if (!strcmp(rest, "infer") && !get) vr_server_infer(s, r, m);
   else if (!strcmp(rest, "stats") && get) vr_server_model_stats(s, r, m);
+  else if (!strcmp(rest, "config") && get) vr_server_model_config(s, r, m);
   else if (!strcmp(rest, "instances") && get)
     vr_server_model_instances(s, r, m);
   else if (!*rest || !strcmp(rest, "ready") || !strcmp(rest, "infer") ||
-           !strcmp(rest, "stats") || !strcmp(rest, "instances"))
+           !strcmp(rest, "stats") || !strcmp(rest, "instances") ||
+           !strcmp(rest, "config"))
     reply_error(s, r, 405, "method not allowed");
   else
     reply_error(s, r, 404, "unknown path");
@@ -220,7 +226,7 @@ static void handle(vr_http_req *r, void *user) {
   if (n == 3 && !strcmp(seg[1], "health") && get) {
     if (!strcmp(seg[2], "live")) return reply_empty(s, r, 200);
     if (!strcmp(seg[2], "ready"))
-      return reply_empty(s, r, s->shutting_down ? 503 : 200);
+      return reply_empty(s, r, vr__srv_ready(s) ? 200 : 503);
   }
   if (n == 3 && !strcmp(seg[1], "models") && !strcmp(seg[2], "stats") && get)
     return vr_server_model_stats(s, r, NULL);
@@ -245,9 +251,10 @@ static void load_all(vr_server *s) {
   while ((e = readdir(d))) {
     if (e->d_name[0] == '.') continue;
     char path[4096];
-    snprintf(path, sizeof path, "%s/%s/model.onnx", s->repo, e->d_name);
-    if (access(path, R_OK)) continue; /* not a model directory */
+    snprintf(path, sizeof path, "%s/%s", s->repo, e->d_name);
+    if (!vr_model_dir_is_model(path)) continue; /* not a model directory */
     vr_errbuf err = {0};
+    vr__srv_expect(s, e->d_name, 1); /* failed loads keep it not ready */
     if (vr_server_load(s, e->d_name, &err))
       vr_error("model '%s' not loaded: %s", e->d_name, err.msg);
   }
@@ -259,7 +266,7 @@ int vr_server_load(vr_server *s, const char *name, vr_errbuf *err) {
   char dir[4096];
   snprintf(dir, sizeof dir, "%s/%s", s->repo, name);
   vr_model_config c;
-  int rc = vr_model_config_load(dir, &c, err);
+  int rc = vr_model_dir_load(dir, &c, err);
   if (rc) return rc;
   if (strcmp(c.name, name)) /* the directory names the model (as Triton) */
     vr_warn("%s: config name '%s' differs; serving it as '%s'", dir, c.name,
@@ -286,16 +293,23 @@ int vr_server_create(const vr_server_opts *o, vr_server **out,
     vr_free(s);
     return rc;
   }
-  if (s->repo && o->load_all) load_all(s);
+  pthread_mutex_init(&s->expect_mu, NULL);
+  vr_map_init(&s->expected);
+  /* Listen first, load after (as Triton): a taken port fails at once, not
+   * after every model loaded, and /v2/health/ready says 503 while loading. */
   vr_http_opts ho = {o->host, o->port, o->max_body, o->max_conns, 0, handle, s};
   rc = vr_http_start(&ho, &s->http, err);
   if (rc) {
+    vr_map_free(&s->expected);
+    pthread_mutex_destroy(&s->expect_mu);
     vr_runtime_free(s->rt);
     vr_free(s->overhead);
     vr_free(s->repo);
     vr_free(s);
     return rc;
   }
+  if (s->repo && o->load_all) load_all(s);
+  __atomic_store_n(&s->started, 1, __ATOMIC_SEQ_CST);
   *out = s;
   return 0;
 }
@@ -324,6 +338,8 @@ void vr_server_free(vr_server *s) {
   vr_server_shutdown(s);
   vr_http_stop(s->http);
   vr_runtime_free(s->rt);
+  vr_map_free(&s->expected);
+  pthread_mutex_destroy(&s->expect_mu);
   vr_free(s->overhead);
   vr_free(s->repo);
   vr_free(s);

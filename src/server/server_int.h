@@ -3,9 +3,11 @@
 #ifndef VR_SERVER_INT_H
 #define VR_SERVER_INT_H
 
+#include <pthread.h>
 #include <stdint.h>
 
 #include "base/hist.h"
+#include "base/map.h"
 #include "server/http.h"
 #include "server/server.h"
 
@@ -26,6 +28,12 @@ struct vr_server {
   vr_store *store;         /* its metadata store (borrowed) */
   struct vr_jobs *jobs;    /* offline jobs, or NULL (borrowed) */
   struct vr_pipes *pipes;  /* live pipelines, or NULL (borrowed) */
+  /* Readiness (server_triton.c): the models the repository says to load
+   * (every model directory at start, plus explicit loads, minus explicit
+   * unloads); ready when all of them are loaded and start-up finished. */
+  pthread_mutex_t expect_mu;
+  vr_map expected;         /* name -> (void *)1 */
+  int started;             /* start-up loading finished (atomic) */
 };
 
 /* HTTP status for a runtime / parser status code. */
@@ -54,5 +62,22 @@ void vr_server_apps(vr_server *s, vr_http_req *r, int get, char **seg, int n);
 void vr_server_pipes(vr_server *s, vr_http_req *r, const char *method, char **seg, int n);
 void vr_server_model_instances(vr_server *s, vr_http_req *r,
                                const char *model);
+/* Triton's view (server_triton.c): readiness, versions, /config, and the
+ * protocol extensions both front ends announce (NULL-terminated). */
+#define VR_SRV_VERSION "0.1.0"
+extern const char *const vr__srv_extensions[];
+void vr__srv_expect(vr_server *s, const char *name, int on);
+int vr__srv_ready(vr_server *s);
+int vr__srv_version(vr_server *s, const char *model);
+void vr__srv_config_json(const vr_model_config *c, vr_sbuf *b);
+void vr_server_model_config(vr_server *s, vr_http_req *r, const char *model);
+/* The inference request path HTTP and gRPC share (server_infer.c): named
+ * outputs checked against the model, q filled from ks (q points into ks,
+ * which must outlive it) and submitted; done(q, user) answers. Nothing is
+ * submitted when it returns an error. */
+struct vr_ks_request;
+int vr__srv_submit(vr_server *s, const char *model, const struct vr_ks_request *ks,
+                   vr_rt_request *q, void (*done)(vr_rt_request *, void *),
+                   void *user, vr_errbuf *err);
 
 #endif

@@ -93,8 +93,10 @@ sim_inst *sim_inst_new(vr_sim *s, int variant, sim_worker *w, int warm) {
 
 /* ---- serving heap: least-loaded instance on top ---- */
 
-static inline int64_t hkey(const sim_inst *in) {
-  return ((int64_t)(in->state == VR_IS_INTERFERED) << 32) | in->qlen;
+/* a lighter than b: the one least-loaded rule (policy/route.h) */
+static inline int lighter(const sim_inst *a, const sim_inst *b) {
+  return vr_route_lighter(a->state == VR_IS_INTERFERED, a->qlen, a->max_batch,
+                          b->state == VR_IS_INTERFERED, b->qlen, b->max_batch);
 }
 
 static void hswap(sim_inst **d, int a, int b) {
@@ -108,15 +110,15 @@ static void hswap(sim_inst **d, int a, int b) {
 static void hsift(vr_vec *h, int i) {
   sim_inst **d = h->data;
   int n = (int)h->len;
-  while (i > 0 && hkey(d[(i - 1) / 2]) > hkey(d[i])) {
+  while (i > 0 && lighter(d[i], d[(i - 1) / 2])) {
     hswap(d, i, (i - 1) / 2);
     i = (i - 1) / 2;
   }
   for (;;) {
     int c = 2 * i + 1;
     if (c >= n) break;
-    if (c + 1 < n && hkey(d[c + 1]) < hkey(d[c])) c++;
-    if (hkey(d[c]) >= hkey(d[i])) break;
+    if (c + 1 < n && lighter(d[c + 1], d[c])) c++;
+    if (!lighter(d[c], d[i])) break;
     hswap(d, i, c);
     i = c;
   }
@@ -306,47 +308,54 @@ static void reject(vr_sim *s) {
   s->sum.rejected++;
 }
 
-/* Sends one request to an instance: INFaaS selection (memoised per stream:
- * a pure function of the index and the request's requirements), or the
- * baseline's fixed variant; then the least-loaded instance. */
+/* What the route rule asks about room (policy/route.h). */
+static int env_available(void *self, int v) {
+  vr_sim *s = self;
+  return least_loaded(&s->var[v]) || s->var[v].loading_one;
+}
+static int env_fits(void *self, int v) {
+  vr_sim *s = self;
+  return sim_place(s, &s->var[v].prof) != NULL;
+}
+
+/* Sends one request to an instance: INFaaS routing (policy/route.h; the
+ * selection memoised per stream: a pure function of the index and the
+ * request's requirements), or the baseline's fixed variant; then the
+ * least-loaded instance. */
 static int route(vr_sim *s, sim_stream *st, const vr_req *r) {
-  int vi = st->fixed, infaas = s->cfg->policy.kind == VR_POL_INFAAS;
+  int vi = st->fixed, wanted = vi, outcome = VR_ROUTE_SERVE;
+  int infaas = s->cfg->policy.kind == VR_POL_INFAAS;
   double slo = (double)(r->deadline_ns - r->t_ns) / 1e6;
   s->row.demand++;
+  vr_route_env env = {s->drv.ix, &s->drv.snap, st->wl->target_kind,
+                      st->wl->target, env_available, env_fits, NULL, s};
   if (infaas) {
     if (st->group < 0) return reject(s), 0;
+    vr_query_req q = {st->group, slo, r->min_acc};
     if (st->memo_gen != s->drv.ix_gen || st->memo_slo != slo ||
         st->memo_acc != r->min_acc) {
-      vr_query_req q = {st->group, slo, r->min_acc};
       if (vr_select(s->drv.ix, &q, &st->memo)) return reject(s), 0;
       st->memo_gen = s->drv.ix_gen, st->memo_slo = slo, st->memo_acc = r->min_acc;
     }
-    if (st->memo.outcome == VR_SEL_INFEASIBLE) return reject(s), 0;
-    vi = st->memo.variant;
+    vr_route rt;
+    vr_route_decide_sel(&env, &q, &st->memo, &rt);
+    if (rt.outcome == VR_ROUTE_INFEASIBLE) return reject(s), 0;
+    vi = rt.variant, wanted = rt.wanted, outcome = rt.outcome;
   }
   if (vi < 0) return reject(s), 0;
+  /* demand for the variant selection wanted, whether served or not: the
+   * autoscaler sizes it from this */
+  sim_variant *w = &s->var[wanted];
+  w->arrivals++;
+  if (slo < w->min_slo) w->min_slo = slo;
+  if (r->min_acc > w->max_acc) w->max_acc = r->min_acc;
   sim_variant *v = &s->var[vi];
-  /* demand for the variant, whether served or not: the autoscaler sizes
-   * it from this */
-  v->arrivals++;
-  if (slo < v->min_slo) v->min_slo = slo;
-  if (r->min_acc > v->max_acc) v->max_acc = r->min_acc;
   sim_inst *in = least_loaded(v);
   if (!in) in = v->loading_one;
   if (!in && infaas) { /* load on the query path, as INFaaS does */
-    sim_worker *w = sim_place(s, &v->prof);
-    if (w && !(in = sim_inst_new(s, vi, w, 0))) return VR_ENOMEM;
-    /* no room: the demand shows in the snapshot all the same, so the
-     * autoscaler loads the variant and asks for a worker; meanwhile, as
-     * live, a loaded variant that meets the query serves it, busy or not */
-    if (!w) {
-      vr_query_req q2 = {st->group, slo, r->min_acc, 1};
-      vr_selection s2;
-      if (vr_select(s->drv.ix, &q2, &s2) == 0 && s2.outcome == VR_SEL_ACTIVE) {
-        in = least_loaded(&s->var[s2.variant]);
-        if (in) v = &s->var[s2.variant];
-      }
-    }
+    if (outcome == VR_ROUTE_SERVE) outcome = vr_route_load(&env, vi);
+    sim_worker *wk = outcome == VR_ROUTE_LOAD ? sim_place(s, &v->prof) : NULL;
+    if (wk && !(in = sim_inst_new(s, vi, wk, 0))) return VR_ENOMEM;
   }
   if (!in) return reject(s), 0;
   /* an instance still loading (perhaps on a worker still starting) that

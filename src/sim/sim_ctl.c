@@ -142,8 +142,10 @@ static int act_unload(void *self, const vr_action *a) {
 
 static int act_set_batch(void *self, const vr_action *a) {
   sim_inst *in = act_inst(self, a);
-  if (in && a->value >= 1 && a->value <= VR_PROF_MAX_BATCH)
+  if (in && a->value >= 1 && a->value <= VR_PROF_MAX_BATCH) {
     in->max_batch = a->value;
+    sim_serving_fix(self, in); /* its load per batch row changed */
+  }
   return 0;
 }
 

@@ -8,6 +8,7 @@
 #include "policy/batch.h"
 #include "policy/drop.h"
 #include "policy/driver.h"
+#include "policy/route.h"
 #include "policy/select.h"
 #include "sim/heap.h"
 #include "sim/sim.h"
@@ -59,7 +60,8 @@ typedef struct sim_variant {
   double min_slo;   /* smallest SLO routed to it this period */
   double max_acc;   /* highest min_accuracy routed to it this period */
   vr_vec serving;   /* sim_inst* that accept requests: a binary min-heap
-                       on (interfered, queue length), so the least-loaded
+                       ordered by vr_route_lighter (interfered, queue
+                       length per batch row), so the least-loaded
                        instance is at the top (O(log k) upkeep) */
   int nloading;
   sim_inst *loading_one;

@@ -89,7 +89,9 @@ static void test_health_and_metadata(void **st) {
   (void)st;
   char b[4096];
   assert_int_equal(req("GET", "/v2/health/live", NULL, NULL, 0, b, sizeof b), 200);
-  assert_int_equal(req("GET", "/v2/health/ready", NULL, NULL, 0, b, sizeof b), 200);
+  /* the repository holds 'broken', which failed to load: as Triton, the
+   * server is live but not ready */
+  assert_int_equal(req("GET", "/v2/health/ready", NULL, NULL, 0, b, sizeof b), 503);
   assert_int_equal(req("GET", "/v2", NULL, NULL, 0, b, sizeof b), 200);
   assert_non_null(strstr(b, "binary_tensor_data"));
   assert_int_equal(req("GET", "/v2/models/m", NULL, NULL, 0, b, sizeof b), 200);
@@ -317,6 +319,10 @@ static void test_load_unload(void **st) {
   assert_non_null(strstr(b, "inputs"));
   assert_int_equal(post_json("/v2/repository/models/absent/load", "", b, sizeof b), 404);
   assert_int_equal(post_json("/v2/repository/models/a%20b/load", "", b, sizeof b), 400);
+  /* readiness: 'broken' is still wanted; unloading it says it is not */
+  assert_int_equal(req("GET", "/v2/health/ready", NULL, NULL, 0, b, sizeof b), 503);
+  post_json("/v2/repository/models/broken/unload", "", b, sizeof b);
+  assert_int_equal(req("GET", "/v2/health/ready", NULL, NULL, 0, b, sizeof b), 200);
 }
 
 static int connect_raw(void) {
