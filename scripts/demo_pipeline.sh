@@ -76,7 +76,7 @@ echo "== 4. rising load (SLO ${SLO_MS} ms end to end)"
 echo "rate,sent,ok,dropped,slo_attainment,p99_ms,det_accuracy,det_mult,inst_detect,inst_garment,inst_footwear_bag" >"$OUT/phases.csv"
 for r in $RATES; do
   "$V" bench --port "$PORT" --pipeline fashion_scenes --slo-ms "$SLO_MS" --rate "$r" \
-    --duration "$PHASE_S" --connections 64 --binary --input "$P/sample.npy" --json \
+    --duration "$PHASE_S" --connections 64 --binary --payloads 8 --input "$P/sample.npy" --json \
     >"$OUT/bench_$r.json" 2>/dev/null || true
   "$V" pipeline show fashion_scenes --port "$PORT" >"$OUT/show_$r.json"
   /usr/bin/python3 - "$OUT" "$r" <<'PYEOF' | tee -a "$OUT/phases.csv"

@@ -46,6 +46,8 @@ static void usage(FILE *f) {
       "  --send-timeout            send the SLO budget left at send time as \"timeout\"\n"
       "  --priority N              \"priority\" parameter\n"
       "  --input FILE.npy          sample rows (default: uniform random)\n"
+      "  --payloads N              N different requests in turn, consecutive rows of\n"
+      "                            --input (with --binary; default 1)\n"
       "  --csv FILE                per-second CSV\n"
       "  --json                    print the summary as JSON\n"
       "  --seed N                  arrival RNG seed (default 1)\n"
@@ -95,6 +97,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
     else if (!strcmp(k, "--trace-speed") && num && x > 0) a->trace_speed = x;
     else if (!strcmp(k, "--duration") && num && x > 0 && x <= 86400) a->lg.duration_s = x;
     else if (!strcmp(k, "--connections") && num && x >= 1 && x <= 4096) a->lg.connections = (int)x;
+    else if (!strcmp(k, "--payloads") && num && x >= 1 && x <= 4096) a->lg.payloads = (int)x;
     else if (!strcmp(k, "--batch") && num && x >= 1 && x <= VR_RT_MAX_BATCH) a->batch = (int)x;
     else if (!strcmp(k, "--slo-ms") && num && x > 0) a->slo_ms = x;
     else if (!strcmp(k, "--priority") && num && x >= 0) a->lg.priority = (int)x;
@@ -150,7 +153,7 @@ static int fetch_input(bench_args *a, vr_errbuf *err) {
 
 /* Sample data: rows from --input (cycled), else uniform [0,1) floats. */
 static void *make_data(bench_args *a, vr_errbuf *err) {
-  size_t n = 1;
+  size_t n = a->lg.payloads > 1 ? (size_t)a->lg.payloads : 1;
   for (int d = 0; d < a->lg.ndim; d++) n *= (size_t)a->lg.shape[d];
   size_t esz = vr_dtype_size(a->lg.dtype), bytes = n * esz;
   unsigned char *p = vr_malloc(bytes ? bytes : 1);

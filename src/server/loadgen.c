@@ -173,7 +173,8 @@ static void build_into(lg *g, vr_sbuf *b, size_t i) {
     vr_sbuf_printf(&body, ",\"parameters\":{\"binary_data_size\":%zu}}]}",
                    g->data_bytes);
     json_len = body.len;
-    vr_sbuf_add(&body, o->data, g->data_bytes);
+    size_t k = o->payloads > 1 ? i % (size_t)o->payloads : 0;
+    vr_sbuf_add(&body, (const char *)o->data + k * g->data_bytes, g->data_bytes);
   } else {
     vr_sbuf_puts(&body, ",\"data\":");
     vr_sbuf_puts(&body, g->data_json);
@@ -197,7 +198,7 @@ static void build_into(lg *g, vr_sbuf *b, size_t i) {
  * the same bytes, built once so the client spends its CPU on I/O. */
 static void build_request(lg *g, conn *c, size_t i) {
   c->out_off = 0;
-  if (g->o->send_timeout) {
+  if (g->o->send_timeout || g->o->payloads > 1) {
     build_into(g, &c->out, i);
     return;
   }
@@ -497,6 +498,8 @@ static int setup(lg *g, const vr_lg_opts *o, vr_errbuf *err) {
     if (!o->input_name || !o->data || o->ndim < 1 ||
         !vr_dtype_size(o->dtype))
       return vr_errf(err, VR_EINVAL, "infer mode needs an input tensor");
+    if (o->payloads > 1 && !o->binary)
+      return vr_errf(err, VR_EINVAL, "several payloads need the binary extension");
     g->data_bytes = numel(o) * vr_dtype_size(o->dtype);
     vr_sbuf b;
     vr_sbuf_init(&b);

@@ -43,7 +43,9 @@ typedef struct vr_lg_opts {
   vr_dtype dtype;
   int ndim;
   int64_t shape[VR_LG_MAX_DIMS]; /* shape[0] = rows per request */
-  const void *data;           /* numel(shape) elements */
+  const void *data;           /* numel(shape) x payloads elements */
+  int payloads;               /* binary mode: request i sends payload
+                                 i % payloads (default 1: all the same) */
   int binary;                 /* binary tensor extension in and out */
   int send_timeout;           /* put each request's SLO in "timeout" */
   int priority;
