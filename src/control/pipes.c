@@ -365,10 +365,13 @@ static json_t *task_json(vr_pipes *p, pl_pipe *pp, int t) {
                        pt->vs[i].in ? (double)pt->vs[i].out / pt->vs[i].in : 0.0, "share",
                        served ? (double)pt->vs[i].in / served : 0.0));
   json_object_set_new(j, "routing", obs);
+  uint64_t out = 0;
+  for (int i = 0; i < pt->nvs; i++) out += pt->vs[i].out;
   json_object_set_new(j, "requests", json_integer((json_int_t)pt->in));
   json_object_set_new(j, "fanout", json_integer((json_int_t)pt->out));
+  /* over the requests it served: child requests per served request */
   json_object_set_new(j, "multiplicative_factor",
-                      json_real(pt->in ? (double)pt->out / pt->in : 0.0));
+                      json_real(served ? (double)out / served : 0.0));
   json_object_set_new(j, "outcomes", outcomes_json(pt->outcomes));
   return j;
 }
