@@ -37,7 +37,9 @@ done
 "$V" register --store "$OUT/store.db" --list
 
 echo "== 2. serve, register the pipeline"
-"$V" serve --repo "$OUT/repo" --store "$OUT/store.db" --port 0 >"$OUT/serve.log" 2>&1 &
+vr_admin_token "$OUT/admin.token"   # pipeline registration needs it
+"$V" serve --repo "$OUT/repo" --store "$OUT/store.db" --port 0 \
+  --admin-token-file "$OUT/admin.token" >"$OUT/serve.log" 2>&1 &
 SERVER=$!
 trap 'kill $SERVER 2>/dev/null || true; wait $SERVER 2>/dev/null || true' EXIT
 PORT=$(vr_listen_port "$OUT/serve.log")

@@ -21,7 +21,8 @@ static void usage(FILE *f) {
           "       vario pipeline show NAME [--host H] [--port P]\n"
           "       vario pipeline delete NAME [--host H] [--port P]\n"
           "  FILE.json  a Vario pipeline spec or a Loki app definition\n"
-          "  --port P   the server's port (default 8000); --host default 127.0.0.1\n");
+          "  --port P   the server's port (default 8000); --host default 127.0.0.1\n"
+          "  register/delete send $VARIO_ADMIN_TOKEN (the server's admin token)\n");
 }
 
 static int call(const char *host, int port, const char *method, const char *path,

@@ -28,6 +28,10 @@ P = os.path.join(SRC, "models/pipelines/fashion_scenes")
 DATA = os.path.join(SRC, "models/fmnist-data")
 TMP = tempfile.mkdtemp(prefix="vr_pipe_")
 DB, REPO = os.path.join(TMP, "store.db"), os.path.join(TMP, "repo")
+TOKEN = os.environ["VARIO_ADMIN_TOKEN"] = "pipeline-api-" + os.urandom(8).hex()
+TOKEN_FILE = os.path.join(TMP, "admin.token")
+with open(TOKEN_FILE, "w") as f:
+    f.write(TOKEN + "\n")
 FAST = ["--threads", "1", "--max-batch", "4", "--runs", "3", "--precisions", "fp32", "--quiet"]
 
 
@@ -45,7 +49,8 @@ def run(cmd):
 def start_server():
     log = open(os.path.join(TMP, "serve.log"), "w+")
     p = subprocess.Popen([VARIO, "serve", "--repo", REPO, "--store", DB, "--port", "0",
-                          "--cores", "64"], stderr=log, stdout=log)
+                          "--cores", "64", "--admin-token-file", TOKEN_FILE],
+                         stderr=log, stdout=log)
     for _ in range(200):
         log.seek(0)
         m = re.search(r"listening on http://[0-9.]+:(\d+)", log.read())
@@ -56,9 +61,11 @@ def start_server():
     sys.exit("server did not start")
 
 
-def http(port, method, path, body=None, raw=None):
+def http(port, method, path, body=None, raw=None, token=TOKEN):
     data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
     req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method)
+    if token:
+        req.add_header("Authorization", "Bearer " + token)
     try:
         with urllib.request.urlopen(req, timeout=60) as r:
             return r.status, json.loads(r.read())
@@ -111,6 +118,11 @@ try:
         check(st == code and part in j.get("error", ""), f"{what}: {st} {j.get('error')}")
     st, j = http(port, "GET", "/v2/pipelines")
     check(st == 200 and j["pipelines"] == [], "nothing registered by the bad specs")
+
+    st, j = http(port, "POST", "/v2/pipelines", raw=SPEC.encode(), token=None)
+    check(st == 401, f"registering needs the admin token: {st}")
+    st, j = http(port, "GET", "/v2/pipelines", token=None)
+    check(st == 200 and j["pipelines"] == [], "reading does not")
 
     # -- register with the CLI, list, show ---------------------------------
     r = run([VARIO, "pipeline", "register", f"{P}/pipeline.json", "--port", port_s])
@@ -180,6 +192,8 @@ try:
     srv, port = start_server()
     st, j = infer(port, [3], {"latency_ms": 5000})
     check(st == 200 and j["outcome"] == "ok", "served after a restart (persisted)")
+    st, j = http(port, "DELETE", "/v2/pipelines/fashion_scenes", token=None)
+    check(st == 401, f"deleting needs the admin token: {st}")
     r = run([VARIO, "pipeline", "delete", "fashion_scenes", "--port", str(port)])
     check(r.returncode == 0, "vario pipeline delete")
     st, j = http(port, "GET", "/v2/pipelines/fashion_scenes")
