@@ -218,6 +218,17 @@ static void on_done(vr_rt_request *r, void *user) {
   finish_hop(h, VR_POUT_OK, NULL);
 }
 
+/* Tells the control plane a routed hop will not run (its instance's
+ * in-flight count), then ends the hop. */
+static void abandon(phop *h, vr_pipe_outcome o, const char *msg) {
+  vr_rt_request none;
+  vr_rt_request_init(&none);
+  none.status = o == VR_POUT_DROPPED ? VR_EDEADLINE : VR_EINTERNAL;
+  none.outcome = o == VR_POUT_DROPPED ? VR_OUT_DROPPED : VR_OUT_FAILED;
+  vr_control_completed(h->q->ps->ctl, &h->route, &none);
+  finish_hop(h, o, msg);
+}
+
 static void on_routed(void *tag, const vr_ctl_route *route) {
   phop *h = tag;
   preq *q = h->q;
@@ -236,18 +247,12 @@ static void on_routed(void *tag, const vr_ctl_route *route) {
   if (vr_fanout_hop_expired(now, q->deadline_ns)) { /* e.g. after a load */
     snprintf(msg, sizeof msg, "end-to-end deadline passed %.3f ms before the hop was queued",
              (now - q->deadline_ns) / 1e6);
-    vr_ctl_route r = *route;
-    vr_rt_request none;
-    vr_rt_request_init(&none);
-    none.status = VR_ETIMEDOUT;
-    none.outcome = VR_OUT_DROPPED;
-    vr_control_completed(q->ps->ctl, &r, &none);
-    return finish_hop(h, VR_POUT_DROPPED, msg);
+    return abandon(h, VR_POUT_DROPPED, msg);
   }
   vr_model_config cfg;
   if (vr_rt_model_config(q->ps->rt, route->model, &cfg)) {
     snprintf(msg, sizeof msg, "model '%s' is not loaded", route->model);
-    return finish_hop(h, VR_POUT_FAILED, msg);
+    return abandon(h, VR_POUT_FAILED, msg);
   }
   vr_rt_request *r = &h->pub.rt;
   vr_rt_request_init(r);
