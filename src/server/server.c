@@ -13,11 +13,13 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "server/kserve.h"
+#include "server/grpc.h"
 #include "server/server_int.h"
 
 void vr_server_opts_init(vr_server_opts *o) {
   memset(o, 0, sizeof *o);
   o->spin_us = 50;
+  o->grpc_port = -1;
   vr_runtime_opts_init(&o->rt);
 }
 
@@ -146,6 +148,12 @@ static void model_metadata(vr_server *s, vr_http_req *r, const char *model) {
     vr_sbuf_json_str(&b, c.app);
   }
   if (c.accuracy >= 0) vr_sbuf_printf(&b, ",\"accuracy\":%.6g", c.accuracy);
+  vr_sbuf_printf(&b, ",\"queue_policy\":{\"max_queue_size\":%lld,"
+                 "\"default_timeout_microseconds\":%lld,\"timeout_action\":\"%s\","
+                 "\"allow_timeout_override\":%s}",
+                 (long long)c.queue.max_queue_size, (long long)c.queue.default_timeout_us,
+                 c.queue.delay ? "DELAY" : "REJECT",
+                 c.queue.allow_timeout_override ? "true" : "false");
   vr_sbuf_puts(&b, "}}");
   vr_server_count(s, 200);
   vr_server_reply_json(r, 200, &b);
@@ -322,8 +330,17 @@ int vr_server_create(const vr_server_opts *o, vr_server **out,
   vr_map_init(&s->expected);
   /* Listen first, load after (as Triton): a taken port fails at once, not
    * after every model loaded, and /v2/health/ready says 503 while loading. */
-  vr_http_opts ho = {o->host, o->port, o->max_body, o->max_conns, 0, handle, s};
+  vr_http_opts ho = {.host = o->host, .port = o->port, .max_body = o->max_body,
+                     .max_conns = o->max_conns, .handler = handle, .user = s,
+                     .header_timeout_ms = o->header_timeout_ms,
+                     .body_timeout_ms = o->body_timeout_ms, .reserve = o->conn_reserve,
+                     .max_per_client = o->max_conns_per_client,
+                     .cap_loopback = o->cap_loopback, .tls_key_pem = o->tls_key_pem,
+                     .tls_cert_pem = o->tls_cert_pem};
   rc = vr_http_start(&ho, &s->http, err);
+  if (!rc && o->grpc_port >= 0 &&
+      (rc = vr_grpc_start(s, o->host, o->grpc_port, &s->grpc, err)))
+    vr_http_stop(s->http);
   if (rc) {
     vr_map_free(&s->expected);
     pthread_mutex_destroy(&s->expect_mu);
@@ -341,6 +358,7 @@ int vr_server_create(const vr_server_opts *o, vr_server **out,
 }
 
 int vr_server_port(const vr_server *s) { return vr_http_port(s->http); }
+int vr_server_grpc_port(const vr_server *s) { return vr_grpc_port(s->grpc); }
 vr_runtime *vr_server_runtime(vr_server *s) { return s->rt; }
 
 void vr_server_shutdown(vr_server *s) {
@@ -350,6 +368,8 @@ void vr_server_shutdown(vr_server *s) {
   while (__atomic_load_n(&s->admin_jobs, __ATOMIC_SEQ_CST) > 0)
     usleep(1000);                /* 2. let loads/unloads finish */
   vr_rt_shutdown(s->rt);         /* 3. answer every queued request */
+  vr_grpc_stop(s->grpc);         /*    gRPC: send those answers, close */
+  s->grpc = NULL;
   /* 4. give the event thread time to send those answers (bounded). */
   int64_t until = vr_now_ns() + 5 * VR_NS_PER_S;
   while (vr_http_inflight(s->http) > 0 && vr_now_ns() < until) usleep(1000);
