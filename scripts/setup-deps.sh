@@ -25,10 +25,11 @@ build=(
   coinor-libcbc-dev
   python3 python3-numpy
 )
-demo=(gnuplot-nox)
+# chromium: the dashboard screenshot (make demo) and its browser test
+demo=(gnuplot-nox chromium)
 # python3-grpcio + protoc: the gRPC test's client (not the server's code)
 check=(clang libclang-rt-dev libcmocka-dev libonnx-testdata gnuplot-nox
-       python3-grpcio python3-protobuf protobuf-compiler)
+       python3-grpcio python3-protobuf protobuf-compiler chromium)
 zoo=(python3-torch python3-torchvision python3-onnx dataset-fashion-mnist)
 bench=("${zoo[@]}" gnuplot-nox libevent-dev wrk hyperfine valgrind)
 
