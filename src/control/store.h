@@ -90,6 +90,9 @@ typedef struct vr_store_ops {
   int (*load)(void *be, vr_store_model_cb on_model,
               vr_store_variant_cb on_variant, void *ctx, vr_errbuf *err);
   void (*close)(void *be);
+  /* Optional: a number that changes whenever another process (another
+   * connection) committed to the backend; NULL when it cannot tell. */
+  int (*data_version)(void *be, int64_t *out, vr_errbuf *err);
 } vr_store_ops;
 
 /* Opens (creating if needed) a SQLite database file. A file that is not a
@@ -118,6 +121,11 @@ int vr_store_remove_model(vr_store *s, const char *name, vr_errbuf *err);
 int vr_store_update_profile(vr_store *s, const vr_variant_rec *v,
                             vr_errbuf *err);
 
+/* Re-reads every record when another process changed the backend since
+ * it was opened or last refreshed (`vario register` or `--remove` on the
+ * store of a running server); *changed says whether it did. Records and
+ * pointers read before are invalid afterwards (readers hold the lock). */
+int vr_store_refresh(vr_store *s, int *changed, vr_errbuf *err);
 void vr_store_rdlock(vr_store *s);
 void vr_store_unlock(vr_store *s);
 

@@ -286,6 +286,18 @@ static int be_load(void *be, vr_store_model_cb on_model,
   return rc ? rc : load_variants(be, on_variant, ctx, err);
 }
 
+/* PRAGMA data_version: changes when another connection commits. */
+static int be_data_version(void *be, int64_t *out, vr_errbuf *err) {
+  sqlite_be *b = be;
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(b->db, "PRAGMA data_version", -1, &st, NULL) != SQLITE_OK)
+    return db_err(b, err, "data_version");
+  int rc = sqlite3_step(st) == SQLITE_ROW ? 0 : db_err(b, err, "data_version");
+  if (!rc) *out = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  return rc;
+}
+
 const vr_store_ops vr_store_sqlite_ops = {
     .kind = "sqlite",
     .put_model = be_put_model,
@@ -293,4 +305,5 @@ const vr_store_ops vr_store_sqlite_ops = {
     .put_profile = be_put_profile,
     .load = be_load,
     .close = be_close,
+    .data_version = be_data_version,
 };
