@@ -47,10 +47,10 @@ static void make(vr_rng *r, vr_profile *v, int *model_of, size_t *nv,
       double b1 = gpu ? base * 0.4 : base / pow(thr, 0.7);
       double grow = gpu ? 0.15 : 0.8; /* per-doubling latency growth */
       for (int s = 0; s < 5; s++) {
-        p->p50_ms[s] = b1 * pow(1 + grow, s) * (0.9 + 0.2 * vr_rng_unif(r));
-        if (s && p->p50_ms[s] < p->p50_ms[s - 1])
-          p->p50_ms[s] = p->p50_ms[s - 1];
-        p->p99_ms[s] = p->p50_ms[s] * 1.2;
+        p->lat.p50_ms[s] = b1 * pow(1 + grow, s) * (0.9 + 0.2 * vr_rng_unif(r));
+        if (s && p->lat.p50_ms[s] < p->lat.p50_ms[s - 1])
+          p->lat.p50_ms[s] = p->lat.p50_ms[s - 1];
+        p->lat.p99_ms[s] = p->lat.p50_ms[s] * 1.2;
       }
       p->accuracy = 90;
       p->load_ms = gpu ? 3000 : 1000;

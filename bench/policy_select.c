@@ -14,19 +14,9 @@
 #include <time.h>
 
 #include "base/alloc.h"
+#include "bench_util.h"
 #include "policy/select.h"
 #include "sim/rng.h"
-
-static int64_t now_ns(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
-}
-
-static int cmp_i64(const void *a, const void *b) {
-  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-  return x < y ? -1 : x > y;
-}
 
 static void make(vr_snapshot *s, vr_snap_variant *v, vr_snap_instance *in,
                  int n, vr_rng *r) {
@@ -41,8 +31,8 @@ static void make(vr_snapshot *s, vr_snap_variant *v, vr_snap_instance *in,
     p->max_batch = 16;
     double b1 = 1 + 200 * vr_rng_unif(r);
     for (int k = 0; k < 5; k++) {
-      p->p50_ms[k] = b1 * (1 + 0.6 * k);
-      p->p99_ms[k] = p->p50_ms[k] * 1.3;
+      p->lat.p50_ms[k] = b1 * (1 + 0.6 * k);
+      p->lat.p99_ms[k] = p->lat.p50_ms[k] * 1.3;
     }
     p->accuracy = 50 + 50 * vr_rng_unif(r);
     p->cost_per_s = 0.001 * (1 + vr_rng_unif(r));

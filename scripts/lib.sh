@@ -19,7 +19,7 @@ vr_scratch_cleanup() {
 vr_listen_port() {
   local p="" _
   for _ in $(seq 100); do
-    p=$(sed -n 's/.*listening on http:\/\/[0-9.]*:\([0-9]*\).*/\1/p' "$1")
+    p=$(sed -n 's/.*listening on https*:\/\/[0-9.]*:\([0-9]*\).*/\1/p' "$1")
     if [ -n "$p" ]; then echo "$p"; return 0; fi
     sleep 0.1
   done
@@ -41,4 +41,14 @@ vr_register_fmnist() {
       --model "$dir/model.onnx" --input "$root/models/fmnist-data/val_inputs.npy" \
       --labels "$root/models/fmnist-data/val_labels.npy" "$@"
   done
+}
+
+# Writes a fresh random admin token to FILE (mode 600) and exports it as
+# VARIO_ADMIN_TOKEN: `vario serve --admin-token-file FILE` then accepts
+# state-changing requests from clients that send it (vario bench does;
+# curl -H "Authorization: Bearer $VARIO_ADMIN_TOKEN"). docs/SECURITY.md.
+vr_admin_token() {
+  (umask 077 && head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$1")
+  VARIO_ADMIN_TOKEN=$(cat "$1")
+  export VARIO_ADMIN_TOKEN
 }

@@ -5,11 +5,11 @@
 #
 #   scripts/setup-deps.sh [GROUP...]     default group: build
 #     build   compile vario (Release): compilers, oneDNN, protobuf-c, ONNX
-#             protos, jansson, libmicrohttpd, SQLite, CBC; python3 + numpy
+#             protos, jansson, libmicrohttpd, gRPC core, SQLite, CBC; python3 + numpy
 #             (the demo and test scripts read .npy files with numpy)
 #     demo    build + gnuplot (make demo)
 #     check   build + clang, sanitizer runtimes, cmocka, ONNX test data
-#             (make check)
+#             (make check), curl + openssl (the TLS test)
 #     zoo     python3-torch, torchvision, onnx and the Fashion-MNIST data set
 #             (make zoo: tools/zoo, which (re)trains and exports models)
 #     bench   zoo + what the benchmarks compare against (make bench)
@@ -21,12 +21,15 @@ build=(
   build-essential cmake pkg-config
   libdnnl-dev
   libprotobuf-c-dev protobuf-c-compiler libonnx-dev
-  libjansson-dev libmicrohttpd-dev libsqlite3-dev
+  libjansson-dev libmicrohttpd-dev libsqlite3-dev libgrpc-dev
   coinor-libcbc-dev
   python3 python3-numpy
 )
 demo=(gnuplot-nox)
-check=(clang libclang-rt-dev libcmocka-dev libonnx-testdata gnuplot-nox)
+# python3-grpcio + protoc: the gRPC test's client (not the server's code);
+# curl + openssl: the TLS test
+check=(clang libclang-rt-dev libcmocka-dev libonnx-testdata gnuplot-nox
+       python3-grpcio python3-protobuf protobuf-compiler curl openssl)
 zoo=(python3-torch python3-torchvision python3-onnx dataset-fashion-mnist)
 bench=("${zoo[@]}" gnuplot-nox libevent-dev wrk hyperfine valgrind)
 

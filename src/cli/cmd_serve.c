@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "base/log.h"
 #include "cli/commands.h"
@@ -21,8 +22,12 @@ static void usage(FILE *f) {
           "usage: vario serve --repo DIR [--port N] [--host ADDR]\n"
           "                   [--max-body-mb N] [--max-conns N] [--spin-us N]\n"
           "                   [--no-load]\n"
-          "  --repo DIR       model repository: DIR/<model>/{model.onnx,config.json}\n"
+          "  --repo DIR       model repository (required): DIR/<model>/ with\n"
+          "                   config.json + model.onnx (Vario), or config.pbtxt +\n"
+          "                   <version>/model.onnx (Triton), or a bare model.onnx\n"
           "  --port N         TCP port (default 8000; 0 = any free port)\n"
+          "  --grpc-port N    KServe v2 gRPC port (default 8001, i.e. --port + 1;\n"
+          "                   with --port 0 any free port; -1 = no gRPC)\n"
           "  --host ADDR      IPv4 address to bind (default 127.0.0.1)\n"
           "  --max-body-mb N  largest request body (default 64)\n"
           "  --max-conns N    open connections (default 1024)\n"
@@ -34,7 +39,64 @@ static void usage(FILE *f) {
           "  --cores N        cores the control plane may fill (default: all)\n"
           "  --default-slo-ms L  SLO for queries that state none (default 100)\n"
           "  --no-load        start with no model loaded (load via the\n"
-          "                   repository API)\n");
+          "                   repository API)\n"
+          "  --admin-token-file F  bearer token (first line of F) that requests\n"
+          "                   changing state must send (\"Authorization: Bearer T\");\n"
+          "                   or set VARIO_ADMIN_TOKEN. Without one, those\n"
+          "                   endpoints are off (403)\n"
+          "  --insecure-admin allow state-changing requests with no token\n"
+          "  --auth-infer     inference and metadata need the token too\n"
+          "                   (health and /metrics stay open)\n"
+          "  --data-root DIR  clients may name server files (registration, job\n"
+          "                   inputs) only under DIR; default: none (uploads)\n"
+          "  --header-timeout-ms N  a request's headers must arrive within N ms\n"
+          "                   of the connection opening or the last response\n"
+          "                   (default 10000); --body-timeout-ms N: its body\n"
+          "                   within N ms of the headers (default 30000)\n"
+          "  --max-conns-per-client N  per IPv4 address, loopback exempt\n"
+          "                   (default 256)\n"
+          "  --conn-reserve N connections past --max-conns kept for\n"
+          "                   /v2/health/* and /metrics (default 32)\n"
+          "  --tls-cert F --tls-key F  serve HTTPS (PEM files; GnuTLS)\n"
+          "  --max-admin-jobs N  concurrent load/registration jobs (default 4;\n"
+          "                   past it: 429)\n");
+}
+
+/* A whole (small) file, NUL-terminated; NULL on error. */
+static char *slurp(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  char *buf = NULL;
+  size_t len = 0, cap = 0, n;
+  char tmp[4096];
+  while ((n = fread(tmp, 1, sizeof tmp, f)) > 0 && len + n < (1u << 20)) {
+    if (len + n + 1 > cap) {
+      cap = (len + n + 1) * 2;
+      char *p = realloc(buf, cap);
+      if (!p) break;
+      buf = p;
+    }
+    memcpy(buf + len, tmp, n);
+    len += n;
+  }
+  fclose(f);
+  if (buf) buf[len] = 0;
+  return buf;
+}
+
+/* The token is the file's first line (trailing whitespace dropped). */
+static char *read_token(const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f) return NULL;
+  char buf[1024];
+  char *t = fgets(buf, sizeof buf, f) ? buf : NULL;
+  fclose(f);
+  if (!t) return NULL;
+  size_t n = strlen(t);
+  while (n && (t[n - 1] == '\n' || t[n - 1] == '\r' || t[n - 1] == ' ' ||
+               t[n - 1] == '\t'))
+    t[--n] = 0;
+  return n ? strdup(t) : NULL;
 }
 
 static int parse_int(const char *s, long lo, long hi, long *out) {
@@ -50,7 +112,9 @@ int vr_cmd_serve(int argc, char **argv) {
   vr_server_opts_init(&o);
   o.port = 8000;
   o.load_all = 1;
+  int grpc_port = -1, grpc_set = 0;
   vr_cli_control ctl = {0}; /* model-less control plane (--store) */
+  char *token = NULL, *tls_cert = NULL, *tls_key = NULL;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     long v;
@@ -62,6 +126,7 @@ int vr_cmd_serve(int argc, char **argv) {
     }
     if (used < 0) {
       fprintf(stderr, "vario serve: bad or incomplete option '%s'\n", a);
+      free(token), free(tls_cert), free(tls_key);
       return 2;
     }
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -73,6 +138,11 @@ int vr_cmd_serve(int argc, char **argv) {
       o.host = argv[++i];
     } else if (!strcmp(a, "--port") && has && !parse_int(argv[i + 1], 0, 65535, &v)) {
       o.port = (int)v;
+      i++;
+    } else if (!strcmp(a, "--grpc-port") && has &&
+               !parse_int(argv[i + 1], -1, 65535, &v)) {
+      grpc_port = (int)v;
+      grpc_set = 1;
       i++;
     } else if (!strcmp(a, "--max-body-mb") && has &&
                !parse_int(argv[i + 1], 1, 4096, &v)) {
@@ -88,9 +158,52 @@ int vr_cmd_serve(int argc, char **argv) {
       i++;
     } else if (!strcmp(a, "--no-load")) {
       o.load_all = 0;
+    } else if (!strcmp(a, "--admin-token-file") && has) {
+      free(token);
+      if (!(token = read_token(argv[++i]))) {
+        fprintf(stderr, "vario serve: --admin-token-file %s: cannot read a"
+                " non-empty first line\n", argv[i]);
+        free(tls_cert), free(tls_key);
+        return 2;
+      }
+    } else if ((!strcmp(a, "--tls-cert") || !strcmp(a, "--tls-key")) && has) {
+      char **dst = a[6] == 'c' ? &tls_cert : &tls_key;
+      free(*dst);
+      if (!(*dst = slurp(argv[++i]))) {
+        fprintf(stderr, "vario serve: %s %s: cannot read it\n", a, argv[i]);
+        free(token), free(tls_cert), free(tls_key);
+        return 2;
+      }
+    } else if (!strcmp(a, "--header-timeout-ms") && has &&
+               !parse_int(argv[i + 1], 100, 3600000, &v)) {
+      o.header_timeout_ms = (unsigned)v;
+      i++;
+    } else if (!strcmp(a, "--body-timeout-ms") && has &&
+               !parse_int(argv[i + 1], 100, 3600000, &v)) {
+      o.body_timeout_ms = (unsigned)v;
+      i++;
+    } else if (!strcmp(a, "--max-conns-per-client") && has &&
+               !parse_int(argv[i + 1], 1, 100000, &v)) {
+      o.max_conns_per_client = (unsigned)v;
+      i++;
+    } else if (!strcmp(a, "--conn-reserve") && has &&
+               !parse_int(argv[i + 1], 1, 10000, &v)) {
+      o.conn_reserve = (unsigned)v;
+      i++;
+    } else if (!strcmp(a, "--data-root") && has) {
+      o.data_root = argv[++i];
+    } else if (!strcmp(a, "--insecure-admin")) {
+      o.insecure_admin = 1;
+    } else if (!strcmp(a, "--auth-infer")) {
+      o.infer_auth = 1;
+    } else if (!strcmp(a, "--max-admin-jobs") && has &&
+               !parse_int(argv[i + 1], 1, 1000, &v)) {
+      o.max_admin_jobs = (int)v;
+      i++;
     } else {
       fprintf(stderr, "vario serve: bad or incomplete option '%s'\n", a);
       usage(stderr);
+      free(token), free(tls_cert), free(tls_key);
       return 2;
     }
   }
@@ -105,8 +218,33 @@ int vr_cmd_serve(int argc, char **argv) {
   vr_server *s = NULL;
   vr_errbuf err = {0};
   if (ctl.store_path) o.load_all = 0; /* the control plane loads variants */
+  /* Triton's pair of ports: HTTP 8000, gRPC 8001 — next to --port. */
+  o.grpc_port = grpc_set ? grpc_port : o.port > 0 ? (o.port < 65535 ? o.port + 1 : -1) : 0;
+  /* Checked before anything loads: a server with no repository would
+   * start, report ready and serve nothing. */
+  struct stat st;
+  if (!o.repo) {
+    fprintf(stderr, "vario serve: --repo DIR is required\n");
+    usage(stderr);
+    free(token), free(tls_cert), free(tls_key);
+    return 2;
+  }
+  if (stat(o.repo, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    fprintf(stderr, "vario serve: repository '%s' is not a directory\n", o.repo);
+    free(token), free(tls_cert), free(tls_key);
+    return 1;
+  }
+  const char *env = getenv("VARIO_ADMIN_TOKEN");
+  if (!token && env && *env) token = strdup(env);
+  o.admin_token = token;
+  o.tls_cert_pem = tls_cert;
+  o.tls_key_pem = tls_key;
+  if (!token && !o.insecure_admin)
+    fprintf(stderr, "vario serve: no admin token: registration, load/unload"
+            " and jobs are off (--admin-token-file or --insecure-admin)\n");
   if (vr_server_create(&o, &s, &err)) {
     fprintf(stderr, "vario serve: %s\n", err.msg);
+    free(token), free(tls_cert), free(tls_key);
     return 1;
   }
   if (vr_cli_control_open(&ctl, s, &err)) {
@@ -115,11 +253,12 @@ int vr_cmd_serve(int argc, char **argv) {
     vr_server_shutdown(s);
     vr_cli_control_free(&ctl);
     vr_server_free(s);
+    free(token), free(tls_cert), free(tls_key);
     return 1;
   }
-  fprintf(stderr, "vario serve: listening on http://%s:%d (KServe v2;"
-          " metrics at /metrics)\n", o.host ? o.host : "127.0.0.1",
-          vr_server_port(s));
+  fprintf(stderr, "vario serve: listening on %s://%s:%d (KServe v2;"
+          " metrics at /metrics; gRPC port %d)\n", tls_cert ? "https" : "http",
+          o.host ? o.host : "127.0.0.1", vr_server_port(s), vr_server_grpc_port(s));
   int sig = 0;
   sigwait(&set, &sig);
   fprintf(stderr, "vario serve: signal %d, draining\n", sig);
@@ -127,6 +266,7 @@ int vr_cmd_serve(int argc, char **argv) {
   vr_server_shutdown(s);
   vr_cli_control_free(&ctl);
   vr_server_free(s);
+  free(token), free(tls_cert), free(tls_key);
   fprintf(stderr, "vario serve: stopped\n");
   return 0;
 }

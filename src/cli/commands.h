@@ -16,4 +16,7 @@ int vr_cmd_sim_pipe(int argc, char **argv); /* vario sim on a pipeline */
 #include "cli/commands.def"
 #undef VR_CMD
 
+/* `vario perf MODEL --blocks` (cmd_perf_blocks.c). */
+int vr__cmd_perf_blocks(int argc, char **argv);
+
 #endif

@@ -110,11 +110,6 @@ ctl_inst *ctl_inst_by_id(vr_control *c, int id) {
 
 /* ---- snapshot ------------------------------------------------------------ */
 
-static int cmp_float(const void *a, const void *b) {
-  float x = *(const float *)a, y = *(const float *)b;
-  return (x > y) - (x < y);
-}
-
 static int istate_of(vr_rt_state s, int override) {
   switch (s) {
     case VR_INST_LOADING: return VR_IS_LOADING;
@@ -164,16 +159,11 @@ static void fill_instance(vr_control *c, ctl_inst *in, const vr_rt_instance_stat
   x->obs_batch = in->batches ? (double)in->items / in->batches : 0;
   in->lp = st->profile;
   if (in->nratio) {
-    qsort(in->ratio, in->nratio, sizeof *in->ratio, cmp_float);
-    double med = in->ratio[(in->nratio - 1) / 2];
+    double med = vr_snap_median(in->ratio, in->nratio);
     if (in->base_ratio <= 0 && in->nratio >= 20) in->base_ratio = med;
     x->slowdown = in->base_ratio > 0 ? med / in->base_ratio : 1.0;
   }
-  if (in->nlat) {
-    qsort(in->lat, in->nlat, sizeof *in->lat, cmp_float);
-    x->p50_ms = in->lat[(in->nlat - 1) / 2];
-    x->p99_ms = in->lat[(int)floor(0.99 * (in->nlat - 1))];
-  }
+  vr_snap_latency(x, in->lat, in->nlat);
 }
 
 int ctl_refresh_locked(vr_control *c, int64_t now_ns, double dt) {
@@ -182,15 +172,15 @@ int ctl_refresh_locked(vr_control *c, int64_t now_ns, double dt) {
   if (n > CTL_MAX_INST) n = CTL_MAX_INST;
   int foreign = 0, rc = sync_instances(c, st, n, &foreign);
   if (rc) return rc;
-  vr_vec_clear(&c->sv);
-  vr_vec_clear(&c->si);
+  vr_driver *d = &c->drv;
+  vr_driver_begin(d, now_ns);
   for (size_t v = 0; v < c->nvar; v++) {
     ctl_var *cv = &c->var[v];
     if (cv->period_slo > 0) cv->slo_ms = cv->period_slo;
     double slo = cv->slo_ms > 0 ? cv->slo_ms : c->o.default_slo_ms;
     vr_snap_variant x = {cv->prof, cv->state, slo, cv->arrivals / dt,
                          cv->served / dt, cv->period_acc};
-    if (vr_vec_push(&c->sv, &x)) return VR_ENOMEM;
+    if (vr_driver_add_variant(d, &x) < 0) return VR_ENOMEM;
   }
   int used = foreign + c->loading_cores;
   int64_t mem = c->loading_mem;
@@ -200,7 +190,7 @@ int ctl_refresh_locked(vr_control *c, int64_t now_ns, double dt) {
       if (st[k].id == in->id) {
         vr_snap_instance x;
         fill_instance(c, in, &st[k], dt, &x);
-        if (vr_vec_push(&c->si, &x)) return VR_ENOMEM;
+        if (vr_driver_add_instance(d, &x) < 0) return VR_ENOMEM;
         used += st[k].threads;
         mem += c->var[in->var].prof.mem_bytes;
       }
@@ -213,11 +203,10 @@ int ctl_refresh_locked(vr_control *c, int64_t now_ns, double dt) {
   w->mem_bytes = c->o.mem_bytes;
   w->free_mem = c->o.mem_bytes - mem;
   w->price_per_s = c->o.cores * c->o.core_price_per_hour / 3600.0;
-  if (c->si.len) w->idle_since = -1;
+  if (d->snap.ninstances) w->idle_since = -1;
   else if (w->idle_since < 0) w->idle_since = now_ns;
-  c->snap = (vr_snapshot){now_ns, c->sv.data, c->sv.len, c->si.data, c->si.len,
-                          w, 1, NULL, 0};
-  return vr_select_build(c->ix, &c->snap);
+  if (vr_driver_add_worker(d, w) < 0) return VR_ENOMEM;
+  return vr_driver_index(d);
 }
 
 int ctl_fits_locked(const vr_control *c, int v) {
@@ -312,46 +301,61 @@ static void apply_unload(vr_control *c, int64_t id) {
   if (in) unload(c, id);
 }
 
-static void apply(vr_control *c, const vr_action *a) {
-  pthread_mutex_lock(&c->mu);
-  if (a->kind >= 0 && a->kind <= VR_ACT_MIGRATE) c->actions_applied[a->kind]++;
-  pthread_mutex_unlock(&c->mu);
-  switch (a->kind) {
-    case VR_ACT_LOAD:
-      if (a->worker == 0) apply_load(c, a, -1);
-      break;
-    case VR_ACT_MIGRATE:
-      /* load the replacement first (the old instance serves meanwhile),
-       * then drain the old one; a failed load keeps the old instance */
-      if (a->worker == 0 && apply_load(c, a, a->instance))
-        apply_unload(c, a->instance);
-      break;
-    case VR_ACT_UNLOAD:
-      apply_unload(c, a->instance);
-      break;
-    case VR_ACT_SET_VSTATE:
-      pthread_mutex_lock(&c->mu);
-      if (a->variant >= 0 && (size_t)a->variant < c->nvar) c->var[a->variant].state = a->value;
-      pthread_mutex_unlock(&c->mu);
-      break;
-    case VR_ACT_SET_ISTATE: {
-      pthread_mutex_lock(&c->mu);
-      ctl_inst *in = ctl_inst_by_id(c, (int)a->instance);
-      if (in) in->istate = a->value;
-      pthread_mutex_unlock(&c->mu);
-      break;
-    }
-    case VR_ACT_SET_BATCH: {
-      /* a cap under the variant's max batch (its identity stays) */
-      vr_errbuf err = {0};
-      if (vr_rt_set_batch_cap(c->o.rt, (int)a->instance, a->value, &err))
-        vr_debug("control: set batch: %s", err.msg);
-      break;
-    }
-    default: /* worker actions: one worker in this process */
-      break;
-  }
+/* ---- the live actuator table (policy/driver.h) ---- */
+
+static int act_load(void *self, const vr_action *a) {
+  if (a->worker == 0) apply_load(self, a, -1);
+  return 0;
 }
+
+static int act_migrate(void *self, const vr_action *a) {
+  /* load the replacement first (the old instance serves meanwhile), then
+   * drain the old one; a failed load keeps the old instance */
+  if (a->worker == 0 && apply_load(self, a, a->instance))
+    apply_unload(self, a->instance);
+  return 0;
+}
+
+static int act_unload(void *self, const vr_action *a) {
+  apply_unload(self, a->instance);
+  return 0;
+}
+
+static int act_set_vstate(void *self, const vr_action *a) {
+  vr_control *c = self;
+  pthread_mutex_lock(&c->mu);
+  if (a->variant >= 0 && (size_t)a->variant < c->nvar) c->var[a->variant].state = a->value;
+  pthread_mutex_unlock(&c->mu);
+  return 0;
+}
+
+static int act_set_istate(void *self, const vr_action *a) {
+  vr_control *c = self;
+  pthread_mutex_lock(&c->mu);
+  ctl_inst *in = ctl_inst_by_id(c, (int)a->instance);
+  if (in) in->istate = a->value;
+  pthread_mutex_unlock(&c->mu);
+  return 0;
+}
+
+static int act_set_batch(void *self, const vr_action *a) {
+  vr_control *c = self;
+  /* a cap under the variant's max batch (its identity stays) */
+  vr_errbuf err = {0};
+  if (vr_rt_set_batch_cap(c->o.rt, (int)a->instance, a->value, &err))
+    vr_debug("control: set batch: %s", err.msg);
+  return 0;
+}
+
+/* Worker actions have no slot: this process is one worker. */
+static const vr_actuator live_actuator = {
+    .load = act_load,
+    .unload = act_unload,
+    .set_batch = act_set_batch,
+    .migrate = act_migrate,
+    .set_vstate = act_set_vstate,
+    .set_istate = act_set_istate,
+};
 
 /* ---- tick ------------------------------------------------------------------ */
 
@@ -412,15 +416,14 @@ int vr_control_tick(vr_control *c, int64_t now_ns, vr_errbuf *err) {
   if (dt <= 0) dt = 1e-3;
   c->last_tick_ns = now_ns;
   int rc = ctl_refresh_locked(c, now_ns, dt);
-  vr_vec_clear(&c->acts);
-  if (rc == 0 && c->o.autoscale)
-    rc = vr_policy_tick(&c->o.policy, &c->pst, &c->snap, &c->acts);
+  vr_vec_clear(&c->drv.acts);
+  if (rc == 0 && c->o.autoscale) rc = vr_driver_decide(&c->drv);
   if (rc == 0) write_row(c, now_ns, dt);
   reset_period(c);
   /* Apply outside the lock: loads and drains take milliseconds. */
-  size_t n = c->acts.len;
+  size_t n = c->drv.acts.len;
   vr_action *acts = n ? vr_malloc(n * sizeof *acts) : NULL;
-  if (acts) memcpy(acts, c->acts.data, n * sizeof *acts);
+  if (acts) memcpy(acts, c->drv.acts.data, n * sizeof *acts);
   pthread_mutex_unlock(&c->mu);
   if (rc) return vr_errf(err, rc, "control tick: %s", vr_strerror(rc));
   for (size_t i = 0; i < n && acts; i++) {
@@ -430,7 +433,7 @@ int vr_control_tick(vr_control *c, int64_t now_ns, vr_errbuf *err) {
       vr_info("control: %s %s (%s)", vr_action_name(a->kind),
               a->variant >= 0 && (size_t)a->variant < c->nvar ? c->var[a->variant].prof.variant : "",
               a->why ? a->why : "");
-    apply(c, a);
+    vr_driver_apply(&c->drv, a);
   }
   vr_free(acts);
   pthread_mutex_lock(&c->mu);
@@ -474,16 +477,15 @@ int vr_control_create(const vr_control_opts *o, vr_control **out,
   pthread_cond_init(&c->cv, NULL);
   vr_map_init(&c->var_by_name);
   vr_vec_init(&c->insts, sizeof(ctl_inst));
-  vr_vec_init(&c->sv, sizeof(vr_snap_variant));
-  vr_vec_init(&c->si, sizeof(vr_snap_instance));
-  vr_policy_state_init(&c->pst);
-  vr_actions_init(&c->acts);
   vr_hist_init(&c->p_hist);
   vr_hist_init(&c->sel_hist);
   c->worker.idle_since = -1;
-  c->t0_ns = vr_now_ns();
-  c->ix = vr_select_new();
-  int rc = c->ix ? 0 : vr_errf(err, VR_ENOMEM, "out of memory");
+  if (!c->o.clock) c->o.clock = vr_clock_monotonic();
+  c->t0_ns = vr_clock_now(c->o.clock);
+  vr_actuator act = live_actuator;
+  act.self = c;
+  int rc = vr_driver_init(&c->drv, &c->o.policy, &act, c->o.clock)
+               ? vr_errf(err, VR_ENOMEM, "out of memory") : 0;
   if (rc == 0) rc = vr_control_reload_store(c, err);
   if (rc) {
     vr_control_free(c);
@@ -506,7 +508,7 @@ static void *tick_main(void *arg) {
     if (c->stop) break;
     pthread_mutex_unlock(&c->mu);
     vr_errbuf err = {0};
-    if (vr_control_tick(c, vr_now_ns(), &err)) vr_warn("%s", err.msg);
+    if (vr_control_tick(c, vr_driver_now(&c->drv), &err)) vr_warn("%s", err.msg);
     pthread_mutex_lock(&c->mu);
   }
   pthread_mutex_unlock(&c->mu);
@@ -553,11 +555,7 @@ void vr_control_free(vr_control *c) {
   if (!c) return;
   vr_control_stop(c);
   /* The loader answered every waiter before it exited (see its loop). */
-  vr_select_free(c->ix);
-  vr_actions_free(&c->acts);
-  vr_policy_state_free(&c->pst);
-  vr_vec_free(&c->sv);
-  vr_vec_free(&c->si);
+  vr_driver_free(&c->drv);
   vr_vec_free(&c->insts);
   vr_map_free(&c->var_by_name);
   vr_free(c->var);

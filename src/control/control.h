@@ -25,6 +25,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "base/clock.h"
 #include "control/store.h"
 #include "policy/policy.h"
 #include "runtime/runtime.h"
@@ -44,6 +45,7 @@ typedef struct vr_control_opts {
   int policy_set;             /* 0: use the default policy config */
   int autoscale;              /* run the policy each tick (default 1) */
   FILE *csv;                  /* per-tick time series (borrowed), or NULL */
+  vr_clock *clock;            /* control periods; NULL = monotonic */
 } vr_control_opts;
 
 void vr_control_opts_init(vr_control_opts *o);
@@ -60,6 +62,11 @@ void vr_control_free(vr_control *c);
 int vr_control_tick(vr_control *c, int64_t now_ns, vr_errbuf *err);
 /* Re-reads the store (after a registration) keeping instance state. */
 int vr_control_reload_store(vr_control *c, vr_errbuf *err);
+/* Unregisters a model (store + repository entry), stops routing to its
+ * variants at once, and drains and frees its loaded instances (queued
+ * queries are still answered). Blocks while they drain. VR_ENOENT if no
+ * such model. */
+int vr_control_unregister(vr_control *c, const char *model, vr_errbuf *err);
 
 /* ---- queries ------------------------------------------------------------ */
 
@@ -72,8 +79,8 @@ typedef struct vr_ctl_query {
 } vr_ctl_query;
 
 typedef struct vr_ctl_route {
-  int status;      /* 0, or VR_EINFEASIBLE / VR_ENOENT / VR_EBUSY / ... */
-  int http_status; /* 200, 400, 404, 503 */
+  int status;      /* 0, or VR_EINFEASIBLE / VR_ENOENT / VR_EBUSY / ...
+                      (the server maps it to HTTP: 400 / 404 / 503) */
   char msg[512];   /* when status != 0: names the closest variant */
   int instance_id;
   int variant;     /* control's variant index */

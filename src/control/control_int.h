@@ -10,6 +10,7 @@
 #include "base/map.h"
 #include "base/vec.h"
 #include "control/control.h"
+#include "policy/driver.h"
 #include "policy/select.h"
 
 #define CTL_LAT_SAMPLES 256
@@ -41,7 +42,7 @@ typedef struct ctl_inst {
    * this instance at that batch size. The reference is measured in the
    * serving process, so thread wake-ups and the server's own threads are
    * in both and only a real slowdown (interference) moves the ratio. */
-  vr_lat_profile lp;
+  vr_latency lp;
   /* Both profiles come from tight loops, while serving adds wake-ups of
    * sleeping threads; so the first period with enough samples sets the
    * instance's baseline ratio, and slowdown is measured against it:
@@ -79,12 +80,10 @@ struct vr_control {
   int loading_cores;  /* threads of loads in progress */
   int64_t loading_mem;
 
-  vr_select_index *ix;
-  vr_vec sv, si; /* snapshot arrays */
-  vr_snap_worker worker;
-  vr_snapshot snap;
-  vr_policy_state pst;
-  vr_actions acts;
+  /* policy, its state, selection index, actions, snapshot buffers; the
+   * actuator table is control.c's */
+  vr_driver drv;
+  vr_snap_worker worker; /* this process: the one worker */
   int64_t last_tick_ns;
   int64_t t0_ns; /* creation: the time series counts from here */
 
@@ -96,7 +95,6 @@ struct vr_control {
   uint64_t last_late; /* late answers in the previous period (offline jobs) */
   double p_acc_sum;
   vr_hist p_hist; /* end-to-end ms x 1000 (us) */
-  uint64_t actions_applied[VR_ACT_MIGRATE + 1];
   /* Totals since start, for /metrics. */
   uint64_t total_late, total_infeasible;
   vr_hist sel_hist; /* selection decision time, ns */

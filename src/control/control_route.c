@@ -15,6 +15,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "control/control_int.h"
+#include "policy/route.h"
 
 static void fill_variant(const vr_control *c, int v, vr_ctl_route *r) {
   const vr_profile *p = &c->var[v].prof;
@@ -26,34 +27,36 @@ static void fill_variant(const vr_control *c, int v, vr_ctl_route *r) {
   r->cost_per_1k = 1000 * vr_policy_query_cost(p);
 }
 
-static void fail(vr_ctl_route *r, int status, int http, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void fail(vr_ctl_route *r, int status, int http, const char *fmt, ...) {
+/* The answer is a VR_E* code and a message; the server maps the code to
+ * HTTP (server.c), so the control plane knows nothing of HTTP. */
+static void fail(vr_ctl_route *r, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void fail(vr_ctl_route *r, int status, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(r->msg, sizeof r->msg, fmt, ap);
   va_end(ap);
   r->status = status;
-  r->http_status = http;
 }
 
-/* Least-loaded serving instance of v (in flight per unit of profiled
- * peak throughput), skipping instances being removed; NULL if none. */
+/* Least-loaded serving instance of v by the one rule of policy/route.h
+ * (rows in flight per row of batch capacity, interfered ones last),
+ * skipping instances being removed; NULL if none. */
 static ctl_inst *pick_instance(vr_control *c, int v) {
   ctl_inst *best = NULL;
-  double best_load = INFINITY;
-  const vr_snapshot *s = &c->snap;
+  const vr_snap_instance *bx = NULL;
+  const vr_snapshot *s = &c->drv.snap;
   for (size_t i = 0; i < c->insts.len; i++) {
     ctl_inst *in = vr_vec_at(&c->insts, i);
     if (in->var != v || in->removing) continue;
-    int serving = 0;
-    for (size_t k = 0; k < s->ninstances; k++)
-      if (s->instances[k].id == in->id)
-        serving = s->instances[k].state != VR_IS_LOADING &&
-                  s->instances[k].state != VR_IS_DRAINING;
-    if (!serving) continue;
-    double load = in->inflight / fmax(1.0, vr_profile_peak_qps(&c->var[v].prof, 1));
-    if (load < best_load) best_load = load, best = in;
+    const vr_snap_instance *x = NULL;
+    for (size_t k = 0; k < s->ninstances && !x; k++)
+      if (s->instances[k].id == in->id) x = &s->instances[k];
+    if (!x || x->state == VR_IS_LOADING || x->state == VR_IS_DRAINING) continue;
+    if (!best || vr_route_lighter(x->state == VR_IS_INTERFERED, in->inflight,
+                                  x->max_batch, bx->state == VR_IS_INTERFERED,
+                                  best->inflight, bx->max_batch))
+      best = in, bx = x;
   }
   return best;
 }
@@ -95,28 +98,13 @@ static int pick_victim(vr_control *c, int v) {
   return in->id;
 }
 
-/* The inactive variant INFaaS would load (least load + latency) among
- * those of the query's app or model that meet it and fit in the room
- * left now, or one already loading; -1 if none. The rare path:
- * selection's choice did not fit. */
-static int pick_fitting(vr_control *c, const vr_ctl_query *q, double acc,
-                        double slo_ms) {
-  int best = -1;
-  double best_val = 0;
-  for (size_t v = 0; v < c->nvar; v++) {
-    const vr_profile *p = &c->var[v].prof;
-    if (q->app ? strcmp(p->app, q->app) : strcmp(p->model, q->model)) continue;
-    double tail = vr_profile_tail_ms(p, 1);
-    if (p->accuracy + 1e-9 < acc || 2 * tail > slo_ms) continue;
-    /* one already loading (an earlier query's fallback) is joined: its
-     * room is reserved and no load time is left to pay */
-    int loading = c->var[v].loading;
-    if (!loading && !ctl_fits_locked(c, (int)v)) continue;
-    double val = (loading ? 0 : p->load_ms) + tail;
-    if (best < 0 || val < best_val) best = (int)v, best_val = val;
-  }
-  return best;
+/* What the route rule asks about room (policy/route.h); mu held. */
+static int env_available(void *self, int v) {
+  vr_control *c = self;
+  return c->var[v].loading || pick_instance(c, v) != NULL;
 }
+static int env_fits(void *self, int v) { return ctl_fits_locked(self, v); }
+static int env_evictable(void *self, int v) { return find_victim(self, v) != NULL; }
 
 static int queue_load(vr_control *c, int v, ctl_wait *w, int evict_id) {
   if (c->running && c->running->var == v) {
@@ -153,9 +141,9 @@ static int queue_load(vr_control *c, int v, ctl_wait *w, int evict_id) {
 static int decide(vr_control *c, const vr_ctl_query *q, vr_ctl_route *r,
                   ctl_wait **waiter) {
   const char *name = q->app ? q->app : q->model;
-  int group = name ? vr_select_group(c->ix, q->app ? 'a' : 'm', name) : -1;
+  int group = name ? vr_select_group(c->drv.ix, q->app ? 'a' : 'm', name) : -1;
   if (group < 0) {
-    fail(r, VR_ENOENT, 404, "no registered %s named '%s'", q->app ? "app" : "model",
+    fail(r, VR_ENOENT, "no registered %s named '%s'", q->app ? "app" : "model",
          name ? name : "");
     return 1;
   }
@@ -163,35 +151,18 @@ static int decide(vr_control *c, const vr_ctl_query *q, vr_ctl_route *r,
   r->slo_ms = q->latency_ms > 0 ? q->latency_ms : c->o.default_slo_ms;
   r->req_accuracy = acc;
   vr_query_req qr = {group, r->slo_ms, acc};
-  vr_selection sel;
-  if (vr_select(c->ix, &qr, &sel)) {
-    fail(r, VR_EINTERNAL, 500, "selection failed");
+  vr_route_env env = {c->drv.ix, &c->drv.snap, q->app ? 'a' : 'm', name,
+                      env_available, env_fits, env_evictable, c};
+  vr_route rt;
+  if (vr_route_decide(&env, &qr, &rt)) {
+    fail(r, VR_EINTERNAL, "selection failed");
     return 1;
   }
-  /* Selection wants a load (nothing loaded meets the query, or what does
-   * is interfered) but there is no room: a loaded variant that meets the
-   * query, busy or not, serves it rather than an eviction that would
-   * replace it with a sibling on the same cores, or a 503. */
-  if (sel.outcome == VR_SEL_LOAD && !c->var[sel.variant].loading &&
-      !ctl_fits_locked(c, sel.variant)) {
-    vr_query_req q2 = qr;
-    vr_selection s2;
-    q2.loaded_only = 1;
-    if (vr_select(c->ix, &q2, &s2) == 0 && s2.outcome == VR_SEL_ACTIVE)
-      sel = s2;
-  }
-  /* Still a load that does not fit and nothing idle to evict: the best
-   * variant that does fit (on 2 cores, often the 1-thread sibling of a
-   * 2-thread choice) rather than a 503. */
-  if (sel.outcome == VR_SEL_LOAD && !c->var[sel.variant].loading &&
-      !ctl_fits_locked(c, sel.variant) && !find_victim(c, sel.variant)) {
-    int alt = pick_fitting(c, q, acc, r->slo_ms);
-    if (alt >= 0) sel.variant = alt;
-  }
-  if (sel.variant >= 0) fill_variant(c, sel.variant, r);
-  if (sel.outcome == VR_SEL_INFEASIBLE) {
+  const vr_selection sel = rt.sel;
+  if (rt.variant >= 0) fill_variant(c, rt.variant, r);
+  if (rt.outcome == VR_ROUTE_INFEASIBLE) {
     c->p_infeasible++;
-    fail(r, VR_EINFEASIBLE, 400,
+    fail(r, VR_EINFEASIBLE,
          "no variant of '%s' meets latency_ms=%g and min_accuracy=%g%%; closest is "
          "%s: p99 %.3f ms at batch 1, accuracy %.2f%%", name, r->slo_ms, acc,
          r->variant_name, sel.latency_ms, sel.accuracy);
@@ -199,28 +170,26 @@ static int decide(vr_control *c, const vr_ctl_query *q, vr_ctl_route *r,
   }
   if (q->max_cost > 0 && r->cost_per_1k > q->max_cost) {
     c->p_infeasible++;
-    fail(r, VR_EINFEASIBLE, 400,
+    fail(r, VR_EINFEASIBLE,
          "variant %s meets latency and accuracy but costs $%.3g per 1000 queries "
          "(max_cost %g)", r->variant_name, r->cost_per_1k, q->max_cost);
     return 1;
   }
-  if (sel.outcome == VR_SEL_ACTIVE) {
-    ctl_inst *in = pick_instance(c, sel.variant);
-    if (in) {
-      r->instance_id = in->id;
-      count_routed(c, in, r->slo_ms, r->req_accuracy);
-      return 1;
-    }
+  /* an instance of the variant serves: the least loaded (policy/route.h) */
+  ctl_inst *in = pick_instance(c, rt.variant);
+  if (in) {
+    r->instance_id = in->id;
+    count_routed(c, in, r->slo_ms, r->req_accuracy);
+    return 1;
   }
-  /* Inactive (or its instances are going away): load it, if it fits —
-   * after evicting an instance nobody used this period, if that makes
-   * room (the autoscaler would release it after its load time anyway). */
-  int victim = 0;
-  if (!c->var[sel.variant].loading && !ctl_fits_locked(c, sel.variant))
-    victim = pick_victim(c, sel.variant);
-  if (c->var[sel.variant].loading || ctl_fits_locked(c, sel.variant) || victim) {
+  /* Inactive (or its instances are going away): load it, or join its
+   * load — after evicting an instance nobody used this period, if that
+   * makes room (the autoscaler would release it after its load time
+   * anyway). */
+  int victim = rt.outcome == VR_ROUTE_EVICT_LOAD ? pick_victim(c, rt.variant) : 0;
+  if (rt.outcome == VR_ROUTE_LOAD || rt.outcome == VR_ROUTE_SERVE || victim) {
     *waiter = VR_NEW(ctl_wait);
-    if (*waiter && queue_load(c, sel.variant, *waiter, victim) == 0) {
+    if (*waiter && queue_load(c, rt.variant, *waiter, victim) == 0) {
       r->loaded = 1;
       return 0;
     }
@@ -233,7 +202,7 @@ static int decide(vr_control *c, const vr_ctl_query *q, vr_ctl_route *r,
     vr_free(*waiter);
     *waiter = NULL;
   }
-  fail(r, VR_EBUSY, 503,
+  fail(r, VR_EBUSY,
        "variant %s would serve this query but the worker has no room to load it "
        "(%d cores, %lld MiB free)", r->variant_name, c->worker.free_cores,
        (long long)(c->worker.free_mem >> 20));
@@ -245,7 +214,6 @@ void vr_control_route(vr_control *c, const vr_ctl_query *q, vr_ctl_route_cb cb,
   vr_ctl_route r;
   memset(&r, 0, sizeof r);
   r.variant = -1;
-  r.http_status = 200;
   ctl_wait *w = NULL;
   pthread_mutex_lock(&c->mu);
   int64_t t0 = vr_now_ns();
@@ -274,7 +242,7 @@ static void answer_waiters(vr_control *c, ctl_wait *list, int id, const char *ms
       pthread_mutex_unlock(&c->mu);
       w->r.instance_id = id;
     } else {
-      fail(&w->r, VR_EBUSY, 503, "loading variant %s failed: %s", w->r.variant_name, msg);
+      fail(&w->r, VR_EBUSY, "loading variant %s failed: %s", w->r.variant_name, msg);
     }
     w->cb(w->tag, &w->r);
     vr_free(w);
@@ -290,9 +258,7 @@ static void run_load(vr_control *c, ctl_load *l) {
     else
       vr_info("control: evicted idle instance %d for %s", l->evict_id,
               c->var[l->var].prof.variant);
-    pthread_mutex_lock(&c->mu);
-    c->actions_applied[VR_ACT_UNLOAD]++;
-    pthread_mutex_unlock(&c->mu);
+    __atomic_fetch_add(&c->drv.applied[VR_ACT_UNLOAD], 1, __ATOMIC_RELAXED);
   }
   int id = ctl_load_variant(c, l->var, &err);
   pthread_mutex_lock(&c->mu);
@@ -300,9 +266,10 @@ static void run_load(vr_control *c, ctl_load *l) {
   c->loading_cores -= p->threads;
   c->loading_mem -= p->mem_bytes;
   c->var[l->var].loading = 0;
-  if (id > 0) c->actions_applied[VR_ACT_LOAD]++; /* a query-path load */
+  if (id > 0) /* a query-path load */
+    __atomic_fetch_add(&c->drv.applied[VR_ACT_LOAD], 1, __ATOMIC_RELAXED);
   /* Make the new instance visible to routing before answering. */
-  ctl_refresh_locked(c, vr_now_ns(), 1.0);
+  ctl_refresh_locked(c, vr_driver_now(&c->drv), 1.0);
   /* Queries that joined while it loaded are answered with the rest;
    * later ones see the instance in the index. */
   ctl_wait *list = l->waiters;
@@ -344,7 +311,7 @@ void vr_control_completed(vr_control *c, const vr_ctl_route *r,
     if (req->status == 0) {
       if (in->nlat < CTL_LAT_SAMPLES)
         in->lat[in->nlat++] = (float)((req->end_ns - req->start_ns) / 1e6);
-      int64_t ref = in->lp.ns[0] > 0 ? vr_lat_estimate(&in->lp, req->batch_size) : 0;
+      int64_t ref = vr_batch_est_ns(&in->lp, req->batch_size);
       if (ref > 0 && in->nratio < CTL_LAT_SAMPLES)
         in->ratio[in->nratio++] = (float)((double)(req->end_ns - req->start_ns) / ref);
       in->items += req->batch_size;
@@ -392,9 +359,10 @@ char *vr_control_prometheus(vr_control *c) {
   pthread_mutex_lock(&c->mu);
   prom_line(&b, &len, &cap, "# HELP vario_scaling_actions_total Control-plane actions "
             "applied, by kind.\n# TYPE vario_scaling_actions_total counter\n");
-  for (int k = VR_ACT_LOAD; k <= VR_ACT_MIGRATE; k++)
+  for (int k = VR_ACT_LOAD; k < VR_ACT__COUNT; k++)
     prom_line(&b, &len, &cap, "vario_scaling_actions_total{kind=\"%s\"} %llu\n",
-              vr_action_name(k), (unsigned long long)c->actions_applied[k]);
+              vr_action_name(k),
+              (unsigned long long)__atomic_load_n(&c->drv.applied[k], __ATOMIC_RELAXED));
   prom_line(&b, &len, &cap, "# HELP vario_control_instances Instances per variant.\n"
             "# TYPE vario_control_instances gauge\n");
   for (size_t v = 0; v < c->nvar; v++) {
@@ -439,7 +407,7 @@ static json_t *variant_json(vr_control *c, int v) {
   return json_pack("{s:s, s:s, s:s, s:i, s:i, s:f, s:f, s:f, s:f, s:I, s:f, s:s, s:i}",
                    "name", p->variant, "model", p->model, "precision", p->precision,
                    "threads", p->threads, "max_batch", p->max_batch, "accuracy",
-                   p->accuracy, "p50_ms_b1", p->p50_ms[0], "p99_ms_b1",
+                   p->accuracy, "p50_ms_b1", p->lat.p50_ms[0], "p99_ms_b1",
                    vr_profile_tail_ms(p, 1), "load_ms", p->load_ms, "mem_bytes",
                    (json_int_t)p->mem_bytes, "cost_per_s", p->cost_per_s, "state",
                    vr_vstate_name(c->var[v].state), "instances", n);

@@ -46,7 +46,7 @@ const char *vr_job_state_name(vr_job_state s) {
 void vr_control_capacity(vr_control *c, vr_ctl_capacity *out) {
   memset(out, 0, sizeof *out);
   pthread_mutex_lock(&c->mu);
-  const vr_snapshot *s = &c->snap;
+  const vr_snapshot *s = &c->drv.snap;
   int n = 0;
   for (size_t i = 0; i < s->ninstances; i++) {
     const vr_snap_instance *in = &s->instances[i];

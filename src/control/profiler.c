@@ -152,17 +152,16 @@ static int run_batch(vr_session *s, const vr_prof_inputs *in, int b,
 }
 
 int vr_prof_latency_sweep(vr_session *s, const vr_prof_inputs *in,
-                          const vr_prof_opts *o, vr_prof_latency *out,
+                          const vr_prof_opts *o, vr_latency *out,
                           vr_errbuf *err) {
   int runs = opt(o ? o->runs : 0, 20), warm = opt(o ? o->warmup : 0, 2);
   if (runs > MAX_SAMPLES) runs = MAX_SAMPLES;
   double budget = o && o->max_ms_per_batch > 0 ? o->max_ms_per_batch : 400;
   int gap_us = !o || o->gap_us == 0 ? 1000 : o->gap_us;
   double samples[MAX_SAMPLES];
-  for (int k = 0; k < VR_PROF_SLOTS; k++)
-    out->p50_ms[k] = out->p90_ms[k] = out->p99_ms[k] = -1;
+  vr_latency_init(out);
   int maxb = vr_session_max_batch(s);
-  for (int k = 0, b = 1; k < VR_PROF_SLOTS && b <= maxb && b <= MAX_ROWS; k++, b *= 2) {
+  for (int k = 0, b = 1; k < VR_PROF_NB && b <= maxb && b <= MAX_ROWS; k++, b *= 2) {
     for (int w = 0; w < warm; w++) {
       int rc = run_batch(s, in, b, err);
       if (rc != 0) return rc;

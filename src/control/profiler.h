@@ -19,9 +19,9 @@
 #define VR_CONTROL_PROFILER_H
 
 #include "control/valset.h"
+#include "policy/profile.h"
 #include "vario/engine.h"
 
-#define VR_PROF_SLOTS 7 /* batch 1, 2, 4, ..., 64 */
 
 typedef struct vr_prof_opts {
   int runs;                /* timed runs per batch size; 0 = 20 */
@@ -33,12 +33,6 @@ typedef struct vr_prof_opts {
    * never shows. 0 = 1000 us; < 0 = back to back. */
   int gap_us;
 } vr_prof_opts;
-
-typedef struct vr_prof_latency {
-  double p50_ms[VR_PROF_SLOTS]; /* < 0: not measured */
-  double p90_ms[VR_PROF_SLOTS];
-  double p99_ms[VR_PROF_SLOTS];
-} vr_prof_latency;
 
 /* Inputs the profiler feeds a model: one float tensor per model input with
  * room for 64 rows, filled from the validation rows (cycled) when given,
@@ -68,7 +62,7 @@ int vr_prof_open(const vr_model *m, const vr_prof_inputs *in, vr_precision p,
 
 /* Latency sweep over batch sizes 1..vr_session_max_batch(s) (powers of 2). */
 int vr_prof_latency_sweep(vr_session *s, const vr_prof_inputs *in,
-                          const vr_prof_opts *o, vr_prof_latency *out,
+                          const vr_prof_opts *o, vr_latency *out,
                           vr_errbuf *err);
 
 /* Top-1 accuracy (fraction) of a session on the validation set. */

@@ -15,6 +15,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "control/fsutil.h"
+#include "runtime/config.h"
 #include "policy/profile.h"
 
 typedef struct reg_ctx {
@@ -130,6 +131,50 @@ static int load_inputs(reg_ctx *c, vr_errbuf *err) {
   return rc ? vr_errctx(err, rc, "model '%s'", r->model_path) : 0;
 }
 
+/* ---- step 2b: the app's one input signature --------------------------- */
+
+static void put_shape(char *out, size_t cap, const int64_t *shape, int ndim) {
+  int k = snprintf(out, cap, "[N");
+  for (int d = 1; d < ndim && k > 0 && (size_t)k < cap; d++)
+    k += snprintf(out + k, cap - (size_t)k, ",%lld", (long long)shape[d]);
+  if (k > 0 && (size_t)k < cap) snprintf(out + k, cap - (size_t)k, "]");
+}
+
+/* An app's queries must suit every model that may serve them, so an app
+ * has one input signature: names, dtypes and shapes without the batch
+ * dimension, those of its first model. A model that differs is refused
+ * (VR_EEXIST: HTTP 409) naming the difference. */
+static int check_signature(reg_ctx *c, vr_store *s, vr_errbuf *err) {
+  char dir[VR_STORE_PATH_MAX] = "", other[VR_STORE_NAME_MAX] = "";
+  vr_store_rdlock(s);
+  for (size_t i = 0; i < vr_store_num_models(s) && !dir[0]; i++) {
+    const vr_model_rec *m = vr_store_model_at(s, i);
+    if (strcmp(m->app, c->r->app)) continue;
+    snprintf(dir, sizeof dir, "%s", m->dir);
+    snprintf(other, sizeof other, "%s", m->name);
+  }
+  vr_store_unlock(s);
+  vr_model_config cfg;
+  if (!dir[0] || vr_model_config_load(dir, &cfg, NULL)) return 0; /* first model */
+  const char *app = c->r->app;
+  int n = vr_model_num_inputs(c->model);
+  if (n != cfg.n_inputs)
+    return vr_errf(err, VR_EEXIST, "model '%s' has %d input(s); app '%s' takes %d (as "
+                   "model '%s')", c->name, n, app, cfg.n_inputs, other);
+  for (int i = 0; i < n; i++) {
+    const vr_tensor_info *a = vr_model_input(c->model, i), *b = &cfg.inputs[i];
+    char sa[160], sb[160];
+    put_shape(sa, sizeof sa, a->shape, a->ndim);
+    put_shape(sb, sizeof sb, b->shape, b->ndim);
+    const char *da = vr_dtype_kserve(a->dtype), *db = vr_dtype_kserve(b->dtype);
+    if (strcmp(a->name, b->name) || a->dtype != b->dtype || strcmp(sa, sb))
+      return vr_errf(err, VR_EEXIST, "model '%s' input %d is '%s' %s %s; app '%s' takes "
+                     "'%s' %s %s (as model '%s')", c->name, i, a->name, da ? da : "?", sa,
+                     app, b->name, db ? db : "?", sb, other);
+  }
+  return 0;
+}
+
 /* Precisions to try: what the request asks for and the CPU runs. */
 static unsigned candidate_precisions(reg_ctx *c) {
   unsigned supported = 1u << VR_PREC_FP32;
@@ -204,7 +249,7 @@ static int measure_accuracy(reg_ctx *c, vr_errbuf *err) {
 /* ---- step 4: latency, load time, memory per variant -------------------- */
 
 static void fill_profile(reg_ctx *c, int i, double create_ms, int64_t mem,
-                         const vr_prof_latency *lat) {
+                         const vr_latency *lat) {
   const vr_variant_spec *v = &c->specs[i];
   vr_profile *p = &c->profs[i];
   char vname[VR_STORE_VNAME_MAX];
@@ -220,9 +265,9 @@ static void fill_profile(reg_ctx *c, int i, double create_ms, int64_t mem,
   p->load_ms = c->parse_ms + create_ms;
   p->mem_bytes = mem;
   for (int k = 0; k < VR_PROF_NB && (1 << k) <= v->max_batch; k++) {
-    p->p50_ms[k] = lat->p50_ms[k];
-    p->p90_ms[k] = lat->p90_ms[k];
-    p->p99_ms[k] = lat->p99_ms[k];
+    p->lat.p50_ms[k] = lat->p50_ms[k];
+    p->lat.p90_ms[k] = lat->p90_ms[k];
+    p->lat.p99_ms[k] = lat->p99_ms[k];
   }
   p->accuracy = 100.0 * c->acc[v->precision];
   double price = c->r->core_price_per_hour > 0 ? c->r->core_price_per_hour : 0.0425;
@@ -236,7 +281,7 @@ static int profile_group(reg_ctx *c, int first, int last, vr_errbuf *err) {
   vr_session *s;
   double create_ms;
   int64_t mem;
-  vr_prof_latency lat;
+  vr_latency lat;
   int rc = vr_prof_open(c->model, &c->in, g->precision, g->threads, g->max_batch,
                         &s, &create_ms, &mem, err);
   if (rc != 0) return rc;
@@ -253,7 +298,7 @@ static int profile_group(reg_ctx *c, int first, int last, vr_errbuf *err) {
   }
   say(c, "register %s: %s t%d: p50 b1 %.3f ms, b%d %.3f ms\n", c->name,
       vr_precision_name(g->precision), g->threads, lat.p50_ms[0], g->max_batch,
-      c->profs[last].p50_ms[__builtin_ctz((unsigned)g->max_batch)]);
+      c->profs[last].lat.p50_ms[__builtin_ctz((unsigned)g->max_batch)]);
   return 0;
 }
 
@@ -375,7 +420,7 @@ static int commit(reg_ctx *c, vr_store *s, vr_errbuf *err) {
     v[i].threads = p->threads;
     v[i].max_batch = p->max_batch;
     v[i].accuracy = p->accuracy;
-    v[i].lat_b1_ms = p->p50_ms[0];
+    v[i].lat_b1_ms = p->lat.p50_ms[0];
     v[i].load_ms = p->load_ms;
     v[i].memory_bytes = p->mem_bytes;
     json_t *j = vr_profile_to_json(p);
@@ -406,6 +451,7 @@ int vr_register(vr_store *s, const vr_register_req *r, vr_register_result *res,
   int64_t t0 = vr_now_ns();
   int rc = check_request(&c, s, err);
   if (rc == 0) rc = load_inputs(&c, err);
+  if (rc == 0) rc = check_signature(&c, s, err);
   if (rc == 0) rc = measure_accuracy(&c, err);
   if (rc == 0) rc = generate(&c, err);
   if (rc == 0) rc = profile_all(&c, err);

@@ -4,12 +4,16 @@
 #include <stdio.h>
 #include <string.h>
 
+void vr_latency_init(vr_latency *l) {
+  for (int i = 0; i < VR_PROF_NB; i++)
+    l->p50_ms[i] = l->p90_ms[i] = l->p99_ms[i] = -1;
+}
+
 void vr_profile_init(vr_profile *p) {
   memset(p, 0, sizeof *p);
   p->threads = 1;
   p->max_batch = 1;
-  for (int i = 0; i < VR_PROF_NB; i++)
-    p->p50_ms[i] = p->p90_ms[i] = p->p99_ms[i] = -1;
+  vr_latency_init(&p->lat);
 }
 
 const char *vr_device_name(int device) {
@@ -32,11 +36,11 @@ int vr_profile_validate(const vr_profile *p, vr_errbuf *err) {
   if (p->max_batch < 1 || p->max_batch > VR_PROF_MAX_BATCH)
     return vr_errf(err, VR_EINVAL, "profile %s: max_batch %d not in 1..64",
                    p->variant, p->max_batch);
-  if (!(p->p50_ms[0] > 0))
+  if (!(p->lat.p50_ms[0] > 0))
     return vr_errf(err, VR_EINVAL, "profile %s: p50 at batch 1 is required",
                    p->variant);
   for (int i = 0; i < VR_PROF_NB; i++) {
-    double a = p->p50_ms[i], b = p->p90_ms[i], c = p->p99_ms[i];
+    double a = p->lat.p50_ms[i], b = p->lat.p90_ms[i], c = p->lat.p99_ms[i];
     if (!isfinite(a) || !isfinite(b) || !isfinite(c) || a > 1e9 || b > 1e9 ||
         c > 1e9)
       return vr_errf(err, VR_EINVAL, "profile %s: latency out of range",
@@ -69,7 +73,7 @@ int vr_profile_validate(const vr_profile *p, vr_errbuf *err) {
  * mirror the upper spread (bounded at half the median), because profiles
  * record only the median and the tail; above the last point we continue
  * its slope. With only p50 recorded the service time is deterministic. */
-static double slot_quantile(const vr_profile *p, int s, double q) {
+static double slot_quantile(const vr_latency *p, int s, double q) {
   double qs[3], vs[3];
   int n = 0;
   qs[n] = 0.5, vs[n++] = p->p50_ms[s];
@@ -89,7 +93,7 @@ static double slot_quantile(const vr_profile *p, int s, double q) {
   return vs[n - 1] + slope * (q - qs[n - 1]);
 }
 
-double vr_profile_latency_ms(const vr_profile *p, int batch, double q) {
+double vr_latency_ms(const vr_latency *p, int batch, double q) {
   if (batch < 1) batch = 1;
   int lo = -1, hi = -1;
   for (int s = 0; s < VR_PROF_NB; s++) {
@@ -109,14 +113,23 @@ double vr_profile_latency_ms(const vr_profile *p, int batch, double q) {
   return vlo + (vhi - vlo) * ((double)batch - blo) / (bhi - blo);
 }
 
-double vr_profile_tail_ms(const vr_profile *p, int batch) {
+double vr_latency_tail_ms(const vr_latency *p, int batch) {
   /* the highest percentile the profile records at all */
   double q = 0.5;
   for (int s = 0; s < VR_PROF_NB; s++) {
     if (p->p99_ms[s] > 0) q = 0.99;
     else if (p->p90_ms[s] > 0 && q < 0.9) q = 0.9;
   }
-  return vr_profile_latency_ms(p, batch, q);
+  return vr_latency_ms(p, batch, q);
+}
+
+void vr_latency_observe(vr_latency *l, int batch, double ms) {
+  if (batch < 1 || batch > VR_PROF_MAX_BATCH || (batch & (batch - 1)) ||
+      !(ms > 0))
+    return;
+  int k = __builtin_ctz((unsigned)batch);
+  double old = l->p50_ms[k];
+  l->p50_ms[k] = old > 0 ? old + (ms - old) / 8 : ms;
 }
 
 double vr_profile_peak_qps(const vr_profile *p, int batch) {
@@ -172,9 +185,9 @@ json_t *vr_profile_to_json(const vr_profile *p) {
   for (int i = 0; i < VR_PROF_NB; i++)
     json_array_append_new(b, json_integer(1 << i));
   json_object_set_new(o, "batch", b);
-  json_object_set_new(o, "p50_ms", lat_array(p->p50_ms));
-  json_object_set_new(o, "p90_ms", lat_array(p->p90_ms));
-  json_object_set_new(o, "p99_ms", lat_array(p->p99_ms));
+  json_object_set_new(o, "p50_ms", lat_array(p->lat.p50_ms));
+  json_object_set_new(o, "p90_ms", lat_array(p->lat.p90_ms));
+  json_object_set_new(o, "p99_ms", lat_array(p->lat.p99_ms));
   json_object_set_new(o, "accuracy", json_real(p->accuracy));
   json_object_set_new(o, "cost_per_s", json_real(p->cost_per_s));
   return o;
@@ -281,9 +294,9 @@ int vr_profile_from_json(const json_t *o, vr_profile *p, vr_errbuf *err) {
   json_t *batch = json_object_get(o, "batch");
   if (batch && !json_is_array(batch))
     return vr_errf(err, VR_EINVAL, "profile: \"batch\" must be an array");
-  if ((rc = get_lat(o, "p50_ms", batch, p->p50_ms, err)) ||
-      (rc = get_lat(o, "p90_ms", batch, p->p90_ms, err)) ||
-      (rc = get_lat(o, "p99_ms", batch, p->p99_ms, err)))
+  if ((rc = get_lat(o, "p50_ms", batch, p->lat.p50_ms, err)) ||
+      (rc = get_lat(o, "p90_ms", batch, p->lat.p90_ms, err)) ||
+      (rc = get_lat(o, "p99_ms", batch, p->lat.p99_ms, err)))
     return rc;
   return vr_profile_validate(p, err);
 }

@@ -25,6 +25,38 @@
 
 typedef enum { VR_DEV_CPU = 0, VR_DEV_GPU = 1 } vr_device;
 
+/* The one latency profile of Vario: what the registration profiler
+ * measures, what the simulator replays and what a live instance measures
+ * at load and then follows while it serves (vr_latency_observe). Latency
+ * in ms per batch slot (slot i = batch 2^i, batch 1..64); a slot holding a
+ * value <= 0 is "not measured". p90/p99 are optional (an instance measures
+ * the median only; the Proteus CSV records p90, not p99). Batch sizes
+ * beyond 64 are extrapolated per item from the largest measured slot. */
+typedef struct vr_latency {
+  double p50_ms[VR_PROF_NB];
+  double p90_ms[VR_PROF_NB];
+  double p99_ms[VR_PROF_NB];
+} vr_latency;
+
+/* All slots "not measured". */
+void vr_latency_init(vr_latency *l);
+
+/* Latency in ms at quantile q (0.5, 0.9 or 0.99 style; anything in
+ * (0,1]) for an arbitrary batch size >= 1, interpolating linearly between
+ * measured batch sizes and extrapolating per-item beyond the largest one.
+ * Quantiles between recorded ones are interpolated too (see .c). INFINITY
+ * when nothing is measured. */
+double vr_latency_ms(const vr_latency *l, int batch, double q);
+
+/* The conservative "tail": p99 if recorded, else p90, else p50. */
+double vr_latency_tail_ms(const vr_latency *l, int batch);
+
+/* Folds an observed run of `batch` rows (ms) into the median of its slot
+ * (EWMA, weight 1/8; an unmeasured slot takes it as is) when batch is
+ * exactly a slot's size, so estimates follow the machine (contention,
+ * interference) instead of staying at load-time values. */
+void vr_latency_observe(vr_latency *l, int batch, double ms);
+
 typedef struct vr_profile {
   char model[VR_PROF_NAME_MAX];     /* registered model, e.g. "fmnist_cnn_s" */
   char app[VR_PROF_NAME_MAX];       /* app/task it serves, e.g. "fmnist" */
@@ -35,11 +67,7 @@ typedef struct vr_profile {
   int device;                  /* vr_device */
   double load_ms;              /* time to load and warm up an instance */
   int64_t mem_bytes;           /* resident memory of one instance */
-  /* latency percentiles per batch slot (slot i = batch 2^i); <0 = absent.
-   * p90 is optional (the Proteus CSV records p90, not p99). */
-  double p50_ms[VR_PROF_NB];
-  double p90_ms[VR_PROF_NB];
-  double p99_ms[VR_PROF_NB];
+  vr_latency lat;     /* latency percentiles per batch slot */
   double accuracy;   /* percent on the validation set, 0..100 */
   double cost_per_s; /* price of the resources one instance holds */
 } vr_profile;
@@ -56,15 +84,14 @@ static inline int vr_prof_batch(int slot) { return 1 << slot; }
  * accuracy in [0,100]. 0 or VR_EINVAL with a message. */
 int vr_profile_validate(const vr_profile *p, vr_errbuf *err);
 
-/* Latency in ms at quantile q (0.5, 0.9 or 0.99 style; anything in
- * (0,1]) for an arbitrary batch size >= 1, interpolating linearly between
- * measured batch sizes and extrapolating per-item beyond the largest one.
- * Quantiles between recorded ones are interpolated too (see .c). */
-double vr_profile_latency_ms(const vr_profile *p, int batch, double q);
-
-/* The conservative "tail" latency used for SLO checks: p99 if recorded,
- * else p90, else p50. */
-double vr_profile_tail_ms(const vr_profile *p, int batch);
+/* vr_latency_ms / vr_latency_tail_ms of the profile's latency. */
+static inline double vr_profile_latency_ms(const vr_profile *p, int batch,
+                                           double q) {
+  return vr_latency_ms(&p->lat, batch, q);
+}
+static inline double vr_profile_tail_ms(const vr_profile *p, int batch) {
+  return vr_latency_tail_ms(&p->lat, batch);
+}
 
 /* Peak throughput (queries/s) of one instance running full batches of
  * `batch` back to back: batch / p50(batch). */

@@ -30,6 +30,9 @@ const char *vr_action_name(int kind) {
   case VR_ACT_SET_VSTATE: return "set_vstate";
   case VR_ACT_SET_ISTATE: return "set_istate";
   case VR_ACT_MIGRATE: return "migrate";
+  case VR_ACT_PAIR_SHADOW: return "pair_shadow";
+  case VR_ACT_UNPAIR_SHADOW: return "unpair_shadow";
+  case VR_ACT_SET_ROUTES: return "set_routes";
   }
   return "?";
 }

@@ -119,6 +119,12 @@ typedef enum {
                            mitigation (same variant, another worker) or an
                            upgrade in place (another variant, the same
                            worker, whose room the old instance gives up) */
+  VR_ACT_PAIR_SHADOW,   /* pair `instance` (a body) with a shadow of
+                           `variant` on `worker` (burst instances) */
+  VR_ACT_UNPAIR_SHADOW, /* end the pairing of `instance` */
+  VR_ACT_SET_ROUTES,    /* re-route `variant`'s traffic (pipelines: value
+                           names the route table entry to use) */
+  VR_ACT__COUNT
 } vr_action_kind;
 
 typedef struct vr_action {

@@ -44,7 +44,33 @@ typedef struct vr_model_config {
   /* "calibration": .npy of calibration rows for int8 sessions (relative
    * paths resolve against the model directory); empty when not given. */
   char calibration_path[4096];
+  /* Triton repository facts (config.pbtxt or auto-complete from the ONNX
+   * graph; runtime/pbtxt.h, vr_model_dir_load). Zero for config.json. */
+  char platform[32];           /* "onnxruntime_onnx" */
+  int has_dynamic_batching;
+  int n_preferred_batch;
+  int preferred_batch[8];      /* dynamic_batching.preferred_batch_size */
+  char model_file[128];        /* default_model_filename; "" = model.onnx */
+  char label_path[4096];       /* label_filename (resolved); "" = none */
+  int version;                 /* version directory served; 0 = flat */
+  int n_versions;              /* version_policy specific: the versions */
+  int versions[8];
+  int autocompleted;           /* inputs/outputs read from the ONNX graph */
+  /* Triton's queue policy ("queue_policy" in config.json), applied to
+   * /v2/models/{m}/infer. Defaults shed: a request that cannot be served
+   * within default_timeout_us of its arrival is answered 504 at once. */
+  struct {
+    int64_t max_queue_size;       /* queued requests per instance; 0 = no
+                                     limit beyond the runtime's rows cap */
+    int64_t default_timeout_us;   /* 0 = none; default 100000 */
+    int delay;                    /* timeout_action: 0 REJECT, 1 DELAY */
+    int allow_timeout_override;   /* a request's "timeout" wins; default 1 */
+  } queue;
 } vr_model_config;
+
+/* The queue policy a model gets when its config states none (shedding:
+ * 100 ms default timeout, REJECT, overrides allowed, no queue-size cap). */
+void vr_model_config_queue_defaults(vr_model_config *c);
 
 /* Parses config.json text. dir (may be NULL) fills model_path. */
 int vr_model_config_parse(const char *text, size_t len, const char *dir,
@@ -53,6 +79,16 @@ int vr_model_config_parse(const char *text, size_t len, const char *dir,
  * calibration file (when given) exist. */
 int vr_model_config_load(const char *dir, vr_model_config *out,
                          vr_errbuf *err);
+
+/* Loads a model directory of a repository in any layout Vario reads:
+ * Vario's (<dir>/config.json + model.onnx), Triton's (<dir>/config.pbtxt +
+ * <dir>/<version>/model.onnx, the highest version unless version_policy
+ * says otherwise), or a bare model.onnx (flat or versioned) with no config:
+ * inputs, outputs and a dynamic batch are then completed from the ONNX
+ * graph (max_batch_size 4, as Triton's auto-complete). */
+int vr_model_dir_load(const char *dir, vr_model_config *out, vr_errbuf *err);
+/* Whether dir looks like a model directory of any of those layouts. */
+int vr_model_dir_is_model(const char *dir);
 
 /* "fp32" / "bf16" / "int8" <-> enum without needing the engine. */
 const char *vr_rt_precision_name(vr_precision p);

@@ -2,9 +2,11 @@
  * An instance: backend session + ordered batch queue + executor thread.
  *
  * The executor loop: answer requests whose deadline can no longer be met
- * (early drop), ask the batcher whether to dispatch, and either sleep until
- * it should re-decide or pop a batch, gather its inputs into one staging
- * buffer per input, run it, and scatter the outputs back into each request.
+ * (early drop, policy/drop.h), ask the batch rule whether to dispatch
+ * (policy/batch.h), and either sleep until it should re-decide or form a
+ * batch with the same rule the simulator uses, gather its inputs into one
+ * staging buffer per input, run it, and scatter the outputs back into each
+ * request.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -88,8 +90,9 @@ static int cmp_i64(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-/* Median latency of a few runs per power-of-two batch size (and the max
- * batch itself), so the batcher knows what the next batch size costs. */
+/* Median latency of a few runs per power-of-two batch size up to the max
+ * batch (and 64, the profile's largest slot; larger batches are
+ * extrapolated per row), so the batch rule knows what a batch costs. */
 static int profile(vr_rt_instance *in, vr_errbuf *err) {
   const vr_rt_backend *be = in->rt->be;
   int runs = in->rt->opts.profile_runs;
@@ -98,12 +101,9 @@ static int profile(vr_rt_instance *in, vr_errbuf *err) {
   vr_tensor tin[VR_RT_MAX_IO], tout[VR_RT_MAX_IO];
   int64_t t[16];
   if (runs > 16) runs = 16;
-  for (int k = 0; k < VR_LAT_SLOTS; k++) {
+  vr_latency_init(&in->prof);
+  for (int k = 0; k < VR_PROF_NB && (1 << k) <= limit; k++) {
     int b = 1 << k;
-    if (b > limit) {
-      if ((b >> 1) >= limit) break;
-      b = limit; /* e.g. max batch 48 is measured into the 64 slot */
-    }
     stage_tensors(in, b, tin);
     for (int r = 0; r <= runs; r++) { /* run 0 warms up */
       int64_t t0 = vr_now_ns();
@@ -113,7 +113,7 @@ static int profile(vr_rt_instance *in, vr_errbuf *err) {
       if (r) t[r - 1] = vr_now_ns() - t0;
     }
     qsort(t, (size_t)runs, sizeof t[0], cmp_i64);
-    in->prof.ns[k] = t[runs / 2] > 0 ? t[runs / 2] : 1;
+    in->prof.p50_ms[k] = (t[runs / 2] > 0 ? t[runs / 2] : 1) / 1e6;
   }
   return 0;
 }
@@ -137,6 +137,20 @@ int vr_inst_load(vr_rt_instance *in) {
          __atomic_load_n(&in->busy_rows, __ATOMIC_RELAXED);
 }
 
+/* Answers a request due for dropping (policy/drop.h): the runtime's
+ * reroute hook may take it; otherwise VR_EDEADLINE, outcome dropped (HTTP
+ * 504). `need` is the batch time that made it infeasible. Without mu. */
+static void drop(vr_rt_instance *in, vr_rt_request *r, int64_t now,
+                 int64_t need) {
+  if (vr_drop_resolve(&in->rt->opts.reroute, r, now) == VR_DROP_REROUTED)
+    return;
+  vr_rt_fail(in->vs, in->rt, r, VR_EDEADLINE, VR_OUT_DROPPED,
+             "dropped: the deadline cannot be met (%lld us left, a batch of "
+             "%d rows takes %lld us on %s)",
+             (long long)((r->deadline_ns - now) / 1000), r->rows,
+             (long long)(need / 1000), in->variant);
+}
+
 void vr_inst_enqueue(vr_rt_instance *in, vr_rt_request *r) {
   pthread_mutex_lock(&in->mu);
   if (in->stopping || in->state == VR_INST_DRAINING) {
@@ -152,29 +166,50 @@ void vr_inst_enqueue(vr_rt_instance *in, vr_rt_request *r) {
                in->rt->opts.max_queue_rows);
     return;
   }
+  int64_t maxq = in->model->cfg.queue.max_queue_size;
+  if (maxq > 0 && in->queue_len >= maxq) { /* Triton's max_queue_size */
+    pthread_mutex_unlock(&in->mu);
+    vr_rt_fail(in->vs, in->rt, r, VR_EBUSY, VR_OUT_REJECTED,
+               "queue of %s is full (max_queue_size %lld)", in->variant, (long long)maxq);
+    return;
+  }
   snprintf(r->variant, sizeof r->variant, "%s", in->variant);
   r->instance_id = in->id;
+  int64_t now = vr_now_ns();
+  if (vr_drop_due(now, r->deadline_ns, &in->prof, r->rows)) {
+    int64_t need = vr_batch_est_ns(&in->prof, r->rows);
+    in->dropped++;
+    pthread_mutex_unlock(&in->mu);
+    drop(in, r, now, need);
+    return;
+  }
   /* Insert after every request of the same or a higher priority: FIFO
    * within a level. Same-level appends are the common case. */
   vr_rt_request **pp = &in->head;
   while (*pp && (*pp)->prio_key <= r->prio_key) pp = &(*pp)->next;
   r->next = *pp;
   *pp = r;
+  in->queue_len++;
   __atomic_store_n(&in->queue_rows, in->queue_rows + r->rows,
                    __ATOMIC_RELAXED);
   pthread_cond_signal(&in->cv);
   pthread_mutex_unlock(&in->mu);
 }
 
-/* Unlinks requests that cannot meet their deadline even alone; returns
- * them as a list. Called with mu held. */
+/* Unlinks requests due for dropping (policy/drop.h) anywhere in the
+ * queue (priorities can put a later deadline first); returns them as a
+ * list with the batch time that condemned each in r->start_ns. Called
+ * with mu held. */
 static vr_rt_request *take_infeasible(vr_rt_instance *in, int64_t now) {
-  vr_rt_request *drop = NULL, **tail = &drop;
+  vr_rt_request *list = NULL, **tail = &list;
   for (vr_rt_request **pp = &in->head; *pp;) {
     vr_rt_request *r = *pp;
-    if (!vr_batch_feasible(now, r->deadline_ns, &in->prof, r->rows)) {
+    if (vr_drop_due(now, r->deadline_ns, &in->prof, r->rows)) {
       *pp = r->next;
       in->queue_rows -= r->rows;
+      in->queue_len--;
+      in->dropped++;
+      r->start_ns = vr_batch_est_ns(&in->prof, r->rows);
       r->next = NULL;
       *tail = r;
       tail = &r->next;
@@ -182,20 +217,17 @@ static vr_rt_request *take_infeasible(vr_rt_instance *in, int64_t now) {
       pp = &r->next;
     }
   }
-  return drop;
+  return list;
 }
 
 static void fail_list(vr_rt_instance *in, vr_rt_request *list, int64_t now) {
   while (list) {
     vr_rt_request *r = list;
     list = r->next;
-    in->dropped++;
-    vr_rt_fail(in->vs, in->rt, r, VR_EDEADLINE, VR_OUT_DROPPED,
-               "deadline cannot be met: %lld us left, batch of %d rows takes"
-               " %lld us on %s",
-               (long long)((r->deadline_ns - now) / 1000), r->rows,
-               (long long)(vr_lat_estimate(&in->prof, r->rows) / 1000),
-               in->variant);
+    r->next = NULL;
+    int64_t need = r->start_ns;
+    r->start_ns = 0;
+    drop(in, r, now, need);
   }
 }
 
@@ -220,30 +252,53 @@ static void wait_until(vr_rt_instance *in, int64_t t) {
   pthread_cond_timedwait(&in->cv, &in->mu, &ts);
 }
 
-/* Pops a batch from the head (in queue order), mu held: up to batch_cap
- * rows, and only as many as keep every request in it within its deadline
- * at the profiled latency of the grown batch. The head always goes (it is
- * feasible alone, or take_infeasible would have answered it; a request of
- * more rows than the cap runs alone). */
-static vr_rt_request *pop_batch(vr_rt_instance *in, int64_t now,
-                                int *rows_out) {
+/* The queue as policy/batch.h reads it: a cursor over the list. */
+typedef struct list_view {
+  vr_rt_request *head, *cur;
+  size_t i;
+} list_view;
+
+static vr_qitem list_at(void *q, size_t i) {
+  list_view *v = q;
+  if (!v->cur || i < v->i) v->cur = v->head, v->i = 0;
+  while (v->i < i) v->cur = v->cur->next, v->i++;
+  return (vr_qitem){v->cur->rows, v->cur->deadline_ns};
+}
+
+/* Unlinks the first n requests of the queue (mu held). */
+static vr_rt_request *unlink_head(vr_rt_instance *in, size_t n, int *rows) {
   vr_rt_request *list = in->head, *last = NULL;
-  int rows = 0;
-  int64_t dl = VR_NO_DEADLINE;
-  for (vr_rt_request *r = in->head; r; r = r->next) {
-    int n = rows + r->rows;
-    int64_t d = r->deadline_ns < dl ? r->deadline_ns : dl;
-    if (last && (n > in->batch_cap || !vr_batch_feasible(now, d, &in->prof, n)))
-      break;
-    rows = n;
-    dl = d;
-    last = r;
+  *rows = 0;
+  for (size_t k = 0; k < n; k++) {
+    last = last ? last->next : in->head;
+    *rows += last->rows;
   }
+  if (!last) return NULL;
   in->head = last->next;
   last->next = NULL;
-  in->queue_rows -= rows;
-  in->busy_rows = rows;
-  *rows_out = rows;
+  in->queue_rows -= *rows;
+  in->queue_len -= (int)n;
+  return list;
+}
+
+/* Pops the batch the batch rule forms (policy/batch.h, the deadline
+ * mode: the simulator's "runtime" batching), mu held. Requests the rule
+ * drops from the head come back in *dropped (take_infeasible already
+ * answered those, so this is normally empty). */
+static vr_rt_request *pop_batch(vr_rt_instance *in, int64_t now,
+                                int *rows_out, vr_rt_request **dropped) {
+  list_view lv = {in->head, NULL, 0};
+  vr_qview q = {&lv, (size_t)in->queue_len, list_at};
+  vr_batch_pick p =
+      vr_batch_form(VR_BATCH_DEADLINE, &in->prof, in->batch_cap, now, &q);
+  int rows;
+  *dropped = unlink_head(in, p.drop, &rows);
+  for (vr_rt_request *r = *dropped; r; r = r->next) {
+    in->dropped++;
+    r->start_ns = vr_batch_est_ns(&in->prof, r->rows);
+  }
+  vr_rt_request *list = unlink_head(in, p.take, rows_out);
+  in->busy_rows = *rows_out;
   return list;
 }
 
@@ -269,12 +324,14 @@ static void *executor(void *arg) {
       continue;
     }
     int rows;
-    vr_rt_request *batch = pop_batch(in, now, &rows);
+    vr_rt_request *dropped;
+    vr_rt_request *batch = pop_batch(in, now, &rows, &dropped);
     if (in->state != VR_INST_DRAINING)
       in->state = in->queue_rows >= 2 * in->batch_cap
                       ? VR_INST_OVERLOADED : VR_INST_ACTIVE;
     pthread_mutex_unlock(&in->mu);
-    run_batch(in, batch, rows);
+    fail_list(in, dropped, now);
+    if (batch) run_batch(in, batch, rows);
     pthread_mutex_lock(&in->mu);
     __atomic_store_n(&in->busy_rows, 0, __ATOMIC_RELAXED);
   }
@@ -327,6 +384,7 @@ static void run_batch(vr_rt_instance *in, vr_rt_request *list, int rows) {
   const vr_rt_backend *be = in->rt->be;
   vr_tensor tin[VR_RT_MAX_IO], tout[VR_RT_MAX_IO];
   const vr_tensor *inputs = list->in;
+  int64_t tg = vr_now_ns();
   int aligned = 1; /* binary HTTP payloads sit at any offset of the body */
   for (int i = 0; i < c->n_inputs; i++)
     aligned &= ((uintptr_t)list->in[i].data & 63) == 0;
@@ -348,37 +406,45 @@ static void run_batch(vr_rt_instance *in, vr_rt_request *list, int rows) {
   int n_out = c->n_outputs;
   if (!rc) rc = check_outputs(tout, n_out, rows, &err);
   int64_t t1 = vr_now_ns();
-  if (!rc) vr_lat_observe(&in->prof, rows, t1 - t0);
-  vr_rt_vstats_batch(in->rt, in->vs, rows);
   pthread_mutex_lock(&in->mu);
+  if (!rc) vr_latency_observe(&in->prof, rows, (double)(t1 - t0) / 1e6);
   in->batches++;
   in->served += rc ? 0 : (uint64_t)rows;
   if (!rc) vr_rate_add(&in->served_rate, rows, t1);
   for (vr_rt_request *r = list; r; r = r->next)
     vr_ewma_add(&in->lat_ewma, (double)(t1 - r->arrival_ns), t1);
   pthread_mutex_unlock(&in->mu);
-  int row0 = 0;
+  /* Outputs are copied out for every request first, then the batch is
+   * counted, then requests are answered: a caller that reads the stats
+   * after its answer sees its batch (Triton's compute_output split). */
+  int row0 = 0, nreq = 0;
+  int64_t out_ns = 0;
+  for (vr_rt_request *r = list; r && !rc; r = r->next) {
+    int64_t ts = vr_now_ns();
+    r->status = scatter(in, r, row0, rows, tout, n_out) ? VR_ENOMEM : 0;
+    r->end_ns = vr_now_ns();
+    out_ns += r->end_ns - ts;
+    nreq += r->status == 0;
+    row0 += r->rows;
+  }
+  vr_rt_vstats_batch(in->rt, in->vs, rows, nreq, t0 - tg, t1 - t0, out_ns);
   while (list) {
     vr_rt_request *r = list;
     list = r->next;
     r->next = NULL;
-    int r_rows = r->rows; /* r is the caller's again after done() */
     r->start_ns = t0;
     r->batch_size = rows;
     if (rc) {
       vr_rt_fail(in->vs, in->rt, r, rc, VR_OUT_FAILED, "%s: %s", in->variant,
                  err.msg);
-    } else if (scatter(in, r, row0, rows, tout, n_out)) {
+    } else if (r->status) {
       vr_rt_fail(in->vs, in->rt, r, VR_ENOMEM, VR_OUT_FAILED,
                  "out of memory copying outputs");
     } else {
-      r->status = 0;
       r->outcome = VR_OUT_OK;
-      r->end_ns = vr_now_ns();
       vr_rt_vstats_record(in->rt, in->vs, r);
       r->done(r, r->user);
     }
-    row0 += r_rows;
   }
 }
 
@@ -389,7 +455,7 @@ void vr_inst_destroy(vr_rt_instance *in) {
   in->state = VR_INST_DRAINING;
   pthread_cond_signal(&in->cv);
   vr_rt_request *orphans = in->started ? NULL : in->head;
-  if (!in->started) in->head = NULL;
+  if (!in->started) in->head = NULL, in->queue_len = 0;
   pthread_mutex_unlock(&in->mu);
   if (in->started) pthread_join(in->thread, NULL);
   while (orphans) { /* never started: nobody else will answer these */
@@ -414,8 +480,8 @@ void vr_inst_stats(vr_rt_instance *in, vr_rt_instance_stats *s) {
   s->threads = in->opts.threads;
   s->max_batch = in->opts.max_batch;
   s->max_queue_delay_us = in->opts.max_queue_delay_us;
-  s->profile = in->prof;
   pthread_mutex_lock(&in->mu);
+  s->profile = in->prof;
   s->state = in->state;
   s->queue_rows = in->queue_rows;
   s->busy_rows = in->busy_rows;

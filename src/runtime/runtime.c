@@ -7,6 +7,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "policy/route.h"
 #include "runtime/runtime_int.h"
 
 const char *vr_rt_outcome_name(vr_rt_outcome o) {
@@ -103,8 +104,10 @@ static int add_instance(vr_runtime *rt, vr_rt_model *m,
     vr_inst_destroy(in);
     return vr_errf(err, VR_ENOMEM, "out of memory");
   }
-  vr_info("instance %d (%s) active: b1 %.1f us", in->id, in->variant,
-          in->prof.ns[0] / 1e3);
+  pthread_mutex_lock(&in->mu);
+  double b1_us = in->prof.p50_ms[0] * 1e3;
+  pthread_mutex_unlock(&in->mu);
+  vr_info("instance %d (%s) active: b1 %.1f us", in->id, in->variant, b1_us);
   return in->id;
 }
 
@@ -328,20 +331,22 @@ static int validate(const vr_model_config *c, vr_rt_request *r, int max_batch,
   return rows;
 }
 
-/* Least-loaded active instance (queued + running rows per max batch);
- * ties go round-robin. rt->lock held (read). */
+/* Least-loaded instance by the one rule of policy/route.h (queued +
+ * running rows per row of max batch); ties go round-robin. rt->lock held
+ * (read). */
 static vr_rt_instance *route(vr_rt_model *m) {
   vr_rt_instance *best = NULL;
-  double best_load = 0;
+  int best_rows = 0;
   size_t n = m->instances.len;
   unsigned start = __atomic_fetch_add(&m->rr, 1, __ATOMIC_RELAXED);
   for (size_t k = 0; k < n; k++) {
     vr_rt_instance *in =
         VR_VEC_AT(&m->instances, vr_rt_instance *, (start + k) % n);
-    double load = (double)vr_inst_load(in) / in->opts.max_batch;
-    if (!best || load < best_load) {
+    int rows = vr_inst_load(in);
+    if (!best || vr_route_lighter(0, rows, in->opts.max_batch, 0, best_rows,
+                                  best->opts.max_batch)) {
       best = in;
-      best_load = load;
+      best_rows = rows;
     }
   }
   return best;
@@ -355,7 +360,8 @@ static int prepare(vr_runtime *rt, vr_rt_request *req) {
   req->next = NULL;
   req->instance_id = 0;
   req->variant[0] = 0;
-  req->arrival_ns = vr_now_ns();
+  int64_t now = vr_now_ns();
+  req->arrival_ns = req->arrived_ns > 0 && req->arrived_ns < now ? req->arrived_ns : now;
   req->deadline_ns = req->timeout_ns > 0 ? req->arrival_ns + req->timeout_ns
                                          : VR_NO_DEADLINE;
   req->prio_key = req->priority > 0 ? req->priority : VR_RT_PRIO_DEFAULT;
@@ -363,8 +369,9 @@ static int prepare(vr_runtime *rt, vr_rt_request *req) {
   return 0;
 }
 
-/* Admission on the chosen instance: validation, then early drop if even
- * an immediate run alone would miss the deadline. rt->lock held. */
+/* Admission on the chosen instance: validation, then the queue (which
+ * drops it at once if even an immediate run alone would miss the
+ * deadline). rt->lock held. */
 static void admit(vr_runtime *rt, vr_rt_instance *in, vr_rt_request *req) {
   int rows = validate(&in->model->cfg, req, in->opts.max_batch, &req->err);
   if (rows < 0) {
@@ -375,16 +382,18 @@ static void admit(vr_runtime *rt, vr_rt_instance *in, vr_rt_request *req) {
     return;
   }
   req->rows = rows;
-  if (!vr_batch_feasible(req->arrival_ns, req->deadline_ns, &in->prof, rows)) {
-    __atomic_fetch_add(&in->dropped, 1, __ATOMIC_RELAXED);
-    vr_rt_fail(in->vs, rt, req, VR_EDEADLINE, VR_OUT_DROPPED,
-               "deadline cannot be met: timeout %lld us < %lld us for a batch"
-               " of %d on %s", (long long)(req->timeout_ns / 1000),
-               (long long)(vr_lat_estimate(&in->prof, rows) / 1000), rows,
-               in->variant);
-    return;
-  }
-  vr_inst_enqueue(in, req);
+  vr_inst_enqueue(in, req); /* drops it if already due (policy/drop.h) */
+}
+
+/* Triton's queue policy: the model's default timeout, unless the request
+ * brings its own and overrides are allowed; DELAY serves a request past
+ * the default timeout late instead of dropping it. */
+static void apply_queue_policy(const vr_model_config *c, vr_rt_request *req) {
+  int64_t t = req->timeout_ns;
+  if (!(t > 0 && c->queue.allow_timeout_override))
+    t = c->queue.delay ? 0 : c->queue.default_timeout_us * 1000;
+  req->timeout_ns = t;
+  req->deadline_ns = t > 0 ? req->arrival_ns + t : VR_NO_DEADLINE;
 }
 
 int vr_rt_submit(vr_runtime *rt, const char *model, vr_rt_request *req) {
@@ -392,6 +401,7 @@ int vr_rt_submit(vr_runtime *rt, const char *model, vr_rt_request *req) {
   if (rc) return rc;
   pthread_rwlock_rdlock(&rt->lock);
   vr_rt_model *m = rt->shutting_down ? NULL : vr_map_get(&rt->models, model);
+  if (m && req->queue_policy) apply_queue_policy(&m->cfg, req);
   vr_rt_instance *in = m ? route(m) : NULL;
   if (in) admit(rt, in, req);
   pthread_rwlock_unlock(&rt->lock);

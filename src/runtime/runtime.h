@@ -2,7 +2,7 @@
  * Runtime: the data plane. Models loaded from a repository, each served by
  * one or more instances; an instance is a backend session (normally a
  * vr_session of the engine) + a priority/deadline-ordered batch queue + one
- * executor thread that forms batches (see batcher.h) and runs them.
+ * executor thread that forms batches (policy/batch.h) and runs them.
  *
  * Ownership and threads:
  *  - vr_runtime owns every model and instance. All functions are
@@ -24,7 +24,8 @@
 
 #include <stdint.h>
 
-#include "runtime/batcher.h"
+#include "policy/batch.h"
+#include "policy/drop.h"
 #include "runtime/config.h"
 #include "vario/engine.h"
 #include "vario/status.h"
@@ -54,6 +55,14 @@ struct vr_rt_request {
   vr_tensor in[VR_RT_MAX_IO]; /* data in caller memory; dim 0 = rows */
   int priority;
   int64_t timeout_ns; /* deadline = arrival + timeout; 0 = none */
+  int64_t arrived_ns; /* monotonic time the caller received it, when that
+                         was before submission (routing, a query-path
+                         load): arrival_ns and the deadline count from it;
+                         0 = at submission */
+  /* 1: the model's queue policy (config.h "queue") decides the deadline,
+   * as on /v2/models/{m}/infer: timeout_ns is then the client's own
+   * (0 = none given). vr_rt_submit only. */
+  int queue_policy;
   vr_rt_done_fn done;
   void *user;
   /* ---- set by the runtime before done() ---- */
@@ -108,6 +117,10 @@ typedef struct vr_runtime_opts {
   int max_queue_rows;           /* per instance; 0 = 4096 */
   int profile_runs;             /* runs per batch size at load; 0 = 3 */
   int profile_max_batch;        /* largest profiled batch; 0 = max batch */
+  /* Called for a request due for dropping (policy/drop.h; req is the
+   * vr_rt_request): 1 = the hook took it (it answers it), 0 = drop it
+   * (VR_EDEADLINE, outcome dropped). Default: none. */
+  vr_drop_hook reroute;
 } vr_runtime_opts;
 
 void vr_runtime_opts_init(vr_runtime_opts *o);
@@ -179,7 +192,7 @@ typedef struct vr_rt_instance_stats {
   double served_qps;       /* rows per second over the last second */
   double latency_ewma_ns;  /* observed request latency (arrival -> done) */
   uint64_t served, dropped, batches;
-  vr_lat_profile profile;  /* measured at load */
+  vr_latency profile;      /* measured at load, then followed (p50) */
 } vr_rt_instance_stats;
 
 /* Fills up to cap entries for `model` (NULL = all models); returns the
@@ -217,6 +230,16 @@ typedef struct vr_rt_variant_stats {
   int64_t last_inference_ms; /* wall-clock ms since the epoch */
   vr_rt_hist_prom request, queue, compute;
   uint64_t p50_ns, p90_ns, p99_ns; /* request latency percentiles */
+  /* Triton's split of compute (per successful request: the batch's
+   * gather, run and this request's output copy), ns summed. */
+  uint64_t compute_n;
+  double compute_input_ns, compute_infer_ns, compute_output_ns;
+  /* Triton's batch_stats: executions per batch size (1..VR_RT_MAX_BATCH)
+   * and their summed phase times, ns. */
+  struct {
+    uint64_t count;
+    double input_ns, infer_ns, output_ns;
+  } by_batch[VR_RT_MAX_BATCH + 1];
 } vr_rt_variant_stats;
 
 /* Calls fn for each variant ever served (model = NULL: all). The stats are

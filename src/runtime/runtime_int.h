@@ -36,7 +36,7 @@ typedef struct vr_rt_instance {
   vr_rt_instance_opts opts;
   char variant[VR_NAME_MAX];
   void *sess;         /* backend session, used by the executor only */
-  vr_lat_profile prof;
+  vr_latency prof;    /* guarded by mu after start */
   vr_rt_vstats *vs;
   pthread_t thread;
   int started;
@@ -45,6 +45,7 @@ typedef struct vr_rt_instance {
   pthread_cond_t cv;
   vr_rt_request *head; /* sorted by (prio_key, arrival) */
   int queue_rows, busy_rows;
+  int queue_len;       /* requests in the queue */
   int batch_cap;       /* rows per batch now: 1..opts.max_batch (SET_BATCH) */
   int stopping;
   vr_rt_state state;
@@ -99,7 +100,10 @@ vr_rt_vstats *vr_rt_vstats_get(vr_runtime *rt, const char *model,
 /* Records a finished request (ok or not) under stats_mu. */
 void vr_rt_vstats_record(vr_runtime *rt, vr_rt_vstats *vs,
                          const vr_rt_request *r);
-void vr_rt_vstats_batch(vr_runtime *rt, vr_rt_vstats *vs, int rows);
+/* One executed batch of `rows` rows: nreq requests served, phase times
+ * (gather inputs, run, copy outputs out) in ns. */
+void vr_rt_vstats_batch(vr_runtime *rt, vr_rt_vstats *vs, int rows, int nreq,
+                        int64_t in_ns, int64_t infer_ns, int64_t out_ns);
 void vr_rt_vstats_free_all(vr_runtime *rt);
 
 #endif

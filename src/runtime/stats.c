@@ -63,10 +63,22 @@ void vr_rt_vstats_record(vr_runtime *rt, vr_rt_vstats *vs,
   pthread_mutex_unlock(&rt->stats_mu);
 }
 
-void vr_rt_vstats_batch(vr_runtime *rt, vr_rt_vstats *vs, int rows) {
+void vr_rt_vstats_batch(vr_runtime *rt, vr_rt_vstats *vs, int rows, int nreq,
+                        int64_t in_ns, int64_t infer_ns, int64_t out_ns) {
   pthread_mutex_lock(&rt->stats_mu);
-  vs->pub.batches++;
-  vs->pub.batch_rows += (uint64_t)rows;
+  vr_rt_variant_stats *p = &vs->pub;
+  p->batches++;
+  p->batch_rows += (uint64_t)rows;
+  p->compute_n += (uint64_t)nreq;
+  p->compute_input_ns += (double)in_ns * nreq;
+  p->compute_infer_ns += (double)infer_ns * nreq;
+  p->compute_output_ns += (double)out_ns; /* each request's own copy */
+  if (rows >= 1 && rows <= VR_RT_MAX_BATCH) {
+    p->by_batch[rows].count++;
+    p->by_batch[rows].input_ns += (double)in_ns;
+    p->by_batch[rows].infer_ns += (double)infer_ns;
+    p->by_batch[rows].output_ns += (double)out_ns;
+  }
   pthread_mutex_unlock(&rt->stats_mu);
 }
 

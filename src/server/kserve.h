@@ -39,6 +39,7 @@ typedef struct vr_ks_input {
 typedef struct vr_ks_output_req {
   char name[VR_NAME_MAX];
   int binary; /* -1 = not said (use the request default) */
+  int classification; /* > 0: top-k classes as BYTES "score:index" (Triton) */
 } vr_ks_output_req;
 
 typedef struct vr_ks_request {
@@ -50,19 +51,39 @@ typedef struct vr_ks_request {
   int binary_output;  /* parameters.binary_data_output */
   int64_t timeout_us; /* parameters.timeout; 0 = none */
   int priority;       /* parameters.priority; 0 = default */
+  /* Model-less parameters (Vario extension, read by /v2/apps/{app}/infer;
+   * other endpoints ignore them), checked here so the body is parsed once:
+   * latency_ms > 0, min_accuracy in [0, 100] (percent), max_cost >= 0;
+   * < 0 = not given. model: pins one model of the app ("" = any). */
+  double latency_ms, min_accuracy, max_cost;
+  char model[VR_NAME_MAX];
 } vr_ks_request;
 
 /* header_len: the JSON part's length when the binary extension is used,
  * or (size_t)-1 when the whole body is JSON. */
+/* The value of Inference-Header-Content-Length (h; NULL when absent) as
+ * header_len: (size_t)-1 when absent, VR_EFORMAT unless all digits. */
+int vr_ks_header_len(const char *h, size_t *out, vr_errbuf *err);
 int vr_ks_parse_request(const char *body, size_t len, size_t header_len,
                         vr_ks_request *out, vr_errbuf *err);
 void vr_ks_request_free(vr_ks_request *r);
+
+/* What a model-less answer adds (/v2/apps/{app}/infer). */
+typedef struct vr_ks_app_info {
+  const char *model;     /* the model that served it */
+  double accuracy;       /* of the variant, percent */
+  double latency_slo_ms; /* the query's SLO (its deadline) */
+  double profile_p99_ms; /* the variant's profiled tail at batch 1 */
+  double cost_per_1k;
+  int loaded_for_query;  /* the query waited for the variant to load */
+} vr_ks_app_info;
 
 /* Extra facts echoed in the response "parameters" (Vario extension). */
 typedef struct vr_ks_resp_info {
   const char *variant;
   int64_t queue_us, compute_us;
   int batch_size;
+  const vr_ks_app_info *app; /* NULL for /v2/models/{m}/infer */
 } vr_ks_resp_info;
 
 /* Writes a response for outputs (model order) filtered by the request's
@@ -77,6 +98,18 @@ int vr_ks_write_response(vr_sbuf *b, const char *model, const vr_ks_request *req
 /* Checks the request's output names against the model's outputs. */
 int vr_ks_check_outputs(const vr_ks_request *req, const vr_model_config *c,
                         vr_errbuf *err);
+
+/* A request/input/output parameter Vario does not honour: VR_EUNSUPPORTED
+ * with a message naming it and, for Triton's sequence and shared-memory
+ * parameters, the extension; `where` reads like " in outputs[0]". */
+int vr_ks_refuse_param(const char *key, const char *where, vr_errbuf *err);
+
+/* Triton's classification extension on FP32 scores t: per row (dim 0) the
+ * k best as "score:index" strings, best first; JSON strings appended to js
+ * (comma separated) or, with bin, BYTES elements (4-byte little-endian
+ * length + bytes) appended to bin. *rows / *k_out: the result's shape. */
+int vr_ks_classify(const vr_tensor *t, int k, vr_sbuf *js, vr_sbuf *bin,
+                   int64_t *rows, int *k_out, vr_errbuf *err);
 
 /* {"error": msg} */
 void vr_ks_write_error(vr_sbuf *b, const char *msg);

@@ -4,8 +4,10 @@
  * remembered) and decoded once the object's datatype and shape are known.
  * Unknown keys are skipped; repeated known keys are errors.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -163,14 +165,35 @@ static int parse_shape(vr_kj *j, vr_ks_input *t) {
   return 0;
 }
 
-/* parameters of an input: binary_data_size (others skipped). */
-static int input_params(vr_kj *j, int64_t *bsz) {
-  char key[64];
+/* A parameter Vario does not honour is refused by name, never ignored:
+ * the client that sent it expects a behaviour (shared memory, sequences,
+ * something newer) it would silently not get. */
+int vr_ks_refuse_param(const char *key, const char *where, vr_errbuf *err) {
+  const char *ext = !strncmp(key, "shared_memory_", 14) ? "shared-memory"
+                    : !strncmp(key, "sequence_", 9)     ? "sequence"
+                                                        : NULL;
+  if (ext)
+    return vr_errf(err, VR_EUNSUPPORTED, "parameter \"%.40s\"%s: the %s"
+                   " extension is not supported", key, where, ext);
+  return vr_errf(err, VR_EUNSUPPORTED, "unknown parameter \"%.40s\"%s", key,
+                 where);
+}
+
+static int refuse_param(vr_kj *j, const char *where, const char *key) {
+  return vr_ks_refuse_param(key, where, j->err);
+}
+
+/* parameters of an input: binary_data_size. */
+static int input_params(vr_kj *j, const char *name, int64_t *bsz) {
+  char key[64], where[VR_NAME_MAX + 16];
+  snprintf(where, sizeof where, " in input '%s'", name);
+  if (vr_kj_peek(j) != '{')
+    return vr_errf(j->err, VR_EFORMAT, "\"parameters\"%s must be an object", where);
   int rc = vr_kj_obj_begin(j), first = 1;
   while (!rc && (rc = vr_kj_obj_next(j, key, sizeof key, &first)) == 1)
     rc = !strcmp(key, "binary_data_size")
              ? get_uint(j, 0, INT64_MAX, bsz, "binary_data_size")
-             : vr_kj_skip(j);
+             : refuse_param(j, where, key);
   return rc;
 }
 
@@ -216,7 +239,7 @@ static int input_members(vr_kj *j, vr_ks_input *t, const char **ds,
       rc = vr_kj_skip(j);
       *de = j->p;
     } else if (bit == K_PARAMS) {
-      rc = input_params(j, bsz);
+      rc = input_params(j, t->name, bsz);
     } else {
       rc = vr_kj_skip(j);
     }
@@ -298,6 +321,28 @@ static int get_bool(vr_kj *j, const char *what, int *out) {
   return vr_kj_bool(j, out);
 }
 
+/* binary_data, classification (Triton's classification extension: the
+ * top-k classes instead of the tensor). */
+static int output_params(vr_kj *j, vr_ks_output_req *q, int idx) {
+  char key[64], where[32];
+  snprintf(where, sizeof where, " in outputs[%d]", idx);
+  if (vr_kj_peek(j) != '{')
+    return vr_errf(j->err, VR_EFORMAT, "\"parameters\"%s must be an object", where);
+  int rc = vr_kj_obj_begin(j), first = 1;
+  while (!rc && (rc = vr_kj_obj_next(j, key, sizeof key, &first)) == 1) {
+    int64_t k;
+    if (!strcmp(key, "binary_data")) {
+      rc = get_bool(j, "binary_data", &q->binary);
+    } else if (!strcmp(key, "classification")) {
+      rc = get_uint(j, 1, 1 << 20, &k, "parameter \"classification\" (top-k)");
+      q->classification = (int)k;
+    } else {
+      rc = refuse_param(j, where, key);
+    }
+  }
+  return rc;
+}
+
 static int parse_outputs(vr_kj *j, vr_ks_request *r) {
   int rc = vr_kj_peek(j) == '[' ? vr_kj_arr_begin(j)
            : vr_errf(j->err, VR_EFORMAT, "\"outputs\" must be an array"),
@@ -318,11 +363,7 @@ static int parse_outputs(vr_kj *j, vr_ks_request *r) {
         if (rc && rc != VR_EFORMAT)
           rc = vr_errf(j->err, VR_EFORMAT, "outputs[%d] needs a \"name\"", r->n_out - 1);
       } else if (!strcmp(key, "parameters")) {
-        int f3 = 1;
-        rc = vr_kj_obj_begin(j);
-        while (!rc && (rc = vr_kj_obj_next(j, key, sizeof key, &f3)) == 1)
-          rc = !strcmp(key, "binary_data") ? get_bool(j, "binary_data", &q->binary)
-                                           : vr_kj_skip(j);
+        rc = output_params(j, q, r->n_out - 1);
       } else {
         rc = vr_kj_skip(j);
       }
@@ -331,6 +372,34 @@ static int parse_outputs(vr_kj *j, vr_ks_request *r) {
       return vr_errf(j->err, VR_EFORMAT, "outputs[%d] needs a \"name\"", r->n_out - 1);
   }
   return rc;
+}
+
+/* latency_ms (> 0), min_accuracy ([0, 100]), max_cost (>= 0). */
+static int app_param(vr_kj *j, const char *key, vr_ks_request *r) {
+  double d;
+  int64_t i;
+  int is_int;
+  int rc = vr_kj_peek(j) == '-' || (vr_kj_peek(j) >= '0' && vr_kj_peek(j) <= '9')
+               ? vr_kj_number(j, &d, &i, &is_int) : VR_EINVAL;
+  if (rc == VR_EFORMAT) return rc;
+  if (!rc && is_int) d = (double)i;
+  if (!strcmp(key, "latency_ms")) {
+    if (rc || !(d > 0) || d > 1e9)
+      return vr_errf(j->err, VR_EINVAL, "parameter \"latency_ms\" must be a"
+                     " positive number of milliseconds");
+    r->latency_ms = d;
+  } else if (!strcmp(key, "min_accuracy")) {
+    if (rc || !(d >= 0 && d <= 100))
+      return vr_errf(j->err, VR_EINVAL, "parameter \"min_accuracy\" must be a"
+                     " percentage in [0, 100]");
+    r->min_accuracy = d;
+  } else {
+    if (rc || !(d >= 0) || d > 1e18)
+      return vr_errf(j->err, VR_EINVAL, "parameter \"max_cost\" must be a"
+                     " non-negative number (dollars per 1000 queries)");
+    r->max_cost = d;
+  }
+  return 0;
 }
 
 static int parse_params(vr_kj *j, vr_ks_request *r) {
@@ -349,8 +418,17 @@ static int parse_params(vr_kj *j, vr_ks_request *r) {
     } else if (!strcmp(key, "priority")) {
       rc = get_uint(j, 0, 1000000, &v, "parameter \"priority\"");
       r->priority = (int)v;
+    } else if (!strcmp(key, "latency_ms") || !strcmp(key, "min_accuracy") ||
+               !strcmp(key, "max_cost")) {
+      rc = app_param(j, key, r);
+    } else if (!strcmp(key, "model")) {
+      rc = vr_kj_peek(j) == '"' ? vr_kj_string(j, r->model, sizeof r->model)
+                                : VR_EINVAL;
+      if (rc && rc != VR_EFORMAT)
+        rc = vr_errf(j->err, VR_EINVAL, "parameter \"model\" must be a model"
+                     " name (a string under %zu bytes)", sizeof r->model);
     } else {
-      rc = vr_kj_skip(j);
+      rc = refuse_param(j, " in the request", key);
     }
   }
   return rc;
@@ -392,9 +470,23 @@ static int parse_root(vr_kj *j, const char *bin, size_t bin_len,
   return rc;
 }
 
+int vr_ks_header_len(const char *h, size_t *out, vr_errbuf *err) {
+  *out = (size_t)-1;
+  if (!h) return 0;
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(h, &end, 10);
+  if (!*h || *end || *h == '-' || *h == '+' || *h == ' ' || errno)
+    return vr_errf(err, VR_EFORMAT, "Inference-Header-Content-Length '%.32s'"
+                   " is not a number", h);
+  *out = (size_t)v;
+  return 0;
+}
+
 int vr_ks_parse_request(const char *body, size_t len, size_t header_len,
                         vr_ks_request *out, vr_errbuf *err) {
   memset(out, 0, sizeof *out);
+  out->latency_ms = out->min_accuracy = out->max_cost = -1;
   const char *bin = NULL;
   size_t bin_len = 0, json_len = len;
   if (header_len != (size_t)-1) {

@@ -2,6 +2,8 @@
  * Server lifecycle and routing of KServe v2 paths to handlers.
  */
 #include <dirent.h>
+#include <limits.h>
+#include <stdlib.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -11,11 +13,13 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "server/kserve.h"
+#include "server/grpc.h"
 #include "server/server_int.h"
 
 void vr_server_opts_init(vr_server_opts *o) {
   memset(o, 0, sizeof *o);
   o->spin_us = 50;
+  o->grpc_port = -1;
   vr_runtime_opts_init(&o->rt);
 }
 
@@ -46,7 +50,17 @@ void vr_server_count(vr_server *s, int status) {
 
 int vr_server_spawn_admin(vr_server *s, vr_http_req *r, vr_http_handler done,
                           void *(*fn)(void *), void *arg) {
-  __atomic_fetch_add(&s->admin_jobs, 1, __ATOMIC_SEQ_CST);
+  int max = s->o.max_admin_jobs > 0 ? s->o.max_admin_jobs : 4;
+  if (__atomic_add_fetch(&s->admin_jobs, 1, __ATOMIC_SEQ_CST) > max) {
+    __atomic_fetch_sub(&s->admin_jobs, 1, __ATOMIC_SEQ_CST);
+    char msg[128];
+    snprintf(msg, sizeof msg, "%d admin jobs (loads, registrations) are already"
+             " running; retry later", max);
+    vr_server_count(s, 429);
+    vr_http_error(r, 429, msg);
+    vr_http_add_header(r, "Retry-After", "5");
+    return 1;
+  }
   vr_http_defer(r, done);
   pthread_t t;
   pthread_attr_t a;
@@ -86,9 +100,11 @@ static void reply_empty(vr_server *s, vr_http_req *r, int status) {
 static void server_metadata(vr_server *s, vr_http_req *r) {
   vr_sbuf b;
   vr_sbuf_init(&b);
-  vr_sbuf_puts(&b, "{\"name\":\"vario\",\"version\":\"0.1.0\",\"extensions\":"
-               "[\"binary_tensor_data\",\"model_repository\",\"statistics\","
-               "\"schedule_policy\",\"vario_instances\"]}");
+  vr_sbuf_puts(&b, "{\"name\":\"vario\",\"version\":\"" VR_SRV_VERSION "\","
+               "\"extensions\":[");
+  for (int i = 0; vr__srv_extensions[i]; i++)
+    vr_sbuf_printf(&b, i ? ",\"%s\"" : "\"%s\"", vr__srv_extensions[i]);
+  vr_sbuf_puts(&b, "]}");
   vr_server_count(s, 200);
   vr_server_reply_json(r, 200, &b);
 }
@@ -117,7 +133,7 @@ static void model_metadata(vr_server *s, vr_http_req *r, const char *model) {
   vr_sbuf_init(&b);
   vr_sbuf_puts(&b, "{\"name\":");
   vr_sbuf_json_str(&b, c.name);
-  vr_sbuf_puts(&b, ",\"versions\":[\"1\"],\"platform\":\"onnx_vario\","
+  vr_sbuf_puts(&b, ",\"versions\":[\"1\"],\"platform\":\"onnxruntime_onnx\","
                "\"inputs\":[");
   put_tensor_infos(&b, c.inputs, c.n_inputs);
   vr_sbuf_puts(&b, "],\"outputs\":[");
@@ -132,6 +148,12 @@ static void model_metadata(vr_server *s, vr_http_req *r, const char *model) {
     vr_sbuf_json_str(&b, c.app);
   }
   if (c.accuracy >= 0) vr_sbuf_printf(&b, ",\"accuracy\":%.6g", c.accuracy);
+  vr_sbuf_printf(&b, ",\"queue_policy\":{\"max_queue_size\":%lld,"
+                 "\"default_timeout_microseconds\":%lld,\"timeout_action\":\"%s\","
+                 "\"allow_timeout_override\":%s}",
+                 (long long)c.queue.max_queue_size, (long long)c.queue.default_timeout_us,
+                 c.queue.delay ? "DELAY" : "REJECT",
+                 c.queue.allow_timeout_override ? "true" : "false");
   vr_sbuf_puts(&b, "}}");
   vr_server_count(s, 200);
   vr_server_reply_json(r, 200, &b);
@@ -167,10 +189,12 @@ static void route_model(vr_server *s, vr_http_req *r, int get, char **seg,
   const char *m = seg[2];
   int k = 3;
   if (n >= 5 && !strcmp(seg[3], "versions")) {
-    if (strcmp(seg[4], "1")) {
+    char want[16];
+    snprintf(want, sizeof want, "%d", vr__srv_version(s, m));
+    if (strcmp(seg[4], want)) {
       char msg[300];
       snprintf(msg, sizeof msg, "model '%.128s' has no version '%.64s' (only"
-               " \"1\")", m, seg[4]);
+               " \"%s\")", m, seg[4], want);
       reply_error(s, r, 404, msg);
       return;
     }
@@ -186,10 +210,12 @@ static void route_model(vr_server *s, vr_http_req *r, int get, char **seg,
     reply_empty(s, r, vr_rt_model_ready(s->rt, m) ? 200 : 503);
   else if (!strcmp(rest, "infer") && !get) vr_server_infer(s, r, m);
   else if (!strcmp(rest, "stats") && get) vr_server_model_stats(s, r, m);
+  else if (!strcmp(rest, "config") && get) vr_server_model_config(s, r, m);
   else if (!strcmp(rest, "instances") && get)
     vr_server_model_instances(s, r, m);
   else if (!*rest || !strcmp(rest, "ready") || !strcmp(rest, "infer") ||
-           !strcmp(rest, "stats") || !strcmp(rest, "instances"))
+           !strcmp(rest, "stats") || !strcmp(rest, "instances") ||
+           !strcmp(rest, "config"))
     reply_error(s, r, 405, "method not allowed");
   else
     reply_error(s, r, 404, "unknown path");
@@ -200,12 +226,19 @@ static void handle(vr_http_req *r, void *user) {
   const char *method = vr_http_method(r);
   int get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
   int post = !strcmp(method, "POST");
+  char buf[1024], *seg[10];
+  int n = split(vr_http_url(r), buf, sizeof buf, seg, 10);
+  int admin = vr__access_is_admin(method, seg, n);
+  int open_path = n >= 1 && (!strcmp(seg[0], "metrics") ||
+                             (n >= 2 && !strcmp(seg[1], "health")));
+  if (!(open_path && !admin) && vr__access_check(s, r, admin)) return;
+  if (!strcmp(method, "DELETE") && n == 5 && !strcmp(seg[0], "v2") &&
+      !strcmp(seg[1], "apps") && !strcmp(seg[3], "models"))
+    return vr__server_app_unregister(s, r, seg[2], seg[4]);
   if (!get && !post) {
     reply_error(s, r, 405, "method not allowed");
     return;
   }
-  char buf[1024], *seg[10];
-  int n = split(vr_http_url(r), buf, sizeof buf, seg, 10);
   if (n == 1 && !strcmp(seg[0], "metrics") && get) return metrics(s, r);
   if (n < 1 || strcmp(seg[0], "v2")) {
     reply_error(s, r, 404, "unknown path");
@@ -215,7 +248,7 @@ static void handle(vr_http_req *r, void *user) {
   if (n == 3 && !strcmp(seg[1], "health") && get) {
     if (!strcmp(seg[2], "live")) return reply_empty(s, r, 200);
     if (!strcmp(seg[2], "ready"))
-      return reply_empty(s, r, s->shutting_down ? 503 : 200);
+      return reply_empty(s, r, vr__srv_ready(s) ? 200 : 503);
   }
   if (n == 3 && !strcmp(seg[1], "models") && !strcmp(seg[2], "stats") && get)
     return vr_server_model_stats(s, r, NULL);
@@ -240,9 +273,10 @@ static void load_all(vr_server *s) {
   while ((e = readdir(d))) {
     if (e->d_name[0] == '.') continue;
     char path[4096];
-    snprintf(path, sizeof path, "%s/%s/model.onnx", s->repo, e->d_name);
-    if (access(path, R_OK)) continue; /* not a model directory */
+    snprintf(path, sizeof path, "%s/%s", s->repo, e->d_name);
+    if (!vr_model_dir_is_model(path)) continue; /* not a model directory */
     vr_errbuf err = {0};
+    vr__srv_expect(s, e->d_name, 1); /* failed loads keep it not ready */
     if (vr_server_load(s, e->d_name, &err))
       vr_error("model '%s' not loaded: %s", e->d_name, err.msg);
   }
@@ -254,7 +288,7 @@ int vr_server_load(vr_server *s, const char *name, vr_errbuf *err) {
   char dir[4096];
   snprintf(dir, sizeof dir, "%s/%s", s->repo, name);
   vr_model_config c;
-  int rc = vr_model_config_load(dir, &c, err);
+  int rc = vr_model_dir_load(dir, &c, err);
   if (rc) return rc;
   if (strcmp(c.name, name)) /* the directory names the model (as Triton) */
     vr_warn("%s: config name '%s' differs; serving it as '%s'", dir, c.name,
@@ -272,30 +306,57 @@ int vr_server_create(const vr_server_opts *o, vr_server **out,
     vr_free(s);
     return vr_errf(err, VR_ENOMEM, "out of memory");
   }
+  if (o->data_root) {
+    char rp[4096];
+    if (!realpath(o->data_root, rp) || !(s->data_root = vr_strdup(rp))) {
+      vr_free(s->repo);
+      vr_free(s);
+      return vr_errf(err, VR_EINVAL, "--data-root '%s': not a directory", o->data_root);
+    }
+  }
   s->overhead = vr_malloc(sizeof *s->overhead);
   if (s->overhead) vr_hist_init(s->overhead);
   int rc = vr_runtime_create(&o->rt, &s->rt, err);
   if (rc) {
     vr_free(s->overhead);
+    vr_free(s->data_root);
+    vr_free(s->repo);
+    vr_free(s);
+    return rc;
+  }
+  pthread_mutex_init(&s->expect_mu, NULL);
+  vr_map_init(&s->expected);
+  /* Listen first, load after (as Triton): a taken port fails at once, not
+   * after every model loaded, and /v2/health/ready says 503 while loading. */
+  vr_http_opts ho = {.host = o->host, .port = o->port, .max_body = o->max_body,
+                     .max_conns = o->max_conns, .handler = handle, .user = s,
+                     .header_timeout_ms = o->header_timeout_ms,
+                     .body_timeout_ms = o->body_timeout_ms, .reserve = o->conn_reserve,
+                     .max_per_client = o->max_conns_per_client,
+                     .cap_loopback = o->cap_loopback, .tls_key_pem = o->tls_key_pem,
+                     .tls_cert_pem = o->tls_cert_pem};
+  rc = vr_http_start(&ho, &s->http, err);
+  if (!rc && o->grpc_port >= 0 &&
+      (rc = vr_grpc_start(s, o->host, o->grpc_port, &s->grpc, err)))
+    vr_http_stop(s->http);
+  if (rc) {
+    vr_map_free(&s->expected);
+    pthread_mutex_destroy(&s->expect_mu);
+    vr_runtime_free(s->rt);
+    vr_free(s->overhead);
+    vr_free(s->data_root);
     vr_free(s->repo);
     vr_free(s);
     return rc;
   }
   if (s->repo && o->load_all) load_all(s);
-  vr_http_opts ho = {o->host, o->port, o->max_body, o->max_conns, 0, handle, s};
-  rc = vr_http_start(&ho, &s->http, err);
-  if (rc) {
-    vr_runtime_free(s->rt);
-    vr_free(s->overhead);
-    vr_free(s->repo);
-    vr_free(s);
-    return rc;
-  }
+  __atomic_store_n(&s->started, 1, __ATOMIC_SEQ_CST);
   *out = s;
   return 0;
 }
 
 int vr_server_port(const vr_server *s) { return vr_http_port(s->http); }
+int vr_server_grpc_port(const vr_server *s) { return vr_grpc_port(s->grpc); }
 vr_runtime *vr_server_runtime(vr_server *s) { return s->rt; }
 
 void vr_server_shutdown(vr_server *s) {
@@ -305,6 +366,8 @@ void vr_server_shutdown(vr_server *s) {
   while (__atomic_load_n(&s->admin_jobs, __ATOMIC_SEQ_CST) > 0)
     usleep(1000);                /* 2. let loads/unloads finish */
   vr_rt_shutdown(s->rt);         /* 3. answer every queued request */
+  vr_grpc_stop(s->grpc);         /*    gRPC: send those answers, close */
+  s->grpc = NULL;
   /* 4. give the event thread time to send those answers (bounded). */
   int64_t until = vr_now_ns() + 5 * VR_NS_PER_S;
   while (vr_http_inflight(s->http) > 0 && vr_now_ns() < until) usleep(1000);
@@ -319,7 +382,10 @@ void vr_server_free(vr_server *s) {
   vr_server_shutdown(s);
   vr_http_stop(s->http);
   vr_runtime_free(s->rt);
+  vr_map_free(&s->expected);
+  pthread_mutex_destroy(&s->expect_mu);
   vr_free(s->overhead);
+  vr_free(s->data_root);
   vr_free(s->repo);
   vr_free(s);
 }

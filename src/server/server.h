@@ -30,13 +30,33 @@ typedef struct vr_server_opts {
   int spin_us;         /* idle fast path: the event thread waits up to this
                           long for an answer before parking (default 50;
                           negative = never) */
+  int grpc_port;       /* KServe v2 gRPC port; -1 = none (the default
+                          here; `vario serve` defaults to 8001), 0 = any */
   vr_runtime_opts rt;  /* runtime options (backend for tests) */
+  /* Access (docs/SECURITY.md). Requests that change state (every method
+   * but GET/HEAD except inference, and the job endpoints) need
+   * "Authorization: Bearer <admin_token>"; with no token they are refused
+   * (403) unless insecure_admin. infer_auth: inference needs it too. */
+  const char *admin_token; /* borrowed; NULL = none configured */
+  int insecure_admin;
+  int infer_auth;
+  /* Server-side paths a client may name (registration, job inputs): only
+   * files under this directory after realpath; NULL = none (uploads only). */
+  const char *data_root;
+  /* Connections (http.h vr_http_opts; 0 = its defaults). */
+  unsigned header_timeout_ms, body_timeout_ms, conn_reserve, max_conns_per_client;
+  int cap_loopback;
+  const char *tls_key_pem, *tls_cert_pem; /* PEM contents (borrowed) */
+  int max_admin_jobs;  /* concurrent load/registration threads (default 4);
+                          past it: 429 */
 } vr_server_opts;
 
 void vr_server_opts_init(vr_server_opts *o);
 int vr_server_create(const vr_server_opts *o, vr_server **out,
                      vr_errbuf *err);
 int vr_server_port(const vr_server *s);
+/* The gRPC port, or -1 when gRPC is off. */
+int vr_server_grpc_port(const vr_server *s);
 /* The server's runtime (borrowed): a control plane adds/removes instances
  * and reads monitoring through it. */
 vr_runtime *vr_server_runtime(vr_server *s);

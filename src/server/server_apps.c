@@ -6,10 +6,9 @@
  *                               min_accuracy, max_cost pick the variant
  *   GET  /v2/apps               apps, variants, states, instances
  *   GET  /v2/apps/{app}
- *   POST /v2/apps/{app}/models  register a model (files on the server)
- *   POST /v2/apps/{app}/jobs    offline job (input .npy -> output .npy)
- *   POST /v2/jobs               offline job for a named model
- *   GET  /v2/jobs/{id}          its state and progress
+ *   POST /v2/apps/{app}/models  register a model  } server_admin.c
+ *   POST /v2/apps/{app}/jobs    offline job       } (uploads, admin
+ *   POST /v2/jobs, GET /v2/jobs/{id}[/output]     } token)
  *
  * Written by the control-plane side; it reuses the KServe parser and
  * writer of this directory. The variant decision is the control plane's
@@ -21,18 +20,17 @@
 #include <string.h>
 
 #include "base/alloc.h"
-#include "control/jobs.h"
-#include "control/register.h"
+#include "base/clock.h"
 #include "server/kserve.h"
 #include "server/server_int.h"
 
 typedef struct app_ctx {
   vr_server *s;
   vr_http_req *http;
-  vr_ks_request ks;
+  vr_ks_request ks; /* the one parse of the body (parameters included) */
   vr_rt_request rt;
   vr_ctl_route route;
-  int submitted;
+  int64_t arrived_ns; /* the deadline counts from here */
 } app_ctx;
 
 static void ctx_free(void *p) {
@@ -47,59 +45,29 @@ static void fail(vr_server *s, vr_http_req *r, int status, const char *msg) {
   vr_http_error(r, status, msg);
 }
 
-/* The KServe response with the model-less facts added to "parameters". */
-static int write_response(app_ctx *c, vr_sbuf *out, size_t *json_len,
-                          vr_errbuf *err) {
-  vr_rt_request *q = &c->rt;
-  vr_sbuf b;
-  vr_sbuf_init(&b);
-  int rc = vr_ks_write_response(&b, c->route.model, &c->ks, q->out, q->n_out, NULL,
-                                json_len, err);
-  if (rc) {
-    vr_sbuf_free(&b);
-    return rc;
-  }
-  size_t len;
-  char *body = vr_sbuf_take(&b, &len);
-  /* `,"outputs":[` cannot occur inside an escaped JSON string. */
-  char *at = strstr(body, ",\"outputs\":[");
-  size_t cut = at ? (size_t)(at - body) : len;
-  vr_sbuf_add(out, body, cut);
-  vr_sbuf_puts(out, ",\"parameters\":{\"variant\":");
-  vr_sbuf_json_str(out, c->route.variant_name);
-  vr_sbuf_puts(out, ",\"model\":");
-  vr_sbuf_json_str(out, c->route.model);
-  vr_sbuf_printf(out, ",\"accuracy\":%.4f,\"queue_ms\":%.3f,\"compute_ms\":%.3f,"
-                 "\"queue_us\":%lld,\"compute_us\":%lld,"
-                 "\"batch_size\":%d,\"latency_slo_ms\":%g,\"profile_p99_ms\":%.6g,"
-                 "\"cost_per_1k\":%.6g,\"loaded_for_query\":%s}",
-                 c->route.accuracy, (q->start_ns - q->arrival_ns) / 1e6,
-                 (q->end_ns - q->start_ns) / 1e6,
-                 (long long)((q->start_ns - q->arrival_ns) / 1000),
-                 (long long)((q->end_ns - q->start_ns) / 1000), q->batch_size, c->route.slo_ms,
-                 c->route.profile_ms, c->route.cost_per_1k,
-                 c->route.loaded ? "true" : "false");
-  size_t added = out->len - cut;
-  vr_sbuf_add(out, body + cut, len - cut);
-  vr_free(body);
-  if (*json_len < len) *json_len += added; /* binary extension */
-  else *json_len = out->len;
-  return 0;
-}
-
+/* The answer: an error from the control plane or the runtime (VR_E*,
+ * mapped to HTTP here: a query dropped for its deadline is a 504), or the
+ * KServe response with the model-less facts in its "parameters". */
 static void on_resume(vr_http_req *r, void *user) {
   vr_server *s = user;
   app_ctx *c = vr_http_state(r);
-  if (c->route.status) return fail(s, r, c->route.http_status, c->route.msg);
-  if (c->rt.status)
-    return fail(s, r, vr_server_http_status(c->rt.status), c->rt.err.msg);
+  const vr_ctl_route *rt = &c->route;
+  const vr_rt_request *q = &c->rt;
+  if (rt->status) return fail(s, r, vr_server_http_status(rt->status), rt->msg);
+  if (q->status) return fail(s, r, vr_server_http_status(q->status), q->err.msg);
+  vr_ks_app_info app = {rt->model, rt->accuracy, rt->slo_ms, rt->profile_ms,
+                        rt->cost_per_1k, rt->loaded};
+  vr_ks_resp_info info = {rt->variant_name, (q->start_ns - q->arrival_ns) / 1000,
+                          (q->end_ns - q->start_ns) / 1000, q->batch_size, &app};
   vr_sbuf b;
   vr_sbuf_init(&b);
   size_t json_len = 0;
   vr_errbuf err = {0};
-  if (write_response(c, &b, &json_len, &err)) {
+  if (vr_ks_write_response(&b, rt->model, &c->ks, q->out, q->n_out, &info,
+                           &json_len, &err)) {
     vr_sbuf_free(&b);
-    return fail(s, r, 400, err.msg);
+    return fail(s, r, vr_server_http_status(err.code ? err.code : VR_EINVAL),
+                err.msg);
   }
   size_t len;
   char *body = vr_sbuf_take(&b, &len);
@@ -115,19 +83,27 @@ static void on_done(vr_rt_request *q, void *user) {
   vr_http_wake(c->http);
 }
 
+/* The live deadline of a model-less query: arrival + its latency SLO
+ * (latency_ms, or the control plane's default), or arrival + Triton's
+ * `timeout` when that is smaller. */
+static int64_t app_timeout_ns(const app_ctx *c) {
+  int64_t slo = (int64_t)(c->route.slo_ms * 1e6);
+  int64_t t = c->ks.timeout_us * 1000;
+  return t > 0 && t < slo ? t : slo;
+}
+
 /* The control plane picked an instance (or said no): submit or answer. */
 static void on_routed(void *tag, const vr_ctl_route *route) {
   app_ctx *c = tag;
   c->route = *route;
   vr_model_config cfg;
   vr_errbuf err = {0};
-  if (route->status == 0 && vr_rt_model_config(c->s->rt, route->model, &cfg))
+  if (!c->route.status && vr_rt_model_config(c->s->rt, route->model, &cfg))
     c->route.status = vr_errf(&err, VR_ENOENT, "model '%s' is not loaded", route->model);
-  if (route->status == 0 && !c->route.status && vr_ks_check_outputs(&c->ks, &cfg, &err))
+  if (!c->route.status && vr_ks_check_outputs(&c->ks, &cfg, &err))
     c->route.status = VR_EINVAL;
   if (c->route.status) {
     if (err.msg[0]) snprintf(c->route.msg, sizeof c->route.msg, "%s", err.msg);
-    if (!route->status) c->route.http_status = vr_server_http_status(c->route.status);
     vr_http_wake(c->http);
     return;
   }
@@ -140,45 +116,11 @@ static void on_routed(void *tag, const vr_ctl_route *route) {
     memcpy(q->in[i].shape, t->shape, sizeof t->shape);
   }
   q->priority = c->ks.priority;
-  q->timeout_ns = c->ks.timeout_us * 1000;
+  q->arrived_ns = c->arrived_ns;
+  q->timeout_ns = app_timeout_ns(c);
   q->done = on_done;
   q->user = c;
   vr_rt_submit_to(c->s->rt, route->instance_id, q);
-}
-
-static int num_param(json_t *p, const char *k, double *out, vr_errbuf *err) {
-  json_t *v = p ? json_object_get(p, k) : NULL;
-  if (!v) return 0;
-  if (!json_is_number(v) || json_number_value(v) < 0)
-    return vr_errf(err, VR_EINVAL, "parameter \"%s\" must be a non-negative number", k);
-  *out = json_number_value(v);
-  return 0;
-}
-
-/* latency_ms / min_accuracy / max_cost (and an optional "model" that pins
- * the query to one registered model of the app) from the parameters.
- * model_buf receives the model name (q->model points into it). */
-static int parse_query(const char *body, size_t len, size_t hlen, vr_ctl_query *q,
-                       char *model_buf, size_t model_cap, vr_errbuf *err) {
-  json_error_t je;
-  json_t *root = json_loadb(body, hlen == (size_t)-1 ? len : hlen, 0, &je);
-  if (!root) return vr_errf(err, VR_EFORMAT, "bad JSON: %s", je.text);
-  json_t *p = json_object_get(root, "parameters");
-  int rc = num_param(p, "latency_ms", &q->latency_ms, err);
-  if (!rc) rc = num_param(p, "min_accuracy", &q->min_accuracy, err);
-  if (!rc) rc = num_param(p, "max_cost", &q->max_cost, err);
-  if (!rc && q->min_accuracy > 100)
-    rc = vr_errf(err, VR_EINVAL, "min_accuracy %g is above 100%%", q->min_accuracy);
-  json_t *m = p ? json_object_get(p, "model") : NULL;
-  if (!rc && m && (!json_is_string(m) || strlen(json_string_value(m)) >= model_cap))
-    rc = vr_errf(err, VR_EINVAL, "parameter \"model\" must be a model name");
-  if (!rc && m) {
-    snprintf(model_buf, model_cap, "%s", json_string_value(m));
-    q->model = model_buf;
-    q->app = NULL;
-  }
-  json_decref(root);
-  return rc;
 }
 
 static void app_infer(vr_server *s, vr_http_req *r, const char *app) {
@@ -186,23 +128,28 @@ static void app_infer(vr_server *s, vr_http_req *r, const char *app) {
   if (!c) return fail(s, r, 500, "out of memory");
   c->s = s;
   c->http = r;
+  c->arrived_ns = vr_now_ns();
   vr_http_set_state(r, c, ctx_free);
   vr_errbuf err = {0};
-  size_t hlen = (size_t)-1, blen;
+  size_t hlen, blen;
   const char *body = vr_http_body(r, &blen);
-  const char *h = vr_http_header(r, "Inference-Header-Content-Length");
-  if (h) hlen = strtoull(h, NULL, 10);
-  vr_ctl_query q = {.app = app};
-  char model[VR_STORE_NAME_MAX];
-  int rc = vr_ks_parse_request(body, blen, hlen, &c->ks, &err);
-  if (!rc) rc = parse_query(body, blen, hlen, &q, model, sizeof model, &err);
-  if (!rc && q.model) { /* a pinned model must belong to the app */
+  int rc = vr_ks_header_len(vr_http_header(r, "Inference-Header-Content-Length"),
+                            &hlen, &err);
+  if (!rc) rc = vr_ks_parse_request(body, blen, hlen, &c->ks, &err);
+  const vr_ks_request *k = &c->ks;
+  vr_ctl_query q = {.app = app,
+                    .latency_ms = k->latency_ms > 0 ? k->latency_ms : 0,
+                    .min_accuracy = k->min_accuracy > 0 ? k->min_accuracy : 0,
+                    .max_cost = k->max_cost > 0 ? k->max_cost : 0};
+  if (!rc && k->model[0]) { /* a pinned model must belong to the app */
     vr_store_rdlock(s->store);
-    const vr_model_rec *m = vr_store_model(s->store, q.model);
+    const vr_model_rec *m = vr_store_model(s->store, k->model);
     int mine = m && !strcmp(m->app, app);
     vr_store_unlock(s->store);
     if (!mine)
-      rc = vr_errf(&err, VR_ENOENT, "app '%.64s' has no model '%.64s'", app, q.model);
+      rc = vr_errf(&err, VR_ENOENT, "app '%.64s' has no model '%.64s'", app, k->model);
+    q.model = k->model;
+    q.app = NULL;
   }
   if (rc) return fail(s, r, vr_server_http_status(rc), err.msg);
   vr_http_defer(r, on_resume); /* the answer may come from another thread */
@@ -220,155 +167,21 @@ static void describe(vr_server *s, vr_http_req *r, const char *app) {
   vr_http_respond(r, 200, "application/json", j, strlen(j), (size_t)-1);
 }
 
-/* ---- registration over HTTP (runs on its own thread) ---------------------- */
-
-typedef struct reg_job {
-  vr_server *s;
-  vr_http_req *http;
-  char app[64];
-  json_t *body;
-  int status;
-  char *reply;
-} reg_job;
-
-static const char *jstr(json_t *o, const char *k) {
-  return json_string_value(json_object_get(o, k));
-}
-
-static void *reg_main(void *arg) {
-  reg_job *j = arg;
-  vr_register_req rq;
-  vr_register_req_init(&rq);
-  rq.app = j->app;
-  rq.model_path = jstr(j->body, "model");
-  rq.name = jstr(j->body, "name");
-  rq.val_inputs = jstr(j->body, "val_inputs");
-  rq.val_labels = jstr(j->body, "val_labels");
-  rq.calibration = jstr(j->body, "calibration");
-  rq.repo_dir = j->s->repo;
-  rq.quiet = 1;
-  json_t *d = json_object_get(j->body, "declared_accuracy");
-  if (json_is_number(d)) rq.declared_accuracy = json_number_value(d);
-  rq.gen.max_threads = (int)json_integer_value(json_object_get(j->body, "threads"));
-  rq.gen.max_batch = (int)json_integer_value(json_object_get(j->body, "max_batch"));
-  rq.prof.runs = (int)json_integer_value(json_object_get(j->body, "runs"));
-  vr_errbuf err = {0};
-  vr_register_result res;
-  int rc = rq.repo_dir ? vr_register(j->s->store, &rq, &res, &err)
-                       : vr_errf(&err, VR_EINVAL, "the server has no repository");
-  if (!rc) rc = vr_control_reload_store(j->s->ctl, &err);
-  json_t *o = rc ? json_pack("{s:s}", "error", err.msg)
-                 : json_pack("{s:s, s:s, s:i, s:f, s:f}", "model", res.name, "app",
-                             j->app, "variants", res.n_variants, "accuracy",
-                             res.accuracy_pct[VR_PREC_FP32], "seconds", res.seconds);
-  char *t = o ? json_dumps(o, JSON_COMPACT) : NULL;
-  j->reply = t ? vr_strdup(t) : NULL;
-  free(t);
-  json_decref(o);
-  j->status = rc ? (rc == VR_EEXIST ? 409 : vr_server_http_status(rc)) : 201;
-  vr_server *s = j->s;
-  vr_http_wake(j->http);
-  __atomic_fetch_sub(&s->admin_jobs, 1, __ATOMIC_SEQ_CST);
-  return NULL;
-}
-
-static void reg_free(void *p) {
-  reg_job *j = p;
-  json_decref(j->body);
-  vr_free(j->reply);
-  vr_free(j);
-}
-
-static void reg_done(vr_http_req *r, void *user) {
-  vr_server *s = user;
-  reg_job *j = vr_http_state(r);
-  if (!j->reply) return fail(s, r, j->status == 201 ? 500 : j->status, "registration failed");
-  char *body = j->reply;
-  j->reply = NULL;
-  vr_server_count(s, j->status);
-  vr_http_respond(r, j->status, "application/json", body, strlen(body), (size_t)-1);
-}
-
-static void app_register(vr_server *s, vr_http_req *r, const char *app) {
-  size_t len;
-  const char *body = vr_http_body(r, &len);
-  json_error_t je;
-  json_t *o = json_loadb(body ? body : "", len, 0, &je);
-  if (!json_is_object(o) || !json_is_string(json_object_get(o, "model"))) {
-    json_decref(o);
-    return fail(s, r, 400, "body must be a JSON object with \"model\" (a path on the server)");
-  }
-  reg_job *j = VR_NEW(reg_job);
-  if (!j) {
-    json_decref(o);
-    return fail(s, r, 500, "out of memory");
-  }
-  j->s = s;
-  j->http = r;
-  j->body = o;
-  snprintf(j->app, sizeof j->app, "%s", app);
-  vr_http_set_state(r, j, reg_free);
-  j->status = 500; /* stays if no thread starts; reg_main sets its own */
-  vr_server_spawn_admin(s, r, reg_done, reg_main, j);
-}
-
-/* ---- offline jobs -------------------------------------------------------- */
-
-static void job_submit(vr_server *s, vr_http_req *r, const char *app) {
-  size_t len;
-  const char *body = vr_http_body(r, &len);
-  json_t *o = json_loadb(body ? body : "", len, 0, NULL);
-  vr_job_req q = {0};
-  q.app = app;
-  if (!app) q.model = jstr(o, "model");
-  q.input = jstr(o, "input");
-  q.output = jstr(o, "output");
-  json_t *a = json_object_get(o, "min_accuracy");
-  if (json_is_number(a)) q.min_accuracy = json_number_value(a);
-  vr_errbuf err = {0};
-  int id = json_is_object(o) ? vr_jobs_submit(s->jobs, &q, &err)
-                             : vr_errf(&err, VR_EFORMAT, "body must be a JSON object");
-  json_decref(o);
-  if (id < 0) return fail(s, r, vr_server_http_status(id), err.msg);
-  char *out = vr_malloc(64);
-  if (!out) return fail(s, r, 500, "out of memory");
-  int n = snprintf(out, 64, "{\"id\":%d,\"state\":\"queued\"}", id);
-  vr_server_count(s, 201);
-  vr_http_respond(r, 201, "application/json", out, (size_t)n, (size_t)-1);
-}
-
-static void job_get(vr_server *s, vr_http_req *r, const char *id_s) {
-  char *end;
-  long id = strtol(id_s, &end, 10);
-  vr_job_info ji;
-  if (*end || vr_jobs_get(s->jobs, (int)id, &ji)) return fail(s, r, 404, "no such job");
-  json_t *o = json_pack("{s:i, s:s, s:s, s:I, s:I, s:f, s:f, s:s}", "id", ji.id, "state",
-                        vr_job_state_name(ji.state), "variant", ji.variant, "rows",
-                        (json_int_t)ji.rows, "rows_done", (json_int_t)ji.rows_done,
-                        "paused_s", ji.paused_s, "run_s", ji.run_s, "output", ji.output);
-  if (o && ji.error[0]) json_object_set_new(o, "error", json_string(ji.error));
-  char *t = o ? json_dumps(o, JSON_COMPACT) : NULL;
-  json_decref(o);
-  char *body = t ? vr_strdup(t) : NULL;
-  free(t);
-  if (!body) return fail(s, r, 500, "out of memory");
-  vr_server_count(s, 200);
-  vr_http_respond(r, 200, "application/json", body, strlen(body), (size_t)-1);
-}
-
 void vr_server_apps(vr_server *s, vr_http_req *r, int get, char **seg, int n) {
   if (!s->ctl) return fail(s, r, 404, "no control plane (start vario serve with --store)");
   if (!strcmp(seg[1], "jobs")) {
     if (!s->jobs) return fail(s, r, 404, "offline jobs are not enabled");
-    if (n == 2 && !get) return job_submit(s, r, NULL);
-    if (n == 3 && get) return job_get(s, r, seg[2]);
+    if (n == 2 && !get) return vr__server_job_submit(s, r, NULL);
+    if (n == 3 && get) return vr__server_job_get(s, r, seg[2]);
+    if (n == 4 && get && !strcmp(seg[3], "output"))
+      return vr__server_job_output(s, r, seg[2]);
     return fail(s, r, 404, "unknown path");
   }
-  if (n == 4 && !get && !strcmp(seg[3], "jobs") && s->jobs) return job_submit(s, r, seg[2]);
+  if (n == 4 && !get && !strcmp(seg[3], "jobs") && s->jobs) return vr__server_job_submit(s, r, seg[2]);
   if (n == 2 && get) return describe(s, r, NULL);
   if (n == 3 && get) return describe(s, r, seg[2]);
   if (n == 4 && !get && !strcmp(seg[3], "infer")) return app_infer(s, r, seg[2]);
-  if (n == 4 && !get && !strcmp(seg[3], "models")) return app_register(s, r, seg[2]);
+  if (n == 4 && !get && !strcmp(seg[3], "models")) return vr__server_app_register(s, r, seg[2]);
   fail(s, r, n == 4 && get ? 405 : 404, n == 4 && get ? "method not allowed" : "unknown path");
 }
 

@@ -63,10 +63,11 @@ static void on_resume(vr_http_req *r, void *user) {
   vr_sbuf_init(&b);
   size_t json_len = 0;
   vr_errbuf err = {0};
-  if (vr_ks_write_response(&b, c->model, &c->ks, q->out, q->n_out, &info,
-                           &json_len, &err)) {
+  int wrc = vr_ks_write_response(&b, c->model, &c->ks, q->out, q->n_out, &info,
+                                 &json_len, &err);
+  if (wrc) { /* a classification the output cannot give is the client's */
     vr_sbuf_free(&b);
-    fail(s, r, 500, err.msg);
+    fail(s, r, vr_server_http_status(wrc), err.msg);
     return;
   }
   size_t len;
@@ -80,26 +81,11 @@ static void on_resume(vr_http_req *r, void *user) {
   if (s->overhead) vr_hist_record(s->overhead, (uint64_t)(over > 0 ? over : 0));
 }
 
-/* Inference-Header-Content-Length, or (size_t)-1 when absent. */
-static int header_len(vr_http_req *r, size_t *out, vr_errbuf *err) {
-  const char *h = vr_http_header(r, "Inference-Header-Content-Length");
-  *out = (size_t)-1;
-  if (!h) return 0;
-  char *end;
-  unsigned long long v = strtoull(h, &end, 10);
-  if (!*h || *end || *h == '-')
-    return vr_errf(err, VR_EFORMAT, "Inference-Header-Content-Length '%.32s'"
-                   " is not a number", h);
-  *out = (size_t)v;
-  return 0;
-}
-
-static void fill_rt(infer_ctx *c) {
-  vr_rt_request *q = &c->rt;
+static void fill_rt(const vr_ks_request *ks, vr_rt_request *q) {
   vr_rt_request_init(q);
-  q->n_in = c->ks.n_in;
-  for (int i = 0; i < c->ks.n_in; i++) {
-    const vr_ks_input *t = &c->ks.in[i];
+  q->n_in = ks->n_in;
+  for (int i = 0; i < ks->n_in; i++) {
+    const vr_ks_input *t = &ks->in[i];
     q->in[i].name = t->name;
     q->in[i].dtype = t->dtype;
     q->in[i].ndim = t->ndim;
@@ -107,10 +93,33 @@ static void fill_rt(infer_ctx *c) {
     q->in[i].data = t->data;
     q->in[i].nbytes = t->nbytes;
   }
-  q->priority = c->ks.priority;
-  q->timeout_ns = c->ks.timeout_us * 1000;
-  q->done = on_done;
-  q->user = c;
+  q->priority = ks->priority;
+  q->timeout_ns = ks->timeout_us * 1000;
+  q->queue_policy = 1; /* the model's default timeout when none is given */
+}
+
+int vr__srv_submit(vr_server *s, const char *model, const vr_ks_request *ks,
+                   vr_rt_request *q, void (*done)(vr_rt_request *, void *),
+                   void *user, vr_errbuf *err) {
+  int rc = 0;
+  /* Named outputs are checked before queueing (the runtime answers for
+   * unknown models itself, so the common case skips the config copy). */
+  if (ks->n_out > 0) {
+    vr_model_config cfg;
+    if (vr_rt_model_config(s->rt, model, &cfg))
+      rc = vr_errf(err, VR_ENOENT, "model '%.128s' is not loaded", model);
+    else
+      rc = vr_ks_check_outputs(ks, &cfg, err);
+  }
+  if (rc) {
+    __atomic_fetch_add(&s->invalid, 1, __ATOMIC_RELAXED);
+    return rc;
+  }
+  fill_rt(ks, q);
+  q->done = done;
+  q->user = user;
+  vr_rt_submit(s->rt, model, q);
+  return 0;
 }
 
 void vr_server_infer(vr_server *s, vr_http_req *r, const char *model) {
@@ -123,23 +132,12 @@ void vr_server_infer(vr_server *s, vr_http_req *r, const char *model) {
   vr_errbuf err = {0};
   size_t hlen, blen;
   const char *body = vr_http_body(r, &blen);
-  int rc = header_len(r, &hlen, &err);
+  int rc = vr_ks_header_len(
+      vr_http_header(r, "Inference-Header-Content-Length"), &hlen, &err);
   if (!rc) rc = vr_ks_parse_request(body, blen, hlen, &c->ks, &err);
-  /* Named outputs are checked before queueing (the runtime answers for
-   * unknown models itself, so the common case skips the config copy). */
-  if (!rc && c->ks.n_out > 0) {
-    vr_model_config cfg;
-    if (vr_rt_model_config(s->rt, model, &cfg))
-      rc = vr_errf(&err, VR_ENOENT, "model '%.128s' is not loaded", model);
-    else
-      rc = vr_ks_check_outputs(&c->ks, &cfg, &err);
-  }
-  if (rc) {
-    __atomic_fetch_add(&s->invalid, 1, __ATOMIC_RELAXED);
-    return fail(s, r, vr_server_http_status(rc), err.msg);
-  }
-  fill_rt(c);
-  vr_rt_submit(s->rt, model, &c->rt);
+  if (rc) __atomic_fetch_add(&s->invalid, 1, __ATOMIC_RELAXED);
+  else rc = vr__srv_submit(s, model, &c->ks, &c->rt, on_done, c, &err);
+  if (rc) return fail(s, r, vr_server_http_status(rc), err.msg);
   /* Low-load fast path: when this is the only request in the server, the
    * event thread has nothing else to do, so it waits a little for the
    * answer instead of parking the connection; that saves the park/resume

@@ -22,40 +22,49 @@ static int valid_name(const char *m) {
   return 1;
 }
 
-static void index_entry(vr_server *s, vr_sbuf *b, const char *name, int *first) {
-  vr_sbuf_puts(b, *first ? "{\"name\":" : ",{\"name\":");
-  *first = 0;
-  vr_sbuf_json_str(b, name);
-  vr_sbuf_puts(b, ",\"version\":\"1\",\"state\":");
-  if (vr_rt_model_ready(s->rt, name)) {
-    vr_sbuf_puts(b, "\"READY\",\"reason\":\"\"}");
-    return;
+void vr__srv_repo_list(vr_server *s, vr__srv_repo_fn fn, void *u) {
+  DIR *d = s->repo ? opendir(s->repo) : NULL;
+  struct dirent *e;
+  while (d && (e = readdir(d))) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/%s", s->repo, e->d_name);
+    if (e->d_name[0] == '.' || !vr_model_dir_is_model(dir)) continue;
+    if (vr_rt_model_ready(s->rt, e->d_name)) {
+      fn(u, e->d_name, vr__srv_version(s, e->d_name), 1, "");
+      continue;
+    }
+    /* Say why it is not loaded: a config error is the common reason. */
+    vr_model_config c;
+    vr_errbuf err = {0};
+    int rc = vr_model_dir_load(dir, &c, &err);
+    fn(u, e->d_name, rc || !c.version ? 1 : c.version, 0, rc ? err.msg : "unloaded");
   }
-  /* Say why it is not loaded: a config error is the common reason. */
-  char dir[4096];
-  vr_model_config c;
-  vr_errbuf err = {0};
-  snprintf(dir, sizeof dir, "%s/%s", s->repo, name);
-  vr_sbuf_puts(b, "\"UNAVAILABLE\",\"reason\":");
-  vr_sbuf_json_str(b, vr_model_config_load(dir, &c, &err) ? err.msg
-                                                          : "unloaded");
-  vr_sbuf_puts(b, "}");
+  if (d) closedir(d);
+}
+
+typedef struct index_acc {
+  vr_sbuf *b;
+  int first;
+} index_acc;
+
+static void index_entry(void *u, const char *name, int version, int ready,
+                        const char *reason) {
+  index_acc *a = u;
+  vr_sbuf_puts(a->b, a->first ? "{\"name\":" : ",{\"name\":");
+  a->first = 0;
+  vr_sbuf_json_str(a->b, name);
+  vr_sbuf_printf(a->b, ",\"version\":\"%d\",\"state\":\"%s\",\"reason\":", version,
+                 ready ? "READY" : "UNAVAILABLE");
+  vr_sbuf_json_str(a->b, reason);
+  vr_sbuf_puts(a->b, "}");
 }
 
 void vr_server_repo_index(vr_server *s, vr_http_req *r) {
   vr_sbuf b;
   vr_sbuf_init(&b);
   vr_sbuf_puts(&b, "[");
-  int first = 1;
-  DIR *d = s->repo ? opendir(s->repo) : NULL;
-  struct dirent *e;
-  while (d && (e = readdir(d))) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s/model.onnx", s->repo, e->d_name);
-    if (e->d_name[0] != '.' && !access(path, R_OK))
-      index_entry(s, &b, e->d_name, &first);
-  }
-  if (d) closedir(d);
+  index_acc a = {&b, 1};
+  vr__srv_repo_list(s, index_entry, &a);
   vr_sbuf_puts(&b, "]");
   vr_server_count(s, 200);
   vr_server_reply_json(r, 200, &b);
@@ -74,6 +83,9 @@ static void *admin_main(void *arg) {
   admin_job *j = arg;
   j->rc = j->load ? vr_server_load(j->s, j->name, &j->err)
                   : vr_rt_unload(j->s->rt, j->name, &j->err);
+  /* Triton: an explicit load adds the model to what readiness waits for
+   * (even when it failed); an explicit unload takes it out. */
+  if (!j->load || j->rc != VR_ENOENT) vr__srv_expect(j->s, j->name, j->load);
   vr_server *s = j->s;
   vr_http_wake(j->http);
   __atomic_fetch_sub(&s->admin_jobs, 1, __ATOMIC_SEQ_CST);
@@ -109,7 +121,7 @@ void vr_server_repo_load(vr_server *s, vr_http_req *r, const char *model,
   j->load = load;
   snprintf(j->name, sizeof j->name, "%s", model);
   vr_http_set_state(r, j, vr_free);
-  if (vr_server_spawn_admin(s, r, admin_done, admin_main, j))
+  if (vr_server_spawn_admin(s, r, admin_done, admin_main, j) < 0)
     j->rc = vr_errf(&j->err, VR_EINTERNAL, "cannot start a thread");
 }
 
@@ -118,6 +130,7 @@ void vr_server_repo_load(vr_server *s, vr_http_req *r, const char *model,
 typedef struct stats_acc {
   vr_sbuf *b;
   int first;
+  vr_server *s;
 } stats_acc;
 
 static void put_stat(vr_sbuf *b, const char *key, uint64_t n, double s) {
@@ -133,7 +146,7 @@ static void stats_one(const vr_rt_variant_stats *v, void *u) {
   vr_sbuf_puts(b, a->first ? "{\"name\":" : ",{\"name\":");
   a->first = 0;
   vr_sbuf_json_str(b, v->model);
-  vr_sbuf_puts(b, ",\"version\":\"1\",\"variant\":");
+  vr_sbuf_printf(b, ",\"version\":\"%d\",\"variant\":", vr__srv_version(a->s, v->model));
   vr_sbuf_json_str(b, v->variant);
   vr_sbuf_printf(b, ",\"last_inference\":%lld,\"inference_count\":%llu,"
                  "\"execution_count\":%llu,\"inference_stats\":{",
@@ -146,8 +159,26 @@ static void stats_one(const vr_rt_variant_stats *v, void *u) {
   vr_sbuf_puts(b, ",");
   put_stat(b, "queue", v->queue.count, v->queue.sum_s);
   vr_sbuf_puts(b, ",");
-  put_stat(b, "compute_infer", v->compute.count, v->compute.sum_s);
-  vr_sbuf_printf(b, "},\"vario\":{\"dropped\":%llu,\"rejected\":%llu,"
+  put_stat(b, "compute_input", v->compute_n, v->compute_input_ns / 1e9);
+  vr_sbuf_puts(b, ",");
+  put_stat(b, "compute_infer", v->compute_n, v->compute_infer_ns / 1e9);
+  vr_sbuf_puts(b, ",");
+  put_stat(b, "compute_output", v->compute_n, v->compute_output_ns / 1e9);
+  vr_sbuf_puts(b, "},\"batch_stats\":[");
+  int bf = 1;
+  for (int k = 1; k <= VR_RT_MAX_BATCH; k++) {
+    if (!v->by_batch[k].count) continue;
+    uint64_t n = v->by_batch[k].count;
+    vr_sbuf_printf(b, "%s{\"batch_size\":%d,", bf ? "" : ",", k);
+    bf = 0;
+    put_stat(b, "compute_input", n, v->by_batch[k].input_ns / 1e9);
+    vr_sbuf_puts(b, ",");
+    put_stat(b, "compute_infer", n, v->by_batch[k].infer_ns / 1e9);
+    vr_sbuf_puts(b, ",");
+    put_stat(b, "compute_output", n, v->by_batch[k].output_ns / 1e9);
+    vr_sbuf_puts(b, "}");
+  }
+  vr_sbuf_printf(b, "],\"vario\":{\"dropped\":%llu,\"rejected\":%llu,"
                  "\"failed\":%llu,\"slo_violations\":%llu,\"batch_rows\":%llu,"
                  "\"p50_us\":%.1f,\"p90_us\":%.1f,\"p99_us\":%.1f}}",
                  (unsigned long long)v->outcomes[VR_OUT_DROPPED],
@@ -170,7 +201,7 @@ void vr_server_model_stats(vr_server *s, vr_http_req *r, const char *model) {
   vr_sbuf b;
   vr_sbuf_init(&b);
   vr_sbuf_puts(&b, "{\"model_stats\":[");
-  stats_acc a = {&b, 1};
+  stats_acc a = {&b, 1, s};
   vr_rt_foreach_variant(s->rt, model, stats_one, &a);
   vr_sbuf_puts(&b, "]}");
   vr_server_count(s, 200);
@@ -206,11 +237,10 @@ void vr_server_model_instances(vr_server *s, vr_http_req *r,
                    (unsigned long long)x->dropped,
                    (unsigned long long)x->batches);
     int first = 1;
-    for (int k = 0; k < VR_LAT_SLOTS; k++)
-      if (x->profile.ns[k]) {
-        vr_sbuf_printf(&b, "%s\"%d\":%.1f", first ? "" : ",",
-                       1 << k < x->max_batch ? 1 << k : x->max_batch,
-                       x->profile.ns[k] / 1e3);
+    for (int k = 0; k < VR_PROF_NB; k++)
+      if (x->profile.p50_ms[k] > 0) {
+        vr_sbuf_printf(&b, "%s\"%d\":%.1f", first ? "" : ",", 1 << k,
+                       x->profile.p50_ms[k] * 1e3);
         first = 0;
       }
     vr_sbuf_puts(&b, "}}");

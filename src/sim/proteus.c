@@ -155,10 +155,10 @@ static int row(const vr_proteus_opts *o, vr_map *fam, char **f,
   p->mem_bytes = o->mem_bytes;
   p->cost_per_s = p->threads * o->cpu_core_price_s + (gpu ? o->gpu_price_s : 0);
   int slot = __builtin_ctz((unsigned)b);
-  p->p50_ms[slot] = p50;
+  p->lat.p50_ms[slot] = p50;
   /* GPU rows of vision models leave p90 empty (not measured); a few rows
    * record it a hair below p50 (timer noise): clamp */
-  p->p90_ms[slot] = p90 <= 0 ? -1 : p90 > p50 ? p90 : p50;
+  p->lat.p90_ms[slot] = p90 <= 0 ? -1 : p90 > p50 ? p90 : p50;
   if ((int)b > p->max_batch) p->max_batch = (int)b;
   return 0;
 }

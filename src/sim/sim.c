@@ -93,8 +93,10 @@ sim_inst *sim_inst_new(vr_sim *s, int variant, sim_worker *w, int warm) {
 
 /* ---- serving heap: least-loaded instance on top ---- */
 
-static inline int64_t hkey(const sim_inst *in) {
-  return ((int64_t)(in->state == VR_IS_INTERFERED) << 32) | in->qlen;
+/* a lighter than b: the one least-loaded rule (policy/route.h) */
+static inline int lighter(const sim_inst *a, const sim_inst *b) {
+  return vr_route_lighter(a->state == VR_IS_INTERFERED, a->qlen, a->max_batch,
+                          b->state == VR_IS_INTERFERED, b->qlen, b->max_batch);
 }
 
 static void hswap(sim_inst **d, int a, int b) {
@@ -108,15 +110,15 @@ static void hswap(sim_inst **d, int a, int b) {
 static void hsift(vr_vec *h, int i) {
   sim_inst **d = h->data;
   int n = (int)h->len;
-  while (i > 0 && hkey(d[(i - 1) / 2]) > hkey(d[i])) {
+  while (i > 0 && lighter(d[i], d[(i - 1) / 2])) {
     hswap(d, i, (i - 1) / 2);
     i = (i - 1) / 2;
   }
   for (;;) {
     int c = 2 * i + 1;
     if (c >= n) break;
-    if (c + 1 < n && hkey(d[c + 1]) < hkey(d[c])) c++;
-    if (hkey(d[c]) >= hkey(d[i])) break;
+    if (c + 1 < n && lighter(d[c + 1], d[c])) c++;
+    if (!lighter(d[c], d[i])) break;
     hswap(d, i, c);
     i = c;
   }
@@ -207,38 +209,29 @@ static double worker_slowdown(vr_sim *s, const sim_worker *w, int64_t now) {
   return f;
 }
 
-/* Starts a batch if the instance is ready, idle and has work: first drops
- * requests that would miss their deadline even if served now (early drop),
- * then serves up to max_batch with a service time drawn from the profile. */
+static vr_qitem ring_at(void *q, size_t i) {
+  const sim_inst *in = q;
+  return (vr_qitem){1, in->q[(in->qhead + i) & (in->qcap - 1)].deadline_ns};
+}
+
+/* Starts a batch if the instance is ready, idle and has work: the batch
+ * rule of policy/batch.h (the live runtime's with "batching": "runtime",
+ * the greedy INFaaS rule otherwise) says which requests at the head are
+ * dropped (they would miss their deadline) and how many form the batch;
+ * its service time is drawn from the profile. */
 void sim_try_start(vr_sim *s, sim_inst *in) {
   if (in->busy_n || in->loading || !in->qlen) return;
   sim_variant *v = &s->var[in->variant];
   int64_t now = vr_clock_now(&s->clock);
-  int b;
-  if (s->cfg->runtime_batching) {
-    /* src/runtime/instance.c: take_infeasible drops requests that miss
-     * their deadline even alone; pop_batch grows the batch from the head
-     * only while it keeps the earliest deadline (the head's: FIFO, one SLO
-     * per workload) at the estimated latency. */
-    while (in->qlen &&
-           now + (int64_t)(v->est_ms[1] * 1e6) > in->q[in->qhead].deadline_ns) {
-      in->qhead = (in->qhead + 1) & (in->qcap - 1);
-      in->qlen--;
-      s->row.dropped++;
-    }
-    b = in->qlen < (uint32_t)in->max_batch ? (int)in->qlen : in->max_batch;
-    while (b > 1 &&
-           now + (int64_t)(v->est_ms[b] * 1e6) > in->q[in->qhead].deadline_ns)
-      b--;
-  } else for (;;) {
-    b = in->qlen < (uint32_t)in->max_batch ? (int)in->qlen : in->max_batch;
-    if (b == 0) break;
-    const vr_req *h = &in->q[in->qhead];
-    if (now + (int64_t)(v->est_ms[b] * 1e6) <= h->deadline_ns) break;
-    in->qhead = (in->qhead + 1) & (in->qcap - 1);
-    in->qlen--;
-    s->row.dropped++;
-  }
+  vr_qview view = {in, in->qlen, ring_at};
+  vr_batch_pick pick = vr_batch_form(
+      s->cfg->runtime_batching ? VR_BATCH_DEADLINE : VR_BATCH_GREEDY,
+      &v->prof.lat, in->max_batch, now, &view);
+  /* no reroute in the simulator yet: every request due is dropped */
+  in->qhead = (in->qhead + (uint32_t)pick.drop) & (in->qcap - 1);
+  in->qlen -= (uint32_t)pick.drop;
+  s->row.dropped += (int64_t)pick.drop;
+  int b = pick.rows;
   sim_serving_fix(s, in);
   if (b == 0) {
     sim_maybe_dead(s, in);
@@ -254,7 +247,7 @@ void sim_try_start(vr_sim *s, sim_inst *in) {
                  ? in->nlat++
                  : (int)(vr_rng_next(&s->rng) % SIM_LAT_SAMPLES);
   in->lat[slot] = (float)ms;
-  in->ratio[slot] = (float)(ms / v->est_ms[b]);
+  in->ratio[slot] = (float)(ms / vr_profile_latency_ms(&v->prof, b, 0.5));
   /* Per-request server work outside the engine run (not in the profile, so
    * not in the interference ratio above). */
   ms += b * s->cfg->request_overhead_ms;
@@ -315,53 +308,59 @@ static void reject(vr_sim *s) {
   s->sum.rejected++;
 }
 
-/* Sends one request to an instance: INFaaS selection (memoised per stream:
- * a pure function of the index and the request's requirements), or the
- * baseline's fixed variant; then the least-loaded instance. */
+/* What the route rule asks about room (policy/route.h). */
+static int env_available(void *self, int v) {
+  vr_sim *s = self;
+  return least_loaded(&s->var[v]) || s->var[v].loading_one;
+}
+static int env_fits(void *self, int v) {
+  vr_sim *s = self;
+  return sim_place(s, &s->var[v].prof) != NULL;
+}
+
+/* Sends one request to an instance: INFaaS routing (policy/route.h; the
+ * selection memoised per stream: a pure function of the index and the
+ * request's requirements), or the baseline's fixed variant; then the
+ * least-loaded instance. */
 static int route(vr_sim *s, sim_stream *st, const vr_req *r) {
-  int vi = st->fixed, infaas = s->cfg->policy.kind == VR_POL_INFAAS;
+  int vi = st->fixed, wanted = vi, outcome = VR_ROUTE_SERVE;
+  int infaas = s->cfg->policy.kind == VR_POL_INFAAS;
   double slo = (double)(r->deadline_ns - r->t_ns) / 1e6;
   s->row.demand++;
+  vr_route_env env = {s->drv.ix, &s->drv.snap, st->wl->target_kind,
+                      st->wl->target, env_available, env_fits, NULL, s};
   if (infaas) {
     if (st->group < 0) return reject(s), 0;
-    if (st->memo_gen != s->ix_gen || st->memo_slo != slo ||
+    vr_query_req q = {st->group, slo, r->min_acc};
+    if (st->memo_gen != s->drv.ix_gen || st->memo_slo != slo ||
         st->memo_acc != r->min_acc) {
-      vr_query_req q = {st->group, slo, r->min_acc};
-      if (vr_select(s->ix, &q, &st->memo)) return reject(s), 0;
-      st->memo_gen = s->ix_gen, st->memo_slo = slo, st->memo_acc = r->min_acc;
+      if (vr_select(s->drv.ix, &q, &st->memo)) return reject(s), 0;
+      st->memo_gen = s->drv.ix_gen, st->memo_slo = slo, st->memo_acc = r->min_acc;
     }
-    if (st->memo.outcome == VR_SEL_INFEASIBLE) return reject(s), 0;
-    vi = st->memo.variant;
+    vr_route rt;
+    vr_route_decide_sel(&env, &q, &st->memo, &rt);
+    if (rt.outcome == VR_ROUTE_INFEASIBLE) return reject(s), 0;
+    vi = rt.variant, wanted = rt.wanted, outcome = rt.outcome;
   }
   if (vi < 0) return reject(s), 0;
+  /* demand for the variant selection wanted, whether served or not: the
+   * autoscaler sizes it from this */
+  sim_variant *w = &s->var[wanted];
+  w->arrivals++;
+  if (slo < w->min_slo) w->min_slo = slo;
+  if (r->min_acc > w->max_acc) w->max_acc = r->min_acc;
   sim_variant *v = &s->var[vi];
-  /* demand for the variant, whether served or not: the autoscaler sizes
-   * it from this */
-  v->arrivals++;
-  if (slo < v->min_slo) v->min_slo = slo;
-  if (r->min_acc > v->max_acc) v->max_acc = r->min_acc;
   sim_inst *in = least_loaded(v);
   if (!in) in = v->loading_one;
   if (!in && infaas) { /* load on the query path, as INFaaS does */
-    sim_worker *w = sim_place(s, &v->prof);
-    if (w && !(in = sim_inst_new(s, vi, w, 0))) return VR_ENOMEM;
-    /* no room: the demand shows in the snapshot all the same, so the
-     * autoscaler loads the variant and asks for a worker; meanwhile, as
-     * live, a loaded variant that meets the query serves it, busy or not */
-    if (!w) {
-      vr_query_req q2 = {st->group, slo, r->min_acc, 1};
-      vr_selection s2;
-      if (vr_select(s->ix, &q2, &s2) == 0 && s2.outcome == VR_SEL_ACTIVE) {
-        in = least_loaded(&s->var[s2.variant]);
-        if (in) v = &s->var[s2.variant];
-      }
-    }
+    if (outcome == VR_ROUTE_SERVE) outcome = vr_route_load(&env, vi);
+    sim_worker *wk = outcome == VR_ROUTE_LOAD ? sim_place(s, &v->prof) : NULL;
+    if (wk && !(in = sim_inst_new(s, vi, wk, 0))) return VR_ENOMEM;
   }
   if (!in) return reject(s), 0;
   /* an instance still loading (perhaps on a worker still starting) that
    * cannot serve in time: drop now rather than after the wait */
-  if (in->loading && in->ready_ns + (int64_t)(v->est_ms[1] * 1e6) >
-                         r->deadline_ns) {
+  if (in->loading && vr_drop_due(in->ready_ns, r->deadline_ns, &v->prof.lat, 1)) {
     s->row.dropped++;
     return 0;
   }
@@ -413,8 +412,6 @@ static int init(vr_sim *s, vr_sim_cfg *cfg, const vr_sim_out *out,
     sim_variant *v = &s->var[i];
     v->prof = cfg->profiles[i];
     vr_vec_init(&v->serving, sizeof(sim_inst *));
-    for (int b = 1; b <= VR_PROF_MAX_BATCH; b++)
-      v->est_ms[b] = vr_profile_latency_ms(&v->prof, b, 0.5);
     v->min_slo = INFINITY;
   }
   for (size_t t = 0; t < cfg->nwtypes; t++)

@@ -11,11 +11,6 @@
 #include "base/alloc.h"
 #include "sim/sim_int.h"
 
-static int cmp_float(const void *a, const void *b) {
-  float x = *(const float *)a, y = *(const float *)b;
-  return x < y ? -1 : x > y;
-}
-
 /* Frees instances that died since the last tick. */
 static void compact(vr_sim *s) {
   size_t j = 0;
@@ -32,31 +27,26 @@ static void compact(vr_sim *s) {
 }
 
 static int build_snapshot(vr_sim *s, double dt) {
-  vr_snapshot *sn = &s->snap;
-  vr_vec_clear(&s->sw);
-  vr_vec_clear(&s->si);
-  vr_vec_clear(&s->sv);
-  vr_vec_clear(&s->swt);
-  sn->now_ns = vr_clock_now(&s->clock);
+  vr_driver *d = &s->drv;
+  vr_driver_begin(d, vr_driver_now(d));
   for (size_t t = 0; t < s->cfg->nwtypes; t++) {
     const vr_sim_wtype *wt = &s->cfg->wtypes[t];
     vr_snap_wtype x = {wt->cores, wt->gpus, wt->mem_bytes, wt->price_per_s,
                        wt->max, 0};
-    if (vr_vec_push(&s->swt, &x)) return VR_ENOMEM;
+    if (vr_driver_add_wtype(d, &x) < 0) return VR_ENOMEM;
   }
   for (size_t i = 0; i < s->workers.len; i++) {
     sim_worker *w = VR_VEC_AT(&s->workers, sim_worker *, i);
     w->snap = -1;
     if (w->state == WS_REMOVED) continue;
-    VR_VEC_AT(&s->swt, vr_snap_wtype, w->type).count++;
+    d->snap.wtypes[w->type].count++;
     vr_snap_worker x = {.id = w->id, .state = w->state, .cores = w->cores,
                         .free_cores = w->free_cores, .gpus = w->gpus,
                         .free_gpus = w->free_gpus, .mem_bytes = w->mem,
                         .free_mem = w->free_mem, .price_per_s = w->price,
                         .type = w->type,
                         .idle_since = w->ninst == 0 ? w->idle_since : -1};
-    w->snap = (int)s->sw.len;
-    if (vr_vec_push(&s->sw, &x)) return VR_ENOMEM;
+    if ((w->snap = vr_driver_add_worker(d, &x)) < 0) return VR_ENOMEM;
   }
   for (size_t v = 0; v < s->nvar; v++) {
     sim_variant *sv = &s->var[v];
@@ -64,7 +54,7 @@ static int build_snapshot(vr_sim *s, double dt) {
     vr_snap_variant x = {sv->prof, sv->state, sv->slo_ms,
                          (double)sv->arrivals / dt, (double)sv->served / dt,
                          sv->max_acc};
-    if (vr_vec_push(&s->sv, &x)) return VR_ENOMEM;
+    if (vr_driver_add_variant(d, &x) < 0) return VR_ENOMEM;
   }
   for (size_t i = 0; i < s->insts.len; i++) {
     sim_inst *in = VR_VEC_AT(&s->insts, sim_inst *, i);
@@ -75,22 +65,10 @@ static int build_snapshot(vr_sim *s, double dt) {
         .served_qps = (double)in->served / dt,
         .obs_batch = in->batches ? (double)in->items / in->batches : 0,
         .ready_ns = in->ready_ns};
-    if (in->nlat) {
-      float tmp[SIM_LAT_SAMPLES];
-      memcpy(tmp, in->lat, (size_t)in->nlat * sizeof *tmp);
-      qsort(tmp, (size_t)in->nlat, sizeof *tmp, cmp_float);
-      x.p50_ms = tmp[(in->nlat - 1) / 2];
-      x.p99_ms = tmp[(int)floor(0.99 * (in->nlat - 1))];
-      memcpy(tmp, in->ratio, (size_t)in->nlat * sizeof *tmp);
-      qsort(tmp, (size_t)in->nlat, sizeof *tmp, cmp_float);
-      x.slowdown = tmp[(in->nlat - 1) / 2];
-    }
-    if (vr_vec_push(&s->si, &x)) return VR_ENOMEM;
+    vr_snap_latency(&x, in->lat, in->nlat);
+    x.slowdown = vr_snap_median(in->ratio, in->nlat);
+    if (vr_driver_add_instance(d, &x) < 0) return VR_ENOMEM;
   }
-  sn->workers = s->sw.data, sn->nworkers = s->sw.len;
-  sn->wtypes = s->swt.data, sn->nwtypes = s->swt.len;
-  sn->variants = s->sv.data, sn->nvariants = s->sv.len;
-  sn->instances = s->si.data, sn->ninstances = s->si.len;
   return 0;
 }
 
@@ -117,65 +95,107 @@ static void sim_worker_credit(sim_worker *w, const vr_profile *p, int sign) {
   if (p->device == VR_DEV_GPU) w->free_gpus += sign;
 }
 
-static int apply(vr_sim *s, const vr_action *a) {
+/* ---- the simulator's actuator table ---- */
+
+static void trace(vr_sim *s, const vr_action *a) {
+  if (!s->trace || a->kind == VR_ACT_SET_BATCH) return;
+  fprintf(stderr, "t=%.3f %s variant=%s instance=%lld worker=%d value=%d "
+          "(%s)\n", (double)vr_clock_now(&s->clock) / 1e9,
+          vr_action_name(a->kind),
+          a->variant >= 0 && (size_t)a->variant < s->nvar
+              ? s->var[a->variant].prof.variant : "-",
+          (long long)a->instance, a->worker, a->value, a->why ? a->why : "");
+}
+
+static sim_inst *act_inst(vr_sim *s, const vr_action *a) {
+  trace(s, a);
+  return a->instance >= 0 ? find_inst(s, a->instance) : NULL;
+}
+
+/* LOAD and MIGRATE: a new instance of the variant on the worker. */
+static int act_load(void *self, const vr_action *a) {
+  vr_sim *s = self;
+  sim_inst *in = act_inst(s, a);
   int64_t now = vr_clock_now(&s->clock);
-  if (s->trace && a->kind != VR_ACT_SET_BATCH)
-    fprintf(stderr, "t=%.3f %s variant=%s instance=%lld worker=%d value=%d "
-            "(%s)\n", (double)now / 1e9, vr_action_name(a->kind),
-            a->variant >= 0 && (size_t)a->variant < s->nvar
-                ? s->var[a->variant].prof.variant : "-",
-            (long long)a->instance, a->worker, a->value, a->why ? a->why : "");
-  sim_inst *in = a->instance >= 0 ? find_inst(s, a->instance) : NULL;
-  switch (a->kind) {
-  case VR_ACT_LOAD:
-  case VR_ACT_MIGRATE: {
-    sim_worker *w = snap_worker(s, a->worker);
-    if (!w || a->variant < 0 || (size_t)a->variant >= s->nvar) return 0;
-    /* the cluster is provisioned before the run starts: t = 0 loads are
-     * warm */
-    /* an upgrade in place: the old instance's cores count as free (they
-     * are shared while the new one loads, as live) */
-    int credit = a->kind == VR_ACT_MIGRATE && in && in->w == w && !in->dead;
-    if (credit) sim_worker_credit(w, &s->var[in->variant].prof, 1);
-    sim_inst *n = sim_inst_new(s, a->variant, w, now == 0);
-    if (credit) sim_worker_credit(w, &s->var[in->variant].prof, -1);
-    if (!n) return 0; /* no room */
-    /* the old instance serves until its replacement is ready */
-    if (a->kind == VR_ACT_MIGRATE && in) n->replaces = in->id;
-    return 0;
-  }
-  case VR_ACT_UNLOAD:
-    if (in) sim_inst_drain(s, in);
-    return 0;
-  case VR_ACT_SET_BATCH:
-    if (in && a->value >= 1 && a->value <= VR_PROF_MAX_BATCH)
-      in->max_batch = a->value;
-    return 0;
-  case VR_ACT_SET_ISTATE:
-    if (in && in->state != VR_IS_DRAINING && in->state != VR_IS_LOADING &&
-        a->value >= VR_IS_ACTIVE && a->value <= VR_IS_INTERFERED) {
-      in->state = a->value;
-      sim_serving_fix(s, in); /* interfered instances sink in the heap */
-    }
-    return 0;
-  case VR_ACT_SET_VSTATE:
-    if (a->variant >= 0 && (size_t)a->variant < s->nvar)
-      s->var[a->variant].state = a->value;
-    return 0;
-  case VR_ACT_ADD_WORKER: {
-    if (a->wtype < 0 || (size_t)a->wtype >= s->cfg->nwtypes) return 0;
-    const vr_sim_wtype *t = &s->cfg->wtypes[a->wtype];
-    int64_t ready = now + (now == 0 ? 0 : (int64_t)(t->start_s * 1e9));
-    return sim_worker_new(s, a->wtype, ready) ? 0 : VR_ENOMEM;
-  }
-  case VR_ACT_REMOVE_WORKER: {
-    sim_worker *w = snap_worker(s, a->worker);
-    if (w && w->ninst == 0 && w->state != VR_WS_STARTING) w->state = WS_REMOVED;
-    return 0;
-  }
+  sim_worker *w = snap_worker(s, a->worker);
+  if (!w || a->variant < 0 || (size_t)a->variant >= s->nvar) return 0;
+  /* the cluster is provisioned before the run starts: t = 0 loads are
+   * warm */
+  /* an upgrade in place: the old instance's cores count as free (they
+   * are shared while the new one loads, as live) */
+  int credit = a->kind == VR_ACT_MIGRATE && in && in->w == w && !in->dead;
+  if (credit) sim_worker_credit(w, &s->var[in->variant].prof, 1);
+  sim_inst *n = sim_inst_new(s, a->variant, w, now == 0);
+  if (credit) sim_worker_credit(w, &s->var[in->variant].prof, -1);
+  if (!n) return 0; /* no room */
+  /* the old instance serves until its replacement is ready */
+  if (a->kind == VR_ACT_MIGRATE && in) n->replaces = in->id;
+  return 0;
+}
+
+static int act_unload(void *self, const vr_action *a) {
+  vr_sim *s = self;
+  sim_inst *in = act_inst(s, a);
+  if (in) sim_inst_drain(s, in);
+  return 0;
+}
+
+static int act_set_batch(void *self, const vr_action *a) {
+  sim_inst *in = act_inst(self, a);
+  if (in && a->value >= 1 && a->value <= VR_PROF_MAX_BATCH) {
+    in->max_batch = a->value;
+    sim_serving_fix(self, in); /* its load per batch row changed */
   }
   return 0;
 }
+
+static int act_set_istate(void *self, const vr_action *a) {
+  vr_sim *s = self;
+  sim_inst *in = act_inst(s, a);
+  if (in && in->state != VR_IS_DRAINING && in->state != VR_IS_LOADING &&
+      a->value >= VR_IS_ACTIVE && a->value <= VR_IS_INTERFERED) {
+    in->state = a->value;
+    sim_serving_fix(s, in); /* interfered instances sink in the heap */
+  }
+  return 0;
+}
+
+static int act_set_vstate(void *self, const vr_action *a) {
+  vr_sim *s = self;
+  trace(s, a);
+  if (a->variant >= 0 && (size_t)a->variant < s->nvar)
+    s->var[a->variant].state = a->value;
+  return 0;
+}
+
+static int act_add_worker(void *self, const vr_action *a) {
+  vr_sim *s = self;
+  trace(s, a);
+  int64_t now = vr_clock_now(&s->clock);
+  if (a->wtype < 0 || (size_t)a->wtype >= s->cfg->nwtypes) return 0;
+  const vr_sim_wtype *t = &s->cfg->wtypes[a->wtype];
+  int64_t ready = now + (now == 0 ? 0 : (int64_t)(t->start_s * 1e9));
+  return sim_worker_new(s, a->wtype, ready) ? 0 : VR_ENOMEM;
+}
+
+static int act_remove_worker(void *self, const vr_action *a) {
+  vr_sim *s = self;
+  trace(s, a);
+  sim_worker *w = snap_worker(s, a->worker);
+  if (w && w->ninst == 0 && w->state != VR_WS_STARTING) w->state = WS_REMOVED;
+  return 0;
+}
+
+static const vr_actuator sim_actuator = {
+    .load = act_load,
+    .unload = act_unload,
+    .set_batch = act_set_batch,
+    .migrate = act_load,
+    .add_worker = act_add_worker,
+    .remove_worker = act_remove_worker,
+    .set_vstate = act_set_vstate,
+    .set_istate = act_set_istate,
+};
 
 /* Closes the period that ends now: one CSV row, run totals. */
 static void record(vr_sim *s, double dt) {
@@ -270,25 +290,24 @@ int sim_tick(vr_sim *s) {
    * place its loads on them, warm. */
   for (int round = 0; round < (now == 0 ? 8 : 1); round++) {
     if (round && (rc = build_snapshot(s, dt))) return rc;
-    vr_vec_clear(&s->acts);
-    rc = vr_policy_tick(&s->cfg->policy, &s->pstate, &s->snap, &s->acts);
+    rc = vr_driver_decide(&s->drv);
     if (rc)
       return vr_errf(s->err, rc, "policy %s failed at t=%.3f s: %s",
                      vr_policy_name(s->cfg->policy.kind), (double)now / 1e9,
                      vr_strerror(rc));
-    s->sum.actions += (int64_t)s->acts.len;
+    const vr_actions *acts = &s->drv.acts;
+    s->sum.actions += (int64_t)acts->len;
     int added = 0;
-    for (size_t i = 0; i < s->acts.len && !rc; i++) {
-      added |= vr_actions_at(&s->acts, i)->kind == VR_ACT_ADD_WORKER;
-      rc = apply(s, vr_actions_at(&s->acts, i));
+    for (size_t i = 0; i < acts->len && !rc; i++) {
+      added |= vr_actions_at(acts, i)->kind == VR_ACT_ADD_WORKER;
+      rc = vr_driver_apply(&s->drv, vr_actions_at(acts, i));
     }
     if (rc || !added) break;
   }
   if (rc) return rc;
   reset_period(s);
   if (!rc) rc = build_snapshot(s, dt);
-  if (!rc) rc = vr_select_build(s->ix, &s->snap);
-  s->ix_gen++;
+  if (!rc) rc = vr_driver_index(&s->drv);
   return rc;
 }
 
@@ -296,23 +315,18 @@ int sim_ctl_init(vr_sim *s) {
   /* VARIO_SIM_TRACE=1: every policy action on stderr (debugging aid) */
   const char *tr = getenv("VARIO_SIM_TRACE");
   s->trace = tr && *tr && strcmp(tr, "0");
-  vr_vec_init(&s->sv, sizeof(vr_snap_variant));
-  vr_vec_init(&s->si, sizeof(vr_snap_instance));
-  vr_vec_init(&s->sw, sizeof(vr_snap_worker));
-  vr_vec_init(&s->swt, sizeof(vr_snap_wtype));
-  vr_actions_init(&s->acts);
-  vr_policy_state_init(&s->pstate);
-  s->ix = vr_select_new();
-  if (!s->ix) return VR_ENOMEM;
+  vr_actuator act = sim_actuator;
+  act.self = s;
+  if (vr_driver_init(&s->drv, &s->cfg->policy, &act, &s->clock))
+    return VR_ENOMEM;
   int rc = build_snapshot(s, s->cfg->tick_s);
-  if (!rc) rc = vr_select_build(s->ix, &s->snap);
+  if (!rc) rc = vr_driver_index(&s->drv);
   if (rc) return rc;
-  s->ix_gen = 1;
   for (size_t i = 0; i < s->cfg->nstreams; i++) {
     sim_stream *st = &s->st[i];
     vr_workload *w = &s->cfg->streams[i];
     st->wl = w;
-    st->group = vr_select_group(s->ix, w->target_kind, w->target);
+    st->group = vr_select_group(s->drv.ix, w->target_kind, w->target);
     st->fixed = -1;
     const vr_policy_cfg *pc = &s->cfg->policy;
     for (int k = 0; k < pc->nfixed && st->fixed < 0; k++) {
@@ -337,13 +351,4 @@ int sim_ctl_init(vr_sim *s) {
   return 0;
 }
 
-void sim_ctl_free(vr_sim *s) {
-  vr_vec_free(&s->sv);
-  vr_vec_free(&s->si);
-  vr_vec_free(&s->sw);
-  vr_vec_free(&s->swt);
-  vr_actions_free(&s->acts);
-  vr_policy_state_free(&s->pstate);
-  vr_select_free(s->ix);
-  s->ix = NULL;
-}
+void sim_ctl_free(vr_sim *s) { vr_driver_free(&s->drv); }

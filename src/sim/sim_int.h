@@ -5,6 +5,10 @@
 
 #include "base/clock.h"
 #include "base/vec.h"
+#include "policy/batch.h"
+#include "policy/drop.h"
+#include "policy/driver.h"
+#include "policy/route.h"
 #include "policy/select.h"
 #include "sim/heap.h"
 #include "sim/sim.h"
@@ -52,12 +56,12 @@ typedef struct sim_variant {
   int state;
   double slo_ms;
   double sat;       /* saturation qps of one instance */
-  double est_ms[VR_PROF_MAX_BATCH + 1]; /* p50 by batch, for early drop */
   int64_t arrivals, served;
   double min_slo;   /* smallest SLO routed to it this period */
   double max_acc;   /* highest min_accuracy routed to it this period */
   vr_vec serving;   /* sim_inst* that accept requests: a binary min-heap
-                       on (interfered, queue length), so the least-loaded
+                       ordered by vr_route_lighter (interfered, queue
+                       length per batch row), so the least-loaded
                        instance is at the top (O(log k) upkeep) */
   int nloading;
   sim_inst *loading_one;
@@ -85,13 +89,9 @@ typedef struct vr_sim {
   vr_vec workers; /* sim_worker* */
   vr_vec insts;   /* sim_inst* */
   int64_t next_id;
-  vr_select_index *ix;
-  uint64_t ix_gen;
-  vr_policy_state pstate;
-  vr_actions acts;
-  /* snapshot buffers reused each tick */
-  vr_snapshot snap;
-  vr_vec sv, si, sw, swt;
+  /* policy, its state, selection index, actions, snapshot buffers; the
+   * actuator table is sim_ctl.c's */
+  vr_driver drv;
   /* this period and the whole run */
   vr_sim_row row;
   vr_hist *hist_period, *hist_all;

@@ -60,9 +60,9 @@ static void register_synthetic(vr_store *s, const char *dir) {
     p.mem_bytes = 1 << 20;
     for (int k = 0; (1 << k) <= batches[i]; k++) {
       double ms = (BASE_US + ROW_US * (1 << k)) / 1000.0;
-      p.p50_ms[k] = ms;
-      p.p90_ms[k] = ms * 1.05;
-      p.p99_ms[k] = ms * 1.1;
+      p.lat.p50_ms[k] = ms;
+      p.lat.p90_ms[k] = ms * 1.05;
+      p.lat.p99_ms[k] = ms * 1.1;
     }
     p.accuracy = 90;
     p.cost_per_s = 0.0425 / 3600;
@@ -77,7 +77,7 @@ static void register_synthetic(vr_store *s, const char *dir) {
     v[i].threads = 1;
     v[i].max_batch = batches[i];
     v[i].accuracy = 90;
-    v[i].lat_b1_ms = p.p50_ms[0];
+    v[i].lat_b1_ms = p.lat.p50_ms[0];
     v[i].load_ms = 50;
     v[i].memory_bytes = 1 << 20;
     v[i].profile_json = texts[i];

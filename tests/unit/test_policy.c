@@ -20,8 +20,8 @@ static vr_profile mkprof(const char *model, const char *app, const char *var,
   snprintf(p.precision, sizeof p.precision, "fp32");
   p.max_batch = 8;
   for (int s = 0; s < 4; s++) { /* batches 1..8: latency grows sublinearly */
-    p.p50_ms[s] = p50_b1 * (1 + 0.5 * s);
-    p.p99_ms[s] = p.p50_ms[s] * 1.2;
+    p.lat.p50_ms[s] = p50_b1 * (1 + 0.5 * s);
+    p.lat.p99_ms[s] = p.lat.p50_ms[s] * 1.2;
   }
   p.accuracy = acc;
   p.cost_per_s = cost;
@@ -101,7 +101,7 @@ static void test_profile_json(void **st) {
                           "\"batch\":[1,4],\"p50_ms\":[1,2],\"max_batch\":4}",
                           0, NULL);
   assert_int_equal(vr_profile_from_json(ok, &q, &err), 0);
-  assert_true(q.p50_ms[1] < 0 && q.p50_ms[2] == 2);
+  assert_true(q.lat.p50_ms[1] < 0 && q.lat.p50_ms[2] == 2);
   assert_true(fabs(vr_profile_latency_ms(&q, 2, 0.5) - 1 - 1.0 / 3) < 1e-9);
   json_decref(ok);
 }

@@ -2,6 +2,7 @@
  * with an injected fake backend of known latency. */
 #include "vr_test.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -12,17 +13,19 @@
 #include "rt_fake.h"
 #include "runtime/runtime.h"
 
-/* ---- batcher ------------------------------------------------------------ */
+/* ---- batch rule (policy/batch.h, as the runtime uses it) ---------------- */
 
-static vr_lat_profile prof_linear(void) {
-  vr_lat_profile p = {{0}};
-  for (int k = 0; k < 7; k++) p.ns[k] = 1000 + 100 * (1 << k); /* b=2^k */
+/* b = 2^k takes 1 ms + 0.125 ms x b (exact in binary, so ns are exact). */
+static vr_latency prof_linear(void) {
+  vr_latency p;
+  vr_latency_init(&p);
+  for (int k = 0; k < 7; k++) p.p50_ms[k] = 1 + 0.125 * (1 << k);
   return p;
 }
 
 static void test_batch_full(void **st) {
   (void)st;
-  vr_lat_profile p = prof_linear();
+  vr_latency p = prof_linear();
   vr_batch_state s = {1000, 8, 8, 900, VR_NO_DEADLINE, 1000000};
   assert_int_equal(vr_batch_decide(&s, &p).dispatch, 1);
   s.queued_rows = 7;
@@ -35,7 +38,7 @@ static void test_batch_full(void **st) {
 
 static void test_batch_delay(void **st) {
   (void)st;
-  vr_lat_profile p = prof_linear();
+  vr_latency p = prof_linear();
   vr_batch_state s = {5000, 2, 8, 1000, VR_NO_DEADLINE, 4000};
   assert_int_equal(vr_batch_decide(&s, &p).dispatch, 1); /* 1000+4000 */
   s.now = 4999;
@@ -44,40 +47,82 @@ static void test_batch_delay(void **st) {
 
 static void test_batch_deadline(void **st) {
   (void)st;
-  vr_lat_profile p = prof_linear();
-  /* 3 queued: next size 4 takes 1400 ns. Deadline 10000: latest start
-   * 8600, earlier than the max-delay time 1000 + 100000. */
-  vr_batch_state s = {8000, 3, 8, 1000, 10000, 100000};
+  vr_latency p = prof_linear();
+  /* 3 queued: next size 4 takes 1.5 ms. Deadline 10 ms: latest start
+   * 8.5 ms, earlier than the max-delay time 1 us + 100 ms. */
+  vr_batch_state s = {8000000, 3, 8, 1000, 10000000, 100000000};
   vr_batch_decision d = vr_batch_decide(&s, &p);
   assert_int_equal(d.dispatch, 0);
-  assert_int_equal(d.wake_at, 8600);
-  s.now = 8600;
+  assert_int_equal(d.wake_at, 8500000);
+  s.now = 8500000;
   assert_int_equal(vr_batch_decide(&s, &p).dispatch, 1);
-  assert_true(vr_batch_feasible(8600, 10000, &p, 4));
-  assert_false(vr_batch_feasible(8601, 9000, &p, 1));
+  assert_true(vr_batch_feasible(8500000, 10000000, &p, 4));
+  assert_false(vr_batch_feasible(8875001, 10000000, &p, 1));
+  assert_true(vr_drop_due(8875001, 10000000, &p, 1));
 }
 
 static void test_lat_observe(void **st) {
   (void)st;
-  vr_lat_profile p = {{0}};
-  p.ns[2] = 800; /* b=4 */
-  vr_lat_observe(&p, 4, 1600);
-  assert_int_equal(p.ns[2], 900); /* 800 + (1600 - 800) / 8 */
-  vr_lat_observe(&p, 3, 5000);    /* not a slot size: ignored */
-  assert_int_equal(p.ns[2], 900);
-  vr_lat_observe(&p, 1, 50);      /* unmeasured slot: taken as is */
-  assert_int_equal(p.ns[0], 50);
+  vr_latency p;
+  vr_latency_init(&p);
+  p.p50_ms[2] = 0.8; /* b=4 */
+  vr_latency_observe(&p, 4, 1.6);
+  assert_true(fabs(p.p50_ms[2] - 0.9) < 1e-12); /* 0.8 + (1.6 - 0.8) / 8 */
+  vr_latency_observe(&p, 3, 5);    /* not a slot size: ignored */
+  assert_true(fabs(p.p50_ms[2] - 0.9) < 1e-12);
+  vr_latency_observe(&p, 1, 0.05); /* unmeasured slot: taken as is */
+  assert_true(p.p50_ms[0] == 0.05);
 }
 
 static void test_lat_estimate(void **st) {
   (void)st;
-  vr_lat_profile p = {{0}};
-  p.ns[0] = 100;
-  p.ns[3] = 400; /* b=8 */
-  assert_int_equal(vr_lat_estimate(&p, 1), 100);
-  assert_int_equal(vr_lat_estimate(&p, 2), 400); /* next measured above */
-  assert_int_equal(vr_lat_estimate(&p, 8), 400);
-  assert_int_equal(vr_lat_estimate(&p, 32), 1600); /* scaled linearly */
+  vr_latency p;
+  vr_latency_init(&p);
+  assert_int_equal(vr_batch_est_ns(&p, 1), 0); /* nothing measured */
+  p.p50_ms[0] = 0.125;
+  p.p50_ms[3] = 0.5; /* b=8 */
+  assert_int_equal(vr_batch_est_ns(&p, 1), 125000);
+  /* between measured sizes: interpolated, as the simulator replays it */
+  assert_int_equal(vr_batch_est_ns(&p, 4), 125000 + 375000 * 3 / 7);
+  assert_int_equal(vr_batch_est_ns(&p, 8), 500000);
+  assert_int_equal(vr_batch_est_ns(&p, 32), 2000000); /* scaled per row */
+}
+
+/* A queue as an array (one row per request unless rows[] says). */
+typedef struct arr_q {
+  vr_qitem it[16];
+} arr_q;
+static vr_qitem arr_at(void *q, size_t i) { return ((arr_q *)q)->it[i]; }
+
+static void test_batch_form(void **st) {
+  (void)st;
+  vr_latency p = prof_linear(); /* b1 1.125 ms, b2 1.25, b4 1.5, b8 2 */
+  arr_q a;
+  const int64_t ms = 1000000;
+  /* deadlines 0.5, 3, 3, 3, 1.4 ms at now = 0: the head cannot make it
+   * even alone (1.125 ms) */
+  int64_t dl[5] = {ms / 2, 3 * ms, 3 * ms, 3 * ms, ms + ms * 4 / 10};
+  for (int i = 0; i < 5; i++) a.it[i] = (vr_qitem){1, dl[i]};
+  vr_qview v = {&a, 5, arr_at};
+  /* deadline mode: the 0.5 ms head is dropped; 3 ms requests grow to 3
+   * (b3 interpolates to 1.375 ms); the 1.4 ms one would make it miss */
+  vr_batch_pick k = vr_batch_form(VR_BATCH_DEADLINE, &p, 8, 0, &v);
+  assert_int_equal(k.drop, 1);
+  assert_int_equal(k.take, 3);
+  assert_int_equal(k.rows, 3);
+  /* the cap bounds it */
+  k = vr_batch_form(VR_BATCH_DEADLINE, &p, 2, 0, &v);
+  assert_int_equal(k.take, 2);
+  /* greedy: min(queue, cap) rows; drop the head while that misses it */
+  k = vr_batch_form(VR_BATCH_GREEDY, &p, 8, 0, &v);
+  assert_int_equal(k.drop, 1);
+  assert_int_equal(k.take, 4); /* b4 = 1.5 ms <= 3 ms (the last one is late) */
+  /* a request of more rows than the cap runs alone */
+  a.it[0] = (vr_qitem){5, VR_NO_DEADLINE};
+  k = vr_batch_form(VR_BATCH_DEADLINE, &p, 4, 0, &v);
+  assert_int_equal(k.drop, 0);
+  assert_int_equal(k.take, 1);
+  assert_int_equal(k.rows, 5);
 }
 
 /* ---- config --------------------------------------------------------------- */
@@ -231,7 +276,7 @@ static void test_rt_batches_and_outputs(void **st) {
   vr_rt_instance_stats is[4];
   assert_int_equal(vr_rt_instances(rt, "m", is, 4), 1);
   assert_int_equal((int)is[0].served, N);
-  assert_true(is[0].profile.ns[0] >= 2000 * 1000);
+  assert_true(is[0].profile.p50_ms[0] >= 2.0);
   vr_runtime_free(rt);
   assert_int_equal(vr_mem_blocks(), blocks0);
 }
@@ -311,9 +356,10 @@ static void test_rt_deadline_caps_batch(void **st) {
     assert_int_equal(vr_rt_submit(rt, "m", &r[i]), 0);
   }
   wait_done(9);
-  /* ~50 ms left when the batch starts: 8 rows (80 ms) would make all
-   * miss; the batcher stops at 4 (or fewer on a slow machine). */
-  assert_true(f.max_batch_seen >= 1 && f.max_batch_seen <= 4);
+  /* <= 50 ms left when the batch starts: 8 rows (80 ms) would make all
+   * miss; the batch rule stops at 5 (the profile interpolates between
+   * measured sizes: 50 ms), or fewer on a slow machine. */
+  assert_true(f.max_batch_seen >= 1 && f.max_batch_seen <= 5);
   int served = 0, dropped = 0;
   for (int i = 0; i < 8; i++) {
     served += r[i].status == 0;
@@ -538,6 +584,7 @@ int main(void) {
       cmocka_unit_test(test_batch_delay),
       cmocka_unit_test(test_batch_deadline),
       cmocka_unit_test(test_lat_estimate),
+      cmocka_unit_test(test_batch_form),
       cmocka_unit_test(test_lat_observe),
       cmocka_unit_test(test_config_good),
       cmocka_unit_test(test_config_bad),

@@ -389,10 +389,10 @@ static void test_proteus_csv(void **st) {
   assert_int_equal(n, 3);
   assert_string_equal(ps[0].variant, "r18/cpu");
   assert_int_equal(ps[0].max_batch, 4);
-  assert_true(ps[0].p50_ms[2] == 30 && ps[0].p50_ms[1] < 0);
+  assert_true(ps[0].lat.p50_ms[2] == 30 && ps[0].lat.p50_ms[1] < 0);
   assert_true(ps[0].cost_per_s == 4);
   assert_int_equal(ps[1].device, VR_DEV_GPU);
-  assert_true(ps[1].p90_ms[0] < 0 && ps[1].cost_per_s == 11);
+  assert_true(ps[1].lat.p90_ms[0] < 0 && ps[1].cost_per_s == 11);
   assert_true(ps[2].accuracy == 95);
   vr_free(ps);
   const char *accels[] = {"onnxruntime_gpu_ampere"};

@@ -19,7 +19,7 @@ static vr_profile prof(const char *name, const char *model, int threads,
   p.threads = threads;
   p.device = gpu ? VR_DEV_GPU : VR_DEV_CPU;
   p.max_batch = 1;
-  p.p50_ms[0] = b1;
+  p.lat.p50_ms[0] = b1;
   p.accuracy = 90;
   p.load_ms = 1000;
   p.mem_bytes = 1LL << 30;

@@ -1,0 +1,48 @@
+/*
+ * Dropping: the request path's rule for a request that can no longer meet
+ * its deadline, and what then happens to it. Pure; used by the live
+ * runtime (admission and the executor) and the simulator alike.
+ *
+ * The rule (vr_drop_due): a request is due for dropping when, started now
+ * alone, it would still finish after its deadline (at the profiled median
+ * of a batch of its rows). Such a request is never served late: the
+ * caller answers it with an explicit "dropped" outcome (live: HTTP 504,
+ * counted in vario_requests_total{outcome="dropped"}), unless a
+ * caller-supplied reroute hook takes it elsewhere (another variant, another
+ * branch of a pipeline); vr_drop_resolve says which.
+ */
+#ifndef VR_POLICY_DROP_H
+#define VR_POLICY_DROP_H
+
+#include <stdint.h>
+
+#include "policy/batch.h"
+
+static inline int vr_drop_due(int64_t now, int64_t deadline,
+                              const vr_latency *l, int rows) {
+  return !vr_batch_feasible(now, deadline, l, rows);
+}
+
+typedef enum {
+  VR_DROP_DROPPED = 1, /* answer it now as dropped (deadline) */
+  VR_DROP_REROUTED,    /* the hook took it; the caller forgets it */
+} vr_drop_outcome;
+
+/* Reroute hook: called for a request due for dropping; returns 1 when it
+ * took the request (it owns it from then on, and answers it), 0 to let it
+ * be dropped. It runs on the caller's thread and must not block. */
+typedef struct vr_drop_hook {
+  int (*reroute)(void *user, void *req, int64_t now);
+  void *user;
+} vr_drop_hook;
+
+/* The outcome for a request due for dropping: REROUTED when hook (may be
+ * NULL) took it, else DROPPED. */
+static inline vr_drop_outcome vr_drop_resolve(const vr_drop_hook *hook,
+                                              void *req, int64_t now) {
+  return hook && hook->reroute && hook->reroute(hook->user, req, now)
+             ? VR_DROP_REROUTED
+             : VR_DROP_DROPPED;
+}
+
+#endif

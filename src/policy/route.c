@@ -1,0 +1,70 @@
+/* Per-request routing decision (see route.h). */
+#include "policy/route.h"
+
+#include <string.h>
+
+static int room(const vr_route_env *e, int v) {
+  return e->available(e->self, v) || e->fits(e->self, v);
+}
+
+static int evictable(const vr_route_env *e, int v) {
+  return e->evictable && e->evictable(e->self, v);
+}
+
+/* The variant of the query's group that meets it and has room, with the
+ * lowest load + inference time (an available one pays no load); -1. */
+static int pick_fitting(const vr_route_env *e, const vr_query_req *q) {
+  int best = -1;
+  double best_val = 0;
+  for (size_t v = 0; v < e->snap->nvariants; v++) {
+    const vr_profile *p = &e->snap->variants[v].prof;
+    if (strcmp(e->kind == 'a' ? p->app : p->model, e->name)) continue;
+    double tail = vr_profile_tail_ms(p, 1);
+    if (p->accuracy + 1e-9 < q->min_accuracy || 2 * tail > q->latency_ms) continue;
+    int avail = e->available(e->self, (int)v);
+    if (!avail && !e->fits(e->self, (int)v)) continue;
+    double val = (avail ? 0 : p->load_ms) + tail;
+    if (best < 0 || val < best_val) best = (int)v, best_val = val;
+  }
+  return best;
+}
+
+int vr_route_load(const vr_route_env *e, int v) {
+  if (room(e, v)) return VR_ROUTE_LOAD;
+  return evictable(e, v) ? VR_ROUTE_EVICT_LOAD : VR_ROUTE_NO_ROOM;
+}
+
+int vr_route_decide(const vr_route_env *e, const vr_query_req *q,
+                    vr_route *out) {
+  vr_selection sel;
+  int rc = vr_select(e->ix, q, &sel);
+  if (!rc) vr_route_decide_sel(e, q, &sel, out);
+  return rc;
+}
+
+void vr_route_decide_sel(const vr_route_env *e, const vr_query_req *q,
+                         const vr_selection *first, vr_route *out) {
+  vr_selection sel = *first;
+  out->wanted = sel.variant;
+  /* chosen as serving, but its instances are gone since the index was
+   * built: it must be loaded again, with the same fallbacks */
+  if (sel.outcome == VR_SEL_ACTIVE && !e->available(e->self, sel.variant))
+    sel.outcome = VR_SEL_LOAD;
+  if (sel.outcome == VR_SEL_LOAD && !room(e, sel.variant)) {
+    vr_query_req q2 = *q;
+    vr_selection s2;
+    q2.loaded_only = 1;
+    if (vr_select(e->ix, &q2, &s2) == 0 && s2.outcome == VR_SEL_ACTIVE)
+      sel = s2;
+  }
+  if (sel.outcome == VR_SEL_LOAD && !room(e, sel.variant) &&
+      !evictable(e, sel.variant)) {
+    int alt = pick_fitting(e, q);
+    if (alt >= 0) sel.variant = alt;
+  }
+  out->sel = sel;
+  out->variant = sel.variant;
+  out->outcome = sel.outcome == VR_SEL_INFEASIBLE ? VR_ROUTE_INFEASIBLE
+                 : sel.outcome == VR_SEL_ACTIVE   ? VR_ROUTE_SERVE
+                                                  : vr_route_load(e, sel.variant);
+}

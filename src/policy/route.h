@@ -1,0 +1,82 @@
+/*
+ * Routing: the per-request decision of the request path, written once for
+ * the live control plane (control/control_route.c) and the simulator
+ * (sim/sim.c). Pure: the caller describes what it can do now through a
+ * vr_route_env (the selection index, the snapshot it was built from, and
+ * three questions about room), and carries the answer out itself.
+ *
+ *   1. selection (policy/select.h): the variant INFaaS would use (one
+ *      chosen as serving whose instances are gone since the index was
+ *      built is treated as one to load);
+ *   2. fits? A variant selection wants loaded needs room on a worker,
+ *      unless one of its instances already serves or loads ("available":
+ *      the query joins it);
+ *   3. fallback when it does not fit: a loaded variant that meets the
+ *      query serves it, busy or not (selection with loaded_only); else,
+ *      when no idle instance can be evicted for it, the variant that does
+ *      fit with the lowest load + inference time among those of the
+ *      query's app/model that meet it (on 2 cores, often the 1-thread
+ *      sibling of a 2-thread choice); else there is no room;
+ *   4. the instance: vr_route_lighter, the one least-loaded rule (fewer
+ *      outstanding rows per row of batch capacity; an interfered instance
+ *      only when all are).
+ */
+#ifndef VR_POLICY_ROUTE_H
+#define VR_POLICY_ROUTE_H
+
+#include "policy/select.h"
+
+typedef struct vr_route_env {
+  const vr_select_index *ix;
+  const vr_snapshot *snap; /* the snapshot ix was built from */
+  char kind;               /* the query's group: 'a' app or 'm' model */
+  const char *name;        /* its name */
+  /* an instance of v serves or loads now: the query needs no new room */
+  int (*available)(void *self, int v);
+  /* a worker has room to load one instance of v now */
+  int (*fits)(void *self, int v);
+  /* an idle instance could be evicted to make room for v (NULL: this
+   * side never evicts) */
+  int (*evictable)(void *self, int v);
+  void *self;
+} vr_route_env;
+
+typedef enum {
+  VR_ROUTE_SERVE = 0,  /* send it to an instance of `variant` */
+  VR_ROUTE_LOAD,       /* load `variant` (or join its load), then serve */
+  VR_ROUTE_EVICT_LOAD, /* evict an idle instance, then load `variant` */
+  VR_ROUTE_INFEASIBLE, /* nothing meets it; `sel` names the closest */
+  VR_ROUTE_NO_ROOM,    /* `variant` would serve it but nothing fits */
+} vr_route_outcome;
+
+typedef struct vr_route {
+  int outcome;      /* vr_route_outcome */
+  int variant;      /* snapshot variant index */
+  int wanted;       /* the variant selection chose first (the demand a
+                       sizing policy should see, whatever served it) */
+  vr_selection sel; /* selection's answer (latency/accuracy of variant) */
+} vr_route;
+
+/* The decision for one query. 0, or VR_EINVAL for a bad group. */
+int vr_route_decide(const vr_route_env *e, const vr_query_req *q,
+                    vr_route *out);
+/* The same from selection's answer for q (a caller may memoise it: it is
+ * a pure function of the index and q). */
+void vr_route_decide_sel(const vr_route_env *e, const vr_query_req *q,
+                         const vr_selection *sel, vr_route *out);
+
+/* Steps 2-3 for a variant that must be loaded (also when SERVE found no
+ * instance taking queries): LOAD, EVICT_LOAD or NO_ROOM. */
+int vr_route_load(const vr_route_env *e, int variant);
+
+/* The one least-loaded rule: whether instance a is strictly lighter than
+ * b. rows: outstanding (queued + running) rows; cap: rows per batch. */
+static inline int vr_route_lighter(int a_interfered, long a_rows, int a_cap,
+                                   int b_interfered, long b_rows, int b_cap) {
+  if (a_interfered != b_interfered) return a_interfered < b_interfered;
+  if (a_cap < 1) a_cap = 1;
+  if (b_cap < 1) b_cap = 1;
+  return a_rows * (long)b_cap < b_rows * (long)a_cap;
+}
+
+#endif

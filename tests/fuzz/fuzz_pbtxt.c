@@ -1,0 +1,27 @@
+/* Triton config.pbtxt (protobuf text): arbitrary bytes are either read
+ * into a config within the parser's own limits or rejected with a message
+ * naming the problem, never a crash, a hang or a leak. */
+#include <stdint.h>
+#include <string.h>
+
+#include "runtime/pbtxt.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  vr_model_config c;
+  vr_errbuf err = {0};
+  if (vr_pbtxt_parse((const char *)data, size, &c, &err)) {
+    if (!err.msg[0]) __builtin_trap(); /* a rejection always says why */
+    return 0;
+  }
+  if (c.max_batch_size < 1 || c.max_batch_size > VR_RT_MAX_BATCH ||
+      c.instances < 1 || c.instances > VR_RT_MAX_INSTANCES ||
+      c.n_inputs < 0 || c.n_inputs > VR_RT_MAX_IO || c.n_outputs < 0 ||
+      c.n_outputs > VR_RT_MAX_IO || c.n_preferred_batch > 8 ||
+      c.n_versions > 8 || !memchr(c.name, 0, sizeof c.name))
+    __builtin_trap();
+  for (int i = 0; i < c.n_inputs; i++)
+    if (c.inputs[i].ndim < 1 || c.inputs[i].ndim > VR_MAX_DIMS ||
+        c.inputs[i].shape[0] != -1)
+      __builtin_trap();
+  return 0;
+}

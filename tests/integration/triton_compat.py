@@ -1,0 +1,243 @@
+#!/usr/bin/python3
+"""A Triton user's repository and requests on the real server (issue 19):
+a Triton model repository of the zoo's models (<m>/<version>/model.onnx +
+config.pbtxt, one with no config at all) serves unchanged (outputs equal the
+PyTorch reference logits), GET /v2/models/{m}/config in Triton's JSON form,
+readiness as Triton's (a model that fails to load keeps the server not
+ready), --repo required and checked, a taken port fails before any model
+loads, the classification extension, Triton's statistics split, and
+unsupported parameters/extensions answered 400 naming them.
+
+usage: triton_compat.py VARIO SOURCE_DIR
+"""
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+import numpy as np
+
+VARIO, SRC = sys.argv[1], sys.argv[2]
+DATA = os.path.join(SRC, "models/fmnist-data")
+TMP = tempfile.mkdtemp(prefix="vr_triton_")
+REPO = os.path.join(TMP, "repo")
+ZOO = ["fmnist_linear", "fmnist_mlp", "fmnist_cnn_s", "fmnist_cnn_bn", "fmnist_resnet"]
+
+PBTXT = """# as Triton's docs write them
+name: "%s"
+platform: "onnxruntime_onnx"
+max_batch_size: 16
+input [
+  {
+    name: "input"
+    data_type: TYPE_FP32
+    dims: [ 1, 28, 28 ]
+  }
+]
+output [
+  {
+    name: "logits"
+    data_type: TYPE_FP32
+    dims: [ 10 ]
+  }
+]
+dynamic_batching {
+  max_queue_delay_microseconds: 100
+  preferred_batch_size: [ 4, 8 ]
+}
+instance_group [ { count: 1, kind: KIND_CPU } ]
+"""
+
+
+def check(cond, what):
+    if not cond:
+        print("FAIL:", what)
+        sys.exit(1)
+    print("ok:", what)
+
+
+# The servers this test starts inherit the admin token (repository
+# load/unload/index change state: docs/SECURITY.md); requests send it.
+TOKEN = os.environ["VARIO_ADMIN_TOKEN"] = "triton-compat-" + os.urandom(8).hex()
+
+
+def http(port, method, path, body=None):
+    data = json.dumps(body).encode() if body is not None else None
+    rq = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method,
+                                headers={"Authorization": "Bearer " + TOKEN})
+    try:
+        with urllib.request.urlopen(rq, timeout=30) as r:
+            raw = r.read()
+            return r.status, json.loads(raw) if raw else None
+    except urllib.error.HTTPError as e:
+        raw = e.read()
+        try:
+            return e.code, json.loads(raw)
+        except ValueError:
+            return e.code, raw.decode(errors="replace")
+
+
+def make_repo():
+    for i, m in enumerate(ZOO):
+        ver = "2" if i == 0 else "1"
+        os.makedirs(os.path.join(REPO, m, ver))
+        shutil.copy(os.path.join(SRC, "models/fmnist", m, "model.onnx"),
+                    os.path.join(REPO, m, ver, "model.onnx"))
+        if i != 0:  # the first has no config: auto-complete from the graph
+            with open(os.path.join(REPO, m, "config.pbtxt"), "w") as f:
+                f.write(PBTXT % m)
+
+
+def serve(extra, log_name):
+    log = open(os.path.join(TMP, log_name), "w+")
+    p = subprocess.Popen([VARIO, "serve"] + extra, stderr=log, stdout=log)
+    return p, log
+
+
+def wait_port(p, log):
+    for _ in range(600):
+        log.seek(0)
+        m = re.search(r"listening on http://[0-9.]+:(\d+)", log.read())
+        if m:
+            return int(m.group(1))
+        if p.poll() is not None:
+            break
+        time.sleep(0.05)
+    log.seek(0)
+    print(log.read())
+    check(False, "server started")
+
+
+def cli_checks():
+    r = subprocess.run([VARIO, "serve", "--port", "0"], capture_output=True, text=True)
+    check(r.returncode == 2 and "--repo" in r.stderr, "serve without --repo exits 2 naming --repo")
+    r = subprocess.run([VARIO, "serve", "--repo", os.path.join(TMP, "nope"), "--port", "0"],
+                       capture_output=True, text=True)
+    check(r.returncode == 1 and "not a directory" in r.stderr, "serve with a missing --repo exits 1")
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(1)
+    port = s.getsockname()[1]
+    t0 = time.time()
+    r = subprocess.run([VARIO, "serve", "--repo", REPO, "--port", str(port)],
+                       capture_output=True, text=True, timeout=60)
+    s.close()
+    check(r.returncode != 0 and "loaded" not in r.stderr,
+          f"taken port fails before loading any model ({time.time() - t0:.2f} s)")
+
+
+def infer_checks(port):
+    x = np.load(os.path.join(DATA, "val_inputs.npy"))[:4].astype(np.float32)
+    for m in ZOO:
+        ref = np.load(os.path.join(DATA, "ref", m + ".npy"))[:4]
+        st, r = http(port, "POST", f"/v2/models/{m}/infer", {
+            "inputs": [{"name": "input", "datatype": "FP32", "shape": list(x.shape),
+                        "data": x.ravel().tolist()}]})
+        check(st == 200, f"{m}: infer -> {st}")
+        y = np.array(r["outputs"][0]["data"], dtype=np.float32).reshape(4, 10)
+        err = float(np.abs(y - ref).max())
+        check(err < 1e-3, f"{m}: logits equal the PyTorch reference (max err {err:.2e})")
+    st, r = http(port, "POST", "/v2/models/fmnist_mlp/infer", {
+        "inputs": [{"name": "input", "datatype": "FP32", "shape": [2, 1, 28, 28],
+                    "data": x[:2].ravel().tolist()}],
+        "outputs": [{"name": "logits", "parameters": {"classification": 3}}]})
+    ref = np.load(os.path.join(DATA, "ref", "fmnist_mlp.npy"))[:2]
+    ok = st == 200 and r["outputs"][0]["datatype"] == "BYTES" and r["outputs"][0]["shape"] == [2, 3]
+    if ok:
+        d = r["outputs"][0]["data"]
+        top = [int(d[0].split(":")[1]), int(d[3].split(":")[1])]
+        ok = top == [int(ref[0].argmax()), int(ref[1].argmax())] and \
+            float(d[0].split(":")[0]) >= float(d[1].split(":")[0])
+    check(ok, f"classification extension: top-3 'score:index' per row ({st} {r})")
+    base = {"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 1, 28, 28],
+                        "data": x[:1].ravel().tolist()}]}
+    for params, where, name in [({"sequence_id": 7}, None, "sequence_id"),
+                                ({"sequence_start": True}, None, "sequence_start"),
+                                ({"frobnicate": 1}, None, "frobnicate"),
+                                ({"shared_memory_region": "r"}, "input", "shared_memory_region"),
+                                ({"shared_memory_region": "r"}, "output", "shared_memory_region"),
+                                ({"top_k": 2}, "output", "top_k")]:
+        body = json.loads(json.dumps(base))
+        if where is None:
+            body["parameters"] = params
+        elif where == "input":
+            body["inputs"][0]["parameters"] = params
+        else:
+            body["outputs"] = [{"name": "logits", "parameters": params}]
+        st, r = http(port, "POST", "/v2/models/fmnist_mlp/infer", body)
+        check(st == 400 and name in json.dumps(r), f"{where or 'request'} parameter {name} -> {st} {r}")
+
+
+def config_and_stats(port):
+    st, c = http(port, "GET", "/v2/models/fmnist_mlp/config")
+    check(st == 200 and c["name"] == "fmnist_mlp" and c["platform"] == "onnxruntime_onnx"
+          and c["max_batch_size"] == 16 and c["input"][0]["dims"] == [1, 28, 28]
+          and c["input"][0]["data_type"] == "TYPE_FP32" and c["output"][0]["dims"] == [10]
+          and c["dynamic_batching"]["max_queue_delay_microseconds"] == 100
+          and c["dynamic_batching"]["preferred_batch_size"] == [4, 8]
+          and c["instance_group"][0]["kind"] == "KIND_CPU", f"config in Triton's JSON form: {c}")
+    st, c = http(port, "GET", f"/v2/models/{ZOO[0]}/config")
+    check(st == 200 and c["max_batch_size"] == 4 and c["input"][0]["name"] == "input"
+          and c["parameters"]["vario_autocompleted"]["string_value"] == "true",
+          "a bare model.onnx is auto-completed from the graph")
+    st, _ = http(port, "GET", f"/v2/models/{ZOO[0]}/versions/2/ready")
+    check(st == 200, "the served version is the highest directory (2)")
+    st, s = http(port, "GET", "/v2/models/fmnist_mlp/stats")
+    e = s["model_stats"][0] if st == 200 and s["model_stats"] else {}
+    inf = e.get("inference_stats", {})
+    check(all(k in inf for k in ("success", "queue", "compute_input", "compute_infer",
+                                 "compute_output")) and inf["compute_infer"]["count"] > 0
+          and e.get("batch_stats") and e["batch_stats"][0]["compute_infer"]["count"] > 0,
+          f"stats: inference_stats split and batch_stats ({json.dumps(e)[:300]})")
+
+
+def main():
+    make_repo()
+    cli_checks()
+    p, log = serve(["--repo", REPO, "--port", "0"], "serve.log")
+    try:
+        port = wait_port(p, log)
+        st, _ = http(port, "GET", "/v2/health/ready")
+        check(st == 200, "ready once every model of the repository is loaded")
+        st, idx = http(port, "POST", "/v2/repository/index", {})
+        check(st == 200 and len(idx) == 5 and all(e["state"] == "READY" for e in idx),
+              f"repository index: {idx}")
+        infer_checks(port)
+        config_and_stats(port)
+        # a model that cannot load keeps the server not ready (Triton)
+        os.makedirs(os.path.join(REPO, "seq", "1"))
+        shutil.copy(os.path.join(SRC, "models/fmnist/fmnist_linear/model.onnx"),
+                    os.path.join(REPO, "seq", "1", "model.onnx"))
+        with open(os.path.join(REPO, "seq", "config.pbtxt"), "w") as f:
+            f.write('name: "seq"\nmax_batch_size: 4\nsequence_batching { }\n')
+        st, r = http(port, "POST", "/v2/repository/models/seq/load", {})
+        check(st == 400 and "sequence_batching" in json.dumps(r), f"unsupported config field named: {r}")
+        st, _ = http(port, "GET", "/v2/health/ready")
+        check(st == 503, "not ready while a wanted model failed to load")
+        http(port, "POST", "/v2/repository/models/seq/unload", {})
+        st, _ = http(port, "GET", "/v2/health/ready")
+        check(st == 200, "ready again once it is unloaded")
+    finally:
+        p.terminate()
+        p.wait(timeout=30)
+    # the same repository with the bad model, from the start: never ready
+    p, log = serve(["--repo", REPO, "--port", "0"], "serve2.log")
+    try:
+        port = wait_port(p, log)
+        st, _ = http(port, "GET", "/v2/health/ready")
+        check(st == 503, "a repository with a model that fails to load is not ready")
+    finally:
+        p.terminate()
+        p.wait(timeout=30)
+    shutil.rmtree(TMP, ignore_errors=True)
+    print("triton compat: all checks passed")
+
+
+main()
