@@ -159,8 +159,8 @@ static int load_runtimes(const char *path, const char *accel, vr_pipe_data *d,
       int v = vr_pipe_task_variant(&p->tasks[t], fl[cm]);
       if (v < 0) continue;
       vr_profile *pr = &d->prof[d->off[t] + v];
-      pr->p50_ms[slot] = p50;
-      pr->p90_ms[slot] = p90 >= p50 ? p90 : -1;
+      pr->lat.p50_ms[slot] = p50;
+      pr->lat.p90_ms[slot] = p90 >= p50 ? p90 : -1;
       if (vr_prof_batch(slot) > pr->max_batch) pr->max_batch = vr_prof_batch(slot);
       have[d->off[t] + v] = 1;
     }

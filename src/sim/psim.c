@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "base/vec.h"
+#include "policy/drop.h"
 #include "sim/heap.h"
 #include "sim/rng.h"
 
@@ -210,8 +211,11 @@ static int start_batch(psim *s, int ii) {
     int32_t ri = in->head;
     in->head = REQ(s, ri)->next;
     in->qlen--;
+    /* the request path's rule (policy/drop.h), with the end-to-end
+     * deadline the request carries */
     if (s->cfg->drop_mode != VR_EDROP_NONE &&
-        s->now >= QRY(s, REQ(s, ri)->q)->deadline_ns) {
+        vr_drop_due(s->now, QRY(s, REQ(s, ri)->q)->deadline_ns,
+                    &s->prof[in->slot].lat, 1)) {
       req_end(s, ri, VR_PDROP_EXPIRED);
       continue;
     }

@@ -50,7 +50,8 @@
 /* Why a request was dropped. */
 typedef enum {
   VR_PDROP_QUEUE_FULL = 0, /* instance queue at max_queue */
-  VR_PDROP_EXPIRED,        /* deadline passed before its batch started */
+  VR_PDROP_EXPIRED,        /* at batch start, could not meet its deadline
+                              even alone (vr_drop_due, policy/drop.h) */
   VR_PDROP_EARLY,          /* vr_pipe_hop said drop (behind its budget) */
   VR_PDROP_NO_INSTANCE,    /* the task had no instance to route to */
   VR_PDROP__COUNT

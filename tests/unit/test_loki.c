@@ -29,8 +29,8 @@ static void make(vr_pipe_data *d) {
   d->prof = VR_NEWN(vr_profile, 4);
   for (int i = 0; i < 4; i++) {
     vr_profile_init(&d->prof[i]);
-    d->prof[i].p50_ms[0] = LAT[i][0];
-    d->prof[i].p50_ms[1] = LAT[i][1];
+    d->prof[i].lat.p50_ms[0] = LAT[i][0];
+    d->prof[i].lat.p50_ms[1] = LAT[i][1];
     d->prof[i].max_batch = 2;
   }
 }

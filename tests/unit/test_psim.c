@@ -97,8 +97,8 @@ static void test_loader(void **st) {
   assert_true(p->tasks[cls].variants[1].accuracy == 90);
   /* profiles: power-of-two rows only (batch 3 ignored), accel gpu only */
   const vr_profile *pr = &d.prof[d.off[0] + 1];
-  assert_true(pr->p50_ms[0] == 10 && pr->p50_ms[1] == 18);
-  assert_true(pr->p90_ms[0] == 12);
+  assert_true(pr->lat.p50_ms[0] == 10 && pr->lat.p50_ms[1] == 18);
+  assert_true(pr->lat.p90_ms[0] == 12);
   assert_int_equal(pr->max_batch, 2);
   assert_int_equal(d.prof[d.off[cls]].max_batch, 4);
   assert_int_equal(d.off[3], 6);
