@@ -134,6 +134,19 @@ static void rb_add(rowbuf *r, int col, double k) {
   r->idx[r->n] = col, r->k[r->n++] = k;
 }
 
+/* Closes a capacity row whose load terms are already in rb (load <= sum
+ * of w(b) x throughput(b)) and adds the slot's one-batch row. */
+static void capacity_rows(model *md, vr_milp *m, rowbuf *rb, int s) {
+  for (int b = 0; b < NB; b++)
+    if (md->w[s][b] >= 0)
+      rb_add(rb, md->w[s][b], -vr_prof_batch(b) * 1000.0 / lat_b(md, s, b));
+  vr_milp_row(m, rb->n, rb->idx, rb->k, 'L', 0), md->rows++;
+  rb->n = 0;
+  for (int b = 0; b < NB; b++)
+    if (md->z[s][b] >= 0) rb_add(rb, md->z[s][b], 1);
+  if (rb->n) vr_milp_row(m, rb->n, rb->idx, rb->k, 'L', 1), md->rows++;
+}
+
 static int build_rows(model *md, vr_milp *m, double demand, double half,
                       int workers, const vr_loki_opts *o, rowbuf *rb) {
   const vr_pipeline *p = md->p;
@@ -162,17 +175,7 @@ static int build_rows(model *md, vr_milp *m, double demand, double half,
     for (int i = 0; i < md->npre; i++)
       if (md->pre[i].slot == s && md->pre[i].m > 0)
         rb_add(rb, md->pre[i].col, demand * o->slack * md->pre[i].m);
-    if (!rb->n) continue;
-    int nz = rb->n;
-    for (int b = 0; b < NB; b++)
-      if (md->w[s][b] >= 0)
-        rb_add(rb, md->w[s][b], -vr_prof_batch(b) * 1000.0 / lat_b(md, s, b));
-    vr_milp_row(m, rb->n, rb->idx, rb->k, 'L', 0), md->rows++;
-    rb->n = 0;
-    for (int b = 0; b < NB; b++)
-      if (md->z[s][b] >= 0) rb_add(rb, md->z[s][b], 1);
-    if (rb->n) vr_milp_row(m, rb->n, rb->idx, rb->k, 'L', 1), md->rows++;
-    (void)nz;
+    if (rb->n) capacity_rows(md, m, rb, s);
   }
   /* workers */
   rb->n = 0;
@@ -402,14 +405,7 @@ static int proteus_rows(model *md, vr_milp *m, const double *task_qps,
     int s = md->pre[q].slot;
     rb->n = 0;
     rb_add(rb, md->pre[q].col, o->slack * task_qps[md->pre[q].task]);
-    for (int b = 0; b < NB; b++)
-      if (md->w[s][b] >= 0)
-        rb_add(rb, md->w[s][b], -vr_prof_batch(b) * 1000.0 / lat_b(md, s, b));
-    vr_milp_row(m, rb->n, rb->idx, rb->k, 'L', 0), md->rows++;
-    rb->n = 0;
-    for (int b = 0; b < NB; b++)
-      if (md->z[s][b] >= 0) rb_add(rb, md->z[s][b], 1);
-    if (rb->n) vr_milp_row(m, rb->n, rb->idx, rb->k, 'L', 1), md->rows++;
+    capacity_rows(md, m, rb, s);
   }
   rb->n = 0;
   for (int s = 0; s < ns; s++)
