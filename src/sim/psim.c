@@ -367,7 +367,8 @@ static int start_pending(psim *s) {
     pinst *in = INST(s, i);
     if (in->started || in->dead) continue;
     in->started = 1;
-    in->ready_ns = s->now + (int64_t)(s->cfg->load_s * 1e9);
+    int warm = s->cfg->warm_start && s->now == 0;
+    in->ready_ns = s->now + (warm ? 0 : (int64_t)(s->cfg->load_s * 1e9));
     s->alive++;
     if (push(s, in->ready_ns, EV_READY, (int32_t)i)) return VR_ENOMEM;
   }

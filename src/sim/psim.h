@@ -91,6 +91,8 @@ typedef struct vr_psim_cfg {
   int max_queue;            /* per instance (default 4096) */
   int drop_mode;            /* vr_edrop_mode */
   double load_s;            /* a new instance serves after this (default 0) */
+  int warm_start;           /* 1: the instances of the first plan serve at
+                               t = 0 (deployed before traffic starts) */
   const vr_pipe_plan *plan; /* static plan, or NULL with replan */
   vr_psim_replan_fn replan;
   void *replan_ctx;
