@@ -16,7 +16,7 @@ for p in loki hw proteus infaas loki_no_drop loki_last_task loki_per_task; do
     > "$DIR/$p.win"
 done
 gnuplot <<EOG
-set terminal pngcairo size 1100,1100 font ",10"
+set terminal pngcairo size 1100,1100 font ",10" noenhanced
 set output "$IMG"
 set multiplot layout 5,1 title "Loki reproduction in vario sim: $APP, 20 workers"
 set key outside right
