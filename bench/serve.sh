@@ -37,7 +37,8 @@ EOF
 mkrepo fmnist_linear 1 0
 mkrepo fmnist_cnn_s 16 1000
 
-"$vario" serve --repo "$tmp/repo" --port "$port" 2>"$tmp/serve.log" &
+vr_admin_token "$tmp/admin.token"
+"$vario" serve --repo "$tmp/repo" --port "$port" --admin-token-file "$tmp/admin.token" 2>"$tmp/serve.log" &
 srv=$!
 for _ in $(seq 100); do
   curl -sf "http://127.0.0.1:$port/v2/health/ready" >/dev/null 2>&1 && break

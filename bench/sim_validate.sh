@@ -56,7 +56,8 @@ c = json.load(open(sys.argv[1]))
 c.update(max_batch_size=16, max_queue_delay_us=0, instances=1, threads=1, precision="fp32")
 json.dump(c, open(sys.argv[2], "w"))
 EOF
-"$vario" serve --repo "$tmp/repo" --port "$port" 2>"$tmp/serve.log" &
+vr_admin_token "$tmp/admin.token"
+"$vario" serve --repo "$tmp/repo" --port "$port" --admin-token-file "$tmp/admin.token" 2>"$tmp/serve.log" &
 srv=$!
 for _ in $(seq 100); do
   curl -sf "http://127.0.0.1:$port/v2/health/ready" >/dev/null 2>&1 && break

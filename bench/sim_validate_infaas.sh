@@ -37,8 +37,9 @@ load0=$(cut -d' ' -f1-3 /proc/loadavg)
 vr_register_fmnist "$vario" "$root" "$tmp/db" "$tmp/repo" --precisions fp32 \
   --threads 1 --max-batch 16 --runs 50
 
+vr_admin_token "$tmp/admin.token"
 "$vario" serve --repo "$tmp/repo" --store "$tmp/db" --port 0 \
-  --control-csv "$tmp/live.csv" >"$tmp/serve.log" 2>&1 &
+  --admin-token-file "$tmp/admin.token" --control-csv "$tmp/live.csv" >"$tmp/serve.log" 2>&1 &
 srv=$!
 port=$(vr_listen_port "$tmp/serve.log")
 # The control loop's clock starts with the server; phases start now.

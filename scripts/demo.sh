@@ -33,8 +33,9 @@ vr_register_fmnist "$V" . "$OUT/store.db" "$OUT/repo" --threads 2 \
 "$V" register --store "$OUT/store.db" --list
 
 echo "== 2. start the server in model-less mode"
+vr_admin_token "$OUT/admin.token"   # registration/jobs over HTTP need it
 "$V" serve --repo "$OUT/repo" --store "$OUT/store.db" --port 0 \
-  --control-csv "$OUT/control.csv" >"$OUT/serve.log" 2>&1 &
+  --admin-token-file "$OUT/admin.token" --control-csv "$OUT/control.csv" >"$OUT/serve.log" 2>&1 &
 SERVER=$!
 trap 'kill $SERVER 2>/dev/null || true; wait $SERVER 2>/dev/null || true' EXIT
 PORT=$(vr_listen_port "$OUT/serve.log")

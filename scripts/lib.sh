@@ -42,3 +42,13 @@ vr_register_fmnist() {
       --labels "$root/models/fmnist-data/val_labels.npy" "$@"
   done
 }
+
+# Writes a fresh random admin token to FILE (mode 600) and exports it as
+# VARIO_ADMIN_TOKEN: `vario serve --admin-token-file FILE` then accepts
+# state-changing requests from clients that send it (vario bench does;
+# curl -H "Authorization: Bearer $VARIO_ADMIN_TOKEN"). docs/SECURITY.md.
+vr_admin_token() {
+  (umask 077 && head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$1")
+  VARIO_ADMIN_TOKEN=$(cat "$1")
+  export VARIO_ADMIN_TOKEN
+}

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/commands.h"
 #include "control/register.h"
@@ -114,6 +115,11 @@ int vr_cmd_register(int argc, char **argv) {
   }
   vr_errbuf err = {0};
   vr_store *s;
+  /* Reading or removing never creates a store (or its directories). */
+  if ((list || remove) && access(store_path, F_OK)) {
+    fprintf(stderr, "vario register: no store at '%s'\n", store_path);
+    return 1;
+  }
   if (vr_store_open_path(store_path, &s, &err)) {
     fprintf(stderr, "vario register: %s\n", err.msg);
     return 1;

@@ -37,7 +37,33 @@ static void usage(FILE *f) {
           "  --cores N        cores the control plane may fill (default: all)\n"
           "  --default-slo-ms L  SLO for queries that state none (default 100)\n"
           "  --no-load        start with no model loaded (load via the\n"
-          "                   repository API)\n");
+          "                   repository API)\n"
+          "  --admin-token-file F  bearer token (first line of F) that requests\n"
+          "                   changing state must send (\"Authorization: Bearer T\");\n"
+          "                   or set VARIO_ADMIN_TOKEN. Without one, those\n"
+          "                   endpoints are off (403)\n"
+          "  --insecure-admin allow state-changing requests with no token\n"
+          "  --auth-infer     inference and metadata need the token too\n"
+          "                   (health and /metrics stay open)\n"
+          "  --data-root DIR  clients may name server files (registration, job\n"
+          "                   inputs) only under DIR; default: none (uploads)\n"
+          "  --max-admin-jobs N  concurrent load/registration jobs (default 4;\n"
+          "                   past it: 429)\n");
+}
+
+/* The token is the file's first line (trailing whitespace dropped). */
+static char *read_token(const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f) return NULL;
+  char buf[1024];
+  char *t = fgets(buf, sizeof buf, f) ? buf : NULL;
+  fclose(f);
+  if (!t) return NULL;
+  size_t n = strlen(t);
+  while (n && (t[n - 1] == '\n' || t[n - 1] == '\r' || t[n - 1] == ' ' ||
+               t[n - 1] == '\t'))
+    t[--n] = 0;
+  return n ? strdup(t) : NULL;
 }
 
 static int parse_int(const char *s, long lo, long hi, long *out) {
@@ -54,6 +80,7 @@ int vr_cmd_serve(int argc, char **argv) {
   o.port = 8000;
   o.load_all = 1;
   vr_cli_control ctl = {0}; /* model-less control plane (--store) */
+  char *token = NULL;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     long v;
@@ -65,6 +92,7 @@ int vr_cmd_serve(int argc, char **argv) {
     }
     if (used < 0) {
       fprintf(stderr, "vario serve: bad or incomplete option '%s'\n", a);
+      free(token);
       return 2;
     }
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -91,9 +119,27 @@ int vr_cmd_serve(int argc, char **argv) {
       i++;
     } else if (!strcmp(a, "--no-load")) {
       o.load_all = 0;
+    } else if (!strcmp(a, "--admin-token-file") && has) {
+      free(token);
+      if (!(token = read_token(argv[++i]))) {
+        fprintf(stderr, "vario serve: --admin-token-file %s: cannot read a"
+                " non-empty first line\n", argv[i]);
+        return 2;
+      }
+    } else if (!strcmp(a, "--data-root") && has) {
+      o.data_root = argv[++i];
+    } else if (!strcmp(a, "--insecure-admin")) {
+      o.insecure_admin = 1;
+    } else if (!strcmp(a, "--auth-infer")) {
+      o.infer_auth = 1;
+    } else if (!strcmp(a, "--max-admin-jobs") && has &&
+               !parse_int(argv[i + 1], 1, 1000, &v)) {
+      o.max_admin_jobs = (int)v;
+      i++;
     } else {
       fprintf(stderr, "vario serve: bad or incomplete option '%s'\n", a);
       usage(stderr);
+      free(token);
       return 2;
     }
   }
@@ -114,14 +160,23 @@ int vr_cmd_serve(int argc, char **argv) {
   if (!o.repo) {
     fprintf(stderr, "vario serve: --repo DIR is required\n");
     usage(stderr);
+    free(token);
     return 2;
   }
   if (stat(o.repo, &st) != 0 || !S_ISDIR(st.st_mode)) {
     fprintf(stderr, "vario serve: repository '%s' is not a directory\n", o.repo);
+    free(token);
     return 1;
   }
+  const char *env = getenv("VARIO_ADMIN_TOKEN");
+  if (!token && env && *env) token = strdup(env);
+  o.admin_token = token;
+  if (!token && !o.insecure_admin)
+    fprintf(stderr, "vario serve: no admin token: registration, load/unload"
+            " and jobs are off (--admin-token-file or --insecure-admin)\n");
   if (vr_server_create(&o, &s, &err)) {
     fprintf(stderr, "vario serve: %s\n", err.msg);
+    free(token);
     return 1;
   }
   if (vr_cli_control_open(&ctl, s, &err)) {
@@ -130,6 +185,7 @@ int vr_cmd_serve(int argc, char **argv) {
     vr_server_shutdown(s);
     vr_cli_control_free(&ctl);
     vr_server_free(s);
+    free(token);
     return 1;
   }
   fprintf(stderr, "vario serve: listening on http://%s:%d (KServe v2;"
@@ -142,6 +198,7 @@ int vr_cmd_serve(int argc, char **argv) {
   vr_server_shutdown(s);
   vr_cli_control_free(&ctl);
   vr_server_free(s);
+  free(token);
   fprintf(stderr, "vario serve: stopped\n");
   return 0;
 }

@@ -62,6 +62,11 @@ void vr_control_free(vr_control *c);
 int vr_control_tick(vr_control *c, int64_t now_ns, vr_errbuf *err);
 /* Re-reads the store (after a registration) keeping instance state. */
 int vr_control_reload_store(vr_control *c, vr_errbuf *err);
+/* Unregisters a model (store + repository entry), stops routing to its
+ * variants at once, and drains and frees its loaded instances (queued
+ * queries are still answered). Blocks while they drain. VR_ENOENT if no
+ * such model. */
+int vr_control_unregister(vr_control *c, const char *model, vr_errbuf *err);
 
 /* ---- queries ------------------------------------------------------------ */
 

@@ -15,6 +15,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "control/fsutil.h"
+#include "runtime/config.h"
 #include "policy/profile.h"
 
 typedef struct reg_ctx {
@@ -128,6 +129,50 @@ static int load_inputs(reg_ctx *c, vr_errbuf *err) {
   rc = vr_prof_inputs_init(&c->in, c->model, c->have_vs ? &c->vs : NULL,
                            c->have_calib ? &c->calib : NULL, &r->prof, err);
   return rc ? vr_errctx(err, rc, "model '%s'", r->model_path) : 0;
+}
+
+/* ---- step 2b: the app's one input signature --------------------------- */
+
+static void put_shape(char *out, size_t cap, const int64_t *shape, int ndim) {
+  int k = snprintf(out, cap, "[N");
+  for (int d = 1; d < ndim && k > 0 && (size_t)k < cap; d++)
+    k += snprintf(out + k, cap - (size_t)k, ",%lld", (long long)shape[d]);
+  if (k > 0 && (size_t)k < cap) snprintf(out + k, cap - (size_t)k, "]");
+}
+
+/* An app's queries must suit every model that may serve them, so an app
+ * has one input signature: names, dtypes and shapes without the batch
+ * dimension, those of its first model. A model that differs is refused
+ * (VR_EEXIST: HTTP 409) naming the difference. */
+static int check_signature(reg_ctx *c, vr_store *s, vr_errbuf *err) {
+  char dir[VR_STORE_PATH_MAX] = "", other[VR_STORE_NAME_MAX] = "";
+  vr_store_rdlock(s);
+  for (size_t i = 0; i < vr_store_num_models(s) && !dir[0]; i++) {
+    const vr_model_rec *m = vr_store_model_at(s, i);
+    if (strcmp(m->app, c->r->app)) continue;
+    snprintf(dir, sizeof dir, "%s", m->dir);
+    snprintf(other, sizeof other, "%s", m->name);
+  }
+  vr_store_unlock(s);
+  vr_model_config cfg;
+  if (!dir[0] || vr_model_config_load(dir, &cfg, NULL)) return 0; /* first model */
+  const char *app = c->r->app;
+  int n = vr_model_num_inputs(c->model);
+  if (n != cfg.n_inputs)
+    return vr_errf(err, VR_EEXIST, "model '%s' has %d input(s); app '%s' takes %d (as "
+                   "model '%s')", c->name, n, app, cfg.n_inputs, other);
+  for (int i = 0; i < n; i++) {
+    const vr_tensor_info *a = vr_model_input(c->model, i), *b = &cfg.inputs[i];
+    char sa[160], sb[160];
+    put_shape(sa, sizeof sa, a->shape, a->ndim);
+    put_shape(sb, sizeof sb, b->shape, b->ndim);
+    const char *da = vr_dtype_kserve(a->dtype), *db = vr_dtype_kserve(b->dtype);
+    if (strcmp(a->name, b->name) || a->dtype != b->dtype || strcmp(sa, sb))
+      return vr_errf(err, VR_EEXIST, "model '%s' input %d is '%s' %s %s; app '%s' takes "
+                     "'%s' %s %s (as model '%s')", c->name, i, a->name, da ? da : "?", sa,
+                     app, b->name, db ? db : "?", sb, other);
+  }
+  return 0;
 }
 
 /* Precisions to try: what the request asks for and the CPU runs. */
@@ -406,6 +451,7 @@ int vr_register(vr_store *s, const vr_register_req *r, vr_register_result *res,
   int64_t t0 = vr_now_ns();
   int rc = check_request(&c, s, err);
   if (rc == 0) rc = load_inputs(&c, err);
+  if (rc == 0) rc = check_signature(&c, s, err);
   if (rc == 0) rc = measure_accuracy(&c, err);
   if (rc == 0) rc = generate(&c, err);
   if (rc == 0) rc = profile_all(&c, err);

@@ -64,6 +64,9 @@ const char *vr_http_url(const vr_http_req *r) { return r->url; }
 const char *vr_http_header(const vr_http_req *r, const char *name) {
   return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
 }
+const char *vr_http_query(const vr_http_req *r, const char *name) {
+  return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
+}
 const char *vr_http_body(const vr_http_req *r, size_t *len) {
   *len = r->len;
   return r->body ? r->body : "";
@@ -101,6 +104,10 @@ void vr_http_respond(vr_http_req *r, int status, const char *ctype, char *body,
   if (r->h->draining) MHD_add_response_header(resp, "Connection", "close");
   r->resp = resp;
   r->status = status;
+}
+
+void vr_http_add_header(vr_http_req *r, const char *name, const char *value) {
+  if (r->resp) MHD_add_response_header(r->resp, name, value);
 }
 
 void vr_http_error(vr_http_req *r, int status, const char *msg) {

@@ -51,6 +51,8 @@ void vr_http_stop(vr_http *h);
 const char *vr_http_method(const vr_http_req *r);
 const char *vr_http_url(const vr_http_req *r);
 const char *vr_http_header(const vr_http_req *r, const char *name);
+/* A query-string argument (decoded), or NULL. */
+const char *vr_http_query(const vr_http_req *r, const char *name);
 const char *vr_http_body(const vr_http_req *r, size_t *len);
 void vr_http_set_state(vr_http_req *r, void *state, void (*state_free)(void *));
 /* Monotonic time at which the request's headers were complete. */
@@ -62,6 +64,8 @@ void *vr_http_state(const vr_http_req *r);
  * Inference-Header-Content-Length. */
 void vr_http_respond(vr_http_req *r, int status, const char *content_type,
                      char *body, size_t len, size_t header_len);
+/* Adds a header to the response just given (no-op without one). */
+void vr_http_add_header(vr_http_req *r, const char *name, const char *value);
 /* {"error": msg} with the given status. */
 void vr_http_error(vr_http_req *r, int status, const char *msg);
 

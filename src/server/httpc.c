@@ -158,9 +158,13 @@ int vr_httpc_request(vr_httpc *c, const char *method, const char *path,
                      const char *extra_headers, const void *body, size_t len,
                      vr_httpc_resp *out, vr_errbuf *err) {
   char head[2048];
+  /* `vario bench` against a server that wants a token (--auth-infer). */
+  const char *tok = getenv("VARIO_ADMIN_TOKEN");
   int n = snprintf(head, sizeof head,
                    "%s %s HTTP/1.1\r\nHost: %s:%d\r\nContent-Length: %zu\r\n"
-                   "%s\r\n", method, path, c->host, c->port, len,
+                   "%s%s%s%s\r\n", method, path, c->host, c->port, len,
+                   tok && *tok ? "Authorization: Bearer " : "",
+                   tok && *tok ? tok : "", tok && *tok ? "\r\n" : "",
                    extra_headers ? extra_headers : "");
   if (n < 0 || (size_t)n >= sizeof head)
     return vr_errf(err, VR_ELIMIT, "request head too long");

@@ -148,8 +148,12 @@ static void put_params(const vr_lg_opts *o, vr_sbuf *b, int64_t slo_ns) {
 static void build_into(lg *g, vr_sbuf *b, size_t i) {
   const vr_lg_opts *o = g->o;
   b->len = 0;
+  /* A server started with --auth-infer wants the token on inference. */
+  const char *tok = getenv("VARIO_ADMIN_TOKEN");
   if (!o->model) {
-    vr_sbuf_printf(b, "GET %s HTTP/1.1\r\nHost: %s\r\n\r\n", o->path, o->host);
+    vr_sbuf_printf(b, "GET %s HTTP/1.1\r\nHost: %s\r\n", o->path, o->host);
+    if (tok && *tok) vr_sbuf_printf(b, "Authorization: Bearer %s\r\n", tok);
+    vr_sbuf_puts(b, "\r\n");
     return;
   }
   vr_sbuf body;
@@ -184,6 +188,7 @@ static void build_into(lg *g, vr_sbuf *b, size_t i) {
                    "Inference-Header-Content-Length: %zu\r\n", json_len);
   else
     vr_sbuf_puts(b, "Content-Type: application/json\r\n");
+  if (tok && *tok) vr_sbuf_printf(b, "Authorization: Bearer %s\r\n", tok);
   vr_sbuf_puts(b, "\r\n");
   vr_sbuf_add(b, body.p, body.len);
   vr_sbuf_free(&body);

@@ -2,6 +2,8 @@
  * Server lifecycle and routing of KServe v2 paths to handlers.
  */
 #include <dirent.h>
+#include <limits.h>
+#include <stdlib.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -46,7 +48,17 @@ void vr_server_count(vr_server *s, int status) {
 
 int vr_server_spawn_admin(vr_server *s, vr_http_req *r, vr_http_handler done,
                           void *(*fn)(void *), void *arg) {
-  __atomic_fetch_add(&s->admin_jobs, 1, __ATOMIC_SEQ_CST);
+  int max = s->o.max_admin_jobs > 0 ? s->o.max_admin_jobs : 4;
+  if (__atomic_add_fetch(&s->admin_jobs, 1, __ATOMIC_SEQ_CST) > max) {
+    __atomic_fetch_sub(&s->admin_jobs, 1, __ATOMIC_SEQ_CST);
+    char msg[128];
+    snprintf(msg, sizeof msg, "%d admin jobs (loads, registrations) are already"
+             " running; retry later", max);
+    vr_server_count(s, 429);
+    vr_http_error(r, 429, msg);
+    vr_http_add_header(r, "Retry-After", "5");
+    return 1;
+  }
   vr_http_defer(r, done);
   pthread_t t;
   pthread_attr_t a;
@@ -206,12 +218,19 @@ static void handle(vr_http_req *r, void *user) {
   const char *method = vr_http_method(r);
   int get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
   int post = !strcmp(method, "POST");
+  char buf[1024], *seg[10];
+  int n = split(vr_http_url(r), buf, sizeof buf, seg, 10);
+  int admin = vr__access_is_admin(method, seg, n);
+  int open_path = n >= 1 && (!strcmp(seg[0], "metrics") ||
+                             (n >= 2 && !strcmp(seg[1], "health")));
+  if (!(open_path && !admin) && vr__access_check(s, r, admin)) return;
+  if (!strcmp(method, "DELETE") && n == 5 && !strcmp(seg[0], "v2") &&
+      !strcmp(seg[1], "apps") && !strcmp(seg[3], "models"))
+    return vr__server_app_unregister(s, r, seg[2], seg[4]);
   if (!get && !post) {
     reply_error(s, r, 405, "method not allowed");
     return;
   }
-  char buf[1024], *seg[10];
-  int n = split(vr_http_url(r), buf, sizeof buf, seg, 10);
   if (n == 1 && !strcmp(seg[0], "metrics") && get) return metrics(s, r);
   if (n < 1 || strcmp(seg[0], "v2")) {
     reply_error(s, r, 404, "unknown path");
@@ -279,11 +298,20 @@ int vr_server_create(const vr_server_opts *o, vr_server **out,
     vr_free(s);
     return vr_errf(err, VR_ENOMEM, "out of memory");
   }
+  if (o->data_root) {
+    char rp[4096];
+    if (!realpath(o->data_root, rp) || !(s->data_root = vr_strdup(rp))) {
+      vr_free(s->repo);
+      vr_free(s);
+      return vr_errf(err, VR_EINVAL, "--data-root '%s': not a directory", o->data_root);
+    }
+  }
   s->overhead = vr_malloc(sizeof *s->overhead);
   if (s->overhead) vr_hist_init(s->overhead);
   int rc = vr_runtime_create(&o->rt, &s->rt, err);
   if (rc) {
     vr_free(s->overhead);
+    vr_free(s->data_root);
     vr_free(s->repo);
     vr_free(s);
     return rc;
@@ -299,6 +327,7 @@ int vr_server_create(const vr_server_opts *o, vr_server **out,
     pthread_mutex_destroy(&s->expect_mu);
     vr_runtime_free(s->rt);
     vr_free(s->overhead);
+    vr_free(s->data_root);
     vr_free(s->repo);
     vr_free(s);
     return rc;
@@ -336,6 +365,7 @@ void vr_server_free(vr_server *s) {
   vr_map_free(&s->expected);
   pthread_mutex_destroy(&s->expect_mu);
   vr_free(s->overhead);
+  vr_free(s->data_root);
   vr_free(s->repo);
   vr_free(s);
 }

@@ -31,6 +31,18 @@ typedef struct vr_server_opts {
                           long for an answer before parking (default 50;
                           negative = never) */
   vr_runtime_opts rt;  /* runtime options (backend for tests) */
+  /* Access (docs/SECURITY.md). Requests that change state (every method
+   * but GET/HEAD except inference, and the job endpoints) need
+   * "Authorization: Bearer <admin_token>"; with no token they are refused
+   * (403) unless insecure_admin. infer_auth: inference needs it too. */
+  const char *admin_token; /* borrowed; NULL = none configured */
+  int insecure_admin;
+  int infer_auth;
+  /* Server-side paths a client may name (registration, job inputs): only
+   * files under this directory after realpath; NULL = none (uploads only). */
+  const char *data_root;
+  int max_admin_jobs;  /* concurrent load/registration threads (default 4);
+                          past it: 429 */
 } vr_server_opts;
 
 void vr_server_opts_init(vr_server_opts *o);

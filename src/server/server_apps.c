@@ -6,10 +6,9 @@
  *                               min_accuracy, max_cost pick the variant
  *   GET  /v2/apps               apps, variants, states, instances
  *   GET  /v2/apps/{app}
- *   POST /v2/apps/{app}/models  register a model (files on the server)
- *   POST /v2/apps/{app}/jobs    offline job (input .npy -> output .npy)
- *   POST /v2/jobs               offline job for a named model
- *   GET  /v2/jobs/{id}          its state and progress
+ *   POST /v2/apps/{app}/models  register a model  } server_admin.c
+ *   POST /v2/apps/{app}/jobs    offline job       } (uploads, admin
+ *   POST /v2/jobs, GET /v2/jobs/{id}[/output]     } token)
  *
  * Written by the control-plane side; it reuses the KServe parser and
  * writer of this directory. The variant decision is the control plane's
@@ -22,8 +21,6 @@
 
 #include "base/alloc.h"
 #include "base/clock.h"
-#include "control/jobs.h"
-#include "control/register.h"
 #include "server/kserve.h"
 #include "server/server_int.h"
 
@@ -170,155 +167,21 @@ static void describe(vr_server *s, vr_http_req *r, const char *app) {
   vr_http_respond(r, 200, "application/json", j, strlen(j), (size_t)-1);
 }
 
-/* ---- registration over HTTP (runs on its own thread) ---------------------- */
-
-typedef struct reg_job {
-  vr_server *s;
-  vr_http_req *http;
-  char app[64];
-  json_t *body;
-  int status;
-  char *reply;
-} reg_job;
-
-static const char *jstr(json_t *o, const char *k) {
-  return json_string_value(json_object_get(o, k));
-}
-
-static void *reg_main(void *arg) {
-  reg_job *j = arg;
-  vr_register_req rq;
-  vr_register_req_init(&rq);
-  rq.app = j->app;
-  rq.model_path = jstr(j->body, "model");
-  rq.name = jstr(j->body, "name");
-  rq.val_inputs = jstr(j->body, "val_inputs");
-  rq.val_labels = jstr(j->body, "val_labels");
-  rq.calibration = jstr(j->body, "calibration");
-  rq.repo_dir = j->s->repo;
-  rq.quiet = 1;
-  json_t *d = json_object_get(j->body, "declared_accuracy");
-  if (json_is_number(d)) rq.declared_accuracy = json_number_value(d);
-  rq.gen.max_threads = (int)json_integer_value(json_object_get(j->body, "threads"));
-  rq.gen.max_batch = (int)json_integer_value(json_object_get(j->body, "max_batch"));
-  rq.prof.runs = (int)json_integer_value(json_object_get(j->body, "runs"));
-  vr_errbuf err = {0};
-  vr_register_result res;
-  int rc = rq.repo_dir ? vr_register(j->s->store, &rq, &res, &err)
-                       : vr_errf(&err, VR_EINVAL, "the server has no repository");
-  if (!rc) rc = vr_control_reload_store(j->s->ctl, &err);
-  json_t *o = rc ? json_pack("{s:s}", "error", err.msg)
-                 : json_pack("{s:s, s:s, s:i, s:f, s:f}", "model", res.name, "app",
-                             j->app, "variants", res.n_variants, "accuracy",
-                             res.accuracy_pct[VR_PREC_FP32], "seconds", res.seconds);
-  char *t = o ? json_dumps(o, JSON_COMPACT) : NULL;
-  j->reply = t ? vr_strdup(t) : NULL;
-  free(t);
-  json_decref(o);
-  j->status = rc ? (rc == VR_EEXIST ? 409 : vr_server_http_status(rc)) : 201;
-  vr_server *s = j->s;
-  vr_http_wake(j->http);
-  __atomic_fetch_sub(&s->admin_jobs, 1, __ATOMIC_SEQ_CST);
-  return NULL;
-}
-
-static void reg_free(void *p) {
-  reg_job *j = p;
-  json_decref(j->body);
-  vr_free(j->reply);
-  vr_free(j);
-}
-
-static void reg_done(vr_http_req *r, void *user) {
-  vr_server *s = user;
-  reg_job *j = vr_http_state(r);
-  if (!j->reply) return fail(s, r, j->status == 201 ? 500 : j->status, "registration failed");
-  char *body = j->reply;
-  j->reply = NULL;
-  vr_server_count(s, j->status);
-  vr_http_respond(r, j->status, "application/json", body, strlen(body), (size_t)-1);
-}
-
-static void app_register(vr_server *s, vr_http_req *r, const char *app) {
-  size_t len;
-  const char *body = vr_http_body(r, &len);
-  json_error_t je;
-  json_t *o = json_loadb(body ? body : "", len, 0, &je);
-  if (!json_is_object(o) || !json_is_string(json_object_get(o, "model"))) {
-    json_decref(o);
-    return fail(s, r, 400, "body must be a JSON object with \"model\" (a path on the server)");
-  }
-  reg_job *j = VR_NEW(reg_job);
-  if (!j) {
-    json_decref(o);
-    return fail(s, r, 500, "out of memory");
-  }
-  j->s = s;
-  j->http = r;
-  j->body = o;
-  snprintf(j->app, sizeof j->app, "%s", app);
-  vr_http_set_state(r, j, reg_free);
-  j->status = 500; /* stays if no thread starts; reg_main sets its own */
-  vr_server_spawn_admin(s, r, reg_done, reg_main, j);
-}
-
-/* ---- offline jobs -------------------------------------------------------- */
-
-static void job_submit(vr_server *s, vr_http_req *r, const char *app) {
-  size_t len;
-  const char *body = vr_http_body(r, &len);
-  json_t *o = json_loadb(body ? body : "", len, 0, NULL);
-  vr_job_req q = {0};
-  q.app = app;
-  if (!app) q.model = jstr(o, "model");
-  q.input = jstr(o, "input");
-  q.output = jstr(o, "output");
-  json_t *a = json_object_get(o, "min_accuracy");
-  if (json_is_number(a)) q.min_accuracy = json_number_value(a);
-  vr_errbuf err = {0};
-  int id = json_is_object(o) ? vr_jobs_submit(s->jobs, &q, &err)
-                             : vr_errf(&err, VR_EFORMAT, "body must be a JSON object");
-  json_decref(o);
-  if (id < 0) return fail(s, r, vr_server_http_status(id), err.msg);
-  char *out = vr_malloc(64);
-  if (!out) return fail(s, r, 500, "out of memory");
-  int n = snprintf(out, 64, "{\"id\":%d,\"state\":\"queued\"}", id);
-  vr_server_count(s, 201);
-  vr_http_respond(r, 201, "application/json", out, (size_t)n, (size_t)-1);
-}
-
-static void job_get(vr_server *s, vr_http_req *r, const char *id_s) {
-  char *end;
-  long id = strtol(id_s, &end, 10);
-  vr_job_info ji;
-  if (*end || vr_jobs_get(s->jobs, (int)id, &ji)) return fail(s, r, 404, "no such job");
-  json_t *o = json_pack("{s:i, s:s, s:s, s:I, s:I, s:f, s:f, s:s}", "id", ji.id, "state",
-                        vr_job_state_name(ji.state), "variant", ji.variant, "rows",
-                        (json_int_t)ji.rows, "rows_done", (json_int_t)ji.rows_done,
-                        "paused_s", ji.paused_s, "run_s", ji.run_s, "output", ji.output);
-  if (o && ji.error[0]) json_object_set_new(o, "error", json_string(ji.error));
-  char *t = o ? json_dumps(o, JSON_COMPACT) : NULL;
-  json_decref(o);
-  char *body = t ? vr_strdup(t) : NULL;
-  free(t);
-  if (!body) return fail(s, r, 500, "out of memory");
-  vr_server_count(s, 200);
-  vr_http_respond(r, 200, "application/json", body, strlen(body), (size_t)-1);
-}
-
 void vr_server_apps(vr_server *s, vr_http_req *r, int get, char **seg, int n) {
   if (!s->ctl) return fail(s, r, 404, "no control plane (start vario serve with --store)");
   if (!strcmp(seg[1], "jobs")) {
     if (!s->jobs) return fail(s, r, 404, "offline jobs are not enabled");
-    if (n == 2 && !get) return job_submit(s, r, NULL);
-    if (n == 3 && get) return job_get(s, r, seg[2]);
+    if (n == 2 && !get) return vr__server_job_submit(s, r, NULL);
+    if (n == 3 && get) return vr__server_job_get(s, r, seg[2]);
+    if (n == 4 && get && !strcmp(seg[3], "output"))
+      return vr__server_job_output(s, r, seg[2]);
     return fail(s, r, 404, "unknown path");
   }
-  if (n == 4 && !get && !strcmp(seg[3], "jobs") && s->jobs) return job_submit(s, r, seg[2]);
+  if (n == 4 && !get && !strcmp(seg[3], "jobs") && s->jobs) return vr__server_job_submit(s, r, seg[2]);
   if (n == 2 && get) return describe(s, r, NULL);
   if (n == 3 && get) return describe(s, r, seg[2]);
   if (n == 4 && !get && !strcmp(seg[3], "infer")) return app_infer(s, r, seg[2]);
-  if (n == 4 && !get && !strcmp(seg[3], "models")) return app_register(s, r, seg[2]);
+  if (n == 4 && !get && !strcmp(seg[3], "models")) return vr__server_app_register(s, r, seg[2]);
   fail(s, r, n == 4 && get ? 405 : 404, n == 4 && get ? "method not allowed" : "unknown path");
 }
 

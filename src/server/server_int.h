@@ -27,6 +27,7 @@ struct vr_server {
   vr_control *ctl;         /* model-less control plane, or NULL (borrowed) */
   vr_store *store;         /* its metadata store (borrowed) */
   struct vr_jobs *jobs;    /* offline jobs, or NULL (borrowed) */
+  char *data_root;         /* realpath of --data-root (owned), or NULL */
   /* Readiness (server_triton.c): the models the repository says to load
    * (every model directory at start, plus explicit loads, minus explicit
    * unloads); ready when all of them are loaded and start-up finished. */
@@ -42,12 +43,26 @@ void vr_server_reply_json(vr_http_req *r, int status, vr_sbuf *b);
 void vr_server_count(vr_server *s, int status);
 /* Runs fn(arg) on a detached thread as an admin job of r: counts it in
  * s->admin_jobs (shutdown waits for them) and defers r until the thread
- * wakes it, when `done` responds. Returns 0, or -1 when no thread could
- * start: the count is restored and r is woken, so `done` still runs (on
- * the event thread, after the caller returns) and answers the failure
- * the caller records in arg. */
+ * wakes it, when `done` responds. Returns 0; 1 when max_admin_jobs are
+ * already running (r was answered 429, fn does not run, arg stays the
+ * caller's via r's state); or -1 when no thread could start: the count is
+ * restored and r is woken, so `done` still runs (on the event thread,
+ * after the caller returns) and answers the failure the caller records
+ * in arg. */
 int vr_server_spawn_admin(vr_server *s, vr_http_req *r, vr_http_handler done,
                           void *(*fn)(void *), void *arg);
+
+/* access.c: is this request an admin one (method, URL segments)? */
+int vr__access_is_admin(const char *method, char **seg, int n);
+/* 0 = allowed; else r was answered 401/403 and that status is returned. */
+int vr__access_check(vr_server *s, vr_http_req *r, int admin);
+/* A client-named server path: realpath of p into out when it is a
+ * readable regular file under --data-root; otherwise VR_EINVAL with one
+ * message for "not allowed / not found / not readable" (no file oracle). */
+int vr__data_path(const vr_server *s, const char *p, char *out, size_t cap,
+                  vr_errbuf *err);
+/* Constant-time equality of two byte strings. */
+int vr__ct_equal(const char *a, size_t alen, const char *b, size_t blen);
 
 /* Endpoint handlers; `model` is the name from the URL. */
 void vr_server_infer(vr_server *s, vr_http_req *r, const char *model);
@@ -57,6 +72,13 @@ void vr_server_repo_load(vr_server *s, vr_http_req *r, const char *model,
 void vr_server_model_stats(vr_server *s, vr_http_req *r, const char *model);
 /* /v2/apps[...]: the model-less API (server_apps.c). */
 void vr_server_apps(vr_server *s, vr_http_req *r, int get, char **seg, int n);
+/* server_admin.c: registration upload, offline jobs. */
+void vr__server_app_register(vr_server *s, vr_http_req *r, const char *app);
+void vr__server_app_unregister(vr_server *s, vr_http_req *r, const char *app,
+                               const char *model);
+void vr__server_job_submit(vr_server *s, vr_http_req *r, const char *app);
+void vr__server_job_get(vr_server *s, vr_http_req *r, const char *id);
+void vr__server_job_output(vr_server *s, vr_http_req *r, const char *id);
 void vr_server_model_instances(vr_server *s, vr_http_req *r,
                                const char *model);
 /* Triton's view (server_triton.c): readiness, versions, /config, and the

@@ -111,7 +111,7 @@ void vr_server_repo_load(vr_server *s, vr_http_req *r, const char *model,
   j->load = load;
   snprintf(j->name, sizeof j->name, "%s", model);
   vr_http_set_state(r, j, vr_free);
-  if (vr_server_spawn_admin(s, r, admin_done, admin_main, j))
+  if (vr_server_spawn_admin(s, r, admin_done, admin_main, j) < 0)
     j->rc = vr_errf(&j->err, VR_EINTERNAL, "cannot start a thread");
 }
 

@@ -7,6 +7,7 @@ and registrations surviving a restart.
 
 usage: control_scenario.py VARIO SOURCE_DIR
 """
+import io
 import json
 import os
 import random
@@ -16,16 +17,22 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
 import urllib.request
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import vr_http  # noqa: E402
 
 VARIO, SRC = sys.argv[1], sys.argv[2]
 DATA = os.path.join(SRC, "models/fmnist-data")
 TMP = tempfile.mkdtemp(prefix="vr_scn_")
 DB, REPO = os.path.join(TMP, "store.db"), os.path.join(TMP, "repo")
 FAST = ["--threads", "1", "--max-batch", "4", "--runs", "3", "--quiet"]
+TOKEN = "scenario-" + os.urandom(8).hex()
+TOKEN_FILE = os.path.join(TMP, "admin.token")
+with open(TOKEN_FILE, "w") as f:
+    f.write(TOKEN + "\n")
 
 
 def register(model_path, name=None, extra=None):
@@ -51,30 +58,19 @@ def check(cond, what):
 
 
 def start_server():
-    log = open(os.path.join(TMP, "serve.log"), "w+")
     # --cores 64: this test is about selection, not capacity (a full worker
     # answers 503 until the autoscaler releases idle instances).
-    p = subprocess.Popen([VARIO, "serve", "--repo", REPO, "--store", DB, "--port", "0",
-                          "--cores", "64"],
-                         stderr=log, stdout=log)
-    for _ in range(200):
-        log.seek(0)
-        m = re.search(r"listening on http://[0-9.]+:(\d+)", log.read())
-        if m:
-            return p, int(m.group(1))
-        time.sleep(0.05)
-    p.kill()
-    sys.exit("server did not start")
+    return vr_http.start_server([VARIO, "serve", "--repo", REPO, "--store", DB, "--port", "0",
+                                 "--cores", "64", "--admin-token-file", TOKEN_FILE],
+                                os.path.join(TMP, "serve.log"))
 
 
-def http(port, method, path, body=None):
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method)
-    try:
-        with urllib.request.urlopen(req, timeout=60) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
+def http(port, method, path, body=None, raw=None, ctype=None):
+    return vr_http.request(port, method, path, body, raw, ctype, TOKEN)
+
+
+def multipart(fields, files):
+    return vr_http.multipart(fields, {k: open(p, "rb").read() for k, p in files.items()})
 
 
 X = np.load(f"{DATA}/val_inputs.npy")
@@ -161,28 +157,30 @@ try:
     st, r = http(port, "POST", "/v2/apps/nope/infer", {"inputs": []})
     check(st in (400, 404), f"unknown app -> {st}")
 
-    # Offline job.
-    out = os.path.join(TMP, "job.npy")
-    st, r = http(port, "POST", "/v2/apps/fashion/jobs",
-                 {"input": f"{DATA}/val_inputs.npy", "output": out, "min_accuracy": 89})
-    check(st == 201, f"job submitted: {r}")
+    # Offline job: the input is uploaded, the result fetched from the server.
+    st, r = http(port, "POST", "/v2/apps/fashion/jobs?min_accuracy=89",
+                 raw=open(f"{DATA}/val_inputs.npy", "rb").read(), ctype="application/octet-stream")
+    check(st == 201, f"job submitted (uploaded input): {r}")
     for _ in range(600):
         st, j = http(port, "GET", f"/v2/jobs/{r['id']}")
         if j["state"] in ("done", "failed"):
             break
         time.sleep(0.05)
-    res = np.load(out) if j["state"] == "done" else None
+    st, out = http(port, "GET", j["output"])
+    res = np.load(io.BytesIO(out)) if st == 200 else None
     check(res is not None and (res.argmax(1) == Y).mean() >= 0.89,
           f"job done by {j['variant']}: accuracy {(res.argmax(1) == Y).mean() if res is not None else j}")
 
     # HTTP registration, then a query that needs it.
-    st, r = http(port, "POST", "/v2/apps/fashion/models",
-                 {"model": f"{SRC}/models/fmnist/fmnist_linear/model.onnx", "name": "lin2",
-                  "declared_accuracy": 99, "threads": 1, "max_batch": 2, "runs": 3})
+    body, ct = multipart({"name": "lin2", "declared_accuracy": 99, "threads": 1,
+                          "max_batch": 2, "runs": 3},
+                         {"model": f"{SRC}/models/fmnist/fmnist_linear/model.onnx"})
+    st, r = http(port, "POST", "/v2/apps/fashion/models", raw=body, ctype=ct)
     check(st == 201 and r["variants"] == 2, f"POST /v2/apps/fashion/models -> {st} {r}")
     st, r = infer(port, {"latency_ms": 100, "min_accuracy": 98})
     check(st == 200 and r["parameters"]["model"] == "lin2", "the new model serves what it claims")
-    st, r = http(port, "POST", "/v2/apps/fashion/models", {"model": bad_onnx, "name": "bad4"})
+    body, ct = multipart({"name": "bad4"}, {"model": bad_onnx})
+    st, r = http(port, "POST", "/v2/apps/fashion/models", raw=body, ctype=ct)
     check(st == 400, f"bad HTTP registration -> {st}: {r.get('error')}")
 
     # Control-plane metrics.

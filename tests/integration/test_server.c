@@ -43,6 +43,7 @@ static int setup(void **st) {
   o.max_body = 1 << 20;
   o.rt.backend = &g_fake.be;
   o.rt.profile_runs = 1;
+  o.admin_token = "test-token"; /* post_json sends it */
   vr_errbuf err = {0};
   if (vr_server_create(&o, &g_srv, &err)) fail_msg("%s", err.msg);
   g_port = vr_server_port(g_srv);
@@ -77,8 +78,8 @@ static int req(const char *method, const char *path, const char *hdrs,
 }
 
 static int post_json(const char *path, const char *json, char *out, size_t cap) {
-  return req("POST", path, "Content-Type: application/json\r\n", json,
-             strlen(json), out, cap);
+  return req("POST", path, "Content-Type: application/json\r\n"
+             "Authorization: Bearer test-token\r\n", json, strlen(json), out, cap);
 }
 
 static const char *k_infer =
@@ -104,7 +105,9 @@ static void test_health_and_metadata(void **st) {
   assert_int_equal(req("GET", "/v2/models/m/versions/2", NULL, NULL, 0, b, sizeof b), 404);
   assert_int_equal(req("GET", "/v2/models/nope/ready", NULL, NULL, 0, b, sizeof b), 503);
   assert_int_equal(req("GET", "/nothing", NULL, NULL, 0, b, sizeof b), 404);
-  assert_int_equal(req("DELETE", "/v2/models/m", NULL, NULL, 0, b, sizeof b), 405);
+  assert_int_equal(req("DELETE", "/v2/models/m", NULL, NULL, 0, b, sizeof b), 401);
+  assert_int_equal(req("DELETE", "/v2/models/m", "Authorization: Bearer test-token\r\n",
+                       NULL, 0, b, sizeof b), 405);
   assert_int_equal(req("GET", "/v2/models/m/infer", NULL, NULL, 0, b, sizeof b), 405);
 }
 

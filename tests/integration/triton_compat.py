@@ -63,9 +63,15 @@ def check(cond, what):
     print("ok:", what)
 
 
+# The servers this test starts inherit the admin token (repository
+# load/unload/index change state: docs/SECURITY.md); requests send it.
+TOKEN = os.environ["VARIO_ADMIN_TOKEN"] = "triton-compat-" + os.urandom(8).hex()
+
+
 def http(port, method, path, body=None):
     data = json.dumps(body).encode() if body is not None else None
-    rq = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method)
+    rq = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method,
+                                headers={"Authorization": "Bearer " + TOKEN})
     try:
         with urllib.request.urlopen(rq, timeout=30) as r:
             raw = r.read()
