@@ -5,7 +5,7 @@
 #
 #   scripts/setup-deps.sh [GROUP...]     default group: build
 #     build   compile vario (Release): compilers, oneDNN, protobuf-c, ONNX
-#             protos, jansson, libmicrohttpd, SQLite, CBC; python3 + numpy
+#             protos, jansson, libmicrohttpd, gRPC core, SQLite, CBC; python3 + numpy
 #             (the demo and test scripts read .npy files with numpy)
 #     demo    build + gnuplot (make demo)
 #     check   build + clang, sanitizer runtimes, cmocka, ONNX test data
@@ -21,12 +21,14 @@ build=(
   build-essential cmake pkg-config
   libdnnl-dev
   libprotobuf-c-dev protobuf-c-compiler libonnx-dev
-  libjansson-dev libmicrohttpd-dev libsqlite3-dev
+  libjansson-dev libmicrohttpd-dev libsqlite3-dev libgrpc-dev
   coinor-libcbc-dev
   python3 python3-numpy
 )
 demo=(gnuplot-nox)
-check=(clang libclang-rt-dev libcmocka-dev libonnx-testdata gnuplot-nox)
+# python3-grpcio + protoc: the gRPC test's client (not the server's code)
+check=(clang libclang-rt-dev libcmocka-dev libonnx-testdata gnuplot-nox
+       python3-grpcio python3-protobuf protobuf-compiler)
 zoo=(python3-torch python3-torchvision python3-onnx dataset-fashion-mnist)
 bench=("${zoo[@]}" gnuplot-nox libevent-dev wrk hyperfine valgrind)
 

@@ -26,6 +26,8 @@ static void usage(FILE *f) {
           "                   config.json + model.onnx (Vario), or config.pbtxt +\n"
           "                   <version>/model.onnx (Triton), or a bare model.onnx\n"
           "  --port N         TCP port (default 8000; 0 = any free port)\n"
+          "  --grpc-port N    KServe v2 gRPC port (default 8001, i.e. --port + 1;\n"
+          "                   with --port 0 any free port; -1 = no gRPC)\n"
           "  --host ADDR      IPv4 address to bind (default 127.0.0.1)\n"
           "  --max-body-mb N  largest request body (default 64)\n"
           "  --max-conns N    open connections (default 1024)\n"
@@ -79,6 +81,7 @@ int vr_cmd_serve(int argc, char **argv) {
   vr_server_opts_init(&o);
   o.port = 8000;
   o.load_all = 1;
+  int grpc_port = -1, grpc_set = 0;
   vr_cli_control ctl = {0}; /* model-less control plane (--store) */
   char *token = NULL;
   for (int i = 1; i < argc; i++) {
@@ -104,6 +107,11 @@ int vr_cmd_serve(int argc, char **argv) {
       o.host = argv[++i];
     } else if (!strcmp(a, "--port") && has && !parse_int(argv[i + 1], 0, 65535, &v)) {
       o.port = (int)v;
+      i++;
+    } else if (!strcmp(a, "--grpc-port") && has &&
+               !parse_int(argv[i + 1], -1, 65535, &v)) {
+      grpc_port = (int)v;
+      grpc_set = 1;
       i++;
     } else if (!strcmp(a, "--max-body-mb") && has &&
                !parse_int(argv[i + 1], 1, 4096, &v)) {
@@ -154,6 +162,8 @@ int vr_cmd_serve(int argc, char **argv) {
   vr_server *s = NULL;
   vr_errbuf err = {0};
   if (ctl.store_path) o.load_all = 0; /* the control plane loads variants */
+  /* Triton's pair of ports: HTTP 8000, gRPC 8001 — next to --port. */
+  o.grpc_port = grpc_set ? grpc_port : o.port > 0 ? (o.port < 65535 ? o.port + 1 : -1) : 0;
   /* Checked before anything loads: a server with no repository would
    * start, report ready and serve nothing. */
   struct stat st;
@@ -189,8 +199,8 @@ int vr_cmd_serve(int argc, char **argv) {
     return 1;
   }
   fprintf(stderr, "vario serve: listening on http://%s:%d (KServe v2;"
-          " metrics at /metrics)\n", o.host ? o.host : "127.0.0.1",
-          vr_server_port(s));
+          " metrics at /metrics; gRPC port %d)\n", o.host ? o.host : "127.0.0.1",
+          vr_server_port(s), vr_server_grpc_port(s));
   int sig = 0;
   sigwait(&set, &sig);
   fprintf(stderr, "vario serve: signal %d, draining\n", sig);

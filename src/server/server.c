@@ -13,11 +13,13 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "server/kserve.h"
+#include "server/grpc.h"
 #include "server/server_int.h"
 
 void vr_server_opts_init(vr_server_opts *o) {
   memset(o, 0, sizeof *o);
   o->spin_us = 50;
+  o->grpc_port = -1;
   vr_runtime_opts_init(&o->rt);
 }
 
@@ -322,6 +324,9 @@ int vr_server_create(const vr_server_opts *o, vr_server **out,
    * after every model loaded, and /v2/health/ready says 503 while loading. */
   vr_http_opts ho = {o->host, o->port, o->max_body, o->max_conns, 0, handle, s};
   rc = vr_http_start(&ho, &s->http, err);
+  if (!rc && o->grpc_port >= 0 &&
+      (rc = vr_grpc_start(s, o->host, o->grpc_port, &s->grpc, err)))
+    vr_http_stop(s->http);
   if (rc) {
     vr_map_free(&s->expected);
     pthread_mutex_destroy(&s->expect_mu);
@@ -339,6 +344,7 @@ int vr_server_create(const vr_server_opts *o, vr_server **out,
 }
 
 int vr_server_port(const vr_server *s) { return vr_http_port(s->http); }
+int vr_server_grpc_port(const vr_server *s) { return vr_grpc_port(s->grpc); }
 vr_runtime *vr_server_runtime(vr_server *s) { return s->rt; }
 
 void vr_server_shutdown(vr_server *s) {
@@ -348,6 +354,8 @@ void vr_server_shutdown(vr_server *s) {
   while (__atomic_load_n(&s->admin_jobs, __ATOMIC_SEQ_CST) > 0)
     usleep(1000);                /* 2. let loads/unloads finish */
   vr_rt_shutdown(s->rt);         /* 3. answer every queued request */
+  vr_grpc_stop(s->grpc);         /*    gRPC: send those answers, close */
+  s->grpc = NULL;
   /* 4. give the event thread time to send those answers (bounded). */
   int64_t until = vr_now_ns() + 5 * VR_NS_PER_S;
   while (vr_http_inflight(s->http) > 0 && vr_now_ns() < until) usleep(1000);

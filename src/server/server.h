@@ -30,6 +30,8 @@ typedef struct vr_server_opts {
   int spin_us;         /* idle fast path: the event thread waits up to this
                           long for an answer before parking (default 50;
                           negative = never) */
+  int grpc_port;       /* KServe v2 gRPC port; -1 = none (the default
+                          here; `vario serve` defaults to 8001), 0 = any */
   vr_runtime_opts rt;  /* runtime options (backend for tests) */
   /* Access (docs/SECURITY.md). Requests that change state (every method
    * but GET/HEAD except inference, and the job endpoints) need
@@ -49,6 +51,8 @@ void vr_server_opts_init(vr_server_opts *o);
 int vr_server_create(const vr_server_opts *o, vr_server **out,
                      vr_errbuf *err);
 int vr_server_port(const vr_server *s);
+/* The gRPC port, or -1 when gRPC is off. */
+int vr_server_grpc_port(const vr_server *s);
 /* The server's runtime (borrowed): a control plane adds/removes instances
  * and reads monitoring through it. */
 vr_runtime *vr_server_runtime(vr_server *s);

@@ -34,6 +34,7 @@ struct vr_server {
   pthread_mutex_t expect_mu;
   vr_map expected;         /* name -> (void *)1 */
   int started;             /* start-up loading finished (atomic) */
+  struct vr_grpc *grpc;    /* KServe v2 gRPC front end, or NULL */
 };
 
 /* HTTP status for a runtime / parser status code. */
@@ -90,6 +91,11 @@ int vr__srv_ready(vr_server *s);
 int vr__srv_version(vr_server *s, const char *model);
 void vr__srv_config_json(const vr_model_config *c, vr_sbuf *b);
 void vr_server_model_config(vr_server *s, vr_http_req *r, const char *model);
+/* Each model directory of the repository with its served version, whether
+ * it is loaded, and why not (server_repo.c; HTTP and gRPC index). */
+typedef void (*vr__srv_repo_fn)(void *u, const char *name, int version,
+                                int ready, const char *reason);
+void vr__srv_repo_list(vr_server *s, vr__srv_repo_fn fn, void *u);
 /* The inference request path HTTP and gRPC share (server_infer.c): named
  * outputs checked against the model, q filled from ks (q points into ks,
  * which must outlive it) and submitted; done(q, user) answers. Nothing is

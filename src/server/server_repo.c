@@ -22,39 +22,49 @@ static int valid_name(const char *m) {
   return 1;
 }
 
-static void index_entry(vr_server *s, vr_sbuf *b, const char *name, int *first) {
-  vr_sbuf_puts(b, *first ? "{\"name\":" : ",{\"name\":");
-  *first = 0;
-  vr_sbuf_json_str(b, name);
-  vr_sbuf_printf(b, ",\"version\":\"%d\",\"state\":", vr__srv_version(s, name));
-  if (vr_rt_model_ready(s->rt, name)) {
-    vr_sbuf_puts(b, "\"READY\",\"reason\":\"\"}");
-    return;
+void vr__srv_repo_list(vr_server *s, vr__srv_repo_fn fn, void *u) {
+  DIR *d = s->repo ? opendir(s->repo) : NULL;
+  struct dirent *e;
+  while (d && (e = readdir(d))) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/%s", s->repo, e->d_name);
+    if (e->d_name[0] == '.' || !vr_model_dir_is_model(dir)) continue;
+    if (vr_rt_model_ready(s->rt, e->d_name)) {
+      fn(u, e->d_name, vr__srv_version(s, e->d_name), 1, "");
+      continue;
+    }
+    /* Say why it is not loaded: a config error is the common reason. */
+    vr_model_config c;
+    vr_errbuf err = {0};
+    int rc = vr_model_dir_load(dir, &c, &err);
+    fn(u, e->d_name, rc || !c.version ? 1 : c.version, 0, rc ? err.msg : "unloaded");
   }
-  /* Say why it is not loaded: a config error is the common reason. */
-  char dir[4096];
-  vr_model_config c;
-  vr_errbuf err = {0};
-  snprintf(dir, sizeof dir, "%s/%s", s->repo, name);
-  vr_sbuf_puts(b, "\"UNAVAILABLE\",\"reason\":");
-  vr_sbuf_json_str(b, vr_model_dir_load(dir, &c, &err) ? err.msg : "unloaded");
-  vr_sbuf_puts(b, "}");
+  if (d) closedir(d);
+}
+
+typedef struct index_acc {
+  vr_sbuf *b;
+  int first;
+} index_acc;
+
+static void index_entry(void *u, const char *name, int version, int ready,
+                        const char *reason) {
+  index_acc *a = u;
+  vr_sbuf_puts(a->b, a->first ? "{\"name\":" : ",{\"name\":");
+  a->first = 0;
+  vr_sbuf_json_str(a->b, name);
+  vr_sbuf_printf(a->b, ",\"version\":\"%d\",\"state\":\"%s\",\"reason\":", version,
+                 ready ? "READY" : "UNAVAILABLE");
+  vr_sbuf_json_str(a->b, reason);
+  vr_sbuf_puts(a->b, "}");
 }
 
 void vr_server_repo_index(vr_server *s, vr_http_req *r) {
   vr_sbuf b;
   vr_sbuf_init(&b);
   vr_sbuf_puts(&b, "[");
-  int first = 1;
-  DIR *d = s->repo ? opendir(s->repo) : NULL;
-  struct dirent *e;
-  while (d && (e = readdir(d))) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", s->repo, e->d_name);
-    if (e->d_name[0] != '.' && vr_model_dir_is_model(path))
-      index_entry(s, &b, e->d_name, &first);
-  }
-  if (d) closedir(d);
+  index_acc a = {&b, 1};
+  vr__srv_repo_list(s, index_entry, &a);
   vr_sbuf_puts(&b, "]");
   vr_server_count(s, 200);
   vr_server_reply_json(r, 200, &b);

@@ -1,0 +1,836 @@
+/*
+ * KServe v2 gRPC (see grpc.h). Each call goes NEW -> READ (request message
+ * received) -> DONE (reply, status and close sent). Handlers answer on the
+ * completion-queue thread, except ModelInfer, which is answered from the
+ * runtime's done callback (grpc_call_start_batch is thread-safe).
+ */
+#include "server/grpc.h"
+
+#include <grpc/byte_buffer.h>
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+#include <grpc/slice.h>
+#include <grpc/support/time.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/log.h"
+#include "grpc_service.pb-c.h"
+#include "server/kserve.h"
+#include "server/server_int.h"
+
+struct vr_grpc {
+  vr_server *s;
+  grpc_server *srv;
+  grpc_completion_queue *cq;
+  pthread_t thread;
+  int port;
+  int stopping;        /* shutdown requested (atomic) */
+  int server_down;     /* shutdown tag seen */
+  int inflight;        /* infer calls waiting for the runtime (atomic) */
+  char shutdown_tag;
+};
+
+enum { ST_NEW, ST_READ, ST_DONE };
+
+typedef struct gcall {
+  vr_grpc *g;
+  int stage;
+  grpc_call *call;
+  grpc_call_details details;
+  grpc_metadata_array md;
+  grpc_byte_buffer *recv, *send;
+  grpc_slice status_msg;
+  int has_status_msg, cancelled;
+  /* ModelInfer */
+  Inference__ModelInferRequest *req;
+  vr_ks_request ks;
+  vr_rt_request rt;
+  int has_rt;
+  char model[VR_NAME_MAX];
+} gcall;
+
+static void call_free(gcall *c) {
+  if (c->call) grpc_call_unref(c->call);
+  grpc_call_details_destroy(&c->details);
+  grpc_metadata_array_destroy(&c->md);
+  if (c->recv) grpc_byte_buffer_destroy(c->recv);
+  if (c->send) grpc_byte_buffer_destroy(c->send);
+  if (c->has_status_msg) grpc_slice_unref(c->status_msg);
+  if (c->has_rt) vr_rt_request_clear(&c->rt);
+  vr_ks_request_free(&c->ks);
+  if (c->req) inference__model_infer_request__free_unpacked(c->req, NULL);
+  vr_free(c);
+}
+
+static void request_next(vr_grpc *g) {
+  if (__atomic_load_n(&g->stopping, __ATOMIC_SEQ_CST)) return;
+  gcall *c = VR_NEW(gcall);
+  if (!c) return;
+  c->g = g;
+  grpc_call_details_init(&c->details);
+  grpc_metadata_array_init(&c->md);
+  if (grpc_server_request_call(g->srv, &c->call, &c->details, &c->md, g->cq,
+                               g->cq, c) != GRPC_CALL_OK)
+    call_free(c);
+}
+
+/* ---- replies ----------------------------------------------------------------- */
+
+static grpc_status_code code_of(int rc) {
+  switch (vr_server_http_status(rc)) {
+  case 200: return GRPC_STATUS_OK;
+  case 404: return GRPC_STATUS_NOT_FOUND;
+  case 409: return GRPC_STATUS_ALREADY_EXISTS;
+  case 503: return GRPC_STATUS_UNAVAILABLE;
+  case 504: return GRPC_STATUS_DEADLINE_EXCEEDED;
+  case 500: return GRPC_STATUS_INTERNAL;
+  default: return GRPC_STATUS_INVALID_ARGUMENT;
+  }
+}
+
+/* Sends payload (may be NULL), the status and waits for the close. */
+static void finish(gcall *c, grpc_status_code code, const char *msg,
+                   grpc_byte_buffer *payload) {
+  grpc_op ops[3];
+  memset(ops, 0, sizeof ops);
+  size_t n = 0;
+  c->send = payload;
+  if (payload) {
+    ops[n].op = GRPC_OP_SEND_MESSAGE;
+    ops[n++].data.send_message.send_message = payload;
+  }
+  c->status_msg = grpc_slice_from_copied_string(msg ? msg : "");
+  c->has_status_msg = 1;
+  ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+  ops[n].data.send_status_from_server.status = code;
+  ops[n++].data.send_status_from_server.status_details = &c->status_msg;
+  ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+  ops[n++].data.recv_close_on_server.cancelled = &c->cancelled;
+  c->stage = ST_DONE;
+  if (grpc_call_start_batch(c->call, ops, n, c, NULL) != GRPC_CALL_OK) {
+    vr_warn("grpc: cannot answer a call");
+    c->stage = ST_DONE; /* freed at queue shutdown: nothing else to do */
+  }
+}
+
+static void fail(gcall *c, int rc, const char *msg) {
+  finish(c, code_of(rc), msg, NULL);
+}
+
+static void reply(gcall *c, const ProtobufCMessage *m) {
+  size_t n = protobuf_c_message_get_packed_size(m);
+  grpc_slice sl = grpc_slice_malloc(n);
+  protobuf_c_message_pack(m, GRPC_SLICE_START_PTR(sl));
+  grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&sl, 1);
+  grpc_slice_unref(sl);
+  finish(c, GRPC_STATUS_OK, "", bb);
+}
+
+/* Unpacks the received message with desc; NULL (and the call failed) when
+ * it is not one. */
+static ProtobufCMessage *unpack(gcall *c, const ProtobufCMessageDescriptor *desc) {
+  grpc_byte_buffer_reader rd;
+  if (!c->recv || !grpc_byte_buffer_reader_init(&rd, c->recv)) {
+    fail(c, VR_EFORMAT, "no request message");
+    return NULL;
+  }
+  grpc_slice all = grpc_byte_buffer_reader_readall(&rd);
+  grpc_byte_buffer_reader_destroy(&rd);
+  ProtobufCMessage *m = protobuf_c_message_unpack(desc, NULL, GRPC_SLICE_LENGTH(all),
+                                                  GRPC_SLICE_START_PTR(all));
+  grpc_slice_unref(all);
+  if (!m) fail(c, VR_EFORMAT, "malformed request message");
+  return m;
+}
+
+/* ---- health and metadata ------------------------------------------------------- */
+
+static void server_live(gcall *c) {
+  Inference__ServerLiveResponse r = INFERENCE__SERVER_LIVE_RESPONSE__INIT;
+  r.live = 1;
+  reply(c, &r.base);
+}
+
+static void server_ready(gcall *c) {
+  Inference__ServerReadyResponse r = INFERENCE__SERVER_READY_RESPONSE__INIT;
+  r.ready = vr__srv_ready(c->g->s);
+  reply(c, &r.base);
+}
+
+/* A version a request names must be the served one ("" = any). */
+static int version_ok(gcall *c, const char *model, const char *version) {
+  char want[16];
+  snprintf(want, sizeof want, "%d", vr__srv_version(c->g->s, model));
+  return !version || !*version || !strcmp(version, want);
+}
+
+static void model_ready(gcall *c) {
+  Inference__ModelReadyRequest *q =
+      (void *)unpack(c, &inference__model_ready_request__descriptor);
+  if (!q) return;
+  Inference__ModelReadyResponse r = INFERENCE__MODEL_READY_RESPONSE__INIT;
+  r.ready = vr_rt_model_ready(c->g->s->rt, q->name) && version_ok(c, q->name, q->version);
+  inference__model_ready_request__free_unpacked(q, NULL);
+  reply(c, &r.base);
+}
+
+static void server_metadata(gcall *c) {
+  Inference__ServerMetadataResponse r = INFERENCE__SERVER_METADATA_RESPONSE__INIT;
+  r.name = "vario";
+  r.version = VR_SRV_VERSION;
+  while (vr__srv_extensions[r.n_extensions]) r.n_extensions++;
+  r.extensions = (char **)vr__srv_extensions;
+  reply(c, &r.base);
+}
+
+/* The loaded model's config; answers NOT_FOUND itself when there is none. */
+static int config_of(gcall *c, const char *name, const char *version,
+                     vr_model_config *cfg) {
+  char msg[256];
+  if (vr_rt_model_config(c->g->s->rt, name, cfg) || !version_ok(c, name, version)) {
+    snprintf(msg, sizeof msg, "model '%.128s' (version '%.16s') is not loaded", name,
+             version ? version : "");
+    fail(c, VR_ENOENT, msg);
+    return -1;
+  }
+  return 0;
+}
+
+static void model_metadata(gcall *c) {
+  Inference__ModelMetadataRequest *q =
+      (void *)unpack(c, &inference__model_metadata_request__descriptor);
+  vr_model_config cfg;
+  if (!q) return;
+  if (config_of(c, q->name, q->version, &cfg)) {
+    inference__model_metadata_request__free_unpacked(q, NULL);
+    return;
+  }
+  inference__model_metadata_request__free_unpacked(q, NULL);
+  Inference__ModelMetadataResponse r = INFERENCE__MODEL_METADATA_RESPONSE__INIT;
+  Inference__ModelMetadataResponse__TensorMetadata tm[2 * VR_RT_MAX_IO], *tp[2 * VR_RT_MAX_IO];
+  char ver[16], *vers[1] = {ver};
+  snprintf(ver, sizeof ver, "%d", cfg.version > 0 ? cfg.version : 1);
+  r.name = cfg.name;
+  r.versions = vers;
+  r.n_versions = 1;
+  r.platform = "onnxruntime_onnx";
+  int n = cfg.n_inputs + cfg.n_outputs;
+  for (int i = 0; i < n; i++) {
+    vr_tensor_info *t = i < cfg.n_inputs ? &cfg.inputs[i] : &cfg.outputs[i - cfg.n_inputs];
+    inference__model_metadata_response__tensor_metadata__init(&tm[i]);
+    tm[i].name = t->name;
+    tm[i].datatype = (char *)vr_dtype_kserve(t->dtype);
+    tm[i].n_shape = (size_t)t->ndim;
+    tm[i].shape = t->shape;
+    tp[i] = &tm[i];
+  }
+  r.inputs = tp;
+  r.n_inputs = (size_t)cfg.n_inputs;
+  r.outputs = tp + cfg.n_inputs;
+  r.n_outputs = (size_t)cfg.n_outputs;
+  reply(c, &r.base);
+}
+
+/* ---- ModelInfer ------------------------------------------------------------------ */
+
+static int param_int(const Inference__InferParameter *p, int64_t *v) {
+  if (p->parameter_choice_case == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM)
+    *v = p->int64_param;
+  else if (p->parameter_choice_case == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM)
+    *v = (int64_t)(p->uint64_param > INT64_MAX ? INT64_MAX : p->uint64_param);
+  else
+    return -1;
+  return 0;
+}
+
+static int request_params(Inference__ModelInferRequest *q, vr_ks_request *ks,
+                          vr_errbuf *err) {
+  for (size_t i = 0; i < q->n_parameters; i++) {
+    const char *k = q->parameters[i]->key;
+    const Inference__InferParameter *p = q->parameters[i]->value;
+    int64_t v;
+    if (!p) continue;
+    if (!strcmp(k, "timeout") || !strcmp(k, "priority")) {
+      if (param_int(p, &v) || v < 0)
+        return vr_errf(err, VR_EINVAL, "parameter \"%s\" must be a non-negative integer", k);
+      if (k[0] == 't') ks->timeout_us = v;
+      else ks->priority = (int)(v > 1000000 ? 1000000 : v);
+    } else if (strcmp(k, "binary_data_output")) { /* gRPC data is raw anyway */
+      return vr_ks_refuse_param(k, " in the request", err);
+    }
+  }
+  return 0;
+}
+
+/* Typed contents copied into an owned buffer of t's dtype. */
+static int contents(const Inference__InferTensorContents *ct, vr_ks_input *t, int64_t n,
+                    vr_errbuf *err) {
+  size_t have = 0;
+  const void *src = NULL;
+  size_t esz = vr_dtype_size(t->dtype);
+  switch (t->dtype) {
+  case VR_DT_F32: have = ct->n_fp32_contents, src = ct->fp32_contents; break;
+  case VR_DT_F64: have = ct->n_fp64_contents, src = ct->fp64_contents; break;
+  case VR_DT_I64: have = ct->n_int64_contents, src = ct->int64_contents; break;
+  case VR_DT_I32: have = ct->n_int_contents, src = ct->int_contents; break;
+  default:
+    return vr_errf(err, VR_EUNSUPPORTED, "input '%s': send %s data in"
+                   " raw_input_contents", t->name, vr_dtype_kserve(t->dtype));
+  }
+  if ((int64_t)have != n)
+    return vr_errf(err, VR_ESHAPE, "input '%s': %zu values for a shape of %lld",
+                   t->name, have, (long long)n);
+  t->data = vr_aligned_alloc(64, t->nbytes ? t->nbytes : 64);
+  if (!t->data) return vr_errf(err, VR_ENOMEM, "out of memory");
+  t->owned = 1;
+  if (n) memcpy(t->data, src, (size_t)n * esz);
+  return 0;
+}
+
+static int one_input(Inference__ModelInferRequest *q, size_t i, vr_ks_input *t,
+                     vr_errbuf *err) {
+  const Inference__ModelInferRequest__InferInputTensor *in = q->inputs[i];
+  snprintf(t->name, sizeof t->name, "%s", in->name);
+  t->dtype = vr_dtype_from_kserve(in->datatype);
+  if (t->dtype == VR_DT_UNDEFINED)
+    return vr_errf(err, VR_ETYPE, "input '%s': unknown datatype '%.32s'", t->name,
+                   in->datatype);
+  if (in->n_shape < 1 || in->n_shape > VR_MAX_DIMS)
+    return vr_errf(err, VR_ESHAPE, "input '%s': shape must have 1..%d dims", t->name,
+                   VR_MAX_DIMS);
+  int64_t n = 1;
+  t->ndim = (int)in->n_shape;
+  for (size_t d = 0; d < in->n_shape; d++) {
+    if (in->shape[d] < 0 || in->shape[d] > ((int64_t)1 << 28))
+      return vr_errf(err, VR_ESHAPE, "input '%s': bad dim %lld", t->name,
+                     (long long)in->shape[d]);
+    t->shape[d] = in->shape[d];
+    n *= in->shape[d];
+    if (n > VR_KS_MAX_ELEMS)
+      return vr_errf(err, VR_ELIMIT, "input '%s': too many elements", t->name);
+  }
+  t->nbytes = (size_t)n * vr_dtype_size(t->dtype);
+  for (size_t k = 0; k < in->n_parameters; k++)
+    if (strcmp(in->parameters[k]->key, "binary_data_size")) {
+      char where[VR_NAME_MAX + 16];
+      snprintf(where, sizeof where, " in input '%s'", t->name);
+      return vr_ks_refuse_param(in->parameters[k]->key, where, err);
+    }
+  if (q->n_raw_input_contents) {
+    if (q->raw_input_contents[i].len != t->nbytes)
+      return vr_errf(err, VR_ESHAPE, "input '%s': raw_input_contents has %zu bytes,"
+                     " shape and datatype need %zu", t->name,
+                     q->raw_input_contents[i].len, t->nbytes);
+    t->data = q->raw_input_contents[i].data; /* lives as long as q */
+    return 0;
+  }
+  if (!in->contents)
+    return vr_errf(err, VR_EFORMAT, "input '%s': no contents", t->name);
+  return contents(in->contents, t, n, err);
+}
+
+static int to_ks(Inference__ModelInferRequest *q, vr_ks_request *ks, vr_errbuf *err) {
+  memset(ks, 0, sizeof *ks);
+  snprintf(ks->id, sizeof ks->id, "%s", q->id);
+  int rc = request_params(q, ks, err);
+  if (rc) return rc;
+  if (q->n_inputs < 1 || q->n_inputs > VR_RT_MAX_IO)
+    return vr_errf(err, VR_EFORMAT, "a request needs 1..%d inputs", VR_RT_MAX_IO);
+  if (q->n_raw_input_contents && q->n_raw_input_contents != q->n_inputs)
+    return vr_errf(err, VR_EFORMAT, "raw_input_contents has %zu entries for %zu"
+                   " inputs", q->n_raw_input_contents, q->n_inputs);
+  for (size_t i = 0; i < q->n_inputs; i++, ks->n_in++)
+    if ((rc = one_input(q, i, &ks->in[i], err))) return rc;
+  if (q->n_outputs > VR_RT_MAX_IO)
+    return vr_errf(err, VR_EFORMAT, "more than %d outputs", VR_RT_MAX_IO);
+  for (size_t i = 0; i < q->n_outputs; i++, ks->n_out++) {
+    vr_ks_output_req *o = &ks->out[i];
+    snprintf(o->name, sizeof o->name, "%s", q->outputs[i]->name);
+    o->binary = -1;
+    for (size_t k = 0; k < q->outputs[i]->n_parameters; k++) {
+      const char *key = q->outputs[i]->parameters[k]->key;
+      const Inference__InferParameter *p = q->outputs[i]->parameters[k]->value;
+      int64_t v;
+      char where[40];
+      snprintf(where, sizeof where, " in outputs[%zu]", i);
+      if (!strcmp(key, "classification")) {
+        if (!p || param_int(p, &v) || v < 1 || v > (1 << 20))
+          return vr_errf(err, VR_EINVAL, "parameter \"classification\"%s must be"
+                         " an integer >= 1", where);
+        o->classification = (int)v;
+      } else if (strcmp(key, "binary_data")) {
+        return vr_ks_refuse_param(key, where, err);
+      }
+    }
+  }
+  return 0;
+}
+
+/* The runtime's outputs that the request asked for (all when it named
+ * none), in the model's order, with their request entry. */
+static const vr_ks_output_req *asked(const vr_ks_request *ks, const char *name, int *want) {
+  *want = ks->n_out == 0;
+  for (int i = 0; i < ks->n_out; i++)
+    if (!strcmp(ks->out[i].name, name)) {
+      *want = 1;
+      return &ks->out[i];
+    }
+  return NULL;
+}
+
+static void infer_reply(gcall *c) {
+  vr_rt_request *q = &c->rt;
+  Inference__ModelInferResponse r = INFERENCE__MODEL_INFER_RESPONSE__INIT;
+  Inference__ModelInferResponse__InferOutputTensor ot[VR_RT_MAX_IO], *op[VR_RT_MAX_IO];
+  ProtobufCBinaryData raw[VR_RT_MAX_IO];
+  vr_sbuf cls[VR_RT_MAX_IO];
+  int64_t shp[VR_RT_MAX_IO][2];
+  char ver[16];
+  snprintf(ver, sizeof ver, "%d", vr__srv_version(c->g->s, c->model));
+  r.model_name = c->model;
+  r.model_version = ver;
+  r.id = c->ks.id;
+  size_t n = 0;
+  int rc = 0;
+  vr_errbuf err = {0};
+  for (int i = 0; i < q->n_out && !rc; i++) {
+    int want;
+    const vr_ks_output_req *o = asked(&c->ks, q->out[i].name, &want);
+    if (!want) continue;
+    inference__model_infer_response__infer_output_tensor__init(&ot[n]);
+    ot[n].name = (char *)q->out[i].name;
+    vr_sbuf_init(&cls[n]);
+    if (o && o->classification > 0) {
+      vr_sbuf js;
+      vr_sbuf_init(&js);
+      int k;
+      rc = vr_ks_classify(&q->out[i], o->classification, &js, &cls[n], &shp[n][0], &k, &err);
+      vr_sbuf_free(&js);
+      shp[n][1] = k;
+      ot[n].datatype = "BYTES";
+      ot[n].shape = shp[n];
+      ot[n].n_shape = 2;
+      raw[n].data = (uint8_t *)cls[n].p;
+      raw[n].len = cls[n].len;
+    } else {
+      ot[n].datatype = (char *)vr_dtype_kserve(q->out[i].dtype);
+      ot[n].shape = q->out[i].shape;
+      ot[n].n_shape = (size_t)q->out[i].ndim;
+      raw[n].data = q->out[i].data;
+      raw[n].len = q->out[i].nbytes;
+    }
+    op[n] = &ot[n];
+    n++;
+  }
+  r.outputs = op;
+  r.n_outputs = n;
+  r.raw_output_contents = raw;
+  r.n_raw_output_contents = n;
+  if (rc) fail(c, rc, err.msg);
+  else reply(c, &r.base);
+  for (size_t i = 0; i < n; i++) vr_sbuf_free(&cls[i]);
+}
+
+/* Runtime thread: the request is answered. */
+static void on_infer_done(vr_rt_request *q, void *user) {
+  gcall *c = user;
+  vr_grpc *g = c->g;
+  if (q->status) fail(c, q->status, q->err.msg);
+  else infer_reply(c);
+  __atomic_fetch_sub(&g->inflight, 1, __ATOMIC_SEQ_CST);
+}
+
+static void model_infer(gcall *c) {
+  c->req = (void *)unpack(c, &inference__model_infer_request__descriptor);
+  if (!c->req) return;
+  vr_errbuf err = {0};
+  snprintf(c->model, sizeof c->model, "%s", c->req->model_name);
+  int rc = version_ok(c, c->model, c->req->model_version)
+               ? to_ks(c->req, &c->ks, &err)
+               : vr_errf(&err, VR_ENOENT, "model '%.128s' has no version '%.16s'",
+                         c->model, c->req->model_version);
+  if (rc) {
+    __atomic_fetch_add(&c->g->s->invalid, 1, __ATOMIC_RELAXED);
+    fail(c, rc, err.msg);
+    return;
+  }
+  c->has_rt = 1;
+  __atomic_fetch_add(&c->g->inflight, 1, __ATOMIC_SEQ_CST);
+  rc = vr__srv_submit(c->g->s, c->model, &c->ks, &c->rt, on_infer_done, c, &err);
+  if (rc) {
+    c->has_rt = 0;
+    __atomic_fetch_sub(&c->g->inflight, 1, __ATOMIC_SEQ_CST);
+    fail(c, rc, err.msg);
+  }
+}
+
+/* ---- Triton extensions ------------------------------------------------------------- */
+
+static Inference__DataType data_type(vr_dtype dt) {
+  static const struct { const char *k; Inference__DataType t; } m[] = {
+      {"BOOL", INFERENCE__DATA_TYPE__TYPE_BOOL}, {"UINT8", INFERENCE__DATA_TYPE__TYPE_UINT8},
+      {"UINT16", INFERENCE__DATA_TYPE__TYPE_UINT16}, {"UINT32", INFERENCE__DATA_TYPE__TYPE_UINT32},
+      {"UINT64", INFERENCE__DATA_TYPE__TYPE_UINT64}, {"INT8", INFERENCE__DATA_TYPE__TYPE_INT8},
+      {"INT16", INFERENCE__DATA_TYPE__TYPE_INT16}, {"INT32", INFERENCE__DATA_TYPE__TYPE_INT32},
+      {"INT64", INFERENCE__DATA_TYPE__TYPE_INT64}, {"FP16", INFERENCE__DATA_TYPE__TYPE_FP16},
+      {"FP32", INFERENCE__DATA_TYPE__TYPE_FP32}, {"FP64", INFERENCE__DATA_TYPE__TYPE_FP64},
+      {"BYTES", INFERENCE__DATA_TYPE__TYPE_STRING}, {"BF16", INFERENCE__DATA_TYPE__TYPE_BF16}};
+  const char *k = vr_dtype_kserve(dt);
+  for (size_t i = 0; k && i < sizeof m / sizeof m[0]; i++)
+    if (!strcmp(k, m[i].k)) return m[i].t;
+  return INFERENCE__DATA_TYPE__TYPE_INVALID;
+}
+
+static void model_config(gcall *c) {
+  Inference__ModelConfigRequest *q =
+      (void *)unpack(c, &inference__model_config_request__descriptor);
+  vr_model_config cfg;
+  if (!q) return;
+  int bad = config_of(c, q->name, q->version, &cfg);
+  inference__model_config_request__free_unpacked(q, NULL);
+  if (bad) return;
+  Inference__ModelConfig mc = INFERENCE__MODEL_CONFIG__INIT;
+  Inference__ModelInput mi[VR_RT_MAX_IO], *mip[VR_RT_MAX_IO];
+  Inference__ModelOutput mo[VR_RT_MAX_IO], *mop[VR_RT_MAX_IO];
+  Inference__ModelInstanceGroup ig = INFERENCE__MODEL_INSTANCE_GROUP__INIT, *igp = &ig;
+  Inference__ModelDynamicBatching db = INFERENCE__MODEL_DYNAMIC_BATCHING__INIT;
+  mc.name = cfg.name;
+  mc.platform = "onnxruntime_onnx";
+  mc.backend = "onnxruntime";
+  mc.max_batch_size = cfg.max_batch_size;
+  mc.default_model_filename = cfg.model_file[0] ? cfg.model_file : "model.onnx";
+  for (int i = 0; i < cfg.n_inputs; i++) {
+    inference__model_input__init(&mi[i]);
+    mi[i].name = cfg.inputs[i].name;
+    mi[i].data_type = data_type(cfg.inputs[i].dtype);
+    mi[i].dims = cfg.inputs[i].shape + 1;
+    mi[i].n_dims = (size_t)(cfg.inputs[i].ndim - 1);
+    mip[i] = &mi[i];
+  }
+  for (int i = 0; i < cfg.n_outputs; i++) {
+    inference__model_output__init(&mo[i]);
+    mo[i].name = cfg.outputs[i].name;
+    mo[i].data_type = data_type(cfg.outputs[i].dtype);
+    mo[i].dims = cfg.outputs[i].shape + 1;
+    mo[i].n_dims = (size_t)(cfg.outputs[i].ndim - 1);
+    mop[i] = &mo[i];
+  }
+  mc.input = mip;
+  mc.n_input = (size_t)cfg.n_inputs;
+  mc.output = mop;
+  mc.n_output = (size_t)cfg.n_outputs;
+  ig.name = cfg.name;
+  ig.count = cfg.instances;
+  ig.kind = INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU;
+  mc.instance_group = &igp;
+  mc.n_instance_group = 1;
+  db.preferred_batch_size = cfg.preferred_batch;
+  db.n_preferred_batch_size = (size_t)cfg.n_preferred_batch;
+  db.max_queue_delay_microseconds = (uint64_t)cfg.max_queue_delay_us;
+  mc.dynamic_batching = &db;
+  Inference__ModelConfigResponse r = INFERENCE__MODEL_CONFIG_RESPONSE__INIT;
+  r.config = &mc;
+  reply(c, &r.base);
+}
+
+typedef struct stats_acc {
+  vr_server *s;
+  Inference__ModelStatisticsResponse r;
+  vr_vec all; /* heap blocks to free after the reply */
+} stats_acc;
+
+static void *keep(stats_acc *a, size_t n) {
+  void *p = vr_calloc(1, n);
+  if (p && vr_vec_push(&a->all, &p)) {
+    vr_free(p);
+    return NULL;
+  }
+  return p;
+}
+
+static Inference__StatisticDuration *dur(stats_acc *a, uint64_t n, double ns) {
+  Inference__StatisticDuration *d = keep(a, sizeof *d);
+  if (!d) return NULL;
+  inference__statistic_duration__init(d);
+  d->count = n;
+  d->ns = (uint64_t)(ns > 0 ? ns : 0);
+  return d;
+}
+
+static void stats_one(const vr_rt_variant_stats *v, void *u) {
+  stats_acc *a = u;
+  Inference__ModelStatistics *m = keep(a, sizeof *m);
+  Inference__InferStatistics *is = keep(a, sizeof *is);
+  char *ver = keep(a, 16);
+  Inference__ModelStatistics **arr =
+      vr_realloc(a->r.model_stats, (a->r.n_model_stats + 1) * sizeof *arr);
+  if (!m || !is || !ver || !arr) return;
+  a->r.model_stats = arr;
+  inference__model_statistics__init(m);
+  inference__infer_statistics__init(is);
+  snprintf(ver, 16, "%d", vr__srv_version(a->s, v->model));
+  m->name = keep(a, VR_NAME_MAX);
+  if (!m->name) return;
+  snprintf(m->name, VR_NAME_MAX, "%s", v->model);
+  m->version = ver;
+  m->last_inference = (uint64_t)v->last_inference_ms;
+  m->inference_count = v->outcomes[VR_OUT_OK];
+  m->execution_count = v->batches;
+  uint64_t fail = 0;
+  for (int o = 1; o < VR_OUT_COUNT; o++) fail += v->outcomes[o];
+  is->success = dur(a, v->request.count, v->request.sum_s * 1e9);
+  is->fail = dur(a, fail, 0);
+  is->queue = dur(a, v->queue.count, v->queue.sum_s * 1e9);
+  is->compute_input = dur(a, v->compute_n, v->compute_input_ns);
+  is->compute_infer = dur(a, v->compute_n, v->compute_infer_ns);
+  is->compute_output = dur(a, v->compute_n, v->compute_output_ns);
+  m->inference_stats = is;
+  for (int k = 1; k <= VR_RT_MAX_BATCH; k++) {
+    if (!v->by_batch[k].count) continue;
+    Inference__InferBatchStatistics *b = keep(a, sizeof *b);
+    Inference__InferBatchStatistics **bs =
+        keep(a, (m->n_batch_stats + 1) * sizeof *bs);
+    if (!b || !bs) break;
+    if (m->n_batch_stats) memcpy(bs, m->batch_stats, m->n_batch_stats * sizeof *bs);
+    inference__infer_batch_statistics__init(b);
+    uint64_t n = v->by_batch[k].count;
+    b->batch_size = (uint64_t)k;
+    b->compute_input = dur(a, n, v->by_batch[k].input_ns);
+    b->compute_infer = dur(a, n, v->by_batch[k].infer_ns);
+    b->compute_output = dur(a, n, v->by_batch[k].output_ns);
+    bs[m->n_batch_stats++] = b;
+    m->batch_stats = bs;
+  }
+  a->r.model_stats[a->r.n_model_stats++] = m;
+}
+
+static void model_statistics(gcall *c) {
+  Inference__ModelStatisticsRequest *q =
+      (void *)unpack(c, &inference__model_statistics_request__descriptor);
+  if (!q) return;
+  stats_acc a = {c->g->s, INFERENCE__MODEL_STATISTICS_RESPONSE__INIT, {0}};
+  vr_vec_init(&a.all, sizeof(void *));
+  vr_model_config cfg;
+  if (*q->name && config_of(c, q->name, q->version, &cfg)) {
+    inference__model_statistics_request__free_unpacked(q, NULL);
+    vr_vec_free(&a.all);
+    return;
+  }
+  vr_rt_foreach_variant(c->g->s->rt, *q->name ? q->name : NULL, stats_one, &a);
+  inference__model_statistics_request__free_unpacked(q, NULL);
+  reply(c, &a.r.base);
+  for (size_t i = 0; i < a.all.len; i++) vr_free(*(void **)vr_vec_at(&a.all, i));
+  vr_vec_free(&a.all);
+  vr_free(a.r.model_stats);
+}
+
+typedef struct index_acc {
+  stats_acc k; /* only its block list */
+  Inference__RepositoryIndexResponse r;
+  int ready_only;
+} index_acc;
+
+static void index_one(void *u, const char *name, int version, int ready,
+                      const char *reason) {
+  index_acc *a = u;
+  if (a->ready_only && !ready) return;
+  Inference__RepositoryIndexResponse__ModelIndex *m = keep(&a->k, sizeof *m);
+  char *nm = keep(&a->k, strlen(name) + 1), *ver = keep(&a->k, 16),
+       *why = keep(&a->k, strlen(reason) + 1);
+  Inference__RepositoryIndexResponse__ModelIndex **arr =
+      vr_realloc(a->r.models, (a->r.n_models + 1) * sizeof *arr);
+  if (!m || !nm || !ver || !why || !arr) return;
+  a->r.models = arr;
+  inference__repository_index_response__model_index__init(m);
+  memcpy(nm, name, strlen(name) + 1);
+  memcpy(why, reason, strlen(reason) + 1);
+  snprintf(ver, 16, "%d", version);
+  m->name = nm;
+  m->version = ver;
+  m->state = ready ? "READY" : "UNAVAILABLE";
+  m->reason = why;
+  a->r.models[a->r.n_models++] = m;
+}
+
+static void repository_index(gcall *c) {
+  Inference__RepositoryIndexRequest *q =
+      (void *)unpack(c, &inference__repository_index_request__descriptor);
+  if (!q) return;
+  index_acc a = {{c->g->s, INFERENCE__MODEL_STATISTICS_RESPONSE__INIT, {0}},
+                 INFERENCE__REPOSITORY_INDEX_RESPONSE__INIT, q->ready};
+  inference__repository_index_request__free_unpacked(q, NULL);
+  vr_vec_init(&a.k.all, sizeof(void *));
+  vr__srv_repo_list(c->g->s, index_one, &a);
+  reply(c, &a.r.base);
+  for (size_t i = 0; i < a.k.all.len; i++) vr_free(*(void **)vr_vec_at(&a.k.all, i));
+  vr_vec_free(&a.k.all);
+  vr_free(a.r.models);
+}
+
+/* Load/unload run on this thread: they are rare, and the HTTP front end
+ * keeps answering meanwhile. */
+static void repository_load(gcall *c, int load) {
+  const ProtobufCMessageDescriptor *d =
+      load ? &inference__repository_model_load_request__descriptor
+           : &inference__repository_model_unload_request__descriptor;
+  ProtobufCMessage *m = unpack(c, d);
+  if (!m) return;
+  const char *name = load ? ((Inference__RepositoryModelLoadRequest *)m)->model_name
+                          : ((Inference__RepositoryModelUnloadRequest *)m)->model_name;
+  vr_errbuf err = {0};
+  int rc = 0;
+  if (!*name || strchr(name, '/') || name[0] == '.')
+    rc = vr_errf(&err, VR_EINVAL, "model names use only [A-Za-z0-9_.-]");
+  else
+    rc = load ? vr_server_load(c->g->s, name, &err) : vr_rt_unload(c->g->s->rt, name, &err);
+  if (!rc || !load || rc != VR_ENOENT) vr__srv_expect(c->g->s, name, load);
+  protobuf_c_message_free_unpacked(m, NULL);
+  if (rc) {
+    fail(c, rc, err.msg);
+    return;
+  }
+  Inference__RepositoryModelLoadResponse lr = INFERENCE__REPOSITORY_MODEL_LOAD_RESPONSE__INIT;
+  Inference__RepositoryModelUnloadResponse ur = INFERENCE__REPOSITORY_MODEL_UNLOAD_RESPONSE__INIT;
+  reply(c, load ? &lr.base : &ur.base);
+}
+
+/* ---- dispatch and the loop --------------------------------------------------------- */
+
+static void dispatch(gcall *c) {
+  static const struct { const char *m; void (*fn)(gcall *); } k[] = {
+      {"ServerLive", server_live}, {"ServerReady", server_ready},
+      {"ModelReady", model_ready}, {"ServerMetadata", server_metadata},
+      {"ModelMetadata", model_metadata}, {"ModelInfer", model_infer},
+      {"ModelConfig", model_config}, {"ModelStatistics", model_statistics},
+      {"RepositoryIndex", repository_index}};
+  static const char prefix[] = "/inference.GRPCInferenceService/";
+  char method[128];
+  size_t n = GRPC_SLICE_LENGTH(c->details.method);
+  if (n >= sizeof method) n = sizeof method - 1;
+  memcpy(method, GRPC_SLICE_START_PTR(c->details.method), n);
+  method[n] = 0;
+  const char *m = !strncmp(method, prefix, sizeof prefix - 1) ? method + sizeof prefix - 1 : "";
+  for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
+    if (!strcmp(m, k[i].m)) return k[i].fn(c);
+  if (!strcmp(m, "RepositoryModelLoad")) return repository_load(c, 1);
+  if (!strcmp(m, "RepositoryModelUnload")) return repository_load(c, 0);
+  finish(c, GRPC_STATUS_UNIMPLEMENTED, "method not implemented by Vario", NULL);
+}
+
+static void start_read(gcall *c) {
+  grpc_op ops[2];
+  memset(ops, 0, sizeof ops);
+  ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+  ops[1].op = GRPC_OP_RECV_MESSAGE;
+  ops[1].data.recv_message.recv_message = &c->recv;
+  c->stage = ST_READ;
+  if (grpc_call_start_batch(c->call, ops, 2, c, NULL) != GRPC_CALL_OK) call_free(c);
+}
+
+static void on_event(vr_grpc *g, gcall *c, int ok) {
+  switch (c->stage) {
+  case ST_NEW:
+    if (!ok) { /* the server is shutting down */
+      call_free(c);
+      return;
+    }
+    request_next(g);
+    start_read(c);
+    return;
+  case ST_READ:
+    if (!ok) finish(c, GRPC_STATUS_CANCELLED, "", NULL);
+    else dispatch(c);
+    return;
+  default:
+    call_free(c);
+  }
+}
+
+static void *loop(void *arg) {
+  vr_grpc *g = arg;
+  int cq_down = 0;
+  for (;;) {
+    gpr_timespec t = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+                                  gpr_time_from_millis(100, GPR_TIMESPAN));
+    grpc_event ev = grpc_completion_queue_next(g->cq, t, NULL);
+    if (ev.type == GRPC_QUEUE_SHUTDOWN) break;
+    if (ev.type == GRPC_OP_COMPLETE) {
+      if (ev.tag == &g->shutdown_tag) g->server_down = 1;
+      else on_event(g, ev.tag, ev.success);
+    }
+    /* The queue closes once the server is down and no runtime callback
+     * may still start a batch on one of its calls. */
+    if (g->server_down && !cq_down && !__atomic_load_n(&g->inflight, __ATOMIC_SEQ_CST)) {
+      grpc_completion_queue_shutdown(g->cq);
+      cq_down = 1;
+    }
+  }
+  return NULL;
+}
+
+int vr_grpc_start(vr_server *s, const char *host, int port, vr_grpc **out,
+                  vr_errbuf *err) {
+  vr_grpc *g = VR_NEW(vr_grpc);
+  if (!g) return vr_errf(err, VR_ENOMEM, "out of memory");
+  g->s = s;
+  grpc_init();
+  grpc_arg args[2];
+  args[0].type = args[1].type = GRPC_ARG_INTEGER;
+  args[0].key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
+  size_t max = s->o.max_body ? s->o.max_body : (size_t)64 << 20; /* as HTTP */
+  args[0].value.integer = max > (size_t)INT32_MAX ? INT32_MAX : (int)max;
+  args[1].key = GRPC_ARG_ALLOW_REUSEPORT; /* a taken port is an error */
+  args[1].value.integer = 0;
+  grpc_channel_args ca = {2, args};
+  g->cq = grpc_completion_queue_create_for_next(NULL);
+  g->srv = grpc_server_create(&ca, NULL);
+  grpc_server_register_completion_queue(g->srv, g->cq, NULL);
+  char addr[300];
+  snprintf(addr, sizeof addr, "%s:%d", host ? host : "127.0.0.1", port);
+  grpc_server_credentials *cr = grpc_insecure_server_credentials_create();
+  g->port = grpc_server_add_http2_port(g->srv, addr, cr);
+  grpc_server_credentials_release(cr);
+  grpc_server_start(g->srv);
+  if (g->port <= 0) {
+    g->server_down = 1; /* no thread: tear down here */
+    vr_grpc_stop(g);
+    return vr_errf(err, VR_EBUSY, "gRPC: cannot listen on %s (port taken?)", addr);
+  }
+  request_next(g);
+  if (pthread_create(&g->thread, NULL, loop, g)) {
+    g->server_down = 1;
+    vr_grpc_stop(g);
+    return vr_errf(err, VR_EINTERNAL, "gRPC: cannot start a thread");
+  }
+  *out = g;
+  return 0;
+}
+
+int vr_grpc_port(const vr_grpc *g) { return g ? g->port : -1; }
+
+void vr_grpc_stop(vr_grpc *g) {
+  if (!g) return;
+  __atomic_store_n(&g->stopping, 1, __ATOMIC_SEQ_CST);
+  if (!g->server_down) {
+    grpc_server_shutdown_and_notify(g->srv, g->cq, &g->shutdown_tag);
+    grpc_server_cancel_all_calls(g->srv);
+    pthread_join(g->thread, NULL);
+  } else {
+    grpc_server_shutdown_and_notify(g->srv, g->cq, &g->shutdown_tag);
+    grpc_server_cancel_all_calls(g->srv);
+    grpc_completion_queue_shutdown(g->cq);
+    grpc_event ev;
+    while ((ev = grpc_completion_queue_next(g->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL))
+               .type != GRPC_QUEUE_SHUTDOWN)
+      if (ev.type == GRPC_OP_COMPLETE && ev.tag != &g->shutdown_tag) call_free(ev.tag);
+  }
+  grpc_server_destroy(g->srv);
+  grpc_completion_queue_destroy(g->cq);
+  grpc_shutdown();
+  vr_free(g);
+}

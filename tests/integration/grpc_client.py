@@ -1,0 +1,187 @@
+#!/usr/bin/python3
+"""KServe v2 gRPC on the real server, driven by a real gRPC client (Debian's
+python3-grpcio; messages compiled from Vario's proto by Debian's protoc, not
+by the server's code): ServerLive/Ready/Metadata, ModelReady/Metadata,
+ModelInfer with raw_input_contents (and typed contents, classification,
+refused parameters), ModelConfig, ModelStatistics, RepositoryIndex and
+RepositoryModelLoad/Unload, and HTTP and gRPC answering the same model alike.
+
+usage: grpc_client.py VARIO SOURCE_DIR   (exit 77 = skipped: no grpcio/protoc)
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+import numpy as np
+
+VARIO, SRC = sys.argv[1], sys.argv[2]
+try:
+    import grpc
+except ImportError:
+    print("skip: python3-grpcio missing (scripts/setup-deps.sh check installs it)")
+    sys.exit(77)
+if not shutil.which("protoc"):
+    print("skip: protoc missing (scripts/setup-deps.sh check installs it)")
+    sys.exit(77)
+
+TMP = tempfile.mkdtemp(prefix="vr_grpc_")
+subprocess.run(["protoc", "--python_out", TMP, "-I", os.path.join(SRC, "src/server/proto"),
+                "grpc_service.proto"], check=True)
+sys.path.insert(0, TMP)
+import grpc_service_pb2 as pb  # noqa: E402
+
+DATA = os.path.join(SRC, "models/fmnist-data")
+REPO = os.path.join(TMP, "repo")
+
+
+def check(cond, what):
+    if not cond:
+        print("FAIL:", what)
+        sys.exit(1)
+    print("ok:", what)
+
+
+def main():
+    for m in ("fmnist_mlp", "fmnist_cnn_s"):
+        shutil.copytree(os.path.join(SRC, "models/fmnist", m), os.path.join(REPO, m))
+    log = open(os.path.join(TMP, "serve.log"), "w+")
+    p = subprocess.Popen([VARIO, "serve", "--repo", REPO, "--port", "0"], stdout=log, stderr=log)
+    try:
+        run(p, log)
+    finally:
+        p.terminate()
+        p.wait(timeout=30)
+    log.seek(0)
+    out = log.read()
+    check("stopped" in out and p.returncode == 0 and "Sanitizer" not in out,
+          f"server stops cleanly with gRPC clients connected (exit {p.returncode})")
+    shutil.rmtree(TMP, ignore_errors=True)
+    print("grpc: all checks passed")
+
+
+def run(p, log):
+    port = gport = None
+    for _ in range(600):
+        log.seek(0)
+        m = re.search(r"listening on http://[0-9.]+:(\d+).*gRPC port (\d+)", log.read())
+        if m:
+            port, gport = int(m.group(1)), int(m.group(2))
+            break
+        if p.poll() is not None:
+            break
+        time.sleep(0.05)
+    check(gport and gport > 0, f"gRPC port announced ({gport})")
+    ch = grpc.insecure_channel(f"127.0.0.1:{gport}")
+
+    def call(method, req, resp_cls):
+        f = ch.unary_unary("/inference.GRPCInferenceService/" + method,
+                           request_serializer=lambda x: x.SerializeToString(),
+                           response_deserializer=resp_cls.FromString)
+        return f(req, timeout=30)
+
+    def error(method, req, resp_cls):
+        try:
+            call(method, req, resp_cls)
+        except grpc.RpcError as e:
+            return e.code(), e.details()
+        return None, None
+
+    check(call("ServerLive", pb.ServerLiveRequest(), pb.ServerLiveResponse).live, "ServerLive")
+    check(call("ServerReady", pb.ServerReadyRequest(), pb.ServerReadyResponse).ready, "ServerReady")
+    md = call("ServerMetadata", pb.ServerMetadataRequest(), pb.ServerMetadataResponse)
+    check(md.name == "vario" and "classification" in md.extensions, f"ServerMetadata {md.extensions}")
+    check(call("ModelReady", pb.ModelReadyRequest(name="fmnist_mlp"), pb.ModelReadyResponse).ready,
+          "ModelReady")
+    check(not call("ModelReady", pb.ModelReadyRequest(name="nope"), pb.ModelReadyResponse).ready,
+          "ModelReady of an unknown model is false")
+    mm = call("ModelMetadata", pb.ModelMetadataRequest(name="fmnist_mlp"), pb.ModelMetadataResponse)
+    check(mm.inputs[0].name == "input" and list(mm.inputs[0].shape) == [-1, 1, 28, 28]
+          and mm.outputs[0].datatype == "FP32", "ModelMetadata")
+    code, _ = error("ModelMetadata", pb.ModelMetadataRequest(name="nope"), pb.ModelMetadataResponse)
+    check(code == grpc.StatusCode.NOT_FOUND, f"unknown model -> {code}")
+
+    x = np.load(os.path.join(DATA, "val_inputs.npy"))[:4].astype(np.float32)
+    ref = np.load(os.path.join(DATA, "ref", "fmnist_mlp.npy"))[:4]
+    req = pb.ModelInferRequest(model_name="fmnist_mlp", id="g1")
+    t = req.inputs.add()
+    t.name, t.datatype = "input", "FP32"
+    t.shape.extend(x.shape)
+    req.raw_input_contents.append(x.tobytes())
+    r = call("ModelInfer", req, pb.ModelInferResponse)
+    y = np.frombuffer(r.raw_output_contents[0], dtype=np.float32).reshape(4, 10)
+    check(r.id == "g1" and r.outputs[0].name == "logits" and list(r.outputs[0].shape) == [4, 10]
+          and np.abs(y - ref).max() < 1e-3, "ModelInfer with raw_input_contents equals the reference")
+    # same request over HTTP: same answer (one request path)
+    body = json.dumps({"inputs": [{"name": "input", "datatype": "FP32", "shape": list(x.shape),
+                                   "data": x.ravel().tolist()}]}).encode()
+    with urllib.request.urlopen(urllib.request.Request(
+            f"http://127.0.0.1:{port}/v2/models/fmnist_mlp/infer", data=body), timeout=30) as h:
+        yh = np.array(json.loads(h.read())["outputs"][0]["data"], dtype=np.float32).reshape(4, 10)
+    check(np.abs(yh - y).max() < 1e-5, "HTTP and gRPC give the same logits")
+    typed = pb.ModelInferRequest(model_name="fmnist_mlp")
+    t = typed.inputs.add()
+    t.name, t.datatype = "input", "FP32"
+    t.shape.extend([1, 1, 28, 28])
+    t.contents.fp32_contents.extend(x[0].ravel().tolist())
+    o = typed.outputs.add()
+    o.name = "logits"
+    o.parameters["classification"].int64_param = 2
+    r = call("ModelInfer", typed, pb.ModelInferResponse)
+    raw = r.raw_output_contents[0]
+    n = int.from_bytes(raw[:4], "little")
+    first = raw[4:4 + n].decode()
+    check(r.outputs[0].datatype == "BYTES" and list(r.outputs[0].shape) == [1, 2]
+          and int(first.split(":")[1]) == int(ref[0].argmax()),
+          f"typed contents + classification: top class {first}")
+    for key, where in [("sequence_id", "request"), ("frobnicate", "request"),
+                       ("shared_memory_region", "output")]:
+        bad = pb.ModelInferRequest()
+        bad.CopyFrom(req)
+        if where == "request":
+            bad.parameters[key].int64_param = 1
+        else:
+            bad.outputs.add(name="logits").parameters[key].string_param = "r"
+        code, msg = error("ModelInfer", bad, pb.ModelInferResponse)
+        check(code == grpc.StatusCode.INVALID_ARGUMENT and key in msg, f"{key}: {code} {msg}")
+    short = pb.ModelInferRequest()
+    short.CopyFrom(req)
+    short.raw_input_contents[0] = x.tobytes()[:100]
+    code, msg = error("ModelInfer", short, pb.ModelInferResponse)
+    check(code == grpc.StatusCode.INVALID_ARGUMENT and "raw_input_contents" in msg, f"short raw data: {msg}")
+
+    cfg = call("ModelConfig", pb.ModelConfigRequest(name="fmnist_mlp"), pb.ModelConfigResponse).config
+    check(cfg.name == "fmnist_mlp" and cfg.max_batch_size == 64 and list(cfg.input[0].dims) == [1, 28, 28]
+          and cfg.input[0].data_type == pb.TYPE_FP32, "ModelConfig")
+    st = call("ModelStatistics", pb.ModelStatisticsRequest(name="fmnist_mlp"), pb.ModelStatisticsResponse)
+    s = st.model_stats[0]
+    check(s.name == "fmnist_mlp" and s.inference_stats.compute_infer.count >= 2
+          and s.inference_stats.compute_input.count >= 2 and len(s.batch_stats) >= 1,
+          "ModelStatistics: inference_stats split and batch_stats")
+    idx = call("RepositoryIndex", pb.RepositoryIndexRequest(), pb.RepositoryIndexResponse)
+    check(sorted(m.name for m in idx.models) == ["fmnist_cnn_s", "fmnist_mlp"]
+          and all(m.state == "READY" for m in idx.models), "RepositoryIndex")
+    call("RepositoryModelUnload", pb.RepositoryModelUnloadRequest(model_name="fmnist_cnn_s"),
+         pb.RepositoryModelUnloadResponse)
+    check(not call("ModelReady", pb.ModelReadyRequest(name="fmnist_cnn_s"), pb.ModelReadyResponse).ready,
+          "RepositoryModelUnload")
+    check(call("ServerReady", pb.ServerReadyRequest(), pb.ServerReadyResponse).ready,
+          "still ready: an unloaded model is not wanted")
+    call("RepositoryModelLoad", pb.RepositoryModelLoadRequest(model_name="fmnist_cnn_s"),
+         pb.RepositoryModelLoadResponse)
+    check(call("ModelReady", pb.ModelReadyRequest(name="fmnist_cnn_s"), pb.ModelReadyResponse).ready,
+          "RepositoryModelLoad")
+    code, _ = error("RepositoryModelLoad", pb.RepositoryModelLoadRequest(model_name="absent"),
+                    pb.RepositoryModelLoadResponse)
+    check(code == grpc.StatusCode.NOT_FOUND, f"loading an absent model -> {code}")
+    code, _ = error("Nope", pb.ServerLiveRequest(), pb.ServerLiveResponse)
+    check(code == grpc.StatusCode.UNIMPLEMENTED, f"unknown method -> {code}")
+    ch.close()
+
+
+main()
