@@ -98,6 +98,21 @@ int64_t vr_model_flops(const vr_model *m);
 /* Bytes of fp32 weights. */
 int64_t vr_model_weight_bytes(const vr_model *m);
 
+/* A standalone model made of nodes [node_begin, node_end) of m's optimised
+ * graph (AsyFunc's layer blocks). It copies only the constants those nodes
+ * read, so it holds just its range's weights, and m may be freed after.
+ * Its inputs and outputs are the range's boundary tensors (those of a
+ * partial session over the same range); the graph is not re-optimised, so
+ * a session on the slice computes bit for bit what a partial session on m
+ * computes. VR_EUNSUPPORTED when a boundary input does not carry the batch
+ * in dim 0. The caller owns *out. */
+int vr_model_slice(const vr_model *m, int node_begin, int node_end, vr_model **out,
+                   vr_errbuf *err);
+/* Chain cuts: cut[k] (k in 0..num_nodes) = 1 when exactly one tensor,
+ * batch-major, crosses from nodes [0, k) to [k, n), so the range can be
+ * split by rows there. cut must hold num_nodes + 1 bytes. 0 or VR_ENOMEM. */
+int vr_model_chain_cuts(const vr_model *m, char *cut);
+
 /* ---- sessions ---------------------------------------------------------- */
 
 typedef struct vr_session_opts {
@@ -105,7 +120,8 @@ typedef struct vr_session_opts {
   int threads;            /* cores this session may use; 0 = 1 */
   int max_batch;          /* plans for 1..max_batch; 0 = 1 */
   /* int8 only: calibration inputs for post-training quantisation, one
-   * tensor per model input with N samples along dim 0. Not retained. */
+   * tensor per model input with N samples along dim 0 (also for a partial
+   * session: scales come from the whole graph). Not retained. */
   const vr_tensor *calibration;
   int n_calibration;
   /* Partial execution: run nodes [node_begin, node_end) of the optimised

@@ -25,7 +25,9 @@ static void usage(void) {
           "K independent sessions (each with --threads) in K threads at once and\n"
           "reports their combined throughput (thread-limit check). --range runs\n"
           "only nodes [BEGIN, END) of the optimised graph (a partial session;\n"
-          "node indices as listed by --nodes).\n");
+          "node indices as listed by --nodes).\n"
+          "       vario perf MODEL.onnx --blocks [...]: AsyFunc layer blocks\n"
+          "(see `vario perf MODEL.onnx --blocks --help`).\n");
 }
 
 typedef struct perf_opts {
@@ -280,6 +282,8 @@ static int measure_multi(perf_opts *p, const vr_model *m, const vr_session_opts 
 }
 
 int vr_cmd_perf(int argc, char **argv) {
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "--blocks")) return vr__cmd_perf_blocks(argc, argv);
   perf_opts p;
   int rc = parse(argc, argv, &p);
   if (rc) return rc == 1 ? 0 : rc;

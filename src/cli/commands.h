@@ -15,4 +15,7 @@ int vr_cmd_version(int argc, char **argv);
 #include "cli/commands.def"
 #undef VR_CMD
 
+/* `vario perf MODEL --blocks` (cmd_perf_blocks.c). */
+int vr__cmd_perf_blocks(int argc, char **argv);
+
 #endif

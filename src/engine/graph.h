@@ -43,6 +43,17 @@ int vr_model_load_frozen(const void *buf, size_t len, const char *base_dir,
                          const vr_tview *frozen, int n, vr_model **out,
                          vr_errbuf *err);
 
+/* Boundary tensors of nodes [b, e): in_vals gets the runtime values read in
+ * the range but produced before it (graph inputs included), out_vals those
+ * produced in it and read after it or graph outputs. Both arrays must hold
+ * g->nvals ints. The whole range gives the graph's inputs and outputs. */
+int vr__graph_range_ports(const vr_graph *g, int b, int e, int *in_vals, int *nin,
+                          int *out_vals, int *nout);
+
+/* Fills a model's descriptions (inputs, outputs, node infos, FLOPs) from its
+ * already optimised graph (model.c; used by load and by vr_model_slice). */
+int vr__model_finish(vr_model *m, vr_errbuf *err);
+
 struct vr_model {
   vr_graph g;
   int nin, nout;

@@ -90,10 +90,8 @@ static int describe(vr_model *m, vr_errbuf *err) {
   return rc;
 }
 
-static int build(vr_model *m, vr_errbuf *err) {
+int vr__model_finish(vr_model *m, vr_errbuf *err) {
   vr_graph *g = &m->g;
-  int rc = vr_graph_optimize(g, err);
-  if (rc) return rc;
   for (int i = 0; i < g->nin; i++) m->dyn_batch |= g->vals[g->inputs[i]].dyn_batch;
   m->nin = g->nin;
   m->nout = g->nout;
@@ -105,6 +103,11 @@ static int build(vr_model *m, vr_errbuf *err) {
   for (int i = 0; i < g->nout; i++)
     fill_info(&m->outputs[i], &g->vals[g->outputs[i]], m->dyn_batch);
   return describe(m, err);
+}
+
+static int build(vr_model *m, vr_errbuf *err) {
+  int rc = vr_graph_optimize(&m->g, err);
+  return rc ? rc : vr__model_finish(m, err);
 }
 
 static int freeze(vr_graph *g, const vr_tview *frozen, int n, vr_errbuf *err) {

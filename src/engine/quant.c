@@ -141,8 +141,10 @@ int vr_quant_calibrate(const vr_model *m, const vr_session_opts *o,
                        int node_begin, int node_end, vr_qparams **out,
                        vr_errbuf *err) {
   *out = NULL;
-  if (node_begin != 0 || node_end != m->nnodes)
-    return vr_errf(err, VR_EUNSUPPORTED, "int8 partial sessions are not supported");
+  /* A partial session takes its scales from a run of the whole graph, so
+   * that its blocks quantise exactly as they do in the whole model. */
+  (void)node_begin;
+  (void)node_end;
   calib c = {m, NULL, 0, NULL, 0, NULL};
   int rc = match_inputs(&c, o, err);
   if (!rc) rc = pick_values(&c, err);

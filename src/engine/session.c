@@ -45,39 +45,12 @@ void vr_session_opts_init(vr_session_opts *o) {
  * read after it (or graph outputs). */
 static int range_ports(vr_session *s, vr_errbuf *err) {
   const vr_graph *g = &s->m->g;
-  int nv = g->nvals, b = s->node_begin, e = s->node_end;
-  s->in_vals = vr_calloc((size_t)nv + 1, sizeof(int));
-  s->out_vals = vr_calloc((size_t)nv + 1, sizeof(int));
-  char *seen = vr_calloc((size_t)nv + 1, 1);
-  if (!s->in_vals || !s->out_vals || !seen) {
-    vr_free(seen);
+  s->in_vals = vr_calloc((size_t)g->nvals + 1, sizeof(int));
+  s->out_vals = vr_calloc((size_t)g->nvals + 1, sizeof(int));
+  if (!s->in_vals || !s->out_vals ||
+      vr__graph_range_ports(g, s->node_begin, s->node_end, s->in_vals, &s->nin, s->out_vals,
+                            &s->nout))
     return vr_errf(err, VR_ENOMEM, "out of memory");
-  }
-  if (b == 0 && e == g->nnodes) {
-    for (int i = 0; i < g->nin; i++) s->in_vals[s->nin++] = g->inputs[i];
-    for (int i = 0; i < g->nout; i++) s->out_vals[s->nout++] = g->outputs[i];
-    vr_free(seen);
-    return 0;
-  }
-  for (int ni = b; ni < e; ni++)
-    for (int k = 0; k < g->nodes[ni].nin; k++) {
-      int v = g->nodes[ni].in[k];
-      if (v < 0 || seen[v] || g->vals[v].kind != VR_VAL_RUNTIME) continue;
-      if (g->vals[v].producer >= b && g->vals[v].producer < e) continue;
-      seen[v] = 1;
-      s->in_vals[s->nin++] = v;
-    }
-  for (int ni = b; ni < e; ni++)
-    for (int k = 0; k < g->nodes[ni].nout; k++) {
-      int v = g->nodes[ni].out[k], used = 0;
-      if (v < 0) continue;
-      used = g->vals[v].is_output;
-      for (int nj = e; nj < g->nnodes && !used; nj++)
-        for (int j = 0; j < g->nodes[nj].nin; j++)
-          if (g->nodes[nj].in[j] == v) used = 1;
-      if (used) s->out_vals[s->nout++] = v;
-    }
-  vr_free(seen);
   return 0;
 }
 

@@ -9,6 +9,7 @@
 
 #include "base/npy.h"
 #include "vario/engine.h"
+#include "vr_test.h"
 
 /* Path of a file under the source tree (VR_SOURCE_DIR set by ctest). */
 static inline const char *src_path(const char *rel) {
@@ -35,6 +36,30 @@ static inline double rel_err(const float *a, const float *b, int64_t n) {
     if (fabs(b[i]) > mb) mb = fabs(b[i]);
   }
   return mb > 0 ? md / mb : md;
+}
+
+/* A model of tests/data/engine with its reference input and output. */
+typedef struct fixture {
+  vr_model *m;
+  vr_npy in, out;
+} fixture;
+
+static inline void load_fixture(fixture *f, const char *name) {
+  char p[256];
+  vr_errbuf e = {0};
+  snprintf(p, sizeof p, "tests/data/engine/%s.onnx", name);
+  int rc = vr_model_load(src_path(p), &f->m, &e);
+  if (rc) fail_msg("%s", e.msg);
+  snprintf(p, sizeof p, "tests/data/engine/%s_in.npy", name);
+  assert_int_equal(vr_npy_read(src_path(p), &f->in, &e), 0);
+  snprintf(p, sizeof p, "tests/data/engine/%s_out.npy", name);
+  assert_int_equal(vr_npy_read(src_path(p), &f->out, &e), 0);
+}
+
+static inline void free_fixture(fixture *f) {
+  vr_model_free(f->m);
+  vr_npy_free(&f->in);
+  vr_npy_free(&f->out);
 }
 
 #endif

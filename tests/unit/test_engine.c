@@ -9,28 +9,6 @@
 #include "engine_util.h"
 #include "vr_test.h"
 
-typedef struct fixture {
-  vr_model *m;
-  vr_npy in, out;
-} fixture;
-
-static void load_fixture(fixture *f, const char *name) {
-  char p[256];
-  vr_errbuf e = {0};
-  snprintf(p, sizeof p, "tests/data/engine/%s.onnx", name);
-  int rc = vr_model_load(src_path(p), &f->m, &e);
-  if (rc) fail_msg("%s", e.msg);
-  snprintf(p, sizeof p, "tests/data/engine/%s_in.npy", name);
-  assert_int_equal(vr_npy_read(src_path(p), &f->in, &e), 0);
-  snprintf(p, sizeof p, "tests/data/engine/%s_out.npy", name);
-  assert_int_equal(vr_npy_read(src_path(p), &f->out, &e), 0);
-}
-
-static void free_fixture(fixture *f) {
-  vr_model_free(f->m);
-  vr_npy_free(&f->in);
-  vr_npy_free(&f->out);
-}
 
 /* Runs the whole batch, then every sample alone on the same session: a
  * plan per batch size must give the same numbers. */

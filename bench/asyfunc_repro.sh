@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# AsyFunc reproduction (issue 17). For each zoo model: AsyFunc's Extractor +
+# Profiler on the real engine (`vario perf --blocks`: layer blocks, their
+# ⟨c, b, l, p, d⟩ tuples, and the load of the blocks LLS would give a shadow
+# against loading the whole model), then the simulator on that block
+# profile (`vario asyfunc`): AsyFunc vs AsyFunc⁻ vs BATCH under bursty
+# arrivals. Prints exactly, per model:
+#   model=<m> shadow_load_ms=<x> full_load_ms=<x>
+#   model=<m> policy=<name> cpu_core_s=<x> mem_gb_s=<x> violations_pct=<x>   (x3)
+# Block profiles, tables and per-period allocations go to $ASYFUNC_OUT
+# (default out/asyfunc). Models missing from models/zoo are exported with
+# tools/zoo/export_torchvision.py (python3-torch) first.
+#   bench/asyfunc_repro.sh [BUILD_DIR] [MODEL ...]
+#   default models: mobilenet_v2 resnet50 vgg16 alexnet
+set -euo pipefail
+BUILD=${1:-build}
+[ $# -gt 0 ] && shift
+MODELS=${*:-mobilenet_v2 resnet50 vgg16 alexnet}
+cd "$(dirname "$0")/.."
+OUT=${ASYFUNC_OUT:-out/asyfunc}
+mkdir -p "$OUT"
+rm -f "$OUT/periods.csv"
+for m in $MODELS; do
+  onnx=models/zoo/$m/model.onnx
+  if [ ! -f "$onnx" ]; then
+    nice -n 10 /usr/bin/python3 tools/zoo/export_torchvision.py "$m" >&2 ||
+      { echo "asyfunc_repro: cannot export $m (python3-torch?)" >&2; continue; }
+  fi
+  nice -n 10 "$BUILD/vario" perf "$onnx" --blocks --name "$m" --out "$OUT/$m.json" \
+    > "$OUT/$m.blocks.txt"
+  grep '^model=' "$OUT/$m.blocks.txt"
+  nice -n 10 "$BUILD/vario" asyfunc "$OUT/$m.json" --periods-csv "$OUT/periods.csv" \
+    ${ASYFUNC_ARGS:-}
+done

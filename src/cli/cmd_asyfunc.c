@@ -1,0 +1,157 @@
+/* `vario asyfunc BLOCKS.json`: AsyFunc vs AsyFunc⁻ vs BATCH in the
+ * simulator on one model's block profile (from `vario perf --blocks
+ * --out`), bursty arrivals from the seeded generator of asyfunc_sim.h. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "cli/commands.h"
+#include "sim/asyfunc_sim.h"
+
+static void usage(void) {
+  fprintf(stderr,
+          "usage: vario asyfunc BLOCKS.json [--policy asyfunc|asyfunc-|batch|all]\n"
+          "                     [--scale N] [--base-qps Q] [--duration S] [--seed K]\n"
+          "                     [--slo-ms X] [--period S] [--periods-csv FILE] [-v]\n"
+          "                     [--gamma G] [--gamma-total] [--kappa K] [--lookback P]\n"
+          "Base rate: Q, or N (default 8) x the rate one 1-core body sustains\n"
+          "within the SLO. SLO: X, or 1.5 x the model's latency at 1 core, batch\n"
+          "B_max. LLS fires when the queue holds gamma (2) requests per live\n"
+          "body (--gamma-total: gamma in all, as in the paper). BATCH provisions\n"
+          "for the peak 1-s rate of the last P (10) periods. One line per policy:\n"
+          "model=M policy=P cpu_core_s=X mem_gb_s=X violations_pct=X\n");
+}
+
+typedef struct af_args {
+  const char *file, *csv;
+  int all, verbose, gamma, kappa, lookback, gamma_total;
+  vr_af_policy pol;
+  double scale, base, duration, slo, period;
+  uint64_t seed;
+} af_args;
+
+static int parse(int argc, char **argv, af_args *a) {
+  memset(a, 0, sizeof *a);
+  a->all = 1;
+  a->scale = 8;
+  a->duration = 1800;
+  a->seed = 1;
+  a->period = 60;
+  for (int i = 1; i < argc; i++) {
+    const char *s = argv[i];
+    int more = i + 1 < argc;
+    if (!strcmp(s, "--policy") && more) {
+      const char *p = argv[++i];
+      a->all = !strcmp(p, "all");
+      if (!a->all && vr_af_policy_parse(p, &a->pol)) {
+        fprintf(stderr, "vario asyfunc: unknown policy '%s'\n", p);
+        return 2;
+      }
+    } else if (!strcmp(s, "--scale") && more) a->scale = atof(argv[++i]);
+    else if (!strcmp(s, "--base-qps") && more) a->base = atof(argv[++i]);
+    else if (!strcmp(s, "--duration") && more) a->duration = atof(argv[++i]);
+    else if (!strcmp(s, "--seed") && more) a->seed = strtoull(argv[++i], NULL, 10);
+    else if (!strcmp(s, "--slo-ms") && more) a->slo = atof(argv[++i]);
+    else if (!strcmp(s, "--period") && more) a->period = atof(argv[++i]);
+    else if (!strcmp(s, "--periods-csv") && more) a->csv = argv[++i];
+    else if (!strcmp(s, "--gamma") && more) a->gamma = atoi(argv[++i]);
+    else if (!strcmp(s, "--gamma-total")) a->gamma_total = 1;
+    else if (!strcmp(s, "--kappa") && more) a->kappa = atoi(argv[++i]);
+    else if (!strcmp(s, "--lookback") && more) a->lookback = atoi(argv[++i]);
+    else if (!strcmp(s, "-v")) a->verbose = 1;
+    else if (!strcmp(s, "-h") || !strcmp(s, "--help")) { usage(); return 1; }
+    else if (s[0] != '-' && !a->file) a->file = s;
+    else { fprintf(stderr, "vario asyfunc: unexpected argument '%s'\n", s); usage(); return 2; }
+  }
+  if (!a->file || !(a->scale > 0) || a->base < 0 || !(a->duration > 0) || a->slo < 0 ||
+      !(a->period > 0) || a->duration > 86400 * 7) {
+    usage();
+    return 2;
+  }
+  return 0;
+}
+
+static int load(const char *file, vr_af_model *m) {
+  json_error_t je;
+  json_t *j = json_load_file(file, 0, &je);
+  if (!j) {
+    fprintf(stderr, "vario asyfunc: %s:%d: %s\n", file, je.line, je.text);
+    return 1;
+  }
+  vr_errbuf err = {0};
+  int rc = vr_af_model_from_json(j, m, &err);
+  json_decref(j);
+  if (rc) fprintf(stderr, "vario asyfunc: %s: %s\n", file, err.msg);
+  return rc ? 1 : 0;
+}
+
+static void report(const af_args *a, const vr_af_model *m, vr_af_policy p,
+                   const vr_af_sim_result *r, FILE *csv) {
+  printf("model=%s policy=%s cpu_core_s=%.1f mem_gb_s=%.1f violations_pct=%.3f\n", m->name,
+         vr_af_policy_name(p), r->cpu_core_s, r->mem_gb_s, r->violations_pct);
+  if (a->verbose)
+    fprintf(stderr,
+            "  requests %lld violated %lld dropped %lld bodies created %d (max %d) shadows "
+            "created %d released %d (max %d) paired batches %.1f%%\n",
+            (long long)r->requests, (long long)r->violated, (long long)r->dropped,
+            r->bodies_created, r->max_bodies, r->shadows_created, r->shadows_released,
+            r->max_shadows, r->paired_batches_pct);
+  for (int k = 0; csv && k < r->nperiods; k++)
+    fprintf(csv, "%s,%s,%d,%.3f,%.4f\n", m->name, vr_af_policy_name(p), k, r->period_cores[k],
+            r->period_gb[k]);
+}
+
+int vr_cmd_asyfunc(int argc, char **argv) {
+  af_args a;
+  int rc = parse(argc, argv, &a);
+  if (rc) return rc == 1 ? 0 : rc;
+  vr_af_model m;
+  if (load(a.file, &m)) return 1;
+  double slo = a.slo > 0 ? a.slo : vr_af_default_slo(&m);
+  double base = a.base > 0 ? a.base : a.scale * vr_af_rmax(&m, 1, slo, NULL);
+  if (!(base > 0)) {
+    fprintf(stderr, "vario asyfunc: no 1-core configuration meets the %.2f ms SLO\n", slo);
+    return 1;
+  }
+  vr_af_workload w;
+  vr_af_workload_init(&w, base, a.duration, a.seed);
+  double *arr = NULL;
+  int64_t n = 0;
+  if (vr_af_arrivals(&w, &arr, &n)) {
+    fprintf(stderr, "vario asyfunc: cannot generate arrivals\n");
+    return 1;
+  }
+  if (a.verbose)
+    fprintf(stderr, "%s: slo %.2f ms, base %.1f qps, %lld requests over %.0f s\n", m.name, slo,
+            base, (long long)n, a.duration);
+  FILE *csv = a.csv ? fopen(a.csv, "a") : NULL;
+  if (a.csv && !csv) {
+    fprintf(stderr, "vario asyfunc: cannot open %s\n", a.csv);
+    vr_free(arr);
+    return 1;
+  }
+  for (int p = 0; p < 3; p++) {
+    if (!a.all && p != (int)a.pol) continue;
+    vr_af_sim_cfg cfg;
+    vr_af_sim_cfg_init(&cfg, (vr_af_policy)p, slo);
+    cfg.period_s = a.period;
+    if (a.gamma > 0) cfg.scale.gamma = a.gamma;
+    if (a.gamma_total) cfg.gamma_per_body = 0;
+    if (a.kappa > 0) cfg.scale.kappa = a.kappa;
+    if (a.lookback > 0) cfg.batch_lookback = a.lookback;
+    vr_af_sim_result *r = vr_malloc(sizeof *r);
+    if (!r || vr_af_simulate(&m, &cfg, arr, n, r)) {
+      fprintf(stderr, "vario asyfunc: out of memory\n");
+      vr_free(r);
+      rc = 1;
+      break;
+    }
+    report(&a, &m, (vr_af_policy)p, r, csv);
+    vr_free(r);
+  }
+  if (csv) fclose(csv);
+  vr_free(arr);
+  return rc;
+}

@@ -1,0 +1,52 @@
+/*
+ * A body instance paired with a shadow instance (AsyFunc), in one process.
+ *
+ * The body holds the whole model as three partial sessions on its cores:
+ * the part before the parallel range [pb, pe), the range itself, and the
+ * part after (chained, they compute bit for bit what one whole session
+ * computes). A shadow holds only the range: a slice of the model
+ * (vr_model_slice, its blocks' weights) with its own session, thread and
+ * cores. A paired run executes the part before for the whole batch, hands
+ * rows [b_B, b) of the boundary tensor to the shadow (a pointer into the
+ * body's output, no copy by the pair; the shadow's engine stages it into
+ * its arena), runs rows [0, b_B) of the range on the body at the same
+ * time, merges the two outputs in row order and runs the rest.
+ *
+ * Threads and ownership: vr_pair_run may be called by one thread at a time
+ * (the body's executor). vr_pair_attach / vr_pair_release may be called
+ * from any thread (the scaler): release waits for a paired run in flight
+ * to finish, after which runs go body-only — no request is lost. The pair
+ * borrows the model (must outlive it); it owns its sessions, the shadow's
+ * slice and thread.
+ */
+#ifndef VR_RUNTIME_PAIR_H
+#define VR_RUNTIME_PAIR_H
+
+#include "vario/engine.h"
+
+typedef struct vr_pair vr_pair;
+
+/* A body for model m whose parallel range is nodes [pb, pe) (a chain cut at
+ * both ends: one batch-major tensor in, one out). */
+int vr_pair_create(const vr_model *m, int pb, int pe, int body_threads, int max_batch,
+                   vr_pair **out, vr_errbuf *err);
+void vr_pair_free(vr_pair *p);
+
+/* Loads a shadow holding only [pb, pe) on its own thread with `threads`
+ * cores. *load_ms (may be NULL) gets the time the load took. */
+int vr_pair_attach(vr_pair *p, int threads, double *load_ms, vr_errbuf *err);
+/* Releases the shadow (after a paired run in flight finishes). */
+void vr_pair_release(vr_pair *p);
+int vr_pair_has_shadow(vr_pair *p);
+/* Resident bytes of the shadow (0 without one) and of the body. */
+int64_t vr_pair_shadow_bytes(vr_pair *p);
+int64_t vr_pair_body_bytes(const vr_pair *p);
+
+/* Runs `batch` rows; bs of them go through the shadow on the parallel range
+ * (bs = 0, or no shadow: the body alone). Outputs as vr_session_run's,
+ * valid until the next run. *shadow_rows (may be NULL) gets the rows the
+ * shadow actually ran. */
+int vr_pair_run(vr_pair *p, int batch, int bs, const vr_tensor *in, int nin, vr_tensor *out,
+                int nout, int *shadow_rows, vr_errbuf *err);
+
+#endif

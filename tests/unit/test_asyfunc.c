@@ -1,0 +1,302 @@
+/* AsyFunc: block grouping on a hand-made graph, the paired-latency model,
+ * MLS / LLS / scheduler decisions on hand-computed cases, the block
+ * profile JSON, the simulator's accounting, and the real-engine profiler
+ * on a small model. */
+#include <math.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "control/blocks.h"
+#include "engine_util.h"
+#include "policy/asyfunc.h"
+#include "sim/asyfunc_sim.h"
+#include "vr_test.h"
+
+/* Six nodes: sensitive, sensitive, flat, flat, sensitive, sensitive. */
+static void test_group_hand_made(void **st) {
+  double sens[6] = {4, 4, 1, 1, 4, 4}, ms[6] = {1, 1, 1, 1, 1, 1};
+  char cut[6] = {1, 1, 1, 1, 1, 1};
+  int b[7];
+  assert_int_equal(vr_af_group(6, sens, ms, cut, 8, 0.15, b), 3);
+  assert_int_equal(b[0], 0);
+  assert_int_equal(b[1], 2);
+  assert_int_equal(b[2], 4);
+  assert_int_equal(b[3], 6);
+  /* at most two blocks: the first pair of equally distant segments merges */
+  assert_int_equal(vr_af_group(6, sens, ms, cut, 2, 0.15, b), 2);
+  assert_int_equal(b[1], 4);
+  /* no cut at nodes 4 and 5: nodes 3..5 are one segment (time-weighted
+   * sensitivity 3), far from node 2's 1: blocks start only at cuts */
+  cut[4] = cut[5] = 0;
+  assert_int_equal(vr_af_group(6, sens, ms, cut, 8, 0.15, b), 3);
+  assert_int_equal(b[1], 2);
+  assert_int_equal(b[2], 3);
+  /* a loose tolerance merges everything */
+  assert_int_equal(vr_af_group(6, sens, ms, cut, 8, 10, b), 1);
+  assert_int_equal(vr_af_group(0, sens, ms, cut, 8, 0.15, b), VR_EINVAL);
+}
+
+/* Block 0: flat 2 ms, 1 MB; block 1: 10 ms per row on 1 core, 6 on 2,
+ * sensitive, 1 MB; whole-model memory 10 MB. */
+static void two_blocks(vr_af_model *m) {
+  memset(m, 0, sizeof *m);
+  snprintf(m->name, sizeof m->name, "hand");
+  m->cmax = 2;
+  m->bmax = 4;
+  m->nblocks = 2;
+  m->mem_bytes = 10000000;
+  m->load_ms = 1000;
+  for (int b = 0; b < 4; b++) {
+    m->blk[0].lat_ms[0][b] = m->blk[0].lat_ms[1][b] = 2;
+    m->blk[1].lat_ms[0][b] = 10.0 * (b + 1);
+    m->blk[1].lat_ms[1][b] = 6.0 * (b + 1);
+  }
+  m->blk[0] = (vr_af_block){0, 3, {{0}}, 800000, 100, 200, 1000000, 1.0, 50};
+  for (int b = 0; b < 4; b++) m->blk[0].lat_ms[0][b] = m->blk[0].lat_ms[1][b] = 2;
+  m->blk[1].node_begin = 3;
+  m->blk[1].node_end = 5;
+  m->blk[1].param_bytes = 500000;
+  m->blk[1].in_bytes = 200;
+  m->blk[1].out_bytes = 40;
+  m->blk[1].mem_bytes = 1000000;
+  m->blk[1].sensitivity = 4;
+  m->blk[1].load_ms = 5;
+}
+
+static void test_latency_model(void **st) {
+  vr_af_model m;
+  two_blocks(&m);
+  assert_true(fabs(vr_af_lat(&m, VR_AF_ALL(&m), 1, 4) - 42) < 1e-9);
+  assert_true(fabs(vr_af_lat(&m, 2, 2, 3) - 18) < 1e-9);
+  /* weights add, the arena is the larger one: 0.8 + 0.5 + max(0.2, 0.5) MB */
+  assert_int_equal(vr_af_mask_mem(&m, 3), 1800000);
+  vr_af_pair p = {1, 1, 4, 0, 0, 2};
+  vr_af_split(&m, &p);
+  assert_int_equal(p.bb, 2);
+  assert_int_equal(p.bs, 2);
+  assert_true(fabs(vr_af_pair_lat(&m, &p) - 22) < 1e-9); /* 2 + max(20, 20) */
+  /* shadow on 2 cores: 10 bb vs 6 (4 - bb): bb = 2 -> |20 - 12| = 8 is the
+   * closest (bb = 1: |10 - 18| = 8 too; ties go to more rows on the body) */
+  p = (vr_af_pair){1, 2, 4, 0, 0, 2};
+  vr_af_split(&m, &p);
+  assert_int_equal(p.bb, 2);
+  /* a transfer cost of 1 ms per MB: 2 rows x 240 B, negligible but counted */
+  m.transfer_ms_per_mb = 1000;
+  assert_true(fabs(vr_af_transfer_ms(&m, 2, 2) - 0.48) < 1e-9);
+  int bb;
+  /* R_max of a 1-core body at SLO 50: b/t = b/(2 + 10b) is best at b = 4 */
+  assert_true(fabs(vr_af_rmax(&m, 1, 50, &bb) - 4000.0 / 42) < 1e-6);
+  assert_int_equal(bb, 4);
+  assert_true(vr_af_rmax(&m, 1, 1, &bb) == 0 && bb == 0);
+}
+
+/* One block, 10 ms per row on 1 core, 6 on 2: hand-computed MLS. */
+static void linear_model(vr_af_model *m) {
+  memset(m, 0, sizeof *m);
+  snprintf(m->name, sizeof m->name, "lin");
+  m->cmax = 2;
+  m->bmax = 4;
+  m->nblocks = 1;
+  m->mem_bytes = 1000;
+  m->blk[0].node_end = 1;
+  for (int b = 0; b < 4; b++) {
+    m->blk[0].lat_ms[0][b] = 10.0 * (b + 1);
+    m->blk[0].lat_ms[1][b] = 6.0 * (b + 1);
+  }
+}
+
+static void test_mls(void **st) {
+  vr_af_model m;
+  linear_model(&m);
+  vr_af_scale_cfg cfg;
+  vr_af_scale_cfg_init(&cfg, 50);
+  vr_af_mls_out o;
+  /* R = 250: c = 1 fits b = 3 (8 + 30 = 38 ms <= 50) with eta 200; c = 2
+   * fits b = 4 (12 + 24 = 36) with eta 4/(2 x 0.024) + 4/0.024 = 250: two
+   * 2-core bodies (R_max 333 > 250 / 0.8). */
+  vr_af_mls(&m, &cfg, 250, NULL, 0, 100, &o);
+  assert_int_equal(o.ncreate, 2);
+  assert_int_equal(o.create_cores[0], 2);
+  assert_int_equal(o.create_cores[1], 2);
+  assert_int_equal(o.ndestroy, 0);
+  /* only 3 free cores: a 2-core body, then a 1-core one, then no room */
+  vr_af_mls(&m, &cfg, 250, NULL, 0, 3, &o);
+  assert_int_equal(o.ncreate, 2);
+  assert_int_equal(o.create_cores[1], 1);
+  /* inside [beta, alpha] x R_max: nothing */
+  int three[3] = {2, 2, 2};
+  vr_af_mls(&m, &cfg, 350, three, 3, 100, &o);
+  assert_int_equal(o.ncreate + o.ndestroy, 0);
+  /* R = 50 over 500 qps: two go, the last stays (R > 0) */
+  vr_af_mls(&m, &cfg, 50, three, 3, 100, &o);
+  assert_int_equal(o.ndestroy, 2);
+  /* R = 250 over 500: below beta (300); one fewer leaves 333 and
+   * 250 <= 0.8 x 333 = 267: one goes, then 250 >= beta x 333 = 200 */
+  vr_af_mls(&m, &cfg, 250, three, 3, 100, &o);
+  assert_int_equal(o.ndestroy, 1);
+  /* R = 280 over 500: below beta, but one fewer (333) would put it above
+   * alpha (267): keep all, no flapping */
+  vr_af_mls(&m, &cfg, 280, three, 3, 100, &o);
+  assert_int_equal(o.ndestroy, 0);
+}
+
+static void test_lls(void **st) {
+  vr_af_model m;
+  two_blocks(&m);
+  vr_af_scale_cfg cfg;
+  vr_af_scale_cfg_init(&cfg, 50);
+  vr_af_body bodies[3] = {{1, 30, 4, 0}, {1, 10, 4, 0}, {1, 5, 0, 0}};
+  vr_af_lls_out o;
+  vr_af_lls(&m, &cfg, 1, 0, bodies, 3, &o); /* queue below gamma */
+  assert_int_equal(o.n, 0);
+  /* Block 0 is flat (sensitivity 1 < 1.2): the shadow holds block 1 only.
+   * Body 2 (idle first) has no free core; body 1 (idle at 10) comes next,
+   * then body 0. b = 4 split 2 + 2: t_l = 2 + 20 = 22, + 5 ms load <= 50. */
+  vr_af_lls(&m, &cfg, 2, 0, bodies, 3, &o);
+  assert_int_equal(o.n, 2);
+  assert_int_equal(o.body[0], 1);
+  assert_int_equal(o.body[1], 0);
+  assert_int_equal(o.pair[0].mask, 2);
+  assert_int_equal(o.pair[0].cs, 1);
+  assert_int_equal(o.pair[0].b, 4);
+  assert_int_equal(o.pair[0].bb, 2);
+  /* kappa: 9 shadows already, one more at most */
+  vr_af_lls(&m, &cfg, 2, 9, bodies, 3, &o);
+  assert_int_equal(o.n, 1);
+  /* paired bodies are skipped */
+  bodies[0].paired = bodies[1].paired = 1;
+  vr_af_lls(&m, &cfg, 2, 0, bodies, 3, &o);
+  assert_int_equal(o.n, 0);
+  /* an SLO the load time alone breaks: 5 ms load + 2 + 10 > 15 at b = 1 */
+  bodies[0].paired = 0;
+  cfg.slo_ms = 15;
+  vr_af_lls(&m, &cfg, 2, 0, bodies, 3, &o);
+  assert_int_equal(o.n, 0);
+}
+
+static void test_schedule(void **st) {
+  vr_af_model m;
+  two_blocks(&m);
+  vr_af_cand c[2] = {{{1, 0, 4, 4, 0, 0}}, {{1, 1, 4, 2, 2, 2}}};
+  double waits[4] = {10, 5, 1, 0};
+  int b, drop;
+  /* body alone: 10 + 42 > 50; the pair: 10 + 22 <= 50 */
+  assert_int_equal(vr_af_schedule(&m, 50, c, 2, waits, 4, &b, &drop), 1);
+  assert_int_equal(b, 4);
+  assert_int_equal(drop, 0);
+  /* a short queue fits the body alone: 1 + 32 ms <= 50, and 3 rows per
+   * 32 ms on 1 core beats the pair's 3 per 22 ms on 2 */
+  waits[0] = 1;
+  assert_int_equal(vr_af_schedule(&m, 50, c, 2, waits, 3, &b, &drop), 0);
+  assert_int_equal(b, 3);
+  /* nobody makes it for the two oldest: they are dropped, the pair (most
+   * cores) takes the two that still can (1 + 12 and 0 + 12 <= 13) */
+  double late[4] = {40, 30, 1, 0};
+  assert_int_equal(vr_af_schedule(&m, 13, c, 2, late, 4, &b, &drop), 1);
+  assert_int_equal(drop, 2);
+  assert_int_equal(b, 2);
+  assert_int_equal(vr_af_schedule(&m, 50, c, 0, waits, 3, &b, &drop), -1);
+  /* BATCH: best throughput per core with 2 t <= 50: 1 core, b = 2 (2 per
+   * 22 ms) beats 1 core b = 1 (1 / 12) and 2 cores b = 3 (3 / (2 x 20)) */
+  int cores, bb;
+  assert_true(vr_af_batch_cfg(&m, 50, &cores, &bb) > 0);
+  assert_int_equal(cores, 1);
+  assert_int_equal(bb, 2);
+}
+
+static void test_json(void **st) {
+  vr_af_model m, k;
+  two_blocks(&m);
+  m.transfer_ms_per_mb = 0.25;
+  json_t *j = vr_af_model_to_json(&m);
+  vr_errbuf e = {0};
+  assert_int_equal(vr_af_model_from_json(j, &k, &e), 0);
+  assert_memory_equal(&m, &k, sizeof m);
+  json_object_set_new(json_array_get(json_object_get(j, "blocks"), 1), "node_begin",
+                      json_integer(4));
+  assert_int_equal(vr_af_model_from_json(j, &k, &e), VR_EINVAL);
+  assert_non_null(strstr(e.msg, "blocks[1]"));
+  json_object_set_new(j, "cmax", json_integer(99));
+  assert_int_equal(vr_af_model_from_json(j, &k, &e), VR_ERANGE);
+  json_decref(j);
+}
+
+/* Body and shadow accounting on generated bursty arrivals: shadows appear
+ * only under AsyFunc, cut violations against AsyFunc⁻, and the totals are
+ * at least what the bodies alone hold. */
+static void test_sim(void **st) {
+  vr_af_model m;
+  two_blocks(&m);
+  vr_af_workload w;
+  vr_af_workload_init(&w, 200, 300, 7);
+  double *arr;
+  int64_t n;
+  assert_int_equal(vr_af_arrivals(&w, &arr, &n), 0);
+  assert_true(n > 60000 && n < 150000);
+  for (int64_t i = 1; i < n; i++) assert_true(arr[i] >= arr[i - 1]);
+  vr_af_sim_result *r = vr_malloc(3 * sizeof *r);
+  for (int p = 0; p < 3; p++) {
+    vr_af_sim_cfg cfg;
+    vr_af_sim_cfg_init(&cfg, (vr_af_policy)p, 60);
+    assert_int_equal(vr_af_simulate(&m, &cfg, arr, n, &r[p]), 0);
+    assert_int_equal(r[p].requests, n);
+    assert_true(r[p].cpu_core_s > 0 && r[p].mem_gb_s > 0);
+    assert_true(r[p].nperiods >= 5);
+    assert_int_equal(r[p].shadows_created, r[p].shadows_released);
+  }
+  assert_true(r[VR_AFP_ASYFUNC].shadows_created > 0);
+  assert_int_equal(r[VR_AFP_MINUS].shadows_created, 0);
+  assert_int_equal(r[VR_AFP_BATCH].shadows_created, 0);
+  assert_true(r[VR_AFP_ASYFUNC].violations_pct < r[VR_AFP_MINUS].violations_pct);
+  /* bodies are 10 MB: memory-seconds >= 0.01 GB x 300 s */
+  assert_true(r[VR_AFP_MINUS].mem_gb_s >= 0.01 * 300);
+  vr_free(r);
+  vr_free(arr);
+  w.mul_min = 0.5;
+  assert_int_equal(vr_af_arrivals(&w, &arr, &n), VR_EINVAL);
+}
+
+/* The profiler on a real model: blocks tile the graph at chain cuts, every
+ * block has its tuples, load time and memory; a shadow of the last block
+ * loads. */
+static void test_profile_tiny_cnn(void **st) {
+  vr_blocks_opts o = {0};
+  o.runs = 2;
+  o.load_runs = 1;
+  vr_af_model af;
+  vr_errbuf e = {0};
+  const char *path = src_path("tests/data/engine/tiny_cnn.onnx");
+  if (vr_blocks_profile(path, "tiny_cnn", &o, &af, &e)) fail_msg("%s", e.msg);
+  vr_model *m;
+  if (vr_model_load(path, &m, &e)) fail_msg("%s", e.msg);
+  int n = vr_model_num_nodes(m);
+  char *cut = vr_calloc((size_t)n + 1, 1);
+  assert_int_equal(vr_model_chain_cuts(m, cut), 0);
+  assert_true(af.nblocks >= 1 && af.cmax == 2 && af.bmax == 4);
+  assert_true(af.load_ms > 0 && af.mem_bytes > 0);
+  int64_t params = 0;
+  for (int i = 0; i < af.nblocks; i++) {
+    const vr_af_block *b = &af.blk[i];
+    assert_int_equal(b->node_begin, i ? af.blk[i - 1].node_end : 0);
+    if (i) assert_true(cut[b->node_begin]);
+    assert_true(b->load_ms > 0 && b->mem_bytes > 0 && b->in_bytes > 0 && b->out_bytes > 0);
+    assert_true(b->lat_ms[0][0] >= 0 && b->sensitivity > 0); /* a reshape may take 0 ns */
+    params += b->param_bytes;
+  }
+  assert_int_equal(af.blk[af.nblocks - 1].node_end, n);
+  assert_true(vr_af_lat(&af, VR_AF_ALL(&af), 1, 1) > 0);
+  assert_int_equal(params, vr_model_weight_bytes(m));
+  assert_true(vr_blocks_shadow_load_ms(m, &af, 1u << (af.nblocks - 1), 4, 1, &e) > 0);
+  vr_free(cut);
+  vr_model_free(m);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_group_hand_made), cmocka_unit_test(test_latency_model),
+      cmocka_unit_test(test_mls),             cmocka_unit_test(test_lls),
+      cmocka_unit_test(test_schedule),        cmocka_unit_test(test_json),
+      cmocka_unit_test(test_sim),             cmocka_unit_test(test_profile_tiny_cnn),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
