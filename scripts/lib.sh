@@ -19,7 +19,7 @@ vr_scratch_cleanup() {
 vr_listen_port() {
   local p="" _
   for _ in $(seq 100); do
-    p=$(sed -n 's/.*listening on http:\/\/[0-9.]*:\([0-9]*\).*/\1/p' "$1")
+    p=$(sed -n 's/.*listening on https*:\/\/[0-9.]*:\([0-9]*\).*/\1/p' "$1")
     if [ -n "$p" ]; then echo "$p"; return 0; fi
     sleep 0.1
   done

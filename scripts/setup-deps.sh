@@ -9,7 +9,7 @@
 #             (the demo and test scripts read .npy files with numpy)
 #     demo    build + gnuplot (make demo)
 #     check   build + clang, sanitizer runtimes, cmocka, ONNX test data
-#             (make check)
+#             (make check), curl + openssl (the TLS test)
 #     zoo     python3-torch, torchvision, onnx and the Fashion-MNIST data set
 #             (make zoo: tools/zoo, which (re)trains and exports models)
 #     bench   zoo + what the benchmarks compare against (make bench)
@@ -26,9 +26,10 @@ build=(
   python3 python3-numpy
 )
 demo=(gnuplot-nox)
-# python3-grpcio + protoc: the gRPC test's client (not the server's code)
+# python3-grpcio + protoc: the gRPC test's client (not the server's code);
+# curl + openssl: the TLS test
 check=(clang libclang-rt-dev libcmocka-dev libonnx-testdata gnuplot-nox
-       python3-grpcio python3-protobuf protobuf-compiler)
+       python3-grpcio python3-protobuf protobuf-compiler curl openssl)
 zoo=(python3-torch python3-torchvision python3-onnx dataset-fashion-mnist)
 bench=("${zoo[@]}" gnuplot-nox libevent-dev wrk hyperfine valgrind)
 

@@ -49,8 +49,39 @@ static void usage(FILE *f) {
           "                   (health and /metrics stay open)\n"
           "  --data-root DIR  clients may name server files (registration, job\n"
           "                   inputs) only under DIR; default: none (uploads)\n"
+          "  --header-timeout-ms N  a request's headers must arrive within N ms\n"
+          "                   of the connection opening or the last response\n"
+          "                   (default 10000); --body-timeout-ms N: its body\n"
+          "                   within N ms of the headers (default 30000)\n"
+          "  --max-conns-per-client N  per IPv4 address, loopback exempt\n"
+          "                   (default 256)\n"
+          "  --conn-reserve N connections past --max-conns kept for\n"
+          "                   /v2/health/* and /metrics (default 32)\n"
+          "  --tls-cert F --tls-key F  serve HTTPS (PEM files; GnuTLS)\n"
           "  --max-admin-jobs N  concurrent load/registration jobs (default 4;\n"
           "                   past it: 429)\n");
+}
+
+/* A whole (small) file, NUL-terminated; NULL on error. */
+static char *slurp(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  char *buf = NULL;
+  size_t len = 0, cap = 0, n;
+  char tmp[4096];
+  while ((n = fread(tmp, 1, sizeof tmp, f)) > 0 && len + n < (1u << 20)) {
+    if (len + n + 1 > cap) {
+      cap = (len + n + 1) * 2;
+      char *p = realloc(buf, cap);
+      if (!p) break;
+      buf = p;
+    }
+    memcpy(buf + len, tmp, n);
+    len += n;
+  }
+  fclose(f);
+  if (buf) buf[len] = 0;
+  return buf;
 }
 
 /* The token is the file's first line (trailing whitespace dropped). */
@@ -83,7 +114,7 @@ int vr_cmd_serve(int argc, char **argv) {
   o.load_all = 1;
   int grpc_port = -1, grpc_set = 0;
   vr_cli_control ctl = {0}; /* model-less control plane (--store) */
-  char *token = NULL;
+  char *token = NULL, *tls_cert = NULL, *tls_key = NULL;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     long v;
@@ -95,7 +126,7 @@ int vr_cmd_serve(int argc, char **argv) {
     }
     if (used < 0) {
       fprintf(stderr, "vario serve: bad or incomplete option '%s'\n", a);
-      free(token);
+      free(token), free(tls_cert), free(tls_key);
       return 2;
     }
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -132,8 +163,33 @@ int vr_cmd_serve(int argc, char **argv) {
       if (!(token = read_token(argv[++i]))) {
         fprintf(stderr, "vario serve: --admin-token-file %s: cannot read a"
                 " non-empty first line\n", argv[i]);
+        free(tls_cert), free(tls_key);
         return 2;
       }
+    } else if ((!strcmp(a, "--tls-cert") || !strcmp(a, "--tls-key")) && has) {
+      char **dst = a[6] == 'c' ? &tls_cert : &tls_key;
+      free(*dst);
+      if (!(*dst = slurp(argv[++i]))) {
+        fprintf(stderr, "vario serve: %s %s: cannot read it\n", a, argv[i]);
+        free(token), free(tls_cert), free(tls_key);
+        return 2;
+      }
+    } else if (!strcmp(a, "--header-timeout-ms") && has &&
+               !parse_int(argv[i + 1], 100, 3600000, &v)) {
+      o.header_timeout_ms = (unsigned)v;
+      i++;
+    } else if (!strcmp(a, "--body-timeout-ms") && has &&
+               !parse_int(argv[i + 1], 100, 3600000, &v)) {
+      o.body_timeout_ms = (unsigned)v;
+      i++;
+    } else if (!strcmp(a, "--max-conns-per-client") && has &&
+               !parse_int(argv[i + 1], 1, 100000, &v)) {
+      o.max_conns_per_client = (unsigned)v;
+      i++;
+    } else if (!strcmp(a, "--conn-reserve") && has &&
+               !parse_int(argv[i + 1], 1, 10000, &v)) {
+      o.conn_reserve = (unsigned)v;
+      i++;
     } else if (!strcmp(a, "--data-root") && has) {
       o.data_root = argv[++i];
     } else if (!strcmp(a, "--insecure-admin")) {
@@ -147,7 +203,7 @@ int vr_cmd_serve(int argc, char **argv) {
     } else {
       fprintf(stderr, "vario serve: bad or incomplete option '%s'\n", a);
       usage(stderr);
-      free(token);
+      free(token), free(tls_cert), free(tls_key);
       return 2;
     }
   }
@@ -170,23 +226,25 @@ int vr_cmd_serve(int argc, char **argv) {
   if (!o.repo) {
     fprintf(stderr, "vario serve: --repo DIR is required\n");
     usage(stderr);
-    free(token);
+    free(token), free(tls_cert), free(tls_key);
     return 2;
   }
   if (stat(o.repo, &st) != 0 || !S_ISDIR(st.st_mode)) {
     fprintf(stderr, "vario serve: repository '%s' is not a directory\n", o.repo);
-    free(token);
+    free(token), free(tls_cert), free(tls_key);
     return 1;
   }
   const char *env = getenv("VARIO_ADMIN_TOKEN");
   if (!token && env && *env) token = strdup(env);
   o.admin_token = token;
+  o.tls_cert_pem = tls_cert;
+  o.tls_key_pem = tls_key;
   if (!token && !o.insecure_admin)
     fprintf(stderr, "vario serve: no admin token: registration, load/unload"
             " and jobs are off (--admin-token-file or --insecure-admin)\n");
   if (vr_server_create(&o, &s, &err)) {
     fprintf(stderr, "vario serve: %s\n", err.msg);
-    free(token);
+    free(token), free(tls_cert), free(tls_key);
     return 1;
   }
   if (vr_cli_control_open(&ctl, s, &err)) {
@@ -195,12 +253,12 @@ int vr_cmd_serve(int argc, char **argv) {
     vr_server_shutdown(s);
     vr_cli_control_free(&ctl);
     vr_server_free(s);
-    free(token);
+    free(token), free(tls_cert), free(tls_key);
     return 1;
   }
-  fprintf(stderr, "vario serve: listening on http://%s:%d (KServe v2;"
-          " metrics at /metrics; gRPC port %d)\n", o.host ? o.host : "127.0.0.1",
-          vr_server_port(s), vr_server_grpc_port(s));
+  fprintf(stderr, "vario serve: listening on %s://%s:%d (KServe v2;"
+          " metrics at /metrics; gRPC port %d)\n", tls_cert ? "https" : "http",
+          o.host ? o.host : "127.0.0.1", vr_server_port(s), vr_server_grpc_port(s));
   int sig = 0;
   sigwait(&set, &sig);
   fprintf(stderr, "vario serve: signal %d, draining\n", sig);
@@ -208,7 +266,7 @@ int vr_cmd_serve(int argc, char **argv) {
   vr_server_shutdown(s);
   vr_cli_control_free(&ctl);
   vr_server_free(s);
-  free(token);
+  free(token), free(tls_cert), free(tls_key);
   fprintf(stderr, "vario serve: stopped\n");
   return 0;
 }

@@ -116,6 +116,46 @@ static int parse_tensors(json_t *root, const char *key, vr_tensor_info *t,
   return 0;
 }
 
+/* "queue_policy": {"max_queue_size", "default_timeout_microseconds",
+ * "timeout_action": "REJECT" | "DELAY", "allow_timeout_override"} (the
+ * names of Triton's ModelQueuePolicy); every key optional, others refused. */
+void vr_model_config_queue_defaults(vr_model_config *c) {
+  c->queue.max_queue_size = 0;
+  c->queue.default_timeout_us = 100000;
+  c->queue.delay = 0;
+  c->queue.allow_timeout_override = 1;
+}
+
+static int parse_queue(json_t *root, vr_model_config *c, vr_errbuf *err) {
+  vr_model_config_queue_defaults(c);
+  json_t *q = json_object_get(root, "queue_policy");
+  if (!q) return 0;
+  if (!json_is_object(q)) return vr_errf(err, VR_EFORMAT, "\"queue_policy\" must be an object");
+  const char *k;
+  json_t *v;
+  json_object_foreach(q, k, v) {
+    if (strcmp(k, "max_queue_size") && strcmp(k, "default_timeout_microseconds") &&
+        strcmp(k, "timeout_action") && strcmp(k, "allow_timeout_override"))
+      return vr_errf(err, VR_EFORMAT, "queue_policy: unknown key \"%s\"", k);
+  }
+  int rc;
+  if ((rc = get_int(q, "max_queue_size", 0, 1 << 20, &c->queue.max_queue_size, err)) ||
+      (rc = get_int(q, "default_timeout_microseconds", 0, (int64_t)3600 * 1000000,
+                    &c->queue.default_timeout_us, err)))
+    return rc;
+  json_t *a = json_object_get(q, "timeout_action");
+  if (a && !(json_is_string(a) && (!strcmp(json_string_value(a), "REJECT") ||
+                                   !strcmp(json_string_value(a), "DELAY"))))
+    return vr_errf(err, VR_EFORMAT, "queue_policy.timeout_action must be \"REJECT\" or"
+                   " \"DELAY\"");
+  c->queue.delay = a && !strcmp(json_string_value(a), "DELAY");
+  json_t *o = json_object_get(q, "allow_timeout_override");
+  if (o && !json_is_boolean(o))
+    return vr_errf(err, VR_EFORMAT, "queue_policy.allow_timeout_override must be a boolean");
+  if (o) c->queue.allow_timeout_override = json_is_true(o);
+  return 0;
+}
+
 static int parse_root(json_t *root, vr_model_config *c, vr_errbuf *err) {
   int rc;
   if (!json_is_object(root))
@@ -160,6 +200,7 @@ static int parse_root(json_t *root, vr_model_config *c, vr_errbuf *err) {
   if (cal)
     memcpy(c->calibration_path, json_string_value(cal),
            strlen(json_string_value(cal)) + 1);
+  if ((rc = parse_queue(root, c, err))) return rc;
   c->precision = VR_PREC_FP32;
   json_t *prec = json_object_get(root, "precision");
   if (prec && vr_rt_precision_parse(json_string_value(prec), &c->precision))

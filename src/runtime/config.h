@@ -56,7 +56,21 @@ typedef struct vr_model_config {
   int n_versions;              /* version_policy specific: the versions */
   int versions[8];
   int autocompleted;           /* inputs/outputs read from the ONNX graph */
+  /* Triton's queue policy ("queue_policy" in config.json), applied to
+   * /v2/models/{m}/infer. Defaults shed: a request that cannot be served
+   * within default_timeout_us of its arrival is answered 504 at once. */
+  struct {
+    int64_t max_queue_size;       /* queued requests per instance; 0 = no
+                                     limit beyond the runtime's rows cap */
+    int64_t default_timeout_us;   /* 0 = none; default 100000 */
+    int delay;                    /* timeout_action: 0 REJECT, 1 DELAY */
+    int allow_timeout_override;   /* a request's "timeout" wins; default 1 */
+  } queue;
 } vr_model_config;
+
+/* The queue policy a model gets when its config states none (shedding:
+ * 100 ms default timeout, REJECT, overrides allowed, no queue-size cap). */
+void vr_model_config_queue_defaults(vr_model_config *c);
 
 /* Parses config.json text. dir (may be NULL) fills model_path. */
 int vr_model_config_parse(const char *text, size_t len, const char *dir,

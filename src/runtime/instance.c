@@ -166,6 +166,13 @@ void vr_inst_enqueue(vr_rt_instance *in, vr_rt_request *r) {
                in->rt->opts.max_queue_rows);
     return;
   }
+  int64_t maxq = in->model->cfg.queue.max_queue_size;
+  if (maxq > 0 && in->queue_len >= maxq) { /* Triton's max_queue_size */
+    pthread_mutex_unlock(&in->mu);
+    vr_rt_fail(in->vs, in->rt, r, VR_EBUSY, VR_OUT_REJECTED,
+               "queue of %s is full (max_queue_size %lld)", in->variant, (long long)maxq);
+    return;
+  }
   snprintf(r->variant, sizeof r->variant, "%s", in->variant);
   r->instance_id = in->id;
   int64_t now = vr_rt_now(in->rt);

@@ -281,6 +281,34 @@ static int tensor(pt *p, const node *m, vr_tensor_info *t, const char *what) {
   return rc;
 }
 
+/* dynamic_batching.default_queue_policy (Triton's ModelQueuePolicy). */
+static int queue_policy(pt *p, const node *m, vr_model_config *c) {
+  int rc = want(p, m, 1);
+  for (const node *x = kid(p, m); !rc && x; x = sib(p, x)) {
+    long long v;
+    if (!strcmp(x->name, "max_queue_size")) {
+      rc = int_of(p, x, 0, 1 << 20, &v);
+      c->queue.max_queue_size = v;
+    } else if (!strcmp(x->name, "default_timeout_microseconds")) {
+      rc = int_of(p, x, 0, (long long)3600 * 1000000, &v);
+      c->queue.default_timeout_us = v;
+    } else if (!strcmp(x->name, "timeout_action")) {
+      if (strcmp(x->val, "REJECT") && strcmp(x->val, "DELAY"))
+        rc = vr_errf(p->err, VR_EFORMAT, "line %d: timeout_action must be REJECT or"
+                     " DELAY", x->line);
+      c->queue.delay = !strcmp(x->val, "DELAY");
+    } else if (!strcmp(x->name, "allow_timeout_override")) {
+      if (strcmp(x->val, "true") && strcmp(x->val, "false"))
+        rc = vr_errf(p->err, VR_EFORMAT, "line %d: allow_timeout_override must be"
+                     " true or false", x->line);
+      c->queue.allow_timeout_override = !strcmp(x->val, "true");
+    } else {
+      rc = unknown(p, x, "default_queue_policy");
+    }
+  }
+  return rc;
+}
+
 static int dyn_batching(pt *p, const node *m, vr_model_config *c) {
   int rc = want(p, m, 1);
   c->has_dynamic_batching = 1;
@@ -295,6 +323,8 @@ static int dyn_batching(pt *p, const node *m, vr_model_config *c) {
                        " batch sizes", x->line);
       rc = int_of(p, x, 1, VR_RT_MAX_BATCH, &v);
       c->preferred_batch[c->n_preferred_batch++] = (int)v;
+    } else if (!strcmp(x->name, "default_queue_policy")) {
+      rc = queue_policy(p, x, c);
     } else if (strcmp(x->name, "preserve_ordering")) {
       rc = unknown(p, x, "dynamic_batching");
     }
@@ -415,6 +445,7 @@ int vr_pbtxt_parse(const char *text, size_t len, vr_model_config *out,
   out->threads = 1;
   out->precision = VR_PREC_FP32;
   out->accuracy = -1;
+  vr_model_config_queue_defaults(out);
   pt p = {text, text + len, 1, NULL, 0, 0, err};
   if (memchr(text, 0, len))
     return vr_errf(err, VR_EFORMAT, "config.pbtxt contains a NUL byte");

@@ -134,6 +134,7 @@ static int load_triton(const char *dir, vr_model_config *c, vr_errbuf *err) {
     c->threads = c->instances = 1;
     c->max_batch_size = 4;
     c->accuracy = -1;
+    vr_model_config_queue_defaults(c);
     snprintf(c->platform, sizeof c->platform, "onnxruntime_onnx");
   }
   const char *file = c->model_file[0] ? c->model_file : "model.onnx";

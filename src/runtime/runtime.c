@@ -386,11 +386,23 @@ static void admit(vr_runtime *rt, vr_rt_instance *in, vr_rt_request *req) {
   vr_inst_enqueue(in, req); /* drops it if already due (policy/drop.h) */
 }
 
+/* Triton's queue policy: the model's default timeout, unless the request
+ * brings its own and overrides are allowed; DELAY serves a request past
+ * the default timeout late instead of dropping it. */
+static void apply_queue_policy(const vr_model_config *c, vr_rt_request *req) {
+  int64_t t = req->timeout_ns;
+  if (!(t > 0 && c->queue.allow_timeout_override))
+    t = c->queue.delay ? 0 : c->queue.default_timeout_us * 1000;
+  req->timeout_ns = t;
+  req->deadline_ns = t > 0 ? req->arrival_ns + t : VR_NO_DEADLINE;
+}
+
 int vr_rt_submit(vr_runtime *rt, const char *model, vr_rt_request *req) {
   int rc = prepare(rt, req);
   if (rc) return rc;
   pthread_rwlock_rdlock(&rt->lock);
   vr_rt_model *m = rt->shutting_down ? NULL : vr_map_get(&rt->models, model);
+  if (m && req->queue_policy) apply_queue_policy(&m->cfg, req);
   vr_rt_instance *in = m ? route(m) : NULL;
   if (in) admit(rt, in, req);
   pthread_rwlock_unlock(&rt->lock);

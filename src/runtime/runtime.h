@@ -60,6 +60,10 @@ struct vr_rt_request {
                          was before submission (routing, a query-path
                          load): arrival_ns and the deadline count from it;
                          0 = at submission */
+  /* 1: the model's queue policy (config.h "queue") decides the deadline,
+   * as on /v2/models/{m}/infer: timeout_ns is then the client's own
+   * (0 = none given). vr_rt_submit only. */
+  int queue_policy;
   vr_rt_done_fn done;
   void *user;
   /* ---- set by the runtime before done() ---- */

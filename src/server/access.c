@@ -40,9 +40,8 @@ int vr__ct_equal(const char *a, size_t alen, const char *b, size_t blen) {
   return d == 0;
 }
 
-static int bearer_ok(vr_server *s, vr_http_req *r) {
-  const char *h = vr_http_header(r, "Authorization");
-  if (!h || strncasecmp(h, "Bearer ", 7)) return 0;
+int vr__access_bearer_ok(const vr_server *s, const char *h) {
+  if (!h || strncasecmp(h, "Bearer ", 7) || !s->o.admin_token) return 0;
   h += 7;
   while (*h == ' ') h++;
   size_t n = strlen(h);
@@ -64,7 +63,7 @@ int vr__access_check(vr_server *s, vr_http_req *r, int admin) {
                         : "inference requires a token but none is configured");
     return 403;
   }
-  if (bearer_ok(s, r)) return 0;
+  if (vr__access_bearer_ok(s, vr_http_header(r, "Authorization"))) return 0;
   vr_server_count(s, 401);
   vr_http_error(r, 401, "missing or wrong bearer token (send \"Authorization: "
                         "Bearer <token>\")");

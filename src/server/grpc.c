@@ -701,6 +701,38 @@ static void repository_load(gcall *c, int load) {
 
 /* ---- dispatch and the loop --------------------------------------------------------- */
 
+/* The admin token (access.c), as over HTTP: repository load, unload and
+ * index need metadata "authorization: Bearer <token>"; with --auth-infer
+ * every call but ServerLive/ServerReady does. 1 = refused (answered). */
+static int denied(gcall *c, const char *m) {
+  vr_server *s = c->g->s;
+  int admin = !strncmp(m, "Repository", 10);
+  if (!admin && (!s->o.infer_auth || !strcmp(m, "ServerLive") || !strcmp(m, "ServerReady")))
+    return 0;
+  if (!s->o.admin_token || !*s->o.admin_token) {
+    if (s->o.insecure_admin) return 0;
+    finish(c, GRPC_STATUS_PERMISSION_DENIED,
+           admin ? "repository calls change server state and are off: start vario serve"
+                   " with --admin-token-file (or VARIO_ADMIN_TOKEN) or --insecure-admin"
+                 : "inference requires a token but none is configured", NULL);
+    return 1;
+  }
+  char auth[1024] = "";
+  for (size_t i = 0; i < c->md.count; i++) {
+    const grpc_slice *k = &c->md.metadata[i].key, *v = &c->md.metadata[i].value;
+    if (GRPC_SLICE_LENGTH(*k) == 13 &&
+        !memcmp(GRPC_SLICE_START_PTR(*k), "authorization", 13) &&
+        GRPC_SLICE_LENGTH(*v) < sizeof auth) {
+      memcpy(auth, GRPC_SLICE_START_PTR(*v), GRPC_SLICE_LENGTH(*v));
+      auth[GRPC_SLICE_LENGTH(*v)] = 0;
+    }
+  }
+  if (vr__access_bearer_ok(s, auth)) return 0;
+  finish(c, GRPC_STATUS_UNAUTHENTICATED, "missing or wrong bearer token (metadata"
+         " \"authorization: Bearer <token>\")", NULL);
+  return 1;
+}
+
 static void dispatch(gcall *c) {
   static const struct { const char *m; void (*fn)(gcall *); } k[] = {
       {"ServerLive", server_live}, {"ServerReady", server_ready},
@@ -715,6 +747,7 @@ static void dispatch(gcall *c) {
   memcpy(method, GRPC_SLICE_START_PTR(c->details.method), n);
   method[n] = 0;
   const char *m = !strncmp(method, prefix, sizeof prefix - 1) ? method + sizeof prefix - 1 : "";
+  if (denied(c, m)) return;
   for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
     if (!strcmp(m, k[i].m)) return k[i].fn(c);
   if (!strcmp(m, "RepositoryModelLoad")) return repository_load(c, 1);

@@ -6,9 +6,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "base/alloc.h"
@@ -24,8 +26,24 @@
  * another thread while the request's handler was still running on the
  * event thread lost wake-ups under load: MHD cancels a resume that
  * arrives before its suspension completes.) */
+/* One open connection (event thread only): what the timeouts and the
+ * connection caps look at. Linked oldest first. */
+typedef struct vr_http_conn {
+  struct vr_http_conn *prev, *next;
+  int fd;
+  uint32_t ip;        /* IPv4, network order; 0 = other */
+  int reserve;        /* accepted past max_conns: health and metrics only */
+  int closing;        /* shut down by us; MHD closes it */
+  int bad_url;        /* the request line decoded to a control byte */
+  int64_t idle_since; /* opened, or its last response finished (ns) */
+  int64_t headers_at; /* the current request's headers complete (ns) */
+  struct vr_http_req *req; /* the request under way, or NULL */
+} vr_http_conn;
+
 struct vr_http {
   struct MHD_Daemon *d;
+  vr_http_conn *head, *tail; /* open connections, oldest first */
+  int64_t next_sweep;
   pthread_t thread;
   int efd;  /* eventfd: wake list non-empty or stop */
   int ep;   /* our epoll: MHD's epoll fd + efd */
@@ -43,6 +61,7 @@ struct vr_http {
 
 struct vr_http_req {
   vr_http *h;
+  vr_http_conn *hc; /* its connection's record (NULL once closed) */
   struct MHD_Connection *conn;
   const char *url, *method; /* MHD keeps them valid for the request */
   char *body;
@@ -159,14 +178,49 @@ static void resume_woken(vr_http *h) {
   }
 }
 
+/* Closes a connection from our side: MHD sees the shutdown as the peer
+ * going away and releases it (there is no MHD call to drop one). */
+static void conn_kill(vr_http_conn *hc) {
+  if (hc->closing) return;
+  hc->closing = 1;
+  shutdown(hc->fd, SHUT_RDWR);
+}
+
+/* A connection with no request under way (between requests, or headers
+ * still arriving) holds a slot without doing anything we can serve. */
+static int conn_idle(const vr_http_conn *hc) { return !hc->req && !hc->closing; }
+
+/* Timeouts, every 100 ms (event thread): headers must complete within
+ * header_timeout_ms of opening or of the previous response, a body within
+ * body_timeout_ms of its headers; under pressure (pool > 3/4 full) and in
+ * the reserve, an idle connection gets 1 s. Requests being answered
+ * (handler run, deferred, response being sent) are never cut. */
+static void sweep(vr_http *h) {
+  int64_t now = vr_now_ns();
+  if (now < h->next_sweep) return;
+  h->next_sweep = now + 100 * VR_NS_PER_MS;
+  int pressure = h->conns * 4 > (int)h->o.max_conns * 3;
+  int64_t hdr = (int64_t)h->o.header_timeout_ms * VR_NS_PER_MS;
+  int64_t body = (int64_t)h->o.body_timeout_ms * VR_NS_PER_MS;
+  for (vr_http_conn *hc = h->head; hc; hc = hc->next) {
+    if (hc->closing) continue;
+    if (!hc->req) {
+      int64_t lim = pressure || hc->reserve ? VR_NS_PER_S : hdr;
+      if (now - hc->idle_since > lim) conn_kill(hc);
+    } else if (!hc->req->started && now - hc->headers_at > body) {
+      conn_kill(hc);
+    }
+  }
+}
+
 static void *event_loop(void *arg) {
   vr_http *h = arg;
   pthread_setname_np(pthread_self(), "vr-http");
   struct epoll_event ev[4];
   while (!__atomic_load_n(&h->stop, __ATOMIC_ACQUIRE)) {
     MHD_UNSIGNED_LONG_LONG to = 0;
-    int timeout = 1000;
-    if (MHD_get_timeout(h->d, &to) == MHD_YES && to < 1000) timeout = (int)to;
+    int timeout = 100; /* the sweep's period */
+    if (MHD_get_timeout(h->d, &to) == MHD_YES && to < 100) timeout = (int)to;
     int n = epoll_wait(h->ep, ev, 4, timeout);
     for (int i = 0; i < n; i++)
       if (ev[i].data.fd == h->efd) resume_woken(h);
@@ -176,6 +230,7 @@ static void *event_loop(void *arg) {
       __atomic_store_n(&h->quiesce, 2, __ATOMIC_RELEASE);
     }
     MHD_run(h->d);
+    sweep(h);
   }
   return NULL;
 }
@@ -206,6 +261,76 @@ static enum MHD_Result queue(vr_http_req *r) {
   return ret;
 }
 
+static int hexval(int c) {
+  return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+         : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* Percent-decoding of the URL and its arguments, as MHD's own, except
+ * that a decoded NUL or other control byte is remembered and the request
+ * refused (MHD would cut "/v2/models/m%00x/infer" to "/v2/models/m"). */
+static size_t unescape(void *cls, struct MHD_Connection *c, char *s) {
+  (void)cls;
+  char *w = s;
+  int bad = 0;
+  for (const char *p = s; *p; p++) {
+    int hi, lo;
+    if (*p == '%' && (hi = hexval(p[1])) >= 0 && (lo = hexval(p[2])) >= 0) {
+      int v = hi * 16 + lo;
+      bad |= v < 0x20 || v == 0x7f;
+      *w++ = (char)(v ? v : '?');
+      p += 2;
+    } else {
+      bad |= (unsigned char)*p < 0x20 || *p == 0x7f;
+      *w++ = *p;
+    }
+  }
+  *w = 0;
+  if (bad) {
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    vr_http_conn *hc = ci ? ci->socket_context : NULL;
+    if (hc) hc->bad_url = 1;
+  }
+  return (size_t)(w - s);
+}
+
+typedef struct cl_scan {
+  int n;
+  const char *first;
+  int conflict;
+} cl_scan;
+
+static enum MHD_Result cl_count(void *cls, enum MHD_ValueKind kind, const char *key,
+                                const char *value) {
+  (void)kind;
+  cl_scan *c = cls;
+  if (strcasecmp(key, "Content-Length")) return MHD_YES;
+  if (c->n++ && (!value || !c->first || strcmp(value, c->first))) c->conflict = 1;
+  if (c->n == 1) c->first = value;
+  return MHD_YES;
+}
+
+/* What the request head must not carry: a control byte in the URL, more
+ * than one Content-Length (even equal ones: request smuggling), or one
+ * that is not a plain decimal number. NULL when fine. */
+static const char *bad_head(struct MHD_Connection *conn, vr_http_conn *hc) {
+  if (hc && hc->bad_url) {
+    hc->bad_url = 0;
+    return "the URL contains a NUL or other control byte";
+  }
+  cl_scan c = {0, NULL, 0};
+  MHD_get_connection_values(conn, MHD_HEADER_KIND, cl_count, &c);
+  if (c.n > 1) return "more than one Content-Length header";
+  if (c.n == 1) {
+    const char *p = c.first;
+    if (!p || !*p || strlen(p) > 19) return "Content-Length is not a decimal number";
+    for (; *p; p++)
+      if (*p < '0' || *p > '9') return "Content-Length is not a decimal number";
+  }
+  return NULL;
+}
+
 /* First call for a request: headers only. Oversized bodies are refused
  * before they are read (MHD then closes the connection). */
 static enum MHD_Result on_headers(vr_http *h, struct MHD_Connection *conn,
@@ -220,6 +345,32 @@ static enum MHD_Result on_headers(vr_http *h, struct MHD_Connection *conn,
   r->method = method;
   *con_cls = r;
   __atomic_fetch_add(&h->inflight, 1, __ATOMIC_SEQ_CST);
+  const union MHD_ConnectionInfo *ci =
+      MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+  vr_http_conn *hc = ci ? ci->socket_context : NULL;
+  if (hc) {
+    hc->req = r;
+    hc->headers_at = r->t0;
+    r->hc = hc;
+  }
+  const char *bad = bad_head(conn, hc);
+  if (bad) { /* answered, and the connection closed: its framing is suspect */
+    r->started = 1;
+    vr_http_error(r, 400, bad);
+    MHD_add_response_header(r->resp, "Connection", "close");
+    return queue(r);
+  }
+  /* A connection from the reserve serves probes only. */
+  if (hc && hc->reserve && strncmp(url, "/v2/health/", 11) && strcmp(url, "/metrics")) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "server at its connection limit (%u); retry later",
+             h->o.max_conns);
+    r->started = 1;
+    vr_http_error(r, 503, msg);
+    MHD_add_response_header(r->resp, "Connection", "close");
+    MHD_add_response_header(r->resp, "Retry-After", "1");
+    return queue(r);
+  }
   const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
                                                "Content-Length");
   unsigned long long clen = cl ? strtoull(cl, NULL, 10) : 0;
@@ -244,8 +395,9 @@ static enum MHD_Result ahc(void *cls, struct MHD_Connection *conn,
   vr_http *h = cls;
   vr_http_req *r = *con_cls;
   if (!r) return on_headers(h, conn, url, method, con_cls);
-  if (*upload_size) {
-    if (!r->too_big && append_body(r, upload, *upload_size)) r->too_big = 1;
+  if (*upload_size) { /* answered early (400/413/503): the rest is dropped */
+    if (!r->queued && !r->too_big && append_body(r, upload, *upload_size))
+      r->too_big = 1;
     *upload_size = 0;
     return MHD_YES;
   }
@@ -274,6 +426,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn,
   vr_http *h = cls;
   vr_http_req *r = *con_cls;
   if (!r) return;
+  if (r->hc) {
+    r->hc->req = NULL;
+    r->hc->idle_since = vr_now_ns();
+  }
   if (r->state_free) r->state_free(r->state);
   if (r->resp) MHD_destroy_response(r->resp);
   vr_free(r->body);
@@ -282,25 +438,71 @@ static void on_completed(void *cls, struct MHD_Connection *conn,
   __atomic_fetch_sub(&h->inflight, 1, __ATOMIC_SEQ_CST);
 }
 
-/* Connection limit: MHD's own limit leaves extra clients waiting in the
- * listen backlog; refusing them at accept gives a prompt, visible answer
- * (the socket is closed) instead. */
+static int is_loopback(uint32_t ip_be) { return (ntohl(ip_be) >> 24) == 127; }
+
+/* Connection limits, at accept (event thread). Past max_conns the oldest
+ * connection with no request under way is closed to make room (an idle
+ * or trickling socket must not keep a prober out); with none, the new
+ * connection goes to the reserve (probes only); past the reserve it is
+ * closed at once, a prompt, visible answer rather than a wait in the
+ * listen backlog. One client (IPv4 address) holds at most max_per_client. */
 static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr,
                                  socklen_t len) {
-  (void)addr;
-  (void)len;
   vr_http *h = cls;
-  return __atomic_load_n(&h->conns, __ATOMIC_SEQ_CST) < (int)h->o.max_conns
-             ? MHD_YES : MHD_NO;
+  uint32_t ip = addr && addr->sa_family == AF_INET && len >= sizeof(struct sockaddr_in)
+                    ? ((const struct sockaddr_in *)addr)->sin_addr.s_addr : 0;
+  if (ip && h->o.max_per_client && (h->o.cap_loopback || !is_loopback(ip))) {
+    unsigned n = 0;
+    for (vr_http_conn *hc = h->head; hc; hc = hc->next) n += hc->ip == ip && !hc->closing;
+    if (n >= h->o.max_per_client) return MHD_NO;
+  }
+  int open = 0;
+  for (vr_http_conn *hc = h->head; hc; hc = hc->next) open += !hc->closing;
+  if (open < (int)h->o.max_conns) return MHD_YES;
+  for (vr_http_conn *hc = h->head; hc; hc = hc->next)
+    if (conn_idle(hc) && !hc->reserve) {
+      conn_kill(hc);
+      return MHD_YES;
+    }
+  return h->conns < (int)(h->o.max_conns + h->o.reserve) ? MHD_YES : MHD_NO;
 }
 
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_ctx,
                           enum MHD_ConnectionNotificationCode code) {
-  (void)c;
-  (void)socket_ctx;
   vr_http *h = cls;
-  __atomic_fetch_add(&h->conns, code == MHD_CONNECTION_NOTIFY_STARTED ? 1 : -1,
-                     __ATOMIC_SEQ_CST);
+  if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+    int n = __atomic_add_fetch(&h->conns, 1, __ATOMIC_SEQ_CST);
+    vr_http_conn *hc = VR_NEW(vr_http_conn);
+    *socket_ctx = hc;
+    if (!hc) return; /* untracked: no timeouts for it, MHD's still apply */
+    const union MHD_ConnectionInfo *fi =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    const union MHD_ConnectionInfo *ai =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    hc->fd = fi ? fi->connect_fd : -1;
+    if (ai && ai->client_addr && ai->client_addr->sa_family == AF_INET)
+      hc->ip = ((const struct sockaddr_in *)ai->client_addr)->sin_addr.s_addr;
+    int open = 0;
+    for (vr_http_conn *o = h->head; o; o = o->next) open += !o->closing;
+    hc->reserve = open >= (int)h->o.max_conns;
+    (void)n;
+    hc->idle_since = vr_now_ns();
+    hc->prev = h->tail;
+    if (h->tail) h->tail->next = hc;
+    else h->head = hc;
+    h->tail = hc;
+    return;
+  }
+  __atomic_fetch_sub(&h->conns, 1, __ATOMIC_SEQ_CST);
+  vr_http_conn *hc = *socket_ctx;
+  if (!hc) return;
+  if (hc->req) hc->req->hc = NULL;
+  if (hc->prev) hc->prev->next = hc->next;
+  else h->head = hc->next;
+  if (hc->next) hc->next->prev = hc->prev;
+  else h->tail = hc->prev;
+  vr_free(hc);
+  *socket_ctx = NULL;
 }
 
 int vr_http_start(const vr_http_opts *o, vr_http **out, vr_errbuf *err) {
@@ -311,6 +513,10 @@ int vr_http_start(const vr_http_opts *o, vr_http **out, vr_errbuf *err) {
   if (!h->o.max_body) h->o.max_body = 64u << 20;
   if (!h->o.max_conns) h->o.max_conns = 1024;
   if (!h->o.idle_timeout_s) h->o.idle_timeout_s = 60;
+  if (!h->o.header_timeout_ms) h->o.header_timeout_ms = 10000;
+  if (!h->o.body_timeout_ms) h->o.body_timeout_ms = 30000;
+  if (!h->o.reserve) h->o.reserve = 32;
+  if (!h->o.max_per_client) h->o.max_per_client = 256;
   struct sockaddr_in sa;
   memset(&sa, 0, sizeof sa);
   sa.sin_family = AF_INET;
@@ -321,10 +527,26 @@ int vr_http_start(const vr_http_opts *o, vr_http **out, vr_errbuf *err) {
                    o->host);
   }
   unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TURBO;
+  struct MHD_OptionItem tls[] = {
+      {MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)h->o.tls_key_pem},
+      {MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)h->o.tls_cert_pem},
+      {MHD_OPTION_END, 0, NULL}};
+  int use_tls = h->o.tls_key_pem || h->o.tls_cert_pem;
+  if (use_tls && (!h->o.tls_key_pem || !h->o.tls_cert_pem)) {
+    vr_free(h);
+    return vr_errf(err, VR_EINVAL, "TLS needs both a key and a certificate");
+  }
+  if (use_tls && MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+    vr_free(h);
+    return vr_errf(err, VR_EUNSUPPORTED, "this libmicrohttpd has no TLS support");
+  }
+  if (use_tls) flags |= MHD_USE_TLS;
   h->d = MHD_start_daemon(
       flags, (uint16_t)o->port, on_accept, h, ahc, h, MHD_OPTION_SOCK_ADDR, &sa,
-      MHD_OPTION_CONNECTION_LIMIT, h->o.max_conns + 16,
+      MHD_OPTION_ARRAY, use_tls ? tls : tls + 2,
+      MHD_OPTION_CONNECTION_LIMIT, h->o.max_conns + h->o.reserve + 16,
       MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
+      MHD_OPTION_UNESCAPE_CALLBACK, unescape, h,
       MHD_OPTION_CONNECTION_TIMEOUT, h->o.idle_timeout_s,
       /* MHD zeroes its per-connection pool for every request: keep it small
        * (headers only; bodies go to our own buffer). */
@@ -333,7 +555,8 @@ int vr_http_start(const vr_http_opts *o, vr_http **out, vr_errbuf *err) {
       MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_END);
   if (!h->d) {
     vr_free(h);
-    return vr_errf(err, VR_EIO, "cannot listen on %s:%d (in use?)",
+    return vr_errf(err, VR_EIO, use_tls ? "cannot listen on %s:%d (in use? or a bad TLS"
+                   " key/certificate)" : "cannot listen on %s:%d (in use?)",
                    o->host ? o->host : "127.0.0.1", o->port);
   }
   const union MHD_DaemonInfo *di =

@@ -31,9 +31,26 @@ typedef struct vr_http_opts {
   int port;               /* 0 = ephemeral (see vr_http_port) */
   size_t max_body;        /* bytes; default 64 MiB; larger -> 413 */
   unsigned max_conns;     /* open connections; default 1024 */
-  unsigned idle_timeout_s;/* idle keep-alive connections; default 60 */
+  unsigned idle_timeout_s;/* no byte at all for this long: closed; default 60 */
   vr_http_handler handler;
   void *user;
+  /* Connection management (docs/SECURITY.md). A connection must complete
+   * a request's headers within header_timeout_ms of opening or of its
+   * previous response (default 10 s: slowloris, idle keep-alive), and
+   * its body within body_timeout_ms of its headers (default 30 s). While
+   * the pool is more than 3/4 full, connections with no request under
+   * way for 1 s are closed. `reserve` connections past max_conns
+   * (default 32) answer only /v2/health/... and /metrics, others get 503;
+   * past that, new connections are closed at accept. max_per_client
+   * (default 256) caps one IPv4 address's connections; loopback is
+   * exempt (a local proxy is every client) unless cap_loopback. */
+  unsigned header_timeout_ms, body_timeout_ms;
+  unsigned reserve;
+  unsigned max_per_client;
+  int cap_loopback;
+  /* TLS (GnuTLS through libmicrohttpd): PEM key and certificate chain
+   * contents, both or neither. */
+  const char *tls_key_pem, *tls_cert_pem;
 } vr_http_opts;
 
 int vr_http_start(const vr_http_opts *o, vr_http **out, vr_errbuf *err);

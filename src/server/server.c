@@ -148,6 +148,12 @@ static void model_metadata(vr_server *s, vr_http_req *r, const char *model) {
     vr_sbuf_json_str(&b, c.app);
   }
   if (c.accuracy >= 0) vr_sbuf_printf(&b, ",\"accuracy\":%.6g", c.accuracy);
+  vr_sbuf_printf(&b, ",\"queue_policy\":{\"max_queue_size\":%lld,"
+                 "\"default_timeout_microseconds\":%lld,\"timeout_action\":\"%s\","
+                 "\"allow_timeout_override\":%s}",
+                 (long long)c.queue.max_queue_size, (long long)c.queue.default_timeout_us,
+                 c.queue.delay ? "DELAY" : "REJECT",
+                 c.queue.allow_timeout_override ? "true" : "false");
   vr_sbuf_puts(&b, "}}");
   vr_server_count(s, 200);
   vr_server_reply_json(r, 200, &b);
@@ -322,7 +328,13 @@ int vr_server_create(const vr_server_opts *o, vr_server **out,
   vr_map_init(&s->expected);
   /* Listen first, load after (as Triton): a taken port fails at once, not
    * after every model loaded, and /v2/health/ready says 503 while loading. */
-  vr_http_opts ho = {o->host, o->port, o->max_body, o->max_conns, 0, handle, s};
+  vr_http_opts ho = {.host = o->host, .port = o->port, .max_body = o->max_body,
+                     .max_conns = o->max_conns, .handler = handle, .user = s,
+                     .header_timeout_ms = o->header_timeout_ms,
+                     .body_timeout_ms = o->body_timeout_ms, .reserve = o->conn_reserve,
+                     .max_per_client = o->max_conns_per_client,
+                     .cap_loopback = o->cap_loopback, .tls_key_pem = o->tls_key_pem,
+                     .tls_cert_pem = o->tls_cert_pem};
   rc = vr_http_start(&ho, &s->http, err);
   if (!rc && o->grpc_port >= 0 &&
       (rc = vr_grpc_start(s, o->host, o->grpc_port, &s->grpc, err)))

@@ -43,6 +43,10 @@ typedef struct vr_server_opts {
   /* Server-side paths a client may name (registration, job inputs): only
    * files under this directory after realpath; NULL = none (uploads only). */
   const char *data_root;
+  /* Connections (http.h vr_http_opts; 0 = its defaults). */
+  unsigned header_timeout_ms, body_timeout_ms, conn_reserve, max_conns_per_client;
+  int cap_loopback;
+  const char *tls_key_pem, *tls_cert_pem; /* PEM contents (borrowed) */
   int max_admin_jobs;  /* concurrent load/registration threads (default 4);
                           past it: 429 */
 } vr_server_opts;

@@ -95,6 +95,7 @@ static void fill_rt(const vr_ks_request *ks, vr_rt_request *q) {
   }
   q->priority = ks->priority;
   q->timeout_ns = ks->timeout_us * 1000;
+  q->queue_policy = 1; /* the model's default timeout when none is given */
 }
 
 int vr__srv_submit(vr_server *s, const char *model, const vr_ks_request *ks,

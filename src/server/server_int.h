@@ -55,6 +55,9 @@ int vr_server_spawn_admin(vr_server *s, vr_http_req *r, vr_http_handler done,
 
 /* access.c: is this request an admin one (method, URL segments)? */
 int vr__access_is_admin(const char *method, char **seg, int n);
+/* An "Authorization" value carrying the admin token (also for the gRPC
+ * front end's metadata). */
+int vr__access_bearer_ok(const vr_server *s, const char *authorization);
 /* 0 = allowed; else r was answered 401/403 and that status is returned. */
 int vr__access_check(vr_server *s, vr_http_req *r, int admin);
 /* A client-named server path: realpath of p into out when it is a

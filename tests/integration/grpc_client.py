@@ -21,6 +21,7 @@ import urllib.request
 import numpy as np
 
 VARIO, SRC = sys.argv[1], sys.argv[2]
+TOKEN = "grpc-" + os.urandom(8).hex()  # repository calls need it (docs/SECURITY.md)
 try:
     import grpc
 except ImportError:
@@ -51,7 +52,8 @@ def main():
     for m in ("fmnist_mlp", "fmnist_cnn_s"):
         shutil.copytree(os.path.join(SRC, "models/fmnist", m), os.path.join(REPO, m))
     log = open(os.path.join(TMP, "serve.log"), "w+")
-    p = subprocess.Popen([VARIO, "serve", "--repo", REPO, "--port", "0"], stdout=log, stderr=log)
+    p = subprocess.Popen([VARIO, "serve", "--repo", REPO, "--port", "0"], stdout=log, stderr=log,
+                         env=dict(os.environ, VARIO_ADMIN_TOKEN=TOKEN))
     try:
         run(p, log)
     finally:
@@ -79,15 +81,16 @@ def run(p, log):
     check(gport and gport > 0, f"gRPC port announced ({gport})")
     ch = grpc.insecure_channel(f"127.0.0.1:{gport}")
 
-    def call(method, req, resp_cls):
+    def call(method, req, resp_cls, token=TOKEN):
         f = ch.unary_unary("/inference.GRPCInferenceService/" + method,
                            request_serializer=lambda x: x.SerializeToString(),
                            response_deserializer=resp_cls.FromString)
-        return f(req, timeout=30)
+        md = [("authorization", "Bearer " + token)] if token else None
+        return f(req, timeout=30, metadata=md)
 
-    def error(method, req, resp_cls):
+    def error(method, req, resp_cls, token=TOKEN):
         try:
-            call(method, req, resp_cls)
+            call(method, req, resp_cls, token)
         except grpc.RpcError as e:
             return e.code(), e.details()
         return None, None
@@ -166,6 +169,12 @@ def run(p, log):
     idx = call("RepositoryIndex", pb.RepositoryIndexRequest(), pb.RepositoryIndexResponse)
     check(sorted(m.name for m in idx.models) == ["fmnist_cnn_s", "fmnist_mlp"]
           and all(m.state == "READY" for m in idx.models), "RepositoryIndex")
+    for tok in [None, "wrong"]:  # repository calls change state: the admin token
+        code, _ = error("RepositoryModelUnload",
+                        pb.RepositoryModelUnloadRequest(model_name="fmnist_cnn_s"),
+                        pb.RepositoryModelUnloadResponse, token=tok)
+        check(code == grpc.StatusCode.UNAUTHENTICATED,
+              f"RepositoryModelUnload with token {tok!r} -> {code}")
     call("RepositoryModelUnload", pb.RepositoryModelUnloadRequest(model_name="fmnist_cnn_s"),
          pb.RepositoryModelUnloadResponse)
     check(not call("ModelReady", pb.ModelReadyRequest(name="fmnist_cnn_s"), pb.ModelReadyResponse).ready,

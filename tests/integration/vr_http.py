@@ -47,7 +47,7 @@ def start_server(args, log_path):
     p = subprocess.Popen(args, stderr=log, stdout=log)
     for _ in range(200):
         log.seek(0)
-        m = re.search(r"listening on http://[0-9.]+:(\d+)", log.read())
+        m = re.search(r"listening on https?://[0-9.]+:(\d+)", log.read())
         if m:
             return p, int(m.group(1))
         time.sleep(0.05)

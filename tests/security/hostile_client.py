@@ -142,6 +142,11 @@ try:
     st, r = http(port, "POST", "/v2/apps/fashion/infer", q, token=None)
     check(st == 200, f"ordinary queries to the app still served -> {st}")
 
+    # 6. Model-less parameters that used to mean something else silently.
+    for bad in [{"latency_ms": 0}, {"latency_ms": -5}, {"max_cost": -1}]:
+        st, r = http(port, "POST", "/v2/apps/fashion/infer", dict(q, parameters=bad), token=None)
+        check(st == 400 and "error" in r, f"{bad} -> {st} {r.get('error')}")
+
     # DELETE: stops routing at once, drains, answers everything.
     import threading
     pinned = dict(q, parameters={"latency_ms": 100, "model": "lin_bin"})

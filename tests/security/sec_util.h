@@ -11,6 +11,18 @@
 #include "../integration/srv_util.h"
 #include "../unit/rt_fake.h"
 
+/* Starts a server on an ephemeral port over repo with the fake backend;
+ * o carries the test's own options (vr_server_opts_init'ed by the caller). */
+static inline vr_server *sec_server(vr_server_opts *o, const char *repo, rt_fake *f) {
+  o->repo = repo;
+  o->rt.backend = &f->be;
+  o->rt.profile_runs = 1;
+  vr_server *s = NULL;
+  vr_errbuf err = {0};
+  if (vr_server_create(o, &s, &err)) fail_msg("%s", err.msg);
+  return s;
+}
+
 static inline int sec_connect(int port) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   struct sockaddr_in sa = {0};

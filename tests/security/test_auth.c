@@ -18,17 +18,11 @@ static vr_server *start(const char *token, int insecure, int infer_auth,
                         int max_jobs) {
   vr_server_opts o;
   vr_server_opts_init(&o);
-  o.repo = g_repo;
-  o.rt.backend = &g_fake.be;
-  o.rt.profile_runs = 1;
   o.admin_token = token;
   o.insecure_admin = insecure;
   o.infer_auth = infer_auth;
   o.max_admin_jobs = max_jobs;
-  vr_server *s = NULL;
-  vr_errbuf err = {0};
-  if (vr_server_create(&o, &s, &err)) fail_msg("%s", err.msg);
-  return s;
+  return sec_server(&o, g_repo, &g_fake);
 }
 
 static int setup(void **st) {
@@ -141,7 +135,8 @@ static void test_admin_job_cap(void **st) {
                    "Host: x\r\nContent-Length: 0\r\n%s\r\n", k_auth);
   int fd = sec_connect(p);
   assert_true(send(fd, buf, (size_t)n, MSG_NOSIGNAL) == n);
-  usleep(50000);
+  for (int i = 0; i < 500 && __atomic_load_n(&s->admin_jobs, __ATOMIC_SEQ_CST) < 1; i++)
+    usleep(10000); /* until the first load's thread runs */
   assert_int_equal(sec_req(p, "POST", "/v2/repository/models/m2/load", k_auth,
                            "", b, sizeof b), 429);
   assert_non_null(strstr(b, "retry later"));
