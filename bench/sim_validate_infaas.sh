@@ -69,6 +69,7 @@ for i, ph in enumerate(phases):
 cfg = {"name": "INFaaS live validation", "duration_s": len(phases) * D + 2,
        "warmup_s": 0, "tick_s": 1, "seed": 1, "noise": True,
        "batching": "runtime", "profiles": profs,
+       "warm_start": False,  # live loads on the first query, cold
        "workers": [{"name": "cpu", "cores": 2, "mem_gb": 8,
                     "price_per_s": 2 * 0.0425 / 3600, "start_s": 0,
                     "initial": 1, "max": 1}],

@@ -8,6 +8,7 @@
 #     DATA_DIR  shared data (default ../shared/data); exits 77 if missing
 #     OUT_DIR   default experiments/results
 #     VARIO     default build-sim/vario
+#   VR_EXP_PLOTS=0 skips the gnuplot plots (experiments/check.sh, CI).
 set -e
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 DATA=${1:-$ROOT/../shared/data}
@@ -37,6 +38,7 @@ print(f"| {sys.argv[2]} | {sys.argv[3]} | {d['demand']} | {100*d['slo_violation_
 PY
     plots="$plots '$OUT/$exp/$p.csv' every ::1 using 1:(\$4+\$5) with lines title '$p',"
   done
+  [ "${VR_EXP_PLOTS:-1}" = 0 ] && continue
   cost_plots=$(echo "$plots" | sed 's/(\$4+\$5)/(column(8))/g')
   gnuplot <<GP
 set terminal pngcairo size 800,560 font ',9' noenhanced

@@ -40,8 +40,10 @@ static double change_cost(const vr_policy_cfg *c, const vr_profile *p, int d) {
  * cheaper per query qualifies: selection sends a model's queries to its
  * cheapest active variant, so traffic follows only such a move (moving to
  * a dearer one would leave the new instances idle and flap). */
+static double sat_under(const vr_snapshot *s, int u, double slo_ms);
+
 static int can_replace(const vr_policy_cfg *c, const vr_snapshot *s, int v,
-                       int u) {
+                       int u, int burst) {
   const vr_snap_variant *a = &s->variants[v], *b = &s->variants[u];
   if (u == v) return 0;
   if (strcmp(a->prof.model, b->prof.model)) {
@@ -54,7 +56,10 @@ static int can_replace(const vr_policy_cfg *c, const vr_snapshot *s, int v,
   } else if (b->prof.accuracy + 1e-9 < a->prof.accuracy) {
     return 0;
   }
-  if (!(vr_policy_query_cost(&b->prof) < vr_policy_query_cost(&a->prof)))
+  /* a burst upgrade (see burst_plan) may cost more per query; it must
+   * serve more per instance */
+  if (burst ? !(sat_under(s, u, a->slo_ms) > vr_policy_sat_qps(a))
+            : !(vr_policy_query_cost(&b->prof) < vr_policy_query_cost(&a->prof)))
     return 0;
   if (a->slo_ms > 0 && vr_profile_batch_for_slo(&b->prof, a->slo_ms) == 0)
     return 0;
@@ -87,7 +92,7 @@ static plan best_plan(const vr_policy_cfg *c, const vr_snapshot *s,
     best = (plan){v, d, change_cost(c, pv, d)};
   }
   for (size_t u = 0; u < s->nvariants; u++) {
-    if (!can_replace(c, s, v, (int)u)) continue;
+    if (!can_replace(c, s, v, (int)u, 0)) continue;
     const vr_pol_vagg *gu = &a->v[u];
     double sat = sat_under(s, (int)u, s->variants[v].slo_ms);
     int d = vr_pol_need(gu->q + g->q, c->slack, sat) - gu->n;
@@ -136,21 +141,134 @@ static int move_load(const vr_policy_cfg *c, vr_place *pl, const vr_pol_agg *a,
   return 0;
 }
 
-static int scale_down(const vr_policy_cfg *c, vr_policy_state *st,
+/* ---- model-vertical scaling across hardware (the paper's upgrade) ----
+ *
+ * When the cheapest plan for an overloaded variant v (replicate, or move
+ * to a cheaper variant) finds no room on the workers that are up, it waits
+ * for a worker to start (30 s in the experiments) while queries miss
+ * their SLO. The paper's autoscaler first looks for a model-level action
+ * the resources at hand allow (its ILP's constraint 3) and scales VMs only
+ * when there is none: an upgrade to a variant with a higher throughput,
+ * e.g. a GPU one on a GPU worker that has a free GPU, even if it costs
+ * more per query. Selection sends a model's queries to its cheapest
+ * serving variant, so the traffic follows in two steps: the upgrade loads
+ * u; once u serves and can carry v's load too, v's instances are unloaded
+ * (handover). The downgrade rule later moves the load back to the cheaper
+ * variant when there is room for all of it. Only where workers can be
+ * added (a fixed cluster upgrades in place, see move_load). */
+
+/* Cheapest upgrade of v whose instances fit now on workers that are up
+ * (u = -1: none; d = 0: one is already loading with enough capacity). */
+static plan burst_plan(const vr_policy_cfg *c, const vr_snapshot *s,
+                       const vr_pol_agg *a, const vr_place *pl, int v) {
+  const vr_pol_vagg *g = &a->v[v];
+  plan best = {-1, 0, INFINITY};
+  for (size_t u = 0; u < s->nvariants; u++) {
+    if (!can_replace(c, s, v, (int)u, 1)) continue;
+    const vr_pol_vagg *gu = &a->v[u];
+    double sat = sat_under(s, (int)u, s->variants[v].slo_ms);
+    int d = vr_pol_need(gu->q + g->q, c->slack, sat) - gu->n;
+    if (d <= 0 && gu->loading) return (plan){(int)u, 0, 0};
+    if (d <= 0 || vr_place_room(pl, &s->variants[u].prof) < d) continue;
+    double cost = change_cost(c, &s->variants[u].prof, d) +
+                  change_cost(c, &s->variants[v].prof, -g->n);
+    if (cost < best.cost - 1e-12) best = (plan){(int)u, d, cost};
+  }
+  return best;
+}
+
+/* A serving, fully loaded variant that can carry v's load with its own:
+ * the target of a burst upgrade, ready to take over (-1: none). */
+static int handover_target(const vr_policy_cfg *c, const vr_snapshot *s,
+                           const vr_pol_agg *a, int v) {
+  const vr_pol_vagg *g = &a->v[v];
+  for (size_t u = 0; u < s->nvariants; u++) {
+    const vr_pol_vagg *gu = &a->v[u];
+    if (!gu->serving || gu->loading || !can_replace(c, s, v, (int)u, 1))
+      continue;
+    double sat = sat_under(s, (int)u, s->variants[v].slo_ms);
+    if (gu->serving * sat >= (gu->q + g->q) * c->slack) return (int)u;
+  }
+  return -1;
+}
+
+/* Whether idle variant u is a burst upgrade waiting to take over. */
+static int awaits_handover(const vr_policy_cfg *c, const vr_snapshot *s,
+                           const vr_pol_agg *a, int u) {
+  for (size_t v = 0; v < s->nvariants; v++) {
+    const vr_pol_vagg *g = &a->v[v];
+    if (g->n && g->q * c->slack > g->n * g->sat &&
+        can_replace(c, s, (int)v, u, 1))
+      return 1;
+  }
+  return 0;
+}
+
+/* Scale-up of overloaded v: hand over to a ready upgrade, else the
+ * cheapest plan if it fits now, else a burst upgrade that does, else the
+ * cheapest plan (its loads ask for workers). */
+static int scale_up(const vr_policy_cfg *c, const vr_snapshot *s,
+                    const vr_pol_agg *a, vr_place *pl, int v,
+                    vr_actions *out) {
+  int rc = 0, burst = c->burst_upgrade && vr_place_growable(s);
+  if (burst && handover_target(c, s, a, v) >= 0) {
+    for (int k = 0; k < a->v[v].n && !rc; k++)
+      rc = vr_pol_unload_one(pl, v, out, "handed over to upgrade");
+    return rc;
+  }
+  plan b = best_plan(c, s, a, v, 0);
+  if (b.d <= 0) return 0;
+  if (burst && vr_place_room(pl, &s->variants[b.u].prof) < b.d) {
+    plan u = burst_plan(c, s, a, pl, v);
+    if (u.u >= 0) {
+      /* the cheap plan's capacity is still wanted: ask for its workers */
+      vr_place_want(pl, &s->variants[b.u].prof,
+                    b.d - vr_place_room(pl, &s->variants[b.u].prof));
+      return u.d ? emit_loads(c, pl, a, u.u, u.d, out, "upgrade (no room)")
+                 : 0;
+    }
+  }
+  return b.u == v ? emit_loads(c, pl, a, b.u, b.d, out, "replicate")
+                  : move_load(c, pl, a, v, b.u, b.d, 0, out);
+}
+
+/* The scale-down rule of every autoscaling policy (INFaaS, SM+): an
+ * instance of v beyond `keep` is removable while the others keep
+ * down_headroom over its load; it is unloaded after it has stayed
+ * removable for the variant's load time (the paper's T_v), one at a time,
+ * all of them down to `keep` when idle.
+ * Nothing is removed while an instance of v is loading: its capacity is
+ * about to change (and a loading instance may be the replacement of a
+ * migration, which removing would undo and repeat every tick). */
+int vr_pol_scale_down(const vr_policy_cfg *c, vr_policy_state *st,
                       const vr_snapshot *s, const vr_pol_agg *a, vr_place *pl,
-                      int v, vr_actions *out) {
+                      int v, int keep, vr_actions *out) {
   const vr_pol_vagg *g = &a->v[v];
   const vr_profile *p = &s->variants[v].prof;
   double down = c->down_headroom > 0 ? c->down_headroom : c->slack;
-  int removable = g->q <= 0 || (g->n - 1) * g->sat >= g->q * down;
+  /* instances that are all still loading have had no chance to get
+   * traffic: not idle yet */
+  int removable = g->n > keep && g->serving > 0 &&
+                  (g->q <= 0 || (g->n - 1) * g->sat >= g->q * down);
+  /* idle has its own timer: one quiet second after a spare-headroom wait
+   * is no reason to drop every instance (at 4 QPS, 2% of the seconds
+   * have no query, and the next query waits for a cold load) */
+  char ikey[VR_VARIANT_MAX + 4];
+  snprintf(ikey, sizeof ikey, "i:%s", p->variant);
+  int64_t idle = g->q <= 0 ? vr_pol_since(st, ikey) : -1;
+  int rc = vr_pol_set_since(st, ikey, g->q <= 0 ? (idle < 0 ? s->now_ns : idle)
+                                                : -1);
+  if (rc) return rc;
   if (!removable) return vr_pol_set_since(st, p->variant, -1);
   int64_t since = vr_pol_since(st, p->variant);
   if (since < 0) return vr_pol_set_since(st, p->variant, s->now_ns);
-  if (s->now_ns - since < (int64_t)(p->load_ms * 1e6)) return 0;
+  int64_t patience = (int64_t)(p->load_ms * 1e6);
+  if (s->now_ns - since < patience) return 0;
   /* idle for a load time: release all; else one step, then wait again */
-  int k = g->q <= 0 ? g->n : 1, rc = 0;
+  int all = idle >= 0 && s->now_ns - idle >= patience;
+  int k = all ? g->n - keep : 1;
   for (int i = 0; i < k && !rc; i++)
-    rc = vr_pol_unload_one(pl, v, out, g->q <= 0 ? "idle" : "spare headroom");
+    rc = vr_pol_unload_one(pl, v, out, all ? "idle" : "spare headroom");
   return rc ? rc : vr_pol_set_since(st, p->variant, s->now_ns);
 }
 
@@ -168,6 +286,14 @@ static int downgrade(const vr_policy_cfg *c, vr_policy_state *st,
   int64_t since = vr_pol_since(st, key);
   if (since < 0) return vr_pol_set_since(st, key, s->now_ns);
   if (s->now_ns - since < (int64_t)(p->load_ms * 1e6)) return 0;
+  /* never urgent: where workers can be added, wait until all of the
+   * cheaper variant's instances fit, so they start serving together
+   * (selection moves all traffic to it as soon as one serves) */
+  int room = vr_place_room(pl, &s->variants[b.u].prof);
+  if (c->burst_upgrade && vr_place_growable(s) && room < b.d) {
+    vr_place_want(pl, &s->variants[b.u].prof, b.d - room);
+    return 0;
+  }
   int rc = move_load(c, pl, a, v, b.u, b.d, 1, out);
   return rc ? rc : vr_pol_set_since(st, key, -1);
 }
@@ -188,20 +314,25 @@ int vr_pol_infaas_scale(const vr_policy_cfg *c, vr_policy_state *st,
     /* inactive variants are loaded on demand by selection; one with demand
      * but no instance is one selection chose but found no room for: scale
      * it up here, which asks for workers */
-    if (g->n == 0 && !(g->q > 0)) continue;
+    if (g->n == 0 && !(g->q > 0)) {
+      /* a timer left from its last instances would unload the next ones
+       * the moment they load */
+      rc = vr_pol_set_since(st, s->variants[v].prof.variant, -1);
+      continue;
+    }
     if (g->q * c->slack > g->n * g->sat) {
       rc = vr_pol_set_since(st, s->variants[v].prof.variant, -1);
-      plan b = best_plan(c, s, &a, (int)v, 0);
-      if (!rc && b.d > 0)
-        rc = b.u == (int)v ? emit_loads(c, &pl, &a, b.u, b.d, out, "replicate")
-                           : move_load(c, &pl, &a, (int)v, b.u, b.d, 0, out);
+      if (!rc) rc = scale_up(c, s, &a, &pl, (int)v, out);
+    } else if (c->burst_upgrade && vr_place_growable(s) && !(g->q > 0) &&
+               awaits_handover(c, s, &a, (int)v)) {
+      rc = vr_pol_set_since(st, s->variants[v].prof.variant, -1);
     } else {
-      rc = scale_down(c, st, s, &a, &pl, (int)v, out);
+      rc = vr_pol_scale_down(c, st, s, &a, &pl, (int)v, 0, out);
       if (!rc) rc = downgrade(c, st, s, &a, &pl, (int)v, out);
     }
   }
   if (!rc && c->consolidate) rc = vr_pol_consolidate(s, &pl, out);
-  if (!rc) rc = vr_pol_workers(c, st, s, &pl, out);
+  if (!rc) rc = vr_pol_workers(c, st, s, &pl, &a, out);
   vr_place_free(&pl);
   vr_pol_agg_free(&a);
   return rc;

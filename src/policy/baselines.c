@@ -39,15 +39,9 @@ static int run(const vr_policy_cfg *c, vr_policy_state *st,
       want = need > 1 ? need : 1;
       if (c->max_instances > 0 && want > c->max_instances)
         want = c->max_instances;
-      if (want < g->n) {
-        /* patience as INFaaS: removable for one load time */
-        int64_t since = vr_pol_since(st, p->variant);
-        if (since < 0) {
-          rc = vr_pol_set_since(st, p->variant, s->now_ns);
-        } else if (s->now_ns - since >= (int64_t)(p->load_ms * 1e6)) {
-          rc = vr_pol_unload_one(&pl, v, out, "spare headroom");
-          if (!rc) rc = vr_pol_set_since(st, p->variant, s->now_ns);
-        }
+      if (want <= g->n) {
+        /* the same scale-down rule as INFaaS, never below one instance */
+        rc = vr_pol_scale_down(c, st, s, &a, &pl, v, 1, out);
         continue;
       }
       rc = vr_pol_set_since(st, p->variant, -1);
@@ -58,7 +52,7 @@ static int run(const vr_policy_cfg *c, vr_policy_state *st,
       if (placed < 0) rc = placed; /* 0: no room, recorded for workers */
     }
   }
-  if (!rc) rc = vr_pol_workers(c, st, s, &pl, out);
+  if (!rc) rc = vr_pol_workers(c, st, s, &pl, &a, out);
   vr_place_free(&pl);
   vr_pol_agg_free(&a);
   return rc;

@@ -92,6 +92,12 @@ int vr_place_pick(vr_place *p, const vr_profile *prof, int exclude) {
     p->ninst[best]++;
     return best;
   }
+  vr_place_want(p, prof, 1);
+  return -1;
+}
+
+void vr_place_want(vr_place *p, const vr_profile *prof, int k) {
+  const vr_snapshot *s = p->s;
   double price = 0;
   int want = -1;
   for (size_t t = 0; t < s->nwtypes; t++) {
@@ -100,13 +106,26 @@ int vr_place_pick(vr_place *p, const vr_profile *prof, int exclude) {
       continue;
     if (want < 0 || wt->price_per_s < price) want = (int)t, price = wt->price_per_s;
   }
-  if (want >= 0) {
+  if (want >= 0 && k > 0) {
     p->want_wtype = want;
-    p->want_cores[want] += prof->threads;
-    p->want_gpus[want] += needs_gpu(prof);
-    p->want_mem[want] += (double)prof->mem_bytes;
+    p->want_cores[want] += (double)k * prof->threads;
+    p->want_gpus[want] += (double)k * needs_gpu(prof);
+    p->want_mem[want] += (double)k * (double)prof->mem_bytes;
   }
-  return -1;
+}
+
+int vr_place_room(const vr_place *p, const vr_profile *prof) {
+  const vr_snapshot *s = p->s;
+  int64_t n = 0;
+  for (size_t w = 0; w < s->nworkers; w++) {
+    if (s->workers[w].state != VR_WS_UP || !worker_fits(p, w, prof)) continue;
+    int64_t k = prof->threads > 0 ? p->free_cores[w] / prof->threads : 1000000;
+    if (prof->mem_bytes > 0 && p->free_mem[w] / prof->mem_bytes < k)
+      k = p->free_mem[w] / prof->mem_bytes;
+    if (needs_gpu(prof) && p->free_gpus[w] < k) k = p->free_gpus[w];
+    n += k;
+  }
+  return n > 1000000 ? 1000000 : (int)n;
 }
 
 int vr_place_load(vr_place *p, int v, vr_actions *out, const char *why) {

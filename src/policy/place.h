@@ -31,6 +31,12 @@ int vr_place_type_fits(const vr_snap_wtype *t, const vr_profile *prof);
  * deducted; -1 when none fits (then want_wtype names the cheapest type
  * that would, and its want_* grow). Draining workers are never chosen. */
 int vr_place_pick(vr_place *p, const vr_profile *prof, int exclude);
+/* Instances of prof that fit now on workers that are up (starting ones
+ * excluded: their room is a worker start away); nothing deducted. */
+int vr_place_room(const vr_place *p, const vr_profile *prof);
+/* Records k instances of prof that need a worker (the cheapest type that
+ * can hold them), for the worker autoscaler. */
+void vr_place_want(vr_place *p, const vr_profile *prof, int k);
 /* Whether a worker other than `exclude` has room for prof now (nothing
  * deducted). */
 int vr_place_fits_elsewhere(const vr_place *p, const vr_profile *prof,

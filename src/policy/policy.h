@@ -41,11 +41,23 @@ typedef struct vr_policy_cfg {
   double lambda;              /* load-time penalty weight per second */
   double interference_factor; /* observed p99 > profile x factor */
   double down_headroom;       /* scale down if headroom after removal >=
-                                 this (default: slack) */
+                                 this (default 1.5; 0: slack) */
   int64_t worker_idle_ns;     /* remove a worker idle this long */
   int min_workers;            /* never go below */
   int max_instances;          /* per variant, cap (0 = unlimited) */
   int consolidate;            /* INFaaS: empty fragmented workers (1) */
+  double vm_util;             /* VM autoscaler (INFaaS paper 4.2.3, rule
+                                 1): add a worker of a type once the used
+                                 share of any of its resources (cores,
+                                 GPUs, memory) over all its workers,
+                                 starting ones included, exceeds this, so
+                                 capacity is starting before loads find no
+                                 room; an idle worker is released only if
+                                 the share stays at or below it without
+                                 it. Default 0.8 (the paper's value) for
+                                 the autoscaling policies (INFaaS, SM+), 0
+                                 (off: workers only for loads that found no
+                                 room) for Clipper+ */
   double backlog_step;        /* > 1: a variant whose queued rows take more
                                  than half its SLO to drain counts as
                                  loaded to this x its profiled capacity
@@ -57,6 +69,13 @@ typedef struct vr_policy_cfg {
                                  variant's load to another model of the
                                  same app that still meets the accuracy
                                  its queries asked for (1) */
+  int burst_upgrade;          /* INFaaS: when the cheapest scale-up finds
+                                 no room on the workers that are up,
+                                 upgrade to a higher-throughput variant
+                                 that fits now, even one dearer per query
+                                 (the paper's model-vertical scaling
+                                 under its resource constraint); 1 by
+                                 default */
   int nfixed;                 /* baselines: fixed variants */
   vr_policy_fixed fixed[VR_POL_MAX_FIXED];
 } vr_policy_cfg;

@@ -27,7 +27,8 @@ int vr_pol_set_since(vr_policy_state *st, const char *key, int64_t t);
 int vr_pol_unload_one(vr_place *pl, int v, vr_actions *out, const char *why);
 int vr_pol_batches(const vr_snapshot *s, vr_actions *out);
 int vr_pol_workers(const vr_policy_cfg *c, vr_policy_state *st,
-                   const vr_snapshot *s, vr_place *pl, vr_actions *out);
+                   const vr_snapshot *s, vr_place *pl, const vr_pol_agg *a,
+                   vr_actions *out);
 
 /* Interference detection and mitigation with a shared placement (failed
  * moves ask for workers). */
@@ -42,6 +43,12 @@ int vr_pol_clipper(const vr_policy_cfg *c, vr_policy_state *st,
                    const vr_snapshot *s, vr_actions *out);
 int vr_pol_sm(const vr_policy_cfg *c, vr_policy_state *st,
               const vr_snapshot *s, vr_actions *out);
+
+/* Removes one instance of v (all but `keep` when idle) once it has been
+ * removable for v's load time; the scale-down rule of INFaaS and SM+. */
+int vr_pol_scale_down(const vr_policy_cfg *c, vr_policy_state *st,
+                      const vr_snapshot *s, const vr_pol_agg *a, vr_place *pl,
+                      int v, int keep, vr_actions *out);
 
 /* Instances needed to serve q qps with headroom `slack` at `sat` each. */
 int vr_pol_need(double q, double slack, double sat);

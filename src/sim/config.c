@@ -275,8 +275,8 @@ static int load_policy(ctx *c, vr_sim_cfg *cfg, const json_t *o) {
   static const char *keys[] = {"name", "slack", "lambda",
                                "interference_factor", "down_headroom",
                                "worker_idle_s", "min_workers",
-                               "max_instances", "backlog_step", "fixed",
-                               NULL};
+                               "max_instances", "backlog_step", "vm_util",
+                               "burst_upgrade", "fixed", NULL};
   if (!json_is_object(o)) return bad(c, "policy", "must be an object");
   int rc = check_keys(c, o, "policy", keys);
   if (rc) return rc;
@@ -297,8 +297,13 @@ static int load_policy(ctx *c, vr_sim_cfg *cfg, const json_t *o) {
       (rc = num(c, o, "policy", "worker_idle_s", 0, 1e7, &idle)) ||
       (rc = num(c, o, "policy", "min_workers", 0, 1e5, &minw)) ||
       (rc = num(c, o, "policy", "max_instances", 0, 1e6, &maxi)) ||
-      (rc = num(c, o, "policy", "backlog_step", 0, 100, &p->backlog_step)))
+      (rc = num(c, o, "policy", "backlog_step", 0, 100, &p->backlog_step)) ||
+      (rc = num(c, o, "policy", "vm_util", 0, 1, &p->vm_util)))
     return rc;
+  json_t *bu = json_object_get(o, "burst_upgrade");
+  if (bu && !json_is_boolean(bu))
+    return bad(c, "policy.burst_upgrade", "must be boolean");
+  if (bu) p->burst_upgrade = json_is_true(bu);
   p->worker_idle_ns = (int64_t)(idle * 1e9);
   p->min_workers = (int)minw;
   p->max_instances = (int)maxi;
@@ -493,7 +498,8 @@ static int parse_root(ctx *c, vr_sim_cfg *cfg, const json_t *root) {
   static const char *keys[] = {"name", "duration_s", "warmup_s", "tick_s",
                                "seed",
                                "noise", "max_queue", "batching",
-                               "request_overhead_us", "profiles", "proteus",
+                               "request_overhead_us", "warm_start", "profiles",
+                               "proteus",
                                "workers", "policy", "policies", "workloads",
                                "interference", "comment", NULL};
   if (!json_is_object(root)) return bad(c, "(root)", "must be an object");
@@ -501,7 +507,7 @@ static int parse_root(ctx *c, vr_sim_cfg *cfg, const json_t *root) {
   if (rc) return rc;
   const char *name = "sim";
   double seed = 1, mq = 100000, ovh = 0;
-  cfg->duration_s = 60, cfg->tick_s = 1, cfg->noise = 1;
+  cfg->duration_s = 60, cfg->tick_s = 1, cfg->noise = 1, cfg->warm_start = 1;
   if ((rc = str(c, root, "(root)", "name", &name)) ||
       (rc = num(c, root, "(root)", "duration_s", 0.001, 1e8,
                 &cfg->duration_s)) ||
@@ -519,6 +525,10 @@ static int parse_root(ctx *c, vr_sim_cfg *cfg, const json_t *root) {
   if ((x = json_object_get(root, "noise"))) {
     if (!json_is_boolean(x)) return bad(c, "noise", "must be boolean");
     cfg->noise = json_is_true(x);
+  }
+  if ((x = json_object_get(root, "warm_start"))) {
+    if (!json_is_boolean(x)) return bad(c, "warm_start", "must be boolean");
+    cfg->warm_start = json_is_true(x);
   }
   if ((x = json_object_get(root, "batching"))) {
     const char *b = json_string_value(x);

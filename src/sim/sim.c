@@ -324,6 +324,44 @@ static void reject(vr_sim *s, const vr_req *r) {
   outcome(s, r, VR_SIM_REJECTED, -1);
 }
 
+/* Demand for the variant selection wanted, whether served or not: the
+ * autoscaler sizes it from this. */
+static void count_demand(vr_sim *s, int wanted, double slo, double min_acc) {
+  sim_variant *w = &s->var[wanted];
+  w->arrivals++;
+  if (slo < w->min_slo) w->min_slo = slo;
+  if (min_acc > w->max_acc) w->max_acc = min_acc;
+}
+
+/* Warm start, the same for every policy: before traffic (t = 0), each
+ * workload's first request counts as one query of demand for the variant
+ * it would go to (INFaaS: the one selection picks; a baseline: its fixed
+ * one), so the t = 0 policy tick provisions one instance per application,
+ * warm — what the baselines' fixed lists give them (SM+ starts with one
+ * instance of each). Only workloads whose first request comes in the first
+ * control period; not counted as requests. */
+void sim_prime(vr_sim *s) {
+  for (size_t i = 0; i < s->cfg->nstreams; i++) {
+    const vr_req *r = &s->pending[i];
+    sim_stream *st = &s->st[i];
+    /* no request, or a workload that starts later: nothing to provision */
+    if (!(r->deadline_ns > r->t_ns) ||
+        r->t_ns >= (int64_t)(s->cfg->tick_s * 1e9))
+      continue;
+    double slo = (double)(r->deadline_ns - r->t_ns) / 1e6;
+    int vi = st->fixed;
+    if (s->cfg->policy.kind == VR_POL_INFAAS) {
+      vr_query_req q = {st->group, slo, r->min_acc};
+      vr_selection sel;
+      vi = st->group >= 0 && !vr_select(s->drv.ix, &q, &sel) &&
+                   sel.outcome != VR_SEL_INFEASIBLE
+               ? sel.variant
+               : -1;
+    }
+    if (vi >= 0) count_demand(s, vi, slo, r->min_acc);
+  }
+}
+
 /* What the route rule asks about room (policy/route.h). */
 static int env_available(void *self, int v) {
   vr_sim *s = self;
@@ -359,12 +397,7 @@ static int route(vr_sim *s, sim_stream *st, const vr_req *r) {
     vi = rt.variant, wanted = rt.wanted, outcome = rt.outcome;
   }
   if (vi < 0) return reject(s, r), 0;
-  /* demand for the variant selection wanted, whether served or not: the
-   * autoscaler sizes it from this */
-  sim_variant *w = &s->var[wanted];
-  w->arrivals++;
-  if (slo < w->min_slo) w->min_slo = slo;
-  if (r->min_acc > w->max_acc) w->max_acc = r->min_acc;
+  count_demand(s, wanted, slo, r->min_acc);
   sim_variant *v = &s->var[vi];
   sim_inst *in = least_loaded(v);
   if (!in) in = v->loading_one;

@@ -53,6 +53,11 @@ typedef struct vr_sim_cfg {
   int runtime_batching; /* 1: batch like src/runtime/instance.c (drop only
                            requests infeasible alone, shrink the batch to
                            meet the head's deadline); 0: greedy (default) */
+  int warm_start; /* 1 (default): before traffic, every policy provisions
+                    warm — the baselines their fixed lists, INFaaS one
+                    instance of the variant it selects per workload; 0:
+                    INFaaS loads on the first query, cold (as a live
+                    server that was just started) */
   double request_overhead_ms; /* added to a batch's service time per request
                                  (the server's per-request copy/scatter/reply
                                  work on the executor thread); default 0 */

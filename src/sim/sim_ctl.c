@@ -283,6 +283,7 @@ int sim_tick(vr_sim *s) {
   int64_t now = vr_clock_now(&s->clock);
   compact(s);
   if (now > 0) record(s, dt);
+  if (now == 0 && s->cfg->warm_start) sim_prime(s);
   int rc = build_snapshot(s, dt);
   if (rc) return rc;
   /* At t = 0 the cluster is provisioned before traffic starts: workers the

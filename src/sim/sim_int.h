@@ -118,6 +118,9 @@ void sim_serving_fix(vr_sim *s, sim_inst *in);
 sim_worker *sim_worker_new(vr_sim *s, int type, int64_t ready_ns);
 sim_worker *sim_place(vr_sim *s, const vr_profile *p);
 int sim_push(vr_sim *s, int kind, int64_t t, int a, void *p);
+/* Warm start (cfg->warm_start): demand of one query per workload for the
+ * variant its first request would go to, for the t = 0 policy tick. */
+void sim_prime(vr_sim *s);
 
 /* sim_ctl.c */
 int sim_tick(vr_sim *s);
