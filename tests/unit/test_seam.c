@@ -129,9 +129,12 @@ static void run_sim(void) {
   json_t *profs = json_array();
   for (int i = 0; i < 2; i++) json_array_append_new(profs, vr_profile_to_json(&g_prof[i]));
   json_t *cfg = json_pack(
-      "{s:s, s:f, s:f, s:b, s:s, s:o, s:[{s:i, s:f, s:f, s:i}],"
+      "{s:s, s:f, s:f, s:b, s:b, s:s, s:o, s:[{s:i, s:f, s:f, s:i}],"
       " s:[{s:s, s:s, s:s}], s:{s:s}}",
       "name", "seam", "duration_s", 2.0, "tick_s", 3600.0, "noise", 0,
+      /* as the live side: instances at their max batch, routing only (no
+       * policy tick provisions or resizes them) */
+      "warm_start", 0,
       "batching", "runtime", "profiles", profs, "workers", "cores", 4,
       "mem_gb", 1.0, "price_per_s", 0.01, "initial", 1, "workloads", "kind",
       "trace", "app", "syn", "file", trace, "policy", "name", "infaas");
