@@ -11,6 +11,8 @@
 static void usage(FILE *f) {
   fprintf(f,
           "usage: vario sim --config FILE [options]\n"
+          "       vario sim --loki DIR --app APP ... (pipelines; --loki "
+          "--help)\n"
           "  --data DIR      shared data directory for \"data:\" paths\n"
           "  --output PREFIX write PREFIX.csv, PREFIX.instances.csv,\n"
           "                  PREFIX.json (and a plot with --plot)\n"
@@ -48,6 +50,9 @@ static FILE *open_out(const char *prefix, const char *suffix, char *path,
 }
 
 int vr_cmd_sim(int argc, char **argv) {
+  for (int i = 1; i < argc; i++) /* pipelines: cmd_sim_pipe.c */
+    if (!strcmp(argv[i], "--loki") || !strcmp(argv[i], "--pipeline"))
+      return vr_cmd_sim_pipe(argc, argv);
   const char *config = NULL, *data = NULL, *out = NULL, *plot = NULL,
              *policy = NULL;
   long long seed = -1;

@@ -11,6 +11,7 @@ typedef struct vr_command {
 } vr_command;
 
 int vr_cmd_version(int argc, char **argv);
+int vr_cmd_sim_pipe(int argc, char **argv); /* vario sim on a pipeline */
 #define VR_CMD(name, fn, help) int fn(int argc, char **argv);
 #include "cli/commands.def"
 #undef VR_CMD

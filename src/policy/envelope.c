@@ -199,14 +199,9 @@ static void decide_down(const vr_tuner_cfg *c, vr_tuner_state *s,
         s->down_peak[i] > mx)
       mx = s->down_peak[i];
   double rate = (double)mx * 1e9 / (double)c->down_win_ns;
-  double rho_min = INFINITY;
   for (int m = 0; m < c->nstages; m++) {
-    double rho = c->plan_qps * c->st[m].scale /
-                 (c->st[m].k_plan * c->st[m].mu_qps);
-    if (rho < rho_min) rho_min = rho;
-  }
-  for (int m = 0; m < c->nstages; m++) {
-    double need = rate * c->st[m].scale / (c->st[m].mu_qps * rho_min);
+    /* rho_m = plan_qps s_m / (k_plan mu_m): need = k_plan rate / plan */
+    double need = c->st[m].k_plan * rate / c->plan_qps;
     if (worst > 1 && need < c->st[m].k_plan * worst)
       need = c->st[m].k_plan * worst;
     int k = cap_k(c, ceil(need - 1e-9));

@@ -294,14 +294,23 @@ int vr_il_plan(const vr_il_problem *pb, vr_il_config *out, vr_il_stats *stats,
                                           : DEFAULT_MAX_REPLICAS};
   pl.memo = VR_NEWN(memo_ent, MEMO_SLOTS);
   if (!pl.memo) return VR_ENOMEM;
-  vr_il_config cur;
+  vr_il_config cur, kept;
   rc = initialise(&pl, &cur, err);
+  kept = cur;
   while (!rc) {
     int r = improve(&pl, &cur);
     if (r < 0) rc = r;
     if (r <= 0) break;
     pl.stats.iterations++;
+    /* Batch doublings that never led to a cheaper configuration only
+     * add latency (and fragility on traces other than the sample): keep
+     * the configuration of the last cost reduction. */
+    if (vr_il_cost(pb, &cur) < vr_il_cost(pb, &kept) - 1e-12 ||
+        (vr_il_cost(pb, &cur) <= vr_il_cost(pb, &kept) + 1e-12 &&
+         cur.p99_ms < kept.p99_ms))
+      kept = cur;
   }
+  cur = kept;
   if (rc < 0 && rc != VR_EINFEASIBLE && err && !err->msg[0])
     vr_errf(err, rc, "inferline planner: estimator failed: %s",
             vr_strerror(rc));

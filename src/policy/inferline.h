@@ -29,7 +29,11 @@
  *    batch doubling / replica removal while feasible; kept only if
  *    cheaper) and doubling the batch; apply the feasible one that lowers
  *    cost most, or, when none lowers cost, the feasible batch doubling with
- *    the lowest estimated P99. Stop when nothing feasible remains.
+ *    the lowest estimated P99. Stop when nothing feasible remains, and
+ *    return the configuration after the last cost reduction (or, at
+ *    equal cost, the lowest estimated P99 seen): trailing batch doublings
+ *    that bought nothing only add latency. This last step is Vario's; the
+ *    paper returns wherever the greedy loop stopped.
  *
  * Purity: no I/O, no clock, no globals; the estimator is the only call
  * out. Memory: vr_il_plan allocates a memo of estimates for the call and

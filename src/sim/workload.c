@@ -14,6 +14,15 @@ const char *vr_wl_kind_name(int kind) {
   return kind >= 0 && kind < VR_WL__COUNT ? k_names[kind] : "?";
 }
 
+vr_workload vr_wl_gamma(double rate, double cv) {
+  vr_workload w;
+  memset(&w, 0, sizeof w);
+  w.kind = VR_WL_GAMMA;
+  w.target_kind = 'a';
+  w.rate = rate, w.cv = cv;
+  return w;
+}
+
 int vr_wl_kind_parse(const char *s) {
   for (int k = 0; s && k < VR_WL__COUNT; k++)
     if (!strcmp(s, k_names[k])) return k;

@@ -87,6 +87,10 @@ typedef struct vr_trace_rec {
 int vr_trace_parse_line(const char *line, size_t len, vr_trace_rec *out,
                         vr_errbuf *err);
 
+/* A Gamma stream of root queries (an app target, no file): the rate and
+ * coefficient of variation; every other field zero. */
+vr_workload vr_wl_gamma(double rate, double cv);
+
 /* Rate (qps) of a piecewise/diurnal/constant stream at time t_s. */
 double vr_wl_rate_at(const vr_workload *w, double t_s);
 

@@ -144,15 +144,20 @@ static void test_tuner_steady_burst_quiet(void **st) {
   assert_true(s.k[1] >= 3);
   int k_burst0 = s.k[0];
   /* back to the planned rate: no scale-down before 15 s of calm, then
-   * down, but not below the plan (the minimum max-provisioning ratio
-   * keeps stage 0 at ceil(100 / (80 * 0.6)) = 3) */
+   * down in steps 15 s apart, first to what the long windows (still
+   * holding the burst) ask for, then, once the burst has left the 60-s
+   * window, to the plan (not below: the plan's own rate needs it) */
   int64_t calm0 = t;
-  t = feed(&c, &s, 100, calm0, calm0 + 60 * SEC, &f);
+  t = feed(&c, &s, 100, calm0, calm0 + 45 * SEC, &f);
   assert_int_equal(f.ups, 0);
   assert_true(f.downs >= 1);
   assert_true(f.first_down - calm0 >= 15 * SEC);
+  assert_true(s.k[0] > 2 && s.k[0] < k_burst0);
+  t = feed(&c, &s, 100, t, calm0 + 90 * SEC, &f);
+  assert_int_equal(f.ups, 0);
+  assert_true(f.downs >= 1);
   assert_true(s.k[0] < k_burst0);
-  assert_int_equal(s.k[0], 3);
+  assert_int_equal(s.k[0], 2);
   assert_true(s.k[1] >= 1 && s.k[1] <= 2);
   /* load gone: conservative scale down to one replica per stage */
   feed(&c, &s, 2, t, t + 60 * SEC, &f);

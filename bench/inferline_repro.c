@@ -1,0 +1,221 @@
+/*
+ * InferLine's evaluation in the pipeline simulator (SoCC'20 Fig. 5/6/10):
+ * each policy plans on a 60 s sample trace, then serves a separate
+ * evaluation trace with the same process (different seed); one line per
+ * policy:
+ *
+ *   policy=<name> cost=<$/h> p99_miss_pct=<%> cv=<cv>  [details...]
+ *
+ *   bench_inferline_repro DATA_DIR APP [--cv 1|4] [--rate QPS]
+ *       [--slo MS] [--ramp X] [--duration S] [--seed N] [--load-s S]
+ *       [--accel NAME=PRICE_PER_H,...] [--policy a,b] [--plan-bench N]
+ *
+ * --ramp X: the evaluation rate ramps linearly from QPS to X*QPS over the
+ * middle third of the run (Poisson; the sample trace stays at QPS).
+ * --spike X: the evaluation rate steps to X*QPS for 20 s at a third of
+ * the run, then back (Poisson).
+ * --csv PREFIX writes psim's per-tick rows of each policy to
+ * PREFIX.<policy>.csv (t_s, demand, ok, late, dropped, ..., workers).
+ * --plan-bench N: time N planner runs and print plan_s p50/max instead.
+ * --eval-seed N (default 1001) seeds the evaluation trace; --noise 0|1
+ * (default 1) draws service times from the profiles' percentiles.
+ * Exit 77 when DATA_DIR lacks the app (skip).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "bench_util.h"
+#include "sim/il_sim.h"
+
+typedef struct opts {
+  const char *dir, *app, *accel, *policies, *csv;
+  double cv, rate, slo, ramp, spike, duration, load_s;
+  int plan_bench, noise;
+  uint64_t seed, eval_seed;
+} opts;
+
+static int parse(int argc, char **argv, opts *o) {
+  *o = (opts){.cv = 1, .rate = 30, .duration = 120, .load_s = 1,
+              .seed = 1, .eval_seed = 1001, .noise = 1, .accel = "onnxruntime_gpu_pascal=0.90",
+              .policies = "inferline,inferline_plan,cg_peak,cg_mean"};
+  if (argc < 3) return -1;
+  o->dir = argv[1], o->app = argv[2];
+  for (int i = 3; i + 1 < argc; i += 2) {
+    const char *a = argv[i], *v = argv[i + 1];
+    if (!strcmp(a, "--cv")) o->cv = atof(v);
+    else if (!strcmp(a, "--rate")) o->rate = atof(v);
+    else if (!strcmp(a, "--slo")) o->slo = atof(v);
+    else if (!strcmp(a, "--ramp")) o->ramp = atof(v);
+    else if (!strcmp(a, "--spike")) o->spike = atof(v);
+    else if (!strcmp(a, "--duration")) o->duration = atof(v);
+    else if (!strcmp(a, "--seed")) o->seed = strtoull(v, NULL, 10);
+    else if (!strcmp(a, "--eval-seed")) o->eval_seed = strtoull(v, NULL, 10);
+    else if (!strcmp(a, "--noise")) o->noise = atoi(v);
+    else if (!strcmp(a, "--load-s")) o->load_s = atof(v);
+    else if (!strcmp(a, "--accel")) o->accel = v;
+    else if (!strcmp(a, "--policy")) o->policies = v;
+    else if (!strcmp(a, "--csv")) o->csv = v;
+    else if (!strcmp(a, "--plan-bench")) o->plan_bench = atoi(v);
+    else return -1;
+  }
+  return o->rate > 0 && o->cv > 0 && o->duration > 0 ? 0 : -1;
+}
+
+/* Loads the app once per accelerator of "--accel name=price,...". */
+static int load_all(const opts *o, vr_pipe_data *d, char names[][64],
+                    double *price, int *n, vr_errbuf *err) {
+  char buf[512];
+  snprintf(buf, sizeof buf, "%s", o->accel);
+  *n = 0;
+  for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+       tok = strtok_r(NULL, ",", &save)) {
+    char *eq = strchr(tok, '=');
+    if (!eq || *n == VR_IL_MAX_HW)
+      return vr_errf(err, VR_EINVAL, "--accel: expected NAME=PRICE_PER_H");
+    *eq = 0;
+    snprintf(names[*n], 64, "%s", tok);
+    price[*n] = atof(eq + 1) / 3600.0;
+    int rc = vr_loki_load(o->dir, o->app, tok, &d[*n], err);
+    if (rc) return rc;
+    (*n)++;
+  }
+  return *n ? 0 : vr_errf(err, VR_EINVAL, "--accel: empty");
+}
+
+static void print_cfg(const vr_il_sim *s, const vr_il_config *c) {
+  printf(" config=");
+  for (int m = 0; m < c->nstages; m++)
+    printf("%s%s:%s/b%d/x%d", m ? "," : "", s->pb.st[m].name,
+           s->pb.st[m].hw[c->st[m].hw].variant, c->st[m].batch,
+           c->st[m].replicas);
+}
+
+static int plan_bench(vr_il_sim *s, int n) {
+  int64_t *t = malloc(n * sizeof *t);
+  vr_il_config c;
+  vr_il_stats st = {0};
+  vr_errbuf err = {0};
+  for (int i = 0; i < n; i++) {
+    int64_t a = now_ns();
+    int rc = vr_il_plan(&s->pb, &c, &st, &err);
+    t[i] = now_ns() - a;
+    if (rc) {
+      fprintf(stderr, "planner: %s\n", err.msg);
+      free(t);
+      return 1;
+    }
+  }
+  qsort(t, n, sizeof *t, cmp_i64);
+  printf("plan_s p50=%.3f max=%.3f estimates=%d memo_hits=%d iterations=%d "
+         "arrivals=%zu stages=%d cost_per_h=%.2f p99_ms=%.1f slo_ms=%.0f\n",
+         t[n / 2] / 1e9, t[n - 1] / 1e9, st.estimates, st.memo_hits,
+         st.iterations, s->n, s->pb.nstages, c.cost_per_s * 3600, c.p99_ms,
+         s->pb.slo_ms);
+  free(t);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  opts o;
+  if (parse(argc, argv, &o)) {
+    fprintf(stderr, "usage: %s DATA_DIR APP [--cv X] [--rate QPS] [--slo MS]"
+            " [--ramp X] [--spike X] [--duration S] [--seed N] [--eval-seed N] [--noise "
+            "0|1] [--load-s S] [--accel NAME=PRICE_PER_H,...] [--policy a,b]"
+            " [--csv PREFIX] [--plan-bench N]\n",
+            argv[0]);
+    return 2;
+  }
+  vr_pipe_data d[VR_IL_MAX_HW];
+  memset(d, 0, sizeof d);
+  char names[VR_IL_MAX_HW][64];
+  double price[VR_IL_MAX_HW];
+  int nhw = 0, rc;
+  vr_errbuf err = {0};
+  if ((rc = load_all(&o, d, names, price, &nhw, &err))) {
+    fprintf(stderr, "inferline_repro: %s\n", err.msg);
+    for (int h = 0; h < VR_IL_MAX_HW; h++) vr_pipe_data_free(&d[h]);
+    return rc == VR_EIO || rc == VR_ENOENT ? 77 : 1;
+  }
+  const vr_pipe_data *by[VR_IL_MAX_HW];
+  const char *np[VR_IL_MAX_HW];
+  for (int h = 0; h < nhw; h++) by[h] = &d[h], np[h] = names[h];
+  vr_il_sim s;
+  if ((rc = vr_il_sim_init(&s, by, np, price, nhw, &err))) {
+    fprintf(stderr, "inferline_repro: %s\n", err.msg);
+    return 1;
+  }
+  if (o.slo > 0) s.pb.slo_ms = s.data.pipe->slo_ms = o.slo;
+  vr_workload sample = vr_wl_gamma(o.rate, o.cv);
+  vr_workload eval = vr_wl_gamma(o.rate, o.cv);
+  vr_wl_point ramp[4];
+  if (o.ramp > 0) {
+    double d3 = o.duration / 3;
+    ramp[0] = (vr_wl_point){0, o.rate};
+    ramp[1] = (vr_wl_point){d3, o.rate};
+    ramp[2] = (vr_wl_point){2 * d3, o.rate * o.ramp};
+    ramp[3] = (vr_wl_point){o.duration, o.rate * o.ramp};
+    eval.kind = VR_WL_PIECEWISE;
+    eval.pts = ramp, eval.npts = 4;
+  } else if (o.spike > 0) {
+    double d3 = o.duration / 3;
+    ramp[0] = (vr_wl_point){0, o.rate};
+    ramp[1] = (vr_wl_point){d3, o.rate * o.spike};
+    ramp[2] = (vr_wl_point){d3 + 20, o.rate};
+    ramp[3] = (vr_wl_point){o.duration, o.rate};
+    eval.kind = VR_WL_PIECEWISE;
+    eval.step = 1;
+    eval.pts = ramp, eval.npts = 4;
+  }
+  rc = vr_il_sim_sample(&s, &sample, 60, o.seed, &err);
+  if (!rc && o.plan_bench > 0) {
+    rc = plan_bench(&s, o.plan_bench);
+  } else if (!rc) {
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", o.policies);
+    for (char *save = NULL, *p = strtok_r(buf, ",", &save); !rc && p;
+         p = strtok_r(NULL, ",", &save)) {
+      int pol = vr_il_policy_parse(p);
+      if (pol < 0) {
+        rc = vr_errf(&err, VR_EINVAL, "unknown policy '%s'", p);
+        break;
+      }
+      vr_il_result r;
+      FILE *csv = NULL;
+      if (o.csv) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s.%s.csv", o.csv, p);
+        if (!(csv = fopen(path, "w"))) {
+          rc = vr_errf(&err, VR_EIO, "cannot write %s", path);
+          break;
+        }
+      }
+      rc = vr_il_sim_eval(&s, pol, &eval, o.duration, o.eval_seed, o.noise,
+                          o.load_s, csv, &r, &err);
+      if (csv) fclose(csv);
+      if (rc == VR_EINFEASIBLE) { /* the policy has no configuration */
+        printf("policy=%s cost=nan p99_miss_pct=nan cv=%g  error=\"%s\"\n",
+               p, o.cv, err.msg);
+        rc = 0;
+        continue;
+      }
+      if (rc) break;
+      printf("policy=%s cost=%.3f p99_miss_pct=%.3f cv=%g  p99_ms=%.1f "
+             "slo_ms=%.0f rate=%.1f ramp=%g spike=%g queries=%lld peak_cost=%.3f "
+             "ups=%d downs=%d plan_s=%.3f estimates=%d",
+             p, r.cost_per_s * 3600, r.miss_pct, o.cv, r.p99_ms, s.pb.slo_ms,
+             s.pb.rate_qps, o.ramp, o.spike, (long long)r.queries,
+             r.max_cost_per_s * 3600, r.ups, r.downs, r.plan_s,
+             r.stats.estimates);
+      print_cfg(&s, &r.cfg);
+      printf("\n");
+      fflush(stdout);
+    }
+  }
+  if (rc) fprintf(stderr, "inferline_repro: %s\n", err.msg);
+  vr_il_sim_free(&s);
+  for (int h = 0; h < nhw; h++) vr_pipe_data_free(&d[h]);
+  return rc ? 1 : 0;
+}

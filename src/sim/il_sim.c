@@ -1,0 +1,345 @@
+#include "sim/il_sim.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/alloc.h"
+
+static const char *const k_policies[VR_ILP__COUNT] = {
+    "inferline", "inferline_plan", "cg_peak", "cg_mean"};
+
+const char *vr_il_policy_name(int p) {
+  return p >= 0 && p < VR_ILP__COUNT ? k_policies[p] : "?";
+}
+
+int vr_il_policy_parse(const char *s) {
+  for (int p = 0; s && p < VR_ILP__COUNT; p++)
+    if (!strcmp(s, k_policies[p])) return p;
+  return -1;
+}
+
+static double wall_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+void vr_il_sim_free(vr_il_sim *s) {
+  vr_pipe_data_free(&s->data);
+  vr_free(s->t);
+  memset(s, 0, sizeof *s);
+}
+
+/* The most accurate variant of task t (ties: the first). */
+static int most_accurate(const vr_pipe_task *t) {
+  int best = 0;
+  for (int v = 1; v < t->nvariants; v++)
+    if (t->variants[v].accuracy > t->variants[best].accuracy) best = v;
+  return best;
+}
+
+/* Task t of the derived pipeline: one variant per hardware option of the
+ * chosen model, with the model's factor and shares and the option's
+ * profile and price. */
+static int derive_task(vr_il_sim *s, const vr_pipe_data *const *by_hw,
+                       const char *const *hw_names, const double *price,
+                       int nhw, int t, vr_errbuf *err) {
+  const vr_pipe_task *src = &by_hw[0]->pipe->tasks[t];
+  const vr_pipe_variant *model = &src->variants[most_accurate(src)];
+  char names[VR_IL_MAX_HW][VR_PIPE_NAME_MAX];
+  const char *np[VR_IL_MAX_HW];
+  double acc[VR_IL_MAX_HW];
+  for (int h = 0; h < nhw; h++) {
+    if (snprintf(names[h], sizeof names[h], "%s@%s", model->name,
+                 hw_names[h]) >= (int)sizeof names[h])
+      return vr_errf(err, VR_EINVAL, "inferline: name '%s@%s' too long",
+                     model->name, hw_names[h]);
+    np[h] = names[h];
+    acc[h] = model->accuracy;
+  }
+  int rc = vr_pipe_task_set_variants(s->data.pipe, t, np, acc, nhw, err);
+  if (rc) return rc;
+  vr_pipe_task *dt = &s->data.pipe->tasks[t];
+  for (int h = 0; h < nhw; h++) {
+    dt->variants[h].mult = model->mult;
+    memcpy(dt->variants[h].share, model->share, sizeof model->share);
+  }
+  return 0;
+}
+
+static int copy_profiles(vr_il_sim *s, const vr_pipe_data *const *by_hw,
+                         const char *const *hw_names, const double *price,
+                         int nhw, vr_errbuf *err) {
+  const vr_pipeline *p = by_hw[0]->pipe;
+  for (int t = 0; t < p->ntasks; t++) {
+    const char *model = p->tasks[t].variants[most_accurate(&p->tasks[t])].name;
+    for (int h = 0; h < nhw; h++) {
+      const vr_pipeline *ph = by_hw[h]->pipe;
+      int v = ph->ntasks == p->ntasks
+                  ? vr_pipe_task_variant(&ph->tasks[t], model) : -1;
+      if (v < 0)
+        return vr_errf(err, VR_ENOENT, "inferline: task '%s': model '%s' "
+                       "has no profile on '%s'", p->tasks[t].name, model,
+                       hw_names[h]);
+      vr_profile *dst = &s->data.prof[s->data.off[t] + h];
+      *dst = by_hw[h]->prof[by_hw[h]->off[t] + v];
+      dst->cost_per_s = price[h];
+      snprintf(dst->variant, sizeof dst->variant, "%s@%s", model,
+               hw_names[h]);
+    }
+  }
+  return 0;
+}
+
+int vr_il_sim_init(vr_il_sim *s, const vr_pipe_data *const *by_hw,
+                   const char *const *hw_names, const double *price, int nhw,
+                   vr_errbuf *err) {
+  memset(s, 0, sizeof *s);
+  if (nhw < 1 || nhw > VR_IL_MAX_HW)
+    return vr_errf(err, VR_EINVAL, "inferline: %d hardware options (1..%d)",
+                   nhw, VR_IL_MAX_HW);
+  const vr_pipeline *p = by_hw[0]->pipe;
+  if (p->ntasks > VR_IL_MAX_STAGES)
+    return vr_errf(err, VR_ELIMIT, "inferline: %d tasks (at most %d)",
+                   p->ntasks, VR_IL_MAX_STAGES);
+  if (!(s->data.pipe = vr_pipeline_dup(p))) return VR_ENOMEM;
+  int rc = 0;
+  for (int t = 0; !rc && t < p->ntasks; t++)
+    rc = derive_task(s, by_hw, hw_names, price, nhw, t, err);
+  if (!rc) {
+    vr_pipe_data_index(&s->data);
+    s->data.prof = VR_NEWN(vr_profile, s->data.off[p->ntasks]);
+    rc = s->data.prof ? copy_profiles(s, by_hw, hw_names, price, nhw, err)
+                      : VR_ENOMEM;
+  }
+  if (rc) {
+    vr_il_sim_free(s);
+    return rc;
+  }
+  int choice[VR_PIPE_MAX_TASKS] = {0};
+  double scale[VR_PIPE_MAX_TASKS];
+  vr_pipeline_rates(s->data.pipe, choice, NULL, 1.0, scale);
+  vr_il_problem *pb = &s->pb;
+  pb->nstages = p->ntasks;
+  pb->slo_ms = p->slo_ms;
+  pb->estimate = vr_il_sim_estimate;
+  pb->ctx = s;
+  for (int t = 0; t < p->ntasks; t++) {
+    vr_il_stage *st = &pb->st[t];
+    snprintf(st->name, sizeof st->name, "%s", p->tasks[t].name);
+    st->parent = p->tasks[t].parent;
+    st->scale = scale[t] > 0 ? scale[t] : 1e-6; /* unreachable: idle */
+    st->nhw = nhw;
+    st->hw = &s->data.prof[s->data.off[t]];
+  }
+  return 0;
+}
+
+int vr_il_sim_arrivals(const vr_workload *w, double duration_s, uint64_t seed,
+                       int64_t **t, size_t *n, vr_errbuf *err) {
+  vr_workload c = *w;
+  c.f = NULL;
+  *t = NULL, *n = 0;
+  int rc = vr_wl_open(&c, seed ^ 0x5eed, err); /* psim's rule */
+  size_t cap = 0;
+  vr_req r;
+  while (!rc && (rc = vr_wl_next(&c, duration_s, &r, err)) == 1) {
+    if (*n == cap) {
+      cap = cap ? cap * 2 : 4096;
+      int64_t *g = vr_realloc(*t, cap * sizeof **t);
+      if (!g) {
+        rc = VR_ENOMEM;
+        break;
+      }
+      *t = g;
+    }
+    (*t)[(*n)++] = r.t_ns;
+    rc = 0;
+  }
+  if (c.f) fclose(c.f);
+  if (rc < 0) {
+    vr_free(*t);
+    *t = NULL, *n = 0;
+    return rc;
+  }
+  return 0;
+}
+
+int vr_il_sim_sample(vr_il_sim *s, const vr_workload *w, double duration_s,
+                     uint64_t seed, vr_errbuf *err) {
+  vr_free(s->t);
+  s->t = NULL;
+  int rc = vr_il_sim_arrivals(w, duration_s, seed, &s->t, &s->n, err);
+  if (rc) return rc;
+  if (s->n < 2)
+    return vr_errf(err, VR_EINVAL, "inferline: the sample trace has %zu "
+                   "arrivals in %.0f s", s->n, duration_s);
+  s->sample = w;
+  s->sample_s = duration_s;
+  s->seed = seed;
+  s->pb.rate_qps = s->n / duration_s;
+  return 0;
+}
+
+int vr_il_sim_plan(const vr_il_sim *s, const vr_il_config *cfg,
+                   vr_pipe_plan *plan) {
+  int rc = vr_pipe_plan_init(plan, s->data.pipe);
+  if (rc) return rc;
+  for (int t = 0; t < cfg->nstages; t++)
+    vr_pipe_plan_set(plan, s->data.prof, t, cfg->st[t].hw,
+                     cfg->st[t].replicas, cfg->st[t].batch);
+  plan->feasible = 1;
+  return 0;
+}
+
+static int workers_of(const vr_il_config *cfg) {
+  int w = 0;
+  for (int t = 0; t < cfg->nstages; t++) w += cfg->st[t].replicas;
+  return w;
+}
+
+static vr_psim_cfg psim_cfg(const vr_il_sim *s, vr_workload *wl, double dur,
+                            uint64_t seed, int noise) {
+  return (vr_psim_cfg){.data = &s->data, .arrivals = wl, .workers = 1,
+                       .duration_s = dur, .tick_s = 1, .seed = seed,
+                       .noise = noise, .max_queue = 4096,
+                       .drop_mode = VR_EDROP_NONE, .ctl_period_s = 10};
+}
+
+int vr_il_sim_estimate(void *ctx, const vr_il_problem *pb,
+                       const vr_il_config *cfg, double *p99_ms) {
+  (void)pb;
+  vr_il_sim *s = ctx;
+  if (!s->sample) return VR_ESTATE;
+  double t0 = wall_s();
+  vr_pipe_plan plan;
+  int rc = vr_il_sim_plan(s, cfg, &plan);
+  if (rc) return rc;
+  vr_workload wl = *s->sample;
+  wl.f = NULL;
+  vr_psim_cfg c = psim_cfg(s, &wl, s->sample_s, s->seed, 0);
+  c.workers = workers_of(cfg);
+  c.plan = &plan;
+  vr_psim_summary sum;
+  vr_errbuf err;
+  rc = vr_psim_run(&c, NULL, &sum, &err);
+  vr_pipe_plan_free(&plan);
+  if (rc) return rc;
+  /* a drop, or a query still unfinished when psim gave up on runaway
+   * queues, is a miss of unbounded latency */
+  *p99_ms = sum.dropped || sum.ok + sum.late < (int64_t)s->n ? INFINITY
+                                                            : sum.p99_ms;
+  vr_psim_summary_free(&sum);
+  s->est_wall_s += wall_s() - t0;
+  return 0;
+}
+
+/* ---- evaluation: the tuner as a psim controller ---- */
+
+typedef struct tuner_ctl {
+  vr_il_sim *s;
+  vr_il_config cfg;   /* current */
+  vr_tuner_cfg tc;
+  vr_tuner_state ts;
+  int tune;           /* 0: static plan */
+  int64_t *t;         /* evaluation arrivals */
+  size_t n, next;
+  double last_s, cost_int, max_cost;
+  int ups, downs;
+} tuner_ctl;
+
+static int ctl_replan(void *ctx, const vr_psim_view *v, vr_pipe_plan *plan,
+                      vr_errbuf *err) {
+  tuner_ctl *k = ctx;
+  vr_il_problem *pb = &k->s->pb;
+  double cost = vr_il_cost(pb, &k->cfg);
+  k->cost_int += cost * (v->now_s - k->last_s);
+  k->last_s = v->now_s;
+  int64_t now = (int64_t)(v->now_s * 1e9);
+  if (k->tune) {
+    for (; k->next < k->n && k->t[k->next] <= now; k->next++) {
+      int rc = vr_tuner_observe(&k->tc, &k->ts, k->t[k->next]);
+      if (rc) return vr_errf(err, rc, "tuner: observe failed");
+    }
+    vr_tuner_decision d;
+    vr_tuner_decide(&k->tc, &k->ts, now, &d);
+    if (d.changed) {
+      k->ups += d.up > 0, k->downs += d.up < 0;
+      for (int m = 0; m < pb->nstages; m++) k->cfg.st[m].replicas = d.k[m];
+    }
+  }
+  for (int m = 0; m < pb->nstages; m++)
+    vr_pipe_plan_set(plan, k->s->data.prof, m, k->cfg.st[m].hw,
+                     k->cfg.st[m].replicas, k->cfg.st[m].batch);
+  plan->feasible = 1;
+  cost = vr_il_cost(pb, &k->cfg);
+  if (cost > k->max_cost) k->max_cost = cost;
+  return 0;
+}
+
+static int initial_cfg(vr_il_sim *s, int policy, vr_il_result *out,
+                       vr_errbuf *err) {
+  double t0 = wall_s();
+  int rc;
+  if (policy == VR_ILP_INFERLINE || policy == VR_ILP_PLAN_ONLY) {
+    rc = vr_il_plan(&s->pb, &out->cfg, &out->stats, err);
+  } else {
+    double target = s->pb.rate_qps;
+    if (policy == VR_ILP_CG_PEAK)
+      target = vr_il_peak_qps(s->t, s->n, (int64_t)(s->pb.slo_ms * 1e6));
+    rc = vr_il_coarse(&s->pb, target, &out->cfg, err);
+  }
+  out->plan_s = wall_s() - t0;
+  return rc;
+}
+
+int vr_il_sim_eval(vr_il_sim *s, int policy, const vr_workload *eval,
+                   double duration_s, uint64_t seed, int noise, double load_s,
+                   FILE *csv, vr_il_result *out, vr_errbuf *err) {
+  memset(out, 0, sizeof *out);
+  if (policy < 0 || policy >= VR_ILP__COUNT)
+    return vr_errf(err, VR_EINVAL, "inferline: unknown policy %d", policy);
+  if (!s->sample)
+    return vr_errf(err, VR_ESTATE, "inferline: no sample trace");
+  int rc = initial_cfg(s, policy, out, err);
+  if (rc) return rc;
+  tuner_ctl k = {.s = s, .cfg = out->cfg, .tune = policy == VR_ILP_INFERLINE};
+  if (k.tune) {
+    rc = vr_il_tuner_cfg(&s->pb, &out->cfg, s->t, s->n, &k.tc, err);
+    if (!rc) rc = vr_il_sim_arrivals(eval, duration_s, seed, &k.t, &k.n, err);
+    if (rc) {
+      vr_free(k.t);
+      return rc;
+    }
+    vr_tuner_state_init(&k.ts, &k.tc, 0);
+  }
+  vr_workload wl = *eval;
+  wl.f = NULL;
+  vr_psim_cfg c = psim_cfg(s, &wl, duration_s, seed, noise);
+  c.workers = 100000;
+  c.load_s = load_s;
+  c.warm_start = 1;
+  c.tick_s = k.tune ? 0.1 : 1;
+  c.ctl_period_s = c.tick_s;
+  c.replan = ctl_replan;
+  c.replan_ctx = &k;
+  vr_psim_summary sum;
+  rc = vr_psim_run(&c, csv, &sum, err);
+  if (!rc) {
+    k.cost_int += vr_il_cost(&s->pb, &k.cfg) * (duration_s - k.last_s);
+    out->cost_per_s = k.cost_int / duration_s;
+    out->max_cost_per_s = k.max_cost;
+    /* late, dropped, or never finished (psim stops runaway queues) */
+    out->miss_pct =
+        sum.queries ? 100.0 * (double)(sum.queries - sum.ok) / sum.queries : 0;
+    out->p99_ms = sum.p99_ms;
+    out->queries = sum.queries;
+    out->ups = k.ups, out->downs = k.downs;
+    vr_psim_summary_free(&sum);
+  }
+  if (k.tune) vr_tuner_state_free(&k.ts);
+  vr_free(k.t);
+  return rc;
+}

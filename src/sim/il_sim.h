@@ -1,0 +1,104 @@
+/*
+ * InferLine in the pipeline simulator: the planner's estimator (psim run
+ * as a library on the sample trace), the tuner as a psim controller, and
+ * the four policies of the InferLine evaluation (inferline = planner +
+ * tuner, inferline_plan = planner only, cg_peak, cg_mean).
+ *
+ * Stages and hardware: InferLine does not choose models, so each task
+ * runs its most accurate variant; its hardware options are that model's
+ * profiles in each vr_pipe_data given (one per accelerator, with a
+ * price). The derived pipeline (`data`) has, per task, one variant per
+ * hardware option ("<model>@<hw>") carrying the model's multiplicative
+ * factor and shares, so a plan is a psim plan with instances on exactly
+ * one option per task.
+ *
+ * Sample trace: arrivals from a vr_workload with a seed; psim opens its
+ * workload with seed ^ 0x5eed, and vr_il_sim_arrivals draws with the same
+ * rule so that the tuner and the envelope see exactly the arrivals psim
+ * replays (checked by the tests).
+ *
+ * Ownership: a vr_il_sim owns its derived data and arrival arrays; the
+ * workloads it is given stay the caller's (shallow copies are used per
+ * run; only the caller closes them).
+ */
+#ifndef VR_SIM_IL_SIM_H
+#define VR_SIM_IL_SIM_H
+
+#include "policy/inferline.h"
+#include "sim/loki_data.h"
+#include "sim/psim.h"
+
+#define VR_IL_MAX_HW 8
+
+typedef struct vr_il_sim {
+  vr_pipe_data data;  /* derived: variants = hardware options */
+  vr_il_problem pb;   /* stages point into data.prof */
+  const vr_workload *sample;
+  double sample_s;
+  uint64_t seed;
+  int64_t *t;         /* sample arrivals (ns), sorted */
+  size_t n;
+  double est_wall_s;  /* time spent in the estimator */
+} vr_il_sim;
+
+/* Derives the problem from pipeline data per hardware option (same
+ * pipeline in each; hw_names and price_per_s per option). The SLO is the
+ * pipeline's. 0 or an error naming the task or option. */
+int vr_il_sim_init(vr_il_sim *s, const vr_pipe_data *const *by_hw,
+                   const char *const *hw_names, const double *price_per_s,
+                   int nhw, vr_errbuf *err);
+void vr_il_sim_free(vr_il_sim *s);
+
+/* Sets the sample trace (borrowed workload, seconds, seed): draws its
+ * arrivals and sets pb.rate_qps to their mean rate. */
+int vr_il_sim_sample(vr_il_sim *s, const vr_workload *w, double duration_s,
+                     uint64_t seed, vr_errbuf *err);
+
+/* Arrivals psim will replay for (w, seed) over duration_s: *t (owned by
+ * the caller, vr_free) and *n. */
+int vr_il_sim_arrivals(const vr_workload *w, double duration_s, uint64_t seed,
+                       int64_t **t, size_t *n, vr_errbuf *err);
+
+/* The estimator (vr_il_estimate_fn; ctx = the vr_il_sim): P99 end-to-end
+ * latency of cfg on the sample trace, service times at their p50, no
+ * early drops; any drop makes it infinite. */
+int vr_il_sim_estimate(void *ctx, const vr_il_problem *pb,
+                       const vr_il_config *cfg, double *p99_ms);
+
+/* cfg as a psim plan (plan initialised here; vr_pipe_plan_free it). */
+int vr_il_sim_plan(const vr_il_sim *s, const vr_il_config *cfg,
+                   vr_pipe_plan *plan);
+
+typedef enum {
+  VR_ILP_INFERLINE = 0, /* planner + tuner */
+  VR_ILP_PLAN_ONLY,     /* planner, no tuner */
+  VR_ILP_CG_PEAK,       /* coarse-grained, sized for the peak */
+  VR_ILP_CG_MEAN,       /* coarse-grained, sized for the mean */
+  VR_ILP__COUNT
+} vr_il_policy;
+
+const char *vr_il_policy_name(int p);
+int vr_il_policy_parse(const char *s); /* -1 if unknown */
+
+/* One policy's outcome on an evaluation workload. */
+typedef struct vr_il_result {
+  vr_il_config cfg;      /* initial configuration */
+  double cost_per_s;     /* time-averaged over the run */
+  double miss_pct;       /* queries late or dropped, percent */
+  double p99_ms;         /* end-to-end, served queries */
+  int64_t queries;
+  int ups, downs;        /* tuner actions */
+  double max_cost_per_s; /* highest configuration cost during the run */
+  double plan_s;         /* planner wall time */
+  vr_il_stats stats;
+} vr_il_result;
+
+/* Plans with policy p on the sample trace, then serves `eval` for
+ * duration_s with seed (service times drawn from the profiles'
+ * percentiles when noise). load_s: replicas the tuner adds serve after
+ * this. csv (may be NULL) gets psim's per-tick rows. */
+int vr_il_sim_eval(vr_il_sim *s, int policy, const vr_workload *eval,
+                   double duration_s, uint64_t seed, int noise, double load_s,
+                   FILE *csv, vr_il_result *out, vr_errbuf *err);
+
+#endif

@@ -1,0 +1,627 @@
+/* The pipeline simulator (see psim.h). */
+#include "sim/psim.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/vec.h"
+#include "sim/heap.h"
+#include "sim/rng.h"
+
+enum { EV_ARRIVAL = 1, EV_DONE, EV_TICK, EV_READY };
+
+typedef struct preq {
+  int32_t q, next;
+  int16_t task, slot;
+  float acc;        /* product of accuracies along the path so far */
+  float budget_sum; /* budgets of the tasks done so far (ms) */
+  int64_t enq_ns;   /* when it joined this task's queue */
+} preq;
+
+typedef struct pquery {
+  int64_t t_ns, deadline_ns, last_ns;
+  int32_t pending, paths;
+  double acc_sum;
+  int dropped;
+} pquery;
+
+typedef struct pinst {
+  int slot, task, batch;
+  int accepting, started, dead;
+  int64_t ready_ns, gen; /* gen: events of an earlier life are stale */
+  int32_t head, tail;
+  int qlen, nb;
+  int32_t inflight[VR_PROF_MAX_BATCH];
+} pinst;
+
+typedef struct psim {
+  const vr_psim_cfg *cfg;
+  const vr_pipeline *p;
+  const vr_profile *prof;
+  vr_rng rng;
+  vr_heap heap;
+  vr_vec reqs;   /* preq pool */
+  int32_t free_req;
+  vr_vec queries; /* pquery */
+  vr_vec inst;    /* pinst */
+  int alive;      /* started, not dead instances (workers in use) */
+  vr_pipe_plan plan;
+  vr_pipe_routes routes;
+  int routes_ok;
+  int64_t now;
+  /* demand estimate */
+  int64_t tick_arrivals;
+  double ewma, last_qps, planned_for;
+  double next_ctl_s;
+  /* results */
+  vr_psim_row *rows;
+  int nrows;
+  vr_vec lat;     /* float ms of served queries after warm-up */
+  int64_t *outputs, *served_slot;
+  vr_psim_summary *sum;
+  vr_errbuf *err;
+} psim;
+
+static const char *const DROP_NAMES[] = {"queue_full", "expired", "early",
+                                         "no_instance"};
+
+const char *vr_pdrop_name(int r) {
+  return r >= 0 && r < VR_PDROP__COUNT ? DROP_NAMES[r] : "?";
+}
+
+#define REQ(s, i) (&VR_VEC_AT(&(s)->reqs, preq, i))
+#define QRY(s, i) (&VR_VEC_AT(&(s)->queries, pquery, i))
+#define INST(s, i) (&VR_VEC_AT(&(s)->inst, pinst, i))
+
+static int push(psim *s, int64_t t, int kind, int32_t a) {
+  vr_event e = {.t_ns = t, .kind = kind, .a = a};
+  if (kind == EV_DONE || kind == EV_READY) e.gen = INST(s, a)->gen;
+  if (vr_heap_push(&s->heap, e))
+    return vr_errf(s->err, VR_ENOMEM, "psim: out of memory");
+  return 0;
+}
+
+static int32_t req_new(psim *s) {
+  if (s->free_req >= 0) {
+    int32_t i = s->free_req;
+    s->free_req = REQ(s, i)->next;
+    return i;
+  }
+  if (!vr_vec_grow(&s->reqs, 1)) return -1;
+  return (int32_t)s->reqs.len - 1;
+}
+
+static void req_free(psim *s, int32_t i) {
+  REQ(s, i)->next = s->free_req;
+  s->free_req = i;
+}
+
+static int row_of(const psim *s, int64_t t_ns) {
+  int r = (int)(t_ns / (int64_t)(s->cfg->tick_s * 1e9));
+  return r < s->nrows ? r : s->nrows - 1;
+}
+
+static void query_done(psim *s, int32_t qi) {
+  pquery *q = QRY(s, qi);
+  vr_psim_row *row = &s->rows[row_of(s, q->t_ns)];
+  if (q->dropped) {
+    row->dropped++;
+    return;
+  }
+  double acc = q->paths ? 100 * q->acc_sum / q->paths : 0;
+  row->accuracy += acc; /* a sum until the end */
+  if (q->last_ns > q->deadline_ns) row->late++;
+  else row->ok++;
+  if (q->t_ns >= (int64_t)(s->cfg->warmup_s * 1e9)) {
+    float ms = (float)((q->last_ns - q->t_ns) / 1e6);
+    vr_vec_push(&s->lat, &ms);
+  }
+}
+
+/* A request leaves the system: dropped (reason >= 0) or its path ended. */
+static void req_end(psim *s, int32_t ri, int reason) {
+  preq *r = REQ(s, ri);
+  pquery *q = QRY(s, r->q);
+  if (reason >= 0) {
+    if (!q->dropped) s->sum->task[r->task].drops[reason]++;
+    q->dropped = 1;
+  }
+  if (s->now > q->last_ns) q->last_ns = s->now;
+  int32_t qi = r->q;
+  req_free(s, ri);
+  if (--q->pending == 0) query_done(s, qi);
+}
+
+static void path_end(psim *s, int32_t ri) {
+  preq *r = REQ(s, ri);
+  pquery *q = QRY(s, r->q);
+  q->acc_sum += r->acc;
+  q->paths++;
+  req_end(s, ri, -1);
+}
+
+static double slot_lat(const psim *s, int slot, int batch, double q) {
+  return vr_profile_latency_ms(&s->prof[slot], batch, q);
+}
+
+static int start_batch(psim *s, int ii);
+
+/* The accepting instance of `slot` with the shortest queue, or -1. */
+static int pick_instance(psim *s, int slot) {
+  int best = -1, bl = 0;
+  for (size_t i = 0; i < s->inst.len; i++) {
+    pinst *in = INST(s, i);
+    if (in->slot != slot || !in->accepting) continue;
+    int l = in->qlen + in->nb;
+    if (best < 0 || l < bl) best = (int)i, bl = l;
+  }
+  return best;
+}
+
+static int enqueue(psim *s, int32_t ri, int slot) {
+  preq *r = REQ(s, ri);
+  int ii = pick_instance(s, slot);
+  if (ii < 0) { /* planned but not started yet: any instance of the task */
+    for (int k = 0; ii < 0 && k < s->p->tasks[r->task].nvariants; k++)
+      ii = pick_instance(
+          s, s->plan.off[r->task] + s->routes.order[s->plan.off[r->task] + k]);
+  }
+  s->sum->task[r->task].requests++;
+  if (ii < 0) {
+    req_end(s, ri, VR_PDROP_NO_INSTANCE);
+    return 0;
+  }
+  pinst *in = INST(s, ii);
+  if (in->qlen >= s->cfg->max_queue) {
+    req_end(s, ri, VR_PDROP_QUEUE_FULL);
+    return 0;
+  }
+  r->slot = (int16_t)in->slot;
+  r->enq_ns = s->now;
+  r->next = -1;
+  if (in->qlen++) REQ(s, in->tail)->next = ri;
+  else in->head = ri;
+  in->tail = ri;
+  if (!in->nb && in->started && s->now >= in->ready_ns)
+    return start_batch(s, ii);
+  return 0;
+}
+
+/* Kills an instance that no longer accepts and has nothing left. */
+static void maybe_retire(psim *s, pinst *in) {
+  if (in->accepting || in->qlen || in->nb || in->dead) return;
+  in->dead = 1;
+  if (in->started) s->alive--;
+}
+
+static int start_batch(psim *s, int ii) {
+  pinst *in = INST(s, ii);
+  int nb = 0;
+  while (in->qlen && nb < in->batch) {
+    int32_t ri = in->head;
+    in->head = REQ(s, ri)->next;
+    in->qlen--;
+    if (s->cfg->drop_mode != VR_EDROP_NONE &&
+        s->now >= QRY(s, REQ(s, ri)->q)->deadline_ns) {
+      req_end(s, ri, VR_PDROP_EXPIRED);
+      continue;
+    }
+    in = INST(s, ii);
+    in->inflight[nb++] = ri;
+  }
+  in = INST(s, ii);
+  in->nb = nb;
+  if (!nb) {
+    maybe_retire(s, in);
+    return 0;
+  }
+  double q = s->cfg->noise ? 0.01 + 0.98 * vr_rng_unif(&s->rng) : 0.5;
+  double ms = slot_lat(s, in->slot, nb, q);
+  return push(s, s->now + (int64_t)(ms * 1e6), EV_DONE, ii);
+}
+
+static int poisson(vr_rng *r, double mean) {
+  if (mean <= 0) return 0;
+  if (mean > 60) {
+    double x = mean + sqrt(mean) * vr_rng_normal(r);
+    return x < 0 ? 0 : (int)lround(x);
+  }
+  double l = exp(-mean), p = 1;
+  int k = 0;
+  do {
+    k++;
+    p *= vr_rng_unif(r);
+  } while (p > l);
+  return k - 1;
+}
+
+/* Sends one output of request `ri` (just finished) to child index c. */
+static int forward(psim *s, int32_t ri, int c) {
+  preq *r = REQ(s, ri);
+  const vr_pipe_task *t = &s->p->tasks[r->task];
+  int ct = t->children[c];
+  int32_t ni = req_new(s);
+  if (ni < 0) return vr_errf(s->err, VR_ENOMEM, "psim: out of memory");
+  r = REQ(s, ri);
+  pquery *q = QRY(s, r->q);
+  q->pending++;
+  preq *n = REQ(s, ni);
+  *n = *r;
+  n->task = (int16_t)ct;
+  double budget = vr_pipe_budget_ms(&s->plan, r->slot);
+  if (budget <= 0) budget = 2 * slot_lat(s, r->slot, 1, 0.5);
+  n->budget_sum = r->budget_sum + (float)budget;
+  int to = vr_pipe_route_pick(s->p, &s->routes, ct, r->slot,
+                              vr_rng_unif(&s->rng));
+  if (to < 0) {
+    s->sum->task[ct].requests++;
+    req_end(s, ni, VR_PDROP_NO_INSTANCE);
+    return 0;
+  }
+  vr_hop h = {.mode = s->cfg->drop_mode,
+              .elapsed_ms = (s->now - q->t_ns) / 1e6,
+              .spent_ms = (s->now - r->enq_ns) / 1e6,
+              .budget_ms = budget,
+              .budget_sum_ms = n->budget_sum,
+              .slo_ms = s->p->slo_ms,
+              .child_is_leaf = s->p->tasks[ct].nchildren == 0};
+  int alt = -1, v = vr_pipe_hop(s->p, &s->plan, &s->routes, ct, to, &h, &alt);
+  if (v == VR_HOP_DROP) {
+    s->sum->task[ct].requests++;
+    req_end(s, ni, VR_PDROP_EARLY);
+    return 0;
+  }
+  if (v == VR_HOP_REROUTE) s->sum->task[ct].rerouted++, to = alt;
+  double a = s->p->tasks[ct].variants[to - s->plan.off[ct]].accuracy;
+  n->acc = r->acc * (float)(a >= 0 ? a / 100 : 1);
+  return enqueue(s, ni, to);
+}
+
+static int on_done(psim *s, int ii) {
+  pinst *in = INST(s, ii);
+  int nb = in->nb, slot = in->slot;
+  int32_t batch[VR_PROF_MAX_BATCH];
+  memcpy(batch, in->inflight, nb * sizeof *batch);
+  in->nb = 0;
+  const vr_pipe_task *t = &s->p->tasks[in->task];
+  const vr_pipe_variant *pv = &t->variants[slot - s->plan.off[in->task]];
+  int rc = 0;
+  for (int b = 0; !rc && b < nb; b++) {
+    int32_t ri = batch[b];
+    s->sum->task[in->task].served++;
+    s->served_slot[slot]++;
+    int sent = 0;
+    if (t->nchildren) {
+      int k = s->cfg->fanout_exact
+                  ? (int)pv->mult + (vr_rng_unif(&s->rng) < pv->mult - (int)pv->mult)
+                  : poisson(&s->rng, pv->mult);
+      s->outputs[slot] += k;
+      for (int j = 0; !rc && j < k; j++) {
+        double u = vr_rng_unif(&s->rng);
+        for (int c = 0; c < t->nchildren; c++) {
+          if (u < pv->share[c]) {
+            rc = forward(s, ri, c);
+            sent++;
+            break;
+          }
+          u -= pv->share[c];
+        }
+      }
+    }
+    if (!rc) {
+      if (sent) req_end(s, ri, -1);
+      else path_end(s, ri);
+    }
+  }
+  in = INST(s, ii);
+  if (rc) return rc;
+  if (in->qlen) return start_batch(s, ii);
+  maybe_retire(s, in);
+  return 0;
+}
+
+static int on_arrival(psim *s, const vr_req *rq) {
+  if (!vr_vec_grow(&s->queries, 1))
+    return vr_errf(s->err, VR_ENOMEM, "psim: out of memory");
+  int32_t qi = (int32_t)s->queries.len - 1;
+  pquery *q = QRY(s, qi);
+  q->t_ns = rq->t_ns;
+  q->deadline_ns = rq->t_ns + (int64_t)(s->p->slo_ms * 1e6);
+  q->last_ns = rq->t_ns;
+  q->pending = 1;
+  s->rows[row_of(s, rq->t_ns)].demand++;
+  s->tick_arrivals++;
+  int32_t ri = req_new(s);
+  if (ri < 0) return vr_errf(s->err, VR_ENOMEM, "psim: out of memory");
+  preq *r = REQ(s, ri);
+  memset(r, 0, sizeof *r);
+  r->q = qi;
+  r->task = 0;
+  int to = vr_pipe_route_pick(s->p, &s->routes, 0, -1, vr_rng_unif(&s->rng));
+  if (to < 0) {
+    s->sum->task[0].requests++;
+    req_end(s, ri, VR_PDROP_NO_INSTANCE);
+    return 0;
+  }
+  double a = s->p->tasks[0].variants[to].accuracy;
+  r->acc = (float)(a >= 0 ? a / 100 : 1);
+  return enqueue(s, ri, to);
+}
+
+/* Starts instances planned but waiting for a free worker. */
+static int start_pending(psim *s) {
+  for (size_t i = 0; i < s->inst.len && s->alive < s->cfg->workers; i++) {
+    pinst *in = INST(s, i);
+    if (in->started || in->dead) continue;
+    in->started = 1;
+    int warm = s->cfg->warm_start && s->now == 0;
+    in->ready_ns = s->now + (warm ? 0 : (int64_t)(s->cfg->load_s * 1e9));
+    s->alive++;
+    if (push(s, in->ready_ns, EV_READY, (int32_t)i)) return VR_ENOMEM;
+  }
+  return 0;
+}
+
+/* Moves the live instances to the plan: keeps what it can, retires the
+ * surplus (draining) and queues the new ones for free workers. */
+static int apply_plan(psim *s) {
+  for (int t = 0; t < s->p->ntasks; t++)
+    for (int v = 0; v < s->p->tasks[t].nvariants; v++) {
+      int slot = s->plan.off[t] + v, have = 0;
+      const vr_pipe_alloc *a = &s->plan.a[slot];
+      for (size_t i = 0; i < s->inst.len; i++) {
+        pinst *in = INST(s, i);
+        if (in->slot != slot || !in->accepting) continue;
+        if (have < a->inst) {
+          have++;
+          in->batch = a->batch;
+        } else {
+          in->accepting = 0;
+          if (!in->started) in->dead = 1;
+          else maybe_retire(s, in);
+        }
+      }
+      for (; have < a->inst; have++) {
+        pinst *in = NULL;
+        for (size_t i = 0; !in && i < s->inst.len; i++) /* reuse the dead */
+          if (INST(s, i)->dead) in = INST(s, i);
+        if (!in && !(in = vr_vec_grow(&s->inst, 1)))
+          return vr_errf(s->err, VR_ENOMEM, "psim: out of memory");
+        int64_t gen = in->gen + 1;
+        memset(in, 0, sizeof *in);
+        in->gen = gen;
+        in->slot = slot, in->task = t, in->batch = a->batch;
+        in->accepting = 1;
+      }
+    }
+  return start_pending(s);
+}
+
+static int replan(psim *s, int first) {
+  const vr_psim_cfg *c = s->cfg;
+  double now_s = s->now / 1e9;
+  int due = first || now_s + 1e-9 >= s->next_ctl_s;
+  if (!due && c->ctl_change > 0 && s->planned_for > 0 &&
+      fabs(s->ewma - s->planned_for) > c->ctl_change * s->planned_for)
+    due = 1;
+  if (!due || !c->replan) return 0;
+  vr_psim_view v = {.now_s = now_s, .demand_ewma = s->ewma,
+                    .demand_last = s->last_qps, .workers = c->workers};
+  int rc = c->replan(c->replan_ctx, &v, &s->plan, s->err);
+  if (rc) return rc;
+  s->sum->replans++;
+  s->planned_for = s->ewma;
+  s->next_ctl_s = now_s + c->ctl_period_s;
+  return apply_plan(s);
+}
+
+static int rebuild_routes(psim *s) {
+  if (s->routes_ok) vr_pipe_routes_free(&s->routes);
+  s->routes_ok = 0;
+  if (vr_pipe_route_build(s->p, &s->plan, s->ewma, &s->routes))
+    return vr_errf(s->err, VR_ENOMEM, "psim: out of memory");
+  s->routes_ok = 1;
+  return 0;
+}
+
+static int on_tick(psim *s) {
+  double tick = s->cfg->tick_s;
+  s->last_qps = s->tick_arrivals / tick;
+  s->tick_arrivals = 0;
+  s->ewma = 0.5 * s->ewma + 0.5 * s->last_qps;
+  int r = row_of(s, s->now - 1);
+  s->rows[r].workers = s->alive;
+  s->rows[r].demand_est = s->ewma;
+  int rc = replan(s, 0);
+  if (!rc) rc = rebuild_routes(s);
+  if (!rc && s->now + (int64_t)(tick * 1e9) <= (int64_t)(s->cfg->duration_s * 1e9))
+    rc = push(s, s->now + (int64_t)(tick * 1e9), EV_TICK, 0);
+  return rc;
+}
+
+static int check_cfg(const vr_psim_cfg *c, vr_errbuf *err) {
+  if (!c->data || !c->data->pipe || !c->data->prof || !c->arrivals)
+    return vr_errf(err, VR_EINVAL, "psim: pipeline data and arrivals needed");
+  if (!c->plan == !c->replan)
+    return vr_errf(err, VR_EINVAL, "psim: give a static plan or a replan "
+                   "callback (not both)");
+  if (c->workers < 1 || c->workers > 100000)
+    return vr_errf(err, VR_EINVAL, "psim: workers %d not in 1..100000",
+                   c->workers);
+  if (!(c->duration_s > 0 && c->duration_s <= 1e6) || !(c->tick_s > 0) ||
+      !(c->warmup_s >= 0) || c->duration_s / c->tick_s > 1e7)
+    return vr_errf(err, VR_EINVAL, "psim: bad duration, tick or warm-up");
+  if (c->drop_mode < 0 || c->drop_mode > VR_EDROP_REROUTE)
+    return vr_errf(err, VR_EINVAL, "psim: unknown drop mode %d", c->drop_mode);
+  if (c->max_queue < 1 || !(c->load_s >= 0) || !(c->ctl_period_s > 0))
+    return vr_errf(err, VR_EINVAL, "psim: bad max_queue, load_s or period");
+  return 0;
+}
+
+static int setup(psim *s, const vr_psim_cfg *c, vr_psim_summary *sum,
+                 vr_errbuf *err) {
+  s->cfg = c, s->p = c->data->pipe, s->prof = c->data->prof;
+  s->sum = sum, s->err = err, s->free_req = -1;
+  vr_rng_seed(&s->rng, c->seed);
+  vr_heap_init(&s->heap);
+  vr_vec_init(&s->reqs, sizeof(preq));
+  vr_vec_init(&s->queries, sizeof(pquery));
+  vr_vec_init(&s->inst, sizeof(pinst));
+  vr_vec_init(&s->lat, sizeof(float));
+  s->nrows = (int)ceil(c->duration_s / c->tick_s) + 1;
+  s->rows = calloc(s->nrows, sizeof *s->rows);
+  int ns = c->data->off[s->p->ntasks];
+  s->outputs = calloc(ns + 1, sizeof *s->outputs);
+  s->served_slot = calloc(ns + 1, sizeof *s->served_slot);
+  if (!s->rows || !s->outputs || !s->served_slot ||
+      vr_pipe_plan_init(&s->plan, s->p))
+    return vr_errf(err, VR_ENOMEM, "psim: out of memory");
+  for (int i = 0; i < s->nrows; i++) s->rows[i].t_s = i * c->tick_s;
+  if (c->plan) {
+    if (c->plan->off[s->p->ntasks] != ns ||
+        vr_pipe_plan_copy(&s->plan, c->plan))
+      return vr_errf(err, VR_EINVAL, "psim: plan does not fit the pipeline");
+  }
+  /* warm start: the workload's rate at t = 0 where it has one */
+  s->ewma = vr_wl_rate_at(c->arrivals, 0);
+  if (!(s->ewma >= 0) || !isfinite(s->ewma)) s->ewma = 0;
+  return 0;
+}
+
+static void teardown(psim *s) {
+  if (s->routes_ok) vr_pipe_routes_free(&s->routes);
+  vr_pipe_plan_free(&s->plan);
+  vr_heap_free(&s->heap);
+  vr_vec_free(&s->reqs), vr_vec_free(&s->queries), vr_vec_free(&s->inst);
+  vr_vec_free(&s->lat);
+  free(s->rows), free(s->outputs), free(s->served_slot);
+}
+
+static int cmp_float(const void *a, const void *b) {
+  float x = *(const float *)a, y = *(const float *)b;
+  return (x > y) - (x < y);
+}
+
+static void summarise(psim *s, FILE *csv) {
+  vr_psim_summary *m = s->sum;
+  const vr_psim_cfg *c = s->cfg;
+  int first = (int)ceil(c->warmup_s / c->tick_s), n = 0;
+  double acc = 0, workers = 0;
+  if (csv)
+    fprintf(csv, "t_s,demand,ok,late,dropped,accuracy,workers,demand_est\n");
+  for (int i = 0; i < s->nrows - 1; i++) {
+    vr_psim_row *r = &s->rows[i];
+    int64_t served = r->ok + r->late;
+    r->accuracy = served ? r->accuracy / served : 0;
+    if (csv)
+      fprintf(csv, "%.3f,%lld,%lld,%lld,%lld,%.3f,%d,%.2f\n", r->t_s,
+              (long long)r->demand, (long long)r->ok, (long long)r->late,
+              (long long)r->dropped, r->accuracy, r->workers, r->demand_est);
+    if (i < first) continue;
+    m->queries += r->demand, m->ok += r->ok, m->late += r->late;
+    m->dropped += r->dropped;
+    acc += r->accuracy * served;
+    workers += r->workers, n++;
+  }
+  m->violations_pct = m->queries ? 100.0 * (m->late + m->dropped) / m->queries
+                                 : 0;
+  m->accuracy_pct = m->ok + m->late ? acc / (m->ok + m->late) : 0;
+  m->mean_workers = n ? workers / n : 0;
+  if (s->lat.len) {
+    qsort(s->lat.data, s->lat.len, sizeof(float), cmp_float);
+    m->p50_ms = VR_VEC_AT(&s->lat, float, s->lat.len / 2);
+    m->p99_ms = VR_VEC_AT(&s->lat, float, (size_t)(s->lat.len * 0.99));
+  }
+  /* 10-s windows: capacity, peak, off-peak */
+  int w = (int)ceil(10 / c->tick_s), nw = 0;
+  double peak = 0, peak_viol = 0, off_w = 0;
+  int off_n = 0;
+  for (int i = first; i + w <= s->nrows - 1; i += w) {
+    int64_t d = 0, bad = 0;
+    for (int k = i; k < i + w; k++)
+      d += s->rows[k].demand, bad += s->rows[k].late + s->rows[k].dropped;
+    double qps = d / (w * c->tick_s), viol = d ? 100.0 * bad / d : 0;
+    if (viol <= 1 && qps > m->capacity_qps) m->capacity_qps = qps;
+    if (qps > peak) peak = qps, peak_viol = viol;
+    nw++;
+  }
+  m->peak_violations_pct = peak_viol;
+  for (int i = first; i < s->nrows - 1; i++)
+    if (s->rows[i].demand <= 0.3 * peak * c->tick_s)
+      off_w += s->rows[i].workers, off_n++;
+  m->offpeak_workers = off_n ? off_w / off_n : 0;
+  int ns = c->data->off[s->p->ntasks];
+  m->nslots = ns;
+  m->mult_observed = calloc(ns + 1, sizeof *m->mult_observed);
+  for (int i = 0; m->mult_observed && i < ns; i++)
+    m->mult_observed[i] = s->served_slot[i]
+                              ? (double)s->outputs[i] / s->served_slot[i]
+                              : -1;
+}
+
+void vr_psim_summary_free(vr_psim_summary *s) {
+  free(s->mult_observed);
+  s->mult_observed = NULL;
+}
+
+static int run_events(psim *s) {
+  vr_workload *wl = s->cfg->arrivals;
+  int64_t end = (int64_t)(s->cfg->duration_s * 1e9);
+  vr_req next;
+  int have = vr_wl_next(wl, s->cfg->duration_s, &next, s->err);
+  if (have < 0) return have;
+  int rc = 0;
+  vr_event e;
+  while (!rc) {
+    const vr_event *top = vr_heap_top(&s->heap);
+    if (have && (!top || next.t_ns < top->t_ns)) {
+      s->now = next.t_ns;
+      if ((rc = on_arrival(s, &next))) break;
+      have = vr_wl_next(wl, s->cfg->duration_s, &next, s->err);
+      if (have < 0) return have;
+      continue;
+    }
+    if (!vr_heap_pop(&s->heap, &e)) break;
+    s->now = e.t_ns;
+    if ((e.kind == EV_DONE || e.kind == EV_READY) && INST(s, e.a)->gen != e.gen)
+      continue; /* an earlier life of a reused instance */
+    if (e.kind == EV_DONE) rc = on_done(s, e.a);
+    else if (e.kind == EV_TICK) rc = on_tick(s);
+    else if (e.kind == EV_READY) {
+      pinst *in = INST(s, e.a);
+      if (!in->dead && in->qlen && !in->nb) rc = start_batch(s, e.a);
+    }
+    if (!rc && s->alive < s->cfg->workers) rc = start_pending(s);
+    if (s->now > end + (int64_t)(600 * 1e9)) break; /* runaway queues */
+  }
+  return rc;
+}
+
+int vr_psim_run(const vr_psim_cfg *cfg, FILE *csv, vr_psim_summary *sum,
+                vr_errbuf *err) {
+  memset(sum, 0, sizeof *sum);
+  int rc = check_cfg(cfg, err);
+  if (rc) return rc;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  psim s;
+  memset(&s, 0, sizeof s);
+  if (!(rc = setup(&s, cfg, sum, err)) &&
+      !(rc = vr_wl_open(cfg->arrivals, cfg->seed ^ 0x5eed, err))) {
+    if (!(rc = replan(&s, 1)) && !(rc = apply_plan(&s)) &&
+        !(rc = rebuild_routes(&s)) &&
+        !(rc = push(&s, (int64_t)(cfg->tick_s * 1e9), EV_TICK, 0)))
+      rc = run_events(&s);
+    if (cfg->arrivals->f) fclose(cfg->arrivals->f); /* the rest is the
+                                                        caller's */
+    cfg->arrivals->f = NULL;
+  }
+  if (!rc) summarise(&s, csv);
+  teardown(&s);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  sum->wall_s = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+  if (rc) vr_psim_summary_free(sum);
+  return rc;
+}

@@ -1,0 +1,143 @@
+/*
+ * The pipeline simulator: request trees through a pipeline (policy/
+ * pipeline.h) served by instances on a fixed cluster of workers, one
+ * variant instance per worker (as in Loki). A library call, no fork, so
+ * planners (InferLine's estimator, tests, benches) run it in process.
+ *
+ * Model
+ *  - Root queries arrive from a vr_workload (sim/workload.h) with deadline
+ *    arrival + the pipeline SLO.
+ *  - Each instance has a FIFO queue and serves dynamic batches (whatever is
+ *    queued, up to its plan's max batch) with service times from the
+ *    variant's profile (p50, or drawn from the percentiles with `noise`).
+ *  - When a request finishes task t on variant v, it emits K ~ Poisson(mult
+ *    of v) outputs (Loki's branching.csv gives the mean detections per
+ *    frame; the per-frame distribution is not in the artifact), each sent to
+ *    child c with probability share[c] (the rest leave the pipeline). Each
+ *    output is a request of the same query with the same deadline.
+ *  - Routing: MostAccurateFirst tables (policy/pipe_plan.h) rebuilt every
+ *    tick from the observed demand; within a variant, the instance with the
+ *    shortest queue. Each hop runs vr_pipe_hop (early dropping mode).
+ *  - A query is done when all its requests are done. Outcome: dropped (any
+ *    request dropped; counted once, at the task and reason of the first
+ *    drop), late (finished after its deadline) or ok. Accuracy of a served
+ *    query (ok or late): the mean over its paths (a request that reached a
+ *    leaf, or ended with no outputs) of the product of the accuracies of the
+ *    variants along the path.
+ *  - Control: a static plan, or a controller callback called every
+ *    ctl_period_s (and at t = 0) with the demand estimate (EWMA of per-
+ *    second demand) that returns a new plan; instances the new plan no
+ *    longer needs stop taking requests and leave once their queue drains;
+ *    new ones start after load_s.
+ *
+ * Deterministic: the same config and seed give the same results.
+ */
+#ifndef VR_SIM_PSIM_H
+#define VR_SIM_PSIM_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "policy/pipe_plan.h"
+#include "sim/loki_data.h"
+#include "sim/workload.h"
+
+/* Why a request was dropped. */
+typedef enum {
+  VR_PDROP_QUEUE_FULL = 0, /* instance queue at max_queue */
+  VR_PDROP_EXPIRED,        /* deadline passed before its batch started */
+  VR_PDROP_EARLY,          /* vr_pipe_hop said drop (behind its budget) */
+  VR_PDROP_NO_INSTANCE,    /* the task had no instance to route to */
+  VR_PDROP__COUNT
+} vr_pdrop_reason;
+
+const char *vr_pdrop_name(int reason);
+
+/* What a controller sees each period. */
+typedef struct vr_psim_view {
+  double now_s;
+  double demand_ewma; /* root queries/s, EWMA over seconds (alpha 0.5) */
+  double demand_last; /* root queries/s in the last full second */
+  int workers;        /* cluster size */
+} vr_psim_view;
+
+/* Returns 0 and fills plan (initialised for the pipeline, holding the
+ * current plan), or an error that stops the run. */
+typedef int (*vr_psim_replan_fn)(void *ctx, const vr_psim_view *view,
+                                 vr_pipe_plan *plan, vr_errbuf *err);
+
+typedef struct vr_psim_cfg {
+  const vr_pipe_data *data; /* pipeline + profiles (borrowed) */
+  vr_workload *arrivals;    /* root queries (borrowed; opened and closed by
+                               the run) */
+  int workers;              /* cluster size S */
+  double duration_s;
+  double warmup_s;          /* seconds left out of the summary */
+  double tick_s;            /* routing rebuild + time series (default 1) */
+  uint64_t seed;
+  int noise;                /* 1: service times drawn from percentiles */
+  int fanout_exact;         /* 1: floor(mult) outputs + one more with
+                               probability frac(mult), instead of Poisson
+                               (linear pipelines, tests) */
+  int max_queue;            /* per instance (default 4096) */
+  int drop_mode;            /* vr_edrop_mode */
+  double load_s;            /* a new instance serves after this (default 0) */
+  int warm_start;           /* 1: the instances of the first plan serve at
+                               t = 0 (deployed before traffic starts) */
+  const vr_pipe_plan *plan; /* static plan, or NULL with replan */
+  vr_psim_replan_fn replan;
+  void *replan_ctx;
+  double ctl_period_s;      /* default 10 */
+  double ctl_change;        /* also replan when the EWMA moved by more than
+                               this fraction since the last plan (0.2;
+                               <= 0 off) */
+} vr_psim_cfg;
+
+typedef struct vr_psim_row {
+  double t_s;
+  int64_t demand, ok, late, dropped; /* queries by arrival second */
+  double accuracy;                  /* mean over served queries */
+  int workers;                      /* instances alive (incl. draining) */
+  double demand_est;
+} vr_psim_row;
+
+typedef struct vr_psim_task_stats {
+  int64_t requests;                 /* requests that reached the task */
+  int64_t served;                   /* requests it completed */
+  int64_t drops[VR_PDROP__COUNT];
+  int64_t rerouted;                 /* sent to a backup variant */
+} vr_psim_task_stats;
+
+typedef struct vr_psim_summary {
+  int64_t queries, ok, late, dropped; /* after warm-up */
+  double violations_pct;  /* (late + dropped) / queries */
+  double accuracy_pct;    /* mean accuracy of served queries */
+  double p50_ms, p99_ms;  /* end-to-end latency of served queries */
+  double mean_workers;
+  double capacity_qps;    /* highest 10-s window demand with <= 1%
+                             violations */
+  double offpeak_workers; /* mean workers while demand <= 30% of its peak */
+  double peak_violations_pct; /* violations of the 10-s window of highest
+                                 demand */
+  int replans;
+  vr_psim_task_stats task[VR_PIPE_MAX_TASKS];
+  double *mult_observed;  /* per slot: outputs / served (owned; NULL if
+                             nothing ran); free with vr_psim_summary_free */
+  int nslots;
+  double wall_s;
+} vr_psim_summary;
+
+void vr_psim_summary_free(vr_psim_summary *s);
+
+/* Runs the simulation; rows (one per tick, may be NULL) are written to csv
+ * as they are produced. 0 or an error (bad config, a controller error, a
+ * malformed trace line, out of memory). */
+int vr_psim_run(const vr_psim_cfg *cfg, FILE *csv, vr_psim_summary *sum,
+                vr_errbuf *err);
+
+/* Writes the summary as JSON: the `policy=... violations_pct=...` fields
+ * and per-task counts, observed factors. */
+int vr_psim_summary_write(const vr_psim_cfg *cfg, const char *policy,
+                          const vr_psim_summary *s, FILE *f);
+
+#endif

@@ -1,0 +1,31 @@
+/*
+ * Pipeline policies for the simulator: each is a replan callback (psim.h)
+ * that calls the pure planners in src/policy with the simulator's demand
+ * estimate, plus its early-dropping mode.
+ *
+ *  - hw: hardware scaling only (InferLine-like): the most accurate variant
+ *    of every task, instances scaled to the demand (vr_pipe_plan_scale).
+ *
+ * Ownership: a vr_psim_ctl borrows the pipeline data; it holds no memory.
+ */
+#ifndef VR_SIM_PSIM_CTL_H
+#define VR_SIM_PSIM_CTL_H
+
+#include "sim/psim.h"
+
+typedef struct vr_psim_ctl {
+  const vr_pipe_data *data;
+  int kind;     /* index into the policy table */
+  double slack; /* capacity headroom for planners (default 1.0) */
+} vr_psim_ctl;
+
+/* Names of the policies, NULL-terminated. */
+extern const char *const vr_psim_policy_names[];
+
+/* Sets ctl for policy `name` and fills cfg->replan, replan_ctx and (if
+ * drop_mode < 0) cfg->drop_mode with the policy's default. VR_ENOENT for
+ * an unknown name (message lists the known ones). */
+int vr_psim_policy(const char *name, const vr_pipe_data *d, vr_psim_ctl *ctl,
+                   vr_psim_cfg *cfg, vr_errbuf *err);
+
+#endif

@@ -1,0 +1,234 @@
+/* InferLine on the pipeline simulator: the planner with psim as its
+ * estimator, the coarse baselines and the tuner as a psim controller, on
+ * a small Loki-format data set written here (two accelerators). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <errno.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "vr_test.h"
+
+#include "base/alloc.h"
+#include "sim/il_sim.h"
+
+static char dir[256];
+
+/* Writes the data set: NULL-terminated (relative path, text) pairs. */
+static int write_files(const char *const *kv) {
+  const char *sub[] = {"", "/apps", "/model_variants", "/model_variants/demo",
+                       "/profiling"};
+  char path[512];
+  for (size_t i = 0; i < sizeof sub / sizeof *sub; i++) {
+    snprintf(path, sizeof path, "%s%s", dir, sub[i]);
+    if (mkdir(path, 0700) && errno != EEXIST) return -1;
+  }
+  for (; kv[0]; kv += 2) {
+    snprintf(path, sizeof path, "%s/%s", dir, kv[0]);
+    FILE *f = fopen(path, "w");
+    if (!f || fputs(kv[1], f) < 0 || fclose(f)) return -1;
+  }
+  return 0;
+}
+
+static int setup_dir(void **st) {
+  (void)st;
+  snprintf(dir, sizeof dir, "/tmp/vr_test_ilsim_%d", (int)getpid());
+  /* det fans out 3 outputs per query: 2/3 to cls, 1/3 to face */
+  static const char *const files[] = {
+      "apps/demo.json",
+      "{\"appName\":\"demo\",\"latencySLOInMSec\":150,\"root\":{"
+      "\"task\":\"det\",\"model_variants\":[\"det_s\",\"det_l\"],"
+      "\"children\":[{\"task\":\"cls\",\"label\":1,"
+      "\"model_variants\":[\"cls_a\"],\"children\":[]},"
+      "{\"task\":\"face\",\"label\":0,\"model_variants\":[\"face_a\"],"
+      "\"children\":[]}]}}",
+      "model_variants/demo/det", "det_s,80\ndet_l,100\n",
+      "model_variants/demo/cls", "cls_a,100\n",
+      "model_variants/demo/face", "face_a,100\n",
+      "profiling/simulator_runtimes.csv",
+      ",Model,Accel,batchsize,avg_runtime,50th_pct,90th_pct,95th_pct\n"
+      "0,det_s,gpu,1,5,5,6,7\n"
+      "1,det_l,gpu,1,10,10,11,12\n"
+      "2,det_l,gpu,2,14,14,15,16\n"
+      "3,det_l,gpu,4,20,20,21,22\n"
+      "4,det_l,gpu,8,32,32,34,35\n"
+      "5,det_l,cpu,1,40,40,44,45\n"
+      "6,det_l,cpu,2,75,75,80,82\n"
+      "7,det_s,cpu,1,20,20,22,23\n"
+      "8,cls_a,gpu,1,3,3,4,4\n"
+      "9,cls_a,gpu,2,4,4,5,5\n"
+      "10,cls_a,gpu,4,6,6,7,7\n"
+      "11,cls_a,gpu,8,10,10,11,11\n"
+      "12,cls_a,cpu,1,8,8,9,9\n"
+      "13,cls_a,cpu,2,15,15,16,16\n"
+      "14,cls_a,cpu,4,29,29,30,30\n"
+      "15,face_a,gpu,1,3,3,4,4\n"
+      "16,face_a,gpu,2,5,5,6,6\n"
+      "17,face_a,cpu,1,6,6,7,7\n"
+      "18,face_a,cpu,2,11,11,12,12\n",
+      "profiling/branching.csv",
+      ",model,mult_factor,cls,face\n"
+      "0,det_s,2,0.5,0.5\n"
+      "1,det_l,3,0.6666667,0.3333333\n",
+      NULL};
+  return write_files(files);
+}
+
+static int teardown_dir(void **st) {
+  (void)st;
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  return system(cmd) ? -1 : 0;
+}
+
+typedef struct fixture {
+  vr_pipe_data d[2];
+  vr_il_sim s;
+  vr_workload sample;
+} fixture;
+
+static void load(fixture *f, double rate, double cv) {
+  vr_errbuf err = {0};
+  memset(f, 0, sizeof *f);
+  const char *acc[] = {"gpu", "cpu"};
+  double price[] = {1.0, 0.2};
+  for (int h = 0; h < 2; h++)
+    assert_int_equal(vr_loki_load(dir, "demo", acc[h], &f->d[h], &err), 0);
+  const vr_pipe_data *by[] = {&f->d[0], &f->d[1]};
+  assert_int_equal(vr_il_sim_init(&f->s, by, acc, price, 2, &err), 0);
+  f->sample = vr_wl_gamma(rate, cv);
+  assert_int_equal(vr_il_sim_sample(&f->s, &f->sample, 60, 7, &err), 0);
+}
+
+static void unload(fixture *f) {
+  vr_il_sim_free(&f->s);
+  vr_pipe_data_free(&f->d[0]);
+  vr_pipe_data_free(&f->d[1]);
+}
+
+static void test_problem_from_data(void **st) {
+  (void)st;
+  fixture f;
+  load(&f, 40, 1);
+  const vr_il_problem *pb = &f.s.pb;
+  assert_int_equal(pb->nstages, 3);
+  assert_true(pb->slo_ms == 150);
+  /* the most accurate detector, its factor split by the shares */
+  assert_string_equal(pb->st[0].hw[0].variant, "det_l@gpu");
+  assert_string_equal(pb->st[0].hw[1].variant, "det_l@cpu");
+  assert_true(fabs(pb->st[1].scale - 2) < 1e-6);
+  assert_true(fabs(pb->st[2].scale - 1) < 1e-6);
+  assert_true(pb->st[0].hw[1].cost_per_s == 0.2);
+  /* the sample is what psim replays: a static run counts as many */
+  assert_true(fabs(pb->rate_qps - 40) < 4);
+  vr_il_config c;
+  vr_errbuf err = {0};
+  assert_int_equal(vr_il_coarse(pb, 1000, &c, &err), 0);
+  vr_pipe_plan plan;
+  assert_int_equal(vr_il_sim_plan(&f.s, &c, &plan), 0);
+  vr_workload wl = f.sample;
+  vr_psim_cfg pc = {.data = &f.s.data, .arrivals = &wl, .workers = 1000,
+                    .duration_s = 60, .tick_s = 1, .seed = 7,
+                    .max_queue = 4096, .ctl_period_s = 10, .plan = &plan};
+  vr_psim_summary sum;
+  assert_int_equal(vr_psim_run(&pc, NULL, &sum, &err), 0);
+  assert_int_equal(sum.queries, (int64_t)f.s.n);
+  vr_psim_summary_free(&sum);
+  vr_pipe_plan_free(&plan);
+  unload(&f);
+}
+
+/* The planner's answer is one the simulator itself accepts, the same on
+ * a second call (deterministic), and cheaper than both baselines. */
+static void test_plan_on_simulator(void **st) {
+  (void)st;
+  fixture f;
+  load(&f, 40, 1);
+  vr_il_config c, c2;
+  vr_il_stats s;
+  vr_errbuf err = {0};
+  assert_int_equal(vr_il_plan(&f.s.pb, &c, &s, &err), 0);
+  assert_true(c.p99_ms <= f.s.pb.slo_ms);
+  double p99;
+  assert_int_equal(vr_il_sim_estimate(&f.s, &f.s.pb, &c, &p99), 0);
+  assert_true(p99 == c.p99_ms);
+  assert_int_equal(vr_il_plan(&f.s.pb, &c2, NULL, &err), 0);
+  assert_memory_equal(c.st, c2.st, sizeof c.st[0] * 3);
+  /* every replica removal from the plan misses the SLO per psim */
+  for (int m = 0; m < 3; m++) {
+    if (c.st[m].replicas < 2) continue;
+    vr_il_config t = c;
+    t.st[m].replicas--;
+    assert_int_equal(vr_il_sim_estimate(&f.s, &f.s.pb, &t, &p99), 0);
+    assert_true(p99 > f.s.pb.slo_ms);
+  }
+  vr_il_config peak;
+  double pq = vr_il_peak_qps(f.s.t, f.s.n, 150000000);
+  assert_true(pq > f.s.pb.rate_qps);
+  assert_int_equal(vr_il_coarse(&f.s.pb, pq, &peak, &err), 0);
+  assert_true(c.cost_per_s < peak.cost_per_s);
+  /* evaluating the plan on its own sample without noise reproduces the
+   * estimate exactly: the estimator and the evaluation are one simulator */
+  vr_il_result r;
+  assert_int_equal(vr_il_sim_eval(&f.s, VR_ILP_PLAN_ONLY, &f.sample, 60, 7,
+                                  0, 0, NULL, &r, &err), 0);
+  assert_true(fabs(r.p99_ms - c.p99_ms) < 0.01);
+  assert_true(r.miss_pct <= 1.0);
+  assert_true(fabs(r.cost_per_s - c.cost_per_s) < 1e-9);
+  unload(&f);
+}
+
+static void test_infeasible_slo(void **st) {
+  (void)st;
+  fixture f;
+  load(&f, 40, 1);
+  f.s.pb.slo_ms = 12; /* det_l alone takes 10 ms on the GPU, cls 3 more */
+  vr_il_config c;
+  vr_errbuf err = {0};
+  assert_int_equal(vr_il_plan(&f.s.pb, &c, NULL, &err), VR_EINFEASIBLE);
+  assert_non_null(strstr(err.msg, "bottleneck stage 'det'"));
+  vr_il_result r;
+  assert_int_equal(vr_il_sim_eval(&f.s, VR_ILP_CG_MEAN, &f.sample, 10, 1, 0,
+                                  0, NULL, &r, &err), VR_EINFEASIBLE);
+  unload(&f);
+}
+
+/* Planned on steady CV 1 traffic, served a 3x rate ramp: the tuner adds
+ * replicas, planner-only misses far more. */
+static void test_tuner_in_simulator(void **st) {
+  (void)st;
+  fixture f;
+  load(&f, 40, 1);
+  vr_workload ramp = vr_wl_gamma(40, 1);
+  vr_wl_point pts[] = {{0, 40}, {20, 40}, {40, 120}, {90, 120}};
+  ramp.kind = VR_WL_PIECEWISE;
+  ramp.pts = pts, ramp.npts = 4;
+  vr_il_result tuned, fixed;
+  vr_errbuf err = {0};
+  assert_int_equal(vr_il_sim_eval(&f.s, VR_ILP_INFERLINE, &ramp, 90, 3, 1, 1,
+                                  NULL, &tuned, &err), 0);
+  assert_int_equal(vr_il_sim_eval(&f.s, VR_ILP_PLAN_ONLY, &ramp, 90, 3, 1, 1,
+                                  NULL, &fixed, &err), 0);
+  assert_true(tuned.ups >= 1);
+  assert_true(tuned.max_cost_per_s > tuned.cfg.cost_per_s);
+  assert_true(tuned.cost_per_s > fixed.cost_per_s);
+  assert_true(fixed.miss_pct > 10);
+  assert_true(tuned.miss_pct < fixed.miss_pct / 5);
+  assert_int_equal(vr_il_policy_parse("cg_peak"), VR_ILP_CG_PEAK);
+  assert_int_equal(vr_il_policy_parse("nope"), -1);
+  assert_string_equal(vr_il_policy_name(VR_ILP_INFERLINE), "inferline");
+  unload(&f);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_problem_from_data),
+      cmocka_unit_test(test_plan_on_simulator),
+      cmocka_unit_test(test_infeasible_slo),
+      cmocka_unit_test(test_tuner_in_simulator),
+  };
+  return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
+}
