@@ -8,7 +8,9 @@
 #   policy=<name> cost=<$ per hour> p99_miss_pct=<%> cv=<cv>
 # Environment: CV (default 1; the paper also runs 4), RATE (root qps,
 # default 30), SLO_MS (default: the app's), RAMP (evaluation rate ramps to
-# RAMP x RATE; default none), SEED (default 1), BIN (the bench binary,
+# RAMP x RATE; default none), SEED (default 1), ACCEL (hardware options
+# as NAME=PRICE_PER_HOUR,...; default onnxruntime_gpu_pascal=0.90, the
+# accelerator column of the runtimes CSV), BIN (the bench binary,
 # default build/bench/bench_inferline_repro), DETAIL=1 keeps the details
 # (configuration, P99, tuner actions, planner time) on each line.
 # Each policy plans on a 60-s Gamma sample trace (seed SEED) and serves a
@@ -33,6 +35,7 @@ fi
 set -- "$DATA" "$APP" --cv "${CV:-1}" --rate "${RATE:-30}" --seed "${SEED:-1}"
 [ -n "$SLO_MS" ] && set -- "$@" --slo "$SLO_MS"
 [ -n "$RAMP" ] && set -- "$@" --ramp "$RAMP"
+[ -n "$ACCEL" ] && set -- "$@" --accel "$ACCEL"
 if [ "${DETAIL:-0}" = 1 ]; then
   "$BIN" "$@"
 else
