@@ -84,6 +84,16 @@ print('rate %5s qps, accuracy >= %s%%: sent %6d ok %6d 503 %d 504 %d  p99 %8.2f 
 done
 sleep 3   # a few idle control periods: the autoscaler scales down
 
+# The live dashboard (GET /dashboard) as a browser sees it now: the whole
+# run's history (the page asks for every period at its first poll).
+if command -v chromium >/dev/null && [ -f "$(dirname "$V")/web/chart.umd.js" ]; then
+  timeout 90 /usr/bin/python3 scripts/dashboard_shot.py "http://127.0.0.1:$PORT/dashboard" 4 \
+    "$OUT/dashboard.png" >/dev/null &&
+    echo "dashboard screenshot: $OUT/dashboard.png (live at http://127.0.0.1:$PORT/dashboard)"
+else
+  echo "dashboard screenshot skipped (no chromium, or Chart.js not fetched at build time)"
+fi
+
 kill $SERVER; wait $SERVER 2>/dev/null || true
 trap - EXIT
 

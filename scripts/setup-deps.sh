@@ -25,11 +25,12 @@ build=(
   coinor-libcbc-dev
   python3 python3-numpy
 )
-demo=(gnuplot-nox)
+# chromium: the dashboard screenshot (make demo) and its browser test
+demo=(gnuplot-nox chromium)
 # python3-grpcio + protoc: the gRPC test's client (not the server's code);
 # curl + openssl: the TLS test
 check=(clang libclang-rt-dev libcmocka-dev libonnx-testdata gnuplot-nox
-       python3-grpcio python3-protobuf protobuf-compiler curl openssl)
+       python3-grpcio python3-protobuf protobuf-compiler curl openssl chromium)
 zoo=(python3-torch python3-torchvision python3-onnx dataset-fashion-mnist)
 bench=("${zoo[@]}" gnuplot-nox libevent-dev wrk hyperfine valgrind)
 

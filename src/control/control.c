@@ -13,6 +13,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "control/control_int.h"
+#include "control/history.h"
 
 void vr_control_opts_init(vr_control_opts *o) {
   memset(o, 0, sizeof *o);
@@ -359,18 +360,50 @@ static const vr_actuator live_actuator = {
 
 /* ---- tick ------------------------------------------------------------------ */
 
+/* Per app: what was routed and served this period, on how many instances
+ * at what cost, and the accuracy of the variants that served (JSON). */
+static void app_breakdown(vr_control *c, const int *inst_of, char *out, size_t cap) {
+  size_t off = 0;
+  out[0] = 0;
+  for (size_t v = 0; v < c->nvar; v++) {
+    const char *app = c->var[v].prof.app;
+    int seen = 0;
+    for (size_t u = 0; u < v && !seen; u++) seen = !strcmp(c->var[u].prof.app, app);
+    if (seen) continue;
+    uint64_t arr = 0, srv = 0;
+    int k = 0;
+    double cost = 0, acc = 0;
+    for (size_t u = v; u < c->nvar; u++) {
+      if (strcmp(c->var[u].prof.app, app)) continue;
+      arr += c->var[u].arrivals;
+      srv += c->var[u].served;
+      k += inst_of[u];
+      cost += inst_of[u] * c->var[u].prof.cost_per_s;
+      acc += (double)c->var[u].served * c->var[u].prof.accuracy;
+    }
+    int w = snprintf(out + off, cap - off, "%s\"%s\":{\"arrivals\":%llu,\"served\":%llu,"
+                     "\"instances\":%d,\"cost_per_s\":%.8f,\"accuracy\":%.3f}",
+                     off ? "," : "{", app, (unsigned long long)arr, (unsigned long long)srv,
+                     k, cost, srv ? acc / (double)srv : 0.0);
+    if (w < 0 || off + (size_t)w + 2 >= cap) break;
+    off += (size_t)w;
+  }
+  if (off) snprintf(out + off, cap - off, "}");
+}
+
 static void write_row(vr_control *c, int64_t now_ns, double dt) {
-  if (!c->o.csv) return;
   double cost = 0;
   int ninst = 0;
   char vars[1024] = "";
   size_t off = 0;
+  int *inst_of = c->nvar ? vr_calloc(c->nvar, sizeof *inst_of) : NULL;
   for (size_t v = 0; v < c->nvar; v++) {
     int k = 0;
     for (size_t i = 0; i < c->insts.len; i++) {
       ctl_inst *in = vr_vec_at(&c->insts, i);
       k += in->var == (int)v && !in->removing;
     }
+    if (inst_of) inst_of[v] = k;
     if (!k) continue;
     ninst += k;
     cost += k * c->var[v].prof.cost_per_s;
@@ -379,6 +412,18 @@ static void write_row(vr_control *c, int64_t now_ns, double dt) {
     if (w > 0 && off + w < sizeof vars) off += w;
   }
   double att = c->p_served ? 1.0 - (double)c->p_late / c->p_served : 1.0;
+  if (c->hist) {
+    vr_hist_row r = {(now_ns - c->t0_ns) / 1e9, c->p_arrivals, c->p_served, c->p_late,
+                     c->p_failed + c->p_infeasible, att,
+                     vr_hist_quantile(&c->p_hist, 0.99) / 1000.0,
+                     c->p_served ? c->p_acc_sum / c->p_served : 0.0, cost, ninst,
+                     c->o.cores - c->worker.free_cores, "", ""};
+    snprintf(r.variants, sizeof r.variants, "%s", vars);
+    if (inst_of) app_breakdown(c, inst_of, r.apps, sizeof r.apps);
+    vr__hist_add_row(c->hist, &r);
+  }
+  vr_free(inst_of);
+  if (!c->o.csv) return;
   fprintf(c->o.csv, "%.3f,%llu,%llu,%llu,%llu,%.4f,%.3f,%.3f,%.8f,%d,%d,%s\n",
           (now_ns - c->t0_ns) / 1e9, (unsigned long long)c->p_arrivals,
           (unsigned long long)c->p_served, (unsigned long long)c->p_late,
@@ -429,10 +474,16 @@ int vr_control_tick(vr_control *c, int64_t now_ns, vr_errbuf *err) {
   for (size_t i = 0; i < n && acts; i++) {
     const vr_action *a = &acts[i];
     if (a->kind != VR_ACT_SET_VSTATE && a->kind != VR_ACT_SET_ISTATE &&
-        a->kind != VR_ACT_SET_BATCH)
-      vr_info("control: %s %s (%s)", vr_action_name(a->kind),
-              a->variant >= 0 && (size_t)a->variant < c->nvar ? c->var[a->variant].prof.variant : "",
-              a->why ? a->why : "");
+        a->kind != VR_ACT_SET_BATCH) {
+      const char *vn = a->variant >= 0 && (size_t)a->variant < c->nvar
+                           ? c->var[a->variant].prof.variant : "";
+      vr_info("control: %s %s (%s)", vr_action_name(a->kind), vn, a->why ? a->why : "");
+      pthread_mutex_lock(&c->mu);
+      if (c->hist)
+        vr__hist_add_act(c->hist, (now_ns - c->t0_ns) / 1e9, vr_action_name(a->kind), vn,
+                         a->why);
+      pthread_mutex_unlock(&c->mu);
+    }
     vr_driver_apply(&c->drv, a);
   }
   vr_free(acts);
@@ -482,6 +533,7 @@ int vr_control_create(const vr_control_opts *o, vr_control **out,
   c->worker.idle_since = -1;
   if (!c->o.clock) c->o.clock = vr_clock_monotonic();
   c->t0_ns = vr_clock_now(c->o.clock);
+  c->hist = VR_NEW(vr_ctl_history); /* optional: no dashboard data without it */
   vr_actuator act = live_actuator;
   act.self = c;
   int rc = vr_driver_init(&c->drv, &c->o.policy, &act, c->o.clock)
@@ -555,6 +607,7 @@ void vr_control_free(vr_control *c) {
   if (!c) return;
   vr_control_stop(c);
   /* The loader answered every waiter before it exited (see its loop). */
+  vr_free(c->hist);
   vr_driver_free(&c->drv);
   vr_vec_free(&c->insts);
   vr_map_free(&c->var_by_name);
@@ -562,4 +615,11 @@ void vr_control_free(vr_control *c) {
   pthread_cond_destroy(&c->cv);
   pthread_mutex_destroy(&c->mu);
   vr_free(c);
+}
+
+char *vr_control_history(vr_control *c, double since_s) {
+  pthread_mutex_lock(&c->mu);
+  char *s = c->hist ? vr__hist_json(c->hist, since_s) : NULL;
+  pthread_mutex_unlock(&c->mu);
+  return s;
 }

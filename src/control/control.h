@@ -116,4 +116,11 @@ char *vr_control_prometheus(vr_control *c);
  * instances: GET /v2/apps and /v2/apps/{app}. app NULL = all. */
 char *vr_control_describe(vr_control *c, const char *app);
 
+/* JSON (vr_malloc'd text) of the recent control periods and autoscaler
+ * actions newer than since_s (seconds since the control plane started):
+ * {"rows":[{t_s, arrivals, served, late, failed, slo_attainment, p99_ms,
+ * accuracy, cost_per_s, instances, cores, variants, apps:{app:{...}}}],
+ * "actions":[{t_s, kind, variant, why}]}. For the live dashboard. */
+char *vr_control_history(vr_control *c, double since_s);
+
 #endif

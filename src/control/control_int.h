@@ -98,6 +98,7 @@ struct vr_control {
   /* Totals since start, for /metrics. */
   uint64_t total_late, total_infeasible;
   vr_hist sel_hist; /* selection decision time, ns */
+  struct vr_ctl_history *hist; /* recent periods and actions (dashboard) */
 };
 
 /* control.c */

@@ -123,8 +123,8 @@ static int load_triton(const char *dir, vr_model_config *c, vr_errbuf *err) {
   snprintf(path, sizeof path, "%s/config.pbtxt", dir);
   int rc = 0;
   if (is_file(path)) {
-    char *text;
-    size_t n;
+    char *text = NULL;
+    size_t n = 0;
     if ((rc = slurp(path, &text, &n, err))) return rc;
     rc = vr_pbtxt_parse(text, n, c, err);
     vr_free(text);
@@ -155,7 +155,9 @@ static int load_triton(const char *dir, vr_model_config *c, vr_errbuf *err) {
     if (strchr(rel, '/'))
       return vr_errf(err, VR_EINVAL, "%s: label_filename '%s' must be a file"
                      " name", dir, rel);
-    snprintf(c->label_path, sizeof c->label_path, "%s/%s", dir, rel);
+    if ((size_t)snprintf(c->label_path, sizeof c->label_path, "%s/%s", dir, rel) >=
+        sizeof c->label_path)
+      return vr_errf(err, VR_ELIMIT, "%s: label path too long", dir);
     if (!is_file(c->label_path))
       return vr_errf(err, VR_ENOENT, "%s: label file '%s' missing", dir, rel);
   }

@@ -330,7 +330,7 @@ static int output_params(vr_kj *j, vr_ks_output_req *q, int idx) {
     return vr_errf(j->err, VR_EFORMAT, "\"parameters\"%s must be an object", where);
   int rc = vr_kj_obj_begin(j), first = 1;
   while (!rc && (rc = vr_kj_obj_next(j, key, sizeof key, &first)) == 1) {
-    int64_t k;
+    int64_t k = 0;
     if (!strcmp(key, "binary_data")) {
       rc = get_bool(j, "binary_data", &q->binary);
     } else if (!strcmp(key, "classification")) {

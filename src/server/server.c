@@ -240,6 +240,11 @@ static void handle(vr_http_req *r, void *user) {
     return;
   }
   if (n == 1 && !strcmp(seg[0], "metrics") && get) return metrics(s, r);
+  if (n >= 1 && n <= 2 && !strcmp(seg[0], "dashboard") && get)
+    return vr_server_dashboard_file(s, r, n == 1 ? "dashboard.html" : seg[1]);
+  if (n == 3 && !strcmp(seg[1], "dashboard") && !strcmp(seg[2], "data") && get &&
+      !strcmp(seg[0], "v2"))
+    return vr_server_dashboard_data(s, r);
   if (n < 1 || strcmp(seg[0], "v2")) {
     reply_error(s, r, 404, "unknown path");
     return;
@@ -326,6 +331,7 @@ int vr_server_create(const vr_server_opts *o, vr_server **out,
   }
   pthread_mutex_init(&s->expect_mu, NULL);
   vr_map_init(&s->expected);
+  s->t0_ns = vr_now_ns();
   /* Listen first, load after (as Triton): a taken port fails at once, not
    * after every model loaded, and /v2/health/ready says 503 while loading. */
   vr_http_opts ho = {.host = o->host, .port = o->port, .max_body = o->max_body,

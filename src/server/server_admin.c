@@ -239,8 +239,11 @@ static void *reg_main(void *arg) {
   json_decref(o);
   j->status = rc ? (rc == VR_EEXIST ? 409 : vr_server_http_status(rc)) : 201;
   vr_server *s = j->s;
-  vr_http_wake(j->http);
+  /* Released before the answer goes out: a client that sends its next
+   * admin request on seeing it must find the slot free. (Shutdown still
+   * waits for the woken request: it is in flight until answered.) */
   __atomic_fetch_sub(&s->admin_jobs, 1, __ATOMIC_SEQ_CST);
+  vr_http_wake(j->http);
   return NULL;
 }
 
@@ -467,8 +470,11 @@ static void *unreg_main(void *arg) {
   unreg_job *j = arg;
   j->rc = vr_control_unregister(j->s->ctl, j->model, &j->err);
   vr_server *s = j->s;
-  vr_http_wake(j->http);
+  /* Released before the answer goes out: a client that sends its next
+   * admin request on seeing it must find the slot free. (Shutdown still
+   * waits for the woken request: it is in flight until answered.) */
   __atomic_fetch_sub(&s->admin_jobs, 1, __ATOMIC_SEQ_CST);
+  vr_http_wake(j->http);
   return NULL;
 }
 

@@ -35,6 +35,7 @@ struct vr_server {
   vr_map expected;         /* name -> (void *)1 */
   int started;             /* start-up loading finished (atomic) */
   struct vr_grpc *grpc;    /* KServe v2 gRPC front end, or NULL */
+  int64_t t0_ns;           /* created (monotonic) */
 };
 
 /* HTTP status for a runtime / parser status code. */
@@ -94,6 +95,9 @@ int vr__srv_ready(vr_server *s);
 int vr__srv_version(vr_server *s, const char *model);
 void vr__srv_config_json(const vr_model_config *c, vr_sbuf *b);
 void vr_server_model_config(vr_server *s, vr_http_req *r, const char *model);
+/* The live dashboard (server_dash.c). */
+void vr_server_dashboard_file(vr_server *s, vr_http_req *r, const char *name);
+void vr_server_dashboard_data(vr_server *s, vr_http_req *r);
 /* Each model directory of the repository with its served version, whether
  * it is loaded, and why not (server_repo.c; HTTP and gRPC index). */
 typedef void (*vr__srv_repo_fn)(void *u, const char *name, int version,

@@ -87,8 +87,11 @@ static void *admin_main(void *arg) {
    * (even when it failed); an explicit unload takes it out. */
   if (!j->load || j->rc != VR_ENOENT) vr__srv_expect(j->s, j->name, j->load);
   vr_server *s = j->s;
-  vr_http_wake(j->http);
+  /* Released before the answer goes out: a client that sends its next
+   * admin request on seeing it must find the slot free. (Shutdown still
+   * waits for the woken request: it is in flight until answered.) */
   __atomic_fetch_sub(&s->admin_jobs, 1, __ATOMIC_SEQ_CST);
+  vr_http_wake(j->http);
   return NULL;
 }
 

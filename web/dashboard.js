@@ -1,0 +1,129 @@
+// Vario live dashboard: polls /v2/dashboard/data once a second and feeds
+// Chart.js line charts. Two sources, whichever the server has: the control
+// plane's per-period rows (model-less serving: per app, SLO, accuracy,
+// cost, instances, autoscaler actions) and the runtime's cumulative
+// per-variant counters (any server: requests/s and p99 per model).
+"use strict";
+const WINDOW = 300; // points kept per series (5 min at 1 s)
+const charts = {};
+const palette = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+                 "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"];
+let since = -1, polls = 0, points = 0, prev = null, maxRps = 0;
+
+function chart(id, stacked) {
+  const c = new Chart(document.getElementById(id), {
+    type: "line",
+    data: { datasets: [] },
+    options: {
+      animation: false, responsive: true, maintainAspectRatio: false,
+      parsing: false, normalized: true,
+      scales: { x: { type: "linear", title: { display: true, text: "t (s)" } },
+                y: { beginAtZero: true, stacked: !!stacked } },
+      plugins: { legend: { position: "bottom", labels: { boxWidth: 10 } } },
+      elements: { point: { radius: 0 }, line: { borderWidth: 1.5 } },
+    },
+  });
+  charts[id] = c;
+  return c;
+}
+
+function push(id, label, x, y) {
+  if (!Number.isFinite(y)) return;
+  const c = charts[id];
+  let ds = c.data.datasets.find((d) => d.label === label);
+  if (!ds) {
+    const col = palette[c.data.datasets.length % palette.length];
+    ds = { label, data: [], borderColor: col, backgroundColor: col, fill: false };
+    c.data.datasets.push(ds);
+  }
+  ds.data.push({ x, y });
+  if (id === "c_rps") maxRps = Math.max(maxRps, y);
+  if (ds.data.length > WINDOW) ds.data.shift();
+  points++;
+}
+
+function controlRows(ctl) {
+  for (const r of ctl.rows) {
+    const t = r.t_s;
+    const apps = Object.keys(r.apps || {});
+    for (const a of apps) {
+      push("c_rps", a, t, r.apps[a].served);
+      push("c_acc", a, t, r.apps[a].accuracy);
+      push("c_cost", a, t, r.apps[a].cost_per_s * 3600);
+    }
+    if (!apps.length) push("c_rps", "all", t, r.served);
+    push("c_slo", "all apps", t, 100 * r.slo_attainment);
+    push("c_p99", "all apps", t, r.p99_ms);
+    const inst = {};
+    for (const tok of (r.variants || "").split(" ").filter(Boolean)) {
+      const i = tok.lastIndexOf("*");
+      inst[tok.slice(0, i)] = Number(tok.slice(i + 1));
+    }
+    for (const ds of charts.c_inst.data.datasets) if (!(ds.label in inst)) inst[ds.label] = 0;
+    for (const v of Object.keys(inst)) push("c_inst", v, t, inst[v]);
+    document.getElementById("variants").textContent = r.variants || "(none loaded)";
+    since = Math.max(since, t);
+  }
+  const tb = document.getElementById("actions");
+  for (const a of ctl.actions) {
+    const tr = document.createElement("tr");
+    for (const v of [a.t_s.toFixed(1), a.kind, a.variant, a.why]) {
+      const td = document.createElement("td");
+      td.textContent = v;
+      tr.appendChild(td);
+    }
+    tb.insertBefore(tr, tb.firstChild);
+  }
+}
+
+// Runtime counters are cumulative: rates are differences between polls.
+function modelRows(d) {
+  const by = {};
+  for (const v of d.variants) {
+    const m = (by[v.model] = by[v.model] || { ok: 0, p99: 0, late: 0 });
+    m.ok += v.ok;
+    m.late += v.slo_violations;
+    m.p99 = Math.max(m.p99, v.p99_ms);
+  }
+  if (prev) {
+    const dt = d.t_s - prev.t_s;
+    for (const m of Object.keys(by)) {
+      const p = prev.by[m] || { ok: 0, late: 0 };
+      const done = by[m].ok - p.ok;
+      if (!d.control && dt > 0) push("c_rps", m, d.t_s - d.t0_s, done / dt);
+      if (!d.control && done > 0) push("c_slo", m, d.t_s - d.t0_s, 100 * (1 - (by[m].late - p.late) / done));
+      if (!d.control) push("c_p99", m + " (since start)", d.t_s - d.t0_s, by[m].p99);
+    }
+  }
+  if (!d.control) {
+    const inst = d.instances || {};
+    for (const v of Object.keys(inst)) push("c_inst", v, d.t_s - d.t0_s, inst[v]);
+    document.getElementById("variants").textContent =
+      Object.keys(inst).map((v) => v + " ×" + inst[v]).join("\n") || "(none loaded)";
+  }
+  prev = { t_s: d.t_s, by };
+}
+
+async function poll() {
+  try {
+    const r = await fetch("/v2/dashboard/data?since=" + since, { cache: "no-store" });
+    const d = await r.json();
+    if (d.control) controlRows(d.control);
+    modelRows(d);
+    for (const c of Object.values(charts)) c.update("none");
+    polls++;
+    const st = document.getElementById("status");
+    st.dataset.polls = polls;
+    st.dataset.points = points;
+    st.dataset.maxRps = maxRps.toFixed(1);
+    st.textContent = `updated ${new Date().toLocaleTimeString()} — ${polls} polls, ${points} points` +
+      (d.control ? " (model-less control plane)" : " (model repository)");
+  } catch (e) {
+    document.getElementById("status").textContent = "no data: " + e;
+  }
+}
+
+for (const id of ["c_rps", "c_slo", "c_p99", "c_acc", "c_cost"]) chart(id);
+chart("c_inst", true);
+poll();
+setInterval(poll, 1000);
