@@ -11,7 +11,7 @@ BUILD ?= build
 CHECK_BUILD ?= build-check
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo check bench zoo valgrind fuzz clean
+.PHONY: all deps build demo demo-pipeline check bench zoo valgrind fuzz clean
 
 all: build
 
@@ -25,6 +25,11 @@ build: deps
 demo: build
 	@scripts/setup-deps.sh demo
 	scripts/demo.sh $(BUILD)
+
+# Pipelines (issue 14): the fashion_scenes example under rising load.
+demo-pipeline: build
+	@scripts/setup-deps.sh demo
+	scripts/demo_pipeline.sh $(BUILD)
 
 # Sanitised build with clang (so libFuzzer harnesses build in the same
 # tree); fuzzers run for a bounded time as ctest tests.

@@ -27,6 +27,8 @@ static void usage(FILE *f) {
       "usage: vario bench --model M [options]        (against vario serve)\n"
       "       vario bench --app APP [--min-accuracy PCT] [options]  (model-less:\n"
       "                 POST /v2/apps/APP/infer, --slo-ms sent as latency_ms)\n"
+      "       vario bench --pipeline P [--min-accuracy PCT] [options]  (the same\n"
+      "                 parameters end to end to POST /v2/pipelines/P/infer)\n"
       "       vario bench --path /v2/health/live [options]   (GET only)\n"
       "       vario bench --engine DIR [--batch N] [--duration S]\n"
       "  --host ADDR --port N      server (default 127.0.0.1:8000)\n"
@@ -44,6 +46,8 @@ static void usage(FILE *f) {
       "  --send-timeout            send the SLO budget left at send time as \"timeout\"\n"
       "  --priority N              \"priority\" parameter\n"
       "  --input FILE.npy          sample rows (default: uniform random)\n"
+      "  --payloads N              N different requests in turn, consecutive rows of\n"
+      "                            --input (with --binary; default 1)\n"
       "  --csv FILE                per-second CSV\n"
       "  --json                    print the summary as JSON\n"
       "  --seed N                  arrival RNG seed (default 1)\n"
@@ -78,6 +82,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
     i++;
     if (!strcmp(k, "--model")) a->lg.model = v;
     else if (!strcmp(k, "--app")) a->lg.model = v, a->lg.app_mode = 1;
+    else if (!strcmp(k, "--pipeline")) a->lg.model = v, a->lg.app_mode = VR_LG_PIPELINE;
     else if (!strcmp(k, "--min-accuracy") && num && x >= 0 && x <= 100) a->lg.min_accuracy = x;
     else if (!strcmp(k, "--path")) a->lg.path = v;
     else if (!strcmp(k, "--engine")) a->engine_dir = v;
@@ -92,6 +97,7 @@ static int parse_args(int argc, char **argv, bench_args *a) {
     else if (!strcmp(k, "--trace-speed") && num && x > 0) a->trace_speed = x;
     else if (!strcmp(k, "--duration") && num && x > 0 && x <= 86400) a->lg.duration_s = x;
     else if (!strcmp(k, "--connections") && num && x >= 1 && x <= 4096) a->lg.connections = (int)x;
+    else if (!strcmp(k, "--payloads") && num && x >= 1 && x <= 4096) a->lg.payloads = (int)x;
     else if (!strcmp(k, "--batch") && num && x >= 1 && x <= VR_RT_MAX_BATCH) a->batch = (int)x;
     else if (!strcmp(k, "--slo-ms") && num && x > 0) a->slo_ms = x;
     else if (!strcmp(k, "--priority") && num && x >= 0) a->lg.priority = (int)x;
@@ -115,7 +121,7 @@ static int fetch_input(bench_args *a, vr_errbuf *err) {
   int rc = vr_httpc_open(&c, a->lg.host, a->lg.port, err);
   if (rc) return rc;
   char path[512];
-  snprintf(path, sizeof path, "/v2/%s/%s", a->lg.app_mode ? "apps" : "models",
+  snprintf(path, sizeof path, "/v2/%s/%s", vr_lg_target_kind(&a->lg),
            a->lg.model);
   vr_httpc_resp r;
   rc = vr_httpc_request(&c, "GET", path, NULL, NULL, 0, &r, err);
@@ -147,7 +153,7 @@ static int fetch_input(bench_args *a, vr_errbuf *err) {
 
 /* Sample data: rows from --input (cycled), else uniform [0,1) floats. */
 static void *make_data(bench_args *a, vr_errbuf *err) {
-  size_t n = 1;
+  size_t n = a->lg.payloads > 1 ? (size_t)a->lg.payloads : 1;
   for (int d = 0; d < a->lg.ndim; d++) n *= (size_t)a->lg.shape[d];
   size_t esz = vr_dtype_size(a->lg.dtype), bytes = n * esz;
   unsigned char *p = vr_malloc(bytes ? bytes : 1);

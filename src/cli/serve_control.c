@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "control/jobs.h"
+#include "control/pipes.h"
 #include <string.h>
 
 int vr_cli_control_arg(vr_cli_control *c, int argc, char **argv, int i) {
@@ -49,6 +50,9 @@ int vr_cli_control_open(vr_cli_control *c, vr_server *s, vr_errbuf *err) {
   rc = vr_jobs_create(&jo, &c->jobs, err);
   if (rc) return rc;
   vr_server_set_jobs(s, c->jobs);
+  rc = vr_pipes_create(c->ctl, o.rt, c->store, &c->pipes, err);
+  if (rc) return rc;
+  vr_server_set_pipes(s, c->pipes);
   return 0;
 }
 
@@ -59,6 +63,8 @@ void vr_cli_control_close(vr_cli_control *c) {
 void vr_cli_control_free(vr_cli_control *c) {
   vr_jobs_free(c->jobs); /* a running job stops between chunks */
   c->jobs = NULL;
+  vr_pipes_free(c->pipes); /* the server has drained: no request in flight */
+  c->pipes = NULL;
   vr_control_free(c->ctl);
   vr_store_close(c->store);
   if (c->csv) fclose(c->csv);

@@ -17,6 +17,7 @@ typedef struct vr_cli_control {
   vr_store *store;
   vr_control *ctl;
   struct vr_jobs *jobs;
+  struct vr_pipes *pipes;
   FILE *csv;
 } vr_cli_control;
 

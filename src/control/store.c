@@ -447,3 +447,33 @@ const char *vr_store_app_at(const vr_store *s, size_t i) {
   if (i >= s->app_order.len) return NULL;
   return VR_VEC_AT(&s->app_order, app_idx *, i)->name;
 }
+
+/* ---- documents ---------------------------------------------------------- */
+
+int vr_store_put_doc(vr_store *s, const char *kind, const char *name, const char *body,
+                     vr_errbuf *err) {
+  if (!s->ops->put_doc)
+    return vr_errf(err, VR_EUNSUPPORTED, "the %s store keeps no documents", s->ops->kind);
+  pthread_rwlock_wrlock(&s->lock);
+  int rc = s->ops->put_doc(s->be, kind, name, body, err);
+  pthread_rwlock_unlock(&s->lock);
+  return rc;
+}
+
+int vr_store_del_doc(vr_store *s, const char *kind, const char *name, vr_errbuf *err) {
+  if (!s->ops->del_doc)
+    return vr_errf(err, VR_EUNSUPPORTED, "the %s store keeps no documents", s->ops->kind);
+  pthread_rwlock_wrlock(&s->lock);
+  int rc = s->ops->del_doc(s->be, kind, name, err);
+  pthread_rwlock_unlock(&s->lock);
+  return rc;
+}
+
+int vr_store_load_docs(vr_store *s, const char *kind, vr_store_doc_cb cb, void *ctx,
+                       vr_errbuf *err) {
+  if (!s->ops->load_docs) return 0;
+  pthread_rwlock_rdlock(&s->lock);
+  int rc = s->ops->load_docs(s->be, kind, cb, ctx, err);
+  pthread_rwlock_unlock(&s->lock);
+  return rc;
+}

@@ -75,6 +75,9 @@ void vr_variant_name(char *out, const char *model, vr_precision p, int threads,
 typedef int (*vr_store_model_cb)(void *ctx, const vr_model_rec *m);
 typedef int (*vr_store_variant_cb)(void *ctx, const vr_variant_rec *v);
 
+/* A stored document (name, body text), valid only during the call. */
+typedef int (*vr_store_doc_cb)(void *ctx, const char *name, const char *body);
+
 typedef struct vr_store_ops {
   const char *kind; /* "sqlite", "redis", ... */
   /* Atomically stores a model and its n variants; VR_EEXIST if the model
@@ -90,6 +93,14 @@ typedef struct vr_store_ops {
   int (*load)(void *be, vr_store_model_cb on_model,
               vr_store_variant_cb on_variant, void *ctx, vr_errbuf *err);
   void (*close)(void *be);
+  /* Named documents of a kind ("pipeline"): stored whole; put is
+   * VR_EEXIST for a taken name, del VR_ENOENT for an absent one. NULL =
+   * the backend keeps none (VR_EUNSUPPORTED). */
+  int (*put_doc)(void *be, const char *kind, const char *name, const char *body,
+                 vr_errbuf *err);
+  int (*del_doc)(void *be, const char *kind, const char *name, vr_errbuf *err);
+  int (*load_docs)(void *be, const char *kind, vr_store_doc_cb cb, void *ctx,
+                   vr_errbuf *err);
 } vr_store_ops;
 
 /* Opens (creating if needed) a SQLite database file. A file that is not a
@@ -148,6 +159,14 @@ const vr_variant_rec *const *vr_store_model_variants(const vr_store *s,
                                                      const char *model,
                                                      size_t *n);
 size_t vr_store_num_apps(const vr_store *s);
+
+/* Named documents, straight to the backend (not indexed; the caller keeps
+ * its own copy). Serialised by the store's write lock. */
+int vr_store_put_doc(vr_store *s, const char *kind, const char *name, const char *body,
+                     vr_errbuf *err);
+int vr_store_del_doc(vr_store *s, const char *kind, const char *name, vr_errbuf *err);
+int vr_store_load_docs(vr_store *s, const char *kind, vr_store_doc_cb cb, void *ctx,
+                       vr_errbuf *err);
 const char *vr_store_app_at(const vr_store *s, size_t i);
 
 #endif

@@ -33,7 +33,12 @@ static const char k_schema[] =
     " max_batch INTEGER NOT NULL, accuracy REAL NOT NULL,"
     " lat_b1_ms REAL NOT NULL, load_ms REAL NOT NULL,"
     " memory_bytes INTEGER NOT NULL, profile TEXT NOT NULL);"
-    "CREATE INDEX IF NOT EXISTS variants_model ON variants(model);";
+    "CREATE INDEX IF NOT EXISTS variants_model ON variants(model);"
+    /* Named documents (pipeline specs): added without a version bump,
+     * since older files simply have none. */
+    "CREATE TABLE IF NOT EXISTS docs("
+    " kind TEXT NOT NULL, name TEXT NOT NULL, body TEXT NOT NULL,"
+    " PRIMARY KEY(kind, name));";
 
 static int db_err(sqlite_be *b, vr_errbuf *err, const char *what) {
   int code = sqlite3_errcode(b->db);
@@ -286,7 +291,58 @@ static int be_load(void *be, vr_store_model_cb on_model,
   return rc ? rc : load_variants(be, on_variant, ctx, err);
 }
 
+/* ---- documents ------------------------------------------------------------ */
+
+static int be_put_doc(void *be, const char *kind, const char *name, const char *body,
+                      vr_errbuf *err) {
+  sqlite_be *b = be;
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(b->db, "INSERT INTO docs VALUES(?,?,?)", -1, &st, NULL) != SQLITE_OK)
+    return db_err(b, err, "preparing document insert");
+  sqlite3_bind_text(st, 1, kind, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 3, body, -1, SQLITE_STATIC);
+  int rc = sqlite3_step(st) == SQLITE_DONE ? 0 : db_err(b, err, "storing document");
+  sqlite3_finalize(st);
+  return rc;
+}
+
+static int be_del_doc(void *be, const char *kind, const char *name, vr_errbuf *err) {
+  sqlite_be *b = be;
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(b->db, "DELETE FROM docs WHERE kind=? AND name=?", -1, &st, NULL) !=
+      SQLITE_OK)
+    return db_err(b, err, "preparing document delete");
+  sqlite3_bind_text(st, 1, kind, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
+  int rc = sqlite3_step(st) == SQLITE_DONE ? 0 : db_err(b, err, "deleting document");
+  if (rc == 0 && sqlite3_changes(b->db) != 1)
+    rc = vr_errf(err, VR_ENOENT, "store '%s': no %s '%s'", b->path, kind, name);
+  sqlite3_finalize(st);
+  return rc;
+}
+
+static int be_load_docs(void *be, const char *kind, vr_store_doc_cb cb, void *ctx,
+                        vr_errbuf *err) {
+  sqlite_be *b = be;
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(b->db, "SELECT name, body FROM docs WHERE kind=? ORDER BY name", -1,
+                         &st, NULL) != SQLITE_OK)
+    return db_err(b, err, "preparing document load");
+  sqlite3_bind_text(st, 1, kind, -1, SQLITE_STATIC);
+  int rc = 0, step;
+  while (rc == 0 && (step = sqlite3_step(st)) == SQLITE_ROW)
+    rc = cb(ctx, (const char *)sqlite3_column_text(st, 0),
+            (const char *)sqlite3_column_text(st, 1));
+  if (rc == 0 && step != SQLITE_DONE) rc = db_err(b, err, "loading documents");
+  sqlite3_finalize(st);
+  return rc;
+}
+
 const vr_store_ops vr_store_sqlite_ops = {
+    .put_doc = be_put_doc,
+    .del_doc = be_del_doc,
+    .load_docs = be_load_docs,
     .kind = "sqlite",
     .put_model = be_put_model,
     .del_model = be_del_model,

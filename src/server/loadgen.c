@@ -21,6 +21,10 @@
 #include "server/kserve.h"
 #include "server/sbuf.h"
 
+const char *vr_lg_target_kind(const vr_lg_opts *o) {
+  return o->app_mode == VR_LG_PIPELINE ? "pipelines" : o->app_mode ? "apps" : "models";
+}
+
 void vr_lg_opts_init(vr_lg_opts *o) {
   memset(o, 0, sizeof *o);
   o->host = "127.0.0.1";
@@ -173,7 +177,8 @@ static void build_into(lg *g, vr_sbuf *b, size_t i) {
     vr_sbuf_printf(&body, ",\"parameters\":{\"binary_data_size\":%zu}}]}",
                    g->data_bytes);
     json_len = body.len;
-    vr_sbuf_add(&body, o->data, g->data_bytes);
+    size_t k = o->payloads > 1 ? i % (size_t)o->payloads : 0;
+    vr_sbuf_add(&body, (const char *)o->data + k * g->data_bytes, g->data_bytes);
   } else {
     vr_sbuf_puts(&body, ",\"data\":");
     vr_sbuf_puts(&body, g->data_json);
@@ -181,7 +186,7 @@ static void build_into(lg *g, vr_sbuf *b, size_t i) {
     json_len = body.len;
   }
   vr_sbuf_printf(b, "POST /v2/%s/%s/infer HTTP/1.1\r\nHost: %s\r\n"
-                 "Content-Length: %zu\r\n", o->app_mode ? "apps" : "models",
+                 "Content-Length: %zu\r\n", vr_lg_target_kind(o),
                  o->model, o->host, body.len);
   if (o->binary)
     vr_sbuf_printf(b, "Content-Type: application/octet-stream\r\n"
@@ -198,7 +203,7 @@ static void build_into(lg *g, vr_sbuf *b, size_t i) {
  * the same bytes, built once so the client spends its CPU on I/O. */
 static void build_request(lg *g, conn *c, size_t i) {
   c->out_off = 0;
-  if (g->o->send_timeout) {
+  if (g->o->send_timeout || g->o->payloads > 1) {
     build_into(g, &c->out, i);
     return;
   }
@@ -498,6 +503,8 @@ static int setup(lg *g, const vr_lg_opts *o, vr_errbuf *err) {
     if (!o->input_name || !o->data || o->ndim < 1 ||
         !vr_dtype_size(o->dtype))
       return vr_errf(err, VR_EINVAL, "infer mode needs an input tensor");
+    if (o->payloads > 1 && !o->binary)
+      return vr_errf(err, VR_EINVAL, "several payloads need the binary extension");
     g->data_bytes = numel(o) * vr_dtype_size(o->dtype);
     vr_sbuf b;
     vr_sbuf_init(&b);

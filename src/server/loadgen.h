@@ -43,14 +43,17 @@ typedef struct vr_lg_opts {
   vr_dtype dtype;
   int ndim;
   int64_t shape[VR_LG_MAX_DIMS]; /* shape[0] = rows per request */
-  const void *data;           /* numel(shape) elements */
+  const void *data;           /* numel(shape) x payloads elements */
+  int payloads;               /* binary mode: request i sends payload
+                                 i % payloads (default 1: all the same) */
   int binary;                 /* binary tensor extension in and out */
   int send_timeout;           /* put each request's SLO in "timeout" */
   int priority;
   /* Model-less mode (control plane): `model` names an app, requests go to
    * POST /v2/apps/<app>/infer with each request's SLO as "latency_ms" and
    * min_accuracy (percent) when > 0. */
-  int app_mode;
+  int app_mode; /* 1; VR_LG_PIPELINE: POST /v2/pipelines/<model>/infer,
+                   the same parameters end to end */
   double min_accuracy;
   /* Arrivals (open loop) or none (closed loop for duration_s). */
   const vr_lg_arrival *arrivals;
@@ -65,7 +68,11 @@ typedef struct vr_lg_opts {
   int progress_fd;
 } vr_lg_opts;
 
+#define VR_LG_PIPELINE 2
+
 void vr_lg_opts_init(vr_lg_opts *o);
+/* "models", "apps" or "pipelines": the path segment requests go to. */
+const char *vr_lg_target_kind(const vr_lg_opts *o);
 
 typedef struct vr_lg_result {
   uint64_t sent, ok, dropped, rejected, errors, unfinished;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "control/pipes.h"
 #include "server/server_int.h"
 
 typedef struct prom_ctx {
@@ -141,6 +142,11 @@ void vr_server_metrics(vr_server *s, vr_sbuf *b) {
   instance_gauges(s, b);
   if (s->ctl) { /* model-less control plane (control/control.h) */
     char *t = vr_control_prometheus(s->ctl);
+    if (t) vr_sbuf_puts(b, t);
+    vr_free(t);
+  }
+  if (s->pipes) { /* live pipelines (control/pipes.h) */
+    char *t = vr_pipes_prometheus(s->pipes);
     if (t) vr_sbuf_puts(b, t);
     vr_free(t);
   }

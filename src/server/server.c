@@ -235,6 +235,8 @@ static void handle(vr_http_req *r, void *user) {
   if (!strcmp(method, "DELETE") && n == 5 && !strcmp(seg[0], "v2") &&
       !strcmp(seg[1], "apps") && !strcmp(seg[3], "models"))
     return vr__server_app_unregister(s, r, seg[2], seg[4]);
+  if (n >= 2 && !strcmp(seg[0], "v2") && !strcmp(seg[1], "pipelines"))
+    return vr_server_pipes(s, r, method, seg, n);
   if (!get && !post) {
     reply_error(s, r, 405, "method not allowed");
     return;

@@ -72,6 +72,9 @@ void vr_server_set_control(vr_server *s, vr_control *ctl, vr_store *store);
 /* Attaches offline jobs (borrowed): mounts /v2/apps/{app}/jobs, /v2/jobs. */
 struct vr_jobs;
 void vr_server_set_jobs(vr_server *s, struct vr_jobs *jobs);
+/* Attaches live pipelines (borrowed): mounts /v2/pipelines. */
+struct vr_pipes;
+void vr_server_set_pipes(vr_server *s, struct vr_pipes *pipes);
 
 /* Appends Prometheus text exposition of every metric. */
 void vr_server_metrics(vr_server *s, vr_sbuf *b);

@@ -27,6 +27,7 @@ struct vr_server {
   vr_control *ctl;         /* model-less control plane, or NULL (borrowed) */
   vr_store *store;         /* its metadata store (borrowed) */
   struct vr_jobs *jobs;    /* offline jobs, or NULL (borrowed) */
+  struct vr_pipes *pipes;  /* live pipelines, or NULL (borrowed) */
   char *data_root;         /* realpath of --data-root (owned), or NULL */
   /* Readiness (server_triton.c): the models the repository says to load
    * (every model directory at start, plus explicit loads, minus explicit
@@ -77,6 +78,8 @@ void vr_server_repo_load(vr_server *s, vr_http_req *r, const char *model,
 void vr_server_model_stats(vr_server *s, vr_http_req *r, const char *model);
 /* /v2/apps[...]: the model-less API (server_apps.c). */
 void vr_server_apps(vr_server *s, vr_http_req *r, int get, char **seg, int n);
+/* /v2/pipelines[...] (server_pipes.c). */
+void vr_server_pipes(vr_server *s, vr_http_req *r, const char *method, char **seg, int n);
 /* server_admin.c: registration upload, offline jobs. */
 void vr__server_app_register(vr_server *s, vr_http_req *r, const char *app);
 void vr__server_app_unregister(vr_server *s, vr_http_req *r, const char *app,

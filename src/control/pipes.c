@@ -1,0 +1,496 @@
+/* Live pipelines: registry, registration checks, persistence, JSON and
+ * metrics (see pipes.h; the request path is pipes_run.c). */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/log.h"
+#include "control/pipes_int.h"
+
+#define DOC_KIND "pipeline"
+
+static void pipe_free(pl_pipe *pp) {
+  if (!pp) return;
+  vr_pipeline_free(pp->spec);
+  vr_free(pp->spec_text);
+  vr_free(pp->t);
+  pthread_mutex_destroy(&pp->mu);
+  vr_free(pp);
+}
+
+void vr__pipe_unref(pl_pipe *pp) {
+  if (__atomic_sub_fetch(&pp->refs, 1, __ATOMIC_ACQ_REL) == 0) pipe_free(pp);
+}
+
+pl_pipe *vr__pipes_get(vr_pipes *p, const char *name) {
+  pthread_mutex_lock(&p->mu);
+  pl_pipe *pp = name ? vr_map_get(&p->by_name, name) : NULL;
+  if (pp) __atomic_add_fetch(&pp->refs, 1, __ATOMIC_ACQ_REL);
+  pthread_mutex_unlock(&p->mu);
+  return pp;
+}
+
+/* ---- registration checks ------------------------------------------------- */
+
+/* The first input [C,H,W] shared by every model of the app, and the app's
+ * variants as the task's candidates. Called under the store's read lock. */
+static int resolve_app(vr_pipes *p, vr_pipeline *sp, int t, pl_task *pt,
+                       vr_model_config *cfg0, vr_errbuf *err) {
+  int64_t *chw = pt->in_chw;
+  vr_tensor_info pt_in0;
+  const vr_pipe_task *task = &sp->tasks[t];
+  if (!task->app[0])
+    return vr_errf(err, VR_EINVAL,
+                   "task '%s' names no app: a Loki app definition can be simulated "
+                   "(vario sim), not served",
+                   task->name);
+  size_t n;
+  const vr_variant_rec *const *v =
+      vr_store_app_variants(p->store, task->app, VR_ORDER_ACCURACY, &n);
+  if (!n)
+    return vr_errf(err, VR_ENOENT, "task '%s': app '%s' has no registered model", task->name,
+                   task->app);
+  const char *names[VR_PIPE_MAX_VARIANTS];
+  double acc[VR_PIPE_MAX_VARIANTS];
+  int nv = 0;
+  for (size_t i = 0; i < n; i++) {
+    const vr_model_rec *m = vr_store_model(p->store, v[i]->model);
+    vr_model_config cfg;
+    if (!m || vr_model_config_load(m->dir, &cfg, err))
+      return vr_errf(err, VR_ENOENT, "task '%s': model '%s' of app '%s' is missing (%s)",
+                     task->name, v[i]->model, task->app, err->msg);
+    const vr_tensor_info *x = &cfg.inputs[0];
+    if (x->ndim != 4)
+      return vr_errf(err, VR_ESHAPE, "task '%s': model '%s' takes a %d-D input, not [N,C,H,W]",
+                     task->name, v[i]->model, x->ndim);
+    if (i == 0) {
+      memcpy(chw, &x->shape[1], 3 * sizeof *chw);
+      *cfg0 = cfg;
+      pt_in0 = *x;
+    } else if (memcmp(chw, &x->shape[1], 3 * sizeof *chw)) {
+      return vr_errf(err, VR_ESHAPE, "task '%s': the models of app '%s' take different inputs "
+                     "('%s' [%lld,%lld,%lld], '%s' [%lld,%lld,%lld])",
+                     task->name, task->app, v[0]->model, (long long)chw[0], (long long)chw[1],
+                     (long long)chw[2], v[i]->model, (long long)x->shape[1],
+                     (long long)x->shape[2], (long long)x->shape[3]);
+    }
+    if (nv < VR_PIPE_MAX_VARIANTS) {
+      names[nv] = v[i]->name;
+      acc[nv++] = v[i]->accuracy;
+    }
+  }
+  pt->in0 = pt_in0;
+  return vr_pipe_task_set_variants(sp, t, names, acc, nv, err);
+}
+
+static const vr_tensor_info *cfg_output(const vr_model_config *c, const char *name) {
+  for (int i = 0; i < c->n_outputs; i++)
+    if (!strcmp(c->outputs[i].name, name)) return &c->outputs[i];
+  return NULL;
+}
+
+/* The task's adapter: parsed, its tensors present in the models' outputs
+ * with the grid's shapes, every child edge labelled with one of its labels. */
+static int resolve_adapter(const vr_pipeline *sp, int t, const vr_model_config *cfg,
+                           pl_task *pt, vr_errbuf *err) {
+  const vr_pipe_task *task = &sp->tasks[t];
+  for (int l = 0; l < VR_FANOUT_MAX_LABELS; l++) pt->child_of_label[l] = -1;
+  if (!task->adapter) {
+    if (task->nchildren)
+      return vr_errf(err, VR_EINVAL, "task '%s' has children but no \"adapter\" to feed them",
+                     task->name);
+    return 0;
+  }
+  char *text = json_dumps(task->adapter, JSON_COMPACT);
+  if (!text) return vr_errf(err, VR_ENOMEM, "out of memory");
+  vr_errbuf e2 = {0};
+  int rc = vr_fanout_parse(text, strlen(text), &pt->fan, &e2);
+  free(text);
+  if (rc) return vr_errf(err, rc, "task '%s': %s", task->name, e2.msg);
+  int R = pt->fan.grid_h * pt->fan.grid_w;
+  const vr_tensor_info *s = cfg_output(cfg, pt->fan.scores), *lb = cfg_output(cfg, pt->fan.labels);
+  if (!s || s->ndim != 2 || s->shape[1] != R)
+    return vr_errf(err, VR_ESHAPE, "task '%s': model '%s' has no output '%s' [N,%d]",
+                   task->name, cfg->name, pt->fan.scores, R);
+  if (!lb || lb->ndim != 3 || lb->shape[1] != R || lb->shape[2] != pt->fan.n_labels)
+    return vr_errf(err, VR_ESHAPE, "task '%s': model '%s' has no output '%s' [N,%d,%d]",
+                   task->name, cfg->name, pt->fan.labels, R, pt->fan.n_labels);
+  int64_t crop[3];
+  if ((rc = vr_fanout_crop_shape(&pt->fan, pt->in_chw, crop, &e2)))
+    return vr_errf(err, rc, "task '%s': %s", task->name, e2.msg);
+  for (int c = 0; c < task->nchildren; c++) {
+    const char *lab = sp->tasks[task->children[c]].label;
+    if (lab[0] && vr_fanout_label(&pt->fan, lab) < 0)
+      return vr_errf(err, VR_EINVAL, "task '%s': edge label '%s' to '%s' is not one of the "
+                     "adapter's label_names", task->name, lab, sp->tasks[task->children[c]].name);
+  }
+  for (int l = 0; l < pt->fan.n_labels; l++) {
+    int c = vr_pipe_task_route_label(sp, task, pt->fan.label_names[l]);
+    pt->child_of_label[l] = c < 0 ? -1 : task->children[c];
+  }
+  return 0;
+}
+
+/* Parses and resolves a spec against the registry. */
+static int compile(vr_pipes *p, const char *json, size_t len, pl_pipe **out, vr_errbuf *err) {
+  *out = NULL;
+  pl_pipe *pp = vr_calloc(1, sizeof *pp);
+  if (!pp) return vr_errf(err, VR_ENOMEM, "out of memory");
+  pthread_mutex_init(&pp->mu, NULL);
+  vr_hist_init(&pp->lat);
+  pp->refs = 1;
+  int rc = vr_pipeline_parse(json, len, &pp->spec, err);
+  if (rc) goto fail;
+  int n = pp->spec->ntasks;
+  pp->t = vr_calloc((size_t)n, sizeof *pp->t);
+  pp->spec_text = vr_strndup(json, len);
+  vr_model_config *cfg = vr_calloc((size_t)n, sizeof *cfg);
+  if (!pp->t || !pp->spec_text || !cfg) {
+    vr_free(cfg);
+    rc = vr_errf(err, VR_ENOMEM, "out of memory");
+    goto fail;
+  }
+  vr_store_rdlock(p->store);
+  for (int t = 0; t < n && !rc; t++) rc = resolve_app(p, pp->spec, t, &pp->t[t], &cfg[t], err);
+  vr_store_unlock(p->store);
+  for (int t = 0; t < n && !rc; t++) rc = resolve_adapter(pp->spec, t, &cfg[t], &pp->t[t], err);
+  vr_free(cfg);
+  /* A child takes its parent's crops. */
+  for (int t = 1; t < n && !rc; t++) {
+    const pl_task *par = &pp->t[pp->spec->tasks[t].parent];
+    int64_t crop[3];
+    if (vr_fanout_crop_shape(&par->fan, par->in_chw, crop, NULL)) continue;
+    if (memcmp(crop, pp->t[t].in_chw, sizeof crop))
+      rc = vr_errf(err, VR_ESHAPE,
+                   "task '%s' (app '%s') takes [%lld,%lld,%lld] but the adapter of '%s' "
+                   "sends crops [%lld,%lld,%lld]",
+                   pp->spec->tasks[t].name, pp->spec->tasks[t].app, (long long)pp->t[t].in_chw[0],
+                   (long long)pp->t[t].in_chw[1], (long long)pp->t[t].in_chw[2],
+                   pp->spec->tasks[pp->spec->tasks[t].parent].name, (long long)crop[0],
+                   (long long)crop[1], (long long)crop[2]);
+  }
+  if (rc) goto fail;
+  for (int t = n - 1; t >= 0; t--) { /* preorder: children after parents */
+    int lv = 0;
+    for (int c = 0; c < pp->spec->tasks[t].nchildren; c++)
+      if (pp->t[pp->spec->tasks[t].children[c]].levels > lv)
+        lv = pp->t[pp->spec->tasks[t].children[c]].levels;
+    pp->t[t].levels = lv + 1;
+  }
+  for (int t = 0; t < n; t++) pp->t[t].depth_max = pp->t[0].levels;
+  *out = pp;
+  return 0;
+fail:
+  pipe_free(pp);
+  return rc;
+}
+
+/* ---- registry ----------------------------------------------------------- */
+
+typedef struct doc_list {
+  vr_vec names, bodies; /* char* */
+} doc_list;
+
+static int collect_doc(void *ctx, const char *name, const char *body) {
+  doc_list *d = ctx;
+  char *n = vr_strdup(name), *b = vr_strdup(body);
+  if (!n || !b || vr_vec_push(&d->names, &n) || vr_vec_push(&d->bodies, &b)) {
+    vr_free(n);
+    vr_free(b);
+    return VR_ENOMEM;
+  }
+  return 0;
+}
+
+int vr_pipes_create(vr_control *ctl, vr_runtime *rt, vr_store *store, vr_pipes **out,
+                    vr_errbuf *err) {
+  vr_pipes *p = vr_calloc(1, sizeof *p);
+  if (!p) return vr_errf(err, VR_ENOMEM, "out of memory");
+  p->ctl = ctl;
+  p->rt = rt;
+  p->store = store;
+  p->clock = vr_clock_monotonic();
+  pthread_mutex_init(&p->mu, NULL);
+  vr_map_init(&p->by_name);
+  doc_list d;
+  vr_vec_init(&d.names, sizeof(char *));
+  vr_vec_init(&d.bodies, sizeof(char *));
+  int rc = vr_store_load_docs(store, DOC_KIND, collect_doc, &d, err);
+  for (size_t i = 0; i < d.names.len; i++) {
+    char *name = *(char **)vr_vec_at(&d.names, i), *body = *(char **)vr_vec_at(&d.bodies, i);
+    pl_pipe *pp;
+    vr_errbuf e2 = {0};
+    /* A stored pipeline whose apps are gone stays stored (not lost), unserved. */
+    if (!rc && compile(p, body, strlen(body), &pp, &e2) == 0) {
+      if (vr_map_put(&p->by_name, pp->spec->name, pp, NULL)) pipe_free(pp);
+    } else if (!rc) {
+      vr_log(VR_LOG_WARN, "pipeline '%s' stored but not served: %s", name, e2.msg);
+    }
+    vr_free(name);
+    vr_free(body);
+  }
+  vr_vec_free(&d.names);
+  vr_vec_free(&d.bodies);
+  if (rc) {
+    vr_pipes_free(p);
+    return rc;
+  }
+  *out = p;
+  return 0;
+}
+
+void vr_pipes_set_clock(vr_pipes *p, vr_clock *clock) {
+  p->clock = clock ? clock : vr_clock_monotonic();
+}
+
+void vr_pipes_free(vr_pipes *p) {
+  if (!p) return;
+  size_t it = 0;
+  const char *k;
+  void *v;
+  while (vr_map_next(&p->by_name, &it, &k, &v)) vr__pipe_unref(v);
+  vr_map_free(&p->by_name);
+  pthread_mutex_destroy(&p->mu);
+  vr_free(p);
+}
+
+int vr_pipes_register(vr_pipes *p, const char *json, size_t len, char *name_out,
+                      vr_errbuf *err) {
+  pl_pipe *pp;
+  int rc = compile(p, json, len, &pp, err);
+  if (rc) return rc;
+  pthread_mutex_lock(&p->mu);
+  if (vr_map_has(&p->by_name, pp->spec->name))
+    rc = vr_errf(err, VR_EEXIST, "pipeline '%s' is already registered", pp->spec->name);
+  if (!rc) rc = vr_store_put_doc(p->store, DOC_KIND, pp->spec->name, pp->spec_text, err);
+  if (!rc && vr_map_put(&p->by_name, pp->spec->name, pp, NULL)) {
+    vr_store_del_doc(p->store, DOC_KIND, pp->spec->name, NULL);
+    rc = vr_errf(err, VR_ENOMEM, "out of memory");
+  }
+  pthread_mutex_unlock(&p->mu);
+  if (rc) {
+    pipe_free(pp);
+    return rc;
+  }
+  snprintf(name_out, VR_PIPE_NAME_MAX, "%s", pp->spec->name);
+  return 0;
+}
+
+int vr_pipes_delete(vr_pipes *p, const char *name, vr_errbuf *err) {
+  pthread_mutex_lock(&p->mu);
+  pl_pipe *pp = vr_map_get(&p->by_name, name);
+  int rc = pp ? vr_store_del_doc(p->store, DOC_KIND, name, err)
+              : vr_errf(err, VR_ENOENT, "no registered pipeline named '%.100s'", name);
+  if (!rc) vr_map_del(&p->by_name, name);
+  pthread_mutex_unlock(&p->mu);
+  if (!rc) vr__pipe_unref(pp);
+  return rc;
+}
+
+/* ---- statistics --------------------------------------------------------- */
+
+void vr__pipe_count_hop(pl_pipe *pp, const vr_pipe_hop *h) {
+  pl_task *pt = &pp->t[h->task];
+  uint64_t rows = h->outcome == VR_POUT_OK && h->rt.n_in ? (uint64_t)h->rt.in[0].shape[0] : 1;
+  pthread_mutex_lock(&pp->mu);
+  pt->in += rows;
+  pt->out += (uint64_t)h->fanout;
+  pt->outcomes[h->outcome]++;
+  if (h->outcome == VR_POUT_OK) {
+    int i = 0;
+    while (i < pt->nvs && strcmp(pt->vs[i].variant, h->variant)) i++;
+    if (i == pt->nvs && pt->nvs < VR_PIPE_MAX_VARIANTS)
+      snprintf(pt->vs[pt->nvs++].variant, sizeof pt->vs[0].variant, "%s", h->variant);
+    if (i < pt->nvs) {
+      pt->vs[i].in += rows;
+      pt->vs[i].out += (uint64_t)h->fanout;
+    }
+  }
+  pthread_mutex_unlock(&pp->mu);
+}
+
+void vr__pipe_count_request(pl_pipe *pp, const vr_pipe_result *r) {
+  pthread_mutex_lock(&pp->mu);
+  pp->outcomes[r->outcome]++;
+  vr_hist_record(&pp->lat, (uint64_t)(r->end_ns - r->arrival_ns));
+  pthread_mutex_unlock(&pp->mu);
+}
+
+/* ---- JSON ------------------------------------------------------------------ */
+
+static json_t *outcomes_json(const uint64_t *o) {
+  json_t *j = json_object();
+  for (int i = 0; i < VR_POUT_COUNT; i++)
+    json_object_set_new(j, vr_pipe_outcome_name(i), json_integer((json_int_t)o[i]));
+  return j;
+}
+
+static json_t *task_json(vr_pipes *p, pl_pipe *pp, int t) {
+  const vr_pipe_task *task = &pp->spec->tasks[t];
+  const pl_task *pt = &pp->t[t];
+  json_t *j = json_pack("{s:s, s:s, s:i, s:[I,I,I]}", "name", task->name, "app", task->app,
+                        "levels", pt->levels, "input", (json_int_t)pt->in_chw[0],
+                        (json_int_t)pt->in_chw[1], (json_int_t)pt->in_chw[2]);
+  if (t > 0) {
+    json_object_set_new(j, "parent", json_string(pp->spec->tasks[task->parent].name));
+    json_object_set_new(j, "label", json_string(task->label));
+  }
+  if (task->adapter) json_object_set(j, "adapter", task->adapter);
+  json_t *ch = json_array();
+  for (int c = 0; c < task->nchildren; c++)
+    json_array_append_new(ch, json_string(pp->spec->tasks[task->children[c]].name));
+  json_object_set_new(j, "children", ch);
+  json_t *cand = json_array();
+  for (int v = 0; v < task->nvariants; v++)
+    json_array_append_new(cand, json_pack("{s:s, s:f}", "name", task->variants[v].name,
+                                          "accuracy", task->variants[v].accuracy));
+  json_object_set_new(j, "candidate_variants", cand);
+  /* The app's live state: variant states and instances (control plane). */
+  char *app = vr_control_describe(p->ctl, task->app);
+  json_t *aj = app ? json_loads(app, 0, NULL) : NULL;
+  vr_free(app);
+  if (aj) json_object_set_new(j, "serving", aj);
+  /* Observed: requests in, fan-out, multiplicative factor per variant; the
+   * shares of requests each variant served are the current routing. */
+  json_t *obs = json_array();
+  uint64_t served = 0;
+  for (int i = 0; i < pt->nvs; i++) served += pt->vs[i].in;
+  for (int i = 0; i < pt->nvs; i++)
+    json_array_append_new(
+        obs, json_pack("{s:s, s:I, s:I, s:f, s:f}", "variant", pt->vs[i].variant, "requests",
+                       (json_int_t)pt->vs[i].in, "fanout", (json_int_t)pt->vs[i].out,
+                       "multiplicative_factor",
+                       pt->vs[i].in ? (double)pt->vs[i].out / pt->vs[i].in : 0.0, "share",
+                       served ? (double)pt->vs[i].in / served : 0.0));
+  json_object_set_new(j, "routing", obs);
+  uint64_t out = 0;
+  for (int i = 0; i < pt->nvs; i++) out += pt->vs[i].out;
+  json_object_set_new(j, "requests", json_integer((json_int_t)pt->in));
+  json_object_set_new(j, "fanout", json_integer((json_int_t)pt->out));
+  /* over the requests it served: child requests per served request */
+  json_object_set_new(j, "multiplicative_factor",
+                      json_real(served ? (double)out / served : 0.0));
+  json_object_set_new(j, "outcomes", outcomes_json(pt->outcomes));
+  return j;
+}
+
+static json_t *pipe_json(vr_pipes *p, pl_pipe *pp, int full) {
+  pthread_mutex_lock(&pp->mu);
+  json_t *j = json_pack("{s:s, s:f, s:s, s:i}", "name", pp->spec->name, "latency_ms",
+                        pp->spec->slo_ms, "root", pp->spec->tasks[0].name, "tasks_count",
+                        pp->spec->ntasks);
+  const vr_tensor_info *in = &pp->t[0].in0; /* what a request sends (bench reads it) */
+  json_t *shape = json_array();
+  json_array_append_new(shape, json_integer(-1));
+  for (int d = 0; d < 3; d++) json_array_append_new(shape, json_integer(pp->t[0].in_chw[d]));
+  json_object_set_new(j, "inputs", json_pack("[{s:s, s:s, s:o}]", "name", in->name, "datatype",
+                                             vr_dtype_kserve(in->dtype), "shape", shape));
+  json_object_set_new(j, "requests", outcomes_json(pp->outcomes));
+  json_object_set_new(j, "latency_p50_ms", json_real(vr_hist_quantile(&pp->lat, 0.5) / 1e6));
+  json_object_set_new(j, "latency_p99_ms", json_real(vr_hist_quantile(&pp->lat, 0.99) / 1e6));
+  if (full) {
+    json_t *ts = json_array();
+    for (int t = 0; t < pp->spec->ntasks; t++) json_array_append_new(ts, task_json(p, pp, t));
+    json_object_set_new(j, "tasks", ts);
+  }
+  pthread_mutex_unlock(&pp->mu);
+  return j;
+}
+
+static char *dump(json_t *j) {
+  char *t = j ? json_dumps(j, JSON_COMPACT) : NULL;
+  json_decref(j);
+  char *out = t ? vr_strdup(t) : NULL;
+  free(t);
+  return out;
+}
+
+char *vr_pipes_describe(vr_pipes *p, const char *name) {
+  if (name) {
+    pl_pipe *pp = vr__pipes_get(p, name);
+    if (!pp) return NULL;
+    char *out = dump(pipe_json(p, pp, 1));
+    vr__pipe_unref(pp);
+    return out;
+  }
+  json_t *arr = json_array();
+  pthread_mutex_lock(&p->mu);
+  size_t it = 0;
+  const char *k;
+  void *v;
+  while (vr_map_next(&p->by_name, &it, &k, &v)) json_array_append_new(arr, pipe_json(p, v, 0));
+  pthread_mutex_unlock(&p->mu);
+  return dump(json_pack("{s:o}", "pipelines", arr));
+}
+
+/* ---- Prometheus --------------------------------------------------------- */
+
+static const double k_bounds_ms[] = {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000};
+
+static void prom_pipe(FILE *b, pl_pipe *pp) {
+  const char *n = pp->spec->name;
+  pthread_mutex_lock(&pp->mu);
+  for (int o = 0; o < VR_POUT_COUNT; o++)
+    fprintf(b, "vario_pipeline_requests_total{pipeline=\"%s\",outcome=\"%s\"} %llu\n", n,
+                   vr_pipe_outcome_name(o), (unsigned long long)pp->outcomes[o]);
+  size_t nb = sizeof k_bounds_ms / sizeof *k_bounds_ms;
+  for (size_t i = 0; i < nb; i++) {
+    uint64_t le = (uint64_t)(k_bounds_ms[i] * 1e6), cnt = 0;
+    for (int k = 0; k < VR_HIST_BUCKETS; k++) {
+      uint64_t lo, hi;
+      vr_hist_bucket_range(k, &lo, &hi);
+      if (hi <= le) cnt += pp->lat.buckets[k];
+    }
+    fprintf(b, "vario_pipeline_latency_seconds_bucket{pipeline=\"%s\",le=\"%g\"} %llu\n", n,
+                   k_bounds_ms[i] / 1e3, (unsigned long long)cnt);
+  }
+  fprintf(b, "vario_pipeline_latency_seconds_bucket{pipeline=\"%s\",le=\"+Inf\"} %llu\n",
+                 n, (unsigned long long)pp->lat.count);
+  fprintf(b, "vario_pipeline_latency_seconds_sum{pipeline=\"%s\"} %.9g\n", n,
+                 pp->lat.sum / 1e9);
+  fprintf(b, "vario_pipeline_latency_seconds_count{pipeline=\"%s\"} %llu\n", n,
+                 (unsigned long long)pp->lat.count);
+  for (int t = 0; t < pp->spec->ntasks; t++) {
+    const pl_task *pt = &pp->t[t];
+    const char *tn = pp->spec->tasks[t].name;
+    for (int o = 0; o < VR_POUT_COUNT; o++)
+      fprintf(b,
+                     "vario_pipeline_task_requests_total{pipeline=\"%s\",task=\"%s\","
+                     "outcome=\"%s\"} %llu\n",
+                     n, tn, vr_pipe_outcome_name(o), (unsigned long long)pt->outcomes[o]);
+    fprintf(b, "vario_pipeline_fanout_total{pipeline=\"%s\",task=\"%s\"} %llu\n", n, tn,
+                   (unsigned long long)pt->out);
+    for (int i = 0; i < pt->nvs; i++)
+      fprintf(b,
+                     "vario_pipeline_multiplicative_factor{pipeline=\"%s\",task=\"%s\","
+                     "variant=\"%s\"} %.6g\n",
+                     n, tn, pt->vs[i].variant,
+                     pt->vs[i].in ? (double)pt->vs[i].out / pt->vs[i].in : 0.0);
+  }
+  pthread_mutex_unlock(&pp->mu);
+}
+
+char *vr_pipes_prometheus(vr_pipes *p) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *b = open_memstream(&text, &len); /* glibc; the text is malloc'd */
+  if (!b) return NULL;
+  fputs(
+               "# TYPE vario_pipeline_requests_total counter\n"
+               "# TYPE vario_pipeline_latency_seconds histogram\n"
+               "# TYPE vario_pipeline_task_requests_total counter\n"
+               "# TYPE vario_pipeline_fanout_total counter\n"
+               "# TYPE vario_pipeline_multiplicative_factor gauge\n", b);
+  pthread_mutex_lock(&p->mu);
+  size_t it = 0;
+  const char *k;
+  void *v;
+  while (vr_map_next(&p->by_name, &it, &k, &v)) prom_pipe(b, v);
+  pthread_mutex_unlock(&p->mu);
+  fclose(b);
+  char *out = text ? vr_strdup(text) : NULL;
+  free(text);
+  return out;
+}

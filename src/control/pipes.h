@@ -1,0 +1,127 @@
+/*
+ * Live pipelines: registered pipeline specs served over the control plane
+ * and the runtime (docs/API.md "Pipelines").
+ *
+ * A pipeline request enters at the root task with one end-to-end deadline
+ * (arrival + latency_ms). Every hop — the root and each child request a
+ * fan-out adapter creates — is routed by the control plane (INFaaS
+ * variant selection over the task's app) with the time left until that
+ * deadline as its SLO, and queued in the runtime with that deadline, so
+ * each hop's queue orders and early-drops by the end-to-end deadline. A
+ * hop that starts past the deadline is not routed: it ends "dropped" with
+ * a message naming the task. When every hop has finished the request's
+ * callback receives all hops (outputs, variant, accuracy, queue and
+ * compute time, outcome).
+ *
+ * Ownership and threads: vr_pipes borrows the control plane, the runtime
+ * and the store (all must outlive it) and owns the registered pipelines.
+ * Every function is thread-safe. A request's callback runs exactly once,
+ * on whichever thread finished its last hop (an executor, the control
+ * plane's loader, or the caller's own thread when nothing could start);
+ * it owns the result and frees it with vr_pipe_result_free. A pipeline
+ * deleted while requests are in flight stays alive until they finish.
+ * vr_pipes_free requires that no request is in flight.
+ */
+#ifndef VR_CONTROL_PIPES_H
+#define VR_CONTROL_PIPES_H
+
+#include <stdint.h>
+
+#include "control/control.h"
+#include "control/store.h"
+#include "policy/fanout.h"
+#include "runtime/runtime.h"
+
+typedef struct vr_pipes vr_pipes;
+
+/* Outcome of a hop and of a whole pipeline request
+ * (vario_pipeline_requests_total{outcome}). */
+typedef enum vr_pipe_outcome {
+  VR_POUT_OK = 0,
+  VR_POUT_DROPPED,    /* past the end-to-end deadline at a hop (or in its queue) */
+  VR_POUT_INFEASIBLE, /* no variant of a task meets the time left / accuracy */
+  VR_POUT_REJECTED,   /* a queue was full or the model was unloading */
+  VR_POUT_FAILED,     /* model error, out of memory */
+  VR_POUT_COUNT
+} vr_pipe_outcome;
+const char *vr_pipe_outcome_name(vr_pipe_outcome o);
+
+int vr_pipes_create(vr_control *ctl, vr_runtime *rt, vr_store *store, vr_pipes **out,
+                    vr_errbuf *err);
+void vr_pipes_free(vr_pipes *p);
+/* The clock hops read their deadlines against (borrowed; NULL = the
+ * monotonic clock). Tests step it to put a hop past its deadline. The
+ * runtime's queues keep their own clock, so a test clock should stay
+ * within real time of it. Set before any request. */
+struct vr_clock;
+void vr_pipes_set_clock(vr_pipes *p, struct vr_clock *clock);
+
+/* Registers a spec (JSON text, Vario's pipeline.json or Loki's app
+ * definition): parsed, checked against the registered apps and models
+ * (every task's app exists, children's inputs take the parent adapter's
+ * crops), persisted, then served. On any error nothing is registered.
+ * VR_EEXIST when the name is taken. name_out (>= 64 bytes) gets the name. */
+int vr_pipes_register(vr_pipes *p, const char *json, size_t len, char *name_out,
+                      vr_errbuf *err);
+/* Unregisters (and un-persists) a pipeline; VR_ENOENT if unknown. */
+int vr_pipes_delete(vr_pipes *p, const char *name, vr_errbuf *err);
+/* JSON (vr_malloc'd): name NULL = {"pipelines":[...]} summary; else the
+ * pipeline's tasks, candidate variants, instances, observed multiplicative
+ * factors and current routing; NULL when unknown. */
+char *vr_pipes_describe(vr_pipes *p, const char *name);
+/* Prometheus text (vr_malloc'd): vario_pipeline_requests_total,
+ * vario_pipeline_latency_seconds, vario_pipeline_task_requests_total,
+ * vario_pipeline_fanout_total, vario_pipeline_multiplicative_factor. */
+char *vr_pipes_prometheus(vr_pipes *p);
+
+/* ---- requests ------------------------------------------------------------ */
+
+typedef struct vr_pipe_query {
+  const char *pipeline;
+  double latency_ms;   /* end to end; <= 0: the pipeline's own SLO */
+  double min_accuracy; /* end to end, percent; 0 none */
+  int n_in;
+  vr_tensor in[VR_RT_MAX_IO]; /* the root task's inputs; borrowed until done */
+} vr_pipe_query;
+
+/* One hop: one task run on one request (a root row batch, or one crop). */
+typedef struct vr_pipe_hop {
+  int task;          /* index into the pipeline's tasks */
+  const char *task_name;
+  int parent;        /* hop index, -1 for the root */
+  int row;           /* row of the root request this hop descends from */
+  int region;        /* the parent adapter's region, -1 for the root */
+  const char *label; /* the edge's label, NULL for the root */
+  float score;       /* the region's score */
+  vr_pipe_outcome outcome;
+  char msg[512];     /* when outcome != OK */
+  char model[64];
+  char variant[128];
+  double accuracy;   /* percent */
+  int64_t start_ns;  /* hop started (relative to the request's arrival) */
+  int64_t queue_ns, compute_ns;
+  int fanout;        /* child hops it created */
+  vr_rt_request rt;  /* outputs (rt.out, rt.n_out) when served */
+  float *crop;       /* the hop's own input (children), owned */
+  int64_t crop_shape[4];
+} vr_pipe_hop;
+
+typedef struct vr_pipe_result {
+  char pipeline[64];
+  vr_pipe_outcome outcome; /* OK, or the first failing hop's outcome */
+  int status;              /* VR_ENOENT / VR_EINVAL when it never started */
+  char msg[640];
+  int64_t arrival_ns, end_ns, deadline_ns;
+  int n_hops;
+  vr_pipe_hop **hops; /* in creation order; hops[0] is the root */
+} vr_pipe_result;
+
+typedef void (*vr_pipe_done_fn)(vr_pipe_result *res, void *tag);
+
+/* Starts a request. done runs exactly once (see above). An unknown
+ * pipeline or bad inputs end at once, without hops, with outcome FAILED
+ * and result->status VR_ENOENT / VR_EINVAL (so the caller answers 404/400). */
+void vr_pipes_infer(vr_pipes *p, const vr_pipe_query *q, vr_pipe_done_fn done, void *tag);
+void vr_pipe_result_free(vr_pipe_result *r);
+
+#endif

@@ -1,0 +1,62 @@
+/* Internals of live pipelines shared by pipes.c (registry, checks, JSON,
+ * metrics) and pipes_run.c (the request path). Not for use outside
+ * src/control/. */
+#ifndef VR_CONTROL_PIPES_INT_H
+#define VR_CONTROL_PIPES_INT_H
+
+#include <pthread.h>
+
+#include "base/clock.h"
+#include "base/hist.h"
+#include "base/map.h"
+#include "control/pipes.h"
+#include "policy/pipeline.h"
+
+/* Observed requests in and child requests out of one variant of a task:
+ * out / in is its multiplicative factor, measured live. */
+typedef struct pl_vstat {
+  char variant[VR_STORE_VNAME_MAX];
+  uint64_t in, out;
+} pl_vstat;
+
+/* A task resolved against the registry at registration. */
+typedef struct pl_task {
+  vr_fanout fan;                            /* kind NONE for a leaf */
+  int child_of_label[VR_FANOUT_MAX_LABELS]; /* task index, or -1 */
+  int64_t in_chw[3];                        /* first input, no batch dim */
+  vr_tensor_info in0;                       /* the first model's first input */
+  int levels;    /* tasks on the longest path from here to a leaf, >= 1 */
+  int depth_max; /* tasks on the longest root-to-leaf path */
+  /* live statistics, under the pipe's mutex */
+  uint64_t in, out, outcomes[VR_POUT_COUNT];
+  int nvs;
+  pl_vstat vs[VR_PIPE_MAX_VARIANTS];
+} pl_task;
+
+typedef struct pl_pipe {
+  vr_pipeline *spec; /* owned */
+  char *spec_text;   /* owned: the canonical spec as persisted */
+  pl_task *t;        /* spec->ntasks, owned */
+  pthread_mutex_t mu;
+  int refs;          /* registry + requests in flight */
+  uint64_t outcomes[VR_POUT_COUNT];
+  vr_hist lat;       /* end-to-end latency of finished requests, ns */
+} pl_pipe;
+
+struct vr_pipes {
+  vr_control *ctl;
+  vr_runtime *rt;
+  vr_store *store;
+  vr_clock *clock;    /* monotonic, or a test's */
+  pthread_mutex_t mu; /* the map */
+  vr_map by_name;     /* name -> pl_pipe* */
+};
+
+/* Takes a reference to the named pipeline, or NULL. */
+pl_pipe *vr__pipes_get(vr_pipes *p, const char *name);
+void vr__pipe_unref(pl_pipe *pp);
+/* Records one finished hop / request in the pipeline's statistics. */
+void vr__pipe_count_hop(pl_pipe *pp, const vr_pipe_hop *h);
+void vr__pipe_count_request(pl_pipe *pp, const vr_pipe_result *r);
+
+#endif

@@ -1,0 +1,356 @@
+/* Live pipelines: the request path (see pipes.h). One request is a tree
+ * of hops; each hop is routed by the control plane, queued in the runtime
+ * with the end-to-end deadline, and fanned out by its task's adapter. */
+#include <stdio.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/clock.h"
+#include "base/vec.h"
+#include "control/pipes_int.h"
+
+typedef struct preq preq;
+
+/* A hop with its private routing state; pub first so that the result's
+ * vr_pipe_hop pointers are the phop allocations. */
+typedef struct phop {
+  vr_pipe_hop pub;
+  preq *q;
+  int idx; /* in creation order */
+  vr_ctl_route route;
+} phop;
+
+struct preq {
+  vr_pipes *ps;
+  pl_pipe *pp;
+  vr_pipe_query q; /* tensors borrowed from the caller */
+  int64_t arrival_ns, deadline_ns;
+  double min_acc; /* per task, percent; 0 = none */
+  pthread_mutex_t mu;
+  int pending;  /* hops started and not finished */
+  int lost;     /* a hop could not even be allocated */
+  vr_vec hops;  /* phop*, creation order (under mu) */
+  vr_pipe_done_fn done;
+  void *tag;
+};
+
+const char *vr_pipe_outcome_name(vr_pipe_outcome o) {
+  static const char *n[VR_POUT_COUNT] = {"ok", "dropped", "infeasible", "rejected", "failed"};
+  return (unsigned)o < VR_POUT_COUNT ? n[o] : "?";
+}
+
+void vr_pipe_result_free(vr_pipe_result *r) {
+  if (!r) return;
+  for (int i = 0; i < r->n_hops; i++) {
+    vr_pipe_hop *h = r->hops[i];
+    vr_rt_request_clear(&h->rt);
+    vr_free(h->crop);
+    vr_free(h);
+  }
+  vr_free(r->hops);
+  vr_free(r);
+}
+
+/* Moves the hops into a result and hands it to the caller. */
+static void finish_request(preq *q) {
+  vr_pipe_result *r = vr_calloc(1, sizeof *r);
+  size_t n = q->hops.len;
+  if (r) r->hops = vr_calloc(n ? n : 1, sizeof *r->hops);
+  if (!r || !r->hops) { /* keep the contract: done runs; the hops go */
+    for (size_t i = 0; i < n; i++) {
+      phop *h = *(phop **)vr_vec_at(&q->hops, i);
+      vr_rt_request_clear(&h->pub.rt);
+      vr_free(h->pub.crop);
+      vr_free(h);
+    }
+    if (r) vr_free(r);
+    static vr_pipe_result oom = {.outcome = VR_POUT_FAILED, .status = VR_ENOMEM,
+                                 .msg = "out of memory"};
+    q->done(&oom, q->tag); /* never freed: vr_pipe_result_free ignores n_hops 0 */
+    goto out;
+  }
+  snprintf(r->pipeline, sizeof r->pipeline, "%s", q->pp->spec->name);
+  r->arrival_ns = q->arrival_ns;
+  r->deadline_ns = q->deadline_ns;
+  r->end_ns = vr_clock_now(q->ps->clock);
+  r->n_hops = (int)n;
+  r->outcome = q->lost ? VR_POUT_FAILED : VR_POUT_OK;
+  if (q->lost) snprintf(r->msg, sizeof r->msg, "out of memory for a hop");
+  for (size_t i = 0; i < n; i++) {
+    vr_pipe_hop *h = &(*(phop **)vr_vec_at(&q->hops, i))->pub;
+    r->hops[i] = h;
+    if (r->outcome == VR_POUT_OK && h->outcome != VR_POUT_OK) {
+      r->outcome = h->outcome;
+      snprintf(r->msg, sizeof r->msg, "task '%.64s': %.500s", h->task_name, h->msg);
+    }
+  }
+  vr__pipe_count_request(q->pp, r);
+  q->done(r, q->tag);
+out:
+  vr_vec_free(&q->hops);
+  pthread_mutex_destroy(&q->mu);
+  vr__pipe_unref(q->pp);
+  vr_free(q);
+}
+
+static void finish_hop(phop *h, vr_pipe_outcome o, const char *msg) {
+  preq *q = h->q;
+  h->pub.outcome = o;
+  if (o != VR_POUT_OK && msg) snprintf(h->pub.msg, sizeof h->pub.msg, "%.500s", msg);
+  vr__pipe_count_hop(q->pp, &h->pub);
+  pthread_mutex_lock(&q->mu);
+  int last = --q->pending == 0;
+  pthread_mutex_unlock(&q->mu);
+  if (last) finish_request(q);
+}
+
+static void start_hop(phop *h);
+
+/* A new hop of task t under parent (or the root); NULL on allocation
+ * failure (the parent then records the failure). Counted as pending. */
+static phop *new_hop(preq *q, int t, int parent, int row) {
+  phop *h = vr_calloc(1, sizeof *h);
+  if (!h) {
+    pthread_mutex_lock(&q->mu);
+    q->lost = 1;
+    pthread_mutex_unlock(&q->mu);
+    return NULL;
+  }
+  h->q = q;
+  h->pub.task = t;
+  h->pub.task_name = q->pp->spec->tasks[t].name;
+  h->pub.parent = parent;
+  h->pub.row = row;
+  h->pub.region = -1;
+  pthread_mutex_lock(&q->mu);
+  h->idx = (int)q->hops.len;
+  int rc = vr_vec_push(&q->hops, &h);
+  if (!rc) q->pending++;
+  else q->lost = 1;
+  pthread_mutex_unlock(&q->mu);
+  if (rc) {
+    vr_free(h);
+    return NULL;
+  }
+  return h;
+}
+
+static const vr_tensor *find_out(const vr_rt_request *r, const char *name) {
+  for (int i = 0; i < r->n_out; i++)
+    if (r->out[i].name && !strcmp(r->out[i].name, name)) return &r->out[i];
+  return NULL;
+}
+
+/* The hop's own input image rows: the root's first input or a crop. */
+static const float *hop_input(const phop *h, int64_t *rows) {
+  if (h->pub.crop) {
+    *rows = 1;
+    return h->pub.crop;
+  }
+  *rows = h->q->q.in[0].shape[0];
+  return h->q->q.in[0].data;
+}
+
+/* The task's adapter over the hop's outputs: one child hop per region
+ * that fans out to a child task. Returns 0 or a message in err. */
+static int fan_out(phop *h, vr_errbuf *err) {
+  preq *q = h->q;
+  const pl_task *pt = &q->pp->t[h->pub.task];
+  const vr_fanout *a = &pt->fan;
+  if (a->kind == VR_FANOUT_NONE) return 0;
+  const vr_tensor *sc = find_out(&h->pub.rt, a->scores), *lb = find_out(&h->pub.rt, a->labels);
+  int R = a->grid_h * a->grid_w;
+  int64_t rows;
+  const float *in = hop_input(h, &rows);
+  if (!sc || !lb || sc->dtype != VR_DT_F32 || lb->dtype != VR_DT_F32 ||
+      sc->nbytes != (size_t)(rows * R) * sizeof(float) ||
+      lb->nbytes != (size_t)(rows * R * a->n_labels) * sizeof(float))
+    return vr_errf(err, VR_EFORMAT,
+                   "adapter: outputs '%s' [%lld,%d] and '%s' [%lld,%d,%d] (FP32) expected",
+                   a->scores, (long long)rows, R, a->labels, (long long)rows, R, a->n_labels);
+  int64_t crop_chw[3];
+  vr_fanout_crop_shape(a, pt->in_chw, crop_chw, err);
+  size_t in_row = (size_t)(pt->in_chw[0] * pt->in_chw[1] * pt->in_chw[2]);
+  size_t crop_n = (size_t)(crop_chw[0] * crop_chw[1] * crop_chw[2]);
+  vr_fanout_region reg[1024];
+  for (int64_t row = 0; row < rows; row++) {
+    int n = vr_fanout_regions(a, (const float *)sc->data + row * R,
+                              (const float *)lb->data + row * R * a->n_labels, pt->in_chw,
+                              reg, 1024);
+    for (int i = 0; i < n; i++) {
+      int child = pt->child_of_label[reg[i].label];
+      if (child < 0) continue; /* that label leaves the pipeline */
+      phop *c = new_hop(q, child, h->idx, h->pub.crop ? h->pub.row : (int)row);
+      float *crop = c ? vr_malloc(crop_n * sizeof *crop) : NULL;
+      if (!crop) {
+        if (c) finish_hop(c, VR_POUT_FAILED, "out of memory");
+        return vr_errf(err, VR_ENOMEM, "out of memory for a crop");
+      }
+      vr_fanout_crop(a, in + (size_t)(h->pub.crop ? 0 : row) * in_row, pt->in_chw, &reg[i],
+                     crop);
+      c->pub.region = reg[i].region;
+      c->pub.label = a->label_names[reg[i].label];
+      c->pub.score = reg[i].score;
+      c->pub.crop = crop;
+      c->pub.crop_shape[0] = 1;
+      memcpy(&c->pub.crop_shape[1], crop_chw, sizeof crop_chw);
+      h->pub.fanout++;
+      start_hop(c);
+    }
+  }
+  return 0;
+}
+
+static void on_done(vr_rt_request *r, void *user) {
+  phop *h = user;
+  preq *q = h->q;
+  vr_control_completed(q->ps->ctl, &h->route, r);
+  h->pub.queue_ns = r->start_ns > r->arrival_ns ? r->start_ns - r->arrival_ns : 0;
+  h->pub.compute_ns = r->end_ns > r->start_ns ? r->end_ns - r->start_ns : 0;
+  if (r->status) {
+    vr_pipe_outcome o = r->outcome == VR_OUT_DROPPED    ? VR_POUT_DROPPED
+                        : r->outcome == VR_OUT_REJECTED ? VR_POUT_REJECTED
+                                                        : VR_POUT_FAILED;
+    return finish_hop(h, o, r->err.msg);
+  }
+  vr_errbuf err = {0};
+  if (fan_out(h, &err)) return finish_hop(h, VR_POUT_FAILED, err.msg);
+  finish_hop(h, VR_POUT_OK, NULL);
+}
+
+/* Tells the control plane a routed hop will not run (its instance's
+ * in-flight count), then ends the hop. */
+static void abandon(phop *h, vr_pipe_outcome o, const char *msg) {
+  vr_rt_request none;
+  vr_rt_request_init(&none);
+  none.status = o == VR_POUT_DROPPED ? VR_EDEADLINE : VR_EINTERNAL;
+  none.outcome = o == VR_POUT_DROPPED ? VR_OUT_DROPPED : VR_OUT_FAILED;
+  vr_control_completed(h->q->ps->ctl, &h->route, &none);
+  finish_hop(h, o, msg);
+}
+
+static void on_routed(void *tag, const vr_ctl_route *route) {
+  phop *h = tag;
+  preq *q = h->q;
+  h->route = *route;
+  snprintf(h->pub.model, sizeof h->pub.model, "%s", route->model);
+  snprintf(h->pub.variant, sizeof h->pub.variant, "%s", route->variant_name);
+  h->pub.accuracy = route->accuracy;
+  if (route->status) {
+    vr_pipe_outcome o = route->status == VR_EINFEASIBLE ? VR_POUT_INFEASIBLE
+                        : route->status == VR_EBUSY     ? VR_POUT_REJECTED
+                                                        : VR_POUT_FAILED;
+    return finish_hop(h, o, route->msg);
+  }
+  char msg[160];
+  int64_t now = vr_clock_now(q->ps->clock);
+  if (vr_fanout_hop_expired(now, q->deadline_ns)) { /* e.g. after a load */
+    snprintf(msg, sizeof msg, "end-to-end deadline passed %.3f ms before the hop was queued",
+             (now - q->deadline_ns) / 1e6);
+    return abandon(h, VR_POUT_DROPPED, msg);
+  }
+  vr_model_config cfg;
+  if (vr_rt_model_config(q->ps->rt, route->model, &cfg)) {
+    snprintf(msg, sizeof msg, "model '%s' is not loaded", route->model);
+    return abandon(h, VR_POUT_FAILED, msg);
+  }
+  vr_rt_request *r = &h->pub.rt;
+  vr_rt_request_init(r);
+  if (h->pub.crop) {
+    r->n_in = 1;
+    r->in[0] = (vr_tensor){cfg.inputs[0].name, VR_DT_F32, 4, {0}, h->pub.crop, 0};
+    memcpy(r->in[0].shape, h->pub.crop_shape, sizeof h->pub.crop_shape);
+    r->in[0].nbytes = (size_t)(h->pub.crop_shape[1] * h->pub.crop_shape[2] *
+                               h->pub.crop_shape[3]) * sizeof(float);
+  } else {
+    r->n_in = q->q.n_in;
+    memcpy(r->in, q->q.in, sizeof q->q.in);
+  }
+  r->timeout_ns = q->deadline_ns - now; /* the queue orders and drops by it */
+  r->done = on_done;
+  r->user = h;
+  vr_rt_submit_to(q->ps->rt, route->instance_id, r);
+}
+
+static void start_hop(phop *h) {
+  preq *q = h->q;
+  const vr_pipeline *sp = q->pp->spec;
+  const vr_pipe_task *t = &sp->tasks[h->pub.task];
+  int64_t now = vr_clock_now(q->ps->clock);
+  h->pub.start_ns = now - q->arrival_ns;
+  if (vr_fanout_hop_expired(now, q->deadline_ns)) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "end-to-end deadline passed %.3f ms before this hop",
+             (now - q->deadline_ns) / 1e6);
+    return finish_hop(h, VR_POUT_DROPPED, msg);
+  }
+  const pl_task *pt = &q->pp->t[h->pub.task];
+  vr_ctl_query cq = {.app = t->app};
+  cq.latency_ms = vr_fanout_hop_slo_ms((q->deadline_ns - now) / 1e6, pt->levels);
+  cq.min_accuracy = vr_fanout_task_min_accuracy(q->min_acc, pt->depth_max);
+  vr_control_route(q->ps->ctl, &cq, on_routed, h);
+}
+
+static void fail_now(const char *pipeline, int status, const char *msg, vr_pipe_done_fn done,
+                     void *tag) {
+  vr_pipe_result *r = vr_calloc(1, sizeof *r);
+  static vr_pipe_result oom = {.outcome = VR_POUT_FAILED, .status = VR_ENOMEM,
+                               .msg = "out of memory"};
+  if (!r) return done(&oom, tag);
+  snprintf(r->pipeline, sizeof r->pipeline, "%s", pipeline ? pipeline : "");
+  r->outcome = VR_POUT_FAILED;
+  r->status = status;
+  snprintf(r->msg, sizeof r->msg, "%s", msg);
+  done(r, tag);
+}
+
+/* The root input must be a float image batch the adapter can crop. */
+static int check_root_input(const pl_pipe *pp, const vr_pipe_query *q, vr_errbuf *err) {
+  const pl_task *rt = &pp->t[0];
+  if (q->n_in < 1) return vr_errf(err, VR_EINVAL, "the request has no inputs");
+  if (rt->fan.kind == VR_FANOUT_NONE) return 0; /* the runtime checks the rest */
+  const vr_tensor *x = &q->in[0];
+  if (x->dtype != VR_DT_F32 || x->ndim != 4 || x->shape[1] != rt->in_chw[0] ||
+      x->shape[2] != rt->in_chw[1] || x->shape[3] != rt->in_chw[2] || x->shape[0] < 1)
+    return vr_errf(err, VR_EINVAL,
+                   "input '%s' must be FP32 [N,%lld,%lld,%lld] (the root task's images)",
+                   x->name ? x->name : "", (long long)rt->in_chw[0],
+                   (long long)rt->in_chw[1], (long long)rt->in_chw[2]);
+  return 0;
+}
+
+void vr_pipes_infer(vr_pipes *p, const vr_pipe_query *q, vr_pipe_done_fn done, void *tag) {
+  char msg[256];
+  pl_pipe *pp = vr__pipes_get(p, q->pipeline);
+  if (!pp) {
+    snprintf(msg, sizeof msg, "no registered pipeline named '%.100s'", q->pipeline);
+    return fail_now(q->pipeline, VR_ENOENT, msg, done, tag);
+  }
+  vr_errbuf err = {0};
+  preq *r = NULL;
+  if (check_root_input(pp, q, &err) || !(r = vr_calloc(1, sizeof *r))) {
+    vr__pipe_unref(pp);
+    return fail_now(q->pipeline, err.code ? err.code : VR_ENOMEM,
+                    err.msg[0] ? err.msg : "out of memory", done, tag);
+  }
+  r->ps = p;
+  r->pp = pp;
+  r->q = *q;
+  r->arrival_ns = vr_clock_now(p->clock);
+  double slo = q->latency_ms > 0 ? q->latency_ms : pp->spec->slo_ms;
+  r->deadline_ns = r->arrival_ns + (int64_t)(slo * 1e6);
+  r->min_acc = q->min_accuracy;
+  pthread_mutex_init(&r->mu, NULL);
+  vr_vec_init(&r->hops, sizeof(phop *));
+  r->done = done;
+  r->tag = tag;
+  /* Hold one pending count across the root's start so that a root that
+   * finishes inline cannot end the request under us. */
+  r->pending = 1;
+  phop *root = new_hop(r, 0, -1, -1);
+  if (root) start_hop(root);
+  pthread_mutex_lock(&r->mu);
+  int last = --r->pending == 0;
+  pthread_mutex_unlock(&r->mu);
+  if (last) finish_request(r);
+}

@@ -1,0 +1,220 @@
+/*
+ * Pipelines API (Vario extension; docs/API.md "Pipelines"), mounted when
+ * a pipeline registry is attached (vr_server_set_pipes):
+ *
+ *   POST   /v2/pipelines               register a spec (JSON body)
+ *   GET    /v2/pipelines               registered pipelines
+ *   GET    /v2/pipelines/{p}           tasks, candidate variants, instances,
+ *                                      observed multiplicative factors, routing
+ *   DELETE /v2/pipelines/{p}
+ *   POST   /v2/pipelines/{p}/infer     KServe v2 body for the root task;
+ *                                      parameters latency_ms, min_accuracy
+ *                                      end to end
+ *
+ * This file only moves bytes: the pipeline decisions are in
+ * control/pipes.h and policy/fanout.h.
+ */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "control/pipes.h"
+#include "server/kserve.h"
+#include "server/server_int.h"
+
+typedef struct pipe_ctx {
+  vr_server *s;
+  vr_http_req *http;
+  vr_ks_request ks;
+  vr_pipe_result *res;
+} pipe_ctx;
+
+static void ctx_free(void *p) {
+  pipe_ctx *c = p;
+  vr_ks_request_free(&c->ks);
+  vr_pipe_result_free(c->res);
+  vr_free(c);
+}
+
+static void fail(vr_server *s, vr_http_req *r, int status, const char *msg) {
+  vr_server_count(s, status);
+  vr_http_error(r, status, msg);
+}
+
+static void write_hop(vr_sbuf *b, const vr_pipe_result *res, int i) {
+  const vr_pipe_hop *h = res->hops[i];
+  vr_sbuf_printf(b, "%s{\"hop\":%d,\"task\":", i ? "," : "", i);
+  vr_sbuf_json_str(b, h->task_name);
+  vr_sbuf_printf(b, ",\"parent\":%d,\"row\":%d,\"region\":%d", h->parent, h->row, h->region);
+  if (h->label) {
+    vr_sbuf_puts(b, ",\"label\":");
+    vr_sbuf_json_str(b, h->label);
+    vr_sbuf_printf(b, ",\"score\":%.6g", h->score);
+  }
+  vr_sbuf_printf(b, ",\"outcome\":\"%s\"", vr_pipe_outcome_name(h->outcome));
+  if (h->outcome != VR_POUT_OK) {
+    vr_sbuf_puts(b, ",\"error\":");
+    vr_sbuf_json_str(b, h->msg);
+  }
+  if (h->variant[0]) {
+    vr_sbuf_puts(b, ",\"model\":");
+    vr_sbuf_json_str(b, h->model);
+    vr_sbuf_puts(b, ",\"variant\":");
+    vr_sbuf_json_str(b, h->variant);
+    vr_sbuf_printf(b, ",\"accuracy\":%.4f", h->accuracy);
+  }
+  vr_sbuf_printf(b, ",\"start_ms\":%.3f,\"queue_ms\":%.3f,\"compute_ms\":%.3f,\"fanout\":%d",
+                 h->start_ns / 1e6, h->queue_ns / 1e6, h->compute_ns / 1e6, h->fanout);
+  if (h->outcome == VR_POUT_OK) {
+    vr_sbuf_puts(b, ",\"outputs\":[");
+    for (int o = 0; o < h->rt.n_out; o++) {
+      const vr_tensor *t = &h->rt.out[o];
+      vr_sbuf_puts(b, o ? ",{\"name\":" : "{\"name\":");
+      vr_sbuf_json_str(b, t->name ? t->name : "");
+      vr_sbuf_printf(b, ",\"datatype\":\"%s\",\"shape\":[", vr_dtype_kserve(t->dtype));
+      for (int d = 0; d < t->ndim; d++)
+        vr_sbuf_printf(b, "%s%lld", d ? "," : "", (long long)t->shape[d]);
+      vr_sbuf_puts(b, "],\"data\":[");
+      vr_ks_write_numbers(b, t->dtype, t->data, t->nbytes / vr_dtype_size(t->dtype));
+      vr_sbuf_puts(b, "]}");
+    }
+    vr_sbuf_puts(b, "]");
+  }
+  vr_sbuf_puts(b, "}");
+}
+
+/* The pipeline response: outcome, end-to-end latency and every hop. */
+static void write_result(vr_sbuf *b, const pipe_ctx *c) {
+  const vr_pipe_result *res = c->res;
+  vr_sbuf_puts(b, "{");
+  if (c->ks.id[0]) {
+    vr_sbuf_puts(b, "\"id\":");
+    vr_sbuf_json_str(b, c->ks.id);
+    vr_sbuf_puts(b, ",");
+  }
+  vr_sbuf_puts(b, "\"pipeline\":");
+  vr_sbuf_json_str(b, res->pipeline);
+  vr_sbuf_printf(b, ",\"outcome\":\"%s\"", vr_pipe_outcome_name(res->outcome));
+  if (res->outcome != VR_POUT_OK) {
+    vr_sbuf_puts(b, ",\"error\":");
+    vr_sbuf_json_str(b, res->msg);
+  }
+  vr_sbuf_printf(b, ",\"latency_ms\":%.3f,\"deadline_ms\":%.3f,\"hops\":[",
+                 (res->end_ns - res->arrival_ns) / 1e6,
+                 (res->deadline_ns - res->arrival_ns) / 1e6);
+  for (int i = 0; i < res->n_hops; i++) write_hop(b, res, i);
+  vr_sbuf_puts(b, "]}");
+}
+
+static int outcome_status(vr_pipe_outcome o) {
+  switch (o) {
+  case VR_POUT_OK: return 200;
+  case VR_POUT_DROPPED: return 504;    /* as a model-less query past its deadline */
+  case VR_POUT_INFEASIBLE: return 400; /* no variant can meet what was asked */
+  case VR_POUT_REJECTED: return 503;
+  default: return 500;
+  }
+}
+
+static void on_resume(vr_http_req *r, void *user) {
+  vr_server *s = user;
+  pipe_ctx *c = vr_http_state(r);
+  vr_pipe_result *res = c->res;
+  if (res->status) /* never started: unknown pipeline, bad input */
+    return fail(s, r, vr_server_http_status(res->status), res->msg);
+  vr_sbuf b;
+  vr_sbuf_init(&b);
+  write_result(&b, c);
+  int status = outcome_status(res->outcome);
+  vr_server_count(s, status);
+  vr_server_reply_json(r, status, &b);
+}
+
+static void on_done(vr_pipe_result *res, void *tag) {
+  pipe_ctx *c = tag;
+  c->res = res;
+  vr_http_wake(c->http);
+}
+
+static void infer(vr_server *s, vr_http_req *r, const char *name) {
+  pipe_ctx *c = VR_NEW(pipe_ctx);
+  if (!c) return fail(s, r, 500, "out of memory");
+  c->s = s;
+  c->http = r;
+  vr_http_set_state(r, c, ctx_free);
+  vr_errbuf err = {0};
+  size_t hlen, blen;
+  const char *body = vr_http_body(r, &blen);
+  int rc = vr_ks_header_len(vr_http_header(r, "Inference-Header-Content-Length"), &hlen, &err);
+  if (!rc) rc = vr_ks_parse_request(body, blen, hlen, &c->ks, &err);
+  if (rc) return fail(s, r, vr_server_http_status(rc), err.msg);
+  /* latency_ms / min_accuracy are checked by the KServe parser (< 0: not
+   * given); end to end here. */
+  vr_pipe_query q = {.pipeline = name,
+                     .latency_ms = c->ks.latency_ms > 0 ? c->ks.latency_ms : 0,
+                     .min_accuracy = c->ks.min_accuracy > 0 ? c->ks.min_accuracy : 0};
+  q.n_in = c->ks.n_in;
+  for (int i = 0; i < c->ks.n_in; i++) {
+    const vr_ks_input *t = &c->ks.in[i];
+    q.in[i] = (vr_tensor){t->name, t->dtype, t->ndim, {0}, t->data, t->nbytes};
+    memcpy(q.in[i].shape, t->shape, sizeof t->shape);
+  }
+  vr_http_defer(r, on_resume); /* hops finish on other threads */
+  vr_pipes_infer(s->pipes, &q, on_done, c);
+}
+
+static void reply_text(vr_server *s, vr_http_req *r, int status, char *json) {
+  if (!json) return fail(s, r, 500, "out of memory");
+  vr_server_count(s, status);
+  vr_http_respond(r, status, "application/json", json, strlen(json), (size_t)-1);
+}
+
+static void describe(vr_server *s, vr_http_req *r, const char *name) {
+  char *j = vr_pipes_describe(s->pipes, name);
+  if (!j && name) {
+    char msg[200];
+    snprintf(msg, sizeof msg, "no registered pipeline named '%.100s'", name);
+    return fail(s, r, 404, msg);
+  }
+  reply_text(s, r, 200, j);
+}
+
+/* Registration checks only the store and configs (no model loads), so it
+ * runs on the event thread. */
+static void do_register(vr_server *s, vr_http_req *r) {
+  size_t len;
+  const char *body = vr_http_body(r, &len);
+  char name[64];
+  vr_errbuf err = {0};
+  int rc = vr_pipes_register(s->pipes, body ? body : "", body ? len : 0, name, &err);
+  if (rc) return fail(s, r, rc == VR_EEXIST ? 409 : vr_server_http_status(rc), err.msg);
+  char *out = vr_pipes_describe(s->pipes, name);
+  reply_text(s, r, 201, out);
+}
+
+static void do_delete(vr_server *s, vr_http_req *r, const char *name) {
+  vr_errbuf err = {0};
+  int rc = vr_pipes_delete(s->pipes, name, &err);
+  if (rc) return fail(s, r, vr_server_http_status(rc), err.msg);
+  char *out = vr_malloc(160);
+  if (out) snprintf(out, 160, "{\"deleted\":\"%.100s\"}", name);
+  reply_text(s, r, 200, out);
+}
+
+void vr_server_pipes(vr_server *s, vr_http_req *r, const char *method, char **seg, int n) {
+  if (!s->pipes) return fail(s, r, 404, "no pipelines (start vario serve with --store)");
+  int get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
+  int post = !strcmp(method, "POST"), del = !strcmp(method, "DELETE");
+  if (n == 2 && get) return describe(s, r, NULL);
+  if (n == 2 && post) return do_register(s, r);
+  if (n == 3 && get) return describe(s, r, seg[2]);
+  if (n == 3 && del) return do_delete(s, r, seg[2]);
+  if (n == 4 && post && !strcmp(seg[3], "infer")) return infer(s, r, seg[2]);
+  if (n == 4 && strcmp(seg[3], "infer")) return fail(s, r, 404, "unknown path");
+  if (n <= 4) return fail(s, r, 405, "method not allowed");
+  fail(s, r, 404, "unknown path");
+}
+
+void vr_server_set_pipes(vr_server *s, vr_pipes *p) { s->pipes = p; }

@@ -1,0 +1,209 @@
+#!/usr/bin/python3
+"""Pipelines over HTTP on the real server (issue 14), end to end: the
+example fashion_scenes registered with `vario pipeline register`, listed
+and shown (tasks, candidate variants, serving state, observed factors);
+bad specs answered 400/404/409 with the reason and nothing registered;
+inference on every sample canvas with the fan-out matching the detector's
+own scores; a bad input shape and an unknown pipeline answered 400/404; a
+request with a deadline it cannot meet answered 504 "dropped"; the
+pipeline metrics exported; the registration surviving a restart; DELETE.
+
+usage: pipeline_api.py VARIO SOURCE_DIR
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+import numpy as np
+
+VARIO, SRC = sys.argv[1], sys.argv[2]
+P = os.path.join(SRC, "models/pipelines/fashion_scenes")
+DATA = os.path.join(SRC, "models/fmnist-data")
+TMP = tempfile.mkdtemp(prefix="vr_pipe_")
+DB, REPO = os.path.join(TMP, "store.db"), os.path.join(TMP, "repo")
+TOKEN = os.environ["VARIO_ADMIN_TOKEN"] = "pipeline-api-" + os.urandom(8).hex()
+TOKEN_FILE = os.path.join(TMP, "admin.token")
+with open(TOKEN_FILE, "w") as f:
+    f.write(TOKEN + "\n")
+FAST = ["--threads", "1", "--max-batch", "4", "--runs", "3", "--precisions", "fp32", "--quiet"]
+
+
+def check(cond, what):
+    if not cond:
+        print("FAIL:", what)
+        sys.exit(1)
+    print("ok:", what)
+
+
+def run(cmd):
+    return subprocess.run(cmd, capture_output=True, text=True)
+
+
+def start_server():
+    log = open(os.path.join(TMP, "serve.log"), "w+")
+    p = subprocess.Popen([VARIO, "serve", "--repo", REPO, "--store", DB, "--port", "0",
+                          "--cores", "64", "--admin-token-file", TOKEN_FILE],
+                         stderr=log, stdout=log)
+    for _ in range(200):
+        log.seek(0)
+        m = re.search(r"listening on http://[0-9.]+:(\d+)", log.read())
+        if m:
+            return p, int(m.group(1))
+        time.sleep(0.05)
+    p.kill()
+    sys.exit("server did not start")
+
+
+def http(port, method, path, body=None, raw=None, token=TOKEN):
+    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method)
+    if token:
+        req.add_header("Authorization", "Bearer " + token)
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+X = np.load(f"{P}/sample.npy")
+SPEC = open(f"{P}/pipeline.json").read()
+
+
+def infer(port, rows, params):
+    x = X[rows]
+    t = {"name": "input", "datatype": "FP32", "shape": list(x.shape), "data": x.ravel().tolist()}
+    return http(port, "POST", "/v2/pipelines/fashion_scenes/infer",
+                {"inputs": [t], "parameters": params})
+
+
+srv = None
+try:
+    for m in ["fmnist_linear", "fmnist_mlp"]:
+        r = run([VARIO, "register", "--store", DB, "--repo", REPO, "--app", "fashion",
+                 "--model", f"{SRC}/models/fmnist/{m}/model.onnx", "--input",
+                 f"{DATA}/val_inputs.npy", "--labels", f"{DATA}/val_labels.npy"] + FAST)
+        check(r.returncode == 0, f"register {m} {r.stderr.strip()}")
+    for m in ["fscenes_det_tiny", "fscenes_det_large"]:
+        acc = json.load(open(f"{P}/{m}/config.json"))["accuracy"]
+        r = run([VARIO, "register", "--store", DB, "--repo", REPO, "--app", "fscenes_detect",
+                 "--name", m, "--model", f"{P}/{m}/model.onnx", "--declared-accuracy",
+                 str(acc)] + FAST)
+        check(r.returncode == 0, f"register {m} {r.stderr.strip()}")
+    srv, port = start_server()
+    port_s = str(port)
+
+    # -- bad specs: the reason, nothing registered --------------------------
+    bad = {
+        "not JSON": (b"{", 400, ""),
+        "a missing model (app with none)": (SPEC.replace('"app": "fashion"', '"app": "shoes"').encode(),
+                                            404, "app 'shoes' has no registered model"),
+        "a child that does not take the crops": (
+            SPEC.replace('{"name": "garment", "app": "fashion"}',
+                         '{"name": "garment", "app": "fscenes_detect"}').encode(),
+            400, "sends crops [1,28,28]"),
+        "a cycle": (SPEC.replace('{"name": "garment", "app": "fashion"}',
+                                 '{"name": "garment", "app": "fashion", "children": ["detect"]}').encode(),
+                    400, ""),
+    }
+    for what, (body, code, part) in bad.items():
+        st, j = http(port, "POST", "/v2/pipelines", raw=body)
+        check(st == code and part in j.get("error", ""), f"{what}: {st} {j.get('error')}")
+    st, j = http(port, "GET", "/v2/pipelines")
+    check(st == 200 and j["pipelines"] == [], "nothing registered by the bad specs")
+
+    st, j = http(port, "POST", "/v2/pipelines", raw=SPEC.encode(), token=None)
+    check(st == 401, f"registering needs the admin token: {st}")
+    st, j = http(port, "GET", "/v2/pipelines", token=None)
+    check(st == 200 and j["pipelines"] == [], "reading does not")
+
+    # -- register with the CLI, list, show ---------------------------------
+    r = run([VARIO, "pipeline", "register", f"{P}/pipeline.json", "--port", port_s])
+    check(r.returncode == 0, f"vario pipeline register: {r.stderr.strip()}")
+    r = run([VARIO, "pipeline", "register", f"{P}/pipeline.json", "--port", port_s])
+    check(r.returncode != 0 and "already registered" in r.stderr, "a second register is refused")
+    r = run([VARIO, "pipeline", "list", "--port", port_s])
+    check(r.returncode == 0 and json.loads(r.stdout)["pipelines"][0]["name"] == "fashion_scenes",
+          "vario pipeline list")
+
+    # -- inference: fan-out = the detector's detections ---------------------
+    for row in range(len(X)):
+        st, j = infer(port, [row], {"latency_ms": 5000})
+        check(st == 200 and j["outcome"] == "ok", f"canvas {row}: {st} {j.get('error')}")
+        root = j["hops"][0]
+        scores = np.array(root["outputs"][0]["data"])
+        labels = np.array(root["outputs"][1]["data"]).reshape(9, 2)
+        want = [(g, "footwear_bag" if labels[g].argmax() else "garment")
+                for g in range(9) if scores[g] > 0.5]
+        got = [(h["region"], h["task"]) for h in j["hops"][1:]]
+        check(got == want and root["fanout"] == len(want),
+              f"canvas {row}: fan-out {root['fanout']} = detections {len(want)}")
+        check(all(h["queue_ms"] >= 0 and h["compute_ms"] >= 0 and "variant" in h
+                  and len(h["outputs"][0]["data"]) == 10 for h in j["hops"][1:]),
+              f"canvas {row}: every child answered with variant, times and logits")
+    st, j = infer(port, [0, 1], {"latency_ms": 5000, "min_accuracy": 50})
+    check(st in (200, 400, 503) and (st != 200 or {h["row"] for h in j["hops"][1:]} <= {0, 1}),
+          f"two canvases in one request: {st}")
+
+    # -- errors ----------------------------------------------------------------
+    st, j = http(port, "POST", "/v2/pipelines/fashion_scenes/infer",
+                 {"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 1, 28, 28],
+                              "data": [0.0] * 784}]})
+    check(st == 400 and "[N,1,84,84]" in j["error"], f"wrong input shape: {st} {j['error']}")
+    st, j = http(port, "POST", "/v2/pipelines/nosuch/infer",
+                 {"inputs": [{"name": "input", "datatype": "FP32", "shape": [1], "data": [0]}]})
+    check(st == 404, f"unknown pipeline: {st}")
+    # (A deadline passing mid-pipeline -> 504 "dropped" at the next hop is
+    # tested deterministically in tests/unit/test_pipes.c.)
+    # 1 us: either gone before the root hop starts (504 dropped) or too
+    # short for any variant (400 infeasible), never served late.
+    st, j = infer(port, [0], {"latency_ms": 0.001})
+    impossible = j.get("outcome")
+    check((st, impossible) in ((504, "dropped"), (400, "infeasible"))
+          and ("deadline" in j["error"] or "latency_ms" in j["error"]),
+          f"a deadline no variant can meet: {st} {j.get('error')}")
+
+    # -- show: factors, routing, serving ------------------------------------
+    r = run([VARIO, "pipeline", "show", "fashion_scenes", "--port", port_s])
+    show = json.loads(r.stdout)
+    det = show["tasks"][0]
+    check(det["name"] == "detect" and len(det["candidate_variants"]) > 0
+          and det["multiplicative_factor"] > 0 and det["routing"]
+          and "fscenes_detect" in det["serving"]["apps"],
+          f"show: detector factor {det['multiplicative_factor']:.2f}, routing {det['routing']}")
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics") as m:
+        text = m.read().decode()
+    check('vario_pipeline_requests_total{pipeline="fashion_scenes",outcome="ok"}' in text
+          and 'vario_pipeline_requests_total{pipeline="fashion_scenes",outcome="%s"} 1' % impossible in text
+          and "vario_pipeline_latency_seconds_bucket" in text
+          and 'vario_pipeline_fanout_total{pipeline="fashion_scenes",task="detect"}' in text
+          and "vario_pipeline_multiplicative_factor" in text, "pipeline metrics")
+
+    # -- restart: still registered; DELETE ----------------------------------
+    srv.terminate()
+    srv.wait(30)
+    srv, port = start_server()
+    st, j = infer(port, [3], {"latency_ms": 5000})
+    check(st == 200 and j["outcome"] == "ok", "served after a restart (persisted)")
+    st, j = http(port, "DELETE", "/v2/pipelines/fashion_scenes", token=None)
+    check(st == 401, f"deleting needs the admin token: {st}")
+    r = run([VARIO, "pipeline", "delete", "fashion_scenes", "--port", str(port)])
+    check(r.returncode == 0, "vario pipeline delete")
+    st, j = http(port, "GET", "/v2/pipelines/fashion_scenes")
+    check(st == 404, "gone after DELETE")
+    srv.terminate()
+    rc = srv.wait(30)
+    srv = None
+    check(rc == 0, "server exits cleanly")
+finally:
+    if srv:
+        srv.kill()
+        srv.wait()
+    shutil.rmtree(TMP, ignore_errors=True)

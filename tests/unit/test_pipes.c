@@ -1,0 +1,383 @@
+/* Live pipelines on the real engine, runtime and control plane, with the
+ * committed example (models/pipelines/fashion_scenes):
+ *  - bad specs (cycle, unknown task, missing model, a child whose input is
+ *    not the adapter's crop, a label the adapter never emits, children
+ *    without an adapter, a Loki definition) are rejected with a clear
+ *    error and nothing registered or stored; a good one persists across a
+ *    reopen of the store and goes with DELETE;
+ *  - a pipeline response equals running the models by hand (the engine,
+ *    no runtime) on the same canvases and on crops cut by this test, and
+ *    the fan-out equals the detections (score > threshold) counted here;
+ *  - a request whose end-to-end deadline passes while its root runs is
+ *    dropped at the next hop with an explicit outcome. */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/clock.h"
+#include "base/npy.h"
+#include "control/control.h"
+#include "control/fsutil.h"
+#include "control/pipes.h"
+#include "control/register.h"
+#include "vr_test.h"
+
+static char g_tmp[256], g_src[1024];
+static vr_store *g_store;
+static vr_runtime *g_rt;
+static vr_control *g_ctl;
+static vr_npy g_x; /* sample canvases [8,1,84,84] */
+
+static int reg(const char *path, const char *name, const char *app, double declared) {
+  char x[1200], y[1200], repo[300];
+  snprintf(x, sizeof x, "%s/models/fmnist-data/val_inputs.npy", g_src);
+  snprintf(y, sizeof y, "%s/models/fmnist-data/val_labels.npy", g_src);
+  snprintf(repo, sizeof repo, "%s/repo", g_tmp);
+  vr_register_req r;
+  vr_register_req_init(&r);
+  r.app = app;
+  r.name = name;
+  r.model_path = path;
+  r.repo_dir = repo;
+  if (declared > 0) r.declared_accuracy = declared;
+  else r.val_inputs = x, r.val_labels = y;
+  r.gen.max_threads = 1;
+  r.gen.max_batch = 8;
+  r.gen.precisions = 1u << VR_PREC_FP32;
+  r.prof.runs = 2;
+  r.quiet = 1;
+  vr_errbuf e = {0};
+  int rc = vr_register(g_store, &r, NULL, &e);
+  if (rc) fprintf(stderr, "register %s: %s\n", name, e.msg);
+  return rc;
+}
+
+static int setup(void **st) {
+  (void)st;
+  const char *src = getenv("VR_SOURCE_DIR");
+  snprintf(g_src, sizeof g_src, "%s", src ? src : ".");
+  strcpy(g_tmp, "/tmp/vr_pipes_XXXXXX");
+  if (!mkdtemp(g_tmp)) return -1;
+  char db[300], p[1200];
+  snprintf(db, sizeof db, "%s/store.db", g_tmp);
+  vr_errbuf e = {0};
+  if (vr_store_open_path(db, &g_store, &e)) return -1;
+  const char *fm[] = {"fmnist_linear", "fmnist_mlp"};
+  for (int i = 0; i < 2; i++) {
+    snprintf(p, sizeof p, "%s/models/fmnist/%s/model.onnx", g_src, fm[i]);
+    if (reg(p, fm[i], "fashion", 0)) return -1;
+  }
+  const char *det[] = {"fscenes_det_tiny", "fscenes_det_large"};
+  for (int i = 0; i < 2; i++) {
+    snprintf(p, sizeof p, "%s/models/pipelines/fashion_scenes/%s/model.onnx", g_src, det[i]);
+    if (reg(p, det[i], "fscenes_detect", 90 + i)) return -1;
+  }
+  vr_runtime_opts ro;
+  vr_runtime_opts_init(&ro);
+  ro.profile_runs = 1;
+  if (vr_runtime_create(&ro, &g_rt, &e)) return -1;
+  vr_control_opts o;
+  vr_control_opts_init(&o);
+  o.store = g_store;
+  o.rt = g_rt;
+  o.cores = 2;
+  o.autoscale = 0; /* no unloads under the test */
+  if (vr_control_create(&o, &g_ctl, &e) || vr_control_start(g_ctl, &e)) return -1;
+  snprintf(p, sizeof p, "%s/models/pipelines/fashion_scenes/sample.npy", g_src);
+  return vr_npy_read(p, &g_x, &e);
+}
+
+static int teardown(void **st) {
+  (void)st;
+  vr_control_stop(g_ctl);
+  vr_runtime_free(g_rt);
+  vr_control_free(g_ctl);
+  vr_store_close(g_store);
+  vr_npy_free(&g_x);
+  vr_rmtree(g_tmp);
+  return 0;
+}
+
+static char *spec_text(void) {
+  char p[1200];
+  snprintf(p, sizeof p, "%s/models/pipelines/fashion_scenes/pipeline.json", g_src);
+  char *t = NULL;
+  size_t n;
+  vr_errbuf e = {0};
+  assert_int_equal(vr_read_file(p, &t, &n, &e), 0);
+  return t;
+}
+
+/* The committed spec with one substring replaced. */
+static char *edited(const char *from, const char *to) {
+  char *t = spec_text();
+  char *at = strstr(t, from);
+  assert_non_null(at);
+  size_t n = strlen(t) + strlen(to) + 1;
+  char *o = vr_malloc(n);
+  snprintf(o, n, "%.*s%s%s", (int)(at - t), t, to, at + strlen(from));
+  vr_free(t);
+  return o;
+}
+
+static int count_pipelines(vr_pipes *p) {
+  char *j = vr_pipes_describe(p, NULL);
+  int n = 0;
+  for (const char *s = j; (s = strstr(s, "\"tasks_count\"")); s++) n++;
+  vr_free(j);
+  return n;
+}
+
+static int count_docs_cb(void *ctx, const char *name, const char *body) {
+  (void)name;
+  (void)body;
+  ++*(int *)ctx;
+  return 0;
+}
+
+static int count_docs(void) {
+  int n = 0;
+  vr_errbuf e = {0};
+  assert_int_equal(vr_store_load_docs(g_store, "pipeline", count_docs_cb, &n, &e), 0);
+  return n;
+}
+
+static void expect_reject(vr_pipes *p, char *spec, int code, const char *msg_part) {
+  char name[64];
+  vr_errbuf e = {0};
+  int rc = vr_pipes_register(p, spec, strlen(spec), name, &e);
+  if (rc != code || !strstr(e.msg, msg_part))
+    fail_msg("expected %s with '%s', got %s: %s", vr_strerror(code), msg_part, vr_strerror(rc),
+             e.msg);
+  assert_int_equal(count_pipelines(p), 0);
+  assert_int_equal(count_docs(), 0);
+  vr_free(spec);
+}
+
+static void test_bad_specs(void **st) {
+  (void)st;
+  vr_pipes *p = NULL;
+  vr_errbuf e = {0};
+  assert_int_equal(vr_pipes_create(g_ctl, g_rt, g_store, &p, &e), 0);
+  expect_reject(p, edited("{\"name\": \"garment\", \"app\": \"fashion\"}",
+                          "{\"name\": \"garment\", \"app\": \"fashion\", "
+                          "\"children\": [\"detect\"]}"),
+                VR_EINVAL, "");
+  expect_reject(p, edited("{\"task\": \"garment\", \"label\": \"garment\"}",
+                          "{\"task\": \"nosuch\", \"label\": \"garment\"}"),
+                VR_ENOENT, "nosuch");
+  expect_reject(p, edited("\"app\": \"fashion\"", "\"app\": \"shoes\""), VR_ENOENT,
+                "app 'shoes' has no registered model");
+  expect_reject(p, edited("{\"name\": \"garment\", \"app\": \"fashion\"}",
+                          "{\"name\": \"garment\", \"app\": \"fscenes_detect\"}"),
+                VR_ESHAPE, "takes [1,84,84] but the adapter of 'detect' sends crops [1,28,28]");
+  expect_reject(p, edited("{\"task\": \"garment\", \"label\": \"garment\"}",
+                          "{\"task\": \"garment\", \"label\": \"hat\"}"),
+                VR_EINVAL, "label 'hat'");
+  expect_reject(p, edited("\"grid\": [3, 3]", "\"grid\": [4, 4]"), VR_ESHAPE, "scores");
+  expect_reject(p, edited("\"kind\": \"grid_crop\"", "\"kind\": \"boxes\""), VR_EINVAL,
+                "unknown kind");
+  char loki[1200];
+  snprintf(loki, sizeof loki, "%s/../shared/data/loki/apps/traffic_analysis.json", g_src);
+  char *lt = NULL;
+  size_t ln;
+  if (vr_read_file(loki, &lt, &ln, &e) == 0) expect_reject(p, lt, VR_EINVAL, "names no app");
+
+  /* A good one: registered, persisted, listed once; a second is EEXIST. */
+  char *good = spec_text(), name[64];
+  assert_int_equal(vr_pipes_register(p, good, strlen(good), name, &e), 0);
+  assert_string_equal(name, "fashion_scenes");
+  assert_int_equal(vr_pipes_register(p, good, strlen(good), name, &e), VR_EEXIST);
+  assert_int_equal(count_pipelines(p), 1);
+  vr_pipes_free(p);
+  assert_int_equal(vr_pipes_create(g_ctl, g_rt, g_store, &p, &e), 0); /* as after a restart */
+  assert_int_equal(count_pipelines(p), 1);
+  char *d = vr_pipes_describe(p, "fashion_scenes");
+  assert_non_null(strstr(d, "\"candidate_variants\""));
+  assert_non_null(strstr(d, "fscenes_det_large-fp32-t1-b1"));
+  vr_free(d);
+  assert_int_equal(vr_pipes_delete(p, "fashion_scenes", &e), 0);
+  assert_int_equal(vr_pipes_delete(p, "fashion_scenes", &e), VR_ENOENT);
+  assert_int_equal(count_pipelines(p), 0);
+  assert_int_equal(count_docs(), 0);
+  vr_pipes_free(p);
+  vr_free(good);
+}
+
+/* ---- requests ------------------------------------------------------------ */
+
+typedef struct waiter {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  vr_pipe_result *res;
+} waiter;
+
+static void on_done(vr_pipe_result *r, void *tag) {
+  waiter *w = tag;
+  pthread_mutex_lock(&w->mu);
+  w->res = r;
+  pthread_cond_signal(&w->cv);
+  pthread_mutex_unlock(&w->mu);
+}
+
+static vr_pipe_result *infer(vr_pipes *p, int row0, int rows, double latency_ms,
+                             double min_acc) {
+  waiter w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL};
+  vr_pipe_query q = {.pipeline = "fashion_scenes", .latency_ms = latency_ms,
+                     .min_accuracy = min_acc, .n_in = 1};
+  q.in[0] = (vr_tensor){"input", VR_DT_F32, 4, {rows, 1, 84, 84},
+                        (float *)g_x.data + (size_t)row0 * 84 * 84,
+                        (size_t)rows * 84 * 84 * sizeof(float)};
+  vr_pipes_infer(p, &q, on_done, &w);
+  pthread_mutex_lock(&w.mu);
+  while (!w.res) pthread_cond_wait(&w.cv, &w.mu);
+  pthread_mutex_unlock(&w.mu);
+  return w.res;
+}
+
+/* Runs a model of the repository by hand on the engine (fp32, batch rows). */
+static void run_by_hand(const char *model, const float *x, int rows, int c, int h, int w,
+                        float *out, size_t out_n, int out_idx) {
+  char path[1200];
+  snprintf(path, sizeof path, "%s/repo/%s/model.onnx", g_tmp, model);
+  vr_model *m = NULL;
+  vr_session *s = NULL;
+  vr_errbuf e = {0};
+  assert_int_equal(vr_model_load(path, &m, &e), 0);
+  vr_session_opts o;
+  vr_session_opts_init(&o);
+  o.max_batch = rows;
+  assert_int_equal(vr_session_create(m, &o, &s, &e), 0);
+  vr_tensor in = {vr_session_input(s, 0)->name, VR_DT_F32, 4, {rows, c, h, w}, (void *)x,
+                  (size_t)rows * c * h * w * sizeof(float)};
+  vr_tensor outs[4];
+  assert_int_equal(vr_session_run(s, rows, &in, 1, outs, 4, &e), 0);
+  assert_int_equal(outs[out_idx].nbytes, out_n * sizeof(float));
+  memcpy(out, outs[out_idx].data, out_n * sizeof(float));
+  vr_session_free(s);
+  vr_model_free(m);
+}
+
+static const vr_tensor *hop_out(const vr_pipe_hop *h, const char *name) {
+  for (int i = 0; i < h->rt.n_out; i++)
+    if (!strcmp(h->rt.out[i].name, name)) return &h->rt.out[i];
+  fail_msg("hop %s has no output %s", h->task_name, name);
+  return NULL;
+}
+
+static void assert_close(const float *a, const float *b, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (fabsf(a[i] - b[i]) > 1e-4f * (1 + fabsf(b[i])))
+      fail_msg("element %zu: pipeline %g, by hand %g", i, a[i], b[i]);
+}
+
+static void drop_all(vr_pipes *p) {
+  vr_errbuf e = {0};
+  assert_int_equal(vr_pipes_delete(p, "fashion_scenes", &e), 0);
+  vr_pipes_free(p);
+}
+
+static vr_pipes *registered(void) {
+  vr_pipes *p = NULL;
+  vr_errbuf e = {0};
+  char name[64], *good = spec_text();
+  assert_int_equal(vr_pipes_create(g_ctl, g_rt, g_store, &p, &e), 0);
+  assert_int_equal(vr_pipes_register(p, good, strlen(good), name, &e), 0);
+  vr_free(good);
+  return p;
+}
+
+static void test_matches_by_hand(void **st) {
+  (void)st;
+  vr_pipes *p = registered();
+  for (int row = 0; row < 8; row++) {
+    vr_pipe_result *r = infer(p, row, 1, 10000, 0);
+    if (r->outcome != VR_POUT_OK) fail_msg("row %d: %s", row, r->msg);
+    const vr_pipe_hop *root = r->hops[0];
+    assert_string_equal(root->task_name, "detect");
+    const float *img = (const float *)g_x.data + (size_t)row * 84 * 84;
+    float sc[9], lb[18];
+    run_by_hand(root->model, img, 1, 1, 84, 84, sc, 9, 0);
+    run_by_hand(root->model, img, 1, 1, 84, 84, lb, 18, 1);
+    assert_close(hop_out(root, "scores")->data, sc, 9);
+    assert_close(hop_out(root, "labels")->data, lb, 18);
+    /* Detections counted here: score > 0.5, label = arg-max. */
+    int det = 0;
+    for (int g = 0; g < 9; g++) det += sc[g] > 0.5f;
+    assert_int_equal(root->fanout, det);
+    assert_int_equal(r->n_hops, 1 + det);
+    int k = 1;
+    for (int g = 0; g < 9; g++) {
+      if (!(sc[g] > 0.5f)) continue;
+      const vr_pipe_hop *h = r->hops[k++]; /* children in region order */
+      assert_int_equal(h->region, g);
+      assert_int_equal(h->parent, 0);
+      const char *want = lb[2 * g + 1] > lb[2 * g] ? "footwear_bag" : "garment";
+      assert_string_equal(h->label, want);
+      assert_string_equal(h->task_name, want);
+      float crop[784], logits[10];
+      for (int y = 0; y < 28; y++)
+        memcpy(crop + y * 28, img + ((g / 3) * 28 + y) * 84 + (g % 3) * 28, 28 * sizeof(float));
+      run_by_hand(h->model, crop, 1, 1, 28, 28, logits, 10, 0);
+      assert_close(hop_out(h, "logits")->data, logits, 10);
+      assert_true(h->queue_ns >= 0 && h->compute_ns > 0);
+    }
+    vr_pipe_result_free(r);
+  }
+  /* Live multiplicative factor = child requests per detector request. */
+  char *d = vr_pipes_describe(p, "fashion_scenes");
+  assert_non_null(strstr(d, "\"multiplicative_factor\""));
+  vr_free(d);
+  char *m = vr_pipes_prometheus(p);
+  assert_non_null(strstr(m, "vario_pipeline_requests_total{pipeline=\"fashion_scenes\","
+                            "outcome=\"ok\"} 8"));
+  vr_free(m);
+  drop_all(p);
+}
+
+/* A clock that moves 100 ms at every read: the request arrives at t, its
+ * root hop starts at t+100 ms and is queued at t+200 ms, so with a 250 ms
+ * deadline the root runs (with 50 ms of real time left in the runtime's
+ * queue) and every child starts past the deadline. */
+static int64_t stepping_now(vr_clock *c) {
+  return __atomic_add_fetch(&c->virtual_ns, 100 * VR_NS_PER_MS, __ATOMIC_SEQ_CST);
+}
+
+static void test_drop_at_next_hop(void **st) {
+  (void)st;
+  vr_pipes *p = registered();
+  vr_pipe_result *warm = infer(p, 0, 1, 10000, 0); /* variants loaded first */
+  assert_int_equal(warm->outcome, VR_POUT_OK);
+  vr_pipe_result_free(warm);
+  vr_clock clk = {stepping_now, 0};
+  vr_pipes_set_clock(p, &clk);
+  vr_pipe_result *r = infer(p, 0, 1, 250, 0);
+  assert_int_equal(r->outcome, VR_POUT_DROPPED);
+  assert_int_equal(r->hops[0]->outcome, VR_POUT_OK);
+  assert_true(r->hops[0]->fanout > 0);
+  assert_int_equal(r->n_hops, 1 + r->hops[0]->fanout);
+  for (int i = 1; i < r->n_hops; i++) {
+    assert_int_equal(r->hops[i]->outcome, VR_POUT_DROPPED);
+    assert_non_null(strstr(r->hops[i]->msg, "deadline passed"));
+    assert_int_equal(r->hops[i]->variant[0], 0); /* never routed */
+  }
+  assert_non_null(strstr(r->msg, "deadline passed"));
+  vr_pipe_result_free(r);
+  vr_pipes_set_clock(p, NULL);
+  char *m = vr_pipes_prometheus(p);
+  assert_non_null(strstr(m, "outcome=\"dropped\"} 1"));
+  vr_free(m);
+  drop_all(p);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_bad_specs),
+      cmocka_unit_test(test_matches_by_hand),
+      cmocka_unit_test(test_drop_at_next_hop),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
