@@ -560,6 +560,7 @@ static void *tick_main(void *arg) {
     if (c->stop) break;
     pthread_mutex_unlock(&c->mu);
     vr_errbuf err = {0};
+    vr__control_sync_store(c); /* `vario register [--remove]` meanwhile */
     if (vr_control_tick(c, vr_driver_now(&c->drv), &err)) vr_warn("%s", err.msg);
     pthread_mutex_lock(&c->mu);
   }

@@ -116,4 +116,7 @@ int ctl_fits_locked(const vr_control *c, int v);
 /* control_route.c */
 void *ctl_loader_main(void *arg);
 
+/* control_unreg.c: registrations/removals by another process (tick). */
+void vr__control_sync_store(vr_control *c);
+
 #endif

@@ -31,6 +31,7 @@ typedef struct model_ent {
 struct vr_store {
   const vr_store_ops *ops;
   void *be;
+  int64_t data_version; /* the backend's, when last read */
   pthread_rwlock_t lock;
   vr_map models;   /* name -> model_ent* */
   vr_map variants; /* name -> vr_variant_rec* (owned via model_ent) */
@@ -284,12 +285,29 @@ int vr_store_open(const vr_store_ops *ops, void *be, vr_store **out,
   vr_vec_init(&s->model_order, sizeof(void *));
   vr_vec_init(&s->app_order, sizeof(void *));
   int rc = ops->load(be, load_model_cb, load_variant_cb, s, err);
+  if (rc == 0 && ops->data_version) rc = ops->data_version(be, &s->data_version, err);
   if (rc != 0) {
     vr_store_close(s);
     return rc;
   }
   *out = s;
   return 0;
+}
+
+int vr_store_refresh(vr_store *s, int *changed, vr_errbuf *err) {
+  *changed = 0;
+  int64_t v;
+  if (!s->ops->data_version) return 0;
+  int rc = s->ops->data_version(s->be, &v, err);
+  if (rc || v == s->data_version) return rc;
+  pthread_rwlock_wrlock(&s->lock);
+  while (s->model_order.len > 0)
+    index_remove(s, VR_VEC_AT(&s->model_order, model_ent *, 0));
+  rc = s->ops->load(s->be, load_model_cb, load_variant_cb, s, err);
+  s->data_version = v;
+  pthread_rwlock_unlock(&s->lock);
+  *changed = 1;
+  return rc;
 }
 
 int vr_store_open_path(const char *path, vr_store **out, vr_errbuf *err) {

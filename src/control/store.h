@@ -101,6 +101,9 @@ typedef struct vr_store_ops {
   int (*del_doc)(void *be, const char *kind, const char *name, vr_errbuf *err);
   int (*load_docs)(void *be, const char *kind, vr_store_doc_cb cb, void *ctx,
                    vr_errbuf *err);
+  /* Optional: a number that changes whenever another process (another
+   * connection) committed to the backend; NULL when it cannot tell. */
+  int (*data_version)(void *be, int64_t *out, vr_errbuf *err);
 } vr_store_ops;
 
 /* Opens (creating if needed) a SQLite database file. A file that is not a
@@ -129,6 +132,11 @@ int vr_store_remove_model(vr_store *s, const char *name, vr_errbuf *err);
 int vr_store_update_profile(vr_store *s, const vr_variant_rec *v,
                             vr_errbuf *err);
 
+/* Re-reads every record when another process changed the backend since
+ * it was opened or last refreshed (`vario register` or `--remove` on the
+ * store of a running server); *changed says whether it did. Records and
+ * pointers read before are invalid afterwards (readers hold the lock). */
+int vr_store_refresh(vr_store *s, int *changed, vr_errbuf *err);
 void vr_store_rdlock(vr_store *s);
 void vr_store_unlock(vr_store *s);
 

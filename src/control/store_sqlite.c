@@ -339,6 +339,18 @@ static int be_load_docs(void *be, const char *kind, vr_store_doc_cb cb, void *ct
   return rc;
 }
 
+/* PRAGMA data_version: changes when another connection commits. */
+static int be_data_version(void *be, int64_t *out, vr_errbuf *err) {
+  sqlite_be *b = be;
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(b->db, "PRAGMA data_version", -1, &st, NULL) != SQLITE_OK)
+    return db_err(b, err, "data_version");
+  int rc = sqlite3_step(st) == SQLITE_ROW ? 0 : db_err(b, err, "data_version");
+  if (!rc) *out = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  return rc;
+}
+
 const vr_store_ops vr_store_sqlite_ops = {
     .put_doc = be_put_doc,
     .del_doc = be_del_doc,
@@ -349,4 +361,5 @@ const vr_store_ops vr_store_sqlite_ops = {
     .put_profile = be_put_profile,
     .load = be_load,
     .close = be_close,
+    .data_version = be_data_version,
 };

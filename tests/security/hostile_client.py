@@ -180,6 +180,22 @@ try:
     st, r = http(port, "DELETE", "/v2/apps/other/models/lin_up")
     check(st == 404, f"DELETE through another app -> {st}")
 
+    # `vario register --remove` while the server runs: it stops serving it.
+    pin_up = dict(q, parameters={"latency_ms": 100, "model": "lin_up"})
+    st, r = http(port, "POST", "/v2/apps/fashion/infer", pin_up, token=None)
+    check(st == 200, f"lin_up serves before its removal -> {st}")
+    r = subprocess.run([VARIO, "register", "--store", DB, "--remove", "lin_up"],
+                       capture_output=True, text=True)
+    check(r.returncode == 0, f"vario register --remove lin_up: {r.stderr.strip()}")
+    for _ in range(60):  # the control loop notices within a period (1 s)
+        st, r = http(port, "POST", "/v2/apps/fashion/infer", pin_up, token=None)
+        if st == 404:
+            break
+        time.sleep(0.1)
+    check(st == 404, f"a running server stops routing to a model removed by the CLI -> {st}")
+    st, r = http(port, "GET", "/v2/models/lin_up")
+    check(st == 404, f"and unloads it -> {st}")
+
     # Jobs: input uploaded, output fetched; the path is not shown.
     st, r = http(port, "POST", "/v2/apps/fashion/jobs?min_accuracy=0",
                  raw=open(f"{DATA}/val_inputs.npy", "rb").read(),

@@ -24,7 +24,7 @@ static void put(const char *name, const char *text) {
 static int setup_dir(void **st) {
   (void)st;
   snprintf(dir, sizeof dir, "/tmp/vr_test_psim_%d", (int)getpid());
-  char cmd[512];
+  char cmd[1024];
   snprintf(cmd, sizeof cmd, "mkdir -p %s/apps %s/model_variants/demo "
            "%s/profiling", dir, dir, dir);
   if (system(cmd)) return -1;

@@ -267,6 +267,29 @@ static void test_run_infaas(void **st) {
   assert_true(a.max_instances <= 8);
 }
 
+/* warm_start: INFaaS provisions the variant it selects before traffic
+ * (as the baselines do their fixed lists); without it the first queries
+ * wait for a cold load (big/cpu: 1 s against a 100 ms SLO). */
+static void test_warm_start(void **st) {
+  (void)st;
+  vr_sim_summary warm, cold;
+  vr_errbuf err = {0};
+  const char *wl =
+      "\"policy\": {\"name\": \"infaas\"}, \"workloads\": [{\"kind\": "
+      "\"constant\", \"rate\": 100, \"app\": \"cls\", \"slo_ms\": 100, "
+      "\"min_accuracy\": 90}]}";
+  char tail[512];
+  snprintf(tail, sizeof tail, "\"warm_start\": true, %s", wl);
+  assert_int_equal(run_cfg(tail, &warm, &err, NULL), 0);
+  snprintf(tail, sizeof tail, "\"warm_start\": false, %s", wl);
+  assert_int_equal(run_cfg(tail, &cold, &err, NULL), 0);
+  assert_int_equal(warm.demand, cold.demand);
+  assert_int_equal(warm.dropped + warm.late, 0);
+  /* ~0.9 s of 100 qps dropped while big/cpu loads */
+  assert_true(cold.dropped >= 50);
+  assert_true(fabs(warm.accuracy - 95) < 1e-9);
+}
+
 static void test_run_baselines(void **st) {
   (void)st;
   vr_sim_summary clip, sm;
@@ -516,6 +539,7 @@ int main(void) {
       cmocka_unit_test(test_trace_stream),
       cmocka_unit_test(test_counts_and_rates),
       cmocka_unit_test(test_run_infaas),
+      cmocka_unit_test(test_warm_start),
       cmocka_unit_test(test_run_baselines),
       cmocka_unit_test(test_config_errors),
       cmocka_unit_test(test_proteus_csv),
