@@ -205,8 +205,11 @@ static void on_done(vr_rt_request *r, void *user) {
   phop *h = user;
   preq *q = h->q;
   vr_control_completed(q->ps->ctl, &h->route, r);
-  h->pub.queue_ns = r->start_ns > r->arrival_ns ? r->start_ns - r->arrival_ns : 0;
-  h->pub.compute_ns = r->end_ns > r->start_ns ? r->end_ns - r->start_ns : 0;
+  /* A request dropped or rejected in the queue never started. */
+  int ran = r->start_ns > 0;
+  int64_t left = ran ? r->start_ns : r->end_ns;
+  h->pub.queue_ns = left > r->arrival_ns ? left - r->arrival_ns : 0;
+  h->pub.compute_ns = ran && r->end_ns > r->start_ns ? r->end_ns - r->start_ns : 0;
   if (r->status) {
     vr_pipe_outcome o = r->outcome == VR_OUT_DROPPED    ? VR_POUT_DROPPED
                         : r->outcome == VR_OUT_REJECTED ? VR_POUT_REJECTED
