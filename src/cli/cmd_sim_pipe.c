@@ -24,8 +24,9 @@ static void usage(FILE *f) {
       "  --demand SPEC     root rate points T:QPS,... (linear ramps, Poisson)\n"
       "  --duration S      (default: the last demand point)\n"
       "  --warmup S, --seed N, --period S (replan, 10), --load-s S (0),\n"
+      "  --slack X         planners provision X x the demand (1.0)\n"
       "  --noise           draw service times from the percentiles\n"
-      "  --out PREFIX      PREFIX.<policy>.csv and PREFIX.<policy>.json\n"
+      "  --out PREFIX      PREFIX.<policy>.csv, .plans.csv and .json\n"
       "Exit codes: 0 ok, 1 error, 2 usage, 77 data missing.\n");
 }
 
@@ -70,12 +71,12 @@ typedef struct opts {
   const char *accel, *policies, *drop, *demand, *out;
   int workers, noise;
   long long seed;
-  double duration, warmup, period, load_s;
+  double duration, warmup, period, load_s, slack;
 } opts;
 
 static int parse_args(int argc, char **argv, opts *o) {
   *o = (opts){.policies = "hw", .workers = 20, .demand = "0:20,300:20",
-              .duration = -1, .period = 10, .seed = 1};
+              .duration = -1, .period = 10, .seed = 1, .slack = 1.0};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--noise")) { o->noise = 1; continue; }
@@ -99,6 +100,7 @@ static int parse_args(int argc, char **argv, opts *o) {
     else if (!strcmp(a, "--warmup")) o->warmup = atof(v);
     else if (!strcmp(a, "--period")) o->period = atof(v);
     else if (!strcmp(a, "--load-s")) o->load_s = atof(v);
+    else if (!strcmp(a, "--slack")) o->slack = atof(v);
     else return -1;
   }
   if (!!o->loki + !!o->pipeline != 1 || (o->loki && !o->app) ||
@@ -126,11 +128,23 @@ static int run_policy(const opts *o, const vr_pipe_data *d, vr_workload *wl,
   vr_psim_ctl ctl;
   int rc = vr_psim_policy(pol, d, &ctl, &cfg, err);
   if (rc) return rc;
+  if (!(o->slack >= 1 && o->slack <= 10))
+    return vr_errf(err, VR_EINVAL, "--slack %g not in [1,10]", o->slack);
+  ctl.slack = o->slack;
   FILE *csv = o->out ? open_out(o->out, pol, "csv") : NULL;
-  if (o->out && !csv) return VR_EIO;
+  cfg.plans_csv = o->out ? open_out(o->out, pol, "plans.csv") : NULL;
+  if (o->out && (!csv || !cfg.plans_csv)) {
+    if (csv) fclose(csv);
+    if (cfg.plans_csv) fclose(cfg.plans_csv);
+    return VR_EIO;
+  }
+  if (cfg.plans_csv)
+    fprintf(cfg.plans_csv, "t_s,task,variant,instances,batch,lat_ms,"
+                           "accuracy_scaled,feasible\n");
   vr_psim_summary s;
   rc = vr_psim_run(&cfg, csv, &s, err);
   if (csv) fclose(csv);
+  if (cfg.plans_csv) fclose(cfg.plans_csv);
   if (rc) return rc;
   printf("policy=%s violations_pct=%.3f capacity_qps=%.1f offpeak_servers=%.2f"
          " accuracy_pct=%.2f\n", pol, s.violations_pct, s.capacity_qps,

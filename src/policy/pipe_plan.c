@@ -118,8 +118,9 @@ int vr_pipe_route_build(const vr_pipeline *p, const vr_pipe_plan *plan,
   int ns = plan->off[p->ntasks];
   for (int t = 0; t < p->ntasks; t++)
     sort_by_accuracy(&p->tasks[t], &r->order[r->off[t]]);
+  double fr = plan->fill > 0 && plan->fill <= 1 ? plan->fill : 1;
   for (int i = 0; i < ns; i++)
-    r->spare[i] = plan->a[i].inst * plan->a[i].cap_qps;
+    r->spare[i] = plan->a[i].inst * plan->a[i].cap_qps * fr;
   double probs[VR_PIPE_MAX_VARIANTS];
   /* path accuracy mass: acc[slot] = expected product of accuracies of the
    * requests reaching that slot, times their rate */
@@ -159,6 +160,8 @@ int vr_pipe_route_build(const vr_pipeline *p, const vr_pipe_plan *plan,
     }
   }
   r->accuracy = leaf_rate > 0 ? 100 * leaf_acc / leaf_rate : 0;
+  double path = vr_pipe_plan_path_ms(p, plan);
+  r->budget_scale = path > 0 && p->slo_ms / path > 2 ? p->slo_ms / path : 2;
   return 0;
 }
 
@@ -253,6 +256,25 @@ static double longest(const vr_pipeline *p, const double *lat) {
   return worst;
 }
 
+/* At least one instance per task; when the total exceeds `workers`, the
+ * workers are shared in proportion to need. 1 if everything fitted. */
+static int share_workers(int nt, int *need, int workers) {
+  int total = 0;
+  for (int t = 0; t < nt; t++) {
+    if (need[t] < 1) need[t] = 1;
+    total += need[t];
+  }
+  if (total <= workers) return 1;
+  int left = workers - nt, given = 0;
+  for (int t = 0; t < nt; t++) {
+    int extra = left > 0 ? (int)((double)(need[t] - 1) * left / (total - nt))
+                         : 0;
+    need[t] = 1 + extra, given += need[t];
+  }
+  for (int t = 0; given < workers; t = (t + 1) % nt) need[t]++, given++;
+  return 0;
+}
+
 void vr_pipe_plan_scale(const vr_pipeline *p, const vr_profile *prof,
                         const int *choice, double demand_qps, int workers,
                         double slack, vr_pipe_plan *plan) {
@@ -284,25 +306,47 @@ void vr_pipe_plan_scale(const vr_pipeline *p, const vr_profile *prof,
     lat[best] = vr_profile_latency_ms(&prof[plan->off[best] + choice[best]],
                                       b[best], 0.5);
   }
-  int need[VR_PIPE_MAX_TASKS], total = 0;
-  for (int t = 0; t < nt; t++) {
-    double cap = b[t] * 1000.0 / lat[t];
-    need[t] = (int)ceil(slack * rate[t] / cap - 1e-9);
-    if (need[t] < 1) need[t] = 1;
-    total += need[t];
-  }
-  plan->feasible = total <= workers && longest(p, lat) <= half;
-  if (total > workers) { /* share in proportion to need, >= 1 each */
-    int left = workers - nt, given = 0;
-    for (int t = 0; t < nt; t++) {
-      int extra = left > 0 ? (int)((double)(need[t] - 1) * left / (total - nt))
-                           : 0;
-      need[t] = 1 + extra, given += need[t];
-    }
-    for (int t = 0; given < workers; t = (t + 1) % nt) need[t]++, given++;
-  }
+  int need[VR_PIPE_MAX_TASKS];
+  for (int t = 0; t < nt; t++)
+    need[t] = (int)ceil(slack * rate[t] * lat[t] / (b[t] * 1000.0) - 1e-9);
+  plan->feasible = share_workers(nt, need, workers) &&
+                   longest(p, lat) <= half;
   for (int t = 0; t < nt; t++)
     vr_pipe_plan_set(plan, prof, t, choice[t], need[t], b[t]);
   plan->demand_qps = demand_qps;
   plan->accuracy_scaled = 0;
+  plan->fill = 1 / slack;
+}
+
+void vr_pipe_plan_cheapest(const vr_pipeline *p, const vr_profile *prof,
+                           const double *task_qps, int workers, double slack,
+                           vr_pipe_plan *plan) {
+  int nt = p->ntasks, depth = 0, choice[VR_PIPE_MAX_TASKS], b[VR_PIPE_MAX_TASKS];
+  int need[VR_PIPE_MAX_TASKS];
+  for (int t = 0; t < nt; t++) {
+    int d = 1;
+    for (int a = p->tasks[t].parent; a >= 0; a = p->tasks[a].parent) d++;
+    if (d > depth) depth = d;
+  }
+  double half = p->slo_ms / depth / 2;
+  for (int i = 0; i < plan->off[nt]; i++) plan->a[i] = (vr_pipe_alloc){0};
+  plan->workers = 0;
+  for (int t = 0; t < nt; t++) {
+    double best = -1;
+    choice[t] = 0, b[t] = 1;
+    for (int v = 0; v < p->tasks[t].nvariants; v++) {
+      const vr_profile *pr = &prof[plan->off[t] + v];
+      for (int bs = 1; bs <= pr->max_batch; bs *= 2) {
+        double l = vr_profile_latency_ms(pr, bs, 0.5), cost = l / bs;
+        if (bs > 1 && l > half) break;
+        if (best < 0 || cost < best) best = cost, choice[t] = v, b[t] = bs;
+      }
+    }
+    need[t] = (int)ceil(slack * task_qps[t] * best / 1000.0 - 1e-9);
+  }
+  plan->feasible = share_workers(nt, need, workers);
+  for (int t = 0; t < nt; t++)
+    vr_pipe_plan_set(plan, prof, t, choice[t], need[t], b[t]);
+  plan->accuracy_scaled = 0;
+  plan->fill = 1 / slack;
 }

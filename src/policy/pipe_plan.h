@@ -4,10 +4,14 @@
  *
  * Plan: per (task, variant) the number of instances (one worker each, as
  * Loki's workers host one variant), the max batch size and the profiled
- * execution time at that batch (Loki's l(i,k)); a task's latency budget is
- * 2 x l: a request may wait for the batch in service, then run in its own
- * (the same rule that makes the MILP check paths against SLO/2), so the
- * budgets along a path sum to at most the SLO.
+ * execution time at that batch (Loki's l(i,k)). Latency budgets split the
+ * SLO along paths in proportion to those times: budget = lat x SLO / (the
+ * longest path's sum of lat over hosted variants), at least 2 x lat (a
+ * request may wait for the batch in service, then run in its own: the rule
+ * that makes the MILP check paths against SLO/2). A plan at that edge gets
+ * exactly 2 x lat; one with room to spare spreads the room, so a short
+ * queue at a lightly loaded task is not taken for a request falling
+ * behind.
  *
  * Indexing: (task t, variant v) is slot off[t] + v, off[] from
  * vr_pipe_plan_init (pipeline variant lists in order).
@@ -48,6 +52,12 @@ typedef struct vr_pipe_plan {
   int feasible;        /* 1 when it covers demand_qps */
   double demand_qps;   /* the demand it was made for */
   double accuracy;     /* expected system accuracy, percent */
+  double fill;         /* share of each variant's capacity routing may
+                          fill before moving on (1/slack of the planner;
+                          0 = 1): without it MostAccurateFirst fills the
+                          most accurate variants past the flows the plan
+                          assumed, and their larger fan-out overloads the
+                          children */
 } vr_pipe_plan;
 
 /* Sizes plan for p (all slots zero). 0 or VR_ENOMEM. */
@@ -77,10 +87,16 @@ void vr_pipe_plan_scale(const vr_pipeline *p, const vr_profile *prof,
                         const int *choice, double demand_qps, int workers,
                         double slack, vr_pipe_plan *plan);
 
-/* Latency budget of slot i: 2 x lat (see above). */
-static inline double vr_pipe_budget_ms(const vr_pipe_plan *plan, int i) {
-  return 2 * plan->a[i].lat_ms;
-}
+/* INFaaS-like, per task and pipeline-agnostic: each task is an app with
+ * its own observed demand task_qps[t] and SLO / depth (halved for
+ * queueing); it gets the variant that serves that demand with the fewest
+ * workers at its best batch (INFaaS minimises cost and treats accuracy as
+ * a constraint; pipelines state none), instances = ceil(slack x demand /
+ * capacity), shared out as in vr_pipe_plan_scale when over `workers`. */
+void vr_pipe_plan_cheapest(const vr_pipeline *p, const vr_profile *prof,
+                           const double *task_qps, int workers, double slack,
+                           vr_pipe_plan *plan);
+
 
 typedef struct vr_pipe_routes {
   int ntasks;
@@ -93,7 +109,14 @@ typedef struct vr_pipe_routes {
   int *order;       /* per task, variant indexes by non-increasing
                        accuracy: order[off[t] + k] */
   double accuracy;  /* expected accuracy of a served query, percent */
+  double budget_scale; /* budget = lat x this (>= 2) */
 } vr_pipe_routes;
+
+/* Latency budget of slot i under routes r (see above). */
+static inline double vr_pipe_budget_ms(const vr_pipe_plan *plan,
+                                       const vr_pipe_routes *r, int i) {
+  return plan->a[i].lat_ms * r->budget_scale;
+}
 
 void vr_pipe_routes_free(vr_pipe_routes *r);
 

@@ -1,11 +1,11 @@
 /* The provisioning ILP with COIN-OR CBC (see ilp.h). */
 #include "sim/ilp.h"
 
-#include <coin/Cbc_C_Interface.h>
 #include <math.h>
 #include <string.h>
 
 #include "base/alloc.h"
+#include "policy/milp.h"
 #include "policy/place.h"
 
 void vr_cap_solution_free(vr_cap_solution *s) {
@@ -37,25 +37,24 @@ int vr_ilp_solve(const vr_cap_problem *p, double time_limit_s,
   int *cols = vr_malloc((nx + nw + 1) * sizeof *cols);
   double *coef = vr_malloc((nx + nw + 1) * sizeof *coef);
   out->inst = VR_NEWN(int, nv ? nv : 1);
-  Cbc_Model *m = Cbc_newModel();
+  vr_milp *m = vr_milp_new(0);
   if (!wtype || !cols || !coef || !out->inst || !m) {
     vr_free(wtype), vr_free(cols), vr_free(coef);
     vr_cap_solution_free(out);
-    if (m) Cbc_deleteModel(m);
+    vr_milp_free(m);
     return vr_errf(err, VR_ENOMEM, "ilp: out of memory");
   }
   for (size_t t = 0, w = 0; t < p->nwtypes; t++)
     for (int k = 0; k < p->wtypes[t].max_count; k++) wtype[w++] = (int)t;
-  Cbc_setLogLevel(m, 0);
   /* columns: x[v,w] (index v*nw + w), then y[w] */
   for (size_t v = 0; v < nv; v++)
     for (size_t w = 0; w < nw; w++) {
       int ok = type_ok(&p->wtypes[wtype[w]], &p->variants[v]) &&
                sat_of(p, v) > 0;
-      Cbc_addCol(m, "", 0, ok ? 1e6 : 0, 0, 1, 0, NULL, NULL);
+      vr_milp_col(m, 0, ok ? 1e6 : 0, 0, 1);
     }
   for (size_t w = 0; w < nw; w++)
-    Cbc_addCol(m, "", 0, 1, p->wtypes[wtype[w]].price_per_s, 1, 0, NULL, NULL);
+    vr_milp_col(m, 0, 1, p->wtypes[wtype[w]].price_per_s, 1);
   /* demand per model */
   for (size_t md = 0; md < p->nmodels; md++) {
     int n = 0;
@@ -63,7 +62,7 @@ int vr_ilp_solve(const vr_cap_problem *p, double time_limit_s,
       if ((size_t)p->model_of[v] == md)
         for (size_t w = 0; w < nw; w++)
           cols[n] = (int)(v * nw + w), coef[n++] = sat_of(p, v);
-    Cbc_addRow(m, "", n, cols, coef, 'G', p->slack * p->demand[md]);
+    vr_milp_row(m, n, cols, coef, 'G', p->slack * p->demand[md]);
   }
   /* capacity per worker: cores, GPUs, memory (GiB) */
   for (size_t w = 0; w < nw; w++) {
@@ -80,7 +79,7 @@ int vr_ilp_solve(const vr_cap_problem *p, double time_limit_s,
       double cap = r == 0 ? t->cores : r == 1 ? t->gpus
                                                : (double)t->mem_bytes / (1 << 30);
       cols[n] = (int)(nx + w), coef[n++] = -cap;
-      Cbc_addRow(m, "", n, cols, coef, 'L', 0);
+      vr_milp_row(m, n, cols, coef, 'L', 0);
     }
   }
   /* symmetry: workers of a type are used in order */
@@ -88,29 +87,28 @@ int vr_ilp_solve(const vr_cap_problem *p, double time_limit_s,
     if (wtype[w] == wtype[w - 1]) {
       int c2[2] = {(int)(nx + w - 1), (int)(nx + w)};
       double k2[2] = {1, -1};
-      Cbc_addRow(m, "", 2, c2, k2, 'G', 0);
+      vr_milp_row(m, 2, c2, k2, 'G', 0);
     }
-  Cbc_setObjSense(m, 1);
-  if (time_limit_s > 0) Cbc_setMaximumSeconds(m, time_limit_s);
-  Cbc_solve(m);
+  int st = vr_milp_solve(m, time_limit_s);
   int rc = 0;
-  if (Cbc_isProvenInfeasible(m)) {
+  if (st == VR_MILP_INFEASIBLE) {
     rc = vr_errf(err, VR_EINFEASIBLE, "ilp: no provisioning meets demand");
+  } else if (st == VR_MILP_NONE) {
+    rc = vr_errf(err, VR_ETIMEDOUT, "ilp: no solution in time");
   } else {
-    const double *x = Cbc_getColSolution(m);
-    out->optimal = Cbc_isProvenOptimal(m);
-    out->feasible = x != NULL;
-    for (size_t v = 0; x && v < nv; v++)
+    const double *x = vr_milp_x(m);
+    out->optimal = st == VR_MILP_OPTIMAL;
+    out->feasible = 1;
+    for (size_t v = 0; v < nv; v++)
       for (size_t w = 0; w < nw; w++)
         out->inst[v] += (int)lround(x[v * nw + w]);
-    for (size_t w = 0; x && w < nw; w++)
+    for (size_t w = 0; w < nw; w++)
       if (x[nx + w] > 0.5) {
         out->workers++;
         out->cost += p->wtypes[wtype[w]].price_per_s;
       }
-    if (!x) rc = vr_errf(err, VR_ETIMEDOUT, "ilp: no solution in time");
   }
-  Cbc_deleteModel(m);
+  vr_milp_free(m);
   vr_free(wtype), vr_free(cols), vr_free(coef);
   if (rc) vr_cap_solution_free(out);
   return rc;

@@ -12,7 +12,7 @@
  * sum sat_v x[v,w] >= slack * D_m, no worker is overcommitted, and the
  * price of the used workers is minimal.
  *
- * Not a policy: it does I/O-free but heavy work and links CBC; it lives in
+ * Not a policy: heavy reference work (CBC through policy/milp.h); it lives in
  * sim/. Ownership: vr_cap_solution.inst is allocated by the solver and
  * freed with vr_cap_solution_free.
  */

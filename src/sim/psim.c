@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "base/vec.h"
+#include "policy/drop.h"
 #include "sim/heap.h"
 #include "sim/rng.h"
 
@@ -54,6 +55,8 @@ typedef struct psim {
   /* demand estimate */
   int64_t tick_arrivals;
   double ewma, last_qps, planned_for;
+  double task_ewma[VR_PIPE_MAX_TASKS];
+  int64_t task_seen[VR_PIPE_MAX_TASKS]; /* requests counted at last tick */
   double next_ctl_s;
   /* results */
   vr_psim_row *rows;
@@ -125,7 +128,9 @@ static void req_end(psim *s, int32_t ri, int reason) {
   preq *r = REQ(s, ri);
   pquery *q = QRY(s, r->q);
   if (reason >= 0) {
-    if (!q->dropped) s->sum->task[r->task].drops[reason]++;
+    s->sum->task[r->task].drops[reason]++;
+    s->rows[row_of(s, q->t_ns)].paths_bad++;
+    s->rows[row_of(s, q->t_ns)].paths++;
     q->dropped = 1;
   }
   if (s->now > q->last_ns) q->last_ns = s->now;
@@ -139,6 +144,9 @@ static void path_end(psim *s, int32_t ri) {
   pquery *q = QRY(s, r->q);
   q->acc_sum += r->acc;
   q->paths++;
+  vr_psim_row *row = &s->rows[row_of(s, q->t_ns)];
+  row->paths++;
+  row->paths_bad += s->now > q->deadline_ns;
   req_end(s, ri, -1);
 }
 
@@ -203,8 +211,11 @@ static int start_batch(psim *s, int ii) {
     int32_t ri = in->head;
     in->head = REQ(s, ri)->next;
     in->qlen--;
+    /* the request path's rule (policy/drop.h), with the end-to-end
+     * deadline the request carries */
     if (s->cfg->drop_mode != VR_EDROP_NONE &&
-        s->now >= QRY(s, REQ(s, ri)->q)->deadline_ns) {
+        vr_drop_due(s->now, QRY(s, REQ(s, ri)->q)->deadline_ns,
+                    &s->prof[in->slot].lat, 1)) {
       req_end(s, ri, VR_PDROP_EXPIRED);
       continue;
     }
@@ -250,7 +261,7 @@ static int forward(psim *s, int32_t ri, int c) {
   preq *n = REQ(s, ni);
   *n = *r;
   n->task = (int16_t)ct;
-  double budget = vr_pipe_budget_ms(&s->plan, r->slot);
+  double budget = vr_pipe_budget_ms(&s->plan, &s->routes, r->slot);
   if (budget <= 0) budget = 2 * slot_lat(s, r->slot, 1, 0.5);
   n->budget_sum = r->budget_sum + (float)budget;
   int to = vr_pipe_route_pick(s->p, &s->routes, ct, r->slot,
@@ -364,6 +375,39 @@ static int start_pending(psim *s) {
   return 0;
 }
 
+/* A retiring instance's queue moves to the accepting instances of its task
+ * (shortest queue first; the path accuracy follows the new variant), so a
+ * plan change costs no more than the batch in flight. */
+static void hand_over(psim *s, int ii) {
+  pinst *in = INST(s, ii);
+  const vr_pipe_task *t = &s->p->tasks[in->task];
+  while (in->qlen) {
+    int best = -1, bl = 0;
+    for (size_t j = 0; j < s->inst.len; j++) {
+      pinst *o = INST(s, j);
+      if (o->task != in->task || !o->accepting) continue;
+      int l = o->qlen + o->nb + (o->started ? 0 : 1000000);
+      if (best < 0 || l < bl) best = (int)j, bl = l;
+    }
+    if (best < 0) return;
+    int32_t ri = in->head;
+    preq *r = REQ(s, ri);
+    in->head = r->next;
+    in->qlen--;
+    pinst *o = INST(s, best);
+    double a0 = t->variants[in->slot - s->plan.off[in->task]].accuracy;
+    double a1 = t->variants[o->slot - s->plan.off[in->task]].accuracy;
+    if (a0 > 0 && a1 >= 0) r->acc = (float)(r->acc / (a0 / 100) * (a1 / 100));
+    r->slot = (int16_t)o->slot;
+    r->next = -1;
+    if (o->qlen++) REQ(s, o->tail)->next = ri;
+    else o->head = ri;
+    o->tail = ri;
+    if (!o->nb && o->started && s->now >= o->ready_ns) start_batch(s, best);
+    in = INST(s, ii);
+  }
+}
+
 /* Moves the live instances to the plan: keeps what it can, retires the
  * surplus (draining) and queues the new ones for free workers. */
 static int apply_plan(psim *s) {
@@ -379,8 +423,6 @@ static int apply_plan(psim *s) {
           in->batch = a->batch;
         } else {
           in->accepting = 0;
-          if (!in->started) in->dead = 1;
-          else maybe_retire(s, in);
         }
       }
       for (; have < a->inst; have++) {
@@ -396,7 +438,27 @@ static int apply_plan(psim *s) {
         in->accepting = 1;
       }
     }
+  for (size_t i = 0; i < s->inst.len; i++) {
+    pinst *in = INST(s, i);
+    if (in->accepting || in->dead) continue;
+    hand_over(s, (int)i);
+    in = INST(s, i);
+    if (!in->started && !in->qlen) in->dead = 1;
+    else maybe_retire(s, in);
+  }
   return start_pending(s);
+}
+
+static void write_plan(psim *s, double now_s) {
+  for (int t = 0; t < s->p->ntasks; t++)
+    for (int v = 0; v < s->p->tasks[t].nvariants; v++) {
+      const vr_pipe_alloc *a = &s->plan.a[s->plan.off[t] + v];
+      if (a->inst > 0)
+        fprintf(s->cfg->plans_csv, "%.3f,%s,%s,%d,%d,%.3f,%d,%d\n", now_s,
+                s->p->tasks[t].name, s->p->tasks[t].variants[v].name,
+                a->inst, a->batch, a->lat_ms, s->plan.accuracy_scaled,
+                s->plan.feasible);
+    }
 }
 
 static int replan(psim *s, int first) {
@@ -409,10 +471,12 @@ static int replan(psim *s, int first) {
   if (!due || !c->replan) return 0;
   vr_psim_view v = {.now_s = now_s, .demand_ewma = s->ewma,
                     .demand_last = s->last_qps, .workers = c->workers};
+  memcpy(v.task_qps, s->task_ewma, sizeof v.task_qps);
   int rc = c->replan(c->replan_ctx, &v, &s->plan, s->err);
   if (rc) return rc;
   s->sum->replans++;
   s->planned_for = s->ewma;
+  if (c->plans_csv) write_plan(s, now_s);
   s->next_ctl_s = now_s + c->ctl_period_s;
   return apply_plan(s);
 }
@@ -431,6 +495,11 @@ static int on_tick(psim *s) {
   s->last_qps = s->tick_arrivals / tick;
   s->tick_arrivals = 0;
   s->ewma = 0.5 * s->ewma + 0.5 * s->last_qps;
+  for (int t = 0; t < s->p->ntasks; t++) {
+    int64_t n = s->sum->task[t].requests;
+    s->task_ewma[t] = 0.5 * s->task_ewma[t] + 0.5 * (n - s->task_seen[t]) / tick;
+    s->task_seen[t] = n;
+  }
   int r = row_of(s, s->now - 1);
   s->rows[r].workers = s->alive;
   s->rows[r].demand_est = s->ewma;
@@ -510,23 +579,28 @@ static void summarise(psim *s, FILE *csv) {
   int first = (int)ceil(c->warmup_s / c->tick_s), n = 0;
   double acc = 0, workers = 0;
   if (csv)
-    fprintf(csv, "t_s,demand,ok,late,dropped,accuracy,workers,demand_est\n");
+    fprintf(csv, "t_s,demand,ok,late,dropped,accuracy,workers,demand_est,"
+                 "paths,paths_bad\n");
   for (int i = 0; i < s->nrows - 1; i++) {
     vr_psim_row *r = &s->rows[i];
     int64_t served = r->ok + r->late;
     r->accuracy = served ? r->accuracy / served : 0;
     if (csv)
-      fprintf(csv, "%.3f,%lld,%lld,%lld,%lld,%.3f,%d,%.2f\n", r->t_s,
-              (long long)r->demand, (long long)r->ok, (long long)r->late,
-              (long long)r->dropped, r->accuracy, r->workers, r->demand_est);
+      fprintf(csv, "%.3f,%lld,%lld,%lld,%lld,%.3f,%d,%.2f,%lld,%lld\n",
+              r->t_s, (long long)r->demand, (long long)r->ok,
+              (long long)r->late, (long long)r->dropped, r->accuracy,
+              r->workers, r->demand_est, (long long)r->paths,
+              (long long)r->paths_bad);
     if (i < first) continue;
     m->queries += r->demand, m->ok += r->ok, m->late += r->late;
     m->dropped += r->dropped;
+    m->paths += r->paths, m->paths_bad += r->paths_bad;
     acc += r->accuracy * served;
     workers += r->workers, n++;
   }
-  m->violations_pct = m->queries ? 100.0 * (m->late + m->dropped) / m->queries
-                                 : 0;
+  m->query_violations_pct =
+      m->queries ? 100.0 * (m->late + m->dropped) / m->queries : 0;
+  m->violations_pct = m->paths ? 100.0 * m->paths_bad / m->paths : 0;
   m->accuracy_pct = m->ok + m->late ? acc / (m->ok + m->late) : 0;
   m->mean_workers = n ? workers / n : 0;
   if (s->lat.len) {
@@ -539,17 +613,18 @@ static void summarise(psim *s, FILE *csv) {
   double peak = 0, peak_viol = 0, off_w = 0;
   int off_n = 0;
   for (int i = first; i + w <= s->nrows - 1; i += w) {
-    int64_t d = 0, bad = 0;
+    int64_t d = 0, bad = 0, units = 0;
     for (int k = i; k < i + w; k++)
-      d += s->rows[k].demand, bad += s->rows[k].late + s->rows[k].dropped;
-    double qps = d / (w * c->tick_s), viol = d ? 100.0 * bad / d : 0;
+      d += s->rows[k].demand, bad += s->rows[k].paths_bad,
+          units += s->rows[k].paths;
+    double qps = d / (w * c->tick_s), viol = units ? 100.0 * bad / units : 0;
     if (viol <= 1 && qps > m->capacity_qps) m->capacity_qps = qps;
     if (qps > peak) peak = qps, peak_viol = viol;
     nw++;
   }
   m->peak_violations_pct = peak_viol;
   for (int i = first; i < s->nrows - 1; i++)
-    if (s->rows[i].demand <= 0.3 * peak * c->tick_s)
+    if (s->rows[i].demand <= 0.2 * peak * c->tick_s)
       off_w += s->rows[i].workers, off_n++;
   m->offpeak_workers = off_n ? off_w / off_n : 0;
   int ns = c->data->off[s->p->ntasks];

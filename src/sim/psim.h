@@ -19,8 +19,13 @@
  *    tick from the observed demand; within a variant, the instance with the
  *    shortest queue. Each hop runs vr_pipe_hop (early dropping mode).
  *  - A query is done when all its requests are done. Outcome: dropped (any
- *    request dropped; counted once, at the task and reason of the first
- *    drop), late (finished after its deadline) or ok. Accuracy of a served
+ *    request dropped), late (finished after its deadline) or ok.
+ *  - SLO violations are counted per path unit, as Loki counts requests at
+ *    its sink: every request that ends a path (reaches a leaf task, or
+ *    ends with no outputs) is one unit, violated if it ends after the
+ *    deadline; every dropped request is one violated unit. The stricter
+ *    per-query ratio (a frame with 18 cars fails if any one is dropped) is
+ *    reported too. Accuracy of a served
  *    query (ok or late): the mean over its paths (a request that reached a
  *    leaf, or ended with no outputs) of the product of the accuracies of the
  *    variants along the path.
@@ -45,7 +50,8 @@
 /* Why a request was dropped. */
 typedef enum {
   VR_PDROP_QUEUE_FULL = 0, /* instance queue at max_queue */
-  VR_PDROP_EXPIRED,        /* deadline passed before its batch started */
+  VR_PDROP_EXPIRED,        /* at batch start, could not meet its deadline
+                              even alone (vr_drop_due, policy/drop.h) */
   VR_PDROP_EARLY,          /* vr_pipe_hop said drop (behind its budget) */
   VR_PDROP_NO_INSTANCE,    /* the task had no instance to route to */
   VR_PDROP__COUNT
@@ -59,6 +65,9 @@ typedef struct vr_psim_view {
   double demand_ewma; /* root queries/s, EWMA over seconds (alpha 0.5) */
   double demand_last; /* root queries/s in the last full second */
   int workers;        /* cluster size */
+  double task_qps[VR_PIPE_MAX_TASKS]; /* requests reaching each task per
+                                         second, EWMA (what a
+                                         pipeline-agnostic policy sees) */
 } vr_psim_view;
 
 /* Returns 0 and fills plan (initialised for the pipeline, holding the
@@ -88,6 +97,9 @@ typedef struct vr_psim_cfg {
   vr_psim_replan_fn replan;
   void *replan_ctx;
   double ctl_period_s;      /* default 10 */
+  FILE *plans_csv;          /* if set: every plan, t_s,task,variant,
+                               instances,batch,lat_ms,accuracy_scaled,
+                               feasible */
   double ctl_change;        /* also replan when the EWMA moved by more than
                                this fraction since the last plan (0.2;
                                <= 0 off) */
@@ -96,6 +108,7 @@ typedef struct vr_psim_cfg {
 typedef struct vr_psim_row {
   double t_s;
   int64_t demand, ok, late, dropped; /* queries by arrival second */
+  int64_t paths, paths_bad;         /* path units of those queries */
   double accuracy;                  /* mean over served queries */
   int workers;                      /* instances alive (incl. draining) */
   double demand_est;
@@ -104,19 +117,21 @@ typedef struct vr_psim_row {
 typedef struct vr_psim_task_stats {
   int64_t requests;                 /* requests that reached the task */
   int64_t served;                   /* requests it completed */
-  int64_t drops[VR_PDROP__COUNT];
+  int64_t drops[VR_PDROP__COUNT]; /* every dropped request, by reason */
   int64_t rerouted;                 /* sent to a backup variant */
 } vr_psim_task_stats;
 
 typedef struct vr_psim_summary {
   int64_t queries, ok, late, dropped; /* after warm-up */
-  double violations_pct;  /* (late + dropped) / queries */
+  int64_t paths, paths_bad; /* path units (see above) */
+  double violations_pct;  /* paths_bad / paths */
+  double query_violations_pct; /* (late + dropped) / queries */
   double accuracy_pct;    /* mean accuracy of served queries */
   double p50_ms, p99_ms;  /* end-to-end latency of served queries */
   double mean_workers;
-  double capacity_qps;    /* highest 10-s window demand with <= 1%
+  double capacity_qps;    /* highest 10-s window demand with <= 1% path
                              violations */
-  double offpeak_workers; /* mean workers while demand <= 30% of its peak */
+  double offpeak_workers; /* mean workers while demand <= 20% of its peak */
   double peak_violations_pct; /* violations of the 10-s window of highest
                                  demand */
   int replans;

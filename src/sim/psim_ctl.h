@@ -3,8 +3,19 @@
  * that calls the pure planners in src/policy with the simulator's demand
  * estimate, plus its early-dropping mode.
  *
- *  - hw: hardware scaling only (InferLine-like): the most accurate variant
- *    of every task, instances scaled to the demand (vr_pipe_plan_scale).
+ *  - loki: Loki's MILPs (policy/loki.h: hardware scaling, then accuracy
+ *    scaling) with early dropping + opportunistic rerouting; loki_no_drop,
+ *    loki_last_task, loki_per_task: the same plans with the paper's
+ *    ablation drop modes.
+ *  - hw: hardware scaling only (InferLine-like): Loki's step 1, the most
+ *    accurate variants on the fewest workers; beyond the cluster, the best
+ *    effort with those variants.
+ *  - proteus: pipeline-agnostic accuracy scaling (vr_proteus_plan) on the
+ *    per-task demand it observes, whole cluster.
+ *  - infaas: INFaaS-like per task (vr_pipe_plan_cheapest).
+ *  Baselines drop per task (a request behind its task's budget is dropped,
+ *  and every mode but loki_no_drop drops requests whose deadline passed
+ *  before their batch starts).
  *
  * Ownership: a vr_psim_ctl borrows the pipeline data; it holds no memory.
  */

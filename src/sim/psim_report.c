@@ -36,6 +36,10 @@ int vr_psim_summary_write(const vr_psim_cfg *cfg, const char *policy,
   json_object_set_new(o, "late", json_integer(s->late));
   json_object_set_new(o, "dropped", json_integer(s->dropped));
   json_object_set_new(o, "violations_pct", json_real(s->violations_pct));
+  json_object_set_new(o, "query_violations_pct",
+                      json_real(s->query_violations_pct));
+  json_object_set_new(o, "paths", json_integer(s->paths));
+  json_object_set_new(o, "paths_violated", json_integer(s->paths_bad));
   json_object_set_new(o, "capacity_qps", json_real(s->capacity_qps));
   json_object_set_new(o, "offpeak_servers", json_real(s->offpeak_workers));
   json_object_set_new(o, "accuracy_pct", json_real(s->accuracy_pct));

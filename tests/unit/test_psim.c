@@ -308,7 +308,8 @@ static void test_sim_overload(void **st) {
     int64_t drops = 0;
     for (int t = 0; t < d.pipe->ntasks; t++)
       for (int k = 0; k < VR_PDROP__COUNT; k++) drops += s.task[t].drops[k];
-    assert_int_equal(drops, s.dropped);
+    assert_true(drops >= s.dropped); /* every dropped request, by reason */
+    assert_true(s.paths_bad >= drops && s.paths > s.paths_bad);
     if (mode == VR_EDROP_NONE) {
       assert_int_equal(s.task[0].drops[VR_PDROP_EXPIRED], 0);
       assert_true(s.late > 0);
@@ -339,13 +340,32 @@ static void test_sim_policy(void **st) {
   vr_errbuf err = {0};
   assert_int_equal(vr_psim_policy("nope", &d, &ctl, &cfg, &err), VR_ENOENT);
   assert_int_equal(vr_psim_policy("hw", &d, &ctl, &cfg, &err), 0);
+  ctl.slack = 1.5;
   vr_psim_summary s;
   assert_int_equal(vr_psim_run(&cfg, NULL, &s, &err), 0);
   assert_true(s.replans >= 3);
   assert_true(s.mean_workers >= 3 && s.mean_workers <= 10);
-  assert_true(s.violations_pct < 10);
+  assert_true(s.violations_pct < 5);
   assert_true(s.accuracy_pct > 99); /* most accurate variants only */
   vr_psim_summary_free(&s);
+  /* 150 qps on 4 workers: det_l alone would need 3 of them, so Loki
+   * scales accuracy and keeps violations low */
+  wl.rate = 150;
+  const char *pols[] = {"loki", "proteus", "infaas"};
+  for (int i = 0; i < 3; i++) {
+    cfg.workers = 4, cfg.drop_mode = -1;
+    assert_int_equal(vr_psim_policy(pols[i], &d, &ctl, &cfg, &err), 0);
+    ctl.slack = 1.5;
+    assert_int_equal(vr_psim_run(&cfg, NULL, &s, &err), 0);
+    assert_int_equal(s.ok + s.late + s.dropped, s.queries);
+    if (i == 0) {
+      assert_int_equal(cfg.drop_mode, VR_EDROP_REROUTE);
+      assert_true(s.violations_pct < 5);
+      assert_true(s.accuracy_pct < 99 && s.accuracy_pct > 50);
+    }
+    vr_psim_summary_free(&s);
+  }
+  cfg.workers = 10;
   /* bad configs are refused with a message */
   cfg.workers = 0;
   assert_int_equal(vr_psim_run(&cfg, NULL, &s, &err), VR_EINVAL);

@@ -1,0 +1,89 @@
+/* Loki's control-plane costs on a Loki app (default: traffic analysis):
+ * the MILP solve (hardware scaling, and accuracy scaling when the cluster
+ * is full) over a sweep of demands, and the MostAccurateFirst routing-table
+ * rebuild, per task.
+ *   bench_loki_plan DATA_DIR [APP] [WORKERS]
+ * Prints one line per measurement; exit 77 when DATA_DIR lacks the app. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "policy/loki.h"
+#include "sim/loki_data.h"
+
+static double clock_s(clockid_t c) {
+  struct timespec t;
+  clock_gettime(c, &t);
+  return t.tv_sec + t.tv_nsec / 1e9;
+}
+static double now_s(void) { return clock_s(CLOCK_MONOTONIC); }
+/* CPU time of this thread: what a solve costs on a busy machine too */
+static double cpu_s(void) { return clock_s(CLOCK_THREAD_CPUTIME_ID); }
+
+static int cmp(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: %s DATA_DIR [APP] [WORKERS]\n", argv[0]);
+    return 2;
+  }
+  const char *app = argc > 2 ? argv[2] : "traffic_analysis";
+  int workers = argc > 3 ? atoi(argv[3]) : 20;
+  vr_pipe_data d;
+  vr_errbuf err = {0};
+  if (vr_loki_load(argv[1], app, NULL, &d, &err)) {
+    fprintf(stderr, "skip: %s\n", err.msg);
+    return 77;
+  }
+  vr_pipe_plan plan;
+  if (vr_pipe_plan_init(&plan, d.pipe)) return 1;
+  vr_loki_opts o;
+  vr_loki_opts_default(&o);
+  o.slack = 1.5;
+  enum { N = 60 };
+  double ms[2][N], cpu[2][N];
+  int n[2] = {0, 0}, cols = 0, rows = 0;
+  for (int k = 0; k < N; k++) { /* 15 .. 900 qps */
+    double demand = 15.0 * (k + 1);
+    vr_loki_stats st;
+    double t0 = now_s(), c0 = cpu_s();
+    if (vr_loki_plan(d.pipe, d.prof, demand, workers, &o, &plan, &st, &err)) {
+      fprintf(stderr, "plan at %g qps: %s\n", demand, err.msg);
+      return 1;
+    }
+    int s = st.step - 1;
+    cpu[s][n[s]] = (cpu_s() - c0) * 1e3;
+    ms[s][n[s]++] = (now_s() - t0) * 1e3;
+    if (s == 1) cols = st.cols, rows = st.rows;
+  }
+  for (int s = 0; s < 2; s++) {
+    if (!n[s]) continue;
+    qsort(ms[s], n[s], sizeof ms[s][0], cmp);
+    qsort(cpu[s], n[s], sizeof cpu[s][0], cmp);
+    printf("milp step=%s solves=%d p50_ms=%.2f p90_ms=%.2f max_ms=%.2f "
+           "cpu_p50_ms=%.2f cpu_p90_ms=%.2f\n",
+           s ? "accuracy_scaling" : "hardware_scaling", n[s],
+           ms[s][n[s] / 2], ms[s][n[s] * 9 / 10], ms[s][n[s] - 1],
+           cpu[s][n[s] / 2], cpu[s][n[s] * 9 / 10]);
+  }
+  printf("milp size cols=%d rows=%d tasks=%d variants=%d workers=%d\n", cols,
+         rows, d.pipe->ntasks, d.off[d.pipe->ntasks], workers);
+  /* routing rebuild on the last (accuracy-scaled) plan */
+  vr_pipe_routes r;
+  int reps = 20000;
+  double t0 = cpu_s();
+  for (int i = 0; i < reps; i++) {
+    if (vr_pipe_route_build(d.pipe, &plan, 600 + i % 7, &r)) return 1;
+    vr_pipe_routes_free(&r);
+  }
+  double us = (cpu_s() - t0) * 1e6 / reps; /* CPU time */
+  printf("routing rebuild_us=%.2f per_task_us=%.2f tasks=%d\n", us,
+         us / d.pipe->ntasks, d.pipe->ntasks);
+  vr_pipe_plan_free(&plan);
+  vr_pipe_data_free(&d);
+  return 0;
+}

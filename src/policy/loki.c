@@ -1,0 +1,501 @@
+/* Loki's MILPs and the Proteus-like per-task MILP (loki.h). */
+#include "policy/loki.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "policy/milp.h"
+
+#define MAX_PREFIXES 20000
+#define BIG_SERVED 1000.0
+#define NB VR_PROF_NB
+
+void vr_loki_opts_default(vr_loki_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->slack = 1.0;
+  o->time_limit_s = 2;
+  o->max_batch = 64;
+}
+
+/* One prefix of an augmented root-to-leaf path: its last vertex. */
+typedef struct prefix {
+  int task, slot, parent; /* parent prefix, -1 at the root */
+  double m;               /* requests per root request reaching it */
+  double acc;             /* product of accuracies (0..1) along it */
+  int hops;
+  int col;                /* F column */
+} prefix;
+
+typedef struct model {
+  const vr_pipeline *p;
+  const vr_profile *prof;
+  const vr_pipe_plan *shape; /* slot offsets */
+  prefix *pre;
+  int npre;
+  int w[VR_PIPE_MAX_TASKS * VR_PIPE_MAX_VARIANTS][NB]; /* columns, -1 */
+  int z[VR_PIPE_MAX_TASKS * VR_PIPE_MAX_VARIANTS][NB];
+  int rows;
+} model;
+
+static double acc01(const vr_pipe_variant *v) {
+  return v->accuracy >= 0 ? v->accuracy / 100 : 1;
+}
+
+/* Is slot (t,v) allowed (hw_only: only the most accurate variants)? */
+static int allowed(const vr_pipeline *p, int t, int v, int hw_only) {
+  if (!hw_only) return 1;
+  const vr_pipe_task *tk = &p->tasks[t];
+  for (int k = 0; k < tk->nvariants; k++)
+    if (acc01(&tk->variants[k]) > acc01(&tk->variants[v])) return 0;
+  return 1;
+}
+
+static int build_prefixes(model *md, int hw_only, vr_errbuf *err) {
+  const vr_pipeline *p = md->p;
+  int n = 0;
+  md->pre = malloc(MAX_PREFIXES * sizeof *md->pre);
+  if (!md->pre) return vr_errf(err, VR_ENOMEM, "loki: out of memory");
+  /* tasks in preorder: the parent's prefixes exist before the child's */
+  int first[VR_PIPE_MAX_TASKS], count[VR_PIPE_MAX_TASKS];
+  for (int t = 0; t < p->ntasks; t++) {
+    const vr_pipe_task *tk = &p->tasks[t];
+    first[t] = n, count[t] = 0;
+    int par = tk->parent;
+    int np = par < 0 ? 1 : count[par];
+    for (int q = 0; q < np; q++) {
+      const prefix *pq = par < 0 ? NULL : &md->pre[first[par] + q];
+      double m = 1, acc = 1;
+      if (pq) {
+        const vr_pipe_task *pt = &p->tasks[par];
+        const vr_pipe_variant *pv = &pt->variants[pq->slot - md->shape->off[par]];
+        int c = 0;
+        while (pt->children[c] != t) c++;
+        m = pq->m * pv->mult * pv->share[c];
+        acc = pq->acc;
+      }
+      for (int v = 0; v < tk->nvariants; v++) {
+        if (!allowed(p, t, v, hw_only)) continue;
+        if (n >= MAX_PREFIXES)
+          return vr_errf(err, VR_ELIMIT, "loki: the augmented graph has more "
+                         "than %d paths; too large for the MILP",
+                         MAX_PREFIXES);
+        md->pre[n] = (prefix){.task = t, .slot = md->shape->off[t] + v,
+                              .parent = pq ? first[par] + q : -1, .m = m,
+                              .acc = acc * acc01(&tk->variants[v]),
+                              .hops = pq ? pq->hops + 1 : 1};
+        n++, count[t]++;
+      }
+    }
+  }
+  md->npre = n;
+  return 0;
+}
+
+static double lat_b(const model *md, int slot, int b) {
+  return vr_profile_latency_ms(&md->prof[slot], vr_prof_batch(b), 0.5);
+}
+
+/* Columns w/z for every allowed (slot, batch); -1 where not allowed. */
+static void add_batch_cols(model *md, vr_milp *m, const vr_loki_opts *o,
+                           double half, int workers, int hw_only,
+                           double w_obj, const double *maxload) {
+  const vr_pipeline *p = md->p;
+  for (int t = 0; t < p->ntasks; t++)
+    for (int v = 0; v < p->tasks[t].nvariants; v++) {
+      int s = md->shape->off[t] + v;
+      for (int b = 0; b < NB; b++) {
+        md->w[s][b] = md->z[s][b] = -1;
+        int bs = vr_prof_batch(b);
+        if (!allowed(p, t, v, hw_only) || bs > o->max_batch ||
+            bs > md->prof[s].max_batch || lat_b(md, s, b) > half)
+          continue;
+        /* a tight bound on w (what the slot's largest possible load
+         * needs) keeps the LP relaxation close: CBC proves much faster */
+        double need = ceil(maxload[s] * lat_b(md, s, b) / (bs * 1000.0) - 1e-9);
+        int ub = need < 1 ? 1 : need > workers ? workers : (int)need;
+        md->w[s][b] = vr_milp_col(m, 0, ub, w_obj, 1);
+        md->z[s][b] = vr_milp_col(m, 0, 1, 0, 1);
+        int idx[2] = {md->w[s][b], md->z[s][b]};
+        double k[2] = {1, -ub};
+        vr_milp_row(m, 2, idx, k, 'L', 0), md->rows++;
+      }
+    }
+}
+
+/* Row helper buffers. */
+typedef struct rowbuf {
+  int *idx;
+  double *k;
+  int n;
+} rowbuf;
+
+static void rb_add(rowbuf *r, int col, double k) {
+  r->idx[r->n] = col, r->k[r->n++] = k;
+}
+
+/* Closes a capacity row whose load terms are already in rb (load <= sum
+ * of w(b) x throughput(b)) and adds the slot's one-batch row. */
+static void capacity_rows(model *md, vr_milp *m, rowbuf *rb, int s) {
+  for (int b = 0; b < NB; b++)
+    if (md->w[s][b] >= 0)
+      rb_add(rb, md->w[s][b], -vr_prof_batch(b) * 1000.0 / lat_b(md, s, b));
+  vr_milp_row(m, rb->n, rb->idx, rb->k, 'L', 0), md->rows++;
+  rb->n = 0;
+  for (int b = 0; b < NB; b++)
+    if (md->z[s][b] >= 0) rb_add(rb, md->z[s][b], 1);
+  if (rb->n) vr_milp_row(m, rb->n, rb->idx, rb->k, 'L', 1), md->rows++;
+}
+
+static int build_rows(model *md, vr_milp *m, double demand, double half,
+                      int workers, const vr_loki_opts *o, rowbuf *rb) {
+  const vr_pipeline *p = md->p;
+  int ns = md->shape->off[p->ntasks];
+  /* root: sum F(root prefixes) - alpha = 0 ; alpha column is col 0 */
+  rb->n = 0;
+  for (int i = 0; i < md->npre && md->pre[i].task == 0; i++)
+    rb_add(rb, md->pre[i].col, 1);
+  rb_add(rb, 0, -1);
+  vr_milp_row(m, rb->n, rb->idx, rb->k, 'E', 0), md->rows++;
+  /* conservation per prefix and child task */
+  for (int q = 0; q < md->npre; q++) {
+    const vr_pipe_task *tk = &p->tasks[md->pre[q].task];
+    for (int c = 0; c < tk->nchildren; c++) {
+      rb->n = 0;
+      for (int i = q + 1; i < md->npre; i++)
+        if (md->pre[i].parent == q && md->pre[i].task == tk->children[c])
+          rb_add(rb, md->pre[i].col, 1);
+      rb_add(rb, md->pre[q].col, -1);
+      vr_milp_row(m, rb->n, rb->idx, rb->k, 'E', 0), md->rows++;
+    }
+  }
+  /* capacity and one batch per slot */
+  for (int s = 0; s < ns; s++) {
+    rb->n = 0;
+    for (int i = 0; i < md->npre; i++)
+      if (md->pre[i].slot == s && md->pre[i].m > 0)
+        rb_add(rb, md->pre[i].col, demand * o->slack * md->pre[i].m);
+    if (rb->n) capacity_rows(md, m, rb, s);
+  }
+  /* workers */
+  rb->n = 0;
+  for (int s = 0; s < ns; s++)
+    for (int b = 0; b < NB; b++)
+      if (md->w[s][b] >= 0) rb_add(rb, md->w[s][b], 1);
+  if (rb->n) vr_milp_row(m, rb->n, rb->idx, rb->k, 'L', workers), md->rows++;
+  /* latency of every leaf path whose variants are all hosted (routing may
+   * use any of them, not only the paths the flows chose):
+   * sum l(b) z(b) <= half + M (hops - sum z) */
+  double bigm = 0;
+  for (int s = 0; s < ns; s++) bigm += half; /* every term is <= half */
+  for (int q = 0; q < md->npre; q++) {
+    if (p->tasks[md->pre[q].task].nchildren) continue;
+    rb->n = 0;
+    for (int a = q; a >= 0; a = md->pre[a].parent)
+      for (int b = 0; b < NB; b++)
+        if (md->z[md->pre[a].slot][b] >= 0)
+          rb_add(rb, md->z[md->pre[a].slot][b],
+                 lat_b(md, md->pre[a].slot, b) + bigm);
+    vr_milp_row(m, rb->n, rb->idx, rb->k, 'L', half + bigm * md->pre[q].hops),
+        md->rows++;
+  }
+  return 0;
+}
+
+/* Idle workers become headroom on the variants in use, one at a time to
+ * the one with the highest load per instance. */
+static void spread_idle(vr_pipe_plan *plan, const vr_profile *prof,
+                        const double *load, int workers) {
+  int ns = plan->off[plan->ntasks];
+  while (plan->workers < workers) {
+    int best = -1;
+    double bu = 0;
+    for (int s = 0; s < ns; s++) {
+      const vr_pipe_alloc *a = &plan->a[s];
+      if (a->inst <= 0 || a->cap_qps <= 0) continue;
+      double u = load[s] / (a->inst * a->cap_qps);
+      if (best < 0 || u > bu) best = s, bu = u;
+    }
+    if (best < 0) break;
+    int t = 0;
+    while (plan->off[t + 1] <= best) t++;
+    vr_pipe_plan_set(plan, prof, t, best - plan->off[t],
+                     plan->a[best].inst + 1, plan->a[best].batch);
+  }
+}
+
+/* Reads w into the plan; load[slot] = expected qps. */
+static void extract(const model *md, const double *x, double demand,
+                    vr_pipe_plan *plan, double *load) {
+  int ns = md->shape->off[md->p->ntasks];
+  for (int s = 0; s < ns; s++) plan->a[s] = (vr_pipe_alloc){0}, load[s] = 0;
+  plan->workers = 0;
+  for (int q = 0; q < md->npre; q++)
+    load[md->pre[q].slot] += demand * x[md->pre[q].col] * md->pre[q].m;
+  for (int t = 0; t < md->p->ntasks; t++)
+    for (int v = 0; v < md->p->tasks[t].nvariants; v++) {
+      int s = md->shape->off[t] + v, n = 0, bs = 1;
+      for (int b = 0; b < NB; b++)
+        if (md->w[s][b] >= 0 && lround(x[md->w[s][b]]) > 0)
+          n += (int)lround(x[md->w[s][b]]), bs = vr_prof_batch(b);
+      if (n) vr_pipe_plan_set(plan, md->prof, t, v, n, bs);
+    }
+}
+
+/* Builds and solves one MILP. mode 1: min workers (alpha = 1); mode 2:
+ * max accuracy with alpha = 1; mode 3: max accuracy + BIG x alpha (best
+ * effort, when mode 2 is infeasible). */
+static int solve(const vr_pipeline *p, const vr_profile *prof,
+                 double demand, int workers, const vr_loki_opts *o, int mode,
+                 int hw_only, vr_pipe_plan *plan, vr_loki_stats *st,
+                 vr_errbuf *err) {
+  model *md = calloc(1, sizeof *md);
+  vr_milp *m = vr_milp_new(mode >= 2);
+  rowbuf rb = {0};
+  int rc = 0, nleaves = 0;
+  for (int t = 0; t < p->ntasks; t++) nleaves += !p->tasks[t].nchildren;
+  if (!md || !m) {
+    rc = vr_errf(err, VR_ENOMEM, "loki: out of memory");
+    goto out;
+  }
+  md->p = p, md->prof = prof, md->shape = plan;
+  if ((rc = build_prefixes(md, hw_only, err))) goto out;
+  int depth = 0;
+  for (int q = 0; q < md->npre; q++)
+    if (md->pre[q].hops > depth) depth = md->pre[q].hops;
+  double half = p->slo_ms / 2 - o->comm_ms * depth;
+  /* col 0: alpha */
+  vr_milp_col(m, mode == 3 ? 0 : 1, 1, mode == 3 ? BIG_SERVED : 0, 0);
+  for (int q = 0; q < md->npre; q++) {
+    double obj = 0;
+    if (mode >= 2 && !p->tasks[md->pre[q].task].nchildren)
+      obj = md->pre[q].acc / nleaves;
+    md->pre[q].col = vr_milp_col(m, 0, 1, obj, 0);
+  }
+  /* mode 1 minimises workers; accuracy modes leave idle ones to
+   * spread_idle (a tie-break weight would only slow CBC's proof) */
+  double *maxload = calloc(plan->off[p->ntasks] + 1, sizeof *maxload);
+  if (!maxload) {
+    rc = vr_errf(err, VR_ENOMEM, "loki: out of memory");
+    goto out;
+  }
+  for (int q = 0; q < md->npre; q++) /* all of D through this prefix */
+    maxload[md->pre[q].slot] += demand * o->slack * md->pre[q].m;
+  add_batch_cols(md, m, o, half, workers, hw_only, mode == 1 ? 1 : 0,
+                 maxload);
+  free(maxload);
+  /* within 0.05 worker / 0.01 accuracy point of the optimum */
+  vr_milp_set_gap(m, mode == 1 ? 0.5 : 5e-3);
+  int maxrow = md->npre + 2 * VR_PIPE_MAX_TASKS * VR_PIPE_MAX_VARIANTS * NB + 8;
+  rb.idx = malloc(maxrow * sizeof *rb.idx);
+  rb.k = malloc(maxrow * sizeof *rb.k);
+  if (!rb.idx || !rb.k) {
+    rc = vr_errf(err, VR_ENOMEM, "loki: out of memory");
+    goto out;
+  }
+  build_rows(md, m, demand, half, workers, o, &rb);
+  int status = vr_milp_solve(m, o->time_limit_s);
+  st->status = status, st->cols = vr_milp_ncols(m), st->rows = md->rows;
+  st->prefixes = md->npre;
+  if (status == VR_MILP_INFEASIBLE) {
+    rc = VR_EINFEASIBLE; /* modes 1, 2; mode 3 always has alpha = 0 */
+    goto out;
+  }
+  if (status == VR_MILP_NONE) {
+    rc = vr_errf(err, VR_EBACKEND, "loki: CBC found no plan in %g s",
+                 o->time_limit_s);
+    goto out;
+  }
+  const double *x = vr_milp_x(m);
+  double *load = calloc(plan->off[p->ntasks] + 1, sizeof *load);
+  if (!load) {
+    rc = vr_errf(err, VR_ENOMEM, "loki: out of memory");
+    goto out;
+  }
+  extract(md, x, demand, plan, load);
+  double acc = 0;
+  for (int q = 0; q < md->npre; q++)
+    if (!p->tasks[md->pre[q].task].nchildren)
+      acc += x[md->pre[q].col] * md->pre[q].acc / nleaves;
+  st->served = x[0];
+  st->accuracy = x[0] > 0 ? 100 * acc / x[0] : 0;
+  plan->accuracy = st->accuracy;
+  plan->feasible = x[0] >= 0.999;
+  plan->demand_qps = demand;
+  plan->fill = 1 / o->slack;
+  if (mode >= 2) spread_idle(plan, prof, load, workers);
+  free(load);
+out:
+  free(rb.idx), free(rb.k);
+  if (md) free(md->pre);
+  free(md);
+  vr_milp_free(m);
+  return rc;
+}
+
+/* A quick lower bound: the most accurate variants at their best batch
+ * within half the SLO already need more workers than the cluster has. */
+static int hw_hopeless(const vr_pipeline *p, const vr_profile *prof,
+                       double demand, int workers, const vr_loki_opts *o) {
+  int choice[VR_PIPE_MAX_TASKS], off = 0;
+  double rate[VR_PIPE_MAX_TASKS], need = 0;
+  for (int t = 0; t < p->ntasks; t++) {
+    const vr_pipe_task *tk = &p->tasks[t];
+    choice[t] = 0;
+    for (int v = 1; v < tk->nvariants; v++)
+      if (acc01(&tk->variants[v]) > acc01(&tk->variants[choice[t]]))
+        choice[t] = v;
+  }
+  vr_pipeline_rates(p, choice, NULL, demand * o->slack, rate);
+  for (int t = 0; t < p->ntasks; t++) {
+    const vr_profile *pr = &prof[off + choice[t]];
+    double best = 0;
+    for (int b = 1; b <= pr->max_batch && b <= o->max_batch; b *= 2) {
+      double l = vr_profile_latency_ms(pr, b, 0.5);
+      if (l <= p->slo_ms / 2 && b * 1000.0 / l > best) best = b * 1000.0 / l;
+    }
+    need += best > 0 ? ceil(rate[t] / best - 1e-9) : 1e9;
+    off += p->tasks[t].nvariants;
+  }
+  return need > workers;
+}
+
+int vr_loki_plan(const vr_pipeline *p, const vr_profile *prof,
+                 double demand_qps, int workers, const vr_loki_opts *o,
+                 vr_pipe_plan *plan, vr_loki_stats *st, vr_errbuf *err) {
+  vr_loki_opts def;
+  if (!o) vr_loki_opts_default(&def), o = &def;
+  vr_loki_stats tmp;
+  if (!st) st = &tmp;
+  memset(st, 0, sizeof *st);
+  if (demand_qps < 0.01) demand_qps = 0.01; /* keep one path alive */
+  int rc = VR_EINFEASIBLE;
+  if (!o->no_hw_scaling && !hw_hopeless(p, prof, demand_qps, workers, o)) {
+    st->step = 1;
+    rc = solve(p, prof, demand_qps, workers, o, 1, 1, plan, st, err);
+    if (rc != VR_EINFEASIBLE) {
+      plan->accuracy_scaled = 0;
+      return rc;
+    }
+  }
+  st->step = 2;
+  rc = solve(p, prof, demand_qps, workers, o, 2, o->hw_only, plan, st, err);
+  if (rc == VR_EINFEASIBLE) /* not even the fastest paths: best effort */
+    rc = solve(p, prof, demand_qps, workers, o, 3, o->hw_only, plan, st,
+               err);
+  if (!rc) plan->accuracy_scaled = !o->hw_only;
+  return rc;
+}
+
+/* Proteus-like: one prefix per (task, variant) with m = the task's demand,
+ * flows are the fractions of each task's own demand. */
+static int proteus_rows(model *md, vr_milp *m, const double *task_qps,
+                        int workers, const vr_loki_opts *o, rowbuf *rb,
+                        const int *alpha) {
+  const vr_pipeline *p = md->p;
+  int ns = md->shape->off[p->ntasks];
+  for (int t = 0; t < p->ntasks; t++) {
+    rb->n = 0;
+    for (int q = 0; q < md->npre; q++)
+      if (md->pre[q].task == t) rb_add(rb, md->pre[q].col, 1);
+    rb_add(rb, alpha[t], -1);
+    vr_milp_row(m, rb->n, rb->idx, rb->k, 'E', 0), md->rows++;
+  }
+  for (int q = 0; q < md->npre; q++) {
+    int s = md->pre[q].slot;
+    rb->n = 0;
+    rb_add(rb, md->pre[q].col, o->slack * task_qps[md->pre[q].task]);
+    capacity_rows(md, m, rb, s);
+  }
+  rb->n = 0;
+  for (int s = 0; s < ns; s++)
+    for (int b = 0; b < NB; b++)
+      if (md->w[s][b] >= 0) rb_add(rb, md->w[s][b], 1);
+  if (rb->n) vr_milp_row(m, rb->n, rb->idx, rb->k, 'L', workers), md->rows++;
+  return 0;
+}
+
+int vr_proteus_plan(const vr_pipeline *p, const vr_profile *prof,
+                    const double *task_qps, int workers,
+                    const vr_loki_opts *o, vr_pipe_plan *plan,
+                    vr_loki_stats *st, vr_errbuf *err) {
+  vr_loki_opts def;
+  if (!o) vr_loki_opts_default(&def), o = &def;
+  vr_loki_stats tmp;
+  if (!st) st = &tmp;
+  memset(st, 0, sizeof *st);
+  st->step = 2;
+  model *md = calloc(1, sizeof *md);
+  vr_milp *m = vr_milp_new(1);
+  rowbuf rb = {0};
+  double *load = NULL, total = 0, q[VR_PIPE_MAX_TASKS];
+  int rc = 0, depth = 0, alpha[VR_PIPE_MAX_TASKS];
+  if (!md || !m || !(md->pre = malloc((plan->off[p->ntasks] + 1) *
+                                      sizeof *md->pre))) {
+    rc = vr_errf(err, VR_ENOMEM, "proteus: out of memory");
+    goto out;
+  }
+  md->p = p, md->prof = prof, md->shape = plan;
+  for (int t = 0; t < p->ntasks; t++) {
+    int d = 1;
+    for (int a = p->tasks[t].parent; a >= 0; a = p->tasks[a].parent) d++;
+    if (d > depth) depth = d;
+    q[t] = task_qps[t] > 0.01 ? task_qps[t] : 0.01;
+    total += q[t];
+  }
+  for (int t = 0; t < p->ntasks; t++) {
+    alpha[t] = vr_milp_col(m, 0, 1, BIG_SERVED * q[t] / total, 0);
+    for (int v = 0; v < p->tasks[t].nvariants; v++) {
+      prefix *pr = &md->pre[md->npre++];
+      *pr = (prefix){.task = t, .slot = plan->off[t] + v, .parent = -1,
+                     .m = q[t], .acc = acc01(&p->tasks[t].variants[v]),
+                     .hops = 1};
+      pr->col = vr_milp_col(m, 0, 1, q[t] / total * pr->acc, 0);
+    }
+  }
+  double half = (p->slo_ms / depth - o->comm_ms) / 2;
+  double *maxload = calloc(plan->off[p->ntasks] + 1, sizeof *maxload);
+  if (!maxload) {
+    rc = vr_errf(err, VR_ENOMEM, "proteus: out of memory");
+    goto out;
+  }
+  for (int k = 0; k < md->npre; k++)
+    maxload[md->pre[k].slot] = o->slack * md->pre[k].m;
+  add_batch_cols(md, m, o, half, workers, 0, 0, maxload);
+  free(maxload);
+  int maxrow = md->npre + 2 * VR_PIPE_MAX_TASKS * VR_PIPE_MAX_VARIANTS * NB + 8;
+  rb.idx = malloc(maxrow * sizeof *rb.idx);
+  rb.k = malloc(maxrow * sizeof *rb.k);
+  load = calloc(plan->off[p->ntasks] + 1, sizeof *load);
+  if (!rb.idx || !rb.k || !load) {
+    rc = vr_errf(err, VR_ENOMEM, "proteus: out of memory");
+    goto out;
+  }
+  proteus_rows(md, m, q, workers, o, &rb, alpha);
+  int status = vr_milp_solve(m, o->time_limit_s);
+  st->status = status, st->cols = vr_milp_ncols(m), st->rows = md->rows;
+  st->prefixes = md->npre;
+  if (status != VR_MILP_OPTIMAL && status != VR_MILP_FEASIBLE) {
+    rc = vr_errf(err, VR_EBACKEND, "proteus: CBC found no plan");
+    goto out;
+  }
+  const double *x = vr_milp_x(m);
+  extract(md, x, 1, plan, load);
+  double served = 0, acc = 0;
+  for (int t = 0; t < p->ntasks; t++) served += x[alpha[t]] * q[t] / total;
+  for (int k = 0; k < md->npre; k++)
+    acc += x[md->pre[k].col] * md->pre[k].m / total * md->pre[k].acc;
+  st->served = served;
+  st->accuracy = served > 0 ? 100 * acc / served : 0;
+  plan->accuracy = st->accuracy;
+  plan->feasible = served >= 0.999;
+  plan->accuracy_scaled = 1;
+  plan->fill = 1 / o->slack;
+  spread_idle(plan, prof, load, workers);
+out:
+  free(rb.idx), free(rb.k), free(load);
+  if (md) free(md->pre);
+  free(md);
+  vr_milp_free(m);
+  return rc;
+}

@@ -1,0 +1,82 @@
+/*
+ * Loki's resource manager (HPDC'24 §4): two MILPs over the pipeline's
+ * augmented graph, solved with CBC (policy/milp.h).
+ *
+ * Augmented graph: one vertex per (task, variant); a root-to-leaf path picks
+ * one variant per task along a tree path. Flows are fractions of the root
+ * demand D on every prefix of such paths (a request fans out to every
+ * child task, so at each vertex the flow is split again per child task);
+ * m(q) = product of mult x share along the prefix gives the requests per
+ * root request reaching its last vertex.
+ *
+ * Variables: flow F(q) in [0,1] per prefix q; per (task, variant, batch b)
+ * an integer w (instances at that batch) and a binary z (that batch is the
+ * variant's one max batch); per leaf path an indicator I(p) >= F(p).
+ * Constraints: flows conserve (children of q sum to F(q) per child task);
+ * capacity D x slack x sum F(q) m(q) <= sum_b w(b) q(b) per variant
+ * (Loki's (2)); sum w <= workers ((3)); one batch per variant ((4)); along
+ * every path with traffic the sum of l(b) z(b) <= SLO/2 - comm x hops
+ * ((5)-(7), the SLO halved for queueing as in the paper).
+ *
+ *  1. Hardware scaling: only each task's most accurate variants; minimise
+ *     the workers ((8)-(11)).
+ *  2. If that is infeasible on the cluster: accuracy scaling; maximise the
+ *     system accuracy: mean over leaf tasks of sum_p F(p) A(p), A(p) the
+ *     product of the path's accuracies ((12)). The root's served fraction
+ *     alpha = sum F(root) <= 1 carries a weight of 1000, so when even the
+ *     least accurate variants cannot keep up the result is the best effort
+ *     (most demand served) with feasible = 0, never an error.
+ *     Workers the solution leaves idle are added to the variants in use in
+ *     proportion to their load (headroom: all servers take part, as in the
+ *     paper's accuracy-scaling phase).
+ *
+ * Pure: no I/O, no clock, no globals. Outputs: the plan (instances and max
+ * batch per variant; budgets follow from pipe_plan.h).
+ */
+#ifndef VR_POLICY_LOKI_H
+#define VR_POLICY_LOKI_H
+
+#include "policy/pipe_plan.h"
+
+typedef struct vr_loki_opts {
+  double slack;        /* demand multiplier for capacity (default 1.0) */
+  double comm_ms;      /* per-hop communication latency (default 0) */
+  double time_limit_s; /* CBC limit per solve (default 2) */
+  int max_batch;       /* largest batch considered (default 64) */
+  int hw_only;         /* never lower accuracy (InferLine-like baseline):
+                          step 2 keeps only the most accurate variants */
+  int no_hw_scaling;   /* skip step 1 (always maximise accuracy on the
+                          whole cluster) */
+} vr_loki_opts;
+
+typedef struct vr_loki_stats {
+  int step;          /* 1 hardware scaling, 2 accuracy scaling */
+  int status;        /* vr_milp_status of the last solve */
+  double served;     /* alpha: fraction of demand the plan carries */
+  double accuracy;   /* objective accuracy, percent */
+  int cols, rows;    /* size of the last MILP */
+  int prefixes;      /* augmented prefixes (paths and their heads) */
+} vr_loki_stats;
+
+void vr_loki_opts_default(vr_loki_opts *o);
+
+/* Plans for demand_qps at the root on at most `workers` workers. plan must
+ * be initialised for p (vr_pipe_plan_init); it is overwritten. 0, VR_ENOMEM,
+ * VR_ELIMIT (augmented graph too large: > 20000 prefixes) or VR_EBACKEND
+ * (CBC found no solution in time). */
+int vr_loki_plan(const vr_pipeline *p, const vr_profile *prof,
+                 double demand_qps, int workers, const vr_loki_opts *o,
+                 vr_pipe_plan *plan, vr_loki_stats *st, vr_errbuf *err);
+
+/* Proteus-like pipeline-agnostic accuracy scaling: each task is an
+ * independent model with its observed demand task_qps[t] and an equal
+ * share of the SLO (SLO / depth of the tree, halved for queueing); one
+ * MILP over all tasks maximises the demand-weighted mean single-model
+ * accuracy on the whole cluster (no hardware scaling; idle workers are
+ * spread as headroom). Best effort as above. */
+int vr_proteus_plan(const vr_pipeline *p, const vr_profile *prof,
+                    const double *task_qps, int workers,
+                    const vr_loki_opts *o, vr_pipe_plan *plan,
+                    vr_loki_stats *st, vr_errbuf *err);
+
+#endif

@@ -1,0 +1,54 @@
+/* MILP builder over CBC (milp.h). */
+#include "policy/milp.h"
+
+#include <coin/Cbc_C_Interface.h>
+#include <stdlib.h>
+
+struct vr_milp {
+  Cbc_Model *cbc;
+  int ncols;
+};
+
+vr_milp *vr_milp_new(int maximize) {
+  vr_milp *m = calloc(1, sizeof *m);
+  if (!m || !(m->cbc = Cbc_newModel())) {
+    free(m);
+    return NULL;
+  }
+  Cbc_setLogLevel(m->cbc, 0);
+  Cbc_setObjSense(m->cbc, maximize ? -1 : 1);
+  return m;
+}
+
+void vr_milp_free(vr_milp *m) {
+  if (!m) return;
+  Cbc_deleteModel(m->cbc);
+  free(m);
+}
+
+int vr_milp_col(vr_milp *m, double lb, double ub, double obj, int integer) {
+  Cbc_addCol(m->cbc, "", lb, ub, obj, integer ? 1 : 0, 0, NULL, NULL);
+  return m->ncols++;
+}
+
+void vr_milp_row(vr_milp *m, int n, const int *idx, const double *coef,
+                 char sense, double rhs) {
+  Cbc_addRow(m->cbc, "", n, idx, coef, sense, rhs);
+}
+
+void vr_milp_set_gap(vr_milp *m, double abs_gap) {
+  Cbc_setAllowableGap(m->cbc, abs_gap);
+}
+
+int vr_milp_solve(vr_milp *m, double time_limit_s) {
+  if (time_limit_s > 0) Cbc_setMaximumSeconds(m->cbc, time_limit_s);
+  Cbc_solve(m->cbc);
+  if (Cbc_isProvenInfeasible(m->cbc)) return VR_MILP_INFEASIBLE;
+  if (Cbc_isProvenOptimal(m->cbc)) return VR_MILP_OPTIMAL;
+  return Cbc_numberSavedSolutions(m->cbc) > 0 ? VR_MILP_FEASIBLE
+                                                : VR_MILP_NONE;
+}
+
+const double *vr_milp_x(vr_milp *m) { return Cbc_getColSolution(m->cbc); }
+double vr_milp_obj(vr_milp *m) { return Cbc_getObjValue(m->cbc); }
+int vr_milp_ncols(const vr_milp *m) { return m->ncols; }

@@ -1,0 +1,51 @@
+/*
+ * A thin MILP builder over COIN-OR CBC (its C interface), shared by the
+ * control-plane planners (Loki's MILPs, policy/loki.h) and the simulator's
+ * reference ILP (sim/ilp.h). Columns and rows are added one at a time;
+ * solve runs CBC silently (log level 0, one thread) within a time limit.
+ *
+ * Purity: no I/O (CBC's log is off), no threads, no globals; a solve is
+ * deterministic for the same model.
+ *
+ * Ownership: a vr_milp owns its CBC model; vr_milp_free releases it.
+ */
+#ifndef VR_POLICY_MILP_H
+#define VR_POLICY_MILP_H
+
+#include "vario/status.h"
+
+typedef struct vr_milp vr_milp;
+
+/* NULL on allocation failure. maximize: 1 to maximise the objective. */
+vr_milp *vr_milp_new(int maximize);
+void vr_milp_free(vr_milp *m);
+
+/* Adds a column lb <= x <= ub with objective coefficient obj; returns its
+ * index. */
+int vr_milp_col(vr_milp *m, double lb, double ub, double obj, int integer);
+
+/* Adds sum coef[i] x[idx[i]] (sense 'L' <=, 'G' >=, 'E' =) rhs. */
+void vr_milp_row(vr_milp *m, int n, const int *idx, const double *coef,
+                 char sense, double rhs);
+
+typedef enum {
+  VR_MILP_OPTIMAL = 0,   /* proven optimal */
+  VR_MILP_FEASIBLE = 1,  /* a solution, optimality not proven in time */
+  VR_MILP_INFEASIBLE = 2,
+  VR_MILP_NONE = 3,      /* no solution found in time */
+} vr_milp_status;
+
+/* Stop once the incumbent is within abs_gap of the best bound (objective
+ * units; CBC's allowable gap). */
+void vr_milp_set_gap(vr_milp *m, double abs_gap);
+
+/* Solves; time_limit_s <= 0: none. Returns a vr_milp_status. */
+int vr_milp_solve(vr_milp *m, double time_limit_s);
+
+/* The solution (ncols values) after VR_MILP_OPTIMAL/FEASIBLE, else NULL;
+ * valid until the next call on m. */
+const double *vr_milp_x(vr_milp *m);
+double vr_milp_obj(vr_milp *m);
+int vr_milp_ncols(const vr_milp *m);
+
+#endif
