@@ -10,20 +10,23 @@
 # and prints the bench summary (JSON) plus the server's request outcomes
 # (vario_requests_total) and the control plane's late count.
 #
-# Usage: bench/overload_apps.sh [BUILD_DIR] [RATE]
-#   BUILD_DIR defaults to build (Release). Loopback only, bounded.
+# Usage: bench/overload_apps.sh [BUILD_DIR] [RATE] [SERVER_VARIO]
+#   BUILD_DIR defaults to build (Release); its vario is the load generator.
+#   SERVER_VARIO: another vario to register and serve with (e.g. an older
+#   build, for a before/after with the same client). Loopback only, bounded.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 B=${1:-$root/build}
 RATE=${2:-12000}
 V=$B/vario
-[ -x "$V" ] || { echo "no $V (build first)" >&2; exit 1; }
+S=${3:-$V}
+[ -x "$V" ] && [ -x "$S" ] || { echo "no $V or $S (build first)" >&2; exit 1; }
 . "$root/scripts/lib.sh"
 vr_scratch_with_server
 
-vr_register_fmnist "$V" "$root" "$tmp/store.db" "$tmp/repo" --threads 2 \
+vr_register_fmnist "$S" "$root" "$tmp/store.db" "$tmp/repo" --threads 2 \
   --max-batch 16 --runs 10
-"$V" serve --repo "$tmp/repo" --store "$tmp/store.db" --port 0 \
+"$S" serve --repo "$tmp/repo" --store "$tmp/store.db" --port 0 \
   >"$tmp/serve.log" 2>&1 &
 srv=$!
 port=$(vr_listen_port "$tmp/serve.log")

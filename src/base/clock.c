@@ -17,7 +17,10 @@ static vr_clock g_mono = {mono_now, 0};
 
 vr_clock *vr_clock_monotonic(void) { return &g_mono; }
 
-static int64_t virtual_now(vr_clock *self) { return self->virtual_ns; }
+/* Atomic: a test may move a virtual clock while runtime threads read it. */
+static int64_t virtual_now(vr_clock *self) {
+  return __atomic_load_n(&self->virtual_ns, __ATOMIC_ACQUIRE);
+}
 
 void vr_vclock_init(vr_clock *c, int64_t start_ns) {
   c->now_ns = virtual_now;
@@ -25,9 +28,9 @@ void vr_vclock_init(vr_clock *c, int64_t start_ns) {
 }
 
 void vr_vclock_set(vr_clock *c, int64_t t_ns) {
-  if (t_ns > c->virtual_ns) c->virtual_ns = t_ns;
+  if (t_ns > c->virtual_ns) __atomic_store_n(&c->virtual_ns, t_ns, __ATOMIC_RELEASE);
 }
 
 void vr_vclock_advance(vr_clock *c, int64_t dt_ns) {
-  if (dt_ns > 0) c->virtual_ns += dt_ns;
+  if (dt_ns > 0) __atomic_fetch_add(&c->virtual_ns, dt_ns, __ATOMIC_ACQ_REL);
 }

@@ -29,7 +29,7 @@ void vr_rt_fail(vr_rt_vstats *vs, vr_runtime *rt, vr_rt_request *r, int code,
   r->err.code = code;
   r->status = code;
   r->outcome = outcome;
-  r->end_ns = vr_now_ns();
+  r->end_ns = vr_rt_now(rt);
   if (vs) vr_rt_vstats_record(rt, vs, r);
   r->done(r, r->user);
 }
@@ -106,11 +106,11 @@ static int profile(vr_rt_instance *in, vr_errbuf *err) {
     int b = 1 << k;
     stage_tensors(in, b, tin);
     for (int r = 0; r <= runs; r++) { /* run 0 warms up */
-      int64_t t0 = vr_now_ns();
+      int64_t t0 = vr_rt_now(in->rt);
       int rc = be->run(be->self, in->sess, b, tin, in->model->cfg.n_inputs,
                        tout, VR_RT_MAX_IO, err);
       if (rc) return vr_errctx(err, rc, "profiling batch %d", b);
-      if (r) t[r - 1] = vr_now_ns() - t0;
+      if (r) t[r - 1] = vr_rt_now(in->rt) - t0;
     }
     qsort(t, (size_t)runs, sizeof t[0], cmp_i64);
     in->prof.p50_ms[k] = (t[runs / 2] > 0 ? t[runs / 2] : 1) / 1e6;
@@ -175,7 +175,7 @@ void vr_inst_enqueue(vr_rt_instance *in, vr_rt_request *r) {
   }
   snprintf(r->variant, sizeof r->variant, "%s", in->variant);
   r->instance_id = in->id;
-  int64_t now = vr_now_ns();
+  int64_t now = vr_rt_now(in->rt);
   if (vr_drop_due(now, r->deadline_ns, &in->prof, r->rows)) {
     int64_t need = vr_batch_est_ns(&in->prof, r->rows);
     in->dropped++;
@@ -309,7 +309,7 @@ static void *executor(void *arg) {
   pthread_mutex_lock(&in->mu);
   for (;;) {
     if (in->stopping && !in->head) break;
-    int64_t now = vr_now_ns();
+    int64_t now = vr_rt_now(in->rt);
     vr_rt_request *drop = take_infeasible(in, now);
     if (drop) {
       pthread_mutex_unlock(&in->mu);
@@ -384,7 +384,7 @@ static void run_batch(vr_rt_instance *in, vr_rt_request *list, int rows) {
   const vr_rt_backend *be = in->rt->be;
   vr_tensor tin[VR_RT_MAX_IO], tout[VR_RT_MAX_IO];
   const vr_tensor *inputs = list->in;
-  int64_t tg = vr_now_ns();
+  int64_t tg = vr_rt_now(in->rt);
   int aligned = 1; /* binary HTTP payloads sit at any offset of the body */
   for (int i = 0; i < c->n_inputs; i++)
     aligned &= ((uintptr_t)list->in[i].data & 63) == 0;
@@ -400,12 +400,12 @@ static void run_batch(vr_rt_instance *in, vr_rt_request *list, int rows) {
     inputs = tin;
   }
   vr_errbuf err = {0};
-  int64_t t0 = vr_now_ns();
+  int64_t t0 = vr_rt_now(in->rt);
   int rc = be->run(be->self, in->sess, rows, inputs, c->n_inputs, tout,
                    VR_RT_MAX_IO, &err);
   int n_out = c->n_outputs;
   if (!rc) rc = check_outputs(tout, n_out, rows, &err);
-  int64_t t1 = vr_now_ns();
+  int64_t t1 = vr_rt_now(in->rt);
   pthread_mutex_lock(&in->mu);
   if (!rc) vr_latency_observe(&in->prof, rows, (double)(t1 - t0) / 1e6);
   in->batches++;
@@ -420,9 +420,9 @@ static void run_batch(vr_rt_instance *in, vr_rt_request *list, int rows) {
   int row0 = 0, nreq = 0;
   int64_t out_ns = 0;
   for (vr_rt_request *r = list; r && !rc; r = r->next) {
-    int64_t ts = vr_now_ns();
+    int64_t ts = vr_rt_now(in->rt);
     r->status = scatter(in, r, row0, rows, tout, n_out) ? VR_ENOMEM : 0;
-    r->end_ns = vr_now_ns();
+    r->end_ns = vr_rt_now(in->rt);
     out_ns += r->end_ns - ts;
     nreq += r->status == 0;
     row0 += r->rows;
@@ -486,7 +486,7 @@ void vr_inst_stats(vr_rt_instance *in, vr_rt_instance_stats *s) {
   s->queue_rows = in->queue_rows;
   s->busy_rows = in->busy_rows;
   s->batch_cap = in->batch_cap;
-  s->served_qps = vr_rate_per_sec(&in->served_rate, vr_now_ns());
+  s->served_qps = vr_rate_per_sec(&in->served_rate, vr_rt_now(in->rt));
   s->latency_ewma_ns = vr_ewma_get(&in->lat_ewma);
   s->served = in->served;
   s->dropped = in->dropped;

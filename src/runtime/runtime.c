@@ -36,6 +36,7 @@ int vr_runtime_create(const vr_runtime_opts *o, vr_runtime **out,
   if (o) rt->opts = *o;
   if (rt->opts.max_queue_rows <= 0) rt->opts.max_queue_rows = 4096;
   if (rt->opts.profile_runs <= 0) rt->opts.profile_runs = 3;
+  if (!rt->opts.clock) rt->opts.clock = vr_clock_monotonic();
   rt->be = rt->opts.backend ? rt->opts.backend : vr_rt_backend_engine();
   if (!rt->be) {
     vr_free(rt);
@@ -360,7 +361,7 @@ static int prepare(vr_runtime *rt, vr_rt_request *req) {
   req->next = NULL;
   req->instance_id = 0;
   req->variant[0] = 0;
-  int64_t now = vr_now_ns();
+  int64_t now = vr_rt_now(rt);
   req->arrival_ns = req->arrived_ns > 0 && req->arrived_ns < now ? req->arrived_ns : now;
   req->deadline_ns = req->timeout_ns > 0 ? req->arrival_ns + req->timeout_ns
                                          : VR_NO_DEADLINE;
@@ -377,7 +378,7 @@ static void admit(vr_runtime *rt, vr_rt_instance *in, vr_rt_request *req) {
   if (rows < 0) {
     req->status = rows;
     req->outcome = VR_OUT_REJECTED;
-    req->end_ns = vr_now_ns();
+    req->end_ns = vr_rt_now(rt);
     req->done(req, req->user); /* bad input: not a variant outcome */
     return;
   }

@@ -24,6 +24,7 @@
 
 #include <stdint.h>
 
+#include "base/clock.h"
 #include "policy/batch.h"
 #include "policy/drop.h"
 #include "runtime/config.h"
@@ -121,6 +122,11 @@ typedef struct vr_runtime_opts {
    * vr_rt_request): 1 = the hook took it (it answers it), 0 = drop it
    * (VR_EDEADLINE, outcome dropped). Default: none. */
   vr_drop_hook reroute;
+  /* Time for arrivals, deadlines, batch decisions and the profile (NULL:
+   * monotonic). A virtual clock is for tests that drive time themselves
+   * through their backend; the executor's timed waits (max queue delay)
+   * still sleep on the monotonic clock, so use max_queue_delay_us 0. */
+  vr_clock *clock;
 } vr_runtime_opts;
 
 void vr_runtime_opts_init(vr_runtime_opts *o);

@@ -75,6 +75,10 @@ struct vr_runtime {
   vr_map vstats;     /* variant -> vr_rt_vstats* */
 };
 
+static inline int64_t vr_rt_now(vr_runtime *rt) {
+  return vr_clock_now(rt->opts.clock);
+}
+
 /* instance.c */
 int vr_inst_create(vr_runtime *rt, vr_rt_model *m,
                    const vr_rt_instance_opts *o, vr_rt_instance **out,

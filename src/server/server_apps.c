@@ -20,7 +20,6 @@
 #include <string.h>
 
 #include "base/alloc.h"
-#include "base/clock.h"
 #include "server/kserve.h"
 #include "server/server_int.h"
 
@@ -128,7 +127,7 @@ static void app_infer(vr_server *s, vr_http_req *r, const char *app) {
   if (!c) return fail(s, r, 500, "out of memory");
   c->s = s;
   c->http = r;
-  c->arrived_ns = vr_now_ns();
+  c->arrived_ns = vr_http_started_ns(r); /* headers in: the query arrived */
   vr_http_set_state(r, c, ctx_free);
   vr_errbuf err = {0};
   size_t hlen, blen;

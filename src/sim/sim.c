@@ -179,6 +179,18 @@ void sim_inst_drain(vr_sim *s, sim_inst *in) {
   sim_maybe_dead(s, in);
 }
 
+/* ---- outcomes ---- */
+
+static void outcome(vr_sim *s, const vr_req *r, int what, int variant) {
+  if (s->out && s->out->on_request)
+    s->out->on_request(s->out->user, r, what, variant);
+}
+
+static void drop(vr_sim *s, const vr_req *r) {
+  s->row.dropped++;
+  outcome(s, r, VR_SIM_DROPPED, -1);
+}
+
 /* ---- batching ---- */
 
 static int enqueue(vr_sim *s, sim_inst *in, const vr_req *r) {
@@ -228,9 +240,11 @@ void sim_try_start(vr_sim *s, sim_inst *in) {
       s->cfg->runtime_batching ? VR_BATCH_DEADLINE : VR_BATCH_GREEDY,
       &v->prof.lat, in->max_batch, now, &view);
   /* no reroute in the simulator yet: every request due is dropped */
-  in->qhead = (in->qhead + (uint32_t)pick.drop) & (in->qcap - 1);
-  in->qlen -= (uint32_t)pick.drop;
-  s->row.dropped += (int64_t)pick.drop;
+  for (size_t i = 0; i < pick.drop; i++) {
+    drop(s, &in->q[in->qhead]);
+    in->qhead = (in->qhead + 1) & (in->qcap - 1);
+    in->qlen--;
+  }
   int b = pick.rows;
   sim_serving_fix(s, in);
   if (b == 0) {
@@ -262,6 +276,7 @@ static void on_done(vr_sim *s, sim_inst *in) {
     int64_t lat = now - r->t_ns;
     vr_hist_record(s->hist_period, (uint64_t)lat);
     if (now > r->deadline_ns) s->row.late++;
+    outcome(s, r, VR_SIM_SERVED, in->variant);
     in->qhead = (in->qhead + 1) & (in->qcap - 1);
   }
   in->qlen -= in->busy_n;
@@ -303,9 +318,10 @@ static sim_inst *least_loaded(const sim_variant *v) {
   return v->serving.len ? VR_VEC_AT(&v->serving, sim_inst *, 0) : NULL;
 }
 
-static void reject(vr_sim *s) {
+static void reject(vr_sim *s, const vr_req *r) {
   s->row.dropped++;
   s->sum.rejected++;
+  outcome(s, r, VR_SIM_REJECTED, -1);
 }
 
 /* Demand for the variant selection wanted, whether served or not: the
@@ -368,19 +384,19 @@ static int route(vr_sim *s, sim_stream *st, const vr_req *r) {
   vr_route_env env = {s->drv.ix, &s->drv.snap, st->wl->target_kind,
                       st->wl->target, env_available, env_fits, NULL, s};
   if (infaas) {
-    if (st->group < 0) return reject(s), 0;
+    if (st->group < 0) return reject(s, r), 0;
     vr_query_req q = {st->group, slo, r->min_acc};
     if (st->memo_gen != s->drv.ix_gen || st->memo_slo != slo ||
         st->memo_acc != r->min_acc) {
-      if (vr_select(s->drv.ix, &q, &st->memo)) return reject(s), 0;
+      if (vr_select(s->drv.ix, &q, &st->memo)) return reject(s, r), 0;
       st->memo_gen = s->drv.ix_gen, st->memo_slo = slo, st->memo_acc = r->min_acc;
     }
     vr_route rt;
     vr_route_decide_sel(&env, &q, &st->memo, &rt);
-    if (rt.outcome == VR_ROUTE_INFEASIBLE) return reject(s), 0;
+    if (rt.outcome == VR_ROUTE_INFEASIBLE) return reject(s, r), 0;
     vi = rt.variant, wanted = rt.wanted, outcome = rt.outcome;
   }
-  if (vi < 0) return reject(s), 0;
+  if (vi < 0) return reject(s, r), 0;
   count_demand(s, wanted, slo, r->min_acc);
   sim_variant *v = &s->var[vi];
   sim_inst *in = least_loaded(v);
@@ -390,15 +406,15 @@ static int route(vr_sim *s, sim_stream *st, const vr_req *r) {
     sim_worker *wk = outcome == VR_ROUTE_LOAD ? sim_place(s, &v->prof) : NULL;
     if (wk && !(in = sim_inst_new(s, vi, wk, 0))) return VR_ENOMEM;
   }
-  if (!in) return reject(s), 0;
+  if (!in) return reject(s, r), 0;
   /* an instance still loading (perhaps on a worker still starting) that
    * cannot serve in time: drop now rather than after the wait */
   if (in->loading && vr_drop_due(in->ready_ns, r->deadline_ns, &v->prof.lat, 1)) {
-    s->row.dropped++;
+    drop(s, r);
     return 0;
   }
   if (in->qlen >= (uint32_t)s->cfg->max_queue) {
-    s->row.dropped++;
+    drop(s, r);
     return 0;
   }
   if (enqueue(s, in, r)) return VR_ENOMEM;

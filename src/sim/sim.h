@@ -94,9 +94,19 @@ typedef struct vr_sim_summary {
 
 /* Where a run writes its time series (either may be NULL). The instances
  * file is long format: t_s,variant,instances (non-zero entries only). */
+typedef enum {
+  VR_SIM_SERVED = 1, /* variant: the profile index that served it */
+  VR_SIM_DROPPED,    /* its deadline could not be met (early drop) */
+  VR_SIM_REJECTED,   /* never queued: infeasible, no instance, no room */
+} vr_sim_outcome;
+
 typedef struct vr_sim_out {
   FILE *csv;
   FILE *instances_csv;
+  /* Optional: called once per request when its outcome is known (tests
+   * compare them with the live runtime's); variant -1 unless served. */
+  void (*on_request)(void *user, const vr_req *r, int outcome, int variant);
+  void *user;
 } vr_sim_out;
 
 /* Runs the simulation. Consumes the streams' runtime state (re-opened at
