@@ -89,7 +89,8 @@ static void profile_of(const model_def *m, vr_profile *p, const char *vname) {
   vr_profile_init(p);
   snprintf(p->model, sizeof p->model, "%s", m->name);
   strcpy(p->app, "syn");
-  snprintf(p->variant, sizeof p->variant, "%s", vname);
+  assert_true(snprintf(p->variant, sizeof p->variant, "%s", vname) <
+              (int)sizeof p->variant);
   strcpy(p->precision, "fp32");
   p->threads = 1;
   p->max_batch = m->max_batch;
@@ -292,14 +293,15 @@ static void write_model(const model_def *m, char *dir, size_t cap) {
   snprintf(dir, cap, "%s/%s", g_tmp, m->name);
   assert_int_equal(vr_mkdirs(dir, NULL), 0);
   char path[400];
-  snprintf(path, sizeof path, "%s/config.json", dir);
+  assert_true(snprintf(path, sizeof path, "%s/config.json", dir) < (int)sizeof path);
   FILE *f = fopen(path, "w");
   fprintf(f, "{\"name\":\"%s\",\"app\":\"syn\",\"inputs\":[{\"name\":\"x\",\"datatype\":"
              "\"FP32\",\"shape\":[-1,2]}],\"outputs\":[{\"name\":\"y\",\"datatype\":"
              "\"FP32\",\"shape\":[-1,1]}],\"max_batch_size\":%d,\"instances\":0}",
           m->name, m->max_batch);
   fclose(f);
-  snprintf(path, sizeof path, "%s/model.onnx", dir); /* the fake ignores it */
+  /* the fake ignores it */
+  assert_true(snprintf(path, sizeof path, "%s/model.onnx", dir) < (int)sizeof path);
   fclose(fopen(path, "w"));
 }
 
@@ -316,7 +318,7 @@ static void register_models(vr_store *st) {
     json_decref(j);
     vr_variant_rec v;
     memset(&v, 0, sizeof v);
-    snprintf(v.name, sizeof v.name, "%s", g_vname[i]);
+    assert_true(snprintf(v.name, sizeof v.name, "%s", g_vname[i]) < (int)sizeof v.name);
     snprintf(v.model, sizeof v.model, "%s", m->name);
     strcpy(v.app, "syn");
     v.precision = VR_PREC_FP32;
