@@ -98,7 +98,7 @@ static long g_children, g_requests;
 static void measure(const vr_pipe_result *r) {
   int64_t last = 0;
   for (int i = 0; i < r->n_hops; i++) {
-    const vr_pipe_hop *h = r->hops[i];
+    const vr_pipe_hop_rec *h = r->hops[i];
     if (h->rt.end_ns > last) last = h->rt.end_ns;
     if (h->parent < 0) continue;
     g_handoff_ns += (double)(h->rt.arrival_ns - r->hops[h->parent]->rt.end_ns);

@@ -172,14 +172,9 @@ static int compile(vr_pipes *p, const char *json, size_t len, pl_pipe **out, vr_
                    (long long)crop[1], (long long)crop[2]);
   }
   if (rc) goto fail;
-  for (int t = n - 1; t >= 0; t--) { /* preorder: children after parents */
-    int lv = 0;
-    for (int c = 0; c < pp->spec->tasks[t].nchildren; c++)
-      if (pp->t[pp->spec->tasks[t].children[c]].levels > lv)
-        lv = pp->t[pp->spec->tasks[t].children[c]].levels;
-    pp->t[t].levels = lv + 1;
-  }
-  for (int t = 0; t < n; t++) pp->t[t].depth_max = pp->t[0].levels;
+  int levels[VR_PIPE_MAX_TASKS];
+  vr_pipeline_levels(pp->spec, levels);
+  for (int t = 0; t < n; t++) pp->t[t].levels = levels[t], pp->t[t].depth_max = levels[0];
   *out = pp;
   return 0;
 fail:
@@ -291,7 +286,7 @@ int vr_pipes_delete(vr_pipes *p, const char *name, vr_errbuf *err) {
 
 /* ---- statistics --------------------------------------------------------- */
 
-void vr__pipe_count_hop(pl_pipe *pp, const vr_pipe_hop *h) {
+void vr__pipe_count_hop(pl_pipe *pp, const vr_pipe_hop_rec *h) {
   pl_task *pt = &pp->t[h->task];
   uint64_t rows = h->outcome == VR_POUT_OK && h->rt.n_in ? (uint64_t)h->rt.in[0].shape[0] : 1;
   pthread_mutex_lock(&pp->mu);

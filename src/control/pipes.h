@@ -85,7 +85,7 @@ typedef struct vr_pipe_query {
 } vr_pipe_query;
 
 /* One hop: one task run on one request (a root row batch, or one crop). */
-typedef struct vr_pipe_hop {
+typedef struct vr_pipe_hop_rec {
   int task;          /* index into the pipeline's tasks */
   const char *task_name;
   int parent;        /* hop index, -1 for the root */
@@ -104,7 +104,7 @@ typedef struct vr_pipe_hop {
   vr_rt_request rt;  /* outputs (rt.out, rt.n_out) when served */
   float *crop;       /* the hop's own input (children), owned */
   int64_t crop_shape[4];
-} vr_pipe_hop;
+} vr_pipe_hop_rec;
 
 typedef struct vr_pipe_result {
   char pipeline[64];
@@ -113,7 +113,7 @@ typedef struct vr_pipe_result {
   char msg[640];
   int64_t arrival_ns, end_ns, deadline_ns;
   int n_hops;
-  vr_pipe_hop **hops; /* in creation order; hops[0] is the root */
+  vr_pipe_hop_rec **hops; /* in creation order; hops[0] is the root */
 } vr_pipe_result;
 
 typedef void (*vr_pipe_done_fn)(vr_pipe_result *res, void *tag);

@@ -56,7 +56,7 @@ struct vr_pipes {
 pl_pipe *vr__pipes_get(vr_pipes *p, const char *name);
 void vr__pipe_unref(pl_pipe *pp);
 /* Records one finished hop / request in the pipeline's statistics. */
-void vr__pipe_count_hop(pl_pipe *pp, const vr_pipe_hop *h);
+void vr__pipe_count_hop(pl_pipe *pp, const vr_pipe_hop_rec *h);
 void vr__pipe_count_request(pl_pipe *pp, const vr_pipe_result *r);
 
 #endif

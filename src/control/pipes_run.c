@@ -12,9 +12,9 @@
 typedef struct preq preq;
 
 /* A hop with its private routing state; pub first so that the result's
- * vr_pipe_hop pointers are the phop allocations. */
+ * vr_pipe_hop_rec pointers are the phop allocations. */
 typedef struct phop {
-  vr_pipe_hop pub;
+  vr_pipe_hop_rec pub;
   preq *q;
   int idx; /* in creation order */
   vr_ctl_route route;
@@ -42,7 +42,7 @@ const char *vr_pipe_outcome_name(vr_pipe_outcome o) {
 void vr_pipe_result_free(vr_pipe_result *r) {
   if (!r) return;
   for (int i = 0; i < r->n_hops; i++) {
-    vr_pipe_hop *h = r->hops[i];
+    vr_pipe_hop_rec *h = r->hops[i];
     vr_rt_request_clear(&h->rt);
     vr_free(h->crop);
     vr_free(h);
@@ -77,7 +77,7 @@ static void finish_request(preq *q) {
   r->outcome = q->lost ? VR_POUT_FAILED : VR_POUT_OK;
   if (q->lost) snprintf(r->msg, sizeof r->msg, "out of memory for a hop");
   for (size_t i = 0; i < n; i++) {
-    vr_pipe_hop *h = &(*(phop **)vr_vec_at(&q->hops, i))->pub;
+    vr_pipe_hop_rec *h = &(*(phop **)vr_vec_at(&q->hops, i))->pub;
     r->hops[i] = h;
     if (r->outcome == VR_POUT_OK && h->outcome != VR_POUT_OK) {
       r->outcome = h->outcome;

@@ -227,6 +227,15 @@ void vr_pipeline_rates(const vr_pipeline *p, const int *choice,
   }
 }
 
+void vr_pipeline_levels(const vr_pipeline *p, int *levels) {
+  for (int t = p->ntasks - 1; t >= 0; t--) { /* preorder: children later */
+    int lv = 0;
+    for (int c = 0; c < p->tasks[t].nchildren; c++)
+      if (levels[p->tasks[t].children[c]] > lv) lv = levels[p->tasks[t].children[c]];
+    levels[t] = lv + 1;
+  }
+}
+
 int vr_pipeline_leaves(const vr_pipeline *p, int *out) {
   int n = 0;
   for (int i = 0; i < p->ntasks; i++)

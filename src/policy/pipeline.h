@@ -159,4 +159,11 @@ int vr_pipeline_leaves(const vr_pipeline *p, int *out);
  * long), root first. Returns its length. */
 int vr_pipeline_path(const vr_pipeline *p, int leaf, int *path);
 
+/* Per task (levels, ntasks long): the number of tasks on the longest path
+ * from it down to a leaf, itself included (a leaf: 1). levels[0] is the
+ * depth of the tree. A hop's share of the time left and a task's share of
+ * an end-to-end accuracy floor (policy/fanout.h) are read from these, by
+ * the live executor and the pipeline simulator alike. */
+void vr_pipeline_levels(const vr_pipeline *p, int *levels);
+
 #endif

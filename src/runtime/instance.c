@@ -151,49 +151,78 @@ static void drop(vr_rt_instance *in, vr_rt_request *r, int64_t now,
              (long long)(need / 1000), in->variant);
 }
 
-void vr_inst_enqueue(vr_rt_instance *in, vr_rt_request *r) {
-  pthread_mutex_lock(&in->mu);
+/* Admission checks of one request on the instance (mu held): 0 to queue
+ * it, or the failure to answer it with once mu is released. */
+typedef struct enq_fail {
+  int status, outcome;
+  int64_t need; /* dropped: the batch time that condemned it */
+  char msg[VR_NAME_MAX + 96];
+} enq_fail;
+
+static int admit_check(vr_rt_instance *in, vr_rt_request *r, int64_t now, enq_fail *f) {
   if (in->stopping || in->state == VR_INST_DRAINING) {
-    pthread_mutex_unlock(&in->mu);
-    vr_rt_fail(in->vs, in->rt, r, VR_ESHUTDOWN, VR_OUT_REJECTED,
-               "instance %s is draining", in->variant);
-    return;
+    snprintf(f->msg, sizeof f->msg, "instance %s is draining", in->variant);
+    return f->status = VR_ESHUTDOWN, f->outcome = VR_OUT_REJECTED;
   }
   if (in->queue_rows + r->rows > in->rt->opts.max_queue_rows) {
-    pthread_mutex_unlock(&in->mu);
-    vr_rt_fail(in->vs, in->rt, r, VR_EBUSY, VR_OUT_REJECTED,
-               "queue of %s is full (%d rows)", in->variant,
-               in->rt->opts.max_queue_rows);
-    return;
+    snprintf(f->msg, sizeof f->msg, "queue of %s is full (%d rows)", in->variant,
+             in->rt->opts.max_queue_rows);
+    return f->status = VR_EBUSY, f->outcome = VR_OUT_REJECTED;
   }
   int64_t maxq = in->model->cfg.queue.max_queue_size;
   if (maxq > 0 && in->queue_len >= maxq) { /* Triton's max_queue_size */
-    pthread_mutex_unlock(&in->mu);
-    vr_rt_fail(in->vs, in->rt, r, VR_EBUSY, VR_OUT_REJECTED,
-               "queue of %s is full (max_queue_size %lld)", in->variant, (long long)maxq);
-    return;
+    snprintf(f->msg, sizeof f->msg, "queue of %s is full (max_queue_size %lld)", in->variant,
+             (long long)maxq);
+    return f->status = VR_EBUSY, f->outcome = VR_OUT_REJECTED;
   }
   snprintf(r->variant, sizeof r->variant, "%s", in->variant);
   r->instance_id = in->id;
-  int64_t now = vr_rt_now(in->rt);
   if (vr_drop_due(now, r->deadline_ns, &in->prof, r->rows)) {
-    int64_t need = vr_batch_est_ns(&in->prof, r->rows);
+    f->need = vr_batch_est_ns(&in->prof, r->rows);
     in->dropped++;
-    pthread_mutex_unlock(&in->mu);
-    drop(in, r, now, need);
-    return;
+    return f->status = VR_EDEADLINE, f->outcome = VR_OUT_DROPPED;
   }
-  /* Insert after every request of the same or a higher priority: FIFO
-   * within a level. Same-level appends are the common case. */
-  vr_rt_request **pp = &in->head;
-  while (*pp && (*pp)->prio_key <= r->prio_key) pp = &(*pp)->next;
-  r->next = *pp;
-  *pp = r;
-  in->queue_len++;
-  __atomic_store_n(&in->queue_rows, in->queue_rows + r->rows,
-                   __ATOMIC_RELAXED);
-  pthread_cond_signal(&in->cv);
-  pthread_mutex_unlock(&in->mu);
+  return 0;
+}
+
+void vr_inst_enqueue_many(vr_rt_instance *in, vr_rt_request **reqs, int n) {
+  enq_fail fails[16];
+  int64_t now = vr_rt_now(in->rt);
+  for (int k = 0; k < n;) {
+    /* failures are answered outside mu, a few at a time */
+    int nf = 0, queued = 0;
+    vr_rt_request *failed[16];
+    pthread_mutex_lock(&in->mu);
+    for (; k < n && nf < 16; k++) {
+      vr_rt_request *r = reqs[k];
+      if (admit_check(in, r, now, &fails[nf])) {
+        failed[nf++] = r;
+        continue;
+      }
+      /* Insert after every request of the same or a higher priority: FIFO
+       * within a level. Same-level appends are the common case. */
+      vr_rt_request **pp = &in->head;
+      while (*pp && (*pp)->prio_key <= r->prio_key) pp = &(*pp)->next;
+      r->next = *pp;
+      *pp = r;
+      in->queue_len++;
+      __atomic_store_n(&in->queue_rows, in->queue_rows + r->rows, __ATOMIC_RELAXED);
+      queued++;
+    }
+    if (queued) pthread_cond_signal(&in->cv);
+    pthread_mutex_unlock(&in->mu);
+    for (int i = 0; i < nf; i++) {
+      if (fails[i].outcome == VR_OUT_DROPPED)
+        drop(in, failed[i], now, fails[i].need);
+      else
+        vr_rt_fail(in->vs, in->rt, failed[i], fails[i].status, fails[i].outcome, "%s",
+                   fails[i].msg);
+    }
+  }
+}
+
+void vr_inst_enqueue(vr_rt_instance *in, vr_rt_request *r) {
+  vr_inst_enqueue_many(in, &r, 1);
 }
 
 /* Unlinks requests due for dropping (policy/drop.h) anywhere in the
@@ -428,6 +457,10 @@ static void run_batch(vr_rt_instance *in, vr_rt_request *list, int rows) {
     row0 += r->rows;
   }
   vr_rt_vstats_batch(in->rt, in->vs, rows, nreq, t0 - tg, t1 - t0, out_ns);
+  /* What the answers submit (a pipeline hop's fan-out) enters its queues
+   * when every request of the batch is answered: the batch's outputs exist
+   * together, so their children can be batched together (runtime.h). */
+  vr__rt_plug(in->rt);
   while (list) {
     vr_rt_request *r = list;
     list = r->next;
@@ -446,6 +479,7 @@ static void run_batch(vr_rt_instance *in, vr_rt_request *list, int rows) {
       r->done(r, r->user);
     }
   }
+  vr__rt_unplug(in->rt);
 }
 
 void vr_inst_destroy(vr_rt_instance *in) {

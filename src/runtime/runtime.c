@@ -419,9 +419,82 @@ int vr_rt_submit(vr_runtime *rt, const char *model, vr_rt_request *req) {
   return 0;
 }
 
+/* ---- plugging (runtime_int.h) -------------------------------------------- */
+
+typedef struct plug {
+  vr_runtime *rt; /* plugged on this thread, or NULL */
+  vr_rt_request **reqs;
+  int *ids;
+  int n, cap;
+} plug;
+static __thread plug t_plug;
+
+void vr__rt_plug(vr_runtime *rt) { t_plug.rt = rt; }
+
+/* Holds req for unplug; 0, or VR_ENOMEM (then it is submitted at once). */
+static int plug_hold(vr_rt_request *req, int id) {
+  plug *p = &t_plug;
+  if (p->n == p->cap) {
+    int cap = p->cap ? 2 * p->cap : 16;
+    vr_rt_request **r = vr_realloc(p->reqs, (size_t)cap * sizeof *r);
+    if (!r) return VR_ENOMEM;
+    p->reqs = r;
+    int *ids = vr_realloc(p->ids, (size_t)cap * sizeof *ids);
+    if (!ids) return VR_ENOMEM;
+    p->ids = ids;
+    p->cap = cap;
+  }
+  p->reqs[p->n] = req;
+  p->ids[p->n++] = id;
+  return 0;
+}
+
+void vr__rt_unplug(vr_runtime *rt) {
+  plug p = t_plug;
+  t_plug = (plug){0}; /* what the answers below submit goes straight in */
+  vr_rt_request **share = p.n ? vr_malloc((size_t)p.n * sizeof *share) : NULL;
+  for (int i = 0; i < p.n; i++) {
+    if (!share) { /* out of memory: one at a time */
+      vr_rt_submit_to(rt, p.ids[i], p.reqs[i]);
+      continue;
+    }
+    if (!p.reqs[i]) continue;
+    int id = p.ids[i], n = 0;
+    pthread_rwlock_rdlock(&rt->lock);
+    vr_rt_instance *in = rt->shutting_down ? NULL : find_instance(rt, id, NULL);
+    /* this instance's share, in submission order, validated as admit does */
+    for (int j = i; in && j < p.n; j++) {
+      vr_rt_request *r = p.reqs[j];
+      if (!r || p.ids[j] != id) continue;
+      p.reqs[j] = NULL;
+      int rows = validate(&in->model->cfg, r, in->opts.max_batch, &r->err);
+      if (rows < 0) {
+        r->status = rows;
+        r->outcome = VR_OUT_REJECTED;
+        r->end_ns = vr_rt_now(rt);
+        r->done(r, r->user);
+        continue;
+      }
+      r->rows = rows;
+      share[n++] = r;
+    }
+    if (in) vr_inst_enqueue_many(in, share, n);
+    pthread_rwlock_unlock(&rt->lock);
+    if (!in) {
+      vr_rt_request *r = p.reqs[i];
+      p.reqs[i] = NULL;
+      vr_rt_fail(NULL, rt, r, VR_ENOENT, VR_OUT_REJECTED, "no instance %d", id);
+    }
+  }
+  vr_free(share);
+  vr_free(p.reqs);
+  vr_free(p.ids);
+}
+
 int vr_rt_submit_to(vr_runtime *rt, int instance_id, vr_rt_request *req) {
   int rc = prepare(rt, req);
   if (rc) return rc;
+  if (t_plug.rt == rt && !plug_hold(req, instance_id)) return 0;
   pthread_rwlock_rdlock(&rt->lock);
   vr_rt_instance *in =
       rt->shutting_down ? NULL : find_instance(rt, instance_id, NULL);

@@ -213,7 +213,12 @@ int vr_rt_instances(vr_runtime *rt, const char *model,
  * or scheduling done(); returns a negative VR_E* *without* calling done()
  * only for a NULL request or callback. */
 int vr_rt_submit(vr_runtime *rt, const char *model, vr_rt_request *req);
-/* Same, to a chosen instance (control plane routing). */
+/* Same, to a chosen instance (control plane routing). Submitted from a
+ * done() callback of a batch (a pipeline hop's fan-out), the request
+ * enters its queue once every request of that batch is answered, together
+ * with everything else those answers submitted to the same instance: an
+ * executor never starts a batch with part of what one batch produced at
+ * one instant (the pipeline simulator's rule too, sim/psim.h). */
 int vr_rt_submit_to(vr_runtime *rt, int instance_id, vr_rt_request *req);
 
 /* ---- per-variant statistics (survive unload) ---------------------------- */

@@ -79,6 +79,13 @@ static inline int64_t vr_rt_now(vr_runtime *rt) {
   return vr_clock_now(rt->opts.clock);
 }
 
+/* runtime.c: plugging. Between vr__rt_plug and vr__rt_unplug on one
+ * thread, vr_rt_submit_to holds the requests it is given (validated when
+ * released); unplug queues them, each instance's share under one hold of
+ * its lock. An executor plugs around the answers of one batch. */
+void vr__rt_plug(vr_runtime *rt);
+void vr__rt_unplug(vr_runtime *rt);
+
 /* instance.c */
 int vr_inst_create(vr_runtime *rt, vr_rt_model *m,
                    const vr_rt_instance_opts *o, vr_rt_instance **out,
@@ -87,6 +94,9 @@ int vr_inst_create(vr_runtime *rt, vr_rt_model *m,
 int vr_inst_start(vr_rt_instance *in, vr_errbuf *err);
 /* Queues a validated request; done() is called on failure. */
 void vr_inst_enqueue(vr_rt_instance *in, vr_rt_request *r);
+/* The same for n requests under one hold of the instance's lock, so its
+ * executor sees them all at once (in this order). */
+void vr_inst_enqueue_many(vr_rt_instance *in, vr_rt_request **reqs, int n);
 /* Stops accepting, serves what is queued, joins, frees. */
 void vr_inst_destroy(vr_rt_instance *in);
 int vr_inst_load(vr_rt_instance *in); /* queue + busy rows (racy read) */

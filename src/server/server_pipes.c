@@ -44,7 +44,7 @@ static void fail(vr_server *s, vr_http_req *r, int status, const char *msg) {
 }
 
 static void write_hop(vr_sbuf *b, const vr_pipe_result *res, int i) {
-  const vr_pipe_hop *h = res->hops[i];
+  const vr_pipe_hop_rec *h = res->hops[i];
   vr_sbuf_printf(b, "%s{\"hop\":%d,\"task\":", i ? "," : "", i);
   vr_sbuf_json_str(b, h->task_name);
   vr_sbuf_printf(b, ",\"parent\":%d,\"row\":%d,\"region\":%d", h->parent, h->row, h->region);

@@ -8,75 +8,21 @@
 
 #include "base/vec.h"
 #include "policy/drop.h"
+#include "policy/fanout.h"
+#include "policy/route.h"
 #include "sim/heap.h"
 #include "sim/rng.h"
 
-enum { EV_ARRIVAL = 1, EV_DONE, EV_TICK, EV_READY };
-
-typedef struct preq {
-  int32_t q, next;
-  int16_t task, slot;
-  float acc;        /* product of accuracies along the path so far */
-  float budget_sum; /* budgets of the tasks done so far (ms) */
-  int64_t enq_ns;   /* when it joined this task's queue */
-} preq;
-
-typedef struct pquery {
-  int64_t t_ns, deadline_ns, last_ns;
-  int32_t pending, paths;
-  double acc_sum;
-  int dropped;
-} pquery;
-
-typedef struct pinst {
-  int slot, task, batch;
-  int accepting, started, dead;
-  int64_t ready_ns, gen; /* gen: events of an earlier life are stale */
-  int32_t head, tail;
-  int qlen, nb;
-  int32_t inflight[VR_PROF_MAX_BATCH];
-} pinst;
-
-typedef struct psim {
-  const vr_psim_cfg *cfg;
-  const vr_pipeline *p;
-  const vr_profile *prof;
-  vr_rng rng;
-  vr_heap heap;
-  vr_vec reqs;   /* preq pool */
-  int32_t free_req;
-  vr_vec queries; /* pquery */
-  vr_vec inst;    /* pinst */
-  int alive;      /* started, not dead instances (workers in use) */
-  vr_pipe_plan plan;
-  vr_pipe_routes routes;
-  int routes_ok;
-  int64_t now;
-  /* demand estimate */
-  int64_t tick_arrivals;
-  double ewma, last_qps, planned_for;
-  double task_ewma[VR_PIPE_MAX_TASKS];
-  int64_t task_seen[VR_PIPE_MAX_TASKS]; /* requests counted at last tick */
-  double next_ctl_s;
-  /* results */
-  vr_psim_row *rows;
-  int nrows;
-  vr_vec lat;     /* float ms of served queries after warm-up */
-  int64_t *outputs, *served_slot;
-  vr_psim_summary *sum;
-  vr_errbuf *err;
-} psim;
+#include "sim/psim_int.h"
 
 static const char *const DROP_NAMES[] = {"queue_full", "expired", "early",
-                                         "no_instance"};
+                                         "no_instance", "past_deadline",
+                                         "infeasible"};
 
 const char *vr_pdrop_name(int r) {
   return r >= 0 && r < VR_PDROP__COUNT ? DROP_NAMES[r] : "?";
 }
 
-#define REQ(s, i) (&VR_VEC_AT(&(s)->reqs, preq, i))
-#define QRY(s, i) (&VR_VEC_AT(&(s)->queries, pquery, i))
-#define INST(s, i) (&VR_VEC_AT(&(s)->inst, pinst, i))
 
 static int push(psim *s, int64_t t, int kind, int32_t a) {
   vr_event e = {.t_ns = t, .kind = kind, .a = a};
@@ -124,10 +70,18 @@ static void query_done(psim *s, int32_t qi) {
 }
 
 /* A request leaves the system: dropped (reason >= 0) or its path ended. */
-static void req_end(psim *s, int32_t ri, int reason) {
+static void report(psim *s, const preq *r, int reason) {
+  if (!s->cfg->on_request) return;
+  vr_psim_outcome o = {r->q, r->task, r->region, reason < 0, reason < 0 ? 0 : reason,
+                       r->slot, s->now};
+  s->cfg->on_request(s->cfg->on_request_ctx, &o);
+}
+
+void vr__psim_end(psim *s, int32_t ri, int reason) {
   preq *r = REQ(s, ri);
   pquery *q = QRY(s, r->q);
   if (reason >= 0) {
+    report(s, r, reason);
     s->sum->task[r->task].drops[reason]++;
     s->rows[row_of(s, q->t_ns)].paths_bad++;
     s->rows[row_of(s, q->t_ns)].paths++;
@@ -147,14 +101,13 @@ static void path_end(psim *s, int32_t ri) {
   vr_psim_row *row = &s->rows[row_of(s, q->t_ns)];
   row->paths++;
   row->paths_bad += s->now > q->deadline_ns;
-  req_end(s, ri, -1);
+  vr__psim_end(s, ri, -1);
 }
 
 static double slot_lat(const psim *s, int slot, int batch, double q) {
   return vr_profile_latency_ms(&s->prof[slot], batch, q);
 }
 
-static int start_batch(psim *s, int ii);
 
 /* The accepting instance of `slot` with the shortest queue, or -1. */
 static int pick_instance(psim *s, int slot) {
@@ -178,12 +131,12 @@ static int enqueue(psim *s, int32_t ri, int slot) {
   }
   s->sum->task[r->task].requests++;
   if (ii < 0) {
-    req_end(s, ri, VR_PDROP_NO_INSTANCE);
+    vr__psim_end(s, ri, VR_PDROP_NO_INSTANCE);
     return 0;
   }
   pinst *in = INST(s, ii);
   if (in->qlen >= s->cfg->max_queue) {
-    req_end(s, ri, VR_PDROP_QUEUE_FULL);
+    vr__psim_end(s, ri, VR_PDROP_QUEUE_FULL);
     return 0;
   }
   r->slot = (int16_t)in->slot;
@@ -193,7 +146,7 @@ static int enqueue(psim *s, int32_t ri, int slot) {
   else in->head = ri;
   in->tail = ri;
   if (!in->nb && in->started && s->now >= in->ready_ns)
-    return start_batch(s, ii);
+    return vr__psim_start(s, ii);
   return 0;
 }
 
@@ -204,7 +157,22 @@ static void maybe_retire(psim *s, pinst *in) {
   if (in->started) s->alive--;
 }
 
-static int start_batch(psim *s, int ii) {
+
+/* Runs the nb requests in in->inflight: its end after the profiled time. */
+int vr__psim_run(psim *s, int ii, int nb) {
+  pinst *in = INST(s, ii);
+  in->nb = nb;
+  if (!nb) {
+    maybe_retire(s, in);
+    return 0;
+  }
+  double q = s->cfg->noise ? 0.01 + 0.98 * vr_rng_unif(&s->rng) : 0.5;
+  double ms = slot_lat(s, in->slot, nb, q);
+  return push(s, s->now + (int64_t)(ms * 1e6), EV_DONE, ii);
+}
+
+int vr__psim_start(psim *s, int ii) {
+  if (s->cfg->live_rules) return vr__psim_live_start(s, ii);
   pinst *in = INST(s, ii);
   int nb = 0;
   while (in->qlen && nb < in->batch) {
@@ -216,22 +184,15 @@ static int start_batch(psim *s, int ii) {
     if (s->cfg->drop_mode != VR_EDROP_NONE &&
         vr_drop_due(s->now, QRY(s, REQ(s, ri)->q)->deadline_ns,
                     &s->prof[in->slot].lat, 1)) {
-      req_end(s, ri, VR_PDROP_EXPIRED);
+      vr__psim_end(s, ri, VR_PDROP_EXPIRED);
       continue;
     }
     in = INST(s, ii);
     in->inflight[nb++] = ri;
   }
-  in = INST(s, ii);
-  in->nb = nb;
-  if (!nb) {
-    maybe_retire(s, in);
-    return 0;
-  }
-  double q = s->cfg->noise ? 0.01 + 0.98 * vr_rng_unif(&s->rng) : 0.5;
-  double ms = slot_lat(s, in->slot, nb, q);
-  return push(s, s->now + (int64_t)(ms * 1e6), EV_DONE, ii);
+  return vr__psim_run(s, ii, nb);
 }
+
 
 static int poisson(vr_rng *r, double mean) {
   if (mean <= 0) return 0;
@@ -249,7 +210,7 @@ static int poisson(vr_rng *r, double mean) {
 }
 
 /* Sends one output of request `ri` (just finished) to child index c. */
-static int forward(psim *s, int32_t ri, int c) {
+static int forward(psim *s, int32_t ri, int c, int region) {
   preq *r = REQ(s, ri);
   const vr_pipe_task *t = &s->p->tasks[r->task];
   int ct = t->children[c];
@@ -261,6 +222,9 @@ static int forward(psim *s, int32_t ri, int c) {
   preq *n = REQ(s, ni);
   *n = *r;
   n->task = (int16_t)ct;
+  n->region = region;
+  n->slot = -1;
+  if (s->cfg->live_rules) return vr__psim_live_hop(s, ni, 0);
   double budget = vr_pipe_budget_ms(&s->plan, &s->routes, r->slot);
   if (budget <= 0) budget = 2 * slot_lat(s, r->slot, 1, 0.5);
   n->budget_sum = r->budget_sum + (float)budget;
@@ -268,7 +232,7 @@ static int forward(psim *s, int32_t ri, int c) {
                               vr_rng_unif(&s->rng));
   if (to < 0) {
     s->sum->task[ct].requests++;
-    req_end(s, ni, VR_PDROP_NO_INSTANCE);
+    vr__psim_end(s, ni, VR_PDROP_NO_INSTANCE);
     return 0;
   }
   vr_hop h = {.mode = s->cfg->drop_mode,
@@ -281,7 +245,7 @@ static int forward(psim *s, int32_t ri, int c) {
   int alt = -1, v = vr_pipe_hop(s->p, &s->plan, &s->routes, ct, to, &h, &alt);
   if (v == VR_HOP_DROP) {
     s->sum->task[ct].requests++;
-    req_end(s, ni, VR_PDROP_EARLY);
+    vr__psim_end(s, ni, VR_PDROP_EARLY);
     return 0;
   }
   if (v == VR_HOP_REROUTE) s->sum->task[ct].rerouted++, to = alt;
@@ -303,8 +267,25 @@ static int on_done(psim *s, int ii) {
     int32_t ri = batch[b];
     s->sum->task[in->task].served++;
     s->served_slot[slot]++;
+    report(s, REQ(s, ri), -1);
     int sent = 0;
-    if (t->nchildren) {
+    if (t->nchildren && s->cfg->fanout) {
+      vr_psim_emit em[1024];
+      const preq *r = REQ(s, ri);
+      int k = s->cfg->fanout(s->cfg->fanout_ctx, r->q, r->task, r->region, slot, em, 1024);
+      if (k < 0 || k > 1024)
+        rc = vr_errf(s->err, VR_EINVAL, "psim: the fan-out hook failed (%d)", k);
+      for (int j = 0; !rc && j < k; j++) {
+        if (em[j].child < 0 || em[j].child >= t->nchildren) {
+          rc = vr_errf(s->err, VR_EINVAL, "psim: the fan-out hook named child %d of "
+                       "task '%s' (%d children)", em[j].child, t->name, t->nchildren);
+          break;
+        }
+        s->outputs[slot]++;
+        rc = forward(s, ri, em[j].child, em[j].region);
+        sent++;
+      }
+    } else if (t->nchildren) {
       int k = s->cfg->fanout_exact
                   ? (int)pv->mult + (vr_rng_unif(&s->rng) < pv->mult - (int)pv->mult)
                   : poisson(&s->rng, pv->mult);
@@ -313,7 +294,7 @@ static int on_done(psim *s, int ii) {
         double u = vr_rng_unif(&s->rng);
         for (int c = 0; c < t->nchildren; c++) {
           if (u < pv->share[c]) {
-            rc = forward(s, ri, c);
+            rc = forward(s, ri, c, -1);
             sent++;
             break;
           }
@@ -322,13 +303,14 @@ static int on_done(psim *s, int ii) {
       }
     }
     if (!rc) {
-      if (sent) req_end(s, ri, -1);
+      if (sent) vr__psim_end(s, ri, -1);
       else path_end(s, ri);
     }
   }
+  if (!rc && s->cfg->live_rules) rc = vr__psim_live_touched(s);
   in = INST(s, ii);
   if (rc) return rc;
-  if (in->qlen) return start_batch(s, ii);
+  if (in->qlen) return vr__psim_start(s, ii);
   maybe_retire(s, in);
   return 0;
 }
@@ -340,6 +322,11 @@ static int on_arrival(psim *s, const vr_req *rq) {
   pquery *q = QRY(s, qi);
   q->t_ns = rq->t_ns;
   q->deadline_ns = rq->t_ns + (int64_t)(s->p->slo_ms * 1e6);
+  if (s->cfg->live_rules) { /* the query's own SLO and floor */
+    if (rq->deadline_ns > rq->t_ns && rq->deadline_ns != INT64_MAX)
+      q->deadline_ns = rq->deadline_ns;
+    q->min_acc = rq->min_acc;
+  }
   q->last_ns = rq->t_ns;
   q->pending = 1;
   s->rows[row_of(s, rq->t_ns)].demand++;
@@ -350,10 +337,16 @@ static int on_arrival(psim *s, const vr_req *rq) {
   memset(r, 0, sizeof *r);
   r->q = qi;
   r->task = 0;
+  r->region = -1;
+  r->slot = -1;
+  if (s->cfg->live_rules) {
+    r->acc = 1;
+    return vr__psim_live_hop(s, ri, 1);
+  }
   int to = vr_pipe_route_pick(s->p, &s->routes, 0, -1, vr_rng_unif(&s->rng));
   if (to < 0) {
     s->sum->task[0].requests++;
-    req_end(s, ri, VR_PDROP_NO_INSTANCE);
+    vr__psim_end(s, ri, VR_PDROP_NO_INSTANCE);
     return 0;
   }
   double a = s->p->tasks[0].variants[to].accuracy;
@@ -403,7 +396,7 @@ static void hand_over(psim *s, int ii) {
     if (o->qlen++) REQ(s, o->tail)->next = ri;
     else o->head = ri;
     o->tail = ri;
-    if (!o->nb && o->started && s->now >= o->ready_ns) start_batch(s, best);
+    if (!o->nb && o->started && s->now >= o->ready_ns) vr__psim_start(s, best);
     in = INST(s, ii);
   }
 }
@@ -446,7 +439,8 @@ static int apply_plan(psim *s) {
     if (!in->started && !in->qlen) in->dead = 1;
     else maybe_retire(s, in);
   }
-  return start_pending(s);
+  int rc = start_pending(s);
+  return rc ? rc : vr__psim_live_index(s);
 }
 
 static void write_plan(psim *s, double now_s) {
@@ -548,6 +542,18 @@ static int setup(psim *s, const vr_psim_cfg *c, vr_psim_summary *sum,
       vr_pipe_plan_init(&s->plan, s->p))
     return vr_errf(err, VR_ENOMEM, "psim: out of memory");
   for (int i = 0; i < s->nrows; i++) s->rows[i].t_s = i * c->tick_s;
+  vr_vec_init(&s->touched, sizeof(int32_t));
+  vr_pipeline_levels(s->p, s->levels);
+  if (c->live_rules) {
+    s->ix = vr_select_new();
+    s->svar = calloc(ns + 1, sizeof *s->svar);
+    if (!s->ix || !s->svar) return vr_errf(err, VR_ENOMEM, "psim: out of memory");
+    for (int t = 0; t < s->p->ntasks; t++)
+      for (int v = c->data->off[t]; v < c->data->off[t + 1]; v++) {
+        s->svar[v].prof = s->prof[v];
+        snprintf(s->svar[v].prof.app, sizeof s->svar[v].prof.app, "%s", s->p->tasks[t].name);
+      }
+  }
   if (c->plan) {
     if (c->plan->off[s->p->ntasks] != ns ||
         vr_pipe_plan_copy(&s->plan, c->plan))
@@ -565,6 +571,9 @@ static void teardown(psim *s) {
   vr_heap_free(&s->heap);
   vr_vec_free(&s->reqs), vr_vec_free(&s->queries), vr_vec_free(&s->inst);
   vr_vec_free(&s->lat);
+  vr_vec_free(&s->touched);
+  if (s->ix) vr_select_free(s->ix);
+  free(s->svar), free(s->sinst);
   free(s->rows), free(s->outputs), free(s->served_slot);
 }
 
@@ -666,7 +675,8 @@ static int run_events(psim *s) {
     else if (e.kind == EV_TICK) rc = on_tick(s);
     else if (e.kind == EV_READY) {
       pinst *in = INST(s, e.a);
-      if (!in->dead && in->qlen && !in->nb) rc = start_batch(s, e.a);
+      rc = vr__psim_live_index(s); /* it serves now */
+      if (!rc && !in->dead && in->qlen && !in->nb) rc = vr__psim_start(s, e.a);
     }
     if (!rc && s->alive < s->cfg->workers) rc = start_pending(s);
     if (s->now > end + (int64_t)(600 * 1e9)) break; /* runaway queues */

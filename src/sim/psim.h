@@ -8,8 +8,10 @@
  *  - Root queries arrive from a vr_workload (sim/workload.h) with deadline
  *    arrival + the pipeline SLO.
  *  - Each instance has a FIFO queue and serves dynamic batches (whatever is
- *    queued, up to its plan's max batch) with service times from the
+ *    queued, up to its plan's max batch; each request that cannot meet its
+ *    deadline even alone is dropped instead) with service times from the
  *    variant's profile (p50, or drawn from the percentiles with `noise`).
+ *    (With live_rules, the live server's rules instead: see the config.)
  *  - When a request finishes task t on variant v, it emits K ~ Poisson(mult
  *    of v) outputs (Loki's branching.csv gives the mean detections per
  *    frame; the per-frame distribution is not in the artifact), each sent to
@@ -54,6 +56,10 @@ typedef enum {
                               even alone (vr_drop_due, policy/drop.h) */
   VR_PDROP_EARLY,          /* vr_pipe_hop said drop (behind its budget) */
   VR_PDROP_NO_INSTANCE,    /* the task had no instance to route to */
+  VR_PDROP_PAST_DEADLINE,  /* live rules: the hop started at or after its
+                              deadline (vr_fanout_hop_expired) */
+  VR_PDROP_INFEASIBLE,     /* live rules: no variant of the task meets the
+                              hop's SLO and accuracy floor */
   VR_PDROP__COUNT
 } vr_pdrop_reason;
 
@@ -69,6 +75,32 @@ typedef struct vr_psim_view {
                                          second, EWMA (what a
                                          pipeline-agnostic policy sees) */
 } vr_psim_view;
+
+/* One request (a hop: a query's request at one task) leaving its task:
+ * served there, or dropped. */
+typedef struct vr_psim_outcome {
+  int64_t query;  /* the root query, by arrival order from 0 */
+  int task;
+  int region;     /* the parent's output it came from (the fan-out hook's
+                     region), -1 for the root or drawn fan-out */
+  int served;     /* 1 served; 0 dropped for `reason` */
+  int reason;     /* vr_pdrop_reason when dropped */
+  int slot;       /* variant slot it was routed to (data->off[task] + v),
+                     -1 when never routed */
+  int64_t t_ns;
+} vr_psim_outcome;
+typedef void (*vr_psim_outcome_fn)(void *ctx, const vr_psim_outcome *o);
+
+/* A fan-out that the caller replays (recorded detections, a test's
+ * script) instead of drawing from the factors: the outputs of request
+ * (query, task, region) just served on variant `slot`, as child index c
+ * (into tasks[task].children) and a region id each, at most cap; returns
+ * how many (negative: an error that stops the run). */
+typedef struct vr_psim_emit {
+  int child, region;
+} vr_psim_emit;
+typedef int (*vr_psim_fanout_fn)(void *ctx, int64_t query, int task, int region,
+                                 int slot, vr_psim_emit *out, int cap);
 
 /* Returns 0 and fills plan (initialised for the pipeline, holding the
  * current plan), or an error that stops the run. */
@@ -103,6 +135,29 @@ typedef struct vr_psim_cfg {
   double ctl_change;        /* also replan when the EWMA moved by more than
                                this fraction since the last plan (0.2;
                                <= 0 off) */
+  /* 1: the live executor's rules (control/pipes_run.c) instead of Loki's,
+   * each called from where both sides take it:
+   *  - a query's deadline is its arrival + its own SLO (the workload's
+   *    deadline), its accuracy floor end to end is its min_acc;
+   *  - a hop that starts at or after the deadline is dropped
+   *    (vr_fanout_hop_expired);
+   *  - a hop is routed by the request path's rule (policy/route.h: INFaaS
+   *    selection among the task's variants that have instances, nothing
+   *    loaded on demand) with the SLO vr_fanout_hop_slo_ms(time left,
+   *    levels) and the floor vr_fanout_task_min_accuracy(min_acc, depth);
+   *    within the variant, the lighter instance (vr_route_lighter);
+   *  - queues drop what is due (vr_drop_due) when it arrives and before
+   *    each batch, and form batches by the runtime's rule (policy/batch.h,
+   *    deadline mode);
+   *  - everything one batch emits joins its queues before any of them
+   *    starts a batch (runtime.h, vr_rt_submit_to).
+   * The plan gives the instances; its routing tables and budgets are not
+   * used. 0: Loki's (routing tables, vr_pipe_hop, the batch loop above). */
+  int live_rules;
+  vr_psim_fanout_fn fanout; /* NULL: draw from the factors */
+  void *fanout_ctx;
+  vr_psim_outcome_fn on_request; /* NULL: none; every request once */
+  void *on_request_ctx;
 } vr_psim_cfg;
 
 typedef struct vr_psim_row {

@@ -261,7 +261,7 @@ static void run_by_hand(const char *model, const float *x, int rows, int c, int 
   vr_model_free(m);
 }
 
-static const vr_tensor *hop_out(const vr_pipe_hop *h, const char *name) {
+static const vr_tensor *hop_out(const vr_pipe_hop_rec *h, const char *name) {
   for (int i = 0; i < h->rt.n_out; i++)
     if (!strcmp(h->rt.out[i].name, name)) return &h->rt.out[i];
   fail_msg("hop %s has no output %s", h->task_name, name);
@@ -296,7 +296,7 @@ static void test_matches_by_hand(void **st) {
   for (int row = 0; row < 8; row++) {
     vr_pipe_result *r = infer(p, row, 1, 10000, 0);
     if (r->outcome != VR_POUT_OK) fail_msg("row %d: %s", row, r->msg);
-    const vr_pipe_hop *root = r->hops[0];
+    const vr_pipe_hop_rec *root = r->hops[0];
     assert_string_equal(root->task_name, "detect");
     const float *img = (const float *)g_x.data + (size_t)row * 84 * 84;
     float sc[9], lb[18];
@@ -312,7 +312,7 @@ static void test_matches_by_hand(void **st) {
     int k = 1;
     for (int g = 0; g < 9; g++) {
       if (!(sc[g] > 0.5f)) continue;
-      const vr_pipe_hop *h = r->hops[k++]; /* children in region order */
+      const vr_pipe_hop_rec *h = r->hops[k++]; /* children in region order */
       assert_int_equal(h->region, g);
       assert_int_equal(h->parent, 0);
       const char *want = lb[2 * g + 1] > lb[2 * g] ? "footwear_bag" : "garment";
