@@ -8,7 +8,11 @@
 #     --duration 8 --connections 64
 #
 # and prints the bench summary (JSON) plus the server's request outcomes
-# (vario_requests_total) and the control plane's late count.
+# (vario_requests_total), the control plane's late count, and how late each
+# 200 was handed to HTTP beyond its deadline in units of the execution time
+# of its batch (vario_app_lateness_batches: le="1" is "within deadline + one
+# batch"; vario_app_late_beyond_batch_total says why any were later;
+# vario_app_lateness_max_seconds the worst).
 #
 # Usage: bench/overload_apps.sh [BUILD_DIR] [RATE] [SERVER_VARIO]
 #   BUILD_DIR defaults to build (Release); its vario is the load generator.
@@ -39,6 +43,7 @@ echo "== vario bench --app fashion --min-accuracy 92 --slo-ms 10 --rate $RATE --
 import sys, urllib.request
 t = urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/metrics", timeout=30).read().decode()
 for line in t.splitlines():
-    if line.startswith(("vario_requests_total", "vario_app_slo_violations_total")):
+    if line.startswith(("vario_requests_total", "vario_app_slo_violations_total",
+                        "vario_app_lateness", "vario_app_late_beyond_batch_total")):
         print(line)
 PY

@@ -3,6 +3,7 @@
  * names of DESIGN.md. Counters and histograms are per variant and survive
  * unload (they live in the runtime); gauges describe the instances now.
  */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -131,6 +132,68 @@ static void instance_gauges(vr_server *s, vr_sbuf *b) {
   }
 }
 
+const double vr_late_le[VR_LATE_BUCKETS] = {0, 0.25, 0.5, 1, 2, 4, INFINITY};
+
+static void atomic_max(int64_t *p, int64_t v) {
+  int64_t cur = __atomic_load_n(p, __ATOMIC_RELAXED);
+  while (v > cur &&
+         !__atomic_compare_exchange_n(p, &cur, v, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+  }
+}
+
+void vr_server_app_lateness(vr_server *s, int64_t deadline_ns, int64_t start_ns,
+                            int64_t end_ns, int64_t answered_ns) {
+  int64_t late = answered_ns - deadline_ns, batch = end_ns - start_ns;
+  double units = late <= 0 ? 0 : batch > 0 ? (double)late / (double)batch : INFINITY;
+  int k = 0;
+  while (k < VR_LATE_BUCKETS - 1 && units > vr_late_le[k]) k++;
+  __atomic_fetch_add(&s->app_late.bucket[k], 1, __ATOMIC_RELAXED);
+  if (late > batch)
+    __atomic_fetch_add(start_ns > deadline_ns ? &s->app_late.beyond_start
+                                              : &s->app_late.beyond_answer,
+                       1, __ATOMIC_RELAXED);
+  atomic_max(&s->app_late.max_late_ns, late);
+  atomic_max(&s->app_late.max_excess_ns, late - batch);
+}
+
+static void app_lateness(vr_server *s, vr_sbuf *b) {
+  vr_sbuf_puts(b, "# HELP vario_app_lateness_batches Model-less responses (200) by "
+               "how long after the query's deadline they were handed to HTTP, in "
+               "units of the execution time of the batch that served them (0: on "
+               "time; le=\"1\": within deadline + one batch).\n"
+               "# TYPE vario_app_lateness_batches histogram\n");
+  uint64_t cum = 0;
+  for (int k = 0; k < VR_LATE_BUCKETS; k++) {
+    cum += __atomic_load_n(&s->app_late.bucket[k], __ATOMIC_RELAXED);
+    if (k < VR_LATE_BUCKETS - 1)
+      vr_sbuf_printf(b, "vario_app_lateness_batches_bucket{le=\"%g\"} %llu\n",
+                     vr_late_le[k], (unsigned long long)cum);
+    else
+      vr_sbuf_printf(b, "vario_app_lateness_batches_bucket{le=\"+Inf\"} %llu\n"
+                     "vario_app_lateness_batches_count %llu\n",
+                     (unsigned long long)cum, (unsigned long long)cum);
+  }
+  vr_sbuf_printf(b, "# HELP vario_app_late_beyond_batch_total Model-less responses "
+                 "handed to HTTP later than deadline + their batch's execution time, "
+                 "by cause: the batch started after the deadline, or the answer was "
+                 "slow after a batch that started in time.\n"
+                 "# TYPE vario_app_late_beyond_batch_total counter\n"
+                 "vario_app_late_beyond_batch_total{cause=\"started_late\"} %llu\n"
+                 "vario_app_late_beyond_batch_total{cause=\"answer\"} %llu\n",
+                 (unsigned long long)__atomic_load_n(&s->app_late.beyond_start,
+                                                     __ATOMIC_RELAXED),
+                 (unsigned long long)__atomic_load_n(&s->app_late.beyond_answer,
+                                                     __ATOMIC_RELAXED));
+  vr_sbuf_printf(b, "# HELP vario_app_lateness_max_seconds Largest lateness of a "
+                 "model-less response beyond its deadline, and beyond deadline + "
+                 "its batch's execution time (0: none that late).\n"
+                 "# TYPE vario_app_lateness_max_seconds gauge\n"
+                 "vario_app_lateness_max_seconds{beyond=\"deadline\"} %.6f\n"
+                 "vario_app_lateness_max_seconds{beyond=\"deadline_plus_batch\"} %.6f\n",
+                 __atomic_load_n(&s->app_late.max_late_ns, __ATOMIC_RELAXED) / 1e9,
+                 __atomic_load_n(&s->app_late.max_excess_ns, __ATOMIC_RELAXED) / 1e9);
+}
+
 void vr_server_metrics(vr_server *s, vr_sbuf *b) {
   prom_ctx c = {b, 0};
   for (c.section = 0; c.section < 6; c.section++) {
@@ -144,6 +207,7 @@ void vr_server_metrics(vr_server *s, vr_sbuf *b) {
     char *t = vr_control_prometheus(s->ctl);
     if (t) vr_sbuf_puts(b, t);
     vr_free(t);
+    app_lateness(s, b);
   }
   if (s->pipes) { /* live pipelines (control/pipes.h) */
     char *t = vr_pipes_prometheus(s->pipes);

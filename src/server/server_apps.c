@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/clock.h"
 #include "server/kserve.h"
 #include "server/server_int.h"
 
@@ -72,6 +73,8 @@ static void on_resume(vr_http_req *r, void *user) {
   char *body = vr_sbuf_take(&b, &len);
   int binary = json_len < len;
   vr_server_count(s, 200);
+  /* the response is complete now: how late against deadline + one batch */
+  vr_server_app_lateness(s, q->deadline_ns, q->start_ns, q->end_ns, vr_now_ns());
   vr_http_respond(r, 200, binary ? "application/octet-stream" : "application/json",
                   body, len, binary ? json_len : (size_t)-1);
 }

@@ -11,6 +11,10 @@
 #include "server/http.h"
 #include "server/server.h"
 
+#define VR_LATE_BUCKETS 7
+/* Bucket bounds of lateness / batch time; the last is +Inf. */
+extern const double vr_late_le[VR_LATE_BUCKETS];
+
 struct vr_server {
   vr_server_opts o;
   char *repo; /* owned copy, or NULL */
@@ -37,7 +41,24 @@ struct vr_server {
   int started;             /* start-up loading finished (atomic) */
   struct vr_grpc *grpc;    /* KServe v2 gRPC front end, or NULL */
   int64_t t0_ns;           /* created (monotonic) */
+  /* Lateness of model-less responses (server_apps.c, /metrics
+   * vario_app_lateness_*): how long after the query's deadline each 200 was
+   * handed to the HTTP layer, in units of the execution time of the batch
+   * that served it. All atomic. */
+  struct {
+    uint64_t bucket[VR_LATE_BUCKETS]; /* non-cumulative, le vr_late_le[] */
+    uint64_t beyond_start;  /* > deadline + batch: batch started after the
+                               deadline (the drop rule failed) */
+    uint64_t beyond_answer; /* > deadline + batch with the batch started in
+                               time: the answer took long after the batch */
+    int64_t max_late_ns;    /* largest lateness beyond the deadline */
+    int64_t max_excess_ns;  /* largest lateness beyond deadline + batch */
+  } app_late;
 };
+
+/* Records one model-less response (server_apps.c). */
+void vr_server_app_lateness(vr_server *s, int64_t deadline_ns, int64_t start_ns,
+                            int64_t end_ns, int64_t answered_ns);
 
 /* HTTP status for a runtime / parser status code. */
 int vr_server_http_status(int code);
