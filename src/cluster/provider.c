@@ -124,17 +124,9 @@ static int split_opt(const char *opt, char *kbuf, size_t kcap,
   return 0;
 }
 
-/* Collects repeatable values for the local provider's argv prefix. */
-typedef struct {
-  vr_local_cfg cfg;
-  const char *prefix[VR_PROV_MAX_ARGS];
-  int pool[VR_PROV_MAX_CPU + 1];
-} local_opts;
-
-static int open_local(const char *const *opts, size_t nopts,
-                      vr_provider **out, vr_errbuf *err) {
-  local_opts *lo = VR_NEW(local_opts);
-  if (!lo) return VR_ENOMEM;
+int vr__prov_local_opts(const char *const *opts, size_t nopts,
+                        vr__local_opts *lo, vr_errbuf *err) {
+  memset(lo, 0, sizeof *lo);
   int rc = 0;
   char key[64];
   for (size_t i = 0; i < nopts && rc == 0; i++) {
@@ -168,10 +160,16 @@ static int open_local(const char *const *opts, size_t nopts,
                    "die-with-parent)", key);
     }
   }
-  if (rc == 0) {
-    if (lo->cfg.nprefix) lo->cfg.argv_prefix = lo->prefix;
-    rc = vr_provider_local(&lo->cfg, out, err);
-  }
+  if (rc == 0 && lo->cfg.nprefix) lo->cfg.argv_prefix = lo->prefix;
+  return rc;
+}
+
+static int open_local(const char *const *opts, size_t nopts,
+                      vr_provider **out, vr_errbuf *err) {
+  vr__local_opts *lo = VR_NEW(vr__local_opts);
+  if (!lo) return VR_ENOMEM;
+  int rc = vr__prov_local_opts(opts, nopts, lo, err);
+  if (rc == 0) rc = vr_provider_local(&lo->cfg, out, err);
   vr_free(lo);
   return rc;
 }

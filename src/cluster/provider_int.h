@@ -31,4 +31,15 @@ int vr__prov_parse_config(const char *text, size_t len, char **kind,
                           char ***opts, size_t *nopts, vr_errbuf *err);
 void vr__prov_free_opts(char **opts, size_t n);
 
+/* The local provider's options, parsed without side effects (no file
+ * system, no processes): cfg points into prefix/pool and borrows the
+ * option strings. vr_provider_open("local") = this + vr_provider_local. */
+typedef struct vr__local_opts {
+  vr_local_cfg cfg;
+  const char *prefix[VR_PROV_MAX_ARGS];
+  int pool[VR_PROV_MAX_CPU + 1];
+} vr__local_opts;
+int vr__prov_local_opts(const char *const *opts, size_t nopts,
+                        vr__local_opts *lo, vr_errbuf *err);
+
 #endif
