@@ -130,7 +130,7 @@ int vr__prov_local_opts(const char *const *opts, size_t nopts,
   int rc = 0;
   char key[64];
   for (size_t i = 0; i < nopts && rc == 0; i++) {
-    const char *v;
+    const char *v = NULL;
     long x;
     if ((rc = split_opt(opts[i], key, sizeof key, &v, err))) break;
     if (!strcmp(key, "binary")) {

@@ -71,7 +71,7 @@ typedef struct vr_worker_info {
   int64_t pid;       /* local: process id; kubernetes: -1 */
   int64_t since_ns;  /* CLOCK_MONOTONIC of the last state change (local) */
   char cores[64];    /* local: "0,2"; kubernetes: "" */
-  char detail[192];  /* local: log file; kubernetes: phase, node, pod IP */
+  char detail[512];  /* local: log file; kubernetes: phase, node, pod IP */
 } vr_worker_info;
 
 typedef struct vr_provider vr_provider;
@@ -137,7 +137,8 @@ typedef struct vr_local_cfg {
   const char *binary;   /* NULL = this program (/proc/self/exe) */
   const char *const *argv_prefix; /* NULL = {"worker"} */
   size_t nprefix;
-  const char *log_dir;  /* NULL = "." ; created if missing */
+  const char *log_dir;  /* NULL = "."; created if missing; at most
+                           400 bytes (the log path goes in detail) */
   int grace_ms;         /* SIGTERM -> SIGKILL; 0 = 10000 */
   const int *pool;      /* cores it may hand out; NULL = this process's
                            affinity mask at creation */

@@ -39,6 +39,8 @@
 
 extern char **environ;
 
+#define VR_LOCAL_MAX_LOGDIR 400 /* + "/" + id (63) + ".log" < detail */
+
 typedef struct lworker {
   vr_worker_info info;
   pid_t pid;
@@ -278,13 +280,9 @@ static int spawn(vr_local *l, const vr_worker_spec *s, lworker *w,
   strv argv = {0}, envp = {0};
   int rc = build_exec(l, s, w, &argv, &envp);
   if (rc) goto done;
-  char path[PATH_MAX];
-  if (snprintf(path, sizeof path, "%s/%s.log", l->log_dir, w->info.id) >=
-      (int)sizeof path) {
-    rc = vr_errf(err, VR_EINVAL, "local provider: log path too long");
-    goto done;
-  }
-  snprintf(w->info.detail, sizeof w->info.detail, "%s", path);
+  /* log_dir is at most VR_LOCAL_MAX_LOGDIR bytes and ids 63: fits. */
+  char *path = w->info.detail;
+  snprintf(path, sizeof w->info.detail, "%s/%s.log", l->log_dir, w->info.id);
   cpu_set_t set;
   CPU_ZERO(&set);
   for (size_t i = 0; i < w->ncores; i++) CPU_SET(w->cores[i], &set);
@@ -609,6 +607,11 @@ int vr_provider_local(const vr_local_cfg *cfg, vr_provider **out,
   for (; l->nprefix < npre; l->nprefix++)
     if (!(l->prefix[l->nprefix] = vr_strdup(pre[l->nprefix]))) goto nomem;
   const char *dir = cfg->log_dir && *cfg->log_dir ? cfg->log_dir : ".";
+  if (strlen(dir) > VR_LOCAL_MAX_LOGDIR) {
+    rc = vr_errf(err, VR_EINVAL, "local provider: log dir longer than %d "
+                 "bytes", VR_LOCAL_MAX_LOGDIR);
+    goto fail;
+  }
   if (mkdir_p(dir)) {
     rc = vr_errf(err, VR_EINVAL, "local provider: log dir %s: %s", dir,
                  strerror(errno));
