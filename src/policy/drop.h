@@ -23,6 +23,21 @@ static inline int vr_drop_due(int64_t now, int64_t deadline,
   return !vr_batch_feasible(now, deadline, l, rows);
 }
 
+/* The last point a request can be dropped: its batch has run and its
+ * answer is about to be written. The batch rule starts a batch only when
+ * its estimate fits before the deadline, so an answer can be later than
+ * the deadline by at most the batch's own overrun; one later than the
+ * deadline plus the whole batch's execution time was delayed after the
+ * batch (an answer path behind under overload, an executor descheduled
+ * between deciding and starting), which no rule before it could foresee.
+ * Such an answer is due for dropping: answered as dropped rather than
+ * served late (live: 504). The work is lost, the contract kept: a query is
+ * served within deadline + one batch, or dropped. */
+static inline int vr_drop_answer_due(int64_t answered, int64_t deadline,
+                                     int64_t batch_ns) {
+  return deadline != VR_NO_DEADLINE && answered - deadline > batch_ns;
+}
+
 typedef enum {
   VR_DROP_DROPPED = 1, /* answer it now as dropped (deadline) */
   VR_DROP_REROUTED,    /* the hook took it; the caller forgets it */

@@ -148,12 +148,14 @@ void vr_server_app_lateness(vr_server *s, int64_t deadline_ns, int64_t start_ns,
   int k = 0;
   while (k < VR_LATE_BUCKETS - 1 && units > vr_late_le[k]) k++;
   __atomic_fetch_add(&s->app_late.bucket[k], 1, __ATOMIC_RELAXED);
-  if (late > batch)
-    __atomic_fetch_add(start_ns > deadline_ns ? &s->app_late.beyond_start
-                                              : &s->app_late.beyond_answer,
-                       1, __ATOMIC_RELAXED);
   atomic_max(&s->app_late.max_late_ns, late);
   atomic_max(&s->app_late.max_excess_ns, late - batch);
+}
+
+void vr_server_app_dropped_late(vr_server *s, int64_t deadline_ns, int64_t start_ns) {
+  __atomic_fetch_add(start_ns > deadline_ns ? &s->app_late.beyond_start
+                                            : &s->app_late.beyond_answer,
+                     1, __ATOMIC_RELAXED);
 }
 
 static void app_lateness(vr_server *s, vr_sbuf *b) {
@@ -173,10 +175,11 @@ static void app_lateness(vr_server *s, vr_sbuf *b) {
                      "vario_app_lateness_batches_count %llu\n",
                      (unsigned long long)cum, (unsigned long long)cum);
   }
-  vr_sbuf_printf(b, "# HELP vario_app_late_beyond_batch_total Model-less responses "
-                 "handed to HTTP later than deadline + their batch's execution time, "
-                 "by cause: the batch started after the deadline, or the answer was "
-                 "slow after a batch that started in time.\n"
+  vr_sbuf_printf(b, "# HELP vario_app_late_beyond_batch_total Model-less queries "
+                 "whose answer was ready later than deadline + their batch's execution "
+                 "time, answered 504 instead (policy/drop.h vr_drop_answer_due), by "
+                 "cause: the batch started after the deadline, or the answer was slow "
+                 "after a batch that started in time.\n"
                  "# TYPE vario_app_late_beyond_batch_total counter\n"
                  "vario_app_late_beyond_batch_total{cause=\"started_late\"} %llu\n"
                  "vario_app_late_beyond_batch_total{cause=\"answer\"} %llu\n",

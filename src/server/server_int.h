@@ -47,15 +47,19 @@ struct vr_server {
    * that served it. All atomic. */
   struct {
     uint64_t bucket[VR_LATE_BUCKETS]; /* non-cumulative, le vr_late_le[] */
-    uint64_t beyond_start;  /* > deadline + batch: batch started after the
-                               deadline (the drop rule failed) */
-    uint64_t beyond_answer; /* > deadline + batch with the batch started in
-                               time: the answer took long after the batch */
+    /* answers later than deadline + batch (vr_drop_answer_due), answered
+     * 504 instead: */
+    uint64_t beyond_start;  /* the batch started after the deadline (its
+                               executor was late to start what it decided) */
+    uint64_t beyond_answer; /* the batch started in time: the answer was
+                               slow after the batch */
     int64_t max_late_ns;    /* largest lateness beyond the deadline */
     int64_t max_excess_ns;  /* largest lateness beyond deadline + batch */
   } app_late;
 };
 
+/* Records one model-less answer dropped by vr_drop_answer_due. */
+void vr_server_app_dropped_late(vr_server *s, int64_t deadline_ns, int64_t start_ns);
 /* Records one model-less response (server_apps.c). */
 void vr_server_app_lateness(vr_server *s, int64_t deadline_ns, int64_t start_ns,
                             int64_t end_ns, int64_t answered_ns);

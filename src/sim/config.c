@@ -497,7 +497,7 @@ static int pick_policy(ctx *c, vr_sim_cfg *cfg, const json_t *root) {
 static int parse_root(ctx *c, vr_sim_cfg *cfg, const json_t *root) {
   static const char *keys[] = {"name", "duration_s", "warmup_s", "tick_s",
                                "seed",
-                               "noise", "max_queue", "batching",
+                               "noise", "max_queue", "batching", "billing",
                                "request_overhead_us", "warm_start", "profiles",
                                "proteus",
                                "workers", "policy", "policies", "workloads",
@@ -535,6 +535,12 @@ static int parse_root(ctx *c, vr_sim_cfg *cfg, const json_t *root) {
     if (!b || (strcmp(b, "greedy") && strcmp(b, "runtime")))
       return bad(c, "batching", "must be \"greedy\" or \"runtime\"");
     cfg->runtime_batching = !strcmp(b, "runtime");
+  }
+  if ((x = json_object_get(root, "billing"))) {
+    const char *b = json_string_value(x);
+    if (!b || (strcmp(b, "workers") && strcmp(b, "instances")))
+      return bad(c, "billing", "must be \"workers\" or \"instances\"");
+    cfg->bill_instances = !strcmp(b, "instances");
   }
   size_t cap = 0;
   if ((x = json_object_get(root, "profiles")) &&

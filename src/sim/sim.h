@@ -50,6 +50,11 @@ typedef struct vr_sim_cfg {
   uint64_t seed;
   int noise;     /* 1: draw service times from percentiles; 0: use p50 */
   int max_queue; /* per instance; arrivals beyond it are dropped */
+  int bill_instances;   /* "billing": "instances": cost is each instance's
+                           profile cost_per_s while it exists (loading to
+                           removal), as INFaaS §6.2 bills a variant
+                           instance, instead of the workers' price from
+                           start to removal ("workers", the default) */
   int runtime_batching; /* 1: batch like src/runtime/instance.c (drop only
                            requests infeasible alone, shrink the batch to
                            meet the head's deadline); 0: greedy (default) */

@@ -206,11 +206,13 @@ static void record(vr_sim *s, double dt) {
     sim_worker *w = VR_VEC_AT(&s->workers, sim_worker *, i);
     if (w->state == WS_REMOVED) continue;
     workers++;
-    cost += w->price * dt;
+    if (!s->cfg->bill_instances) cost += w->price * dt;
   }
   for (size_t i = 0; i < s->insts.len; i++) {
     sim_inst *in = VR_VEC_AT(&s->insts, sim_inst *, i);
     insts += !in->dead && in->state != VR_IS_DRAINING;
+    if (s->cfg->bill_instances && !in->dead)
+      cost += s->var[in->variant].prof.cost_per_s * dt;
   }
   r->t_s = (double)vr_clock_now(&s->clock) / 1e9;
   r->p99_ms = (double)vr_hist_quantile(s->hist_period, 0.99) / 1e6;
