@@ -7,6 +7,7 @@
 #include "vr_test.h"
 
 #include "base/alloc.h"
+#include "policy/drop.h"
 #include "policy/policy.h"
 #include "policy/select.h"
 
@@ -641,8 +642,21 @@ static void test_recovery_unloads_consolidation(void **st) {
   vr_actions_free(&a);
 }
 
+/* The answer-time drop point: within deadline + one batch is served,
+ * beyond it dropped; no deadline never drops. */
+static void test_drop_answer(void **st) {
+  (void)st;
+  int64_t d = 1000000000, batch = 2000000;
+  assert_false(vr_drop_answer_due(d - 1, d, batch));        /* on time */
+  assert_false(vr_drop_answer_due(d + batch, d, batch));    /* at the bound */
+  assert_true(vr_drop_answer_due(d + batch + 1, d, batch)); /* beyond it */
+  assert_true(vr_drop_answer_due(d + 1, d, 0));             /* no batch time */
+  assert_false(vr_drop_answer_due(INT64_MAX - 1, VR_NO_DEADLINE, batch));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_drop_answer),
       cmocka_unit_test(test_profile_math),
       cmocka_unit_test(test_profile_json),
       cmocka_unit_test(test_select),
