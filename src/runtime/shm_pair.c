@@ -50,6 +50,14 @@ struct vr_shm_chan {
 
 static size_t align64(size_t x) { return (x + 63) & ~(size_t)63; }
 
+/* strncpy that always terminates (and that gcc's -Wformat-truncation does
+ * not flag: the message is cut on purpose). */
+static void copy_str(char *dst, size_t cap, const char *src) {
+  size_t n = src ? strnlen(src, cap - 1) : 0;
+  if (n) memcpy(dst, src, n);
+  dst[n] = 0;
+}
+
 static int64_t mono_ns(void) { return vr_now_ns(); }
 
 /* Locks mu; a peer that died holding it leaves it consistent enough for
@@ -242,7 +250,7 @@ static void fill_job(vr__shm_job *j, const vr_tensor *t, int rows) {
   j->ndim = t->ndim;
   memcpy(j->shape, t->shape, sizeof j->shape);
   j->nbytes = t->nbytes;
-  snprintf(j->name, sizeof j->name, "%s", t->name ? t->name : "");
+  copy_str(j->name, sizeof j->name, t->name);
 }
 
 int vr_shm_chan_post(vr_shm_chan *c, const vr_tensor *in, int rows, vr_errbuf *err) {
@@ -327,7 +335,7 @@ void vr_shm_chan_ready(vr_shm_chan *c, int rc, double load_ms, const char *msg) 
   shm_hdr *h = c->h;
   lock(h);
   h->load_ms = load_ms;
-  snprintf(h->msg, sizeof h->msg, "%s", msg ? msg : "");
+  copy_str(h->msg, sizeof h->msg, msg);
   h->ready = rc ? -1 : 1;
   pthread_cond_broadcast(&h->cv);
   pthread_mutex_unlock(&h->mu);
@@ -357,7 +365,7 @@ static void serve_one(vr_shm_chan *c, vr_session *s, const vr__shm_job *j, uint6
   if (h->posted == seq) { /* not abandoned meanwhile */
     if (!rc) fill_job(&h->out, &out, j->rows);
     h->rc = rc;
-    snprintf(h->msg, sizeof h->msg, "%s", rc ? e.msg : "");
+    copy_str(h->msg, sizeof h->msg, rc ? e.msg : "");
     h->done = seq;
     pthread_cond_broadcast(&h->cv);
   }
