@@ -82,12 +82,6 @@ static void conn_free(conn *c) {
   vr_free(c);
 }
 
-static void table_free(vr_fwd_table *t) {
-  for (int i = 0; i < t->n_routes; i++) vr_free(t->routes[i].workers);
-  vr_free(t->routes);
-  vr_free(t->workers);
-  memset(t, 0, sizeof *t);
-}
 
 void vr_fwd_call_clear(vr_fwd_call *c) {
   vr_free(c->resp);
@@ -178,7 +172,7 @@ int vr_fwd_set_table(vr_fwd *f, const vr_fwd_table *t, vr_errbuf *err) {
     if (!(tw[i] = worker_get(f, &t->workers[i]))) oom = 1;
   if (oom) {
     pthread_mutex_unlock(&f->mu);
-    table_free(&c);
+    vr_fwd_table_free(&c);
     vr_free(tw);
     return vr_errf(err, VR_ENOMEM, "out of memory");
   }
@@ -189,7 +183,7 @@ int vr_fwd_set_table(vr_fwd *f, const vr_fwd_table *t, vr_errbuf *err) {
       for (int i = 0; i < x->n_idle; i++) conn_free(x->idle[i]);
       x->n_idle = 0;
     }
-  table_free(&f->t);
+  vr_fwd_table_free(&f->t);
   vr_free(f->tw);
   f->t = c;
   f->tw = tw;
@@ -588,7 +582,7 @@ void vr_fwd_free(vr_fwd *f) {
     vr_free(x->idle);
     vr_free(x);
   }
-  table_free(&f->t);
+  vr_fwd_table_free(&f->t);
   vr_free(f->tw);
   close(f->ep);
   close(f->evfd);

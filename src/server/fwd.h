@@ -82,6 +82,18 @@ int64_t vr_fwd_table_version(vr_fwd *f);
 /* Parses "ID=HOST:PORT" into w. 0 or VR_EINVAL. */
 int vr_fwd_parse_worker(const char *s, vr_fwd_worker *w, vr_errbuf *err);
 
+/* Routing tables as the controller publishes them (docs/API.md, "Cluster"):
+ *   {"workers":[{"id":"w1","addr":"127.0.0.1:9001"},...],
+ *    "routes":{"m:fmnist_mlp":["w1","w2"],"a:fashion":["w2"],"*":[...]}}
+ * Parse: every route names listed workers, ids are unique, addresses are
+ * IPv4:port; anything else is VR_EFORMAT with a message. The parsed
+ * table owns its arrays (vr_fwd_table_free). */
+int vr_fwd_table_parse(const char *json, size_t len, int64_t version,
+                       vr_fwd_table *out, vr_errbuf *err);
+void vr_fwd_table_free(vr_fwd_table *t);
+/* The JSON text of t (vr_malloc'd), or NULL when out of memory. */
+char *vr_fwd_table_json(const vr_fwd_table *t);
+
 /* ---- calls -------------------------------------------------------------- */
 
 typedef struct vr_fwd_call vr_fwd_call;
