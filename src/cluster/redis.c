@@ -316,6 +316,29 @@ redisReply *vr_redis_cmd(vr_redis *r, vr_errbuf *err, const char *fmt, ...) {
   return rep;
 }
 
+redisReply *vr_redis_eval(vr_redis *r, const char *script, int argc, const char **argv,
+                          const size_t *lens, int *resent, vr_errbuf *err) {
+  const char **a = vr_malloc(sizeof *a * (size_t)(argc + 3));
+  size_t *l = vr_malloc(sizeof *l * (size_t)(argc + 3));
+  redisReply *rep = NULL;
+  if (!a || !l) {
+    vr_errf(err, VR_ENOMEM, "out of memory");
+  } else {
+    a[0] = "EVAL";
+    a[1] = script;
+    a[2] = "0";
+    for (int i = 0; i < 3; i++) l[i] = strlen(a[i]);
+    for (int i = 0; i < argc; i++) {
+      a[3 + i] = argv[i];
+      l[3 + i] = lens ? lens[i] : strlen(argv[i]);
+    }
+    rep = vr_redis_call(r, argc + 3, a, l, resent, err);
+  }
+  vr_free(a);
+  vr_free(l);
+  return rep;
+}
+
 uint64_t vr_redis_reconnects(vr_redis *r) {
   pthread_mutex_lock(&r->mu);
   uint64_t n = r->connects > 0 ? r->connects - 1 : 0;

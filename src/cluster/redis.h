@@ -77,6 +77,12 @@ redisReply *vr_redis_call(vr_redis *r, int argc, const char **argv,
  * retried like vr_redis_call, so use it for idempotent commands. */
 redisReply *vr_redis_cmd(vr_redis *r, vr_errbuf *err, const char *fmt, ...);
 
+/* EVAL script 0 argv... through vr_redis_call (Redis caches the compiled
+ * script by its hash, so re-sending the text costs bytes on the wire, not
+ * a recompile; unlike EVALSHA it survives a Redis restart). */
+redisReply *vr_redis_eval(vr_redis *r, const char *script, int argc, const char **argv,
+                          const size_t *lens, int *resent, vr_errbuf *err);
+
 /* Connections established after the first (how often Redis went away). */
 uint64_t vr_redis_reconnects(vr_redis *r);
 /* The URL without password, for messages. */

@@ -109,34 +109,9 @@ static const char k_load_docs[] =
     "for i=1,#h,2 do n[#n+1]=h[i] m[h[i]]=h[i+1] end table.sort(n)\n"
     "local o={} for _,k in ipairs(n) do o[#o+1]=k o[#o+1]=m[k] end return o\n";
 
-/* EVAL script 0 argv... (Redis caches the compiled script by its hash, so
- * re-sending the text costs bytes on the wire, not a recompile). */
 static redisReply *eval(redis_be *b, const char *script, int argc, const char **argv,
                         const size_t *lens, int *resent, vr_errbuf *err) {
-  enum { MAXA = 16 + 64 * VAR_FIELDS };
-  if (argc + 3 > MAXA) {
-    vr_errf(err, VR_ELIMIT, "%s: too many arguments", vr_redis_name(b->r));
-    return NULL;
-  }
-  const char **a = vr_malloc(sizeof *a * (size_t)(argc + 3));
-  size_t *l = vr_malloc(sizeof *l * (size_t)(argc + 3));
-  redisReply *rep = NULL;
-  if (!a || !l) {
-    vr_errf(err, VR_ENOMEM, "out of memory");
-  } else {
-    a[0] = "EVAL";
-    a[1] = script;
-    a[2] = "0";
-    for (int i = 0; i < 3; i++) l[i] = strlen(a[i]);
-    for (int i = 0; i < argc; i++) {
-      a[3 + i] = argv[i];
-      l[3 + i] = lens ? lens[i] : strlen(argv[i]);
-    }
-    rep = vr_redis_call(b->r, argc + 3, a, l, resent, err);
-  }
-  vr_free(a);
-  vr_free(l);
-  return rep;
+  return vr_redis_eval(b->r, script, argc, argv, lens, resent, err);
 }
 
 static int int_reply(redis_be *b, redisReply *rep, long long *out, vr_errbuf *err) {
