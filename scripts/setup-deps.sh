@@ -5,7 +5,8 @@
 #
 #   scripts/setup-deps.sh [GROUP...]     default group: build
 #     build   compile vario (Release): compilers, oneDNN, protobuf-c, ONNX
-#             protos, jansson, libmicrohttpd, gRPC core, SQLite, CBC; python3 + numpy
+#             protos, jansson, libmicrohttpd, gRPC core, SQLite, CBC, libcurl
+#             (kubernetes worker provider); python3 + numpy
 #             (the demo and test scripts read .npy files with numpy)
 #     demo    build + gnuplot (make demo)
 #     check   build + clang, sanitizer runtimes, cmocka, ONNX test data
@@ -22,6 +23,7 @@ build=(
   libdnnl-dev
   libprotobuf-c-dev protobuf-c-compiler libonnx-dev
   libjansson-dev libmicrohttpd-dev libsqlite3-dev libgrpc-dev
+  libcurl4-openssl-dev
   coinor-libcbc-dev
   python3 python3-numpy
 )
