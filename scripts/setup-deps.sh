@@ -10,7 +10,8 @@
 #             (the demo and test scripts read .npy files with numpy)
 #     demo    build + gnuplot (make demo)
 #     check   build + clang, sanitizer runtimes, cmocka, ONNX test data
-#             (make check), curl + openssl (the TLS test)
+#             (make check), curl + openssl (the TLS tests), python3-yaml
+#             (the Kubernetes manifests test)
 #     zoo     python3-torch, torchvision, onnx and the Fashion-MNIST data set
 #             (make zoo: tools/zoo, which (re)trains and exports models)
 #     bench   zoo + what the benchmarks compare against (make bench)
@@ -32,7 +33,8 @@ demo=(gnuplot-nox chromium)
 # python3-grpcio + protoc: the gRPC test's client (not the server's code);
 # curl + openssl: the TLS test
 check=(clang libclang-rt-dev libcmocka-dev libonnx-testdata gnuplot-nox
-       python3-grpcio python3-protobuf protobuf-compiler curl openssl chromium)
+       python3-grpcio python3-protobuf protobuf-compiler curl openssl chromium
+       python3-yaml)
 zoo=(python3-torch python3-torchvision python3-onnx dataset-fashion-mnist)
 bench=("${zoo[@]}" gnuplot-nox libevent-dev wrk hyperfine valgrind)
 
