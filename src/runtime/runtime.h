@@ -146,6 +146,11 @@ void vr_rt_shutdown(vr_runtime *rt);
 
 /* Copies the config of a loaded model. VR_ENOENT if not loaded. */
 int vr_rt_model_config(vr_runtime *rt, const char *name, vr_model_config *out);
+/* The labels of a loaded model's output (Triton's label_filename), with a
+ * reference the caller releases (vr_labels_release); NULL when the model
+ * is not loaded or the output has none. */
+struct vr_labels *vr_rt_model_labels(vr_runtime *rt, const char *model,
+                                     const char *output);
 /* Names of loaded models: fills up to cap pointers to copies the caller
  * frees with vr_free; returns the count. */
 int vr_rt_model_names(vr_runtime *rt, char **names, int cap);

@@ -409,7 +409,8 @@ static void infer_reply(gcall *c) {
       vr_sbuf js;
       vr_sbuf_init(&js);
       int k;
-      rc = vr_ks_classify(&q->out[i], o->classification, &js, &cls[n], &shp[n][0], &k, &err);
+      rc = vr_ks_classify(&q->out[i], o->classification, o->labels, &js, &cls[n],
+                          &shp[n][0], &k, &err);
       vr_sbuf_free(&js);
       shp[n][1] = k;
       ot[n].datatype = "BYTES";
@@ -518,6 +519,7 @@ static void model_config(gcall *c) {
     mo[i].data_type = data_type(cfg.outputs[i].dtype);
     mo[i].dims = cfg.outputs[i].shape + 1;
     mo[i].n_dims = (size_t)(cfg.outputs[i].ndim - 1);
+    mo[i].label_filename = cfg.label_file[i];
     mop[i] = &mo[i];
   }
   mc.input = mip;

@@ -98,7 +98,7 @@ static void fill_rt(const vr_ks_request *ks, vr_rt_request *q) {
   q->queue_policy = 1; /* the model's default timeout when none is given */
 }
 
-int vr__srv_submit(vr_server *s, const char *model, const vr_ks_request *ks,
+int vr__srv_submit(vr_server *s, const char *model, vr_ks_request *ks,
                    vr_rt_request *q, void (*done)(vr_rt_request *, void *),
                    void *user, vr_errbuf *err) {
   int rc = 0;
@@ -110,6 +110,11 @@ int vr__srv_submit(vr_server *s, const char *model, const vr_ks_request *ks,
       rc = vr_errf(err, VR_ENOENT, "model '%.128s' is not loaded", model);
     else
       rc = vr_ks_check_outputs(ks, &cfg, err);
+    /* Labels travel with the request: the model may be unloaded before
+     * the response is written. */
+    for (int i = 0; !rc && i < ks->n_out; i++)
+      if (ks->out[i].classification > 0 && !ks->out[i].labels)
+        ks->out[i].labels = vr_rt_model_labels(s->rt, model, ks->out[i].name);
   }
   if (rc) {
     __atomic_fetch_add(&s->invalid, 1, __ATOMIC_RELAXED);

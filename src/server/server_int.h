@@ -111,7 +111,7 @@ void vr__srv_repo_list(vr_server *s, vr__srv_repo_fn fn, void *u);
  * which must outlive it) and submitted; done(q, user) answers. Nothing is
  * submitted when it returns an error. */
 struct vr_ks_request;
-int vr__srv_submit(vr_server *s, const char *model, const struct vr_ks_request *ks,
+int vr__srv_submit(vr_server *s, const char *model, struct vr_ks_request *ks,
                    vr_rt_request *q, void (*done)(vr_rt_request *, void *),
                    void *user, vr_errbuf *err);
 
