@@ -203,6 +203,14 @@ int vr_rt_model_config(vr_runtime *rt, const char *name,
   return m ? 0 : VR_ENOENT;
 }
 
+int vr_rt_model_version(vr_runtime *rt, const char *name) {
+  pthread_rwlock_rdlock(&rt->lock);
+  vr_rt_model *m = vr_map_get(&rt->models, name);
+  int v = m && m->cfg.version > 0 ? m->cfg.version : 1;
+  pthread_rwlock_unlock(&rt->lock);
+  return v;
+}
+
 vr_labels *vr_rt_model_labels(vr_runtime *rt, const char *model,
                               const char *output) {
   vr_labels *l = NULL;

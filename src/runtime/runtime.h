@@ -146,6 +146,9 @@ void vr_rt_shutdown(vr_runtime *rt);
 
 /* Copies the config of a loaded model. VR_ENOENT if not loaded. */
 int vr_rt_model_config(vr_runtime *rt, const char *name, vr_model_config *out);
+/* The version directory a loaded model is served from (Triton layout), 1
+ * for flat layouts or when not loaded. Cheap (no config copy). */
+int vr_rt_model_version(vr_runtime *rt, const char *name);
 /* The labels of a loaded model's output (Triton's label_filename), with a
  * reference the caller releases (vr_labels_release); NULL when the model
  * is not loaded or the output has none. */

@@ -167,7 +167,8 @@ int vr_ks_write_response(vr_sbuf *b, const char *model, const vr_ks_request *req
                          vr_errbuf *err) {
   vr_sbuf_puts(b, "{\"model_name\":");
   vr_sbuf_json_str(b, model);
-  vr_sbuf_puts(b, ",\"model_version\":\"1\"");
+  vr_sbuf_printf(b, ",\"model_version\":\"%d\"",
+                 info && info->version > 0 ? info->version : 1);
   if (req->id[0]) {
     vr_sbuf_puts(b, ",\"id\":");
     vr_sbuf_json_str(b, req->id);

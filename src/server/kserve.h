@@ -88,6 +88,7 @@ typedef struct vr_ks_resp_info {
   int64_t queue_us, compute_us;
   int batch_size;
   const vr_ks_app_info *app; /* NULL for /v2/models/{m}/infer */
+  int version; /* the model version served (Triton layout); 0 = "1" */
 } vr_ks_resp_info;
 
 /* Writes a response for outputs (model order) filtered by the request's

@@ -133,8 +133,8 @@ static void model_metadata(vr_server *s, vr_http_req *r, const char *model) {
   vr_sbuf_init(&b);
   vr_sbuf_puts(&b, "{\"name\":");
   vr_sbuf_json_str(&b, c.name);
-  vr_sbuf_puts(&b, ",\"versions\":[\"1\"],\"platform\":\"onnxruntime_onnx\","
-               "\"inputs\":[");
+  vr_sbuf_printf(&b, ",\"versions\":[\"%d\"],\"platform\":\"onnxruntime_onnx\","
+                 "\"inputs\":[", c.version > 0 ? c.version : 1);
   put_tensor_infos(&b, c.inputs, c.n_inputs);
   vr_sbuf_puts(&b, "],\"outputs\":[");
   put_tensor_infos(&b, c.outputs, c.n_outputs);

@@ -38,9 +38,7 @@ int vr__srv_ready(vr_server *s) {
 }
 
 int vr__srv_version(vr_server *s, const char *model) {
-  vr_model_config c;
-  if (vr_rt_model_config(s->rt, model, &c)) return 1;
-  return c.version > 0 ? c.version : 1;
+  return vr_rt_model_version(s->rt, model);
 }
 
 static void dims(vr_sbuf *b, const vr_tensor_info *t) {

@@ -170,6 +170,10 @@ def infer_checks(port):
         y = np.array(r["outputs"][0]["data"], dtype=np.float32).reshape(4, 10)
         err = float(np.abs(y - ref).max())
         check(err < 1e-3, f"{m}: logits equal the PyTorch reference (max err {err:.2e})")
+        want = "2" if m == ZOO[0] else "1"
+        _, md = http(port, "GET", f"/v2/models/{m}")
+        check(r["model_version"] == want and md["versions"] == [want],
+              f"{m}: response and metadata name the served version {want}")
     st, r = http(port, "POST", "/v2/models/fmnist_mlp/infer", {
         "inputs": [{"name": "input", "datatype": "FP32", "shape": [2, 1, 28, 28],
                     "data": x[:2].ravel().tolist()}],
