@@ -12,6 +12,7 @@ const charts = {};
 const palette = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
                  "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"];
 let since = -1, polls = 0, points = 0, prev = null, prevPipes = null, maxRps = 0;
+let lastApps = {}; // the newest control row's per-app block (pipeline cost)
 
 function chart(id, stacked) {
   const c = new Chart(document.getElementById(id), {
@@ -72,6 +73,7 @@ function controlRows(ctl) {
     for (const ds of charts.c_inst.data.datasets) if (!(ds.label in inst)) inst[ds.label] = 0;
     for (const v of Object.keys(inst)) push("c_inst", v, t, inst[v]);
     document.getElementById("variants").textContent = r.variants || "(none loaded)";
+    lastApps = r.apps || {};
     since = Math.max(since, t);
   }
   const tb = document.getElementById("actions");
@@ -129,6 +131,14 @@ function pipeRows(d) {
     push("c_prps", p.name + " requests", t, n / dt);
     push("c_prps", p.name + " dropped", t, drops / dt);
     if (n > 0) push("c_patt", p.name, t, 100 * (p.met - q.met) / n);
+    // a pipeline in the per-app charts: its end-to-end accuracy served,
+    // and the cost of the apps its tasks run on (shared with their own
+    // direct traffic, if any)
+    const na = p.accuracy_n - q.accuracy_n;
+    if (na > 0) push("c_acc", p.name + " (pipeline)", t, (p.accuracy_sum - q.accuracy_sum) / na);
+    const apps = [...new Set(p.tasks.map((k) => k.app))].filter((a) => a in lastApps);
+    if (apps.length)
+      push("c_cost", p.name + " (pipeline)", t, 3600 * apps.reduce((s, a) => s + lastApps[a].cost_per_s, 0));
     p.tasks.forEach((k, i) => {
       const o = q.tasks[i] || { requests: 0, fanout: 0, dropped: 0, variants: [] };
       const was = {};

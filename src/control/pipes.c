@@ -317,6 +317,23 @@ void vr__pipe_count_request(pl_pipe *pp, const vr_pipe_result *r) {
   pthread_mutex_lock(&pp->mu);
   pp->outcomes[r->outcome]++;
   pp->met += r->outcome == VR_POUT_OK && r->end_ns <= r->deadline_ns;
+  if (r->outcome == VR_POUT_OK && r->n_hops > 0) {
+    double sum = 0;
+    int leaves = 0;
+    for (int i = 0; i < r->n_hops; i++) {
+      const vr_pipe_hop *h = r->hops[i];
+      if (h->outcome != VR_POUT_OK || h->fanout > 0) continue;
+      double a = 1;
+      for (int k = i, steps = 0; k >= 0 && steps <= r->n_hops; k = r->hops[k]->parent, steps++)
+        a *= r->hops[k]->accuracy / 100.0;
+      sum += a;
+      leaves++;
+    }
+    if (leaves) {
+      pp->acc_sum += 100.0 * sum / leaves;
+      pp->acc_n++;
+    }
+  }
   vr_hist_record(&pp->lat, (uint64_t)(r->end_ns - r->arrival_ns));
   int64_t gap = r->end_ns - pp->win_start;
   if (gap >= 2 * PL_WIN_NS) { /* both windows are stale: start afresh */

@@ -66,6 +66,8 @@ static json_t *pipe_dash(pl_pipe *pp, int64_t now_ns) {
                       outcomes(pt->outcomes), "variants", vs));
   }
   json_object_set_new(j, "tasks", ts);
+  json_object_set_new(j, "accuracy_sum", json_real(pp->acc_sum));
+  json_object_set_new(j, "accuracy_n", json_integer((json_int_t)pp->acc_n));
   pthread_mutex_unlock(&pp->mu);
   return j;
 }

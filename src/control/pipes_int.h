@@ -42,6 +42,11 @@ typedef struct pl_pipe {
   uint64_t outcomes[VR_POUT_COUNT];
   vr_hist lat;       /* end-to-end latency of finished requests, ns */
   uint64_t met;      /* requests answered OK by their deadline */
+  /* End-to-end accuracy served (percent) summed over OK requests: per
+   * request the mean over its leaf hops of the product of the accuracies
+   * on the path from the root (Loki's multiplicative accuracy). */
+  double acc_sum;
+  uint64_t acc_n;
   /* The recent past for the dashboard's live p99: two windows of
    * PL_WIN_NS, win[cur] began at win_start (pipes clock), the other is
    * the one before it. */

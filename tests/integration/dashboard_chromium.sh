@@ -81,6 +81,8 @@ want = {
     "pipeline drops/s": "fashion_scenes dropped" in s.get("c_prps", []),
     "pipeline attainment": "fashion_scenes" in s.get("c_patt", []),
     "pipeline p99": "fashion_scenes" in s.get("c_pp99", []),
+    "pipeline accuracy served": "fashion_scenes (pipeline)" in s.get("c_acc", []),
+    "pipeline cost": "fashion_scenes (pipeline)" in s.get("c_cost", []),
     "a row per task": int(d.get("pipeRows", 0)) == 3,
     "the variants serving each task": "fscenes_det_tiny" in d.get("pipes", "")
                                       and "fmnist_linear" in d.get("pipes", ""),
