@@ -15,6 +15,7 @@
 #include "base/log.h"
 #include "cli/commands.h"
 #include "cli/serve_control.h"
+#include "cli/serve_role.h"
 #include "server/server.h"
 
 static void usage(FILE *f) {
@@ -107,7 +108,10 @@ static int parse_int(const char *s, long lo, long hi, long *out) {
   return 0;
 }
 
-int vr_cmd_serve(int argc, char **argv) {
+int vr_cmd_serve(int argc, char **argv) { return vr_cli_serve(argc, argv, NULL); }
+
+int vr_cli_serve(int argc, char **argv, const vr_cli_role *role) {
+  const char *prog = role ? role->name : "vario serve";
   vr_server_opts o;
   vr_server_opts_init(&o);
   o.port = 8000;
@@ -115,21 +119,24 @@ int vr_cmd_serve(int argc, char **argv) {
   int grpc_port = -1, grpc_set = 0;
   vr_cli_control ctl = {0}; /* model-less control plane (--store) */
   char *token = NULL, *tls_cert = NULL, *tls_key = NULL;
+  if (role && role->defaults) role->defaults(role->self, &o, &grpc_port, &grpc_set);
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     long v;
     int has = i + 1 < argc;
-    int used = vr_cli_control_arg(&ctl, argc, argv, i);
+    int used = role ? role->arg(role->self, argc, argv, i) : 0;
+    if (used == 0) used = vr_cli_control_arg(&ctl, argc, argv, i);
     if (used > 0) {
       i += used - 1;
       continue;
     }
     if (used < 0) {
-      fprintf(stderr, "vario serve: bad or incomplete option '%s'\n", a);
+      fprintf(stderr, "%s: bad or incomplete option '%s'\n", prog, a);
       free(token), free(tls_cert), free(tls_key);
       return 2;
     }
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      if (role) role->usage(stdout);
       usage(stdout);
       return 0;
     } else if (!strcmp(a, "--repo") && has) {
@@ -161,8 +168,8 @@ int vr_cmd_serve(int argc, char **argv) {
     } else if (!strcmp(a, "--admin-token-file") && has) {
       free(token);
       if (!(token = read_token(argv[++i]))) {
-        fprintf(stderr, "vario serve: --admin-token-file %s: cannot read a"
-                " non-empty first line\n", argv[i]);
+        fprintf(stderr, "%s: --admin-token-file %s: cannot read a"
+                " non-empty first line\n", prog, argv[i]);
         free(tls_cert), free(tls_key);
         return 2;
       }
@@ -170,7 +177,7 @@ int vr_cmd_serve(int argc, char **argv) {
       char **dst = a[6] == 'c' ? &tls_cert : &tls_key;
       free(*dst);
       if (!(*dst = slurp(argv[++i]))) {
-        fprintf(stderr, "vario serve: %s %s: cannot read it\n", a, argv[i]);
+        fprintf(stderr, "%s: %s %s: cannot read it\n", prog, a, argv[i]);
         free(token), free(tls_cert), free(tls_key);
         return 2;
       }
@@ -201,7 +208,7 @@ int vr_cmd_serve(int argc, char **argv) {
       o.max_admin_jobs = (int)v;
       i++;
     } else {
-      fprintf(stderr, "vario serve: bad or incomplete option '%s'\n", a);
+      fprintf(stderr, "%s: bad or incomplete option '%s'\n", prog, a);
       usage(stderr);
       free(token), free(tls_cert), free(tls_key);
       return 2;
@@ -224,13 +231,13 @@ int vr_cmd_serve(int argc, char **argv) {
    * start, report ready and serve nothing. */
   struct stat st;
   if (!o.repo) {
-    fprintf(stderr, "vario serve: --repo DIR is required\n");
+    fprintf(stderr, "%s: --repo DIR is required\n", prog);
     usage(stderr);
     free(token), free(tls_cert), free(tls_key);
     return 2;
   }
   if (stat(o.repo, &st) != 0 || !S_ISDIR(st.st_mode)) {
-    fprintf(stderr, "vario serve: repository '%s' is not a directory\n", o.repo);
+    fprintf(stderr, "%s: repository '%s' is not a directory\n", prog, o.repo);
     free(token), free(tls_cert), free(tls_key);
     return 1;
   }
@@ -240,15 +247,15 @@ int vr_cmd_serve(int argc, char **argv) {
   o.tls_cert_pem = tls_cert;
   o.tls_key_pem = tls_key;
   if (!token && !o.insecure_admin)
-    fprintf(stderr, "vario serve: no admin token: registration, load/unload"
-            " and jobs are off (--admin-token-file or --insecure-admin)\n");
+    fprintf(stderr, "%s: no admin token: registration, load/unload"
+            " and jobs are off (--admin-token-file or --insecure-admin)\n", prog);
   if (vr_server_create(&o, &s, &err)) {
-    fprintf(stderr, "vario serve: %s\n", err.msg);
+    fprintf(stderr, "%s: %s\n", prog, err.msg);
     free(token), free(tls_cert), free(tls_key);
     return 1;
   }
   if (vr_cli_control_open(&ctl, s, &err)) {
-    fprintf(stderr, "vario serve: %s\n", err.msg);
+    fprintf(stderr, "%s: %s\n", prog, err.msg);
     vr_cli_control_close(&ctl);
     vr_server_shutdown(s);
     vr_cli_control_free(&ctl);
@@ -256,17 +263,27 @@ int vr_cmd_serve(int argc, char **argv) {
     free(token), free(tls_cert), free(tls_key);
     return 1;
   }
-  fprintf(stderr, "vario serve: listening on %s://%s:%d (KServe v2;"
-          " metrics at /metrics; gRPC port %d)\n", tls_cert ? "https" : "http",
+  if (role && role->start && role->start(role->self, s, &err)) {
+    fprintf(stderr, "%s: %s\n", prog, err.msg);
+    vr_cli_control_close(&ctl);
+    vr_server_shutdown(s);
+    vr_cli_control_free(&ctl);
+    vr_server_free(s);
+    free(token), free(tls_cert), free(tls_key);
+    return 1;
+  }
+  fprintf(stderr, "%s: listening on %s://%s:%d (KServe v2;"
+          " metrics at /metrics; gRPC port %d)\n", prog, tls_cert ? "https" : "http",
           o.host ? o.host : "127.0.0.1", vr_server_port(s), vr_server_grpc_port(s));
   int sig = 0;
   sigwait(&set, &sig);
-  fprintf(stderr, "vario serve: signal %d, draining\n", sig);
+  fprintf(stderr, "%s: signal %d, draining\n", prog, sig);
+  if (role && role->stop) role->stop(role->self);
   vr_cli_control_close(&ctl);
   vr_server_shutdown(s);
   vr_cli_control_free(&ctl);
   vr_server_free(s);
   free(token), free(tls_cert), free(tls_key);
-  fprintf(stderr, "vario serve: stopped\n");
+  fprintf(stderr, "%s: stopped\n", prog);
   return 0;
 }

@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/alloc.h"
@@ -294,6 +295,11 @@ int vr_server_load(vr_server *s, const char *name, vr_errbuf *err) {
   if (!s->repo) return vr_errf(err, VR_ENOENT, "no model repository");
   char dir[4096];
   snprintf(dir, sizeof dir, "%s/%s", s->repo, name);
+  struct stat st;
+  if (s->o.fetch && stat(dir, &st) != 0) {
+    int frc = s->o.fetch(s->o.fetch_user, s->repo, name, err);
+    if (frc) return frc;
+  }
   vr_model_config c;
   int rc = vr_model_dir_load(dir, &c, err);
   if (rc) return rc;

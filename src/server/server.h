@@ -49,6 +49,11 @@ typedef struct vr_server_opts {
   const char *tls_key_pem, *tls_cert_pem; /* PEM contents (borrowed) */
   int max_admin_jobs;  /* concurrent load/registration threads (default 4);
                           past it: 429 */
+  /* Called by vr_server_load (on a load thread) when <repo>/<name> does
+   * not exist: bring it there (a cluster worker fetches it from the
+   * controller, model_fetch.h). 0 = it is there now. NULL = no fetching. */
+  int (*fetch)(void *user, const char *repo, const char *name, vr_errbuf *err);
+  void *fetch_user;
 } vr_server_opts;
 
 void vr_server_opts_init(vr_server_opts *o);

@@ -1,0 +1,279 @@
+/* `vario frontend` (frontend.h): KServe v2 HTTP in, forwarded to workers. */
+#include "server/frontend.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/alloc.h"
+#include "base/clock.h"
+#include "base/hist.h"
+#include "server/http.h"
+#include "server/sbuf.h"
+
+struct vr_frontend {
+  vr_frontend_opts o;
+  vr_http *http;
+  vr_fwd *fwd;
+  /* front-end overhead of forwarded requests: headers complete -> response
+   * queued, minus the worker's round trip (event thread only) */
+  vr_hist overhead;
+  vr_hist round_trip;
+  uint64_t by_class[6]; /* responses by status class (event thread) */
+};
+
+typedef struct fe_req {
+  vr_frontend *fe;
+  vr_http_req *http;
+  vr_fwd_call call;
+  char path[1024];
+  char headers[512];
+  int64_t sent_ns, done_ns;
+  int state; /* RUNNING -> DONE or PARKED, as in server_infer.c */
+} fe_req;
+
+enum { RUNNING = 0, DONE = 1, PARKED = 2 };
+
+void vr_frontend_opts_init(vr_frontend_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->spin_us = 200;
+  vr_fwd_opts_init(&o->fwd);
+}
+
+static void req_free(void *p) {
+  fe_req *q = p;
+  vr_fwd_call_clear(&q->call);
+  vr_free(q);
+}
+
+static void reply(vr_frontend *fe, vr_http_req *r, int status, const char *ct,
+                  char *body, size_t len, size_t ihcl) {
+  int k = status / 100;
+  fe->by_class[k >= 0 && k <= 5 ? k : 0]++;
+  vr_http_respond(r, status, ct, body, len, ihcl);
+}
+
+static void reply_error(vr_frontend *fe, vr_http_req *r, int status, const char *msg) {
+  int k = status / 100;
+  fe->by_class[k >= 0 && k <= 5 ? k : 0]++;
+  vr_http_error(r, status, msg);
+}
+
+static void reply_json(vr_frontend *fe, vr_http_req *r, int status, vr_sbuf *b) {
+  size_t len;
+  char *body = vr_sbuf_take(b, &len);
+  reply(fe, r, status, "application/json", body, len, (size_t)-1);
+}
+
+/* Event thread: the worker answered (or no worker could). */
+static void on_resume(vr_http_req *r, void *user) {
+  vr_frontend *fe = user;
+  fe_req *q = vr_http_state(r);
+  vr_fwd_call *c = &q->call;
+  if (!c->resp) {
+    reply_error(fe, r, c->status ? c->status : 502, c->msg[0] ? c->msg : "no answer");
+  } else {
+    const char *ct = c->resp_ihcl != (size_t)-1 ? "application/octet-stream"
+                                                 : "application/json";
+    char *body = c->resp;
+    c->resp = NULL; /* vr_http_respond takes it */
+    reply(fe, r, c->status, ct, body, c->resp_len, c->resp_ihcl);
+  }
+  if (c->worker[0]) vr_http_add_header(r, "Vario-Worker", c->worker);
+  if (c->resp_len || c->status < 500) {
+    int64_t now = vr_now_ns();
+    int64_t rt = q->done_ns - q->sent_ns;
+    int64_t over = now - vr_http_started_ns(r) - rt;
+    vr_hist_record(&fe->overhead, (uint64_t)(over > 0 ? over : 0));
+    vr_hist_record(&fe->round_trip, (uint64_t)(rt > 0 ? rt : 0));
+  }
+}
+
+/* I/O thread (or the event thread when nothing could be sent). */
+static void on_done(vr_fwd_call *c, void *user) {
+  fe_req *q = user;
+  q->done_ns = vr_now_ns();
+  int expect = RUNNING;
+  if (!__atomic_compare_exchange_n(&q->state, &expect, DONE, 0, __ATOMIC_ACQ_REL,
+                                   __ATOMIC_ACQUIRE))
+    vr_http_wake(q->http);
+}
+
+static void forward(vr_frontend *fe, vr_http_req *r, const char *key) {
+  fe_req *q = VR_NEW(fe_req);
+  if (!q) return reply_error(fe, r, 500, "out of memory");
+  q->fe = fe;
+  q->http = r;
+  vr_http_set_state(r, q, req_free);
+  snprintf(q->path, sizeof q->path, "%s", vr_http_url(r));
+  /* The headers a worker needs: the binary extension's split, the body's
+   * type, and the client's credentials (a worker may require them). */
+  size_t hl = 0;
+  static const char *const pass[] = {"Inference-Header-Content-Length",
+                                     "Content-Type", "Authorization"};
+  for (int i = 0; i < 3; i++) {
+    const char *v = vr_http_header(r, pass[i]);
+    if (!v) continue;
+    int n = snprintf(q->headers + hl, sizeof q->headers - hl, "%s: %s\r\n", pass[i], v);
+    if (n < 0 || (size_t)n >= sizeof q->headers - hl)
+      return reply_error(fe, r, 431, "request header too large to forward");
+    hl += (size_t)n;
+  }
+  vr_fwd_call *c = &q->call;
+  c->method = vr_http_method(r);
+  c->path = q->path;
+  c->headers = q->headers;
+  c->body = vr_http_body(r, &c->body_len);
+  c->done = on_done;
+  c->user = q;
+  q->sent_ns = vr_now_ns();
+  vr_fwd_send(fe->fwd, key, c);
+  /* Idle fast path (as in server_infer.c): alone in the front end, wait a
+   * little for the answer instead of parking the connection. */
+  if (fe->o.spin_us > 0 && vr_http_inflight(fe->http) == 1) {
+    int64_t until = vr_now_ns() + (int64_t)fe->o.spin_us * 1000;
+    do {
+      if (__atomic_load_n(&q->state, __ATOMIC_ACQUIRE) == DONE)
+        return on_resume(r, fe);
+      __builtin_ia32_pause();
+    } while (vr_now_ns() < until);
+  }
+  vr_http_defer(r, on_resume);
+  int expect = RUNNING;
+  if (!__atomic_compare_exchange_n(&q->state, &expect, PARKED, 0, __ATOMIC_ACQ_REL,
+                                   __ATOMIC_ACQUIRE))
+    vr_http_wake(r);
+}
+
+static void routes_json(vr_frontend *fe, vr_http_req *r) {
+  /* Rebuilt from the forwarder's view of the table. */
+  vr_sbuf b;
+  vr_sbuf_init(&b);
+  vr_sbuf_printf(&b, "{\"version\":%lld}", (long long)vr_fwd_table_version(fe->fwd));
+  reply_json(fe, r, 200, &b);
+}
+
+static void metrics(vr_frontend *fe, vr_http_req *r) {
+  vr_fwd_stats st;
+  vr_fwd_get_stats(fe->fwd, &st);
+  vr_sbuf b;
+  vr_sbuf_init(&b);
+  vr_sbuf_printf(&b,
+                 "# HELP vario_frontend_forwarded_total Requests forwarded to workers, by outcome.\n"
+                 "# TYPE vario_frontend_forwarded_total counter\n"
+                 "vario_frontend_forwarded_total{outcome=\"answered\"} %llu\n"
+                 "vario_frontend_forwarded_total{outcome=\"failed\"} %llu\n"
+                 "vario_frontend_forwarded_total{outcome=\"timeout\"} %llu\n"
+                 "# HELP vario_frontend_retries_total Requests sent again to another worker.\n"
+                 "# TYPE vario_frontend_retries_total counter\n"
+                 "vario_frontend_retries_total %llu\n"
+                 "# HELP vario_frontend_routing_version Version of the routing table in use.\n"
+                 "# TYPE vario_frontend_routing_version gauge\n"
+                 "vario_frontend_routing_version %lld\n",
+                 (unsigned long long)st.ok, (unsigned long long)st.failed,
+                 (unsigned long long)st.timeouts, (unsigned long long)st.retried,
+                 (long long)vr_fwd_table_version(fe->fwd));
+  static const double qs[] = {0.5, 0.9, 0.99};
+  const char *names[2] = {"vario_frontend_overhead_seconds", "vario_frontend_worker_seconds"};
+  vr_hist *hs[2] = {&fe->overhead, &fe->round_trip};
+  for (int h = 0; h < 2; h++) {
+    vr_sbuf_printf(&b, "# TYPE %s summary\n", names[h]);
+    for (int i = 0; i < 3; i++)
+      vr_sbuf_printf(&b, "%s{quantile=\"%g\"} %.9f\n", names[h], qs[i],
+                     vr_hist_quantile(hs[h], qs[i]) / 1e9);
+    vr_sbuf_printf(&b, "%s_count %llu\n", names[h], (unsigned long long)hs[h]->count);
+  }
+  size_t len;
+  char *body = vr_sbuf_take(&b, &len);
+  reply(fe, r, 200, "text/plain; version=0.0.4", body, len, (size_t)-1);
+}
+
+static int split(const char *url, char *buf, size_t cap, char **seg, int max) {
+  snprintf(buf, cap, "%s", url);
+  char *q = strchr(buf, '?');
+  if (q) *q = 0;
+  int n = 0;
+  for (char *save = NULL, *t = strtok_r(buf, "/", &save); t;
+       t = strtok_r(NULL, "/", &save)) {
+    if (n == max) return -1;
+    seg[n++] = t;
+  }
+  return n;
+}
+
+static void handle(vr_http_req *r, void *user) {
+  vr_frontend *fe = user;
+  const char *method = vr_http_method(r);
+  int get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
+  char buf[1024], *seg[10];
+  int n = split(vr_http_url(r), buf, sizeof buf, seg, 10);
+  char key[VR_FWD_KEY_MAX];
+  if (n == 1 && !strcmp(seg[0], "metrics") && get) return metrics(fe, r);
+  if (n < 1 || strcmp(seg[0], "v2")) return reply_error(fe, r, 404, "unknown path");
+  if (n == 1 && get) {
+    vr_sbuf b;
+    vr_sbuf_init(&b);
+    vr_sbuf_puts(&b, "{\"name\":\"vario-frontend\",\"version\":\"0.1.0\","
+                     "\"extensions\":[\"binary_tensor_data\",\"model_less\"]}");
+    return reply_json(fe, r, 200, &b);
+  }
+  if (n == 3 && !strcmp(seg[1], "health") && get) {
+    if (!strcmp(seg[2], "live")) return reply(fe, r, 200, NULL, NULL, 0, (size_t)-1);
+    if (!strcmp(seg[2], "ready"))
+      return reply(fe, r, vr_fwd_table_version(fe->fwd) > 0 ? 200 : 503, NULL, NULL,
+                   0, (size_t)-1);
+  }
+  if (n == 3 && !strcmp(seg[1], "cluster") && !strcmp(seg[2], "routes") && get)
+    return routes_json(fe, r);
+  /* /v2/models/{m}[/...] and /v2/apps/{app}[/...]: the workers of m or app. */
+  if (n >= 3 && (!strcmp(seg[1], "models") || !strcmp(seg[1], "apps"))) {
+    snprintf(key, sizeof key, "%c:%s", seg[1][0], seg[2]);
+    return forward(fe, r, key);
+  }
+  reply_error(fe, r, 404, "unknown path (a front end forwards /v2/models/... and"
+                          " /v2/apps/...)");
+}
+
+int vr_frontend_create(const vr_frontend_opts *o, vr_frontend **out, vr_errbuf *err) {
+  vr_frontend *fe = VR_NEW(vr_frontend);
+  if (!fe) return vr_errf(err, VR_ENOMEM, "out of memory");
+  if (o) fe->o = *o;
+  else vr_frontend_opts_init(&fe->o);
+  vr_hist_init(&fe->overhead);
+  vr_hist_init(&fe->round_trip);
+  int rc = vr_fwd_create(&fe->o.fwd, &fe->fwd, err);
+  if (rc) {
+    vr_free(fe);
+    return rc;
+  }
+  vr_http_opts ho = {.host = fe->o.host, .port = fe->o.port, .max_body = fe->o.max_body,
+                     .max_conns = fe->o.max_conns, .handler = handle, .user = fe};
+  rc = vr_http_start(&ho, &fe->http, err);
+  if (rc) {
+    vr_fwd_free(fe->fwd);
+    vr_free(fe);
+    return rc;
+  }
+  *out = fe;
+  return 0;
+}
+
+int vr_frontend_port(const vr_frontend *f) { return vr_http_port(f->http); }
+vr_fwd *vr_frontend_fwd(vr_frontend *f) { return f->fwd; }
+
+void vr_frontend_shutdown(vr_frontend *f) {
+  vr_http_drain(f->http);
+  int64_t until = vr_now_ns() + 5000000000LL;
+  while (vr_http_inflight(f->http) > 0 && vr_now_ns() < until) usleep(1000);
+}
+
+void vr_frontend_free(vr_frontend *f) {
+  if (!f) return;
+  /* The forwarder first: it answers what is still under way (waking the
+   * parked connections), then the HTTP server may stop. */
+  vr_fwd_free(f->fwd);
+  vr_http_stop(f->http);
+  vr_free(f);
+}

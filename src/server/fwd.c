@@ -1,0 +1,591 @@
+/* The front end's forwarder (fwd.h): connection pools per worker, one
+ * epoll I/O thread, retry on another worker, timeouts. */
+#include "server/fwd.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "base/alloc.h"
+#include "base/clock.h"
+#include "policy/route.h"
+#include "server/httpc.h"
+
+typedef struct fworker fworker;
+typedef struct conn conn;
+
+/* A worker ever named by a table. Kept until vr_fwd_free (a connection
+ * under way may point at it after a table drops it); a worker that comes
+ * back under the same id is reused. */
+struct fworker {
+  vr_fwd_worker w;
+  int in_table;          /* in the current table */
+  int64_t down_until;    /* ns; skipped until then */
+  long outstanding;      /* requests sent and not answered */
+  conn **idle;
+  int n_idle;
+  fworker *next;
+};
+
+/* One connection; owned by the sender until it arms it in epoll, then by
+ * the I/O thread until it is idle again. */
+struct conn {
+  int fd;
+  fworker *w;
+  vr_fwd_call *call;
+  char head[1024];
+  char *head_big;        /* when extra headers do not fit head[] */
+  size_t head_len, sent; /* bytes of head + body sent */
+  char *buf;             /* response */
+  size_t cap, len;
+  int reused;            /* came from the idle pool */
+  int timed_out;
+  conn *prev, *next;     /* busy list (under mu) */
+};
+
+struct vr_fwd {
+  vr_fwd_opts o;
+  pthread_mutex_t mu;
+  fworker *workers;      /* every worker seen */
+  vr_fwd_table t;        /* current table; route entries index t.workers */
+  fworker **tw;          /* t.workers[i] -> its fworker */
+  unsigned rr;
+  conn *busy;
+  int ep, evfd, stop;
+  pthread_t io;
+  vr_fwd_stats st;
+};
+
+void vr_fwd_opts_init(vr_fwd_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->timeout_ms = 30000;
+  o->max_tries = 3;
+  o->down_ms = 1000;
+  o->max_idle = 64;
+}
+
+static void conn_free(conn *c) {
+  if (!c) return;
+  if (c->fd >= 0) close(c->fd);
+  vr_free(c->buf);
+  vr_free(c->head_big);
+  vr_free(c);
+}
+
+
+void vr_fwd_call_clear(vr_fwd_call *c) {
+  vr_free(c->resp);
+  c->resp = NULL;
+  c->resp_len = 0;
+}
+
+void vr_fwd_get_stats(vr_fwd *f, vr_fwd_stats *s) {
+  s->sent = __atomic_load_n(&f->st.sent, __ATOMIC_RELAXED);
+  s->ok = __atomic_load_n(&f->st.ok, __ATOMIC_RELAXED);
+  s->retried = __atomic_load_n(&f->st.retried, __ATOMIC_RELAXED);
+  s->failed = __atomic_load_n(&f->st.failed, __ATOMIC_RELAXED);
+  s->timeouts = __atomic_load_n(&f->st.timeouts, __ATOMIC_RELAXED);
+}
+
+int vr_fwd_parse_worker(const char *s, vr_fwd_worker *w, vr_errbuf *err) {
+  memset(w, 0, sizeof *w);
+  const char *eq = strchr(s, '=');
+  const char *hp = eq ? eq + 1 : s;
+  size_t idlen = eq ? (size_t)(eq - s) : strlen(s);
+  const char *colon = strrchr(hp, ':');
+  if (!colon || idlen == 0 || idlen >= sizeof w->id ||
+      (size_t)(colon - hp) >= sizeof w->host || colon == hp)
+    return vr_errf(err, VR_EINVAL, "worker '%.100s': expected ID=HOST:PORT", s);
+  memcpy(w->id, s, idlen);
+  memcpy(w->host, hp, (size_t)(colon - hp));
+  char *end;
+  long port = strtol(colon + 1, &end, 10);
+  struct in_addr a;
+  if (*end || port < 1 || port > 65535 || inet_pton(AF_INET, w->host, &a) != 1)
+    return vr_errf(err, VR_EINVAL, "worker '%.100s': expected ID=HOST:PORT"
+                   " with an IPv4 host and a port", s);
+  w->port = (int)port;
+  return 0;
+}
+
+/* ---- table -------------------------------------------------------------- */
+
+static fworker *worker_get(vr_fwd *f, const vr_fwd_worker *w) {
+  for (fworker *x = f->workers; x; x = x->next)
+    if (!strcmp(x->w.id, w->id)) {
+      if (strcmp(x->w.host, w->host) || x->w.port != w->port) {
+        /* moved: its pooled connections lead to the old address */
+        for (int i = 0; i < x->n_idle; i++) conn_free(x->idle[i]);
+        x->n_idle = 0;
+        x->w = *w;
+        x->down_until = 0;
+      }
+      return x;
+    }
+  fworker *x = VR_NEW(fworker);
+  if (!x) return NULL;
+  x->idle = vr_calloc((size_t)f->o.max_idle, sizeof *x->idle);
+  if (!x->idle) {
+    vr_free(x);
+    return NULL;
+  }
+  x->w = *w;
+  x->next = f->workers;
+  f->workers = x;
+  return x;
+}
+
+int vr_fwd_set_table(vr_fwd *f, const vr_fwd_table *t, vr_errbuf *err) {
+  for (int r = 0; r < t->n_routes; r++)
+    for (int i = 0; i < t->routes[r].n; i++)
+      if (t->routes[r].workers[i] < 0 || t->routes[r].workers[i] >= t->n_workers)
+        return vr_errf(err, VR_EINVAL, "route '%.100s' names worker %d of %d",
+                       t->routes[r].key, t->routes[r].workers[i], t->n_workers);
+  vr_fwd_table c = {t->version, t->n_workers, t->n_routes, NULL, NULL};
+  c.workers = vr_calloc((size_t)t->n_workers + 1, sizeof *c.workers);
+  c.routes = vr_calloc((size_t)t->n_routes + 1, sizeof *c.routes);
+  fworker **tw = vr_calloc((size_t)t->n_workers + 1, sizeof *tw);
+  int oom = !c.workers || !c.routes || !tw;
+  for (int r = 0; !oom && r < t->n_routes; r++) {
+    c.routes[r] = t->routes[r];
+    c.routes[r].workers = vr_calloc((size_t)t->routes[r].n + 1, sizeof(int));
+    if (!c.routes[r].workers) {
+      c.n_routes = r;
+      oom = 1;
+      break;
+    }
+    memcpy(c.routes[r].workers, t->routes[r].workers, sizeof(int) * (size_t)t->routes[r].n);
+  }
+  if (!oom) memcpy(c.workers, t->workers, sizeof *c.workers * (size_t)t->n_workers);
+  pthread_mutex_lock(&f->mu);
+  for (int i = 0; !oom && i < t->n_workers; i++)
+    if (!(tw[i] = worker_get(f, &t->workers[i]))) oom = 1;
+  if (oom) {
+    pthread_mutex_unlock(&f->mu);
+    vr_fwd_table_free(&c);
+    vr_free(tw);
+    return vr_errf(err, VR_ENOMEM, "out of memory");
+  }
+  for (fworker *x = f->workers; x; x = x->next) x->in_table = 0;
+  for (int i = 0; i < t->n_workers; i++) tw[i]->in_table = 1;
+  for (fworker *x = f->workers; x; x = x->next)
+    if (!x->in_table) { /* gone: no new requests, no idle connections */
+      for (int i = 0; i < x->n_idle; i++) conn_free(x->idle[i]);
+      x->n_idle = 0;
+    }
+  vr_fwd_table_free(&f->t);
+  vr_free(f->tw);
+  f->t = c;
+  f->tw = tw;
+  pthread_mutex_unlock(&f->mu);
+  return 0;
+}
+
+int64_t vr_fwd_table_version(vr_fwd *f) {
+  pthread_mutex_lock(&f->mu);
+  int64_t v = f->t.version;
+  pthread_mutex_unlock(&f->mu);
+  return v;
+}
+
+/* ---- calls -------------------------------------------------------------- */
+
+static int tried(const vr_fwd_call *c, int wi) {
+  for (int i = 0; i < c->tries && i < 4; i++)
+    if (c->tried[i] == wi) return 1;
+  return 0;
+}
+
+/* The lightest usable worker of key (under mu); -1 when none. */
+static int pick(vr_fwd *f, const char *key, const vr_fwd_call *c, int64_t now,
+                int *any_in_route) {
+  const vr_fwd_route *r = NULL, *star = NULL;
+  for (int i = 0; i < f->t.n_routes; i++) {
+    if (!strcmp(f->t.routes[i].key, key)) r = &f->t.routes[i];
+    if (!strcmp(f->t.routes[i].key, "*")) star = &f->t.routes[i];
+  }
+  if (!r || r->n == 0) r = star;
+  *any_in_route = r && r->n > 0;
+  if (!r) return -1;
+  int best = -1, n = r->n;
+  unsigned start = f->rr++;
+  for (int k = 0; k < n; k++) {
+    int wi = r->workers[(start + (unsigned)k) % (unsigned)n];
+    fworker *x = f->tw[wi];
+    if (tried(c, wi) || x->down_until > now) continue;
+    if (best < 0 || vr_route_lighter(0, x->outstanding, 1, 0,
+                                     f->tw[best]->outstanding, 1))
+      best = wi;
+  }
+  return best;
+}
+
+static void finish(vr_fwd *f, vr_fwd_call *c, int status, const char *msg) {
+  if (status >= 500 && msg) {
+    c->status = status;
+    if (msg != c->msg) {
+      size_t l = strnlen(msg, sizeof c->msg - 1);
+      memmove(c->msg, msg, l);
+      c->msg[l] = 0;
+    }
+    __atomic_fetch_add(&f->st.failed, 1, __ATOMIC_RELAXED);
+  }
+  c->done(c, c->user);
+}
+
+/* Writes what is left of the request. 1 = all sent, 0 = would block,
+ * -1 = error. */
+static int conn_write(conn *k) {
+  vr_fwd_call *c = k->call;
+  const char *head = k->head_big ? k->head_big : k->head;
+  size_t total = k->head_len + c->body_len;
+  while (k->sent < total) {
+    struct iovec iov[2];
+    int n = 0;
+    if (k->sent < k->head_len)
+      iov[n++] = (struct iovec){(char *)head + k->sent, k->head_len - k->sent};
+    size_t boff = k->sent > k->head_len ? k->sent - k->head_len : 0;
+    if (c->body_len > boff)
+      iov[n++] = (struct iovec){(char *)c->body + boff, c->body_len - boff};
+    struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+    ssize_t w = sendmsg(k->fd, &m, MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+    if (w <= 0) return -1;
+    k->sent += (size_t)w;
+  }
+  return 1;
+}
+
+static void busy_del(vr_fwd *f, conn *k) {
+  if (k->prev) k->prev->next = k->next;
+  else if (f->busy == k) f->busy = k->next;
+  if (k->next) k->next->prev = k->prev;
+  k->prev = k->next = NULL;
+}
+
+static void fail_try(vr_fwd *f, conn *k, const char *why);
+
+/* Arms k for the I/O thread (EPOLLOUT while the request is not all sent). */
+static int arm(vr_fwd *f, conn *k, int want_out) {
+  struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT |
+                                     (want_out ? EPOLLOUT : 0),
+                           .data.ptr = k};
+  if (epoll_ctl(f->ep, EPOLL_CTL_MOD, k->fd, &ev) == 0) return 0;
+  return epoll_ctl(f->ep, EPOLL_CTL_ADD, k->fd, &ev);
+}
+
+static conn *conn_new(vr_fwd *f, fworker *x, char *why, size_t wlen) {
+  conn *k = VR_NEW(conn);
+  if (!k) {
+    snprintf(why, wlen, "out of memory");
+    return NULL;
+  }
+  k->w = x;
+  k->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (k->fd < 0) {
+    snprintf(why, wlen, "socket: %s", strerror(errno));
+    vr_free(k);
+    return NULL;
+  }
+  int one = 1;
+  setsockopt(k->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)x->w.port)};
+  inet_pton(AF_INET, x->w.host, &sa.sin_addr);
+  if (connect(k->fd, (struct sockaddr *)&sa, sizeof sa) && errno != EINPROGRESS) {
+    snprintf(why, wlen, "connect %s:%d: %s", x->w.host, x->w.port, strerror(errno));
+    conn_free(k);
+    return NULL;
+  }
+  return k;
+}
+
+void vr_fwd_send(vr_fwd *f, const char *key, vr_fwd_call *c) {
+  int64_t now = vr_now_ns();
+  if (c->tries == 0) {
+    if (key != c->key) {
+      size_t kl = strnlen(key, sizeof c->key - 1);
+      memcpy(c->key, key, kl);
+      c->key[kl] = 0;
+    }
+    c->status = 0;
+    c->msg[0] = 0;
+    c->resp = NULL;
+    c->resp_len = 0;
+    c->resp_ihcl = (size_t)-1;
+    __atomic_fetch_add(&f->st.sent, 1, __ATOMIC_RELAXED);
+  }
+  for (;;) {
+    pthread_mutex_lock(&f->mu);
+    int any = 0;
+    int wi = __atomic_load_n(&f->stop, __ATOMIC_ACQUIRE) ? -1 : pick(f, c->key, c, now, &any);
+    if (wi < 0) {
+      pthread_mutex_unlock(&f->mu);
+      char msg[512];
+      if (__atomic_load_n(&f->stop, __ATOMIC_ACQUIRE)) snprintf(msg, sizeof msg, "front end shutting down");
+      else if (!any)
+        snprintf(msg, sizeof msg, "no worker serves '%.100s'", c->key);
+      else if (c->tries)
+        snprintf(msg, sizeof msg, "%.250s (no other worker left for '%.60s')",
+                 c->msg[0] ? c->msg : "worker failed", c->key);
+      else
+        snprintf(msg, sizeof msg, "every worker of '%.100s' is down", c->key);
+      finish(f, c, any && c->tries ? 502 : 503, msg);
+      return;
+    }
+    fworker *x = f->tw[wi];
+    conn *k = x->n_idle ? x->idle[--x->n_idle] : NULL;
+    x->outstanding++;
+    if (c->tries < 4) c->tried[c->tries] = wi;
+    c->tries++;
+    snprintf(c->worker, sizeof c->worker, "%s", x->w.id);
+    pthread_mutex_unlock(&f->mu);
+    char why[200] = "";
+    if (k) k->reused = 1;
+    else k = conn_new(f, x, why, sizeof why);
+    if (!k) {
+      pthread_mutex_lock(&f->mu);
+      x->outstanding--;
+      x->down_until = now + (int64_t)f->o.down_ms * 1000000;
+      pthread_mutex_unlock(&f->mu);
+      snprintf(c->msg, sizeof c->msg, "worker %s: %s", x->w.id, why);
+      if (c->tries > 1) __atomic_fetch_add(&f->st.retried, 1, __ATOMIC_RELAXED);
+      if (c->tries < f->o.max_tries) continue;
+      finish(f, c, 502, c->msg);
+      return;
+    }
+    k->call = c;
+    k->len = 0;
+    k->sent = 0;
+    k->timed_out = 0;
+    vr_free(k->head_big);
+    k->head_big = NULL;
+    const char *hx = c->headers ? c->headers : "";
+    int n = snprintf(k->head, sizeof k->head,
+                     "%s %s HTTP/1.1\r\nHost: %s:%d\r\nContent-Length: %zu\r\n%s\r\n",
+                     c->method, c->path, x->w.host, x->w.port, c->body_len, hx);
+    if (n >= (int)sizeof k->head) {
+      k->head_big = vr_malloc((size_t)n + 1);
+      if (k->head_big)
+        snprintf(k->head_big, (size_t)n + 1,
+                 "%s %s HTTP/1.1\r\nHost: %s:%d\r\nContent-Length: %zu\r\n%s\r\n",
+                 c->method, c->path, x->w.host, x->w.port, c->body_len, hx);
+    }
+    k->head_len = (size_t)n;
+    c->deadline_ns = now + (int64_t)f->o.timeout_ms * 1000000;
+    pthread_mutex_lock(&f->mu);
+    k->next = f->busy;
+    if (f->busy) f->busy->prev = k;
+    f->busy = k;
+    pthread_mutex_unlock(&f->mu);
+    int w = (n >= (int)sizeof k->head && !k->head_big) ? -1 : conn_write(k);
+    if (w < 0 || arm(f, k, w == 0)) {
+      fail_try(f, k, w < 0 ? "send failed" : "epoll");
+      return;
+    }
+    return;
+  }
+}
+
+/* This try failed on connection k (owned by the caller): close it, mark
+ * the worker down unless the connection was merely a stale keep-alive,
+ * and try another worker (or answer). */
+static void fail_try(vr_fwd *f, conn *k, const char *why) {
+  vr_fwd_call *c = k->call;
+  fworker *x = k->w;
+  int stale = k->reused && k->len == 0 && !k->timed_out;
+  int timed_out = k->timed_out;
+  pthread_mutex_lock(&f->mu);
+  busy_del(f, k);
+  x->outstanding--;
+  if (!stale) x->down_until = vr_now_ns() + (int64_t)f->o.down_ms * 1000000;
+  pthread_mutex_unlock(&f->mu);
+  conn_free(k);
+  if (stale) { /* the worker closed an idle connection: same worker again */
+    c->tries--;
+    vr_fwd_send(f, c->key, c);
+    return;
+  }
+  snprintf(c->msg, sizeof c->msg, "worker %s (%s:%d): %s", x->w.id, x->w.host,
+           x->w.port, timed_out ? "no answer in time" : why);
+  if (timed_out) {
+    __atomic_fetch_add(&f->st.timeouts, 1, __ATOMIC_RELAXED);
+    finish(f, c, 504, c->msg); /* the time is spent: no retry */
+    return;
+  }
+  if (c->tries < f->o.max_tries) {
+    __atomic_fetch_add(&f->st.retried, 1, __ATOMIC_RELAXED);
+    vr_fwd_send(f, c->key, c);
+    return;
+  }
+  finish(f, c, 502, c->msg);
+}
+
+/* A whole response is in k->buf: hand it to the call, pool the conn. */
+static void complete(vr_fwd *f, conn *k, const vr_http_head *h) {
+  vr_fwd_call *c = k->call;
+  size_t cl = h->content_len;
+  c->status = h->status;
+  c->resp_ihcl = h->ihcl;
+  c->resp_len = cl;
+  c->resp = vr_malloc(cl ? cl : 1);
+  if (c->resp) memcpy(c->resp, k->buf + h->head_len, cl);
+  else {
+    c->status = 500;
+    snprintf(c->msg, sizeof c->msg, "out of memory");
+    c->resp_len = 0;
+  }
+  int keep = !h->close && k->len == h->head_len + cl;
+  fworker *x = k->w;
+  pthread_mutex_lock(&f->mu);
+  busy_del(f, k);
+  x->outstanding--;
+  k->call = NULL;
+  if (keep && x->in_table && x->n_idle < f->o.max_idle && !f->stop) {
+    x->idle[x->n_idle++] = k;
+    k = NULL;
+  }
+  pthread_mutex_unlock(&f->mu);
+  conn_free(k);
+  __atomic_fetch_add(&f->st.ok, 1, __ATOMIC_RELAXED);
+  c->done(c, c->user);
+}
+
+/* I/O thread: an event on k. */
+static void on_event(vr_fwd *f, conn *k, uint32_t ev) {
+  vr_fwd_call *c = k->call;
+  if (k->sent < k->head_len + c->body_len) {
+    int w = conn_write(k);
+    if (w < 0) return fail_try(f, k, "connection refused or reset");
+    if (w == 0) {
+      if (arm(f, k, 1)) fail_try(f, k, "epoll");
+      return;
+    }
+  }
+  for (;;) {
+    if (k->len + 65536 > k->cap) {
+      size_t cap = k->cap ? k->cap * 2 : 65536 * 2;
+      char *p = vr_realloc(k->buf, cap);
+      if (!p) return fail_try(f, k, "out of memory");
+      k->buf = p;
+      k->cap = cap;
+    }
+    ssize_t r = recv(k->fd, k->buf + k->len, k->cap - k->len, 0);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    if (r <= 0)
+      return fail_try(f, k, r == 0 ? "connection closed before a response"
+                                   : "connection reset");
+    k->len += (size_t)r;
+    vr_http_head h;
+    int pr = vr_http_parse_head(k->buf, k->len, &h);
+    if (pr < 0) return fail_try(f, k, "malformed HTTP response");
+    if (pr == 1) {
+      if (h.content_len == (size_t)-1)
+        return fail_try(f, k, "response without Content-Length");
+      if (k->len >= h.head_len + h.content_len) return complete(f, k, &h);
+    }
+  }
+  if (arm(f, k, 0)) fail_try(f, k, "epoll");
+}
+
+static void *io_main(void *arg) {
+  vr_fwd *f = arg;
+  struct epoll_event evs[64];
+  int64_t next_scan = 0;
+  for (;;) {
+    int n = epoll_wait(f->ep, evs, 64, 100);
+    for (int i = 0; i < n; i++) {
+      if (evs[i].data.ptr == NULL) {
+        uint64_t v;
+        if (read(f->evfd, &v, sizeof v) < 0) { /* nothing to do */ }
+        continue;
+      }
+      on_event(f, evs[i].data.ptr, evs[i].events);
+    }
+    if (__atomic_load_n(&f->stop, __ATOMIC_ACQUIRE)) break;
+    int64_t now = vr_now_ns();
+    if (now < next_scan) continue;
+    next_scan = now + 100000000;
+    /* Timeouts: shut the socket down; its event then fails the try on
+     * this thread (the owner), reporting the timeout. */
+    pthread_mutex_lock(&f->mu);
+    for (conn *k = f->busy; k; k = k->next)
+      if (!k->timed_out && k->call && k->call->deadline_ns < now) {
+        k->timed_out = 1;
+        shutdown(k->fd, SHUT_RDWR);
+      }
+    pthread_mutex_unlock(&f->mu);
+  }
+  return NULL;
+}
+
+int vr_fwd_create(const vr_fwd_opts *o, vr_fwd **out, vr_errbuf *err) {
+  vr_fwd *f = VR_NEW(vr_fwd);
+  if (!f) return vr_errf(err, VR_ENOMEM, "out of memory");
+  vr_fwd_opts_init(&f->o);
+  if (o) {
+    if (o->timeout_ms > 0) f->o.timeout_ms = o->timeout_ms;
+    if (o->max_tries > 0) f->o.max_tries = o->max_tries;
+    if (o->down_ms > 0) f->o.down_ms = o->down_ms;
+    if (o->max_idle > 0) f->o.max_idle = o->max_idle;
+  }
+  pthread_mutex_init(&f->mu, NULL);
+  f->ep = epoll_create1(EPOLL_CLOEXEC);
+  f->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
+  if (f->ep < 0 || f->evfd < 0 || epoll_ctl(f->ep, EPOLL_CTL_ADD, f->evfd, &ev) ||
+      pthread_create(&f->io, NULL, io_main, f)) {
+    int e = errno;
+    if (f->ep >= 0) close(f->ep);
+    if (f->evfd >= 0) close(f->evfd);
+    pthread_mutex_destroy(&f->mu);
+    vr_free(f);
+    return vr_errf(err, VR_EIO, "forwarder: %s", strerror(e));
+  }
+  *out = f;
+  return 0;
+}
+
+void vr_fwd_free(vr_fwd *f) {
+  if (!f) return;
+  __atomic_store_n(&f->stop, 1, __ATOMIC_RELEASE);
+  uint64_t one = 1;
+  if (write(f->evfd, &one, sizeof one) < 0) { /* the 100 ms poll sees stop */ }
+  pthread_join(f->io, NULL);
+  /* Calls still under way are answered: the I/O thread is gone, so this
+   * thread owns their connections now. */
+  for (;;) {
+    pthread_mutex_lock(&f->mu);
+    conn *k = f->busy;
+    if (k) busy_del(f, k);
+    pthread_mutex_unlock(&f->mu);
+    if (!k) break;
+    vr_fwd_call *c = k->call;
+    conn_free(k);
+    finish(f, c, 503, "front end shutting down");
+  }
+  while (f->workers) {
+    fworker *x = f->workers;
+    f->workers = x->next;
+    for (int i = 0; i < x->n_idle; i++) conn_free(x->idle[i]);
+    vr_free(x->idle);
+    vr_free(x);
+  }
+  vr_fwd_table_free(&f->t);
+  vr_free(f->tw);
+  close(f->ep);
+  close(f->evfd);
+  pthread_mutex_destroy(&f->mu);
+  vr_free(f);
+}

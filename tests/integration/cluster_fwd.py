@@ -1,0 +1,156 @@
+"""Cluster data path (issue 18): `vario frontend` forwarding to two `vario
+worker` processes over loopback. Checks routing across both workers (JSON
+and binary bodies answered as a worker answers them), explicit errors, and
+a worker killed with SIGKILL under load: every request in flight is
+answered (retried on the other worker, or an explicit 5xx) — none hangs —
+and later requests go to the survivor.
+Usage: cluster_fwd.py VARIO SOURCE_DIR"""
+import json
+import os
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+
+vario, src = sys.argv[1], sys.argv[2]
+tmp = tempfile.mkdtemp(prefix="vario-cluster-")
+procs = []
+
+
+def start(args, name):
+    pf = os.path.join(tmp, name + ".port")
+    log = open(os.path.join(tmp, name + ".log"), "w")
+    p = subprocess.Popen([vario] + args + ["--port", "0", "--port-file", pf],
+                         stdout=log, stderr=log)
+    procs.append(p)
+    for _ in range(1200):  # generous: an ASan build on a loaded machine
+        if os.path.exists(pf):
+            return p, int(open(pf).read())
+        if p.poll() is not None:
+            sys.exit(f"{name} exited: " + open(os.path.join(tmp, name + ".log")).read())
+        time.sleep(0.05)
+    sys.exit(f"{name} did not start")
+
+
+def req(port, method, path, body=None, headers=None, timeout=120):
+    r = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=body,
+                               method=method, headers=headers or {})
+    try:
+        with urllib.request.urlopen(r, timeout=timeout) as resp:
+            return resp.status, resp.read(), resp.headers
+    except urllib.error.HTTPError as e:
+        return e.code, e.read(), e.headers
+
+
+def check(cond, msg):
+    if not cond:
+        for i, p in enumerate(procs):
+            p.kill()
+        for f in sorted(os.listdir(tmp)):
+            if f.endswith(".log"):
+                print(f"--- {f}\n" + open(os.path.join(tmp, f)).read()[-3000:])
+        sys.exit("FAIL: " + msg)
+
+
+try:
+    repo = os.path.join(tmp, "repo")
+    os.makedirs(repo)
+    shutil.copytree(os.path.join(src, "models/fmnist/fmnist_linear"),
+                    os.path.join(repo, "fmnist_linear"))
+    w1, p1 = start(["worker", "--repo", repo, "--id", "w1"], "w1")
+    w2, p2 = start(["worker", "--repo", repo, "--id", "w2"], "w2")
+    fe, pf = start(["frontend", "--worker", f"w1=127.0.0.1:{p1}",
+                    "--worker", f"w2=127.0.0.1:{p2}", "--timeout-ms", "60000"], "fe")
+    for port in (p1, p2):
+        for _ in range(1200):
+            if req(port, "GET", "/v2/health/ready")[0] == 200:
+                break
+            time.sleep(0.05)
+    st, body, _ = req(pf, "GET", "/v2/health/ready")
+    check(st == 200, f"front end ready: {st}")
+
+    js = json.dumps({"inputs": [{"name": "input", "datatype": "FP32",
+                                 "shape": [1, 1, 28, 28], "data": [0.5] * 784}]}).encode()
+    hdr = json.dumps({"inputs": [{"name": "input", "datatype": "FP32",
+                                  "shape": [1, 1, 28, 28],
+                                  "parameters": {"binary_data_size": 784 * 4}}],
+                      "outputs": [{"name": "logits",
+                                   "parameters": {"binary_data": True}}]}).encode()
+    binbody = hdr + struct.pack("<784f", *([0.5] * 784))
+    binh = {"Inference-Header-Content-Length": str(len(hdr)),
+            "Content-Type": "application/octet-stream"}
+
+    # The front end answers what the worker answers, byte for byte.
+    st_w, b_w, _ = req(p1, "POST", "/v2/models/fmnist_linear/infer", binbody, binh)
+    st_f, b_f, h_f = req(pf, "POST", "/v2/models/fmnist_linear/infer", binbody, binh)
+    check(st_w == 200 and st_f == 200, f"binary infer: {st_w} {st_f}")
+    ihcl = int(h_f["Inference-Header-Content-Length"])
+    check(b_f[ihcl:] == b_w[int(len(b_w) - (len(b_f) - ihcl)):],
+          "binary outputs differ between worker and front end")
+    check(len(b_f) - ihcl == 40, f"binary output size {len(b_f) - ihcl}")
+
+    # Routing across both workers.
+    seen = {}
+    for _ in range(40):
+        st, b, h = req(pf, "POST", "/v2/models/fmnist_linear/infer", js,
+                       {"Content-Type": "application/json"})
+        check(st == 200, f"json infer {st}: {b[:200]}")
+        out = json.loads(b)["outputs"][0]
+        check(out["name"] == "logits" and len(out["data"]) == 10, "logits")
+        seen[h["Vario-Worker"]] = seen.get(h["Vario-Worker"], 0) + 1
+    check(set(seen) == {"w1", "w2"}, f"requests went to {seen}")
+
+    # Errors come back from the worker as they are.
+    st, b, _ = req(pf, "POST", "/v2/models/nosuch/infer", js)
+    check(st == 404 and b"nosuch" in b, f"unknown model: {st} {b[:200]}")
+    st, b, _ = req(pf, "GET", "/v2/nothing")
+    check(st == 404, f"unknown path {st}")
+
+    # SIGKILL one worker under load: 8 client threads, none may hang.
+    results, lock, stop = [], threading.Lock(), threading.Event()
+
+    def client():
+        while not stop.is_set():
+            t0 = time.time()
+            st, b, h = req(pf, "POST", "/v2/models/fmnist_linear/infer", js,
+                           {"Content-Type": "application/json"}, timeout=120)
+            with lock:
+                results.append((t0, st, (h or {}).get("Vario-Worker"), b[:200]))
+
+    ts = [threading.Thread(target=client) for _ in range(8)]
+    for t in ts:
+        t.start()
+    time.sleep(1.0)
+    t_kill = time.time()
+    w1.send_signal(signal.SIGKILL)
+    w1.wait()
+    time.sleep(1.5)
+    stop.set()
+    for t in ts:
+        t.join(180)
+        check(not t.is_alive(), "a client is still waiting: a request hangs")
+    bad = [r for r in results if r[1] != 200]
+    check(all(r[1] in (502, 503, 504) and b"error" in r[3] for r in bad),
+          f"non-explicit failures: {bad[:5]}")
+    after = [r for r in results if r[0] > t_kill + 0.2]
+    check(after and all(r[1] == 200 and r[2] == "w2" for r in after),
+          f"after the kill: {[(r[1], r[2]) for r in after][:10]}")
+    print(f"ok: {len(results)} requests under the kill, {len(bad)} explicit errors,"
+          f" {len(after)} later all on w2; spread before: {seen}")
+    st, m, _ = req(pf, "GET", "/metrics")
+    check(b"vario_frontend_forwarded_total" in m, "metrics")
+    fe.send_signal(signal.SIGTERM)
+    w2.send_signal(signal.SIGTERM)
+    check(fe.wait(60) == 0, "front end exit code")
+    check(w2.wait(60) == 0, "worker exit code")
+finally:
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+    shutil.rmtree(tmp, ignore_errors=True)
