@@ -136,13 +136,15 @@ static int load_labels(vr_rt_model *m, vr_errbuf *err) {
   return 0;
 }
 
-static int load_locked(vr_runtime *rt, const vr_model_config *cfg,
+/* replace: a loaded model of that name is swapped for the new one once
+ * the new one is fully up (Triton's reload); otherwise VR_EEXIST. */
+static int load_locked(vr_runtime *rt, const vr_model_config *cfg, int replace,
                        vr_errbuf *err) {
   pthread_rwlock_rdlock(&rt->lock);
   int exists = vr_map_has(&rt->models, cfg->name), down = rt->shutting_down;
   pthread_rwlock_unlock(&rt->lock);
   if (down) return vr_errf(err, VR_ESHUTDOWN, "runtime is shutting down");
-  if (exists)
+  if (exists && !replace)
     return vr_errf(err, VR_EEXIST, "model '%s' is already loaded", cfg->name);
   vr_rt_model *m = VR_NEW(vr_rt_model);
   if (!m) return vr_errf(err, VR_ENOMEM, "out of memory");
@@ -157,13 +159,14 @@ static int load_locked(vr_runtime *rt, const vr_model_config *cfg,
     int id = add_instance(rt, m, &o, err);
     if (id < 0) rc = id;
   }
+  void *old = NULL;
   if (!rc) {
     pthread_rwlock_wrlock(&rt->lock);
     if (rt->shutting_down)
       rc = vr_errf(err, VR_ESHUTDOWN, "runtime is shutting down");
-    else if (vr_map_has(&rt->models, cfg->name))
+    else if (!replace && vr_map_has(&rt->models, cfg->name))
       rc = vr_errf(err, VR_EEXIST, "model '%s' is already loaded", cfg->name);
-    else if (vr_map_put(&rt->models, cfg->name, m, NULL))
+    else if (vr_map_put(&rt->models, cfg->name, m, &old))
       rc = vr_errf(err, VR_ENOMEM, "out of memory");
     pthread_rwlock_unlock(&rt->lock);
   }
@@ -171,13 +174,23 @@ static int load_locked(vr_runtime *rt, const vr_model_config *cfg,
     model_free(rt, m);
     return rc;
   }
-  vr_info("model '%s' loaded with %d instance(s)", cfg->name, cfg->instances);
+  /* The old model takes no new requests now; its queues drain. */
+  if (old) model_free(rt, old);
+  vr_info("model '%s' %s with %d instance(s)", cfg->name, old ? "reloaded" : "loaded",
+          cfg->instances);
   return 0;
 }
 
 int vr_rt_load(vr_runtime *rt, const vr_model_config *cfg, vr_errbuf *err) {
   pthread_mutex_lock(&rt->admin_mu);
-  int rc = load_locked(rt, cfg, err);
+  int rc = load_locked(rt, cfg, 0, err);
+  pthread_mutex_unlock(&rt->admin_mu);
+  return rc;
+}
+
+int vr_rt_reload(vr_runtime *rt, const vr_model_config *cfg, vr_errbuf *err) {
+  pthread_mutex_lock(&rt->admin_mu);
+  int rc = load_locked(rt, cfg, 1, err);
   pthread_mutex_unlock(&rt->admin_mu);
   return rc;
 }

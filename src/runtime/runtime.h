@@ -139,6 +139,10 @@ void vr_runtime_free(vr_runtime *rt);
  * the config's precision/threads/max batch, each profiled at load.
  * VR_EEXIST if a model of that name is loaded. */
 int vr_rt_load(vr_runtime *rt, const vr_model_config *cfg, vr_errbuf *err);
+/* Loads cfg and, once its instances are up, swaps it for the loaded model
+ * of that name (if any), which then drains (Triton's reload: requests keep
+ * being served throughout; on any error the old model stays). */
+int vr_rt_reload(vr_runtime *rt, const vr_model_config *cfg, vr_errbuf *err);
 /* Removes the model from routing, drains its queues, frees it. */
 int vr_rt_unload(vr_runtime *rt, const char *name, vr_errbuf *err);
 /* Drains every model (used at shutdown); later submits are rejected. */

@@ -301,13 +301,20 @@ int vr_server_load(vr_server *s, const char *name, vr_errbuf *err) {
     if (frc) return frc;
   }
   vr_model_config c;
+  /* Instances of a model the control plane loaded (model-less serving,
+   * config instances 0) are its to manage: a reload would pull them away. */
+  if (vr_rt_model_config(s->rt, name, &c) == 0 && c.instances == 0)
+    return vr_errf(err, VR_EEXIST, "model '%s' is managed by the control plane"
+                   " (model-less serving); it is not reloaded from the repository", name);
   int rc = vr_model_dir_load(dir, &c, err);
   if (rc) return rc;
   if (strcmp(c.name, name)) /* the directory names the model (as Triton) */
     vr_warn("%s: config name '%s' differs; serving it as '%s'", dir, c.name,
             name);
   snprintf(c.name, sizeof c.name, "%s", name);
-  return vr_rt_load(s->rt, &c, err);
+  /* Triton: loading a loaded model reloads it (new versions, a changed
+   * config), without a gap; a config that fails leaves the old one. */
+  return vr_rt_reload(s->rt, &c, err);
 }
 
 int vr_server_create(const vr_server_opts *o, vr_server **out,

@@ -316,6 +316,17 @@ def main():
         infer_checks(port)
         config_and_stats(port)
         preferred_checks(port)
+        # model control as Triton's: a load of a loaded model reloads it
+        # and it keeps serving; parameters Vario cannot honour are refused
+        st, _ = http(port, "POST", "/v2/repository/models/fmnist_mlp/load", {})
+        st2, _ = http(port, "GET", "/v2/models/fmnist_mlp/ready")
+        check(st == 200 and st2 == 200, f"load of a loaded model reloads it ({st}, ready {st2})")
+        st, r = http(port, "POST", "/v2/repository/models/fmnist_mlp/load",
+                     {"parameters": {"config": "{\"max_batch_size\": 2}"}})
+        check(st == 400 and "config" in json.dumps(r), f"load parameter config refused: {st} {r}")
+        st, r = http(port, "POST", "/v2/repository/models/fmnist_mlp/unload",
+                     {"parameters": {"frobnicate": True}})
+        check(st == 400 and "frobnicate" in json.dumps(r), f"unknown unload parameter refused: {st} {r}")
         label_checks(port)
         st, _ = http(port, "GET", "/v2/health/ready")
         check(st == 200, "ready again once the bad model is unloaded")
