@@ -316,7 +316,7 @@ void vr__pipe_count_request(pl_pipe *pp, const vr_pipe_result *r) {
     double sum = 0;
     int leaves = 0;
     for (int i = 0; i < r->n_hops; i++) {
-      const vr_pipe_hop *h = r->hops[i];
+      const vr_pipe_hop_rec *h = r->hops[i];
       if (h->outcome != VR_POUT_OK || h->fanout > 0) continue;
       double a = 1;
       for (int k = i, steps = 0; k >= 0 && steps <= r->n_hops; k = r->hops[k]->parent, steps++)
