@@ -362,6 +362,43 @@ static void test_redis_down(void **st) {
   assert_int_equal(vr_test_redis_spawn(&g_srv), 0);
 }
 
+/* A password-protected Redis: the URL's credentials are used on every
+ * (re)connection; a wrong or missing one is a clear error. */
+static void test_auth(void **st) {
+  flush();
+  vr_registry *r = NULL;
+  vr_errbuf e = {0};
+  assert_int_equal(vr_test_redis_simple(g_srv.port, "CONFIG SET requirepass s3cret"), 0);
+  char url[128];
+  snprintf(url, sizeof url, "redis://:s3cret@127.0.0.1:%d/1", g_srv.port);
+  assert_int_equal(vr_registry_open(url, NULL, &r, &e), 0);
+  int64_t v;
+  assert_int_equal(vr_registry_put_routes(r, "t", "{}", -1, &v, &e), 0);
+  assert_int_equal(v, 1);
+  vr_registry_close(r);
+  vr_redis_opts o;
+  vr_redis_opts_default(&o);
+  o.retry_ms = 0;
+  snprintf(url, sizeof url, "redis://:wrong@127.0.0.1:%d", g_srv.port);
+  assert_int_equal(vr_registry_open(url, &o, &r, &e), VR_EIO);
+  assert_non_null(strstr(e.msg, "AUTH"));
+  /* No password at all: the first command is refused. */
+  assert_int_equal(vr_registry_open(g_srv.url, &o, &r, &e), 0);
+  assert_int_equal(vr_registry_put_routes(r, "t", "{}", -1, &v, &e), VR_EIO);
+  assert_non_null(strstr(e.msg, "NOAUTH"));
+  vr_registry_close(r);
+  /* Back to no password (db 1 held the table: a separate keyspace). */
+  struct timeval tv = {1, 0};
+  redisContext *c = redisConnectWithTimeout("127.0.0.1", g_srv.port, tv);
+  assert_non_null(c);
+  redisReply *rep = redisCommand(c, "AUTH s3cret");
+  freeReplyObject(rep);
+  rep = redisCommand(c, "CONFIG SET requirepass %s", "");
+  assert_true(rep && rep->type == REDIS_REPLY_STATUS);
+  freeReplyObject(rep);
+  redisFree(c);
+}
+
 static void test_route_msg(void **st) {
   char t[VR_REG_ID_MAX];
   int64_t v;
@@ -383,7 +420,7 @@ int main(void) {
       cmocka_unit_test(test_route_msg),     cmocka_unit_test(test_workers),
       cmocka_unit_test(test_lease_expiry),  cmocka_unit_test(test_instances),
       cmocka_unit_test(test_routes),        cmocka_unit_test(test_redis_restart),
-      cmocka_unit_test(test_redis_down),
+      cmocka_unit_test(test_redis_down),    cmocka_unit_test(test_auth),
   };
   int rc = vr_test_redis_start(&g_srv);
   if (rc == 77) {
