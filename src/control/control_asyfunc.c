@@ -99,7 +99,7 @@ void ctl_af_body_opts(vr_control *c, const ctl_var *v, vr_rt_instance_opts *io) 
 
 int ctl_af_pair(void *self, const vr_action *a) {
   vr_control *c = self;
-  vr_rt_instance_stats st;
+  vr_rt_instance_stats st = {0};
   int n = 0;
   vr_rt_instance_stats all[CTL_MAX_INST];
   int k = vr_rt_instances(c->o.rt, NULL, all, CTL_MAX_INST);
