@@ -318,14 +318,15 @@ static void test_policy_tick(void **st) {
   vr_policy_cfg_default(&cfg, VR_POL_ASYFUNC);
   vr_policy_state ps;
   vr_policy_state_init(&ps);
-  vr_snap_variant v[2] = {{0}};
+  vr_snap_variant v[2];
+  memset(v, 0, sizeof v);
   snprintf(v[0].prof.variant, sizeof v[0].prof.variant, "hand-fp32-t1-b4");
   snprintf(v[1].prof.variant, sizeof v[1].prof.variant, "other-fp32-t1-b4");
   v[0].prof.threads = v[1].prof.threads = 1;
   v[0].prof.max_batch = v[1].prof.max_batch = 4;
   v[0].slo_ms = v[1].slo_ms = 50;
   v[0].blocks = &m; /* v[1] has no block profile */
-  vr_snap_instance in[2] = {{0}};
+  vr_snap_instance in[2];
   in[0] = (vr_snap_instance){.id = 7, .variant = 0, .worker = 0, .state = VR_IS_ACTIVE,
                              .max_batch = 4, .queue_len = 1, .body = 1};
   in[1] = (vr_snap_instance){.id = 8, .variant = 1, .worker = 0, .state = VR_IS_ACTIVE,

@@ -136,7 +136,7 @@ static void test_body_and_shadow(void **st) {
   if (vr_rt_pair_shadow(rt, bid, &so, &ms, &e)) fail_msg("%s", e.msg);
   assert_true(ms >= 0);
   assert_int_equal(vr_rt_pair_shadow(rt, bid, &so, NULL, &e), VR_EEXIST);
-  vr_rt_instance_stats s;
+  vr_rt_instance_stats s = {0};
   assert_true(stats_of(rt, bid, &s));
   assert_true(s.body && s.shadow_threads == 1 && s.pair_begin == pb && s.pair_end == pe);
   for (int rows = 1; rows <= ROWS; rows++) {
