@@ -55,7 +55,9 @@ typedef struct vr_worker_spec {
   int ncpus;           /* cores to give it when cores == NULL (0 = 1) */
   const int *cores;    /* explicit CPU ids, or NULL: provider allocates */
   size_t ncores;
-  int64_t mem_bytes;   /* memory the worker may use; 0 = not limited */
+  int64_t mem_bytes;   /* memory the worker may use (0 = not said): passed
+                          to the worker, which registers it; the local
+                          provider does not enforce it (no cgroup) */
   const char *controller_url; /* where it registers; NULL = none passed */
   const char *const *args;    /* extra arguments, appended last */
   size_t nargs;
