@@ -148,11 +148,9 @@ static void forward(vr_frontend *fe, vr_http_req *r, const char *key) {
 }
 
 static void routes_json(vr_frontend *fe, vr_http_req *r) {
-  /* Rebuilt from the forwarder's view of the table. */
-  vr_sbuf b;
-  vr_sbuf_init(&b);
-  vr_sbuf_printf(&b, "{\"version\":%lld}", (long long)vr_fwd_table_version(fe->fwd));
-  reply_json(fe, r, 200, &b);
+  char *j = vr_fwd_table_current_json(fe->fwd);
+  if (!j) return reply_error(fe, r, 500, "out of memory");
+  reply(fe, r, 200, "application/json", j, strlen(j), (size_t)-1);
 }
 
 static void metrics(vr_frontend *fe, vr_http_req *r) {

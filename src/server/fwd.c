@@ -198,6 +198,20 @@ int64_t vr_fwd_table_version(vr_fwd *f) {
   return v;
 }
 
+char *vr_fwd_table_current_json(vr_fwd *f) {
+  pthread_mutex_lock(&f->mu);
+  char *j = vr_fwd_table_json(&f->t);
+  int64_t v = f->t.version;
+  pthread_mutex_unlock(&f->mu);
+  if (!j) return NULL;
+  /* {"version":N, + the rest of the object */
+  size_t n = strlen(j) + 40;
+  char *out = vr_malloc(n);
+  if (out) snprintf(out, n, "{\"version\":%lld,%s", (long long)v, j + 1);
+  vr_free(j);
+  return out;
+}
+
 /* ---- calls -------------------------------------------------------------- */
 
 static int tried(const vr_fwd_call *c, int wi) {
@@ -209,12 +223,15 @@ static int tried(const vr_fwd_call *c, int wi) {
 /* The lightest usable worker of key (under mu); -1 when none. */
 static int pick(vr_fwd *f, const char *key, const vr_fwd_call *c, int64_t now,
                 int *any_in_route) {
-  const vr_fwd_route *r = NULL, *star = NULL;
+  /* exact key, else "<kind>:*" (e.g. every app), else "*" */
+  const vr_fwd_route *r = NULL, *kind = NULL, *star = NULL;
   for (int i = 0; i < f->t.n_routes; i++) {
-    if (!strcmp(f->t.routes[i].key, key)) r = &f->t.routes[i];
-    if (!strcmp(f->t.routes[i].key, "*")) star = &f->t.routes[i];
+    const char *k = f->t.routes[i].key;
+    if (!strcmp(k, key)) r = &f->t.routes[i];
+    else if (k[0] == key[0] && k[1] == ':' && k[2] == '*' && !k[3]) kind = &f->t.routes[i];
+    else if (!strcmp(k, "*")) star = &f->t.routes[i];
   }
-  if (!r || r->n == 0) r = star;
+  if (!r || r->n == 0) r = kind && kind->n ? kind : star;
   *any_in_route = r && r->n > 0;
   if (!r) return -1;
   int best = -1, n = r->n;
