@@ -77,6 +77,8 @@ typedef struct ctl {
   int64_t t0;
   int registry_ok, starting, next_worker;
   unsigned ticks;
+  char dead[16][64]; /* exited per the provider, maybe still leased */
+  int n_dead;
   unsigned long loads_ok, loads_failed, workers_started, workers_died;
 } ctl;
 
@@ -266,6 +268,7 @@ static int in_list(const char *list, const char *name) {
 
 static int scan_models(ctl *c, char names[][128], int cap) {
   int n = 0;
+  if (c->models_opt && !strcmp(c->models_opt, "-")) return 0; /* place none */
   if (c->models_opt) {
     char buf[4096];
     snprintf(buf, sizeof buf, "%s", c->models_opt);
@@ -348,6 +351,48 @@ static void tick(ctl *c) {
   c->registry_ok = 1;
   if (n > MAXW) n = MAXW;
   if (n > 1) qsort(ws, n, sizeof *ws, cmp_worker);
+  pthread_mutex_unlock(&c->mu);
+  /* A worker the provider saw exit is dead now, not when its lease ends:
+   * take it out of the registry at once (front ends stop routing to it
+   * with the next table) and out of this period's live set. */
+  int starting = 0, n_died = 0;
+  char died[16][64];
+  if (c->prov) {
+    const char *live[MAXW];
+    for (size_t k = 0; k < n && k < MAXW; k++) live[k] = ws[k].id;
+    if (ctl_prov_poll(c->prov, live, n < MAXW ? n : MAXW, 60000, &starting, died, &n_died,
+                      16, &err))
+      vr_warn("controller: provider: %s", err.msg);
+  }
+  pthread_mutex_lock(&c->mu);
+  for (int i = 0; i < n_died; i++) {
+    c->workers_died++;
+    event(c, "worker %s exited unexpectedly (provider): removing it", died[i]);
+    if (c->n_dead < 16) {
+      memcpy(c->dead[c->n_dead], died[i], 63);
+      c->dead[c->n_dead++][63] = 0;
+    }
+  }
+  pthread_mutex_unlock(&c->mu);
+  for (int i = 0; i < n_died; i++) {
+    vr_errbuf e2 = {0};
+    vr_registry_worker_deregister(c->reg, died[i], &e2); /* its lease ends anyway */
+  }
+  pthread_mutex_lock(&c->mu);
+  /* forget the dead once the registry no longer lists them */
+  for (int i = 0; i < c->n_dead;) {
+    int listed = 0;
+    for (size_t k = 0; k < n; k++) listed |= !strcmp(c->dead[i], ws[k].id);
+    if (!listed) memmove(c->dead[i], c->dead[--c->n_dead], 64);
+    else i++;
+  }
+  size_t kept = 0;
+  for (size_t k = 0; k < n; k++) {
+    int dead = 0;
+    for (int i = 0; i < c->n_dead; i++) dead |= !strcmp(c->dead[i], ws[k].id);
+    if (!dead) ws[kept++] = ws[k];
+  }
+  n = kept;
   /* who came, who went (a lease that ended: the worker stopped heartbeating) */
   for (size_t i = 0; i < c->nw; i++) {
     int still = 0;
@@ -379,14 +424,6 @@ static void tick(ctl *c) {
   }
   static char models[MAXM][128];
   int nm = scan_models(c, models, MAXM);
-  int starting = 0, n_died = 0;
-  char died[16][64];
-  if (c->prov) {
-    const char *live[MAXW];
-    for (size_t k = 0; k < n; k++) live[k] = ws[k].id;
-    if (ctl_prov_poll(c->prov, live, n, 60000, &starting, died, &n_died, 16, &err))
-      vr_warn("controller: provider: %s", err.msg);
-  }
   pthread_mutex_lock(&c->mu);
   if (n) memcpy(c->w, ws, n * sizeof *ws);
   c->nw = n;
@@ -395,10 +432,6 @@ static void tick(ctl *c) {
     c->wapps[k] = wa[k];
   }
   c->starting = starting;
-  for (int i = 0; i < n_died; i++) {
-    c->workers_died++;
-    event(c, "worker %s exited unexpectedly (provider)", died[i]);
-  }
   /* placement */
   int64_t now = vr_now_ns();
   static unsigned char has[MAXM * MAXW];
@@ -482,7 +515,9 @@ static void usage(FILE *f) {
           "  --repo DIR       model repository: what is placed, and what workers\n"
           "                   without it fetch (GET /v2/cluster/models/...)\n"
           "  --replicas N     workers per model (default 0 = every worker)\n"
-          "  --models M,M     place only these (default: every model in --repo)\n"
+          "  --models M,M     place only these (default: every model in --repo;\n"
+          "                   - = none: workers with --store load what their own\n"
+          "                   model-less control plane picks)\n"
           "  --port N         HTTP port (default 8100; 0 = any)\n"
           "  --period-ms N    control period (default 250)\n"
           "  --admin-token-file F  token for the workers' load API and for model\n"
