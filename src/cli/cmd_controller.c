@@ -197,7 +197,8 @@ static void *load_main(void *arg) {
       if (c->token) snprintf(auth, sizeof auth, "Authorization: Bearer %.500s\r\n", c->token);
       vr_httpc_resp resp;
       rc = vr_httpc_request(&h, "POST", path, auth, "{}", 2, &resp, &err);
-      if (!rc && resp.head.status != 200) {
+      /* 409: it is loaded already (a worker loads its repository at start) */
+      if (!rc && resp.head.status != 200 && resp.head.status != 409) {
         status = resp.head.status;
         snprintf(err.msg, sizeof err.msg, "HTTP %d %.*s", status,
                  (int)(resp.body_len < 300 ? resp.body_len : 300), resp.body ? resp.body : "");
