@@ -54,9 +54,10 @@ typedef struct pending {
 
 typedef struct ctl {
   /* options */
-  const char *registry, *repo, *models_opt, *token_file, *provider, *port_file;
+  const char *registry, *repo, *models_opt, *token_file, *provider, *port_file, *advertise;
   const char *pargs[MAXARGS], *wargs[MAXARGS];
   int n_pargs, n_wargs;
+  const char *host; /* bind address (default 127.0.0.1) */
   int port, replicas, period_ms, min_workers, max_workers, fetch_models;
   char *token;
   /* running */
@@ -473,7 +474,8 @@ static void tick(ctl *c) {
     snprintf(id, sizeof id, "w%d-%lld", ++c->next_worker, (long long)(vr_now_ns() / 1000000 % 100000));
     pthread_mutex_unlock(&c->mu);
     char url[64];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d", vr_http_port(c->http));
+    snprintf(url, sizeof url, "http://%.40s:%d", c->advertise ? c->advertise : "127.0.0.1",
+             vr_http_port(c->http));
     if (ctl_prov_start(c->prov, id, 1, url, c->wargs, (size_t)c->n_wargs, &err)) {
       vr_warn("controller: provider start: %s", err.msg);
       break;
@@ -520,6 +522,9 @@ static void usage(FILE *f) {
           "                   - = none: workers with --store load what their own\n"
           "                   model-less control plane picks)\n"
           "  --port N         HTTP port (default 8100; 0 = any)\n"
+          "  --host ADDR      IPv4 address to bind (default 127.0.0.1)\n"
+          "  --advertise HOST address workers it starts fetch models from\n"
+          "                   (default 127.0.0.1)\n"
           "  --period-ms N    control period (default 250)\n"
           "  --admin-token-file F  token for the workers' load API and for model\n"
           "                   downloads (or VARIO_ADMIN_TOKEN)\n"
@@ -566,6 +571,8 @@ int vr_cmd_controller(int argc, char **argv) {
     else if (!strcmp(a, "--models") && has) c.models_opt = argv[++i];
     else if (!strcmp(a, "--admin-token-file") && has) c.token_file = argv[++i];
     else if (!strcmp(a, "--port-file") && has) c.port_file = argv[++i];
+    else if (!strcmp(a, "--advertise") && has) c.advertise = argv[++i];
+    else if (!strcmp(a, "--host") && has) c.host = argv[++i];
     else if (!strcmp(a, "--provider") && has) c.provider = argv[++i];
     else if (!strcmp(a, "--provider-opt") && has && c.n_pargs < MAXARGS) c.pargs[c.n_pargs++] = argv[++i];
     else if (!strcmp(a, "--worker-arg") && has && c.n_wargs < MAXARGS) c.wargs[c.n_wargs++] = argv[++i];
@@ -602,7 +609,7 @@ int vr_cmd_controller(int argc, char **argv) {
   int rc = vr_registry_open(c.registry, NULL, &c.reg, &err);
   if (!rc && c.provider)
     rc = ctl_prov_open(c.provider, c.pargs, (size_t)c.n_pargs, &c.prov, &err);
-  vr_http_opts ho = {.port = c.port, .handler = handle, .user = &c};
+  vr_http_opts ho = {.host = c.host, .port = c.port, .handler = handle, .user = &c};
   if (!rc) rc = vr_http_start(&ho, &c.http, &err);
   if (rc) {
     fprintf(stderr, "vario controller: %s\n", err.msg);
@@ -628,8 +635,8 @@ int vr_cmd_controller(int argc, char **argv) {
         rename(tmp, c.port_file))
       fprintf(stderr, "vario controller: --port-file %s: cannot write it\n", c.port_file);
   }
-  fprintf(stderr, "vario controller: listening on http://127.0.0.1:%d (registry %s)\n",
-          vr_http_port(c.http), c.registry);
+  fprintf(stderr, "vario controller: listening on http://%s:%d (registry %s)\n",
+          c.host ? c.host : "127.0.0.1", vr_http_port(c.http), c.registry);
   for (;;) {
     tick(&c);
     struct timespec ts = {c.period_ms / 1000, (long)(c.period_ms % 1000) * 1000000};
