@@ -5,11 +5,13 @@
 #
 #   scripts/setup-deps.sh [GROUP...]     default group: build
 #     build   compile vario (Release): compilers, oneDNN, protobuf-c, ONNX
-#             protos, jansson, libmicrohttpd, gRPC core, SQLite, CBC; python3 + numpy
+#             protos, jansson, libmicrohttpd, gRPC core, SQLite, hiredis
+#             (the Redis store/registry client), CBC; python3 + numpy
 #             (the demo and test scripts read .npy files with numpy)
 #     demo    build + gnuplot (make demo)
 #     check   build + clang, sanitizer runtimes, cmocka, ONNX test data
-#             (make check), curl + openssl (the TLS test)
+#             (make check), curl + openssl (the TLS test), redis-server
+#             (store parity and registry tests start their own)
 #     zoo     python3-torch, torchvision, onnx and the Fashion-MNIST data set
 #             (make zoo: tools/zoo, which (re)trains and exports models)
 #     bench   zoo + what the benchmarks compare against (make bench)
@@ -23,7 +25,7 @@ build=(
   build-essential cmake pkg-config
   libdnnl-dev
   libprotobuf-c-dev protobuf-c-compiler libonnx-dev
-  libjansson-dev libmicrohttpd-dev libsqlite3-dev libgrpc-dev
+  libjansson-dev libmicrohttpd-dev libsqlite3-dev libgrpc-dev libhiredis-dev
   coinor-libcbc-dev
   python3 python3-numpy
 )
@@ -32,9 +34,11 @@ demo=(gnuplot-nox chromium)
 # python3-grpcio + protoc: the gRPC test's client (not the server's code);
 # curl + openssl: the TLS test
 check=(clang libclang-rt-dev libcmocka-dev libonnx-testdata gnuplot-nox
-       python3-grpcio python3-protobuf protobuf-compiler curl openssl chromium)
+       python3-grpcio python3-protobuf protobuf-compiler curl openssl chromium
+       redis-server)
 zoo=(python3-torch python3-torchvision python3-onnx dataset-fashion-mnist)
-bench=("${zoo[@]}" gnuplot-nox libevent-dev wrk hyperfine valgrind)
+# redis-server: bench/registry.sh (store writes, routing propagation)
+bench=("${zoo[@]}" gnuplot-nox libevent-dev wrk hyperfine valgrind redis-server)
 cluster=(redis-server)
 
 pkgs=("${build[@]}")

@@ -157,6 +157,16 @@ int64_t vr_session_memory_bytes(const vr_session *s);
 int vr_session_run(vr_session *s, int batch, const vr_tensor *inputs, int n_in,
                    vr_tensor *outputs, int n_out, vr_errbuf *err);
 
+/* Same as vr_session_run, but with no copy of the inputs: an input whose
+ * data is 64-byte aligned and large enough is read in place (the session
+ * computes on it as on its own arena bytes), which is how one partial
+ * session consumes another's output (AsyFunc's boundary hand-off). Others
+ * are copied as vr_session_run does. The session may overwrite the
+ * borrowed buffers (in-place operators) and its outputs may point into
+ * them; they must stay valid until the next run. */
+int vr_session_run_borrowed(vr_session *s, int batch, const vr_tensor *inputs, int n_in,
+                            vr_tensor *outputs, int n_out, vr_errbuf *err);
+
 /* Per-node timing: when enabled, each run records each node's wall time;
  * ms[i] receives the mean over runs since enabling (n = node count of the
  * session's range). */

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "cluster/redis.h"
 #include "control/register.h"
 
 static void usage(FILE *f) {
@@ -26,7 +27,8 @@ static void usage(FILE *f) {
           "         [--runs N] [--quiet]\n"
           "       vario register --store DB --list\n"
           "       vario register --store DB --remove NAME\n"
-          "  --store DB        metadata store (SQLite file, created if missing)\n"
+          "  --store DB        metadata store: a SQLite file (created if missing)\n"
+          "                    or redis://host[:port][/db] (shared by a cluster)\n"
           "  --repo DIR        model repository the model is copied into\n"
           "  --input, --labels validation set (.npy rows and integer labels);\n"
           "                    --val-inputs/--val-labels are deprecated aliases\n"
@@ -116,7 +118,7 @@ int vr_cmd_register(int argc, char **argv) {
   vr_errbuf err = {0};
   vr_store *s;
   /* Reading or removing never creates a store (or its directories). */
-  if ((list || remove) && access(store_path, F_OK)) {
+  if ((list || remove) && !vr_redis_is_url(store_path) && access(store_path, F_OK)) {
     fprintf(stderr, "vario register: no store at '%s'\n", store_path);
     return 1;
   }

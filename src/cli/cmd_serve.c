@@ -35,6 +35,7 @@ static void usage(FILE *f) {
           "  --spin-us N      when idle, wait up to N us for an answer before\n"
           "                   parking the connection (default 50; -1 = never)\n"
           "  --store DB       model-less mode: registered models (vario register),\n"
+          "                   DB = SQLite file or redis://host[:port][/db];\n"
           "                   control loop, /v2/apps API; implies --no-load\n"
           "  --control-csv F  per-second control time series (with --store)\n"
           "  --cores N        cores the control plane may fill (default: all)\n"

@@ -14,6 +14,7 @@
 #include "base/alloc.h"
 #include "base/map.h"
 #include "base/vec.h"
+#include "cluster/redis.h"
 #include "control/fsutil.h"
 #include "runtime/config.h"
 
@@ -313,6 +314,10 @@ int vr_store_refresh(vr_store *s, int *changed, vr_errbuf *err) {
 int vr_store_open_path(const char *path, vr_store **out, vr_errbuf *err) {
   void *be = NULL;
   *out = NULL;
+  if (vr_redis_is_url(path)) {
+    int rc = vr_store_redis_open(path, &be, err);
+    return rc ? rc : vr_store_open(&vr_store_redis_ops, be, out, err);
+  }
   /* Like the file itself, its directory is created when missing. */
   char dir[VR_STORE_PATH_MAX];
   const char *slash = strrchr(path, '/');

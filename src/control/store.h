@@ -9,8 +9,9 @@
  *    "the variants of app A with accuracy >= x" is a binary search
  *    (O(log n)) followed by a walk;
  *  - a persistence backend behind the narrow vr_store_ops vtable. The
- *    SQLite backend (store_sqlite.c) is the default; a Redis backend (as
- *    INFaaS uses) would implement the same four operations.
+ *    SQLite backend (store_sqlite.c, one file) is the default; the Redis
+ *    backend (store_redis.c, as INFaaS keeps its metadata) lets several
+ *    processes on several hosts share one store.
  *
  * Writes go to the backend first, atomically (one transaction per
  * registration), and only then into the index, so a failed registration
@@ -112,6 +113,12 @@ typedef struct vr_store_ops {
 int vr_store_sqlite_open(const char *path, void **be_out, vr_errbuf *err);
 extern const vr_store_ops vr_store_sqlite_ops;
 
+/* Connects to Redis at a redis://host[:port][/db] URL (cluster/redis.h)
+ * and checks the schema stamp (a database written by another layout is
+ * VR_EFORMAT). Writes are Lua scripts, so each is atomic. */
+int vr_store_redis_open(const char *url, void **be_out, vr_errbuf *err);
+extern const vr_store_ops vr_store_redis_ops;
+
 /* ---- the store --------------------------------------------------------- */
 
 typedef struct vr_store vr_store;
@@ -120,7 +127,9 @@ typedef struct vr_store vr_store;
  * failure here) and loads every record into the index. */
 int vr_store_open(const vr_store_ops *ops, void *be, vr_store **out,
                   vr_errbuf *err);
-/* Convenience: SQLite backend at path + vr_store_open. */
+/* Convenience: the backend `where` names + vr_store_open. A redis:// URL
+ * opens the Redis backend; anything else is a SQLite file path (its
+ * directory is created when missing). */
 int vr_store_open_path(const char *path, vr_store **out, vr_errbuf *err);
 void vr_store_close(vr_store *s);
 

@@ -569,6 +569,19 @@ int vr_plan_bind(vr_plan *p, void *arena, vr_errbuf *err) {
   return 0;
 }
 
+int vr_plan_borrow_input(vr_plan *p, int i, void *data, size_t nbytes, int *dirty) {
+  vr_pval *r = &p->pv[p->pv[p->in[i].pv].root];
+  /* The root holds the input and every in-place alias of it: the caller's
+   * buffer must cover the largest (plan_memory sized the root so). */
+  int ok = data && ((uintptr_t)data & 63) == 0 && nbytes >= r->bytes && r->off >= 0;
+  void *want = ok ? data : NULL;
+  if (r->ext != want) {
+    r->ext = want;
+    *dirty = 1;
+  }
+  return ok;
+}
+
 int vr_plan_run(vr_plan *p, dnnl_stream_t st, int node_begin, int64_t *node_ns,
                 vr_errbuf *err) {
   for (int i = 0; i < p->nsteps; i++) {

@@ -67,6 +67,11 @@ int vr_plan_build(const vr_plan_ctx *c, int batch, vr_plan **out,
                   vr_errbuf *err);
 /* Points every memory object and view at arena (plan->arena_bytes long). */
 int vr_plan_bind(vr_plan *p, void *arena, vr_errbuf *err);
+/* Points plan input i at caller memory (nbytes long, 64-byte aligned) in
+ * place of its arena bytes, or back at the arena (data NULL, or memory
+ * that does not qualify). Returns 1 when the input now reads `data`.
+ * Sets *dirty when a binding changed: call vr_plan_bind before running. */
+int vr_plan_borrow_input(vr_plan *p, int i, void *data, size_t nbytes, int *dirty);
 /* Executes the steps; node_ns (may be NULL) accumulates per-node time
  * indexed by node - node_begin. */
 int vr_plan_run(vr_plan *p, dnnl_stream_t st, int node_begin, int64_t *node_ns,

@@ -13,6 +13,9 @@
  * session's parallel regions without touching other sessions' threads. */
 extern void omp_set_num_threads(int n);
 
+/* Inputs one plan may have (boundary tensors of a partial session). */
+#define VR_SESSION_MAX_PORTS 64
+
 struct vr_session {
   const vr_model *m;
   int threads, max_batch;
@@ -223,8 +226,8 @@ static void shape_str(char *buf, size_t n, int ndim, const int64_t *sh) {
   if (l < n) snprintf(buf + l, n - l, "]");
 }
 
-int vr_session_run(vr_session *s, int batch, const vr_tensor *inputs, int n_in,
-                   vr_tensor *outputs, int n_out, vr_errbuf *err) {
+static int run(vr_session *s, int batch, const vr_tensor *inputs, int n_in,
+               vr_tensor *outputs, int n_out, int borrow, vr_errbuf *err) {
   if (!s) return vr_errf(err, VR_EINVAL, "session is NULL");
   if (batch < 1 || batch > s->max_batch)
     return vr_errf(err, VR_ERANGE, "batch %d outside 1..%d", batch, s->max_batch);
@@ -238,6 +241,12 @@ int vr_session_run(vr_session *s, int batch, const vr_tensor *inputs, int n_in,
   }
   vr_plan *p = s->plans[batch - 1];
   const vr_graph *g = &s->m->g;
+  const vr_tensor *copy[VR_SESSION_MAX_PORTS] = {0};
+  size_t copy_bytes[VR_SESSION_MAX_PORTS];
+  int dirty = 0;
+  if (p->nin > VR_SESSION_MAX_PORTS)
+    return vr_errf(err, VR_EUNSUPPORTED, "%d session inputs (at most %d)", p->nin,
+                   VR_SESSION_MAX_PORTS);
   for (int k = 0; k < n_in; k++) {
     int known = 0;
     if (!inputs[k].name) return vr_errf(err, VR_EINVAL, "input %d has no name", k);
@@ -267,8 +276,22 @@ int vr_session_run(vr_session *s, int batch, const vr_tensor *inputs, int n_in,
     size_t need = (size_t)vr_tview_numel(&pt->t) * vr_dtype_size(pt->t.dt);
     if (t->nbytes < need || (need && !t->data))
       return vr_errf(err, VR_EINVAL, "input '%s': %zu bytes, need %zu", name, t->nbytes, need);
-    if (need) memcpy(pt->t.data, t->data, need);
+    copy[i] = t, copy_bytes[i] = need;
   }
+  /* Only once every input is valid, so that a failed run leaves no
+   * binding half-changed. */
+  for (int i = 0; i < p->nin; i++)
+    if (vr_plan_borrow_input(p, i, borrow ? copy[i]->data : NULL, copy[i]->nbytes, &dirty) ||
+        !copy_bytes[i])
+      copy[i] = NULL;
+  /* Rebind first: the input ports' data pointers move back to the arena
+   * when a borrowed input is returned. */
+  if (dirty) {
+    int rc = vr_plan_bind(p, s->arena, err);
+    if (rc) return rc;
+  }
+  for (int i = 0; i < p->nin; i++)
+    if (copy[i]) memcpy(p->in[i].t.data, copy[i]->data, copy_bytes[i]);
   omp_set_num_threads(s->threads);
   int64_t *ns = s->profiling ? s->node_ns : NULL;
   int rc = vr_plan_run(p, s->stream, s->node_begin, ns, err);
@@ -285,6 +308,16 @@ int vr_session_run(vr_session *s, int batch, const vr_tensor *inputs, int n_in,
     o->nbytes = (size_t)vr_tview_numel(&pt->t) * vr_dtype_size(pt->t.dt);
   }
   return 0;
+}
+
+int vr_session_run(vr_session *s, int batch, const vr_tensor *inputs, int n_in,
+                   vr_tensor *outputs, int n_out, vr_errbuf *err) {
+  return run(s, batch, inputs, n_in, outputs, n_out, 0, err);
+}
+
+int vr_session_run_borrowed(vr_session *s, int batch, const vr_tensor *inputs, int n_in,
+                            vr_tensor *outputs, int n_out, vr_errbuf *err) {
+  return run(s, batch, inputs, n_in, outputs, n_out, 1, err);
 }
 
 void vr_session_set_profiling(vr_session *s, int enable) {

@@ -36,7 +36,7 @@ static int parse_obj(json_t *o, vr_fanout *a, vr_errbuf *err) {
     return vr_errf(err, VR_EINVAL, "adapter: \"grid\" must be [rows, cols]");
   json_int_t gh = json_integer_value(json_array_get(g, 0));
   json_int_t gw = json_integer_value(json_array_get(g, 1));
-  if (gh < 1 || gw < 1 || gh * gw > 1024)
+  if (gh < 1 || gw < 1 || gh > 1024 || gw > 1024 || gh * gw > 1024) /* no overflow */
     return vr_errf(err, VR_EINVAL, "adapter: grid %lldx%lld outside 1..1024 regions",
                    (long long)gh, (long long)gw);
   a->grid_h = (int)gh;

@@ -1,19 +1,39 @@
 /* Body/shadow pairs (see pair.h). */
 #include "runtime/pair.h"
 
+#include <errno.h>
 #include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "base/alloc.h"
 #include "base/clock.h"
+#include "base/log.h"
+#include "runtime/config.h"
+#include "runtime/shm_pair.h"
+
+extern char **environ;
+
+/* How long a paired run waits for a shadow process before it re-runs the
+ * rows on the body: far above any block's latency, so it only fires on a
+ * stuck process. */
+#define SHADOW_PROC_TIMEOUT_NS (2000 * 1000000LL)
 
 typedef struct shadow {
+  /* a shadow process: its channel and pid (then slice, s, th are unused) */
+  vr_shm_chan *chan;
+  pid_t pid;
   vr_model *slice;
   vr_session *s;
   pthread_t th;
   pthread_mutex_t mu;
   pthread_cond_t cv;
-  int job, done, quit, rows, rc;
+  int job, done, quit, rows, rc, own;
+  int failed; /* a process shadow that failed a run: released after it */
   vr_tensor in, out;
   vr_errbuf err;
 } shadow;
@@ -26,6 +46,7 @@ struct vr_pair {
   size_t merge_cap;
   pthread_mutex_t run_mu; /* held by a run, and by attach/release to swap sh */
   shadow *sh;
+  int copy_handoff; /* 1: copy boundary tensors into the next session (to measure) */
 };
 
 static void *shadow_main(void *arg) {
@@ -36,11 +57,12 @@ static void *shadow_main(void *arg) {
     if (s->quit) break;
     s->job = 0;
     vr_tensor in = s->in;
-    int rows = s->rows;
+    int rows = s->rows, own = s->own;
     pthread_mutex_unlock(&s->mu);
     vr_errbuf err = {0};
     vr_tensor out;
-    int rc = vr_session_run(s->s, rows, &in, 1, &out, 1, &err);
+    int rc = own ? vr_session_run_borrowed(s->s, rows, &in, 1, &out, 1, &err)
+                 : vr_session_run(s->s, rows, &in, 1, &out, 1, &err);
     pthread_mutex_lock(&s->mu);
     s->rc = rc;
     s->out = out;
@@ -52,8 +74,23 @@ static void *shadow_main(void *arg) {
   return NULL;
 }
 
+/* Ends a shadow process: asks it to stop, then waits up to ~1 s before
+ * killing it, so a stuck one cannot hold the caller for ever. */
+static void reap(pid_t pid) {
+  for (int i = 0; i < 100; i++) {
+    pid_t r = waitpid(pid, NULL, WNOHANG);
+    if (r == pid || (r < 0 && errno != EINTR)) return;
+    usleep(10000);
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, NULL, 0);
+}
+
 static void shadow_free(shadow *s) {
   if (!s) return;
+  if (s->chan) vr_shm_chan_close(s->chan);
+  if (s->pid > 0) reap(s->pid);
+  vr_shm_chan_free(s->chan);
   if (s->th) {
     pthread_mutex_lock(&s->mu);
     s->quit = 1;
@@ -100,7 +137,7 @@ int vr_pair_create(const vr_model *m, int pb, int pe, int body_threads, int max_
   vr_pair *p = VR_NEW(vr_pair);
   if (!p) return vr_errf(err, VR_ENOMEM, "out of memory");
   *p = (vr_pair){m, pb, pe, n, max_batch, NULL, NULL, NULL, NULL, 0, PTHREAD_MUTEX_INITIALIZER,
-                 NULL};
+                 NULL, 0};
   int rc = open_range(m, 0, pb, body_threads, max_batch, &p->pre, err);
   if (!rc) rc = open_range(m, pb, pe, body_threads, max_batch, &p->par, err);
   if (!rc) rc = open_range(m, pe, n, body_threads, max_batch, &p->post, err);
@@ -120,7 +157,7 @@ void vr_pair_free(vr_pair *p) {
   vr_session_free(p->pre);
   vr_session_free(p->par);
   vr_session_free(p->post);
-  vr_free(p->merge);
+  vr_aligned_free(p->merge);
   pthread_mutex_destroy(&p->run_mu);
   vr_free(p);
 }
@@ -149,6 +186,58 @@ int vr_pair_attach(vr_pair *p, int threads, double *load_ms, vr_errbuf *err) {
   return 0;
 }
 
+int vr_pair_attach_process(vr_pair *p, const char *vario_exe, const char *model_path,
+                           int threads, int64_t timeout_ns, double *load_ms, vr_errbuf *err) {
+  int64_t t0 = vr_now_ns();
+  shadow *s = VR_NEW(shadow);
+  if (!s) return vr_errf(err, VR_ENOMEM, "out of memory");
+  pthread_mutex_init(&s->mu, NULL);
+  pthread_cond_init(&s->cv, NULL);
+  size_t in_row = (size_t)vr_tensor_info_row_bytes(vr_session_input(p->par, 0));
+  size_t out_row = (size_t)vr_tensor_info_row_bytes(vr_session_output(p->par, 0));
+  int rc = vr_shm_chan_create(in_row * (size_t)p->max_batch, out_row * (size_t)p->max_batch,
+                              &s->chan, err);
+  if (!rc) {
+    char fd[16], range[32], th[16], mb[16];
+    snprintf(fd, sizeof fd, "%d", vr_shm_chan_fd(s->chan));
+    snprintf(range, sizeof range, "%d:%d", p->pb, p->pe);
+    snprintf(th, sizeof th, "%d", threads);
+    snprintf(mb, sizeof mb, "%d", p->max_batch);
+    char *argv[] = {(char *)vario_exe, "shadow", "--fd", fd, "--model", (char *)model_path,
+                    "--range", range, "--threads", th, "--max-batch", mb, NULL};
+    int e = posix_spawn(&s->pid, vario_exe, NULL, NULL, argv, environ);
+    if (e) {
+      s->pid = 0;
+      rc = vr_errf(err, VR_EIO, "cannot start %s: %s", vario_exe, strerror(e));
+    }
+  }
+  if (!rc) rc = vr_shm_chan_wait_ready(s->chan, timeout_ns, NULL, err);
+  if (rc) {
+    shadow_free(s);
+    return rc;
+  }
+  if (load_ms) *load_ms = (double)(vr_now_ns() - t0) / 1e6;
+  pthread_mutex_lock(&p->run_mu);
+  shadow *old = p->sh;
+  p->sh = s;
+  pthread_mutex_unlock(&p->run_mu);
+  shadow_free(old);
+  return 0;
+}
+
+void vr_pair_set_copy_handoff(vr_pair *p, int copy) {
+  pthread_mutex_lock(&p->run_mu);
+  p->copy_handoff = copy != 0;
+  pthread_mutex_unlock(&p->run_mu);
+}
+
+int vr_pair_shadow_pid(vr_pair *p) {
+  pthread_mutex_lock(&p->run_mu);
+  int pid = p->sh ? (int)p->sh->pid : 0;
+  pthread_mutex_unlock(&p->run_mu);
+  return pid;
+}
+
 void vr_pair_release(vr_pair *p) {
   pthread_mutex_lock(&p->run_mu); /* a paired run in flight finishes first */
   shadow *s = p->sh;
@@ -166,7 +255,12 @@ int vr_pair_has_shadow(vr_pair *p) {
 
 int64_t vr_pair_shadow_bytes(vr_pair *p) {
   pthread_mutex_lock(&p->run_mu);
-  int64_t b = p->sh ? vr_session_memory_bytes(p->sh->s) + vr_model_weight_bytes(p->sh->slice) : 0;
+  shadow *s = p->sh;
+  /* a process shadow's own memory is its business; the pair counts the
+   * shared region */
+  int64_t b = !s ? 0
+              : s->chan ? (int64_t)vr_shm_chan_bytes(s->chan)
+                        : vr_session_memory_bytes(s->s) + vr_model_weight_bytes(s->slice);
   pthread_mutex_unlock(&p->run_mu);
   return b;
 }
@@ -188,47 +282,94 @@ static vr_tensor rows_of(const vr_tensor *t, int batch, int r0, int rows) {
   return v;
 }
 
+/* Room for `need` bytes in the merge buffer (64-byte aligned, so the
+ * next session can read it in place). */
+static int merge_room(vr_pair *p, size_t need, vr_errbuf *err) {
+  if (need <= p->merge_cap) return 0;
+  char *m = vr_aligned_alloc(64, need);
+  if (!m) return vr_errf(err, VR_ENOMEM, "out of memory");
+  vr_aligned_free(p->merge);
+  p->merge = m;
+  p->merge_cap = need;
+  return 0;
+}
+
+/* Runs the parallel range on rows of x: in place when the pair owns x
+ * (`own`: a previous session's output, not the caller's input). */
+static int run_par(vr_session *s, int own, int rows, const vr_tensor *x, vr_tensor *y,
+                   vr_errbuf *err) {
+  return own ? vr_session_run_borrowed(s, rows, x, 1, y, 1, err)
+             : vr_session_run(s, rows, x, 1, y, 1, err);
+}
+
 /* The parallel range with rows split: body rows [0, bb) here, the rest on
- * the shadow at the same time; merged into p->merge in row order. */
-static int run_split(vr_pair *p, const vr_tensor *x, int batch, int bs, vr_tensor *y,
+ * the shadow at the same time; merged into p->merge in row order. A
+ * shadow process that fails (died, stuck) is dropped and its rows are
+ * re-run here, so the batch still completes. */
+static int run_split(vr_pair *p, const vr_tensor *x, int own, int batch, int bs, vr_tensor *y,
                      vr_errbuf *err) {
   shadow *s = p->sh;
   int bb = batch - bs, rc = 0;
-  pthread_mutex_lock(&s->mu);
-  s->in = rows_of(x, batch, bb, bs);
-  s->rows = bs;
-  s->done = 0;
-  s->job = 1;
-  pthread_cond_broadcast(&s->cv);
-  pthread_mutex_unlock(&s->mu);
-  vr_tensor ob = {0};
+  vr_tensor xs = rows_of(x, batch, bb, bs);
+  vr_errbuf perr = {0};
+  int prc = 0; /* posting to a shadow process */
+  if (s->chan) {
+    prc = vr_shm_chan_post(s->chan, &xs, bs, &perr);
+  } else {
+    pthread_mutex_lock(&s->mu);
+    s->in = xs;
+    s->own = own;
+    s->rows = bs;
+    s->done = 0;
+    s->job = 1;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+  }
+  vr_tensor ob = {0}, os = {0};
   if (bb > 0) {
     vr_tensor xb = rows_of(x, batch, 0, bb);
-    rc = vr_session_run(p->par, bb, &xb, 1, &ob, 1, err);
+    rc = run_par(p->par, own, bb, &xb, &ob, err);
   }
-  pthread_mutex_lock(&s->mu);
-  while (!s->done) pthread_cond_wait(&s->cv, &s->mu);
-  int src = s->rc;
-  vr_tensor os = s->out;
-  if (src && !rc) {
-    rc = src;
-    if (err) *err = s->err;
+  int src = 0;
+  vr_errbuf serr = {0};
+  if (s->chan) {
+    src = prc ? prc : vr_shm_chan_wait(s->chan, &os, SHADOW_PROC_TIMEOUT_NS, &serr);
+  } else {
+    pthread_mutex_lock(&s->mu);
+    while (!s->done) pthread_cond_wait(&s->cv, &s->mu);
+    src = s->rc;
+    os = s->out;
+    serr = s->err;
+    pthread_mutex_unlock(&s->mu);
   }
-  pthread_mutex_unlock(&s->mu);
   if (rc) return rc;
-  size_t need = ob.nbytes + os.nbytes;
-  if (need > p->merge_cap) {
-    char *m = vr_realloc(p->merge, need);
-    if (!m) return vr_errf(err, VR_ENOMEM, "out of memory");
-    p->merge = m;
-    p->merge_cap = need;
+  if (src && !s->chan) {
+    if (err) *err = serr;
+    return src;
   }
-  if (bb > 0) memcpy(p->merge, ob.data, ob.nbytes);
-  memcpy(p->merge + ob.nbytes, os.data, os.nbytes);
+  size_t row_out = bb > 0 ? ob.nbytes / (size_t)bb : 0;
+  if (src) { /* a shadow process failed: these rows on the body too */
+    vr_warn("pair: shadow process %d failed (%s); its %d rows re-run on the body", (int)s->pid,
+            prc ? perr.msg : serr.msg, bs);
+    s->failed = 1;
+    if (bb > 0) {
+      if ((rc = merge_room(p, ob.nbytes * (size_t)batch / (size_t)bb, err))) return rc;
+      memcpy(p->merge, ob.data, ob.nbytes); /* the re-run reuses par's arena */
+    }
+    if ((rc = run_par(p->par, own, bs, &xs, &os, err))) return rc;
+    row_out = os.nbytes / (size_t)bs;
+    if ((rc = merge_room(p, row_out * (size_t)batch, err))) return rc;
+    memcpy(p->merge + row_out * (size_t)bb, os.data, os.nbytes);
+  } else {
+    if ((rc = merge_room(p, ob.nbytes + os.nbytes, err))) return rc;
+    if (bb > 0) memcpy(p->merge, ob.data, ob.nbytes);
+    memcpy(p->merge + ob.nbytes, os.data, os.nbytes);
+    row_out = os.nbytes / (size_t)bs;
+  }
   *y = os;
   y->shape[0] = batch;
   y->data = p->merge;
-  y->nbytes = need;
+  y->nbytes = row_out * (size_t)batch;
   return 0;
 }
 
@@ -251,10 +392,18 @@ int vr_pair_run(vr_pair *p, int batch, int bs, const vr_tensor *in, int nin, vr_
     for (int i = 0; i < nin; i++)
       if (!strcmp(in[i].name, vr_session_input(p->par, 0)->name)) x = in[i];
   }
-  if (!rc && bs > 0) rc = run_split(p, &x, batch, bs, &y, err);
-  else if (!rc) rc = vr_session_run(p->par, batch, &x, 1, &y, 1, err);
+  /* x is pre's output: the next session may read it in place */
+  int own = p->pre != NULL && !p->copy_handoff;
+  if (!rc && bs > 0) rc = run_split(p, &x, own, batch, bs, &y, err);
+  else if (!rc) rc = run_par(p->par, own, batch, &x, &y, err);
+  if (!rc && p->sh && p->sh->failed) { /* no more runs on a broken process */
+    shadow_free(p->sh);
+    p->sh = NULL;
+  }
   if (!rc && p->post) {
-    rc = vr_session_run(p->post, batch, &y, 1, out, nout, err);
+    /* y is par's output or the merge buffer, both the pair's own */
+    rc = p->copy_handoff ? vr_session_run(p->post, batch, &y, 1, out, nout, err)
+                         : vr_session_run_borrowed(p->post, batch, &y, 1, out, nout, err);
   } else if (!rc) {
     if (nout < 1) rc = vr_errf(err, VR_EINVAL, "need room for 1 output");
     else out[0] = y;

@@ -8,16 +8,18 @@
  * (vr_model_slice, its blocks' weights) with its own session, thread and
  * cores. A paired run executes the part before for the whole batch, hands
  * rows [b_B, b) of the boundary tensor to the shadow (a pointer into the
- * body's output, no copy by the pair; the shadow's engine stages it into
- * its arena), runs rows [0, b_B) of the range on the body at the same
- * time, merges the two outputs in row order and runs the rest.
+ * body's output; the shadow's session reads it in place when aligned),
+ * runs rows [0, b_B) of the range on the body at the same time, merges
+ * the two outputs in row order and runs the rest. Between the body's own
+ * sessions the boundary tensor is not copied either: each reads the
+ * previous one's output buffer in place (vr_session_run_borrowed).
  *
  * Threads and ownership: vr_pair_run may be called by one thread at a time
  * (the body's executor). vr_pair_attach / vr_pair_release may be called
  * from any thread (the scaler): release waits for a paired run in flight
  * to finish, after which runs go body-only — no request is lost. The pair
  * borrows the model (must outlive it); it owns its sessions, the shadow's
- * slice and thread.
+ * slice and thread (or the shadow process and its channel).
  */
 #ifndef VR_RUNTIME_PAIR_H
 #define VR_RUNTIME_PAIR_H
@@ -35,6 +37,24 @@ void vr_pair_free(vr_pair *p);
 /* Loads a shadow holding only [pb, pe) on its own thread with `threads`
  * cores. *load_ms (may be NULL) gets the time the load took. */
 int vr_pair_attach(vr_pair *p, int threads, double *load_ms, vr_errbuf *err);
+/* Same, with the shadow in another process of this host: it runs
+ * `vario_exe shadow` (cli/cmd_shadow.c), which loads model_path — the file
+ * the body's model came from — keeps only [pb, pe) and serves over a
+ * shared-memory channel (runtime/shm_pair.h): the boundary rows are handed
+ * over by one memcpy into shared memory and read there in place, no
+ * socket. *load_ms gets the time from spawn to ready; timeout_ns bounds
+ * it. A shadow process that dies or stops answering during a run is
+ * detected, its rows are re-run on the body (no request lost) and it is
+ * released. */
+int vr_pair_attach_process(vr_pair *p, const char *vario_exe, const char *model_path,
+                           int threads, int64_t timeout_ns, double *load_ms, vr_errbuf *err);
+/* Boundary hand-off between the body's sessions (pre -> range -> post):
+ * by default the next session reads the previous one's output buffer in
+ * place (vr_session_run_borrowed); copy = 1 copies it into the next
+ * session's arena instead (the old way, kept to measure the difference). */
+void vr_pair_set_copy_handoff(vr_pair *p, int copy);
+/* The shadow process's pid (0: none, or an in-process shadow). */
+int vr_pair_shadow_pid(vr_pair *p);
 /* Releases the shadow (after a paired run in flight finishes). */
 void vr_pair_release(vr_pair *p);
 int vr_pair_has_shadow(vr_pair *p);

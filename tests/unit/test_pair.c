@@ -76,6 +76,13 @@ static void check_split(fx *f, int pb, int pe) {
     if (memcmp(out[0].data, f->ref, f->ref_bytes))
       fail_msg("[%d,%d) b_B=%d b_S=%d: differs from the unpaired model", pb, pe, f->batch - bs, bs);
   }
+  /* the old hand-off (a copy into each next session) computes the same */
+  vr_pair_set_copy_handoff(p, 1);
+  for (int bs = 0; bs <= f->batch; bs++) {
+    assert_int_equal(vr_pair_run(p, f->batch, bs, &in, 1, out, 2, &rows, &e), 0);
+    assert_memory_equal(out[0].data, f->ref, f->ref_bytes);
+  }
+  vr_pair_set_copy_handoff(p, 0);
   vr_pair_release(p);
   assert_false(vr_pair_has_shadow(p));
   assert_int_equal(vr_pair_run(p, f->batch, 2, &in, 1, out, 2, &rows, &e), 0);

@@ -1,5 +1,8 @@
-/* Metadata store: index orderings, SQLite persistence across restarts,
- * atomic registration, corrupted files. */
+/* Metadata store: index orderings, persistence across restarts, atomic
+ * registration, documents, changes made by another handle — run once per
+ * backend (STORE PARITY: `unit_test_store` = SQLite, `unit_test_store
+ * redis` = a private redis-server) — plus each backend's own damage
+ * checks (corrupted SQLite files; foreign or damaged Redis keys). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,7 +10,12 @@
 
 #include "base/alloc.h"
 #include "control/store.h"
+#include "cluster/redis.h"
+#include "redis_util.h"
 #include "vr_test.h"
+
+static int g_redis;         /* the backend under test is Redis */
+static vr_test_redis g_srv; /* its server */
 
 static void tmp_db(char *path) {
   strcpy(path, "/tmp/vr_store_XXXXXX");
@@ -15,6 +23,21 @@ static void tmp_db(char *path) {
   assert_true(fd >= 0);
   close(fd);
   unlink(path); /* let SQLite create it */
+}
+
+/* An empty store of the backend under test: a new SQLite file name, or
+ * the Redis URL after FLUSHALL. */
+static void fresh_store(char *where) {
+  if (!g_redis) {
+    tmp_db(where);
+    return;
+  }
+  assert_int_equal(vr_test_redis_simple(g_srv.port, "FLUSHALL"), 0);
+  strcpy(where, g_srv.url);
+}
+
+static void drop_store(const char *where) {
+  if (!g_redis) unlink(where);
 }
 
 static vr_model_rec mk_model(const char *name, const char *app, double acc) {
@@ -98,8 +121,8 @@ static void check_populated(vr_store *s) {
 }
 
 static void test_index_and_restart(void **st) {
-  char path[64];
-  tmp_db(path);
+  char path[128];
+  fresh_store(path);
   vr_errbuf e = {0};
   vr_store *s;
   int64_t blocks0 = vr_mem_blocks();
@@ -112,12 +135,12 @@ static void test_index_and_restart(void **st) {
   assert_int_equal(vr_store_open_path(path, &s, &e), 0);
   check_populated(s);
   vr_store_close(s);
-  unlink(path);
+  drop_store(path);
 }
 
 static void test_atomic_registration(void **st) {
-  char path[64];
-  tmp_db(path);
+  char path[128];
+  fresh_store(path);
   vr_errbuf e = {0};
   vr_store *s;
   assert_int_equal(vr_store_open_path(path, &s, &e), 0);
@@ -144,12 +167,12 @@ static void test_atomic_registration(void **st) {
   assert_null(vr_store_model(s, "bad"));
   check_populated(s);
   vr_store_close(s);
-  unlink(path);
+  drop_store(path);
 }
 
 static void test_remove_and_update(void **st) {
-  char path[64];
-  tmp_db(path);
+  char path[128];
+  fresh_store(path);
   vr_errbuf e = {0};
   vr_store *s;
   assert_int_equal(vr_store_open_path(path, &s, &e), 0);
@@ -179,7 +202,7 @@ static void test_remove_and_update(void **st) {
   assert_true(u->accuracy == 0.95);
   assert_string_equal(u->profile_json, "{\"k\":2}");
   vr_store_close(s);
-  unlink(path);
+  drop_store(path);
 }
 
 static void write_file(const char *path, const void *data, size_t n,
@@ -250,13 +273,180 @@ static void test_foreign_schema(void **st) {
   unlink(path);
 }
 
-int main(void) {
-  const struct CMUnitTest tests[] = {
+/* Pipelines are stored as named documents. */
+static int collect(void *ctx, const char *name, const char *body) {
+  char *out = ctx;
+  strcat(out, name);
+  strcat(out, "=");
+  strcat(out, body);
+  strcat(out, ";");
+  return 0;
+}
+
+static void test_documents(void **st) {
+  char path[128], got[256];
+  fresh_store(path);
+  vr_errbuf e = {0};
+  vr_store *s;
+  assert_int_equal(vr_store_open_path(path, &s, &e), 0);
+  assert_int_equal(vr_store_put_doc(s, "pipeline", "zeta", "{\"z\":1}", &e), 0);
+  assert_int_equal(vr_store_put_doc(s, "pipeline", "alpha", "{\"a\":1}", &e), 0);
+  assert_int_equal(vr_store_put_doc(s, "other", "alpha", "x", &e), 0);
+  assert_int_equal(vr_store_put_doc(s, "pipeline", "alpha", "{\"a\":2}", &e), VR_EEXIST);
+  assert_int_equal(vr_store_put_doc(s, "pipeline", "alpha", "{\"a\":1}", &e), VR_EEXIST);
+  vr_store_close(s);
+  assert_int_equal(vr_store_open_path(path, &s, &e), 0);
+  got[0] = 0;
+  assert_int_equal(vr_store_load_docs(s, "pipeline", collect, got, &e), 0);
+  assert_string_equal(got, "alpha={\"a\":1};zeta={\"z\":1};"); /* name order */
+  assert_int_equal(vr_store_del_doc(s, "pipeline", "alpha", &e), 0);
+  assert_int_equal(vr_store_del_doc(s, "pipeline", "alpha", &e), VR_ENOENT);
+  got[0] = 0;
+  assert_int_equal(vr_store_load_docs(s, "pipeline", collect, got, &e), 0);
+  assert_string_equal(got, "zeta={\"z\":1};");
+  got[0] = 0;
+  assert_int_equal(vr_store_load_docs(s, "none", collect, got, &e), 0);
+  assert_string_equal(got, "");
+  vr_store_close(s);
+  drop_store(path);
+}
+
+/* Two handles on one store (two processes, e.g. `vario register` beside a
+ * running server): a handle's own writes do not make it reload; the other
+ * handle's do, and then it sees them. */
+static void test_other_handle(void **st) {
+  char path[128];
+  fresh_store(path);
+  vr_errbuf e = {0};
+  vr_store *a, *b;
+  assert_int_equal(vr_store_open_path(path, &a, &e), 0);
+  assert_int_equal(vr_store_open_path(path, &b, &e), 0);
+  populate(a);
+  int changed = -1;
+  assert_int_equal(vr_store_refresh(a, &changed, &e), 0);
+  assert_int_equal(changed, 0);
+  assert_int_equal(vr_store_num_models(b), 0);
+  assert_int_equal(vr_store_refresh(b, &changed, &e), 0);
+  assert_int_equal(changed, 1);
+  check_populated(b);
+  assert_int_equal(vr_store_refresh(b, &changed, &e), 0);
+  assert_int_equal(changed, 0);
+  assert_int_equal(vr_store_remove_model(b, "other", &e), 0);
+  assert_int_equal(vr_store_refresh(a, &changed, &e), 0);
+  assert_int_equal(changed, 1);
+  assert_null(vr_store_model(a, "other"));
+  /* A registration refused in one handle because the other holds it. */
+  vr_model_rec m = mk_model("other", "digits", 0.99);
+  vr_variant_rec v = mk_var(&m, VR_PREC_FP32, 1, 4, 0.99, 5.0);
+  assert_int_equal(vr_store_add_model(a, &m, &v, 1, &e), 0);
+  assert_int_equal(vr_store_add_model(b, &m, &v, 1, &e), VR_EEXIST);
+  assert_null(vr_store_model(b, "other"));
+  vr_store_close(a);
+  vr_store_close(b);
+  drop_store(path);
+}
+
+/* ---- Redis only ---------------------------------------------------------- */
+
+static void test_redis_foreign_schema(void **st) {
+  char path[128];
+  fresh_store(path);
+  assert_int_equal(vr_test_redis_simple(g_srv.port, "SET vario:schema 9"), 0);
+  vr_errbuf e = {0};
+  vr_store *s = NULL;
+  assert_int_equal(vr_store_open_path(path, &s, &e), VR_EFORMAT);
+  assert_null(s);
+  assert_non_null(strstr(e.msg, "schema version '9'"));
+  assert_non_null(strstr(e.msg, "redis://127.0.0.1:"));
+}
+
+/* Keys edited behind the store's back are reported, not half-loaded. */
+static void test_redis_damaged(void **st) {
+  static const char *edits[] = {
+      "HSET vario:variant:cnn-int8-t1-b1 precision fp64",
+      "HSET vario:variant:cnn-int8-t1-b1 threads x",
+      "HSET vario:model:mlp accuracy 0.5junk",
+      "DEL vario:model:mlp",
+      "HSET vario:variant:mlp-fp32-t1-b1 model cnn",
+  };
+  for (size_t i = 0; i < sizeof edits / sizeof *edits; i++) {
+    char path[128];
+    fresh_store(path);
+    vr_errbuf e = {0};
+    vr_store *s = NULL;
+    assert_int_equal(vr_store_open_path(path, &s, &e), 0);
+    populate(s);
+    vr_store_close(s);
+    assert_int_equal(vr_test_redis_simple(g_srv.port, edits[i]), 0);
+    s = NULL;
+    int rc = vr_store_open_path(path, &s, &e);
+    if (rc == 0) fail_msg("edit '%s' was loaded", edits[i]);
+    assert_int_equal(rc, VR_EFORMAT);
+    assert_null(s);
+    assert_non_null(strstr(e.msg, "redis://"));
+  }
+}
+
+static void test_redis_urls(void **st) {
+  vr_errbuf e = {0};
+  vr_store *s = NULL;
+  assert_int_equal(vr_store_open_path("redis://127.0.0.1:0", &s, &e), VR_EINVAL);
+  assert_non_null(strstr(e.msg, "port"));
+  assert_int_equal(vr_store_open_path("redis://127.0.0.1:6379/x", &s, &e), VR_EINVAL);
+  /* Nothing listens there (a port just freed): a clear connection error. */
+  char url[160];
+  snprintf(url, sizeof url, "redis://127.0.0.1:%d", vr_test_free_port());
+  assert_int_equal(vr_store_open_path(url, &s, &e), VR_EIO);
+  assert_non_null(strstr(e.msg, "cannot connect"));
+  /* db numbers keep stores apart on one server. */
+  char path[128];
+  fresh_store(path);
+  snprintf(url, sizeof url, "%s/3", g_srv.url);
+  assert_int_equal(vr_store_open_path(url, &s, &e), 0);
+  populate(s);
+  vr_store_close(s);
+  assert_int_equal(vr_store_open_path(path, &s, &e), 0);
+  assert_int_equal(vr_store_num_models(s), 0);
+  vr_store_close(s);
+  assert_int_equal(vr_store_open_path(url, &s, &e), 0);
+  check_populated(s);
+  vr_store_close(s);
+}
+
+int main(int argc, char **argv) {
+  const struct CMUnitTest common[] = {
       cmocka_unit_test(test_index_and_restart),
       cmocka_unit_test(test_atomic_registration),
       cmocka_unit_test(test_remove_and_update),
+      cmocka_unit_test(test_documents),
+      cmocka_unit_test(test_other_handle),
+  };
+  const struct CMUnitTest sqlite_only[] = {
       cmocka_unit_test(test_corrupted_file),
       cmocka_unit_test(test_foreign_schema),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  const struct CMUnitTest redis_only[] = {
+      cmocka_unit_test(test_redis_foreign_schema),
+      cmocka_unit_test(test_redis_damaged),
+      cmocka_unit_test(test_redis_urls),
+  };
+  if (argc < 2 || strcmp(argv[1], "redis")) {
+    int rc = cmocka_run_group_tests_name("store/sqlite", common, NULL, NULL);
+    return rc + cmocka_run_group_tests_name("store/sqlite-only", sqlite_only, NULL, NULL);
+  }
+  g_redis = 1;
+  int rc = vr_test_redis_start(&g_srv);
+  if (rc == 77) {
+    fprintf(stderr, "redis-server is not installed (scripts/setup-deps.sh check): skipped\n");
+    return 77;
+  }
+  if (rc) {
+    fprintf(stderr, "cannot start redis-server\n");
+    vr_test_redis_stop(&g_srv);
+    return 1;
+  }
+  rc = cmocka_run_group_tests_name("store/redis", common, NULL, NULL);
+  rc += cmocka_run_group_tests_name("store/redis-only", redis_only, NULL, NULL);
+  vr_test_redis_stop(&g_srv);
+  return rc;
 }

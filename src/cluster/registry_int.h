@@ -1,0 +1,14 @@
+/* Internals shared by registry.c and registry_sub.c. */
+#ifndef VR_CLUSTER_REGISTRY_INT_H
+#define VR_CLUSTER_REGISTRY_INT_H
+
+#include "cluster/redis.h"
+
+#define VR_REG_PREFIX "vario:"
+
+/* Integer in [lo, hi] from a string reply; -1 otherwise. */
+int vr__reg_get_i64(const redisReply *e, int64_t lo, int64_t hi, int64_t *out);
+/* Every routing table as name, version, body triples (one script). */
+redisReply *vr__reg_all_routes(vr_redis *r, vr_errbuf *err);
+
+#endif

@@ -1,0 +1,401 @@
+/* Cluster registry over loopback against a private redis-server: workers
+ * and leases, instances, versioned routing tables, the subscription, and
+ * Redis restarting in the middle of use. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/alloc.h"
+#include "base/clock.h"
+#include "cluster/registry.h"
+#include "redis_util.h"
+#include "vr_test.h"
+
+static vr_test_redis g_srv;
+
+/* ---- a subscriber that records what it was told ---------------------------- */
+
+typedef struct rec {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int connected;
+  int routes;      /* ROUTES events */
+  int resyncs;     /* of which resync */
+  int64_t version; /* last ROUTES version */
+  char body[256];
+  char table[64];
+  int downs, ups, instances;
+  char last_worker[64];
+} rec;
+
+static void rec_init(rec *r) {
+  memset(r, 0, sizeof *r);
+  pthread_mutex_init(&r->mu, NULL);
+  pthread_cond_init(&r->cv, NULL);
+}
+
+static void rec_free(rec *r) {
+  pthread_mutex_destroy(&r->mu);
+  pthread_cond_destroy(&r->cv);
+}
+
+static void on_event(void *ctx, const vr_registry_event *ev) {
+  rec *r = ctx;
+  pthread_mutex_lock(&r->mu);
+  switch (ev->kind) {
+    case VR_REG_EV_CONNECTED: r->connected++; break;
+    case VR_REG_EV_ROUTES:
+      r->routes++;
+      r->resyncs += ev->resync;
+      r->version = ev->version;
+      snprintf(r->body, sizeof r->body, "%s", ev->body);
+      snprintf(r->table, sizeof r->table, "%s", ev->table);
+      break;
+    case VR_REG_EV_WORKER_UP: r->ups++; break;
+    case VR_REG_EV_WORKER_DOWN: r->downs++; break;
+    case VR_REG_EV_INSTANCES: r->instances++; break;
+  }
+  if (ev->worker) snprintf(r->last_worker, sizeof r->last_worker, "%s", ev->worker);
+  pthread_cond_broadcast(&r->cv);
+  pthread_mutex_unlock(&r->mu);
+}
+
+/* Waits until *field >= want or ms pass; returns the field's value. */
+static int64_t rec_wait(rec *r, const void *field, int is64, int64_t want, int ms) {
+  struct timespec end;
+  clock_gettime(CLOCK_REALTIME, &end);
+  end.tv_sec += ms / 1000;
+  end.tv_nsec += (long)(ms % 1000) * 1000000L;
+  if (end.tv_nsec >= 1000000000L) end.tv_sec++, end.tv_nsec -= 1000000000L;
+  pthread_mutex_lock(&r->mu);
+  int64_t v;
+  for (;;) {
+    v = is64 ? *(const int64_t *)field : *(const int *)field;
+    if (v >= want || pthread_cond_timedwait(&r->cv, &r->mu, &end)) break;
+  }
+  v = is64 ? *(const int64_t *)field : *(const int *)field;
+  pthread_mutex_unlock(&r->mu);
+  return v;
+}
+#define WAIT_INT(r, f, want, ms) rec_wait((r), &(r)->f, 0, (want), (ms))
+#define WAIT_I64(r, f, want, ms) rec_wait((r), &(r)->f, 1, (want), (ms))
+
+static vr_worker_info mk_worker(const char *id, int port) {
+  vr_worker_info w = {0};
+  snprintf(w.id, sizeof w.id, "%s", id);
+  snprintf(w.addr, sizeof w.addr, "127.0.0.1:%d", port);
+  w.cores = 4;
+  w.memory_bytes = 8LL << 30;
+  snprintf(w.meta, sizeof w.meta, "{\"provider\":\"local\"}");
+  return w;
+}
+
+static vr_registry *open_reg(void) {
+  vr_registry *r = NULL;
+  vr_errbuf e = {0};
+  if (vr_registry_open(g_srv.url, NULL, &r, &e)) fail_msg("open: %s", e.msg);
+  return r;
+}
+
+static void flush(void) { assert_int_equal(vr_test_redis_simple(g_srv.port, "FLUSHALL"), 0); }
+
+/* ---- tests ------------------------------------------------------------------ */
+
+static void test_workers(void **st) {
+  flush();
+  vr_registry *a = open_reg(), *b = open_reg();
+  vr_errbuf e = {0};
+  vr_worker_info w1 = mk_worker("w1", 9001), w2 = mk_worker("w2", 9002);
+  assert_int_equal(vr_registry_worker_register(a, &w1, 5000, &e), 0);
+  assert_int_equal(vr_registry_worker_register(b, &w2, 5000, &e), 0);
+  /* Re-registering one's own id is fine; taking another's live id is not. */
+  assert_int_equal(vr_registry_worker_register(a, &w1, 5000, &e), 0);
+  assert_int_equal(vr_registry_worker_register(b, &w1, 5000, &e), VR_EEXIST);
+  assert_non_null(strstr(e.msg, "w1"));
+  vr_worker_info bad = mk_worker("no spaces", 1);
+  assert_int_equal(vr_registry_worker_register(a, &bad, 5000, &e), VR_EINVAL);
+  assert_int_equal(vr_registry_worker_register(a, &w1, 1, &e), VR_EINVAL);
+
+  vr_worker_info *ws;
+  size_t n;
+  assert_int_equal(vr_registry_workers(b, &ws, &n, &e), 0);
+  assert_int_equal(n, 2);
+  assert_string_equal(ws[0].id, "w1");
+  assert_string_equal(ws[0].addr, "127.0.0.1:9001");
+  assert_int_equal(ws[0].cores, 4);
+  assert_true(ws[0].memory_bytes == 8LL << 30);
+  assert_string_equal(ws[0].meta, "{\"provider\":\"local\"}");
+  assert_true(ws[0].registered_ms > 1600000000000LL);
+  assert_true(ws[0].heartbeat_ms >= ws[0].registered_ms);
+  assert_true(ws[0].lease_left_ms > 0 && ws[0].lease_left_ms <= 5000);
+  assert_string_equal(ws[1].id, "w2");
+  vr_free(ws);
+
+  int re = -1;
+  assert_int_equal(vr_registry_worker_heartbeat(a, "w1", &re, &e), 0);
+  assert_int_equal(re, 0);
+  assert_int_equal(vr_registry_worker_heartbeat(a, "w2", &re, &e), VR_ENOENT);
+  assert_int_equal(vr_registry_worker_deregister(a, "w2", &e), 0);
+  assert_int_equal(vr_registry_workers(a, &ws, &n, &e), 0);
+  assert_int_equal(n, 1);
+  assert_string_equal(ws[0].id, "w1");
+  vr_free(ws);
+  vr_registry_close(a);
+  vr_registry_close(b);
+}
+
+/* A worker that stops heartbeating disappears once its lease ends; one
+ * that keeps heartbeating does not. */
+static void test_lease_expiry(void **st) {
+  flush();
+  vr_registry *a = open_reg(), *ctl = open_reg();
+  rec ev;
+  rec_init(&ev);
+  vr_registry_sub *sub;
+  vr_errbuf e = {0};
+  assert_int_equal(vr_registry_subscribe(g_srv.url, NULL, on_event, &ev, &sub, &e), 0);
+  vr_worker_info live = mk_worker("live", 1), dead = mk_worker("dead", 2);
+  assert_int_equal(vr_registry_worker_register(a, &live, 300, &e), 0);
+  assert_int_equal(vr_registry_worker_register(a, &dead, 300, &e), 0);
+  assert_int_equal(WAIT_INT(&ev, ups, 2, 2000), 2);
+  /* 900 ms = three leases: "live" heartbeats every 100 ms, "dead" never. */
+  int64_t end = vr_now_ns() + 900000000LL;
+  while (vr_now_ns() < end) {
+    int re = 0;
+    assert_int_equal(vr_registry_worker_heartbeat(a, "live", &re, &e), 0);
+    assert_int_equal(re, 0);
+    vr__redis_sleep_ms(100);
+  }
+  vr_worker_info *ws;
+  size_t n;
+  assert_int_equal(vr_registry_workers(ctl, &ws, &n, &e), 0);
+  assert_int_equal(n, 1);
+  assert_string_equal(ws[0].id, "live");
+  vr_free(ws);
+  /* The listing pruned "dead" and announced it. */
+  assert_int_equal(WAIT_INT(&ev, downs, 1, 2000), 1);
+  assert_string_equal(ev.last_worker, "dead");
+  /* A late heartbeat brings it back (the lease had ended, not the worker). */
+  int re = 0;
+  assert_int_equal(vr_registry_worker_heartbeat(a, "dead", &re, &e), 0);
+  assert_int_equal(re, 1);
+  assert_int_equal(vr_registry_workers(ctl, &ws, &n, &e), 0);
+  assert_int_equal(n, 2);
+  vr_free(ws);
+  vr_registry_unsubscribe(sub);
+  rec_free(&ev);
+  vr_registry_close(a);
+  vr_registry_close(ctl);
+}
+
+static void test_instances(void **st) {
+  flush();
+  vr_registry *a = open_reg();
+  vr_errbuf e = {0};
+  vr_worker_info w = mk_worker("w1", 1);
+  assert_int_equal(vr_registry_worker_register(a, &w, 5000, &e), 0);
+  vr_instance_info in[2] = {{.id = "i2", .variant = "cnn-int8-t1-b1", .state = "ready",
+                             .cores = 1, .max_batch = 4},
+                            {.id = "i1", .variant = "cnn-fp32-t2-b8", .state = "loading",
+                             .cores = 2, .max_batch = 8}};
+  assert_int_equal(vr_registry_put_instances(a, "w1", in, 2, &e), 0);
+  vr_instance_info *got;
+  size_t n;
+  assert_int_equal(vr_registry_instances(a, "w1", &got, &n, &e), 0);
+  assert_int_equal(n, 2);
+  assert_string_equal(got[0].id, "i1");
+  assert_string_equal(got[0].variant, "cnn-fp32-t2-b8");
+  assert_string_equal(got[0].state, "loading");
+  assert_int_equal(got[0].cores, 2);
+  assert_int_equal(got[0].max_batch, 8);
+  assert_string_equal(got[1].id, "i2");
+  vr_free(got);
+  in[1] = in[0];
+  assert_int_equal(vr_registry_put_instances(a, "w1", in, 2, &e), VR_EINVAL); /* dup id */
+  assert_int_equal(vr_registry_put_instances(a, "nobody", in, 1, &e), VR_ENOENT);
+  assert_int_equal(vr_registry_put_instances(a, "w1", in, 0, &e), 0);
+  assert_int_equal(vr_registry_instances(a, "w1", &got, &n, &e), 0);
+  assert_int_equal(n, 0);
+  /* A record edited behind the registry's back is reported. */
+  assert_int_equal(vr_test_redis_simple(g_srv.port, "HSET vario:worker:w1:instances x {bad"), 0);
+  assert_int_equal(vr_registry_instances(a, "w1", &got, &n, &e), VR_EFORMAT);
+  vr_registry_close(a);
+}
+
+static void test_routes(void **st) {
+  flush();
+  vr_registry *ctl = open_reg(), *fe = open_reg();
+  vr_errbuf e = {0};
+  int64_t v = 0;
+  char *body = NULL;
+  assert_int_equal(vr_registry_get_routes(fe, "fashion", &v, &body, &e), VR_ENOENT);
+  assert_int_equal(vr_registry_put_routes(ctl, "fashion", "{\"w1\":1}", -1, &v, &e), 0);
+  assert_int_equal(v, 1);
+  /* A subscriber that starts later gets the current table at once. */
+  rec ev;
+  rec_init(&ev);
+  vr_registry_sub *sub;
+  assert_int_equal(vr_registry_subscribe(g_srv.url, NULL, on_event, &ev, &sub, &e), 0);
+  assert_int_equal(ev.connected, 1);
+  assert_int_equal(ev.routes, 1);
+  assert_int_equal(ev.resyncs, 1);
+  assert_string_equal(ev.body, "{\"w1\":1}");
+  /* Compare-and-set: stale expectations are refused. */
+  assert_int_equal(vr_registry_put_routes(ctl, "fashion", "{\"w2\":1}", 0, &v, &e), VR_ESTATE);
+  assert_int_equal(v, 1);
+  assert_int_equal(vr_registry_put_routes(ctl, "fashion", "{\"w2\":1}", 1, &v, &e), 0);
+  assert_int_equal(v, 2);
+  assert_int_equal(WAIT_I64(&ev, version, 2, 2000), 2);
+  assert_string_equal(ev.body, "{\"w2\":1}");
+  assert_string_equal(ev.table, "fashion");
+  assert_int_equal(ev.resyncs, 1);
+  assert_int_equal(vr_registry_get_routes(fe, "fashion", &v, &body, &e), 0);
+  assert_int_equal(v, 2);
+  assert_string_equal(body, "{\"w2\":1}");
+  vr_free(body);
+  assert_int_equal(vr_registry_put_routes(ctl, "bad table", "{}", -1, &v, &e), VR_EINVAL);
+  vr_registry_unsubscribe(sub);
+  rec_free(&ev);
+  vr_registry_close(ctl);
+  vr_registry_close(fe);
+}
+
+static void *restart_later(void *arg) {
+  vr__redis_sleep_ms(400);
+  vr_test_redis *t = arg;
+  if (vr_test_redis_spawn(t)) fprintf(stderr, "restart failed\n");
+  return NULL;
+}
+
+/* Redis dies (SIGKILL, data lost) and comes back on the same port: calls
+ * made while it is down wait with backoff and then succeed, the worker is
+ * re-created, versions keep growing, and the subscriber reconnects and
+ * sees the next change. */
+static void test_redis_restart(void **st) {
+  flush();
+  vr_redis_opts o;
+  vr_redis_opts_default(&o);
+  o.retry_ms = 10000;
+  vr_registry *w = NULL, *ctl = NULL;
+  vr_errbuf e = {0};
+  assert_int_equal(vr_registry_open(g_srv.url, &o, &w, &e), 0);
+  assert_int_equal(vr_registry_open(g_srv.url, &o, &ctl, &e), 0);
+  rec ev;
+  rec_init(&ev);
+  vr_registry_sub *sub;
+  assert_int_equal(vr_registry_subscribe(g_srv.url, &o, on_event, &ev, &sub, &e), 0);
+  vr_worker_info wi = mk_worker("w1", 1);
+  assert_int_equal(vr_registry_worker_register(w, &wi, 5000, &e), 0);
+  vr_instance_info in = {.id = "i1", .variant = "m-fp32-t1-b1", .state = "ready", .cores = 1,
+                         .max_batch = 1};
+  assert_int_equal(vr_registry_put_instances(w, "w1", &in, 1, &e), 0);
+  int64_t v = 0;
+  for (int i = 0; i < 3; i++)
+    assert_int_equal(vr_registry_put_routes(ctl, "app", "{\"v\":\"old\"}", -1, &v, &e), 0);
+  assert_int_equal(v, 3);
+  assert_int_equal(WAIT_I64(&ev, version, 3, 2000), 3);
+
+  vr_test_redis_kill(&g_srv);
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, restart_later, &g_srv), 0);
+  int re = 0;
+  int64_t t0 = vr_now_ns();
+  int rc = vr_registry_worker_heartbeat(w, "w1", &re, &e);
+  pthread_join(th, NULL);
+  if (rc) fail_msg("heartbeat across the restart: %s", e.msg);
+  assert_true(vr_now_ns() - t0 >= 300000000LL); /* it did wait for Redis */
+  assert_int_equal(re, 1);                       /* Redis lost it: re-created */
+  assert_true(vr_redis_reconnects(vr_registry_redis(w)) >= 1);
+  vr_instance_info *got;
+  size_t n;
+  assert_int_equal(vr_registry_instances(ctl, "w1", &got, &n, &e), 0);
+  assert_int_equal(n, 1); /* ...with its instances */
+  assert_string_equal(got[0].variant, "m-fp32-t1-b1");
+  vr_free(got);
+  /* Redis forgot version 3; the writer's floor keeps versions growing. */
+  assert_int_equal(vr_registry_put_routes(ctl, "app", "{\"v\":\"new\"}", -1, &v, &e), 0);
+  assert_int_equal(v, 4);
+  assert_int_equal(WAIT_I64(&ev, version, 4, 10000), 4);
+  assert_string_equal(ev.body, "{\"v\":\"new\"}");
+  assert_true(WAIT_INT(&ev, connected, 2, 1000) >= 2);
+  vr_registry_unsubscribe(sub);
+  rec_free(&ev);
+  vr_registry_close(w);
+  vr_registry_close(ctl);
+}
+
+/* While Redis is down for longer than retry_ms, calls fail with a clear
+ * error instead of hanging; unsubscribe stays prompt meanwhile. */
+static void test_redis_down(void **st) {
+  flush();
+  vr_redis_opts o;
+  vr_redis_opts_default(&o);
+  o.retry_ms = 300;
+  vr_registry *r = NULL;
+  vr_errbuf e = {0};
+  assert_int_equal(vr_registry_open(g_srv.url, &o, &r, &e), 0);
+  rec ev;
+  rec_init(&ev);
+  vr_registry_sub *sub;
+  assert_int_equal(vr_registry_subscribe(g_srv.url, &o, on_event, &ev, &sub, &e), 0);
+  vr_test_redis_kill(&g_srv);
+  int64_t v;
+  int64_t t0 = vr_now_ns();
+  assert_int_equal(vr_registry_put_routes(r, "x", "{}", -1, &v, &e), VR_EIO);
+  assert_true(vr_now_ns() - t0 < 3000000000LL);
+  assert_non_null(strstr(e.msg, "redis://127.0.0.1:"));
+  vr__redis_sleep_ms(200);
+  t0 = vr_now_ns();
+  vr_registry_unsubscribe(sub);
+  assert_true(vr_now_ns() - t0 < 1500000000LL);
+  rec_free(&ev);
+  assert_int_equal(vr_test_redis_spawn(&g_srv), 0);
+  assert_int_equal(vr_registry_put_routes(r, "x", "{}", -1, &v, &e), 0);
+  vr_registry_close(r);
+  /* Subscribing to a Redis that is not there gives up after retry_ms. */
+  vr_test_redis_kill(&g_srv);
+  rec_init(&ev);
+  assert_int_equal(vr_registry_subscribe(g_srv.url, &o, on_event, &ev, &sub, &e), VR_EIO);
+  rec_free(&ev);
+  assert_int_equal(vr_test_redis_spawn(&g_srv), 0);
+}
+
+static void test_route_msg(void **st) {
+  char t[VR_REG_ID_MAX];
+  int64_t v;
+  const char *body;
+  const char ok[] = "app-1 42\n{\"a\":1}";
+  assert_int_equal(vr_registry_parse_route_msg(ok, sizeof ok - 1, t, &v, &body), 0);
+  assert_string_equal(t, "app-1");
+  assert_int_equal(v, 42);
+  assert_string_equal(body, "{\"a\":1}");
+  static const char *bad[] = {"", " 1\n", "a 0\n", "a 01\n", "a -1\n", "a 1", "a 1 \n",
+                              "a b\n", "a/b 1\n", "a 99999999999999999999\n"};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+    assert_int_equal(vr_registry_parse_route_msg(bad[i], strlen(bad[i]), t, &v, &body),
+                     VR_EFORMAT);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_route_msg),     cmocka_unit_test(test_workers),
+      cmocka_unit_test(test_lease_expiry),  cmocka_unit_test(test_instances),
+      cmocka_unit_test(test_routes),        cmocka_unit_test(test_redis_restart),
+      cmocka_unit_test(test_redis_down),
+  };
+  int rc = vr_test_redis_start(&g_srv);
+  if (rc == 77) {
+    fprintf(stderr, "redis-server is not installed (scripts/setup-deps.sh check): skipped\n");
+    return 77;
+  }
+  if (rc) {
+    fprintf(stderr, "cannot start redis-server\n");
+    vr_test_redis_stop(&g_srv);
+    return 1;
+  }
+  rc = cmocka_run_group_tests_name("registry", tests, NULL, NULL);
+  vr_test_redis_stop(&g_srv);
+  return rc;
+}

@@ -1,0 +1,160 @@
+#define _GNU_SOURCE
+/* Shadows in another process (runtime/shm_pair.h, vr_pair_attach_process):
+ * the job checks a shadow applies to what another process wrote; a body
+ * paired with a `vario shadow` process computes bit for bit what the
+ * unpaired model computes for every b_B/b_S; a shadow process killed
+ * mid-service loses no request (its rows re-run on the body) and is
+ * released; a shadow that cannot load is reported, not waited for. */
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "base/alloc.h"
+#include "engine_util.h"
+#include "runtime/pair.h"
+#include "runtime/shm_pair.h"
+#include "vr_test.h"
+
+static const char *vario_exe(void) {
+  static char b[1024];
+  const char *d = getenv("VR_BINARY_DIR");
+  snprintf(b, sizeof b, "%s/vario", d ? d : ".");
+  return b;
+}
+
+static void test_check_job(void **st) {
+  (void)st;
+  vr__shm_job j = {2, VR_DT_F32, 2, {2, 3}, 24, "x"};
+  vr_errbuf e = {0};
+  assert_int_equal(vr__shm_check_job(&j, 24, &e), 0);
+  assert_int_equal(vr__shm_check_job(&j, 23, &e), VR_EFORMAT); /* does not fit */
+  vr__shm_job k = j;
+  k.nbytes = 20;
+  assert_int_equal(vr__shm_check_job(&k, 1024, &e), VR_EFORMAT);
+  k = j, k.dtype = 99;
+  assert_int_equal(vr__shm_check_job(&k, 1024, &e), VR_EFORMAT);
+  k = j, k.ndim = 0;
+  assert_int_equal(vr__shm_check_job(&k, 1024, &e), VR_EFORMAT);
+  k = j, k.ndim = VR_MAX_DIMS + 1;
+  assert_int_equal(vr__shm_check_job(&k, 1024, &e), VR_EFORMAT);
+  k = j, k.shape[0] = 3; /* rows disagree */
+  assert_int_equal(vr__shm_check_job(&k, 1024, &e), VR_EFORMAT);
+  k = j, k.shape[1] = -3, k.nbytes = (uint64_t)-24;
+  assert_int_equal(vr__shm_check_job(&k, 1024, &e), VR_EFORMAT);
+  k = j, k.shape[1] = INT64_MAX / 2; /* overflow guarded by the cap */
+  assert_int_equal(vr__shm_check_job(&k, 1024, &e), VR_EFORMAT);
+  k = j;
+  memset(k.name, 'a', sizeof k.name);
+  assert_int_equal(vr__shm_check_job(&k, 1024, &e), VR_EFORMAT);
+  /* a region that is not a channel is refused */
+  vr_shm_chan *c;
+  assert_int_equal(vr_shm_chan_create(0, 8, &c, &e), VR_ERANGE);
+  int fd = memfd_create("junk", 0);
+  assert_true(fd >= 0);
+  assert_int_equal(ftruncate(fd, 65536), 0);
+  assert_int_equal(vr_shm_chan_open(fd, &c, &e), VR_EFORMAT);
+  close(fd);
+}
+
+typedef struct fx {
+  vr_model *m;
+  vr_npy in;
+  float *ref;
+  size_t ref_bytes;
+  int batch, pb, pe;
+  const char *path;
+} fx;
+
+static void setup(fx *f) {
+  vr_errbuf e = {0};
+  f->path = src_path("tests/data/engine/tiny_cnn.onnx");
+  if (vr_model_load(f->path, &f->m, &e)) fail_msg("%s", e.msg);
+  assert_int_equal(vr_npy_read(src_path("tests/data/engine/tiny_cnn_in.npy"), &f->in, &e), 0);
+  f->batch = (int)f->in.shape[0];
+  vr_session_opts o;
+  vr_session_opts_init(&o);
+  o.max_batch = f->batch;
+  vr_session *s;
+  if (vr_session_create(f->m, &o, &s, &e)) fail_msg("%s", e.msg);
+  vr_tensor in = tensor_of("input", &f->in), out[2];
+  assert_int_equal(vr_session_run(s, f->batch, &in, 1, out, 2, &e), 0);
+  f->ref = malloc(out[0].nbytes);
+  memcpy(f->ref, out[0].data, out[0].nbytes);
+  f->ref_bytes = out[0].nbytes;
+  vr_session_free(s);
+  int n = vr_model_num_nodes(f->m);
+  char *cut = vr_calloc((size_t)n + 1, 1);
+  assert_int_equal(vr_model_chain_cuts(f->m, cut), 0);
+  f->pb = f->pe = -1;
+  for (int k = 1; k < n; k++)
+    if (cut[k]) {
+      if (f->pb < 0) f->pb = k;
+      f->pe = k;
+    }
+  vr_free(cut);
+  assert_true(f->pb > 0 && f->pe > f->pb);
+}
+
+static void teardown(fx *f) {
+  free(f->ref);
+  vr_npy_free(&f->in);
+  vr_model_free(f->m);
+}
+
+static void test_process_shadow(void **st) {
+  (void)st;
+  fx f = {0};
+  setup(&f);
+  vr_pair *p;
+  vr_errbuf e = {0};
+  if (vr_pair_create(f.m, f.pb, f.pe, 1, f.batch, &p, &e)) fail_msg("%s", e.msg);
+  double ms = -1;
+  if (vr_pair_attach_process(p, vario_exe(), f.path, 1, 30000000000LL, &ms, &e))
+    fail_msg("%s", e.msg);
+  int pid = vr_pair_shadow_pid(p);
+  assert_true(pid > 0 && pid != getpid() && ms > 0);
+  assert_true(vr_pair_shadow_bytes(p) > 0);
+  vr_tensor in = tensor_of("input", &f.in), out[2];
+  int rows;
+  for (int rep = 0; rep < 2; rep++)
+    for (int bs = 0; bs <= f.batch; bs++) {
+      if (vr_pair_run(p, f.batch, bs, &in, 1, out, 2, &rows, &e)) fail_msg("bs=%d: %s", bs, e.msg);
+      assert_int_equal(rows, bs);
+      if (memcmp(out[0].data, f.ref, f.ref_bytes))
+        fail_msg("b_S=%d: the process shadow's rows differ from the unpaired model", bs);
+    }
+  /* the shadow process dies: the next paired run still answers, right,
+   * and the dead shadow is released */
+  kill(pid, SIGKILL);
+  usleep(50000);
+  if (vr_pair_run(p, f.batch, f.batch / 2, &in, 1, out, 2, &rows, &e)) fail_msg("%s", e.msg);
+  assert_memory_equal(out[0].data, f.ref, f.ref_bytes);
+  assert_false(vr_pair_has_shadow(p));
+  assert_int_equal(vr_pair_run(p, f.batch, 1, &in, 1, out, 2, &rows, &e), 0);
+  assert_int_equal(rows, 0);
+  assert_memory_equal(out[0].data, f.ref, f.ref_bytes);
+  /* attach again, release cleanly: the process exits */
+  if (vr_pair_attach_process(p, vario_exe(), f.path, 1, 30000000000LL, NULL, &e))
+    fail_msg("%s", e.msg);
+  pid = vr_pair_shadow_pid(p);
+  vr_pair_release(p);
+  assert_int_equal(kill(pid, 0), -1); /* reaped */
+  /* a shadow that cannot load: the error comes back, nothing attached */
+  assert_int_not_equal(vr_pair_attach_process(p, vario_exe(), "/nonexistent.onnx", 1,
+                                              30000000000LL, NULL, &e), 0);
+  assert_non_null(strstr(e.msg, "load"));
+  assert_false(vr_pair_has_shadow(p));
+  vr_pair_free(p);
+  teardown(&f);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_check_job),
+      cmocka_unit_test(test_process_shadow),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
