@@ -93,6 +93,7 @@ def main():
             "expression": "JSON.stringify(Object.assign({}, document.getElementById('status')"
                           ".dataset, {variants: document.getElementById('variants').textContent,"
                           " actions: document.getElementById('actions').rows.length,"
+                          " pipes: document.getElementById('pipes').textContent,"
                           " charts: typeof Chart}))",
             "returnByValue": True}, sid)
         print(r["result"]["value"])

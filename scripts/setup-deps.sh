@@ -6,12 +6,14 @@
 #   scripts/setup-deps.sh [GROUP...]     default group: build
 #     build   compile vario (Release): compilers, oneDNN, protobuf-c, ONNX
 #             protos, jansson, libmicrohttpd, gRPC core, SQLite, hiredis
-#             (the Redis store/registry client), CBC; python3 + numpy
+#             (the Redis store/registry client), libcurl (the kubernetes
+#             worker provider), CBC; python3 + numpy
 #             (the demo and test scripts read .npy files with numpy)
 #     demo    build + gnuplot (make demo)
 #     check   build + clang, sanitizer runtimes, cmocka, ONNX test data
-#             (make check), curl + openssl (the TLS test), redis-server
-#             (store parity and registry tests start their own)
+#             (make check), curl + openssl (the TLS tests), redis-server
+#             (store parity and registry tests start their own),
+#             python3-yaml (the Kubernetes manifests test)
 #     zoo     python3-torch, torchvision, onnx and the Fashion-MNIST data set
 #             (make zoo: tools/zoo, which (re)trains and exports models)
 #     bench   zoo + what the benchmarks compare against (make bench)
@@ -26,6 +28,7 @@ build=(
   libdnnl-dev
   libprotobuf-c-dev protobuf-c-compiler libonnx-dev
   libjansson-dev libmicrohttpd-dev libsqlite3-dev libgrpc-dev libhiredis-dev
+  libcurl4-openssl-dev
   coinor-libcbc-dev
   python3 python3-numpy
 )
@@ -35,7 +38,7 @@ demo=(gnuplot-nox chromium)
 # curl + openssl: the TLS test
 check=(clang libclang-rt-dev libcmocka-dev libonnx-testdata gnuplot-nox
        python3-grpcio python3-protobuf protobuf-compiler curl openssl chromium
-       redis-server)
+       redis-server python3-yaml)
 zoo=(python3-torch python3-torchvision python3-onnx dataset-fashion-mnist)
 # redis-server: bench/registry.sh (store writes, routing propagation)
 bench=("${zoo[@]}" gnuplot-nox libevent-dev wrk hyperfine valgrind redis-server)

@@ -174,21 +174,21 @@ static int open_local(const char *const *opts, size_t nopts,
   return rc;
 }
 
+static int open_k8s(const char *const *opts, size_t nopts, vr_provider **out,
+                    vr_errbuf *err) {
+  vr_k8s_cfg cfg;
+  int rc = vr__prov_k8s_opts(opts, nopts, &cfg, err);
+  return rc ? rc : vr_provider_kubernetes(&cfg, out, err);
+}
+
 int vr_provider_open(const char *kind, const char *const *opts, size_t nopts,
                      vr_provider **out, vr_errbuf *err) {
   *out = NULL;
   if (!kind) return vr_errf(err, VR_EINVAL, "no provider kind");
   if (!strcmp(kind, "local")) return open_local(opts, nopts, out, err);
-#ifdef VR_HAVE_K8S_PROVIDER
-  if (!strcmp(kind, "kubernetes")) return vr__prov_open_k8s(opts, nopts, out, err);
-#endif
-  return vr_errf(err, VR_EINVAL, "unknown provider '%s' (local%s)", kind,
-#ifdef VR_HAVE_K8S_PROVIDER
-                 ", kubernetes"
-#else
-                 ""
-#endif
-  );
+  if (!strcmp(kind, "kubernetes")) return open_k8s(opts, nopts, out, err);
+  return vr_errf(err, VR_EINVAL, "unknown provider '%s' (local, kubernetes)",
+                 kind);
 }
 
 static char *trim(char *s) {

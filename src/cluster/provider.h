@@ -155,6 +155,48 @@ typedef struct vr_local_cfg {
 int vr_provider_local(const vr_local_cfg *cfg, vr_provider **out,
                       vr_errbuf *err);
 
+/* ---- kubernetes --------------------------------------------------------- */
+
+/* The kubernetes provider scales one worker Deployment through its scale
+ * subresource (GET, then a JSON merge PATCH of spec.replicas that carries
+ * the resourceVersion it read, so a concurrent change is a 409 and is
+ * retried on fresh numbers) and reports the Deployment's pods (list by
+ * label selector) as workers. The Role it needs: deployments/scale get,
+ * patch; pods list (deploy/kubernetes/rbac.yaml).
+ *
+ * start() ignores spec.name/cores/mem/args: pods are shaped by the
+ * Deployment's template and named by its ReplicaSet; it returns the
+ * handle "DEPLOYMENT#N" (N = the replica count it set), not a pod name.
+ * stop(id) takes a pod name from list() (or such a handle) and scales the
+ * Deployment down by one; with pick_pod the named pod is first given the
+ * lowest controller.kubernetes.io/pod-deletion-cost so the ReplicaSet
+ * removes that pod (needs pods patch in the Role too). Without pick_pod
+ * the ReplicaSet chooses (not-ready pods first, then the newest).
+ * forget() is VR_EUNSUPPORTED (the cluster keeps no history for us);
+ * destroy() leaves the Deployment as it is.
+ *
+ * Every request re-reads the token file (bound service-account tokens
+ * are rotated by the kubelet) and verifies the server against ca_file. */
+typedef struct vr_k8s_cfg {
+  const char *api_url;    /* "https://host:port"; NULL = in-cluster, from
+                             KUBERNETES_SERVICE_HOST / _PORT */
+  const char *token_file; /* NULL = the service-account token */
+  const char *ca_file;    /* NULL = the service-account ca.crt */
+  const char *ns;         /* NULL = the service-account namespace file */
+  const char *deployment; /* NULL = "vario-worker" */
+  const char *selector;   /* pods' label selector; NULL = "app=" +
+                             deployment */
+  int max_replicas;       /* start() refuses beyond this; 0 = 64 */
+  int min_replicas;       /* stop() refuses below this; default 0 */
+  int timeout_ms;         /* per request; 0 = 10000 */
+  int pick_pod;           /* see above */
+} vr_k8s_cfg;
+
+/* 0, VR_EINVAL (bad name, unreadable token/CA/namespace file, message
+ * says), VR_EBACKEND (libcurl init). Talks to no server yet. */
+int vr_provider_kubernetes(const vr_k8s_cfg *cfg, vr_provider **out,
+                           vr_errbuf *err);
+
 /* ---- options (command line / config file) ----------------------------- */
 
 /* Opens a provider of `kind` from "key=value" options (`--provider-opt`,

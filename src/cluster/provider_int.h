@@ -42,4 +42,27 @@ typedef struct vr__local_opts {
 int vr__prov_local_opts(const char *const *opts, size_t nopts,
                         vr__local_opts *lo, vr_errbuf *err);
 
+/* ---- kubernetes (k8s_json.c, provider_k8s.c) ---- */
+
+typedef struct vr__k8s_scale {
+  int replicas;        /* spec.replicas (0 when omitted) */
+  int status_replicas; /* status.replicas, -1 when absent */
+  char resource_version[128];
+} vr__k8s_scale;
+
+/* An autoscaling/v1 Scale body. VR_EFORMAT with a message on anything
+ * the provider cannot rely on. */
+int vr__k8s_parse_scale(const char *body, size_t len, vr__k8s_scale *out,
+                        vr_errbuf *err);
+/* A core/v1 PodList body into vr_malloc'd infos (NULL when empty). */
+int vr__k8s_parse_pods(const char *body, size_t len, vr_worker_info **out,
+                       size_t *n, vr_errbuf *err);
+/* The message of a meta/v1 Status error body (or a printable prefix of
+ * the body) into msg. */
+void vr__k8s_status_msg(const char *body, size_t len, char *msg, size_t cap);
+
+/* The kubernetes provider's options, parsed without side effects. */
+int vr__prov_k8s_opts(const char *const *opts, size_t nopts, vr_k8s_cfg *cfg,
+                      vr_errbuf *err);
+
 #endif

@@ -361,7 +361,8 @@ static const vr_actuator live_actuator = {
 /* ---- tick ------------------------------------------------------------------ */
 
 /* Per app: what was routed and served this period, on how many instances
- * at what cost, and the accuracy of the variants that served (JSON). */
+ * at what cost, the accuracy of the variants that served, and its own
+ * end-to-end p99 and SLO attainment (null / 1 when it served nothing). */
 static void app_breakdown(vr_control *c, const int *inst_of, char *out, size_t cap) {
   size_t off = 0;
   out[0] = 0;
@@ -381,10 +382,18 @@ static void app_breakdown(vr_control *c, const int *inst_of, char *out, size_t c
       cost += inst_of[u] * c->var[u].prof.cost_per_s;
       acc += (double)c->var[u].served * c->var[u].prof.accuracy;
     }
+    const ctl_app_period *ap = NULL;
+    for (int i = 0; i < c->napps && !ap; i++)
+      if (!strcmp(c->apps[i]->app, app)) ap = c->apps[i];
+    char p99[32] = "null";
+    if (ap && ap->served)
+      snprintf(p99, sizeof p99, "%.3f", vr_hist_quantile(&ap->lat, 0.99) / 1000.0);
+    double att = ap && ap->served ? 1.0 - (double)ap->late / (double)ap->served : 1.0;
     int w = snprintf(out + off, cap - off, "%s\"%s\":{\"arrivals\":%llu,\"served\":%llu,"
-                     "\"instances\":%d,\"cost_per_s\":%.8f,\"accuracy\":%.3f}",
+                     "\"instances\":%d,\"cost_per_s\":%.8f,\"accuracy\":%.3f,"
+                     "\"p99_ms\":%s,\"slo_attainment\":%.4f}",
                      off ? "," : "{", app, (unsigned long long)arr, (unsigned long long)srv,
-                     k, cost, srv ? acc / (double)srv : 0.0);
+                     k, cost, srv ? acc / (double)srv : 0.0, p99, att);
     if (w < 0 || off + (size_t)w + 2 >= cap) break;
     off += (size_t)w;
   }
@@ -453,6 +462,10 @@ static void reset_period(vr_control *c) {
   c->p_arrivals = c->p_served = c->p_late = c->p_failed = c->p_infeasible = 0;
   c->p_acc_sum = 0;
   vr_hist_init(&c->p_hist);
+  for (int i = 0; i < c->napps; i++) {
+    c->apps[i]->served = c->apps[i]->late = 0;
+    vr_hist_init(&c->apps[i]->lat);
+  }
 }
 
 int vr_control_tick(vr_control *c, int64_t now_ns, vr_errbuf *err) {
@@ -609,6 +622,7 @@ void vr_control_free(vr_control *c) {
   vr_control_stop(c);
   /* The loader answered every waiter before it exited (see its loop). */
   vr_free(c->hist);
+  for (int i = 0; i < c->napps; i++) vr_free(c->apps[i]);
   vr_driver_free(&c->drv);
   vr_vec_free(&c->insts);
   vr_map_free(&c->var_by_name);

@@ -66,6 +66,15 @@ typedef struct ctl_load {
   struct ctl_load *next;
 } ctl_load;
 
+/* One app's completions this period: the dashboard's per-app p99 and SLO
+ * attainment (the period totals below are over all apps). */
+#define CTL_MAX_APPS 64
+typedef struct ctl_app_period {
+  char app[VR_PROF_NAME_MAX];
+  uint64_t served, late;
+  vr_hist lat; /* end-to-end us */
+} ctl_app_period;
+
 struct vr_control {
   vr_control_opts o;
   pthread_mutex_t mu;
@@ -95,6 +104,8 @@ struct vr_control {
   uint64_t last_late; /* late answers in the previous period (offline jobs) */
   double p_acc_sum;
   vr_hist p_hist; /* end-to-end ms x 1000 (us) */
+  ctl_app_period *apps[CTL_MAX_APPS]; /* owned; found by name, kept */
+  int napps;
   /* Totals since start, for /metrics. */
   uint64_t total_late, total_infeasible;
   vr_hist sel_hist; /* selection decision time, ns */
@@ -115,6 +126,9 @@ int ctl_fits_locked(const vr_control *c, int v);
 
 /* control_route.c */
 void *ctl_loader_main(void *arg);
+/* The period entry of an app, created on first use (NULL past
+ * CTL_MAX_APPS or out of memory); caller holds mu. */
+ctl_app_period *ctl_app_period_of(vr_control *c, const char *app);
 
 /* control_unreg.c: registrations/removals by another process (tick). */
 void vr__control_sync_store(vr_control *c);

@@ -302,6 +302,19 @@ void *ctl_loader_main(void *arg) {
 
 /* ---- completions ---------------------------------------------------------- */
 
+ctl_app_period *ctl_app_period_of(vr_control *c, const char *app) {
+  for (int i = 0; i < c->napps; i++)
+    if (!strcmp(c->apps[i]->app, app)) return c->apps[i];
+  if (c->napps == CTL_MAX_APPS) return NULL;
+  ctl_app_period *a = vr_malloc(sizeof *a);
+  if (!a) return NULL;
+  snprintf(a->app, sizeof a->app, "%s", app);
+  a->served = a->late = 0;
+  vr_hist_init(&a->lat);
+  c->apps[c->napps++] = a;
+  return a;
+}
+
 void vr_control_completed(vr_control *c, const vr_ctl_route *r,
                           const vr_rt_request *req) {
   pthread_mutex_lock(&c->mu);
@@ -325,6 +338,13 @@ void vr_control_completed(vr_control *c, const vr_ctl_route *r,
     if (ms > r->slo_ms) c->p_late++;
     c->p_acc_sum += r->accuracy;
     vr_hist_record(&c->p_hist, (uint64_t)(ms * 1000));
+    ctl_app_period *a = r->variant >= 0 && (size_t)r->variant < c->nvar
+                            ? ctl_app_period_of(c, c->var[r->variant].prof.app) : NULL;
+    if (a) {
+      a->served++;
+      a->late += ms > r->slo_ms;
+      vr_hist_record(&a->lat, (uint64_t)(ms * 1000));
+    }
   } else {
     c->p_failed++;
   }

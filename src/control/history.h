@@ -19,7 +19,9 @@ typedef struct vr_hist_row {
   double attainment, p99_ms, accuracy, cost_per_s;
   int instances, cores;
   char variants[512]; /* "variant*count ..." */
-  char apps[768];     /* JSON object: app -> {arrivals, served, instances, cost_per_s, accuracy} */
+  /* JSON object: app -> {arrivals, served, instances, cost_per_s,
+   * accuracy, p99_ms, slo_attainment} */
+  char apps[1536];
 } vr_hist_row;
 
 typedef struct vr_hist_act {

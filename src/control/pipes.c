@@ -140,6 +140,8 @@ static int compile(vr_pipes *p, const char *json, size_t len, pl_pipe **out, vr_
   if (!pp) return vr_errf(err, VR_ENOMEM, "out of memory");
   pthread_mutex_init(&pp->mu, NULL);
   vr_hist_init(&pp->lat);
+  vr_hist_init(&pp->win[0]);
+  vr_hist_init(&pp->win[1]);
   pp->refs = 1;
   int rc = vr_pipeline_parse(json, len, &pp->spec, err);
   if (rc) goto fail;
@@ -314,7 +316,36 @@ void vr__pipe_count_hop(pl_pipe *pp, const vr_pipe_hop *h) {
 void vr__pipe_count_request(pl_pipe *pp, const vr_pipe_result *r) {
   pthread_mutex_lock(&pp->mu);
   pp->outcomes[r->outcome]++;
+  pp->met += r->outcome == VR_POUT_OK && r->end_ns <= r->deadline_ns;
+  if (r->outcome == VR_POUT_OK && r->n_hops > 0) {
+    double sum = 0;
+    int leaves = 0;
+    for (int i = 0; i < r->n_hops; i++) {
+      const vr_pipe_hop *h = r->hops[i];
+      if (h->outcome != VR_POUT_OK || h->fanout > 0) continue;
+      double a = 1;
+      for (int k = i, steps = 0; k >= 0 && steps <= r->n_hops; k = r->hops[k]->parent, steps++)
+        a *= r->hops[k]->accuracy / 100.0;
+      sum += a;
+      leaves++;
+    }
+    if (leaves) {
+      pp->acc_sum += 100.0 * sum / leaves;
+      pp->acc_n++;
+    }
+  }
   vr_hist_record(&pp->lat, (uint64_t)(r->end_ns - r->arrival_ns));
+  int64_t gap = r->end_ns - pp->win_start;
+  if (gap >= 2 * PL_WIN_NS) { /* both windows are stale: start afresh */
+    vr_hist_init(&pp->win[0]);
+    vr_hist_init(&pp->win[1]);
+    pp->win_start = r->end_ns;
+  } else if (gap >= PL_WIN_NS) {
+    pp->cur ^= 1;
+    vr_hist_init(&pp->win[pp->cur]);
+    pp->win_start += PL_WIN_NS;
+  }
+  vr_hist_record(&pp->win[pp->cur], (uint64_t)(r->end_ns - r->arrival_ns));
   pthread_mutex_unlock(&pp->mu);
 }
 

@@ -73,6 +73,13 @@ char *vr_pipes_describe(vr_pipes *p, const char *name);
  * vario_pipeline_latency_seconds, vario_pipeline_task_requests_total,
  * vario_pipeline_fanout_total, vario_pipeline_multiplicative_factor. */
 char *vr_pipes_prometheus(vr_pipes *p);
+/* JSON array (vr_malloc'd) for the live dashboard: per pipeline the
+ * cumulative requests, met (OK by the deadline), outcomes and the sum and
+ * count of end-to-end accuracies served (accuracy_sum / accuracy_n), the
+ * end-to-end p99 of the last 2-4 s ("p99_ms", null when idle) and since
+ * start, and per task its requests, fan-out, drops and the variants that
+ * served it (requests, fan-out each). */
+char *vr_pipes_dashboard(vr_pipes *p);
 
 /* ---- requests ------------------------------------------------------------ */
 

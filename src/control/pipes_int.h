@@ -41,7 +41,21 @@ typedef struct pl_pipe {
   int refs;          /* registry + requests in flight */
   uint64_t outcomes[VR_POUT_COUNT];
   vr_hist lat;       /* end-to-end latency of finished requests, ns */
+  uint64_t met;      /* requests answered OK by their deadline */
+  /* End-to-end accuracy served (percent) summed over OK requests: per
+   * request the mean over its leaf hops of the product of the accuracies
+   * on the path from the root (Loki's multiplicative accuracy). */
+  double acc_sum;
+  uint64_t acc_n;
+  /* The recent past for the dashboard's live p99: two windows of
+   * PL_WIN_NS, win[cur] began at win_start (pipes clock), the other is
+   * the one before it. */
+  vr_hist win[2];
+  int cur;
+  int64_t win_start;
 } pl_pipe;
+
+#define PL_WIN_NS 2000000000LL
 
 struct vr_pipes {
   vr_control *ctl;
@@ -58,5 +72,8 @@ void vr__pipe_unref(pl_pipe *pp);
 /* Records one finished hop / request in the pipeline's statistics. */
 void vr__pipe_count_hop(pl_pipe *pp, const vr_pipe_hop *h);
 void vr__pipe_count_request(pl_pipe *pp, const vr_pipe_result *r);
+/* End-to-end p99 (ms) of the requests that finished in the last one to two
+ * windows before now; NAN when none did. Caller holds pp->mu. */
+double vr__pipe_recent_p99(const pl_pipe *pp, int64_t now_ns);
 
 #endif

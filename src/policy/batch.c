@@ -12,7 +12,7 @@ int64_t vr_batch_est_ns(const vr_latency *l, int n) {
 vr_batch_decision vr_batch_decide(const vr_batch_state *s, const vr_latency *l) {
   vr_batch_decision d = {0, INT64_MAX};
   if (s->queued_rows <= 0) return d; /* nothing to do: sleep until work */
-  if (s->queued_rows >= s->max_batch) {
+  if (s->queued_rows >= s->max_batch || s->preferred_rows > 0) {
     d.dispatch = 1;
     return d;
   }
@@ -74,4 +74,67 @@ vr_batch_pick vr_batch_form(int mode, const vr_latency *l, int cap,
   if (cap < 1) cap = 1;
   return mode == VR_BATCH_GREEDY ? form_greedy(l, cap, now, q)
                                  : form_deadline(l, cap, now, q);
+}
+
+/* ---- preferred batch sizes ---------------------------------------------- */
+
+static int is_pref(const vr_batch_pref *p, int cap, int rows) {
+  for (int i = 0; i < p->n; i++)
+    if (p->sizes[i] == rows && rows <= cap) return 1;
+  return 0;
+}
+
+int vr_batch_pref_cap(const vr_batch_pref *p, int cap) {
+  int best = 0;
+  for (int i = 0; p && i < p->n; i++)
+    if (p->sizes[i] <= cap && p->sizes[i] > best) best = p->sizes[i];
+  return best ? best : cap;
+}
+
+int vr_batch_pref_prefix(const vr_batch_pref *p, int cap, const vr_qview *q,
+                         size_t *take) {
+  int rows = 0, best = 0;
+  size_t best_take = 0;
+  if (p && p->n) {
+    cap = vr_batch_pref_cap(p, cap);
+    for (size_t i = 0; i < q->n; i++) {
+      rows += q->at(q->q, i).rows;
+      if (rows > cap) break;
+      if (is_pref(p, cap, rows)) best = rows, best_take = i + 1;
+    }
+  }
+  if (take) *take = best_take;
+  return best;
+}
+
+int vr_batch_pref_trim(const vr_batch_state *s) {
+  return !(s->max_delay_ns > 0 && s->now - s->oldest_arrival >= s->max_delay_ns);
+}
+
+/* Item i of the queue after `skip` dropped heads. */
+typedef struct skip_view {
+  const vr_qview *q;
+  size_t skip;
+} skip_view;
+
+static vr_qitem skip_at(void *v, size_t i) {
+  skip_view *s = v;
+  return s->q->at(s->q->q, s->skip + i);
+}
+
+vr_batch_pick vr_batch_form_pref(int mode, const vr_latency *l, int cap,
+                                 int64_t now, const vr_qview *q,
+                                 const vr_batch_pref *p, int trim) {
+  if (cap < 1) cap = 1;
+  if (!p || !p->n) return vr_batch_form(mode, l, cap, now, q);
+  int pcap = vr_batch_pref_cap(p, cap);
+  vr_batch_pick k = vr_batch_form(mode, l, pcap, now, q);
+  if (!trim || !k.take) return k;
+  /* the formed batch as a queue: its `take` items after the drops */
+  skip_view sv = {q, k.drop};
+  vr_qview b = {&sv, k.take, skip_at};
+  size_t take;
+  int rows = vr_batch_pref_prefix(p, pcap, &b, &take);
+  if (rows > 0) k.take = take, k.rows = rows;
+  return k;
 }

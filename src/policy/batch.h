@@ -24,6 +24,20 @@
  *     min(queue, cap); while it would make the head miss its deadline, the
  *     head is dropped.
  *
+ * Preferred sizes (Triton's dynamic_batching.preferred_batch_size), on
+ * top of either "when" and the deadline "what", as Triton's dynamic
+ * batcher applies them:
+ *   - no batch grows past the largest preferred size (vr_batch_pref_cap;
+ *     the instance's cap when no preferred size fits under it);
+ *   - a batch leaves at once when a prefix of the queue holds exactly a
+ *     preferred number of rows (vr_batch_state.preferred_rows > 0), and
+ *     then holds the longest such prefix, unless the oldest request has
+ *     waited max_delay already (then it takes what fits, preferred or
+ *     not: vr_batch_pref_trim);
+ *   - otherwise the batch waits (max_delay, deadlines) as without them.
+ * With max_delay 0 every batch leaves at once and is cut to the longest
+ * preferred prefix when there is one (Triton's pending_batch_delay 0).
+ *
  * Latency: vr_batch_est_ns, the profile's median at that batch size
  * (vr_latency_ms at q = 0.5, interpolated between measured sizes).
  */
@@ -56,6 +70,9 @@ typedef struct vr_batch_state {
   int64_t oldest_arrival;    /* of the queue head; ignored when empty */
   int64_t earliest_deadline; /* VR_NO_DEADLINE when none */
   int64_t max_delay_ns;
+  /* rows of the longest queue prefix that is a preferred batch size
+   * (vr_batch_pref_prefix); 0: none, or no preferred sizes */
+  int preferred_rows;
 } vr_batch_state;
 
 typedef struct vr_batch_decision {
@@ -94,5 +111,33 @@ typedef struct vr_batch_pick {
  * only when the queue is (or becomes, after drops) empty. */
 vr_batch_pick vr_batch_form(int mode, const vr_latency *l, int cap,
                             int64_t now, const vr_qview *q);
+
+/* ---- preferred batch sizes (Triton) ------------------------------------- */
+
+/* A model's preferred batch sizes, any order; n == 0: none. Borrowed. */
+typedef struct vr_batch_pref {
+  const int *sizes;
+  int n;
+} vr_batch_pref;
+
+/* The batch cap under preferences: the largest preferred size <= cap;
+ * cap when p is NULL, empty, or has no size <= cap. */
+int vr_batch_pref_cap(const vr_batch_pref *p, int cap);
+
+/* Rows of the longest prefix of q (in service order) whose rows sum to a
+ * preferred size <= cap; 0 when none. *take (may be NULL): its requests. */
+int vr_batch_pref_prefix(const vr_batch_pref *p, int cap, const vr_qview *q,
+                         size_t *take);
+
+/* Whether a batch formed now should be cut to a preferred size: yes
+ * unless the oldest request has waited max_delay (> 0) already. */
+int vr_batch_pref_trim(const vr_batch_state *s);
+
+/* vr_batch_form under preferences: the batch vr_batch_form makes under
+ * vr_batch_pref_cap(p, cap), then, when trim, cut to the longest prefix
+ * of it that is a preferred size (if any). p NULL: vr_batch_form. */
+vr_batch_pick vr_batch_form_pref(int mode, const vr_latency *l, int cap,
+                                 int64_t now, const vr_qview *q,
+                                 const vr_batch_pref *p, int trim);
 
 #endif

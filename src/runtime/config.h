@@ -51,7 +51,10 @@ typedef struct vr_model_config {
   int n_preferred_batch;
   int preferred_batch[8];      /* dynamic_batching.preferred_batch_size */
   char model_file[128];        /* default_model_filename; "" = model.onnx */
-  char label_path[4096];       /* label_filename (resolved); "" = none */
+  /* output { label_filename } per output: a file name in the model
+   * directory `dir` (runtime/labels.h reads it at load); "" = none. */
+  char label_file[VR_RT_MAX_IO][128];
+  char dir[4096];              /* the model directory (Triton layout) */
   int version;                 /* version directory served; 0 = flat */
   int n_versions;              /* version_policy specific: the versions */
   int versions[8];

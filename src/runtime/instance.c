@@ -231,18 +231,6 @@ static void fail_list(vr_rt_instance *in, vr_rt_request *list, int64_t now) {
   }
 }
 
-/* Called with mu held: the batcher's view of the queue. */
-static vr_batch_state queue_state(vr_rt_instance *in, int64_t now) {
-  vr_batch_state s = {now, in->queue_rows, in->batch_cap, INT64_MAX,
-                      VR_NO_DEADLINE, in->opts.max_queue_delay_us * 1000};
-  for (vr_rt_request *r = in->head; r; r = r->next) {
-    if (r->arrival_ns < s.oldest_arrival) s.oldest_arrival = r->arrival_ns;
-    if (r->deadline_ns < s.earliest_deadline)
-      s.earliest_deadline = r->deadline_ns;
-  }
-  return s;
-}
-
 static void wait_until(vr_rt_instance *in, int64_t t) {
   if (t == INT64_MAX) {
     pthread_cond_wait(&in->cv, &in->mu);
@@ -265,6 +253,30 @@ static vr_qitem list_at(void *q, size_t i) {
   return (vr_qitem){v->cur->rows, v->cur->deadline_ns};
 }
 
+/* The model's preferred batch sizes (config.pbtxt's dynamic_batching). */
+static vr_batch_pref pref_of(const vr_rt_instance *in) {
+  const vr_model_config *c = &in->model->cfg;
+  return (vr_batch_pref){c->preferred_batch, c->n_preferred_batch};
+}
+
+/* Called with mu held: the batcher's view of the queue. */
+static vr_batch_state queue_state(vr_rt_instance *in, int64_t now) {
+  vr_batch_pref pref = pref_of(in);
+  vr_batch_state s = {now, in->queue_rows, vr_batch_pref_cap(&pref, in->batch_cap),
+                      INT64_MAX, VR_NO_DEADLINE, in->opts.max_queue_delay_us * 1000, 0};
+  for (vr_rt_request *r = in->head; r; r = r->next) {
+    if (r->arrival_ns < s.oldest_arrival) s.oldest_arrival = r->arrival_ns;
+    if (r->deadline_ns < s.earliest_deadline)
+      s.earliest_deadline = r->deadline_ns;
+  }
+  if (pref.n) {
+    list_view lv = {in->head, NULL, 0};
+    vr_qview q = {&lv, (size_t)in->queue_len, list_at};
+    s.preferred_rows = vr_batch_pref_prefix(&pref, in->batch_cap, &q, NULL);
+  }
+  return s;
+}
+
 /* Unlinks the first n requests of the queue (mu held). */
 static vr_rt_request *unlink_head(vr_rt_instance *in, size_t n, int *rows) {
   vr_rt_request *list = in->head, *last = NULL;
@@ -285,12 +297,13 @@ static vr_rt_request *unlink_head(vr_rt_instance *in, size_t n, int *rows) {
  * mode: the simulator's "runtime" batching), mu held. Requests the rule
  * drops from the head come back in *dropped (take_infeasible already
  * answered those, so this is normally empty). */
-static vr_rt_request *pop_batch(vr_rt_instance *in, int64_t now,
+static vr_rt_request *pop_batch(vr_rt_instance *in, const vr_batch_state *s,
                                 int *rows_out, vr_rt_request **dropped) {
   list_view lv = {in->head, NULL, 0};
   vr_qview q = {&lv, (size_t)in->queue_len, list_at};
-  vr_batch_pick p =
-      vr_batch_form(VR_BATCH_DEADLINE, &in->prof, in->batch_cap, now, &q);
+  vr_batch_pref pref = pref_of(in);
+  vr_batch_pick p = vr_batch_form_pref(VR_BATCH_DEADLINE, &in->prof, in->batch_cap,
+                                       s->now, &q, &pref, vr_batch_pref_trim(s));
   int rows;
   *dropped = unlink_head(in, p.drop, &rows);
   for (vr_rt_request *r = *dropped; r; r = r->next) {
@@ -325,7 +338,7 @@ static void *executor(void *arg) {
     }
     int rows;
     vr_rt_request *dropped;
-    vr_rt_request *batch = pop_batch(in, now, &rows, &dropped);
+    vr_rt_request *batch = pop_batch(in, &s, &rows, &dropped);
     if (in->state != VR_INST_DRAINING)
       in->state = in->queue_rows >= 2 * in->batch_cap
                       ? VR_INST_OVERLOADED : VR_INST_ACTIVE;

@@ -242,7 +242,9 @@ static int unknown(pt *p, const node *x, const char *where) {
                  " supported by Vario", x->line, x->name, where);
 }
 
-static int tensor(pt *p, const node *m, vr_tensor_info *t, const char *what) {
+/* An input or output { }; label (NULL for inputs) gets label_filename. */
+static int tensor(pt *p, const node *m, vr_tensor_info *t, const char *what,
+                  char *label, size_t label_cap) {
   int rc = want(p, m, 1), have_dt = 0, nd = 0;
   memset(t, 0, sizeof *t);
   t->shape[0] = -1; /* the batch dimension Triton leaves out */
@@ -270,6 +272,11 @@ static int tensor(pt *p, const node *m, vr_tensor_info *t, const char *what) {
       if (!rc) t->shape[++nd] = v;
     } else if (!strcmp(x->name, "format") && !strcmp(x->val, "FORMAT_NONE")) {
       continue;
+    } else if (label && !strcmp(x->name, "label_filename")) {
+      rc = str_of(p, x, label, label_cap);
+      if (!rc && (!label[0] || strchr(label, '/') || !strcmp(label, "..")))
+        rc = vr_errf(p->err, VR_EINVAL, "line %d: label_filename '%s' must be"
+                     " a file name in the model directory", x->line, label);
     } else {
       rc = unknown(p, x, what);
     }
@@ -410,16 +417,15 @@ static int top_field(pt *p, const node *x, vr_model_config *c, long long *mb) {
       return vr_errf(p->err, VR_ELIMIT, "line %d: more than %d %ss", x->line,
                      VR_RT_MAX_IO, x->name);
     vr_tensor_info *t = in ? &c->inputs[*n] : &c->outputs[*n];
+    char *label = in ? NULL : c->label_file[*n];
     (*n)++;
-    return tensor(p, x, t, x->name);
+    return tensor(p, x, t, x->name, label, sizeof c->label_file[0]);
   }
   if (!strcmp(x->name, "dynamic_batching")) return dyn_batching(p, x, c);
   if (!strcmp(x->name, "instance_group")) return instance_group(p, x, c);
   if (!strcmp(x->name, "version_policy")) return version_policy(p, x, c);
   if (!strcmp(x->name, "default_model_filename"))
     return str_of(p, x, c->model_file, sizeof c->model_file);
-  if (!strcmp(x->name, "label_filename"))
-    return str_of(p, x, c->label_path, sizeof c->label_path);
   if (ignorable(x->name)) return 0;
   return unknown(p, x, "the model config");
 }

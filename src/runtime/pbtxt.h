@@ -10,7 +10,7 @@
  * batch dimension) }, dynamic_batching { max_queue_delay_microseconds,
  * preferred_batch_size }, instance_group { count, kind: KIND_CPU|KIND_AUTO },
  * default_model_filename, version_policy { latest | all | specific },
- * label_filename (classification labels). Accepted and ignored (they tune
+ * output { label_filename } (classification labels, runtime/labels.h). Accepted and ignored (they tune
  * other engines): optimization, model_warmup, parameters, response_cache,
  * model_operations, runtime.
  *

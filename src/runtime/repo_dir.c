@@ -149,17 +149,15 @@ static int load_triton(const char *dir, vr_model_config *c, vr_errbuf *err) {
   if (!is_file(c->model_path))
     return vr_errf(err, VR_ENOENT, "%s: no %s in a version directory%s", dir,
                    file, c->n_versions ? " that version_policy allows" : "");
-  if (c->label_path[0]) {
-    char rel[sizeof c->label_path];
-    memcpy(rel, c->label_path, sizeof rel);
-    if (strchr(rel, '/'))
-      return vr_errf(err, VR_EINVAL, "%s: label_filename '%s' must be a file"
-                     " name", dir, rel);
-    if ((size_t)snprintf(c->label_path, sizeof c->label_path, "%s/%s", dir, rel) >=
-        sizeof c->label_path)
-      return vr_errf(err, VR_ELIMIT, "%s: label path too long", dir);
-    if (!is_file(c->label_path))
-      return vr_errf(err, VR_ENOENT, "%s: label file '%s' missing", dir, rel);
+  if ((size_t)snprintf(c->dir, sizeof c->dir, "%s", dir) >= sizeof c->dir)
+    return vr_errf(err, VR_ELIMIT, "%s: path too long", dir);
+  for (int i = 0; i < c->n_outputs; i++) {
+    if (!c->label_file[i][0]) continue;
+    char path[sizeof c->dir + sizeof c->label_file[0] + 1];
+    snprintf(path, sizeof path, "%s/%s", dir, c->label_file[i]);
+    if (!is_file(path))
+      return vr_errf(err, VR_ENOENT, "%s: label_filename '%s' of output '%s' is"
+                     " not a file", dir, c->label_file[i], c->outputs[i].name);
   }
   return complete(c, err);
 }

@@ -58,6 +58,7 @@ static void model_free(vr_runtime *rt, vr_rt_model *m) {
     vr_inst_destroy(VR_VEC_AT(&m->instances, vr_rt_instance *, i));
   vr_vec_free(&m->instances);
   if (m->handle) rt->be->model_close(rt->be->self, m->handle);
+  for (int i = 0; i < VR_RT_MAX_IO; i++) vr_labels_release(m->labels[i]);
   vr_free(m);
 }
 
@@ -118,19 +119,39 @@ static vr_rt_instance_opts cfg_opts(const vr_model_config *c) {
   return o;
 }
 
-static int load_locked(vr_runtime *rt, const vr_model_config *cfg,
+/* Reads each output's label file (Triton's label_filename); the count
+ * must match the output's classes (the product of its non-batch dims). */
+static int load_labels(vr_rt_model *m, vr_errbuf *err) {
+  const vr_model_config *c = &m->cfg;
+  for (int i = 0; i < c->n_outputs; i++) {
+    if (!c->label_file[i][0]) continue;
+    char path[sizeof c->dir + sizeof c->label_file[0] + 1];
+    snprintf(path, sizeof path, "%s/%s", c->dir, c->label_file[i]);
+    const vr_tensor_info *t = &c->outputs[i];
+    int64_t classes = 1;
+    for (int d = 1; d < t->ndim; d++) classes = t->shape[d] > 0 ? classes * t->shape[d] : 0;
+    int rc = vr_labels_load(path, classes, &m->labels[i], err);
+    if (rc) return vr_errctx(err, rc, "model '%s' output '%s'", c->name, t->name);
+  }
+  return 0;
+}
+
+/* replace: a loaded model of that name is swapped for the new one once
+ * the new one is fully up (Triton's reload); otherwise VR_EEXIST. */
+static int load_locked(vr_runtime *rt, const vr_model_config *cfg, int replace,
                        vr_errbuf *err) {
   pthread_rwlock_rdlock(&rt->lock);
   int exists = vr_map_has(&rt->models, cfg->name), down = rt->shutting_down;
   pthread_rwlock_unlock(&rt->lock);
   if (down) return vr_errf(err, VR_ESHUTDOWN, "runtime is shutting down");
-  if (exists)
+  if (exists && !replace)
     return vr_errf(err, VR_EEXIST, "model '%s' is already loaded", cfg->name);
   vr_rt_model *m = VR_NEW(vr_rt_model);
   if (!m) return vr_errf(err, VR_ENOMEM, "out of memory");
   m->cfg = *cfg;
   vr_vec_init(&m->instances, sizeof(vr_rt_instance *));
-  int rc = rt->be->model_open(rt->be->self, &m->cfg, &m->handle, err);
+  int rc = load_labels(m, err);
+  if (!rc) rc = rt->be->model_open(rt->be->self, &m->cfg, &m->handle, err);
   vr_rt_instance_opts o = cfg_opts(cfg);
   /* Instances are built before the model is published, so a half-loaded
    * model never takes traffic and a failure leaves nothing behind. */
@@ -138,13 +159,14 @@ static int load_locked(vr_runtime *rt, const vr_model_config *cfg,
     int id = add_instance(rt, m, &o, err);
     if (id < 0) rc = id;
   }
+  void *old = NULL;
   if (!rc) {
     pthread_rwlock_wrlock(&rt->lock);
     if (rt->shutting_down)
       rc = vr_errf(err, VR_ESHUTDOWN, "runtime is shutting down");
-    else if (vr_map_has(&rt->models, cfg->name))
+    else if (!replace && vr_map_has(&rt->models, cfg->name))
       rc = vr_errf(err, VR_EEXIST, "model '%s' is already loaded", cfg->name);
-    else if (vr_map_put(&rt->models, cfg->name, m, NULL))
+    else if (vr_map_put(&rt->models, cfg->name, m, &old))
       rc = vr_errf(err, VR_ENOMEM, "out of memory");
     pthread_rwlock_unlock(&rt->lock);
   }
@@ -152,13 +174,23 @@ static int load_locked(vr_runtime *rt, const vr_model_config *cfg,
     model_free(rt, m);
     return rc;
   }
-  vr_info("model '%s' loaded with %d instance(s)", cfg->name, cfg->instances);
+  /* The old model takes no new requests now; its queues drain. */
+  if (old) model_free(rt, old);
+  vr_info("model '%s' %s with %d instance(s)", cfg->name, old ? "reloaded" : "loaded",
+          cfg->instances);
   return 0;
 }
 
 int vr_rt_load(vr_runtime *rt, const vr_model_config *cfg, vr_errbuf *err) {
   pthread_mutex_lock(&rt->admin_mu);
-  int rc = load_locked(rt, cfg, err);
+  int rc = load_locked(rt, cfg, 0, err);
+  pthread_mutex_unlock(&rt->admin_mu);
+  return rc;
+}
+
+int vr_rt_reload(vr_runtime *rt, const vr_model_config *cfg, vr_errbuf *err) {
+  pthread_mutex_lock(&rt->admin_mu);
+  int rc = load_locked(rt, cfg, 1, err);
   pthread_mutex_unlock(&rt->admin_mu);
   return rc;
 }
@@ -182,6 +214,26 @@ int vr_rt_model_config(vr_runtime *rt, const char *name,
   if (m) *out = m->cfg;
   pthread_rwlock_unlock(&rt->lock);
   return m ? 0 : VR_ENOENT;
+}
+
+int vr_rt_model_version(vr_runtime *rt, const char *name) {
+  pthread_rwlock_rdlock(&rt->lock);
+  vr_rt_model *m = vr_map_get(&rt->models, name);
+  int v = m && m->cfg.version > 0 ? m->cfg.version : 1;
+  pthread_rwlock_unlock(&rt->lock);
+  return v;
+}
+
+vr_labels *vr_rt_model_labels(vr_runtime *rt, const char *model,
+                              const char *output) {
+  vr_labels *l = NULL;
+  pthread_rwlock_rdlock(&rt->lock);
+  vr_rt_model *m = vr_map_get(&rt->models, model);
+  for (int i = 0; m && i < m->cfg.n_outputs; i++)
+    if (!strcmp(m->cfg.outputs[i].name, output)) l = m->labels[i];
+  vr_labels_retain(l);
+  pthread_rwlock_unlock(&rt->lock);
+  return l;
 }
 
 int vr_rt_model_names(vr_runtime *rt, char **names, int cap) {

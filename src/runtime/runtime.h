@@ -139,6 +139,10 @@ void vr_runtime_free(vr_runtime *rt);
  * the config's precision/threads/max batch, each profiled at load.
  * VR_EEXIST if a model of that name is loaded. */
 int vr_rt_load(vr_runtime *rt, const vr_model_config *cfg, vr_errbuf *err);
+/* Loads cfg and, once its instances are up, swaps it for the loaded model
+ * of that name (if any), which then drains (Triton's reload: requests keep
+ * being served throughout; on any error the old model stays). */
+int vr_rt_reload(vr_runtime *rt, const vr_model_config *cfg, vr_errbuf *err);
 /* Removes the model from routing, drains its queues, frees it. */
 int vr_rt_unload(vr_runtime *rt, const char *name, vr_errbuf *err);
 /* Drains every model (used at shutdown); later submits are rejected. */
@@ -146,6 +150,14 @@ void vr_rt_shutdown(vr_runtime *rt);
 
 /* Copies the config of a loaded model. VR_ENOENT if not loaded. */
 int vr_rt_model_config(vr_runtime *rt, const char *name, vr_model_config *out);
+/* The version directory a loaded model is served from (Triton layout), 1
+ * for flat layouts or when not loaded. Cheap (no config copy). */
+int vr_rt_model_version(vr_runtime *rt, const char *name);
+/* The labels of a loaded model's output (Triton's label_filename), with a
+ * reference the caller releases (vr_labels_release); NULL when the model
+ * is not loaded or the output has none. */
+struct vr_labels *vr_rt_model_labels(vr_runtime *rt, const char *model,
+                                     const char *output);
 /* Names of loaded models: fills up to cap pointers to copies the caller
  * frees with vr_free; returns the count. */
 int vr_rt_model_names(vr_runtime *rt, char **names, int cap);

@@ -18,6 +18,7 @@
 #include "base/map.h"
 #include "base/rate.h"
 #include "base/vec.h"
+#include "runtime/labels.h"
 #include "runtime/runtime.h"
 
 typedef struct vr_rt_model vr_rt_model;
@@ -59,6 +60,7 @@ typedef struct vr_rt_instance {
 struct vr_rt_model {
   vr_model_config cfg;
   void *handle;      /* backend model, shared by the sessions */
+  vr_labels *labels[VR_RT_MAX_IO]; /* per output; NULL: no label file */
   vr_vec instances;  /* vr_rt_instance* */
   unsigned rr;       /* round-robin start for routing ties */
 };

@@ -409,7 +409,8 @@ static void infer_reply(gcall *c) {
       vr_sbuf js;
       vr_sbuf_init(&js);
       int k;
-      rc = vr_ks_classify(&q->out[i], o->classification, &js, &cls[n], &shp[n][0], &k, &err);
+      rc = vr_ks_classify(&q->out[i], o->classification, o->labels, &js, &cls[n],
+                          &shp[n][0], &k, &err);
       vr_sbuf_free(&js);
       shp[n][1] = k;
       ot[n].datatype = "BYTES";
@@ -518,6 +519,7 @@ static void model_config(gcall *c) {
     mo[i].data_type = data_type(cfg.outputs[i].dtype);
     mo[i].dims = cfg.outputs[i].shape + 1;
     mo[i].n_dims = (size_t)(cfg.outputs[i].ndim - 1);
+    mo[i].label_filename = cfg.label_file[i];
     mop[i] = &mo[i];
   }
   mc.input = mip;
@@ -680,15 +682,31 @@ static void repository_load(gcall *c, int load) {
            : &inference__repository_model_unload_request__descriptor;
   ProtobufCMessage *m = unpack(c, d);
   if (!m) return;
-  const char *name = load ? ((Inference__RepositoryModelLoadRequest *)m)->model_name
-                          : ((Inference__RepositoryModelUnloadRequest *)m)->model_name;
+  Inference__RepositoryModelLoadRequest *lq = load ? (void *)m : NULL;
+  Inference__RepositoryModelUnloadRequest *uq = load ? NULL : (void *)m;
+  const char *name = load ? lq->model_name : uq->model_name;
+  const char *repo = load ? lq->repository_name : uq->repository_name;
+  size_t np = load ? lq->n_parameters : uq->n_parameters;
   vr_errbuf err = {0};
   int rc = 0;
-  if (!*name || strchr(name, '/') || name[0] == '.')
+  for (size_t i = 0; !rc && i < np; i++) {
+    const char *key = load ? lq->parameters[i]->key : uq->parameters[i]->key;
+    Inference__ModelRepositoryParameter *v = load ? lq->parameters[i]->value
+                                                  : uq->parameters[i]->value;
+    int is_bool = v && v->parameter_choice_case ==
+                           INFERENCE__MODEL_REPOSITORY_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM;
+    rc = vr__srv_repo_param(load, key ? key : "", is_bool, &err);
+  }
+  /* a refused parameter: nothing is tried */
+  if (!rc && *repo)
+    rc = vr_errf(&err, VR_EUNSUPPORTED, "repository_name '%.64s': Vario serves one"
+                 " repository (--repo); leave it empty", repo);
+  if (!rc && (!*name || strchr(name, '/') || name[0] == '.'))
     rc = vr_errf(&err, VR_EINVAL, "model names use only [A-Za-z0-9_.-]");
-  else
+  if (!rc) {
     rc = load ? vr_server_load(c->g->s, name, &err) : vr_rt_unload(c->g->s->rt, name, &err);
-  if (!rc || !load || rc != VR_ENOENT) vr__srv_expect(c->g->s, name, load);
+    if (!rc || !load || rc != VR_ENOENT) vr__srv_expect(c->g->s, name, load);
+  }
   protobuf_c_message_free_unpacked(m, NULL);
   if (rc) {
     fail(c, rc, err.msg);

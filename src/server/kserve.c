@@ -5,10 +5,12 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "runtime/labels.h"
 
 void vr_ks_request_free(vr_ks_request *r) {
   for (int i = 0; i < r->n_in; i++)
     if (r->in[i].owned) vr_aligned_free(r->in[i].data);
+  for (int i = 0; i < r->n_out; i++) vr_labels_release(r->out[i].labels);
   memset(r, 0, sizeof *r);
 }
 
@@ -87,8 +89,9 @@ static int json_capable(vr_dtype dt) {
 }
 
 /* Classification (kserve.h): k passes over each row, k is small. */
-int vr_ks_classify(const vr_tensor *t, int k, vr_sbuf *js, vr_sbuf *bin,
-                   int64_t *rows_out, int *k_out, vr_errbuf *err) {
+int vr_ks_classify(const vr_tensor *t, int k, const vr_labels *labels,
+                   vr_sbuf *js, vr_sbuf *bin, int64_t *rows_out, int *k_out,
+                   vr_errbuf *err) {
   if (t->dtype != VR_DT_F32 || t->ndim < 1)
     return vr_errf(err, VR_EUNSUPPORTED, "classification of output '%s' needs"
                    " FP32 scores", t->name);
@@ -96,7 +99,8 @@ int vr_ks_classify(const vr_tensor *t, int k, vr_sbuf *js, vr_sbuf *bin,
   int64_t per = rows ? n / rows : 0;
   if (k > per) k = (int)per;
   const float *x = t->data;
-  char str[64];
+  vr_sbuf str;
+  vr_sbuf_init(&str);
   for (int64_t r = 0; r < rows; r++) {
     const float *row = x + r * per;
     float last = INFINITY;
@@ -110,28 +114,38 @@ int vr_ks_classify(const vr_tensor *t, int k, vr_sbuf *js, vr_sbuf *bin,
       if (best < 0) break;
       last = row[best];
       last_i = best;
-      int len = snprintf(str, sizeof str, "%f:%lld", (double)row[best], (long long)best);
+      str.len = 0;
+      vr_sbuf_printf(&str, "%f:%lld", (double)row[best], (long long)best);
+      const char *label = vr_labels_get(labels, best);
+      if (label && *label) vr_sbuf_printf(&str, ":%s", label);
+      if (str.oom) {
+        vr_sbuf_free(&str);
+        return vr_errf(err, VR_ENOMEM, "out of memory");
+      }
+      size_t len = str.len; /* sbufs stay NUL-terminated */
       if (bin) {
         uint32_t l = (uint32_t)len;
         vr_sbuf_add(bin, &l, 4);
-        vr_sbuf_add(bin, str, (size_t)len);
+        vr_sbuf_add(bin, str.p, len);
       } else {
         if (r || j) vr_sbuf_add(js, ",", 1);
-        vr_sbuf_json_str(js, str);
+        vr_sbuf_json_str(js, str.p);
       }
     }
   }
+  vr_sbuf_free(&str);
   *rows_out = rows;
   *k_out = k;
   return 0;
 }
 
-static int put_classified(vr_sbuf *b, const vr_tensor *t, int k, int binary,
-                          vr_sbuf *bin, vr_errbuf *err) {
+static int put_classified(vr_sbuf *b, const vr_tensor *t, int k,
+                          const vr_labels *labels, int binary, vr_sbuf *bin,
+                          vr_errbuf *err) {
   vr_sbuf data;
   vr_sbuf_init(&data);
   int64_t rows;
-  int rc = vr_ks_classify(t, k, &data, binary ? bin : NULL, &rows, &k, err);
+  int rc = vr_ks_classify(t, k, labels, &data, binary ? bin : NULL, &rows, &k, err);
   if (!rc) {
     vr_sbuf_printf(b, ",\"datatype\":\"BYTES\",\"shape\":[%lld,%d]",
                    (long long)rows, k);
@@ -153,7 +167,8 @@ int vr_ks_write_response(vr_sbuf *b, const char *model, const vr_ks_request *req
                          vr_errbuf *err) {
   vr_sbuf_puts(b, "{\"model_name\":");
   vr_sbuf_json_str(b, model);
-  vr_sbuf_puts(b, ",\"model_version\":\"1\"");
+  vr_sbuf_printf(b, ",\"model_version\":\"%d\"",
+                 info && info->version > 0 ? info->version : 1);
   if (req->id[0]) {
     vr_sbuf_puts(b, ",\"id\":");
     vr_sbuf_json_str(b, req->id);
@@ -192,7 +207,8 @@ int vr_ks_write_response(vr_sbuf *b, const char *model, const vr_ks_request *req
     vr_sbuf_puts(b, "{\"name\":");
     vr_sbuf_json_str(b, outs[i].name);
     if (q && q->classification > 0) {
-      rc = put_classified(b, &outs[i], q->classification, binary, &cls[i], err);
+      rc = put_classified(b, &outs[i], q->classification, q->labels, binary,
+                          &cls[i], err);
       is_cls[i] = 1;
       if (binary) bin_idx[n_bin++] = i, any_bin = 1;
       continue;

@@ -40,6 +40,10 @@ typedef struct vr_ks_output_req {
   char name[VR_NAME_MAX];
   int binary; /* -1 = not said (use the request default) */
   int classification; /* > 0: top-k classes as BYTES "score:index" (Triton) */
+  /* the output's labels when classification asks for them (the server
+   * sets it at submit: "score:index:label"); a reference released by
+   * vr_ks_request_free. */
+  struct vr_labels *labels;
 } vr_ks_output_req;
 
 typedef struct vr_ks_request {
@@ -84,6 +88,7 @@ typedef struct vr_ks_resp_info {
   int64_t queue_us, compute_us;
   int batch_size;
   const vr_ks_app_info *app; /* NULL for /v2/models/{m}/infer */
+  int version; /* the model version served (Triton layout); 0 = "1" */
 } vr_ks_resp_info;
 
 /* Writes a response for outputs (model order) filtered by the request's
@@ -105,11 +110,13 @@ int vr_ks_check_outputs(const vr_ks_request *req, const vr_model_config *c,
 int vr_ks_refuse_param(const char *key, const char *where, vr_errbuf *err);
 
 /* Triton's classification extension on FP32 scores t: per row (dim 0) the
- * k best as "score:index" strings, best first; JSON strings appended to js
+ * k best as "score:index" strings, best first, "score:index:label" where
+ * labels (may be NULL) name the class; JSON strings appended to js
  * (comma separated) or, with bin, BYTES elements (4-byte little-endian
  * length + bytes) appended to bin. *rows / *k_out: the result's shape. */
-int vr_ks_classify(const vr_tensor *t, int k, vr_sbuf *js, vr_sbuf *bin,
-                   int64_t *rows, int *k_out, vr_errbuf *err);
+int vr_ks_classify(const vr_tensor *t, int k, const struct vr_labels *labels,
+                   vr_sbuf *js, vr_sbuf *bin, int64_t *rows, int *k_out,
+                   vr_errbuf *err);
 
 /* {"error": msg} */
 void vr_ks_write_error(vr_sbuf *b, const char *msg);

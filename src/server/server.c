@@ -134,8 +134,8 @@ static void model_metadata(vr_server *s, vr_http_req *r, const char *model) {
   vr_sbuf_init(&b);
   vr_sbuf_puts(&b, "{\"name\":");
   vr_sbuf_json_str(&b, c.name);
-  vr_sbuf_puts(&b, ",\"versions\":[\"1\"],\"platform\":\"onnxruntime_onnx\","
-               "\"inputs\":[");
+  vr_sbuf_printf(&b, ",\"versions\":[\"%d\"],\"platform\":\"onnxruntime_onnx\","
+                 "\"inputs\":[", c.version > 0 ? c.version : 1);
   put_tensor_infos(&b, c.inputs, c.n_inputs);
   vr_sbuf_puts(&b, "],\"outputs\":[");
   put_tensor_infos(&b, c.outputs, c.n_outputs);
@@ -301,13 +301,20 @@ int vr_server_load(vr_server *s, const char *name, vr_errbuf *err) {
     if (frc) return frc;
   }
   vr_model_config c;
+  /* Instances of a model the control plane loaded (model-less serving,
+   * config instances 0) are its to manage: a reload would pull them away. */
+  if (vr_rt_model_config(s->rt, name, &c) == 0 && c.instances == 0)
+    return vr_errf(err, VR_EEXIST, "model '%s' is managed by the control plane"
+                   " (model-less serving); it is not reloaded from the repository", name);
   int rc = vr_model_dir_load(dir, &c, err);
   if (rc) return rc;
   if (strcmp(c.name, name)) /* the directory names the model (as Triton) */
     vr_warn("%s: config name '%s' differs; serving it as '%s'", dir, c.name,
             name);
   snprintf(c.name, sizeof c.name, "%s", name);
-  return vr_rt_load(s->rt, &c, err);
+  /* Triton: loading a loaded model reloads it (new versions, a changed
+   * config), without a gap; a config that fails leaves the old one. */
+  return vr_rt_reload(s->rt, &c, err);
 }
 
 int vr_server_create(const vr_server_opts *o, vr_server **out,

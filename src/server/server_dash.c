@@ -2,7 +2,8 @@
  * The live dashboard: GET /dashboard (page), /dashboard/<file> (its script
  * and the Chart.js build npm installed at build time), and
  * /v2/dashboard/data (the numbers it charts: the control plane's recent
- * periods and actions, and the runtime's per-variant counters). The
+ * periods (per app) and actions, the pipelines' counters, and the
+ * runtime's per-variant counters). The
  * assets live in a directory (VR_WEB_DIR from the build, or $VARIO_WEB_ROOT);
  * without them the page answers 503 saying so.
  */
@@ -12,6 +13,7 @@
 
 #include "base/alloc.h"
 #include "base/clock.h"
+#include "control/pipes.h"
 #include "server/kserve.h"
 #include "server/server_int.h"
 
@@ -114,7 +116,11 @@ void vr_server_dashboard_data(vr_server *s, vr_http_req *r) {
     vr_sbuf_json_str(&b, is[i].variant);
     vr_sbuf_printf(&b, ":%d", k);
   }
-  vr_sbuf_puts(&b, "},\"control\":");
+  vr_sbuf_puts(&b, "},\"pipelines\":");
+  char *pj = s->pipes ? vr_pipes_dashboard(s->pipes) : NULL;
+  vr_sbuf_puts(&b, pj ? pj : "[]");
+  vr_free(pj);
+  vr_sbuf_puts(&b, ",\"control\":");
   char *h = s->ctl ? vr_control_history(s->ctl, since_of(r)) : NULL;
   vr_sbuf_puts(&b, h ? h : "null");
   vr_free(h);

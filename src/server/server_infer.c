@@ -20,6 +20,7 @@ typedef struct infer_ctx {
   char model[VR_NAME_MAX];
   vr_ks_request ks;
   vr_rt_request rt;
+  int version; /* the model version it was submitted to */
   /* Who answers: RUNNING until the runtime is done (DONE) or the event
    * thread parks the connection (PARKED); the loser of the race acts. */
   int state;
@@ -58,7 +59,8 @@ static void on_resume(vr_http_req *r, void *user) {
     return;
   }
   vr_ks_resp_info info = {q->variant, (q->start_ns - q->arrival_ns) / 1000,
-                          (q->end_ns - q->start_ns) / 1000, q->batch_size};
+                          (q->end_ns - q->start_ns) / 1000, q->batch_size, NULL,
+                          c->version};
   vr_sbuf b;
   vr_sbuf_init(&b);
   size_t json_len = 0;
@@ -98,7 +100,7 @@ static void fill_rt(const vr_ks_request *ks, vr_rt_request *q) {
   q->queue_policy = 1; /* the model's default timeout when none is given */
 }
 
-int vr__srv_submit(vr_server *s, const char *model, const vr_ks_request *ks,
+int vr__srv_submit(vr_server *s, const char *model, vr_ks_request *ks,
                    vr_rt_request *q, void (*done)(vr_rt_request *, void *),
                    void *user, vr_errbuf *err) {
   int rc = 0;
@@ -110,6 +112,11 @@ int vr__srv_submit(vr_server *s, const char *model, const vr_ks_request *ks,
       rc = vr_errf(err, VR_ENOENT, "model '%.128s' is not loaded", model);
     else
       rc = vr_ks_check_outputs(ks, &cfg, err);
+    /* Labels travel with the request: the model may be unloaded before
+     * the response is written. */
+    for (int i = 0; !rc && i < ks->n_out; i++)
+      if (ks->out[i].classification > 0 && !ks->out[i].labels)
+        ks->out[i].labels = vr_rt_model_labels(s->rt, model, ks->out[i].name);
   }
   if (rc) {
     __atomic_fetch_add(&s->invalid, 1, __ATOMIC_RELAXED);
@@ -136,7 +143,10 @@ void vr_server_infer(vr_server *s, vr_http_req *r, const char *model) {
       vr_http_header(r, "Inference-Header-Content-Length"), &hlen, &err);
   if (!rc) rc = vr_ks_parse_request(body, blen, hlen, &c->ks, &err);
   if (rc) __atomic_fetch_add(&s->invalid, 1, __ATOMIC_RELAXED);
-  else rc = vr__srv_submit(s, model, &c->ks, &c->rt, on_done, c, &err);
+  else {
+    c->version = vr__srv_version(s, model);
+    rc = vr__srv_submit(s, model, &c->ks, &c->rt, on_done, c, &err);
+  }
   if (rc) return fail(s, r, vr_server_http_status(rc), err.msg);
   /* Low-load fast path: when this is the only request in the server, the
    * event thread has nothing else to do, so it waits a little for the

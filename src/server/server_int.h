@@ -96,6 +96,10 @@ extern const char *const vr__srv_extensions[];
 void vr__srv_expect(vr_server *s, const char *name, int on);
 int vr__srv_ready(vr_server *s);
 int vr__srv_version(vr_server *s, const char *model);
+/* A repository load/unload parameter (Triton's model-control API): 0 for
+ * what Vario honours (unload_dependents, a boolean), else an error naming
+ * it (config, file:*, unknown ones). */
+int vr__srv_repo_param(int load, const char *key, int is_bool, vr_errbuf *err);
 void vr__srv_config_json(const vr_model_config *c, vr_sbuf *b);
 void vr_server_model_config(vr_server *s, vr_http_req *r, const char *model);
 /* The live dashboard (server_dash.c). */
@@ -111,7 +115,7 @@ void vr__srv_repo_list(vr_server *s, vr__srv_repo_fn fn, void *u);
  * which must outlive it) and submitted; done(q, user) answers. Nothing is
  * submitted when it returns an error. */
 struct vr_ks_request;
-int vr__srv_submit(vr_server *s, const char *model, const struct vr_ks_request *ks,
+int vr__srv_submit(vr_server *s, const char *model, struct vr_ks_request *ks,
                    vr_rt_request *q, void (*done)(vr_rt_request *, void *),
                    void *user, vr_errbuf *err);
 

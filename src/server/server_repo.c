@@ -9,6 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "base/alloc.h"
 #include "server/kserve.h"
 #include "server/server_int.h"
@@ -107,11 +109,60 @@ static void admin_done(vr_http_req *r, void *user) {
   vr_http_respond(r, 200, "application/json", vr_strdup("{}"), 2, (size_t)-1);
 }
 
+int vr__srv_repo_param(int load, const char *key, int is_bool, vr_errbuf *err) {
+  if (!load && !strcmp(key, "unload_dependents"))
+    return is_bool ? 0 /* no ensembles: nothing depends on a model */
+                   : vr_errf(err, VR_EINVAL, "parameter \"unload_dependents\" must be"
+                             " a boolean");
+  if (load && (!strcmp(key, "config") || !strncmp(key, "file:", 5)))
+    return vr_errf(err, VR_EUNSUPPORTED, "load parameter \"%.64s\" is not supported:"
+                   " Vario loads the model's files and config from the repository"
+                   " (--repo)", key);
+  return vr_errf(err, VR_EUNSUPPORTED, "unknown %s parameter \"%.64s\"",
+                 load ? "load" : "unload", key);
+}
+
+/* The optional request body: {"parameters": {...}} as Triton's. */
+static int check_body(const vr_http_req *r, int load, vr_errbuf *err) {
+  size_t len;
+  const char *body = vr_http_body(r, &len);
+  if (!body || !len) return 0;
+  json_error_t je;
+  json_t *j = json_loadb(body, len, 0, &je);
+  int rc = 0;
+  if (!json_is_object(j))
+    rc = vr_errf(err, VR_EFORMAT, "request body must be a JSON object");
+  const char *k;
+  json_t *v;
+  json_object_foreach(j, k, v) {
+    if (rc) break;
+    if (strcmp(k, "parameters"))
+      rc = vr_errf(err, VR_EUNSUPPORTED, "unknown field \"%.64s\"", k);
+    else if (!json_is_object(v))
+      rc = vr_errf(err, VR_EFORMAT, "\"parameters\" must be an object");
+    else {
+      const char *pk;
+      json_t *pv;
+      json_object_foreach(v, pk, pv) {
+        if ((rc = vr__srv_repo_param(load, pk, json_is_boolean(pv), err))) break;
+      }
+    }
+  }
+  json_decref(j);
+  return rc;
+}
+
 void vr_server_repo_load(vr_server *s, vr_http_req *r, const char *model,
                          int load) {
   if (!valid_name(model)) {
     vr_server_count(s, 400);
     vr_http_error(r, 400, "model names use only [A-Za-z0-9_.-]");
+    return;
+  }
+  vr_errbuf perr = {0};
+  if (check_body(r, load, &perr)) {
+    vr_server_count(s, 400);
+    vr_http_error(r, 400, perr.msg);
     return;
   }
   admin_job *j = VR_NEW(admin_job);

@@ -38,9 +38,7 @@ int vr__srv_ready(vr_server *s) {
 }
 
 int vr__srv_version(vr_server *s, const char *model) {
-  vr_model_config c;
-  if (vr_rt_model_config(s->rt, model, &c)) return 1;
-  return c.version > 0 ? c.version : 1;
+  return vr_rt_model_version(s->rt, model);
 }
 
 static void dims(vr_sbuf *b, const vr_tensor_info *t) {
@@ -50,8 +48,9 @@ static void dims(vr_sbuf *b, const vr_tensor_info *t) {
   vr_sbuf_puts(b, "]");
 }
 
+/* labels: the outputs' label_filename (NULL for inputs). */
 static void tensors(vr_sbuf *b, const char *key, const vr_tensor_info *t, int n,
-                    const char *labels) {
+                    const char (*labels)[128]) {
   vr_sbuf_printf(b, ",\"%s\":[", key);
   for (int i = 0; i < n; i++) {
     vr_sbuf_puts(b, i ? ",{\"name\":" : "{\"name\":");
@@ -61,9 +60,8 @@ static void tensors(vr_sbuf *b, const char *key, const vr_tensor_info *t, int n,
                    : !strcmp(dt, "BYTES") ? "STRING" : dt);
     dims(b, &t[i]);
     if (labels) {
-      const char *base = strrchr(labels, '/');
       vr_sbuf_puts(b, ",\"label_filename\":");
-      vr_sbuf_json_str(b, i == 0 && *labels ? (base ? base + 1 : labels) : "");
+      vr_sbuf_json_str(b, labels[i]);
     } else {
       vr_sbuf_puts(b, ",\"format\":\"FORMAT_NONE\",\"optional\":false");
     }
@@ -87,7 +85,7 @@ void vr__srv_config_json(const vr_model_config *c, vr_sbuf *b) {
   }
   vr_sbuf_printf(b, ",\"max_batch_size\":%d", c->max_batch_size);
   tensors(b, "input", c->inputs, c->n_inputs, NULL);
-  tensors(b, "output", c->outputs, c->n_outputs, c->label_path);
+  tensors(b, "output", c->outputs, c->n_outputs, c->label_file);
   vr_sbuf_puts(b, ",\"dynamic_batching\":{\"preferred_batch_size\":[");
   for (int i = 0; i < c->n_preferred_batch; i++)
     vr_sbuf_printf(b, i ? ",%d" : "%d", c->preferred_batch[i]);

@@ -188,6 +188,25 @@ def run(p, log):
     code, _ = error("RepositoryModelLoad", pb.RepositoryModelLoadRequest(model_name="absent"),
                     pb.RepositoryModelLoadResponse)
     check(code == grpc.StatusCode.NOT_FOUND, f"loading an absent model -> {code}")
+    # Triton's model-control semantics: loading a loaded model reloads it
+    # (still ready); parameters Vario does not honour are refused by name
+    call("RepositoryModelLoad", pb.RepositoryModelLoadRequest(model_name="fmnist_cnn_s"),
+         pb.RepositoryModelLoadResponse)
+    check(call("ModelReady", pb.ModelReadyRequest(name="fmnist_cnn_s"), pb.ModelReadyResponse).ready,
+          "RepositoryModelLoad of a loaded model reloads it")
+    lr = pb.RepositoryModelLoadRequest(model_name="fmnist_cnn_s")
+    lr.parameters["config"].string_param = "{}"
+    code, msg = error("RepositoryModelLoad", lr, pb.RepositoryModelLoadResponse)
+    check(code is not None and "config" in (msg or ""), f"load parameter config refused: {code} {msg}")
+    code, msg = error("RepositoryModelLoad",
+                      pb.RepositoryModelLoadRequest(model_name="fmnist_cnn_s", repository_name="r2"),
+                      pb.RepositoryModelLoadResponse)
+    check(code is not None and "repository_name" in (msg or ""), f"repository_name refused: {code} {msg}")
+    ur = pb.RepositoryModelUnloadRequest(model_name="fmnist_cnn_s")
+    ur.parameters["unload_dependents"].bool_param = True
+    call("RepositoryModelUnload", ur, pb.RepositoryModelUnloadResponse)
+    check(not call("ModelReady", pb.ModelReadyRequest(name="fmnist_cnn_s"), pb.ModelReadyResponse).ready,
+          "RepositoryModelUnload with unload_dependents")
     code, _ = error("Nope", pb.ServerLiveRequest(), pb.ServerLiveResponse)
     check(code == grpc.StatusCode.UNIMPLEMENTED, f"unknown method -> {code}")
     ch.close()

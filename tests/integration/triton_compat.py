@@ -5,7 +5,8 @@ config.pbtxt, one with no config at all) serves unchanged (outputs equal the
 PyTorch reference logits), GET /v2/models/{m}/config in Triton's JSON form,
 readiness as Triton's (a model that fails to load keeps the server not
 ready), --repo required and checked, a taken port fails before any model
-loads, the classification extension, Triton's statistics split, and
+loads, Triton's preferred batch sizes, the classification extension
+(with label_filename), Triton's statistics split, and
 unsupported parameters/extensions answered 400 naming them.
 
 usage: triton_compat.py VARIO SOURCE_DIR
@@ -18,6 +19,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -54,6 +56,23 @@ dynamic_batching {
 }
 instance_group [ { count: 1, kind: KIND_CPU } ]
 """
+
+# Triton's preferred batch sizes: a batch of 4 leaves at once, anything
+# else waits the (long) max_queue_delay; no deadline (timeout 0) cuts in.
+PREF_DELAY_S = 1.5
+PBTXT_PREF = """name: "fmnist_pref"
+platform: "onnxruntime_onnx"
+max_batch_size: 16
+input [ { name: "input" data_type: TYPE_FP32 dims: [ 1, 28, 28 ] } ]
+output [ { name: "logits" data_type: TYPE_FP32 dims: [ 10 ] label_filename: "labels.txt" } ]
+dynamic_batching {
+  preferred_batch_size: [ 4 ]
+  max_queue_delay_microseconds: %d
+  default_queue_policy { default_timeout_microseconds: 0 }
+}
+""" % int(PREF_DELAY_S * 1e6)
+LABELS = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt",
+          "Sneaker", "Bag", "Ankle boot"]
 
 
 def check(cond, what):
@@ -93,6 +112,13 @@ def make_repo():
         if i != 0:  # the first has no config: auto-complete from the graph
             with open(os.path.join(REPO, m, "config.pbtxt"), "w") as f:
                 f.write(PBTXT % m)
+    os.makedirs(os.path.join(REPO, "fmnist_pref", "1"))
+    shutil.copy(os.path.join(SRC, "models/fmnist/fmnist_mlp/model.onnx"),
+                os.path.join(REPO, "fmnist_pref", "1", "model.onnx"))
+    with open(os.path.join(REPO, "fmnist_pref", "config.pbtxt"), "w") as f:
+        f.write(PBTXT_PREF)
+    with open(os.path.join(REPO, "fmnist_pref", "labels.txt"), "w") as f:
+        f.write("\n".join(LABELS) + "\n")
 
 
 def serve(extra, log_name):
@@ -144,6 +170,10 @@ def infer_checks(port):
         y = np.array(r["outputs"][0]["data"], dtype=np.float32).reshape(4, 10)
         err = float(np.abs(y - ref).max())
         check(err < 1e-3, f"{m}: logits equal the PyTorch reference (max err {err:.2e})")
+        want = "2" if m == ZOO[0] else "1"
+        _, md = http(port, "GET", f"/v2/models/{m}")
+        check(r["model_version"] == want and md["versions"] == [want],
+              f"{m}: response and metadata name the served version {want}")
     st, r = http(port, "POST", "/v2/models/fmnist_mlp/infer", {
         "inputs": [{"name": "input", "datatype": "FP32", "shape": [2, 1, 28, 28],
                     "data": x[:2].ravel().tolist()}],
@@ -173,6 +203,80 @@ def infer_checks(port):
             body["outputs"] = [{"name": "logits", "parameters": params}]
         st, r = http(port, "POST", "/v2/models/fmnist_mlp/infer", body)
         check(st == 400 and name in json.dumps(r), f"{where or 'request'} parameter {name} -> {st} {r}")
+
+
+def burst(port, n):
+    """n one-row requests at once; [(seconds, batch_size)] in send order."""
+    x = np.load(os.path.join(DATA, "val_inputs.npy"))[:1].astype(np.float32)
+    body = {"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 1, 28, 28],
+                        "data": x.ravel().tolist()}]}
+    out = [None] * n
+    t0 = time.time()
+
+    def one(i):
+        st, r = http(port, "POST", "/v2/models/fmnist_pref/infer", body)
+        out[i] = (time.time() - t0, r["parameters"]["batch_size"] if st == 200 else -st)
+
+    ts = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    for t in ts:
+        t.start()
+        time.sleep(0.01)
+    for t in ts:
+        t.join()
+    return sorted(out)
+
+
+def preferred_checks(port):
+    r = burst(port, 4)
+    check(all(b == 4 for _, b in r) and r[-1][0] < PREF_DELAY_S / 2,
+          f"preferred_batch_size 4: 4 requests leave at once as one batch {r}")
+    r = burst(port, 3)
+    check(all(b == 3 for _, b in r) and r[0][0] >= PREF_DELAY_S * 0.9,
+          f"3 requests (no preferred size) wait max_queue_delay, then go together {r}")
+    r = burst(port, 6)
+    fast = [t for t, b in r if b == 4]
+    slow = [t for t, b in r if b == 2]
+    check(len(fast) == 4 and len(slow) == 2 and max(fast) < PREF_DELAY_S / 2
+          and min(slow) >= PREF_DELAY_S * 0.9,
+          f"6 requests: a preferred batch of 4 at once, the other 2 after the delay {r}")
+
+
+def label_checks(port):
+    """Triton's label_filename: classification answers score:index:label."""
+    x = np.load(os.path.join(DATA, "val_inputs.npy"))[:4].astype(np.float32)
+    ref = np.load(os.path.join(DATA, "ref", "fmnist_mlp.npy"))[:4]
+    st, r = http(port, "POST", "/v2/models/fmnist_pref/infer", {
+        "inputs": [{"name": "input", "datatype": "FP32", "shape": [4, 1, 28, 28],
+                    "data": x.ravel().tolist()}],
+        "outputs": [{"name": "logits", "parameters": {"classification": 2}}]})
+    ok = st == 200 and r["outputs"][0]["shape"] == [4, 2]
+    if ok:
+        d = r["outputs"][0]["data"]
+        for row in range(4):
+            score, idx, label = d[2 * row].split(":", 2)
+            ok = ok and int(idx) == int(ref[row].argmax()) and label == LABELS[int(idx)]
+    check(ok, f"classification with label_filename: 'score:index:label' ({st} {r})")
+    st, c = http(port, "GET", "/v2/models/fmnist_pref/config")
+    check(st == 200 and c["output"][0]["label_filename"] == "labels.txt",
+          "config names the output's label_filename")
+    # a label file that does not match the output is refused at load
+    d = os.path.join(REPO, "badlabels")
+    os.makedirs(os.path.join(d, "1"))
+    shutil.copy(os.path.join(SRC, "models/fmnist/fmnist_mlp/model.onnx"),
+                os.path.join(d, "1", "model.onnx"))
+    with open(os.path.join(d, "config.pbtxt"), "w") as f:
+        f.write(PBTXT_PREF.replace('"fmnist_pref"', '"badlabels"'))
+    with open(os.path.join(d, "labels.txt"), "w") as f:
+        f.write("\n".join(LABELS[:9]) + "\n")
+    st, r = http(port, "POST", "/v2/repository/models/badlabels/load", {})
+    check(st == 400 and "9 labels" in json.dumps(r) and "labels.txt" in json.dumps(r),
+          f"a label file of 9 labels for 10 classes fails the load, named: {st} {r}")
+    os.remove(os.path.join(d, "labels.txt"))
+    st, r = http(port, "POST", "/v2/repository/models/badlabels/load", {})
+    check(st in (400, 404) and "labels.txt" in json.dumps(r),
+          f"a missing label file fails the load, named: {st} {r}")
+    http(port, "POST", "/v2/repository/models/badlabels/unload", {})
+    shutil.rmtree(d)
 
 
 def config_and_stats(port):
@@ -207,10 +311,25 @@ def main():
         st, _ = http(port, "GET", "/v2/health/ready")
         check(st == 200, "ready once every model of the repository is loaded")
         st, idx = http(port, "POST", "/v2/repository/index", {})
-        check(st == 200 and len(idx) == 5 and all(e["state"] == "READY" for e in idx),
+        check(st == 200 and len(idx) == 6 and all(e["state"] == "READY" for e in idx),
               f"repository index: {idx}")
         infer_checks(port)
         config_and_stats(port)
+        preferred_checks(port)
+        # model control as Triton's: a load of a loaded model reloads it
+        # and it keeps serving; parameters Vario cannot honour are refused
+        st, _ = http(port, "POST", "/v2/repository/models/fmnist_mlp/load", {})
+        st2, _ = http(port, "GET", "/v2/models/fmnist_mlp/ready")
+        check(st == 200 and st2 == 200, f"load of a loaded model reloads it ({st}, ready {st2})")
+        st, r = http(port, "POST", "/v2/repository/models/fmnist_mlp/load",
+                     {"parameters": {"config": "{\"max_batch_size\": 2}"}})
+        check(st == 400 and "config" in json.dumps(r), f"load parameter config refused: {st} {r}")
+        st, r = http(port, "POST", "/v2/repository/models/fmnist_mlp/unload",
+                     {"parameters": {"frobnicate": True}})
+        check(st == 400 and "frobnicate" in json.dumps(r), f"unknown unload parameter refused: {st} {r}")
+        label_checks(port)
+        st, _ = http(port, "GET", "/v2/health/ready")
+        check(st == 200, "ready again once the bad model is unloaded")
         # a model that cannot load keeps the server not ready (Triton)
         os.makedirs(os.path.join(REPO, "seq", "1"))
         shutil.copy(os.path.join(SRC, "models/fmnist/fmnist_linear/model.onnx"),

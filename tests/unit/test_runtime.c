@@ -125,6 +125,76 @@ static void test_batch_form(void **st) {
   assert_int_equal(k.rows, 5);
 }
 
+/* Triton's preferred batch sizes on top of the deadline rule. */
+static void test_batch_preferred(void **st) {
+  (void)st;
+  vr_latency p = prof_linear();
+  int sizes[2] = {8, 4};
+  vr_batch_pref pr = {sizes, 2};
+  /* the cap: the largest preferred size under the instance's cap */
+  assert_int_equal(vr_batch_pref_cap(&pr, 64), 8);
+  assert_int_equal(vr_batch_pref_cap(&pr, 6), 4);
+  assert_int_equal(vr_batch_pref_cap(&pr, 2), 2); /* none fits: the cap */
+  assert_int_equal(vr_batch_pref_cap(NULL, 16), 16);
+  arr_q a;
+  for (int i = 0; i < 16; i++) a.it[i] = (vr_qitem){1, VR_NO_DEADLINE};
+  vr_qview v = {&a, 3, arr_at};
+  size_t take = 99;
+  /* 3 rows: no preferred prefix; 5: 4; 9: 8 (the longest) */
+  assert_int_equal(vr_batch_pref_prefix(&pr, 64, &v, &take), 0);
+  assert_int_equal(take, 0);
+  v.n = 5;
+  assert_int_equal(vr_batch_pref_prefix(&pr, 64, &v, &take), 4);
+  assert_int_equal(take, 4);
+  v.n = 9;
+  assert_int_equal(vr_batch_pref_prefix(&pr, 64, &v, &take), 8);
+  assert_int_equal(vr_batch_pref_prefix(&pr, 6, &v, &take), 4); /* cap 6 */
+  /* requests of several rows: 3 | 3 never sums to 4 or 8; 3 | 1 | 4 does */
+  a.it[0].rows = 3, a.it[1].rows = 3;
+  v.n = 2;
+  assert_int_equal(vr_batch_pref_prefix(&pr, 64, &v, &take), 0);
+  a.it[1].rows = 1, a.it[2].rows = 4;
+  v.n = 3;
+  assert_int_equal(vr_batch_pref_prefix(&pr, 64, &v, &take), 8);
+  assert_int_equal(take, 3);
+  for (int i = 0; i < 16; i++) a.it[i] = (vr_qitem){1, VR_NO_DEADLINE};
+
+  /* when: a preferred prefix leaves at once, before max_delay */
+  vr_batch_state s = {1000, 5, 8, 900, VR_NO_DEADLINE, 1000000, 4};
+  assert_int_equal(vr_batch_decide(&s, &p).dispatch, 1);
+  s.queued_rows = 3, s.preferred_rows = 0; /* otherwise it waits */
+  vr_batch_decision d = vr_batch_decide(&s, &p);
+  assert_int_equal(d.dispatch, 0);
+  assert_int_equal(d.wake_at, 900 + 1000000);
+  /* trim: until the oldest has waited max_delay; always with delay 0 */
+  assert_true(vr_batch_pref_trim(&s));
+  s.now = 900 + 1000000;
+  assert_false(vr_batch_pref_trim(&s));
+  s.max_delay_ns = 0;
+  assert_true(vr_batch_pref_trim(&s));
+
+  /* what: 5 queued -> 4 (trimmed) or all 5 (delay over); 12 -> 8 */
+  v.n = 5;
+  vr_batch_pick k = vr_batch_form_pref(VR_BATCH_DEADLINE, &p, 64, 0, &v, &pr, 1);
+  assert_int_equal(k.take, 4);
+  assert_int_equal(k.rows, 4);
+  k = vr_batch_form_pref(VR_BATCH_DEADLINE, &p, 64, 0, &v, &pr, 0);
+  assert_int_equal(k.take, 5);
+  v.n = 12;
+  k = vr_batch_form_pref(VR_BATCH_DEADLINE, &p, 64, 0, &v, &pr, 0);
+  assert_int_equal(k.take, 8); /* never past the largest preferred size */
+  /* the deadline rule still bounds it, and drops come first: a hopeless
+   * head is dropped, then 4 of the rest make a preferred batch */
+  a.it[0].deadline_ns = 1000;
+  v.n = 6;
+  k = vr_batch_form_pref(VR_BATCH_DEADLINE, &p, 64, 0, &v, &pr, 1);
+  assert_int_equal(k.drop, 1);
+  assert_int_equal(k.take, 4);
+  /* no preferences: vr_batch_form */
+  k = vr_batch_form_pref(VR_BATCH_DEADLINE, &p, 64, 0, &v, NULL, 1);
+  assert_int_equal(k.take, 5);
+}
+
 /* ---- config --------------------------------------------------------------- */
 
 static const char *k_good =
@@ -585,6 +655,7 @@ int main(void) {
       cmocka_unit_test(test_batch_deadline),
       cmocka_unit_test(test_lat_estimate),
       cmocka_unit_test(test_batch_form),
+      cmocka_unit_test(test_batch_preferred),
       cmocka_unit_test(test_lat_observe),
       cmocka_unit_test(test_config_good),
       cmocka_unit_test(test_config_bad),
