@@ -8,14 +8,19 @@
 
 #include "cli/commands.h"
 #include "control/blocks.h"
+#include "control/control.h"
+#include "control/store.h"
 
 static void usage(void) {
   fprintf(stderr,
           "usage: vario perf MODEL.onnx --blocks [--name NAME] [--cmax C] [--bmax B]\n"
           "                  [--runs R] [--max-blocks K] [--json] [--out FILE]\n"
+          "                  [--store DB]\n"
           "Profiles layer blocks on 1..C cores and batch 1..B (default 2, 4).\n"
           "--out writes the block profile JSON (docs/API.md, \"AsyFunc block\n"
-          "profile\") that `vario asyfunc` reads. The last line is\n"
+          "profile\") that `vario asyfunc` reads; --store puts it in the metadata\n"
+          "store as the block profile of registered model NAME, where a server\n"
+          "with --policy asyfunc finds it. The last line is\n"
           "model=NAME shadow_load_ms=X full_load_ms=Y: the load of the blocks LLS\n"
           "picks for one idle 1-core body, against loading the whole model.\n");
 }
@@ -39,7 +44,7 @@ static void print_table(const vr_af_model *af) {
 }
 
 int vr__cmd_perf_blocks(int argc, char **argv) {
-  const char *model = NULL, *name = NULL, *out = NULL;
+  const char *model = NULL, *name = NULL, *out = NULL, *store = NULL;
   vr_blocks_opts o = {0};
   int json = 0;
   for (int i = 1; i < argc; i++) {
@@ -48,6 +53,7 @@ int vr__cmd_perf_blocks(int argc, char **argv) {
     if (!strcmp(a, "--blocks")) continue;
     else if (!strcmp(a, "--name") && more) name = argv[++i];
     else if (!strcmp(a, "--out") && more) out = argv[++i];
+    else if (!strcmp(a, "--store") && more) store = argv[++i];
     else if (!strcmp(a, "--cmax") && more) o.cmax = atoi(argv[++i]);
     else if (!strcmp(a, "--bmax") && more) o.bmax = atoi(argv[++i]);
     else if (!strcmp(a, "--runs") && more) o.runs = atoi(argv[++i]);
@@ -74,6 +80,19 @@ int vr__cmd_perf_blocks(int argc, char **argv) {
     fprintf(stderr, "vario perf: cannot write %s\n", out);
     json_decref(j);
     return 1;
+  }
+  if (store && j) {
+    vr_store *st = NULL;
+    char *body = json_dumps(j, JSON_COMPACT);
+    int rc = body ? vr_store_open_path(store, &st, &err) : vr_errf(&err, VR_ENOMEM, "out of memory");
+    if (!rc) rc = vr_store_put_doc(st, VR_AF_DOC_KIND, name, body, &err);
+    vr_store_close(st);
+    free(body);
+    if (rc) {
+      fprintf(stderr, "vario perf: store %s: %s\n", store, err.msg);
+      json_decref(j);
+      return 1;
+    }
   }
   if (json) {
     char *s = json_dumps(j, JSON_COMPACT);

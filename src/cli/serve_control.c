@@ -17,6 +17,32 @@ int vr_cli_control_arg(vr_cli_control *c, int argc, char **argv, int i) {
     c->cores = (int)n;
     return 2;
   }
+  if (!strcmp(a, "--policy")) {
+    int k = v ? vr_policy_parse(v) : -1;
+    if (k < 0) return -1;
+    c->policy_kind1 = k + 1;
+    return 2;
+  }
+  if (!strcmp(a, "--shadow-process")) {
+    c->shadow_process = 1;
+    return 1;
+  }
+  if (!strcmp(a, "--af-gamma") || !strcmp(a, "--af-kappa")) {
+    long n = v ? strtol(v, &end, 10) : -1;
+    if (!v || *end || n < 0 || n > 1000000 || (a[5] == 'g' && n < 1)) return -1;
+    if (a[5] == 'g') c->af_gamma = (int)n;
+    else c->af_kappa1 = (int)n + 1;
+    return 2;
+  }
+  if (!strcmp(a, "--control-period-ms") || !strcmp(a, "--af-release-ms") ||
+      !strcmp(a, "--af-mls-period-s")) {
+    double d = v ? strtod(v, &end) : 0;
+    if (!v || *end || !(d > 0) || d > 1e7) return -1;
+    if (a[2] == 'c') c->period_ms = d;
+    else if (a[5] == 'r') c->af_release_ms = d;
+    else c->af_mls_period_s = d;
+    return 2;
+  }
   if (!strcmp(a, "--default-slo-ms")) {
     double d = v ? strtod(v, &end) : 0;
     if (!v || *end || d <= 0) return -1;
@@ -42,6 +68,18 @@ int vr_cli_control_open(vr_cli_control *c, vr_server *s, vr_errbuf *err) {
   o.cores = c->cores;
   o.default_slo_ms = c->default_slo_ms;
   o.csv = c->csv;
+  o.period_ns = (int64_t)(c->period_ms * 1e6);
+  o.shadow_process = c->shadow_process;
+  if (c->policy_kind1) {
+    vr_policy_cfg_default(&o.policy, c->policy_kind1 - 1);
+    /* live, profiles run optimistic (as control.c's default) */
+    if (o.policy.kind == VR_POL_INFAAS) o.policy.backlog_step = 1.25;
+    if (c->af_gamma) o.policy.af_gamma = c->af_gamma;
+    if (c->af_kappa1) o.policy.af_kappa = c->af_kappa1 - 1;
+    if (c->af_release_ms > 0) o.policy.af_release_idle_ms = c->af_release_ms;
+    if (c->af_mls_period_s > 0) o.policy.af_mls_period_ns = (int64_t)(c->af_mls_period_s * 1e9);
+    o.policy_set = 1;
+  }
   rc = vr_control_create(&o, &c->ctl, err);
   if (!rc) rc = vr_control_start(c->ctl, err);
   if (rc) return rc;

@@ -13,6 +13,13 @@ typedef struct vr_cli_control {
   const char *csv_path;   /* per-second time series, or NULL */
   int cores;              /* 0 = all online CPUs */
   double default_slo_ms;  /* 0 = 100 */
+  /* --policy NAME (infaas, clipper, sm, asyfunc; parsed = kind + 1, 0 =
+   * default), --control-period-ms, AsyFunc's --af-gamma/--af-kappa/
+   * --af-release-ms/--af-mls-period-s (0 = default; kappa -1 = default)
+   * and --shadow-process */
+  int policy_kind1;
+  double period_ms, af_release_ms, af_mls_period_s;
+  int af_gamma, af_kappa1, shadow_process;
   /* owned after open */
   vr_store *store;
   vr_control *ctl;

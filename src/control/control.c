@@ -90,7 +90,7 @@ static int load_variants(vr_control *c, vr_errbuf *err) {
   vr_free(c->var);
   c->var = var;
   c->nvar = k;
-  return 0;
+  return ctl_af_load(c, err);
 }
 
 int ctl_find_var(const vr_control *c, const char *model, vr_precision p,
@@ -165,6 +165,8 @@ static void fill_instance(vr_control *c, ctl_inst *in, const vr_rt_instance_stat
     x->slowdown = in->base_ratio > 0 ? med / in->base_ratio : 1.0;
   }
   vr_snap_latency(x, in->lat, in->nlat);
+  x->body = st->body;
+  x->shadow_cores = st->shadow_threads;
 }
 
 int ctl_refresh_locked(vr_control *c, int64_t now_ns, double dt) {
@@ -180,7 +182,7 @@ int ctl_refresh_locked(vr_control *c, int64_t now_ns, double dt) {
     if (cv->period_slo > 0) cv->slo_ms = cv->period_slo;
     double slo = cv->slo_ms > 0 ? cv->slo_ms : c->o.default_slo_ms;
     vr_snap_variant x = {cv->prof, cv->state, slo, cv->arrivals / dt,
-                         cv->served / dt, cv->period_acc};
+                         cv->served / dt, cv->period_acc, cv->blocks};
     if (vr_driver_add_variant(d, &x) < 0) return VR_ENOMEM;
   }
   int used = foreign + c->loading_cores;
@@ -192,7 +194,7 @@ int ctl_refresh_locked(vr_control *c, int64_t now_ns, double dt) {
         vr_snap_instance x;
         fill_instance(c, in, &st[k], dt, &x);
         if (vr_driver_add_instance(d, &x) < 0) return VR_ENOMEM;
-        used += st[k].threads;
+        used += st[k].threads + st[k].shadow_threads;
         mem += c->var[in->var].prof.mem_bytes;
       }
   }
@@ -236,6 +238,7 @@ int ctl_load_variant(vr_control *c, int v, vr_errbuf *err) {
   if (rc) return rc;
   vr_rt_instance_opts io = {cv.prec, cv.prof.threads, cv.prof.max_batch,
                             c->o.max_queue_delay_us};
+  ctl_af_body_opts(c, &cv, &io);
   int id = vr_rt_add_instance(c->o.rt, cv.prof.model, &io, err);
   if (id > 0) vr_info("control: loaded %s as instance %d", cv.prof.variant, id);
   return id;
@@ -356,6 +359,8 @@ static const vr_actuator live_actuator = {
     .migrate = act_migrate,
     .set_vstate = act_set_vstate,
     .set_istate = act_set_istate,
+    .pair_shadow = ctl_af_pair,
+    .unpair_shadow = ctl_af_unpair,
 };
 
 /* ---- tick ------------------------------------------------------------------ */
@@ -627,6 +632,7 @@ void vr_control_free(vr_control *c) {
   vr_vec_free(&c->insts);
   vr_map_free(&c->var_by_name);
   vr_free(c->var);
+  vr_free(c->af);
   pthread_cond_destroy(&c->cv);
   pthread_mutex_destroy(&c->mu);
   vr_free(c);

@@ -46,7 +46,15 @@ typedef struct vr_control_opts {
   int autoscale;              /* run the policy each tick (default 1) */
   FILE *csv;                  /* per-tick time series (borrowed), or NULL */
   vr_clock *clock;            /* control periods; NULL = monotonic */
+  int shadow_process;         /* AsyFunc: shadows in their own processes
+                                 (runtime/shm_pair.h); 0 = threads here */
 } vr_control_opts;
+
+/* AsyFunc block profiles live in the store as documents of this kind,
+ * named after the registered model (`vario perf --blocks --store DB`); the
+ * control plane reads them with the variants and hands them to the policy
+ * (vr_snap_variant.blocks). */
+#define VR_AF_DOC_KIND "asyfunc_blocks"
 
 void vr_control_opts_init(vr_control_opts *o);
 /* Reads every registered variant's profile from the store. Does not start

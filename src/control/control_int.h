@@ -10,6 +10,7 @@
 #include "base/map.h"
 #include "base/vec.h"
 #include "control/control.h"
+#include "policy/asyfunc.h"
 #include "policy/driver.h"
 #include "policy/select.h"
 
@@ -27,6 +28,7 @@ typedef struct ctl_var {
   uint64_t arrivals;     /* routed this period */
   uint64_t served;       /* completed this period */
   int loading;           /* a load is queued or running */
+  const vr_af_model *blocks; /* AsyFunc block profile (in c->af), or NULL */
 } ctl_var;
 
 typedef struct ctl_inst {
@@ -85,6 +87,8 @@ struct vr_control {
   ctl_var *var;
   size_t nvar;
   vr_map var_by_name; /* variant name -> (void *)(index + 1) */
+  vr_af_model *af;    /* AsyFunc block profiles from the store (owned) */
+  size_t naf;
   vr_vec insts;       /* ctl_inst */
   int loading_cores;  /* threads of loads in progress */
   int64_t loading_mem;
@@ -123,6 +127,15 @@ int ctl_refresh_locked(vr_control *c, int64_t now_ns, double dt_s);
 int ctl_load_variant(vr_control *c, int v, vr_errbuf *err);
 /* Whether the worker has room for one more instance of v (caller holds mu). */
 int ctl_fits_locked(const vr_control *c, int v);
+
+/* control_asyfunc.c: block profiles from the store, body ranges, and the
+ * PAIR/UNPAIR actuator slots. */
+int ctl_af_load(vr_control *c, vr_errbuf *err); /* caller holds mu */
+/* A new instance of v as an AsyFunc body, when the policy is AsyFunc and
+ * v has a block profile: fills pair_begin/pair_end. */
+void ctl_af_body_opts(vr_control *c, const ctl_var *v, vr_rt_instance_opts *io);
+int ctl_af_pair(void *self, const vr_action *a);
+int ctl_af_unpair(void *self, const vr_action *a);
 
 /* control_route.c */
 void *ctl_loader_main(void *arg);

@@ -168,6 +168,19 @@ typedef struct vr_af_cand {
 int vr_af_schedule(const vr_af_model *m, double slo_ms, const vr_af_cand *c, int n,
                    const double *waits, int qlen, int *b, int *drop);
 
+/* ---- live bodies (policy/asyfunc_tick.c) -------------------------------- */
+
+/* The node range a body keeps splittable, [*pb, *pe): the blocks LLS picks
+ * for one idle body of body_cores with shadow_cores free, widened to the
+ * contiguous run of blocks that covers them (a live pair shares one
+ * range); *mask gets those blocks. VR_ENOENT when LLS picks none. */
+int vr_af_body_range(const vr_af_model *m, const vr_af_scale_cfg *cfg, int body_cores,
+                     int shadow_cores, int *pb, int *pe, uint32_t *mask);
+/* split[b] = the shadow's rows b_S of a batch of b (vr_af_split), for b =
+ * 0..max_batch (split holds max_batch + 1 ints). */
+void vr_af_split_table(const vr_af_model *m, uint32_t mask, int body_cores, int shadow_cores,
+                       int max_batch, int *split);
+
 /* ---- BATCH baseline ------------------------------------------------------ */
 
 /* BATCH's offline configuration: cores and batch maximising throughput per

@@ -30,6 +30,12 @@ void vr_policy_cfg_default(vr_policy_cfg *c, int kind) {
   c->vm_util = kind == VR_POL_CLIPPER ? 0 : 0.8;
   c->cross_model = kind == VR_POL_INFAAS;
   c->burst_upgrade = kind == VR_POL_INFAAS;
+  c->af_gamma = 2;
+  c->af_kappa = 10;
+  c->af_alpha = 0.8;
+  c->af_beta = 0.6;
+  c->af_release_idle_ms = 1000;
+  c->af_mls_period_ns = 60 * 1000000000LL;
 }
 
 void vr_policy_state_init(vr_policy_state *st) {
@@ -44,12 +50,13 @@ const char *vr_policy_name(int kind) {
   case VR_POL_INFAAS: return "infaas";
   case VR_POL_CLIPPER: return "clipper";
   case VR_POL_SM: return "sm";
+  case VR_POL_ASYFUNC: return "asyfunc";
   }
   return "?";
 }
 
 int vr_policy_parse(const char *s) {
-  for (int k = 0; k <= VR_POL_SM; k++)
+  for (int k = 0; k <= VR_POL_ASYFUNC; k++)
     if (s && !strcmp(s, vr_policy_name(k))) return k;
   return -1;
 }
@@ -358,6 +365,7 @@ int vr_policy_tick(const vr_policy_cfg *c, vr_policy_state *st,
   case VR_POL_INFAAS: return vr_pol_infaas_scale(c, st, s, out);
   case VR_POL_CLIPPER: return vr_pol_clipper(c, st, s, out);
   case VR_POL_SM: return vr_pol_sm(c, st, s, out);
+  case VR_POL_ASYFUNC: return vr_pol_asyfunc(c, st, s, out);
   }
   return VR_EINVAL;
 }

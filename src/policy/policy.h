@@ -26,6 +26,7 @@ typedef enum {
   VR_POL_INFAAS = 0,
   VR_POL_CLIPPER = 1,
   VR_POL_SM = 2,
+  VR_POL_ASYFUNC = 3, /* bodies + shadows (policy/asyfunc_tick.c) */
 } vr_policy_kind;
 
 #define VR_POL_MAX_FIXED 64
@@ -76,6 +77,15 @@ typedef struct vr_policy_cfg {
                                  (the paper's model-vertical scaling
                                  under its resource constraint); 1 by
                                  default */
+  /* AsyFunc (VR_POL_ASYFUNC; policy/asyfunc_tick.c), for variants with a
+   * block profile: LLS pairs a shadow when the rows queued reach af_gamma
+   * per body (default 2), at most af_kappa shadows (default 10; 0 = none:
+   * AsyFunc⁻); a shadow is released af_release_idle_ms (1000) after the
+   * queue fell below; MLS every af_mls_period_ns (60 s) with af_alpha
+   * (0.8) / af_beta (0.6). */
+  int af_gamma, af_kappa;
+  double af_alpha, af_beta, af_release_idle_ms;
+  int64_t af_mls_period_ns;
   int nfixed;                 /* baselines: fixed variants */
   vr_policy_fixed fixed[VR_POL_MAX_FIXED];
 } vr_policy_cfg;
@@ -110,7 +120,7 @@ double vr_policy_query_cost(const vr_profile *p);
 double vr_policy_sat_qps(const vr_snap_variant *v);
 
 const char *vr_policy_name(int kind);
-/* "infaas" / "clipper" / "sm" -> kind, or -1. */
+/* "infaas" / "clipper" / "sm" / "asyfunc" -> kind, or -1. */
 int vr_policy_parse(const char *s);
 
 #endif

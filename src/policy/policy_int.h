@@ -43,6 +43,8 @@ int vr_pol_clipper(const vr_policy_cfg *c, vr_policy_state *st,
                    const vr_snapshot *s, vr_actions *out);
 int vr_pol_sm(const vr_policy_cfg *c, vr_policy_state *st,
               const vr_snapshot *s, vr_actions *out);
+int vr_pol_asyfunc(const vr_policy_cfg *c, vr_policy_state *st,
+                   const vr_snapshot *s, vr_actions *out);
 
 /* Removes one instance of v (all but `keep` when idle) once it has been
  * removable for v's load time; the scale-down rule of INFaaS and SM+. */

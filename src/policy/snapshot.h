@@ -53,6 +53,9 @@ typedef struct vr_snap_variant {
   double served_qps;  /* queries completed per second */
   double req_accuracy; /* highest min_accuracy (percent) among the queries
                           routed to it this period; 0 = none asked */
+  /* AsyFunc block profile of its model (policy/asyfunc.h), caller-owned
+   * and read-only; NULL = none (no body/shadow decisions for it) */
+  const struct vr_af_model *blocks;
 } vr_snap_variant;
 
 typedef struct vr_snap_instance {
@@ -71,6 +74,8 @@ typedef struct vr_snap_instance {
    * a slowed-down instance shows as > 1 whatever its load. */
   double slowdown;
   int64_t ready_ns;      /* when it finished loading (or will) */
+  int body;              /* AsyFunc: can take a shadow */
+  int shadow_cores;      /* cores of its shadow now; 0 = none */
 } vr_snap_instance;
 
 typedef struct vr_snap_worker {

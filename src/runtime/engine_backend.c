@@ -2,10 +2,13 @@
  * The engine backend: instances run vr_session's of a shared vr_model.
  * Tests may inject another backend (vr_rt_backend) instead.
  */
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/alloc.h"
 #include "base/npy.h"
+#include "runtime/pair.h"
 #include "runtime/runtime.h"
 
 /* The model handle: the parsed model plus, when the config names one, the
@@ -13,6 +16,7 @@
  * them, and sessions are opened whenever an instance is added). */
 typedef struct e_model {
   vr_model *m;
+  char path[4096]; /* the ONNX file (a shadow process loads it) */
   int have_cal;
   vr_npy cal;
   vr_tensor cal_t;
@@ -98,6 +102,7 @@ static int e_model_open(void *self, const vr_model_config *cfg, void **model,
     vr_free(em);
     return rc;
   }
+  snprintf(em->path, sizeof em->path, "%s", cfg->model_path);
   rc = check_io("inputs", cfg->inputs, cfg->n_inputs, vr_model_input,
                 vr_model_num_inputs(em->m), em->m, err);
   if (!rc)
@@ -112,38 +117,118 @@ static int e_model_open(void *self, const vr_model_config *cfg, void **model,
   return 0;
 }
 
-static int e_session_open(void *self, void *model, vr_precision prec,
-                          int threads, int max_batch, void **sess,
-                          vr_errbuf *err) {
-  (void)self;
+/* A session: a whole-model session, or an AsyFunc body (a vr_pair). */
+typedef struct e_sess {
+  vr_session *s;
+  vr_pair *p;
+  const e_model *em;
+} e_sess;
+
+static int open_plain(const e_model *em, vr_precision prec, int threads, int max_batch,
+                      vr_session **out, vr_errbuf *err) {
   vr_session_opts o;
   vr_session_opts_init(&o);
   o.precision = prec;
   o.threads = threads;
   o.max_batch = max_batch;
-  const e_model *em = model;
   /* Without a calibration set an int8 session fails with the engine's own
    * error ("int8 needs a calibration set"). */
   if (prec == VR_PREC_INT8 && em->have_cal) {
     o.calibration = &em->cal_t;
     o.n_calibration = 1;
   }
-  return vr_session_create(em->m, &o, (vr_session **)sess, err);
+  return vr_session_create(em->m, &o, out, err);
+}
+
+static int e_session_open(void *self, void *model, vr_precision prec,
+                          int threads, int max_batch, void **sess,
+                          vr_errbuf *err) {
+  (void)self;
+  e_sess *es = VR_NEW(e_sess);
+  if (!es) return vr_errf(err, VR_ENOMEM, "out of memory");
+  es->em = model;
+  int rc = open_plain(model, prec, threads, max_batch, &es->s, err);
+  if (rc) {
+    vr_free(es);
+    return rc;
+  }
+  *sess = es;
+  return 0;
+}
+
+/* Bodies run fp32: a pair's sessions are fp32 partial sessions (the
+ * shadow's must compute bit for bit what the body's range does). */
+static int e_body_open(void *self, void *model, vr_precision prec, int threads,
+                       int max_batch, int pb, int pe, void **sess, vr_errbuf *err) {
+  (void)self;
+  if (prec != VR_PREC_FP32)
+    return vr_errf(err, VR_EUNSUPPORTED, "AsyFunc bodies run fp32 (asked %s)",
+                   vr_precision_name(prec));
+  e_sess *es = VR_NEW(e_sess);
+  if (!es) return vr_errf(err, VR_ENOMEM, "out of memory");
+  es->em = model;
+  int rc = vr_pair_create(es->em->m, pb, pe, threads, max_batch, &es->p, err);
+  if (rc) {
+    vr_free(es);
+    return rc;
+  }
+  *sess = es;
+  return 0;
 }
 
 static void e_session_close(void *self, void *sess) {
   (void)self;
-  vr_session_free(sess);
+  e_sess *es = sess;
+  if (!es) return;
+  vr_session_free(es->s);
+  vr_pair_free(es->p);
+  vr_free(es);
 }
 
 static int e_run(void *self, void *sess, int batch, const vr_tensor *in,
                  int n_in, vr_tensor *out, int n_out, vr_errbuf *err) {
   (void)self;
-  return vr_session_run(sess, batch, in, n_in, out, n_out, err);
+  e_sess *es = sess;
+  if (es->p) return vr_pair_run(es->p, batch, 0, in, n_in, out, n_out, NULL, err);
+  return vr_session_run(es->s, batch, in, n_in, out, n_out, err);
 }
 
-static const vr_rt_backend k_engine = {e_model_open, e_model_close,
-                                       e_session_open, e_session_close,
-                                       e_run, NULL};
+static int e_shadow_attach(void *self, void *sess, int threads, int process,
+                           double *load_ms, vr_errbuf *err) {
+  (void)self;
+  e_sess *es = sess;
+  if (!es->p) return vr_errf(err, VR_EINVAL, "not a body");
+  if (!process) return vr_pair_attach(es->p, threads, load_ms, err);
+  /* the shadow process is this binary's `vario shadow` */
+  char exe[4096];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) return vr_errf(err, VR_EIO, "cannot find this executable");
+  exe[n] = 0;
+  return vr_pair_attach_process(es->p, exe, es->em->path, threads, 30 * VR_NS_PER_S, load_ms,
+                                err);
+}
+
+static void e_shadow_release(void *self, void *sess) {
+  (void)self;
+  e_sess *es = sess;
+  if (es->p) vr_pair_release(es->p);
+}
+
+static int e_run_paired(void *self, void *sess, int batch, int bs, const vr_tensor *in,
+                        int n_in, vr_tensor *out, int n_out, int *shadow_rows,
+                        vr_errbuf *err) {
+  (void)self;
+  e_sess *es = sess;
+  if (!es->p) {
+    if (shadow_rows) *shadow_rows = 0;
+    return vr_session_run(es->s, batch, in, n_in, out, n_out, err);
+  }
+  return vr_pair_run(es->p, batch, bs, in, n_in, out, n_out, shadow_rows, err);
+}
+
+static const vr_rt_backend k_engine = {e_model_open,    e_model_close,    e_session_open,
+                                       e_session_close, e_run,            NULL,
+                                       e_body_open,     e_shadow_attach,  e_shadow_release,
+                                       e_run_paired};
 
 const vr_rt_backend *vr_rt_backend_engine(void) { return &k_engine; }

@@ -46,6 +46,7 @@ int vr_inst_create(vr_runtime *rt, vr_rt_model *m,
   vr_rt_variant_name(in->variant, sizeof in->variant, m->cfg.name,
                      o->precision, o->threads, o->max_batch);
   pthread_mutex_init(&in->mu, NULL);
+  pthread_mutex_init(&in->attach_mu, NULL);
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -62,8 +63,18 @@ int vr_inst_create(vr_runtime *rt, vr_rt_model *m,
     if (!in->stage[i]) return vr_errf(err, VR_ENOMEM, "staging buffers");
     memset(in->stage[i], 0, bytes);
   }
-  int rc = rt->be->session_open(rt->be->self, m->handle, o->precision,
-                                o->threads, o->max_batch, &in->sess, err);
+  int rc;
+  if (o->pair_end > 0) { /* an AsyFunc body */
+    in->split = vr_calloc((size_t)o->max_batch + 1, sizeof(int));
+    if (!in->split) return vr_errf(err, VR_ENOMEM, "out of memory");
+    rc = rt->be->body_open
+             ? rt->be->body_open(rt->be->self, m->handle, o->precision, o->threads,
+                                 o->max_batch, o->pair_begin, o->pair_end, &in->sess, err)
+             : vr_errf(err, VR_EUNSUPPORTED, "this backend has no body/shadow pairs");
+  } else {
+    rc = rt->be->session_open(rt->be->self, m->handle, o->precision, o->threads,
+                              o->max_batch, &in->sess, err);
+  }
   if (rc) return vr_errctx(err, rc, "instance %s", in->variant);
   in->vs = vr_rt_vstats_get(rt, m->cfg.name, in->variant);
   if (!in->vs) return vr_errf(err, VR_ENOMEM, "out of memory");
@@ -413,15 +424,26 @@ static void run_batch(vr_rt_instance *in, vr_rt_request *list, int rows) {
     inputs = tin;
   }
   vr_errbuf err = {0};
+  pthread_mutex_lock(&in->mu);
+  int bs = in->shadow_threads > 0 ? in->split[rows] : 0;
+  pthread_mutex_unlock(&in->mu);
   int64_t t0 = vr_rt_now(in->rt);
-  int rc = be->run(be->self, in->sess, rows, inputs, c->n_inputs, tout,
-                   VR_RT_MAX_IO, &err);
+  int rc, srows = 0;
+  if (bs > 0) /* a paired run: the shadow takes bs rows of the range */
+    rc = be->run_paired(be->self, in->sess, rows, bs, inputs, c->n_inputs, tout,
+                        VR_RT_MAX_IO, &srows, &err);
+  else
+    rc = be->run(be->self, in->sess, rows, inputs, c->n_inputs, tout, VR_RT_MAX_IO, &err);
   int n_out = c->n_outputs;
   if (!rc) rc = check_outputs(tout, n_out, rows, &err);
   int64_t t1 = vr_rt_now(in->rt);
   pthread_mutex_lock(&in->mu);
   if (!rc) vr_latency_observe(&in->prof, rows, (double)(t1 - t0) / 1e6);
   in->batches++;
+  if (!rc && srows > 0) {
+    in->paired_batches++;
+    in->shadow_rows += (uint64_t)srows;
+  }
   in->served += rc ? 0 : (uint64_t)rows;
   if (!rc) vr_rate_add(&in->served_rate, rows, t1);
   for (vr_rt_request *r = list; r; r = r->next)
@@ -477,10 +499,13 @@ void vr_inst_destroy(vr_rt_instance *in) {
     vr_rt_fail(in->vs, in->rt, r, VR_ESHUTDOWN, VR_OUT_REJECTED,
                "instance %s stopped", in->variant);
   }
+  /* a body's shadow goes with it, after the queue above was served */
   if (in->sess) in->rt->be->session_close(in->rt->be->self, in->sess);
   for (int i = 0; i < VR_RT_MAX_IO; i++) vr_aligned_free(in->stage[i]);
+  vr_free(in->split);
   pthread_cond_destroy(&in->cv);
   pthread_mutex_destroy(&in->mu);
+  pthread_mutex_destroy(&in->attach_mu);
   vr_free(in);
 }
 
@@ -504,7 +529,66 @@ void vr_inst_stats(vr_rt_instance *in, vr_rt_instance_stats *s) {
   s->served = in->served;
   s->dropped = in->dropped;
   s->batches = in->batches;
+  s->body = in->opts.pair_end > 0;
+  s->pair_begin = in->opts.pair_begin;
+  s->pair_end = in->opts.pair_end;
+  s->shadow_threads = in->shadow_threads;
+  s->shadow_load_ms = in->shadow_load_ms;
+  s->paired_batches = in->paired_batches;
+  s->shadow_rows = in->shadow_rows;
+  s->shadows_attached = in->shadows_attached;
+  s->shadows_released = in->shadows_released;
   pthread_mutex_unlock(&in->mu);
+}
+
+int vr_inst_pair(vr_rt_instance *in, const vr_rt_shadow_opts *o, double *load_ms,
+                 vr_errbuf *err) {
+  const vr_rt_backend *be = in->rt->be;
+  int mb = in->opts.max_batch;
+  if (in->opts.pair_end <= 0 || !be->shadow_attach)
+    return vr_errf(err, VR_EINVAL, "instance %d (%s) is no body", in->id, in->variant);
+  if (!o || o->threads < 1 || o->threads > VR_RT_MAX_THREADS)
+    return vr_errf(err, VR_EINVAL, "a shadow needs 1..%d threads", VR_RT_MAX_THREADS);
+  for (int b = 1; o->split && b <= mb; b++)
+    if (o->split[b] < 0 || o->split[b] > b)
+      return vr_errf(err, VR_ERANGE, "split[%d] = %d outside 0..%d", b, o->split[b], b);
+  pthread_mutex_lock(&in->attach_mu);
+  pthread_mutex_lock(&in->mu);
+  int has = in->shadow_threads > 0;
+  pthread_mutex_unlock(&in->mu);
+  if (has) {
+    pthread_mutex_unlock(&in->attach_mu);
+    return vr_errf(err, VR_EEXIST, "instance %d already has a shadow", in->id);
+  }
+  double ms = 0;
+  int rc = be->shadow_attach(be->self, in->sess, o->threads, o->process, &ms, err);
+  if (!rc) {
+    pthread_mutex_lock(&in->mu);
+    for (int b = 0; b <= mb; b++) /* default: rows in proportion to the cores */
+      in->split[b] = o->split ? (b ? o->split[b] : 0)
+                              : (b * o->threads + (in->opts.threads + o->threads) / 2) /
+                                    (in->opts.threads + o->threads);
+    in->shadow_threads = o->threads;
+    in->shadow_load_ms = ms;
+    in->shadows_attached++;
+    pthread_mutex_unlock(&in->mu);
+    if (load_ms) *load_ms = ms;
+  }
+  pthread_mutex_unlock(&in->attach_mu);
+  return rc;
+}
+
+int vr_inst_unpair(vr_rt_instance *in, vr_errbuf *err) {
+  pthread_mutex_lock(&in->attach_mu);
+  pthread_mutex_lock(&in->mu);
+  int has = in->shadow_threads > 0;
+  in->shadow_threads = 0; /* batches formed from now on run on the body */
+  if (has) in->shadows_released++;
+  pthread_mutex_unlock(&in->mu);
+  /* waits for a paired batch in flight, which completes normally */
+  if (has) in->rt->be->shadow_release(in->rt->be->self, in->sess);
+  pthread_mutex_unlock(&in->attach_mu);
+  return has ? 0 : vr_errf(err, VR_ENOENT, "instance %d has no shadow", in->id);
 }
 
 void vr_inst_set_batch_cap(vr_rt_instance *in, int cap) {

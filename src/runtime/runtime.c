@@ -279,7 +279,8 @@ int vr_rt_add_instance(vr_runtime *rt, const char *model,
                        const vr_rt_instance_opts *o, vr_errbuf *err) {
   if (!o || o->threads < 1 || o->threads > VR_RT_MAX_THREADS ||
       o->max_batch < 1 || o->max_batch > VR_RT_MAX_BATCH ||
-      o->max_queue_delay_us < 0)
+      o->max_queue_delay_us < 0 || o->pair_begin < 0 ||
+      (o->pair_end > 0 && o->pair_end <= o->pair_begin))
     return vr_errf(err, VR_EINVAL, "bad instance options");
   /* admin_mu keeps the model from being unloaded while we build. */
   pthread_mutex_lock(&rt->admin_mu);
@@ -308,6 +309,32 @@ int vr_rt_remove_instance(vr_runtime *rt, int id, vr_errbuf *err) {
   pthread_mutex_unlock(&rt->admin_mu);
   if (!in) return vr_errf(err, VR_ENOENT, "no instance %d", id);
   return 0;
+}
+
+/* Pair/unpair run under admin_mu (not rt->lock: a shadow's load takes
+ * milliseconds and routing must go on), which keeps the instance from
+ * being removed meanwhile. */
+static int with_instance(vr_runtime *rt, int id, const vr_rt_shadow_opts *o, double *load_ms,
+                         vr_errbuf *err) {
+  pthread_mutex_lock(&rt->admin_mu);
+  pthread_rwlock_rdlock(&rt->lock);
+  vr_rt_instance *in = find_instance(rt, id, NULL);
+  pthread_rwlock_unlock(&rt->lock);
+  int rc = !in ? vr_errf(err, VR_ENOENT, "no instance %d", id)
+           : o ? vr_inst_pair(in, o, load_ms, err)
+               : vr_inst_unpair(in, err);
+  pthread_mutex_unlock(&rt->admin_mu);
+  return rc;
+}
+
+int vr_rt_pair_shadow(vr_runtime *rt, int id, const vr_rt_shadow_opts *o, double *load_ms,
+                      vr_errbuf *err) {
+  if (!o) return vr_errf(err, VR_EINVAL, "no shadow options");
+  return with_instance(rt, id, o, load_ms, err);
+}
+
+int vr_rt_unpair_shadow(vr_runtime *rt, int id, vr_errbuf *err) {
+  return with_instance(rt, id, NULL, NULL, err);
 }
 
 int vr_rt_set_batch_cap(vr_runtime *rt, int id, int cap, vr_errbuf *err) {

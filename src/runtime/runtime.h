@@ -106,6 +106,22 @@ typedef struct vr_rt_backend {
   int (*run)(void *self, void *sess, int batch, const vr_tensor *in, int n_in,
              vr_tensor *out, int n_out, vr_errbuf *err);
   void *self;
+  /* AsyFunc bodies (optional; NULL = this backend cannot pair). A body
+   * session computes what session_open's does (run works on it), split at
+   * nodes [pb, pe) so that a shadow holding only that range can take rows
+   * of it: shadow_attach loads one (in this process, or with `process` in
+   * a `vario shadow` process over shared memory), shadow_release drops it
+   * after a run in flight, run_paired sends bs of the batch's rows through
+   * it (*shadow_rows: how many it did run; 0 without a shadow). Attach and
+   * release may be called while the executor runs the session. */
+  int (*body_open)(void *self, void *model, vr_precision prec, int threads,
+                   int max_batch, int pb, int pe, void **sess, vr_errbuf *err);
+  int (*shadow_attach)(void *self, void *sess, int threads, int process,
+                       double *load_ms, vr_errbuf *err);
+  void (*shadow_release)(void *self, void *sess);
+  int (*run_paired)(void *self, void *sess, int batch, int bs,
+                    const vr_tensor *in, int n_in, vr_tensor *out, int n_out,
+                    int *shadow_rows, vr_errbuf *err);
 } vr_rt_backend;
 
 /* The engine backend (NULL when the engine is not built in). Static. */
@@ -171,6 +187,10 @@ typedef struct vr_rt_instance_opts {
   int threads;
   int max_batch;
   int64_t max_queue_delay_us;
+  /* AsyFunc: pair_end > 0 makes the instance a body whose nodes
+   * [pair_begin, pair_end) a shadow may share (vr_rt_pair_shadow); it
+   * serves exactly what a plain instance serves. */
+  int pair_begin, pair_end;
 } vr_rt_instance_opts;
 
 /* Adds an instance of a loaded model with the given variant settings;
@@ -185,6 +205,26 @@ int vr_rt_remove_instance(vr_runtime *rt, int instance_id, vr_errbuf *err);
  * alone). The policy's SET_BATCH: the largest batch that keeps the SLO. */
 int vr_rt_set_batch_cap(vr_runtime *rt, int instance_id, int cap,
                         vr_errbuf *err);
+
+/* AsyFunc's layer-level scaling: pairs a body instance with a shadow on
+ * `threads` more cores. split[b] (b = 1..max batch; NULL = in proportion
+ * to the cores) is how many of a batch's b rows the shadow runs (the
+ * b_B/b_S split, policy/asyfunc.h vr_af_split); `process` puts the shadow
+ * in its own process (runtime/shm_pair.h). Returns when the shadow is
+ * loaded and takes rows (*load_ms: how long that took). VR_EINVAL for an
+ * instance that is no body, VR_EEXIST if it has a shadow. */
+typedef struct vr_rt_shadow_opts {
+  int threads;
+  int process;
+  const int *split;
+} vr_rt_shadow_opts;
+int vr_rt_pair_shadow(vr_runtime *rt, int instance_id,
+                      const vr_rt_shadow_opts *o, double *load_ms,
+                      vr_errbuf *err);
+/* Releases the instance's shadow: a paired batch in flight finishes,
+ * later batches run on the body alone; nothing queued is lost. VR_ENOENT
+ * when the instance has none. */
+int vr_rt_unpair_shadow(vr_runtime *rt, int instance_id, vr_errbuf *err);
 
 typedef enum vr_rt_state {
   VR_INST_LOADING = 0,
@@ -211,6 +251,13 @@ typedef struct vr_rt_instance_stats {
   double latency_ewma_ns;  /* observed request latency (arrival -> done) */
   uint64_t served, dropped, batches;
   vr_latency profile;      /* measured at load, then followed (p50) */
+  /* AsyFunc */
+  int body;                /* can pair (opts.pair_end > 0) */
+  int pair_begin, pair_end;
+  int shadow_threads;      /* cores of its shadow now; 0 = none */
+  double shadow_load_ms;   /* the last shadow's load time */
+  uint64_t paired_batches, shadow_rows; /* run with a shadow, its rows */
+  uint64_t shadows_attached, shadows_released;
 } vr_rt_instance_stats;
 
 /* Fills up to cap entries for `model` (NULL = all models); returns the

@@ -53,6 +53,14 @@ typedef struct vr_rt_instance {
   vr_rate served_rate;
   vr_ewma lat_ewma;
   uint64_t served, dropped, batches;
+  /* AsyFunc (under mu): the shadow's cores (0 = none) and rows per batch
+   * size (split[b], b = 0..max_batch), counters. attach_mu serialises
+   * pair/unpair of this instance (they run without mu: loads are slow). */
+  pthread_mutex_t attach_mu;
+  int shadow_threads;
+  int *split;
+  double shadow_load_ms;
+  uint64_t paired_batches, shadow_rows, shadows_attached, shadows_released;
   /* Executor-only scratch: one max-batch buffer per input. */
   void *stage[VR_RT_MAX_IO];
 } vr_rt_instance;
@@ -94,6 +102,9 @@ void vr_inst_destroy(vr_rt_instance *in);
 int vr_inst_load(vr_rt_instance *in); /* queue + busy rows (racy read) */
 void vr_inst_stats(vr_rt_instance *in, vr_rt_instance_stats *s);
 void vr_inst_set_batch_cap(vr_rt_instance *in, int cap);
+int vr_inst_pair(vr_rt_instance *in, const vr_rt_shadow_opts *o, double *load_ms,
+                 vr_errbuf *err);
+int vr_inst_unpair(vr_rt_instance *in, vr_errbuf *err);
 
 /* Completes a request with an error, counts it, calls done(). */
 void vr_rt_fail(vr_rt_vstats *vs, vr_runtime *rt, vr_rt_request *r, int code,

@@ -129,6 +129,29 @@ static void instance_gauges(vr_server *s, vr_sbuf *b) {
     vr_sbuf_json_str(b, is[i].model);
     vr_sbuf_printf(b, ",instance=\"%d\"} %.2f\n", is[i].id, is[i].served_qps);
   }
+  /* AsyFunc bodies: the shadow attached now (its cores), and what shadows
+   * did so far */
+  static const char *const af[][3] = {
+      {"vario_shadow_cores", "gauge", "AsyFunc: cores of the body's shadow now (0: none)."},
+      {"vario_shadows_attached_total", "counter", "AsyFunc: shadows paired with the body."},
+      {"vario_shadows_released_total", "counter", "AsyFunc: shadows the body released."},
+      {"vario_paired_batches_total", "counter", "AsyFunc: batches run with a shadow."},
+      {"vario_shadow_rows_total", "counter", "AsyFunc: rows the shadow ran."},
+      {"vario_shadow_load_ms", "gauge", "AsyFunc: load time of the body's last shadow."},
+  };
+  for (size_t f = 0; f < sizeof af / sizeof af[0]; f++) {
+    vr_sbuf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", af[f][0], af[f][2], af[f][0], af[f][1]);
+    for (int i = 0; i < n; i++) {
+      if (!is[i].body) continue;
+      vr_rt_instance_stats *x = &is[i];
+      double v = f == 0 ? x->shadow_threads : f == 1 ? (double)x->shadows_attached
+                 : f == 2 ? (double)x->shadows_released : f == 3 ? (double)x->paired_batches
+                 : f == 4 ? (double)x->shadow_rows : x->shadow_load_ms;
+      vr_sbuf_printf(b, "%s{model=", af[f][0]);
+      vr_sbuf_json_str(b, x->model);
+      vr_sbuf_printf(b, ",instance=\"%d\"} %.6g\n", x->id, v);
+    }
+  }
 }
 
 void vr_server_metrics(vr_server *s, vr_sbuf *b) {

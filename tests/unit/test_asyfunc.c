@@ -9,6 +9,7 @@
 #include "control/blocks.h"
 #include "engine_util.h"
 #include "policy/asyfunc.h"
+#include "policy/policy.h"
 #include "sim/asyfunc_sim.h"
 #include "vr_test.h"
 
@@ -298,12 +299,101 @@ static void test_profile_tiny_cnn(void **st) {
   vr_model_free(m);
 }
 
+/* The policy tick (VR_POL_ASYFUNC) on a snapshot: one body of the
+ * two-block model; a queue at gamma pairs a 1-core shadow (LLS), a shadow
+ * stays while the queue is crowded and is released after
+ * af_release_idle_ms of quiet; no decision for a variant without blocks;
+ * kappa 0 pairs none; the body range is the LLS block. */
+static int count(const vr_actions *a, int kind, int64_t inst) {
+  int n = 0;
+  for (size_t i = 0; i < a->len; i++)
+    n += vr_actions_at(a, i)->kind == kind && vr_actions_at(a, i)->instance == inst;
+  return n;
+}
+
+static void test_policy_tick(void **st) {
+  vr_af_model m;
+  two_blocks(&m);
+  vr_policy_cfg cfg;
+  vr_policy_cfg_default(&cfg, VR_POL_ASYFUNC);
+  vr_policy_state ps;
+  vr_policy_state_init(&ps);
+  vr_snap_variant v[2];
+  memset(v, 0, sizeof v);
+  snprintf(v[0].prof.variant, sizeof v[0].prof.variant, "hand-fp32-t1-b4");
+  snprintf(v[1].prof.variant, sizeof v[1].prof.variant, "other-fp32-t1-b4");
+  v[0].prof.threads = v[1].prof.threads = 1;
+  v[0].prof.max_batch = v[1].prof.max_batch = 4;
+  v[0].slo_ms = v[1].slo_ms = 50;
+  v[0].blocks = &m; /* v[1] has no block profile */
+  vr_snap_instance in[2];
+  in[0] = (vr_snap_instance){.id = 7, .variant = 0, .worker = 0, .state = VR_IS_ACTIVE,
+                             .max_batch = 4, .queue_len = 1, .body = 1};
+  in[1] = (vr_snap_instance){.id = 8, .variant = 1, .worker = 0, .state = VR_IS_ACTIVE,
+                             .max_batch = 4, .queue_len = 9, .body = 1};
+  vr_snap_worker w = {.id = 0, .state = VR_WS_UP, .cores = 4, .free_cores = 2};
+  vr_snapshot s = {0, v, 2, in, 2, &w, 1, NULL, 0};
+  vr_actions a;
+  vr_actions_init(&a);
+  s.now_ns = 1000000000LL;
+  assert_int_equal(vr_policy_tick(&cfg, &ps, &s, &a), 0); /* below gamma = 2 */
+  assert_int_equal(count(&a, VR_ACT_PAIR_SHADOW, 7) + count(&a, VR_ACT_PAIR_SHADOW, 8), 0);
+  in[0].queue_len = 2;
+  vr_vec_clear(&a);
+  assert_int_equal(vr_policy_tick(&cfg, &ps, &s, &a), 0);
+  assert_int_equal(count(&a, VR_ACT_PAIR_SHADOW, 7), 1);
+  assert_int_equal(count(&a, VR_ACT_PAIR_SHADOW, 8), 0); /* no blocks: no decision */
+  for (size_t i = 0; i < a.len; i++)
+    if (vr_actions_at(&a, i)->kind == VR_ACT_PAIR_SHADOW)
+      assert_int_equal(vr_actions_at(&a, i)->value, 1); /* cmax 2 -> 1 shadow core */
+  /* paired now: nothing new while crowded; released 1 s after quiet */
+  in[0].shadow_cores = 1;
+  w.free_cores = 1;
+  s.now_ns += 500000000LL;
+  vr_vec_clear(&a);
+  assert_int_equal(vr_policy_tick(&cfg, &ps, &s, &a), 0);
+  assert_int_equal(count(&a, VR_ACT_PAIR_SHADOW, 7) + count(&a, VR_ACT_UNPAIR_SHADOW, 7), 0);
+  in[0].queue_len = 0;
+  s.now_ns += 900000000LL; /* 0.9 s after the last crowded tick */
+  vr_vec_clear(&a);
+  assert_int_equal(vr_policy_tick(&cfg, &ps, &s, &a), 0);
+  assert_int_equal(count(&a, VR_ACT_UNPAIR_SHADOW, 7), 0);
+  s.now_ns += 200000000LL;
+  vr_vec_clear(&a);
+  assert_int_equal(vr_policy_tick(&cfg, &ps, &s, &a), 0);
+  assert_int_equal(count(&a, VR_ACT_UNPAIR_SHADOW, 7), 1);
+  /* AsyFunc-: kappa 0 pairs none */
+  in[0].shadow_cores = 0;
+  in[0].queue_len = 6;
+  cfg.af_kappa = 0;
+  vr_vec_clear(&a);
+  assert_int_equal(vr_policy_tick(&cfg, &ps, &s, &a), 0);
+  assert_int_equal(count(&a, VR_ACT_PAIR_SHADOW, 7), 0);
+  /* the range a body keeps splittable: block 1 (nodes [3, 5)) */
+  vr_af_scale_cfg sc;
+  vr_af_scale_cfg_init(&sc, 50);
+  int pb, pe;
+  uint32_t mask;
+  assert_int_equal(vr_af_body_range(&m, &sc, 1, 1, &pb, &pe, &mask), 0);
+  assert_int_equal(pb, 3);
+  assert_int_equal(pe, 5);
+  assert_int_equal(mask, 2);
+  int split[9];
+  vr_af_split_table(&m, mask, 1, 1, 8, split);
+  assert_int_equal(split[0], 0);
+  assert_int_equal(split[4], 2); /* equal cores: half the rows */
+  for (int b = 1; b <= 8; b++) assert_true(split[b] >= 0 && split[b] <= b);
+  vr_actions_free(&a);
+  vr_policy_state_free(&ps);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_group_hand_made), cmocka_unit_test(test_latency_model),
       cmocka_unit_test(test_mls),             cmocka_unit_test(test_lls),
       cmocka_unit_test(test_schedule),        cmocka_unit_test(test_json),
       cmocka_unit_test(test_sim),             cmocka_unit_test(test_profile_tiny_cnn),
+      cmocka_unit_test(test_policy_tick),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,174 @@
+/*
+ * AsyFunc as a control policy (VR_POL_ASYFUNC): the decisions of
+ * policy/asyfunc.h turned into actions on a snapshot, so that the live
+ * control plane and any simulator behind the driver run them unchanged.
+ *
+ * Per variant that has a block profile (vr_snap_variant.blocks) and
+ * instances (its bodies):
+ *  - LLS, every tick: when the rows queued at its bodies reach gamma per
+ *    body (the simulator's crowd threshold, sim/asyfunc_sim.c), vr_af_lls
+ *    picks bodies (earliest idle first) and shadow cores: PAIR_SHADOW
+ *    (value = the shadow's cores), at most kappa shadows in all;
+ *  - release: a shadow is unpaired once the queue has stayed below the
+ *    threshold for release_idle_ms (UNPAIR_SHADOW) — bursts come in
+ *    waves, and a shadow dropped between two waves would be loaded again;
+ *  - MLS, every mls_period: vr_af_mls on the variant's arrival rate: LOAD
+ *    more bodies above alpha R_max, UNLOAD the least efficient below beta
+ *    R_max (never the last one).
+ * Variants without a block profile get no decision here.
+ *
+ * The live tick runs every control period (vario serve --control-period-ms),
+ * so a shadow is provisioned within one period plus its blocks' load time
+ * of the queue crossing gamma.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "policy/asyfunc.h"
+#include "policy/policy_int.h"
+
+static void scale_cfg(const vr_policy_cfg *c, const vr_snap_variant *v, vr_af_scale_cfg *sc) {
+  double slo = v->slo_ms > 0 ? v->slo_ms : vr_af_default_slo(v->blocks);
+  vr_af_scale_cfg_init(sc, slo);
+  if (c->af_gamma > 0) sc->gamma = c->af_gamma;
+  if (c->af_kappa >= 0) sc->kappa = c->af_kappa;
+  if (c->af_alpha > 0) sc->alpha = c->af_alpha;
+  if (c->af_beta > 0) sc->beta = c->af_beta;
+}
+
+/* Shadows attached now, over every variant (kappa bounds them all). */
+static int active_shadows(const vr_snapshot *s) {
+  int n = 0;
+  for (size_t i = 0; i < s->ninstances; i++) n += s->instances[i].shadow_cores > 0;
+  return n;
+}
+
+static int one_variant(const vr_policy_cfg *c, vr_policy_state *st, const vr_snapshot *s, int v,
+                       int *active, int *free_cores, vr_actions *out) {
+  const vr_snap_variant *sv = &s->variants[v];
+  const vr_af_model *m = sv->blocks;
+  vr_af_scale_cfg sc;
+  scale_cfg(c, sv, &sc);
+  enum { MAXB = 64 };
+  int idx[MAXB], nb = 0, qlen = 0;
+  for (size_t i = 0; i < s->ninstances && nb < MAXB; i++) {
+    const vr_snap_instance *in = &s->instances[i];
+    if (in->variant != v || !in->body || in->state == VR_IS_DRAINING) continue;
+    idx[nb++] = (int)i;
+    qlen += in->queue_len;
+  }
+  if (!nb) return 0;
+  char key[VR_VARIANT_MAX + 16];
+  snprintf(key, sizeof key, "af:crowd:%s", sv->prof.variant);
+  int crowd = sc.gamma * nb;
+  int64_t last = vr_pol_since(st, key);
+  if (qlen >= crowd) {
+    last = s->now_ns;
+    if (vr_pol_set_since(st, key, last)) return VR_ENOMEM;
+  }
+  /* LLS */
+  if (qlen >= crowd && *active < sc.kappa) {
+    vr_af_body bd[MAXB];
+    double now_ms = (double)s->now_ns / 1e6;
+    for (int k = 0; k < nb; k++) {
+      const vr_snap_instance *in = &s->instances[idx[k]];
+      /* busy until its queue drains at its observed (or profiled) speed */
+      double per_row = in->p50_ms > 0 && in->obs_batch > 0 ? in->p50_ms / in->obs_batch
+                       : vr_af_lat(m, VR_AF_ALL(m), sv->prof.threads, 1);
+      int w = in->worker >= 0 ? in->worker : 0;
+      int fc = in->worker >= 0 && (size_t)w < s->nworkers ? free_cores[w] : 0;
+      bd[k] = (vr_af_body){sv->prof.threads, now_ms + per_row * in->queue_len, fc,
+                           in->shadow_cores > 0};
+    }
+    sc.gamma = crowd; /* the threshold vr_af_lls checks is the total */
+    vr_af_lls_out o;
+    vr_af_lls(m, &sc, qlen, *active, bd, nb, &o);
+    for (int k = 0; k < o.n; k++) {
+      const vr_snap_instance *in = &s->instances[idx[o.body[k]]];
+      int cs = o.pair[k].cs;
+      if (in->worker < 0 || free_cores[in->worker] < cs) continue;
+      free_cores[in->worker] -= cs;
+      (*active)++;
+      if (vr_actions_push(out, VR_ACT_PAIR_SHADOW, v, in->id, in->worker, -1, cs,
+                          "asyfunc: queue above gamma (LLS)"))
+        return VR_ENOMEM;
+    }
+  }
+  /* release shadows once the burst is over */
+  double quiet_ms = last < 0 ? INFINITY : (double)(s->now_ns - last) / 1e6;
+  double hold = c->af_release_idle_ms > 0 ? c->af_release_idle_ms : 1000;
+  for (int k = 0; k < nb && quiet_ms >= hold; k++) {
+    const vr_snap_instance *in = &s->instances[idx[k]];
+    if (in->shadow_cores <= 0) continue;
+    (*active)--;
+    if (vr_actions_push(out, VR_ACT_UNPAIR_SHADOW, v, in->id, in->worker, -1, 0,
+                        "asyfunc: queue drained (LLS release)"))
+      return VR_ENOMEM;
+  }
+  /* MLS, once per period */
+  snprintf(key, sizeof key, "af:mls:%s", sv->prof.variant);
+  int64_t period = c->af_mls_period_ns > 0 ? c->af_mls_period_ns : 60 * 1000000000LL;
+  int64_t prev = vr_pol_since(st, key);
+  if (prev < 0) return vr_pol_set_since(st, key, s->now_ns) ? VR_ENOMEM : 0;
+  if (s->now_ns - prev < period) return 0;
+  if (vr_pol_set_since(st, key, s->now_ns)) return VR_ENOMEM;
+  int cores[MAXB], fc = s->nworkers ? free_cores[0] : 0;
+  for (int k = 0; k < nb; k++) cores[k] = sv->prof.threads;
+  vr_af_mls_out mo;
+  vr_af_mls(m, &sc, sv->arrival_qps, cores, nb, fc, &mo);
+  /* bodies are this variant's cores: MLS's core choice is only a count */
+  for (int k = 0; k < mo.ncreate && s->nworkers; k++) {
+    if (free_cores[0] < sv->prof.threads) break;
+    free_cores[0] -= sv->prof.threads;
+    if (vr_actions_push(out, VR_ACT_LOAD, v, -1, 0, -1, 0, "asyfunc: rate above alpha R_max (MLS)"))
+      return VR_ENOMEM;
+  }
+  for (int k = 0; k < mo.ndestroy && k < nb - 1; k++) {
+    const vr_snap_instance *in = &s->instances[idx[mo.destroy[k]]];
+    if (vr_actions_push(out, VR_ACT_UNLOAD, v, in->id, in->worker, -1, 0,
+                        "asyfunc: rate below beta R_max (MLS)"))
+      return VR_ENOMEM;
+  }
+  return 0;
+}
+
+int vr_pol_asyfunc(const vr_policy_cfg *c, vr_policy_state *st, const vr_snapshot *s,
+                   vr_actions *out) {
+  int *free_cores = vr_calloc(s->nworkers + 1, sizeof(int));
+  if (!free_cores) return VR_ENOMEM;
+  for (size_t w = 0; w < s->nworkers; w++) free_cores[w] = s->workers[w].free_cores;
+  int active = active_shadows(s), rc = 0;
+  for (size_t v = 0; v < s->nvariants && !rc; v++)
+    if (s->variants[v].blocks) rc = one_variant(c, st, s, (int)v, &active, free_cores, out);
+  vr_free(free_cores);
+  return rc;
+}
+
+int vr_af_body_range(const vr_af_model *m, const vr_af_scale_cfg *cfg, int body_cores,
+                     int shadow_cores, int *pb, int *pe, uint32_t *mask) {
+  vr_af_body bd = {body_cores, 0, shadow_cores, 0};
+  vr_af_lls_out o;
+  vr_af_lls(m, cfg, cfg->gamma, 0, &bd, 1, &o);
+  if (!o.n || !o.pair[0].mask) return VR_ENOENT;
+  uint32_t mk = o.pair[0].mask;
+  int lo = 0, hi = m->nblocks - 1;
+  while (!(mk >> lo & 1u)) lo++;
+  while (!(mk >> hi & 1u)) hi--;
+  *pb = m->blk[lo].node_begin;
+  *pe = m->blk[hi].node_end;
+  *mask = 0;
+  for (int i = lo; i <= hi; i++) *mask |= 1u << i;
+  return 0;
+}
+
+void vr_af_split_table(const vr_af_model *m, uint32_t mask, int body_cores, int shadow_cores,
+                       int max_batch, int *split) {
+  split[0] = 0;
+  for (int b = 1; b <= max_batch; b++) {
+    vr_af_pair p = {body_cores, shadow_cores, b, b, 0, mask};
+    vr_af_split(m, &p);
+    split[b] = p.bs;
+  }
+}
