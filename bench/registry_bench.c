@@ -10,7 +10,10 @@
  *
  *   bench_registry_bench --redis redis://127.0.0.1:PORT --sqlite FILE
  *                        [--n 300] [--variants 12] [--profile-bytes 1500]
- *                        [--routes 1000] [--gap-us 1000]
+ *                        [--routes 1000] [--gap-us 1000] [--subscribers 1]
+ *                        [--skip-store 1]
+ * With --subscribers K, K subscriptions (each a thread and a connection)
+ * follow the table; "put -> all K" is the time until the last has it.
  * bench/registry.sh starts a private redis-server and runs this.
  * Prints one line per measurement: name n p50_us p90_us p99_us max_us.
  */
@@ -91,11 +94,13 @@ static int bench_store(const char *label, const char *where, int n, int nv, int 
   return rc != 0;
 }
 
+/* What the subscribers have seen of the version awaited. */
 typedef struct prop {
   pthread_mutex_t mu;
   pthread_cond_t cv;
-  int64_t want; /* version awaited */
-  int64_t seen_ns;
+  int64_t want;    /* version awaited */
+  int seen;        /* subscribers that delivered it */
+  int64_t first_ns, last_ns;
 } prop;
 
 static void on_routes(void *ctx, const vr_registry_event *ev) {
@@ -104,21 +109,24 @@ static void on_routes(void *ctx, const vr_registry_event *ev) {
   int64_t t = now_ns();
   pthread_mutex_lock(&p->mu);
   if (ev->version == p->want) {
-    p->seen_ns = t;
-    pthread_cond_signal(&p->cv);
+    if (!p->seen++) p->first_ns = t;
+    p->last_ns = t;
+    pthread_cond_broadcast(&p->cv);
   }
   pthread_mutex_unlock(&p->mu);
 }
 
-static int bench_routes(const char *url, int n, int gap_us) {
+static int bench_routes(const char *url, int n, int gap_us, int nsub) {
   vr_registry *r;
-  vr_registry_sub *sub;
+  vr_registry_sub **sub = calloc((size_t)nsub, sizeof *sub);
   vr_errbuf e = {0};
   prop p = {.want = -1};
   pthread_mutex_init(&p.mu, NULL);
   pthread_cond_init(&p.cv, NULL);
-  if (vr_registry_open(url, NULL, &r, &e) ||
-      vr_registry_subscribe(url, NULL, on_routes, &p, &sub, &e)) {
+  int ok = vr_registry_open(url, NULL, &r, &e) == 0;
+  for (int i = 0; ok && i < nsub; i++)
+    ok = vr_registry_subscribe(url, NULL, on_routes, &p, &sub[i], &e) == 0;
+  if (!ok) {
     fprintf(stderr, "routes: %s\n", e.msg);
     return 1;
   }
@@ -129,6 +137,7 @@ static int bench_routes(const char *url, int n, int gap_us) {
            "{\"worker\":\"w2\",\"instance\":\"i7\",\"weight\":0.5}],"
            "\"digits\":[{\"worker\":\"w3\",\"instance\":\"i2\",\"weight\":1}]}");
   int64_t *lat = malloc(sizeof *lat * (size_t)n), *put = malloc(sizeof *put * (size_t)n);
+  int64_t *all = malloc(sizeof *all * (size_t)n);
   int rc = 0;
   int64_t v = 0;
   /* Learn the current version so every put's number is known ahead. */
@@ -137,14 +146,15 @@ static int bench_routes(const char *url, int n, int gap_us) {
   for (int i = 0; i < n && !rc; i++) {
     pthread_mutex_lock(&p.mu);
     p.want = v + 1;
-    p.seen_ns = 0;
+    p.seen = 0;
     pthread_mutex_unlock(&p.mu);
     int64_t t0 = now_ns();
     rc = vr_registry_put_routes(r, "bench", body, v, &v, &e);
     int64_t t1 = now_ns();
     pthread_mutex_lock(&p.mu);
-    while (!rc && !p.seen_ns) pthread_cond_wait(&p.cv, &p.mu);
-    lat[i] = p.seen_ns - t0;
+    while (!rc && p.seen < nsub) pthread_cond_wait(&p.cv, &p.mu);
+    lat[i] = p.first_ns - t0;
+    all[i] = p.last_ns - t0;
     pthread_mutex_unlock(&p.mu);
     put[i] = t1 - t0;
     if (gap_us > 0) usleep((useconds_t)gap_us);
@@ -152,10 +162,17 @@ static int bench_routes(const char *url, int n, int gap_us) {
   if (rc) {
     fprintf(stderr, "routes: %s\n", e.msg);
   } else {
+    char name[64];
     report("routes put (call)", put, n);
     report("routes put -> callback", lat, n);
+    if (nsub > 1) {
+      snprintf(name, sizeof name, "routes put -> all %d", nsub);
+      report(name, all, n);
+    }
   }
-  vr_registry_unsubscribe(sub);
+  for (int i = 0; i < nsub; i++) vr_registry_unsubscribe(sub[i]);
+  free(sub);
+  free(all);
   vr_registry_close(r);
   free(lat);
   free(put);
@@ -164,7 +181,7 @@ static int bench_routes(const char *url, int n, int gap_us) {
 
 int main(int argc, char **argv) {
   const char *redis = NULL, *sqlite = NULL;
-  int n = 300, nv = 12, pbytes = 1500, routes = 1000, gap = 1000;
+  int n = 300, nv = 12, pbytes = 1500, routes = 1000, gap = 1000, nsub = 1;
   for (int i = 1; i + 1 < argc; i += 2) {
     const char *a = argv[i], *val = argv[i + 1];
     if (!strcmp(a, "--redis")) redis = val;
@@ -174,21 +191,26 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--profile-bytes")) pbytes = atoi(val);
     else if (!strcmp(a, "--routes")) routes = atoi(val);
     else if (!strcmp(a, "--gap-us")) gap = atoi(val);
+    else if (!strcmp(a, "--subscribers")) nsub = atoi(val);
+    else if (!strcmp(a, "--skip-store")) n = -n, (void)val;
     else {
       fprintf(stderr, "registry_bench: unknown option '%s'\n", a);
       return 2;
     }
   }
-  if (!redis || n < 10 || nv < 1 || nv > 64 || pbytes < 32 || routes < 10) {
+  int skip_store = n < 0;
+  if (skip_store) n = -n;
+  if (!redis || n < 10 || nsub < 1 || nsub > 256 || nv < 1 || nv > 64 || pbytes < 32 || routes < 10) {
     fprintf(stderr, "usage: registry_bench --redis URL [--sqlite FILE] [--n N>=10] "
-                    "[--variants 1..64] [--profile-bytes B>=32] [--routes N>=10] [--gap-us U]\n");
+                    "[--variants 1..64] [--profile-bytes B>=32] [--routes N>=10] [--gap-us U] [--subscribers 1..256] [--skip-store 1]\n");
     return 2;
   }
-  printf("# %d registrations of 1 model x %d variants (%d-byte profiles); %d route puts\n", n,
-         nv, pbytes, routes);
+  if (!skip_store)
+    printf("# %d registrations of 1 model x %d variants (%d-byte profiles)\n", n, nv, pbytes);
+  printf("# %d route puts, %d subscriber(s)\n", routes, nsub);
   int rc = 0;
-  if (sqlite) rc |= bench_store("sqlite", sqlite, n, nv, pbytes);
-  rc |= bench_store("redis", redis, n, nv, pbytes);
-  rc |= bench_routes(redis, routes, gap);
+  if (sqlite && !skip_store) rc |= bench_store("sqlite", sqlite, n, nv, pbytes);
+  if (!skip_store) rc |= bench_store("redis", redis, n, nv, pbytes);
+  rc |= bench_routes(redis, routes, gap, nsub);
   return rc;
 }

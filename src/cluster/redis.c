@@ -7,6 +7,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -167,8 +168,22 @@ static int setup_cmd(redisContext *c, const char *name, vr_errbuf *err, int argc
   return bad ? VR_EIO : 0;
 }
 
+/* hiredis writes with write(2): a write to a connection Redis has just
+ * dropped raises SIGPIPE, whose default action would kill the process
+ * instead of letting the call reconnect. A process that left SIGPIPE at its
+ * default gets it ignored (writes then fail with EPIPE); a handler the
+ * program installed itself is left alone. */
+static void ignore_sigpipe(void) {
+  struct sigaction cur;
+  if (sigaction(SIGPIPE, NULL, &cur) == 0 && cur.sa_handler == SIG_DFL &&
+      !(cur.sa_flags & SA_SIGINFO))
+    signal(SIGPIPE, SIG_IGN);
+}
+static pthread_once_t g_sigpipe_once = PTHREAD_ONCE_INIT;
+
 redisContext *vr__redis_connect(const vr_redis_url *u, const vr_redis_opts *o,
                                 vr_errbuf *err) {
+  pthread_once(&g_sigpipe_once, ignore_sigpipe);
   char name[VR_REDIS_HOST_MAX + 32];
   vr_redis_url_format(u, name, sizeof name);
   redisContext *c = redisConnectWithTimeout(u->host, u->port, tv_ms(o->connect_timeout_ms));

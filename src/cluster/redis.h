@@ -12,6 +12,10 @@
  * Addresses are URLs:  redis://[[user]:password@]host[:port][/db]
  * (host: a name, IPv4, or [IPv6]; port default 6379; db default 0).
  *
+ * Signals: the first connection sets SIGPIPE to SIG_IGN if the program
+ * left it at its default (a write to a dropped connection must fail with
+ * EPIPE and reconnect, not kill the process).
+ *
  * Ownership: vr_redis_open returns a handle the caller closes with
  * vr_redis_close. Replies returned by vr_redis_call/vr_redis_cmd belong to
  * the caller (freeReplyObject). A handle is thread-safe: one mutex

@@ -37,7 +37,7 @@ if not redis_bin:
     sys.exit(77)
 tmp = tempfile.mkdtemp(prefix="vario-cluster-")
 procs = {}
-HB = 300  # worker heartbeat, ms (lease: two heartbeats)
+HB = 500  # worker heartbeat, ms (lease: two heartbeats; 300 ms lapsed under load)
 
 
 def free_port():

@@ -3,6 +3,7 @@
  * backend (STORE PARITY: `unit_test_store` = SQLite, `unit_test_store
  * redis` = a private redis-server) — plus each backend's own damage
  * checks (corrupted SQLite files; foreign or damaged Redis keys). */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -413,6 +414,46 @@ static void test_redis_urls(void **st) {
   vr_store_close(s);
 }
 
+static void *respawn_later(void *arg) {
+  vr__redis_sleep_ms(300);
+  if (vr_test_redis_spawn(arg)) fprintf(stderr, "redis restart failed\n");
+  return NULL;
+}
+
+/* Redis restarts empty under an open store: a registration made while it
+ * is down waits (backoff) and lands once it is back; the store then sees
+ * that Redis lost the older records (refresh reloads) instead of serving
+ * a stale index forever. */
+static void test_redis_restart(void **st) {
+  char path[128];
+  fresh_store(path);
+  vr_errbuf e = {0};
+  vr_store *s;
+  assert_int_equal(vr_store_open_path(path, &s, &e), 0);
+  populate(s);
+  vr_test_redis_kill(&g_srv);
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, respawn_later, &g_srv), 0);
+  vr_model_rec m = mk_model("late", "digits", 0.9);
+  vr_variant_rec v = mk_var(&m, VR_PREC_FP32, 1, 1, 0.9, 1.0);
+  int rc = vr_store_add_model(s, &m, &v, 1, &e);
+  pthread_join(th, NULL);
+  if (rc) fail_msg("add across the restart: %s", e.msg);
+  assert_non_null(vr_store_model(s, "late"));
+  int changed = 0;
+  assert_int_equal(vr_store_refresh(s, &changed, &e), 0);
+  assert_int_equal(changed, 1);
+  assert_int_equal(vr_store_num_models(s), 1); /* what Redis has now */
+  assert_non_null(vr_store_model(s, "late"));
+  vr_store_close(s);
+  /* A fresh open of the restarted server sees the same, and works. */
+  assert_int_equal(vr_store_open_path(path, &s, &e), 0);
+  assert_int_equal(vr_store_num_models(s), 1);
+  populate(s);
+  assert_int_equal(vr_store_num_models(s), 4);
+  vr_store_close(s);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest common[] = {
       cmocka_unit_test(test_index_and_restart),
@@ -429,6 +470,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_redis_foreign_schema),
       cmocka_unit_test(test_redis_damaged),
       cmocka_unit_test(test_redis_urls),
+      cmocka_unit_test(test_redis_restart),
   };
   if (argc < 2 || strcmp(argv[1], "redis")) {
     int rc = cmocka_run_group_tests_name("store/sqlite", common, NULL, NULL);
