@@ -87,7 +87,7 @@ try:
     shutil.copytree(os.path.join(src, "models/fmnist/fmnist_linear"),
                     os.path.join(repo, "fmnist_linear"))
     wargs = []
-    for a in ["--registry", url, "--repo", repo, "--port", "0", "--heartbeat-ms", "300",
+    for a in ["--registry", url, "--repo", repo, "--port", "0", "--heartbeat-ms", "500",
               "--insecure-admin"]:
         wargs += ["--worker-arg", a]
     log = open(os.path.join(tmp, "ctl.log"), "w")
