@@ -13,6 +13,8 @@
 #include <fcntl.h>
 #include <hiredis/hiredis.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -140,6 +142,98 @@ static void vr_test_redis_stop(vr_test_redis *t) {
   }
   rmdir(t->dir);
   t->dir[0] = 0;
+}
+
+/* ---- a loopback TCP proxy that can lose one reply ------------------------
+ * vr_test_proxy_arm makes it forward the next command to Redis, wait for
+ * Redis's reply and then close the client's connection instead of passing
+ * the reply on: the client cannot tell whether its command ran, which is
+ * what a Redis crash or a network cut right after a write looks like. */
+typedef struct vr_test_proxy {
+  int lfd, port, target_port;
+  pthread_t th;
+  int armed; /* atomic: lose the next reply */
+  int drops; /* atomic: replies lost so far */
+  int stop;  /* atomic */
+  char url[64];
+} vr_test_proxy;
+
+static int vr__proxy_pump(int from, int to) {
+  char buf[65536];
+  ssize_t n = read(from, buf, sizeof buf);
+  if (n <= 0) return -1;
+  for (ssize_t off = 0; off < n;) {
+    ssize_t w = write(to, buf + off, (size_t)(n - off));
+    if (w <= 0) return -1;
+    off += w;
+  }
+  return 0;
+}
+
+static void *vr__proxy_main(void *arg) {
+  vr_test_proxy *p = arg;
+  while (!__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE)) {
+    struct pollfd lp = {.fd = p->lfd, .events = POLLIN};
+    if (poll(&lp, 1, 50) <= 0) continue;
+    int c = accept(p->lfd, NULL, NULL);
+    if (c < 0) continue;
+    int r = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)p->target_port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (r < 0 || connect(r, (struct sockaddr *)&a, sizeof a)) {
+      close(c);
+      if (r >= 0) close(r);
+      continue;
+    }
+    int sent_armed = 0;
+    while (!__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE)) {
+      struct pollfd f[2] = {{.fd = c, .events = POLLIN}, {.fd = r, .events = POLLIN}};
+      if (poll(f, 2, 50) <= 0) continue;
+      if (f[0].revents) {
+        if (__atomic_load_n(&p->armed, __ATOMIC_ACQUIRE)) sent_armed = 1;
+        if (vr__proxy_pump(c, r)) break;
+      }
+      if (f[1].revents) {
+        if (sent_armed) { /* Redis answered: lose the answer */
+          __atomic_store_n(&p->armed, 0, __ATOMIC_RELEASE);
+          __atomic_add_fetch(&p->drops, 1, __ATOMIC_ACQ_REL);
+          break;
+        }
+        if (vr__proxy_pump(r, c)) break;
+      }
+    }
+    close(c);
+    close(r);
+  }
+  return NULL;
+}
+
+static int vr_test_proxy_start(vr_test_proxy *p, int target_port) {
+  memset(p, 0, sizeof *p);
+  p->target_port = target_port;
+  p->lfd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof a;
+  if (p->lfd < 0 || bind(p->lfd, (struct sockaddr *)&a, sizeof a) || listen(p->lfd, 4) ||
+      getsockname(p->lfd, (struct sockaddr *)&a, &len))
+    return -1;
+  p->port = ntohs(a.sin_port);
+  snprintf(p->url, sizeof p->url, "redis://127.0.0.1:%d", p->port);
+  return pthread_create(&p->th, NULL, vr__proxy_main, p) ? -1 : 0;
+}
+
+static void vr_test_proxy_arm(vr_test_proxy *p) {
+  __atomic_store_n(&p->armed, 1, __ATOMIC_RELEASE);
+}
+
+static int vr_test_proxy_drops(vr_test_proxy *p) {
+  return __atomic_load_n(&p->drops, __ATOMIC_ACQUIRE);
+}
+
+static void vr_test_proxy_stop(vr_test_proxy *p) {
+  __atomic_store_n(&p->stop, 1, __ATOMIC_RELEASE);
+  pthread_join(p->th, NULL);
+  close(p->lfd);
 }
 
 #endif

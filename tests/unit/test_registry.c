@@ -402,6 +402,32 @@ static void test_auth(void **st) {
   redisFree(c);
 }
 
+/* A compare-and-set whose reply is lost: the re-send finds the version
+ * moved on, sees its own body there and reports success, once. */
+static void test_lost_reply(void **st) {
+  flush();
+  vr_test_proxy px;
+  assert_int_equal(vr_test_proxy_start(&px, g_srv.port), 0);
+  vr_registry *r = NULL;
+  vr_errbuf e = {0};
+  assert_int_equal(vr_registry_open(px.url, NULL, &r, &e), 0);
+  int64_t v = 0;
+  assert_int_equal(vr_registry_put_routes(r, "t", "{\"a\":1}", 0, &v, &e), 0);
+  vr_test_proxy_arm(&px);
+  if (vr_registry_put_routes(r, "t", "{\"a\":2}", 1, &v, &e)) fail_msg("%s", e.msg);
+  assert_int_equal(v, 2);
+  assert_int_equal(vr_test_proxy_drops(&px), 1);
+  char *body = NULL;
+  assert_int_equal(vr_registry_get_routes(r, "t", &v, &body, &e), 0);
+  assert_int_equal(v, 2);
+  assert_string_equal(body, "{\"a\":2}");
+  vr_free(body);
+  /* A genuine conflict stays a conflict. */
+  assert_int_equal(vr_registry_put_routes(r, "t", "{\"a\":3}", 1, &v, &e), VR_ESTATE);
+  vr_registry_close(r);
+  vr_test_proxy_stop(&px);
+}
+
 static void test_route_msg(void **st) {
   char t[VR_REG_ID_MAX];
   int64_t v;
@@ -423,7 +449,8 @@ int main(void) {
       cmocka_unit_test(test_route_msg),     cmocka_unit_test(test_workers),
       cmocka_unit_test(test_lease_expiry),  cmocka_unit_test(test_instances),
       cmocka_unit_test(test_routes),        cmocka_unit_test(test_redis_restart),
-      cmocka_unit_test(test_redis_down),    cmocka_unit_test(test_auth),
+      cmocka_unit_test(test_redis_down),    cmocka_unit_test(test_lost_reply),
+      cmocka_unit_test(test_auth),
   };
   int rc = vr_test_redis_start(&g_srv);
   if (rc == 77) {

@@ -454,6 +454,43 @@ static void test_redis_restart(void **st) {
   vr_store_close(s);
 }
 
+/* A write whose reply is lost (the connection breaks after Redis ran it)
+ * is re-sent by the connection layer; each write must then report what
+ * really happened — not "already exists" for its own registration, not
+ * "no such model" for its own removal — and apply once. */
+static void test_redis_lost_reply(void **st) {
+  char path[128];
+  fresh_store(path);
+  vr_test_proxy px;
+  assert_int_equal(vr_test_proxy_start(&px, g_srv.port), 0);
+  vr_errbuf e = {0};
+  vr_store *s, *direct;
+  assert_int_equal(vr_store_open_path(px.url, &s, &e), 0);
+  vr_model_rec m = mk_model("lost", "fashion", 0.9);
+  vr_variant_rec v[] = {mk_var(&m, VR_PREC_FP32, 1, 1, 0.9, 1.0),
+                        mk_var(&m, VR_PREC_INT8, 1, 1, 0.88, 0.5)};
+  vr_test_proxy_arm(&px);
+  if (vr_store_add_model(s, &m, v, 2, &e)) fail_msg("add with a lost reply: %s", e.msg);
+  assert_int_equal(vr_test_proxy_drops(&px), 1);
+  assert_int_equal(vr_store_open_path(path, &direct, &e), 0);
+  assert_int_equal(vr_store_num_models(direct), 1);
+  assert_int_equal(vr_store_num_variants(direct), 2); /* once, not twice */
+  vr_store_close(direct);
+  vr_test_proxy_arm(&px);
+  assert_int_equal(vr_store_put_doc(s, "pipeline", "p", "{}", &e), 0);
+  assert_int_equal(vr_store_put_doc(s, "pipeline", "p", "{}", &e), VR_EEXIST); /* a real dup */
+  vr_test_proxy_arm(&px);
+  assert_int_equal(vr_store_del_doc(s, "pipeline", "p", &e), 0);
+  vr_test_proxy_arm(&px);
+  assert_int_equal(vr_store_remove_model(s, "lost", &e), 0);
+  assert_int_equal(vr_test_proxy_drops(&px), 4);
+  assert_int_equal(vr_store_open_path(path, &direct, &e), 0);
+  assert_int_equal(vr_store_num_models(direct), 0);
+  vr_store_close(direct);
+  vr_store_close(s);
+  vr_test_proxy_stop(&px);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest common[] = {
       cmocka_unit_test(test_index_and_restart),
@@ -471,6 +508,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_redis_damaged),
       cmocka_unit_test(test_redis_urls),
       cmocka_unit_test(test_redis_restart),
+      cmocka_unit_test(test_redis_lost_reply),
   };
   if (argc < 2 || strcmp(argv[1], "redis")) {
     int rc = cmocka_run_group_tests_name("store/sqlite", common, NULL, NULL);
