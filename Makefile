@@ -11,7 +11,7 @@ BUILD ?= build
 CHECK_BUILD ?= build-check
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo demo-pipeline check bench zoo valgrind fuzz clean
+.PHONY: all deps build demo demo-pipeline demo-cluster check bench zoo valgrind fuzz clean
 
 all: build
 
@@ -30,6 +30,13 @@ demo: build
 demo-pipeline: build
 	@scripts/setup-deps.sh demo
 	scripts/demo_pipeline.sh $(BUILD)
+
+# A cluster on this host (issue 18): redis-server, a controller with the
+# local worker provider (two workers), a front end; load, a worker killed,
+# the autoscaler replacing it.
+demo-cluster: build
+	@scripts/setup-deps.sh demo cluster
+	scripts/demo_cluster.sh $(BUILD)
 
 # Sanitised build with clang (so libFuzzer harnesses build in the same
 # tree); fuzzers run for a bounded time as ctest tests.

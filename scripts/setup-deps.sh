@@ -17,6 +17,8 @@
 #     zoo     python3-torch, torchvision, onnx and the Fashion-MNIST data set
 #             (make zoo: tools/zoo, which (re)trains and exports models)
 #     bench   zoo + what the benchmarks compare against (make bench)
+#     cluster redis-server (make demo-cluster; the cluster tests skip
+#             without it)
 #   --bench is the old spelling of `bench`.
 #   SETUP_DEPS_PRINT=1 prints the package list instead of installing.
 set -euo pipefail
@@ -40,6 +42,7 @@ check=(clang libclang-rt-dev libcmocka-dev libonnx-testdata gnuplot-nox
 zoo=(python3-torch python3-torchvision python3-onnx dataset-fashion-mnist)
 # redis-server: bench/registry.sh (store writes, routing propagation)
 bench=("${zoo[@]}" gnuplot-nox libevent-dev wrk hyperfine valgrind redis-server)
+cluster=(redis-server)
 
 pkgs=("${build[@]}")
 for g in "$@"; do
@@ -49,7 +52,8 @@ for g in "$@"; do
     check) pkgs+=("${check[@]}") ;;
     zoo) pkgs+=("${zoo[@]}") ;;
     bench|--bench) pkgs+=("${bench[@]}") ;;
-    *) echo "setup-deps: unknown group '$g' (build demo check zoo bench)" >&2; exit 2 ;;
+    cluster) pkgs+=("${cluster[@]}") ;;
+    *) echo "setup-deps: unknown group '$g' (build demo check zoo bench cluster)" >&2; exit 2 ;;
   esac
 done
 

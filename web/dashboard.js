@@ -88,14 +88,32 @@ function controlRows(ctl) {
   }
 }
 
-// Runtime counters are cumulative: rates are differences between polls.
+// q-quantile of a histogram given as per-bucket counts over the bounds le
+// (ms; one more bucket past the last is +Inf), interpolated linearly inside
+// the bucket as Prometheus' histogram_quantile does.
+function bucketQuantile(counts, le, q) {
+  const n = counts.reduce((a, x) => a + x, 0);
+  if (n <= 0) return NaN;
+  let rank = q * n, lo = 0;
+  for (let i = 0; i < counts.length; i++) {
+    const hi = i < le.length ? le[i] : le[le.length - 1];
+    if (rank <= counts[i]) return counts[i] ? lo + (hi - lo) * (rank / counts[i]) : hi;
+    rank -= counts[i];
+    lo = hi;
+  }
+  return le[le.length - 1];
+}
+
+// Runtime counters are cumulative: rates (and the live p99, from the
+// latency buckets) are differences between polls.
 function modelRows(d) {
   const by = {};
   for (const v of d.variants) {
-    const m = (by[v.model] = by[v.model] || { ok: 0, p99: 0, late: 0 });
+    const m = (by[v.model] = by[v.model] || { ok: 0, late: 0, lat: null });
     m.ok += v.ok;
     m.late += v.slo_violations;
-    m.p99 = Math.max(m.p99, v.p99_ms);
+    const c = v.lat_counts || [];
+    m.lat = m.lat ? m.lat.map((x, i) => x + (c[i] || 0)) : c.slice();
   }
   if (prev) {
     const dt = d.t_s - prev.t_s;
@@ -104,7 +122,10 @@ function modelRows(d) {
       const done = by[m].ok - p.ok;
       if (!d.control && dt > 0) push("c_rps", m, d.t_s - d.t0_s, done / dt);
       if (!d.control && done > 0) push("c_slo", m, d.t_s - d.t0_s, 100 * (1 - (by[m].late - p.late) / done));
-      if (!d.control) push("c_p99", m + " (since start)", d.t_s - d.t0_s, by[m].p99);
+      if (!d.control && done > 0 && by[m].lat && p.lat) {
+        const delta = by[m].lat.map((x, i) => x - (p.lat[i] || 0));
+        push("c_p99", m, d.t_s - d.t0_s, bucketQuantile(delta, d.le_ms || [], 0.99));
+      }
     }
   }
   if (!d.control) {

@@ -1,9 +1,13 @@
 /*
  * vario frontend [--port N] [--host ADDR] --worker ID=HOST:PORT ...
  *                [--route KEY=ID,ID...] [--timeout-ms N] [--port-file F]
+ *        | --registry URL
  * A cluster front end (issue 18): KServe v2 HTTP in, forwarded to workers
- * over keep-alive connections. Without --route every worker serves every
- * model and app ("*"). Runs until SIGINT/SIGTERM.
+ * over keep-alive connections. With --registry it follows the routing
+ * table the controller publishes (subscription; it keeps its last table
+ * while Redis or the controller is away). With --worker/--route the table
+ * is static: without --route every worker serves every model and app
+ * ("*"). Runs until SIGINT/SIGTERM.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -13,14 +17,19 @@
 
 #include "base/alloc.h"
 #include "cli/commands.h"
+#include "base/log.h"
+#include "cluster/registry.h"
 #include "server/frontend.h"
 
 static void usage(FILE *f) {
   fprintf(f,
-          "usage: vario frontend [--port N] [--host ADDR] --worker ID=HOST:PORT...\n"
+          "usage: vario frontend [--port N] [--host ADDR] --registry URL\n"
+          "       vario frontend [--port N] [--host ADDR] --worker ID=HOST:PORT...\n"
           "                      [--route KEY=ID[,ID...]]... [--timeout-ms N]\n"
           "                      [--tries N] [--spin-us N] [--port-file F]\n"
-          "  --worker ID=HOST:PORT  a worker (repeatable)\n"
+          "  --registry URL   redis://HOST:PORT: follow the controller's routing\n"
+          "                   table (table \"main\")\n"
+          "  --worker ID=HOST:PORT  a worker (repeatable; static table)\n"
           "  --route KEY=IDS  workers for KEY: m:<model>, a:<app> or * (default:\n"
           "                   * = every worker)\n"
           "  --timeout-ms N   a worker that has not answered in N ms: 504\n"
@@ -41,6 +50,25 @@ static int parse_int(const char *s, long lo, long hi, long *out) {
 #define MAXW 64
 #define MAXR 64
 
+/* Subscription thread: a new routing table replaces the forwarder's. A
+ * table that does not parse is refused and the last good one stays. */
+static void on_registry(void *ctx, const vr_registry_event *ev) {
+  vr_frontend *fe = ctx;
+  if (ev->kind != VR_REG_EV_ROUTES || strcmp(ev->table, "main")) return;
+  if (ev->version <= vr_fwd_table_version(vr_frontend_fwd(fe))) return;
+  vr_fwd_table t;
+  vr_errbuf err = {0};
+  if (vr_fwd_table_parse(ev->body, strlen(ev->body), ev->version, &t, &err) ||
+      vr_fwd_set_table(vr_frontend_fwd(fe), &t, &err)) {
+    vr_warn("frontend: routing table v%lld refused: %s", (long long)ev->version, err.msg);
+    if (t.workers) vr_fwd_table_free(&t);
+    return;
+  }
+  vr_info("frontend: routing table v%lld: %d workers, %d routes", (long long)ev->version,
+          t.n_workers, t.n_routes);
+  vr_fwd_table_free(&t);
+}
+
 int vr_cmd_frontend(int argc, char **argv) {
   vr_frontend_opts o;
   vr_frontend_opts_init(&o);
@@ -48,7 +76,7 @@ int vr_cmd_frontend(int argc, char **argv) {
   vr_fwd_worker ws[MAXW];
   int nw = 0, nr = 0;
   const char *routes[MAXR];
-  const char *port_file = NULL;
+  const char *port_file = NULL, *registry = NULL;
   vr_errbuf err = {0};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -62,6 +90,8 @@ int vr_cmd_frontend(int argc, char **argv) {
         fprintf(stderr, "vario frontend: %s\n", err.msg);
         return 2;
       }
+    } else if (!strcmp(a, "--registry") && has) {
+      registry = argv[++i];
     } else if (!strcmp(a, "--route") && has && nr < MAXR) {
       routes[nr++] = argv[++i];
     } else if (!strcmp(a, "--port") && has && !parse_int(argv[i + 1], 0, 65535, &v)) {
@@ -88,8 +118,9 @@ int vr_cmd_frontend(int argc, char **argv) {
       return 2;
     }
   }
-  if (nw == 0) {
-    fprintf(stderr, "vario frontend: at least one --worker ID=HOST:PORT is needed\n");
+  if ((nw == 0) == (registry == NULL)) {
+    fprintf(stderr, "vario frontend: give --registry URL, or --worker ID=HOST:PORT"
+            " (not both)\n");
     return 2;
   }
   /* The table: --route entries, or "*" -> every worker. */
@@ -129,8 +160,10 @@ int vr_cmd_frontend(int argc, char **argv) {
   pthread_sigmask(SIG_BLOCK, &set, NULL);
   signal(SIGPIPE, SIG_IGN);
   vr_frontend *fe = NULL;
+  vr_registry_sub *sub = NULL;
   if (vr_frontend_create(&o, &fe, &err) ||
-      vr_fwd_set_table(vr_frontend_fwd(fe), &t, &err)) {
+      (registry ? vr_registry_subscribe(registry, NULL, on_registry, fe, &sub, &err)
+                : vr_fwd_set_table(vr_frontend_fwd(fe), &t, &err))) {
     fprintf(stderr, "vario frontend: %s\n", err.msg);
     if (fe) vr_frontend_free(fe);
     return 1;
@@ -143,11 +176,13 @@ int vr_cmd_frontend(int argc, char **argv) {
         rename(tmp, port_file))
       fprintf(stderr, "vario frontend: --port-file %s: cannot write it\n", port_file);
   }
-  fprintf(stderr, "vario frontend: listening on http://%s:%d, %d worker(s)\n",
-          o.host ? o.host : "127.0.0.1", vr_frontend_port(fe), nw);
+  fprintf(stderr, "vario frontend: listening on http://%s:%d, %s\n",
+          o.host ? o.host : "127.0.0.1", vr_frontend_port(fe),
+          registry ? "routing table from the registry" : "static routing table");
   int sig = 0;
   sigwait(&set, &sig);
   fprintf(stderr, "vario frontend: signal %d, draining\n", sig);
+  if (sub) vr_registry_unsubscribe(sub);
   vr_frontend_shutdown(fe);
   vr_frontend_free(fe);
   fprintf(stderr, "vario frontend: stopped\n");

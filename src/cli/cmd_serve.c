@@ -233,6 +233,7 @@ int vr_cli_serve(int argc, char **argv, const vr_cli_role *role) {
   vr_server *s = NULL;
   vr_errbuf err = {0};
   if (ctl.store_path) o.load_all = 0; /* the control plane loads variants */
+  if (role && role->cores && *role->cores > 0 && ctl.cores == 0) ctl.cores = *role->cores;
   /* Triton's pair of ports: HTTP 8000, gRPC 8001 — next to --port. */
   o.grpc_port = grpc_set ? grpc_port : o.port > 0 ? (o.port < 65535 ? o.port + 1 : -1) : 0;
   /* Checked before anything loads: a server with no repository would

@@ -1,62 +1,318 @@
 /*
- * vario worker [serve options] [--id ID] [--port-file F]
+ * vario worker [serve options] [--worker-id ID] [--registry URL]
+ *              [--controller URL] [--advertise HOST] [--cores LIST]
+ *              [--mem-bytes N] [--heartbeat-ms N] [--port-file F]
  * A worker of a cluster (issue 18): the runtime and the KServe v2 HTTP
- * server of `vario serve` (same code, same options), with no gRPC port by
- * default; front ends forward inference to it. --port-file writes the
- * bound port (for --port 0) once it listens.
+ * server of `vario serve` (same code, same options; no gRPC port unless
+ * asked), plus membership: with --registry it registers in Redis
+ * (cluster/registry.h) with a lease of two heartbeats, heartbeats, and
+ * publishes the models it has loaded, so the controller can place models
+ * on it and front ends can route to it. With --controller, a model it is
+ * told to load and does not have is fetched from the controller
+ * (server/model_fetch.h): no shared filesystem needed.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "base/alloc.h"
+#include "base/clock.h"
+#include "base/log.h"
 #include "cli/commands.h"
 #include "cli/serve_role.h"
+#include "cluster/registry.h"
+#include "server/model_fetch.h"
+
+#define MAX_MODELS 256
 
 typedef struct worker_role {
   const char *id;
   const char *port_file;
+  const char *registry;
+  const char *controller; /* http://host:port */
+  const char *advertise;
+  const char *cores_list;
+  long long mem_bytes;
+  int heartbeat_ms;
+  int ncores;
+  char ctl_host[64];
+  int ctl_port;
+  char host[64];
+  char token[512]; /* the admin token: also what the controller asks for */
+  /* running */
+  vr_server *s;
+  vr_registry *reg;
+  vr_worker_info info;
+  int registered;
+  pthread_t hb;
+  int hb_started;
+  int stop;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  char last[MAX_MODELS * 8]; /* the model list last published */
 } worker_role;
 
-static int w_arg(void *self, int argc, char **argv, int i) {
-  worker_role *w = self;
-  if (!strcmp(argv[i], "--id") || !strcmp(argv[i], "--port-file")) {
-    if (i + 1 >= argc || !argv[i + 1][0]) return -1;
-    if (argv[i][2] == 'i') w->id = argv[i + 1];
-    else w->port_file = argv[i + 1];
-    return 2;
-  }
+static int parse_url(const char *url, char *host, size_t cap, int *port) {
+  const char *p = url;
+  if (!strncmp(p, "http://", 7)) p += 7;
+  const char *colon = strrchr(p, ':');
+  if (!colon || (size_t)(colon - p) >= cap || colon == p) return -1;
+  memcpy(host, p, (size_t)(colon - p));
+  host[colon - p] = 0;
+  char *end;
+  long v = strtol(colon + 1, &end, 10);
+  if ((*end && *end != '/') || v < 1 || v > 65535) return -1;
+  *port = (int)v;
   return 0;
 }
 
+/* "0,2-3" -> 3; -1 when malformed. */
+static int count_cores(const char *s) {
+  int n = 0;
+  while (*s) {
+    char *end;
+    long a = strtol(s, &end, 10), b = a;
+    if (end == s || a < 0) return -1;
+    if (*end == '-') {
+      const char *t = end + 1;
+      b = strtol(t, &end, 10);
+      if (end == t || b < a) return -1;
+    }
+    n += (int)(b - a + 1);
+    if (*end == ',') end++;
+    else if (*end) return -1;
+    s = end;
+  }
+  return n;
+}
+
+static int w_arg(void *self, int argc, char **argv, int i) {
+  worker_role *w = self;
+  const char *a = argv[i];
+  static const char *const opts[] = {"--id", "--worker-id", "--port-file", "--registry",
+                                     "--controller", "--advertise", "--cores",
+                                     "--mem-bytes", "--heartbeat-ms"};
+  int k = 0;
+  while (k < 9 && strcmp(a, opts[k])) k++;
+  if (k == 9) return 0;
+  if (i + 1 >= argc || !argv[i + 1][0]) return -1;
+  const char *v = argv[i + 1];
+  switch (k) {
+  case 0: case 1:
+    if (!vr_registry_valid_id(v)) return -1;
+    w->id = v;
+    break;
+  case 2: w->port_file = v; break;
+  case 3: w->registry = v; break;
+  case 4:
+    if (parse_url(v, w->ctl_host, sizeof w->ctl_host, &w->ctl_port)) return -1;
+    w->controller = v;
+    break;
+  case 5:
+    if (strlen(v) >= sizeof w->host) return -1;
+    w->advertise = v;
+    break;
+  case 6:
+    if ((w->ncores = count_cores(v)) < 1) return -1;
+    w->cores_list = v;
+    break;
+  case 7: {
+    char *end;
+    w->mem_bytes = strtoll(v, &end, 10);
+    if (*end || w->mem_bytes < 0) return -1;
+    break;
+  }
+  case 8: {
+    char *end;
+    long x = strtol(v, &end, 10);
+    if (*end || x < 10 || x > 600000) return -1;
+    w->heartbeat_ms = (int)x;
+    break;
+  }
+  }
+  return 2;
+}
+
 static void w_usage(FILE *f) {
-  fprintf(f, "usage: vario worker [--id ID] [--port-file F] SERVE-OPTIONS\n"
-             "  --id ID          this worker's name in the cluster (default\n"
-             "                   worker-PORT)\n"
-             "  --port-file F    write the bound HTTP port to F once listening\n"
-             "  (gRPC is off unless --grpc-port is given)\n\n");
+  fprintf(f,
+          "usage: vario worker [--worker-id ID] [--registry URL] [--controller URL]\n"
+          "                    [--advertise HOST] [--cores LIST] [--mem-bytes N]\n"
+          "                    [--heartbeat-ms N] [--port-file F] SERVE-OPTIONS\n"
+          "  --worker-id ID   name in the cluster (default worker-PORT); --id too\n"
+          "  --registry URL   redis://HOST:PORT: register, heartbeat, publish the\n"
+          "                   loaded models (lease: two heartbeats)\n"
+          "  --controller URL http://HOST:PORT: fetch models missing from --repo\n"
+          "  --advertise HOST address others reach this worker by (default --host)\n"
+          "  --cores LIST     cores it runs on (\"0,2-3\"; the local provider pins\n"
+          "                   them); their count is what its control plane fills\n"
+          "  --mem-bytes N    memory it registers\n"
+          "  --heartbeat-ms N heartbeat period (default 1000)\n"
+          "  --port-file F    write the bound HTTP port to F once listening\n"
+          "  (gRPC is off unless --grpc-port is given)\n\n");
+}
+
+static int w_fetch(void *user, const char *repo, const char *name, vr_errbuf *err) {
+  worker_role *w = user;
+  if (!w->controller) return 0; /* nothing to fetch from: the load says why */
+  const char *tok = w->token[0] ? w->token : getenv("VARIO_ADMIN_TOKEN");
+  int rc = vr_model_fetch(w->ctl_host, w->ctl_port, tok && *tok ? tok : NULL, repo,
+                          name, err);
+  if (!rc) vr_info("fetched model '%s' from the controller %s", name, w->controller);
+  return rc == VR_EEXIST ? 0 : rc;
 }
 
 static void w_defaults(void *self, vr_server_opts *o, int *grpc_port, int *grpc_set) {
-  (void)self;
+  worker_role *w = self;
   *grpc_port = -1;
   *grpc_set = 1;
+  o->fetch = w_fetch;
+  o->fetch_user = w;
+}
+
+/* The loaded models as a sorted, comma-joined list, and as instances. */
+static int loaded(worker_role *w, vr_instance_info *inst, char *list, size_t cap) {
+  char *names[MAX_MODELS];
+  int n = vr_rt_model_names(vr_server_runtime(w->s), names, MAX_MODELS);
+  if (n > MAX_MODELS) n = MAX_MODELS;
+  for (int i = 1; i < n; i++) /* insertion sort: a few names */
+    for (int j = i; j > 0 && strcmp(names[j - 1], names[j]) > 0; j--) {
+      char *t = names[j];
+      names[j] = names[j - 1];
+      names[j - 1] = t;
+    }
+  size_t off = 0;
+  list[0] = 0;
+  int k = 0;
+  for (int i = 0; i < n; i++) {
+    if (vr_rt_model_ready(vr_server_runtime(w->s), names[i])) {
+      memset(&inst[k], 0, sizeof inst[k]);
+      snprintf(inst[k].id, sizeof inst[k].id, "%.63s", names[i]);
+      snprintf(inst[k].variant, sizeof inst[k].variant, "%s", names[i]);
+      snprintf(inst[k].state, sizeof inst[k].state, "ready");
+      vr_model_config c;
+      if (!vr_rt_model_config(vr_server_runtime(w->s), names[i], &c)) {
+        inst[k].cores = c.threads > 0 ? c.threads : 1;
+        inst[k].max_batch = c.max_batch_size;
+      }
+      int wr = snprintf(list + off, cap - off, "%s%s", k ? "," : "", names[i]);
+      if (wr > 0 && (size_t)wr < cap - off) off += (size_t)wr;
+      k++;
+    }
+    vr_free(names[i]);
+  }
+  return k;
+}
+
+static void *hb_main(void *arg) {
+  worker_role *w = arg;
+  vr_instance_info *inst = vr_calloc(MAX_MODELS, sizeof *inst);
+  char list[sizeof w->last];
+  int warned = 0;
+  pthread_mutex_lock(&w->mu);
+  while (!w->stop) {
+    pthread_mutex_unlock(&w->mu);
+    vr_errbuf err = {0};
+    int rc = 0, recreated = 0;
+    if (!w->registered) {
+      rc = vr_registry_worker_register(w->reg, &w->info, 2 * w->heartbeat_ms, &err);
+      if (!rc) {
+        w->registered = 1;
+        recreated = 1;
+        vr_info("worker %s registered at %s", w->info.id, w->info.addr);
+      }
+    } else {
+      rc = vr_registry_worker_heartbeat(w->reg, w->info.id, &recreated, &err);
+    }
+    int n = inst ? loaded(w, inst, list, sizeof list) : 0;
+    if (!rc && inst && (recreated || strcmp(list, w->last))) {
+      rc = vr_registry_put_instances(w->reg, w->info.id, inst, (size_t)n, &err);
+      if (!rc) snprintf(w->last, sizeof w->last, "%s", list);
+    }
+    if (rc && !warned) vr_warn("worker %s: registry: %s (retrying)", w->info.id, err.msg);
+    if (!rc && warned) vr_info("worker %s: registry reachable again", w->info.id);
+    warned = rc != 0;
+    pthread_mutex_lock(&w->mu);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    int64_t ns = ts.tv_nsec + (int64_t)w->heartbeat_ms * 1000000;
+    ts.tv_sec += (time_t)(ns / 1000000000);
+    ts.tv_nsec = (long)(ns % 1000000000);
+    if (!w->stop) pthread_cond_timedwait(&w->cv, &w->mu, &ts);
+  }
+  pthread_mutex_unlock(&w->mu);
+  vr_free(inst);
+  return NULL;
 }
 
 static int w_start(void *self, vr_server *s, vr_errbuf *err) {
   worker_role *w = self;
+  w->s = s;
+  int port = vr_server_port(s);
   if (w->port_file) {
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s.tmp", w->port_file);
     FILE *f = fopen(tmp, "w");
-    if (!f || fprintf(f, "%d\n", vr_server_port(s)) < 0 || fclose(f) ||
-        rename(tmp, w->port_file))
+    if (!f || fprintf(f, "%d\n", port) < 0 || fclose(f) || rename(tmp, w->port_file))
       return vr_errf(err, VR_EIO, "--port-file %s: cannot write it", w->port_file);
   }
+  if (!w->registry) return 0;
+  int rc = vr_registry_open(w->registry, NULL, &w->reg, err);
+  if (rc) return rc;
+  vr_worker_info *i = &w->info;
+  memset(i, 0, sizeof *i);
+  if (w->id) snprintf(i->id, sizeof i->id, "%s", w->id);
+  else snprintf(i->id, sizeof i->id, "worker-%d", port);
+  snprintf(i->addr, sizeof i->addr, "%s:%d", w->advertise ? w->advertise : w->host, port);
+  i->cores = w->ncores > 0 ? w->ncores : (int)sysconf(_SC_NPROCESSORS_ONLN);
+  i->memory_bytes = w->mem_bytes;
+  snprintf(i->meta, sizeof i->meta, "{\"pid\":%ld,\"cores\":\"%s\",\"apps\":%d}",
+           (long)getpid(), w->cores_list ? w->cores_list : "", vr_server_has_control(s));
+  pthread_mutex_init(&w->mu, NULL);
+  pthread_cond_init(&w->cv, NULL);
+  if (pthread_create(&w->hb, NULL, hb_main, w)) {
+    vr_registry_close(w->reg);
+    w->reg = NULL;
+    return vr_errf(err, VR_EINTERNAL, "cannot start the heartbeat thread");
+  }
+  w->hb_started = 1;
   return 0;
+}
+
+/* On SIGTERM: leave the cluster first (front ends stop routing here at
+ * the next table), then the server drains what it accepted. */
+static void w_stop(void *self) {
+  worker_role *w = self;
+  if (!w->hb_started) return;
+  pthread_mutex_lock(&w->mu);
+  w->stop = 1;
+  pthread_cond_signal(&w->cv);
+  pthread_mutex_unlock(&w->mu);
+  pthread_join(w->hb, NULL);
+  vr_errbuf err = {0};
+  if (w->registered && vr_registry_worker_deregister(w->reg, w->info.id, &err))
+    vr_warn("worker %s: deregister: %s", w->info.id, err.msg);
+  vr_registry_close(w->reg);
+  pthread_cond_destroy(&w->cv);
+  pthread_mutex_destroy(&w->mu);
 }
 
 int vr_cmd_worker(int argc, char **argv) {
   worker_role w = {0};
-  vr_cli_role role = {"vario worker", &w, w_arg, w_usage, w_defaults, w_start, NULL};
+  w.heartbeat_ms = 1000;
+  snprintf(w.host, sizeof w.host, "127.0.0.1");
+  for (int i = 1; i + 1 < argc; i++) {
+    if (!strcmp(argv[i], "--host") && strlen(argv[i + 1]) < sizeof w.host)
+      snprintf(w.host, sizeof w.host, "%s", argv[i + 1]);
+    if (!strcmp(argv[i], "--admin-token-file")) { /* serve reads it too */
+      FILE *f = fopen(argv[i + 1], "r");
+      if (f && fgets(w.token, sizeof w.token, f)) w.token[strcspn(w.token, "\r\n \t")] = 0;
+      if (f) fclose(f);
+    }
+  }
+  vr_cli_role role = {"vario worker", &w, w_arg, w_usage, w_defaults, w_start, w_stop, 0};
+  role.cores = &w.ncores;
   return vr_cli_serve(argc, argv, &role);
 }

@@ -24,6 +24,9 @@ typedef struct vr_cli_role {
   int (*start)(void *self, vr_server *s, vr_errbuf *err);
   /* On SIGINT/SIGTERM, before the server drains. */
   void (*stop)(void *self);
+  /* After parsing: cores the control plane may fill when --cores N was
+   * not given (0 = all online CPUs); may be NULL. */
+  int *cores;
 } vr_cli_role;
 
 /* `vario serve` with an optional role (NULL = plain serve). */

@@ -5,9 +5,12 @@
  * read only the fields the provider relies on and ignore the rest (the API
  * adds fields over time); a field present with the wrong type is an error.
  */
+#define _GNU_SOURCE /* timegm */
 #include <jansson.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/alloc.h"
 #include "cluster/provider_int.h"
@@ -80,6 +83,24 @@ int vr__k8s_parse_scale(const char *body, size_t len, vr__k8s_scale *out,
   return rc;
 }
 
+int64_t vr__k8s_parse_time(const char *s) {
+  /* RFC 3339 as the API server writes it: "2026-11-25T04:00:05Z" (UTC,
+   * optionally with fractional seconds). */
+  struct tm tm;
+  memset(&tm, 0, sizeof tm);
+  const char *end = s ? strptime(s, "%Y-%m-%dT%H:%M:%S", &tm) : NULL;
+  if (!end) return 0;
+  if (*end == '.') {
+    end++;
+    while (*end >= '0' && *end <= '9') end++;
+  }
+  if (strcmp(end, "Z")) return 0;
+  time_t t = timegm(&tm);
+  /* (found by fuzz_k8sresp: a year far out overflowed the ns count) */
+  if (t <= 0 || (int64_t)t > INT64_MAX / 1000000000) return 0;
+  return (int64_t)t * 1000000000;
+}
+
 /* Fills w from one PodList item. */
 static int pod_info(json_t *pod, vr_worker_info *w, vr_errbuf *err) {
   memset(w, 0, sizeof *w);
@@ -103,6 +124,7 @@ static int pod_info(json_t *pod, vr_worker_info *w, vr_errbuf *err) {
                    sizeof w->id - 1);
   snprintf(w->id, sizeof w->id, "%s", name);
   int ready = 0;
+  const char *ready_at = NULL;
   json_t *conds = json_is_object(st) ? json_object_get(st, "conditions")
                                      : NULL;
   if (conds && !json_is_array(conds))
@@ -112,7 +134,10 @@ static int pod_info(json_t *pod, vr_worker_info *w, vr_errbuf *err) {
   json_t *c;
   json_array_foreach(conds, i, c) {
     const char *t = str_or_empty(c, "type"), *s = str_or_empty(c, "status");
-    if (t && s && !strcmp(t, "Ready") && !strcmp(s, "True")) ready = 1;
+    if (t && s && !strcmp(t, "Ready")) {
+      ready = !strcmp(s, "True");
+      ready_at = str_or_empty(c, "lastTransitionTime");
+    }
   }
   /* The worker container: the first one (the manifest has one). A
    * termination in state or lastState gives the exit; restarts mean the
@@ -157,6 +182,10 @@ static int pod_info(json_t *pod, vr_worker_info *w, vr_errbuf *err) {
   else
     w->state = VR_PW_STARTING; /* Pending, Unknown, or running unready */
   w->unexpected = restarts > 0 || !strcmp(phase, "Failed");
+  /* When the state last changed, as wall-clock ns (the provider maps it to
+   * CLOCK_MONOTONIC): readiness flipping, else the pod's creation. */
+  w->since_ns = vr__k8s_parse_time(ready_at && *ready_at ? ready_at :
+                                   str_or_empty(meta, "creationTimestamp"));
   snprintf(w->detail, sizeof w->detail, "phase=%.32s ready=%d node=%.100s "
            "ip=%.64s restarts=%lld%s%.64s", *phase ? phase : "?", ready,
            *node ? node : "-", *ip ? ip : "-", restarts,

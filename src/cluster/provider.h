@@ -55,7 +55,9 @@ typedef struct vr_worker_spec {
   int ncpus;           /* cores to give it when cores == NULL (0 = 1) */
   const int *cores;    /* explicit CPU ids, or NULL: provider allocates */
   size_t ncores;
-  int64_t mem_bytes;   /* memory the worker may use; 0 = not limited */
+  int64_t mem_bytes;   /* memory the worker may use (0 = not said): passed
+                          to the worker, which registers it; the local
+                          provider does not enforce it (no cgroup) */
   const char *controller_url; /* where it registers; NULL = none passed */
   const char *const *args;    /* extra arguments, appended last */
   size_t nargs;
@@ -69,7 +71,8 @@ typedef struct vr_worker_info {
   int exit_code;     /* EXITED: exit status 0..255, -1 if signalled/unknown */
   int term_signal;   /* EXITED by a signal: its number, else 0 */
   int64_t pid;       /* local: process id; kubernetes: -1 */
-  int64_t since_ns;  /* CLOCK_MONOTONIC of the last state change (local) */
+  int64_t since_ns;  /* CLOCK_MONOTONIC of the last state change (0 =
+                        unknown) */
   char cores[64];    /* local: "0,2"; kubernetes: "" */
   char detail[512];  /* local: log file; kubernetes: phase, node, pod IP */
 } vr_worker_info;
@@ -172,8 +175,11 @@ int vr_provider_local(const vr_local_cfg *cfg, vr_provider **out,
  * lowest controller.kubernetes.io/pod-deletion-cost so the ReplicaSet
  * removes that pod (needs pods patch in the Role too). Without pick_pod
  * the ReplicaSet chooses (not-ready pods first, then the newest).
- * forget() is VR_EUNSUPPORTED (the cluster keeps no history for us);
- * destroy() leaves the Deployment as it is.
+ * forget(pod) hides an exited pod (Failed, Evicted) from later lists
+ * until the API stops listing it, so that one death is reported once.
+ * since_ns comes from the Ready condition's lastTransitionTime, else the
+ * pod's creationTimestamp, mapped onto CLOCK_MONOTONIC. destroy() leaves
+ * the Deployment as it is.
  *
  * Every request re-reads the token file (bound service-account tokens
  * are rotated by the kubelet) and verifies the server against ca_file. */

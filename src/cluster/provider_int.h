@@ -6,6 +6,7 @@
 #define VR_CLUSTER_PROVIDER_INT_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "cluster/provider.h"
 
@@ -54,9 +55,14 @@ typedef struct vr__k8s_scale {
  * the provider cannot rely on. */
 int vr__k8s_parse_scale(const char *body, size_t len, vr__k8s_scale *out,
                         vr_errbuf *err);
-/* A core/v1 PodList body into vr_malloc'd infos (NULL when empty). */
+/* A core/v1 PodList body into vr_malloc'd infos (NULL when empty).
+ * since_ns is CLOCK_REALTIME ns here (Ready's lastTransitionTime, else
+ * creationTimestamp; 0 when absent); list() maps it to CLOCK_MONOTONIC. */
 int vr__k8s_parse_pods(const char *body, size_t len, vr_worker_info **out,
                        size_t *n, vr_errbuf *err);
+/* RFC 3339 UTC ("2026-11-25T04:00:05Z", fraction allowed) to
+ * CLOCK_REALTIME ns; 0 when malformed. */
+int64_t vr__k8s_parse_time(const char *s);
 /* The message of a meta/v1 Status error body (or a printable prefix of
  * the body) into msg. */
 void vr__k8s_status_msg(const char *body, size_t len, char *msg, size_t cap);

@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/alloc.h"
 #include "base/log.h"
@@ -44,6 +45,14 @@ typedef struct vr_k8s {
   char *api, *token_file, *ca_file, *ns, *deployment, *selector;
   char *scale_path, *pods_path;
   int max_rep, min_rep, timeout_ms, pick_pod, plain_http;
+  /* the last list's pods (id, state), and exited pods forget() dropped:
+   * hidden from later lists until the API stops reporting them (a Failed
+   * or Evicted pod stays listed until it is garbage-collected, and would
+   * otherwise be reported as a fresh death at every poll) */
+  vr_worker_info *last;
+  size_t nlast;
+  char (*forgot)[64];
+  size_t nforgot, capforgot;
   /* the response being received */
   char *buf;
   size_t len, cap;
@@ -256,13 +265,67 @@ static int scale_by(vr_k8s *k, int delta, int *now, vr_errbuf *err) {
                  "a row", k->deployment, CONFLICT_TRIES);
 }
 
+static int64_t clock_ns(clockid_t id) {
+  struct timespec ts;
+  clock_gettime(id, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int forgotten(vr_k8s *k, const char *id) {
+  for (size_t i = 0; i < k->nforgot; i++)
+    if (!strcmp(k->forgot[i], id)) return 1;
+  return 0;
+}
+
+/* The pods as the API reports them, less forgotten ones, with since_ns
+ * on CLOCK_MONOTONIC; remembered as k->last. */
 static int list_pods(vr_k8s *k, vr_worker_info **out, size_t *n,
                      vr_errbuf *err) {
+  *out = NULL;
+  *n = 0;
   long st = 0;
   int rc = call(k, "GET", k->pods_path, NULL, NULL, &st, err);
   if (rc) return rc;
   if (st != 200) return api_error(k, "list pods", st, err);
-  return vr__k8s_parse_pods(k->buf, k->len, out, n, err);
+  vr_worker_info *ws = NULL;
+  size_t m = 0;
+  if ((rc = vr__k8s_parse_pods(k->buf, k->len, &ws, &m, err))) return rc;
+  /* A forgotten pod the API no longer lists is gone for good. */
+  for (size_t i = 0; i < k->nforgot;) {
+    int seen = 0;
+    for (size_t j = 0; j < m && !seen; j++) seen = !strcmp(ws[j].id, k->forgot[i]);
+    if (seen) i++;
+    else memmove(k->forgot[i], k->forgot[i + 1],
+                 (--k->nforgot - i) * sizeof *k->forgot);
+  }
+  int64_t mono = clock_ns(CLOCK_MONOTONIC), real = clock_ns(CLOCK_REALTIME);
+  size_t keep = 0;
+  for (size_t j = 0; j < m; j++) {
+    if (forgotten(k, ws[j].id)) continue;
+    if (ws[j].since_ns > 0) {
+      int64_t age = real - ws[j].since_ns;
+      ws[j].since_ns = mono - (age > 0 ? age : 0);
+    }
+    ws[keep++] = ws[j];
+  }
+  vr_free(k->last);
+  k->last = NULL;
+  k->nlast = 0;
+  if (keep) {
+    k->last = VR_NEWN(vr_worker_info, keep);
+    if (!k->last) {
+      vr_free(ws);
+      return VR_ENOMEM;
+    }
+    memcpy(k->last, ws, keep * sizeof *ws);
+    k->nlast = keep;
+  } else {
+    vr_free(ws);
+    ws = NULL;
+  }
+  *out = ws;
+  *n = keep;
+  return 0;
 }
 
 static int k8s_start(vr_provider *p, const vr_worker_spec *spec, char *id,
@@ -334,8 +397,34 @@ static int k8s_list(vr_provider *p, vr_worker_info **out, size_t *n,
 }
 
 static int k8s_forget(vr_provider *p, const char *id, vr_errbuf *err) {
-  return vr_errf(err, VR_EUNSUPPORTED, "kubernetes: pods are removed by "
-                 "their ReplicaSet; nothing to forget");
+  /* Judged on the last list() (no request): the caller forgets what it
+   * has just been shown. */
+  vr_k8s *k = (vr_k8s *)p;
+  pthread_mutex_lock(&k->mu);
+  const vr_worker_info *w = NULL;
+  for (size_t i = 0; i < k->nlast; i++)
+    if (!strcmp(k->last[i].id, id)) w = &k->last[i];
+  int rc = 0;
+  if (!w) {
+    rc = vr_errf(err, VR_ENOENT, "kubernetes: pod '%s' was not in the last "
+                 "list", id);
+  } else if (w->state != VR_PW_EXITED) {
+    rc = vr_errf(err, VR_ESTATE, "kubernetes: pod '%s' is %s", id,
+                 vr_pw_state_name(w->state));
+  } else if (!forgotten(k, id)) {
+    if (k->nforgot == k->capforgot) {
+      size_t nc = k->capforgot ? 2 * k->capforgot : 8;
+      char (*nf)[64] = vr_realloc(k->forgot, nc * sizeof *nf);
+      if (!nf) rc = VR_ENOMEM;
+      else {
+        k->forgot = nf;
+        k->capforgot = nc;
+      }
+    }
+    if (!rc) snprintf(k->forgot[k->nforgot++], 64, "%s", id);
+  }
+  pthread_mutex_unlock(&k->mu);
+  return rc;
 }
 
 static void k8s_destroy(vr_provider *p) {
@@ -350,6 +439,8 @@ static void k8s_destroy(vr_provider *p) {
   vr_free(k->scale_path);
   vr_free(k->pods_path);
   vr_free(k->buf);
+  vr_free(k->last);
+  vr_free(k->forgot);
   pthread_mutex_destroy(&k->mu);
   vr_free(k);
 }

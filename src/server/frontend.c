@@ -38,7 +38,7 @@ enum { RUNNING = 0, DONE = 1, PARKED = 2 };
 
 void vr_frontend_opts_init(vr_frontend_opts *o) {
   memset(o, 0, sizeof *o);
-  o->spin_us = 200;
+  o->spin_us = 500;
   vr_fwd_opts_init(&o->fwd);
 }
 
@@ -129,17 +129,12 @@ static void forward(vr_frontend *fe, vr_http_req *r, const char *key) {
   c->done = on_done;
   c->user = q;
   q->sent_ns = vr_now_ns();
+  /* Idle fast path: alone in the front end, the event thread waits (asleep
+   * on the worker's socket, fwd.h sync_us) for the answer instead of
+   * parking the connection and being woken by the I/O thread. */
+  c->sync_us = fe->o.spin_us > 0 && vr_http_inflight(fe->http) == 1 ? fe->o.spin_us : 0;
   vr_fwd_send(fe->fwd, key, c);
-  /* Idle fast path (as in server_infer.c): alone in the front end, wait a
-   * little for the answer instead of parking the connection. */
-  if (fe->o.spin_us > 0 && vr_http_inflight(fe->http) == 1) {
-    int64_t until = vr_now_ns() + (int64_t)fe->o.spin_us * 1000;
-    do {
-      if (__atomic_load_n(&q->state, __ATOMIC_ACQUIRE) == DONE)
-        return on_resume(r, fe);
-      __builtin_ia32_pause();
-    } while (vr_now_ns() < until);
-  }
+  if (__atomic_load_n(&q->state, __ATOMIC_ACQUIRE) == DONE) return on_resume(r, fe);
   vr_http_defer(r, on_resume);
   int expect = RUNNING;
   if (!__atomic_compare_exchange_n(&q->state, &expect, PARKED, 0, __ATOMIC_ACQ_REL,
@@ -148,11 +143,9 @@ static void forward(vr_frontend *fe, vr_http_req *r, const char *key) {
 }
 
 static void routes_json(vr_frontend *fe, vr_http_req *r) {
-  /* Rebuilt from the forwarder's view of the table. */
-  vr_sbuf b;
-  vr_sbuf_init(&b);
-  vr_sbuf_printf(&b, "{\"version\":%lld}", (long long)vr_fwd_table_version(fe->fwd));
-  reply_json(fe, r, 200, &b);
+  char *j = vr_fwd_table_current_json(fe->fwd);
+  if (!j) return reply_error(fe, r, 500, "out of memory");
+  reply(fe, r, 200, "application/json", j, strlen(j), (size_t)-1);
 }
 
 static void metrics(vr_frontend *fe, vr_http_req *r) {

@@ -24,8 +24,9 @@ typedef struct vr_frontend_opts {
   int port;           /* 0 = ephemeral */
   size_t max_body;    /* default 64 MiB */
   unsigned max_conns; /* default 1024 */
-  int spin_us;        /* idle fast path (as vr_server_opts.spin_us);
-                         default 200, negative = never */
+  int spin_us;        /* idle fast path: alone, wait up to this long for
+                         the worker's answer on the event thread (asleep
+                         on its socket); default 500, negative = never */
   vr_fwd_opts fwd;
 } vr_frontend_opts;
 

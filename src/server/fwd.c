@@ -1,5 +1,6 @@
 /* The front end's forwarder (fwd.h): connection pools per worker, one
  * epoll I/O thread, retry on another worker, timeouts. */
+#define _GNU_SOURCE /* ppoll */
 #include "server/fwd.h"
 
 #include <arpa/inet.h>
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -198,6 +200,20 @@ int64_t vr_fwd_table_version(vr_fwd *f) {
   return v;
 }
 
+char *vr_fwd_table_current_json(vr_fwd *f) {
+  pthread_mutex_lock(&f->mu);
+  char *j = vr_fwd_table_json(&f->t);
+  int64_t v = f->t.version;
+  pthread_mutex_unlock(&f->mu);
+  if (!j) return NULL;
+  /* {"version":N, + the rest of the object */
+  size_t n = strlen(j) + 40;
+  char *out = vr_malloc(n);
+  if (out) snprintf(out, n, "{\"version\":%lld,%s", (long long)v, j + 1);
+  vr_free(j);
+  return out;
+}
+
 /* ---- calls -------------------------------------------------------------- */
 
 static int tried(const vr_fwd_call *c, int wi) {
@@ -209,12 +225,15 @@ static int tried(const vr_fwd_call *c, int wi) {
 /* The lightest usable worker of key (under mu); -1 when none. */
 static int pick(vr_fwd *f, const char *key, const vr_fwd_call *c, int64_t now,
                 int *any_in_route) {
-  const vr_fwd_route *r = NULL, *star = NULL;
+  /* exact key, else "<kind>:*" (e.g. every app), else "*" */
+  const vr_fwd_route *r = NULL, *kind = NULL, *star = NULL;
   for (int i = 0; i < f->t.n_routes; i++) {
-    if (!strcmp(f->t.routes[i].key, key)) r = &f->t.routes[i];
-    if (!strcmp(f->t.routes[i].key, "*")) star = &f->t.routes[i];
+    const char *k = f->t.routes[i].key;
+    if (!strcmp(k, key)) r = &f->t.routes[i];
+    else if (k[0] == key[0] && k[1] == ':' && k[2] == '*' && !k[3]) kind = &f->t.routes[i];
+    else if (!strcmp(k, "*")) star = &f->t.routes[i];
   }
-  if (!r || r->n == 0) r = star;
+  if (!r || r->n == 0) r = kind && kind->n ? kind : star;
   *any_in_route = r && r->n > 0;
   if (!r) return -1;
   int best = -1, n = r->n;
@@ -275,6 +294,7 @@ static void busy_del(vr_fwd *f, conn *k) {
 }
 
 static void fail_try(vr_fwd *f, conn *k, const char *why);
+static int read_some(vr_fwd *f, conn *k);
 
 /* Arms k for the I/O thread (EPOLLOUT while the request is not all sent). */
 static int arm(vr_fwd *f, conn *k, int want_out) {
@@ -389,6 +409,24 @@ void vr_fwd_send(vr_fwd *f, const char *key, vr_fwd_call *c) {
     f->busy = k;
     pthread_mutex_unlock(&f->mu);
     int w = (n >= (int)sizeof k->head && !k->head_big) ? -1 : conn_write(k);
+    if (w == 1 && c->sync_us > 0) {
+      /* The caller is otherwise idle: sleep on this socket for the answer
+       * (the kernel wakes this thread directly) rather than hand the
+       * connection to the I/O thread and be woken by it (one thread
+       * switch less per request). Past sync_us the I/O thread takes it. */
+      int64_t until = now + (int64_t)c->sync_us * 1000;
+      for (;;) {
+        int64_t left = until - vr_now_ns();
+        if (left <= 0) break;
+        struct pollfd pfd = {.fd = k->fd, .events = POLLIN};
+        struct timespec ts = {left / 1000000000, left % 1000000000};
+        int pr = ppoll(&pfd, 1, &ts, NULL);
+        if (pr < 0 && errno != EINTR) break;
+        if (pr <= 0) continue;
+        int rr = read_some(f, k);
+        if (rr != 0) return; /* answered, or failed (and retried) */
+      }
+    }
     if (w < 0 || arm(f, k, w == 0)) {
       fail_try(f, k, w < 0 ? "send failed" : "epoll");
       return;
@@ -461,6 +499,35 @@ static void complete(vr_fwd *f, conn *k, const vr_http_head *h) {
   c->done(c, c->user);
 }
 
+/* Reads what the socket has. 1 = the response is whole (complete() ran),
+ * -1 = the try failed (fail_try() ran), 0 = more to come. */
+static int read_some(vr_fwd *f, conn *k) {
+  for (;;) {
+    if (k->len + 65536 > k->cap) {
+      size_t cap = k->cap ? k->cap * 2 : 65536 * 2;
+      char *p = vr_realloc(k->buf, cap);
+      if (!p) return fail_try(f, k, "out of memory"), -1;
+      k->buf = p;
+      k->cap = cap;
+    }
+    ssize_t r = recv(k->fd, k->buf + k->len, k->cap - k->len, 0);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+    if (r <= 0)
+      return fail_try(f, k, r == 0 ? "connection closed before a response"
+                                   : "connection reset"), -1;
+    k->len += (size_t)r;
+    vr_http_head h;
+    int pr = vr_http_parse_head(k->buf, k->len, &h);
+    if (pr < 0) return fail_try(f, k, "malformed HTTP response"), -1;
+    if (pr == 1) {
+      if (h.content_len == (size_t)-1)
+        return fail_try(f, k, "response without Content-Length"), -1;
+      if (k->len >= h.head_len + h.content_len) return complete(f, k, &h), 1;
+    }
+  }
+}
+
 /* I/O thread: an event on k. */
 static void on_event(vr_fwd *f, conn *k, uint32_t ev) {
   vr_fwd_call *c = k->call;
@@ -472,31 +539,7 @@ static void on_event(vr_fwd *f, conn *k, uint32_t ev) {
       return;
     }
   }
-  for (;;) {
-    if (k->len + 65536 > k->cap) {
-      size_t cap = k->cap ? k->cap * 2 : 65536 * 2;
-      char *p = vr_realloc(k->buf, cap);
-      if (!p) return fail_try(f, k, "out of memory");
-      k->buf = p;
-      k->cap = cap;
-    }
-    ssize_t r = recv(k->fd, k->buf + k->len, k->cap - k->len, 0);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-    if (r <= 0)
-      return fail_try(f, k, r == 0 ? "connection closed before a response"
-                                   : "connection reset");
-    k->len += (size_t)r;
-    vr_http_head h;
-    int pr = vr_http_parse_head(k->buf, k->len, &h);
-    if (pr < 0) return fail_try(f, k, "malformed HTTP response");
-    if (pr == 1) {
-      if (h.content_len == (size_t)-1)
-        return fail_try(f, k, "response without Content-Length");
-      if (k->len >= h.head_len + h.content_len) return complete(f, k, &h);
-    }
-  }
-  if (arm(f, k, 0)) fail_try(f, k, "epoll");
+  if (read_some(f, k) == 0 && arm(f, k, 0)) fail_try(f, k, "epoll");
 }
 
 static void *io_main(void *arg) {

@@ -21,8 +21,9 @@
  * request answered 504. No request waits forever.
  *
  * Threads: vr_fwd_send from any thread (it writes on the caller's thread
- * when the socket takes the request at once); one I/O thread reads every
- * response and calls done(); done() must not block.
+ * when the socket takes the request at once, and with sync_us may read
+ * the answer there too); one I/O thread reads every other response and
+ * calls done(); done() must not block.
  *
  * Ownership: vr_fwd owns its connections and the table copy. A call's
  * body and headers are borrowed until done() runs; the response body
@@ -79,6 +80,8 @@ typedef struct vr_fwd_table {
  * VR_ENOMEM. */
 int vr_fwd_set_table(vr_fwd *f, const vr_fwd_table *t, vr_errbuf *err);
 int64_t vr_fwd_table_version(vr_fwd *f);
+/* The table in use as JSON (vr_malloc'd; with "version"), or NULL. */
+char *vr_fwd_table_current_json(vr_fwd *f);
 /* Parses "ID=HOST:PORT" into w. 0 or VR_EINVAL. */
 int vr_fwd_parse_worker(const char *s, vr_fwd_worker *w, vr_errbuf *err);
 
@@ -107,6 +110,10 @@ struct vr_fwd_call {
   size_t body_len;
   vr_fwd_done done;
   void *user;
+  /* > 0: the caller has nothing else to do, so vr_fwd_send waits up to
+   * this long on the worker's socket itself and, when the answer comes in
+   * time, calls done() on the caller's thread before returning */
+  int sync_us;
   /* out: status is the worker's HTTP status, or the front end's own
    * (502/503/504) with msg when no worker answered */
   int status;

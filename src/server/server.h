@@ -74,6 +74,8 @@ void vr_server_free(vr_server *s);
  * server's HTTP thread): mounts /v2/apps (server_apps.c, written with the
  * control plane; docs/API.md "Model-less API"). */
 void vr_server_set_control(vr_server *s, vr_control *ctl, vr_store *store);
+/* Whether a model-less control plane is attached. */
+int vr_server_has_control(const vr_server *s);
 /* Attaches offline jobs (borrowed): mounts /v2/apps/{app}/jobs, /v2/jobs. */
 struct vr_jobs;
 void vr_server_set_jobs(vr_server *s, struct vr_jobs *jobs);

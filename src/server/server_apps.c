@@ -205,3 +205,5 @@ void vr_server_set_control(vr_server *s, vr_control *ctl, vr_store *store) {
   s->ctl = ctl;
   s->store = store;
 }
+
+int vr_server_has_control(const vr_server *s) { return s->ctl != NULL; }

@@ -82,9 +82,14 @@ static void variant_one(const vr_rt_variant_stats *v, void *u) {
   uint64_t fail = 0;
   for (int o = 1; o < VR_OUT_COUNT; o++) fail += v->outcomes[o];
   vr_sbuf_printf(a->b, ",\"ok\":%llu,\"failed\":%llu,\"slo_violations\":%llu,"
-                 "\"p99_ms\":%.3f}", (unsigned long long)v->request.count,
+                 "\"p99_ms\":%.3f,\"lat_counts\":[", (unsigned long long)v->request.count,
                  (unsigned long long)fail, (unsigned long long)v->slo_violations,
                  v->p99_ns / 1e6);
+  /* cumulative per bucket of le_ms: the page takes differences between
+   * polls for a live p99, as Prometheus' histogram_quantile would */
+  for (int i = 0; i < VR_RT_PROM_BUCKETS; i++)
+    vr_sbuf_printf(a->b, i ? ",%llu" : "%llu", (unsigned long long)v->request.counts[i]);
+  vr_sbuf_puts(a->b, "]}");
 }
 
 /* ?since=T: control rows and actions newer than T seconds. */
@@ -96,8 +101,11 @@ static double since_of(const vr_http_req *r) {
 void vr_server_dashboard_data(vr_server *s, vr_http_req *r) {
   vr_sbuf b;
   vr_sbuf_init(&b);
-  vr_sbuf_printf(&b, "{\"t_s\":%.3f,\"t0_s\":%.3f,\"variants\":[",
+  vr_sbuf_printf(&b, "{\"t_s\":%.3f,\"t0_s\":%.3f,\"le_ms\":[",
                  vr_now_ns() / 1e9, s->t0_ns / 1e9);
+  for (int i = 0; i < VR_RT_PROM_BUCKETS - 1; i++) /* the last is +Inf */
+    vr_sbuf_printf(&b, i ? ",%g" : "%g", vr_rt_prom_le[i] * 1e3);
+  vr_sbuf_puts(&b, "],\"variants\":[");
   dash_acc a = {&b, 1};
   vr_rt_foreach_variant(s->rt, NULL, variant_one, &a);
   vr_sbuf_puts(&b, "],\"instances\":{");

@@ -23,6 +23,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (size_t i = 0; i < n; i++) {
       if (!ws[i].id[0] || strlen(ws[i].id) >= sizeof ws[i].id) abort();
       if (ws[i].state < VR_PW_STARTING || ws[i].state > VR_PW_EXITED) abort();
+      if (ws[i].since_ns < 0) abort();
     }
     if ((n == 0) != (ws == NULL)) abort();
   }

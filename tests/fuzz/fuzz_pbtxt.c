@@ -19,6 +19,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       c.n_outputs > VR_RT_MAX_IO || c.n_preferred_batch > 8 ||
       c.n_versions > 8 || !memchr(c.name, 0, sizeof c.name))
     __builtin_trap();
+  for (int i = 0; i < c.n_outputs; i++) /* a file name in the model dir */
+    if (!memchr(c.label_file[i], 0, sizeof c.label_file[i]) ||
+        strchr(c.label_file[i], '/'))
+      __builtin_trap();
   for (int i = 0; i < c.n_inputs; i++)
     if (c.inputs[i].ndim < 1 || c.inputs[i].ndim > VR_MAX_DIMS ||
         c.inputs[i].shape[0] != -1)

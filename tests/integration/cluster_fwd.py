@@ -145,10 +145,15 @@ try:
           f" {len(after)} later all on w2; spread before: {seen}")
     st, m, _ = req(pf, "GET", "/metrics")
     check(b"vario_frontend_forwarded_total" in m, "metrics")
-    fe.send_signal(signal.SIGTERM)
+    # No worker left: an explicit error naming the worker, at once.
     w2.send_signal(signal.SIGTERM)
-    check(fe.wait(60) == 0, "front end exit code")
     check(w2.wait(60) == 0, "worker exit code")
+    t0 = time.time()
+    st, b, _ = req(pf, "POST", "/v2/models/fmnist_linear/infer", js)
+    check(st in (502, 503) and b"worker w" in b, f"no worker left: {st} {b[:200]}")
+    print(f"no worker left: {st} {json.loads(b)['error']} ({time.time() - t0:.3f}s)")
+    fe.send_signal(signal.SIGTERM)
+    check(fe.wait(60) == 0, "front end exit code")
 finally:
     for p in procs:
         if p.poll() is None:

@@ -36,8 +36,10 @@ echo "page status: $out"
 echo "$out" | /usr/bin/python3 -c '
 import json, sys
 d = json.load(sys.stdin)
+s = json.loads(d.get("series", "{}"))
 ok = d["charts"] == "function" and int(d["polls"]) >= 3 and int(d["points"]) >= 5 \
-    and float(d["maxRps"]) > 0 and "fmnist_mlp" in d["variants"]
+    and float(d["maxRps"]) > 0 and "fmnist_mlp" in d["variants"] \
+    and "fmnist_mlp" in s.get("c_p99", []) and "fmnist_mlp" in s.get("c_slo", [])
 sys.exit(0 if ok else 1)' || { echo "FAIL: the charts did not receive data"; exit 1; }
 echo "dashboard (model repository): ok"
 

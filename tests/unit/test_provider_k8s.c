@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/alloc.h"
@@ -160,8 +161,17 @@ static void test_scale_up_and_list(void **st) {
   assert_non_null(strstr(a->detail, "node=node-a"));
   assert_int_equal(b->state, VR_PW_STARTING);
   assert_non_null(strstr(b->detail, "waiting=ContainerCreating"));
+  /* since_ns: from creationTimestamp (no Ready transition time here),
+   * mapped onto CLOCK_MONOTONIC, so in the past. */
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  int64_t mono = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+  assert_true(a->since_ns != 0 && a->since_ns <= mono);
+  char aid[64];
+  snprintf(aid, sizeof aid, "%s", a->id);
   vr_free(ws);
-  assert_int_equal(vr_provider_forget(r.p, a->id, &err), VR_EUNSUPPORTED);
+  assert_int_equal(vr_provider_forget(r.p, aid, &err), VR_ESTATE);
+  assert_int_equal(vr_provider_forget(r.p, "nope", &err), VR_ENOENT);
   all_matched(&r);
   down(&r);
 }
@@ -240,8 +250,12 @@ static void test_pod_states_and_token_rotation(void **st) {
   assert_int_equal(f->unexpected, 1);
   assert_int_equal(f->exit_code, 1);
   assert_int_equal(find(ws, n, "w-ready")->unexpected, 0);
+  assert_int_equal(find(ws, n, "w-ready")->since_ns, 0); /* no timestamps */
   vr_free(ws);
-  assert_int_equal(vr_provider_stop(r.p, "nope", &err), VR_ENOENT);
+  /* forget() hides the Failed pod from later lists (the API keeps listing
+   * it): stop() no longer finds it. */
+  assert_int_equal(vr_provider_forget(r.p, "w-failed", &err), 0);
+  assert_int_equal(vr_provider_stop(r.p, "w-failed", &err), VR_ENOENT);
   assert_non_null(strstr(err.msg, "app=vario-worker"));
   assert_int_equal(vr_provider_stop(r.p, "w-leaving", &err), 0);
   /* The kubelet rotated the token: the next request must carry it. */

@@ -1,0 +1,656 @@
+/*
+ * vario controller --registry URL --repo DIR [--port N] [--replicas N]
+ *                  [--models M,M] [--provider KIND --provider-opt K=V ...
+ *                  --min-workers N --max-workers N --worker-arg ARG ...]
+ *                  [--fetch-models] [--period-ms N] [--admin-token-file F]
+ * The cluster's control plane (issue 18). Every period it reads the live
+ * workers and their loaded models from the registry (cluster/registry.h),
+ * runs the placement policy (policy/cluster_plan.h), loads missing models
+ * on workers through their repository API, asks the worker provider for
+ * workers when fewer than --min-workers are alive (one that died is
+ * replaced), and publishes the routing table front ends follow (table
+ * "main", server/fwd.h JSON). It serves its repository's model
+ * directories to workers that fetch them (server/model_fetch.h) and its
+ * state at GET /v2/cluster/state.
+ *
+ * All of its state is in Redis (workers, their models, the routing
+ * table): a restarted controller carries on from there, and front ends and
+ * workers keep serving on their last table while it is away.
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <dirent.h>
+#include <unistd.h>
+
+#include "base/alloc.h"
+#include "base/clock.h"
+#include "base/log.h"
+#include "cli/commands.h"
+#include "cli/ctl_provider.h"
+#include "cluster/registry.h"
+#include "policy/cluster_plan.h"
+#include "runtime/config.h"
+#include "server/fwd.h"
+#include "server/http.h"
+#include "server/httpc.h"
+#include "server/model_fetch.h"
+#include "server/sbuf.h"
+
+#define MAXM 128
+#define MAXW 128
+#define MAXARGS 64
+#define NEVENTS 64
+#define TABLE "main"
+
+typedef struct pending {
+  char model[128], worker[VR_REG_ID_MAX];
+  int64_t until_ns;
+  int active;
+} pending;
+
+typedef struct ctl {
+  /* options */
+  const char *registry, *repo, *models_opt, *token_file, *provider, *port_file, *advertise;
+  const char *pargs[MAXARGS], *wargs[MAXARGS];
+  int n_pargs, n_wargs;
+  const char *host; /* bind address (default 127.0.0.1) */
+  int port, replicas, period_ms, min_workers, max_workers, fetch_models;
+  char *token;
+  /* running */
+  vr_registry *reg;
+  ctl_prov *prov;
+  vr_http *http;
+  pthread_mutex_t mu; /* everything below */
+  vr_worker_info w[MAXW];
+  size_t nw;
+  char wmodels[MAXW][1024]; /* comma-joined ready models per worker */
+  int wapps[MAXW];
+  pending pend[MAXM * 4];
+  int64_t routes_version;
+  char *routes_body;
+  char events[NEVENTS][240];
+  double ev_t[NEVENTS];
+  int n_events;
+  int64_t t0;
+  int registry_ok, starting, next_worker;
+  unsigned ticks;
+  char dead[16][64]; /* exited per the provider, maybe still leased */
+  int n_dead;
+  unsigned long loads_ok, loads_failed, workers_started, workers_died;
+} ctl;
+
+static void event(ctl *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void event(ctl *c, const char *fmt, ...) {
+  char msg[240];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  double t = (double)(vr_now_ns() - c->t0) / 1e9;
+  vr_info("controller: %s", msg);
+  int i = c->n_events % NEVENTS;
+  snprintf(c->events[i], sizeof c->events[i], "%s", msg);
+  c->ev_t[i] = t;
+  c->n_events++;
+}
+
+/* ---- HTTP ------------------------------------------------------------------ */
+
+static void state_json(ctl *c, vr_sbuf *b) {
+  pthread_mutex_lock(&c->mu);
+  vr_sbuf_printf(b, "{\"registry_ok\":%d,\"routes_version\":%lld,\"workers\":[",
+                 c->registry_ok, (long long)c->routes_version);
+  for (size_t i = 0; i < c->nw; i++) {
+    vr_sbuf_puts(b, i ? ",{\"id\":" : "{\"id\":");
+    vr_sbuf_json_str(b, c->w[i].id);
+    vr_sbuf_puts(b, ",\"addr\":");
+    vr_sbuf_json_str(b, c->w[i].addr);
+    vr_sbuf_printf(b, ",\"cores\":%d,\"lease_left_ms\":%lld,\"models\":", c->w[i].cores,
+                   (long long)c->w[i].lease_left_ms);
+    vr_sbuf_json_str(b, c->wmodels[i]);
+    vr_sbuf_puts(b, ",\"meta\":");
+    vr_sbuf_json_str(b, c->w[i].meta);
+    vr_sbuf_puts(b, "}");
+  }
+  vr_sbuf_printf(b, "],\"starting\":%d,\"loads\":{\"ok\":%lu,\"failed\":%lu},"
+                 "\"workers_started\":%lu,\"workers_died\":%lu,\"events\":[",
+                 c->starting, c->loads_ok, c->loads_failed, c->workers_started,
+                 c->workers_died);
+  int first = c->n_events > NEVENTS ? c->n_events - NEVENTS : 0;
+  for (int k = first; k < c->n_events; k++) {
+    vr_sbuf_printf(b, "%s{\"t_s\":%.3f,\"what\":", k > first ? "," : "", c->ev_t[k % NEVENTS]);
+    vr_sbuf_json_str(b, c->events[k % NEVENTS]);
+    vr_sbuf_puts(b, "}");
+  }
+  vr_sbuf_puts(b, "]}");
+  pthread_mutex_unlock(&c->mu);
+}
+
+static int token_ok(ctl *c, vr_http_req *r) {
+  if (!c->token) return 1;
+  const char *a = vr_http_header(r, "Authorization");
+  size_t n = strlen(c->token);
+  if (!a || strncmp(a, "Bearer ", 7) || strlen(a + 7) != n) return 0;
+  unsigned char d = 0; /* constant time */
+  for (size_t i = 0; i < n; i++) d |= (unsigned char)(a[7 + i] ^ c->token[i]);
+  return d == 0;
+}
+
+static void handle(vr_http_req *r, void *user) {
+  ctl *c = user;
+  const char *url = vr_http_url(r);
+  if (strcmp(vr_http_method(r), "GET"))
+    return vr_http_error(r, 405, "method not allowed");
+  if (!strcmp(url, "/v2/health/live") || !strcmp(url, "/v2/health/ready"))
+    return vr_http_respond(r, 200, NULL, NULL, 0, (size_t)-1);
+  if (!strcmp(url, "/v2/cluster/state")) {
+    vr_sbuf b;
+    vr_sbuf_init(&b);
+    state_json(c, &b);
+    size_t len;
+    char *body = vr_sbuf_take(&b, &len);
+    return vr_http_respond(r, 200, "application/json", body, len, (size_t)-1);
+  }
+  static const char pre[] = "/v2/cluster/models/";
+  if (!strncmp(url, pre, sizeof pre - 1)) {
+    if (!token_ok(c, r)) return vr_http_error(r, 401, "bearer token required");
+    char name[256];
+    const char *p = url + sizeof pre - 1, *sl = strchr(p, '/');
+    if (!sl || (size_t)(sl - p) >= sizeof name) return vr_http_error(r, 404, "unknown path");
+    memcpy(name, p, (size_t)(sl - p));
+    name[sl - p] = 0;
+    if (!strcmp(sl, "/files")) return vr_model_files_reply(r, c->repo, name, NULL);
+    if (!strncmp(sl, "/files/", 7)) return vr_model_files_reply(r, c->repo, name, sl + 7);
+  }
+  vr_http_error(r, 404, "unknown path");
+}
+
+/* ---- actions --------------------------------------------------------------- */
+
+typedef struct load_job {
+  ctl *c;
+  char model[128], worker[VR_REG_ID_MAX], addr[VR_REG_ADDR_MAX];
+} load_job;
+
+/* A remote load: the worker's repository API (it fetches the model from
+ * us first when it has none). Runs on its own thread: a load takes as
+ * long as the model's profiling. */
+static void *load_main(void *arg) {
+  load_job *j = arg;
+  ctl *c = j->c;
+  vr_errbuf err = {0};
+  char host[VR_REG_ADDR_MAX];
+  snprintf(host, sizeof host, "%s", j->addr);
+  char *colon = strrchr(host, ':');
+  int rc = VR_EINVAL, status = 0;
+  if (colon) {
+    *colon = 0;
+    vr_httpc h;
+    rc = vr_httpc_open(&h, host, atoi(colon + 1), &err);
+    if (!rc) {
+      h.timeout_ms = 300000;
+      char path[300], auth[600] = "";
+      snprintf(path, sizeof path, "/v2/repository/models/%s/load", j->model);
+      if (c->token) snprintf(auth, sizeof auth, "Authorization: Bearer %.500s\r\n", c->token);
+      vr_httpc_resp resp;
+      rc = vr_httpc_request(&h, "POST", path, auth, "{}", 2, &resp, &err);
+      /* 409: it is loaded already (a worker loads its repository at start) */
+      if (!rc && resp.head.status != 200 && resp.head.status != 409) {
+        status = resp.head.status;
+        snprintf(err.msg, sizeof err.msg, "HTTP %d %.*s", status,
+                 (int)(resp.body_len < 300 ? resp.body_len : 300), resp.body ? resp.body : "");
+        rc = VR_EIO;
+      }
+      vr_httpc_close(&h);
+    }
+  }
+  pthread_mutex_lock(&c->mu);
+  for (size_t i = 0; i < sizeof c->pend / sizeof c->pend[0]; i++)
+    if (c->pend[i].active && !strcmp(c->pend[i].model, j->model) &&
+        !strcmp(c->pend[i].worker, j->worker)) {
+      /* success: pending until the worker publishes it (next heartbeat);
+       * failure: retried after a back-off */
+      c->pend[i].until_ns = vr_now_ns() + (rc ? 5000000000LL : 3000000000LL);
+    }
+  if (rc) {
+    c->loads_failed++;
+    event(c, "load %s on %s failed: %s", j->model, j->worker, err.msg);
+  } else {
+    c->loads_ok++;
+    event(c, "loaded %s on %s", j->model, j->worker);
+  }
+  pthread_mutex_unlock(&c->mu);
+  vr_free(j);
+  return NULL;
+}
+
+static int pending_for(ctl *c, const char *model, const char *worker, int64_t now) {
+  for (size_t i = 0; i < sizeof c->pend / sizeof c->pend[0]; i++) {
+    pending *p = &c->pend[i];
+    if (p->active && p->until_ns < now) p->active = 0;
+    if (p->active && !strcmp(p->model, model) && !strcmp(p->worker, worker)) return 1;
+  }
+  return 0;
+}
+
+static void start_load(ctl *c, const char *model, const vr_worker_info *w, int64_t now) {
+  pending *slot = NULL;
+  for (size_t i = 0; i < sizeof c->pend / sizeof c->pend[0] && !slot; i++)
+    if (!c->pend[i].active) slot = &c->pend[i];
+  load_job *j = slot ? VR_NEW(load_job) : NULL;
+  if (!j) return;
+  *slot = (pending){.until_ns = now + 600000000000LL, .active = 1};
+  snprintf(slot->model, sizeof slot->model, "%s", model);
+  snprintf(slot->worker, sizeof slot->worker, "%s", w->id);
+  j->c = c;
+  snprintf(j->model, sizeof j->model, "%s", model);
+  snprintf(j->worker, sizeof j->worker, "%s", w->id);
+  snprintf(j->addr, sizeof j->addr, "%s", w->addr);
+  pthread_t t;
+  pthread_attr_t a;
+  pthread_attr_init(&a);
+  pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+  if (pthread_create(&t, &a, load_main, j)) {
+    slot->active = 0;
+    vr_free(j);
+  }
+  pthread_attr_destroy(&a);
+}
+
+static int in_list(const char *list, const char *name) {
+  size_t n = strlen(name);
+  for (const char *p = list; (p = strstr(p, name)); p += n)
+    if ((p == list || p[-1] == ',') && (p[n] == 0 || p[n] == ',')) return 1;
+  return 0;
+}
+
+static int scan_models(ctl *c, char names[][128], int cap) {
+  int n = 0;
+  if (c->models_opt && !strcmp(c->models_opt, "-")) return 0; /* place none */
+  if (c->models_opt) {
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", c->models_opt);
+    for (char *s = NULL, *t = strtok_r(buf, ",", &s); t && n < cap; t = strtok_r(NULL, ",", &s))
+      snprintf(names[n++], 128, "%s", t);
+    return n;
+  }
+  DIR *d = opendir(c->repo);
+  struct dirent *e;
+  while (d && (e = readdir(d)) && n < cap) {
+    char dir[4096];
+    if (e->d_name[0] == '.' || strlen(e->d_name) >= 128) continue;
+    snprintf(dir, sizeof dir, "%s/%s", c->repo, e->d_name);
+    if (vr_model_dir_is_model(dir)) snprintf(names[n++], 128, "%s", e->d_name);
+  }
+  if (d) closedir(d);
+  for (int i = 1; i < n; i++) /* sorted: a stable routing table */
+    for (int j = i; j > 0 && strcmp(names[j - 1], names[j]) > 0; j--) {
+      char t[128];
+      memcpy(t, names[j], 128);
+      memcpy(names[j], names[j - 1], 128);
+      memcpy(names[j - 1], t, 128);
+    }
+  return n;
+}
+
+static int cmp_worker(const void *a, const void *b) {
+  return strcmp(((const vr_worker_info *)a)->id, ((const vr_worker_info *)b)->id);
+}
+
+/* The routing table from what workers report ready: model m -> workers
+ * with m loaded; apps ("a:*") -> workers running a model-less control
+ * plane. Workers with nothing ready are listed but route nothing. */
+static char *build_routes(ctl *c, char models[][128], int nm) {
+  vr_fwd_worker fw[MAXW];
+  vr_fwd_route rt[MAXM + 1];
+  int idx[MAXM + 1][MAXW];
+  int nw = 0, nr = 0;
+  for (size_t i = 0; i < c->nw && nw < MAXW; i++) {
+    vr_fwd_worker *x = &fw[nw];
+    char spec[VR_REG_ID_MAX + VR_REG_ADDR_MAX + 2];
+    snprintf(spec, sizeof spec, "%s=%s", c->w[i].id, c->w[i].addr);
+    vr_errbuf err = {0};
+    if (vr_fwd_parse_worker(spec, x, &err)) continue; /* not IPv4: unroutable */
+    nw++;
+  }
+  for (int m = 0; m < nm; m++) {
+    rt[nr] = (vr_fwd_route){.workers = idx[nr]};
+    snprintf(rt[nr].key, sizeof rt[nr].key, "m:%.150s", models[m]);
+    for (int k = 0; k < nw; k++)
+      for (size_t i = 0; i < c->nw; i++)
+        if (!strcmp(c->w[i].id, fw[k].id) && in_list(c->wmodels[i], models[m]))
+          idx[nr][rt[nr].n++] = k;
+    nr++;
+  }
+  rt[nr] = (vr_fwd_route){.workers = idx[nr]};
+  snprintf(rt[nr].key, sizeof rt[nr].key, "a:*");
+  for (int k = 0; k < nw; k++)
+    for (size_t i = 0; i < c->nw; i++)
+      if (!strcmp(c->w[i].id, fw[k].id) && c->wapps[i]) idx[nr][rt[nr].n++] = k;
+  nr++;
+  vr_fwd_table t = {0, nw, nr, fw, rt};
+  return vr_fwd_table_json(&t);
+}
+
+static void tick(ctl *c) {
+  vr_errbuf err = {0};
+  vr_worker_info *ws = NULL;
+  size_t n = 0;
+  int rc = vr_registry_workers(c->reg, &ws, &n, &err);
+  pthread_mutex_lock(&c->mu);
+  if (rc) {
+    if (c->registry_ok) event(c, "registry unreachable (%s); keeping the last state", err.msg);
+    c->registry_ok = 0;
+    pthread_mutex_unlock(&c->mu);
+    return;
+  }
+  int recheck = !c->registry_ok || ++c->ticks % 16 == 0;
+  if (!c->registry_ok) event(c, "registry reachable");
+  c->registry_ok = 1;
+  if (n > MAXW) n = MAXW;
+  if (n > 1) qsort(ws, n, sizeof *ws, cmp_worker);
+  pthread_mutex_unlock(&c->mu);
+  /* A worker the provider saw exit is dead now, not when its lease ends:
+   * take it out of the registry at once (front ends stop routing to it
+   * with the next table) and out of this period's live set. */
+  int starting = 0, n_died = 0;
+  char died[16][64];
+  if (c->prov) {
+    const char *live[MAXW];
+    for (size_t k = 0; k < n && k < MAXW; k++) live[k] = ws[k].id;
+    if (ctl_prov_poll(c->prov, live, n < MAXW ? n : MAXW, 60000, &starting, died, &n_died,
+                      16, &err))
+      vr_warn("controller: provider: %s", err.msg);
+  }
+  pthread_mutex_lock(&c->mu);
+  for (int i = 0; i < n_died; i++) {
+    c->workers_died++;
+    event(c, "worker %s exited unexpectedly (provider): removing it", died[i]);
+    if (c->n_dead < 16) {
+      memcpy(c->dead[c->n_dead], died[i], 63);
+      c->dead[c->n_dead++][63] = 0;
+    }
+  }
+  pthread_mutex_unlock(&c->mu);
+  for (int i = 0; i < n_died; i++) {
+    vr_errbuf e2 = {0};
+    vr_registry_worker_deregister(c->reg, died[i], &e2); /* its lease ends anyway */
+  }
+  pthread_mutex_lock(&c->mu);
+  /* forget the dead once the registry no longer lists them */
+  for (int i = 0; i < c->n_dead;) {
+    int listed = 0;
+    for (size_t k = 0; k < n; k++) listed |= !strcmp(c->dead[i], ws[k].id);
+    if (!listed) memmove(c->dead[i], c->dead[--c->n_dead], 64);
+    else i++;
+  }
+  size_t kept = 0;
+  for (size_t k = 0; k < n; k++) {
+    int dead = 0;
+    for (int i = 0; i < c->n_dead; i++) dead |= !strcmp(c->dead[i], ws[k].id);
+    if (!dead) ws[kept++] = ws[k];
+  }
+  n = kept;
+  /* who came, who went (a lease that ended: the worker stopped heartbeating) */
+  for (size_t i = 0; i < c->nw; i++) {
+    int still = 0;
+    for (size_t k = 0; k < n; k++) still |= !strcmp(ws[k].id, c->w[i].id);
+    if (!still) event(c, "worker %s gone (lease ended or deregistered)", c->w[i].id);
+  }
+  for (size_t k = 0; k < n; k++) {
+    int known = 0;
+    for (size_t i = 0; i < c->nw; i++) known |= !strcmp(ws[k].id, c->w[i].id);
+    if (!known) event(c, "worker %s up at %s", ws[k].id, ws[k].addr);
+  }
+  pthread_mutex_unlock(&c->mu);
+  /* their models (read outside the lock: network) */
+  static char wm[MAXW][1024];
+  static int wa[MAXW];
+  for (size_t k = 0; k < n; k++) {
+    vr_instance_info *in = NULL;
+    size_t ni = 0;
+    wm[k][0] = 0;
+    wa[k] = strstr(ws[k].meta, "\"apps\":1") != NULL;
+    if (vr_registry_instances(c->reg, ws[k].id, &in, &ni, &err)) continue;
+    size_t off = 0;
+    for (size_t i = 0; i < ni; i++)
+      if (!strcmp(in[i].state, "ready")) {
+        int w = snprintf(wm[k] + off, sizeof wm[k] - off, "%s%s", off ? "," : "", in[i].variant);
+        if (w > 0 && (size_t)w < sizeof wm[k] - off) off += (size_t)w;
+      }
+    vr_free(in);
+  }
+  static char models[MAXM][128];
+  int nm = scan_models(c, models, MAXM);
+  pthread_mutex_lock(&c->mu);
+  if (n) memcpy(c->w, ws, n * sizeof *ws);
+  c->nw = n;
+  for (size_t k = 0; k < n; k++) {
+    memcpy(c->wmodels[k], wm[k], sizeof wm[k]);
+    c->wapps[k] = wa[k];
+  }
+  c->starting = starting;
+  /* placement */
+  int64_t now = vr_now_ns();
+  static unsigned char has[MAXM * MAXW];
+  static int lm[MAXM * MAXW], lw[MAXM * MAXW];
+  for (int m = 0; m < nm; m++)
+    for (size_t k = 0; k < n; k++)
+      has[m * (int)n + (int)k] = in_list(wm[k], models[m]) ? 1
+                                 : pending_for(c, models[m], ws[k].id, now) ? 2 : 0;
+  vr_cplan_in in = {(int)n, nm, has, c->replicas, c->prov ? c->min_workers : 0,
+                    c->max_workers, starting};
+  vr_cplan_out out = {lm, lw, 0, 0};
+  if (!vr_cluster_plan(&in, &out)) {
+    for (int i = 0; i < out.n_loads; i++) {
+      event(c, "placing %s on %s", models[lm[i]], ws[lw[i]].id);
+      start_load(c, models[lm[i]], &ws[lw[i]], now);
+    }
+  }
+  /* A Redis that restarted empty has no table: publish ours again. */
+  if (recheck && c->routes_body) {
+    pthread_mutex_unlock(&c->mu);
+    int64_t v = 0;
+    char *cur = NULL;
+    int grc = vr_registry_get_routes(c->reg, TABLE, &v, &cur, &err);
+    pthread_mutex_lock(&c->mu);
+    if ((grc == VR_ENOENT || (!grc && v != c->routes_version)) && c->routes_body) {
+      event(c, "routing table missing or replaced in the registry: publishing again");
+      vr_free(c->routes_body);
+      c->routes_body = NULL;
+    }
+    vr_free(cur);
+  }
+  char *body = build_routes(c, models, nm);
+  int publish = body && (!c->routes_body || strcmp(body, c->routes_body));
+  pthread_mutex_unlock(&c->mu);
+  for (int i = 0; c->prov && i < out.add_workers; i++) {
+    char id[64];
+    pthread_mutex_lock(&c->mu);
+    snprintf(id, sizeof id, "w%d-%lld", ++c->next_worker, (long long)(vr_now_ns() / 1000000 % 100000));
+    pthread_mutex_unlock(&c->mu);
+    char url[64];
+    snprintf(url, sizeof url, "http://%.40s:%d", c->advertise ? c->advertise : "127.0.0.1",
+             vr_http_port(c->http));
+    if (ctl_prov_start(c->prov, id, 1, url, c->wargs, (size_t)c->n_wargs, &err)) {
+      vr_warn("controller: provider start: %s", err.msg);
+      break;
+    }
+    pthread_mutex_lock(&c->mu);
+    c->workers_started++;
+    c->starting++;
+    event(c, "autoscaler: started worker %s (%zu live, %d wanted)", id, n, c->min_workers);
+    pthread_mutex_unlock(&c->mu);
+  }
+  if (publish) {
+    int64_t ver = 0;
+    if (vr_registry_put_routes(c->reg, TABLE, body, -1, &ver, &err)) {
+      vr_warn("controller: publishing routes: %s", err.msg);
+      vr_free(body);
+    } else {
+      pthread_mutex_lock(&c->mu);
+      vr_free(c->routes_body);
+      c->routes_body = body;
+      c->routes_version = ver;
+      event(c, "routing table v%lld published", (long long)ver);
+      pthread_mutex_unlock(&c->mu);
+    }
+  } else {
+    vr_free(body);
+  }
+  vr_free(ws);
+}
+
+/* ---- main ------------------------------------------------------------------ */
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: vario controller --registry URL --repo DIR [--port N]\n"
+          "         [--replicas N] [--models M,M] [--period-ms N]\n"
+          "         [--admin-token-file F] [--port-file F]\n"
+          "         [--provider local|kubernetes --provider-opt K=V ...\n"
+          "          --min-workers N [--max-workers N] [--worker-arg ARG ...]]\n"
+          "  --registry URL   redis://HOST:PORT shared with workers and front ends\n"
+          "  --repo DIR       model repository: what is placed, and what workers\n"
+          "                   without it fetch (GET /v2/cluster/models/...)\n"
+          "  --replicas N     workers per model (default 0 = every worker)\n"
+          "  --models M,M     place only these (default: every model in --repo;\n"
+          "                   - = none: workers with --store load what their own\n"
+          "                   model-less control plane picks)\n"
+          "  --port N         HTTP port (default 8100; 0 = any)\n"
+          "  --host ADDR      IPv4 address to bind (default 127.0.0.1)\n"
+          "  --advertise HOST address workers it starts fetch models from\n"
+          "                   (default 127.0.0.1)\n"
+          "  --period-ms N    control period (default 250)\n"
+          "  --admin-token-file F  token for the workers' load API and for model\n"
+          "                   downloads (or VARIO_ADMIN_TOKEN)\n"
+          "  --provider KIND  start workers through a provider (cluster/provider.h)\n"
+          "  --provider-opt K=V  provider option (docs/API.md)\n"
+          "  --min-workers N  keep at least N workers (a dead one is replaced)\n"
+          "  --max-workers N  never more than N (default: no cap)\n"
+          "  --worker-arg A   argument for started workers (repeat per word)\n");
+}
+
+static int num(const char *s, long lo, long hi, int *out) {
+  char *end;
+  long v = strtol(s, &end, 10);
+  if (!*s || *end || v < lo || v > hi) return -1;
+  *out = (int)v;
+  return 0;
+}
+
+static char *read_token(const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f) return NULL;
+  char buf[1024];
+  char *t = fgets(buf, sizeof buf, f) ? buf : NULL;
+  fclose(f);
+  if (!t) return NULL;
+  size_t n = strlen(t);
+  while (n && (t[n - 1] == '\n' || t[n - 1] == '\r' || t[n - 1] == ' ')) t[--n] = 0;
+  return n ? vr_strdup(t) : NULL;
+}
+
+int vr_cmd_controller(int argc, char **argv) {
+  static ctl c; /* large; one per process */
+  memset(&c, 0, sizeof c);
+  c.port = 8100;
+  c.period_ms = 250;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    int has = i + 1 < argc;
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      usage(stdout);
+      return 0;
+    } else if (!strcmp(a, "--registry") && has) c.registry = argv[++i];
+    else if (!strcmp(a, "--repo") && has) c.repo = argv[++i];
+    else if (!strcmp(a, "--models") && has) c.models_opt = argv[++i];
+    else if (!strcmp(a, "--admin-token-file") && has) c.token_file = argv[++i];
+    else if (!strcmp(a, "--port-file") && has) c.port_file = argv[++i];
+    else if (!strcmp(a, "--advertise") && has) c.advertise = argv[++i];
+    else if (!strcmp(a, "--host") && has) c.host = argv[++i];
+    else if (!strcmp(a, "--provider") && has) c.provider = argv[++i];
+    else if (!strcmp(a, "--provider-opt") && has && c.n_pargs < MAXARGS) c.pargs[c.n_pargs++] = argv[++i];
+    else if (!strcmp(a, "--worker-arg") && has && c.n_wargs < MAXARGS) c.wargs[c.n_wargs++] = argv[++i];
+    else if (!strcmp(a, "--port") && has && !num(argv[i + 1], 0, 65535, &c.port)) i++;
+    else if (!strcmp(a, "--replicas") && has && !num(argv[i + 1], 0, 1000, &c.replicas)) i++;
+    else if (!strcmp(a, "--period-ms") && has && !num(argv[i + 1], 10, 60000, &c.period_ms)) i++;
+    else if (!strcmp(a, "--min-workers") && has && !num(argv[i + 1], 0, MAXW, &c.min_workers)) i++;
+    else if (!strcmp(a, "--max-workers") && has && !num(argv[i + 1], 0, MAXW, &c.max_workers)) i++;
+    else {
+      fprintf(stderr, "vario controller: bad or incomplete option '%s'\n", a);
+      usage(stderr);
+      return 2;
+    }
+  }
+  if (!c.registry || !c.repo) {
+    fprintf(stderr, "vario controller: --registry URL and --repo DIR are required\n");
+    return 2;
+  }
+  if (c.token_file && !(c.token = read_token(c.token_file))) {
+    fprintf(stderr, "vario controller: --admin-token-file %s: cannot read it\n", c.token_file);
+    return 2;
+  }
+  const char *env = getenv("VARIO_ADMIN_TOKEN");
+  if (!c.token && env && *env) c.token = vr_strdup(env);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, NULL);
+  signal(SIGPIPE, SIG_IGN);
+  vr_errbuf err = {0};
+  pthread_mutex_init(&c.mu, NULL);
+  c.t0 = vr_now_ns();
+  int rc = vr_registry_open(c.registry, NULL, &c.reg, &err);
+  if (!rc && c.provider)
+    rc = ctl_prov_open(c.provider, c.pargs, (size_t)c.n_pargs, &c.prov, &err);
+  vr_http_opts ho = {.host = c.host, .port = c.port, .handler = handle, .user = &c};
+  if (!rc) rc = vr_http_start(&ho, &c.http, &err);
+  if (rc) {
+    fprintf(stderr, "vario controller: %s\n", err.msg);
+    ctl_prov_close(c.prov);
+    if (c.reg) vr_registry_close(c.reg);
+    vr_free(c.token);
+    return 1;
+  }
+  /* Recovery: the routing table in Redis is the one in force; the first
+   * tick republishes only if what workers report differs from it. */
+  int64_t ver = 0;
+  char *body = NULL;
+  if (!vr_registry_get_routes(c.reg, TABLE, &ver, &body, &err)) {
+    c.routes_body = body;
+    c.routes_version = ver;
+    event(&c, "recovered routing table v%lld from the registry", (long long)ver);
+  }
+  if (c.port_file) {
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", c.port_file);
+    FILE *f = fopen(tmp, "w");
+    if (!f || fprintf(f, "%d\n", vr_http_port(c.http)) < 0 || fclose(f) ||
+        rename(tmp, c.port_file))
+      fprintf(stderr, "vario controller: --port-file %s: cannot write it\n", c.port_file);
+  }
+  fprintf(stderr, "vario controller: listening on http://%s:%d (registry %s)\n",
+          c.host ? c.host : "127.0.0.1", vr_http_port(c.http), c.registry);
+  for (;;) {
+    tick(&c);
+    struct timespec ts = {c.period_ms / 1000, (long)(c.period_ms % 1000) * 1000000};
+    int sig = sigtimedwait(&set, NULL, &ts);
+    if (sig == SIGINT || sig == SIGTERM) break;
+  }
+  fprintf(stderr, "vario controller: stopping (workers keep running)\n");
+  vr_http_drain(c.http);
+  vr_http_stop(c.http);
+  ctl_prov_close(c.prov);
+  vr_registry_close(c.reg);
+  vr_free(c.routes_body);
+  vr_free(c.token);
+  /* load threads still running hold &c: let them finish with the process */
+  fprintf(stderr, "vario controller: stopped\n");
+  return 0;
+}

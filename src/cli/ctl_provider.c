@@ -1,0 +1,68 @@
+/* The controller's provider glue (ctl_provider.h). */
+#include "cli/ctl_provider.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/alloc.h"
+#include "cluster/provider.h"
+
+struct ctl_prov {
+  vr_provider *p;
+};
+
+int ctl_prov_open(const char *kind, const char *const *opts, size_t nopts, ctl_prov **out,
+                  vr_errbuf *err) {
+  ctl_prov *c = VR_NEW(ctl_prov);
+  if (!c) return vr_errf(err, VR_ENOMEM, "out of memory");
+  int rc = vr_provider_open(kind, opts, nopts, &c->p, err);
+  if (rc) {
+    vr_free(c);
+    return rc;
+  }
+  *out = c;
+  return 0;
+}
+
+void ctl_prov_close(ctl_prov *c) {
+  if (!c) return;
+  vr_provider_destroy(c->p);
+  vr_free(c);
+}
+
+int ctl_prov_start(ctl_prov *c, const char *id, int ncpus, const char *controller_url,
+                   const char *const *args, size_t nargs, vr_errbuf *err) {
+  vr_worker_spec s = {.name = id, .kind = "worker", .ncpus = ncpus,
+                      .controller_url = controller_url, .args = args, .nargs = nargs};
+  char got[64];
+  return vr_provider_start(c->p, &s, got, sizeof got, err);
+}
+
+int ctl_prov_poll(ctl_prov *c, const char *const *live, size_t nlive, int64_t start_timeout_ms,
+                  int *starting, char (*died)[64], int *n_died, int max_died, vr_errbuf *err) {
+  vr_worker_info *w = NULL;
+  size_t n = 0;
+  *starting = 0;
+  *n_died = 0;
+  int rc = vr_provider_list(c->p, &w, &n, err);
+  if (rc) return rc;
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  int64_t now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+  for (size_t i = 0; i < n; i++) {
+    int is_live = 0;
+    for (size_t k = 0; k < nlive; k++) is_live |= !strcmp(live[k], w[i].id);
+    if (w[i].state == VR_PW_EXITED) {
+      if (w[i].unexpected && *n_died < max_died)
+        snprintf(died[(*n_died)++], 64, "%s", w[i].id);
+      vr_errbuf e2 = {0};
+      vr_provider_forget(c->p, w[i].id, &e2);
+    } else if ((w[i].state == VR_PW_STARTING || w[i].state == VR_PW_RUNNING) && !is_live &&
+               now - w[i].since_ns < start_timeout_ms * 1000000) {
+      (*starting)++;
+    }
+  }
+  vr_free(w);
+  return 0;
+}

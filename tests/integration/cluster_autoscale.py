@@ -1,0 +1,158 @@
+"""Worker replacement through the local provider (issue 18): `vario
+controller --provider local --min-workers 2` starts two workers itself;
+one is killed with SIGKILL under load through a `vario frontend`; no
+request hangs, failures are explicit, the controller removes it and the
+provider's replacement registers, gets the model placed and serves.
+Usage: cluster_autoscale.py VARIO SOURCE_DIR   (exit 77: no redis-server)"""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+
+vario, src = sys.argv[1], sys.argv[2]
+redis_bin = shutil.which("redis-server")
+if not redis_bin:
+    print("skip: no redis-server")
+    sys.exit(77)
+tmp = tempfile.mkdtemp(prefix="vario-autoscale-")
+procs = []
+
+
+def fail(msg):
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+    for root, _, files in os.walk(tmp):
+        for f in files:
+            if f.endswith(".log"):
+                print(f"--- {f}\n" + open(os.path.join(root, f)).read()[-3000:])
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def req(port, method, path, body=None, timeout=120):
+    r = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=body, method=method,
+                               headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(r, timeout=timeout) as resp:
+            return resp.status, resp.read(), resp.headers
+    except urllib.error.HTTPError as e:
+        return e.code, e.read(), e.headers
+    except (ConnectionError, urllib.error.URLError) as e:
+        return 0, str(e).encode(), {}
+
+
+def wait(cond, what, timeout=180):
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        v = cond()
+        if v:
+            return time.time() - t0
+        time.sleep(0.05)
+    fail("timed out waiting for " + what)
+
+
+def portfile(name):
+    pf = os.path.join(tmp, name + ".port")
+    wait(lambda: os.path.exists(pf), name + " to listen")
+    return int(open(pf).read())
+
+
+def state(cp):
+    st, b, _ = req(cp, "GET", "/v2/cluster/state", timeout=10)
+    return json.loads(b) if st == 200 else {"workers": []}
+
+
+try:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    rport = s.getsockname()[1]
+    s.close()
+    log = open(os.path.join(tmp, "redis.log"), "w")
+    procs.append(subprocess.Popen([redis_bin, "--port", str(rport), "--bind", "127.0.0.1",
+                                   "--save", "", "--appendonly", "no", "--dir", tmp],
+                                  stdout=log, stderr=log))
+    wait(lambda: socket.socket().connect_ex(("127.0.0.1", rport)) == 0, "redis")
+    url = f"redis://127.0.0.1:{rport}"
+    repo = os.path.join(tmp, "repo")
+    os.makedirs(repo)
+    shutil.copytree(os.path.join(src, "models/fmnist/fmnist_linear"),
+                    os.path.join(repo, "fmnist_linear"))
+    wargs = []
+    for a in ["--registry", url, "--repo", repo, "--port", "0", "--heartbeat-ms", "500",
+              "--insecure-admin"]:
+        wargs += ["--worker-arg", a]
+    log = open(os.path.join(tmp, "ctl.log"), "w")
+    procs.append(subprocess.Popen(
+        [vario, "controller", "--registry", url, "--repo", repo, "--port", "0",
+         "--port-file", os.path.join(tmp, "ctl.port"), "--period-ms", "100",
+         "--provider", "local", "--provider-opt", "binary=" + os.path.abspath(vario),
+         "--provider-opt", "log-dir=" + os.path.join(tmp, "workers"),
+         "--provider-opt", "share-cores=1", "--min-workers", "2", "--max-workers", "3"] + wargs,
+        stdout=log, stderr=log))
+    cp = portfile("ctl")
+    log = open(os.path.join(tmp, "fe.log"), "w")
+    procs.append(subprocess.Popen([vario, "frontend", "--registry", url, "--port", "0",
+                                   "--port-file", os.path.join(tmp, "fe.port")],
+                                  stdout=log, stderr=log))
+    fp = portfile("fe")
+
+    def two_serving():
+        s = state(cp)
+        return len(s["workers"]) == 2 and all("fmnist_linear" in w["models"] for w in s["workers"])
+    wait(two_serving, "two provider-started workers serving fmnist_linear")
+    js = json.dumps({"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 1, 28, 28],
+                                 "data": [0.5] * 784}]}).encode()
+    results, lock, stop = [], threading.Lock(), threading.Event()
+
+    def client():
+        while not stop.is_set():
+            st, b, h = req(fp, "POST", "/v2/models/fmnist_linear/infer", js)
+            with lock:
+                results.append((st, b[:200]))
+    ts = [threading.Thread(target=client) for _ in range(4)]
+    for t in ts:
+        t.start()
+    time.sleep(0.5)
+    s0 = state(cp)
+    victim = s0["workers"][0]
+    os.kill(json.loads(victim["meta"])["pid"], signal.SIGKILL)
+    t_gone = wait(lambda: victim["id"] not in [w["id"] for w in state(cp)["workers"]],
+                  "the controller to remove the killed worker")
+    t_back = wait(two_serving, "a replacement worker serving")
+    time.sleep(0.3)
+    stop.set()
+    for t in ts:
+        t.join(180)
+        if t.is_alive():
+            fail("a request hangs")
+    bad = [r for r in results if r[0] != 200]
+    if not all(r[0] in (502, 503, 504) and b"error" in r[1] for r in bad):
+        fail(f"failures not explicit: {bad[:3]}")
+    s1 = state(cp)
+    if s1["workers_died"] < 1 or s1["workers_started"] < 3:
+        fail(f"provider counts: {s1['workers_started']} started, {s1['workers_died']} died")
+    print(f"ok: killed {victim['id']}; removed after {t_gone:.2f}s, replacement serving after"
+          f" {t_gone + t_back:.2f}s; {len(results)} requests, {len(bad)} explicit errors;"
+          f" workers now {[w['id'] for w in s1['workers']]}")
+finally:
+    for p in procs[1:][::-1]:  # controller (stops its workers) and front end first
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    for p in procs[1:]:
+        try:
+            p.wait(60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+    shutil.rmtree(tmp, ignore_errors=True)
