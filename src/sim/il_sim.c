@@ -8,7 +8,8 @@
 #include "base/alloc.h"
 
 static const char *const k_policies[VR_ILP__COUNT] = {
-    "inferline", "inferline_plan", "cg_peak", "cg_mean"};
+    "inferline", "inferline_plan", "cg_peak", "cg_mean", "cg_peak_static",
+    "cg_mean_static"};
 
 const char *vr_il_policy_name(int p) {
   return p >= 0 && p < VR_ILP__COUNT ? k_policies[p] : "?";
@@ -222,6 +223,11 @@ int vr_il_sim_estimate(void *ctx, const vr_il_problem *pb,
   vr_psim_cfg c = psim_cfg(s, &wl, s->sample_s, s->seed, 0);
   c.workers = workers_of(cfg);
   c.plan = &plan;
+  /* P99 (psim: the latency at rank floor(0.99 n)) is above the SLO as
+   * soon as n - floor(0.99 n) queries missed: stop there. Infeasible
+   * candidates, most of what the planner tries, then cost a fraction of
+   * a run instead of simulating queues that grow until psim gives up. */
+  c.stop_bad = (int64_t)s->n - (int64_t)floor(0.99 * (double)s->n);
   vr_psim_summary sum;
   vr_errbuf err;
   rc = vr_psim_run(&c, NULL, &sum, &err);
@@ -229,52 +235,46 @@ int vr_il_sim_estimate(void *ctx, const vr_il_problem *pb,
   if (rc) return rc;
   /* a drop, or a query still unfinished when psim gave up on runaway
    * queues, is a miss of unbounded latency */
-  *p99_ms = sum.dropped || sum.ok + sum.late < (int64_t)s->n ? INFINITY
-                                                            : sum.p99_ms;
+  *p99_ms = sum.stopped || sum.dropped || sum.ok + sum.late < (int64_t)s->n
+                ? INFINITY
+                : sum.p99_ms;
   vr_psim_summary_free(&sum);
   s->est_wall_s += wall_s() - t0;
   return 0;
 }
 
-/* ---- evaluation: the tuner as a psim controller ---- */
+/* ---- evaluation: the serving-time tick (policy/il_tick.h) as a psim
+ * controller ---- */
 
-typedef struct tuner_ctl {
+typedef struct tick_ctl {
   vr_il_sim *s;
-  vr_il_config cfg;   /* current */
-  vr_tuner_cfg tc;
-  vr_tuner_state ts;
-  int tune;           /* 0: static plan */
-  int64_t *t;         /* evaluation arrivals */
+  vr_il_tick_cfg tc;
+  vr_il_tick_state ts;
+  int64_t *t;         /* evaluation arrivals (the ones psim replays) */
   size_t n, next;
   double last_s, cost_int, max_cost;
-  int ups, downs;
-} tuner_ctl;
+} tick_ctl;
+
+static double cost_now(const tick_ctl *k) {
+  vr_il_config c = k->tc.base;
+  for (int m = 0; m < c.nstages; m++) c.st[m].replicas = k->ts.k[m];
+  return vr_il_cost(&k->s->pb, &c);
+}
 
 static int ctl_replan(void *ctx, const vr_psim_view *v, vr_pipe_plan *plan,
                       vr_errbuf *err) {
-  tuner_ctl *k = ctx;
-  vr_il_problem *pb = &k->s->pb;
-  double cost = vr_il_cost(pb, &k->cfg);
-  k->cost_int += cost * (v->now_s - k->last_s);
+  tick_ctl *k = ctx;
+  k->cost_int += cost_now(k) * (v->now_s - k->last_s);
   k->last_s = v->now_s;
-  int64_t now = (int64_t)(v->now_s * 1e9);
-  if (k->tune) {
-    for (; k->next < k->n && k->t[k->next] <= now; k->next++) {
-      int rc = vr_tuner_observe(&k->tc, &k->ts, k->t[k->next]);
-      if (rc) return vr_errf(err, rc, "tuner: observe failed");
-    }
-    vr_tuner_decision d;
-    vr_tuner_decide(&k->tc, &k->ts, now, &d);
-    if (d.changed) {
-      k->ups += d.up > 0, k->downs += d.up < 0;
-      for (int m = 0; m < pb->nstages; m++) k->cfg.st[m].replicas = d.k[m];
-    }
-  }
-  for (int m = 0; m < pb->nstages; m++)
-    vr_pipe_plan_set(plan, k->s->data.prof, m, k->cfg.st[m].hw,
-                     k->cfg.st[m].replicas, k->cfg.st[m].batch);
-  plan->feasible = 1;
-  cost = vr_il_cost(pb, &k->cfg);
+  vr_il_tick_in in = {.now_ns = (int64_t)(v->now_s * 1e9),
+                      .open_queries = v->open_queries};
+  size_t first = k->next;
+  while (k->next < k->n && k->t[k->next] <= in.now_ns) k->next++;
+  in.arrivals = k->t ? k->t + first : NULL;
+  in.narrivals = k->next - first;
+  int rc = vr_il_tick(&k->tc, &k->ts, &in, k->s->data.prof, plan);
+  if (rc < 0) return vr_errf(err, rc, "inferline tick: %s", vr_strerror(rc));
+  double cost = cost_now(k);
   if (cost > k->max_cost) k->max_cost = cost;
   return 0;
 }
@@ -287,12 +287,29 @@ static int initial_cfg(vr_il_sim *s, int policy, vr_il_result *out,
     rc = vr_il_plan(&s->pb, &out->cfg, &out->stats, err);
   } else {
     double target = s->pb.rate_qps;
-    if (policy == VR_ILP_CG_PEAK)
+    if (policy == VR_ILP_CG_PEAK || policy == VR_ILP_CG_PEAK_STATIC)
       target = vr_il_peak_qps(s->t, s->n, (int64_t)(s->pb.slo_ms * 1e6));
     rc = vr_il_coarse(&s->pb, target, &out->cfg, err);
   }
   out->plan_s = wall_s() - t0;
   return rc;
+}
+
+int vr_il_sim_tick_cfg(const vr_il_sim *s, int policy, const vr_il_config *cfg,
+                       vr_il_tick_cfg *out, vr_errbuf *err) {
+  memset(out, 0, sizeof *out);
+  out->base = *cfg;
+  out->mode = VR_ILT_STATIC;
+  if (policy == VR_ILP_INFERLINE) {
+    out->mode = VR_ILT_TUNER;
+    int rc = vr_il_tuner_cfg(&s->pb, cfg, s->t, s->n, &out->tuner, err);
+    if (rc) return rc;
+  } else if (policy == VR_ILP_CG_PEAK || policy == VR_ILP_CG_MEAN) {
+    out->mode = VR_ILT_AUTOSCALE;
+    vr_il_autoscale_default(&out->as);
+    out->as.pack = vr_il_autoscale_pack(&s->pb, cfg);
+  }
+  return vr_il_tick_validate(out, err);
 }
 
 int vr_il_sim_eval(vr_il_sim *s, int policy, const vr_workload *eval,
@@ -305,30 +322,26 @@ int vr_il_sim_eval(vr_il_sim *s, int policy, const vr_workload *eval,
     return vr_errf(err, VR_ESTATE, "inferline: no sample trace");
   int rc = initial_cfg(s, policy, out, err);
   if (rc) return rc;
-  tuner_ctl k = {.s = s, .cfg = out->cfg, .tune = policy == VR_ILP_INFERLINE};
-  if (k.tune) {
-    rc = vr_il_tuner_cfg(&s->pb, &out->cfg, s->t, s->n, &k.tc, err);
-    if (!rc) rc = vr_il_sim_arrivals(eval, duration_s, seed, &k.t, &k.n, err);
-    if (rc) {
-      vr_free(k.t);
-      return rc;
-    }
-    vr_tuner_state_init(&k.ts, &k.tc, 0);
-  }
+  tick_ctl k = {.s = s};
+  rc = vr_il_sim_tick_cfg(s, policy, &out->cfg, &k.tc, err);
+  if (!rc && k.tc.mode == VR_ILT_TUNER)
+    rc = vr_il_sim_arrivals(eval, duration_s, seed, &k.t, &k.n, err);
+  if (rc) return rc;
+  vr_il_tick_state_init(&k.ts, &k.tc, 0);
   vr_workload wl = *eval;
   wl.f = NULL;
   vr_psim_cfg c = psim_cfg(s, &wl, duration_s, seed, noise);
   c.workers = 100000;
   c.load_s = load_s;
   c.warm_start = 1;
-  c.tick_s = k.tune ? 0.1 : 1;
+  c.tick_s = k.tc.mode != VR_ILT_STATIC ? 0.1 : 1;
   c.ctl_period_s = c.tick_s;
   c.replan = ctl_replan;
   c.replan_ctx = &k;
   vr_psim_summary sum;
   rc = vr_psim_run(&c, csv, &sum, err);
   if (!rc) {
-    k.cost_int += vr_il_cost(&s->pb, &k.cfg) * (duration_s - k.last_s);
+    k.cost_int += cost_now(&k) * (duration_s - k.last_s);
     out->cost_per_s = k.cost_int / duration_s;
     out->max_cost_per_s = k.max_cost;
     /* late, dropped, or never finished (psim stops runaway queues) */
@@ -336,10 +349,10 @@ int vr_il_sim_eval(vr_il_sim *s, int policy, const vr_workload *eval,
         sum.queries ? 100.0 * (double)(sum.queries - sum.ok) / sum.queries : 0;
     out->p99_ms = sum.p99_ms;
     out->queries = sum.queries;
-    out->ups = k.ups, out->downs = k.downs;
+    out->ups = k.ts.ups, out->downs = k.ts.downs;
     vr_psim_summary_free(&sum);
   }
-  if (k.tune) vr_tuner_state_free(&k.ts);
+  vr_il_tick_state_free(&k.ts);
   vr_free(k.t);
   return rc;
 }

@@ -1,8 +1,11 @@
 /*
  * InferLine in the pipeline simulator: the planner's estimator (psim run
  * as a library on the sample trace), the tuner as a psim controller, and
- * the four policies of the InferLine evaluation (inferline = planner +
- * tuner, inferline_plan = planner only, cg_peak, cg_mean).
+ * the policies of the InferLine evaluation (inferline = planner + tuner,
+ * inferline_plan = planner only, cg_peak / cg_mean = coarse-grained with
+ * AutoScale tuning, cg_peak_static / cg_mean_static = never re-scaled).
+ * Serving-time control is the pure tick of policy/il_tick.h, called by a
+ * psim controller every 100 ms.
  *
  * Stages and hardware: InferLine does not choose models, so each task
  * runs its most accurate variant; its hardware options are that model's
@@ -24,6 +27,7 @@
 #ifndef VR_SIM_IL_SIM_H
 #define VR_SIM_IL_SIM_H
 
+#include "policy/il_tick.h"
 #include "policy/inferline.h"
 #include "sim/loki_data.h"
 #include "sim/psim.h"
@@ -72,13 +76,23 @@ int vr_il_sim_plan(const vr_il_sim *s, const vr_il_config *cfg,
 typedef enum {
   VR_ILP_INFERLINE = 0, /* planner + tuner */
   VR_ILP_PLAN_ONLY,     /* planner, no tuner */
-  VR_ILP_CG_PEAK,       /* coarse-grained, sized for the peak */
-  VR_ILP_CG_MEAN,       /* coarse-grained, sized for the mean */
+  VR_ILP_CG_PEAK,       /* coarse-grained, sized for the peak, AutoScale
+                           tuning (the paper's baseline, §6) */
+  VR_ILP_CG_MEAN,       /* coarse-grained, sized for the mean, AutoScale */
+  VR_ILP_CG_PEAK_STATIC, /* the same provisioning, never re-scaled (what
+                            Fig. 5 compares: planning alone) */
+  VR_ILP_CG_MEAN_STATIC,
   VR_ILP__COUNT
 } vr_il_policy;
 
 const char *vr_il_policy_name(int p);
 int vr_il_policy_parse(const char *s); /* -1 if unknown */
+
+/* The serving-time tick of policy p over configuration cfg (planned on
+ * the sample): the tuner for inferline, AutoScale for cg_peak / cg_mean,
+ * static otherwise. */
+int vr_il_sim_tick_cfg(const vr_il_sim *s, int policy, const vr_il_config *cfg,
+                       vr_il_tick_cfg *out, vr_errbuf *err);
 
 /* One policy's outcome on an evaluation workload. */
 typedef struct vr_il_result {

@@ -223,12 +223,83 @@ static void test_tuner_in_simulator(void **st) {
   unload(&f);
 }
 
+/* The estimator stops a run once the P99 is known to miss (psim's
+ * stop_bad) and says so; the full run agrees that it misses. */
+static void test_estimator_stops_early(void **st) {
+  (void)st;
+  fixture f;
+  load(&f, 40, 1);
+  vr_il_config c;
+  vr_errbuf err = {0};
+  assert_int_equal(vr_il_plan(&f.s.pb, &c, NULL, &err), 0);
+  c.st[0] = (vr_il_stage_cfg){1, 1, 1}; /* detector on the CPU: 25 qps */
+  double p99;
+  assert_int_equal(vr_il_sim_estimate(&f.s, &f.s.pb, &c, &p99), 0);
+  assert_true(isinf(p99));
+  vr_pipe_plan plan;
+  assert_int_equal(vr_il_sim_plan(&f.s, &c, &plan), 0);
+  vr_workload wl = f.sample;
+  vr_psim_cfg pc = {.data = &f.s.data, .arrivals = &wl, .workers = 1000,
+                    .duration_s = 60, .tick_s = 1, .seed = 7,
+                    .max_queue = 4096, .ctl_period_s = 10, .plan = &plan,
+                    .stop_bad = 10};
+  vr_psim_summary sum;
+  assert_int_equal(vr_psim_run(&pc, NULL, &sum, &err), 0);
+  assert_int_equal(sum.stopped, 1);
+  assert_true(sum.late + sum.dropped <= 10);
+  vr_psim_summary_free(&sum);
+  pc.stop_bad = 0;
+  wl = f.sample;
+  assert_int_equal(vr_psim_run(&pc, NULL, &sum, &err), 0);
+  assert_int_equal(sum.stopped, 0);
+  assert_true(sum.p99_ms > f.s.pb.slo_ms);
+  vr_psim_summary_free(&sum);
+  pc.stop_bad = -1;
+  assert_int_equal(vr_psim_run(&pc, NULL, &sum, &err), VR_EINVAL);
+  vr_pipe_plan_free(&plan);
+  unload(&f);
+}
+
+/* The coarse baselines under AutoScale (the paper's CG tuning): on a rate
+ * ramp past one unit's capacity (143 queries/s at batch 2) CG-Mean adds
+ * whole-pipeline units (every stage alike) and misses less than the same
+ * provisioning left static. */
+static void test_cg_autoscale_in_simulator(void **st) {
+  (void)st;
+  fixture f;
+  load(&f, 40, 1);
+  vr_workload ramp = vr_wl_gamma(40, 1);
+  vr_wl_point pts[] = {{0, 40}, {20, 40}, {40, 300}, {90, 300}};
+  ramp.kind = VR_WL_PIECEWISE;
+  ramp.pts = pts, ramp.npts = 4;
+  vr_il_result as, fixed;
+  vr_errbuf err = {0};
+  assert_int_equal(vr_il_sim_eval(&f.s, VR_ILP_CG_MEAN, &ramp, 90, 3, 1, 1,
+                                  NULL, &as, &err), 0);
+  assert_int_equal(vr_il_sim_eval(&f.s, VR_ILP_CG_MEAN_STATIC, &ramp, 90, 3,
+                                  1, 1, NULL, &fixed, &err), 0);
+  assert_true(as.ups >= 1);
+  assert_true(as.max_cost_per_s > as.cfg.cost_per_s);
+  assert_int_equal(fixed.ups, 0);
+  assert_true(as.miss_pct < fixed.miss_pct);
+  vr_il_tick_cfg tc;
+  assert_int_equal(vr_il_sim_tick_cfg(&f.s, VR_ILP_CG_PEAK, &as.cfg, &tc,
+                                      &err), 0);
+  assert_int_equal(tc.mode, VR_ILT_AUTOSCALE);
+  assert_true(tc.as.pack >= 1);
+  assert_int_equal(vr_il_policy_parse("cg_mean_static"),
+                   VR_ILP_CG_MEAN_STATIC);
+  unload(&f);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_problem_from_data),
       cmocka_unit_test(test_plan_on_simulator),
       cmocka_unit_test(test_infeasible_slo),
       cmocka_unit_test(test_tuner_in_simulator),
+      cmocka_unit_test(test_estimator_stops_early),
+      cmocka_unit_test(test_cg_autoscale_in_simulator),
   };
   return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
 }
