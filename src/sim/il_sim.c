@@ -122,6 +122,7 @@ int vr_il_sim_init(vr_il_sim *s, const vr_pipe_data *const *by_hw,
   int choice[VR_PIPE_MAX_TASKS] = {0};
   double scale[VR_PIPE_MAX_TASKS];
   vr_pipeline_rates(s->data.pipe, choice, NULL, 1.0, scale);
+  s->est_noise = 1;
   vr_il_problem *pb = &s->pb;
   pb->nstages = p->ntasks;
   pb->slo_ms = p->slo_ms;
@@ -220,7 +221,7 @@ int vr_il_sim_estimate(void *ctx, const vr_il_problem *pb,
   if (rc) return rc;
   vr_workload wl = *s->sample;
   wl.f = NULL;
-  vr_psim_cfg c = psim_cfg(s, &wl, s->sample_s, s->seed, 0);
+  vr_psim_cfg c = psim_cfg(s, &wl, s->sample_s, s->seed, s->est_noise);
   c.workers = workers_of(cfg);
   c.plan = &plan;
   /* P99 (psim: the latency at rank floor(0.99 n)) is above the SLO as

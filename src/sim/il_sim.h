@@ -43,6 +43,10 @@ typedef struct vr_il_sim {
   int64_t *t;         /* sample arrivals (ns), sorted */
   size_t n;
   double est_wall_s;  /* time spent in the estimator */
+  int est_noise;      /* 1 (default): the estimator draws service times
+                         from the profiles' percentiles with the sample's
+                         seed, as serving does (still deterministic: the
+                         same configuration, the same draws); 0: p50 */
 } vr_il_sim;
 
 /* Derives the problem from pipeline data per hardware option (same
@@ -64,8 +68,11 @@ int vr_il_sim_arrivals(const vr_workload *w, double duration_s, uint64_t seed,
                        int64_t **t, size_t *n, vr_errbuf *err);
 
 /* The estimator (vr_il_estimate_fn; ctx = the vr_il_sim): P99 end-to-end
- * latency of cfg on the sample trace, service times at their p50, no
- * early drops; any drop makes it infinite. */
+ * latency of cfg on the sample trace, service times drawn as in serving
+ * (est_noise), no early drops; any drop makes it infinite. With p50
+ * service times a profile whose p90 is well above its p50 (Vario's own,
+ * measured on a busy machine: 1.4 vs 2.2 ms at batch 16) made plans at
+ * 90 % utilisation on paper that were overloaded in service. */
 int vr_il_sim_estimate(void *ctx, const vr_il_problem *pb,
                        const vr_il_config *cfg, double *p99_ms);
 
