@@ -50,8 +50,8 @@ static int derive_task(vr_il_sim *s, const vr_pipe_data *const *by_hw,
   const vr_pipe_task *src = &by_hw[0]->pipe->tasks[t];
   const vr_pipe_variant *model = &src->variants[most_accurate(src)];
   char names[VR_IL_MAX_HW][VR_PIPE_NAME_MAX];
-  const char *np[VR_IL_MAX_HW];
-  double acc[VR_IL_MAX_HW];
+  const char *np[VR_IL_MAX_HW] = {0};
+  double acc[VR_IL_MAX_HW] = {0};
   for (int h = 0; h < nhw; h++) {
     if (snprintf(names[h], sizeof names[h], "%s@%s", model->name,
                  hw_names[h]) >= (int)sizeof names[h])
@@ -94,6 +94,28 @@ static int copy_profiles(vr_il_sim *s, const vr_pipe_data *const *by_hw,
   return 0;
 }
 
+/* The problem over the derived pipeline (one variant per option). */
+static void setup_problem(vr_il_sim *s) {
+  const vr_pipeline *p = s->data.pipe;
+  int choice[VR_PIPE_MAX_TASKS] = {0};
+  double scale[VR_PIPE_MAX_TASKS];
+  vr_pipeline_rates(p, choice, NULL, 1.0, scale);
+  s->est_noise = 1;
+  vr_il_problem *pb = &s->pb;
+  pb->nstages = p->ntasks;
+  pb->slo_ms = p->slo_ms;
+  pb->estimate = vr_il_sim_estimate;
+  pb->ctx = s;
+  for (int t = 0; t < p->ntasks; t++) {
+    vr_il_stage *st = &pb->st[t];
+    snprintf(st->name, sizeof st->name, "%s", p->tasks[t].name);
+    st->parent = p->tasks[t].parent;
+    st->scale = scale[t] > 0 ? scale[t] : 1e-6; /* unreachable: idle */
+    st->nhw = p->tasks[t].nvariants;
+    st->hw = &s->data.prof[s->data.off[t]];
+  }
+}
+
 int vr_il_sim_init(vr_il_sim *s, const vr_pipe_data *const *by_hw,
                    const char *const *hw_names, const double *price, int nhw,
                    vr_errbuf *err) {
@@ -119,23 +141,77 @@ int vr_il_sim_init(vr_il_sim *s, const vr_pipe_data *const *by_hw,
     vr_il_sim_free(s);
     return rc;
   }
-  int choice[VR_PIPE_MAX_TASKS] = {0};
-  double scale[VR_PIPE_MAX_TASKS];
-  vr_pipeline_rates(s->data.pipe, choice, NULL, 1.0, scale);
-  s->est_noise = 1;
-  vr_il_problem *pb = &s->pb;
-  pb->nstages = p->ntasks;
-  pb->slo_ms = p->slo_ms;
-  pb->estimate = vr_il_sim_estimate;
-  pb->ctx = s;
-  for (int t = 0; t < p->ntasks; t++) {
-    vr_il_stage *st = &pb->st[t];
-    snprintf(st->name, sizeof st->name, "%s", p->tasks[t].name);
-    st->parent = p->tasks[t].parent;
-    st->scale = scale[t] > 0 ? scale[t] : 1e-6; /* unreachable: idle */
-    st->nhw = nhw;
-    st->hw = &s->data.prof[s->data.off[t]];
+  setup_problem(s);
+  return 0;
+}
+
+/* Task t of a serving view: the options of its most accurate model, one
+ * per (precision, threads), each the variant with the largest batch cap
+ * (its profile covers every smaller batch). */
+static int view_task(vr_il_sim *s, const vr_pipeline *p, const vr_profile *prof,
+                     int off, int t, int *opt, vr_errbuf *err) {
+  const vr_pipe_task *tk = &p->tasks[t];
+  int best = most_accurate(tk), n = 0;
+  const char *model = prof[off + best].model;
+  for (int v = 0; v < tk->nvariants; v++) {
+    const vr_profile *x = &prof[off + v];
+    if (strcmp(x->model, model)) continue;
+    int h = 0;
+    while (h < n && (prof[off + opt[h]].threads != x->threads ||
+                     strcmp(prof[off + opt[h]].precision, x->precision)))
+      h++;
+    if (h == n) {
+      if (n == VR_IL_MAX_HW) continue; /* more shapes than options */
+      opt[n++] = v;
+    } else if (x->max_batch > prof[off + opt[h]].max_batch) {
+      opt[h] = v;
+    }
   }
+  const char *np[VR_IL_MAX_HW] = {0};
+  double acc[VR_IL_MAX_HW] = {0};
+  for (int h = 0; h < n; h++)
+    np[h] = tk->variants[opt[h]].name, acc[h] = tk->variants[opt[h]].accuracy;
+  int rc = vr_pipe_task_set_variants(s->data.pipe, t, np, acc, n, err);
+  if (rc) return rc;
+  for (int h = 0; h < n; h++) {
+    s->data.pipe->tasks[t].variants[h].mult = tk->variants[best].mult;
+    memcpy(s->data.pipe->tasks[t].variants[h].share, tk->variants[best].share,
+           sizeof tk->variants[best].share);
+  }
+  for (int h = n; h < VR_IL_MAX_HW; h++) opt[h] = -1;
+  return 0;
+}
+
+int vr_il_sim_init_view(vr_il_sim *s, const vr_pipeline *p,
+                        const vr_profile *prof, int (*opt)[VR_IL_MAX_HW],
+                        vr_errbuf *err) {
+  memset(s, 0, sizeof *s);
+  if (p->ntasks > VR_IL_MAX_STAGES)
+    return vr_errf(err, VR_ELIMIT, "inferline: %d tasks (at most %d)",
+                   p->ntasks, VR_IL_MAX_STAGES);
+  if (!(s->data.pipe = vr_pipeline_dup(p))) return VR_ENOMEM;
+  int off[VR_PIPE_MAX_TASKS + 1] = {0}, rc = 0;
+  for (int t = 0; t < p->ntasks; t++)
+    off[t + 1] = off[t] + p->tasks[t].nvariants;
+  for (int t = 0; !rc && t < p->ntasks; t++) {
+    if (p->tasks[t].nvariants < 1)
+      rc = vr_errf(err, VR_EINVAL, "inferline: task '%s' has no variants",
+                   p->tasks[t].name);
+    else rc = view_task(s, p, prof, off[t], t, opt[t], err);
+  }
+  if (!rc) {
+    vr_pipe_data_index(&s->data);
+    s->data.prof = VR_NEWN(vr_profile, s->data.off[p->ntasks]);
+    if (!s->data.prof) rc = VR_ENOMEM;
+  }
+  for (int t = 0; !rc && t < p->ntasks; t++)
+    for (int h = 0; h < s->data.pipe->tasks[t].nvariants; h++)
+      s->data.prof[s->data.off[t] + h] = prof[off[t] + opt[t][h]];
+  if (rc) {
+    vr_il_sim_free(s);
+    return rc;
+  }
+  setup_problem(s);
   return 0;
 }
 

@@ -57,6 +57,16 @@ int vr_il_sim_init(vr_il_sim *s, const vr_pipe_data *const *by_hw,
                    int nhw, vr_errbuf *err);
 void vr_il_sim_free(vr_il_sim *s);
 
+/* The same from a serving view (the live pipeline's tasks with their
+ * registered variants, prof per slot in task order): per task the options
+ * are the variants of its most accurate model, one per (precision,
+ * threads) with the largest batch cap; price = each profile's
+ * cost_per_s. opt[t][h] gets the view variant index of option h (-1 past
+ * the last), which is how a plan over the derived pipeline maps back. */
+int vr_il_sim_init_view(vr_il_sim *s, const vr_pipeline *p,
+                        const vr_profile *prof, int (*opt)[VR_IL_MAX_HW],
+                        vr_errbuf *err);
+
 /* Sets the sample trace (borrowed workload, seconds, seed): draws its
  * arrivals and sets pb.rate_qps to their mean rate. */
 int vr_il_sim_sample(vr_il_sim *s, const vr_workload *w, double duration_s,

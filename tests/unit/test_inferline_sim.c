@@ -293,6 +293,65 @@ static void test_cg_autoscale_in_simulator(void **st) {
   unload(&f);
 }
 
+/* A serving view (registered variants: model x precision x threads x
+ * batch cap): per task the options are the most accurate model's
+ * variants, one per (precision, threads) with the largest cap, mapped
+ * back to view indexes; the planner runs on it. */
+static void test_init_view(void **st) {
+  (void)st;
+  fixture f;
+  load(&f, 40, 1);
+  vr_errbuf err = {0};
+  vr_pipeline *p = vr_pipeline_dup(f.d[0].pipe);
+  assert_non_null(p);
+  const char *names[] = {"det_l-fp32-t1-b2", "det_l-fp32-t1-b8",
+                         "det_s-fp32-t1-b8", "det_l-fp32-t2-b8"};
+  double acc[] = {100, 100, 80, 100};
+  assert_int_equal(vr_pipe_task_set_variants(p, 0, names, acc, 4, &err), 0);
+  for (int v = 0; v < 4; v++) { /* the factor the view observed */
+    p->tasks[0].variants[v].mult = v == 2 ? 2 : 3;
+    p->tasks[0].variants[v].share[0] = 2.0 / 3;
+    p->tasks[0].variants[v].share[1] = 1.0 / 3;
+  }
+  int nslots = 4 + p->tasks[1].nvariants + p->tasks[2].nvariants;
+  vr_profile *prof = calloc((size_t)nslots, sizeof *prof);
+  const vr_profile *det_l = &f.d[0].prof[f.d[0].off[0] + 1];
+  for (int i = 0; i < 4; i++) {
+    prof[i] = *det_l;
+    snprintf(prof[i].model, sizeof prof[i].model, "%s", i == 2 ? "det_s" : "det_l");
+    snprintf(prof[i].precision, sizeof prof[i].precision, "fp32");
+    prof[i].threads = i == 3 ? 2 : 1;
+    prof[i].max_batch = i == 0 ? 2 : 8;
+    prof[i].cost_per_s = i == 3 ? 2 : 1;
+  }
+  prof[0].lat.p50_ms[0] = 1; /* not chosen: a smaller cap of the same shape */
+  for (int i = 4; i < nslots; i++) {
+    int t = i < 4 + p->tasks[1].nvariants ? 1 : 2;
+    prof[i] = f.d[0].prof[f.d[0].off[t]];
+    snprintf(prof[i].model, sizeof prof[i].model, "%s", p->tasks[t].variants[0].name);
+  }
+  vr_il_sim s;
+  int opt[VR_PIPE_MAX_TASKS][VR_IL_MAX_HW];
+  assert_int_equal(vr_il_sim_init_view(&s, p, prof, opt, &err), 0);
+  assert_int_equal(s.pb.st[0].nhw, 2);
+  assert_int_equal(opt[0][0], 1); /* det_l t1, cap 8 */
+  assert_int_equal(opt[0][1], 3); /* det_l t2 */
+  assert_int_equal(opt[0][2], -1);
+  assert_int_equal(opt[1][0], 0);
+  assert_true(fabs(s.pb.st[1].scale - 2) < 1e-6);
+  assert_true(s.pb.st[0].hw[1].cost_per_s == 2);
+  vr_workload w = vr_wl_gamma(40, 1);
+  assert_int_equal(vr_il_sim_sample(&s, &w, 30, 3, &err), 0);
+  vr_il_config c;
+  assert_int_equal(vr_il_plan(&s.pb, &c, NULL, &err), 0);
+  assert_true(c.p99_ms <= s.pb.slo_ms);
+  assert_int_equal(c.st[0].hw, 0); /* t2 is dearer for the same profile */
+  vr_il_sim_free(&s);
+  free(prof);
+  vr_pipeline_free(p);
+  unload(&f);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_problem_from_data),
@@ -301,6 +360,7 @@ int main(void) {
       cmocka_unit_test(test_tuner_in_simulator),
       cmocka_unit_test(test_estimator_stops_early),
       cmocka_unit_test(test_cg_autoscale_in_simulator),
+      cmocka_unit_test(test_init_view),
   };
   return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
 }
