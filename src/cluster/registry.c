@@ -354,7 +354,7 @@ static json_t *load_json(const vr_instance_info *v) {
   return NULL;
 }
 
-static char *inst_json(const vr_instance_info *v) {
+char *vr__reg_inst_json(const vr_instance_info *v) {
   json_t *o = json_pack("{s:s,s:s,s:i,s:i}", "variant", v->variant, "state", v->state, "cores",
                         v->cores, "max_batch", v->max_batch);
   if (o && (v->arrival_qps > 0 || v->served_qps > 0 || v->queue > 0 || v->nlat > 0)) {
@@ -398,7 +398,7 @@ static int load_parse(const json_t *l, vr_instance_info *v) {
   return 0;
 }
 
-static int inst_parse(const char *id, const char *text, size_t len, vr_instance_info *v) {
+int vr__reg_inst_parse(const char *id, const char *text, size_t len, vr_instance_info *v) {
   memset(v, 0, sizeof *v);
   json_error_t je;
   json_t *o = json_loadb(text, len, 0, &je);
@@ -438,7 +438,7 @@ static int run_put_instances(vr_registry *r, const char *worker, const vr_instan
     a[1] = worker;
   }
   for (size_t i = 0; !rc && i < n; i++) {
-    if (!(js[i] = inst_json(&v[i]))) rc = vr_errf(err, VR_ENOMEM, "out of memory");
+    if (!(js[i] = vr__reg_inst_json(&v[i]))) rc = vr_errf(err, VR_ENOMEM, "out of memory");
     a[2 + 2 * i] = v[i].id;
     a[3 + 2 * i] = js[i];
   }
@@ -507,7 +507,7 @@ int vr_registry_instances(vr_registry *r, const char *worker, vr_instance_info *
   for (size_t i = 0; !rc && i < cnt; i++) {
     redisReply *k = rep->element[2 * i], *j = rep->element[2 * i + 1];
     if (k->type != REDIS_REPLY_STRING || j->type != REDIS_REPLY_STRING ||
-        inst_parse(k->str, j->str, j->len, &v[i]))
+        vr__reg_inst_parse(k->str, j->str, j->len, &v[i]))
       rc = vr_errf(err, VR_EFORMAT, "registry %s: damaged instance record on worker '%s'",
                    vr_redis_name(r->r), worker);
   }
