@@ -265,6 +265,8 @@ static int loaded(worker_role *w, vr_instance_info *inst, vr_rt_instance_stats *
 static void *hb_main(void *arg) {
   worker_role *w = arg;
   vr_instance_info *inst = vr_calloc(MAX_MODELS, sizeof *inst);
+  vr_instance_info *prev = vr_calloc(MAX_MODELS, sizeof *prev); /* as last put */
+  int nprev = -1;
   vr_rt_instance_stats *st = vr_calloc(MAX_MODELS, sizeof *st);
   char list[sizeof w->last];
   int warned = 0;
@@ -284,11 +286,13 @@ static void *hb_main(void *arg) {
       rc = vr_registry_worker_heartbeat(w->reg, w->info.id, &recreated, &err);
     }
     int n = inst ? loaded(w, inst, st, list, sizeof list) : 0;
-    /* every heartbeat: the load in it is what the controller's policies
-     * read (one small script call) */
-    if (!rc && inst) {
+    /* whenever the list or its load changed (the load is what the
+     * controller's policies read; records are memset, so memcmp is exact) */
+    int same = prev && n == nprev && !memcmp(inst, prev, (size_t)n * sizeof *inst);
+    if (!rc && inst && (recreated || !same || !prev)) {
       rc = vr_registry_put_instances(w->reg, w->info.id, inst, (size_t)n, &err);
       if (!rc) snprintf(w->last, sizeof w->last, "%s", list);
+      if (!rc && prev) memcpy(prev, inst, (size_t)n * sizeof *inst), nprev = n;
     }
     if (rc && !warned) vr_warn("worker %s: registry: %s (retrying)", w->info.id, err.msg);
     if (!rc && warned) vr_info("worker %s: registry reachable again", w->info.id);
@@ -303,6 +307,7 @@ static void *hb_main(void *arg) {
   }
   pthread_mutex_unlock(&w->mu);
   vr_free(st);
+  vr_free(prev);
   vr_free(inst);
   return NULL;
 }
