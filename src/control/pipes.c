@@ -144,6 +144,10 @@ static int compile(vr_pipes *p, const char *json, size_t len, pl_pipe **out, vr_
   vr_hist_init(&pp->win[1]);
   pp->refs = 1;
   int rc = vr_pipeline_parse(json, len, &pp->spec, err);
+  /* The spec is one self-contained document: a name in it that refers to
+   * nothing (a child or root that is not a task) makes the body invalid
+   * (400), unlike an app missing from the store (404, below). */
+  if (rc == VR_ENOENT) rc = VR_EINVAL;
   if (rc) goto fail;
   int n = pp->spec->ntasks;
   pp->t = vr_calloc((size_t)n, sizeof *pp->t);
