@@ -306,6 +306,15 @@ def config_and_stats(port):
                                  "compute_output")) and inf["compute_infer"]["count"] > 0
           and e.get("batch_stats") and e["batch_stats"][0]["compute_infer"]["count"] > 0,
           f"stats: inference_stats split and batch_stats ({json.dumps(e)[:300]})")
+    # the Prometheus name map (docs/TRITON_METRICS.md) reads only series the
+    # server exports
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics") as r:
+        families = set(re.findall(r"^# TYPE (\S+)", r.read().decode(), re.M))
+    rules = open(os.path.join(SRC, "docs/prometheus/triton_names.rules.yml")).read()
+    used = {re.sub(r"_(sum|count|bucket)$", "", n)
+            for n in re.findall(r"expr:.*?\b(vario_[a-z_]+)", rules)}
+    check(used and used <= families,
+          f"triton_names.rules.yml reads exported series only (missing: {used - families})")
 
 
 def main():
@@ -358,6 +367,22 @@ def main():
         port = wait_port(p, log)
         st, _ = http(port, "GET", "/v2/health/ready")
         check(st == 503, "a repository with a model that fails to load is not ready")
+    finally:
+        p.terminate()
+        p.wait(timeout=30)
+    # an empty repository, or a directory in it that holds no model: ready
+    # (nothing to wait for, as Triton) but said in the log, not silent
+    empty = os.path.join(TMP, "empty")
+    os.makedirs(os.path.join(empty, "notamodel"))
+    p, log = serve(["--repo", empty, "--port", "0", "--grpc-port", "-1"], "serve3.log")
+    try:
+        port = wait_port(p, log)
+        st, _ = http(port, "GET", "/v2/health/ready")
+        log.seek(0)
+        text = log.read()
+        check(st == 200 and "holds no model directory" in text
+              and "notamodel: not a model directory" in text,
+              f"an empty repository is ready and warned about: {st} {text}")
     finally:
         p.terminate()
         p.wait(timeout=30)
