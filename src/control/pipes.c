@@ -430,7 +430,8 @@ static json_t *pipe_json(vr_pipes *p, pl_pipe *pp, int full) {
 }
 
 static char *dump(json_t *j) {
-  char *t = j ? json_dumps(j, JSON_COMPACT) : NULL;
+  /* 12 significant digits: 98.9, not the double's 98.900000000000006. */
+  char *t = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(12)) : NULL;
   json_decref(j);
   char *out = t ? vr_strdup(t) : NULL;
   free(t);
