@@ -299,13 +299,18 @@ static void observe(pl_pipe *pp, pl_pol *pol, double now_s, double dt) {
   pol->req_seen = req, pol->met_seen = pp->met, pol->drop_seen = pp->outcomes[VR_POUT_DROPPED];
   pol->early_seen = pol->early, pol->rr_seen = pol->rerouted;
   pol->accsum_seen = pp->acc_sum, pol->accn_seen = pp->acc_n;
+}
+
+/* The plan in force after this tick into its history row. Caller holds
+ * pp->mu. */
+static void row_plan(pl_pol *pol) {
+  pl_row *row = &pol->hist[(pol->hhead + PL_HIST - 1) % PL_HIST];
   row->workers = pol->workers;
-  if (pol->have_plan) {
-    row->plan_acc = pol->plan.accuracy;
-    row->scaled = pol->plan.accuracy_scaled;
-    row->feasible = pol->plan.feasible;
-    fmt_variants(pol, &pol->plan, row->variants, sizeof row->variants);
-  }
+  if (!pol->have_plan) return;
+  row->plan_acc = pol->plan.accuracy;
+  row->scaled = pol->plan.accuracy_scaled;
+  row->feasible = pol->plan.feasible;
+  fmt_variants(pol, &pol->plan, row->variants, sizeof row->variants);
 }
 
 /* The instances of the view's variants, sorted by id. */
@@ -322,6 +327,21 @@ static int held_instances(vr_pipes *ps, pl_pol *pol, vr_pipe_snap_inst *out, int
     out[k++] = (vr_pipe_snap_inst){info[i].id, info[i].var, info[i].batch_cap};
   }
   return k;
+}
+
+/* Takes the instances the actions unload out of the slot lists. Caller
+ * holds pp->mu. */
+static void unpublish(pl_pol *pol, const vr_actions *acts) {
+  for (size_t i = 0; i < acts->len; i++) {
+    const vr_action *a = vr_actions_at(acts, i);
+    if (a->kind != VR_ACT_UNLOAD) continue;
+    for (int sl = 0; sl < pol->nslots; sl++) {
+      int *ids = &pol->slot_ids[sl * PL_SLOT_INST];
+      for (int k = 0; k < pol->slot_n[sl];)
+        if (ids[k] == a->instance) ids[k] = ids[--pol->slot_n[sl]];
+        else k++;
+    }
+  }
 }
 
 static void apply_actions(vr_pipes *ps, const vr_actions *acts) {
@@ -392,12 +412,20 @@ static void pol_tick(vr_pipes *ps, pl_pipe *pp, double now_s, double dt) {
     }
   }
   const vr_pipe_plan *target = have_next ? &next : pol->have_plan ? &pol->plan : NULL;
-  if (!target) return;
+  if (!target) {
+    pthread_mutex_lock(&pp->mu);
+    row_plan(pol);
+    pthread_mutex_unlock(&pp->mu);
+    return;
+  }
   /* Reconcile every tick: a load refused for want of room is retried, an
    * instance loaded by the query path is returned. */
   vr_actions acts;
   vr_actions_init(&acts);
   if (vr_pipe_plan_actions(&s, target, NULL, &acts) == 0 && acts.len) {
+    pthread_mutex_lock(&pp->mu);
+    unpublish(pol, &acts); /* no new hop to an instance about to drain */
+    pthread_mutex_unlock(&pp->mu);
     apply_actions(ps, &acts);
     s.ninst = held_instances(ps, pol, inst, ready, 256);
   }
@@ -423,6 +451,7 @@ static void pol_tick(vr_pipes *ps, pl_pipe *pp, double now_s, double dt) {
     if (sl >= 0 && ready[i] && pol->slot_n[sl] < PL_SLOT_INST)
       pol->slot_ids[sl * PL_SLOT_INST + pol->slot_n[sl]++] = (int)inst[i].id;
   }
+  row_plan(pol);
   pthread_mutex_unlock(&pp->mu);
 }
 
