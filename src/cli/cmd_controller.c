@@ -32,6 +32,7 @@
 #include "cli/commands.h"
 #include "cli/ctl_provider.h"
 #include "cluster/registry.h"
+#include "control/cluster_driver.h"
 #include "policy/cluster_plan.h"
 #include "runtime/config.h"
 #include "server/fwd.h"
@@ -59,6 +60,9 @@ typedef struct ctl {
   int n_pargs, n_wargs;
   const char *host; /* bind address (default 127.0.0.1) */
   int port, replicas, period_ms, min_workers, max_workers, fetch_models;
+  int worker_cores, replicas_set, worker_idle_s;
+  const char *policy; /* --policy: the driver below runs it */
+  double slo_ms;
   char *token;
   /* running */
   vr_registry *reg;
@@ -81,6 +85,18 @@ typedef struct ctl {
   char dead[16][64]; /* exited per the provider, maybe still leased */
   int n_dead;
   unsigned long loads_ok, loads_failed, workers_started, workers_died;
+  unsigned long unloads_ok, unloads_failed, workers_removed;
+  /* the policy driver (control/cluster_driver.h); pol_mu is taken before
+   * mu, never while holding it */
+  pthread_mutex_t pol_mu;
+  vr_cdrv *cdrv;
+  vr_cdrv_model mcfg[MAXM];
+  int n_mcfg;
+  /* this period's view (the tick thread only) */
+  vr_worker_info *vw;
+  size_t nvw;
+  vr_instance_info *vinst[MAXW];
+  size_t nvinst[MAXW];
 } ctl;
 
 static void event(ctl *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -100,7 +116,36 @@ static void event(ctl *c, const char *fmt, ...) {
 
 /* ---- HTTP ------------------------------------------------------------------ */
 
+static void policy_json(ctl *c, vr_sbuf *b) {
+  if (!c->cdrv) return;
+  vr_cdrv_stats st;
+  pthread_mutex_lock(&c->pol_mu);
+  vr_cdrv_get_stats(c->cdrv, &st);
+  pthread_mutex_unlock(&c->pol_mu);
+  vr_sbuf_puts(b, ",\"policy\":{\"kind\":");
+  vr_sbuf_json_str(b, c->policy);
+  for (int pass = 0; pass < 2; pass++) {
+    vr_sbuf_puts(b, pass ? ",\"skipped\":{" : ",\"applied\":{");
+    int first = 1;
+    for (int k = 1; k < VR_ACT__COUNT; k++) {
+      uint64_t x = pass ? st.skipped[k] : st.applied[k];
+      if (!x) continue;
+      vr_sbuf_printf(b, "%s\"%s\":%llu", first ? "" : ",", vr_action_name(k),
+                     (unsigned long long)x);
+      first = 0;
+    }
+    vr_sbuf_puts(b, "}");
+  }
+  vr_sbuf_printf(b, ",\"kept_last_copy\":%llu,\"not_yet\":%llu,\"snapshot\":{\"variants\":%d,"
+                 "\"instances\":%d,\"workers\":%d}}",
+                 (unsigned long long)st.kept_last, (unsigned long long)st.not_yet, st.nvariants,
+                 st.ninstances, st.nworkers);
+}
+
 static void state_json(ctl *c, vr_sbuf *b) {
+  vr_sbuf pb;
+  vr_sbuf_init(&pb);
+  policy_json(c, &pb); /* first: pol_mu is never taken under mu */
   pthread_mutex_lock(&c->mu);
   vr_sbuf_printf(b, "{\"registry_ok\":%d,\"routes_version\":%lld,\"workers\":[",
                  c->registry_ok, (long long)c->routes_version);
@@ -117,17 +162,23 @@ static void state_json(ctl *c, vr_sbuf *b) {
     vr_sbuf_puts(b, "}");
   }
   vr_sbuf_printf(b, "],\"starting\":%d,\"loads\":{\"ok\":%lu,\"failed\":%lu},"
-                 "\"workers_started\":%lu,\"workers_died\":%lu,\"events\":[",
-                 c->starting, c->loads_ok, c->loads_failed, c->workers_started,
-                 c->workers_died);
+                 "\"unloads\":{\"ok\":%lu,\"failed\":%lu},\"workers_started\":%lu,"
+                 "\"workers_died\":%lu,\"workers_removed\":%lu,\"events\":[",
+                 c->starting, c->loads_ok, c->loads_failed, c->unloads_ok, c->unloads_failed,
+                 c->workers_started, c->workers_died, c->workers_removed);
   int first = c->n_events > NEVENTS ? c->n_events - NEVENTS : 0;
   for (int k = first; k < c->n_events; k++) {
     vr_sbuf_printf(b, "%s{\"t_s\":%.3f,\"what\":", k > first ? "," : "", c->ev_t[k % NEVENTS]);
     vr_sbuf_json_str(b, c->events[k % NEVENTS]);
     vr_sbuf_puts(b, "}");
   }
-  vr_sbuf_puts(b, "]}");
+  vr_sbuf_puts(b, "]");
   pthread_mutex_unlock(&c->mu);
+  size_t n = 0;
+  char *p = vr_sbuf_take(&pb, &n);
+  if (p) vr_sbuf_add(b, p, n);
+  vr_free(p);
+  vr_sbuf_puts(b, "}");
 }
 
 static int token_ok(ctl *c, vr_http_req *r) {
@@ -174,19 +225,25 @@ static void handle(vr_http_req *r, void *user) {
 typedef struct load_job {
   ctl *c;
   char model[128], worker[VR_REG_ID_MAX], addr[VR_REG_ADDR_MAX];
+  int unload;
 } load_job;
+
+static void *unload_main(load_job *j);
 
 /* A remote load: the worker's repository API (it fetches the model from
  * us first when it has none). Runs on its own thread: a load takes as
- * long as the model's profiling. */
+ * long as the model's profiling. Its time is the variant's load time for
+ * the policy. */
 static void *load_main(void *arg) {
   load_job *j = arg;
+  if (j->unload) return unload_main(j);
   ctl *c = j->c;
+  int64_t t_start = vr_now_ns();
   vr_errbuf err = {0};
   char host[VR_REG_ADDR_MAX];
   snprintf(host, sizeof host, "%s", j->addr);
   char *colon = strrchr(host, ':');
-  int rc = VR_EINVAL, status = 0;
+  int rc = VR_EINVAL, status = 0, timed = 0;
   if (colon) {
     *colon = 0;
     vr_httpc h;
@@ -199,6 +256,7 @@ static void *load_main(void *arg) {
       vr_httpc_resp resp;
       rc = vr_httpc_request(&h, "POST", path, auth, "{}", 2, &resp, &err);
       /* 409: it is loaded already (a worker loads its repository at start) */
+      timed = !rc && resp.head.status == 200;
       if (!rc && resp.head.status != 200 && resp.head.status != 409) {
         status = resp.head.status;
         snprintf(err.msg, sizeof err.msg, "HTTP %d %.*s", status,
@@ -224,6 +282,53 @@ static void *load_main(void *arg) {
     event(c, "loaded %s on %s", j->model, j->worker);
   }
   pthread_mutex_unlock(&c->mu);
+  double ms = (double)(vr_now_ns() - t_start) / 1e6;
+  if (!rc && c->cdrv && timed) {
+    pthread_mutex_lock(&c->pol_mu);
+    vr_cdrv_load_time(c->cdrv, j->model, ms);
+    pthread_mutex_unlock(&c->pol_mu);
+  }
+  vr_free(j);
+  return NULL;
+}
+
+/* A remote unload (the policy's scale-down): the worker drains the
+ * model's queue, then frees it; its next heartbeat no longer lists it. */
+static void *unload_main(load_job *j) {
+  ctl *c = j->c;
+  vr_errbuf err = {0};
+  char host[VR_REG_ADDR_MAX];
+  snprintf(host, sizeof host, "%s", j->addr);
+  char *colon = strrchr(host, ':');
+  int rc = VR_EINVAL;
+  if (colon) {
+    *colon = 0;
+    vr_httpc h;
+    rc = vr_httpc_open(&h, host, atoi(colon + 1), &err);
+    if (!rc) {
+      h.timeout_ms = 120000;
+      char path[300], auth[600] = "";
+      snprintf(path, sizeof path, "/v2/repository/models/%s/unload", j->model);
+      if (c->token) snprintf(auth, sizeof auth, "Authorization: Bearer %.500s\r\n", c->token);
+      vr_httpc_resp resp;
+      rc = vr_httpc_request(&h, "POST", path, auth, "{}", 2, &resp, &err);
+      if (!rc && resp.head.status != 200) {
+        snprintf(err.msg, sizeof err.msg, "HTTP %d %.*s", resp.head.status,
+                 (int)(resp.body_len < 300 ? resp.body_len : 300), resp.body ? resp.body : "");
+        rc = VR_EIO;
+      }
+      vr_httpc_close(&h);
+    }
+  }
+  pthread_mutex_lock(&c->mu);
+  if (rc) {
+    c->unloads_failed++;
+    event(c, "unload %s on %s failed: %s", j->model, j->worker, err.msg);
+  } else {
+    c->unloads_ok++;
+    event(c, "unloaded %s on %s", j->model, j->worker);
+  }
+  pthread_mutex_unlock(&c->mu);
   vr_free(j);
   return NULL;
 }
@@ -235,6 +340,18 @@ static int pending_for(ctl *c, const char *model, const char *worker, int64_t no
     if (p->active && !strcmp(p->model, model) && !strcmp(p->worker, worker)) return 1;
   }
   return 0;
+}
+
+/* Runs j on a detached thread (which frees it); -1 when none started. */
+static int spawn(load_job *j) {
+  pthread_t t;
+  pthread_attr_t a;
+  pthread_attr_init(&a);
+  pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+  int rc = pthread_create(&t, &a, load_main, j);
+  pthread_attr_destroy(&a);
+  if (rc) vr_free(j);
+  return rc ? -1 : 0;
 }
 
 static void start_load(ctl *c, const char *model, const vr_worker_info *w, int64_t now) {
@@ -250,15 +367,19 @@ static void start_load(ctl *c, const char *model, const vr_worker_info *w, int64
   snprintf(j->model, sizeof j->model, "%s", model);
   snprintf(j->worker, sizeof j->worker, "%s", w->id);
   snprintf(j->addr, sizeof j->addr, "%s", w->addr);
-  pthread_t t;
-  pthread_attr_t a;
-  pthread_attr_init(&a);
-  pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-  if (pthread_create(&t, &a, load_main, j)) {
-    slot->active = 0;
-    vr_free(j);
-  }
-  pthread_attr_destroy(&a);
+  if (spawn(j)) slot->active = 0;
+}
+
+/* Under c->mu. */
+static void start_unload(ctl *c, const char *model, const vr_worker_info *w) {
+  load_job *j = VR_NEW(load_job);
+  if (!j) return;
+  j->c = c;
+  j->unload = 1;
+  snprintf(j->model, sizeof j->model, "%s", model);
+  snprintf(j->worker, sizeof j->worker, "%s", w->id);
+  snprintf(j->addr, sizeof j->addr, "%s", w->addr);
+  spawn(j);
 }
 
 static int in_list(const char *list, const char *name) {
@@ -336,6 +457,134 @@ static char *build_routes(ctl *c, char models[][128], int nm) {
   return vr_fwd_table_json(&t);
 }
 
+/* Starts one worker through the provider (outside c->mu). 0 or -1. */
+static int start_worker(ctl *c, const char *why) {
+  char id[64];
+  vr_errbuf err = {0};
+  pthread_mutex_lock(&c->mu);
+  snprintf(id, sizeof id, "w%d-%lld", ++c->next_worker, (long long)(vr_now_ns() / 1000000 % 100000));
+  pthread_mutex_unlock(&c->mu);
+  char url[64];
+  snprintf(url, sizeof url, "http://%.40s:%d", c->advertise ? c->advertise : "127.0.0.1",
+           vr_http_port(c->http));
+  if (ctl_prov_start(c->prov, id, c->worker_cores, url, c->wargs, (size_t)c->n_wargs, &err)) {
+    vr_warn("controller: provider start: %s", err.msg);
+    return -1;
+  }
+  pthread_mutex_lock(&c->mu);
+  c->workers_started++;
+  c->starting++;
+  event(c, "autoscaler: started worker %s (%s)", id, why);
+  pthread_mutex_unlock(&c->mu);
+  return 0;
+}
+
+/* ---- the policy (control/cluster_driver.h) --------------------------------- */
+
+static const vr_worker_info *live_worker(ctl *c, const char *id) {
+  for (size_t i = 0; i < c->nw; i++)
+    if (!strcmp(c->w[i].id, id)) return &c->w[i];
+  return NULL;
+}
+
+static int op_load(void *u, const char *model, const char *worker, const char *why) {
+  ctl *c = u;
+  pthread_mutex_lock(&c->mu);
+  const vr_worker_info *w = live_worker(c, worker);
+  int64_t now = vr_now_ns();
+  int rc = -1;
+  if (w && !pending_for(c, model, worker, now)) {
+    event(c, "policy %s: load %s on %s (%s)", c->policy, model, worker, why);
+    start_load(c, model, w, now);
+    rc = 0;
+  }
+  pthread_mutex_unlock(&c->mu);
+  return rc;
+}
+
+static int op_unload(void *u, const char *model, const char *worker, const char *why) {
+  ctl *c = u;
+  pthread_mutex_lock(&c->mu);
+  const vr_worker_info *w = live_worker(c, worker);
+  if (w) {
+    event(c, "policy %s: unload %s on %s (%s)", c->policy, model, worker, why);
+    start_unload(c, model, w);
+  }
+  pthread_mutex_unlock(&c->mu);
+  return w ? 0 : -1;
+}
+
+static int op_add_worker(void *u, const char *why) {
+  ctl *c = u;
+  char w[160];
+  snprintf(w, sizeof w, "policy %s: %s", c->policy, why);
+  return c->prov ? start_worker(c, w) : -1;
+}
+
+static int op_remove_worker(void *u, const char *worker, const char *why) {
+  ctl *c = u;
+  vr_errbuf err = {0};
+  if (!c->prov || ctl_prov_stop(c->prov, worker, &err)) {
+    if (c->prov) vr_warn("controller: provider stop %s: %s", worker, err.msg);
+    return -1;
+  }
+  pthread_mutex_lock(&c->mu);
+  c->workers_removed++;
+  event(c, "policy %s: removing worker %s (%s)", c->policy, worker, why);
+  pthread_mutex_unlock(&c->mu);
+  return 0; /* it deregisters itself on SIGTERM, then drains */
+}
+
+static int op_pending(void *u, const char *model, const char *worker) {
+  ctl *c = u;
+  pthread_mutex_lock(&c->mu);
+  int p = pending_for(c, model, worker, vr_now_ns());
+  pthread_mutex_unlock(&c->mu);
+  return p;
+}
+
+/* The models' repository configs (re-read every 40 periods: a model
+ * copied into the repository shows up without a restart). */
+static void model_configs(ctl *c, char models[][128], int nm) {
+  int same = nm == c->n_mcfg && c->ticks % 40;
+  for (int m = 0; same && m < nm; m++) same = !strcmp(models[m], c->mcfg[m].name);
+  if (same) return;
+  c->n_mcfg = 0;
+  for (int m = 0; m < nm && m < MAXM; m++) {
+    vr_cdrv_model *x = &c->mcfg[c->n_mcfg++];
+    memset(x, 0, sizeof *x);
+    snprintf(x->name, sizeof x->name, "%.127s", models[m]);
+    x->threads = x->max_batch = 1;
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%.3900s/%.127s", c->repo, models[m]);
+    vr_model_config cfg;
+    vr_errbuf e = {0};
+    if (vr_model_config_load(dir, &cfg, &e)) continue; /* a worker will say why */
+    snprintf(x->app, sizeof x->app, "%s", cfg.app);
+    snprintf(x->precision, sizeof x->precision, "%s", vr_precision_name(cfg.precision));
+    x->threads = cfg.threads > 0 ? cfg.threads : 1;
+    x->max_batch = cfg.max_batch_size > 0 ? cfg.max_batch_size : 1;
+    x->accuracy = cfg.accuracy > 0 ? cfg.accuracy : 0;
+  }
+}
+
+/* One period of the policy over this period's view of the cluster. */
+static void policy_step(ctl *c, const vr_worker_info *ws, size_t n, char models[][128], int nm,
+                        int starting) {
+  model_configs(c, models, nm);
+  vr_cdrv_view v = {
+      .now_ns = vr_now_ns(), .workers = ws, .nworkers = n,
+      .inst = (const vr_instance_info *const *)c->vinst, .ninst = c->nvinst,
+      .models = c->mcfg, .nmodels = (size_t)c->n_mcfg, .starting = starting,
+      .growable = c->prov != NULL, .worker_cores = c->worker_cores,
+      .max_workers = c->max_workers, .slo_ms = c->slo_ms,
+      .core_price_per_hour = 0.0425, .pending = op_pending, .u = c};
+  vr_errbuf err = {0};
+  pthread_mutex_lock(&c->pol_mu);
+  if (vr_cdrv_tick(c->cdrv, &v, &err)) vr_warn("controller: %s", err.msg);
+  pthread_mutex_unlock(&c->pol_mu);
+}
+
 static void tick(ctl *c) {
   vr_errbuf err = {0};
   vr_worker_info *ws = NULL;
@@ -407,9 +656,14 @@ static void tick(ctl *c) {
     if (!known) event(c, "worker %s up at %s", ws[k].id, ws[k].addr);
   }
   pthread_mutex_unlock(&c->mu);
-  /* their models (read outside the lock: network) */
+  /* their models (read outside the lock: network); kept for the policy */
   static char wm[MAXW][1024];
   static int wa[MAXW];
+  for (size_t k = 0; k < MAXW; k++) {
+    vr_free(c->vinst[k]);
+    c->vinst[k] = NULL;
+    c->nvinst[k] = 0;
+  }
   for (size_t k = 0; k < n; k++) {
     vr_instance_info *in = NULL;
     size_t ni = 0;
@@ -422,7 +676,8 @@ static void tick(ctl *c) {
         int w = snprintf(wm[k] + off, sizeof wm[k] - off, "%s%s", off ? "," : "", in[i].variant);
         if (w > 0 && (size_t)w < sizeof wm[k] - off) off += (size_t)w;
       }
-    vr_free(in);
+    c->vinst[k] = in;
+    c->nvinst[k] = ni;
   }
   static char models[MAXM][128];
   int nm = scan_models(c, models, MAXM);
@@ -469,22 +724,9 @@ static void tick(ctl *c) {
   int publish = body && (!c->routes_body || strcmp(body, c->routes_body));
   pthread_mutex_unlock(&c->mu);
   for (int i = 0; c->prov && i < out.add_workers; i++) {
-    char id[64];
-    pthread_mutex_lock(&c->mu);
-    snprintf(id, sizeof id, "w%d-%lld", ++c->next_worker, (long long)(vr_now_ns() / 1000000 % 100000));
-    pthread_mutex_unlock(&c->mu);
-    char url[64];
-    snprintf(url, sizeof url, "http://%.40s:%d", c->advertise ? c->advertise : "127.0.0.1",
-             vr_http_port(c->http));
-    if (ctl_prov_start(c->prov, id, 1, url, c->wargs, (size_t)c->n_wargs, &err)) {
-      vr_warn("controller: provider start: %s", err.msg);
-      break;
-    }
-    pthread_mutex_lock(&c->mu);
-    c->workers_started++;
-    c->starting++;
-    event(c, "autoscaler: started worker %s (%zu live, %d wanted)", id, n, c->min_workers);
-    pthread_mutex_unlock(&c->mu);
+    char why[96];
+    snprintf(why, sizeof why, "%zu live, %d wanted", n, c->min_workers);
+    if (start_worker(c, why)) break;
   }
   if (publish) {
     int64_t ver = 0;
@@ -502,6 +744,7 @@ static void tick(ctl *c) {
   } else {
     vr_free(body);
   }
+  if (c->cdrv) policy_step(c, ws, n, models, nm, starting + out.add_workers);
   vr_free(ws);
 }
 
@@ -514,6 +757,7 @@ static void usage(FILE *f) {
           "         [--admin-token-file F] [--port-file F]\n"
           "         [--provider local|kubernetes --provider-opt K=V ...\n"
           "          --min-workers N [--max-workers N] [--worker-arg ARG ...]]\n"
+          "         [--policy infaas|clipper|sm|asyfunc [--slo-ms N]]\n"
           "  --registry URL   redis://HOST:PORT shared with workers and front ends\n"
           "  --repo DIR       model repository: what is placed, and what workers\n"
           "                   without it fetch (GET /v2/cluster/models/...)\n"
@@ -532,7 +776,14 @@ static void usage(FILE *f) {
           "  --provider-opt K=V  provider option (docs/API.md)\n"
           "  --min-workers N  keep at least N workers (a dead one is replaced)\n"
           "  --max-workers N  never more than N (default: no cap)\n"
-          "  --worker-arg A   argument for started workers (repeat per word)\n");
+          "  --worker-arg A   argument for started workers (repeat per word)\n"
+          "  --worker-cores N cores of each started worker (default 1)\n"
+          "  --policy KIND    infaas|clipper|sm|asyfunc: the policy acts on the\n"
+          "                   workers (replicate/unload models on them, add and\n"
+          "                   remove workers through the provider); default:\n"
+          "                   placement only (every model on --replicas workers)\n"
+          "  --slo-ms N       latency SLO the policy plans for (default 100)\n"
+          "  --worker-idle-s N  policy removes a worker idle this long (30)\n");
 }
 
 static int num(const char *s, long lo, long hi, int *out) {
@@ -560,6 +811,10 @@ int vr_cmd_controller(int argc, char **argv) {
   memset(&c, 0, sizeof c);
   c.port = 8100;
   c.period_ms = 250;
+  c.worker_cores = 1;
+  c.slo_ms = 100;
+  c.worker_idle_s = 30;
+  int slo = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     int has = i + 1 < argc;
@@ -577,7 +832,11 @@ int vr_cmd_controller(int argc, char **argv) {
     else if (!strcmp(a, "--provider-opt") && has && c.n_pargs < MAXARGS) c.pargs[c.n_pargs++] = argv[++i];
     else if (!strcmp(a, "--worker-arg") && has && c.n_wargs < MAXARGS) c.wargs[c.n_wargs++] = argv[++i];
     else if (!strcmp(a, "--port") && has && !num(argv[i + 1], 0, 65535, &c.port)) i++;
-    else if (!strcmp(a, "--replicas") && has && !num(argv[i + 1], 0, 1000, &c.replicas)) i++;
+    else if (!strcmp(a, "--replicas") && has && !num(argv[i + 1], 0, 1000, &c.replicas)) i++, c.replicas_set = 1;
+    else if (!strcmp(a, "--policy") && has && vr_policy_parse(argv[i + 1]) >= 0) c.policy = argv[++i];
+    else if (!strcmp(a, "--slo-ms") && has && !num(argv[i + 1], 1, 600000, &slo)) i++, c.slo_ms = slo;
+    else if (!strcmp(a, "--worker-cores") && has && !num(argv[i + 1], 1, 1024, &c.worker_cores)) i++;
+    else if (!strcmp(a, "--worker-idle-s") && has && !num(argv[i + 1], 1, 86400, &c.worker_idle_s)) i++;
     else if (!strcmp(a, "--period-ms") && has && !num(argv[i + 1], 10, 60000, &c.period_ms)) i++;
     else if (!strcmp(a, "--min-workers") && has && !num(argv[i + 1], 0, MAXW, &c.min_workers)) i++;
     else if (!strcmp(a, "--max-workers") && has && !num(argv[i + 1], 0, MAXW, &c.max_workers)) i++;
@@ -605,8 +864,25 @@ int vr_cmd_controller(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
   vr_errbuf err = {0};
   pthread_mutex_init(&c.mu, NULL);
+  pthread_mutex_init(&c.pol_mu, NULL);
   c.t0 = vr_now_ns();
   int rc = vr_registry_open(c.registry, NULL, &c.reg, &err);
+  if (!rc && c.policy) {
+    /* The policy replicates; the base placement keeps one copy of each
+     * model (the first, whose load measures its latency). Requests name
+     * their model: no cross-model moves, no burst upgrades to another
+     * model. */
+    if (!c.replicas_set) c.replicas = 1;
+    vr_policy_cfg pc;
+    vr_policy_cfg_default(&pc, vr_policy_parse(c.policy));
+    pc.cross_model = 0;
+    pc.burst_upgrade = 0;
+    pc.min_workers = c.min_workers > 0 ? c.min_workers : 1;
+    pc.worker_idle_ns = (int64_t)c.worker_idle_s * 1000000000LL;
+    if (pc.kind == VR_POL_INFAAS) pc.backlog_step = 1.25; /* as vario serve */
+    vr_cdrv_ops ops = {op_load, op_unload, op_add_worker, op_remove_worker, &c};
+    if (vr_cdrv_new(&pc, &ops, &c.cdrv)) rc = vr_errf(&err, VR_ENOMEM, "out of memory");
+  }
   if (!rc && c.provider)
     rc = ctl_prov_open(c.provider, c.pargs, (size_t)c.n_pargs, &c.prov, &err);
   vr_http_opts ho = {.host = c.host, .port = c.port, .handler = handle, .user = &c};
@@ -615,6 +891,7 @@ int vr_cmd_controller(int argc, char **argv) {
     fprintf(stderr, "vario controller: %s\n", err.msg);
     ctl_prov_close(c.prov);
     if (c.reg) vr_registry_close(c.reg);
+    vr_cdrv_free(c.cdrv);
     vr_free(c.token);
     return 1;
   }
@@ -650,6 +927,8 @@ int vr_cmd_controller(int argc, char **argv) {
   vr_registry_close(c.reg);
   vr_free(c.routes_body);
   vr_free(c.token);
+  vr_cdrv_free(c.cdrv);
+  for (size_t k = 0; k < MAXW; k++) vr_free(c.vinst[k]);
   /* load threads still running hold &c: let them finish with the process */
   fprintf(stderr, "vario controller: stopped\n");
   return 0;
