@@ -80,6 +80,21 @@ void vr__pipe_pol_free(pl_pol *pol) {
 
 /* ---- the planning view ------------------------------------------------------ */
 
+/* Whether another candidate of the task is the same model, precision and
+ * threads with a larger max batch: the planner sets the batch cap itself,
+ * so only the largest of such variants is a candidate (a third of the
+ * MILP when a model is registered at max batch 1, 2 and 4). */
+static int dominated(vr_pipes *ps, const vr_pipe_task *t, const vr_profile *pr) {
+  for (int v = 0; v < t->nvariants; v++) {
+    vr_profile o;
+    if (vr_control_variant(ps->ctl, t->variants[v].name, &o) >= 0 &&
+        !strcmp(o.model, pr->model) && !strcmp(o.precision, pr->precision) &&
+        o.threads == pr->threads && o.max_batch > pr->max_batch)
+      return 1;
+  }
+  return 0;
+}
+
 /* Each task keeps the variants the control plane serves, at the fewest
  * threads among them (one instance = `threads` cores = one Loki worker). */
 static int build_view(vr_pipes *ps, pl_pipe *pp, pl_pol **out, vr_errbuf *err) {
@@ -104,7 +119,9 @@ static int build_view(vr_pipes *ps, pl_pipe *pp, pl_pol **out, vr_errbuf *err) {
     for (int v = 0; v < sp->tasks[t].nvariants; v++) {
       vr_profile pr;
       const vr_pipe_variant *x = &sp->tasks[t].variants[v];
-      if (vr_control_variant(ps->ctl, x->name, &pr) < 0 || pr.threads != pol->threads) continue;
+      if (vr_control_variant(ps->ctl, x->name, &pr) < 0 || pr.threads != pol->threads ||
+          dominated(ps, &sp->tasks[t], &pr))
+        continue;
       names[n] = x->name;
       acc[n++] = x->accuracy;
     }
@@ -266,6 +283,8 @@ static void fmt_variants(const pl_pol *pol, const vr_pipe_plan *plan, char *buf,
   }
 }
 
+static void row_plan(pl_pol *pol);
+
 /* Demand and factors from the counters; the history row. Caller holds
  * pp->mu. */
 static void observe(pl_pipe *pp, pl_pol *pol, double now_s, double dt) {
@@ -299,6 +318,7 @@ static void observe(pl_pipe *pp, pl_pol *pol, double now_s, double dt) {
   pol->req_seen = req, pol->met_seen = pp->met, pol->drop_seen = pp->outcomes[VR_POUT_DROPPED];
   pol->early_seen = pol->early, pol->rr_seen = pol->rerouted;
   pol->accsum_seen = pp->acc_sum, pol->accn_seen = pp->acc_n;
+  row_plan(pol); /* the plan in force until this tick decides */
 }
 
 /* The plan in force after this tick into its history row. Caller holds
