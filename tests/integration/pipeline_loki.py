@@ -51,9 +51,17 @@ PER_CORE = 20.0  # canvases/s the most accurate detector carries per core, by pl
 LARGE = "fscenes_det_large"
 
 
+LAST = {}  # the last policy read, shown on failure
+
+
 def check(cond, what):
     if not cond:
         print("FAIL:", what)
+        if LAST:
+            print(json.dumps(LAST, indent=1)[:6000])
+        log = os.path.join(TMP, "serve.log")
+        if os.path.exists(log):
+            print("".join(open(log).readlines()[-40:]))
         sys.exit(1)
     print("ok:", what)
 
@@ -77,6 +85,8 @@ def policy(port):
     st, j = http(port, "GET", "/v2/pipelines/fashion_scenes")
     if st != 200:
         check(False, f"GET /v2/pipelines/fashion_scenes: {st}")
+    LAST.clear()
+    LAST.update(j.get("policy", {}))
     return j
 
 
@@ -137,6 +147,7 @@ try:
     st, apps = http(port, "GET", "/v2/apps/fscenes_detect")
     probe.terminate()
     probe.wait(timeout=30)
+    check(st == 200, f"GET /v2/apps/fscenes_detect: {st} {apps}")
     p50 = [v["p50_ms_b1"] for v in apps["apps"]["fscenes_detect"] if v["model"] == LARGE][0]
     slack = (1000.0 / p50) / PER_CORE
     check(slack > 1, f"{LARGE}: {p50:.3f} ms per canvas; headroom {slack:.1f}")
@@ -190,6 +201,7 @@ try:
     front = {e["variant"].split("-")[0] for e in pol["routing"]["front"]}
     check(front - {LARGE}, f"front-end table routes to a less accurate detector: {front}")
     out, _ = b.communicate(timeout=180)
+    check(out.strip().startswith("{"), f"vario bench summary: {out[-300:]}")
     res = json.loads(out)
     check(res["sent"] > 0 and res["ok"] > 0, f"high load served: {res['ok']} of {res['sent']}")
     check(res["errors"] == 0, f"no errors (only ok / 504 dropped / 503): {res}")
