@@ -3,13 +3,16 @@
  *                  [--models M,M] [--provider KIND --provider-opt K=V ...
  *                  --min-workers N --max-workers N --worker-arg ARG ...]
  *                  [--fetch-models] [--period-ms N] [--admin-token-file F]
+ *                  [--policy infaas|clipper|sm|asyfunc [--slo-ms N]]
  * The cluster's control plane (issue 18). Every period it reads the live
  * workers and their loaded models from the registry (cluster/registry.h),
  * runs the placement policy (policy/cluster_plan.h), loads missing models
  * on workers through their repository API, asks the worker provider for
  * workers when fewer than --min-workers are alive (one that died is
  * replaced), and publishes the routing table front ends follow (table
- * "main", server/fwd.h JSON). It serves its repository's model
+ * "main", server/fwd.h JSON). With --policy it then runs that policy over
+ * the cluster (control/cluster_driver.h; the remote actions and the glue
+ * are in ctl_actions.c). It serves its repository's model
  * directories to workers that fetch them (server/model_fetch.h) and its
  * state at GET /v2/cluster/state.
  *
@@ -19,6 +22,7 @@
  */
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,77 +34,13 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "cli/commands.h"
-#include "cli/ctl_provider.h"
-#include "cluster/registry.h"
-#include "control/cluster_driver.h"
+#include "cli/ctl_int.h"
 #include "policy/cluster_plan.h"
 #include "runtime/config.h"
 #include "server/fwd.h"
-#include "server/http.h"
-#include "server/httpc.h"
 #include "server/model_fetch.h"
-#include "server/sbuf.h"
 
-#define MAXM 128
-#define MAXW 128
-#define MAXARGS 64
-#define NEVENTS 64
-#define TABLE "main"
-
-typedef struct pending {
-  char model[128], worker[VR_REG_ID_MAX];
-  int64_t until_ns;
-  int active;
-} pending;
-
-typedef struct ctl {
-  /* options */
-  const char *registry, *repo, *models_opt, *token_file, *provider, *port_file, *advertise;
-  const char *pargs[MAXARGS], *wargs[MAXARGS];
-  int n_pargs, n_wargs;
-  const char *host; /* bind address (default 127.0.0.1) */
-  int port, replicas, period_ms, min_workers, max_workers, fetch_models;
-  int worker_cores, replicas_set, worker_idle_s;
-  const char *policy; /* --policy: the driver below runs it */
-  double slo_ms;
-  char *token;
-  /* running */
-  vr_registry *reg;
-  ctl_prov *prov;
-  vr_http *http;
-  pthread_mutex_t mu; /* everything below */
-  vr_worker_info w[MAXW];
-  size_t nw;
-  char wmodels[MAXW][1024]; /* comma-joined ready models per worker */
-  int wapps[MAXW];
-  pending pend[MAXM * 4];
-  int64_t routes_version;
-  char *routes_body;
-  char events[NEVENTS][240];
-  double ev_t[NEVENTS];
-  int n_events;
-  int64_t t0;
-  int registry_ok, starting, next_worker;
-  unsigned ticks;
-  char dead[16][64]; /* exited per the provider, maybe still leased */
-  int n_dead;
-  unsigned long loads_ok, loads_failed, workers_started, workers_died;
-  unsigned long unloads_ok, unloads_failed, workers_removed;
-  /* the policy driver (control/cluster_driver.h); pol_mu is taken before
-   * mu, never while holding it */
-  pthread_mutex_t pol_mu;
-  vr_cdrv *cdrv;
-  vr_cdrv_model mcfg[MAXM];
-  int n_mcfg;
-  /* this period's view (the tick thread only) */
-  vr_worker_info *vw;
-  size_t nvw;
-  vr_instance_info *vinst[MAXW];
-  size_t nvinst[MAXW];
-} ctl;
-
-static void event(ctl *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void event(ctl *c, const char *fmt, ...) {
+void vr__ctl_event(ctl *c, const char *fmt, ...) {
   char msg[240];
   va_list ap;
   va_start(ap, fmt);
@@ -114,38 +54,10 @@ static void event(ctl *c, const char *fmt, ...) {
   c->n_events++;
 }
 
-/* ---- HTTP ------------------------------------------------------------------ */
-
-static void policy_json(ctl *c, vr_sbuf *b) {
-  if (!c->cdrv) return;
-  vr_cdrv_stats st;
-  pthread_mutex_lock(&c->pol_mu);
-  vr_cdrv_get_stats(c->cdrv, &st);
-  pthread_mutex_unlock(&c->pol_mu);
-  vr_sbuf_puts(b, ",\"policy\":{\"kind\":");
-  vr_sbuf_json_str(b, c->policy);
-  for (int pass = 0; pass < 2; pass++) {
-    vr_sbuf_puts(b, pass ? ",\"skipped\":{" : ",\"applied\":{");
-    int first = 1;
-    for (int k = 1; k < VR_ACT__COUNT; k++) {
-      uint64_t x = pass ? st.skipped[k] : st.applied[k];
-      if (!x) continue;
-      vr_sbuf_printf(b, "%s\"%s\":%llu", first ? "" : ",", vr_action_name(k),
-                     (unsigned long long)x);
-      first = 0;
-    }
-    vr_sbuf_puts(b, "}");
-  }
-  vr_sbuf_printf(b, ",\"kept_last_copy\":%llu,\"not_yet\":%llu,\"snapshot\":{\"variants\":%d,"
-                 "\"instances\":%d,\"workers\":%d}}",
-                 (unsigned long long)st.kept_last, (unsigned long long)st.not_yet, st.nvariants,
-                 st.ninstances, st.nworkers);
-}
-
 static void state_json(ctl *c, vr_sbuf *b) {
   vr_sbuf pb;
   vr_sbuf_init(&pb);
-  policy_json(c, &pb); /* first: pol_mu is never taken under mu */
+  vr__ctl_policy_json(c, &pb); /* first: pol_mu is never taken under mu */
   pthread_mutex_lock(&c->mu);
   vr_sbuf_printf(b, "{\"registry_ok\":%d,\"routes_version\":%lld,\"workers\":[",
                  c->registry_ok, (long long)c->routes_version);
@@ -218,168 +130,6 @@ static void handle(vr_http_req *r, void *user) {
     if (!strncmp(sl, "/files/", 7)) return vr_model_files_reply(r, c->repo, name, sl + 7);
   }
   vr_http_error(r, 404, "unknown path");
-}
-
-/* ---- actions --------------------------------------------------------------- */
-
-typedef struct load_job {
-  ctl *c;
-  char model[128], worker[VR_REG_ID_MAX], addr[VR_REG_ADDR_MAX];
-  int unload;
-} load_job;
-
-static void *unload_main(load_job *j);
-
-/* A remote load: the worker's repository API (it fetches the model from
- * us first when it has none). Runs on its own thread: a load takes as
- * long as the model's profiling. Its time is the variant's load time for
- * the policy. */
-static void *load_main(void *arg) {
-  load_job *j = arg;
-  if (j->unload) return unload_main(j);
-  ctl *c = j->c;
-  int64_t t_start = vr_now_ns();
-  vr_errbuf err = {0};
-  char host[VR_REG_ADDR_MAX];
-  snprintf(host, sizeof host, "%s", j->addr);
-  char *colon = strrchr(host, ':');
-  int rc = VR_EINVAL, status = 0, timed = 0;
-  if (colon) {
-    *colon = 0;
-    vr_httpc h;
-    rc = vr_httpc_open(&h, host, atoi(colon + 1), &err);
-    if (!rc) {
-      h.timeout_ms = 300000;
-      char path[300], auth[600] = "";
-      snprintf(path, sizeof path, "/v2/repository/models/%s/load", j->model);
-      if (c->token) snprintf(auth, sizeof auth, "Authorization: Bearer %.500s\r\n", c->token);
-      vr_httpc_resp resp;
-      rc = vr_httpc_request(&h, "POST", path, auth, "{}", 2, &resp, &err);
-      /* 409: it is loaded already (a worker loads its repository at start) */
-      timed = !rc && resp.head.status == 200;
-      if (!rc && resp.head.status != 200 && resp.head.status != 409) {
-        status = resp.head.status;
-        snprintf(err.msg, sizeof err.msg, "HTTP %d %.*s", status,
-                 (int)(resp.body_len < 300 ? resp.body_len : 300), resp.body ? resp.body : "");
-        rc = VR_EIO;
-      }
-      vr_httpc_close(&h);
-    }
-  }
-  pthread_mutex_lock(&c->mu);
-  for (size_t i = 0; i < sizeof c->pend / sizeof c->pend[0]; i++)
-    if (c->pend[i].active && !strcmp(c->pend[i].model, j->model) &&
-        !strcmp(c->pend[i].worker, j->worker)) {
-      /* success: pending until the worker publishes it (next heartbeat);
-       * failure: retried after a back-off */
-      c->pend[i].until_ns = vr_now_ns() + (rc ? 5000000000LL : 3000000000LL);
-    }
-  if (rc) {
-    c->loads_failed++;
-    event(c, "load %s on %s failed: %s", j->model, j->worker, err.msg);
-  } else {
-    c->loads_ok++;
-    event(c, "loaded %s on %s", j->model, j->worker);
-  }
-  pthread_mutex_unlock(&c->mu);
-  double ms = (double)(vr_now_ns() - t_start) / 1e6;
-  if (!rc && c->cdrv && timed) {
-    pthread_mutex_lock(&c->pol_mu);
-    vr_cdrv_load_time(c->cdrv, j->model, ms);
-    pthread_mutex_unlock(&c->pol_mu);
-  }
-  vr_free(j);
-  return NULL;
-}
-
-/* A remote unload (the policy's scale-down): the worker drains the
- * model's queue, then frees it; its next heartbeat no longer lists it. */
-static void *unload_main(load_job *j) {
-  ctl *c = j->c;
-  vr_errbuf err = {0};
-  char host[VR_REG_ADDR_MAX];
-  snprintf(host, sizeof host, "%s", j->addr);
-  char *colon = strrchr(host, ':');
-  int rc = VR_EINVAL;
-  if (colon) {
-    *colon = 0;
-    vr_httpc h;
-    rc = vr_httpc_open(&h, host, atoi(colon + 1), &err);
-    if (!rc) {
-      h.timeout_ms = 120000;
-      char path[300], auth[600] = "";
-      snprintf(path, sizeof path, "/v2/repository/models/%s/unload", j->model);
-      if (c->token) snprintf(auth, sizeof auth, "Authorization: Bearer %.500s\r\n", c->token);
-      vr_httpc_resp resp;
-      rc = vr_httpc_request(&h, "POST", path, auth, "{}", 2, &resp, &err);
-      if (!rc && resp.head.status != 200) {
-        snprintf(err.msg, sizeof err.msg, "HTTP %d %.*s", resp.head.status,
-                 (int)(resp.body_len < 300 ? resp.body_len : 300), resp.body ? resp.body : "");
-        rc = VR_EIO;
-      }
-      vr_httpc_close(&h);
-    }
-  }
-  pthread_mutex_lock(&c->mu);
-  if (rc) {
-    c->unloads_failed++;
-    event(c, "unload %s on %s failed: %s", j->model, j->worker, err.msg);
-  } else {
-    c->unloads_ok++;
-    event(c, "unloaded %s on %s", j->model, j->worker);
-  }
-  pthread_mutex_unlock(&c->mu);
-  vr_free(j);
-  return NULL;
-}
-
-static int pending_for(ctl *c, const char *model, const char *worker, int64_t now) {
-  for (size_t i = 0; i < sizeof c->pend / sizeof c->pend[0]; i++) {
-    pending *p = &c->pend[i];
-    if (p->active && p->until_ns < now) p->active = 0;
-    if (p->active && !strcmp(p->model, model) && !strcmp(p->worker, worker)) return 1;
-  }
-  return 0;
-}
-
-/* Runs j on a detached thread (which frees it); -1 when none started. */
-static int spawn(load_job *j) {
-  pthread_t t;
-  pthread_attr_t a;
-  pthread_attr_init(&a);
-  pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-  int rc = pthread_create(&t, &a, load_main, j);
-  pthread_attr_destroy(&a);
-  if (rc) vr_free(j);
-  return rc ? -1 : 0;
-}
-
-static void start_load(ctl *c, const char *model, const vr_worker_info *w, int64_t now) {
-  pending *slot = NULL;
-  for (size_t i = 0; i < sizeof c->pend / sizeof c->pend[0] && !slot; i++)
-    if (!c->pend[i].active) slot = &c->pend[i];
-  load_job *j = slot ? VR_NEW(load_job) : NULL;
-  if (!j) return;
-  *slot = (pending){.until_ns = now + 600000000000LL, .active = 1};
-  snprintf(slot->model, sizeof slot->model, "%s", model);
-  snprintf(slot->worker, sizeof slot->worker, "%s", w->id);
-  j->c = c;
-  snprintf(j->model, sizeof j->model, "%s", model);
-  snprintf(j->worker, sizeof j->worker, "%s", w->id);
-  snprintf(j->addr, sizeof j->addr, "%s", w->addr);
-  if (spawn(j)) slot->active = 0;
-}
-
-/* Under c->mu. */
-static void start_unload(ctl *c, const char *model, const vr_worker_info *w) {
-  load_job *j = VR_NEW(load_job);
-  if (!j) return;
-  j->c = c;
-  j->unload = 1;
-  snprintf(j->model, sizeof j->model, "%s", model);
-  snprintf(j->worker, sizeof j->worker, "%s", w->id);
-  snprintf(j->addr, sizeof j->addr, "%s", w->addr);
-  spawn(j);
 }
 
 static int in_list(const char *list, const char *name) {
@@ -458,133 +208,6 @@ static char *build_routes(ctl *c, char models[][128], int nm) {
 }
 
 /* Starts one worker through the provider (outside c->mu). 0 or -1. */
-static int start_worker(ctl *c, const char *why) {
-  char id[64];
-  vr_errbuf err = {0};
-  pthread_mutex_lock(&c->mu);
-  snprintf(id, sizeof id, "w%d-%lld", ++c->next_worker, (long long)(vr_now_ns() / 1000000 % 100000));
-  pthread_mutex_unlock(&c->mu);
-  char url[64];
-  snprintf(url, sizeof url, "http://%.40s:%d", c->advertise ? c->advertise : "127.0.0.1",
-           vr_http_port(c->http));
-  if (ctl_prov_start(c->prov, id, c->worker_cores, url, c->wargs, (size_t)c->n_wargs, &err)) {
-    vr_warn("controller: provider start: %s", err.msg);
-    return -1;
-  }
-  pthread_mutex_lock(&c->mu);
-  c->workers_started++;
-  c->starting++;
-  event(c, "autoscaler: started worker %s (%s)", id, why);
-  pthread_mutex_unlock(&c->mu);
-  return 0;
-}
-
-/* ---- the policy (control/cluster_driver.h) --------------------------------- */
-
-static const vr_worker_info *live_worker(ctl *c, const char *id) {
-  for (size_t i = 0; i < c->nw; i++)
-    if (!strcmp(c->w[i].id, id)) return &c->w[i];
-  return NULL;
-}
-
-static int op_load(void *u, const char *model, const char *worker, const char *why) {
-  ctl *c = u;
-  pthread_mutex_lock(&c->mu);
-  const vr_worker_info *w = live_worker(c, worker);
-  int64_t now = vr_now_ns();
-  int rc = -1;
-  if (w && !pending_for(c, model, worker, now)) {
-    event(c, "policy %s: load %s on %s (%s)", c->policy, model, worker, why);
-    start_load(c, model, w, now);
-    rc = 0;
-  }
-  pthread_mutex_unlock(&c->mu);
-  return rc;
-}
-
-static int op_unload(void *u, const char *model, const char *worker, const char *why) {
-  ctl *c = u;
-  pthread_mutex_lock(&c->mu);
-  const vr_worker_info *w = live_worker(c, worker);
-  if (w) {
-    event(c, "policy %s: unload %s on %s (%s)", c->policy, model, worker, why);
-    start_unload(c, model, w);
-  }
-  pthread_mutex_unlock(&c->mu);
-  return w ? 0 : -1;
-}
-
-static int op_add_worker(void *u, const char *why) {
-  ctl *c = u;
-  char w[160];
-  snprintf(w, sizeof w, "policy %s: %s", c->policy, why);
-  return c->prov ? start_worker(c, w) : -1;
-}
-
-static int op_remove_worker(void *u, const char *worker, const char *why) {
-  ctl *c = u;
-  vr_errbuf err = {0};
-  if (!c->prov || ctl_prov_stop(c->prov, worker, &err)) {
-    if (c->prov) vr_warn("controller: provider stop %s: %s", worker, err.msg);
-    return -1;
-  }
-  pthread_mutex_lock(&c->mu);
-  c->workers_removed++;
-  event(c, "policy %s: removing worker %s (%s)", c->policy, worker, why);
-  pthread_mutex_unlock(&c->mu);
-  return 0; /* it deregisters itself on SIGTERM, then drains */
-}
-
-static int op_pending(void *u, const char *model, const char *worker) {
-  ctl *c = u;
-  pthread_mutex_lock(&c->mu);
-  int p = pending_for(c, model, worker, vr_now_ns());
-  pthread_mutex_unlock(&c->mu);
-  return p;
-}
-
-/* The models' repository configs (re-read every 40 periods: a model
- * copied into the repository shows up without a restart). */
-static void model_configs(ctl *c, char models[][128], int nm) {
-  int same = nm == c->n_mcfg && c->ticks % 40;
-  for (int m = 0; same && m < nm; m++) same = !strcmp(models[m], c->mcfg[m].name);
-  if (same) return;
-  c->n_mcfg = 0;
-  for (int m = 0; m < nm && m < MAXM; m++) {
-    vr_cdrv_model *x = &c->mcfg[c->n_mcfg++];
-    memset(x, 0, sizeof *x);
-    snprintf(x->name, sizeof x->name, "%.127s", models[m]);
-    x->threads = x->max_batch = 1;
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%.3900s/%.127s", c->repo, models[m]);
-    vr_model_config cfg;
-    vr_errbuf e = {0};
-    if (vr_model_config_load(dir, &cfg, &e)) continue; /* a worker will say why */
-    snprintf(x->app, sizeof x->app, "%s", cfg.app);
-    snprintf(x->precision, sizeof x->precision, "%s", vr_precision_name(cfg.precision));
-    x->threads = cfg.threads > 0 ? cfg.threads : 1;
-    x->max_batch = cfg.max_batch_size > 0 ? cfg.max_batch_size : 1;
-    x->accuracy = cfg.accuracy > 0 ? cfg.accuracy : 0;
-  }
-}
-
-/* One period of the policy over this period's view of the cluster. */
-static void policy_step(ctl *c, const vr_worker_info *ws, size_t n, char models[][128], int nm,
-                        int starting) {
-  model_configs(c, models, nm);
-  vr_cdrv_view v = {
-      .now_ns = vr_now_ns(), .workers = ws, .nworkers = n,
-      .inst = (const vr_instance_info *const *)c->vinst, .ninst = c->nvinst,
-      .models = c->mcfg, .nmodels = (size_t)c->n_mcfg, .starting = starting,
-      .growable = c->prov != NULL, .worker_cores = c->worker_cores,
-      .max_workers = c->max_workers, .slo_ms = c->slo_ms,
-      .core_price_per_hour = 0.0425, .pending = op_pending, .u = c};
-  vr_errbuf err = {0};
-  pthread_mutex_lock(&c->pol_mu);
-  if (vr_cdrv_tick(c->cdrv, &v, &err)) vr_warn("controller: %s", err.msg);
-  pthread_mutex_unlock(&c->pol_mu);
-}
-
 static void tick(ctl *c) {
   vr_errbuf err = {0};
   vr_worker_info *ws = NULL;
@@ -592,13 +215,13 @@ static void tick(ctl *c) {
   int rc = vr_registry_workers(c->reg, &ws, &n, &err);
   pthread_mutex_lock(&c->mu);
   if (rc) {
-    if (c->registry_ok) event(c, "registry unreachable (%s); keeping the last state", err.msg);
+    if (c->registry_ok) vr__ctl_event(c, "registry unreachable (%s); keeping the last state", err.msg);
     c->registry_ok = 0;
     pthread_mutex_unlock(&c->mu);
     return;
   }
   int recheck = !c->registry_ok || ++c->ticks % 16 == 0;
-  if (!c->registry_ok) event(c, "registry reachable");
+  if (!c->registry_ok) vr__ctl_event(c, "registry reachable");
   c->registry_ok = 1;
   if (n > MAXW) n = MAXW;
   if (n > 1) qsort(ws, n, sizeof *ws, cmp_worker);
@@ -618,7 +241,7 @@ static void tick(ctl *c) {
   pthread_mutex_lock(&c->mu);
   for (int i = 0; i < n_died; i++) {
     c->workers_died++;
-    event(c, "worker %s exited unexpectedly (provider): removing it", died[i]);
+    vr__ctl_event(c, "worker %s exited unexpectedly (provider): removing it", died[i]);
     if (c->n_dead < 16) {
       memcpy(c->dead[c->n_dead], died[i], 63);
       c->dead[c->n_dead++][63] = 0;
@@ -648,12 +271,12 @@ static void tick(ctl *c) {
   for (size_t i = 0; i < c->nw; i++) {
     int still = 0;
     for (size_t k = 0; k < n; k++) still |= !strcmp(ws[k].id, c->w[i].id);
-    if (!still) event(c, "worker %s gone (lease ended or deregistered)", c->w[i].id);
+    if (!still) vr__ctl_event(c, "worker %s gone (lease ended or deregistered)", c->w[i].id);
   }
   for (size_t k = 0; k < n; k++) {
     int known = 0;
     for (size_t i = 0; i < c->nw; i++) known |= !strcmp(ws[k].id, c->w[i].id);
-    if (!known) event(c, "worker %s up at %s", ws[k].id, ws[k].addr);
+    if (!known) vr__ctl_event(c, "worker %s up at %s", ws[k].id, ws[k].addr);
   }
   pthread_mutex_unlock(&c->mu);
   /* their models (read outside the lock: network); kept for the policy */
@@ -696,14 +319,14 @@ static void tick(ctl *c) {
   for (int m = 0; m < nm; m++)
     for (size_t k = 0; k < n; k++)
       has[m * (int)n + (int)k] = in_list(wm[k], models[m]) ? 1
-                                 : pending_for(c, models[m], ws[k].id, now) ? 2 : 0;
+                                 : vr__ctl_pending_for(c, models[m], ws[k].id, now) ? 2 : 0;
   vr_cplan_in in = {(int)n, nm, has, c->replicas, c->prov ? c->min_workers : 0,
                     c->max_workers, starting};
   vr_cplan_out out = {lm, lw, 0, 0};
   if (!vr_cluster_plan(&in, &out)) {
     for (int i = 0; i < out.n_loads; i++) {
-      event(c, "placing %s on %s", models[lm[i]], ws[lw[i]].id);
-      start_load(c, models[lm[i]], &ws[lw[i]], now);
+      vr__ctl_event(c, "placing %s on %s", models[lm[i]], ws[lw[i]].id);
+      vr__ctl_start_load(c, models[lm[i]], &ws[lw[i]], now);
     }
   }
   /* A Redis that restarted empty has no table: publish ours again. */
@@ -714,7 +337,7 @@ static void tick(ctl *c) {
     int grc = vr_registry_get_routes(c->reg, TABLE, &v, &cur, &err);
     pthread_mutex_lock(&c->mu);
     if ((grc == VR_ENOENT || (!grc && v != c->routes_version)) && c->routes_body) {
-      event(c, "routing table missing or replaced in the registry: publishing again");
+      vr__ctl_event(c, "routing table missing or replaced in the registry: publishing again");
       vr_free(c->routes_body);
       c->routes_body = NULL;
     }
@@ -726,7 +349,7 @@ static void tick(ctl *c) {
   for (int i = 0; c->prov && i < out.add_workers; i++) {
     char why[96];
     snprintf(why, sizeof why, "%zu live, %d wanted", n, c->min_workers);
-    if (start_worker(c, why)) break;
+    if (vr__ctl_start_worker(c, why)) break;
   }
   if (publish) {
     int64_t ver = 0;
@@ -738,13 +361,13 @@ static void tick(ctl *c) {
       vr_free(c->routes_body);
       c->routes_body = body;
       c->routes_version = ver;
-      event(c, "routing table v%lld published", (long long)ver);
+      vr__ctl_event(c, "routing table v%lld published", (long long)ver);
       pthread_mutex_unlock(&c->mu);
     }
   } else {
     vr_free(body);
   }
-  if (c->cdrv) policy_step(c, ws, n, models, nm, starting + out.add_workers);
+  if (c->cdrv) vr__ctl_policy_step(c, ws, n, models, nm, starting + out.add_workers);
   vr_free(ws);
 }
 
@@ -868,20 +491,9 @@ int vr_cmd_controller(int argc, char **argv) {
   c.t0 = vr_now_ns();
   int rc = vr_registry_open(c.registry, NULL, &c.reg, &err);
   if (!rc && c.policy) {
-    /* The policy replicates; the base placement keeps one copy of each
-     * model (the first, whose load measures its latency). Requests name
-     * their model: no cross-model moves, no burst upgrades to another
-     * model. */
+    /* the policy replicates; the base placement keeps one copy each */
     if (!c.replicas_set) c.replicas = 1;
-    vr_policy_cfg pc;
-    vr_policy_cfg_default(&pc, vr_policy_parse(c.policy));
-    pc.cross_model = 0;
-    pc.burst_upgrade = 0;
-    pc.min_workers = c.min_workers > 0 ? c.min_workers : 1;
-    pc.worker_idle_ns = (int64_t)c.worker_idle_s * 1000000000LL;
-    if (pc.kind == VR_POL_INFAAS) pc.backlog_step = 1.25; /* as vario serve */
-    vr_cdrv_ops ops = {op_load, op_unload, op_add_worker, op_remove_worker, &c};
-    if (vr_cdrv_new(&pc, &ops, &c.cdrv)) rc = vr_errf(&err, VR_ENOMEM, "out of memory");
+    rc = vr__ctl_policy_open(&c, &err);
   }
   if (!rc && c.provider)
     rc = ctl_prov_open(c.provider, c.pargs, (size_t)c.n_pargs, &c.prov, &err);
@@ -902,7 +514,7 @@ int vr_cmd_controller(int argc, char **argv) {
   if (!vr_registry_get_routes(c.reg, TABLE, &ver, &body, &err)) {
     c.routes_body = body;
     c.routes_version = ver;
-    event(&c, "recovered routing table v%lld from the registry", (long long)ver);
+    vr__ctl_event(&c, "recovered routing table v%lld from the registry", (long long)ver);
   }
   if (c.port_file) {
     char tmp[4096];
