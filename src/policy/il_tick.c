@@ -5,6 +5,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "base/alloc.h"
+
 void vr_il_autoscale_default(vr_il_autoscale_cfg *a) {
   memset(a, 0, sizeof *a);
   a->wait_ns = 120000000000LL; /* AutoScale's t_wait */
@@ -125,4 +127,68 @@ int vr_il_tick(const vr_il_tick_cfg *c, vr_il_tick_state *s,
                      c->base.st[m].batch);
   plan->feasible = 1;
   return changed;
+}
+
+/* ---- as a pipeline policy ---- */
+
+int vr_il_pipe_new(const vr_pipe_snap *s, void *arg, int kind, void **ctx,
+                   vr_errbuf *err) {
+  *ctx = NULL;
+  const vr_il_pipe_arg *a = arg;
+  if (!a || !a->configure)
+    return vr_errf(err, VR_EINVAL, "inferline policies need a planner "
+                   "(vario serve --inferline-rate QPS)");
+  vr_il_pipe *k = vr_calloc(1, sizeof *k);
+  if (!k) return VR_ENOMEM;
+  k->kind = kind;
+  int rc = a->configure(a->self, s, kind, &k->cfg, err);
+  if (!rc) rc = vr_il_tick_validate(&k->cfg, err);
+  if (!rc && k->cfg.base.nstages != s->p->ntasks)
+    rc = vr_errf(err, VR_EINVAL, "inferline: configured %d stages for %d "
+                 "tasks", k->cfg.base.nstages, s->p->ntasks);
+  for (int m = 0; !rc && m < k->cfg.base.nstages; m++)
+    if (k->cfg.base.st[m].hw >= s->p->tasks[m].nvariants)
+      rc = vr_errf(err, VR_EINVAL, "inferline: stage %d option %d not in "
+                   "the view", m, k->cfg.base.st[m].hw);
+  if (rc) {
+    vr_free(k);
+    return rc;
+  }
+  vr_il_tick_state_init(&k->st, &k->cfg, (int64_t)(s->now_s * 1e9));
+  *ctx = k;
+  return 0;
+}
+
+#define NEW(fn, kind)                                                      \
+  int fn(const vr_pipe_snap *s, void *arg, void **ctx, vr_errbuf *err) {  \
+    return vr_il_pipe_new(s, arg, kind, ctx, err);                         \
+  }
+NEW(vr_il_pipe_new_inferline, VR_ILK_INFERLINE)
+NEW(vr_il_pipe_new_plan, VR_ILK_PLAN_ONLY)
+NEW(vr_il_pipe_new_cg_peak, VR_ILK_CG_PEAK)
+NEW(vr_il_pipe_new_cg_mean, VR_ILK_CG_MEAN)
+NEW(vr_il_pipe_new_cg_peak_static, VR_ILK_CG_PEAK_STATIC)
+NEW(vr_il_pipe_new_cg_mean_static, VR_ILK_CG_MEAN_STATIC)
+#undef NEW
+
+void vr_il_pipe_free(void *ctx) {
+  vr_il_pipe *k = ctx;
+  if (!k) return;
+  vr_il_tick_state_free(&k->st);
+  vr_free(k);
+}
+
+int vr_il_pipe_plan(void *ctx, const vr_pipe_snap *s, vr_pipe_plan *plan,
+                    vr_errbuf *err) {
+  vr_il_pipe *k = ctx;
+  if (!k) return vr_errf(err, VR_ESTATE, "inferline: not configured");
+  vr_il_tick_in in = {.now_ns = (int64_t)(s->now_s * 1e9),
+                      .arrivals = s->arrivals,
+                      .narrivals = s->narrivals > 0 ? (size_t)s->narrivals : 0,
+                      .open_queries = s->open_queries};
+  int rc = vr_il_tick(&k->cfg, &k->st, &in, s->prof, plan);
+  if (rc < 0)
+    return vr_errf(err, rc, "inferline tick: %s (arrivals out of order?)",
+                   vr_strerror(rc));
+  return 0;
 }

@@ -29,6 +29,7 @@
 
 #include "policy/inferline.h"
 #include "policy/pipe_plan.h"
+#include "policy/pipe_policy.h"
 
 typedef enum {
   VR_ILT_STATIC = 0,
@@ -93,5 +94,58 @@ void vr_il_tick_state_free(vr_il_tick_state *s);
 int vr_il_tick(const vr_il_tick_cfg *c, vr_il_tick_state *s,
                const vr_il_tick_in *in, const vr_profile *prof,
                vr_pipe_plan *plan);
+
+/* ---- as a pipeline policy (policy/pipe_policy.h) ------------------------
+ *
+ * The configuration comes from the side's planner, once per pipeline:
+ * `arg` of ctx_new is a vr_il_pipe_arg whose configure() plans (InferLine's
+ * planner with the pipeline simulator as estimator, or the coarse
+ * provisioning; sim/il_sim.h: vr_il_sim_configure) over the snapshot's
+ * view and returns the tick config with base.st[m].hw = the view variant
+ * index of stage (task) m. The plan function then runs vr_il_tick on the
+ * snapshot's arrivals and open queries every tick. */
+
+/* Which configuration / tick a policy name stands for. */
+typedef enum {
+  VR_ILK_INFERLINE = 0, /* planner + tuner */
+  VR_ILK_PLAN_ONLY,     /* planner, static */
+  VR_ILK_CG_PEAK,       /* coarse for the peak + AutoScale */
+  VR_ILK_CG_MEAN,       /* coarse for the mean + AutoScale */
+  VR_ILK_CG_PEAK_STATIC,
+  VR_ILK_CG_MEAN_STATIC,
+} vr_il_kind;
+
+typedef struct vr_il_pipe_arg {
+  /* Plans policy kind `kind` over s's view into *out. 0 or VR_E*. */
+  int (*configure)(void *self, const vr_pipe_snap *s, int kind,
+                   vr_il_tick_cfg *out, vr_errbuf *err);
+  void *self;
+} vr_il_pipe_arg;
+
+/* The per-pipeline memory: configuration and tick state. */
+typedef struct vr_il_pipe {
+  vr_il_tick_cfg cfg;
+  vr_il_tick_state st;
+  int kind;
+} vr_il_pipe;
+
+int vr_il_pipe_new(const vr_pipe_snap *s, void *arg, int kind, void **ctx,
+                   vr_errbuf *err);
+int vr_il_pipe_new_inferline(const vr_pipe_snap *s, void *arg, void **ctx,
+                             vr_errbuf *err);
+int vr_il_pipe_new_plan(const vr_pipe_snap *s, void *arg, void **ctx,
+                        vr_errbuf *err);
+int vr_il_pipe_new_cg_peak(const vr_pipe_snap *s, void *arg, void **ctx,
+                           vr_errbuf *err);
+int vr_il_pipe_new_cg_mean(const vr_pipe_snap *s, void *arg, void **ctx,
+                           vr_errbuf *err);
+int vr_il_pipe_new_cg_peak_static(const vr_pipe_snap *s, void *arg, void **ctx,
+                                  vr_errbuf *err);
+int vr_il_pipe_new_cg_mean_static(const vr_pipe_snap *s, void *arg, void **ctx,
+                                  vr_errbuf *err);
+void vr_il_pipe_free(void *ctx);
+/* vr_pipe_plan_fn: one tick (ctx = a vr_il_pipe). */
+int vr_il_pipe_plan(void *ctx, const vr_pipe_snap *s, vr_pipe_plan *plan,
+                    vr_errbuf *err);
 
 #endif

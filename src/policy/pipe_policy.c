@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "policy/il_tick.h"
 #include "policy/loki.h"
 
 /* The most accurate variant of each task. */
@@ -90,7 +91,28 @@ const vr_pipe_policy_def vr_pipe_policies[] = {
     {"proteus", plan_proteus, VR_EDROP_PER_TASK,
      "pipeline-agnostic accuracy scaling (Proteus-like)"},
     {"infaas", plan_infaas, VR_EDROP_PER_TASK, "cheapest variant per task (INFaaS-like)"},
-    {NULL, NULL, 0, NULL},
+    /* InferLine (policy/il_tick.h): configured once per pipeline by the
+     * side's planner (arg), then the tick every tick; queues, no early
+     * drop */
+    {"inferline", vr_il_pipe_plan, VR_EDROP_NONE,
+     "InferLine: planned configuration + traffic-envelope tuner",
+     vr_il_pipe_new_inferline, vr_il_pipe_free, 1},
+    {"inferline_plan", vr_il_pipe_plan, VR_EDROP_NONE,
+     "InferLine's planned configuration, no tuner", vr_il_pipe_new_plan,
+     vr_il_pipe_free, 1},
+    {"cg_peak", vr_il_pipe_plan, VR_EDROP_NONE,
+     "coarse-grained, sized for the peak, AutoScale-tuned",
+     vr_il_pipe_new_cg_peak, vr_il_pipe_free, 1},
+    {"cg_mean", vr_il_pipe_plan, VR_EDROP_NONE,
+     "coarse-grained, sized for the mean, AutoScale-tuned",
+     vr_il_pipe_new_cg_mean, vr_il_pipe_free, 1},
+    {"cg_peak_static", vr_il_pipe_plan, VR_EDROP_NONE,
+     "coarse-grained, sized for the peak, static", vr_il_pipe_new_cg_peak_static,
+     vr_il_pipe_free, 1},
+    {"cg_mean_static", vr_il_pipe_plan, VR_EDROP_NONE,
+     "coarse-grained, sized for the mean, static", vr_il_pipe_new_cg_mean_static,
+     vr_il_pipe_free, 1},
+    {NULL, NULL, 0, NULL, NULL, NULL, 0},
 };
 
 const vr_pipe_policy_def *vr_pipe_policy_find(const char *name, vr_errbuf *err) {

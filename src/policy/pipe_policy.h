@@ -18,7 +18,14 @@
  * A second pipeline policy (InferLine's planner/tuner, ...) is one more
  * entry in the table in pipe_policy.c: a plan function over the snapshot
  * (it may keep memory in its own ctx) and its default early-drop mode.
- * Both sides then run it unchanged.
+ * Both sides then run it unchanged. A policy with memory per pipeline
+ * (InferLine: its planned configuration and the tuner's state) gives
+ * ctx_new/ctx_free: each side calls ctx_new once per pipeline, with the
+ * first snapshot and the `arg` it was configured with (live:
+ * vr_pipes_policy_opts.arg; sim: vr_psim_ctl.arg), and passes the ctx to
+ * every plan call. A policy with every_tick set is asked for a plan on
+ * every tick instead of by vr_pipe_replan_due (a high-frequency tuner);
+ * it reads the root arrivals since the last tick from the snapshot.
  *
  * Slots: (task t, variant v of the planning view) is slot off[t] + v as in
  * pipe_plan.h. A "pool variant" is the side's own index of the runnable
@@ -57,6 +64,12 @@ typedef struct vr_pipe_snap {
   int workers;            /* instances the pipeline may hold at once */
   double slack;           /* planner headroom on demand (config; 1 = none) */
   const vr_pipe_plan *cur; /* plan in force, NULL before the first */
+  /* Root arrivals since the previous tick, ns on the side's monotonic
+   * clock (the one now_s is read from), non-decreasing; NULL/0 when the
+   * side records none. */
+  const int64_t *arrivals;
+  int narrivals;
+  int64_t open_queries;   /* root queries in the system now */
 } vr_pipe_snap;
 
 /* A pipeline policy: its plan function (0 or VR_E*; on error the plan in
@@ -68,10 +81,18 @@ typedef struct vr_pipe_policy_def {
   vr_pipe_plan_fn plan;
   int drop_mode;
   const char *what; /* one line for usage texts */
+  /* Optional per-pipeline memory (NULL: plan gets ctx NULL). ctx_new: 0
+   * with *ctx set, or VR_E* with err (the side then runs no policy for
+   * that pipeline). */
+  int (*ctx_new)(const vr_pipe_snap *s, void *arg, void **ctx, vr_errbuf *err);
+  void (*ctx_free)(void *ctx);
+  int every_tick; /* 1: plan on every tick (see above) */
 } vr_pipe_policy_def;
 
 /* Known policies ("loki", "loki_no_drop", "loki_last_task",
- * "loki_per_task", "hw", "proteus", "infaas"); NULL-terminated by name. */
+ * "loki_per_task", "hw", "proteus", "infaas", and InferLine's
+ * "inferline", "inferline_plan", "cg_peak", "cg_mean", "cg_peak_static",
+ * "cg_mean_static": policy/il_tick.h); NULL-terminated by name. */
 extern const vr_pipe_policy_def vr_pipe_policies[];
 /* The policy named `name`, or NULL (err lists the known ones). */
 const vr_pipe_policy_def *vr_pipe_policy_find(const char *name, vr_errbuf *err);

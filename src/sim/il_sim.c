@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "base/alloc.h"
+#include "sim/psim_ctl.h"
 
 static const char *const k_policies[VR_ILP__COUNT] = {
     "inferline", "inferline_plan", "cg_peak", "cg_mean", "cg_peak_static",
@@ -320,39 +321,42 @@ int vr_il_sim_estimate(void *ctx, const vr_il_problem *pb,
   return 0;
 }
 
-/* ---- evaluation: the serving-time tick (policy/il_tick.h) as a psim
- * controller ---- */
+/* ---- evaluation: the policy through the pipeline-policy hook
+ * (policy/pipe_policy.h, sim/psim_ctl.h), as live; this wrapper only
+ * integrates the cost of the plans it returns ---- */
 
-typedef struct tick_ctl {
-  vr_il_sim *s;
-  vr_il_tick_cfg tc;
-  vr_il_tick_state ts;
-  int64_t *t;         /* evaluation arrivals (the ones psim replays) */
-  size_t n, next;
-  double last_s, cost_int, max_cost;
-} tick_ctl;
+typedef struct eval_ctl {
+  vr_psim_ctl ctl;
+  vr_il_tick_cfg tc;   /* what configure() hands the policy */
+  const vr_profile *prof;
+  double last_s, cost, cost_int, max_cost;
+} eval_ctl;
 
-static double cost_now(const tick_ctl *k) {
-  vr_il_config c = k->tc.base;
-  for (int m = 0; m < c.nstages; m++) c.st[m].replicas = k->ts.k[m];
-  return vr_il_cost(&k->s->pb, &c);
+/* vr_il_pipe_arg.configure for the evaluation: the configuration planned
+ * (and timed) before the run. */
+static int preset(void *self, const vr_pipe_snap *s, int kind,
+                  vr_il_tick_cfg *out, vr_errbuf *err) {
+  (void)s, (void)kind, (void)err;
+  *out = ((const eval_ctl *)self)->tc;
+  return 0;
 }
 
-static int ctl_replan(void *ctx, const vr_psim_view *v, vr_pipe_plan *plan,
-                      vr_errbuf *err) {
-  tick_ctl *k = ctx;
-  k->cost_int += cost_now(k) * (v->now_s - k->last_s);
+static double plan_cost(const vr_pipe_plan *p, const vr_profile *prof) {
+  double c = 0;
+  for (int i = 0; i < p->off[p->ntasks]; i++)
+    c += p->a[i].inst * prof[i].cost_per_s;
+  return c;
+}
+
+static int eval_replan(void *ctx, const vr_psim_view *v, vr_pipe_plan *plan,
+                       vr_errbuf *err) {
+  eval_ctl *k = ctx;
+  k->cost_int += k->cost * (v->now_s - k->last_s);
   k->last_s = v->now_s;
-  vr_il_tick_in in = {.now_ns = (int64_t)(v->now_s * 1e9),
-                      .open_queries = v->open_queries};
-  size_t first = k->next;
-  while (k->next < k->n && k->t[k->next] <= in.now_ns) k->next++;
-  in.arrivals = k->t ? k->t + first : NULL;
-  in.narrivals = k->next - first;
-  int rc = vr_il_tick(&k->tc, &k->ts, &in, k->s->data.prof, plan);
-  if (rc < 0) return vr_errf(err, rc, "inferline tick: %s", vr_strerror(rc));
-  double cost = cost_now(k);
-  if (cost > k->max_cost) k->max_cost = cost;
+  int rc = vr_psim_policy_replan(&k->ctl, v, plan, err);
+  if (rc) return rc;
+  k->cost = plan_cost(plan, k->prof);
+  if (k->cost > k->max_cost) k->max_cost = k->cost;
   return 0;
 }
 
@@ -399,26 +403,28 @@ int vr_il_sim_eval(vr_il_sim *s, int policy, const vr_workload *eval,
     return vr_errf(err, VR_ESTATE, "inferline: no sample trace");
   int rc = initial_cfg(s, policy, out, err);
   if (rc) return rc;
-  tick_ctl k = {.s = s};
+  eval_ctl k = {.prof = s->data.prof};
   rc = vr_il_sim_tick_cfg(s, policy, &out->cfg, &k.tc, err);
-  if (!rc && k.tc.mode == VR_ILT_TUNER)
-    rc = vr_il_sim_arrivals(eval, duration_s, seed, &k.t, &k.n, err);
   if (rc) return rc;
-  vr_il_tick_state_init(&k.ts, &k.tc, 0);
   vr_workload wl = *eval;
   wl.f = NULL;
   vr_psim_cfg c = psim_cfg(s, &wl, duration_s, seed, noise);
+  rc = vr_psim_policy(vr_il_policy_name(policy), &s->data, &k.ctl, &c, err);
+  if (rc) return rc;
+  vr_il_pipe_arg arg = {.configure = preset, .self = &k};
+  k.ctl.arg = &arg;
   c.workers = 100000;
   c.load_s = load_s;
   c.warm_start = 1;
   c.tick_s = k.tc.mode != VR_ILT_STATIC ? 0.1 : 1;
   c.ctl_period_s = c.tick_s;
-  c.replan = ctl_replan;
+  c.ctl_change = 0;
+  c.replan = eval_replan;
   c.replan_ctx = &k;
   vr_psim_summary sum;
   rc = vr_psim_run(&c, csv, &sum, err);
   if (!rc) {
-    k.cost_int += cost_now(&k) * (duration_s - k.last_s);
+    k.cost_int += k.cost * (duration_s - k.last_s);
     out->cost_per_s = k.cost_int / duration_s;
     out->max_cost_per_s = k.max_cost;
     /* late, dropped, or never finished (psim stops runaway queues) */
@@ -426,10 +432,10 @@ int vr_il_sim_eval(vr_il_sim *s, int policy, const vr_workload *eval,
         sum.queries ? 100.0 * (double)(sum.queries - sum.ok) / sum.queries : 0;
     out->p99_ms = sum.p99_ms;
     out->queries = sum.queries;
-    out->ups = k.ts.ups, out->downs = k.ts.downs;
+    const vr_il_pipe *ip = k.ctl.ctx;
+    if (ip) out->ups = ip->st.ups, out->downs = ip->st.downs;
     vr_psim_summary_free(&sum);
   }
-  vr_il_tick_state_free(&k.ts);
-  vr_free(k.t);
+  vr_psim_ctl_free(&k.ctl);
   return rc;
 }

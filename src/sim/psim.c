@@ -335,6 +335,8 @@ static int on_arrival(psim *s, const vr_req *rq) {
   s->rows[row_of(s, rq->t_ns)].demand++;
   s->tick_arrivals++;
   s->arrived++;
+  if (s->cfg->replan && vr_vec_push(&s->ctl_arr, &rq->t_ns))
+    return vr_errf(s->err, VR_ENOMEM, "psim: out of memory");
   int32_t ri = req_new(s);
   if (ri < 0) return vr_errf(s->err, VR_ENOMEM, "psim: out of memory");
   preq *r = REQ(s, ri);
@@ -468,9 +470,12 @@ static int replan(psim *s, int first) {
   vr_psim_view v = {.now_s = now_s, .demand_ewma = s->ewma,
                     .demand_last = s->last_qps, .workers = c->workers,
                     .open_queries = s->arrived - s->finished,
-                    .arrived = s->arrived};
+                    .arrived = s->arrived,
+                    .arrivals = s->ctl_arr.data,
+                    .narrivals = (int)s->ctl_arr.len};
   memcpy(v.task_qps, s->task_ewma, sizeof v.task_qps);
   int rc = c->replan(c->replan_ctx, &v, &s->plan, s->err);
+  vr_vec_clear(&s->ctl_arr);
   if (rc) return rc;
   s->sum->replans++;
   s->planned_for = s->ewma;
@@ -549,6 +554,7 @@ static int setup(psim *s, const vr_psim_cfg *c, vr_psim_summary *sum,
     return vr_errf(err, VR_ENOMEM, "psim: out of memory");
   for (int i = 0; i < s->nrows; i++) s->rows[i].t_s = i * c->tick_s;
   vr_vec_init(&s->touched, sizeof(int32_t));
+  vr_vec_init(&s->ctl_arr, sizeof(int64_t));
   vr_pipeline_levels(s->p, s->levels);
   if (c->live_rules) {
     s->ix = vr_select_new();
@@ -578,6 +584,7 @@ static void teardown(psim *s) {
   vr_vec_free(&s->reqs), vr_vec_free(&s->queries), vr_vec_free(&s->inst);
   vr_vec_free(&s->lat);
   vr_vec_free(&s->touched);
+  vr_vec_free(&s->ctl_arr);
   if (s->ix) vr_select_free(s->ix);
   free(s->svar), free(s->sinst);
   free(s->rows), free(s->outputs), free(s->served_slot);

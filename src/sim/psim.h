@@ -76,6 +76,8 @@ typedef struct vr_psim_view {
                                          pipeline-agnostic policy sees) */
   int64_t open_queries; /* root queries arrived and not yet finished */
   int64_t arrived;      /* root queries arrived so far */
+  const int64_t *arrivals; /* their times (ns) since the previous call */
+  int narrivals;
 } vr_psim_view;
 
 /* One request (a hop: a query's request at one task) leaving its task:

@@ -7,19 +7,33 @@
 
 #include "policy/pipe_policy.h"
 
-static int replan(void *ctx, const vr_psim_view *v, vr_pipe_plan *plan, vr_errbuf *err) {
-  const vr_psim_ctl *c = ctx;
+int vr_psim_policy_replan(void *ctx, const vr_psim_view *v, vr_pipe_plan *plan,
+                          vr_errbuf *err) {
+  vr_psim_ctl *c = ctx;
   const vr_pipe_policy_def *def = &vr_pipe_policies[c->kind];
   vr_pipe_snap s = {.now_s = v->now_s, .p = c->data->pipe, .prof = c->data->prof,
                     .demand_ewma = v->demand_ewma, .demand_last = v->demand_last,
-                    .workers = v->workers, .slack = c->slack};
+                    .workers = v->workers, .slack = c->slack,
+                    .arrivals = v->arrivals, .narrivals = v->narrivals,
+                    .open_queries = v->open_queries};
   memcpy(s.task_qps, v->task_qps, sizeof s.task_qps);
-  return def->plan(NULL, &s, plan, err);
+  if (def->ctx_new && !c->ctx) {
+    int rc = def->ctx_new(&s, c->arg, &c->ctx, err);
+    if (rc) return rc;
+  }
+  return def->plan(c->ctx, &s, plan, err);
+}
+
+void vr_psim_ctl_free(vr_psim_ctl *ctl) {
+  const vr_pipe_policy_def *def = &vr_pipe_policies[ctl->kind];
+  if (ctl->ctx && def->ctx_free) def->ctx_free(ctl->ctx);
+  ctl->ctx = NULL;
 }
 
 const char *const vr_psim_policy_names[] = {
     "loki", "loki_no_drop", "loki_last_task", "loki_per_task",
-    "hw", "proteus", "infaas", NULL};
+    "hw", "proteus", "infaas", "inferline", "inferline_plan", "cg_peak",
+    "cg_mean", "cg_peak_static", "cg_mean_static", NULL};
 
 int vr_psim_policy(const char *name, const vr_pipe_data *d, vr_psim_ctl *ctl,
                    vr_psim_cfg *cfg, vr_errbuf *err) {
@@ -27,7 +41,7 @@ int vr_psim_policy(const char *name, const vr_pipe_data *d, vr_psim_ctl *ctl,
   if (!def) return VR_ENOENT;
   memset(ctl, 0, sizeof *ctl);
   ctl->data = d, ctl->kind = (int)(def - vr_pipe_policies), ctl->slack = 1.0;
-  cfg->replan = replan;
+  cfg->replan = vr_psim_policy_replan;
   cfg->replan_ctx = ctl;
   cfg->plan = NULL;
   if (cfg->drop_mode < 0) cfg->drop_mode = def->drop_mode;

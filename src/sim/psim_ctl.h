@@ -17,7 +17,13 @@
  *  and every mode but loki_no_drop drops requests whose deadline passed
  *  before their batch starts).
  *
- * Ownership: a vr_psim_ctl borrows the pipeline data; it holds no memory.
+ *  - inferline, inferline_plan, cg_peak, cg_mean, cg_peak_static,
+ *    cg_mean_static: InferLine's configurations and serving-time tick
+ *    (policy/il_tick.h), configured by ctl->arg (sim/il_sim.h runs them);
+ *    run them with ctl_period_s = the tick (0.1 s).
+ *
+ * Ownership: a vr_psim_ctl borrows the pipeline data and arg; it owns the
+ * policy's ctx (vr_psim_ctl_free).
  */
 #ifndef VR_SIM_PSIM_CTL_H
 #define VR_SIM_PSIM_CTL_H
@@ -28,7 +34,19 @@ typedef struct vr_psim_ctl {
   const vr_pipe_data *data;
   int kind;     /* index into the policy table */
   double slack; /* capacity headroom for planners (default 1.0) */
+  void *arg;    /* passed to the policy's ctx_new (InferLine: a
+                   vr_il_pipe_arg); set it after vr_psim_policy */
+  void *ctx;    /* the policy's per-pipeline memory (owned; created at the
+                   first call; vr_psim_ctl_free) */
 } vr_psim_ctl;
+
+/* The controller vr_psim_policy installs (cfg->replan), for callers that
+ * wrap it (ctx = ctl). */
+int vr_psim_policy_replan(void *ctl, const vr_psim_view *v, vr_pipe_plan *plan,
+                          vr_errbuf *err);
+
+/* Frees the policy's memory (ctl->ctx). */
+void vr_psim_ctl_free(vr_psim_ctl *ctl);
 
 /* Names of the policies, NULL-terminated. */
 extern const char *const vr_psim_policy_names[];
