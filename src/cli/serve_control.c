@@ -1,5 +1,8 @@
 #include "cli/serve_control.h"
 
+#include "base/alloc.h"
+#include "sim/il_sim.h"
+
 #include <stdlib.h>
 
 #include "control/jobs.h"
@@ -56,6 +59,20 @@ int vr_cli_control_arg(vr_cli_control *c, int argc, char **argv, int i) {
     else c->pipe_slack = d;
     return 2;
   }
+  if (!strcmp(a, "--pipeline-tick-ms") || !strcmp(a, "--inferline-rate") ||
+      !strcmp(a, "--inferline-cv")) {
+    double d = v ? strtod(v, &end) : 0;
+    if (!v || *end || !(d > 0) || d > 1e7) return -1;
+    if (a[2] == 'p') {
+      if (d < 10) return -1; /* a tick under 10 ms only burns the cores */
+      c->pipe_tick_ms = d;
+      return 2;
+    }
+    if (!c->il && !(c->il = vr_calloc(1, sizeof *c->il))) return -1;
+    if (a[12] == 'r') c->il->rate_qps = d;
+    else c->il->cv = d;
+    return 2;
+  }
   if (!strcmp(a, "--default-slo-ms")) {
     double d = v ? strtod(v, &end) : 0;
     if (!v || *end || d <= 0) return -1;
@@ -105,7 +122,14 @@ int vr_cli_control_open(vr_cli_control *c, vr_server *s, vr_errbuf *err) {
   if (rc) return rc;
   vr_server_set_pipes(s, c->pipes);
   if (c->pipe_policy) {
-    vr_pipes_policy_opts po = {c->pipe_policy, c->pipe_period_ms / 1e3, 0, 0, c->pipe_slack};
+    vr_pipes_policy_opts po = {c->pipe_policy, c->pipe_period_ms / 1e3, c->pipe_tick_ms / 1e3,
+                               0, c->pipe_slack, NULL};
+    if (c->il) { /* InferLine's planner, run by the policy per pipeline */
+      if (!(c->il_arg = vr_calloc(1, sizeof *c->il_arg))) return VR_ENOMEM;
+      c->il_arg->configure = vr_il_sim_configure;
+      c->il_arg->self = c->il;
+      po.arg = c->il_arg;
+    }
     rc = vr_pipes_set_policy(c->pipes, &po, err);
   }
   return rc;
@@ -121,6 +145,8 @@ void vr_cli_control_free(vr_cli_control *c) {
   vr_pipes_free(c->pipes); /* the server has drained: no request in flight */
   c->pipes = NULL;
   vr_control_free(c->ctl);
+  vr_free(c->il_arg), vr_free(c->il); /* the policy thread has stopped */
+  c->il_arg = NULL, c->il = NULL;
   vr_store_close(c->store);
   if (c->csv) fclose(c->csv);
   c->ctl = NULL;

@@ -23,7 +23,12 @@ typedef struct vr_cli_control {
   /* --pipeline-policy NAME (policy/pipe_policy.h; NULL = per-hop INFaaS
    * selection), --pipeline-period-ms, --pipeline-slack */
   const char *pipe_policy;
-  double pipe_period_ms, pipe_slack;
+  double pipe_period_ms, pipe_slack, pipe_tick_ms;
+  /* InferLine's planner for --pipeline-policy inferline (and the cg_*
+   * baselines): --inferline-rate QPS, --inferline-cv CV (the sample
+   * trace it plans on; sim/il_sim.h), handed to the policy as its arg */
+  struct vr_il_live_opts *il;
+  struct vr_il_pipe_arg *il_arg;
   /* owned after open */
   vr_store *store;
   vr_control *ctl;

@@ -80,6 +80,8 @@ typedef struct vr_pipes_policy_opts {
   double tick_s;      /* demand, routing and reconciliation tick; <= 0: 1 */
   double change;      /* replan when the EWMA moves by this share; <= 0: 0.3 */
   double slack;       /* planner headroom on demand; <= 0: 1.25 */
+  void *arg;          /* the policy's ctx_new argument (InferLine: a
+                         vr_il_pipe_arg, policy/il_tick.h); borrowed */
 } vr_pipes_policy_opts;
 
 /* Starts the policy thread (once; VR_EINVAL for a second call, VR_ENOENT

@@ -36,10 +36,19 @@ typedef struct pl_task {
 
 struct pl_pol; /* pipes_policy.c: the pipeline policy's live state */
 
+#define PL_ARR_RING 8192
+
 typedef struct pl_pipe {
   vr_pipeline *spec; /* owned */
   struct pl_pol *pol; /* owned; NULL: every hop routed by INFaaS selection */
   uint64_t arrivals;  /* root rows received (the policy's demand) */
+  uint64_t requests;  /* root requests started (open = requests - the
+                         sum of outcomes) */
+  /* Root arrival times (pipes clock, ns, non-decreasing) since the policy
+   * last took them: what a tuner reads (pipe_policy.h); a ring that keeps
+   * the newest PL_ARR_RING when a tick is late */
+  int64_t arr_t[PL_ARR_RING];
+  int arr_head, arr_n;
   char *spec_text;   /* owned: the canonical spec as persisted */
   pl_task *t;        /* spec->ntasks, owned */
   pthread_mutex_t mu;
@@ -77,6 +86,20 @@ struct vr_pipes {
   pthread_mutex_t mu; /* the map */
   vr_map by_name;     /* name -> pl_pipe* */
 };
+
+/* Records a root arrival in pp->arr_t (kept non-decreasing: threads take
+ * the mutex in any order). Caller holds pp->mu. */
+static inline void vr__pipe_note_arrival(pl_pipe *pp, int64_t t_ns) {
+  if (pp->arr_n) {
+    int64_t last = pp->arr_t[(pp->arr_head + pp->arr_n - 1) % PL_ARR_RING];
+    if (t_ns < last) t_ns = last;
+  }
+  if (pp->arr_n == PL_ARR_RING) { /* full: drop the oldest */
+    pp->arr_head = (pp->arr_head + 1) % PL_ARR_RING;
+    pp->arr_n--;
+  }
+  pp->arr_t[(pp->arr_head + pp->arr_n++) % PL_ARR_RING] = t_ns;
+}
 
 /* Takes a reference to the named pipeline, or NULL. */
 pl_pipe *vr__pipes_get(vr_pipes *p, const char *name);

@@ -57,6 +57,12 @@ struct pl_pol {
   int replans, solve_fail;
   double last_solve_ms;
   char last_err[200];
+  /* the policy's per-pipeline memory (pipe_policy.h ctx_new) */
+  void *ctx;
+  void (*ctx_free)(void *);
+  double ctx_retry_s;   /* when ctx_new may be tried again after failing */
+  int64_t arr[PL_ARR_RING]; /* this tick's root arrivals (copied) */
+  int narr;
   /* counters (under pp->mu) */
   uint64_t early, rerouted, no_instance;
   pl_row hist[PL_HIST];
@@ -67,6 +73,7 @@ struct pl_pol {
 
 void vr__pipe_pol_free(pl_pol *pol) {
   if (!pol) return;
+  if (pol->ctx && pol->ctx_free) pol->ctx_free(pol->ctx);
   vr_pipeline_free(pol->view);
   vr_free(pol->prof);
   vr_free(pol->slot_var);
@@ -288,6 +295,11 @@ static void row_plan(pl_pol *pol);
 /* Demand and factors from the counters; the history row. Caller holds
  * pp->mu. */
 static void observe(pl_pipe *pp, pl_pol *pol, double now_s, double dt) {
+  pol->narr = 0; /* the root arrivals since the last tick, for a tuner */
+  for (; pp->arr_n > 0; pp->arr_n--) {
+    pol->arr[pol->narr++] = pp->arr_t[pp->arr_head];
+    pp->arr_head = (pp->arr_head + 1) % PL_ARR_RING;
+  }
   double qps = (double)(pp->arrivals - pol->arr_seen) / dt;
   pol->arr_seen = pp->arrivals;
   pol->last_qps = qps;
@@ -398,8 +410,12 @@ static void pol_tick(vr_pipes *ps, pl_pipe *pp, double now_s, double dt) {
   vr_pipe_snap s = {.now_s = now_s, .p = pol->view, .prof = pol->prof,
                     .slot_var = pol->slot_var, .demand_ewma = pol->ewma,
                     .demand_last = pol->last_qps, .slack = ps->popts.slack,
-                    .cur = pol->have_plan ? &pol->plan : NULL};
+                    .cur = pol->have_plan ? &pol->plan : NULL,
+                    .arrivals = pol->arr, .narrivals = pol->narr};
   memcpy(s.task_qps, pol->task_ewma, sizeof s.task_qps);
+  uint64_t done = 0;
+  for (int o = 0; o < VR_POUT_COUNT; o++) done += pp->outcomes[o];
+  s.open_queries = pp->requests > done ? (int64_t)(pp->requests - done) : 0;
   pthread_mutex_unlock(&pp->mu);
   pol->workers = s.workers = vr_control_managed_cores(ps->ctl) / pol->threads;
   vr_pipe_snap_inst inst[256];
@@ -409,11 +425,28 @@ static void pol_tick(vr_pipes *ps, pl_pipe *pp, double now_s, double dt) {
 
   vr_pipe_plan next = {0};
   int have_next = 0;
-  if (vr_pipe_replan_due(!pol->have_plan, now_s, pol->next_s, pol->ewma, pol->planned_for,
-                         ps->popts.change) && s.workers > 0) {
+  if (ps->pdef->ctx_new && !pol->ctx && now_s >= pol->ctx_retry_s && s.workers > 0) {
+    /* once per pipeline (InferLine: plans its configuration here) */
+    int rc = ps->pdef->ctx_new(&s, ps->popts.arg, &pol->ctx, &err);
+    if (rc) {
+      pol->ctx = NULL;
+      pol->ctx_retry_s = now_s + ps->popts.period_s;
+      pol->solve_fail++;
+      snprintf(pol->last_err, sizeof pol->last_err, "%.199s", err.msg);
+      vr_warn("pipeline '%s': %s: %s", pp->spec->name, ps->pdef->name, err.msg);
+    } else {
+      pol->ctx_free = ps->pdef->ctx_free;
+      vr_info("pipeline '%s': %s configured", pp->spec->name, ps->pdef->name);
+    }
+  }
+  int ready_ctx = !ps->pdef->ctx_new || pol->ctx;
+  if (ready_ctx && s.workers > 0 &&
+      (ps->pdef->every_tick ||
+       vr_pipe_replan_due(!pol->have_plan, now_s, pol->next_s, pol->ewma, pol->planned_for,
+                          ps->popts.change))) {
     vr_pipe_plan_init(&next, pol->view);
     int64_t t0 = vr_clock_now(vr_clock_monotonic());
-    int rc = ps->pdef->plan(NULL, &s, &next, &err);
+    int rc = ps->pdef->plan(pol->ctx, &s, &next, &err);
     pol->last_solve_ms = (vr_clock_now(vr_clock_monotonic()) - t0) / 1e6;
     if (rc) {
       pol->solve_fail++;
@@ -425,10 +458,13 @@ static void pol_tick(vr_pipes *ps, pl_pipe *pp, double now_s, double dt) {
       pol->replans++;
       pol->planned_for = pol->ewma;
       pol->next_s = now_s + ps->popts.period_s;
-      vr_info("pipeline '%s': %s plan for %.1f req/s on %d worker(s): accuracy %.2f%%%s%s "
-              "(%.1f ms)", pp->spec->name, ps->pdef->name, pol->ewma, s.workers,
-              next.accuracy, next.accuracy_scaled ? ", accuracy scaled" : "",
-              next.feasible ? "" : ", best effort", pol->last_solve_ms);
+      /* a tuner plans every tick: say so only when the plan changes */
+      if (!ps->pdef->every_tick || !pol->have_plan || next.workers != pol->plan.workers)
+        vr_info("pipeline '%s': %s plan for %.1f req/s on %d worker(s): %d instance(s), "
+                "accuracy %.2f%%%s%s (%.1f ms)", pp->spec->name, ps->pdef->name, pol->ewma,
+                s.workers, next.workers, next.accuracy,
+                next.accuracy_scaled ? ", accuracy scaled" : "",
+                next.feasible ? "" : ", best effort", pol->last_solve_ms);
     }
   }
   const vr_pipe_plan *target = have_next ? &next : pol->have_plan ? &pol->plan : NULL;

@@ -421,6 +421,8 @@ void vr_pipes_infer(vr_pipes *p, const vr_pipe_query *q, vr_pipe_done_fn done, v
   r->pending = 1;
   pthread_mutex_lock(&pp->mu);
   pp->arrivals += (uint64_t)(q->in[0].shape[0] > 0 ? q->in[0].shape[0] : 1);
+  pp->requests++;
+  vr__pipe_note_arrival(pp, r->arrival_ns);
   pthread_mutex_unlock(&pp->mu);
   phop *root = new_hop(r, 0, NULL, -1);
   if (root) start_hop(root);

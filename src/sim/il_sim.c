@@ -439,3 +439,43 @@ int vr_il_sim_eval(vr_il_sim *s, int policy, const vr_workload *eval,
   vr_psim_ctl_free(&k.ctl);
   return rc;
 }
+
+int vr_il_sim_configure(void *self, const vr_pipe_snap *s, int kind,
+                        vr_il_tick_cfg *out, vr_errbuf *err) {
+  const vr_il_live_opts *o = self;
+  if (!o || !(o->rate_qps > 0))
+    return vr_errf(err, VR_EINVAL, "inferline: the planner needs a sample "
+                   "rate (--inferline-rate QPS)");
+  if (kind < 0 || kind >= VR_ILP__COUNT)
+    return vr_errf(err, VR_EINVAL, "inferline: unknown policy %d", kind);
+  vr_il_sim sim;
+  int opt[VR_PIPE_MAX_TASKS][VR_IL_MAX_HW];
+  int rc = vr_il_sim_init_view(&sim, s->p, s->prof, opt, err);
+  if (rc) return rc;
+  vr_workload w = vr_wl_gamma(o->rate_qps, o->cv > 0 ? o->cv : 1);
+  rc = vr_il_sim_sample(&sim, &w, o->sample_s > 0 ? o->sample_s : 60,
+                        o->seed ? o->seed : 1, err);
+  vr_il_result r;
+  memset(&r, 0, sizeof r);
+  if (!rc) rc = initial_cfg(&sim, kind, &r, err);
+  if (!rc) rc = vr_il_sim_tick_cfg(&sim, kind, &r.cfg, out, err);
+  int64_t minw = (int64_t)((o->min_window_ms > 0 ? o->min_window_ms : 10) * 1e6);
+  if (!rc && out->mode == VR_ILT_TUNER && out->tuner.plan.win_ns[0] < minw &&
+      (vr_envelope_windows(&out->tuner.plan, minw, VR_ENV_HORIZON_NS) ||
+       vr_envelope_compute(&out->tuner.plan, sim.t, sim.n)))
+    rc = vr_errf(err, VR_EINVAL, "inferline: envelope windows");
+  /* no stage beyond its share of the pipeline's workers: more would only
+   * be loads refused for want of room, retried every tick */
+  int cap = s->workers / (out->base.nstages > 0 ? out->base.nstages : 1);
+  for (int m = 0; m < out->base.nstages; m++)
+    if (out->base.st[m].replicas > cap) cap = out->base.st[m].replicas;
+  if (cap < 1) cap = 1;
+  out->tuner.max_replicas = cap;
+  out->as.max_units = cap;
+  for (int m = 0; !rc && m < out->base.nstages; m++) {
+    int h = out->base.st[m].hw;
+    out->base.st[m].hw = opt[m][h];
+  }
+  vr_il_sim_free(&sim);
+  return rc;
+}

@@ -111,6 +111,30 @@ int vr_il_policy_parse(const char *s); /* -1 if unknown */
 int vr_il_sim_tick_cfg(const vr_il_sim *s, int policy, const vr_il_config *cfg,
                        vr_il_tick_cfg *out, vr_errbuf *err);
 
+/* The planner for a serving side (live: `vario serve --pipeline-policy
+ * inferline --inferline-rate QPS`): vr_il_pipe_arg.configure with self =
+ * a vr_il_live_opts. Builds the problem from the snapshot's view
+ * (vr_il_sim_init_view), draws a Gamma sample trace at rate_qps / cv for
+ * sample_s with seed, plans policy `kind` (vr_il_kind = vr_il_policy) and
+ * returns its tick config with each stage's option mapped to the view's
+ * variant index, each stage capped at workers / stages replicas (or its
+ * plan, if more). Runs the planner in the caller's thread (seconds at
+ * high rates: see docs/BENCHMARKS.md). */
+typedef struct vr_il_live_opts {
+  double rate_qps;  /* > 0 */
+  double cv;        /* 0: 1 */
+  double sample_s;  /* 0: 60 */
+  uint64_t seed;    /* 0: 1 */
+  double min_window_ms; /* shortest envelope window (0: 10 ms; the paper
+                           starts at the service time, 1 ms here, but a
+                           live front end stamps arrivals with ms-scale
+                           jitter on a busy machine and 2-3 requests in
+                           one ms then read as a burst at the sample's
+                           own rate) */
+} vr_il_live_opts;
+int vr_il_sim_configure(void *self, const vr_pipe_snap *s, int kind,
+                        vr_il_tick_cfg *out, vr_errbuf *err);
+
 /* One policy's outcome on an evaluation workload. */
 typedef struct vr_il_result {
   vr_il_config cfg;      /* initial configuration */
