@@ -306,6 +306,17 @@ def config_and_stats(port):
                                  "compute_output")) and inf["compute_infer"]["count"] > 0
           and e.get("batch_stats") and e["batch_stats"][0]["compute_infer"]["count"] > 0,
           f"stats: inference_stats split and batch_stats ({json.dumps(e)[:300]})")
+    # Triton's HTTP extensions Vario lacks: 400 naming the extension
+    for method, path, name in [("GET", "/v2/systemsharedmemory/status", "shared-memory"),
+                               ("POST", "/v2/systemsharedmemory/region/r/register", "shared-memory"),
+                               ("GET", "/v2/cudasharedmemory/status", "CUDA shared-memory"),
+                               ("GET", "/v2/trace/setting", "trace"),
+                               ("GET", "/v2/models/fmnist_mlp/trace/setting", "trace"),
+                               ("GET", "/v2/models/fmnist_mlp/versions/1/trace/setting", "trace"),
+                               ("GET", "/v2/logging", "logging")]:
+        st, r = http(port, method, path, {} if method == "POST" else None)
+        check(st == 400 and f"{name} extension" in r.get("error", ""),
+              f"{method} {path}: 400 naming the extension ({st} {r})")
     # the Prometheus name map (docs/TRITON_METRICS.md) reads only series the
     # server exports
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics") as r:
