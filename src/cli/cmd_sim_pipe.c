@@ -10,6 +10,7 @@
 
 #include "base/alloc.h"
 #include "cli/commands.h"
+#include "sim/il_sim.h"
 #include "sim/psim_ctl.h"
 
 static void usage(FILE *f) {
@@ -128,6 +129,11 @@ static int run_policy(const opts *o, const vr_pipe_data *d, vr_workload *wl,
   vr_psim_ctl ctl;
   int rc = vr_psim_policy(pol, d, &ctl, &cfg, err);
   if (rc) return rc;
+  /* InferLine's policies plan once, at t = 0, on a Gamma CV 1 sample at
+   * the demand's starting rate (sim/il_sim.h), then tick every period */
+  vr_il_live_opts ilo = {.rate_qps = vr_wl_rate_at(wl, 0), .cv = 1};
+  vr_il_pipe_arg ila = {.configure = vr_il_sim_configure, .self = &ilo};
+  ctl.arg = &ila;
   if (!(o->slack >= 1 && o->slack <= 10))
     return vr_errf(err, VR_EINVAL, "--slack %g not in [1,10]", o->slack);
   ctl.slack = o->slack;
@@ -143,6 +149,7 @@ static int run_policy(const opts *o, const vr_pipe_data *d, vr_workload *wl,
                            "accuracy_scaled,feasible\n");
   vr_psim_summary s;
   rc = vr_psim_run(&cfg, csv, &s, err);
+  vr_psim_ctl_free(&ctl);
   if (csv) fclose(csv);
   if (cfg.plans_csv) fclose(cfg.plans_csv);
   if (rc) return rc;

@@ -165,11 +165,19 @@ static int cap_k(const vr_tuner_cfg *c, double k) {
   return (int)k;
 }
 
-/* Scale up: the worst ratio of observed to planned count over windows. */
-static double decide_up(const vr_tuner_cfg *c, vr_tuner_state *s,
+/* Scale up: the worst ratio of observed to planned count over windows.
+ * A window's count is the largest since the last decision, and at least
+ * its count at now: with no arrival in the period the long windows still
+ * hold the past (else a quiet 100 ms read as an empty 60-s window and the
+ * tuner scaled down, then up again at the next arrival). */
+static double decide_up(const vr_tuner_cfg *c, vr_tuner_state *s, int64_t now,
                         vr_tuner_decision *d) {
   double worst = 1;
   for (int i = 0; i < c->plan.nwin; i++) {
+    if (s->len) {
+      int64_t n = slide(s, i, c->plan.win_ns[i], now);
+      if (n > s->peak[i]) s->peak[i] = n;
+    }
     double r = (double)s->peak[i] / (double)c->plan.count[i];
     if (r > worst) {
       worst = r;
@@ -249,7 +257,7 @@ void vr_tuner_decide(const vr_tuner_cfg *c, vr_tuner_state *s, int64_t now,
                      vr_tuner_decision *d) {
   memset(d, 0, sizeof *d);
   d->window = -1;
-  double worst = decide_up(c, s, d);
+  double worst = decide_up(c, s, now, d);
   /* scale-down reads the last down_span_ns: wait until it has seen them,
    * or a quiet start of the look-back reads as a drop in load */
   if (!d->changed && now - s->last_change_ns >= c->settle_ns &&

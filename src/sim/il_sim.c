@@ -153,10 +153,12 @@ static int view_task(vr_il_sim *s, const vr_pipeline *p, const vr_profile *prof,
                      int off, int t, int *opt, vr_errbuf *err) {
   const vr_pipe_task *tk = &p->tasks[t];
   int best = most_accurate(tk), n = 0;
-  const char *model = prof[off + best].model;
+  /* a profile without a model name (Loki's data) is its own model */
+#define MODEL(v) (prof[off + (v)].model[0] ? prof[off + (v)].model : tk->variants[v].name)
+  const char *model = MODEL(best);
   for (int v = 0; v < tk->nvariants; v++) {
     const vr_profile *x = &prof[off + v];
-    if (strcmp(x->model, model)) continue;
+    if (strcmp(MODEL(v), model)) continue;
     int h = 0;
     while (h < n && (prof[off + opt[h]].threads != x->threads ||
                      strcmp(prof[off + opt[h]].precision, x->precision)))
@@ -181,6 +183,7 @@ static int view_task(vr_il_sim *s, const vr_pipeline *p, const vr_profile *prof,
   }
   for (int h = n; h < VR_IL_MAX_HW; h++) opt[h] = -1;
   return 0;
+#undef MODEL
 }
 
 int vr_il_sim_init_view(vr_il_sim *s, const vr_pipeline *p,
