@@ -4,7 +4,7 @@
 # planner provisions it for a Gamma CV 1 sample at RATE canvases/s (the
 # pipeline simulator is its estimator), then the tuner runs every tick.
 # Open-loop load in phases (RATE:CV:SECONDS; default: the sample's rate,
-# a CV 4 burst at 10x, the sample's rate again for a minute, long enough
+# a CV 4 burst at 10x, the sample's rate again for 80 s, long enough
 # for the paper's 15-s settle and 30-s look-back). Prints one line per
 # tick from the policy's history in GET /v2/pipelines/fashion_scenes:
 #   t_s demand_qps instances slo_att requests met dropped variants-per-task
@@ -13,7 +13,7 @@
 #
 # Usage: bench/inferline_live.sh [BUILD_DIR]
 #   env: OUT (default BUILD_DIR/inferline-live), CORES (6), RATE (4),
-#        PHASES (default "4:1:10 40:4:12 4:1:60"), TICK_MS (200),
+#        PHASES (default "4:1:10 40:4:12 4:1:80"), TICK_MS (200),
 #        SLO_MS (end to end, 100), POLICY (inferline; or inferline_plan,
 #        cg_peak, cg_mean, ... to compare)
 set -euo pipefail
@@ -24,7 +24,7 @@ V="$BUILD/vario"
 OUT=${OUT:-$BUILD/inferline-live}
 CORES=${CORES:-6}
 RATE=${RATE:-4}
-PHASES=${PHASES:-"$RATE:1:10 $((10 * RATE)):4:12 $RATE:1:60"}
+PHASES=${PHASES:-"$RATE:1:10 $((10 * RATE)):4:12 $RATE:1:80"}
 TICK_MS=${TICK_MS:-200}
 SLO_MS=${SLO_MS:-100}
 POLICY=${POLICY:-inferline}
