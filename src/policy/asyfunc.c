@@ -206,17 +206,26 @@ void vr_af_mls(const vr_af_model *m, const vr_af_scale_cfg *cfg, double r, const
 
 /* ---- LLS ----------------------------------------------------------------- */
 
-/* Candidate blocks L: sensitive enough, small enough; most sensitive first. */
+double vr_af_increase_ms(const vr_af_model *m, int i) {
+  const vr_af_block *bk = &m->blk[i];
+  return bk->lat_ms[0][m->bmax - 1] - bk->lat_ms[0][0];
+}
+
+/* Candidate blocks L: sensitive enough (the ratio: latency grows with the
+ * batch at all), small enough; ranked by the paper's resource sensitivity,
+ * the latency increase in ms (§2.2, Fig. 2-3), largest first. */
 static int lls_candidates(const vr_af_model *m, const vr_af_scale_cfg *cfg, int *L) {
   int n = 0;
+  double inc[VR_AF_MAXBLK];
   for (int i = 0; i < m->nblocks; i++) {
     const vr_af_block *bk = &m->blk[i];
+    inc[i] = vr_af_increase_ms(m, i);
     if (bk->sensitivity < cfg->min_sens) continue;
     if ((double)bk->mem_bytes > cfg->max_mem_frac * (double)m->mem_bytes) continue;
     L[n++] = i;
   }
   for (int i = 1; i < n; i++)
-    for (int k = i; k > 0 && m->blk[L[k]].sensitivity > m->blk[L[k - 1]].sensitivity; k--) {
+    for (int k = i; k > 0 && inc[L[k]] > inc[L[k - 1]]; k--) {
       int t = L[k];
       L[k] = L[k - 1];
       L[k - 1] = t;
@@ -246,10 +255,10 @@ static int lls_one(const vr_af_model *m, const vr_af_scale_cfg *cfg, const vr_af
   return eta_max > 0;
 }
 
-void vr_af_lls(const vr_af_model *m, const vr_af_scale_cfg *cfg, int qlen, int active,
+void vr_af_lls(const vr_af_model *m, const vr_af_scale_cfg *cfg, int qlen,
                const vr_af_body *bodies, int nbody, vr_af_lls_out *out) {
   out->n = 0;
-  if (qlen < cfg->gamma || active >= cfg->kappa) return;
+  if (qlen < cfg->gamma || cfg->kappa <= 0) return;
   int L[VR_AF_MAXBLK], nl = lls_candidates(m, cfg, L);
   if (!nl) return;
   /* bodies by earliest idle, unpaired only */
@@ -264,7 +273,7 @@ void vr_af_lls(const vr_af_model *m, const vr_af_scale_cfg *cfg, int qlen, int a
     }
   int quarter = m->cmax / 4 > 0 ? m->cmax / 4 : 1, half = m->cmax / 2 > 0 ? m->cmax / 2 : 1;
   int cap = (int)(sizeof out->body / sizeof out->body[0]);
-  for (int k = 0; k < n && active + out->n < cfg->kappa && out->n < cap; k++) {
+  for (int k = 0; k < n && out->n < cfg->kappa && out->n < cap; k++) {
     const vr_af_body *bd = &bodies[order[k]];
     if (bd->free_cores < quarter) continue;
     int c = bd->free_cores < half ? bd->free_cores : half;
