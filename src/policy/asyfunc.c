@@ -11,38 +11,60 @@
 typedef struct seg {
   int begin;
   double ms, wsens; /* time and time-weighted sensitivity */
+  int64_t bytes;    /* weight bytes */
 } seg;
 
 static double seg_sens(const seg *s) { return s->ms > 0 ? s->wsens / s->ms : 1.0; }
 
-int vr_af_group(int n, const double *sens, const double *ms, const char *cut, int max_blocks,
-                double tol, int *bounds) {
+/* The closest adjacent pair (|log s_a - log s_b|) whose merge stays within
+ * max_bytes (any pair when max_bytes <= 0 or !capped); -1 if none. */
+static int closest_pair(const seg *segs, int ns, int64_t max_bytes, int capped, double *dist) {
+  int best = -1;
+  *dist = INFINITY;
+  for (int k = 0; k + 1 < ns; k++) {
+    if (capped && max_bytes > 0 && segs[k].bytes + segs[k + 1].bytes > max_bytes) continue;
+    double d = fabs(log(seg_sens(&segs[k])) - log(seg_sens(&segs[k + 1])));
+    if (d < *dist) *dist = d, best = k;
+  }
+  return best;
+}
+
+int vr_af_group_capped(int n, const double *sens, const double *ms, const int64_t *bytes,
+                       int64_t max_bytes, const char *cut, int max_blocks, double tol,
+                       int *bounds) {
   if (n < 1 || max_blocks < 1 || !sens || !ms || !cut || !bounds) return VR_EINVAL;
-  /* bounds doubles as the segment list: segments start at cuts. */
   seg segs[256];
   int ns = 0;
   for (int i = 0; i < n; i++) {
-    if ((i == 0 || cut[i]) && ns < 256) segs[ns++] = (seg){i, 0, 0};
+    if ((i == 0 || cut[i]) && ns < 256) segs[ns++] = (seg){i, 0, 0, 0};
     double t = ms[i] > 0 ? ms[i] : 0, s = sens[i] > 0 ? sens[i] : 1;
     segs[ns - 1].ms += t;
     segs[ns - 1].wsens += t * s;
+    segs[ns - 1].bytes += bytes && bytes[i] > 0 ? bytes[i] : 0;
   }
   for (;;) {
-    int best = -1;
-    double bd = INFINITY;
-    for (int k = 0; k + 1 < ns; k++) {
-      double d = fabs(log(seg_sens(&segs[k])) - log(seg_sens(&segs[k + 1])));
-      if (d < bd) bd = d, best = k;
+    double bd;
+    int best = closest_pair(segs, ns, max_bytes, 1, &bd);
+    if (best < 0 || bd > tol) {
+      if (ns <= max_blocks) break;
+      /* too many blocks: merge the closest pair the cap allows, or any */
+      if (best < 0) best = closest_pair(segs, ns, max_bytes, 0, &bd);
+      if (best < 0) break;
     }
-    if (best < 0 || (bd > tol && ns <= max_blocks)) break;
     segs[best].ms += segs[best + 1].ms;
     segs[best].wsens += segs[best + 1].wsens;
+    segs[best].bytes += segs[best + 1].bytes;
     memmove(&segs[best + 1], &segs[best + 2], sizeof(seg) * (size_t)(ns - best - 2));
     ns--;
   }
   for (int k = 0; k < ns; k++) bounds[k] = segs[k].begin;
   bounds[ns] = n;
   return ns;
+}
+
+int vr_af_group(int n, const double *sens, const double *ms, const char *cut, int max_blocks,
+                double tol, int *bounds) {
+  return vr_af_group_capped(n, sens, ms, NULL, 0, cut, max_blocks, tol, bounds);
 }
 
 /* ---- latency model ------------------------------------------------------- */

@@ -59,6 +59,15 @@ typedef struct vr_af_model {
  * (>= 1) or VR_EINVAL. bounds must hold n + 1 ints. */
 int vr_af_group(int n, const double *sens, const double *ms, const char *cut, int max_blocks,
                 double tol, int *bounds);
+/* The same, with bytes[i] = node i's weight bytes: two segments are not
+ * merged for similarity when the block would hold more than max_bytes
+ * (the Profiler's memory filter would then drop a block whose parts it
+ * keeps: on a clean profile every convolution of resnet50 scales alike
+ * and would become one block too heavy for any shadow); only to get down
+ * to max_blocks may a merge pass the cap (the closest allowed pair first). */
+int vr_af_group_capped(int n, const double *sens, const double *ms, const int64_t *bytes,
+                       int64_t max_bytes, const char *cut, int max_blocks, double tol,
+                       int *bounds);
 
 /* ---- latency model ------------------------------------------------------- */
 

@@ -35,6 +35,17 @@ static void test_group_hand_made(void **st) {
   /* a loose tolerance merges everything */
   assert_int_equal(vr_af_group(6, sens, ms, cut, 8, 10, b), 1);
   assert_int_equal(vr_af_group(0, sens, ms, cut, 8, 0.15, b), VR_EINVAL);
+  /* alike nodes with weights 10 x 5 and 50: one block without a cap;
+   * capped at 50 bytes, nodes 0..4 (50) and node 5 stay apart */
+  double same[6] = {4, 4, 4, 4, 4, 4};
+  int64_t w[6] = {10, 10, 10, 10, 10, 50};
+  memset(cut, 1, sizeof cut);
+  assert_int_equal(vr_af_group(6, same, ms, cut, 8, 0.15, b), 1);
+  assert_int_equal(vr_af_group_capped(6, same, ms, w, 50, cut, 8, 0.15, b), 2);
+  assert_int_equal(b[1], 5);
+  assert_int_equal(b[2], 6);
+  /* at most one block: the cap gives way */
+  assert_int_equal(vr_af_group_capped(6, same, ms, w, 50, cut, 1, 0.15, b), 1);
 }
 
 /* Block 0: flat 2 ms, 1 MB; block 1: 10 ms per row on 1 core, 6 on 2,
