@@ -12,7 +12,9 @@
 #     MODEL_DIR  <m>/model.onnx or <m>/model.onnx.gz per model, and
 #                af_cnn.onnx (the live test's CNN); without it the live
 #                test generates its own (needs protoc)
-#     OUT_DIR    everything is written here as it is measured:
+#     OUT_DIR    gets summary.txt (the contract lines, as measured) and
+#                asyfunc_device.tar.gz (updated after every step; the
+#                device tool brings back only a few files), holding:
 #                env.txt, <m>.json (block profile), <m>.blocks.txt,
 #                sim.txt (the repro lines + -v details, then the same
 #                profile cut to 2 cores: --cmax 2, then AsyFunc with the
@@ -40,7 +42,15 @@ else
 fi
 OUT=$3
 mkdir -p "$OUT"
-OUT=$(readlink -f "$OUT")
+DEST=$(readlink -f "$OUT")
+OUT=$TMPD/asyfunc_device
+mkdir -p "$OUT"
+# copies what is measured so far to DEST (a timeout keeps the last copy)
+save() {
+  cp "$OUT/summary.txt" "$DEST/summary.txt" 2>/dev/null
+  tar -C "$TMPD" -czf "$DEST/asyfunc_device.tar.gz.part" asyfunc_device &&
+    mv "$DEST/asyfunc_device.tar.gz.part" "$DEST/asyfunc_device.tar.gz"
+}
 T0=$(date +%s)
 NCPU=$(nproc)
 CMAX=${CMAX:-16}
@@ -77,6 +87,7 @@ if [ "${LIVE:-1}" = 1 ]; then
     python3 "$SRC/tests/integration/asyfunc_live.py" "$VARIO" "$SRC" --strict "${extra[@]}" ${LIVE_ARGS:-} \
       >> "$OUT/live.txt" 2>&1 || rc=1
     grep -E '^(mode=|ok:|FAIL|not checked|body:)' "$OUT/live.txt" | tee -a "$OUT/summary.txt"
+    save
   else
     log "live comparison skipped: past the ${BUDGET_S} s budget"
   fi
@@ -122,6 +133,8 @@ for m in $MODELS; do
     > "$TMPD/sim.out" 2>> "$OUT/sim.txt" || rc=1
   cat "$TMPD/sim.out" >> "$OUT/sim.txt"
   sed 's/$/ gamma=total/' "$TMPD/sim.out" | tee -a "$OUT/summary.txt"
+  save
 done
 log "done, rc=$rc"
+save
 exit $rc
