@@ -104,7 +104,7 @@ for m in $MODELS; do
   fi
   log "$m: profiling on 1..$CMAX cores"
   if ! "$VARIO" perf "$onnx" --blocks --name "$m" --cmax "$CMAX" --runs "$RUNS" \
-       --out "$OUT/$m.json" > "$OUT/$m.blocks.txt" 2> "$OUT/$m.blocks.err"; then
+       --output "$OUT/$m.json" > "$OUT/$m.blocks.txt" 2> "$OUT/$m.blocks.err"; then
     log "$m: vario perf --blocks failed: $(tail -1 "$OUT/$m.blocks.err")"; rc=1
     rm -f "$onnx"; continue
   fi

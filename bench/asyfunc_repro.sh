@@ -30,7 +30,7 @@ for m in $MODELS; do
       { echo "asyfunc_repro: cannot export $m (python3-torch?)" >&2; continue; }
   fi
   nice -n 10 "$BUILD/vario" perf "$onnx" --blocks --name "$m" --cmax "${CMAX:-2}" \
-    --out "$OUT/$m.json" \
+    --output "$OUT/$m.json" \
     > "$OUT/$m.blocks.txt"
   grep '^model=' "$OUT/$m.blocks.txt"
   nice -n 10 "$BUILD/vario" asyfunc "$OUT/$m.json" --periods-csv "$OUT/periods.csv" \

@@ -109,9 +109,12 @@ try:
             SPEC.replace('{"name": "garment", "app": "fashion"}',
                          '{"name": "garment", "app": "fscenes_detect"}').encode(),
             400, "sends crops [1,28,28]"),
+        "an unknown task": (SPEC.replace('{"task": "garment", "label": "garment"}',
+                                         '{"task": "nosuch", "label": "garment"}').encode(),
+                            400, "child 'nosuch' is an unknown task"),
         "a cycle": (SPEC.replace('{"name": "garment", "app": "fashion"}',
                                  '{"name": "garment", "app": "fashion", "children": ["detect"]}').encode(),
-                    400, ""),
+                    400, "cycle: detect -> garment -> detect"),
     }
     for what, (body, code, part) in bad.items():
         st, j = http(port, "POST", "/v2/pipelines", raw=body)
