@@ -183,10 +183,12 @@ int vr_cmd_cluster(int argc, char **argv) {
     size_t n;
     rc = vr_registry_instances(r, pos[1], &v, &n, &e);
     if (!rc) {
-      printf("%-24s %-40s %-10s %5s %5s\n", "instance", "variant", "state", "cores", "batch");
+      printf("%-24s %-40s %-10s %5s %5s %9s %9s %6s %9s\n", "instance", "variant", "state",
+             "cores", "batch", "in/s", "out/s", "queue", "p50@1 ms");
       for (size_t i = 0; i < n; i++)
-        printf("%-24s %-40s %-10s %5d %5d\n", v[i].id, v[i].variant, v[i].state, v[i].cores,
-               v[i].max_batch);
+        printf("%-24s %-40s %-10s %5d %5d %9.1f %9.1f %6d %9.3f\n", v[i].id, v[i].variant,
+               v[i].state, v[i].cores, v[i].max_batch, v[i].arrival_qps, v[i].served_qps,
+               v[i].queue, v[i].nlat > 0 ? v[i].p50_ms[0] : 0.0);
       vr_free(v);
     }
   } else if (!strcmp(cmd, "routes")) {

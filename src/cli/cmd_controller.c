@@ -3,7 +3,7 @@
  *                  [--models M,M] [--provider KIND --provider-opt K=V ...
  *                  --min-workers N --max-workers N --worker-arg ARG ...]
  *                  [--fetch-models] [--period-ms N] [--admin-token-file F]
- *                  [--policy infaas|clipper|sm|asyfunc [--slo-ms N]]
+ *                  [--policy infaas|clipper|sm [--slo-ms N]]
  * The cluster's control plane (issue 18). Every period it reads the live
  * workers and their loaded models from the registry (cluster/registry.h),
  * runs the placement policy (policy/cluster_plan.h), loads missing models
@@ -380,7 +380,7 @@ static void usage(FILE *f) {
           "         [--admin-token-file F] [--port-file F]\n"
           "         [--provider local|kubernetes --provider-opt K=V ...\n"
           "          --min-workers N [--max-workers N] [--worker-arg ARG ...]]\n"
-          "         [--policy infaas|clipper|sm|asyfunc [--slo-ms N]]\n"
+          "         [--policy infaas|clipper|sm [--slo-ms N]]\n"
           "  --registry URL   redis://HOST:PORT shared with workers and front ends\n"
           "  --repo DIR       model repository: what is placed, and what workers\n"
           "                   without it fetch (GET /v2/cluster/models/...)\n"
@@ -401,12 +401,23 @@ static void usage(FILE *f) {
           "  --max-workers N  never more than N (default: no cap)\n"
           "  --worker-arg A   argument for started workers (repeat per word)\n"
           "  --worker-cores N cores of each started worker (default 1)\n"
-          "  --policy KIND    infaas|clipper|sm|asyfunc: the policy acts on the\n"
+          "  --policy KIND    infaas|clipper|sm: the policy acts on the\n"
           "                   workers (replicate/unload models on them, add and\n"
           "                   remove workers through the provider); default:\n"
           "                   placement only (every model on --replicas workers)\n"
           "  --slo-ms N       latency SLO the policy plans for (default 100)\n"
           "  --worker-idle-s N  policy removes a worker idle this long (30)\n");
+}
+
+/* The policies that act across workers. AsyFunc's decisions are a
+ * worker's own (bodies and shadows inside one runtime; its model-level
+ * scaling assumes one worker): run workers with --store --policy asyfunc. */
+static int cluster_policy(const char *s) {
+  int k = vr_policy_parse(s);
+  if (k == VR_POL_ASYFUNC)
+    fprintf(stderr, "vario controller: --policy asyfunc acts inside a worker (vario worker"
+                    " --store --policy asyfunc), not across workers\n");
+  return k == VR_POL_INFAAS || k == VR_POL_CLIPPER || k == VR_POL_SM;
 }
 
 static int num(const char *s, long lo, long hi, int *out) {
@@ -456,7 +467,7 @@ int vr_cmd_controller(int argc, char **argv) {
     else if (!strcmp(a, "--worker-arg") && has && c.n_wargs < MAXARGS) c.wargs[c.n_wargs++] = argv[++i];
     else if (!strcmp(a, "--port") && has && !num(argv[i + 1], 0, 65535, &c.port)) i++;
     else if (!strcmp(a, "--replicas") && has && !num(argv[i + 1], 0, 1000, &c.replicas)) i++, c.replicas_set = 1;
-    else if (!strcmp(a, "--policy") && has && vr_policy_parse(argv[i + 1]) >= 0) c.policy = argv[++i];
+    else if (!strcmp(a, "--policy") && has && cluster_policy(argv[i + 1])) c.policy = argv[++i];
     else if (!strcmp(a, "--slo-ms") && has && !num(argv[i + 1], 1, 600000, &slo)) i++, c.slo_ms = slo;
     else if (!strcmp(a, "--worker-cores") && has && !num(argv[i + 1], 1, 1024, &c.worker_cores)) i++;
     else if (!strcmp(a, "--worker-idle-s") && has && !num(argv[i + 1], 1, 86400, &c.worker_idle_s)) i++;

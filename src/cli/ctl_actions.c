@@ -296,6 +296,7 @@ void vr__ctl_policy_step(ctl *c, const vr_worker_info *ws, size_t n, char models
       .models = c->mcfg, .nmodels = (size_t)c->n_mcfg, .starting = starting,
       .growable = c->prov != NULL, .worker_cores = c->worker_cores,
       .max_workers = c->max_workers, .slo_ms = c->slo_ms,
+      .fixed_instances = c->replicas > 0 ? c->replicas : 1,
       .core_price_per_hour = 0.0425, .pending = op_pending, .u = c};
   vr_errbuf err = {0};
   pthread_mutex_lock(&c->pol_mu);

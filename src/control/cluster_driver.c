@@ -263,6 +263,13 @@ static int build(vr_cdrv *d, vr_errbuf *err) {
   vr_driver_begin(&d->drv, v->now_ns);
   int rc = add_variants(d, err);
   int nv = (int)d->drv.snap.nvariants;
+  /* Clipper+ and SM+ serve a fixed set of variants: here every model's
+   * one variant (Clipper+ with fixed_instances each; SM+ scales them) */
+  vr_policy_cfg *cfg = &d->drv.cfg;
+  cfg->nfixed = 0;
+  for (int k = 0; k < nv && k < VR_POL_MAX_FIXED; k++)
+    cfg->fixed[cfg->nfixed++] =
+        (vr_policy_fixed){k, v->fixed_instances > 0 ? v->fixed_instances : 1};
   for (size_t w = 0; !rc && w < v->nworkers && w < 200; w++)
     for (int k = 0; !rc && k < nv; k++) {
       const char *m = d->vname[k];
@@ -422,6 +429,11 @@ int vr_cdrv_tick(vr_cdrv *d, const vr_cdrv_view *v, vr_errbuf *err) {
   vr_vclock_set(&d->clock, v->now_ns);
   follow_up(d);
   int rc = build(d, err);
+  int baseline = d->drv.cfg.kind == VR_POL_CLIPPER || d->drv.cfg.kind == VR_POL_SM;
+  if (!rc && baseline && !d->drv.cfg.nfixed) { /* nothing measured yet */
+    d->v = NULL;
+    return 0;
+  }
   if (!rc && (rc = vr_driver_decide(&d->drv)))
     vr_errf(err, rc, "policy %s: %s", vr_policy_name(d->drv.cfg.kind), vr_strerror(rc));
   if (!rc) rc = vr_driver_apply_all(&d->drv);

@@ -3,8 +3,9 @@
  * policy/driver.h. Every controller period it turns what the registry
  * says — live workers, the models ready on each with the load the worker
  * measured (cluster/registry.h, vr_instance_info) — into a vr_snapshot,
- * runs the configured policy (INFaaS, Clipper+, SM+ or AsyFunc: the same
- * pure ticks `vario serve` and the simulator run), and carries out its
+ * runs the configured policy (INFaaS, Clipper+ or SM+: the same pure
+ * ticks `vario serve` and the simulator run; Clipper+ and SM+ with every
+ * model's variant as their fixed set), and carries out its
  * actions through the cluster actuator table: a load or an unload is a
  * call to a worker's repository API, ADD_WORKER / REMOVE_WORKER go to the
  * worker provider. The calls themselves are the controller's
@@ -66,6 +67,7 @@ typedef struct vr_cdrv_view {
   int worker_cores;  /* cores of a worker it adds (>= 1) */
   int max_workers;   /* 0 = no cap */
   double slo_ms;     /* latency SLO of the models' queries */
+  int fixed_instances; /* Clipper+: instances per model (>= 1) */
   double core_price_per_hour;
   /* whether the controller has a load of model on worker in flight */
   int (*pending)(void *u, const char *model, const char *worker);

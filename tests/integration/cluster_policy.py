@@ -168,6 +168,16 @@ try:
     print(f"3. idle: spare copy unloaded, idle worker released after {t_down:.1f}s; the model"
           f" still serves; policy {s2['policy']['applied']}, kept last copy"
           f" {s2['policy']['kept_last_copy']}x")
+    # a clean stop: the controller stops the worker it started (sanitised
+    # builds report leaks and errors in the exit code)
+    for p in procs[2:0:-1]:  # front end, then controller
+        p.send_signal(signal.SIGTERM)
+        try:
+            rc = p.wait(60)
+        except subprocess.TimeoutExpired:
+            fail("a process did not stop on SIGTERM")
+        if rc != 0:
+            fail(f"exit code {rc}")
     print("ok")
 finally:
     for p in procs[1:][::-1]:  # controller (stops its workers) and front end first

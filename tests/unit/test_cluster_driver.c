@@ -58,8 +58,8 @@ typedef struct fix {
   vr_cdrv *d;
 } fix;
 
-static void setup(fix *f, int nw, int cores, int copies, double qps, int measured,
-                  int growable) {
+static void setup_kind(fix *f, int kind, int nw, int cores, int copies, double qps,
+                       int measured, int growable) {
   memset(f, 0, sizeof *f);
   for (int k = 0; k < nw; k++) {
     snprintf(f->w[k].id, sizeof f->w[k].id, "w%d", k);
@@ -91,12 +91,17 @@ static void setup(fix *f, int nw, int cores, int copies, double qps, int measure
                         .growable = growable, .worker_cores = cores, .slo_ms = 100,
                         .core_price_per_hour = 0.0425};
   vr_policy_cfg c;
-  vr_policy_cfg_default(&c, VR_POL_INFAAS);
+  vr_policy_cfg_default(&c, kind);
   c.cross_model = 0;
   c.burst_upgrade = 0;
   c.worker_idle_ns = 2000000000LL;
   vr_cdrv_ops ops = {r_load, r_unload, r_add, r_remove, &f->r};
   assert_int_equal(vr_cdrv_new(&c, &ops, &f->d), 0);
+}
+
+static void setup(fix *f, int nw, int cores, int copies, double qps, int measured,
+                  int growable) {
+  setup_kind(f, VR_POL_INFAAS, nw, cores, copies, qps, measured, growable);
 }
 
 static void tick(fix *f) {
@@ -189,11 +194,38 @@ static void keeps_last_copy(void **state) {
   vr_cdrv_free(f.d);
 }
 
+/* The baselines run on every model's variant as their fixed set: SM+
+ * replicates under load like INFaaS; Clipper+ provisions its fixed count
+ * (fixed_instances) whatever the load, and nothing runs before a model
+ * was measured (no fixed set yet: no EINVAL). */
+static void baselines(void **state) {
+  (void)state;
+  fix f;
+  setup_kind(&f, VR_POL_SM, 2, 1, 1, 5000, 1, 0);
+  tick(&f);
+  assert_true(f.r.nload >= 1);
+  assert_string_equal(f.r.loads[0], "m@w1");
+  vr_cdrv_free(f.d);
+  fix g;
+  setup_kind(&g, VR_POL_CLIPPER, 2, 1, 1, 0, 1, 0);
+  g.v.fixed_instances = 2;
+  tick(&g);
+  assert_int_equal(g.r.nload, 1);
+  assert_string_equal(g.r.loads[0], "m@w1");
+  vr_cdrv_free(g.d);
+  fix h;
+  setup_kind(&h, VR_POL_CLIPPER, 2, 1, 1, 0, 0, 0);
+  tick(&h);
+  assert_int_equal(h.r.nload, 0);
+  vr_cdrv_free(h.d);
+}
+
 int main(void) {
   const struct CMUnitTest t[] = {cmocka_unit_test(unmeasured_left_out),
                                  cmocka_unit_test(replicates_on_another_worker),
                                  cmocka_unit_test(adds_worker_over_threshold),
                                  cmocka_unit_test(removes_idle_worker),
-                                 cmocka_unit_test(keeps_last_copy)};
+                                 cmocka_unit_test(keeps_last_copy),
+                                 cmocka_unit_test(baselines)};
   return cmocka_run_group_tests(t, NULL, NULL);
 }
