@@ -20,7 +20,7 @@
 
 static void usage(FILE *f) {
   fprintf(f,
-          "usage: vario serve --repo DIR [--port N] [--host ADDR]\n"
+          "usage: vario serve --repo DIR [--port N] [--grpc-port N] [--host ADDR]\n"
           "                   [--max-body-mb N] [--max-conns N] [--spin-us N]\n"
           "                   [--no-load]\n"
           "  --repo DIR       model repository (required): DIR/<model>/ with\n"
