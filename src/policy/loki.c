@@ -466,7 +466,7 @@ static int solve_levels(ctx *c, model *cur, model *best, vr_milp **bm,
       rc = LEVELS_NOMEM;
       goto out;
     }
-    vr_milp_no_cuts(m);
+    vr_milp_lean(m);
     if (*bm) vr_milp_set_cutoff(m, inc + LOKI_ACC_GAP);
     int s = vr_milp_solve(m, c->o->time_limit_s);
     st->subsolves++;

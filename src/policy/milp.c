@@ -44,7 +44,10 @@ void vr_milp_set_cutoff(vr_milp *m, double obj) {
   Cbc_setCutoff(m->cbc, obj);
 }
 
-void vr_milp_no_cuts(vr_milp *m) { Cbc_setParameter(m->cbc, "cuts", "off"); }
+void vr_milp_lean(vr_milp *m) {
+  Cbc_setParameter(m->cbc, "cuts", "off");
+  Cbc_setParameter(m->cbc, "heur", "off");
+}
 
 int vr_milp_solve(vr_milp *m, double time_limit_s) {
   if (time_limit_s > 0) Cbc_setMaximumSeconds(m->cbc, time_limit_s);

@@ -44,10 +44,11 @@ void vr_milp_set_gap(vr_milp *m, double abs_gap);
  * usually at its root. */
 void vr_milp_set_cutoff(vr_milp *m, double obj);
 
-/* No cutting planes (CBC's "cuts off"): on a small model whose LP bound is
- * already close, the root cut loop costs more than the few nodes it
- * saves. */
-void vr_milp_no_cuts(vr_milp *m);
+/* No cutting planes and no primal heuristics (CBC's "cuts off", "heur
+ * off"): on a small model whose LP bound is already close, or one that
+ * only has to be proven unable to beat a cutoff, the root cut loop and the
+ * heuristics cost more than the few nodes they save. */
+void vr_milp_lean(vr_milp *m);
 
 /* Solves; time_limit_s <= 0: none. Returns a vr_milp_status. */
 int vr_milp_solve(vr_milp *m, double time_limit_s);
