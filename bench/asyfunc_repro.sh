@@ -26,7 +26,7 @@ for m in $MODELS; do
     nice -n 10 /usr/bin/python3 tools/zoo/export_torchvision.py "$m" >&2 ||
       { echo "asyfunc_repro: cannot export $m (python3-torch?)" >&2; continue; }
   fi
-  nice -n 10 "$BUILD/vario" perf "$onnx" --blocks --name "$m" --out "$OUT/$m.json" \
+  nice -n 10 "$BUILD/vario" perf "$onnx" --blocks --name "$m" --output "$OUT/$m.json" \
     > "$OUT/$m.blocks.txt"
   grep '^model=' "$OUT/$m.blocks.txt"
   nice -n 10 "$BUILD/vario" asyfunc "$OUT/$m.json" --periods-csv "$OUT/periods.csv" \

@@ -144,6 +144,10 @@ static int compile(vr_pipes *p, const char *json, size_t len, pl_pipe **out, vr_
   vr_hist_init(&pp->win[1]);
   pp->refs = 1;
   int rc = vr_pipeline_parse(json, len, &pp->spec, err);
+  /* The spec is one self-contained document: a name in it that refers to
+   * nothing (a child or root that is not a task) makes the body invalid
+   * (400), unlike an app missing from the store (404, below). */
+  if (rc == VR_ENOENT) rc = VR_EINVAL;
   if (rc) goto fail;
   int n = pp->spec->ntasks;
   pp->t = vr_calloc((size_t)n, sizeof *pp->t);
@@ -426,7 +430,8 @@ static json_t *pipe_json(vr_pipes *p, pl_pipe *pp, int full) {
 }
 
 static char *dump(json_t *j) {
-  char *t = j ? json_dumps(j, JSON_COMPACT) : NULL;
+  /* 12 significant digits: 98.9, not the double's 98.900000000000006. */
+  char *t = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(12)) : NULL;
   json_decref(j);
   char *out = t ? vr_strdup(t) : NULL;
   free(t);

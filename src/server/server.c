@@ -278,17 +278,30 @@ static void load_all(vr_server *s) {
     return;
   }
   struct dirent *e;
+  int models = 0;
   while ((e = readdir(d))) {
-    if (e->d_name[0] == '.') continue;
+    if (e->d_name[0] == '.') continue; /* .uploads, .jobs: the server's own */
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", s->repo, e->d_name);
-    if (!vr_model_dir_is_model(path)) continue; /* not a model directory */
+    struct stat st;
+    if (stat(path, &st) || !S_ISDIR(st.st_mode)) continue; /* README, ... */
+    if (!vr_model_dir_is_model(path)) {
+      /* Said, not skipped silently: a repository one level off (models in
+       * DIR/x/<model>/) would otherwise start serving nothing. */
+      vr_warn("%s: not a model directory (no model.onnx, config.pbtxt or "
+              "<version>/model.onnx); skipped", path);
+      continue;
+    }
+    models++;
     vr_errbuf err = {0};
     vr__srv_expect(s, e->d_name, 1); /* failed loads keep it not ready */
     if (vr_server_load(s, e->d_name, &err))
       vr_error("model '%s' not loaded: %s", e->d_name, err.msg);
   }
   closedir(d);
+  if (!models) /* ready (nothing to wait for, as Triton), but said */
+    vr_warn("repository %s holds no model directory: serving no model (load "
+            "models with POST /v2/repository/models/{m}/load)", s->repo);
 }
 
 int vr_server_load(vr_server *s, const char *name, vr_errbuf *err) {
@@ -308,7 +321,9 @@ int vr_server_load(vr_server *s, const char *name, vr_errbuf *err) {
                    " (model-less serving); it is not reloaded from the repository", name);
   int rc = vr_model_dir_load(dir, &c, err);
   if (rc) return rc;
-  if (strcmp(c.name, name)) /* the directory names the model (as Triton) */
+  /* The directory names the model (as Triton); an auto-completed config
+   * (bare model.onnx) has no name of its own to differ. */
+  if (c.name[0] && strcmp(c.name, name))
     vr_warn("%s: config name '%s' differs; serving it as '%s'", dir, c.name,
             name);
   snprintf(c.name, sizeof c.name, "%s", name);

@@ -55,6 +55,8 @@ static int row_of(const psim *s, int64_t t_ns) {
 static void query_done(psim *s, int32_t qi) {
   pquery *q = QRY(s, qi);
   vr_psim_row *row = &s->rows[row_of(s, q->t_ns)];
+  s->finished++;
+  if (q->dropped || q->last_ns > q->deadline_ns) s->bad++;
   if (q->dropped) {
     row->dropped++;
     return;
@@ -331,6 +333,7 @@ static int on_arrival(psim *s, const vr_req *rq) {
   q->pending = 1;
   s->rows[row_of(s, rq->t_ns)].demand++;
   s->tick_arrivals++;
+  s->arrived++;
   int32_t ri = req_new(s);
   if (ri < 0) return vr_errf(s->err, VR_ENOMEM, "psim: out of memory");
   preq *r = REQ(s, ri);
@@ -464,7 +467,9 @@ static int replan(psim *s, int first) {
     due = 1;
   if (!due || !c->replan) return 0;
   vr_psim_view v = {.now_s = now_s, .demand_ewma = s->ewma,
-                    .demand_last = s->last_qps, .workers = c->workers};
+                    .demand_last = s->last_qps, .workers = c->workers,
+                    .open_queries = s->arrived - s->finished,
+                    .arrived = s->arrived};
   memcpy(v.task_qps, s->task_ewma, sizeof v.task_qps);
   int rc = c->replan(c->replan_ctx, &v, &s->plan, s->err);
   if (rc) return rc;
@@ -518,8 +523,10 @@ static int check_cfg(const vr_psim_cfg *c, vr_errbuf *err) {
     return vr_errf(err, VR_EINVAL, "psim: bad duration, tick or warm-up");
   if (c->drop_mode < 0 || c->drop_mode > VR_EDROP_REROUTE)
     return vr_errf(err, VR_EINVAL, "psim: unknown drop mode %d", c->drop_mode);
-  if (c->max_queue < 1 || !(c->load_s >= 0) || !(c->ctl_period_s > 0))
-    return vr_errf(err, VR_EINVAL, "psim: bad max_queue, load_s or period");
+  if (c->max_queue < 1 || !(c->load_s >= 0) || !(c->ctl_period_s > 0) ||
+      c->stop_bad < 0)
+    return vr_errf(err, VR_EINVAL, "psim: bad max_queue, load_s, period "
+                   "or stop_bad");
   return 0;
 }
 
@@ -680,6 +687,10 @@ static int run_events(psim *s) {
     }
     if (!rc && s->alive < s->cfg->workers) rc = start_pending(s);
     if (s->now > end + (int64_t)(600 * 1e9)) break; /* runaway queues */
+    if (s->cfg->stop_bad > 0 && s->bad >= s->cfg->stop_bad) {
+      s->sum->stopped = 1;
+      break;
+    }
   }
   return rc;
 }

@@ -140,7 +140,8 @@ try:
           f"non-explicit failures: {bad[:5]}")
     after = [r for r in results if r[0] > t_kill + 0.2]
     check(after and all(r[1] == 200 and r[2] == "w2" for r in after),
-          f"after the kill: {[(r[1], r[2]) for r in after][:10]}")
+          f"after the kill: {len(after)} requests, not 200 on w2:"
+          f" {[(round(r[0] - t_kill, 3), r[1], r[2], r[3][:120]) for r in after if r[1] != 200 or r[2] != 'w2'][:10]}")
     print(f"ok: {len(results)} requests under the kill, {len(bad)} explicit errors,"
           f" {len(after)} later all on w2; spread before: {seen}")
     st, m, _ = req(pf, "GET", "/metrics")

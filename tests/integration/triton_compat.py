@@ -161,12 +161,17 @@ def cli_checks():
 
 def infer_checks(port):
     x = np.load(os.path.join(DATA, "val_inputs.npy"))[:4].astype(np.float32)
+    # A 30 s timeout: without one a request gets the model's default 100 ms
+    # (Vario's default queue policy), which a stall of the loaded test
+    # machine can exceed (504), and these checks are about the answers.
+    slow_ok = {"timeout": 30000000}
     for m in ZOO:
         ref = np.load(os.path.join(DATA, "ref", m + ".npy"))[:4]
         st, r = http(port, "POST", f"/v2/models/{m}/infer", {
+            "parameters": slow_ok,
             "inputs": [{"name": "input", "datatype": "FP32", "shape": list(x.shape),
                         "data": x.ravel().tolist()}]})
-        check(st == 200, f"{m}: infer -> {st}")
+        check(st == 200, f"{m}: infer -> {st} {r}")
         y = np.array(r["outputs"][0]["data"], dtype=np.float32).reshape(4, 10)
         err = float(np.abs(y - ref).max())
         check(err < 1e-3, f"{m}: logits equal the PyTorch reference (max err {err:.2e})")
@@ -175,6 +180,7 @@ def infer_checks(port):
         check(r["model_version"] == want and md["versions"] == [want],
               f"{m}: response and metadata name the served version {want}")
     st, r = http(port, "POST", "/v2/models/fmnist_mlp/infer", {
+        "parameters": slow_ok,
         "inputs": [{"name": "input", "datatype": "FP32", "shape": [2, 1, 28, 28],
                     "data": x[:2].ravel().tolist()}],
         "outputs": [{"name": "logits", "parameters": {"classification": 3}}]})
@@ -300,6 +306,15 @@ def config_and_stats(port):
                                  "compute_output")) and inf["compute_infer"]["count"] > 0
           and e.get("batch_stats") and e["batch_stats"][0]["compute_infer"]["count"] > 0,
           f"stats: inference_stats split and batch_stats ({json.dumps(e)[:300]})")
+    # the Prometheus name map (docs/TRITON_METRICS.md) reads only series the
+    # server exports
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics") as r:
+        families = set(re.findall(r"^# TYPE (\S+)", r.read().decode(), re.M))
+    rules = open(os.path.join(SRC, "docs/prometheus/triton_names.rules.yml")).read()
+    used = {re.sub(r"_(sum|count|bucket)$", "", n)
+            for n in re.findall(r"expr:.*?\b(vario_[a-z_]+)", rules)}
+    check(used and used <= families,
+          f"triton_names.rules.yml reads exported series only (missing: {used - families})")
 
 
 def main():
@@ -352,6 +367,22 @@ def main():
         port = wait_port(p, log)
         st, _ = http(port, "GET", "/v2/health/ready")
         check(st == 503, "a repository with a model that fails to load is not ready")
+    finally:
+        p.terminate()
+        p.wait(timeout=30)
+    # an empty repository, or a directory in it that holds no model: ready
+    # (nothing to wait for, as Triton) but said in the log, not silent
+    empty = os.path.join(TMP, "empty")
+    os.makedirs(os.path.join(empty, "notamodel"))
+    p, log = serve(["--repo", empty, "--port", "0", "--grpc-port", "-1"], "serve3.log")
+    try:
+        port = wait_port(p, log)
+        st, _ = http(port, "GET", "/v2/health/ready")
+        log.seek(0)
+        text = log.read()
+        check(st == 200 and "holds no model directory" in text
+              and "notamodel: not a model directory" in text,
+              f"an empty repository is ready and warned about: {st} {text}")
     finally:
         p.terminate()
         p.wait(timeout=30)
