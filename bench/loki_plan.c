@@ -2,11 +2,15 @@
  * the MILP solve (hardware scaling, and accuracy scaling when the cluster
  * is full) over a sweep of demands, and the MostAccurateFirst routing-table
  * rebuild, per task.
- *   bench_loki_plan DATA_DIR [APP] [WORKERS] [--compare]
+ *   bench_loki_plan DATA_DIR [APP] [WORKERS] [--compare] [--max-qps Q]
+ *   bench_loki_plan --pipeline APP.json RUNTIMES.csv [WORKERS] [...]
+ * The second form reads what `vario sim --pipeline` reads (accelerator
+ * rows "cpu"), e.g. the example pipeline's files from
+ * `OUT=DIR bench/fscenes_sim.sh`. Demands: 60 steps up to Q (900 qps).
  * --compare also solves every accuracy-scaling plan as one MILP
  * (opts.single_milp) and reports its times and the largest accuracy
  * difference between the two.
- * Prints one line per measurement; exit 77 when DATA_DIR lacks the app. */
+ * Prints one line per measurement; exit 77 when the data is absent. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,17 +34,32 @@ static int cmp(const void *a, const void *b) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 2) {
-    fprintf(stderr, "usage: %s DATA_DIR [APP] [WORKERS]\n", argv[0]);
+  int compare = 0;
+  double max_qps = 900;
+  const char *pos[4] = {0};
+  int npos = 0, pipe_form = 0;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--compare")) compare = 1;
+    else if (!strcmp(argv[i], "--max-qps") && i + 1 < argc)
+      max_qps = atof(argv[++i]);
+    else if (!strcmp(argv[i], "--pipeline")) pipe_form = 1;
+    else if (npos < 4) pos[npos++] = argv[i];
+  }
+  if (npos < 1 + pipe_form || max_qps <= 0) {
+    fprintf(stderr, "usage: %s DATA_DIR [APP] [WORKERS] [--compare] "
+            "[--max-qps Q]\n       %s --pipeline APP.json RUNTIMES.csv "
+            "[WORKERS] [--compare] [--max-qps Q]\n", argv[0], argv[0]);
     return 2;
   }
-  int compare = !strcmp(argv[argc - 1], "--compare");
-  if (compare) argc--;
-  const char *app = argc > 2 ? argv[2] : "traffic_analysis";
-  int workers = argc > 3 ? atoi(argv[3]) : 20;
+  const char *app = npos > 1 ? pos[1] : "traffic_analysis";
+  int workers = npos > 2 ? atoi(pos[2]) : 20;
   vr_pipe_data d;
   vr_errbuf err = {0};
-  if (vr_loki_load(argv[1], app, NULL, &d, &err)) {
+  int lrc = pipe_form
+                ? vr_loki_load_files(pos[0], NULL, pos[1], NULL, "cpu", &d,
+                                     &err)
+                : vr_loki_load(pos[0], app, NULL, &d, &err);
+  if (lrc) {
     fprintf(stderr, "skip: %s\n", err.msg);
     return 77;
   }
@@ -53,8 +72,8 @@ int main(int argc, char **argv) {
   /* [0] hardware scaling, [1] accuracy scaling, [2] the same as one MILP */
   double ms[3][N], cpu[3][N], diff = 0;
   int n[3] = {0, 0, 0}, cols = 0, rows = 0, sub = 0, worse = 0;
-  for (int k = 0; k < N; k++) { /* 15 .. 900 qps */
-    double demand = 15.0 * (k + 1);
+  for (int k = 0; k < N; k++) { /* max_qps / 60 .. max_qps */
+    double demand = max_qps / N * (k + 1);
     vr_loki_stats st;
     double t0 = now_s(), c0 = cpu_s();
     if (vr_loki_plan(d.pipe, d.prof, demand, workers, &o, &plan, &st, &err)) {
