@@ -406,8 +406,8 @@ static int cmp_bound_desc(const void *a, const void *b) {
   return (x < y) - (x > y);
 }
 
-/* Every level vector of the tasks with children whose leaves all keep a
- * variant that fits, as fixb arrays into vecs (at most MAX_LEVEL_VECTORS;
+/* Every level vector of the tasks with children that leaves every leaf a
+ * budget >= 0 (the one MILP's L(leaf) >= 0), as fixb arrays into vecs (at most MAX_LEVEL_VECTORS;
  * more: -1; none: 0, and the caller solves one MILP). */
 static int level_vectors(const ctx *c, const model *md, level_vec *vecs,
                          int *store, double (*lev)[VR_PIPE_MAX_VARIANTS * NB],
@@ -432,7 +432,10 @@ static int level_vectors(const ctx *c, const model *md, level_vec *vecs,
       else
         for (int a = p->tasks[t].parent; a >= 0; a = p->tasks[a].parent)
           budget -= L[a];
-      ok = fix_task(c, md, t, budget, fix) > 0 || p->tasks[t].nchildren;
+      /* a leaf with no variant that fits can still be right when no
+       * flow needs it (a share of 0); the LP decides */
+      fix_task(c, md, t, budget, fix);
+      ok = budget >= -1e-9;
     }
     if (ok) vecs[n].fixb = fix, n++;
     for (int i = 0; i < ni && ++idx[i] == nlev[inner[i]]; i++) idx[i] = 0;

@@ -35,7 +35,7 @@
  *     small MILPs left (no z, no latency rows) are solved best bound
  *     first, each required to beat the incumbent, until no bound can (the
  *     same optimum as the one MILP within 1e-4, i.e. 0.01 accuracy
- *     points; 10x faster on traffic analysis, bench/loki_plan.c). More
+ *     points; ~9x less CPU on traffic analysis, bench/loki_plan.c). More
  *     than 512 level vectors, or opts.single_milp: the one MILP.
  *     Workers the solution leaves idle are added to the variants in use in
  *     proportion to their load (headroom: all servers take part, as in the
