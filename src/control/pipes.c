@@ -7,12 +7,13 @@
 
 #include "base/alloc.h"
 #include "base/log.h"
-#include "control/pipes_int.h"
+#include "control/pipes_pol.h"
 
 #define DOC_KIND "pipeline"
 
 static void pipe_free(pl_pipe *pp) {
   if (!pp) return;
+  vr__pipe_pol_free(pp->pol);
   vr_pipeline_free(pp->spec);
   vr_free(pp->spec_text);
   vr_free(pp->t);
@@ -214,6 +215,7 @@ int vr_pipes_create(vr_control *ctl, vr_runtime *rt, vr_store *store, vr_pipes *
   p->store = store;
   p->clock = vr_clock_monotonic();
   pthread_mutex_init(&p->mu, NULL);
+  pthread_cond_init(&p->pcv, NULL);
   vr_map_init(&p->by_name);
   doc_list d;
   vr_vec_init(&d.names, sizeof(char *));
@@ -248,6 +250,8 @@ void vr_pipes_set_clock(vr_pipes *p, vr_clock *clock) {
 
 void vr_pipes_free(vr_pipes *p) {
   if (!p) return;
+  vr__pipes_stop_policy(p);
+  pthread_cond_destroy(&p->pcv);
   size_t it = 0;
   const char *k;
   void *v;
@@ -307,6 +311,8 @@ void vr__pipe_count_hop(pl_pipe *pp, const vr_pipe_hop_rec *h) {
     if (i < pt->nvs) {
       pt->vs[i].in += rows;
       pt->vs[i].out += (uint64_t)h->fanout;
+      for (int c = 0; c < VR_PIPE_MAX_CHILDREN; c++)
+        pt->vs[i].out_child[c] += (uint64_t)h->fanout_to[c];
     }
   }
   pthread_mutex_unlock(&pp->mu);
@@ -424,6 +430,8 @@ static json_t *pipe_json(vr_pipes *p, pl_pipe *pp, int full) {
     json_t *ts = json_array();
     for (int t = 0; t < pp->spec->ntasks; t++) json_array_append_new(ts, task_json(p, pp, t));
     json_object_set_new(j, "tasks", ts);
+    json_t *pol = vr__pipe_pol_json(p, pp); /* plan, routing and backup tables */
+    if (pol) json_object_set_new(j, "policy", pol);
   }
   pthread_mutex_unlock(&pp->mu);
   return j;

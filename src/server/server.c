@@ -222,6 +222,24 @@ static void route_model(vr_server *s, vr_http_req *r, int get, char **seg,
     reply_error(s, r, 404, "unknown path");
 }
 
+/* Triton's HTTP extensions Vario does not implement: a client that calls
+ * one (tritonclient's get_system_shared_memory_status, ...) gets 400 with
+ * the extension named, not a bare 404. NULL for any other path. */
+static const char *unsupported_extension(char **seg, int n) {
+  if (n < 2 || strcmp(seg[0], "v2")) return NULL;
+  if (!strcmp(seg[1], "systemsharedmemory"))
+    return "the system shared-memory extension (/v2/systemsharedmemory) is not supported";
+  if (!strcmp(seg[1], "cudasharedmemory"))
+    return "the CUDA shared-memory extension (/v2/cudasharedmemory) is not supported";
+  if (!strcmp(seg[1], "logging"))
+    return "the logging extension (/v2/logging) is not supported";
+  int k = n >= 6 && !strcmp(seg[1], "models") && !strcmp(seg[3], "versions") ? 5 : 3;
+  if (!strcmp(seg[1], "trace") ||
+      (!strcmp(seg[1], "models") && n > k && !strcmp(seg[k], "trace")))
+    return "the trace extension (/v2/trace, /v2/models/{m}/trace) is not supported";
+  return NULL;
+}
+
 static void handle(vr_http_req *r, void *user) {
   vr_server *s = user;
   const char *method = vr_http_method(r);
@@ -229,6 +247,11 @@ static void handle(vr_http_req *r, void *user) {
   int post = !strcmp(method, "POST");
   char buf[1024], *seg[10];
   int n = split(vr_http_url(r), buf, sizeof buf, seg, 10);
+  const char *ext = unsupported_extension(seg, n);
+  if (ext) { /* before the access check: there is no such endpoint */
+    reply_error(s, r, 400, ext);
+    return;
+  }
   int admin = vr__access_is_admin(method, seg, n);
   int open_path = n >= 1 && (!strcmp(seg[0], "metrics") ||
                              (n >= 2 && !strcmp(seg[1], "health")));

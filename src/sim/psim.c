@@ -13,6 +13,7 @@
 #include "sim/heap.h"
 #include "sim/rng.h"
 
+#include "policy/pipe_policy.h"
 #include "sim/psim_int.h"
 
 static const char *const DROP_NAMES[] = {"queue_full", "expired", "early",
@@ -461,10 +462,8 @@ static void write_plan(psim *s, double now_s) {
 static int replan(psim *s, int first) {
   const vr_psim_cfg *c = s->cfg;
   double now_s = s->now / 1e9;
-  int due = first || now_s + 1e-9 >= s->next_ctl_s;
-  if (!due && c->ctl_change > 0 && s->planned_for > 0 &&
-      fabs(s->ewma - s->planned_for) > c->ctl_change * s->planned_for)
-    due = 1;
+  int due = vr_pipe_replan_due(first, now_s, s->next_ctl_s, s->ewma, s->planned_for,
+                               c->ctl_change);
   if (!due || !c->replan) return 0;
   vr_psim_view v = {.now_s = now_s, .demand_ewma = s->ewma,
                     .demand_last = s->last_qps, .workers = c->workers,

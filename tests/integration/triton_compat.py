@@ -232,19 +232,34 @@ def burst(port, n):
     return sorted(out)
 
 
+def burst_until(port, n, ok):
+    """A burst of n, retried (3 tries) while ok(result) fails: the rule is
+    deterministic, but a stall of the loaded test machine (a thread that
+    starts late, a slow answer) can move a burst past the timing windows.
+    A broken batcher fails all three."""
+    for _ in range(3):
+        r = burst(port, n)
+        if ok(r):
+            break
+        print(f"  (burst of {n} off its timing window, retried: {r})")
+    return r
+
+
 def preferred_checks(port):
-    r = burst(port, 4)
+    r = burst_until(port, 4, lambda r: all(b == 4 for _, b in r) and r[-1][0] < PREF_DELAY_S / 2)
     check(all(b == 4 for _, b in r) and r[-1][0] < PREF_DELAY_S / 2,
           f"preferred_batch_size 4: 4 requests leave at once as one batch {r}")
-    r = burst(port, 3)
+    r = burst_until(port, 3, lambda r: all(b == 3 for _, b in r) and r[0][0] >= PREF_DELAY_S * 0.9)
     check(all(b == 3 for _, b in r) and r[0][0] >= PREF_DELAY_S * 0.9,
           f"3 requests (no preferred size) wait max_queue_delay, then go together {r}")
-    r = burst(port, 6)
-    fast = [t for t, b in r if b == 4]
-    slow = [t for t, b in r if b == 2]
-    check(len(fast) == 4 and len(slow) == 2 and max(fast) < PREF_DELAY_S / 2
-          and min(slow) >= PREF_DELAY_S * 0.9,
-          f"6 requests: a preferred batch of 4 at once, the other 2 after the delay {r}")
+
+    def six(r):
+        fast = [t for t, b in r if b == 4]
+        slow = [t for t, b in r if b == 2]
+        return (len(fast) == 4 and len(slow) == 2 and max(fast) < PREF_DELAY_S / 2
+                and min(slow) >= PREF_DELAY_S * 0.9)
+    r = burst_until(port, 6, six)
+    check(six(r), f"6 requests: a preferred batch of 4 at once, the other 2 after the delay {r}")
 
 
 def label_checks(port):
@@ -306,6 +321,17 @@ def config_and_stats(port):
                                  "compute_output")) and inf["compute_infer"]["count"] > 0
           and e.get("batch_stats") and e["batch_stats"][0]["compute_infer"]["count"] > 0,
           f"stats: inference_stats split and batch_stats ({json.dumps(e)[:300]})")
+    # Triton's HTTP extensions Vario lacks: 400 naming the extension
+    for method, path, name in [("GET", "/v2/systemsharedmemory/status", "shared-memory"),
+                               ("POST", "/v2/systemsharedmemory/region/r/register", "shared-memory"),
+                               ("GET", "/v2/cudasharedmemory/status", "CUDA shared-memory"),
+                               ("GET", "/v2/trace/setting", "trace"),
+                               ("GET", "/v2/models/fmnist_mlp/trace/setting", "trace"),
+                               ("GET", "/v2/models/fmnist_mlp/versions/1/trace/setting", "trace"),
+                               ("GET", "/v2/logging", "logging")]:
+        st, r = http(port, method, path, {} if method == "POST" else None)
+        check(st == 400 and f"{name} extension" in r.get("error", ""),
+              f"{method} {path}: 400 naming the extension ({st} {r})")
     # the Prometheus name map (docs/TRITON_METRICS.md) reads only series the
     # server exports
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics") as r:
