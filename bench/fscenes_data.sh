@@ -10,7 +10,7 @@
 # ACCEL, from the profiles' cost_per_s: threads x the per-core price).
 # Tasks run the most accurate models (InferLine does not choose models):
 # detect = fscenes_det_large, garment and footwear_bag = fmnist_cnn_bn
-# (the best child on the detector's crops, eval.json). The fan-out is the
+# (the best child on the detector's crops, eval.json; percent). The fan-out is the
 # large detector's measured mean per canvas and its split between the two
 # edges (eval.json). Latencies are p50/p90 per batch (1..16) of the
 # variant with max batch 16 of each (precision, threads).
@@ -31,7 +31,7 @@ reg() { # app name model.onnx accuracy
     --threads "${THREADS:-2}" --max-batch 16 --runs "${RUNS:-20}" >&2
 }
 ACC_DET=$(python3 -c "import json;print(json.load(open('$P/fscenes_det_large/config.json'))['accuracy'])")
-ACC_CLS=$(python3 -c "import json;print(100*json.load(open('$P/eval.json'))['children_on_crops']['fmnist_cnn_bn'])")
+ACC_CLS=$(python3 -c "import json;print(json.load(open('$P/eval.json'))['children_on_crops']['fmnist_cnn_bn'])")
 reg fscenes_detect fscenes_det_large "$P/fscenes_det_large/model.onnx" "$ACC_DET"
 reg fashion fmnist_cnn_bn "$ROOT/models/fmnist/fmnist_cnn_bn/model.onnx" "$ACC_CLS"
 mkdir -p "$OUT/apps" "$OUT/model_variants/fashion_scenes" "$OUT/profiling"

@@ -349,27 +349,37 @@ static int held_instances(vr_pipes *ps, pl_pol *pol, vr_pipe_snap_inst *out, int
   return k;
 }
 
-/* Takes the instances the actions unload out of the slot lists. Caller
- * holds pp->mu. */
-static void unpublish(pl_pol *pol, const vr_actions *acts) {
-  for (size_t i = 0; i < acts->len; i++) {
-    const vr_action *a = vr_actions_at(acts, i);
-    if (a->kind != VR_ACT_UNLOAD) continue;
+/* Re-reads the instances (into s) and publishes the slot -> instance
+ * lists for the plan in force (inst: 256 entries, s->inst's buffer): each instance on the slot the plan assigns
+ * it; one the plan replaces stays listed on every slot of its variant
+ * (the fallback while its replacement loads), unless `acts` unloads it
+ * outright. */
+static void publish(vr_pipes *ps, pl_pipe *pp, pl_pol *pol, vr_pipe_snap *s,
+                    vr_pipe_snap_inst *inst, const vr_actions *acts) {
+  int ready[256], assign[256];
+  s->inst = inst;
+  s->ninst = held_instances(ps, pol, inst, ready, 256);
+  vr_actions scratch;
+  vr_actions_init(&scratch);
+  int rc = vr_pipe_plan_actions(s, &pol->plan, assign, &scratch);
+  vr_actions_free(&scratch);
+  if (rc) return;
+  pthread_mutex_lock(&pp->mu);
+  memset(pol->slot_n, 0, (size_t)pol->nslots * sizeof *pol->slot_n);
+  for (int i = 0; i < s->ninst; i++) {
+    if (!ready[i]) continue;
+    int gone = 0;
+    for (size_t k = 0; acts && k < acts->len && !gone; k++)
+      gone = vr_actions_at(acts, k)->kind == VR_ACT_UNLOAD &&
+             vr_actions_at(acts, k)->instance == inst[i].id;
+    if (gone) continue;
     for (int sl = 0; sl < pol->nslots; sl++) {
-      int *ids = &pol->slot_ids[sl * PL_SLOT_INST];
-      for (int k = 0; k < pol->slot_n[sl];)
-        if (ids[k] == a->instance) ids[k] = ids[--pol->slot_n[sl]];
-        else k++;
+      int on = assign[i] >= 0 ? sl == assign[i] : pol->slot_var[sl] == inst[i].var;
+      if (on && pol->slot_n[sl] < PL_SLOT_INST)
+        pol->slot_ids[sl * PL_SLOT_INST + pol->slot_n[sl]++] = (int)inst[i].id;
     }
   }
-}
-
-static void apply_actions(vr_pipes *ps, const vr_actions *acts) {
-  for (size_t i = 0; i < acts->len; i++) {
-    int rc = vr_control_apply(ps->ctl, vr_actions_at(acts, i));
-    if (rc) vr_warn("pipeline policy: %s: %s", vr_action_name(vr_actions_at(acts, i)->kind),
-                    vr_strerror(rc));
-  }
+  pthread_mutex_unlock(&pp->mu);
 }
 
 static void pol_tick(vr_pipes *ps, pl_pipe *pp, double now_s, double dt) {
@@ -403,7 +413,7 @@ static void pol_tick(vr_pipes *ps, pl_pipe *pp, double now_s, double dt) {
   pthread_mutex_unlock(&pp->mu);
   pol->workers = s.workers = vr_control_managed_cores(ps->ctl) / pol->threads;
   vr_pipe_snap_inst inst[256];
-  int ready[256], assign[256];
+  int ready[256];
   s.inst = inst;
   s.ninst = held_instances(ps, pol, inst, ready, 256);
 
@@ -438,20 +448,8 @@ static void pol_tick(vr_pipes *ps, pl_pipe *pp, double now_s, double dt) {
     pthread_mutex_unlock(&pp->mu);
     return;
   }
-  /* Reconcile every tick: a load refused for want of room is retried, an
-   * instance loaded by the query path is returned. */
-  vr_actions acts;
-  vr_actions_init(&acts);
-  if (vr_pipe_plan_actions(&s, target, NULL, &acts) == 0 && acts.len) {
-    pthread_mutex_lock(&pp->mu);
-    unpublish(pol, &acts); /* no new hop to an instance about to drain */
-    pthread_mutex_unlock(&pp->mu);
-    apply_actions(ps, &acts);
-    s.ninst = held_instances(ps, pol, inst, ready, 256);
-  }
-  vr_vec_clear(&acts);
-  int arc = vr_pipe_plan_actions(&s, target, assign, &acts);
-  vr_actions_free(&acts);
+  /* The new plan and its tables first: hops go to its slots as soon as
+   * they have instances, to the old instances (still listed) until then. */
   vr_pipe_routes routes = {0};
   int rrc = vr_pipe_route_build(pol->view, target, pol->ewma, &routes);
   pthread_mutex_lock(&pp->mu);
@@ -465,12 +463,24 @@ static void pol_tick(vr_pipes *ps, pl_pipe *pp, double now_s, double dt) {
     pol->routes = routes;
     pol->have_routes = 1;
   }
-  memset(pol->slot_n, 0, (size_t)pol->nslots * sizeof *pol->slot_n);
-  for (int i = 0; arc == 0 && i < s.ninst; i++) {
-    int sl = assign[i];
-    if (sl >= 0 && ready[i] && pol->slot_n[sl] < PL_SLOT_INST)
-      pol->slot_ids[sl * PL_SLOT_INST + pol->slot_n[sl]++] = (int)inst[i].id;
+  pthread_mutex_unlock(&pp->mu);
+  /* Reconcile every tick: a load refused for want of room is retried, an
+   * instance loaded by the query path is returned. */
+  vr_actions acts;
+  vr_actions_init(&acts);
+  if (vr_pipe_plan_actions(&s, &pol->plan, NULL, &acts) == 0) {
+    publish(ps, pp, pol, &s, inst, &acts);
+    for (size_t i = 0; i < acts.len; i++) {
+      const vr_action *a = vr_actions_at(&acts, i);
+      int rc = vr_control_apply(ps->ctl, a);
+      if (rc) vr_warn("pipeline policy: %s: %s", vr_action_name(a->kind), vr_strerror(rc));
+      if (a->kind == VR_ACT_LOAD || a->kind == VR_ACT_MIGRATE)
+        publish(ps, pp, pol, &s, inst, &acts); /* use it now; forget the replaced */
+    }
+    if (acts.len) publish(ps, pp, pol, &s, inst, NULL);
   }
+  vr_actions_free(&acts);
+  pthread_mutex_lock(&pp->mu);
   row_plan(pol);
   pthread_mutex_unlock(&pp->mu);
 }

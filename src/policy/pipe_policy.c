@@ -113,6 +113,12 @@ int vr_pipe_replan_due(int first, double now_s, double next_s, double ewma,
 
 /* ---- plan -> actions ------------------------------------------------------ */
 
+static int slot_task(const vr_pipe_plan *plan, int k) {
+  int t = 0;
+  while (t + 1 < plan->ntasks && plan->off[t + 1] <= k) t++;
+  return t;
+}
+
 static int clamp_batch(const vr_pipe_snap *s, int slot, int b) {
   int mb = s->prof[slot].max_batch;
   if (b < 1) b = 1;
@@ -132,8 +138,26 @@ int vr_pipe_plan_actions(const vr_pipe_snap *s, const vr_pipe_plan *plan, int *a
     for (int k = 0; k < nslots && mine[i] < 0; k++)
       if (s->slot_var[k] == s->inst[i].var && want[k] > 0) want[k]--, mine[i] = k;
   }
+  /* A surplus instance makes room for a missing one: MIGRATE (load the
+   * new one in its room, then drain it), preferring a missing instance of
+   * a task the surplus one could serve, so a task changing variant is
+   * never left without one while the new instance loads. */
+  int *pair = vr_calloc((size_t)(s->ninst ? s->ninst : 1), sizeof *pair);
+  if (!pair) rc = VR_ENOMEM;
+  for (int pass = 0; !rc && pass < 2; pass++)
+    for (int i = 0; i < s->ninst; i++) {
+      if (pass == 0) pair[i] = -1;
+      if (mine[i] >= 0 || pair[i] >= 0) continue;
+      for (int k = 0; k < nslots && pair[i] < 0; k++) {
+        if (want[k] <= 0) continue;
+        int t = slot_task(plan, k), same = 0;
+        for (int j = plan->off[t]; j < plan->off[t + 1] && !same; j++)
+          same = s->slot_var[j] == s->inst[i].var;
+        if (same || pass == 1) want[k]--, pair[i] = k;
+      }
+    }
   for (int i = 0; !rc && i < s->ninst; i++)
-    if (mine[i] < 0)
+    if (mine[i] < 0 && pair[i] < 0)
       rc = vr_actions_push(out, VR_ACT_UNLOAD, s->inst[i].var, s->inst[i].id, 0, -1, 0,
                            "pipeline plan: not needed");
   for (int i = 0; !rc && i < s->ninst; i++) {
@@ -143,6 +167,12 @@ int vr_pipe_plan_actions(const vr_pipe_snap *s, const vr_pipe_plan *plan, int *a
       rc = vr_actions_push(out, VR_ACT_SET_BATCH, s->inst[i].var, s->inst[i].id, 0, -1, b,
                            "pipeline plan: batch size");
   }
+  for (int i = 0; !rc && i < s->ninst; i++)
+    if (mine[i] < 0 && pair[i] >= 0)
+      rc = vr_actions_push(out, VR_ACT_MIGRATE, s->slot_var[pair[i]], s->inst[i].id, 0, -1,
+                           clamp_batch(s, pair[i], plan->a[pair[i]].batch),
+                           "pipeline plan: replace");
+  vr_free(pair);
   for (int k = 0; !rc && k < nslots; k++)
     for (int n = 0; !rc && n < want[k]; n++)
       rc = vr_actions_push(out, VR_ACT_LOAD, s->slot_var[k], -1, 0, -1,

@@ -84,12 +84,16 @@ int vr_pipe_replan_due(int first, double now_s, double next_s, double ewma,
 
 /* Actions that turn the instances of s into plan: per pool variant, the
  * plan's instances of every slot on it in slot order; held instances (in
- * s->inst order) fill them; the rest are unloaded. Out: UNLOAD (instance)
- * first, then SET_BATCH (instance, value = the slot's batch, clamped to
- * the profile's max batch) where the cap differs, then LOAD (variant = pool
- * variant, worker 0) for what is missing. assign[i] (s->ninst entries, may
- * be NULL) gets the slot instance i serves, or -1 (to be unloaded). 0 or
- * VR_ENOMEM. */
+ * s->inst order) fill them. A surplus instance gives its room to a missing
+ * one (MIGRATE: instance = the surplus, variant = the missing one's pool
+ * variant; a missing one of a task the surplus could serve first), so a
+ * task that changes variant keeps serving while the new one loads; the
+ * rest of the surplus is unloaded. Out, in order: UNLOAD, SET_BATCH
+ * (instance, value = the slot's batch, clamped to the profile's max batch)
+ * where the cap differs, MIGRATE, then LOAD (variant = pool variant,
+ * worker 0) for what is still missing. assign[i] (s->ninst entries, may be
+ * NULL) gets the slot instance i serves, or -1 (to be replaced or
+ * unloaded). 0 or VR_ENOMEM. */
 int vr_pipe_plan_actions(const vr_pipe_snap *s, const vr_pipe_plan *plan,
                          int *assign, vr_actions *out);
 

@@ -65,22 +65,41 @@ static void test_actions(void **st) {
   vr_pipe_snap s = {.p = f.p, .prof = f.prof, .slot_var = f.slot_var, .inst = inst, .ninst = 4};
   vr_actions a;
   vr_actions_init(&a);
-  int assign[4];
+  int assign[8];
   assert_int_equal(vr_pipe_plan_actions(&s, &f.plan, assign, &a), 0);
   /* instance 1 goes; 2 and 3 serve b; 4 serves a at batch 4; one x loads */
   assert_int_equal(assign[0], -1);
   assert_int_equal(assign[1], 2);
   assert_int_equal(assign[2], 2);
   assert_int_equal(assign[3], 0);
-  assert_int_equal(count(&a, VR_ACT_UNLOAD), 1);
-  assert_int_equal(count(&a, VR_ACT_LOAD), 1);
+  /* the surplus a_small gives its room to the missing x (no task idle) */
+  assert_int_equal(count(&a, VR_ACT_UNLOAD), 0);
+  assert_int_equal(count(&a, VR_ACT_LOAD), 0);
+  assert_int_equal(count(&a, VR_ACT_MIGRATE), 1);
   assert_int_equal(count(&a, VR_ACT_SET_BATCH), 2); /* 3: 4 -> 2, 4: 1 -> 4 */
-  /* order: unloads free room before loads */
-  assert_int_equal(vr_actions_at(&a, 0)->kind, VR_ACT_UNLOAD);
-  assert_int_equal(vr_actions_at(&a, 0)->instance, 1);
   const vr_action *last = vr_actions_at(&a, a.len - 1);
-  assert_int_equal(last->kind, VR_ACT_LOAD);
+  assert_int_equal(last->kind, VR_ACT_MIGRATE);
+  assert_int_equal(last->instance, 1);
   assert_int_equal(last->variant, 12);
+  assert_int_equal(last->value, 1); /* c's batch */
+  /* two surplus, one missing: the one of the missing slot's task migrates
+   * (a_big's room goes to a_small), the other is unloaded first */
+  vr_pipe_snap_inst two[] = {{1, 10, 4}, {2, 12, 2}, {3, 12, 2}, {4, 12, 1}, {6, 12, 1}};
+  f.plan.a[0].inst = 0;
+  f.plan.a[1] = (vr_pipe_alloc){1, 2, 1, 2000};
+  s.inst = two;
+  s.ninst = 5;
+  vr_vec_clear(&a);
+  assert_int_equal(vr_pipe_plan_actions(&s, &f.plan, assign, &a), 0);
+  assert_int_equal((int)a.len, 2);
+  assert_int_equal(vr_actions_at(&a, 0)->kind, VR_ACT_UNLOAD);
+  assert_int_equal(vr_actions_at(&a, 0)->instance, 6);
+  assert_int_equal(vr_actions_at(&a, 1)->kind, VR_ACT_MIGRATE);
+  assert_int_equal(vr_actions_at(&a, 1)->instance, 1);
+  assert_int_equal(vr_actions_at(&a, 1)->variant, 11);
+  f.plan.a[0] = (vr_pipe_alloc){1, 4, 10, 400};
+  f.plan.a[1] = (vr_pipe_alloc){0, 0, 0, 0};
+  s.ninst = 4;
   for (size_t i = 0; i < a.len; i++) {
     const vr_action *x = vr_actions_at(&a, i);
     if (x->kind == VR_ACT_SET_BATCH && x->instance == 3) assert_int_equal(x->value, 2);
