@@ -462,6 +462,7 @@ static void pol_tick(vr_pipes *ps, pl_pipe *pp, double now_s, double dt) {
     pol->routes = routes;
     pol->have_routes = 1;
   }
+  row_plan(pol); /* GET shows the row and the plan alike */
   pthread_mutex_unlock(&pp->mu);
   /* Reconcile every tick: a load refused for want of room is retried, an
    * instance loaded by the query path is returned. */
