@@ -108,7 +108,7 @@ int vr__cmd_perf_blocks(int argc, char **argv) {
   vr_af_scale_cfg_init(&cfg, vr_af_default_slo(&af));
   vr_af_body body = {1, 0, af.cmax, 0};
   vr_af_lls_out lo;
-  vr_af_lls(&af, &cfg, cfg.gamma, 0, &body, 1, &lo);
+  vr_af_lls(&af, &cfg, cfg.gamma, &body, 1, &lo);
   if (!lo.n) {
     printf("model=%s shadow_load_ms=none full_load_ms=%.2f\n", name, af.load_ms);
     return 0;
