@@ -105,6 +105,16 @@ static int env_available(void *self, int v) {
 }
 static int env_fits(void *self, int v) { return ctl_fits_locked(self, v); }
 static int env_evictable(void *self, int v) { return find_victim(self, v) != NULL; }
+static int env_backlog(void *self, int v, long *rows, int *cap) {
+  vr_control *c = self;
+  ctl_inst *in = pick_instance(c, v);
+  const vr_snapshot *s = &c->drv.snap;
+  if (!in) return 0;
+  *rows = in->inflight, *cap = 1;
+  for (size_t k = 0; k < s->ninstances; k++)
+    if (s->instances[k].id == in->id) *cap = s->instances[k].max_batch;
+  return 1;
+}
 
 static int queue_load(vr_control *c, int v, ctl_wait *w, int evict_id) {
   if (c->running && c->running->var == v) {
@@ -152,7 +162,8 @@ static int decide(vr_control *c, const vr_ctl_query *q, vr_ctl_route *r,
   r->req_accuracy = acc;
   vr_query_req qr = {group, r->slo_ms, acc};
   vr_route_env env = {c->drv.ix, &c->drv.snap, q->app ? 'a' : 'm', name,
-                      env_available, env_fits, env_evictable, c};
+                      env_available, env_fits, env_evictable, env_backlog,
+                      c};
   vr_route rt;
   if (vr_route_decide(&env, &qr, &rt)) {
     fail(r, VR_EINTERNAL, "selection failed");
