@@ -256,7 +256,7 @@ int vr_pol_scale_down(const vr_policy_cfg *c, vr_policy_state *st,
   double down = c->down_headroom > 0 ? c->down_headroom : c->slack;
   /* instances that are all still loading have had no chance to get
    * traffic: not idle yet */
-  int removable = g->n > keep && g->serving > 0 &&
+  int removable = g->n > keep && g->serving > 0 && !g->loading &&
                   (g->q <= 0 || (g->n - 1) * g->sat >= g->q * down);
   /* idle has its own timer: one quiet second after a spare-headroom wait
    * is no reason to drop every instance (at 4 QPS, 2% of the seconds
