@@ -10,6 +10,8 @@ heavy FC head (tests/data/asyfunc/gen_model.py), is registered (fp32,
 AsyFunc- (--af-kappa 0: the same bodies, no shadow). Checks:
   - AsyFunc pairs a shadow during the step (vario_shadows_attached_total)
     and releases it after (vario_shadow_cores back to 0, released_total);
+    batches run split with it (vario_paired_batches_total) — asserted with
+    the attainment below, since the split comes from a measured profile;
   - every request is answered (200, or 504 dropped at its deadline): none
     lost or failed while shadows come and go;
   - SLO attainment with shadows is higher than without (asserted when the
@@ -180,8 +182,7 @@ try:
               f"shadow_share_base={share(0, T):.2f} shadow_share_step={share(T, 2 * T):.2f} "
               f"shadow_share_after={share(2 * T + 1, 3 * T):.2f}")
     (s1, m1, _), (s0, m0, _) = res["asyfunc"], res["asyfunc-"]
-    check(m1["vario_shadows_attached_total"] >= 1 and m1["vario_paired_batches_total"] >= 1,
-          "AsyFunc paired a shadow during the step and ran batches with it")
+    check(m1["vario_shadows_attached_total"] >= 1, "AsyFunc paired a shadow during the step")
     check(m1["vario_shadow_cores"] == 0 and
           m1["vario_shadows_released_total"] == m1["vario_shadows_attached_total"],
           "every shadow was released after the step")
@@ -200,8 +201,15 @@ try:
     idle = ncpu - LOAD0
     what = (f"SLO attainment with shadows {s1['slo_attainment']:.4f} > without "
             f"{s0['slo_attainment']:.4f}")
+    # Whether a paired batch runs depends on the split LLS computes from
+    # the block profile (b_S = 0 when the shadow cannot finish its rows in
+    # time): a profile measured on a busy machine can make every split 0.
+    ran = f"AsyFunc ran batches with the shadow ({m1['vario_paired_batches_total']:.0f})"
     if idle >= 3 or A.strict:
+        check(m1["vario_paired_batches_total"] >= 1, ran)
         check(s1["slo_attainment"] > s0["slo_attainment"], what)
+    elif m1["vario_paired_batches_total"] < 1:
+        print(f"not checked (fails): {ran} — the machine is busy")
     else:
         print(f"not checked ({'holds' if s1['slo_attainment'] > s0['slo_attainment'] else 'fails'}):"
               f" {what} — the machine is busy (load {LOAD0:.1f} on {ncpu} cores before "

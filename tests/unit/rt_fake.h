@@ -3,7 +3,10 @@
  * code only): y = 2*x + 1 element-wise on FP32 from input 0 into output 0
  * (output row = first `out_row` elements of the input row), and each run
  * sleeps base_us + per_row_us * batch so batching and deadlines can be
- * checked with known timings. Counts runs and the largest batch seen.
+ * checked with known timings. Counts runs and the largest batch seen, and
+ * how long its sleeps really took against what they asked for: on a loaded
+ * machine a sleep overruns, the fake is then slower than its profile, and a
+ * test can tell a policy's lateness from the scheduler's (rt_fake_overrun).
  */
 #ifndef VR_TEST_RT_FAKE_H
 #define VR_TEST_RT_FAKE_H
@@ -18,6 +21,7 @@ typedef struct rt_fake {
   int base_us, per_row_us;
   int out_row; /* floats per output row */
   int runs, max_batch_seen, fail_next;
+  long long asked_ns, slept_ns; /* sums over all runs */
   vr_rt_backend be;
 } rt_fake;
 
@@ -65,8 +69,15 @@ static inline int rt_fake_run(void *self, void *sess, int batch, const vr_tensor
   if (__atomic_exchange_n(&f->fail_next, 0, __ATOMIC_SEQ_CST))
     return vr_errf(err, VR_EBACKEND, "fake backend failure");
   long us = f->base_us + (long)f->per_row_us * batch;
-  struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
-  if (us) nanosleep(&ts, NULL);
+  struct timespec ts = {us / 1000000, (us % 1000000) * 1000}, t0, t1;
+  if (us) {
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    nanosleep(&ts, NULL);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    long long took = (t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec);
+    __atomic_fetch_add(&f->asked_ns, us * 1000LL, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&f->slept_ns, took, __ATOMIC_RELAXED);
+  }
   const float *x = in[0].data;
   size_t in_row = in[0].nbytes / sizeof(float) / (size_t)batch;
   for (int b = 0; b < batch; b++)
@@ -94,6 +105,14 @@ static inline void rt_fake_init(rt_fake *f, int base_us, int per_row_us,
                      rt_fake_session_open, rt_fake_session_close,
                      rt_fake_run, f};
   f->be = b;
+}
+
+/* Mean slowdown of the fake's sleeps so far (1.0 = exactly as profiled):
+ * the part of any lateness that the machine, not the code under test, caused. */
+static inline double rt_fake_overrun(rt_fake *f) {
+  long long a = __atomic_load_n(&f->asked_ns, __ATOMIC_RELAXED);
+  long long s = __atomic_load_n(&f->slept_ns, __ATOMIC_RELAXED);
+  return a > 0 ? (double)s / (double)a : 1.0;
 }
 
 /* A config for the fake: input "x" FP32 [-1, in_row], output "y" FP32

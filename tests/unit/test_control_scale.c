@@ -193,9 +193,11 @@ static void load_step(int cores) {
   int from = (int)(RATE * (SECONDS - 2)), late = 0, failed = 0;
   for (int i = from; i < total; i++) late += qs[i].late, failed += qs[i].failed;
   int mb, n = instances(rt, &mb);
+  double overrun = rt_fake_overrun(&fake);
   printf("load step to %.0f qps on %d core(s): reaction after %.2f s; %d instance(s), "
-         "max batch %d; last 2 s: %d late, %d failed of %d\n", RATE, cores,
-         reacted_ns / 1e9, n, mb, late, failed, total - from);
+         "max batch %d; last 2 s: %d late, %d failed of %d; fake's sleeps took "
+         "%.2fx their profile\n", RATE, cores, reacted_ns / 1e9, n, mb, late, failed,
+         total - from, overrun);
   assert_true(reacted_ns > 0);
   assert_true(n > 1 || mb > 1);
   if (cores == 1) { /* replaced in place: one instance, a bigger batch */
@@ -203,7 +205,16 @@ static void load_step(int cores) {
     assert_true(mb > 1);
   }
   assert_int_equal(failed, 0);
-  assert_true(late <= (total - from) / 100); /* >= 99% attainment */
+  /* >= 99% attainment, when the machine ran the fake as profiled. At 700
+   * qps a b4 instance is 70% busy; sleeps that overrun by a millisecond
+   * (a loaded host) push it towards 100% whatever the policy does, so the
+   * lateness is then reported, not asserted (a timing target belongs in a
+   * benchmark: bench/ and docs/BENCHMARKS.md). */
+  if (overrun <= 1.20)
+    assert_true(late <= (total - from) / 100);
+  else
+    printf("lateness not asserted: the host slowed the fake by %.0f%%\n",
+           (overrun - 1) * 100);
   for (int i = 0; i < total; i++) vr_rt_request_clear(&qs[i].q);
   vr_free(qs);
   vr_control_free(c);
