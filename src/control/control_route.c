@@ -105,14 +105,10 @@ static int env_available(void *self, int v) {
 }
 static int env_fits(void *self, int v) { return ctl_fits_locked(self, v); }
 static int env_evictable(void *self, int v) { return find_victim(self, v) != NULL; }
-static int env_backlog(void *self, int v, long *rows, int *cap) {
-  vr_control *c = self;
-  ctl_inst *in = pick_instance(c, v);
-  const vr_snapshot *s = &c->drv.snap;
+static int env_backlog(void *self, int v, long *rows) {
+  ctl_inst *in = pick_instance(self, v);
   if (!in) return 0;
-  *rows = in->inflight, *cap = 1;
-  for (size_t k = 0; k < s->ninstances; k++)
-    if (s->instances[k].id == in->id) *cap = s->instances[k].max_batch;
+  *rows = in->inflight;
   return 1;
 }
 

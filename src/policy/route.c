@@ -32,7 +32,8 @@ static int pick_fitting(const vr_route_env *e, const vr_query_req *q) {
   return best;
 }
 
-int vr_route_behind(const vr_profile *p, long rows, int cap, double slo_ms) {
+int vr_route_behind(const vr_profile *p, long rows, double slo_ms) {
+  int cap = vr_profile_batch_for_slo(p, slo_ms);
   if (cap < 1) cap = 1;
   if (rows < 0) rows = 0;
   long full = rows / cap;
@@ -45,9 +46,8 @@ int vr_route_behind(const vr_profile *p, long rows, int cap, double slo_ms) {
 /* v serves now and a query joining it would be late (step 3b). */
 static int behind(const vr_route_env *e, int v, double slo_ms) {
   long rows = 0;
-  int cap = 1;
-  return e->backlog(e->self, v, &rows, &cap) &&
-         vr_route_behind(&e->snap->variants[v].prof, rows, cap, slo_ms);
+  return e->backlog(e->self, v, &rows) &&
+         vr_route_behind(&e->snap->variants[v].prof, rows, slo_ms);
 }
 
 /* The cheapest serving variant of the query's group other than `not`
@@ -58,14 +58,13 @@ static int pick_spill(const vr_route_env *e, const vr_query_req *q, int not) {
   for (size_t v = 0; v < e->snap->nvariants; v++) {
     const vr_profile *p = &e->snap->variants[v].prof;
     long rows = 0;
-    int cap = 1;
     if ((int)v == not || strcmp(e->kind == 'a' ? p->app : p->model, e->name))
       continue;
     if (p->accuracy + 1e-9 < q->min_accuracy ||
         2 * vr_profile_tail_ms(p, 1) > q->latency_ms)
       continue;
-    if (!e->backlog(e->self, (int)v, &rows, &cap) ||
-        vr_route_behind(p, rows, cap, q->latency_ms))
+    if (!e->backlog(e->self, (int)v, &rows) ||
+        vr_route_behind(p, rows, q->latency_ms))
       continue;
     double cost = vr_policy_query_cost(p);
     if (best < 0 || cost < best_cost) best = (int)v, best_cost = cost;
@@ -106,11 +105,14 @@ void vr_route_decide_sel(const vr_route_env *e, const vr_query_req *q,
     int alt = pick_fitting(e, q);
     if (alt >= 0) sel.variant = alt;
   }
-  if (sel.outcome == VR_SEL_ACTIVE && e->backlog &&
+  /* also when the index, built before its instances loaded, still calls
+   * the variant one to load: behind() asks whether one serves now */
+  if (sel.outcome != VR_SEL_INFEASIBLE && e->backlog &&
       behind(e, sel.variant, q->latency_ms)) {
     int alt = pick_spill(e, q, sel.variant);
     if (alt >= 0) {
       const vr_profile *p = &e->snap->variants[alt].prof;
+      sel.outcome = VR_SEL_ACTIVE;
       sel.variant = alt;
       sel.latency_ms = vr_profile_tail_ms(p, 1);
       sel.accuracy = p->accuracy;

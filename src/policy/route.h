@@ -50,9 +50,9 @@ typedef struct vr_route_env {
    * side never evicts) */
   int (*evictable)(void *self, int v);
   /* outstanding rows (queued + running) on v's least-loaded serving
-   * instance and that instance's rows per batch; 0 when v has no serving
-   * instance (NULL: the caller does not say, and nothing spills) */
-  int (*backlog)(void *self, int v, long *rows, int *cap);
+   * instance; 0 when v has no serving instance (NULL: the caller does not
+   * say, and nothing spills) */
+  int (*backlog)(void *self, int v, long *rows);
   void *self;
 } vr_route_env;
 
@@ -84,10 +84,12 @@ void vr_route_decide_sel(const vr_route_env *e, const vr_query_req *q,
  * instance taking queries): LOAD, EVICT_LOAD or NO_ROOM. */
 int vr_route_load(const vr_route_env *e, int variant);
 
-/* Whether a query joining an instance with `rows` outstanding rows of
- * `cap` per batch would finish after slo_ms: the batches ahead of it and
- * its own, at the profile's median (policy/batch.h). */
-int vr_route_behind(const vr_profile *p, long rows, int cap, double slo_ms);
+/* Whether a query joining an instance with `rows` outstanding rows would
+ * finish after slo_ms: the batches ahead of it and its own, at the
+ * profile's median (policy/batch.h), each as large as the SLO allows
+ * (vr_profile_batch_for_slo; a pure function of the profile and the
+ * query, so both sides estimate alike). */
+int vr_route_behind(const vr_profile *p, long rows, double slo_ms);
 
 /* The one least-loaded rule: whether instance a is strictly lighter than
  * b. rows: outstanding (queued + running) rows; cap: rows per batch. */

@@ -378,11 +378,11 @@ static int env_fits(void *self, int v) {
   return sim_place(s, &s->var[v].prof) != NULL;
 }
 
-static int env_backlog(void *self, int v, long *rows, int *cap) {
+static int env_backlog(void *self, int v, long *rows) {
   vr_sim *s = self;
   const sim_inst *in = least_loaded(&s->var[v]);
   if (!in) return 0;
-  *rows = (long)in->qlen, *cap = in->max_batch;
+  *rows = (long)in->qlen;
   return 1;
 }
 

@@ -671,22 +671,28 @@ static int spill_fits(void *self, int v) {
   (void)self, (void)v;
   return 0;
 }
-static int spill_backlog(void *self, int v, long *rows, int *cap) {
+static int spill_backlog(void *self, int v, long *rows) {
   spill_fx *x = self;
   if (x->rows[v] < 0) return 0;
-  *rows = x->rows[v], *cap = 8;
+  *rows = x->rows[v];
   return 1;
 }
 
 static void test_request_path_rules(void **st) {
   (void)st;
-  /* small: p50 5, 7.5, 10, 12.5 ms at batches 1, 2, 4, 8 */
+  /* small: p50 5, 7.5, 10, 12.5 ms (p99 6, 9, 12, 15) at batches 1, 2,
+   * 4, 8; the batch for an SLO keeps 2 x p99 within it: 1 under 12 ms,
+   * 8 under 30 ms */
   vr_profile p = mkprof("small", "cls", "small/fp32", 5, 80, 1);
-  assert_false(vr_route_behind(&p, 0, 1, 10));  /* alone: 5 ms */
-  assert_true(vr_route_behind(&p, 2, 1, 10));   /* 2 batches ahead: 15 ms */
-  assert_true(vr_route_behind(&p, 7, 8, 10));   /* joins a batch of 8 */
-  assert_false(vr_route_behind(&p, 7, 8, 20));
-  assert_true(vr_route_behind(&p, 8, 8, 20));   /* one full batch ahead */
+  assert_int_equal(vr_profile_batch_for_slo(&p, 12), 1);
+  assert_int_equal(vr_profile_batch_for_slo(&p, 30), 8);
+  assert_false(vr_route_behind(&p, 0, 12));  /* alone: 5 ms */
+  assert_false(vr_route_behind(&p, 1, 12));  /* one batch of 1 ahead: 10 */
+  assert_true(vr_route_behind(&p, 2, 12));   /* two ahead: 15 ms */
+  assert_false(vr_route_behind(&p, 7, 30));  /* joins a batch of 8: 12.5 */
+  assert_false(vr_route_behind(&p, 8, 30));  /* one full batch ahead: 17.5 */
+  assert_false(vr_route_behind(&p, 16, 30)); /* two full ahead: 30 ms, not after */
+  assert_true(vr_route_behind(&p, 17, 30));  /* and a batch of 2: 32.5 ms */
 
   fx f;
   fx_init(&f);
