@@ -38,7 +38,7 @@ set pointsize 0.3
 set ylabel "$ylabel"
 set xtics ($xt)
 set key outside right top
-set yrange [0:1.5]
+set yrange [0:*]
 set title "AsyFunc simulator: $what allocated per 60-s period, normalised to BATCH's mean"
 plot $plots
 GP

@@ -12,6 +12,9 @@
 # tools/zoo/export_torchvision.py (python3-torch) first.
 #   bench/asyfunc_repro.sh [BUILD_DIR] [MODEL ...]
 #   default models: mobilenet_v2 resnet50 vgg16 alexnet
+#   env CMAX: cores profiled 1..CMAX (default 2, what the development box
+#   allows; the paper's C_max is 16: bench/asyfunc_device.sh runs this
+#   experiment on a 16-core machine from a carried binary and models)
 set -euo pipefail
 BUILD=${1:-build}
 [ $# -gt 0 ] && shift
@@ -26,7 +29,8 @@ for m in $MODELS; do
     nice -n 10 /usr/bin/python3 tools/zoo/export_torchvision.py "$m" >&2 ||
       { echo "asyfunc_repro: cannot export $m (python3-torch?)" >&2; continue; }
   fi
-  nice -n 10 "$BUILD/vario" perf "$onnx" --blocks --name "$m" --out "$OUT/$m.json" \
+  nice -n 10 "$BUILD/vario" perf "$onnx" --blocks --name "$m" --cmax "${CMAX:-2}" \
+    --output "$OUT/$m.json" \
     > "$OUT/$m.blocks.txt"
   grep '^model=' "$OUT/$m.blocks.txt"
   nice -n 10 "$BUILD/vario" asyfunc "$OUT/$m.json" --periods-csv "$OUT/periods.csv" \

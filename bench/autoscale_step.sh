@@ -24,7 +24,7 @@ cat > "$TMP/step.json" <<'EOC'
    "points": [[0, 100], [30, 1000], [90, 100]]}]}
 EOC
 for p in infaas sm; do
-  "$VARIO" sim --config "$TMP/step.json" --policy $p --quiet --out "$TMP/$p"
+  "$VARIO" sim --config "$TMP/step.json" --policy $p --quiet --output "$TMP/$p"
   awk -F, -v p=$p 'NR > 1 { t = $1 + 0; inst[t] = $10; bad[t] = ($4 + $5) / ($2 > 0 ? $2 : 1);
         if (t > 30 && t <= 40) { v10 += $4 + $5; d10 += $2 } }
       END { target = inst[80]; up = -1; ok = -1; down = -1;

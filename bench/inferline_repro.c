@@ -17,6 +17,9 @@
  * --csv PREFIX writes psim's per-tick rows of each policy to
  * PREFIX.<policy>.csv (t_s, demand, ok, late, dropped, ..., workers).
  * --plan-bench N: time N planner runs and print plan_s p50/max instead.
+ * --capacity S: InferLine's effective capacity on S workers instead (the
+ * highest rate whose plan fits in S instances; the plan's misses on a
+ * fresh trace are printed): policy=inferline_plan capacity_qps=<x> ...
  * --eval-seed N (default 1001) seeds the evaluation trace; --noise 0|1
  * (default 1) draws service times from the profiles' percentiles.
  * Exit 77 when DATA_DIR lacks the app (skip).
@@ -25,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/alloc.h"
 #include "bench_util.h"
@@ -33,14 +37,15 @@
 typedef struct opts {
   const char *dir, *app, *accel, *policies, *csv;
   double cv, rate, slo, ramp, spike, duration, load_s;
-  int plan_bench, noise;
+  int plan_bench, noise, capacity;
   uint64_t seed, eval_seed;
 } opts;
 
 static int parse(int argc, char **argv, opts *o) {
   *o = (opts){.cv = 1, .rate = 30, .duration = 120, .load_s = 1,
               .seed = 1, .eval_seed = 1001, .noise = 1, .accel = "onnxruntime_gpu_pascal=0.90",
-              .policies = "inferline,inferline_plan,cg_peak,cg_mean"};
+              .policies = "inferline,inferline_plan,cg_peak,cg_mean,"
+                           "cg_peak_static,cg_mean_static"};
   if (argc < 3) return -1;
   o->dir = argv[1], o->app = argv[2];
   for (int i = 3; i + 1 < argc; i += 2) {
@@ -59,6 +64,7 @@ static int parse(int argc, char **argv, opts *o) {
     else if (!strcmp(a, "--policy")) o->policies = v;
     else if (!strcmp(a, "--csv")) o->csv = v;
     else if (!strcmp(a, "--plan-bench")) o->plan_bench = atoi(v);
+    else if (!strcmp(a, "--capacity")) o->capacity = atoi(v);
     else return -1;
   }
   return o->rate > 0 && o->cv > 0 && o->duration > 0 ? 0 : -1;
@@ -93,28 +99,94 @@ static void print_cfg(const vr_il_sim *s, const vr_il_config *c) {
            c->st[m].replicas);
 }
 
+/* Plans at rate r (CV cv sample, seed): 1 when the planner's
+ * configuration (P99 within the SLO on the sample, by its estimator) fits
+ * in o->capacity instances, 0 when not, < 0 on an error other than an
+ * infeasible SLO. *res: its evaluation on another trace of the same
+ * process (reported, not judged: a plan at the edge of its sample misses
+ * ~1 % of a fresh trace by construction). */
+static int fits(vr_il_sim *s, const opts *o, double r, vr_il_result *res,
+                vr_errbuf *err) {
+  vr_workload sample = vr_wl_gamma(r, o->cv), eval = vr_wl_gamma(r, o->cv);
+  int rc = vr_il_sim_sample(s, &sample, 60, o->seed, err);
+  if (!rc) /* plans on the sample, then serves the evaluation trace */
+    rc = vr_il_sim_eval(s, VR_ILP_PLAN_ONLY, &eval, o->duration, o->eval_seed,
+                        o->noise, o->load_s, NULL, res, err);
+  s->sample = NULL; /* it pointed at this frame */
+  if (rc == VR_EINFEASIBLE) return 0;
+  if (rc) return rc;
+  int n = 0;
+  for (int m = 0; m < res->cfg.nstages; m++) n += res->cfg.st[m].replicas;
+  return n <= o->capacity;
+}
+
+/* InferLine's effective capacity on a fixed cluster (Loki's Fig. 5
+ * metric): the highest root rate, to 2 %, whose plan fits in o->capacity
+ * instances (one model instance per worker, as Loki's cluster).
+ * Bisection: more load never needs fewer instances. */
+static int capacity(vr_il_sim *s, const opts *o) {
+  vr_errbuf err = {0};
+  vr_il_result best = {0}, r;
+  double lo = 0, hi = 1;
+  int rc;
+  while ((rc = fits(s, o, hi, &r, &err)) == 1 && hi < 1e6) {
+    lo = hi, best = r;
+    hi *= 2;
+  }
+  while (rc >= 0 && hi - lo > 0.02 * hi) {
+    double mid = (lo + hi) / 2;
+    rc = fits(s, o, mid, &r, &err);
+    if (rc == 1) lo = mid, best = r;
+    else if (rc == 0) hi = mid;
+  }
+  if (rc < 0) {
+    fprintf(stderr, "capacity: %s\n", err.msg);
+    return 1;
+  }
+  int n = 0;
+  for (int m = 0; m < best.cfg.nstages; m++) n += best.cfg.st[m].replicas;
+  printf("policy=inferline_plan capacity_qps=%.1f workers=%d used=%d "
+         "p99_miss_pct=%.3f cv=%g slo_ms=%.0f", lo, o->capacity, n,
+         best.miss_pct, o->cv, s->pb.slo_ms);
+  if (lo > 0) print_cfg(s, &best.cfg);
+  printf("\n");
+  return 0;
+}
+
+static int64_t cpu_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+/* Wall and CPU time of n planner runs: on a shared machine the wall time
+ * is the CPU time stretched by the load, so both are printed. */
 static int plan_bench(vr_il_sim *s, int n) {
-  int64_t *t = malloc(n * sizeof *t);
+  int64_t *t = malloc(n * sizeof *t), *u = malloc(n * sizeof *u);
   vr_il_config c;
   vr_il_stats st = {0};
   vr_errbuf err = {0};
   for (int i = 0; i < n; i++) {
-    int64_t a = now_ns();
+    int64_t a = now_ns(), b = cpu_ns();
     int rc = vr_il_plan(&s->pb, &c, &st, &err);
     t[i] = now_ns() - a;
+    u[i] = cpu_ns() - b;
     if (rc) {
       fprintf(stderr, "planner: %s\n", err.msg);
-      free(t);
+      free(t), free(u);
       return 1;
     }
   }
   qsort(t, n, sizeof *t, cmp_i64);
-  printf("plan_s p50=%.3f max=%.3f estimates=%d memo_hits=%d iterations=%d "
+  qsort(u, n, sizeof *u, cmp_i64);
+  printf("plan_s p50=%.3f max=%.3f cpu_s p50=%.3f max=%.3f estimates=%d "
+         "memo_hits=%d iterations=%d "
          "arrivals=%zu stages=%d cost_per_h=%.2f p99_ms=%.1f slo_ms=%.0f\n",
-         t[n / 2] / 1e9, t[n - 1] / 1e9, st.estimates, st.memo_hits,
+         t[n / 2] / 1e9, t[n - 1] / 1e9, u[n / 2] / 1e9, u[n - 1] / 1e9,
+         st.estimates, st.memo_hits,
          st.iterations, s->n, s->pb.nstages, c.cost_per_s * 3600, c.p99_ms,
          s->pb.slo_ms);
-  free(t);
+  free(t), free(u);
   return 0;
 }
 
@@ -124,7 +196,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: %s DATA_DIR APP [--cv X] [--rate QPS] [--slo MS]"
             " [--ramp X] [--spike X] [--duration S] [--seed N] [--eval-seed N] [--noise "
             "0|1] [--load-s S] [--accel NAME=PRICE_PER_H,...] [--policy a,b]"
-            " [--csv PREFIX] [--plan-bench N]\n",
+            " [--csv PREFIX] [--plan-bench N] [--capacity WORKERS]\n",
             argv[0]);
     return 2;
   }
@@ -170,7 +242,9 @@ int main(int argc, char **argv) {
     eval.pts = ramp, eval.npts = 4;
   }
   rc = vr_il_sim_sample(&s, &sample, 60, o.seed, &err);
-  if (!rc && o.plan_bench > 0) {
+  if (!rc && o.capacity > 0) {
+    rc = capacity(&s, &o);
+  } else if (!rc && o.plan_bench > 0) {
     rc = plan_bench(&s, o.plan_bench);
   } else if (!rc) {
     char buf[256];

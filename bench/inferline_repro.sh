@@ -1,6 +1,9 @@
 #!/bin/sh
 # InferLine (SoCC'20 Fig. 5) in the pipeline simulator: cost and P99 SLO
-# misses of InferLine (planner + tuner), planner only, CG-Peak and CG-Mean.
+# misses of InferLine (planner + tuner), planner only, CG-Peak and CG-Mean
+# (coarse-grained, re-scaled by AutoScale as in the paper's §6), and
+# cg_peak_static / cg_mean_static (the same provisioning never re-scaled:
+# what Fig. 5 compares with the planner).
 #   bench/inferline_repro.sh DATA_DIR APP
 # DATA_DIR has the layout of ../shared/data/loki (apps/APP.json,
 # model_variants/APP/, profiling/simulator_runtimes.csv, branching.csv).

@@ -115,7 +115,7 @@ if sys.argv[3] == "final": c["request_overhead_us"] = float(sys.argv[4])
 if sys.argv[3] == "greedy": c["batching"] = "greedy"
 json.dump(c, open(sys.argv[2], "w"))
 EOF2
-    "$vario" sim --config "$tmp/sim/$w.$k.json" --duration "$D" --out "$tmp/$w.$k" --quiet
+    "$vario" sim --config "$tmp/sim/$w.$k.json" --duration "$D" --output "$tmp/$w.$k" --quiet
   done
 done
 uptime_after=$(cut -d' ' -f1-3 /proc/loadavg)

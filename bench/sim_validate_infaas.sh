@@ -78,7 +78,7 @@ cfg = {"name": "INFaaS live validation", "duration_s": len(phases) * D + 2,
 json.dump(cfg, open(os.path.join(t, "sim.json"), "w"), indent=1)
 EOF
 mkdir -p "$tmp/out"
-"$vario" sim --config "$tmp/sim.json" --out "$tmp/out/sim" --quiet
+"$vario" sim --config "$tmp/sim.json" --output "$tmp/out/sim" --quiet
 
 echo "## Sim vs live, INFaaS deciding (bench/sim_validate_infaas.sh, $(date -u +%Y-%m-%dT%H:%MZ))"
 echo

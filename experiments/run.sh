@@ -28,7 +28,7 @@ for cfg in "$ROOT"/experiments/infaas/*.json "$ROOT"/experiments/proteus/*.json 
   labels=$(/usr/bin/python3 -c "import json,sys; print(' '.join(json.load(open(sys.argv[1]))['policies']))" "$cfg")
   plots=""
   for p in $labels; do
-    "$VARIO" sim --config "$cfg" --data "$DATA" --policy "$p" --quiet --out "$OUT/$exp/$p"
+    "$VARIO" sim --config "$cfg" --data "$DATA" --policy "$p" --quiet --output "$OUT/$exp/$p"
     rm -f "$OUT/$exp/$p.instances.csv"
     /usr/bin/python3 - "$OUT/$exp/$p.json" "$exp" "$p" >> "$TABLE" <<'PY'
 import json, sys

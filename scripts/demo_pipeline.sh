@@ -9,8 +9,11 @@
 #  4. drives rising open-loop load with `vario bench --pipeline`, and after
 #     each phase reads GET /v2/pipelines/fashion_scenes;
 #  5. prints and plots (gnuplot, $OUT/pipeline.png) per phase: end-to-end
-#     SLO attainment, the served detectors' mean accuracy, the observed
-#     multiplicative factor of the detector task and the instances per task.
+#     SLO attainment, the served detectors' mean accuracy, the end-to-end
+#     accuracy served (per request the mean over its leaf hops of the
+#     product of the accuracies on the path, from GET /v2/dashboard/data),
+#     the observed multiplicative factor of the detector task and the
+#     instances per task.
 # Usage: scripts/demo_pipeline.sh [BUILD_DIR]
 #   env: VARIO_DEMO_DIR, DEMO_PHASE_S (default 5), DEMO_SLO_MS (default 50),
 #        DEMO_PHASES (RATE:MIN_ACCURACY end to end, default
@@ -78,7 +81,9 @@ for h in j["hops"]:
 PYEOF
 
 echo "== 4. rising load (SLO ${SLO_MS} ms end to end)"
-echo "phase,rate,min_acc,sent,ok,dropped,slo_attainment,p99_ms,det_accuracy,det_mult,inst_detect,inst_garment,inst_footwear_bag" >"$OUT/phases.csv"
+echo "phase,rate,min_acc,sent,ok,dropped,slo_attainment,p99_ms,det_accuracy,det_mult,inst_detect,inst_garment,inst_footwear_bag,e2e_accuracy" >"$OUT/phases.csv"
+dash() { /usr/bin/python3 -c "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:$PORT/v2/dashboard/data?since=1e18').read().decode())"; }
+dash >"$OUT/dash_0.json"
 i=0
 for ph in $PHASES; do
   i=$((i + 1))
@@ -89,6 +94,7 @@ for ph in $PHASES; do
     --duration "$PHASE_S" --connections 64 --binary --payloads 8 --input "$P/sample.npy" --json \
     >"$OUT/bench_$i.json" 2>/dev/null || true
   "$V" pipeline show fashion_scenes --port "$PORT" >"$OUT/show_$i.json"
+  dash >"$OUT/dash_$i.json"
   /usr/bin/python3 - "$OUT" "$i" "$r" "$acc" <<'PYEOF' | tee -a "$OUT/phases.csv"
 import json, sys
 out, i, r, acc = sys.argv[1:5]
@@ -105,12 +111,18 @@ served = sum(n for _, n, _ in phase)
 va = {v["name"]: v["accuracy"] for v in det["candidate_variants"]}
 mean_acc = sum(va.get(name, 0) * n for name, n, _ in phase) / max(served, 1)
 mult = sum(f for _, _, f in phase) / max(served, 1)
+def e2e(k):
+    d = json.load(open(f"{out}/dash_{k}.json"))
+    p = [q for q in d["pipelines"] if q["name"] == "fashion_scenes"]
+    return (p[0]["accuracy_sum"], p[0]["accuracy_n"]) if p else (0.0, 0)
+(s1, n1), (s0, n0) = e2e(i), e2e(int(i) - 1)
+e2e_acc = (s1 - s0) / (n1 - n0) if n1 > n0 else float("nan")
 def inst(t):
     apps = tasks[t].get("serving", {}).get("apps", {})
     return sum(v["instances"] for vs in apps.values() for v in vs)
 print(f"{i},{r},{acc},{b['sent']},{b['ok']},{b['dropped']},{b['slo_attainment']:.4f},"
       f"{b['p99_us'] / 1000:.2f},{mean_acc:.2f},{mult:.3f},"
-      f"{inst('detect')},{inst('garment')},{inst('footwear_bag')}")
+      f"{inst('detect')},{inst('garment')},{inst('footwear_bag')},{e2e_acc:.2f}")
 PYEOF
 done
 curl_metrics() { /usr/bin/python3 -c "import urllib.request,sys; print(urllib.request.urlopen('http://127.0.0.1:$PORT/metrics').read().decode())"; }
@@ -135,7 +147,7 @@ set yrange [0:1.05]
 plot "$OUT/phases.csv" every ::1 using 1:7 with linespoints title "end-to-end on time / sent"
 set autoscale y
 set ylabel "accuracy %"
-plot "" every ::1 using 1:9 with linespoints title "detector accuracy (served mix)"
+plot "" every ::1 using 1:9 with linespoints title "detector accuracy (served mix)", "" every ::1 using 1:14 with linespoints title "end to end (product along the path)"
 set ylabel "mult. factor"
 plot "" every ::1 using 1:10 with linespoints title "detect: child requests per request"
 set ylabel "instances"

@@ -21,6 +21,8 @@
 #             without it)
 #   --bench is the old spelling of `bench`.
 #   SETUP_DEPS_PRINT=1 prints the package list instead of installing.
+#   SETUP_DEPS_LOCK_WAIT_S (default 600): how long apt-get waits for the
+#   dpkg/lists locks another apt holds before giving up.
 set -euo pipefail
 
 build=(
@@ -77,5 +79,27 @@ echo "setup-deps: installing ${missing[*]}"
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# Another apt (unattended-upgrades, a second make target) may hold the locks.
+# DPkg::Lock::Timeout makes apt-get wait for the dpkg lock instead of failing
+# at once; `apt-get update` takes the lists lock, which that option does not
+# cover, so it is retried while the failure is a lock held by someone else.
+lock_wait_s=${SETUP_DEPS_LOCK_WAIT_S:-600}
+apt_opts=(-o "DPkg::Lock::Timeout=$lock_wait_s")
+apt_update() {
+  local deadline=$((SECONDS + lock_wait_s)) err
+  err=$(mktemp)
+  while true; do
+    if $SUDO apt-get "${apt_opts[@]}" update -qq 2>"$err"; then
+      cat "$err" >&2; rm -f "$err"; return 0
+    fi
+    if grep -qiE 'could not get lock|unable to lock' "$err" &&
+       [ "$SECONDS" -lt "$deadline" ]; then
+      echo "setup-deps: apt lists locked by another process; waiting" >&2
+      sleep 5
+      continue
+    fi
+    cat "$err" >&2; rm -f "$err"; return 1
+  done
+}
+apt_update
+$SUDO apt-get "${apt_opts[@]}" install -y -qq --no-install-recommends "${missing[@]}"

@@ -52,10 +52,12 @@ function controlRows(ctl) {
     const apps = Object.keys(r.apps || {});
     for (const a of apps) {
       push("c_rps", a, t, r.apps[a].served);
-      push("c_acc", a, t, r.apps[a].accuracy);
       push("c_cost", a, t, r.apps[a].cost_per_s * 3600);
-      // each app against its own requests' SLOs, not pooled over apps
+      // each app against its own requests' SLOs, not pooled over apps; a
+      // period that served nothing has no accuracy, attainment or p99 (a
+      // gap, not a 0)
       if (r.apps[a].served > 0) {
+        push("c_acc", a, t, r.apps[a].accuracy);
         push("c_slo", a, t, 100 * r.apps[a].slo_attainment);
         if (r.apps[a].p99_ms !== null) push("c_p99", a, t, r.apps[a].p99_ms);
       }

@@ -16,18 +16,20 @@ static void usage(void) {
           "                     [--scale N] [--base-qps Q] [--duration S] [--seed K]\n"
           "                     [--slo-ms X] [--period S] [--periods-csv FILE] [-v]\n"
           "                     [--gamma G] [--gamma-total] [--kappa K] [--lookback P]\n"
-          "                     [--spike MIN:MAX]\n"
+          "                     [--spike MIN:MAX] [--cmax C]\n"
           "Base rate: Q, or N (default 8) x the rate one 1-core body sustains\n"
           "within the SLO. SLO: X, or 1.5 x the model's latency at 1 core, batch\n"
           "B_max. LLS fires when the queue holds gamma (2) requests per live\n"
           "body (--gamma-total: gamma in all, as in the paper). BATCH provisions\n"
-          "for the peak 1-s rate of the last P (10) periods. One line per policy:\n"
+          "for the peak 1-s rate of the last P (10) periods. --cmax C uses only\n"
+          "the profile's tuples for 1..C cores (C_max = C: bodies, shadows and\n"
+          "BATCH get at most C cores; same SLO and arrivals). One line per policy:\n"
           "model=M policy=P cpu_core_s=X mem_gb_s=X violations_pct=X\n");
 }
 
 typedef struct af_args {
   const char *file, *csv;
-  int all, verbose, gamma, kappa, lookback, gamma_total;
+  int all, verbose, gamma, kappa, lookback, gamma_total, cmax;
   vr_af_policy pol;
   double scale, base, duration, slo, period, mul_min, mul_max;
   uint64_t seed;
@@ -67,13 +69,14 @@ static int parse(int argc, char **argv, af_args *a) {
     }
     else if (!strcmp(s, "--kappa") && more) a->kappa = atoi(argv[++i]);
     else if (!strcmp(s, "--lookback") && more) a->lookback = atoi(argv[++i]);
+    else if (!strcmp(s, "--cmax") && more) a->cmax = atoi(argv[++i]);
     else if (!strcmp(s, "-v")) a->verbose = 1;
     else if (!strcmp(s, "-h") || !strcmp(s, "--help")) { usage(); return 1; }
     else if (s[0] != '-' && !a->file) a->file = s;
     else { fprintf(stderr, "vario asyfunc: unexpected argument '%s'\n", s); usage(); return 2; }
   }
   if (!a->file || !(a->scale > 0) || a->base < 0 || !(a->duration > 0) || a->slo < 0 ||
-      !(a->period > 0) || a->duration > 86400 * 7) {
+      !(a->period > 0) || a->duration > 86400 * 7 || a->cmax < 0 || a->cmax > VR_AF_MAXC) {
     usage();
     return 2;
   }
@@ -116,6 +119,7 @@ int vr_cmd_asyfunc(int argc, char **argv) {
   if (rc) return rc == 1 ? 0 : rc;
   vr_af_model m;
   if (load(a.file, &m)) return 1;
+  if (a.cmax > 0 && a.cmax < m.cmax) m.cmax = a.cmax;
   double slo = a.slo > 0 ? a.slo : vr_af_default_slo(&m);
   double base = a.base > 0 ? a.base : a.scale * vr_af_rmax(&m, 1, slo, NULL);
   if (!(base > 0)) {

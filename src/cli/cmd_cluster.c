@@ -1,7 +1,7 @@
 /*
- * vario cluster --redis URL workers | instances WORKER | routes TABLE
+ * vario cluster --registry URL workers | instances WORKER | routes TABLE
  *                           | put-routes TABLE FILE|- [--expect V]
- *                           | watch [--count N] [--seconds S]
+ *                           | watch [--count N] [--duration S]
  * Looks at (and, for routing tables, writes) the cluster registry in Redis
  * (src/cluster/registry.h): what the controller, workers and front ends
  * share. For operators and demos; the roles themselves use the C API.
@@ -19,18 +19,20 @@
 
 static void usage(FILE *f) {
   fprintf(f,
-          "usage: vario cluster --redis URL workers\n"
-          "       vario cluster --redis URL instances WORKER\n"
-          "       vario cluster --redis URL routes TABLE\n"
-          "       vario cluster --redis URL put-routes TABLE FILE|- [--expect VERSION]\n"
-          "       vario cluster --redis URL watch [--count N] [--seconds S]\n"
-          "  --redis URL   redis://[[user]:password@]host[:port][/db]\n"
+          "usage: vario cluster --registry URL workers\n"
+          "       vario cluster --registry URL instances WORKER\n"
+          "       vario cluster --registry URL routes TABLE\n"
+          "       vario cluster --registry URL put-routes TABLE FILE|- [--expect VERSION]\n"
+          "       vario cluster --registry URL watch [--count N] [--duration S]\n"
+          "  --registry URL  redis://[[user]:password@]host[:port][/db] (as vario\n"
+          "                controller/worker/frontend; --redis is an old spelling)\n"
           "  workers       live workers: id, address, cores, memory, heartbeat age, lease left\n"
           "  instances     a worker's instances\n"
           "  routes        a routing table's version and body\n"
           "  put-routes    store a routing table (body from FILE or stdin) and announce it;\n"
           "                --expect: only if the stored version is VERSION\n"
-          "  watch         print changes as they are announced (N events / S seconds)\n");
+          "  watch         print changes as they are announced (N events / S seconds;\n"
+          "                --seconds is an old spelling of --duration)\n");
 }
 
 static char *read_all(FILE *f) {
@@ -118,10 +120,11 @@ int vr_cmd_cluster(int argc, char **argv) {
       return 0;
     }
     int bad = 0;
-    if (!strcmp(a, "--redis")) bad = !(url = v);
+    if (!strcmp(a, "--registry") || !strcmp(a, "--redis")) bad = !(url = v);
     else if (!strcmp(a, "--expect")) bad = parse_long(v, 0, 0x7fffffffffffffffL, &expect);
     else if (!strcmp(a, "--count")) bad = parse_long(v, 1, 1000000000L, &count);
-    else if (!strcmp(a, "--seconds")) bad = parse_long(v, 1, 100000000L, &seconds);
+    else if (!strcmp(a, "--duration") || !strcmp(a, "--seconds"))
+      bad = parse_long(v, 1, 100000000L, &seconds);
     else if (a[0] == '-' && a[1]) bad = 1;
     else if (npos < 3) {
       pos[npos++] = a;
@@ -180,10 +183,12 @@ int vr_cmd_cluster(int argc, char **argv) {
     size_t n;
     rc = vr_registry_instances(r, pos[1], &v, &n, &e);
     if (!rc) {
-      printf("%-24s %-40s %-10s %5s %5s\n", "instance", "variant", "state", "cores", "batch");
+      printf("%-24s %-40s %-10s %5s %5s %9s %9s %6s %9s\n", "instance", "variant", "state",
+             "cores", "batch", "in/s", "out/s", "queue", "p50@1 ms");
       for (size_t i = 0; i < n; i++)
-        printf("%-24s %-40s %-10s %5d %5d\n", v[i].id, v[i].variant, v[i].state, v[i].cores,
-               v[i].max_batch);
+        printf("%-24s %-40s %-10s %5d %5d %9.1f %9.1f %6d %9.3f\n", v[i].id, v[i].variant,
+               v[i].state, v[i].cores, v[i].max_batch, v[i].arrival_qps, v[i].served_qps,
+               v[i].queue, v[i].nlat > 0 ? v[i].p50_ms[0] : 0.0);
       vr_free(v);
     }
   } else if (!strcmp(cmd, "routes")) {

@@ -3,13 +3,16 @@
  *                  [--models M,M] [--provider KIND --provider-opt K=V ...
  *                  --min-workers N --max-workers N --worker-arg ARG ...]
  *                  [--fetch-models] [--period-ms N] [--admin-token-file F]
+ *                  [--policy infaas|clipper|sm [--slo-ms N]]
  * The cluster's control plane (issue 18). Every period it reads the live
  * workers and their loaded models from the registry (cluster/registry.h),
  * runs the placement policy (policy/cluster_plan.h), loads missing models
  * on workers through their repository API, asks the worker provider for
  * workers when fewer than --min-workers are alive (one that died is
  * replaced), and publishes the routing table front ends follow (table
- * "main", server/fwd.h JSON). It serves its repository's model
+ * "main", server/fwd.h JSON). With --policy it then runs that policy over
+ * the cluster (control/cluster_driver.h; the remote actions and the glue
+ * are in ctl_actions.c). It serves its repository's model
  * directories to workers that fetch them (server/model_fetch.h) and its
  * state at GET /v2/cluster/state.
  *
@@ -19,6 +22,7 @@
  */
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,61 +34,13 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "cli/commands.h"
-#include "cli/ctl_provider.h"
-#include "cluster/registry.h"
+#include "cli/ctl_int.h"
 #include "policy/cluster_plan.h"
 #include "runtime/config.h"
 #include "server/fwd.h"
-#include "server/http.h"
-#include "server/httpc.h"
 #include "server/model_fetch.h"
-#include "server/sbuf.h"
 
-#define MAXM 128
-#define MAXW 128
-#define MAXARGS 64
-#define NEVENTS 64
-#define TABLE "main"
-
-typedef struct pending {
-  char model[128], worker[VR_REG_ID_MAX];
-  int64_t until_ns;
-  int active;
-} pending;
-
-typedef struct ctl {
-  /* options */
-  const char *registry, *repo, *models_opt, *token_file, *provider, *port_file, *advertise;
-  const char *pargs[MAXARGS], *wargs[MAXARGS];
-  int n_pargs, n_wargs;
-  const char *host; /* bind address (default 127.0.0.1) */
-  int port, replicas, period_ms, min_workers, max_workers, fetch_models;
-  char *token;
-  /* running */
-  vr_registry *reg;
-  ctl_prov *prov;
-  vr_http *http;
-  pthread_mutex_t mu; /* everything below */
-  vr_worker_info w[MAXW];
-  size_t nw;
-  char wmodels[MAXW][1024]; /* comma-joined ready models per worker */
-  int wapps[MAXW];
-  pending pend[MAXM * 4];
-  int64_t routes_version;
-  char *routes_body;
-  char events[NEVENTS][240];
-  double ev_t[NEVENTS];
-  int n_events;
-  int64_t t0;
-  int registry_ok, starting, next_worker;
-  unsigned ticks;
-  char dead[16][64]; /* exited per the provider, maybe still leased */
-  int n_dead;
-  unsigned long loads_ok, loads_failed, workers_started, workers_died;
-} ctl;
-
-static void event(ctl *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void event(ctl *c, const char *fmt, ...) {
+void vr__ctl_event(ctl *c, const char *fmt, ...) {
   char msg[240];
   va_list ap;
   va_start(ap, fmt);
@@ -98,9 +54,10 @@ static void event(ctl *c, const char *fmt, ...) {
   c->n_events++;
 }
 
-/* ---- HTTP ------------------------------------------------------------------ */
-
 static void state_json(ctl *c, vr_sbuf *b) {
+  vr_sbuf pb;
+  vr_sbuf_init(&pb);
+  vr__ctl_policy_json(c, &pb); /* first: pol_mu is never taken under mu */
   pthread_mutex_lock(&c->mu);
   vr_sbuf_printf(b, "{\"registry_ok\":%d,\"routes_version\":%lld,\"workers\":[",
                  c->registry_ok, (long long)c->routes_version);
@@ -117,17 +74,23 @@ static void state_json(ctl *c, vr_sbuf *b) {
     vr_sbuf_puts(b, "}");
   }
   vr_sbuf_printf(b, "],\"starting\":%d,\"loads\":{\"ok\":%lu,\"failed\":%lu},"
-                 "\"workers_started\":%lu,\"workers_died\":%lu,\"events\":[",
-                 c->starting, c->loads_ok, c->loads_failed, c->workers_started,
-                 c->workers_died);
+                 "\"unloads\":{\"ok\":%lu,\"failed\":%lu},\"workers_started\":%lu,"
+                 "\"workers_died\":%lu,\"workers_removed\":%lu,\"events\":[",
+                 c->starting, c->loads_ok, c->loads_failed, c->unloads_ok, c->unloads_failed,
+                 c->workers_started, c->workers_died, c->workers_removed);
   int first = c->n_events > NEVENTS ? c->n_events - NEVENTS : 0;
   for (int k = first; k < c->n_events; k++) {
     vr_sbuf_printf(b, "%s{\"t_s\":%.3f,\"what\":", k > first ? "," : "", c->ev_t[k % NEVENTS]);
     vr_sbuf_json_str(b, c->events[k % NEVENTS]);
     vr_sbuf_puts(b, "}");
   }
-  vr_sbuf_puts(b, "]}");
+  vr_sbuf_puts(b, "]");
   pthread_mutex_unlock(&c->mu);
+  size_t n = 0;
+  char *p = vr_sbuf_take(&pb, &n);
+  if (p) vr_sbuf_add(b, p, n);
+  vr_free(p);
+  vr_sbuf_puts(b, "}");
 }
 
 static int token_ok(ctl *c, vr_http_req *r) {
@@ -167,98 +130,6 @@ static void handle(vr_http_req *r, void *user) {
     if (!strncmp(sl, "/files/", 7)) return vr_model_files_reply(r, c->repo, name, sl + 7);
   }
   vr_http_error(r, 404, "unknown path");
-}
-
-/* ---- actions --------------------------------------------------------------- */
-
-typedef struct load_job {
-  ctl *c;
-  char model[128], worker[VR_REG_ID_MAX], addr[VR_REG_ADDR_MAX];
-} load_job;
-
-/* A remote load: the worker's repository API (it fetches the model from
- * us first when it has none). Runs on its own thread: a load takes as
- * long as the model's profiling. */
-static void *load_main(void *arg) {
-  load_job *j = arg;
-  ctl *c = j->c;
-  vr_errbuf err = {0};
-  char host[VR_REG_ADDR_MAX];
-  snprintf(host, sizeof host, "%s", j->addr);
-  char *colon = strrchr(host, ':');
-  int rc = VR_EINVAL, status = 0;
-  if (colon) {
-    *colon = 0;
-    vr_httpc h;
-    rc = vr_httpc_open(&h, host, atoi(colon + 1), &err);
-    if (!rc) {
-      h.timeout_ms = 300000;
-      char path[300], auth[600] = "";
-      snprintf(path, sizeof path, "/v2/repository/models/%s/load", j->model);
-      if (c->token) snprintf(auth, sizeof auth, "Authorization: Bearer %.500s\r\n", c->token);
-      vr_httpc_resp resp;
-      rc = vr_httpc_request(&h, "POST", path, auth, "{}", 2, &resp, &err);
-      /* 409: it is loaded already (a worker loads its repository at start) */
-      if (!rc && resp.head.status != 200 && resp.head.status != 409) {
-        status = resp.head.status;
-        snprintf(err.msg, sizeof err.msg, "HTTP %d %.*s", status,
-                 (int)(resp.body_len < 300 ? resp.body_len : 300), resp.body ? resp.body : "");
-        rc = VR_EIO;
-      }
-      vr_httpc_close(&h);
-    }
-  }
-  pthread_mutex_lock(&c->mu);
-  for (size_t i = 0; i < sizeof c->pend / sizeof c->pend[0]; i++)
-    if (c->pend[i].active && !strcmp(c->pend[i].model, j->model) &&
-        !strcmp(c->pend[i].worker, j->worker)) {
-      /* success: pending until the worker publishes it (next heartbeat);
-       * failure: retried after a back-off */
-      c->pend[i].until_ns = vr_now_ns() + (rc ? 5000000000LL : 3000000000LL);
-    }
-  if (rc) {
-    c->loads_failed++;
-    event(c, "load %s on %s failed: %s", j->model, j->worker, err.msg);
-  } else {
-    c->loads_ok++;
-    event(c, "loaded %s on %s", j->model, j->worker);
-  }
-  pthread_mutex_unlock(&c->mu);
-  vr_free(j);
-  return NULL;
-}
-
-static int pending_for(ctl *c, const char *model, const char *worker, int64_t now) {
-  for (size_t i = 0; i < sizeof c->pend / sizeof c->pend[0]; i++) {
-    pending *p = &c->pend[i];
-    if (p->active && p->until_ns < now) p->active = 0;
-    if (p->active && !strcmp(p->model, model) && !strcmp(p->worker, worker)) return 1;
-  }
-  return 0;
-}
-
-static void start_load(ctl *c, const char *model, const vr_worker_info *w, int64_t now) {
-  pending *slot = NULL;
-  for (size_t i = 0; i < sizeof c->pend / sizeof c->pend[0] && !slot; i++)
-    if (!c->pend[i].active) slot = &c->pend[i];
-  load_job *j = slot ? VR_NEW(load_job) : NULL;
-  if (!j) return;
-  *slot = (pending){.until_ns = now + 600000000000LL, .active = 1};
-  snprintf(slot->model, sizeof slot->model, "%s", model);
-  snprintf(slot->worker, sizeof slot->worker, "%s", w->id);
-  j->c = c;
-  snprintf(j->model, sizeof j->model, "%s", model);
-  snprintf(j->worker, sizeof j->worker, "%s", w->id);
-  snprintf(j->addr, sizeof j->addr, "%s", w->addr);
-  pthread_t t;
-  pthread_attr_t a;
-  pthread_attr_init(&a);
-  pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-  if (pthread_create(&t, &a, load_main, j)) {
-    slot->active = 0;
-    vr_free(j);
-  }
-  pthread_attr_destroy(&a);
 }
 
 static int in_list(const char *list, const char *name) {
@@ -336,6 +207,7 @@ static char *build_routes(ctl *c, char models[][128], int nm) {
   return vr_fwd_table_json(&t);
 }
 
+/* Starts one worker through the provider (outside c->mu). 0 or -1. */
 static void tick(ctl *c) {
   vr_errbuf err = {0};
   vr_worker_info *ws = NULL;
@@ -343,13 +215,13 @@ static void tick(ctl *c) {
   int rc = vr_registry_workers(c->reg, &ws, &n, &err);
   pthread_mutex_lock(&c->mu);
   if (rc) {
-    if (c->registry_ok) event(c, "registry unreachable (%s); keeping the last state", err.msg);
+    if (c->registry_ok) vr__ctl_event(c, "registry unreachable (%s); keeping the last state", err.msg);
     c->registry_ok = 0;
     pthread_mutex_unlock(&c->mu);
     return;
   }
   int recheck = !c->registry_ok || ++c->ticks % 16 == 0;
-  if (!c->registry_ok) event(c, "registry reachable");
+  if (!c->registry_ok) vr__ctl_event(c, "registry reachable");
   c->registry_ok = 1;
   if (n > MAXW) n = MAXW;
   if (n > 1) qsort(ws, n, sizeof *ws, cmp_worker);
@@ -369,7 +241,7 @@ static void tick(ctl *c) {
   pthread_mutex_lock(&c->mu);
   for (int i = 0; i < n_died; i++) {
     c->workers_died++;
-    event(c, "worker %s exited unexpectedly (provider): removing it", died[i]);
+    vr__ctl_event(c, "worker %s exited unexpectedly (provider): removing it", died[i]);
     if (c->n_dead < 16) {
       memcpy(c->dead[c->n_dead], died[i], 63);
       c->dead[c->n_dead++][63] = 0;
@@ -399,17 +271,22 @@ static void tick(ctl *c) {
   for (size_t i = 0; i < c->nw; i++) {
     int still = 0;
     for (size_t k = 0; k < n; k++) still |= !strcmp(ws[k].id, c->w[i].id);
-    if (!still) event(c, "worker %s gone (lease ended or deregistered)", c->w[i].id);
+    if (!still) vr__ctl_event(c, "worker %s gone (lease ended or deregistered)", c->w[i].id);
   }
   for (size_t k = 0; k < n; k++) {
     int known = 0;
     for (size_t i = 0; i < c->nw; i++) known |= !strcmp(ws[k].id, c->w[i].id);
-    if (!known) event(c, "worker %s up at %s", ws[k].id, ws[k].addr);
+    if (!known) vr__ctl_event(c, "worker %s up at %s", ws[k].id, ws[k].addr);
   }
   pthread_mutex_unlock(&c->mu);
-  /* their models (read outside the lock: network) */
+  /* their models (read outside the lock: network); kept for the policy */
   static char wm[MAXW][1024];
   static int wa[MAXW];
+  for (size_t k = 0; k < MAXW; k++) {
+    vr_free(c->vinst[k]);
+    c->vinst[k] = NULL;
+    c->nvinst[k] = 0;
+  }
   for (size_t k = 0; k < n; k++) {
     vr_instance_info *in = NULL;
     size_t ni = 0;
@@ -422,7 +299,8 @@ static void tick(ctl *c) {
         int w = snprintf(wm[k] + off, sizeof wm[k] - off, "%s%s", off ? "," : "", in[i].variant);
         if (w > 0 && (size_t)w < sizeof wm[k] - off) off += (size_t)w;
       }
-    vr_free(in);
+    c->vinst[k] = in;
+    c->nvinst[k] = ni;
   }
   static char models[MAXM][128];
   int nm = scan_models(c, models, MAXM);
@@ -441,14 +319,14 @@ static void tick(ctl *c) {
   for (int m = 0; m < nm; m++)
     for (size_t k = 0; k < n; k++)
       has[m * (int)n + (int)k] = in_list(wm[k], models[m]) ? 1
-                                 : pending_for(c, models[m], ws[k].id, now) ? 2 : 0;
+                                 : vr__ctl_pending_for(c, models[m], ws[k].id, now) ? 2 : 0;
   vr_cplan_in in = {(int)n, nm, has, c->replicas, c->prov ? c->min_workers : 0,
                     c->max_workers, starting};
   vr_cplan_out out = {lm, lw, 0, 0};
   if (!vr_cluster_plan(&in, &out)) {
     for (int i = 0; i < out.n_loads; i++) {
-      event(c, "placing %s on %s", models[lm[i]], ws[lw[i]].id);
-      start_load(c, models[lm[i]], &ws[lw[i]], now);
+      vr__ctl_event(c, "placing %s on %s", models[lm[i]], ws[lw[i]].id);
+      vr__ctl_start_load(c, models[lm[i]], &ws[lw[i]], now);
     }
   }
   /* A Redis that restarted empty has no table: publish ours again. */
@@ -459,7 +337,7 @@ static void tick(ctl *c) {
     int grc = vr_registry_get_routes(c->reg, TABLE, &v, &cur, &err);
     pthread_mutex_lock(&c->mu);
     if ((grc == VR_ENOENT || (!grc && v != c->routes_version)) && c->routes_body) {
-      event(c, "routing table missing or replaced in the registry: publishing again");
+      vr__ctl_event(c, "routing table missing or replaced in the registry: publishing again");
       vr_free(c->routes_body);
       c->routes_body = NULL;
     }
@@ -469,22 +347,9 @@ static void tick(ctl *c) {
   int publish = body && (!c->routes_body || strcmp(body, c->routes_body));
   pthread_mutex_unlock(&c->mu);
   for (int i = 0; c->prov && i < out.add_workers; i++) {
-    char id[64];
-    pthread_mutex_lock(&c->mu);
-    snprintf(id, sizeof id, "w%d-%lld", ++c->next_worker, (long long)(vr_now_ns() / 1000000 % 100000));
-    pthread_mutex_unlock(&c->mu);
-    char url[64];
-    snprintf(url, sizeof url, "http://%.40s:%d", c->advertise ? c->advertise : "127.0.0.1",
-             vr_http_port(c->http));
-    if (ctl_prov_start(c->prov, id, 1, url, c->wargs, (size_t)c->n_wargs, &err)) {
-      vr_warn("controller: provider start: %s", err.msg);
-      break;
-    }
-    pthread_mutex_lock(&c->mu);
-    c->workers_started++;
-    c->starting++;
-    event(c, "autoscaler: started worker %s (%zu live, %d wanted)", id, n, c->min_workers);
-    pthread_mutex_unlock(&c->mu);
+    char why[96];
+    snprintf(why, sizeof why, "%zu live, %d wanted", n, c->min_workers);
+    if (vr__ctl_start_worker(c, why)) break;
   }
   if (publish) {
     int64_t ver = 0;
@@ -496,12 +361,13 @@ static void tick(ctl *c) {
       vr_free(c->routes_body);
       c->routes_body = body;
       c->routes_version = ver;
-      event(c, "routing table v%lld published", (long long)ver);
+      vr__ctl_event(c, "routing table v%lld published", (long long)ver);
       pthread_mutex_unlock(&c->mu);
     }
   } else {
     vr_free(body);
   }
+  if (c->cdrv) vr__ctl_policy_step(c, ws, n, models, nm, starting + out.add_workers);
   vr_free(ws);
 }
 
@@ -514,6 +380,7 @@ static void usage(FILE *f) {
           "         [--admin-token-file F] [--port-file F]\n"
           "         [--provider local|kubernetes --provider-opt K=V ...\n"
           "          --min-workers N [--max-workers N] [--worker-arg ARG ...]]\n"
+          "         [--policy infaas|clipper|sm [--slo-ms N]]\n"
           "  --registry URL   redis://HOST:PORT shared with workers and front ends\n"
           "  --repo DIR       model repository: what is placed, and what workers\n"
           "                   without it fetch (GET /v2/cluster/models/...)\n"
@@ -532,7 +399,25 @@ static void usage(FILE *f) {
           "  --provider-opt K=V  provider option (docs/API.md)\n"
           "  --min-workers N  keep at least N workers (a dead one is replaced)\n"
           "  --max-workers N  never more than N (default: no cap)\n"
-          "  --worker-arg A   argument for started workers (repeat per word)\n");
+          "  --worker-arg A   argument for started workers (repeat per word)\n"
+          "  --worker-cores N cores of each started worker (default 1)\n"
+          "  --policy KIND    infaas|clipper|sm: the policy acts on the\n"
+          "                   workers (replicate/unload models on them, add and\n"
+          "                   remove workers through the provider); default:\n"
+          "                   placement only (every model on --replicas workers)\n"
+          "  --slo-ms N       latency SLO the policy plans for (default 100)\n"
+          "  --worker-idle-s N  policy removes a worker idle this long (30)\n");
+}
+
+/* The policies that act across workers. AsyFunc's decisions are a
+ * worker's own (bodies and shadows inside one runtime; its model-level
+ * scaling assumes one worker): run workers with --store --policy asyfunc. */
+static int cluster_policy(const char *s) {
+  int k = vr_policy_parse(s);
+  if (k == VR_POL_ASYFUNC)
+    fprintf(stderr, "vario controller: --policy asyfunc acts inside a worker (vario worker"
+                    " --store --policy asyfunc), not across workers\n");
+  return k == VR_POL_INFAAS || k == VR_POL_CLIPPER || k == VR_POL_SM;
 }
 
 static int num(const char *s, long lo, long hi, int *out) {
@@ -560,6 +445,10 @@ int vr_cmd_controller(int argc, char **argv) {
   memset(&c, 0, sizeof c);
   c.port = 8100;
   c.period_ms = 250;
+  c.worker_cores = 1;
+  c.slo_ms = 100;
+  c.worker_idle_s = 30;
+  int slo = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     int has = i + 1 < argc;
@@ -577,7 +466,11 @@ int vr_cmd_controller(int argc, char **argv) {
     else if (!strcmp(a, "--provider-opt") && has && c.n_pargs < MAXARGS) c.pargs[c.n_pargs++] = argv[++i];
     else if (!strcmp(a, "--worker-arg") && has && c.n_wargs < MAXARGS) c.wargs[c.n_wargs++] = argv[++i];
     else if (!strcmp(a, "--port") && has && !num(argv[i + 1], 0, 65535, &c.port)) i++;
-    else if (!strcmp(a, "--replicas") && has && !num(argv[i + 1], 0, 1000, &c.replicas)) i++;
+    else if (!strcmp(a, "--replicas") && has && !num(argv[i + 1], 0, 1000, &c.replicas)) i++, c.replicas_set = 1;
+    else if (!strcmp(a, "--policy") && has && cluster_policy(argv[i + 1])) c.policy = argv[++i];
+    else if (!strcmp(a, "--slo-ms") && has && !num(argv[i + 1], 1, 600000, &slo)) i++, c.slo_ms = slo;
+    else if (!strcmp(a, "--worker-cores") && has && !num(argv[i + 1], 1, 1024, &c.worker_cores)) i++;
+    else if (!strcmp(a, "--worker-idle-s") && has && !num(argv[i + 1], 1, 86400, &c.worker_idle_s)) i++;
     else if (!strcmp(a, "--period-ms") && has && !num(argv[i + 1], 10, 60000, &c.period_ms)) i++;
     else if (!strcmp(a, "--min-workers") && has && !num(argv[i + 1], 0, MAXW, &c.min_workers)) i++;
     else if (!strcmp(a, "--max-workers") && has && !num(argv[i + 1], 0, MAXW, &c.max_workers)) i++;
@@ -605,8 +498,14 @@ int vr_cmd_controller(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
   vr_errbuf err = {0};
   pthread_mutex_init(&c.mu, NULL);
+  pthread_mutex_init(&c.pol_mu, NULL);
   c.t0 = vr_now_ns();
   int rc = vr_registry_open(c.registry, NULL, &c.reg, &err);
+  if (!rc && c.policy) {
+    /* the policy replicates; the base placement keeps one copy each */
+    if (!c.replicas_set) c.replicas = 1;
+    rc = vr__ctl_policy_open(&c, &err);
+  }
   if (!rc && c.provider)
     rc = ctl_prov_open(c.provider, c.pargs, (size_t)c.n_pargs, &c.prov, &err);
   vr_http_opts ho = {.host = c.host, .port = c.port, .handler = handle, .user = &c};
@@ -615,6 +514,7 @@ int vr_cmd_controller(int argc, char **argv) {
     fprintf(stderr, "vario controller: %s\n", err.msg);
     ctl_prov_close(c.prov);
     if (c.reg) vr_registry_close(c.reg);
+    vr_cdrv_free(c.cdrv);
     vr_free(c.token);
     return 1;
   }
@@ -625,7 +525,7 @@ int vr_cmd_controller(int argc, char **argv) {
   if (!vr_registry_get_routes(c.reg, TABLE, &ver, &body, &err)) {
     c.routes_body = body;
     c.routes_version = ver;
-    event(&c, "recovered routing table v%lld from the registry", (long long)ver);
+    vr__ctl_event(&c, "recovered routing table v%lld from the registry", (long long)ver);
   }
   if (c.port_file) {
     char tmp[4096];
@@ -650,6 +550,8 @@ int vr_cmd_controller(int argc, char **argv) {
   vr_registry_close(c.reg);
   vr_free(c.routes_body);
   vr_free(c.token);
+  vr_cdrv_free(c.cdrv);
+  for (size_t k = 0; k < MAXW; k++) vr_free(c.vinst[k]);
   /* load threads still running hold &c: let them finish with the process */
   fprintf(stderr, "vario controller: stopped\n");
   return 0;

@@ -14,10 +14,10 @@
 static void usage(void) {
   fprintf(stderr,
           "usage: vario perf MODEL.onnx --blocks [--name NAME] [--cmax C] [--bmax B]\n"
-          "                  [--runs R] [--max-blocks K] [--json] [--out FILE]\n"
+          "                  [--runs R] [--max-blocks K] [--json] [--output FILE]\n"
           "                  [--store DB]\n"
           "Profiles layer blocks on 1..C cores and batch 1..B (default 2, 4).\n"
-          "--out writes the block profile JSON (docs/API.md, \"AsyFunc block\n"
+          "--output (alias --out) writes the block profile JSON (docs/API.md, \"AsyFunc block\n"
           "profile\") that `vario asyfunc` reads; --store puts it in the metadata\n"
           "store as the block profile of registered model NAME, where a server\n"
           "with --policy asyfunc finds it. The last line is\n"
@@ -52,7 +52,7 @@ int vr__cmd_perf_blocks(int argc, char **argv) {
     int more = i + 1 < argc;
     if (!strcmp(a, "--blocks")) continue;
     else if (!strcmp(a, "--name") && more) name = argv[++i];
-    else if (!strcmp(a, "--out") && more) out = argv[++i];
+    else if ((!strcmp(a, "--output") || !strcmp(a, "--out")) && more) out = argv[++i];
     else if (!strcmp(a, "--store") && more) store = argv[++i];
     else if (!strcmp(a, "--cmax") && more) o.cmax = atoi(argv[++i]);
     else if (!strcmp(a, "--bmax") && more) o.bmax = atoi(argv[++i]);
@@ -108,7 +108,7 @@ int vr__cmd_perf_blocks(int argc, char **argv) {
   vr_af_scale_cfg_init(&cfg, vr_af_default_slo(&af));
   vr_af_body body = {1, 0, af.cmax, 0};
   vr_af_lls_out lo;
-  vr_af_lls(&af, &cfg, cfg.gamma, 0, &body, 1, &lo);
+  vr_af_lls(&af, &cfg, cfg.gamma, &body, 1, &lo);
   if (!lo.n) {
     printf("model=%s shadow_load_ms=none full_load_ms=%.2f\n", name, af.load_ms);
     return 0;

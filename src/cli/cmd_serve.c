@@ -20,7 +20,7 @@
 
 static void usage(FILE *f) {
   fprintf(f,
-          "usage: vario serve --repo DIR [--port N] [--host ADDR]\n"
+          "usage: vario serve --repo DIR [--port N] [--grpc-port N] [--host ADDR]\n"
           "                   [--max-body-mb N] [--max-conns N] [--spin-us N]\n"
           "                   [--no-load]\n"
           "  --repo DIR       model repository (required): DIR/<model>/ with\n"
@@ -41,6 +41,14 @@ static void usage(FILE *f) {
           "  --cores N        cores the control plane may fill (default: all)\n"
           "  --policy P       control policy: infaas (default), clipper, sm, asyfunc\n"
           "  --control-period-ms T  control period (default 1000)\n"
+          "  --pipeline-policy P  pipelines' resource manager: loki (hardware then\n"
+          "                   accuracy scaling, MostAccurateFirst routing, early\n"
+          "                   drop + reroute), loki_no_drop, loki_last_task,\n"
+          "                   loki_per_task, hw, proteus, infaas; default none\n"
+          "                   (each hop by INFaaS selection)\n"
+          "  --pipeline-period-ms T  its replan period (default 10000; also when the\n"
+          "                   demand EWMA moves by 30 percent)\n"
+          "  --pipeline-slack S  its headroom on demand (default 1.25)\n"
           "  --af-gamma G, --af-kappa K, --af-release-ms T, --af-mls-period-s S\n"
           "                   AsyFunc's queue threshold per body (2), shadows at\n"
           "                   most (10; 0 = AsyFunc-), release delay (1000), MLS\n"

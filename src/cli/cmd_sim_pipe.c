@@ -26,7 +26,7 @@ static void usage(FILE *f) {
       "  --warmup S, --seed N, --period S (replan, 10), --load-s S (0),\n"
       "  --slack X         planners provision X x the demand (1.0)\n"
       "  --noise           draw service times from the percentiles\n"
-      "  --out PREFIX      PREFIX.<policy>.csv, .plans.csv and .json\n"
+      "  --output PREFIX   PREFIX.<policy>.csv, .plans.csv and .json (alias --out)\n"
       "Exit codes: 0 ok, 1 error, 2 usage, 77 data missing.\n");
 }
 
@@ -93,7 +93,7 @@ static int parse_args(int argc, char **argv, opts *o) {
     else if (!strcmp(a, "--policy")) o->policies = v;
     else if (!strcmp(a, "--drop-mode")) o->drop = v;
     else if (!strcmp(a, "--demand")) o->demand = v;
-    else if (!strcmp(a, "--out")) o->out = v;
+    else if (!strcmp(a, "--output") || !strcmp(a, "--out")) o->out = v;
     else if (!strcmp(a, "--workers")) o->workers = atoi(v);
     else if (!strcmp(a, "--seed")) o->seed = atoll(v);
     else if (!strcmp(a, "--duration")) o->duration = atof(v);

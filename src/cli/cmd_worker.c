@@ -53,6 +53,11 @@ typedef struct worker_role {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   char last[MAX_MODELS * 8]; /* the model list last published */
+  /* arrival counting between heartbeats: per model, rows seen so far */
+  char seen_name[MAX_MODELS][64];
+  double seen_rows[MAX_MODELS];
+  int n_seen;
+  int64_t seen_ns;
 } worker_role;
 
 static int parse_url(const char *url, char *host, size_t cap, int *port) {
@@ -172,31 +177,82 @@ static void w_defaults(void *self, vr_server_opts *o, int *grpc_port, int *grpc_
   o->fetch_user = w;
 }
 
-/* The loaded models as a sorted, comma-joined list, and as instances. */
-static int loaded(worker_role *w, vr_instance_info *inst, char *list, size_t cap) {
+/* Rows a model has seen so far (served, dropped, queued, running): its
+ * arrivals are the difference between two heartbeats. */
+static double rows_seen(const vr_rt_instance_stats *st, int n, const char *model) {
+  double r = 0;
+  for (int i = 0; i < n; i++)
+    if (!strcmp(st[i].model, model))
+      r += (double)st[i].served + (double)st[i].dropped + st[i].queue_rows + st[i].busy_rows;
+  return r;
+}
+
+/* A model's load for the controller's policies (registry.h): arrivals
+ * and completions per second, rows queued, the latency its first
+ * instance measured at load. */
+static void model_load(worker_role *w, const vr_rt_instance_stats *st, int n, double dt,
+                       const char *model, vr_instance_info *x) {
+  int first = 1;
+  for (int i = 0; i < n; i++) {
+    if (strcmp(st[i].model, model)) continue;
+    x->served_qps += st[i].served_qps;
+    x->queue += st[i].queue_rows;
+    for (int b = 0; first && b < VR_REG_NLAT && st[i].profile.p50_ms[b] > 0; b++) {
+      x->p50_ms[b] = st[i].profile.p50_ms[b];
+      x->p99_ms[b] = st[i].profile.p99_ms[b] > 0 ? st[i].profile.p99_ms[b]
+                                                 : st[i].profile.p50_ms[b];
+      x->nlat = b + 1;
+    }
+    first = 0;
+  }
+  double now = rows_seen(st, n, model);
+  int k = 0;
+  while (k < w->n_seen && strcmp(w->seen_name[k], model)) k++;
+  if (k == w->n_seen && k < MAX_MODELS) {
+    snprintf(w->seen_name[k], sizeof w->seen_name[k], "%s", model);
+    w->seen_rows[k] = now;
+    w->n_seen++;
+  } else if (k < MAX_MODELS) {
+    double d = now - w->seen_rows[k];
+    x->arrival_qps = d > 0 && dt > 0 ? d / dt : 0; /* < 0: reloaded, counts restarted */
+    w->seen_rows[k] = now;
+  }
+}
+
+/* The loaded models as a sorted, comma-joined list, and as instances with
+ * their load. */
+static int loaded(worker_role *w, vr_instance_info *inst, vr_rt_instance_stats *st, char *list,
+                  size_t cap) {
+  vr_runtime *rt = vr_server_runtime(w->s);
   char *names[MAX_MODELS];
-  int n = vr_rt_model_names(vr_server_runtime(w->s), names, MAX_MODELS);
+  int n = vr_rt_model_names(rt, names, MAX_MODELS);
   if (n > MAX_MODELS) n = MAX_MODELS;
+  int ns = st ? vr_rt_instances(rt, NULL, st, MAX_MODELS) : 0;
+  if (ns > MAX_MODELS) ns = MAX_MODELS;
+  int64_t t = vr_now_ns();
+  double dt = w->seen_ns ? (double)(t - w->seen_ns) / 1e9 : 0;
+  w->seen_ns = t;
   for (int i = 1; i < n; i++) /* insertion sort: a few names */
     for (int j = i; j > 0 && strcmp(names[j - 1], names[j]) > 0; j--) {
-      char *t = names[j];
+      char *tmp = names[j];
       names[j] = names[j - 1];
-      names[j - 1] = t;
+      names[j - 1] = tmp;
     }
   size_t off = 0;
   list[0] = 0;
   int k = 0;
   for (int i = 0; i < n; i++) {
-    if (vr_rt_model_ready(vr_server_runtime(w->s), names[i])) {
+    if (vr_rt_model_ready(rt, names[i])) {
       memset(&inst[k], 0, sizeof inst[k]);
       snprintf(inst[k].id, sizeof inst[k].id, "%.63s", names[i]);
       snprintf(inst[k].variant, sizeof inst[k].variant, "%s", names[i]);
       snprintf(inst[k].state, sizeof inst[k].state, "ready");
       vr_model_config c;
-      if (!vr_rt_model_config(vr_server_runtime(w->s), names[i], &c)) {
+      if (!vr_rt_model_config(rt, names[i], &c)) {
         inst[k].cores = c.threads > 0 ? c.threads : 1;
         inst[k].max_batch = c.max_batch_size;
       }
+      if (st) model_load(w, st, ns, dt, names[i], &inst[k]);
       int wr = snprintf(list + off, cap - off, "%s%s", k ? "," : "", names[i]);
       if (wr > 0 && (size_t)wr < cap - off) off += (size_t)wr;
       k++;
@@ -209,6 +265,9 @@ static int loaded(worker_role *w, vr_instance_info *inst, char *list, size_t cap
 static void *hb_main(void *arg) {
   worker_role *w = arg;
   vr_instance_info *inst = vr_calloc(MAX_MODELS, sizeof *inst);
+  vr_instance_info *prev = vr_calloc(MAX_MODELS, sizeof *prev); /* as last put */
+  int nprev = -1;
+  vr_rt_instance_stats *st = vr_calloc(MAX_MODELS, sizeof *st);
   char list[sizeof w->last];
   int warned = 0;
   pthread_mutex_lock(&w->mu);
@@ -226,10 +285,14 @@ static void *hb_main(void *arg) {
     } else {
       rc = vr_registry_worker_heartbeat(w->reg, w->info.id, &recreated, &err);
     }
-    int n = inst ? loaded(w, inst, list, sizeof list) : 0;
-    if (!rc && inst && (recreated || strcmp(list, w->last))) {
+    int n = inst ? loaded(w, inst, st, list, sizeof list) : 0;
+    /* whenever the list or its load changed (the load is what the
+     * controller's policies read; records are memset, so memcmp is exact) */
+    int same = prev && n == nprev && !memcmp(inst, prev, (size_t)n * sizeof *inst);
+    if (!rc && inst && (recreated || !same || !prev)) {
       rc = vr_registry_put_instances(w->reg, w->info.id, inst, (size_t)n, &err);
       if (!rc) snprintf(w->last, sizeof w->last, "%s", list);
+      if (!rc && prev) memcpy(prev, inst, (size_t)n * sizeof *inst), nprev = n;
     }
     if (rc && !warned) vr_warn("worker %s: registry: %s (retrying)", w->info.id, err.msg);
     if (!rc && warned) vr_info("worker %s: registry reachable again", w->info.id);
@@ -243,6 +306,8 @@ static void *hb_main(void *arg) {
     if (!w->stop) pthread_cond_timedwait(&w->cv, &w->mu, &ts);
   }
   pthread_mutex_unlock(&w->mu);
+  vr_free(st);
+  vr_free(prev);
   vr_free(inst);
   return NULL;
 }

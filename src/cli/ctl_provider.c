@@ -39,6 +39,10 @@ int ctl_prov_start(ctl_prov *c, const char *id, int ncpus, const char *controlle
   return vr_provider_start(c->p, &s, got, sizeof got, err);
 }
 
+int ctl_prov_stop(ctl_prov *c, const char *id, vr_errbuf *err) {
+  return vr_provider_stop(c->p, id, err);
+}
+
 int ctl_prov_poll(ctl_prov *c, const char *const *live, size_t nlive, int64_t start_timeout_ms,
                   int *starting, char (*died)[64], int *n_died, int max_died, vr_errbuf *err) {
   vr_worker_info *w = NULL;

@@ -24,6 +24,10 @@ void ctl_prov_close(ctl_prov *p);
 int ctl_prov_start(ctl_prov *p, const char *id, int ncpus, const char *controller_url,
                    const char *const *args, size_t nargs, vr_errbuf *err);
 
+/* Asks worker id to stop (asynchronous: poll sees it go). VR_ENOENT for
+ * a worker this provider does not manage. */
+int ctl_prov_stop(ctl_prov *p, const char *id, vr_errbuf *err);
+
 /* What became of the provider's workers: *starting = running but not in
  * `live` (ids registered in the registry) and started less than
  * start_timeout_ms ago; died[] = ids that exited without being asked to

@@ -4,6 +4,7 @@
 
 #include "control/jobs.h"
 #include "control/pipes.h"
+#include "policy/pipe_policy.h"
 #include <string.h>
 
 int vr_cli_control_arg(vr_cli_control *c, int argc, char **argv, int i) {
@@ -41,6 +42,18 @@ int vr_cli_control_arg(vr_cli_control *c, int argc, char **argv, int i) {
     if (a[2] == 'c') c->period_ms = d;
     else if (a[5] == 'r') c->af_release_ms = d;
     else c->af_mls_period_s = d;
+    return 2;
+  }
+  if (!strcmp(a, "--pipeline-policy")) {
+    if (!v || !vr_pipe_policy_find(v, NULL)) return -1;
+    c->pipe_policy = v;
+    return 2;
+  }
+  if (!strcmp(a, "--pipeline-period-ms") || !strcmp(a, "--pipeline-slack")) {
+    double d = v ? strtod(v, &end) : 0;
+    if (!v || *end || !(d > 0) || d > 1e7) return -1;
+    if (a[11] == 'p') c->pipe_period_ms = d;
+    else c->pipe_slack = d;
     return 2;
   }
   if (!strcmp(a, "--default-slo-ms")) {
@@ -91,7 +104,11 @@ int vr_cli_control_open(vr_cli_control *c, vr_server *s, vr_errbuf *err) {
   rc = vr_pipes_create(c->ctl, o.rt, c->store, &c->pipes, err);
   if (rc) return rc;
   vr_server_set_pipes(s, c->pipes);
-  return 0;
+  if (c->pipe_policy) {
+    vr_pipes_policy_opts po = {c->pipe_policy, c->pipe_period_ms / 1e3, 0, 0, c->pipe_slack};
+    rc = vr_pipes_set_policy(c->pipes, &po, err);
+  }
+  return rc;
 }
 
 void vr_cli_control_close(vr_cli_control *c) {

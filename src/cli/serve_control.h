@@ -20,6 +20,10 @@ typedef struct vr_cli_control {
   int policy_kind1;
   double period_ms, af_release_ms, af_mls_period_s;
   int af_gamma, af_kappa1, shadow_process;
+  /* --pipeline-policy NAME (policy/pipe_policy.h; NULL = per-hop INFaaS
+   * selection), --pipeline-period-ms, --pipeline-slack */
+  const char *pipe_policy;
+  double pipe_period_ms, pipe_slack;
   /* owned after open */
   vr_store *store;
   vr_control *ctl;

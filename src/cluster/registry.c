@@ -333,15 +333,72 @@ int vr_registry_workers(vr_registry *r, vr_worker_info **out, size_t *n, vr_errb
 
 /* ---- instances -------------------------------------------------------------- */
 
-static char *inst_json(const vr_instance_info *v) {
+/* The optional "load" member: {"in","out","q","p50":[...],"p99":[...]}. */
+static json_t *load_json(const vr_instance_info *v) {
+  int n = v->nlat < 0 ? 0 : v->nlat > VR_REG_NLAT ? VR_REG_NLAT : v->nlat;
+  json_t *o = json_pack("{s:f,s:f,s:i}", "in", v->arrival_qps, "out", v->served_qps, "q",
+                        v->queue);
+  json_t *a50 = json_array(), *a99 = json_array();
+  for (int i = 0; i < n && a50 && a99; i++) {
+    json_array_append_new(a50, json_real(v->p50_ms[i]));
+    json_array_append_new(a99, json_real(v->p99_ms[i]));
+  }
+  if (o && a50 && a99) {
+    json_object_set_new(o, "p50", a50);
+    json_object_set_new(o, "p99", a99);
+    return o;
+  }
+  json_decref(o);
+  json_decref(a50);
+  json_decref(a99);
+  return NULL;
+}
+
+char *vr__reg_inst_json(const vr_instance_info *v) {
   json_t *o = json_pack("{s:s,s:s,s:i,s:i}", "variant", v->variant, "state", v->state, "cores",
                         v->cores, "max_batch", v->max_batch);
+  if (o && (v->arrival_qps > 0 || v->served_qps > 0 || v->queue > 0 || v->nlat > 0)) {
+    json_t *l = load_json(v);
+    if (!l || json_object_set_new(o, "load", l)) {
+      json_decref(o);
+      return NULL;
+    }
+  }
   char *s = o ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
   json_decref(o);
   return s;
 }
 
-static int inst_parse(const char *id, const char *text, size_t len, vr_instance_info *v) {
+static int num_ok(const json_t *x, double *out) {
+  if (!json_is_number(x)) return 0;
+  double d = json_number_value(x);
+  if (!(d >= 0 && d < 1e12)) return 0; /* also NaN */
+  *out = d;
+  return 1;
+}
+
+/* Another process wrote it: anything malformed is refused, not guessed. */
+static int load_parse(const json_t *l, vr_instance_info *v) {
+  double q = 0;
+  if (!json_is_object(l) || !num_ok(json_object_get(l, "in"), &v->arrival_qps) ||
+      !num_ok(json_object_get(l, "out"), &v->served_qps) ||
+      !num_ok(json_object_get(l, "q"), &q) || q > 1 << 30)
+    return -1;
+  v->queue = (int)q;
+  const json_t *a50 = json_object_get(l, "p50"), *a99 = json_object_get(l, "p99");
+  if (!a50 && !a99) return 0;
+  if (!json_is_array(a50) || !json_is_array(a99) || json_array_size(a50) != json_array_size(a99) ||
+      json_array_size(a50) > VR_REG_NLAT)
+    return -1;
+  v->nlat = (int)json_array_size(a50);
+  for (int i = 0; i < v->nlat; i++)
+    if (!num_ok(json_array_get(a50, (size_t)i), &v->p50_ms[i]) ||
+        !num_ok(json_array_get(a99, (size_t)i), &v->p99_ms[i]))
+      return -1;
+  return 0;
+}
+
+int vr__reg_inst_parse(const char *id, const char *text, size_t len, vr_instance_info *v) {
   memset(v, 0, sizeof *v);
   json_error_t je;
   json_t *o = json_loadb(text, len, 0, &je);
@@ -355,12 +412,16 @@ static int inst_parse(const char *id, const char *text, size_t len, vr_instance_
               strlen(id) >= sizeof v->id || cores < 0 || cores > 1 << 20 || mb < 0 ||
               mb > 1 << 20))
     rc = -1;
+  const json_t *l = o ? json_object_get(o, "load") : NULL;
+  if (!rc && l && load_parse(l, v)) rc = -1;
   if (!rc) {
     snprintf(v->id, sizeof v->id, "%s", id);
     snprintf(v->variant, sizeof v->variant, "%s", variant);
     snprintf(v->state, sizeof v->state, "%s", state);
     v->cores = (int)cores;
     v->max_batch = (int)mb;
+  } else {
+    memset(v, 0, sizeof *v);
   }
   json_decref(o);
   return rc;
@@ -377,7 +438,7 @@ static int run_put_instances(vr_registry *r, const char *worker, const vr_instan
     a[1] = worker;
   }
   for (size_t i = 0; !rc && i < n; i++) {
-    if (!(js[i] = inst_json(&v[i]))) rc = vr_errf(err, VR_ENOMEM, "out of memory");
+    if (!(js[i] = vr__reg_inst_json(&v[i]))) rc = vr_errf(err, VR_ENOMEM, "out of memory");
     a[2 + 2 * i] = v[i].id;
     a[3 + 2 * i] = js[i];
   }
@@ -446,7 +507,7 @@ int vr_registry_instances(vr_registry *r, const char *worker, vr_instance_info *
   for (size_t i = 0; !rc && i < cnt; i++) {
     redisReply *k = rep->element[2 * i], *j = rep->element[2 * i + 1];
     if (k->type != REDIS_REPLY_STRING || j->type != REDIS_REPLY_STRING ||
-        inst_parse(k->str, j->str, j->len, &v[i]))
+        vr__reg_inst_parse(k->str, j->str, j->len, &v[i]))
       rc = vr_errf(err, VR_EFORMAT, "registry %s: damaged instance record on worker '%s'",
                    vr_redis_name(r->r), worker);
   }

@@ -104,12 +104,22 @@ int vr_registry_workers(vr_registry *r, vr_worker_info **out, size_t *n, vr_errb
 
 /* ---- instances ------------------------------------------------------------- */
 
+#define VR_REG_NLAT 7
+
 typedef struct vr_instance_info {
   char id[VR_REG_ID_MAX];            /* unique on its worker */
   char variant[VR_REG_VARIANT_MAX];  /* store variant name */
   char state[VR_REG_STATE_MAX];      /* "loading", "ready", "draining", ... */
   int cores;
   int max_batch;
+  /* Load as the worker measured it (all 0 = not reported): what the
+   * controller's policies read (src/cli/ctl_policy.h). Rates over the
+   * worker's last heartbeat; latency per batch slot (1, 2, 4, ... 64)
+   * from the profile measured at load, nlat slots (0 = none). */
+  double arrival_qps, served_qps;
+  int queue;
+  int nlat;
+  double p50_ms[VR_REG_NLAT], p99_ms[VR_REG_NLAT];
 } vr_instance_info;
 
 /* Replaces worker's instance list atomically (n may be 0). VR_ENOENT when

@@ -227,7 +227,17 @@ int vr_blocks_profile(const char *path, const char *name, const vr_blocks_opts *
     double t1 = ms[0][i], tb = ms[0][(size_t)(o.bmax - 1) * (size_t)n + (size_t)i];
     sens[i] = t1 > 0 ? tb / t1 : 1;
   }
-  int nb = rc ? 0 : vr_af_group(n, sens, ms[0], cut, o.max_blocks, o.tol, bounds);
+  /* blocks no heavier than what LLS may give a shadow (max_mem_frac of
+   * the model's weights), so grouping does not merge its candidates away */
+  int64_t *wb = rc ? NULL : vr_calloc((size_t)n + 1, sizeof(int64_t)), wsum = 0;
+  if (!rc && !wb) rc = vr_errf(err, VR_ENOMEM, "out of memory");
+  for (int i = 0; !rc && i < n; i++) wsum += wb[i] = vr_model_node(m, i)->weight_bytes;
+  vr_af_scale_cfg sc;
+  vr_af_scale_cfg_init(&sc, 0);
+  int nb = rc ? 0
+              : vr_af_group_capped(n, sens, ms[0], wb, (int64_t)(sc.max_mem_frac * (double)wsum),
+                                   cut, o.max_blocks, o.tol, bounds);
+  vr_free(wb);
   if (!rc && nb < 1) rc = vr_errf(err, VR_EINVAL, "cannot group %d nodes into blocks", n);
   af->nblocks = nb;
   for (int k = 0; !rc && k < nb; k++) {

@@ -493,6 +493,10 @@ int vr_control_tick(vr_control *c, int64_t now_ns, vr_errbuf *err) {
   if (rc) return vr_errf(err, rc, "control tick: %s", vr_strerror(rc));
   for (size_t i = 0; i < n && acts; i++) {
     const vr_action *a = &acts[i];
+    pthread_mutex_lock(&c->mu);
+    int managed = ctl_managed_locked(c, a); /* a pipeline policy's instances */
+    pthread_mutex_unlock(&c->mu);
+    if (managed) continue;
     if (a->kind != VR_ACT_SET_VSTATE && a->kind != VR_ACT_SET_ISTATE &&
         a->kind != VR_ACT_SET_BATCH) {
       const char *vn = a->variant >= 0 && (size_t)a->variant < c->nvar

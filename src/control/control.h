@@ -113,6 +113,43 @@ void vr_control_route(vr_control *c, const vr_ctl_query *q, vr_ctl_route_cb cb,
 void vr_control_completed(vr_control *c, const vr_ctl_route *r,
                           const vr_rt_request *req);
 
+/* ---- pipeline policies (control/pipes_policy.c) ----------------------------
+ * A pipeline policy (policy/pipe_policy.h) manages the instances of its
+ * tasks' apps itself; the control plane's own policy then leaves them
+ * alone, and the pipeline policy's actions go through the same live
+ * actuator table (policy/driver.h). */
+
+/* Marks app as managed by a pipeline policy (on = 1) or releases it: the
+ * tick's own policy takes no LOAD / UNLOAD / MIGRATE / SET_BATCH / PAIR
+ * action on its variants' instances (query-path loads for direct app
+ * queries still happen; the pipeline policy unloads what it did not plan).
+ * 0, VR_ELIMIT (too many apps). */
+int vr_control_set_managed(vr_control *c, const char *app, int on);
+/* The control plane's index of the variant named `name` (store name) and,
+ * when prof is not NULL, its profile; -1 when it is not served (unknown,
+ * or int8 without calibration). Indexes change when the store reloads:
+ * look them up every period. */
+int vr_control_variant(vr_control *c, const char *name, vr_profile *prof);
+
+typedef struct vr_ctl_inst_info {
+  int id;
+  int var;       /* control variant index */
+  int batch_cap; /* rows per batch now */
+  int ready;     /* serving: active / overloaded / interfered, not removing */
+} vr_ctl_inst_info;
+
+/* The control plane's instances now (from the runtime), sorted by id:
+ * fills up to cap, returns how many there are. */
+int vr_control_instances(vr_control *c, vr_ctl_inst_info *out, int cap);
+/* Cores the managed apps may fill: the worker's cores minus those held by
+ * instances of unmanaged variants and by instances loaded by name. */
+int vr_control_managed_cores(vr_control *c);
+/* Carries out one action decided outside the tick (a pipeline policy)
+ * through the live actuator table, recorded in the history. A LOAD with no
+ * room is skipped (0; the next period tries again). Blocks while a load
+ * or a drain runs. 0 or VR_E*. */
+int vr_control_apply(vr_control *c, const vr_action *a);
+
 /* Prometheus text (vr_malloc'd) of the control plane:
  * vario_scaling_actions_total{kind}, vario_variant_state{variant,state},
  * vario_control_instances{variant}, vario_variant_selection_seconds

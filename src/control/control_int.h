@@ -108,6 +108,9 @@ struct vr_control {
   uint64_t last_late; /* late answers in the previous period (offline jobs) */
   double p_acc_sum;
   vr_hist p_hist; /* end-to-end ms x 1000 (us) */
+  /* apps whose instances a pipeline policy manages (vr_control_set_managed) */
+  char managed[CTL_MAX_APPS][VR_PROF_NAME_MAX];
+  int nmanaged;
   ctl_app_period *apps[CTL_MAX_APPS]; /* owned; found by name, kept */
   int napps;
   /* Totals since start, for /metrics. */
@@ -127,6 +130,10 @@ int ctl_refresh_locked(vr_control *c, int64_t now_ns, double dt_s);
 int ctl_load_variant(vr_control *c, int v, vr_errbuf *err);
 /* Whether the worker has room for one more instance of v (caller holds mu). */
 int ctl_fits_locked(const vr_control *c, int v);
+
+/* Whether action a touches an instance or variant of a managed app
+ * (caller holds mu). */
+int ctl_managed_locked(vr_control *c, const vr_action *a);
 
 /* control_asyfunc.c: block profiles from the store, body ranges, and the
  * PAIR/UNPAIR actuator slots. */

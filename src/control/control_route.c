@@ -480,7 +480,8 @@ char *vr_control_describe(vr_control *c, const char *app) {
     json_decref(root);
     return NULL;
   }
-  char *s = json_dumps(root, JSON_COMPACT);
+  /* 12 significant digits: 89.7, not the double's 89.700000000000003. */
+  char *s = json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(12));
   json_decref(root);
   char *out = s ? vr_strdup(s) : NULL;
   free(s);

@@ -7,12 +7,13 @@
 
 #include "base/alloc.h"
 #include "base/log.h"
-#include "control/pipes_int.h"
+#include "control/pipes_pol.h"
 
 #define DOC_KIND "pipeline"
 
 static void pipe_free(pl_pipe *pp) {
   if (!pp) return;
+  vr__pipe_pol_free(pp->pol);
   vr_pipeline_free(pp->spec);
   vr_free(pp->spec_text);
   vr_free(pp->t);
@@ -144,6 +145,10 @@ static int compile(vr_pipes *p, const char *json, size_t len, pl_pipe **out, vr_
   vr_hist_init(&pp->win[1]);
   pp->refs = 1;
   int rc = vr_pipeline_parse(json, len, &pp->spec, err);
+  /* The spec is one self-contained document: a name in it that refers to
+   * nothing (a child or root that is not a task) makes the body invalid
+   * (400), unlike an app missing from the store (404, below). */
+  if (rc == VR_ENOENT) rc = VR_EINVAL;
   if (rc) goto fail;
   int n = pp->spec->ntasks;
   pp->t = vr_calloc((size_t)n, sizeof *pp->t);
@@ -210,6 +215,7 @@ int vr_pipes_create(vr_control *ctl, vr_runtime *rt, vr_store *store, vr_pipes *
   p->store = store;
   p->clock = vr_clock_monotonic();
   pthread_mutex_init(&p->mu, NULL);
+  pthread_cond_init(&p->pcv, NULL);
   vr_map_init(&p->by_name);
   doc_list d;
   vr_vec_init(&d.names, sizeof(char *));
@@ -244,6 +250,8 @@ void vr_pipes_set_clock(vr_pipes *p, vr_clock *clock) {
 
 void vr_pipes_free(vr_pipes *p) {
   if (!p) return;
+  vr__pipes_stop_policy(p);
+  pthread_cond_destroy(&p->pcv);
   size_t it = 0;
   const char *k;
   void *v;
@@ -303,6 +311,8 @@ void vr__pipe_count_hop(pl_pipe *pp, const vr_pipe_hop_rec *h) {
     if (i < pt->nvs) {
       pt->vs[i].in += rows;
       pt->vs[i].out += (uint64_t)h->fanout;
+      for (int c = 0; c < VR_PIPE_MAX_CHILDREN; c++)
+        pt->vs[i].out_child[c] += (uint64_t)h->fanout_to[c];
     }
   }
   pthread_mutex_unlock(&pp->mu);
@@ -420,13 +430,16 @@ static json_t *pipe_json(vr_pipes *p, pl_pipe *pp, int full) {
     json_t *ts = json_array();
     for (int t = 0; t < pp->spec->ntasks; t++) json_array_append_new(ts, task_json(p, pp, t));
     json_object_set_new(j, "tasks", ts);
+    json_t *pol = vr__pipe_pol_json(p, pp); /* plan, routing and backup tables */
+    if (pol) json_object_set_new(j, "policy", pol);
   }
   pthread_mutex_unlock(&pp->mu);
   return j;
 }
 
 static char *dump(json_t *j) {
-  char *t = j ? json_dumps(j, JSON_COMPACT) : NULL;
+  /* 12 significant digits: 98.9, not the double's 98.900000000000006. */
+  char *t = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(12)) : NULL;
   json_decref(j);
   char *out = t ? vr_strdup(t) : NULL;
   free(t);

@@ -30,6 +30,7 @@
 #include "control/control.h"
 #include "control/store.h"
 #include "policy/fanout.h"
+#include "policy/pipeline.h"
 #include "runtime/runtime.h"
 
 typedef struct vr_pipes vr_pipes;
@@ -55,6 +56,37 @@ void vr_pipes_free(vr_pipes *p);
  * within real time of it. Set before any request. */
 struct vr_clock;
 void vr_pipes_set_clock(vr_pipes *p, struct vr_clock *clock);
+
+/* ---- pipeline policy ------------------------------------------------------
+ * With a pipeline policy (policy/pipe_policy.h; `vario serve
+ * --pipeline-policy loki`) a thread runs, every tick (1 s), for each
+ * pipeline: the root demand (rows/s) and its EWMA, the per-task rates and
+ * the observed multiplicative factors; a planning view (each task's
+ * variants the control plane serves, at the fewest threads); and, when the
+ * period is due (default 10 s, Loki) or the EWMA moved by more than
+ * `change`, the policy's plan on the cores the pipeline's apps may fill
+ * (vr_control_managed_cores / threads). The plan is applied through the
+ * control plane's live actuators (load / unload / batch cap), the
+ * MostAccurateFirst routing and backup tables are rebuilt, and hops are
+ * routed by them with the policy's early-drop mode: a child hop behind
+ * its budget goes to a backup variant that fits or ends "dropped" (504).
+ * The apps of the pipeline's tasks are then managed by the policy: the
+ * control tick's own policy leaves their instances alone. Until the first
+ * plan is in force, hops are routed as without a policy. One pipeline per
+ * app: two pipelines sharing an app under a policy would fight over it. */
+typedef struct vr_pipes_policy_opts {
+  const char *policy; /* a vr_pipe_policies name; NULL = none */
+  double period_s;    /* replan period; <= 0: 10 */
+  double tick_s;      /* demand, routing and reconciliation tick; <= 0: 1 */
+  double change;      /* replan when the EWMA moves by this share; <= 0: 0.3 */
+  double slack;       /* planner headroom on demand; <= 0: 1.25 */
+} vr_pipes_policy_opts;
+
+/* Starts the policy thread (once; VR_EINVAL for a second call, VR_ENOENT
+ * for an unknown policy). vr_pipes_free stops it. */
+int vr_pipes_set_policy(vr_pipes *p, const vr_pipes_policy_opts *o, vr_errbuf *err);
+/* One policy tick at once, on the caller's thread (tests). */
+void vr_pipes_policy_tick(vr_pipes *p);
 
 /* Registers a spec (JSON text, Vario's pipeline.json or Loki's app
  * definition): parsed, checked against the registered apps and models
@@ -108,6 +140,8 @@ typedef struct vr_pipe_hop_rec {
   int64_t start_ns;  /* hop started (relative to the request's arrival) */
   int64_t queue_ns, compute_ns;
   int fanout;        /* child hops it created */
+  int fanout_to[VR_PIPE_MAX_CHILDREN]; /* of them, per child of the task */
+  int planned;       /* routed by the pipeline policy's tables */
   vr_rt_request rt;  /* outputs (rt.out, rt.n_out) when served */
   float *crop;       /* the hop's own input (children), owned */
   int64_t crop_shape[4];

@@ -17,6 +17,7 @@
 typedef struct pl_vstat {
   char variant[VR_STORE_VNAME_MAX];
   uint64_t in, out;
+  uint64_t out_child[VR_PIPE_MAX_CHILDREN]; /* per child of the task */
 } pl_vstat;
 
 /* A task resolved against the registry at registration. */
@@ -33,8 +34,12 @@ typedef struct pl_task {
   pl_vstat vs[VR_PIPE_MAX_VARIANTS];
 } pl_task;
 
+struct pl_pol; /* pipes_policy.c: the pipeline policy's live state */
+
 typedef struct pl_pipe {
   vr_pipeline *spec; /* owned */
+  struct pl_pol *pol; /* owned; NULL: every hop routed by INFaaS selection */
+  uint64_t arrivals;  /* root rows received (the policy's demand) */
   char *spec_text;   /* owned: the canonical spec as persisted */
   pl_task *t;        /* spec->ntasks, owned */
   pthread_mutex_t mu;
@@ -59,6 +64,13 @@ typedef struct pl_pipe {
 
 struct vr_pipes {
   vr_control *ctl;
+  /* pipeline policy (pipes_policy.c): its thread and options */
+  vr_pipes_policy_opts popts;
+  const struct vr_pipe_policy_def *pdef; /* NULL: none */
+  pthread_t pthread;
+  int prunning, pstop;
+  pthread_cond_t pcv;
+  double plast; /* monotonic seconds of the last policy tick */
   vr_runtime *rt;
   vr_store *store;
   vr_clock *clock;    /* monotonic, or a test's */
@@ -72,6 +84,14 @@ void vr__pipe_unref(pl_pipe *pp);
 /* Records one finished hop / request in the pipeline's statistics. */
 void vr__pipe_count_hop(pl_pipe *pp, const vr_pipe_hop_rec *h);
 void vr__pipe_count_request(pl_pipe *pp, const vr_pipe_result *r);
+/* pipes_policy.c: stops the policy thread (if any). */
+void vr__pipes_stop_policy(vr_pipes *p);
+/* pipes_policy.c: frees a pipeline's policy state (NULL is fine). */
+void vr__pipe_pol_free(struct pl_pol *pol);
+/* The request path under a pipeline policy: whether pp routes by its
+ * plan now. */
+int vr__pipe_pol_active(pl_pipe *pp);
+
 /* End-to-end p99 (ms) of the requests that finished in the last one to two
  * windows before now; NAN when none did. Caller holds pp->mu. */
 double vr__pipe_recent_p99(const pl_pipe *pp, int64_t now_ns);

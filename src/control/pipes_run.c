@@ -7,18 +7,22 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/vec.h"
-#include "control/pipes_int.h"
+#include "control/pipes_pol.h"
 
 typedef struct preq preq;
 
 /* A hop with its private routing state; pub first so that the result's
  * vr_pipe_hop_rec pointers are the phop allocations. */
-typedef struct phop {
+typedef struct phop phop;
+struct phop {
   vr_pipe_hop_rec pub;
   preq *q;
   int idx; /* in creation order */
   vr_ctl_route route;
-} phop;
+  phop *par;         /* the parent hop (alive until the request ends) */
+  int slot;          /* under a pipeline policy: the plan's slot, or -1 */
+  double budget_sum; /* budgets of the path so far (pipe_plan.h) */
+};
 
 struct preq {
   vr_pipes *ps;
@@ -108,7 +112,7 @@ static void start_hop(phop *h);
 
 /* A new hop of task t under parent (or the root); NULL on allocation
  * failure (the parent then records the failure). Counted as pending. */
-static phop *new_hop(preq *q, int t, int parent, int row) {
+static phop *new_hop(preq *q, int t, phop *par, int row) {
   phop *h = vr_calloc(1, sizeof *h);
   if (!h) {
     pthread_mutex_lock(&q->mu);
@@ -117,9 +121,11 @@ static phop *new_hop(preq *q, int t, int parent, int row) {
     return NULL;
   }
   h->q = q;
+  h->par = par;
+  h->slot = -1;
   h->pub.task = t;
   h->pub.task_name = q->pp->spec->tasks[t].name;
-  h->pub.parent = parent;
+  h->pub.parent = par ? par->idx : -1;
   h->pub.row = row;
   h->pub.region = -1;
   pthread_mutex_lock(&q->mu);
@@ -180,7 +186,7 @@ static int fan_out(phop *h, vr_errbuf *err) {
     for (int i = 0; i < n; i++) {
       int child = pt->child_of_label[reg[i].label];
       if (child < 0) continue; /* that label leaves the pipeline */
-      phop *c = new_hop(q, child, h->idx, h->pub.crop ? h->pub.row : (int)row);
+      phop *c = new_hop(q, child, h, h->pub.crop ? h->pub.row : (int)row);
       float *crop = c ? vr_malloc(crop_n * sizeof *crop) : NULL;
       if (!crop) {
         if (c) finish_hop(c, VR_POUT_FAILED, "out of memory");
@@ -195,6 +201,9 @@ static int fan_out(phop *h, vr_errbuf *err) {
       c->pub.crop_shape[0] = 1;
       memcpy(&c->pub.crop_shape[1], crop_chw, sizeof crop_chw);
       h->pub.fanout++;
+      const vr_pipe_task *task = &q->pp->spec->tasks[h->pub.task];
+      for (int k = 0; k < task->nchildren; k++)
+        if (task->children[k] == child) h->pub.fanout_to[k]++;
       start_hop(c);
     }
   }
@@ -204,7 +213,7 @@ static int fan_out(phop *h, vr_errbuf *err) {
 static void on_done(vr_rt_request *r, void *user) {
   phop *h = user;
   preq *q = h->q;
-  vr_control_completed(q->ps->ctl, &h->route, r);
+  if (!h->pub.planned) vr_control_completed(q->ps->ctl, &h->route, r);
   /* A request dropped or rejected in the queue never started. */
   int ran = r->start_ns > 0;
   int64_t left = ran ? r->start_ns : r->end_ns;
@@ -228,13 +237,14 @@ static void abandon(phop *h, vr_pipe_outcome o, const char *msg) {
   vr_rt_request_init(&none);
   none.status = o == VR_POUT_DROPPED ? VR_EDEADLINE : VR_EINTERNAL;
   none.outcome = o == VR_POUT_DROPPED ? VR_OUT_DROPPED : VR_OUT_FAILED;
-  vr_control_completed(h->q->ps->ctl, &h->route, &none);
+  if (!h->pub.planned) vr_control_completed(h->q->ps->ctl, &h->route, &none);
   finish_hop(h, o, msg);
 }
 
+static void submit(phop *h, const char *model, int instance_id);
+
 static void on_routed(void *tag, const vr_ctl_route *route) {
   phop *h = tag;
-  preq *q = h->q;
   h->route = *route;
   snprintf(h->pub.model, sizeof h->pub.model, "%s", route->model);
   snprintf(h->pub.variant, sizeof h->pub.variant, "%s", route->variant_name);
@@ -245,6 +255,12 @@ static void on_routed(void *tag, const vr_ctl_route *route) {
                                                         : VR_POUT_FAILED;
     return finish_hop(h, o, route->msg);
   }
+  submit(h, route->model, route->instance_id);
+}
+
+/* Queues the hop on an instance of model. */
+static void submit(phop *h, const char *model, int instance_id) {
+  preq *q = h->q;
   char msg[160];
   int64_t now = vr_clock_now(q->ps->clock);
   if (vr_fanout_hop_expired(now, q->deadline_ns)) { /* e.g. after a load */
@@ -253,8 +269,8 @@ static void on_routed(void *tag, const vr_ctl_route *route) {
     return abandon(h, VR_POUT_DROPPED, msg);
   }
   vr_model_config cfg;
-  if (vr_rt_model_config(q->ps->rt, route->model, &cfg)) {
-    snprintf(msg, sizeof msg, "model '%s' is not loaded", route->model);
+  if (vr_rt_model_config(q->ps->rt, model, &cfg)) {
+    snprintf(msg, sizeof msg, "model '%s' is not loaded", model);
     return abandon(h, VR_POUT_FAILED, msg);
   }
   vr_rt_request *r = &h->pub.rt;
@@ -272,7 +288,59 @@ static void on_routed(void *tag, const vr_ctl_route *route) {
   r->timeout_ns = q->deadline_ns - now; /* the queue orders and drops by it */
   r->done = on_done;
   r->user = h;
-  vr_rt_submit_to(q->ps->rt, route->instance_id, r);
+  vr_rt_submit_to(q->ps->rt, instance_id, r);
+}
+
+/* Uniform in [0,1) for the routing tables (xorshift per thread: the
+ * request path takes no lock for it). */
+static double unif(void) {
+  static __thread uint64_t x;
+  if (!x) x = (uint64_t)vr_clock_now(vr_clock_monotonic()) ^ (uint64_t)(uintptr_t)&x;
+  x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+  return (double)(x >> 11) / 9007199254740992.0;
+}
+
+/* Under a pipeline policy with a plan in force: routes the hop by the
+ * plan's tables and the per-hop rule, and queues it (or ends it dropped).
+ * 0 when there is no plan (route it by INFaaS selection). */
+static int policy_hop(phop *h, int64_t now) {
+  preq *q = h->q;
+  pl_pipe *pp = q->pp;
+  const phop *par = h->par;
+  pl_pick_in in = {.task = h->pub.task,
+                   .parent_slot = par ? par->slot : -1,
+                   .parent_budget_sum = par ? par->budget_sum : 0,
+                   .elapsed_ms = (now - q->arrival_ns) / 1e6,
+                   .spent_ms = par ? (par->pub.queue_ns + par->pub.compute_ns) / 1e6 : 0,
+                   .slo_ms = (q->deadline_ns - q->arrival_ns) / 1e6,
+                   .drop_mode = q->ps->pdef ? q->ps->pdef->drop_mode : 0,
+                   .u = unif()};
+  pl_pick pk;
+  pthread_mutex_lock(&pp->mu);
+  /* a parent routed by INFaaS (before the first plan): its child too */
+  int rc = par && par->slot < 0 ? -1 : vr__pipe_pol_pick(pp, &in, &pk);
+  pthread_mutex_unlock(&pp->mu);
+  if (rc < 0) return 0;
+  h->pub.planned = 1;
+  h->slot = pk.slot;
+  h->budget_sum = pk.budget_sum;
+  char msg[200];
+  if (pk.verdict == VR_HOP_DROP) {
+    snprintf(msg, sizeof msg, "early drop: %.3f ms behind the path's budget and no backup "
+             "variant fits", pk.behind_ms);
+    finish_hop(h, VR_POUT_DROPPED, msg);
+    return 1;
+  }
+  if (pk.instance_id < 0) {
+    snprintf(msg, sizeof msg, "no instance serves the task under the plan now");
+    finish_hop(h, VR_POUT_DROPPED, msg);
+    return 1;
+  }
+  snprintf(h->pub.model, sizeof h->pub.model, "%s", pk.model);
+  snprintf(h->pub.variant, sizeof h->pub.variant, "%s", pk.variant);
+  h->pub.accuracy = pk.accuracy;
+  submit(h, pk.model, pk.instance_id);
+  return 1;
 }
 
 static void start_hop(phop *h) {
@@ -287,6 +355,7 @@ static void start_hop(phop *h) {
              (now - q->deadline_ns) / 1e6);
     return finish_hop(h, VR_POUT_DROPPED, msg);
   }
+  if (policy_hop(h, now)) return;
   const pl_task *pt = &q->pp->t[h->pub.task];
   vr_ctl_query cq = {.app = t->app};
   cq.latency_ms = vr_fanout_hop_slo_ms((q->deadline_ns - now) / 1e6, pt->levels);
@@ -350,7 +419,10 @@ void vr_pipes_infer(vr_pipes *p, const vr_pipe_query *q, vr_pipe_done_fn done, v
   /* Hold one pending count across the root's start so that a root that
    * finishes inline cannot end the request under us. */
   r->pending = 1;
-  phop *root = new_hop(r, 0, -1, -1);
+  pthread_mutex_lock(&pp->mu);
+  pp->arrivals += (uint64_t)(q->in[0].shape[0] > 0 ? q->in[0].shape[0] : 1);
+  pthread_mutex_unlock(&pp->mu);
+  phop *root = new_hop(r, 0, NULL, -1);
   if (root) start_hop(root);
   pthread_mutex_lock(&r->mu);
   int last = --r->pending == 0;

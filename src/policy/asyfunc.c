@@ -11,38 +11,60 @@
 typedef struct seg {
   int begin;
   double ms, wsens; /* time and time-weighted sensitivity */
+  int64_t bytes;    /* weight bytes */
 } seg;
 
 static double seg_sens(const seg *s) { return s->ms > 0 ? s->wsens / s->ms : 1.0; }
 
-int vr_af_group(int n, const double *sens, const double *ms, const char *cut, int max_blocks,
-                double tol, int *bounds) {
+/* The closest adjacent pair (|log s_a - log s_b|) whose merge stays within
+ * max_bytes (any pair when max_bytes <= 0 or !capped); -1 if none. */
+static int closest_pair(const seg *segs, int ns, int64_t max_bytes, int capped, double *dist) {
+  int best = -1;
+  *dist = INFINITY;
+  for (int k = 0; k + 1 < ns; k++) {
+    if (capped && max_bytes > 0 && segs[k].bytes + segs[k + 1].bytes > max_bytes) continue;
+    double d = fabs(log(seg_sens(&segs[k])) - log(seg_sens(&segs[k + 1])));
+    if (d < *dist) *dist = d, best = k;
+  }
+  return best;
+}
+
+int vr_af_group_capped(int n, const double *sens, const double *ms, const int64_t *bytes,
+                       int64_t max_bytes, const char *cut, int max_blocks, double tol,
+                       int *bounds) {
   if (n < 1 || max_blocks < 1 || !sens || !ms || !cut || !bounds) return VR_EINVAL;
-  /* bounds doubles as the segment list: segments start at cuts. */
   seg segs[256];
   int ns = 0;
   for (int i = 0; i < n; i++) {
-    if ((i == 0 || cut[i]) && ns < 256) segs[ns++] = (seg){i, 0, 0};
+    if ((i == 0 || cut[i]) && ns < 256) segs[ns++] = (seg){i, 0, 0, 0};
     double t = ms[i] > 0 ? ms[i] : 0, s = sens[i] > 0 ? sens[i] : 1;
     segs[ns - 1].ms += t;
     segs[ns - 1].wsens += t * s;
+    segs[ns - 1].bytes += bytes && bytes[i] > 0 ? bytes[i] : 0;
   }
   for (;;) {
-    int best = -1;
-    double bd = INFINITY;
-    for (int k = 0; k + 1 < ns; k++) {
-      double d = fabs(log(seg_sens(&segs[k])) - log(seg_sens(&segs[k + 1])));
-      if (d < bd) bd = d, best = k;
+    double bd;
+    int best = closest_pair(segs, ns, max_bytes, 1, &bd);
+    if (best < 0 || bd > tol) {
+      if (ns <= max_blocks) break;
+      /* too many blocks: merge the closest pair the cap allows, or any */
+      if (best < 0) best = closest_pair(segs, ns, max_bytes, 0, &bd);
+      if (best < 0) break;
     }
-    if (best < 0 || (bd > tol && ns <= max_blocks)) break;
     segs[best].ms += segs[best + 1].ms;
     segs[best].wsens += segs[best + 1].wsens;
+    segs[best].bytes += segs[best + 1].bytes;
     memmove(&segs[best + 1], &segs[best + 2], sizeof(seg) * (size_t)(ns - best - 2));
     ns--;
   }
   for (int k = 0; k < ns; k++) bounds[k] = segs[k].begin;
   bounds[ns] = n;
   return ns;
+}
+
+int vr_af_group(int n, const double *sens, const double *ms, const char *cut, int max_blocks,
+                double tol, int *bounds) {
+  return vr_af_group_capped(n, sens, ms, NULL, 0, cut, max_blocks, tol, bounds);
 }
 
 /* ---- latency model ------------------------------------------------------- */
@@ -206,17 +228,26 @@ void vr_af_mls(const vr_af_model *m, const vr_af_scale_cfg *cfg, double r, const
 
 /* ---- LLS ----------------------------------------------------------------- */
 
-/* Candidate blocks L: sensitive enough, small enough; most sensitive first. */
+double vr_af_increase_ms(const vr_af_model *m, int i) {
+  const vr_af_block *bk = &m->blk[i];
+  return bk->lat_ms[0][m->bmax - 1] - bk->lat_ms[0][0];
+}
+
+/* Candidate blocks L: sensitive enough (the ratio: latency grows with the
+ * batch at all), small enough; ranked by the paper's resource sensitivity,
+ * the latency increase in ms (§2.2, Fig. 2-3), largest first. */
 static int lls_candidates(const vr_af_model *m, const vr_af_scale_cfg *cfg, int *L) {
   int n = 0;
+  double inc[VR_AF_MAXBLK];
   for (int i = 0; i < m->nblocks; i++) {
     const vr_af_block *bk = &m->blk[i];
+    inc[i] = vr_af_increase_ms(m, i);
     if (bk->sensitivity < cfg->min_sens) continue;
     if ((double)bk->mem_bytes > cfg->max_mem_frac * (double)m->mem_bytes) continue;
     L[n++] = i;
   }
   for (int i = 1; i < n; i++)
-    for (int k = i; k > 0 && m->blk[L[k]].sensitivity > m->blk[L[k - 1]].sensitivity; k--) {
+    for (int k = i; k > 0 && inc[L[k]] > inc[L[k - 1]]; k--) {
       int t = L[k];
       L[k] = L[k - 1];
       L[k - 1] = t;
@@ -246,10 +277,10 @@ static int lls_one(const vr_af_model *m, const vr_af_scale_cfg *cfg, const vr_af
   return eta_max > 0;
 }
 
-void vr_af_lls(const vr_af_model *m, const vr_af_scale_cfg *cfg, int qlen, int active,
+void vr_af_lls(const vr_af_model *m, const vr_af_scale_cfg *cfg, int qlen,
                const vr_af_body *bodies, int nbody, vr_af_lls_out *out) {
   out->n = 0;
-  if (qlen < cfg->gamma || active >= cfg->kappa) return;
+  if (qlen < cfg->gamma || cfg->kappa <= 0) return;
   int L[VR_AF_MAXBLK], nl = lls_candidates(m, cfg, L);
   if (!nl) return;
   /* bodies by earliest idle, unpaired only */
@@ -264,7 +295,7 @@ void vr_af_lls(const vr_af_model *m, const vr_af_scale_cfg *cfg, int qlen, int a
     }
   int quarter = m->cmax / 4 > 0 ? m->cmax / 4 : 1, half = m->cmax / 2 > 0 ? m->cmax / 2 : 1;
   int cap = (int)(sizeof out->body / sizeof out->body[0]);
-  for (int k = 0; k < n && active + out->n < cfg->kappa && out->n < cap; k++) {
+  for (int k = 0; k < n && out->n < cfg->kappa && out->n < cap; k++) {
     const vr_af_body *bd = &bodies[order[k]];
     if (bd->free_cores < quarter) continue;
     int c = bd->free_cores < half ? bd->free_cores : half;

@@ -59,6 +59,15 @@ typedef struct vr_af_model {
  * (>= 1) or VR_EINVAL. bounds must hold n + 1 ints. */
 int vr_af_group(int n, const double *sens, const double *ms, const char *cut, int max_blocks,
                 double tol, int *bounds);
+/* The same, with bytes[i] = node i's weight bytes: two segments are not
+ * merged for similarity when the block would hold more than max_bytes
+ * (the Profiler's memory filter would then drop a block whose parts it
+ * keeps: on a clean profile every convolution of resnet50 scales alike
+ * and would become one block too heavy for any shadow); only to get down
+ * to max_blocks may a merge pass the cap (the closest allowed pair first). */
+int vr_af_group_capped(int n, const double *sens, const double *ms, const int64_t *bytes,
+                       int64_t max_bytes, const char *cut, int max_blocks, double tol,
+                       int *bounds);
 
 /* ---- latency model ------------------------------------------------------- */
 
@@ -102,7 +111,7 @@ double vr_af_default_slo(const vr_af_model *m);
 typedef struct vr_af_scale_cfg {
   double alpha, beta; /* 0.8, 0.6 */
   double slo_ms;
-  int gamma, kappa;   /* LLS: queue threshold 2, shadows at most 10 */
+  int gamma, kappa;   /* LLS: queue threshold 2, new shadows per decision 10 */
   double min_sens;    /* LLS candidates: blocks at least this sensitive */
   double max_mem_frac; /* LLS candidates: block memory <= this x a body's */
 } vr_af_scale_cfg;
@@ -144,12 +153,21 @@ typedef struct vr_af_lls_out {
   vr_af_pair pair[VR_AF_MAXBLK * 4];
 } vr_af_lls_out;
 
+/* A block's resource sensitivity as the paper measures it (§2.2, Fig. 2
+ * and 3): the latency its rows add as the batch grows, lat(1 core, B_max)
+ * - lat(1 core, 1), in ms. (vr_af_block.sensitivity is the ratio of the
+ * two, used to group nodes and to filter flat blocks.) */
+double vr_af_increase_ms(const vr_af_model *m, int i);
+
 /* On an arrival: when qlen >= gamma, pairs unpaired bodies (earliest idle
- * first) with shadows until `active` + new reaches kappa. Per body: shadow
- * cores c = min(free, cmax/2) if free >= cmax/4 (at least 1); blocks added
- * in descending sensitivity; for each prefix the largest b whose t_load +
- * t_l meets the SLO; the most efficient (eta) prefix wins. */
-void vr_af_lls(const vr_af_model *m, const vr_af_scale_cfg *cfg, int qlen, int active,
+ * first) with shadows, at most kappa new ones per decision (Algorithm 2:
+ * "until the number of newly provisioned Shadow Functions exceeds kappa";
+ * in all, at most one per body). Per body: shadow cores c = min(free,
+ * cmax/2) if free >= cmax/4 (at least 1); candidate blocks added by
+ * descending latency increase (vr_af_increase_ms); for each prefix the
+ * largest b whose t_load + t_l meets the SLO; the most efficient (eta)
+ * prefix wins. */
+void vr_af_lls(const vr_af_model *m, const vr_af_scale_cfg *cfg, int qlen,
                const vr_af_body *bodies, int nbody, vr_af_lls_out *out);
 
 /* ---- scheduler (Algorithm 3) --------------------------------------------- */

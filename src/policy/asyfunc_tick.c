@@ -8,7 +8,8 @@
  *  - LLS, every tick: when the rows queued at its bodies reach gamma per
  *    body (the simulator's crowd threshold, sim/asyfunc_sim.c), vr_af_lls
  *    picks bodies (earliest idle first) and shadow cores: PAIR_SHADOW
- *    (value = the shadow's cores), at most kappa shadows in all;
+ *    (value = the shadow's cores), at most kappa new ones per tick (the
+ *    paper's per-decision bound), one per body;
  *  - release: a shadow is unpaired once the queue has stayed below the
  *    threshold for release_idle_ms (UNPAIR_SHADOW) — bursts come in
  *    waves, and a shadow dropped between two waves would be loaded again;
@@ -38,15 +39,8 @@ static void scale_cfg(const vr_policy_cfg *c, const vr_snap_variant *v, vr_af_sc
   if (c->af_beta > 0) sc->beta = c->af_beta;
 }
 
-/* Shadows attached now, over every variant (kappa bounds them all). */
-static int active_shadows(const vr_snapshot *s) {
-  int n = 0;
-  for (size_t i = 0; i < s->ninstances; i++) n += s->instances[i].shadow_cores > 0;
-  return n;
-}
-
 static int one_variant(const vr_policy_cfg *c, vr_policy_state *st, const vr_snapshot *s, int v,
-                       int *active, int *free_cores, vr_actions *out) {
+                       int *free_cores, vr_actions *out) {
   const vr_snap_variant *sv = &s->variants[v];
   const vr_af_model *m = sv->blocks;
   vr_af_scale_cfg sc;
@@ -69,7 +63,7 @@ static int one_variant(const vr_policy_cfg *c, vr_policy_state *st, const vr_sna
     if (vr_pol_set_since(st, key, last)) return VR_ENOMEM;
   }
   /* LLS */
-  if (qlen >= crowd && *active < sc.kappa) {
+  if (qlen >= crowd && sc.kappa > 0) {
     vr_af_body bd[MAXB];
     double now_ms = (double)s->now_ns / 1e6;
     for (int k = 0; k < nb; k++) {
@@ -84,13 +78,12 @@ static int one_variant(const vr_policy_cfg *c, vr_policy_state *st, const vr_sna
     }
     sc.gamma = crowd; /* the threshold vr_af_lls checks is the total */
     vr_af_lls_out o;
-    vr_af_lls(m, &sc, qlen, *active, bd, nb, &o);
+    vr_af_lls(m, &sc, qlen, bd, nb, &o);
     for (int k = 0; k < o.n; k++) {
       const vr_snap_instance *in = &s->instances[idx[o.body[k]]];
       int cs = o.pair[k].cs;
       if (in->worker < 0 || free_cores[in->worker] < cs) continue;
       free_cores[in->worker] -= cs;
-      (*active)++;
       if (vr_actions_push(out, VR_ACT_PAIR_SHADOW, v, in->id, in->worker, -1, cs,
                           "asyfunc: queue above gamma (LLS)"))
         return VR_ENOMEM;
@@ -102,7 +95,6 @@ static int one_variant(const vr_policy_cfg *c, vr_policy_state *st, const vr_sna
   for (int k = 0; k < nb && quiet_ms >= hold; k++) {
     const vr_snap_instance *in = &s->instances[idx[k]];
     if (in->shadow_cores <= 0) continue;
-    (*active)--;
     if (vr_actions_push(out, VR_ACT_UNPAIR_SHADOW, v, in->id, in->worker, -1, 0,
                         "asyfunc: queue drained (LLS release)"))
       return VR_ENOMEM;
@@ -139,9 +131,9 @@ int vr_pol_asyfunc(const vr_policy_cfg *c, vr_policy_state *st, const vr_snapsho
   int *free_cores = vr_calloc(s->nworkers + 1, sizeof(int));
   if (!free_cores) return VR_ENOMEM;
   for (size_t w = 0; w < s->nworkers; w++) free_cores[w] = s->workers[w].free_cores;
-  int active = active_shadows(s), rc = 0;
+  int rc = 0;
   for (size_t v = 0; v < s->nvariants && !rc; v++)
-    if (s->variants[v].blocks) rc = one_variant(c, st, s, (int)v, &active, free_cores, out);
+    if (s->variants[v].blocks) rc = one_variant(c, st, s, (int)v, free_cores, out);
   vr_free(free_cores);
   return rc;
 }
@@ -150,7 +142,7 @@ int vr_af_body_range(const vr_af_model *m, const vr_af_scale_cfg *cfg, int body_
                      int shadow_cores, int *pb, int *pe, uint32_t *mask) {
   vr_af_body bd = {body_cores, 0, shadow_cores, 0};
   vr_af_lls_out o;
-  vr_af_lls(m, cfg, cfg->gamma, 0, &bd, 1, &o);
+  vr_af_lls(m, cfg, cfg->gamma, &bd, 1, &o);
   if (!o.n || !o.pair[0].mask) return VR_ENOENT;
   uint32_t mk = o.pair[0].mask;
   int lo = 0, hi = m->nblocks - 1;

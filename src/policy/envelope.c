@@ -62,8 +62,9 @@ int vr_tuner_cfg_validate(const vr_tuner_cfg *c, vr_errbuf *err) {
                      "tuner: plan envelope is empty at window %d (planning "
                      "trace without arrivals?)", i);
   }
-  if (!(c->plan_qps > 0))
-    return vr_errf(err, VR_EINVAL, "tuner: plan_qps must be positive");
+  if (!(c->plan_qps > 0) || !(c->plan_down_qps >= 0))
+    return vr_errf(err, VR_EINVAL, "tuner: plan_qps must be positive "
+                   "(plan_down_qps >= 0)");
   if (c->nstages < 1 || c->nstages > VR_TUNER_MAX_STAGES)
     return vr_errf(err, VR_EINVAL, "tuner: %d stages (1..%d)", c->nstages,
                    VR_TUNER_MAX_STAGES);
@@ -90,7 +91,7 @@ int vr_tuner_state_init(vr_tuner_state *s, const vr_tuner_cfg *c,
   for (int i = 0; i < VR_TUNER_DOWN_SLOTS; i++) s->down_slot_t[i] = -1;
   for (int m = 0; m < c->nstages && m < VR_TUNER_MAX_STAGES; m++)
     s->k[m] = c->st[m].k_plan;
-  s->last_change_ns = now_ns;
+  s->last_change_ns = s->start_ns = now_ns;
   return 0;
 }
 
@@ -188,20 +189,28 @@ static double decide_up(const vr_tuner_cfg *c, vr_tuner_state *s,
   return worst;
 }
 
-/* Scale down; never below what the scale-up rule asks for right now
- * (`worst` > 1 while a long window still holds a past burst), else the
- * two rules would undo each other every settle period. */
-static void decide_down(const vr_tuner_cfg *c, vr_tuner_state *s,
-                        int64_t now, double worst, vr_tuner_decision *d) {
+/* The scale-down statistic at now: the largest count in down_win_ns
+ * windows over the last down_span_ns, as a rate. */
+static double down_rate(const vr_tuner_cfg *c, const vr_tuner_state *s,
+                        int64_t now) {
   int64_t first = (now - c->down_span_ns) / SEC, last = now / SEC, mx = 0;
   for (int i = 0; i < VR_TUNER_DOWN_SLOTS; i++)
     if (s->down_slot_t[i] > first && s->down_slot_t[i] <= last &&
         s->down_peak[i] > mx)
       mx = s->down_peak[i];
-  double rate = (double)mx * 1e9 / (double)c->down_win_ns;
+  return (double)mx * 1e9 / (double)c->down_win_ns;
+}
+
+/* Scale down; never below what the scale-up rule asks for right now
+ * (`worst` > 1 while a long window still holds a past burst), else the
+ * two rules would undo each other every settle period. */
+static void decide_down(const vr_tuner_cfg *c, vr_tuner_state *s,
+                        int64_t now, double worst, vr_tuner_decision *d) {
+  double rate = down_rate(c, s, now);
+  double plan = c->plan_down_qps > 0 ? c->plan_down_qps : c->plan_qps;
   for (int m = 0; m < c->nstages; m++) {
-    /* rho_m = plan_qps s_m / (k_plan mu_m): need = k_plan rate / plan */
-    double need = c->st[m].k_plan * rate / c->plan_qps;
+    /* rho_m = plan s_m / (k_plan mu_m): need = k_plan rate / plan */
+    double need = c->st[m].k_plan * rate / plan;
     if (worst > 1 && need < c->st[m].k_plan * worst)
       need = c->st[m].k_plan * worst;
     int k = cap_k(c, ceil(need - 1e-9));
@@ -216,12 +225,35 @@ static void decide_down(const vr_tuner_cfg *c, vr_tuner_state *s,
   }
 }
 
+double vr_tuner_plan_down_qps(const vr_tuner_cfg *c, const int64_t *t,
+                              size_t n) {
+  if (!n) return 0;
+  vr_tuner_state s;
+  vr_tuner_state_init(&s, c, 0);
+  int64_t end = t[n - 1], at = c->down_span_ns < end ? c->down_span_ns : end;
+  double lo = INFINITY;
+  for (size_t j = 0; at <= end; at += SEC) {
+    for (; j < n && t[j] <= at; j++)
+      if (vr_tuner_observe(c, &s, t[j])) { /* unsorted or no memory */
+        vr_tuner_state_free(&s);
+        return 0;
+      }
+    double r = down_rate(c, &s, at);
+    if (r < lo) lo = r;
+  }
+  vr_tuner_state_free(&s);
+  return isfinite(lo) ? lo : 0;
+}
+
 void vr_tuner_decide(const vr_tuner_cfg *c, vr_tuner_state *s, int64_t now,
                      vr_tuner_decision *d) {
   memset(d, 0, sizeof *d);
   d->window = -1;
   double worst = decide_up(c, s, d);
-  if (!d->changed && now - s->last_change_ns >= c->settle_ns)
+  /* scale-down reads the last down_span_ns: wait until it has seen them,
+   * or a quiet start of the look-back reads as a drop in load */
+  if (!d->changed && now - s->last_change_ns >= c->settle_ns &&
+      now - s->start_ns >= c->down_span_ns)
     decide_down(c, s, now, worst, d);
   if (d->changed) s->last_change_ns = now;
   memset(s->peak, 0, sizeof s->peak);

@@ -19,7 +19,14 @@
  * k = ceil(k_plan * r_obs / r_plan) for the worst window. Scaling down is
  * conservative: only after `settle_ns` without a change, sized for the
  * largest rate over the last `down_span_ns` in `down_win_ns` windows, and
- * never below what the scale-up rule asks for at that moment. Unlike the
+ * never below what the scale-up rule asks for at that moment. That rate
+ * is compared with the same statistic measured on the planning trace,
+ * at its lowest there (plan_down_qps), as scale-up compares like with
+ * like per window: traffic like the sample's then sizes every stage at
+ * >= its plan, and only a drop below anything the sample showed goes
+ * under it. Against the mean (the paper's rho_m uses the sample's arrival
+ * rate) the 5-s peaks of stationary traffic read as 1.1-1.5x load and the
+ * tuner never returned to the plan after a scale-up. Unlike the
  * paper, each stage keeps its own max-provisioning ratio when scaling
  * down (the paper takes the pipeline's minimum): a stage held at one
  * replica by the minimum has a tiny ratio (0.07 for facial recognition in
@@ -72,6 +79,10 @@ typedef struct vr_tuner_stage {
 typedef struct vr_tuner_cfg {
   vr_envelope plan;  /* envelope of the planning trace */
   double plan_qps;   /* mean rate of the planning trace */
+  double plan_down_qps; /* the scale-down statistic (largest rate in
+                           down_win_ns windows over down_span_ns) at its
+                           lowest over the planning trace
+                           (vr_tuner_plan_down_qps); 0: use plan_qps */
   int nstages;
   vr_tuner_stage st[VR_TUNER_MAX_STAGES];
   int64_t settle_ns;    /* no scale-down this long after a change (15 s) */
@@ -83,6 +94,12 @@ typedef struct vr_tuner_cfg {
 /* Defaults of the paper: settle 15 s, look back 30 s in 5 s windows. The
  * caller fills plan, plan_qps and the stages. */
 void vr_tuner_cfg_default(vr_tuner_cfg *c);
+/* plan_down_qps for c (its windows and settle/down fields set) from the
+ * planning trace t (n sorted arrivals, ns from 0): the scale-down
+ * statistic replayed over the trace, its minimum over every second with
+ * a full look-back (the trace's end if it is shorter); 0 if empty. */
+double vr_tuner_plan_down_qps(const vr_tuner_cfg *c, const int64_t *t,
+                              size_t n);
 /* 0 or VR_EINVAL naming the bad field. */
 int vr_tuner_cfg_validate(const vr_tuner_cfg *c, vr_errbuf *err);
 
@@ -101,6 +118,7 @@ typedef struct vr_tuner_state {
   int64_t down_peak[VR_TUNER_DOWN_SLOTS]; /* max down-window count per slot */
   int64_t down_slot_t[VR_TUNER_DOWN_SLOTS];
   int64_t last_change_ns;
+  int64_t start_ns; /* init: no scale-down before a full look-back */
   int k[VR_TUNER_MAX_STAGES];
 } vr_tuner_state;
 

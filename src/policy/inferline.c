@@ -393,5 +393,6 @@ int vr_il_tuner_cfg(const vr_il_problem *pb, const vr_il_config *cfg,
     out->st[m] = (vr_tuner_stage){.k_plan = cfg->st[m].replicas,
                                   .scale = pb->st[m].scale,
                                   .mu_qps = vr_il_stage_qps(pb, cfg, m)};
+  out->plan_down_qps = vr_tuner_plan_down_qps(out, t, n);
   return vr_tuner_cfg_validate(out, err);
 }

@@ -79,8 +79,8 @@ typedef struct vr_policy_cfg {
                                  default */
   /* AsyFunc (VR_POL_ASYFUNC; policy/asyfunc_tick.c), for variants with a
    * block profile: LLS pairs a shadow when the rows queued reach af_gamma
-   * per body (default 2), at most af_kappa shadows (default 10; 0 = none:
-   * AsyFunc⁻); a shadow is released af_release_idle_ms (1000) after the
+   * per body (default 2), at most af_kappa new shadows per tick (default
+   * 10; 0 = none: AsyFunc⁻), one per body; a shadow is released af_release_idle_ms (1000) after the
    * queue fell below; MLS every af_mls_period_ns (60 s) with af_alpha
    * (0.8) / af_beta (0.6). */
   int af_gamma, af_kappa;

@@ -770,7 +770,17 @@ static void dispatch(gcall *c) {
     if (!strcmp(m, k[i].m)) return k[i].fn(c);
   if (!strcmp(m, "RepositoryModelLoad")) return repository_load(c, 1);
   if (!strcmp(m, "RepositoryModelUnload")) return repository_load(c, 0);
-  finish(c, GRPC_STATUS_UNIMPLEMENTED, "method not implemented by Vario", NULL);
+  /* Triton's extensions Vario lacks are named, as over HTTP (400 there;
+   * UNIMPLEMENTED is gRPC's code for a method the server does not have). */
+  const char *what = !strncmp(m, "SystemSharedMemory", 18) ? "the system shared-memory extension"
+                   : !strncmp(m, "CudaSharedMemory", 16)   ? "the CUDA shared-memory extension"
+                   : !strcmp(m, "TraceSetting")             ? "the trace extension"
+                   : !strcmp(m, "LogSettings")              ? "the logging extension"
+                   : !strcmp(m, "ModelStreamInfer")         ? "streaming inference"
+                                                            : "this method";
+  char msg[256];
+  snprintf(msg, sizeof msg, "%s (%.100s) is not supported by Vario", what, *m ? m : method);
+  finish(c, GRPC_STATUS_UNIMPLEMENTED, msg, NULL);
 }
 
 static void start_read(gcall *c) {

@@ -222,6 +222,24 @@ static void route_model(vr_server *s, vr_http_req *r, int get, char **seg,
     reply_error(s, r, 404, "unknown path");
 }
 
+/* Triton's HTTP extensions Vario does not implement: a client that calls
+ * one (tritonclient's get_system_shared_memory_status, ...) gets 400 with
+ * the extension named, not a bare 404. NULL for any other path. */
+static const char *unsupported_extension(char **seg, int n) {
+  if (n < 2 || strcmp(seg[0], "v2")) return NULL;
+  if (!strcmp(seg[1], "systemsharedmemory"))
+    return "the system shared-memory extension (/v2/systemsharedmemory) is not supported";
+  if (!strcmp(seg[1], "cudasharedmemory"))
+    return "the CUDA shared-memory extension (/v2/cudasharedmemory) is not supported";
+  if (!strcmp(seg[1], "logging"))
+    return "the logging extension (/v2/logging) is not supported";
+  int k = n >= 6 && !strcmp(seg[1], "models") && !strcmp(seg[3], "versions") ? 5 : 3;
+  if (!strcmp(seg[1], "trace") ||
+      (!strcmp(seg[1], "models") && n > k && !strcmp(seg[k], "trace")))
+    return "the trace extension (/v2/trace, /v2/models/{m}/trace) is not supported";
+  return NULL;
+}
+
 static void handle(vr_http_req *r, void *user) {
   vr_server *s = user;
   const char *method = vr_http_method(r);
@@ -229,6 +247,11 @@ static void handle(vr_http_req *r, void *user) {
   int post = !strcmp(method, "POST");
   char buf[1024], *seg[10];
   int n = split(vr_http_url(r), buf, sizeof buf, seg, 10);
+  const char *ext = unsupported_extension(seg, n);
+  if (ext) { /* before the access check: there is no such endpoint */
+    reply_error(s, r, 400, ext);
+    return;
+  }
   int admin = vr__access_is_admin(method, seg, n);
   int open_path = n >= 1 && (!strcmp(seg[0], "metrics") ||
                              (n >= 2 && !strcmp(seg[1], "health")));
@@ -278,17 +301,30 @@ static void load_all(vr_server *s) {
     return;
   }
   struct dirent *e;
+  int models = 0;
   while ((e = readdir(d))) {
-    if (e->d_name[0] == '.') continue;
+    if (e->d_name[0] == '.') continue; /* .uploads, .jobs: the server's own */
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", s->repo, e->d_name);
-    if (!vr_model_dir_is_model(path)) continue; /* not a model directory */
+    struct stat st;
+    if (stat(path, &st) || !S_ISDIR(st.st_mode)) continue; /* README, ... */
+    if (!vr_model_dir_is_model(path)) {
+      /* Said, not skipped silently: a repository one level off (models in
+       * DIR/x/<model>/) would otherwise start serving nothing. */
+      vr_warn("%s: not a model directory (no model.onnx, config.pbtxt or "
+              "<version>/model.onnx); skipped", path);
+      continue;
+    }
+    models++;
     vr_errbuf err = {0};
     vr__srv_expect(s, e->d_name, 1); /* failed loads keep it not ready */
     if (vr_server_load(s, e->d_name, &err))
       vr_error("model '%s' not loaded: %s", e->d_name, err.msg);
   }
   closedir(d);
+  if (!models) /* ready (nothing to wait for, as Triton), but said */
+    vr_warn("repository %s holds no model directory: serving no model (load "
+            "models with POST /v2/repository/models/{m}/load)", s->repo);
 }
 
 int vr_server_load(vr_server *s, const char *name, vr_errbuf *err) {
@@ -308,7 +344,9 @@ int vr_server_load(vr_server *s, const char *name, vr_errbuf *err) {
                    " (model-less serving); it is not reloaded from the repository", name);
   int rc = vr_model_dir_load(dir, &c, err);
   if (rc) return rc;
-  if (strcmp(c.name, name)) /* the directory names the model (as Triton) */
+  /* The directory names the model (as Triton); an auto-completed config
+   * (bare model.onnx) has no name of its own to differ. */
+  if (c.name[0] && strcmp(c.name, name))
     vr_warn("%s: config name '%s' differs; serving it as '%s'", dir, c.name,
             name);
   snprintf(c.name, sizeof c.name, "%s", name);

@@ -58,7 +58,10 @@ static void write_hop(vr_sbuf *b, const vr_pipe_result *res, int i) {
     vr_sbuf_puts(b, ",\"error\":");
     vr_sbuf_json_str(b, h->msg);
   }
-  if (h->variant[0]) {
+  /* The variant that served (or was queued and dropped); an infeasible
+   * hop was never routed: its record holds only the closest candidate,
+   * which the error names. */
+  if (h->variant[0] && h->outcome != VR_POUT_INFEASIBLE) {
     vr_sbuf_puts(b, ",\"model\":");
     vr_sbuf_json_str(b, h->model);
     vr_sbuf_puts(b, ",\"variant\":");

@@ -251,8 +251,8 @@ static int crowd_threshold(const sim *s) {
 }
 
 static void scale_lls(sim *s) {
-  int qlen = (int)(s->na - s->qh), active = count_live(s, SHADOW);
-  if (qlen < crowd_threshold(s) || active >= s->cfg->scale.kappa) return;
+  int qlen = (int)(s->na - s->qh);
+  if (qlen < crowd_threshold(s) || s->cfg->scale.kappa <= 0) return;
   vr_af_scale_cfg sc = s->cfg->scale;
   sc.gamma = crowd_threshold(s);
   vr_af_body bd[512];
@@ -264,7 +264,7 @@ static void scale_lls(sim *s) {
     bd[nb++] = (vr_af_body){x->cores, x->busy_until, s->node_free[x->node], x->partner >= 0};
   }
   vr_af_lls_out o;
-  vr_af_lls(s->m, &sc, qlen, active, bd, nb, &o);
+  vr_af_lls(s->m, &sc, qlen, bd, nb, &o);
   for (int k = 0; k < o.n; k++) {
     inst *b = &s->in[idx[o.body[k]]];
     if (s->node_free[b->node] < o.pair[k].cs) continue;

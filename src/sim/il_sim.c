@@ -8,7 +8,8 @@
 #include "base/alloc.h"
 
 static const char *const k_policies[VR_ILP__COUNT] = {
-    "inferline", "inferline_plan", "cg_peak", "cg_mean"};
+    "inferline", "inferline_plan", "cg_peak", "cg_mean", "cg_peak_static",
+    "cg_mean_static"};
 
 const char *vr_il_policy_name(int p) {
   return p >= 0 && p < VR_ILP__COUNT ? k_policies[p] : "?";
@@ -49,8 +50,8 @@ static int derive_task(vr_il_sim *s, const vr_pipe_data *const *by_hw,
   const vr_pipe_task *src = &by_hw[0]->pipe->tasks[t];
   const vr_pipe_variant *model = &src->variants[most_accurate(src)];
   char names[VR_IL_MAX_HW][VR_PIPE_NAME_MAX];
-  const char *np[VR_IL_MAX_HW];
-  double acc[VR_IL_MAX_HW];
+  const char *np[VR_IL_MAX_HW] = {0};
+  double acc[VR_IL_MAX_HW] = {0};
   for (int h = 0; h < nhw; h++) {
     if (snprintf(names[h], sizeof names[h], "%s@%s", model->name,
                  hw_names[h]) >= (int)sizeof names[h])
@@ -93,6 +94,28 @@ static int copy_profiles(vr_il_sim *s, const vr_pipe_data *const *by_hw,
   return 0;
 }
 
+/* The problem over the derived pipeline (one variant per option). */
+static void setup_problem(vr_il_sim *s) {
+  const vr_pipeline *p = s->data.pipe;
+  int choice[VR_PIPE_MAX_TASKS] = {0};
+  double scale[VR_PIPE_MAX_TASKS];
+  vr_pipeline_rates(p, choice, NULL, 1.0, scale);
+  s->est_noise = 1;
+  vr_il_problem *pb = &s->pb;
+  pb->nstages = p->ntasks;
+  pb->slo_ms = p->slo_ms;
+  pb->estimate = vr_il_sim_estimate;
+  pb->ctx = s;
+  for (int t = 0; t < p->ntasks; t++) {
+    vr_il_stage *st = &pb->st[t];
+    snprintf(st->name, sizeof st->name, "%s", p->tasks[t].name);
+    st->parent = p->tasks[t].parent;
+    st->scale = scale[t] > 0 ? scale[t] : 1e-6; /* unreachable: idle */
+    st->nhw = p->tasks[t].nvariants;
+    st->hw = &s->data.prof[s->data.off[t]];
+  }
+}
+
 int vr_il_sim_init(vr_il_sim *s, const vr_pipe_data *const *by_hw,
                    const char *const *hw_names, const double *price, int nhw,
                    vr_errbuf *err) {
@@ -118,22 +141,77 @@ int vr_il_sim_init(vr_il_sim *s, const vr_pipe_data *const *by_hw,
     vr_il_sim_free(s);
     return rc;
   }
-  int choice[VR_PIPE_MAX_TASKS] = {0};
-  double scale[VR_PIPE_MAX_TASKS];
-  vr_pipeline_rates(s->data.pipe, choice, NULL, 1.0, scale);
-  vr_il_problem *pb = &s->pb;
-  pb->nstages = p->ntasks;
-  pb->slo_ms = p->slo_ms;
-  pb->estimate = vr_il_sim_estimate;
-  pb->ctx = s;
-  for (int t = 0; t < p->ntasks; t++) {
-    vr_il_stage *st = &pb->st[t];
-    snprintf(st->name, sizeof st->name, "%s", p->tasks[t].name);
-    st->parent = p->tasks[t].parent;
-    st->scale = scale[t] > 0 ? scale[t] : 1e-6; /* unreachable: idle */
-    st->nhw = nhw;
-    st->hw = &s->data.prof[s->data.off[t]];
+  setup_problem(s);
+  return 0;
+}
+
+/* Task t of a serving view: the options of its most accurate model, one
+ * per (precision, threads), each the variant with the largest batch cap
+ * (its profile covers every smaller batch). */
+static int view_task(vr_il_sim *s, const vr_pipeline *p, const vr_profile *prof,
+                     int off, int t, int *opt, vr_errbuf *err) {
+  const vr_pipe_task *tk = &p->tasks[t];
+  int best = most_accurate(tk), n = 0;
+  const char *model = prof[off + best].model;
+  for (int v = 0; v < tk->nvariants; v++) {
+    const vr_profile *x = &prof[off + v];
+    if (strcmp(x->model, model)) continue;
+    int h = 0;
+    while (h < n && (prof[off + opt[h]].threads != x->threads ||
+                     strcmp(prof[off + opt[h]].precision, x->precision)))
+      h++;
+    if (h == n) {
+      if (n == VR_IL_MAX_HW) continue; /* more shapes than options */
+      opt[n++] = v;
+    } else if (x->max_batch > prof[off + opt[h]].max_batch) {
+      opt[h] = v;
+    }
   }
+  const char *np[VR_IL_MAX_HW] = {0};
+  double acc[VR_IL_MAX_HW] = {0};
+  for (int h = 0; h < n; h++)
+    np[h] = tk->variants[opt[h]].name, acc[h] = tk->variants[opt[h]].accuracy;
+  int rc = vr_pipe_task_set_variants(s->data.pipe, t, np, acc, n, err);
+  if (rc) return rc;
+  for (int h = 0; h < n; h++) {
+    s->data.pipe->tasks[t].variants[h].mult = tk->variants[best].mult;
+    memcpy(s->data.pipe->tasks[t].variants[h].share, tk->variants[best].share,
+           sizeof tk->variants[best].share);
+  }
+  for (int h = n; h < VR_IL_MAX_HW; h++) opt[h] = -1;
+  return 0;
+}
+
+int vr_il_sim_init_view(vr_il_sim *s, const vr_pipeline *p,
+                        const vr_profile *prof, int (*opt)[VR_IL_MAX_HW],
+                        vr_errbuf *err) {
+  memset(s, 0, sizeof *s);
+  if (p->ntasks > VR_IL_MAX_STAGES)
+    return vr_errf(err, VR_ELIMIT, "inferline: %d tasks (at most %d)",
+                   p->ntasks, VR_IL_MAX_STAGES);
+  if (!(s->data.pipe = vr_pipeline_dup(p))) return VR_ENOMEM;
+  int off[VR_PIPE_MAX_TASKS + 1] = {0}, rc = 0;
+  for (int t = 0; t < p->ntasks; t++)
+    off[t + 1] = off[t] + p->tasks[t].nvariants;
+  for (int t = 0; !rc && t < p->ntasks; t++) {
+    if (p->tasks[t].nvariants < 1)
+      rc = vr_errf(err, VR_EINVAL, "inferline: task '%s' has no variants",
+                   p->tasks[t].name);
+    else rc = view_task(s, p, prof, off[t], t, opt[t], err);
+  }
+  if (!rc) {
+    vr_pipe_data_index(&s->data);
+    s->data.prof = VR_NEWN(vr_profile, s->data.off[p->ntasks]);
+    if (!s->data.prof) rc = VR_ENOMEM;
+  }
+  for (int t = 0; !rc && t < p->ntasks; t++)
+    for (int h = 0; h < s->data.pipe->tasks[t].nvariants; h++)
+      s->data.prof[s->data.off[t] + h] = prof[off[t] + opt[t][h]];
+  if (rc) {
+    vr_il_sim_free(s);
+    return rc;
+  }
+  setup_problem(s);
   return 0;
 }
 
@@ -219,9 +297,14 @@ int vr_il_sim_estimate(void *ctx, const vr_il_problem *pb,
   if (rc) return rc;
   vr_workload wl = *s->sample;
   wl.f = NULL;
-  vr_psim_cfg c = psim_cfg(s, &wl, s->sample_s, s->seed, 0);
+  vr_psim_cfg c = psim_cfg(s, &wl, s->sample_s, s->seed, s->est_noise);
   c.workers = workers_of(cfg);
   c.plan = &plan;
+  /* P99 (psim: the latency at rank floor(0.99 n)) is above the SLO as
+   * soon as n - floor(0.99 n) queries missed: stop there. Infeasible
+   * candidates, most of what the planner tries, then cost a fraction of
+   * a run instead of simulating queues that grow until psim gives up. */
+  c.stop_bad = (int64_t)s->n - (int64_t)floor(0.99 * (double)s->n);
   vr_psim_summary sum;
   vr_errbuf err;
   rc = vr_psim_run(&c, NULL, &sum, &err);
@@ -229,52 +312,46 @@ int vr_il_sim_estimate(void *ctx, const vr_il_problem *pb,
   if (rc) return rc;
   /* a drop, or a query still unfinished when psim gave up on runaway
    * queues, is a miss of unbounded latency */
-  *p99_ms = sum.dropped || sum.ok + sum.late < (int64_t)s->n ? INFINITY
-                                                            : sum.p99_ms;
+  *p99_ms = sum.stopped || sum.dropped || sum.ok + sum.late < (int64_t)s->n
+                ? INFINITY
+                : sum.p99_ms;
   vr_psim_summary_free(&sum);
   s->est_wall_s += wall_s() - t0;
   return 0;
 }
 
-/* ---- evaluation: the tuner as a psim controller ---- */
+/* ---- evaluation: the serving-time tick (policy/il_tick.h) as a psim
+ * controller ---- */
 
-typedef struct tuner_ctl {
+typedef struct tick_ctl {
   vr_il_sim *s;
-  vr_il_config cfg;   /* current */
-  vr_tuner_cfg tc;
-  vr_tuner_state ts;
-  int tune;           /* 0: static plan */
-  int64_t *t;         /* evaluation arrivals */
+  vr_il_tick_cfg tc;
+  vr_il_tick_state ts;
+  int64_t *t;         /* evaluation arrivals (the ones psim replays) */
   size_t n, next;
   double last_s, cost_int, max_cost;
-  int ups, downs;
-} tuner_ctl;
+} tick_ctl;
+
+static double cost_now(const tick_ctl *k) {
+  vr_il_config c = k->tc.base;
+  for (int m = 0; m < c.nstages; m++) c.st[m].replicas = k->ts.k[m];
+  return vr_il_cost(&k->s->pb, &c);
+}
 
 static int ctl_replan(void *ctx, const vr_psim_view *v, vr_pipe_plan *plan,
                       vr_errbuf *err) {
-  tuner_ctl *k = ctx;
-  vr_il_problem *pb = &k->s->pb;
-  double cost = vr_il_cost(pb, &k->cfg);
-  k->cost_int += cost * (v->now_s - k->last_s);
+  tick_ctl *k = ctx;
+  k->cost_int += cost_now(k) * (v->now_s - k->last_s);
   k->last_s = v->now_s;
-  int64_t now = (int64_t)(v->now_s * 1e9);
-  if (k->tune) {
-    for (; k->next < k->n && k->t[k->next] <= now; k->next++) {
-      int rc = vr_tuner_observe(&k->tc, &k->ts, k->t[k->next]);
-      if (rc) return vr_errf(err, rc, "tuner: observe failed");
-    }
-    vr_tuner_decision d;
-    vr_tuner_decide(&k->tc, &k->ts, now, &d);
-    if (d.changed) {
-      k->ups += d.up > 0, k->downs += d.up < 0;
-      for (int m = 0; m < pb->nstages; m++) k->cfg.st[m].replicas = d.k[m];
-    }
-  }
-  for (int m = 0; m < pb->nstages; m++)
-    vr_pipe_plan_set(plan, k->s->data.prof, m, k->cfg.st[m].hw,
-                     k->cfg.st[m].replicas, k->cfg.st[m].batch);
-  plan->feasible = 1;
-  cost = vr_il_cost(pb, &k->cfg);
+  vr_il_tick_in in = {.now_ns = (int64_t)(v->now_s * 1e9),
+                      .open_queries = v->open_queries};
+  size_t first = k->next;
+  while (k->next < k->n && k->t[k->next] <= in.now_ns) k->next++;
+  in.arrivals = k->t ? k->t + first : NULL;
+  in.narrivals = k->next - first;
+  int rc = vr_il_tick(&k->tc, &k->ts, &in, k->s->data.prof, plan);
+  if (rc < 0) return vr_errf(err, rc, "inferline tick: %s", vr_strerror(rc));
+  double cost = cost_now(k);
   if (cost > k->max_cost) k->max_cost = cost;
   return 0;
 }
@@ -287,12 +364,29 @@ static int initial_cfg(vr_il_sim *s, int policy, vr_il_result *out,
     rc = vr_il_plan(&s->pb, &out->cfg, &out->stats, err);
   } else {
     double target = s->pb.rate_qps;
-    if (policy == VR_ILP_CG_PEAK)
+    if (policy == VR_ILP_CG_PEAK || policy == VR_ILP_CG_PEAK_STATIC)
       target = vr_il_peak_qps(s->t, s->n, (int64_t)(s->pb.slo_ms * 1e6));
     rc = vr_il_coarse(&s->pb, target, &out->cfg, err);
   }
   out->plan_s = wall_s() - t0;
   return rc;
+}
+
+int vr_il_sim_tick_cfg(const vr_il_sim *s, int policy, const vr_il_config *cfg,
+                       vr_il_tick_cfg *out, vr_errbuf *err) {
+  memset(out, 0, sizeof *out);
+  out->base = *cfg;
+  out->mode = VR_ILT_STATIC;
+  if (policy == VR_ILP_INFERLINE) {
+    out->mode = VR_ILT_TUNER;
+    int rc = vr_il_tuner_cfg(&s->pb, cfg, s->t, s->n, &out->tuner, err);
+    if (rc) return rc;
+  } else if (policy == VR_ILP_CG_PEAK || policy == VR_ILP_CG_MEAN) {
+    out->mode = VR_ILT_AUTOSCALE;
+    vr_il_autoscale_default(&out->as);
+    out->as.pack = vr_il_autoscale_pack(&s->pb, cfg);
+  }
+  return vr_il_tick_validate(out, err);
 }
 
 int vr_il_sim_eval(vr_il_sim *s, int policy, const vr_workload *eval,
@@ -305,30 +399,26 @@ int vr_il_sim_eval(vr_il_sim *s, int policy, const vr_workload *eval,
     return vr_errf(err, VR_ESTATE, "inferline: no sample trace");
   int rc = initial_cfg(s, policy, out, err);
   if (rc) return rc;
-  tuner_ctl k = {.s = s, .cfg = out->cfg, .tune = policy == VR_ILP_INFERLINE};
-  if (k.tune) {
-    rc = vr_il_tuner_cfg(&s->pb, &out->cfg, s->t, s->n, &k.tc, err);
-    if (!rc) rc = vr_il_sim_arrivals(eval, duration_s, seed, &k.t, &k.n, err);
-    if (rc) {
-      vr_free(k.t);
-      return rc;
-    }
-    vr_tuner_state_init(&k.ts, &k.tc, 0);
-  }
+  tick_ctl k = {.s = s};
+  rc = vr_il_sim_tick_cfg(s, policy, &out->cfg, &k.tc, err);
+  if (!rc && k.tc.mode == VR_ILT_TUNER)
+    rc = vr_il_sim_arrivals(eval, duration_s, seed, &k.t, &k.n, err);
+  if (rc) return rc;
+  vr_il_tick_state_init(&k.ts, &k.tc, 0);
   vr_workload wl = *eval;
   wl.f = NULL;
   vr_psim_cfg c = psim_cfg(s, &wl, duration_s, seed, noise);
   c.workers = 100000;
   c.load_s = load_s;
   c.warm_start = 1;
-  c.tick_s = k.tune ? 0.1 : 1;
+  c.tick_s = k.tc.mode != VR_ILT_STATIC ? 0.1 : 1;
   c.ctl_period_s = c.tick_s;
   c.replan = ctl_replan;
   c.replan_ctx = &k;
   vr_psim_summary sum;
   rc = vr_psim_run(&c, csv, &sum, err);
   if (!rc) {
-    k.cost_int += vr_il_cost(&s->pb, &k.cfg) * (duration_s - k.last_s);
+    k.cost_int += cost_now(&k) * (duration_s - k.last_s);
     out->cost_per_s = k.cost_int / duration_s;
     out->max_cost_per_s = k.max_cost;
     /* late, dropped, or never finished (psim stops runaway queues) */
@@ -336,10 +426,10 @@ int vr_il_sim_eval(vr_il_sim *s, int policy, const vr_workload *eval,
         sum.queries ? 100.0 * (double)(sum.queries - sum.ok) / sum.queries : 0;
     out->p99_ms = sum.p99_ms;
     out->queries = sum.queries;
-    out->ups = k.ups, out->downs = k.downs;
+    out->ups = k.ts.ups, out->downs = k.ts.downs;
     vr_psim_summary_free(&sum);
   }
-  if (k.tune) vr_tuner_state_free(&k.ts);
+  vr_il_tick_state_free(&k.ts);
   vr_free(k.t);
   return rc;
 }

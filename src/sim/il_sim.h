@@ -1,8 +1,11 @@
 /*
  * InferLine in the pipeline simulator: the planner's estimator (psim run
  * as a library on the sample trace), the tuner as a psim controller, and
- * the four policies of the InferLine evaluation (inferline = planner +
- * tuner, inferline_plan = planner only, cg_peak, cg_mean).
+ * the policies of the InferLine evaluation (inferline = planner + tuner,
+ * inferline_plan = planner only, cg_peak / cg_mean = coarse-grained with
+ * AutoScale tuning, cg_peak_static / cg_mean_static = never re-scaled).
+ * Serving-time control is the pure tick of policy/il_tick.h, called by a
+ * psim controller every 100 ms.
  *
  * Stages and hardware: InferLine does not choose models, so each task
  * runs its most accurate variant; its hardware options are that model's
@@ -24,6 +27,7 @@
 #ifndef VR_SIM_IL_SIM_H
 #define VR_SIM_IL_SIM_H
 
+#include "policy/il_tick.h"
 #include "policy/inferline.h"
 #include "sim/loki_data.h"
 #include "sim/psim.h"
@@ -39,6 +43,10 @@ typedef struct vr_il_sim {
   int64_t *t;         /* sample arrivals (ns), sorted */
   size_t n;
   double est_wall_s;  /* time spent in the estimator */
+  int est_noise;      /* 1 (default): the estimator draws service times
+                         from the profiles' percentiles with the sample's
+                         seed, as serving does (still deterministic: the
+                         same configuration, the same draws); 0: p50 */
 } vr_il_sim;
 
 /* Derives the problem from pipeline data per hardware option (same
@@ -48,6 +56,16 @@ int vr_il_sim_init(vr_il_sim *s, const vr_pipe_data *const *by_hw,
                    const char *const *hw_names, const double *price_per_s,
                    int nhw, vr_errbuf *err);
 void vr_il_sim_free(vr_il_sim *s);
+
+/* The same from a serving view (the live pipeline's tasks with their
+ * registered variants, prof per slot in task order): per task the options
+ * are the variants of its most accurate model, one per (precision,
+ * threads) with the largest batch cap; price = each profile's
+ * cost_per_s. opt[t][h] gets the view variant index of option h (-1 past
+ * the last), which is how a plan over the derived pipeline maps back. */
+int vr_il_sim_init_view(vr_il_sim *s, const vr_pipeline *p,
+                        const vr_profile *prof, int (*opt)[VR_IL_MAX_HW],
+                        vr_errbuf *err);
 
 /* Sets the sample trace (borrowed workload, seconds, seed): draws its
  * arrivals and sets pb.rate_qps to their mean rate. */
@@ -60,8 +78,11 @@ int vr_il_sim_arrivals(const vr_workload *w, double duration_s, uint64_t seed,
                        int64_t **t, size_t *n, vr_errbuf *err);
 
 /* The estimator (vr_il_estimate_fn; ctx = the vr_il_sim): P99 end-to-end
- * latency of cfg on the sample trace, service times at their p50, no
- * early drops; any drop makes it infinite. */
+ * latency of cfg on the sample trace, service times drawn as in serving
+ * (est_noise), no early drops; any drop makes it infinite. With p50
+ * service times a profile whose p90 is well above its p50 (Vario's own,
+ * measured on a busy machine: 1.4 vs 2.2 ms at batch 16) made plans at
+ * 90 % utilisation on paper that were overloaded in service. */
 int vr_il_sim_estimate(void *ctx, const vr_il_problem *pb,
                        const vr_il_config *cfg, double *p99_ms);
 
@@ -72,13 +93,23 @@ int vr_il_sim_plan(const vr_il_sim *s, const vr_il_config *cfg,
 typedef enum {
   VR_ILP_INFERLINE = 0, /* planner + tuner */
   VR_ILP_PLAN_ONLY,     /* planner, no tuner */
-  VR_ILP_CG_PEAK,       /* coarse-grained, sized for the peak */
-  VR_ILP_CG_MEAN,       /* coarse-grained, sized for the mean */
+  VR_ILP_CG_PEAK,       /* coarse-grained, sized for the peak, AutoScale
+                           tuning (the paper's baseline, §6) */
+  VR_ILP_CG_MEAN,       /* coarse-grained, sized for the mean, AutoScale */
+  VR_ILP_CG_PEAK_STATIC, /* the same provisioning, never re-scaled (what
+                            Fig. 5 compares: planning alone) */
+  VR_ILP_CG_MEAN_STATIC,
   VR_ILP__COUNT
 } vr_il_policy;
 
 const char *vr_il_policy_name(int p);
 int vr_il_policy_parse(const char *s); /* -1 if unknown */
+
+/* The serving-time tick of policy p over configuration cfg (planned on
+ * the sample): the tuner for inferline, AutoScale for cg_peak / cg_mean,
+ * static otherwise. */
+int vr_il_sim_tick_cfg(const vr_il_sim *s, int policy, const vr_il_config *cfg,
+                       vr_il_tick_cfg *out, vr_errbuf *err);
 
 /* One policy's outcome on an evaluation workload. */
 typedef struct vr_il_result {

@@ -13,6 +13,7 @@
 #include "sim/heap.h"
 #include "sim/rng.h"
 
+#include "policy/pipe_policy.h"
 #include "sim/psim_int.h"
 
 static const char *const DROP_NAMES[] = {"queue_full", "expired", "early",
@@ -55,6 +56,8 @@ static int row_of(const psim *s, int64_t t_ns) {
 static void query_done(psim *s, int32_t qi) {
   pquery *q = QRY(s, qi);
   vr_psim_row *row = &s->rows[row_of(s, q->t_ns)];
+  s->finished++;
+  if (q->dropped || q->last_ns > q->deadline_ns) s->bad++;
   if (q->dropped) {
     row->dropped++;
     return;
@@ -331,6 +334,7 @@ static int on_arrival(psim *s, const vr_req *rq) {
   q->pending = 1;
   s->rows[row_of(s, rq->t_ns)].demand++;
   s->tick_arrivals++;
+  s->arrived++;
   int32_t ri = req_new(s);
   if (ri < 0) return vr_errf(s->err, VR_ENOMEM, "psim: out of memory");
   preq *r = REQ(s, ri);
@@ -458,13 +462,13 @@ static void write_plan(psim *s, double now_s) {
 static int replan(psim *s, int first) {
   const vr_psim_cfg *c = s->cfg;
   double now_s = s->now / 1e9;
-  int due = first || now_s + 1e-9 >= s->next_ctl_s;
-  if (!due && c->ctl_change > 0 && s->planned_for > 0 &&
-      fabs(s->ewma - s->planned_for) > c->ctl_change * s->planned_for)
-    due = 1;
+  int due = vr_pipe_replan_due(first, now_s, s->next_ctl_s, s->ewma, s->planned_for,
+                               c->ctl_change);
   if (!due || !c->replan) return 0;
   vr_psim_view v = {.now_s = now_s, .demand_ewma = s->ewma,
-                    .demand_last = s->last_qps, .workers = c->workers};
+                    .demand_last = s->last_qps, .workers = c->workers,
+                    .open_queries = s->arrived - s->finished,
+                    .arrived = s->arrived};
   memcpy(v.task_qps, s->task_ewma, sizeof v.task_qps);
   int rc = c->replan(c->replan_ctx, &v, &s->plan, s->err);
   if (rc) return rc;
@@ -518,8 +522,10 @@ static int check_cfg(const vr_psim_cfg *c, vr_errbuf *err) {
     return vr_errf(err, VR_EINVAL, "psim: bad duration, tick or warm-up");
   if (c->drop_mode < 0 || c->drop_mode > VR_EDROP_REROUTE)
     return vr_errf(err, VR_EINVAL, "psim: unknown drop mode %d", c->drop_mode);
-  if (c->max_queue < 1 || !(c->load_s >= 0) || !(c->ctl_period_s > 0))
-    return vr_errf(err, VR_EINVAL, "psim: bad max_queue, load_s or period");
+  if (c->max_queue < 1 || !(c->load_s >= 0) || !(c->ctl_period_s > 0) ||
+      c->stop_bad < 0)
+    return vr_errf(err, VR_EINVAL, "psim: bad max_queue, load_s, period "
+                   "or stop_bad");
   return 0;
 }
 
@@ -680,6 +686,10 @@ static int run_events(psim *s) {
     }
     if (!rc && s->alive < s->cfg->workers) rc = start_pending(s);
     if (s->now > end + (int64_t)(600 * 1e9)) break; /* runaway queues */
+    if (s->cfg->stop_bad > 0 && s->bad >= s->cfg->stop_bad) {
+      s->sum->stopped = 1;
+      break;
+    }
   }
   return rc;
 }

@@ -74,6 +74,8 @@ typedef struct vr_psim_view {
   double task_qps[VR_PIPE_MAX_TASKS]; /* requests reaching each task per
                                          second, EWMA (what a
                                          pipeline-agnostic policy sees) */
+  int64_t open_queries; /* root queries arrived and not yet finished */
+  int64_t arrived;      /* root queries arrived so far */
 } vr_psim_view;
 
 /* One request (a hop: a query's request at one task) leaving its task:
@@ -158,6 +160,11 @@ typedef struct vr_psim_cfg {
   void *fanout_ctx;
   vr_psim_outcome_fn on_request; /* NULL: none; every request once */
   void *on_request_ctx;
+  int64_t stop_bad;  /* > 0: stop the run as soon as this many queries
+                        ended late or dropped (sum->stopped = 1; the rest
+                        of the summary is then partial). An estimator that
+                        only asks "is P99 within the SLO?" knows the answer
+                        once more than 1 % of its trace missed. 0: off */
 } vr_psim_cfg;
 
 typedef struct vr_psim_row {
@@ -190,6 +197,7 @@ typedef struct vr_psim_summary {
   double peak_violations_pct; /* violations of the 10-s window of highest
                                  demand */
   int replans;
+  int stopped;            /* cfg->stop_bad reached: the run ended early */
   vr_psim_task_stats task[VR_PIPE_MAX_TASKS];
   double *mult_observed;  /* per slot: outputs / served (owned; NULL if
                              nothing ran); free with vr_psim_summary_free */

@@ -55,6 +55,8 @@ typedef struct psim {
   int64_t now;
   /* demand estimate */
   int64_t tick_arrivals;
+  int64_t arrived, finished, bad; /* root queries: arrived, finished, of
+                                     those late or dropped */
   double ewma, last_qps, planned_for;
   double task_ewma[VR_PIPE_MAX_TASKS];
   int64_t task_seen[VR_PIPE_MAX_TASKS]; /* requests counted at last tick */

@@ -27,7 +27,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   vr_af_scale_cfg_init(&cfg, vr_af_default_slo(&m));
   vr_af_body b = {1, 0, m.cmax, 0};
   vr_af_lls_out lo;
-  vr_af_lls(&m, &cfg, cfg.gamma, 0, &b, 1, &lo);
+  vr_af_lls(&m, &cfg, cfg.gamma, &b, 1, &lo);
   vr_af_mls_out mo;
   int cores[2] = {1, m.cmax};
   vr_af_mls(&m, &cfg, 100, cores, 2, 64, &mo);

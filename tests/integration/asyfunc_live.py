@@ -20,7 +20,7 @@ Prints one line per mode with the measured figures (bench/asyfunc_live.sh
 runs this script for them).
 
 usage: asyfunc_live.py VARIO SOURCE_DIR [--keep] [--slo-ms X] [--base Q]
-       [--burst Q] [--seconds S] [--shadow-process] [--strict]
+       [--burst Q] [--seconds S] [--shadow-process] [--strict] [--model ONNX]
 """
 import argparse
 import json
@@ -46,6 +46,9 @@ ap.add_argument("--base", type=float, default=0)
 ap.add_argument("--burst", type=float, default=0)
 ap.add_argument("--seconds", type=float, default=4)
 ap.add_argument("--shadow-process", action="store_true")
+ap.add_argument("--model", default="",
+                help="the test CNN already generated (gen_model.py --size 64 --channels 48"
+                     " --hidden 128), for machines without protoc")
 ap.add_argument("--strict", action="store_true",
                 help="assert the attainment comparison even on a busy machine")
 A = ap.parse_args()
@@ -132,8 +135,11 @@ def one_mode(name, extra, trace, slo):
 
 LOAD0 = os.getloadavg()[0]
 try:
-    run(["/usr/bin/python3", os.path.join(A.src, "tests/data/asyfunc/gen_model.py"), ONNX,
-         "--size", "64", "--channels", "48", "--hidden", "128"])
+    if A.model:
+        shutil.copyfile(A.model, ONNX)
+    else:
+        run(["/usr/bin/python3", os.path.join(A.src, "tests/data/asyfunc/gen_model.py"), ONNX,
+             "--size", "64", "--channels", "48", "--hidden", "128"])
     run([A.vario, "register", "--store", DB, "--repo", REPO, "--app", "afapp", "--model", ONNX,
          "--name", "afcnn", "--threads", "1", "--max-batch", "8", "--precisions", "fp32",
          "--runs", "3", "--declared-accuracy", "90", "--quiet"])

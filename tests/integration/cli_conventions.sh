@@ -1,7 +1,8 @@
 #!/bin/sh
 # CLI conventions (issue 19): --version, `help CMD` and `CMD --help` exit 0
 # for every command; unknown commands and bad --log-level exit 2; the
-# accuracy of `vario eval` is a percent; deprecated flag aliases still work.
+# accuracy of `vario eval` is a percent; help texts offer one flag name per
+# concept; deprecated flag aliases still work.
 V=$1
 ROOT=$2
 fail() { echo "FAIL: $*"; exit 1; }
@@ -13,7 +14,14 @@ for c in $cmds; do
   [ "$c" = help ] && continue
   "$V" help "$c" > /dev/null 2>&1 || fail "vario help $c exits $?"
   "$V" "$c" --help > /dev/null 2>&1 || fail "vario $c --help exits $?"
+  # one flag name per concept: an old spelling appears in a help text only
+  # where it is called an alias
+  old=$("$V" help "$c" 2>&1 | grep -E -- '(^|[^-a-z])--(inputs|val-inputs|val-labels|seconds|out|redis)([^-a-z]|$)' |
+        grep -vE 'alias|old spelling')
+  [ -z "$old" ] || fail "vario help $c offers an old flag spelling: $old"
 done
+old=$("$V" sim --loki --help 2>&1 | grep -E -- '(^|[^-a-z])--out([^-a-z]|$)' | grep -v alias)
+[ -z "$old" ] || fail "vario sim --loki --help offers --out: $old"
 "$V" nosuchcmd > /dev/null 2>&1; [ $? -eq 2 ] || fail "unknown command must exit 2"
 "$V" help nosuchcmd > /dev/null 2>&1; [ $? -eq 2 ] || fail "help of unknown command must exit 2"
 "$V" --log-level loud version > /dev/null 2>&1; [ $? -eq 2 ] || fail "bad --log-level must exit 2"

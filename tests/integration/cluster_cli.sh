@@ -23,10 +23,10 @@ until "$VARIO" cluster --redis "$U" workers >/dev/null 2>&1; do
   i=$((i + 1)); [ $i -lt 100 ] || fail "redis-server did not start"; sleep 0.05
 done
 
-"$VARIO" cluster --redis "$U" workers > "$T/w.out" || fail "workers"
+"$VARIO" cluster --registry "$U" workers > "$T/w.out" || fail "workers"
 [ "$(wc -l < "$T/w.out")" -eq 1 ] || fail "expected only the header: $(cat "$T/w.out")"
 
-"$VARIO" cluster --redis "$U" watch --count 2 --seconds 20 > "$T/watch.out" &
+"$VARIO" cluster --registry "$U" watch --count 2 --duration 20 > "$T/watch.out" &
 WPID=$!
 i=0
 until grep -q '^connected' "$T/watch.out" 2>/dev/null; do

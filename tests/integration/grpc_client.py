@@ -209,6 +209,11 @@ def run(p, log):
           "RepositoryModelUnload with unload_dependents")
     code, _ = error("Nope", pb.ServerLiveRequest(), pb.ServerLiveResponse)
     check(code == grpc.StatusCode.UNIMPLEMENTED, f"unknown method -> {code}")
+    # a Triton extension Vario lacks is named (the request bytes do not
+    # matter: the method is refused before they are read)
+    code, msg = error("SystemSharedMemoryStatus", pb.ServerLiveRequest(), pb.ServerLiveResponse)
+    check(code == grpc.StatusCode.UNIMPLEMENTED and "shared-memory extension" in (msg or ""),
+          f"SystemSharedMemoryStatus -> {code} {msg}")
     ch.close()
 
 

@@ -33,9 +33,9 @@ ACCEL=gpu=0.9
 export BIN ACCEL
 out=$(CV=4 RATE=40 sh "$SRC/bench/inferline_repro.sh" "$T" duo) || fail "exit $?"
 echo "$out"
-[ "$(echo "$out" | wc -l)" -eq 4 ] || fail "expected 4 lines"
-[ "$(echo "$out" | grep -c "$LINE")" -eq 4 ] || fail "line format"
-for p in inferline inferline_plan cg_peak cg_mean; do
+[ "$(echo "$out" | wc -l)" -eq 6 ] || fail "expected 6 lines"
+[ "$(echo "$out" | grep -c "$LINE")" -eq 6 ] || fail "line format"
+for p in inferline inferline_plan cg_peak cg_mean cg_peak_static cg_mean_static; do
   echo "$out" | grep -q "^policy=$p .* cv=4$" || fail "no line for $p"
 done
 # InferLine cheaper than CG-Peak on the same trace

@@ -109,9 +109,12 @@ try:
             SPEC.replace('{"name": "garment", "app": "fashion"}',
                          '{"name": "garment", "app": "fscenes_detect"}').encode(),
             400, "sends crops [1,28,28]"),
+        "an unknown task": (SPEC.replace('{"task": "garment", "label": "garment"}',
+                                         '{"task": "nosuch", "label": "garment"}').encode(),
+                            400, "child 'nosuch' is an unknown task"),
         "a cycle": (SPEC.replace('{"name": "garment", "app": "fashion"}',
                                  '{"name": "garment", "app": "fashion", "children": ["detect"]}').encode(),
-                    400, ""),
+                    400, "cycle: detect -> garment -> detect"),
     }
     for what, (body, code, part) in bad.items():
         st, j = http(port, "POST", "/v2/pipelines", raw=body)
@@ -169,6 +172,13 @@ try:
     check((st, impossible) in ((504, "dropped"), (400, "infeasible"))
           and ("deadline" in j["error"] or "latency_ms" in j["error"]),
           f"a deadline no variant can meet: {st} {j.get('error')}")
+    # an accuracy no variant reaches: 400 infeasible; the hop names no
+    # variant (none served it), the error names the closest
+    st, j = infer(port, [0], {"latency_ms": 5000, "min_accuracy": 100})
+    h = j.get("hops", [{}])[0]
+    check(st == 400 and j.get("outcome") == "infeasible" and "variant" not in h
+          and "closest is" in h.get("error", ""),
+          f"an infeasible hop names no serving variant: {st} {h}")
 
     # -- show: factors, routing, serving ------------------------------------
     r = run([VARIO, "pipeline", "show", "fashion_scenes", "--port", port_s])
@@ -181,7 +191,8 @@ try:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics") as m:
         text = m.read().decode()
     check('vario_pipeline_requests_total{pipeline="fashion_scenes",outcome="ok"}' in text
-          and 'vario_pipeline_requests_total{pipeline="fashion_scenes",outcome="%s"} 1' % impossible in text
+          and 'vario_pipeline_requests_total{pipeline="fashion_scenes",outcome="%s"} %d' % (
+              impossible, 2 if impossible == "infeasible" else 1) in text  # + the accuracy one
           and "vario_pipeline_latency_seconds_bucket" in text
           and 'vario_pipeline_fanout_total{pipeline="fashion_scenes",task="detect"}' in text
           and "vario_pipeline_multiplicative_factor" in text, "pipeline metrics")

@@ -33,7 +33,7 @@ printf 'c1,100\nc2,85\n' > "$T/mv/cls"
 
 "$VARIO" sim --pipeline "$T/app.json" --runtimes "$T/rt.csv" \
   --branching "$T/br.csv" --variants "$T/mv" --accel gpu --workers 6 \
-  --demand 0:20,30:20 --out "$T/r" > "$T/out" 2> "$T/err" || fail "run: $(cat "$T/err")"
+  --demand 0:20,30:20 --output "$T/r" > "$T/out" 2> "$T/err" || fail "run: $(cat "$T/err")"
 [ "$(wc -l < "$T/out")" -eq 1 ] || fail "one line per policy: $(cat "$T/out")"
 grep -Eq "$LINE" "$T/out" || fail "line format: $(cat "$T/out")"
 [ -s "$T/r.hw.csv" ] && [ -s "$T/r.hw.json" ] || fail "outputs"

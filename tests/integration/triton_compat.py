@@ -161,12 +161,17 @@ def cli_checks():
 
 def infer_checks(port):
     x = np.load(os.path.join(DATA, "val_inputs.npy"))[:4].astype(np.float32)
+    # A 30 s timeout: without one a request gets the model's default 100 ms
+    # (Vario's default queue policy), which a stall of the loaded test
+    # machine can exceed (504), and these checks are about the answers.
+    slow_ok = {"timeout": 30000000}
     for m in ZOO:
         ref = np.load(os.path.join(DATA, "ref", m + ".npy"))[:4]
         st, r = http(port, "POST", f"/v2/models/{m}/infer", {
+            "parameters": slow_ok,
             "inputs": [{"name": "input", "datatype": "FP32", "shape": list(x.shape),
                         "data": x.ravel().tolist()}]})
-        check(st == 200, f"{m}: infer -> {st}")
+        check(st == 200, f"{m}: infer -> {st} {r}")
         y = np.array(r["outputs"][0]["data"], dtype=np.float32).reshape(4, 10)
         err = float(np.abs(y - ref).max())
         check(err < 1e-3, f"{m}: logits equal the PyTorch reference (max err {err:.2e})")
@@ -175,6 +180,7 @@ def infer_checks(port):
         check(r["model_version"] == want and md["versions"] == [want],
               f"{m}: response and metadata name the served version {want}")
     st, r = http(port, "POST", "/v2/models/fmnist_mlp/infer", {
+        "parameters": slow_ok,
         "inputs": [{"name": "input", "datatype": "FP32", "shape": [2, 1, 28, 28],
                     "data": x[:2].ravel().tolist()}],
         "outputs": [{"name": "logits", "parameters": {"classification": 3}}]})
@@ -226,19 +232,34 @@ def burst(port, n):
     return sorted(out)
 
 
+def burst_until(port, n, ok):
+    """A burst of n, retried (3 tries) while ok(result) fails: the rule is
+    deterministic, but a stall of the loaded test machine (a thread that
+    starts late, a slow answer) can move a burst past the timing windows.
+    A broken batcher fails all three."""
+    for _ in range(3):
+        r = burst(port, n)
+        if ok(r):
+            break
+        print(f"  (burst of {n} off its timing window, retried: {r})")
+    return r
+
+
 def preferred_checks(port):
-    r = burst(port, 4)
+    r = burst_until(port, 4, lambda r: all(b == 4 for _, b in r) and r[-1][0] < PREF_DELAY_S / 2)
     check(all(b == 4 for _, b in r) and r[-1][0] < PREF_DELAY_S / 2,
           f"preferred_batch_size 4: 4 requests leave at once as one batch {r}")
-    r = burst(port, 3)
+    r = burst_until(port, 3, lambda r: all(b == 3 for _, b in r) and r[0][0] >= PREF_DELAY_S * 0.9)
     check(all(b == 3 for _, b in r) and r[0][0] >= PREF_DELAY_S * 0.9,
           f"3 requests (no preferred size) wait max_queue_delay, then go together {r}")
-    r = burst(port, 6)
-    fast = [t for t, b in r if b == 4]
-    slow = [t for t, b in r if b == 2]
-    check(len(fast) == 4 and len(slow) == 2 and max(fast) < PREF_DELAY_S / 2
-          and min(slow) >= PREF_DELAY_S * 0.9,
-          f"6 requests: a preferred batch of 4 at once, the other 2 after the delay {r}")
+
+    def six(r):
+        fast = [t for t, b in r if b == 4]
+        slow = [t for t, b in r if b == 2]
+        return (len(fast) == 4 and len(slow) == 2 and max(fast) < PREF_DELAY_S / 2
+                and min(slow) >= PREF_DELAY_S * 0.9)
+    r = burst_until(port, 6, six)
+    check(six(r), f"6 requests: a preferred batch of 4 at once, the other 2 after the delay {r}")
 
 
 def label_checks(port):
@@ -300,6 +321,26 @@ def config_and_stats(port):
                                  "compute_output")) and inf["compute_infer"]["count"] > 0
           and e.get("batch_stats") and e["batch_stats"][0]["compute_infer"]["count"] > 0,
           f"stats: inference_stats split and batch_stats ({json.dumps(e)[:300]})")
+    # Triton's HTTP extensions Vario lacks: 400 naming the extension
+    for method, path, name in [("GET", "/v2/systemsharedmemory/status", "shared-memory"),
+                               ("POST", "/v2/systemsharedmemory/region/r/register", "shared-memory"),
+                               ("GET", "/v2/cudasharedmemory/status", "CUDA shared-memory"),
+                               ("GET", "/v2/trace/setting", "trace"),
+                               ("GET", "/v2/models/fmnist_mlp/trace/setting", "trace"),
+                               ("GET", "/v2/models/fmnist_mlp/versions/1/trace/setting", "trace"),
+                               ("GET", "/v2/logging", "logging")]:
+        st, r = http(port, method, path, {} if method == "POST" else None)
+        check(st == 400 and f"{name} extension" in r.get("error", ""),
+              f"{method} {path}: 400 naming the extension ({st} {r})")
+    # the Prometheus name map (docs/TRITON_METRICS.md) reads only series the
+    # server exports
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics") as r:
+        families = set(re.findall(r"^# TYPE (\S+)", r.read().decode(), re.M))
+    rules = open(os.path.join(SRC, "docs/prometheus/triton_names.rules.yml")).read()
+    used = {re.sub(r"_(sum|count|bucket)$", "", n)
+            for n in re.findall(r"expr:.*?\b(vario_[a-z_]+)", rules)}
+    check(used and used <= families,
+          f"triton_names.rules.yml reads exported series only (missing: {used - families})")
 
 
 def main():
@@ -352,6 +393,22 @@ def main():
         port = wait_port(p, log)
         st, _ = http(port, "GET", "/v2/health/ready")
         check(st == 503, "a repository with a model that fails to load is not ready")
+    finally:
+        p.terminate()
+        p.wait(timeout=30)
+    # an empty repository, or a directory in it that holds no model: ready
+    # (nothing to wait for, as Triton) but said in the log, not silent
+    empty = os.path.join(TMP, "empty")
+    os.makedirs(os.path.join(empty, "notamodel"))
+    p, log = serve(["--repo", empty, "--port", "0", "--grpc-port", "-1"], "serve3.log")
+    try:
+        port = wait_port(p, log)
+        st, _ = http(port, "GET", "/v2/health/ready")
+        log.seek(0)
+        text = log.read()
+        check(st == 200 and "holds no model directory" in text
+              and "notamodel: not a model directory" in text,
+              f"an empty repository is ready and warned about: {st} {text}")
     finally:
         p.terminate()
         p.wait(timeout=30)

@@ -35,6 +35,17 @@ static void test_group_hand_made(void **st) {
   /* a loose tolerance merges everything */
   assert_int_equal(vr_af_group(6, sens, ms, cut, 8, 10, b), 1);
   assert_int_equal(vr_af_group(0, sens, ms, cut, 8, 0.15, b), VR_EINVAL);
+  /* alike nodes with weights 10 x 5 and 50: one block without a cap;
+   * capped at 50 bytes, nodes 0..4 (50) and node 5 stay apart */
+  double same[6] = {4, 4, 4, 4, 4, 4};
+  int64_t w[6] = {10, 10, 10, 10, 10, 50};
+  memset(cut, 1, sizeof cut);
+  assert_int_equal(vr_af_group(6, same, ms, cut, 8, 0.15, b), 1);
+  assert_int_equal(vr_af_group_capped(6, same, ms, w, 50, cut, 8, 0.15, b), 2);
+  assert_int_equal(b[1], 5);
+  assert_int_equal(b[2], 6);
+  /* at most one block: the cap gives way */
+  assert_int_equal(vr_af_group_capped(6, same, ms, w, 50, cut, 1, 0.15, b), 1);
 }
 
 /* Block 0: flat 2 ms, 1 MB; block 1: 10 ms per row on 1 core, 6 on 2,
@@ -148,12 +159,12 @@ static void test_lls(void **st) {
   vr_af_scale_cfg_init(&cfg, 50);
   vr_af_body bodies[3] = {{1, 30, 4, 0}, {1, 10, 4, 0}, {1, 5, 0, 0}};
   vr_af_lls_out o;
-  vr_af_lls(&m, &cfg, 1, 0, bodies, 3, &o); /* queue below gamma */
+  vr_af_lls(&m, &cfg, 1, bodies, 3, &o); /* queue below gamma */
   assert_int_equal(o.n, 0);
   /* Block 0 is flat (sensitivity 1 < 1.2): the shadow holds block 1 only.
    * Body 2 (idle first) has no free core; body 1 (idle at 10) comes next,
    * then body 0. b = 4 split 2 + 2: t_l = 2 + 20 = 22, + 5 ms load <= 50. */
-  vr_af_lls(&m, &cfg, 2, 0, bodies, 3, &o);
+  vr_af_lls(&m, &cfg, 2, bodies, 3, &o);
   assert_int_equal(o.n, 2);
   assert_int_equal(o.body[0], 1);
   assert_int_equal(o.body[1], 0);
@@ -161,18 +172,72 @@ static void test_lls(void **st) {
   assert_int_equal(o.pair[0].cs, 1);
   assert_int_equal(o.pair[0].b, 4);
   assert_int_equal(o.pair[0].bb, 2);
-  /* kappa: 9 shadows already, one more at most */
-  vr_af_lls(&m, &cfg, 2, 9, bodies, 3, &o);
+  /* kappa bounds the new shadows of one decision: 1, the earliest idle */
+  cfg.kappa = 1;
+  vr_af_lls(&m, &cfg, 2, bodies, 3, &o);
   assert_int_equal(o.n, 1);
+  assert_int_equal(o.body[0], 1);
+  cfg.kappa = 0;
+  vr_af_lls(&m, &cfg, 2, bodies, 3, &o);
+  assert_int_equal(o.n, 0);
+  cfg.kappa = 10;
   /* paired bodies are skipped */
   bodies[0].paired = bodies[1].paired = 1;
-  vr_af_lls(&m, &cfg, 2, 0, bodies, 3, &o);
+  vr_af_lls(&m, &cfg, 2, bodies, 3, &o);
   assert_int_equal(o.n, 0);
   /* an SLO the load time alone breaks: 5 ms load + 2 + 10 > 15 at b = 1 */
   bodies[0].paired = 0;
   cfg.slo_ms = 15;
-  vr_af_lls(&m, &cfg, 2, 0, bodies, 3, &o);
+  vr_af_lls(&m, &cfg, 2, bodies, 3, &o);
   assert_int_equal(o.n, 0);
+}
+
+/* LLS adds blocks by the paper's sensitivity, the latency increase in ms
+ * (not the ratio): block 1 adds 15 ms from b = 1 to 4 (ratio 2.5), block 0
+ * 3 ms (ratio 4). Block 0's 100 ms load breaks the 60 ms SLO, so only a
+ * prefix that starts with block 1 can be provisioned: {1}, t_l = 6 + 15
+ * (split 2 + 2) + 1 ms load. Ranked by the ratio, the first prefix would
+ * be {0} and no shadow would fit. */
+static void test_lls_rank(void **st) {
+  (void)st;
+  vr_af_model m;
+  memset(&m, 0, sizeof m);
+  m.cmax = 2;
+  m.bmax = 4;
+  m.nblocks = 3;
+  m.mem_bytes = 10000000;
+  m.load_ms = 1000;
+  for (int b = 0; b < 4; b++) {
+    m.blk[0].lat_ms[0][b] = b + 1.0;
+    m.blk[0].lat_ms[1][b] = (b + 1.0) / 2;
+    m.blk[1].lat_ms[0][b] = 10.0 + 5 * b;
+    m.blk[1].lat_ms[1][b] = 6.0 + 3 * b;
+    m.blk[2].lat_ms[0][b] = m.blk[2].lat_ms[1][b] = 2;
+  }
+  for (int i = 0; i < 3; i++) {
+    m.blk[i].node_begin = i;
+    m.blk[i].node_end = i + 1;
+    m.blk[i].param_bytes = 100000;
+    m.blk[i].mem_bytes = 1000000;
+    m.blk[i].in_bytes = m.blk[i].out_bytes = 100;
+  }
+  m.blk[0].sensitivity = 4;
+  m.blk[0].load_ms = 100;
+  m.blk[1].sensitivity = 2.5;
+  m.blk[1].load_ms = 1;
+  m.blk[2].sensitivity = 1;
+  m.blk[2].load_ms = 1;
+  assert_true(fabs(vr_af_increase_ms(&m, 1) - 15) < 1e-9);
+  assert_true(fabs(vr_af_increase_ms(&m, 0) - 3) < 1e-9);
+  vr_af_scale_cfg cfg;
+  vr_af_scale_cfg_init(&cfg, 60);
+  vr_af_body body = {1, 0, 2, 0};
+  vr_af_lls_out o;
+  vr_af_lls(&m, &cfg, 2, &body, 1, &o);
+  assert_int_equal(o.n, 1);
+  assert_int_equal(o.pair[0].mask, 2);
+  assert_int_equal(o.pair[0].b, 4);
+  assert_int_equal(o.pair[0].bs, 2);
 }
 
 static void test_schedule(void **st) {
@@ -391,6 +456,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_group_hand_made), cmocka_unit_test(test_latency_model),
       cmocka_unit_test(test_mls),             cmocka_unit_test(test_lls),
+      cmocka_unit_test(test_lls_rank),
       cmocka_unit_test(test_schedule),        cmocka_unit_test(test_json),
       cmocka_unit_test(test_sim),             cmocka_unit_test(test_profile_tiny_cnn),
       cmocka_unit_test(test_policy_tick),

@@ -205,12 +205,13 @@ static void load_step(int cores) {
     assert_true(mb > 1);
   }
   assert_int_equal(failed, 0);
-  /* >= 99% attainment, when the machine ran the fake as profiled. At 700
-   * qps a b4 instance is 70% busy; sleeps that overrun by a millisecond
-   * (a loaded host) push it towards 100% whatever the policy does, so the
-   * lateness is then reported, not asserted (a timing target belongs in a
+  /* >= 99% attainment, when the host ran the fake as profiled (its sleeps
+   * within 5%). At 700 qps a b4 instance is 70% busy; on a loaded host the
+   * sleeps overrun and the executor and generator threads wait for a CPU,
+   * which pushes it towards 100% whatever the policy does, so the lateness
+   * is then reported, not asserted (a timing target belongs in a
    * benchmark: bench/ and docs/BENCHMARKS.md). */
-  if (overrun <= 1.20)
+  if (overrun <= 1.05)
     assert_true(late <= (total - from) / 100);
   else
     printf("lateness not asserted: the host slowed the fake by %.0f%%\n",

@@ -1,4 +1,5 @@
 /* InferLine traffic envelopes and tuner on hand-made arrival series. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -187,6 +188,41 @@ static void test_tuner_burstiness(void **st) {
   vr_tuner_state_free(&s);
 }
 
+/* The scale-down reference replayed over the planning trace: for evenly
+ * spaced arrivals its 5-s peak is the rate itself; and no scale-down
+ * before the tuner has seen a full look-back (30 s), however quiet. */
+static void test_tuner_down_reference(void **st) {
+  (void)st;
+  vr_tuner_cfg c;
+  mkcfg(&c, 100);
+  size_t n = 7000;
+  int64_t *t = VR_NEWN(int64_t, n);
+  for (size_t i = 0; i < n; i++) t[i] = (int64_t)(i * 1e9 / 100);
+  double r = vr_tuner_plan_down_qps(&c, t, n);
+  assert_true(fabs(r - 100) <= 0.2 + 1e-9);
+  /* 100 qps for 30 s, then 20 qps for 40 s: the minimum is at the end,
+   * whose look-back (30 s of 5-s windows) holds only the quiet part */
+  size_t m = 0;
+  for (size_t i = 0; i < 3000; i++) t[m++] = (int64_t)(i * 1e9 / 100);
+  for (size_t i = 0; i < 800; i++) t[m++] = 30 * SEC + (int64_t)(i * 1e9 / 20);
+  r = vr_tuner_plan_down_qps(&c, t, m);
+  assert_true(fabs(r - 20) <= 0.2 + 1e-9);
+  assert_true(vr_tuner_plan_down_qps(&c, NULL, 0) == 0);
+  vr_free(t);
+  c.plan_down_qps = 100;
+  assert_int_equal(vr_tuner_cfg_validate(&c, NULL), 0);
+  vr_tuner_state s;
+  vr_tuner_state_init(&s, &c, 0);
+  c.settle_ns = 0;
+  fed f;
+  /* a tenth of the planned rate from t = 0: down only once 30 s are seen */
+  feed(&c, &s, 10, 0, 40 * SEC, &f);
+  assert_true(f.downs >= 1);
+  assert_true(f.first_down >= 30 * SEC);
+  assert_int_equal(s.k[0], 1);
+  vr_tuner_state_free(&s);
+}
+
 static void test_tuner_cfg_errors(void **st) {
   (void)st;
   vr_tuner_cfg c;
@@ -218,6 +254,7 @@ int main(void) {
       cmocka_unit_test(test_observe_matches_compute),
       cmocka_unit_test(test_tuner_steady_burst_quiet),
       cmocka_unit_test(test_tuner_burstiness),
+      cmocka_unit_test(test_tuner_down_reference),
       cmocka_unit_test(test_tuner_cfg_errors),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -170,11 +170,12 @@ static void test_plan_on_simulator(void **st) {
   assert_true(pq > f.s.pb.rate_qps);
   assert_int_equal(vr_il_coarse(&f.s.pb, pq, &peak, &err), 0);
   assert_true(c.cost_per_s < peak.cost_per_s);
-  /* evaluating the plan on its own sample without noise reproduces the
-   * estimate exactly: the estimator and the evaluation are one simulator */
+  /* evaluating the plan on its own sample with the estimator's seed
+   * reproduces the estimate exactly (the same service-time draws): the
+   * estimator and the evaluation are one simulator */
   vr_il_result r;
   assert_int_equal(vr_il_sim_eval(&f.s, VR_ILP_PLAN_ONLY, &f.sample, 60, 7,
-                                  0, 0, NULL, &r, &err), 0);
+                                  1, 0, NULL, &r, &err), 0);
   assert_true(fabs(r.p99_ms - c.p99_ms) < 0.01);
   assert_true(r.miss_pct <= 1.0);
   assert_true(fabs(r.cost_per_s - c.cost_per_s) < 1e-9);
@@ -223,12 +224,143 @@ static void test_tuner_in_simulator(void **st) {
   unload(&f);
 }
 
+/* The estimator stops a run once the P99 is known to miss (psim's
+ * stop_bad) and says so; the full run agrees that it misses. */
+static void test_estimator_stops_early(void **st) {
+  (void)st;
+  fixture f;
+  load(&f, 40, 1);
+  vr_il_config c;
+  vr_errbuf err = {0};
+  assert_int_equal(vr_il_plan(&f.s.pb, &c, NULL, &err), 0);
+  c.st[0] = (vr_il_stage_cfg){1, 1, 1}; /* detector on the CPU: 25 qps */
+  double p99;
+  assert_int_equal(vr_il_sim_estimate(&f.s, &f.s.pb, &c, &p99), 0);
+  assert_true(isinf(p99));
+  vr_pipe_plan plan;
+  assert_int_equal(vr_il_sim_plan(&f.s, &c, &plan), 0);
+  vr_workload wl = f.sample;
+  vr_psim_cfg pc = {.data = &f.s.data, .arrivals = &wl, .workers = 1000,
+                    .duration_s = 60, .tick_s = 1, .seed = 7,
+                    .max_queue = 4096, .ctl_period_s = 10, .plan = &plan,
+                    .stop_bad = 10};
+  vr_psim_summary sum;
+  assert_int_equal(vr_psim_run(&pc, NULL, &sum, &err), 0);
+  assert_int_equal(sum.stopped, 1);
+  assert_true(sum.late + sum.dropped <= 10);
+  vr_psim_summary_free(&sum);
+  pc.stop_bad = 0;
+  wl = f.sample;
+  assert_int_equal(vr_psim_run(&pc, NULL, &sum, &err), 0);
+  assert_int_equal(sum.stopped, 0);
+  assert_true(sum.p99_ms > f.s.pb.slo_ms);
+  vr_psim_summary_free(&sum);
+  pc.stop_bad = -1;
+  assert_int_equal(vr_psim_run(&pc, NULL, &sum, &err), VR_EINVAL);
+  vr_pipe_plan_free(&plan);
+  unload(&f);
+}
+
+/* The coarse baselines under AutoScale (the paper's CG tuning): on a rate
+ * ramp past one unit's capacity (143 queries/s at batch 2) CG-Mean adds
+ * whole-pipeline units (every stage alike) and misses less than the same
+ * provisioning left static. */
+static void test_cg_autoscale_in_simulator(void **st) {
+  (void)st;
+  fixture f;
+  load(&f, 40, 1);
+  vr_workload ramp = vr_wl_gamma(40, 1);
+  vr_wl_point pts[] = {{0, 40}, {20, 40}, {40, 300}, {90, 300}};
+  ramp.kind = VR_WL_PIECEWISE;
+  ramp.pts = pts, ramp.npts = 4;
+  vr_il_result as, fixed;
+  vr_errbuf err = {0};
+  assert_int_equal(vr_il_sim_eval(&f.s, VR_ILP_CG_MEAN, &ramp, 90, 3, 1, 1,
+                                  NULL, &as, &err), 0);
+  assert_int_equal(vr_il_sim_eval(&f.s, VR_ILP_CG_MEAN_STATIC, &ramp, 90, 3,
+                                  1, 1, NULL, &fixed, &err), 0);
+  assert_true(as.ups >= 1);
+  assert_true(as.max_cost_per_s > as.cfg.cost_per_s);
+  assert_int_equal(fixed.ups, 0);
+  assert_true(as.miss_pct < fixed.miss_pct);
+  vr_il_tick_cfg tc;
+  assert_int_equal(vr_il_sim_tick_cfg(&f.s, VR_ILP_CG_PEAK, &as.cfg, &tc,
+                                      &err), 0);
+  assert_int_equal(tc.mode, VR_ILT_AUTOSCALE);
+  assert_true(tc.as.pack >= 1);
+  assert_int_equal(vr_il_policy_parse("cg_mean_static"),
+                   VR_ILP_CG_MEAN_STATIC);
+  unload(&f);
+}
+
+/* A serving view (registered variants: model x precision x threads x
+ * batch cap): per task the options are the most accurate model's
+ * variants, one per (precision, threads) with the largest cap, mapped
+ * back to view indexes; the planner runs on it. */
+static void test_init_view(void **st) {
+  (void)st;
+  fixture f;
+  load(&f, 40, 1);
+  vr_errbuf err = {0};
+  vr_pipeline *p = vr_pipeline_dup(f.d[0].pipe);
+  assert_non_null(p);
+  const char *names[] = {"det_l-fp32-t1-b2", "det_l-fp32-t1-b8",
+                         "det_s-fp32-t1-b8", "det_l-fp32-t2-b8"};
+  double acc[] = {100, 100, 80, 100};
+  assert_int_equal(vr_pipe_task_set_variants(p, 0, names, acc, 4, &err), 0);
+  for (int v = 0; v < 4; v++) { /* the factor the view observed */
+    p->tasks[0].variants[v].mult = v == 2 ? 2 : 3;
+    p->tasks[0].variants[v].share[0] = 2.0 / 3;
+    p->tasks[0].variants[v].share[1] = 1.0 / 3;
+  }
+  int nslots = 4 + p->tasks[1].nvariants + p->tasks[2].nvariants;
+  vr_profile *prof = calloc((size_t)nslots, sizeof *prof);
+  const vr_profile *det_l = &f.d[0].prof[f.d[0].off[0] + 1];
+  for (int i = 0; i < 4; i++) {
+    prof[i] = *det_l;
+    snprintf(prof[i].model, sizeof prof[i].model, "%s", i == 2 ? "det_s" : "det_l");
+    snprintf(prof[i].precision, sizeof prof[i].precision, "fp32");
+    prof[i].threads = i == 3 ? 2 : 1;
+    prof[i].max_batch = i == 0 ? 2 : 8;
+    prof[i].cost_per_s = i == 3 ? 2 : 1;
+  }
+  prof[0].lat.p50_ms[0] = 1; /* not chosen: a smaller cap of the same shape */
+  for (int i = 4; i < nslots; i++) {
+    int t = i < 4 + p->tasks[1].nvariants ? 1 : 2;
+    prof[i] = f.d[0].prof[f.d[0].off[t]];
+    snprintf(prof[i].model, sizeof prof[i].model, "%s", p->tasks[t].variants[0].name);
+  }
+  vr_il_sim s;
+  int opt[VR_PIPE_MAX_TASKS][VR_IL_MAX_HW];
+  assert_int_equal(vr_il_sim_init_view(&s, p, prof, opt, &err), 0);
+  assert_int_equal(s.pb.st[0].nhw, 2);
+  assert_int_equal(opt[0][0], 1); /* det_l t1, cap 8 */
+  assert_int_equal(opt[0][1], 3); /* det_l t2 */
+  assert_int_equal(opt[0][2], -1);
+  assert_int_equal(opt[1][0], 0);
+  assert_true(fabs(s.pb.st[1].scale - 2) < 1e-6);
+  assert_true(s.pb.st[0].hw[1].cost_per_s == 2);
+  vr_workload w = vr_wl_gamma(40, 1);
+  assert_int_equal(vr_il_sim_sample(&s, &w, 30, 3, &err), 0);
+  vr_il_config c;
+  assert_int_equal(vr_il_plan(&s.pb, &c, NULL, &err), 0);
+  assert_true(c.p99_ms <= s.pb.slo_ms);
+  assert_int_equal(c.st[0].hw, 0); /* t2 is dearer for the same profile */
+  vr_il_sim_free(&s);
+  free(prof);
+  vr_pipeline_free(p);
+  unload(&f);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_problem_from_data),
       cmocka_unit_test(test_plan_on_simulator),
       cmocka_unit_test(test_infeasible_slo),
       cmocka_unit_test(test_tuner_in_simulator),
+      cmocka_unit_test(test_estimator_stops_early),
+      cmocka_unit_test(test_cg_autoscale_in_simulator),
+      cmocka_unit_test(test_init_view),
   };
   return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
 }

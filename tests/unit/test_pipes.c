@@ -168,7 +168,7 @@ static void test_bad_specs(void **st) {
                 VR_EINVAL, "");
   expect_reject(p, edited("{\"task\": \"garment\", \"label\": \"garment\"}",
                           "{\"task\": \"nosuch\", \"label\": \"garment\"}"),
-                VR_ENOENT, "nosuch");
+                VR_EINVAL, "nosuch");
   expect_reject(p, edited("\"app\": \"fashion\"", "\"app\": \"shoes\""), VR_ENOENT,
                 "app 'shoes' has no registered model");
   expect_reject(p, edited("{\"name\": \"garment\", \"app\": \"fashion\"}",

@@ -203,6 +203,13 @@ static void test_instances(void **st) {
                              .cores = 1, .max_batch = 4},
                             {.id = "i1", .variant = "cnn-fp32-t2-b8", .state = "loading",
                              .cores = 2, .max_batch = 8}};
+  /* the load a worker measured travels with the record */
+  in[1].arrival_qps = 120.5;
+  in[1].served_qps = 118;
+  in[1].queue = 3;
+  in[1].nlat = 2;
+  in[1].p50_ms[0] = 0.25, in[1].p99_ms[0] = 0.5;
+  in[1].p50_ms[1] = 0.4, in[1].p99_ms[1] = 0.9;
   assert_int_equal(vr_registry_put_instances(a, "w1", in, 2, &e), 0);
   vr_instance_info *got;
   size_t n;
@@ -213,7 +220,13 @@ static void test_instances(void **st) {
   assert_string_equal(got[0].state, "loading");
   assert_int_equal(got[0].cores, 2);
   assert_int_equal(got[0].max_batch, 8);
+  assert_true(got[0].arrival_qps == 120.5 && got[0].served_qps == 118);
+  assert_int_equal(got[0].queue, 3);
+  assert_int_equal(got[0].nlat, 2);
+  assert_true(got[0].p50_ms[1] == 0.4 && got[0].p99_ms[1] == 0.9);
   assert_string_equal(got[1].id, "i2");
+  assert_int_equal(got[1].nlat, 0);
+  assert_true(got[1].arrival_qps == 0);
   vr_free(got);
   in[1] = in[0];
   assert_int_equal(vr_registry_put_instances(a, "w1", in, 2, &e), VR_EINVAL); /* dup id */
@@ -223,6 +236,15 @@ static void test_instances(void **st) {
   assert_int_equal(n, 0);
   /* A record edited behind the registry's back is reported. */
   assert_int_equal(vr_test_redis_simple(g_srv.port, "HSET vario:worker:w1:instances x {bad"), 0);
+  assert_int_equal(vr_registry_instances(a, "w1", &got, &n, &e), VR_EFORMAT);
+  /* so is a load with a negative rate */
+  assert_int_equal(vr_test_redis_simple(g_srv.port, "DEL vario:worker:w1:instances"), 0);
+  assert_int_equal(vr_registry_put_instances(a, "w1", in, 1, &e), 0);
+  assert_int_equal(vr_test_redis_simple(g_srv.port,
+                                        "HSET vario:worker:w1:instances x "
+                                        "{\"variant\":\"m\",\"state\":\"ready\",\"cores\":1,"
+                                        "\"max_batch\":1,\"load\":{\"in\":-1,\"out\":0,\"q\":0}}"),
+                   0);
   assert_int_equal(vr_registry_instances(a, "w1", &got, &n, &e), VR_EFORMAT);
   vr_registry_close(a);
 }

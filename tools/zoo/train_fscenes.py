@@ -199,6 +199,11 @@ def export(name, model, path):
     return ops
 
 
+def pct(fraction):
+    """Vario states every accuracy as a percent (docs/API.md, Conventions)."""
+    return 100.0 * float(fraction)
+
+
 def detector_metrics(scores, labels, truth):
     """truth: [N,9] fine class or -1. Per-cell 3-way accuracy (none /
     garment / footwear-bag), recall, precision, fan-out per canvas."""
@@ -209,10 +214,10 @@ def detector_metrics(scores, labels, truth):
     pred3 = np.where(det, lab + 1, 0)
     true3 = np.where(has, tc + 1, 0)
     return {
-        "cell_accuracy": float((pred3 == true3).mean()),
-        "recall": float((det & has).sum() / has.sum()),
-        "precision": float((det & has).sum() / max(det.sum(), 1)),
-        "label_accuracy_on_hits": float((lab == tc)[det & has].mean()),
+        "cell_accuracy": pct((pred3 == true3).mean()),
+        "recall": pct((det & has).sum() / has.sum()),
+        "precision": pct((det & has).sum() / max(det.sum(), 1)),
+        "label_accuracy_on_hits": pct((lab == tc)[det & has].mean()),
         "fanout_per_canvas": float(det.sum(1).mean()),
         "fanout_garment": float((det & (lab == 0)).sum(1).mean()),
         "fanout_footwear_bag": float((det & (lab == 1)).sum(1).mean()),
@@ -249,7 +254,7 @@ def child_predictions(crops, vario):
 
 def evaluate(xval, truth, dets, vario):
     """End-to-end accuracy per path (detector variant, edge, child model):
-    over the true items of the edge's class, the fraction the detector finds
+    over the true items of the edge's class, the share (percent) the detector finds
     with the right label and the child then classifies correctly."""
     has = (truth >= 0).reshape(-1)
     tc = coarse(np.maximum(truth, 0)).reshape(-1)
@@ -260,8 +265,8 @@ def evaluate(xval, truth, dets, vario):
     for m in CHILDREN:
         child_pred[m] = np.full(fine.shape, -1)
         child_pred[m][items] = pred_items[m]
-        child_acc[m] = float((child_pred[m] == fine)[has].mean())
-        print(f"  child {m}: accuracy on item crops {child_acc[m]:.4f}", flush=True)
+        child_acc[m] = pct((child_pred[m] == fine)[has].mean())
+        print(f"  child {m}: accuracy on item crops {child_acc[m]:.2f}%", flush=True)
     out = {"children_on_crops": child_acc, "detectors": {}, "paths": []}
     for d, (sc, lb) in dets.items():
         out["detectors"][d] = detector_metrics(sc, lb, truth)
@@ -272,7 +277,7 @@ def evaluate(xval, truth, dets, vario):
             for m in CHILDREN:
                 ok = items_e & det & (lab == e) & (child_pred[m] == fine)
                 out["paths"].append({"detector": d, "edge": ename, "child": m,
-                                     "accuracy": float(ok.sum() / items_e.sum())})
+                                     "accuracy": pct(ok.sum() / items_e.sum())})
     return out
 
 
@@ -322,7 +327,7 @@ def main():
         old = json.load(open(cfg_path)) if os.path.exists(cfg_path) else {}
         cfg = {
             "name": name, "app": "fscenes_detect", "task": "detection",
-            "accuracy": round(100 * dm["cell_accuracy"], 2),  # percent
+            "accuracy": round(dm["cell_accuracy"], 2),  # percent
             "inputs": [{"name": "input", "datatype": "FP32", "shape": [-1, 1, SIDE, SIDE]}],
             "outputs": [{"name": "scores", "datatype": "FP32", "shape": [-1, 9]},
                         {"name": "labels", "datatype": "FP32", "shape": [-1, 9, 2]}],
@@ -387,8 +392,8 @@ def table(ev):
     print("| detector | cell accuracy | recall | precision | fan-out/canvas | garment | footwear/bag |")
     print("|---|---|---|---|---|---|---|")
     for d, m in ev["detectors"].items():
-        print(f"| {d} | {m['cell_accuracy'] * 100:.2f}% | {m['recall'] * 100:.1f}% | "
-              f"{m['precision'] * 100:.1f}% | {m['fanout_per_canvas']:.3f} | "
+        print(f"| {d} | {m['cell_accuracy']:.2f}% | {m['recall']:.1f}% | "
+              f"{m['precision']:.1f}% | {m['fanout_per_canvas']:.3f} | "
               f"{m['fanout_garment']:.3f} | {m['fanout_footwear_bag']:.3f} |")
     print()
     print("| detector | edge | " + " | ".join(CHILDREN) + " |")
@@ -396,7 +401,7 @@ def table(ev):
     for d in ev["detectors"]:
         for e in ["garment", "footwear_bag"]:
             row = [p["accuracy"] for p in ev["paths"] if p["detector"] == d and p["edge"] == e]
-            print(f"| {d} | {e} | " + " | ".join(f"{a * 100:.2f}%" for a in row) + " |")
+            print(f"| {d} | {e} | " + " | ".join(f"{a:.2f}%" for a in row) + " |")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,98 @@
+/*
+ * Internals of `vario controller` shared by cmd_controller.c (HTTP,
+ * the period, options) and ctl_actions.c (remote loads and unloads,
+ * starting workers, the policy driver's glue). Not an API: one controller
+ * per process, its state in one ctl (static storage in vr_cmd_controller).
+ * Locking: mu guards everything below it in ctl; pol_mu guards the policy
+ * driver and is taken before mu, never while holding it.
+ */
+#ifndef VR_CLI_CTL_INT_H
+#define VR_CLI_CTL_INT_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "cli/ctl_provider.h"
+#include "cluster/registry.h"
+#include "control/cluster_driver.h"
+#include "server/http.h"
+#include "server/sbuf.h"
+
+#define MAXM 128
+#define MAXW 128
+#define MAXARGS 64
+#define NEVENTS 64
+#define TABLE "main"
+
+typedef struct pending {
+  char model[128], worker[VR_REG_ID_MAX];
+  int64_t until_ns;
+  int active;
+} pending;
+
+typedef struct ctl {
+  /* options */
+  const char *registry, *repo, *models_opt, *token_file, *provider, *port_file, *advertise;
+  const char *pargs[MAXARGS], *wargs[MAXARGS];
+  int n_pargs, n_wargs;
+  const char *host; /* bind address (default 127.0.0.1) */
+  int port, replicas, period_ms, min_workers, max_workers, fetch_models;
+  int worker_cores, replicas_set, worker_idle_s;
+  const char *policy; /* --policy: the driver below runs it */
+  double slo_ms;
+  char *token;
+  /* running */
+  vr_registry *reg;
+  ctl_prov *prov;
+  vr_http *http;
+  pthread_mutex_t mu; /* everything below */
+  vr_worker_info w[MAXW];
+  size_t nw;
+  char wmodels[MAXW][1024]; /* comma-joined ready models per worker */
+  int wapps[MAXW];
+  pending pend[MAXM * 4];
+  int64_t routes_version;
+  char *routes_body;
+  char events[NEVENTS][240];
+  double ev_t[NEVENTS];
+  int n_events;
+  int64_t t0;
+  int registry_ok, starting, next_worker;
+  unsigned ticks;
+  char dead[16][64]; /* exited per the provider, maybe still leased */
+  int n_dead;
+  unsigned long loads_ok, loads_failed, workers_started, workers_died;
+  unsigned long unloads_ok, unloads_failed, workers_removed;
+  /* the policy driver (control/cluster_driver.h); see the locking note */
+  pthread_mutex_t pol_mu;
+  vr_cdrv *cdrv;
+  vr_cdrv_model mcfg[MAXM];
+  int n_mcfg;
+  /* this period's view (the tick thread only) */
+  vr_worker_info *vw;
+  size_t nvw;
+  vr_instance_info *vinst[MAXW];
+  size_t nvinst[MAXW];
+} ctl;
+/* Logs what happened and keeps it for GET /v2/cluster/state (under mu). */
+void vr__ctl_event(ctl *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- ctl_actions.c ---- */
+/* Whether a load of model on worker is in flight (under mu; expires old
+ * entries). */
+int vr__ctl_pending_for(ctl *c, const char *model, const char *worker, int64_t now);
+/* A remote load / unload on its own thread (under mu). */
+void vr__ctl_start_load(ctl *c, const char *model, const vr_worker_info *w, int64_t now);
+void vr__ctl_start_unload(ctl *c, const char *model, const vr_worker_info *w);
+/* One worker through the provider (not under mu). 0 or -1. */
+int vr__ctl_start_worker(ctl *c, const char *why);
+/* The policy driver for c->policy (0 or a VR_E* with err). */
+int vr__ctl_policy_open(ctl *c, vr_errbuf *err);
+/* One period of the policy over this period's live workers (not under
+ * mu; c->vinst holds their instances). */
+void vr__ctl_policy_step(ctl *c, const vr_worker_info *ws, size_t n, char models[][128], int nm,
+                         int starting);
+/* ,"policy":{...} for the state document (takes pol_mu). */
+void vr__ctl_policy_json(ctl *c, vr_sbuf *b);
+
+#endif

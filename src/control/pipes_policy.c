@@ -1,0 +1,676 @@
+/*
+ * Live pipelines under a pipeline policy (pipes.h, "pipeline policy"): the
+ * live side of policy/pipe_policy.h. A thread ticks every tick_s: per
+ * pipeline it fills the snapshot from what the server observed (demand,
+ * per-task rates, multiplicative factors, the control plane's profiles,
+ * instances and free cores), runs the pure policy when a replan is due,
+ * applies the plan's actions through the control plane's live actuators
+ * (vr_control_apply), rebuilds the routing and backup tables and publishes
+ * them for the request path (vr__pipe_pol_pick, under the pipe's mutex).
+ * The solve and the loads run off the request path, without the pipe's
+ * mutex.
+ */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/log.h"
+#include "control/pipes_pol.h"
+
+#define PL_HIST 600         /* per-tick rows kept for GET (10 min at 1 s) */
+#define PL_MIN_OBS 20       /* requests before a variant's factor is trusted */
+#define PL_MAX_SLOTS (VR_PIPE_MAX_TASKS * VR_PIPE_MAX_VARIANTS)
+
+typedef struct pl_row {
+  double t_s, demand, ewma, accuracy, plan_acc;
+  int workers, scaled, feasible;
+  uint64_t req, met, dropped, early, rerouted;
+  char variants[256]; /* per task: its variants with instances */
+} pl_row;
+
+struct pl_pol {
+  vr_pipeline *view;  /* planning view (owned) */
+  vr_profile *prof;   /* per view slot */
+  int *slot_var;      /* per view slot: control variant index (per tick) */
+  char (*slot_model)[64];
+  int nslots;
+  int threads;        /* cores per instance (the view's variants share it) */
+  /* published for the request path (under pp->mu) */
+  vr_pipe_plan plan;
+  vr_pipe_routes routes;
+  int have_routes;
+  int *slot_ids;      /* per slot, up to PL_SLOT_INST instance ids */
+  int *slot_n;
+  unsigned rr;
+  /* the policy thread's own */
+  int have_plan;
+  double ewma, last_qps, planned_for, next_s, t0_s;
+  double task_ewma[VR_PIPE_MAX_TASKS];
+  uint64_t arr_seen, task_seen[VR_PIPE_MAX_TASKS];
+  uint64_t req_seen, met_seen, drop_seen, early_seen, rr_seen;
+  double accsum_seen;
+  uint64_t accn_seen;
+  int workers;
+  int replans, solve_fail;
+  double last_solve_ms;
+  char last_err[200];
+  /* counters (under pp->mu) */
+  uint64_t early, rerouted, no_instance;
+  pl_row hist[PL_HIST];
+  int nhist, hhead;
+};
+
+#define PL_SLOT_INST 64
+
+void vr__pipe_pol_free(pl_pol *pol) {
+  if (!pol) return;
+  vr_pipeline_free(pol->view);
+  vr_free(pol->prof);
+  vr_free(pol->slot_var);
+  vr_free(pol->slot_model);
+  vr_free(pol->slot_ids);
+  vr_free(pol->slot_n);
+  vr_pipe_plan_free(&pol->plan);
+  if (pol->have_routes) vr_pipe_routes_free(&pol->routes);
+  vr_free(pol);
+}
+
+/* ---- the planning view ------------------------------------------------------ */
+
+/* Whether another candidate of the task is the same model, precision and
+ * threads with a larger max batch: the planner sets the batch cap itself,
+ * so only the largest of such variants is a candidate (a third of the
+ * MILP when a model is registered at max batch 1, 2 and 4). */
+static int dominated(vr_pipes *ps, const vr_pipe_task *t, const vr_profile *pr) {
+  for (int v = 0; v < t->nvariants; v++) {
+    vr_profile o;
+    if (vr_control_variant(ps->ctl, t->variants[v].name, &o) >= 0 &&
+        !strcmp(o.model, pr->model) && !strcmp(o.precision, pr->precision) &&
+        o.threads == pr->threads && o.max_batch > pr->max_batch)
+      return 1;
+  }
+  return 0;
+}
+
+/* Each task keeps the variants the control plane serves, at the fewest
+ * threads among them (one instance = `threads` cores = one Loki worker). */
+static int build_view(vr_pipes *ps, pl_pipe *pp, pl_pol **out, vr_errbuf *err) {
+  const vr_pipeline *sp = pp->spec;
+  int threads = 0;
+  for (int t = 0; t < sp->ntasks; t++)
+    for (int v = 0; v < sp->tasks[t].nvariants; v++) {
+      vr_profile pr;
+      if (vr_control_variant(ps->ctl, sp->tasks[t].variants[v].name, &pr) >= 0 &&
+          (!threads || pr.threads < threads))
+        threads = pr.threads;
+    }
+  pl_pol *pol = vr_calloc(1, sizeof *pol);
+  if (!pol) return vr_errf(err, VR_ENOMEM, "out of memory");
+  pol->threads = threads > 0 ? threads : 1;
+  pol->view = vr_pipeline_dup(sp);
+  int rc = pol->view ? 0 : vr_errf(err, VR_ENOMEM, "out of memory");
+  for (int t = 0; t < sp->ntasks && !rc; t++) {
+    const char *names[VR_PIPE_MAX_VARIANTS];
+    double acc[VR_PIPE_MAX_VARIANTS];
+    int n = 0;
+    for (int v = 0; v < sp->tasks[t].nvariants; v++) {
+      vr_profile pr;
+      const vr_pipe_variant *x = &sp->tasks[t].variants[v];
+      if (vr_control_variant(ps->ctl, x->name, &pr) < 0 || pr.threads != pol->threads ||
+          dominated(ps, &sp->tasks[t], &pr))
+        continue;
+      names[n] = x->name;
+      acc[n++] = x->accuracy;
+    }
+    if (!n)
+      rc = vr_errf(err, VR_ENOENT, "task '%s': no variant of app '%s' is served at %d thread(s)",
+                   sp->tasks[t].name, sp->tasks[t].app, pol->threads);
+    else
+      rc = vr_pipe_task_set_variants(pol->view, t, names, acc, n, err);
+  }
+  if (!rc) {
+    rc = vr_pipe_plan_init(&pol->plan, pol->view);
+    pol->nslots = pol->plan.off[pol->view->ntasks];
+  }
+  if (!rc) {
+    size_t n = (size_t)pol->nslots;
+    pol->prof = vr_calloc(n, sizeof *pol->prof);
+    pol->slot_var = vr_calloc(n, sizeof *pol->slot_var);
+    pol->slot_model = vr_calloc(n, sizeof *pol->slot_model);
+    pol->slot_ids = vr_calloc(n * PL_SLOT_INST, sizeof *pol->slot_ids);
+    pol->slot_n = vr_calloc(n, sizeof *pol->slot_n);
+    if (!pol->prof || !pol->slot_var || !pol->slot_model || !pol->slot_ids || !pol->slot_n)
+      rc = vr_errf(err, VR_ENOMEM, "out of memory");
+  }
+  if (rc) {
+    vr__pipe_pol_free(pol);
+    return rc;
+  }
+  *out = pol;
+  return 0;
+}
+
+/* Control variant indexes and profiles of the view's slots (they move
+ * when the store reloads). 0, or VR_ENOENT when a variant went away. */
+static int refresh_slots(vr_pipes *ps, pl_pol *pol) {
+  const vr_pipeline *v = pol->view;
+  for (int t = 0; t < v->ntasks; t++)
+    for (int k = 0; k < v->tasks[t].nvariants; k++) {
+      int s = pol->plan.off[t] + k;
+      pol->slot_var[s] = vr_control_variant(ps->ctl, v->tasks[t].variants[k].name, &pol->prof[s]);
+      if (pol->slot_var[s] < 0) return VR_ENOENT;
+      snprintf(pol->slot_model[s], sizeof pol->slot_model[s], "%s", pol->prof[s].model);
+    }
+  return 0;
+}
+
+/* The observed multiplicative factor and child shares of each variant
+ * (after PL_MIN_OBS requests); a variant not yet observed takes the
+ * largest observed factor of its task (planning for the most fan-out is
+ * the safe side), else the spec's default. Caller holds pp->mu. */
+static void observed_factors(pl_pipe *pp, pl_pol *pol) {
+  vr_pipeline *v = pol->view;
+  for (int t = 0; t < v->ntasks; t++) {
+    vr_pipe_task *task = &v->tasks[t];
+    if (!task->nchildren) continue;
+    const pl_task *pt = &pp->t[t];
+    const pl_vstat *best = NULL;
+    for (int i = 0; i < pt->nvs; i++)
+      if (pt->vs[i].in >= PL_MIN_OBS &&
+          (!best || (double)pt->vs[i].out / pt->vs[i].in > (double)best->out / best->in))
+        best = &pt->vs[i];
+    for (int k = 0; k < task->nvariants; k++) {
+      const pl_vstat *o = NULL;
+      for (int i = 0; i < pt->nvs && !o; i++)
+        if (!strcmp(pt->vs[i].variant, task->variants[k].name) && pt->vs[i].in >= PL_MIN_OBS)
+          o = &pt->vs[i];
+      if (!o) o = best;
+      if (!o) continue;
+      task->variants[k].mult = (double)o->out / o->in;
+      for (int c = 0; c < task->nchildren; c++)
+        task->variants[k].share[c] = o->out ? (double)o->out_child[c] / o->out : 0;
+    }
+  }
+}
+
+/* ---- the request path -------------------------------------------------------- */
+
+int vr__pipe_pol_active(pl_pipe *pp) { return pp->pol && pp->pol->have_routes; }
+
+/* An instance of slot *slot, else of the task's other slots in accuracy
+ * order (plan changes: an instance may be loading); -1 if none. */
+static int pick_instance(pl_pol *pol, int t, int *slot) {
+  if (*slot >= 0 && pol->slot_n[*slot] > 0)
+    return pol->slot_ids[*slot * PL_SLOT_INST + pol->rr++ % (unsigned)pol->slot_n[*slot]];
+  const vr_pipe_routes *r = &pol->routes;
+  for (int k = 0; k < pol->view->tasks[t].nvariants; k++) {
+    int s = r->off[t] + r->order[r->off[t] + k];
+    if (pol->slot_n[s] > 0) {
+      *slot = s;
+      return pol->slot_ids[s * PL_SLOT_INST + pol->rr++ % (unsigned)pol->slot_n[s]];
+    }
+  }
+  return -1;
+}
+
+int vr__pipe_pol_pick(pl_pipe *pp, const pl_pick_in *in, pl_pick *out) {
+  pl_pol *pol = pp->pol;
+  memset(out, 0, sizeof *out);
+  out->slot = -1;
+  out->instance_id = -1;
+  if (!pol || !pol->have_routes) return -1;
+  const vr_pipeline *v = pol->view;
+  int t = in->task;
+  if (in->parent_slot < 0) {
+    out->slot = vr_pipe_route_pick(v, &pol->routes, 0, -1, in->u);
+  } else {
+    double budget = vr_pipe_budget_ms(&pol->plan, &pol->routes, in->parent_slot);
+    out->budget_sum = in->parent_budget_sum + budget;
+    out->slot = vr_pipe_route_pick(v, &pol->routes, t, in->parent_slot, in->u);
+    if (out->slot >= 0) {
+      vr_hop h = {.mode = in->drop_mode,
+                  .elapsed_ms = in->elapsed_ms,
+                  .spent_ms = in->spent_ms,
+                  .budget_ms = budget,
+                  .budget_sum_ms = out->budget_sum,
+                  .slo_ms = in->slo_ms,
+                  .child_is_leaf = v->tasks[t].nchildren == 0};
+      int alt = -1;
+      out->verdict = vr_pipe_hop(v, &pol->plan, &pol->routes, t, out->slot, &h, &alt);
+      out->behind_ms = in->elapsed_ms - out->budget_sum;
+      if (out->verdict == VR_HOP_REROUTE) out->slot = alt, pol->rerouted++;
+      if (out->verdict == VR_HOP_DROP) {
+        pol->early++;
+        return 0;
+      }
+    }
+  }
+  out->instance_id = pick_instance(pol, t, &out->slot);
+  if (out->instance_id < 0) {
+    pol->no_instance++;
+    return 0;
+  }
+  const vr_pipe_variant *x = &v->tasks[t].variants[out->slot - pol->plan.off[t]];
+  snprintf(out->model, sizeof out->model, "%s", pol->slot_model[out->slot]);
+  snprintf(out->variant, sizeof out->variant, "%s", x->name);
+  out->accuracy = x->accuracy;
+  return 0;
+}
+
+/* ---- one tick ---------------------------------------------------------------- */
+
+static void fmt_variants(const pl_pol *pol, const vr_pipe_plan *plan, char *buf, size_t cap) {
+  size_t off = 0;
+  buf[0] = 0;
+  const vr_pipeline *v = pol->view;
+  for (int t = 0; t < v->ntasks; t++) {
+    int w = snprintf(buf + off, cap - off, "%s%s:", t ? " " : "", v->tasks[t].name);
+    if (w < 0 || (size_t)w >= cap - off) return;
+    off += (size_t)w;
+    int first = 1;
+    for (int k = 0; k < v->tasks[t].nvariants; k++) {
+      const vr_pipe_alloc *a = &plan->a[plan->off[t] + k];
+      if (a->inst <= 0) continue;
+      w = snprintf(buf + off, cap - off, "%s%s*%d", first ? "" : ",", pol->prof[plan->off[t] + k].model,
+                   a->inst);
+      if (w < 0 || (size_t)w >= cap - off) return;
+      off += (size_t)w;
+      first = 0;
+    }
+  }
+}
+
+static void row_plan(pl_pol *pol);
+
+/* Demand and factors from the counters; the history row. Caller holds
+ * pp->mu. */
+static void observe(pl_pipe *pp, pl_pol *pol, double now_s, double dt) {
+  double qps = (double)(pp->arrivals - pol->arr_seen) / dt;
+  pol->arr_seen = pp->arrivals;
+  pol->last_qps = qps;
+  pol->ewma = pol->nhist ? 0.5 * pol->ewma + 0.5 * qps : qps;
+  for (int t = 0; t < pp->spec->ntasks; t++) {
+    double r = (double)(pp->t[t].in - pol->task_seen[t]) / dt;
+    pol->task_seen[t] = pp->t[t].in;
+    pol->task_ewma[t] = pol->nhist ? 0.5 * pol->task_ewma[t] + 0.5 * r : r;
+  }
+  observed_factors(pp, pol);
+  uint64_t req = 0;
+  for (int o = 0; o < VR_POUT_COUNT; o++) req += pp->outcomes[o];
+  pl_row *row = &pol->hist[pol->hhead];
+  pol->hhead = (pol->hhead + 1) % PL_HIST;
+  if (pol->nhist < PL_HIST) pol->nhist++;
+  memset(row, 0, sizeof *row);
+  row->t_s = now_s - pol->t0_s;
+  row->demand = qps;
+  row->ewma = pol->ewma;
+  row->req = req - pol->req_seen;
+  row->met = pp->met - pol->met_seen;
+  row->dropped = pp->outcomes[VR_POUT_DROPPED] - pol->drop_seen;
+  row->early = pol->early - pol->early_seen;
+  row->rerouted = pol->rerouted - pol->rr_seen;
+  row->accuracy = pp->acc_n > pol->accn_seen
+                      ? (pp->acc_sum - pol->accsum_seen) / (double)(pp->acc_n - pol->accn_seen)
+                      : NAN;
+  pol->req_seen = req, pol->met_seen = pp->met, pol->drop_seen = pp->outcomes[VR_POUT_DROPPED];
+  pol->early_seen = pol->early, pol->rr_seen = pol->rerouted;
+  pol->accsum_seen = pp->acc_sum, pol->accn_seen = pp->acc_n;
+  row_plan(pol); /* the plan in force until this tick decides */
+}
+
+/* The plan in force after this tick into its history row. Caller holds
+ * pp->mu. */
+static void row_plan(pl_pol *pol) {
+  pl_row *row = &pol->hist[(pol->hhead + PL_HIST - 1) % PL_HIST];
+  row->workers = pol->workers;
+  if (!pol->have_plan) return;
+  row->plan_acc = pol->plan.accuracy;
+  row->scaled = pol->plan.accuracy_scaled;
+  row->feasible = pol->plan.feasible;
+  fmt_variants(pol, &pol->plan, row->variants, sizeof row->variants);
+}
+
+/* The instances of the view's variants, sorted by id. */
+static int held_instances(vr_pipes *ps, pl_pol *pol, vr_pipe_snap_inst *out, int *ready,
+                          int cap) {
+  vr_ctl_inst_info info[256];
+  int n = vr_control_instances(ps->ctl, info, 256), k = 0;
+  if (n > 256) n = 256;
+  for (int i = 0; i < n && k < cap; i++) {
+    int mine = 0;
+    for (int s = 0; s < pol->nslots && !mine; s++) mine = pol->slot_var[s] == info[i].var;
+    if (!mine) continue;
+    ready[k] = info[i].ready;
+    out[k++] = (vr_pipe_snap_inst){info[i].id, info[i].var, info[i].batch_cap};
+  }
+  return k;
+}
+
+/* Re-reads the instances (into s) and publishes the slot -> instance
+ * lists for the plan in force (inst: 256 entries, s->inst's buffer): each instance on the slot the plan assigns
+ * it; one the plan replaces stays listed on every slot of its variant
+ * (the fallback while its replacement loads), unless `acts` unloads it
+ * outright. */
+static void publish(vr_pipes *ps, pl_pipe *pp, pl_pol *pol, vr_pipe_snap *s,
+                    vr_pipe_snap_inst *inst, const vr_actions *acts) {
+  int ready[256], assign[256];
+  s->inst = inst;
+  s->ninst = held_instances(ps, pol, inst, ready, 256);
+  vr_actions scratch;
+  vr_actions_init(&scratch);
+  int rc = vr_pipe_plan_actions(s, &pol->plan, assign, &scratch);
+  vr_actions_free(&scratch);
+  if (rc) return;
+  pthread_mutex_lock(&pp->mu);
+  memset(pol->slot_n, 0, (size_t)pol->nslots * sizeof *pol->slot_n);
+  for (int i = 0; i < s->ninst; i++) {
+    if (!ready[i]) continue;
+    int gone = 0;
+    for (size_t k = 0; acts && k < acts->len && !gone; k++)
+      gone = vr_actions_at(acts, k)->kind == VR_ACT_UNLOAD &&
+             vr_actions_at(acts, k)->instance == inst[i].id;
+    if (gone) continue;
+    for (int sl = 0; sl < pol->nslots; sl++) {
+      int on = assign[i] >= 0 ? sl == assign[i] : pol->slot_var[sl] == inst[i].var;
+      if (on && pol->slot_n[sl] < PL_SLOT_INST)
+        pol->slot_ids[sl * PL_SLOT_INST + pol->slot_n[sl]++] = (int)inst[i].id;
+    }
+  }
+  pthread_mutex_unlock(&pp->mu);
+}
+
+static void pol_tick(vr_pipes *ps, pl_pipe *pp, double now_s, double dt) {
+  vr_errbuf err = {0};
+  if (!pp->pol) {
+    pl_pol *pol = NULL;
+    if (build_view(ps, pp, &pol, &err)) {
+      vr_warn("pipeline '%s': no policy: %s", pp->spec->name, err.msg);
+      return;
+    }
+    pol->t0_s = now_s;
+    pthread_mutex_lock(&pp->mu);
+    pol->arr_seen = pp->arrivals;
+    for (int t = 0; t < pp->spec->ntasks; t++) pol->task_seen[t] = pp->t[t].in;
+    pp->pol = pol;
+    pthread_mutex_unlock(&pp->mu);
+    for (int t = 0; t < pp->spec->ntasks; t++) vr_control_set_managed(ps->ctl, pp->spec->tasks[t].app, 1);
+  }
+  pl_pol *pol = pp->pol;
+  if (refresh_slots(ps, pol)) {
+    vr_warn("pipeline '%s': a variant is no longer served; policy paused", pp->spec->name);
+    return;
+  }
+  pthread_mutex_lock(&pp->mu);
+  observe(pp, pol, now_s, dt);
+  vr_pipe_snap s = {.now_s = now_s, .p = pol->view, .prof = pol->prof,
+                    .slot_var = pol->slot_var, .demand_ewma = pol->ewma,
+                    .demand_last = pol->last_qps, .slack = ps->popts.slack,
+                    .cur = pol->have_plan ? &pol->plan : NULL};
+  memcpy(s.task_qps, pol->task_ewma, sizeof s.task_qps);
+  pthread_mutex_unlock(&pp->mu);
+  pol->workers = s.workers = vr_control_managed_cores(ps->ctl) / pol->threads;
+  vr_pipe_snap_inst inst[256];
+  int ready[256];
+  s.inst = inst;
+  s.ninst = held_instances(ps, pol, inst, ready, 256);
+
+  vr_pipe_plan next = {0};
+  int have_next = 0;
+  if (vr_pipe_replan_due(!pol->have_plan, now_s, pol->next_s, pol->ewma, pol->planned_for,
+                         ps->popts.change) && s.workers > 0) {
+    vr_pipe_plan_init(&next, pol->view);
+    int64_t t0 = vr_clock_now(vr_clock_monotonic());
+    int rc = ps->pdef->plan(NULL, &s, &next, &err);
+    pol->last_solve_ms = (vr_clock_now(vr_clock_monotonic()) - t0) / 1e6;
+    if (rc) {
+      pol->solve_fail++;
+      snprintf(pol->last_err, sizeof pol->last_err, "%.199s", err.msg);
+      vr_warn("pipeline '%s': %s plan: %s", pp->spec->name, ps->pdef->name, err.msg);
+      vr_pipe_plan_free(&next);
+    } else {
+      have_next = 1;
+      pol->replans++;
+      pol->planned_for = pol->ewma;
+      pol->next_s = now_s + ps->popts.period_s;
+      vr_info("pipeline '%s': %s plan for %.1f req/s on %d worker(s): accuracy %.2f%%%s%s "
+              "(%.1f ms)", pp->spec->name, ps->pdef->name, pol->ewma, s.workers,
+              next.accuracy, next.accuracy_scaled ? ", accuracy scaled" : "",
+              next.feasible ? "" : ", best effort", pol->last_solve_ms);
+    }
+  }
+  const vr_pipe_plan *target = have_next ? &next : pol->have_plan ? &pol->plan : NULL;
+  if (!target) {
+    pthread_mutex_lock(&pp->mu);
+    row_plan(pol);
+    pthread_mutex_unlock(&pp->mu);
+    return;
+  }
+  /* The new plan and its tables first: hops go to its slots as soon as
+   * they have instances, to the old instances (still listed) until then. */
+  vr_pipe_routes routes = {0};
+  int rrc = vr_pipe_route_build(pol->view, target, pol->ewma, &routes);
+  pthread_mutex_lock(&pp->mu);
+  if (have_next) {
+    vr_pipe_plan_free(&pol->plan);
+    pol->plan = next; /* moved */
+    pol->have_plan = 1;
+  }
+  if (rrc == 0) {
+    if (pol->have_routes) vr_pipe_routes_free(&pol->routes);
+    pol->routes = routes;
+    pol->have_routes = 1;
+  }
+  pthread_mutex_unlock(&pp->mu);
+  /* Reconcile every tick: a load refused for want of room is retried, an
+   * instance loaded by the query path is returned. */
+  vr_actions acts;
+  vr_actions_init(&acts);
+  if (vr_pipe_plan_actions(&s, &pol->plan, NULL, &acts) == 0) {
+    publish(ps, pp, pol, &s, inst, &acts);
+    for (size_t i = 0; i < acts.len; i++) {
+      const vr_action *a = vr_actions_at(&acts, i);
+      int rc = vr_control_apply(ps->ctl, a);
+      if (rc) vr_warn("pipeline policy: %s: %s", vr_action_name(a->kind), vr_strerror(rc));
+      if (a->kind == VR_ACT_LOAD || a->kind == VR_ACT_MIGRATE)
+        publish(ps, pp, pol, &s, inst, &acts); /* use it now; forget the replaced */
+    }
+    if (acts.len) publish(ps, pp, pol, &s, inst, NULL);
+  }
+  vr_actions_free(&acts);
+  pthread_mutex_lock(&pp->mu);
+  row_plan(pol);
+  pthread_mutex_unlock(&pp->mu);
+}
+
+void vr_pipes_policy_tick(vr_pipes *p) {
+  if (!p->pdef) return;
+  /* references: a pipeline deleted meanwhile stays alive until we finish */
+  pl_pipe *pipes[64];
+  int n = 0;
+  pthread_mutex_lock(&p->mu);
+  size_t it = 0;
+  const char *k;
+  void *v;
+  while (n < 64 && vr_map_next(&p->by_name, &it, &k, &v)) {
+    pipes[n] = v;
+    __atomic_add_fetch(&pipes[n]->refs, 1, __ATOMIC_ACQ_REL);
+    n++;
+  }
+  pthread_mutex_unlock(&p->mu);
+  double now_s = vr_clock_now(vr_clock_monotonic()) / 1e9;
+  double dt = p->plast > 0 ? now_s - p->plast : p->popts.tick_s;
+  if (dt <= 1e-3) dt = 1e-3;
+  p->plast = now_s;
+  for (int i = 0; i < n; i++) {
+    pol_tick(p, pipes[i], now_s, dt);
+    vr__pipe_unref(pipes[i]);
+  }
+}
+
+/* ---- the thread ------------------------------------------------------------ */
+
+static void *policy_main(void *arg) {
+  vr_pipes *p = arg;
+  pthread_mutex_lock(&p->mu);
+  while (!p->pstop) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    int64_t t = ts.tv_sec * VR_NS_PER_S + ts.tv_nsec + (int64_t)(p->popts.tick_s * 1e9);
+    ts.tv_sec = t / VR_NS_PER_S;
+    ts.tv_nsec = t % VR_NS_PER_S;
+    while (!p->pstop && pthread_cond_timedwait(&p->pcv, &p->mu, &ts) == 0) {}
+    if (p->pstop) break;
+    pthread_mutex_unlock(&p->mu);
+    vr_pipes_policy_tick(p);
+    pthread_mutex_lock(&p->mu);
+  }
+  pthread_mutex_unlock(&p->mu);
+  return NULL;
+}
+
+int vr_pipes_set_policy(vr_pipes *p, const vr_pipes_policy_opts *o, vr_errbuf *err) {
+  if (p->pdef) return vr_errf(err, VR_EINVAL, "a pipeline policy is already set");
+  const vr_pipe_policy_def *def = vr_pipe_policy_find(o->policy, err);
+  if (!def) return VR_ENOENT;
+  p->popts = *o;
+  if (p->popts.period_s <= 0) p->popts.period_s = 10;
+  if (p->popts.tick_s <= 0) p->popts.tick_s = 1;
+  if (p->popts.change <= 0) p->popts.change = 0.3;
+  if (p->popts.slack <= 0) p->popts.slack = 1.25;
+  p->popts.policy = def->name;
+  p->pdef = def;
+  p->pstop = 0;
+  if (pthread_create(&p->pthread, NULL, policy_main, p)) {
+    p->pdef = NULL;
+    return vr_errf(err, VR_ENOMEM, "cannot start the pipeline policy thread");
+  }
+  p->prunning = 1;
+  return 0;
+}
+
+void vr__pipes_stop_policy(vr_pipes *p) {
+  if (!p->prunning) return;
+  pthread_mutex_lock(&p->mu);
+  p->pstop = 1;
+  pthread_cond_broadcast(&p->pcv);
+  pthread_mutex_unlock(&p->mu);
+  pthread_join(p->pthread, NULL);
+  p->prunning = 0;
+}
+
+/* ---- GET /v2/pipelines/{p} ----------------------------------------------------- */
+
+static json_t *row_json(const pl_row *r) {
+  json_t *j = json_pack("{s:f, s:f, s:f, s:i, s:f, s:b, s:b, s:s, s:I, s:I, s:I, s:I, s:I}",
+                        "t_s", r->t_s, "demand_qps", r->demand, "demand_ewma", r->ewma,
+                        "workers", r->workers, "plan_accuracy", r->plan_acc, "accuracy_scaled",
+                        r->scaled, "feasible", r->feasible, "variants", r->variants,
+                        "requests", (json_int_t)r->req, "met", (json_int_t)r->met,
+                        "dropped", (json_int_t)r->dropped, "early_dropped",
+                        (json_int_t)r->early, "rerouted", (json_int_t)r->rerouted);
+  json_object_set_new(j, "slo_attainment",
+                      r->req ? json_real((double)r->met / (double)r->req) : json_null());
+  json_object_set_new(j, "accuracy", isnan(r->accuracy) ? json_null() : json_real(r->accuracy));
+  return j;
+}
+
+static json_t *plan_json(const pl_pol *pol) {
+  const vr_pipeline *v = pol->view;
+  const vr_pipe_plan *pl = &pol->plan;
+  const vr_pipe_routes *r = pol->have_routes ? &pol->routes : NULL;
+  json_t *tasks = json_array(), *backup = json_array();
+  for (int t = 0; t < v->ntasks; t++) {
+    json_t *vs = json_array();
+    for (int k = 0; k < v->tasks[t].nvariants; k++) {
+      int s = pl->off[t] + k;
+      const vr_pipe_alloc *a = &pl->a[s];
+      if (a->inst <= 0 && !(pol->slot_n[s] > 0)) continue;
+      json_t *x = json_pack("{s:s, s:f, s:i, s:i, s:f, s:f, s:i}", "variant",
+                            v->tasks[t].variants[k].name, "accuracy",
+                            v->tasks[t].variants[k].accuracy, "instances", a->inst, "batch",
+                            a->batch, "lat_ms", a->lat_ms, "multiplicative_factor",
+                            v->tasks[t].variants[k].mult, "serving", pol->slot_n[s]);
+      if (r) {
+        json_object_set_new(x, "budget_ms", json_real(vr_pipe_budget_ms(pl, r, s)));
+        json_object_set_new(x, "incoming_qps", json_real(r->incoming[s]));
+        json_object_set_new(x, "spare_qps", json_real(r->spare[s]));
+        if (a->inst > 0 && r->spare[s] > 0)
+          json_array_append_new(backup, json_pack("{s:s, s:s, s:f, s:f}", "task",
+                                                  v->tasks[t].name, "variant",
+                                                  v->tasks[t].variants[k].name, "spare_qps",
+                                                  r->spare[s], "lat_ms", a->lat_ms));
+      }
+      json_array_append_new(vs, x);
+    }
+    json_array_append_new(tasks, json_pack("{s:s, s:o}", "task", v->tasks[t].name, "variants", vs));
+  }
+  json_t *plan = json_pack("{s:f, s:f, s:i, s:b, s:b, s:o}", "demand_qps", pl->demand_qps,
+                           "accuracy", pl->accuracy, "workers", pl->workers, "accuracy_scaled",
+                           pl->accuracy_scaled, "feasible", pl->feasible, "tasks", tasks);
+  json_t *routing = json_object();
+  if (r) {
+    json_t *front = json_array();
+    for (int k = 0; k < v->tasks[0].nvariants; k++)
+      if (r->front[k] > 0)
+        json_array_append_new(front, json_pack("{s:s, s:f}", "variant",
+                                               v->tasks[0].variants[k].name, "p", r->front[k]));
+    json_object_set_new(routing, "front", front);
+    json_t *tables = json_array();
+    for (int c = 1; c < v->ntasks; c++) {
+      int par = v->tasks[c].parent, nc = v->tasks[c].nvariants;
+      for (int pv = 0; pv < v->tasks[par].nvariants; pv++) {
+        if (pl->a[pl->off[par] + pv].inst <= 0) continue;
+        json_t *to = json_array();
+        for (int k = 0; k < nc; k++) {
+          double pr = r->table[r->toff[c] + pv * nc + k];
+          if (pr > 0)
+            json_array_append_new(to, json_pack("{s:s, s:f}", "variant",
+                                                v->tasks[c].variants[k].name, "p", pr));
+        }
+        json_array_append_new(tables, json_pack("{s:s, s:s, s:s, s:o}", "task",
+                                                v->tasks[c].name, "parent_task",
+                                                v->tasks[par].name, "parent_variant",
+                                                v->tasks[par].variants[pv].name, "to", to));
+      }
+    }
+    json_object_set_new(routing, "tables", tables);
+    json_object_set_new(routing, "expected_accuracy", json_real(r->accuracy));
+    json_object_set_new(routing, "budget_scale", json_real(r->budget_scale));
+  }
+  return json_pack("{s:o, s:o, s:o}", "plan", plan, "routing", routing, "backup", backup);
+}
+
+json_t *vr__pipe_pol_json(vr_pipes *ps, pl_pipe *pp) {
+  if (!ps->pdef) return NULL;
+  const pl_pol *pol = pp->pol;
+  json_t *j = json_pack("{s:s, s:s, s:f, s:f, s:f, s:f}", "name", ps->pdef->name, "drop_mode",
+                        vr_edrop_name(ps->pdef->drop_mode), "period_s", ps->popts.period_s,
+                        "tick_s", ps->popts.tick_s, "change", ps->popts.change, "slack",
+                        ps->popts.slack);
+  if (!pol) {
+    json_object_set_new(j, "state", json_string("waiting for the first tick"));
+    return j;
+  }
+  json_object_set_new(j, "state", json_string(pol->have_routes ? "planned" : "no plan yet"));
+  json_object_set_new(j, "demand_qps", json_real(pol->last_qps));
+  json_object_set_new(j, "demand_ewma", json_real(pol->ewma));
+  json_object_set_new(j, "workers", json_integer(pol->workers));
+  json_object_set_new(j, "threads_per_worker", json_integer(pol->threads));
+  json_object_set_new(j, "replans", json_integer(pol->replans));
+  json_object_set_new(j, "solve_failures", json_integer(pol->solve_fail));
+  json_object_set_new(j, "last_solve_ms", json_real(pol->last_solve_ms));
+  if (pol->last_err[0]) json_object_set_new(j, "last_error", json_string(pol->last_err));
+  json_object_set_new(j, "early_dropped", json_integer((json_int_t)pol->early));
+  json_object_set_new(j, "rerouted", json_integer((json_int_t)pol->rerouted));
+  json_object_set_new(j, "no_instance", json_integer((json_int_t)pol->no_instance));
+  if (pol->have_plan) json_object_update_new(j, plan_json(pol));
+  json_t *h = json_array();
+  int from = pol->nhist > 60 ? pol->nhist - 60 : 0; /* the last minute */
+  for (int i = from; i < pol->nhist; i++)
+    json_array_append_new(h, row_json(&pol->hist[(pol->hhead - pol->nhist + i + PL_HIST) % PL_HIST]));
+  json_object_set_new(j, "history", h);
+  return j;
+}

@@ -1,0 +1,231 @@
+/* The controller's policy driver (control/cluster_driver.c): a registry
+ * view in, INFaaS's decisions carried out through the cluster actuator
+ * table — replicas loaded on other workers, workers added at the
+ * utilisation threshold and removed when idle, a model's last copy never
+ * unloaded, models nobody measured left out. The ops record the calls. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "control/cluster_driver.h"
+
+typedef struct rec {
+  char loads[16][160], unloads[16][160], removes[16][64];
+  int nload, nunload, nadd, nremove;
+} rec;
+
+static int r_load(void *u, const char *m, const char *w, const char *why) {
+  rec *r = u;
+  (void)why;
+  if (r->nload < 16) snprintf(r->loads[r->nload], 160, "%s@%s", m, w);
+  r->nload++;
+  return 0;
+}
+static int r_unload(void *u, const char *m, const char *w, const char *why) {
+  rec *r = u;
+  (void)why;
+  if (r->nunload < 16) snprintf(r->unloads[r->nunload], 160, "%s@%s", m, w);
+  r->nunload++;
+  return 0;
+}
+static int r_add(void *u, const char *why) {
+  (void)why;
+  ((rec *)u)->nadd++;
+  return 0;
+}
+static int r_remove(void *u, const char *w, const char *why) {
+  rec *r = u;
+  (void)why;
+  if (r->nremove < 16) snprintf(r->removes[r->nremove], 64, "%s", w);
+  r->nremove++;
+  return 0;
+}
+
+/* A cluster of nw workers of `cores` cores; model "m" (1 thread, max
+ * batch 8, p50 1 ms at batch 1 growing 0.5 ms per doubling) ready on the
+ * first `copies` workers, each seeing qps arrivals. */
+typedef struct fix {
+  vr_worker_info w[4];
+  vr_instance_info inst[4][1];
+  const vr_instance_info *ip[4];
+  size_t ni[4];
+  vr_cdrv_model m;
+  vr_cdrv_view v;
+  rec r;
+  vr_cdrv *d;
+} fix;
+
+static void setup_kind(fix *f, int kind, int nw, int cores, int copies, double qps,
+                       int measured, int growable) {
+  memset(f, 0, sizeof *f);
+  for (int k = 0; k < nw; k++) {
+    snprintf(f->w[k].id, sizeof f->w[k].id, "w%d", k);
+    snprintf(f->w[k].addr, sizeof f->w[k].addr, "127.0.0.1:%d", 9000 + k);
+    f->w[k].cores = cores;
+    f->ip[k] = f->inst[k];
+    if (k >= copies) continue;
+    vr_instance_info *x = &f->inst[k][0];
+    snprintf(x->id, sizeof x->id, "m");
+    snprintf(x->variant, sizeof x->variant, "m");
+    snprintf(x->state, sizeof x->state, "ready");
+    x->cores = 1;
+    x->max_batch = 8;
+    x->arrival_qps = x->served_qps = qps;
+    if (measured) {
+      x->nlat = 4;
+      for (int b = 0; b < 4; b++) x->p50_ms[b] = 1 + 0.5 * b, x->p99_ms[b] = 1.5 + 0.5 * b;
+    }
+    f->ni[k] = 1;
+  }
+  snprintf(f->m.name, sizeof f->m.name, "m");
+  snprintf(f->m.app, sizeof f->m.app, "a");
+  snprintf(f->m.precision, sizeof f->m.precision, "fp32");
+  f->m.threads = 1;
+  f->m.max_batch = 8;
+  f->m.accuracy = 90;
+  f->v = (vr_cdrv_view){.now_ns = 1000000000LL, .workers = f->w, .nworkers = (size_t)nw,
+                        .inst = f->ip, .ninst = f->ni, .models = &f->m, .nmodels = 1,
+                        .growable = growable, .worker_cores = cores, .slo_ms = 100,
+                        .core_price_per_hour = 0.0425};
+  vr_policy_cfg c;
+  vr_policy_cfg_default(&c, kind);
+  c.cross_model = 0;
+  c.burst_upgrade = 0;
+  c.worker_idle_ns = 2000000000LL;
+  vr_cdrv_ops ops = {r_load, r_unload, r_add, r_remove, &f->r};
+  assert_int_equal(vr_cdrv_new(&c, &ops, &f->d), 0);
+}
+
+static void setup(fix *f, int nw, int cores, int copies, double qps, int measured,
+                  int growable) {
+  setup_kind(f, VR_POL_INFAAS, nw, cores, copies, qps, measured, growable);
+}
+
+static void tick(fix *f) {
+  vr_errbuf err = {0};
+  assert_int_equal(vr_cdrv_tick(f->d, &f->v, &err), 0);
+}
+
+static void unmeasured_left_out(void **state) {
+  (void)state;
+  fix f;
+  setup(&f, 2, 2, 1, 5000, 0, 1);
+  tick(&f);
+  vr_cdrv_stats st;
+  vr_cdrv_get_stats(f.d, &st);
+  assert_int_equal(st.nvariants, 0);
+  assert_int_equal(st.ninstances, 0);
+  assert_int_equal(f.r.nload, 0);
+  vr_cdrv_free(f.d);
+}
+
+static void replicates_on_another_worker(void **state) {
+  (void)state;
+  fix f;
+  /* one copy on w0 (1 core of 1); ~8 rows per 2.5 ms -> ~3200 qps per
+   * instance; 5000 qps needs two: the replica goes to w1 */
+  setup(&f, 2, 1, 1, 5000, 1, 0);
+  tick(&f);
+  assert_true(f.r.nload >= 1);
+  assert_string_equal(f.r.loads[0], "m@w1");
+  assert_int_equal(f.r.nunload, 0);
+  vr_cdrv_stats st;
+  vr_cdrv_get_stats(f.d, &st);
+  assert_int_equal(st.nvariants, 1);
+  assert_true(st.applied[VR_ACT_LOAD] >= 1);
+  vr_cdrv_free(f.d);
+}
+
+static void adds_worker_over_threshold(void **state) {
+  (void)state;
+  fix f;
+  /* one 1-core worker, busy at 80%+ of its instance's capacity: the VM
+   * autoscaler (vm_util 0.8) asks the provider for a worker */
+  setup(&f, 1, 1, 1, 2900, 1, 1);
+  tick(&f);
+  assert_true(f.r.nadd >= 1);
+  /* not growable: nobody to ask */
+  fix g;
+  setup(&g, 1, 1, 1, 2900, 1, 0);
+  tick(&g);
+  assert_int_equal(g.r.nadd, 0);
+  /* a worker already starting absorbs the need: no second add */
+  fix h;
+  setup(&h, 1, 1, 1, 2900, 1, 1);
+  h.v.starting = 1;
+  tick(&h);
+  assert_int_equal(h.r.nadd, 0);
+  vr_cdrv_free(f.d);
+  vr_cdrv_free(g.d);
+  vr_cdrv_free(h.d);
+}
+
+static void removes_idle_worker(void **state) {
+  (void)state;
+  fix f;
+  /* w1 holds nothing; after worker_idle_ns (2 s) it is released */
+  setup(&f, 2, 2, 1, 10, 1, 1);
+  tick(&f);
+  assert_int_equal(f.r.nremove, 0);
+  f.v.now_ns += 3000000000LL;
+  tick(&f);
+  assert_int_equal(f.r.nremove, 1);
+  assert_string_equal(f.r.removes[0], "w1");
+  vr_cdrv_free(f.d);
+}
+
+static void keeps_last_copy(void **state) {
+  (void)state;
+  fix f;
+  /* two idle copies: INFaaS releases idle instances after their load
+   * time (1 s until one was timed); one goes, the last stays */
+  setup(&f, 2, 2, 2, 0, 1, 0);
+  for (int i = 0; i < 6; i++) {
+    tick(&f);
+    f.v.now_ns += 1000000000LL;
+  }
+  assert_int_equal(f.r.nunload, 1);
+  vr_cdrv_stats st;
+  vr_cdrv_get_stats(f.d, &st);
+  assert_true(st.kept_last >= 1);
+  vr_cdrv_free(f.d);
+}
+
+/* The baselines run on every model's variant as their fixed set: SM+
+ * replicates under load like INFaaS; Clipper+ provisions its fixed count
+ * (fixed_instances) whatever the load, and nothing runs before a model
+ * was measured (no fixed set yet: no EINVAL). */
+static void baselines(void **state) {
+  (void)state;
+  fix f;
+  setup_kind(&f, VR_POL_SM, 2, 1, 1, 5000, 1, 0);
+  tick(&f);
+  assert_true(f.r.nload >= 1);
+  assert_string_equal(f.r.loads[0], "m@w1");
+  vr_cdrv_free(f.d);
+  fix g;
+  setup_kind(&g, VR_POL_CLIPPER, 2, 1, 1, 0, 1, 0);
+  g.v.fixed_instances = 2;
+  tick(&g);
+  assert_int_equal(g.r.nload, 1);
+  assert_string_equal(g.r.loads[0], "m@w1");
+  vr_cdrv_free(g.d);
+  fix h;
+  setup_kind(&h, VR_POL_CLIPPER, 2, 1, 1, 0, 0, 0);
+  tick(&h);
+  assert_int_equal(h.r.nload, 0);
+  vr_cdrv_free(h.d);
+}
+
+int main(void) {
+  const struct CMUnitTest t[] = {cmocka_unit_test(unmeasured_left_out),
+                                 cmocka_unit_test(replicates_on_another_worker),
+                                 cmocka_unit_test(adds_worker_over_threshold),
+                                 cmocka_unit_test(removes_idle_worker),
+                                 cmocka_unit_test(keeps_last_copy),
+                                 cmocka_unit_test(baselines)};
+  return cmocka_run_group_tests(t, NULL, NULL);
+}
