@@ -251,6 +251,7 @@ void vr_pipes_set_clock(vr_pipes *p, vr_clock *clock) {
 void vr_pipes_free(vr_pipes *p) {
   if (!p) return;
   vr__pipes_stop_policy(p);
+  vr_free(p->managed);
   pthread_cond_destroy(&p->pcv);
   size_t it = 0;
   const char *k;

@@ -71,6 +71,9 @@ struct vr_pipes {
   int prunning, pstop;
   pthread_cond_t pcv;
   double plast; /* monotonic seconds of the last policy tick */
+  /* apps the policy marked managed in the control plane (policy thread) */
+  char (*managed)[VR_PIPE_NAME_MAX];
+  int nmanaged;
   vr_runtime *rt;
   vr_store *store;
   vr_clock *clock;    /* monotonic, or a test's */

@@ -228,6 +228,8 @@ int vr__pipe_pol_pick(pl_pipe *pp, const pl_pick_in *in, pl_pick *out) {
     out->slot = vr_pipe_route_pick(v, &pol->routes, 0, -1, in->u);
   } else {
     double budget = vr_pipe_budget_ms(&pol->plan, &pol->routes, in->parent_slot);
+    if (budget <= 0) /* the parent's variant left the plan meanwhile (as psim.c) */
+      budget = 2 * vr_latency_ms(&pol->prof[in->parent_slot].lat, 1, 0.5);
     out->budget_sum = in->parent_budget_sum + budget;
     out->slot = vr_pipe_route_pick(v, &pol->routes, t, in->parent_slot, in->u);
     if (out->slot >= 0) {
@@ -396,7 +398,6 @@ static void pol_tick(vr_pipes *ps, pl_pipe *pp, double now_s, double dt) {
     for (int t = 0; t < pp->spec->ntasks; t++) pol->task_seen[t] = pp->t[t].in;
     pp->pol = pol;
     pthread_mutex_unlock(&pp->mu);
-    for (int t = 0; t < pp->spec->ntasks; t++) vr_control_set_managed(ps->ctl, pp->spec->tasks[t].app, 1);
   }
   pl_pol *pol = pp->pol;
   if (refresh_slots(ps, pol)) {
@@ -463,6 +464,7 @@ static void pol_tick(vr_pipes *ps, pl_pipe *pp, double now_s, double dt) {
     pol->routes = routes;
     pol->have_routes = 1;
   }
+  row_plan(pol); /* GET shows the row and the plan alike */
   pthread_mutex_unlock(&pp->mu);
   /* Reconcile every tick: a load refused for want of room is retried, an
    * instance loaded by the query path is returned. */
@@ -485,6 +487,32 @@ static void pol_tick(vr_pipes *ps, pl_pipe *pp, double now_s, double dt) {
   pthread_mutex_unlock(&pp->mu);
 }
 
+/* The apps of the pipelines under the policy are managed by it; an app
+ * no pipeline uses any more (deleted) goes back to the control loop. */
+static void manage_apps(vr_pipes *p, pl_pipe **pipes, int n) {
+  char (*now)[VR_PIPE_NAME_MAX] = vr_calloc(VR_PIPE_MAX_TASKS * 64, sizeof *now);
+  if (!now) return;
+  int k = 0;
+  for (int i = 0; i < n; i++)
+    for (int t = 0; t < pipes[i]->spec->ntasks; t++) {
+      const char *app = pipes[i]->spec->tasks[t].app;
+      int seen = 0;
+      for (int j = 0; j < k && !seen; j++) seen = !strcmp(now[j], app);
+      if (!seen && k < VR_PIPE_MAX_TASKS * 64) {
+        snprintf(now[k++], VR_PIPE_NAME_MAX, "%s", app);
+        vr_control_set_managed(p->ctl, app, 1);
+      }
+    }
+  for (int j = 0; j < p->nmanaged; j++) {
+    int kept = 0;
+    for (int i = 0; i < k && !kept; i++) kept = !strcmp(now[i], p->managed[j]);
+    if (!kept) vr_control_set_managed(p->ctl, p->managed[j], 0);
+  }
+  vr_free(p->managed);
+  p->managed = now;
+  p->nmanaged = k;
+}
+
 void vr_pipes_policy_tick(vr_pipes *p) {
   if (!p->pdef) return;
   /* references: a pipeline deleted meanwhile stays alive until we finish */
@@ -504,6 +532,7 @@ void vr_pipes_policy_tick(vr_pipes *p) {
   double dt = p->plast > 0 ? now_s - p->plast : p->popts.tick_s;
   if (dt <= 1e-3) dt = 1e-3;
   p->plast = now_s;
+  manage_apps(p, pipes, n);
   for (int i = 0; i < n; i++) {
     pol_tick(p, pipes[i], now_s, dt);
     vr__pipe_unref(pipes[i]);

@@ -9,6 +9,9 @@
 
 #define MAX_PREFIXES 20000
 #define BIG_SERVED 1000.0
+/* accuracy modes stop within this of the best bound: objective units
+ * (mean end-to-end accuracy in 0..1), i.e. 0.01 accuracy points */
+#define LOKI_ACC_GAP 1e-4
 #define NB VR_PROF_NB
 
 void vr_loki_opts_default(vr_loki_opts *o) {
@@ -96,10 +99,20 @@ static double lat_b(const model *md, int slot, int b) {
   return vr_profile_latency_ms(&md->prof[slot], vr_prof_batch(b), 0.5);
 }
 
-/* Columns w/z for every allowed (slot, batch); -1 where not allowed. */
+static int batch_ok(const model *md, const vr_loki_opts *o, double half,
+                    int hw_only, int t, int v, int b) {
+  int s = md->shape->off[t] + v, bs = vr_prof_batch(b);
+  return allowed(md->p, t, v, hw_only) && bs <= o->max_batch &&
+         bs <= md->prof[s].max_batch && lat_b(md, s, b) <= half;
+}
+
+/* Columns w/z for every allowed (slot, batch); -1 where not allowed. With
+ * fixb (the level decomposition) only w at batch fixb[s] (-1: none) and no
+ * z. relax: continuous columns (the LP relaxation). */
 static void add_batch_cols(model *md, vr_milp *m, const vr_loki_opts *o,
                            double half, int workers, int hw_only,
-                           double w_obj, const double *maxload) {
+                           double w_obj, const double *maxload,
+                           const int *fixb, int relax) {
   const vr_pipeline *p = md->p;
   for (int t = 0; t < p->ntasks; t++)
     for (int v = 0; v < p->tasks[t].nvariants; v++) {
@@ -107,15 +120,15 @@ static void add_batch_cols(model *md, vr_milp *m, const vr_loki_opts *o,
       for (int b = 0; b < NB; b++) {
         md->w[s][b] = md->z[s][b] = -1;
         int bs = vr_prof_batch(b);
-        if (!allowed(p, t, v, hw_only) || bs > o->max_batch ||
-            bs > md->prof[s].max_batch || lat_b(md, s, b) > half)
+        if (!batch_ok(md, o, half, hw_only, t, v, b) || (fixb && fixb[s] != b))
           continue;
         /* a tight bound on w (what the slot's largest possible load
          * needs) keeps the LP relaxation close: CBC proves much faster */
         double need = ceil(maxload[s] * lat_b(md, s, b) / (bs * 1000.0) - 1e-9);
         int ub = need < 1 ? 1 : need > workers ? workers : (int)need;
-        md->w[s][b] = vr_milp_col(m, 0, ub, w_obj, 1);
-        md->z[s][b] = vr_milp_col(m, 0, 1, 0, 1);
+        md->w[s][b] = vr_milp_col(m, 0, ub, w_obj, !relax);
+        if (fixb) continue;
+        md->z[s][b] = vr_milp_col(m, 0, 1, 0, !relax);
         int idx[2] = {md->w[s][b], md->z[s][b]};
         double k[2] = {1, -ub};
         vr_milp_row(m, 2, idx, k, 'L', 0), md->rows++;
@@ -148,7 +161,8 @@ static void capacity_rows(model *md, vr_milp *m, rowbuf *rb, int s) {
 }
 
 static int build_rows(model *md, vr_milp *m, double demand, double half,
-                      int workers, const vr_loki_opts *o, rowbuf *rb) {
+                      int workers, const vr_loki_opts *o, rowbuf *rb,
+                      int latency) {
   const vr_pipeline *p = md->p;
   int ns = md->shape->off[p->ntasks];
   /* root: sum F(root prefixes) - alpha = 0 ; alpha column is col 0 */
@@ -183,21 +197,32 @@ static int build_rows(model *md, vr_milp *m, double demand, double half,
     for (int b = 0; b < NB; b++)
       if (md->w[s][b] >= 0) rb_add(rb, md->w[s][b], 1);
   if (rb->n) vr_milp_row(m, rb->n, rb->idx, rb->k, 'L', workers), md->rows++;
+  if (!latency) return 0; /* fixed batches: the levels hold it */
   /* latency of every leaf path whose variants are all hosted (routing may
-   * use any of them, not only the paths the flows chose):
-   * sum l(b) z(b) <= half + M (hops - sum z) */
-  double bigm = 0;
-  for (int s = 0; s < ns; s++) bigm += half; /* every term is <= half */
-  for (int q = 0; q < md->npre; q++) {
-    if (p->tasks[md->pre[q].task].nchildren) continue;
-    rb->n = 0;
-    for (int a = q; a >= 0; a = md->pre[a].parent)
+   * use any of them, not only the paths the flows chose). The augmented
+   * paths are the full product of each task's variants, so this is: along
+   * every root-to-leaf task path, the sum over tasks of the slowest hosted
+   * variant's latency L(t) <= half. L(t) >= sum_b l(b) z(b) per slot.
+   * Exact, and without the big-M of a per-path row (which left CBC an LP
+   * relaxation that ignored latency and cost it most of its time). */
+  int lcol[VR_PIPE_MAX_TASKS];
+  for (int t = 0; t < p->ntasks; t++) {
+    lcol[t] = vr_milp_col(m, 0, half, 0, 0);
+    for (int v = 0; v < p->tasks[t].nvariants; v++) {
+      int s = md->shape->off[t] + v;
+      rb->n = 0;
       for (int b = 0; b < NB; b++)
-        if (md->z[md->pre[a].slot][b] >= 0)
-          rb_add(rb, md->z[md->pre[a].slot][b],
-                 lat_b(md, md->pre[a].slot, b) + bigm);
-    vr_milp_row(m, rb->n, rb->idx, rb->k, 'L', half + bigm * md->pre[q].hops),
-        md->rows++;
+        if (md->z[s][b] >= 0) rb_add(rb, md->z[s][b], lat_b(md, s, b));
+      if (!rb->n) continue;
+      rb_add(rb, lcol[t], -1);
+      vr_milp_row(m, rb->n, rb->idx, rb->k, 'L', 0), md->rows++;
+    }
+  }
+  for (int t = 0; t < p->ntasks; t++) {
+    if (p->tasks[t].nchildren) continue;
+    rb->n = 0;
+    for (int a = t; a >= 0; a = p->tasks[a].parent) rb_add(rb, lcol[a], 1);
+    vr_milp_row(m, rb->n, rb->idx, rb->k, 'L', half), md->rows++;
   }
   return 0;
 }
@@ -224,9 +249,28 @@ static void spread_idle(vr_pipe_plan *plan, const vr_profile *prof,
   }
 }
 
-/* Reads w into the plan; load[slot] = expected qps. */
+/* The smallest batch, up to the solver's bs, whose n instances still
+ * carry load within the slot's own latency: the solver leaves the batch
+ * free wherever capacity is not tight (one instance of a light variant at
+ * batch 1 or 32 costs the same worker), and a larger max batch only
+ * lengthens the task's latency budget and the queueing it allows (in the
+ * simulator, off-peak violations 2-5% with the solver's arbitrary batch,
+ * ~1% settled). */
+static int settle_batch(const model *md, int s, int n, int bs, double load) {
+  double lmax = vr_profile_latency_ms(&md->prof[s], bs, 0.5);
+  for (int b = 0; vr_prof_batch(b) < bs; b++) {
+    double l = lat_b(md, s, b);
+    if (l <= lmax && n * vr_prof_batch(b) * 1000.0 / l >= load - 1e-6)
+      return vr_prof_batch(b);
+  }
+  return bs;
+}
+
+/* Reads w into the plan; load[slot] = expected qps. settle: lower each
+ * batch as far as capacity for load x slack allows (settle_batch). */
 static void extract(const model *md, const double *x, double demand,
-                    vr_pipe_plan *plan, double *load) {
+                    double slack, int settle, vr_pipe_plan *plan,
+                    double *load) {
   int ns = md->shape->off[md->p->ntasks];
   for (int s = 0; s < ns; s++) plan->a[s] = (vr_pipe_alloc){0}, load[s] = 0;
   plan->workers = 0;
@@ -238,65 +282,308 @@ static void extract(const model *md, const double *x, double demand,
       for (int b = 0; b < NB; b++)
         if (md->w[s][b] >= 0 && lround(x[md->w[s][b]]) > 0)
           n += (int)lround(x[md->w[s][b]]), bs = vr_prof_batch(b);
+      if (n && settle) bs = settle_batch(md, s, n, bs, load[s] * slack);
       if (n) vr_pipe_plan_set(plan, md->prof, t, v, n, bs);
     }
 }
 
-/* Builds and solves one MILP. mode 1: min workers (alpha = 1); mode 2:
- * max accuracy with alpha = 1; mode 3: max accuracy + BIG x alpha (best
- * effort, when mode 2 is infeasible). */
+/* What every MILP of one vr_loki_plan step shares. */
+typedef struct ctx {
+  const vr_pipeline *p;
+  const vr_profile *prof;
+  const vr_loki_opts *o;
+  const vr_pipe_plan *shape;
+  double demand, half;
+  int workers, mode, hw_only, nleaves;
+  prefix *pre;
+  int npre;
+  double *maxload; /* slot: all of D through it */
+  rowbuf rb;
+} ctx;
+
+/* Builds into md/m the MILP of c's mode (1: min workers, alpha = 1; 2: max
+ * accuracy, alpha = 1; 3: max accuracy + BIG x alpha, best effort), with
+ * the batch per slot free (fixb NULL) or fixed; relax: the LP relaxation.
+ * NULL on allocation failure. */
+static vr_milp *build(ctx *c, model *md, const int *fixb, int relax) {
+  vr_milp *m = vr_milp_new(c->mode >= 2);
+  if (!m) return NULL;
+  md->p = c->p, md->prof = c->prof, md->shape = c->shape;
+  md->pre = c->pre, md->npre = c->npre, md->rows = 0;
+  /* col 0: alpha */
+  vr_milp_col(m, c->mode == 3 ? 0 : 1, 1, c->mode == 3 ? BIG_SERVED : 0, 0);
+  for (int q = 0; q < c->npre; q++) {
+    double obj = 0;
+    if (c->mode >= 2 && !c->p->tasks[c->pre[q].task].nchildren)
+      obj = c->pre[q].acc / c->nleaves;
+    c->pre[q].col = vr_milp_col(m, 0, 1, obj, 0);
+  }
+  /* mode 1 minimises workers; accuracy modes leave idle ones to
+   * spread_idle (a tie-break weight would only slow CBC's proof) */
+  add_batch_cols(md, m, c->o, c->half, c->workers, c->hw_only,
+                 c->mode == 1 ? 1 : 0, c->maxload, fixb, relax);
+  /* mode 1: workers are integers, so < 1 proves the optimum */
+  vr_milp_set_gap(m, c->mode == 1 ? 0.5 : LOKI_ACC_GAP);
+  build_rows(md, m, c->demand, c->half, c->workers, c->o, &c->rb, !fixb);
+  return m;
+}
+
+/* Accuracy scaling by latency levels. The latency rows bind only through
+ * L(t), each task's slowest hosted variant, and L(t) is one of the task's
+ * (variant, batch) latencies. Fixing L for the tasks with children (a leaf
+ * gets what its path leaves, half - the sum of its ancestors' L) fixes
+ * every slot's best batch: the highest throughput within its task's L. The
+ * rest is a small MILP without the z binaries and the latency rows, whose
+ * LP relaxation CBC closes quickly. The optimum over all level vectors is
+ * the optimum of the one-MILP formulation (the same model; only the search
+ * is split), so: solve every vector's LP relaxation, then the MILPs in
+ * decreasing order of their LP bound until the next bound cannot beat the
+ * incumbent by more than LOKI_ACC_GAP. */
+
+#define MAX_LEVEL_VECTORS 512
+#define LEVELS_NOMEM -2
+
+/* The batch of slot (t,v) with the highest throughput within budget; -1
+ * when none fits. */
+static int best_batch(const ctx *c, const model *md, int t, int v,
+                      double budget) {
+  int s = c->shape->off[t] + v, best = -1;
+  double bq = 0;
+  for (int b = 0; b < NB; b++) {
+    if (!batch_ok(md, c->o, c->half, c->hw_only, t, v, b)) continue;
+    double l = lat_b(md, s, b), q = vr_prof_batch(b) * 1000.0 / l;
+    if (l <= budget + 1e-9 && q > bq) best = b, bq = q;
+  }
+  return best;
+}
+
+/* Fills fix[] for task t's slots within budget; how many fit. */
+static int fix_task(const ctx *c, const model *md, int t, double budget,
+                    int *fix) {
+  int n = 0;
+  for (int v = 0; v < c->p->tasks[t].nvariants; v++) {
+    int b = best_batch(c, md, t, v, budget);
+    fix[c->shape->off[t] + v] = b;
+    n += b >= 0;
+  }
+  return n;
+}
+
+static int cmp_dbl(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Task t's useful levels, ascending: a level is kept only if it changes
+ * some slot's batch (a larger L with the same batches only takes budget
+ * from the rest of the path). Returns how many (<= nvariants x NB). */
+static int task_levels(const ctx *c, const model *md, int t, double *lev,
+                       int *fix, int *prev) {
+  const vr_pipe_task *tk = &c->p->tasks[t];
+  int n = 0, kept = 0, off = c->shape->off[t];
+  for (int v = 0; v < tk->nvariants; v++)
+    for (int b = 0; b < NB; b++)
+      if (batch_ok(md, c->o, c->half, c->hw_only, t, v, b))
+        lev[n++] = lat_b(md, off + v, b);
+  qsort(lev, n, sizeof *lev, cmp_dbl);
+  for (int v = 0; v < tk->nvariants; v++) prev[off + v] = -1;
+  for (int k = 0; k < n; k++) {
+    fix_task(c, md, t, lev[k], fix);
+    if (!memcmp(fix + off, prev + off, tk->nvariants * sizeof *fix)) continue;
+    memcpy(prev + off, fix + off, tk->nvariants * sizeof *fix);
+    lev[kept++] = lev[k];
+  }
+  return kept;
+}
+
+typedef struct level_vec {
+  double bound; /* LP relaxation */
+  int *fixb;    /* batch per slot */
+} level_vec;
+
+static int cmp_bound_desc(const void *a, const void *b) {
+  double x = ((const level_vec *)a)->bound, y = ((const level_vec *)b)->bound;
+  return (x < y) - (x > y);
+}
+
+/* Every level vector of the tasks with children that leaves every leaf a
+ * budget >= 0 (the one MILP's L(leaf) >= 0), as fixb arrays into vecs (at most MAX_LEVEL_VECTORS;
+ * more: -1; none: 0, and the caller solves one MILP). */
+static int level_vectors(const ctx *c, const model *md, level_vec *vecs,
+                         int *store, double (*lev)[VR_PIPE_MAX_VARIANTS * NB],
+                         int *nlev) {
+  const vr_pipeline *p = c->p;
+  int ns = c->shape->off[p->ntasks], inner[VR_PIPE_MAX_TASKS], ni = 0;
+  int idx[VR_PIPE_MAX_TASKS] = {0}, n = 0;
+  long total = 1;
+  for (int t = 0; t < p->ntasks; t++)
+    if (p->tasks[t].nchildren) {
+      if (!nlev[t]) return 0;
+      total *= nlev[t], inner[ni++] = t;
+      if (total > MAX_LEVEL_VECTORS) return -1;
+    }
+  for (long k = 0; k < total; k++) {
+    double L[VR_PIPE_MAX_TASKS];
+    for (int i = 0; i < ni; i++) L[inner[i]] = lev[inner[i]][idx[i]];
+    int *fix = store + (size_t)n * ns, ok = 1;
+    for (int t = 0; t < p->ntasks && ok; t++) {
+      double budget = c->half;
+      if (p->tasks[t].nchildren) budget = L[t];
+      else
+        for (int a = p->tasks[t].parent; a >= 0; a = p->tasks[a].parent)
+          budget -= L[a];
+      /* a leaf with no variant that fits can still be right when no
+       * flow needs it (a share of 0); the LP decides */
+      fix_task(c, md, t, budget, fix);
+      ok = budget >= -1e-9;
+    }
+    if (ok) vecs[n].fixb = fix, n++;
+    for (int i = 0; i < ni && ++idx[i] == nlev[inner[i]]; i++) idx[i] = 0;
+  }
+  return n;
+}
+
+/* Solves into *bm (built in best); a vr_milp_status, -1 when the levels
+ * are too many (the caller solves one MILP) or LEVELS_NOMEM. */
+static int solve_levels(ctx *c, model *cur, model *best, vr_milp **bm,
+                        vr_loki_stats *st) {
+  const vr_pipeline *p = c->p;
+  int ns = c->shape->off[p->ntasks], rc = VR_MILP_INFEASIBLE, n;
+  double (*lev)[VR_PIPE_MAX_VARIANTS * NB] = malloc(p->ntasks * sizeof *lev);
+  int *nlev = calloc(p->ntasks, sizeof *nlev);
+  int *fix = malloc(2 * (ns + 1) * sizeof *fix);
+  level_vec *vecs = malloc(MAX_LEVEL_VECTORS * sizeof *vecs);
+  int *store = malloc((size_t)MAX_LEVEL_VECTORS * (ns + 1) * sizeof *store);
+  if (!lev || !nlev || !fix || !vecs || !store) {
+    rc = LEVELS_NOMEM;
+    goto out;
+  }
+  cur->p = p, cur->prof = c->prof, cur->shape = c->shape;
+  for (int t = 0; t < p->ntasks; t++)
+    if (p->tasks[t].nchildren)
+      nlev[t] = task_levels(c, cur, t, lev[t], fix, fix + ns + 1);
+  if ((n = level_vectors(c, cur, vecs, store, lev, nlev)) <= 0) {
+    rc = -1;
+    goto out;
+  }
+  int k = 0;
+  for (int i = 0; i < n; i++) { /* LP bounds; drop the infeasible */
+    vr_milp *m = build(c, cur, vecs[i].fixb, 1);
+    if (!m) {
+      rc = LEVELS_NOMEM;
+      goto out;
+    }
+    int s = vr_milp_solve(m, c->o->time_limit_s);
+    st->subsolves++;
+    if (s == VR_MILP_OPTIMAL)
+      vecs[k].fixb = vecs[i].fixb, vecs[k++].bound = vr_milp_obj(m);
+    vr_milp_free(m);
+  }
+  qsort(vecs, k, sizeof *vecs, cmp_bound_desc);
+  double inc = 0;
+  int proven = 1;
+  for (int i = 0; i < k; i++) {
+    if (*bm && vecs[i].bound <= inc + LOKI_ACC_GAP) break;
+    vr_milp *m = build(c, cur, vecs[i].fixb, 0);
+    if (!m) {
+      rc = LEVELS_NOMEM;
+      goto out;
+    }
+    vr_milp_lean(m);
+    if (*bm) vr_milp_set_cutoff(m, inc + LOKI_ACC_GAP);
+    int s = vr_milp_solve(m, c->o->time_limit_s);
+    st->subsolves++;
+    if (s == VR_MILP_FEASIBLE || s == VR_MILP_NONE) proven = 0;
+    if ((s == VR_MILP_OPTIMAL || s == VR_MILP_FEASIBLE) &&
+        (!*bm || vr_milp_obj(m) > inc)) {
+      memcpy(best, cur, sizeof *best); /* its w columns */
+      vr_milp_free(*bm);
+      *bm = m, inc = vr_milp_obj(m);
+    } else {
+      vr_milp_free(m);
+    }
+  }
+  if (*bm) rc = proven ? VR_MILP_OPTIMAL : VR_MILP_FEASIBLE;
+  else if (!proven) rc = VR_MILP_NONE;
+out:
+  free(lev), free(nlev), free(fix), free(vecs), free(store);
+  return rc;
+}
+
+/* Reads the solution of m (built into md) into the plan and stats. */
+static int finish(ctx *c, const model *md, vr_milp *m, vr_pipe_plan *plan,
+                  vr_loki_stats *st, vr_errbuf *err) {
+  const vr_pipeline *p = c->p;
+  const double *x = vr_milp_x(m);
+  double *load = calloc(plan->off[p->ntasks] + 1, sizeof *load);
+  if (!load) return vr_errf(err, VR_ENOMEM, "loki: out of memory");
+  /* hardware scaling leaves the batch free where capacity is slack; on a
+   * full cluster (accuracy scaling) the largest batch's throughput is
+   * headroom for bursts, so it stays */
+  extract(md, x, c->demand, c->o->slack, c->mode == 1, plan, load);
+  double acc = 0;
+  for (int q = 0; q < c->npre; q++)
+    if (!p->tasks[c->pre[q].task].nchildren)
+      acc += x[c->pre[q].col] * c->pre[q].acc / c->nleaves;
+  st->served = x[0];
+  st->accuracy = x[0] > 0 ? 100 * acc / x[0] : 0;
+  st->cols = vr_milp_ncols(m), st->rows = md->rows;
+  plan->accuracy = st->accuracy;
+  plan->feasible = x[0] >= 0.999;
+  plan->demand_qps = c->demand;
+  plan->fill = 1 / c->o->slack;
+  if (c->mode >= 2) spread_idle(plan, c->prof, load, c->workers);
+  free(load);
+  return 0;
+}
+
+/* Builds and solves one step: hardware scaling (mode 1) as one MILP;
+ * accuracy scaling (modes 2, 3) by latency levels (loki_levels.inc) unless
+ * o->single_milp or the levels are too many. */
 static int solve(const vr_pipeline *p, const vr_profile *prof,
                  double demand, int workers, const vr_loki_opts *o, int mode,
                  int hw_only, vr_pipe_plan *plan, vr_loki_stats *st,
                  vr_errbuf *err) {
-  model *md = calloc(1, sizeof *md);
-  vr_milp *m = vr_milp_new(mode >= 2);
-  rowbuf rb = {0};
-  int rc = 0, nleaves = 0;
-  for (int t = 0; t < p->ntasks; t++) nleaves += !p->tasks[t].nchildren;
-  if (!md || !m) {
+  ctx c = {.p = p, .prof = prof, .o = o, .shape = plan, .demand = demand,
+           .workers = workers, .mode = mode, .hw_only = hw_only};
+  model *md = calloc(1, sizeof *md), *best = calloc(1, sizeof *best);
+  vr_milp *m = NULL;
+  int rc = 0, ns = plan->off[p->ntasks];
+  for (int t = 0; t < p->ntasks; t++) c.nleaves += !p->tasks[t].nchildren;
+  int maxrow = 2 * MAX_PREFIXES + 2 * VR_PIPE_MAX_TASKS * VR_PIPE_MAX_VARIANTS * NB + 8;
+  c.rb.idx = malloc(maxrow * sizeof *c.rb.idx);
+  c.rb.k = malloc(maxrow * sizeof *c.rb.k);
+  c.maxload = calloc(ns + 1, sizeof *c.maxload);
+  if (!md || !best || !c.rb.idx || !c.rb.k || !c.maxload) {
     rc = vr_errf(err, VR_ENOMEM, "loki: out of memory");
     goto out;
   }
   md->p = p, md->prof = prof, md->shape = plan;
   if ((rc = build_prefixes(md, hw_only, err))) goto out;
+  c.pre = md->pre, c.npre = md->npre, md->pre = NULL;
   int depth = 0;
-  for (int q = 0; q < md->npre; q++)
-    if (md->pre[q].hops > depth) depth = md->pre[q].hops;
-  double half = p->slo_ms / 2 - o->comm_ms * depth;
-  /* col 0: alpha */
-  vr_milp_col(m, mode == 3 ? 0 : 1, 1, mode == 3 ? BIG_SERVED : 0, 0);
-  for (int q = 0; q < md->npre; q++) {
-    double obj = 0;
-    if (mode >= 2 && !p->tasks[md->pre[q].task].nchildren)
-      obj = md->pre[q].acc / nleaves;
-    md->pre[q].col = vr_milp_col(m, 0, 1, obj, 0);
+  for (int q = 0; q < c.npre; q++) {
+    if (c.pre[q].hops > depth) depth = c.pre[q].hops;
+    c.maxload[c.pre[q].slot] += demand * o->slack * c.pre[q].m;
   }
-  /* mode 1 minimises workers; accuracy modes leave idle ones to
-   * spread_idle (a tie-break weight would only slow CBC's proof) */
-  double *maxload = calloc(plan->off[p->ntasks] + 1, sizeof *maxload);
-  if (!maxload) {
+  c.half = p->slo_ms / 2 - o->comm_ms * depth;
+  st->prefixes = c.npre, st->subsolves = 0;
+  int status = -1;
+  if (mode >= 2 && !o->single_milp)
+    status = solve_levels(&c, md, best, &m, st);
+  if (status == LEVELS_NOMEM) {
     rc = vr_errf(err, VR_ENOMEM, "loki: out of memory");
     goto out;
   }
-  for (int q = 0; q < md->npre; q++) /* all of D through this prefix */
-    maxload[md->pre[q].slot] += demand * o->slack * md->pre[q].m;
-  add_batch_cols(md, m, o, half, workers, hw_only, mode == 1 ? 1 : 0,
-                 maxload);
-  free(maxload);
-  /* within 0.05 worker / 0.01 accuracy point of the optimum */
-  vr_milp_set_gap(m, mode == 1 ? 0.5 : 5e-3);
-  int maxrow = md->npre + 2 * VR_PIPE_MAX_TASKS * VR_PIPE_MAX_VARIANTS * NB + 8;
-  rb.idx = malloc(maxrow * sizeof *rb.idx);
-  rb.k = malloc(maxrow * sizeof *rb.k);
-  if (!rb.idx || !rb.k) {
-    rc = vr_errf(err, VR_ENOMEM, "loki: out of memory");
-    goto out;
+  if (status < 0) { /* one MILP with the batch choice inside */
+    if (!(m = build(&c, best, NULL, 0))) {
+      rc = vr_errf(err, VR_ENOMEM, "loki: out of memory");
+      goto out;
+    }
+    status = vr_milp_solve(m, o->time_limit_s);
+    st->cols = vr_milp_ncols(m), st->rows = best->rows;
   }
-  build_rows(md, m, demand, half, workers, o, &rb);
-  int status = vr_milp_solve(m, o->time_limit_s);
-  st->status = status, st->cols = vr_milp_ncols(m), st->rows = md->rows;
-  st->prefixes = md->npre;
+  st->status = status;
   if (status == VR_MILP_INFEASIBLE) {
     rc = VR_EINFEASIBLE; /* modes 1, 2; mode 3 always has alpha = 0 */
     goto out;
@@ -306,29 +593,10 @@ static int solve(const vr_pipeline *p, const vr_profile *prof,
                  o->time_limit_s);
     goto out;
   }
-  const double *x = vr_milp_x(m);
-  double *load = calloc(plan->off[p->ntasks] + 1, sizeof *load);
-  if (!load) {
-    rc = vr_errf(err, VR_ENOMEM, "loki: out of memory");
-    goto out;
-  }
-  extract(md, x, demand, plan, load);
-  double acc = 0;
-  for (int q = 0; q < md->npre; q++)
-    if (!p->tasks[md->pre[q].task].nchildren)
-      acc += x[md->pre[q].col] * md->pre[q].acc / nleaves;
-  st->served = x[0];
-  st->accuracy = x[0] > 0 ? 100 * acc / x[0] : 0;
-  plan->accuracy = st->accuracy;
-  plan->feasible = x[0] >= 0.999;
-  plan->demand_qps = demand;
-  plan->fill = 1 / o->slack;
-  if (mode >= 2) spread_idle(plan, prof, load, workers);
-  free(load);
+  rc = finish(&c, best, m, plan, st, err);
 out:
-  free(rb.idx), free(rb.k);
-  if (md) free(md->pre);
-  free(md);
+  free(c.rb.idx), free(c.rb.k), free(c.maxload), free(c.pre);
+  free(md), free(best);
   vr_milp_free(m);
   return rc;
 }
@@ -461,7 +729,7 @@ int vr_proteus_plan(const vr_pipeline *p, const vr_profile *prof,
   }
   for (int k = 0; k < md->npre; k++)
     maxload[md->pre[k].slot] = o->slack * md->pre[k].m;
-  add_batch_cols(md, m, o, half, workers, 0, 0, maxload);
+  add_batch_cols(md, m, o, half, workers, 0, 0, maxload, NULL, 0);
   free(maxload);
   int maxrow = md->npre + 2 * VR_PIPE_MAX_TASKS * VR_PIPE_MAX_VARIANTS * NB + 8;
   rb.idx = malloc(maxrow * sizeof *rb.idx);
@@ -480,7 +748,7 @@ int vr_proteus_plan(const vr_pipeline *p, const vr_profile *prof,
     goto out;
   }
   const double *x = vr_milp_x(m);
-  extract(md, x, 1, plan, load);
+  extract(md, x, 1, o->slack, 0, plan, load);
   double served = 0, acc = 0;
   for (int t = 0; t < p->ntasks; t++) served += x[alpha[t]] * q[t] / total;
   for (int k = 0; k < md->npre; k++)

@@ -40,6 +40,15 @@ void vr_milp_set_gap(vr_milp *m, double abs_gap) {
   Cbc_setAllowableGap(m->cbc, abs_gap);
 }
 
+void vr_milp_set_cutoff(vr_milp *m, double obj) {
+  Cbc_setCutoff(m->cbc, obj);
+}
+
+void vr_milp_lean(vr_milp *m) {
+  Cbc_setParameter(m->cbc, "cuts", "off");
+  Cbc_setParameter(m->cbc, "heur", "off");
+}
+
 int vr_milp_solve(vr_milp *m, double time_limit_s) {
   if (time_limit_s > 0) Cbc_setMaximumSeconds(m->cbc, time_limit_s);
   Cbc_solve(m->cbc);

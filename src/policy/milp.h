@@ -39,6 +39,17 @@ typedef enum {
  * units; CBC's allowable gap). */
 void vr_milp_set_gap(vr_milp *m, double abs_gap);
 
+/* Only solutions strictly better than obj count (CBC's cutoff, in the
+ * model's own sense): a model that cannot beat it ends proven infeasible,
+ * usually at its root. */
+void vr_milp_set_cutoff(vr_milp *m, double obj);
+
+/* No cutting planes and no primal heuristics (CBC's "cuts off", "heur
+ * off"): on a small model whose LP bound is already close, or one that
+ * only has to be proven unable to beat a cutoff, the root cut loop and the
+ * heuristics cost more than the few nodes they save. */
+void vr_milp_lean(vr_milp *m);
+
 /* Solves; time_limit_s <= 0: none. Returns a vr_milp_status. */
 int vr_milp_solve(vr_milp *m, double time_limit_s);
 

@@ -58,7 +58,11 @@ def check(cond, what):
     if not cond:
         print("FAIL:", what)
         if LAST:
-            print(json.dumps(LAST, indent=1)[:6000])
+            short = dict(LAST)
+            hist = short.pop("history", [])
+            print(json.dumps(short, indent=1)[:6000])
+            for h in hist:
+                print(json.dumps(h))
         log = os.path.join(TMP, "serve.log")
         if os.path.exists(log):
             print("".join(open(log).readlines()[-40:]))
