@@ -4,9 +4,10 @@ a table written by experiments/run.sh.
 
 Usage: experiments/orderings.py TABLE.md
 
-Each check compares policies of one experiment. REQUIRED checks hold at
-the commit recorded in docs/EXPERIMENTS.md; if one fails, a change broke
-it and the exit code is 1. TARGETS are the issue's targets that the
+Each check compares policies of one experiment. REQUIRED checks (the
+issue's headline orderings that hold, and sanity orderings) hold at the
+commit recorded in docs/EXPERIMENTS.md; if one fails, a change broke it
+and the exit code is 1. TARGETS are the issue's targets that the
 simulator does not meet today (docs/EXPERIMENTS.md says why); they are
 printed with their numbers and do not fail the run.
 """
@@ -44,29 +45,41 @@ def cheaper_by(t, exp, a, b, factor):
             f'need >= {factor}x)')
 
 
+# The issue's headline orderings (INFaaS vs the paper's baselines) that
+# hold at the commit recorded in docs/EXPERIMENTS.md, plus the sanity
+# orderings of the other experiments. One failing is a regression.
 REQUIRED = [
+    # fewer SLO violations than SM+ at lower cost
     lambda t: fewer_at_lower_cost(t, 'proteus_medium', 'infaas', 'sm'),
-    lambda t: fewer_at_lower_cost(t, 'proteus_medium', 'infaas', 'cg_mean'),
-    lambda t: fewer_at_lower_cost(t, 'proteus_zipf', 'infaas', 'cg_mean'),
-    lambda t: (t[('proteus_zipf', 'infaas')][1] <= 0.5 * t[('proteus_zipf', 'clipper')][1],
-               'proteus_zipf: infaas cost <= 0.5x clipper'),
+    # within 1 point of the peak-provisioned Clipper+ at <= 0.5x its cost
+    lambda t: near_at_fraction(t, 'proteus_zipf', 'infaas', 'clipper', 1, 0.5),
+    # the cost half of the same target where the violation half is not met
     lambda t: (t[('proteus_medium', 'infaas')][1] <= 0.5 * t[('proteus_medium', 'clipper')][1],
                'proteus_medium: infaas cost <= 0.5x clipper'),
+    lambda t: (t[('infaas_fluctuating', 'infaas')][1] <=
+               0.5 * t[('infaas_fluctuating', 'clipper_gpu')][1],
+               'infaas_fluctuating: infaas cost <= 0.5x clipper_gpu'),
+    lambda t: (t[('infaas_fluctuating', 'infaas')][1] < t[('infaas_fluctuating', 'sm_gpu')][1],
+               'infaas_fluctuating: infaas cost < sm_gpu'),
+    # >= 15x cheaper than the GPU baselines at flat low load
     lambda t: cheaper_by(t, 'infaas_flat_low', 'infaas', 'clipper_gpu', 15),
     lambda t: cheaper_by(t, 'infaas_flat_low', 'infaas', 'sm_gpu', 15),
-    lambda t: (t[('infaas_fluctuating', 'infaas')][0] < t[('infaas_fluctuating', 'sm_cpu')][0]
-               and t[('infaas_fluctuating', 'infaas')][1] <= t[('infaas_fluctuating', 'sm_cpu')][1],
-               'infaas_fluctuating: infaas fewer violations than sm_cpu at no more cost'),
+    # sanity: CG-Mean (sized for the mean) loses to INFaaS; interference
+    # mitigation works
+    lambda t: fewer_at_lower_cost(t, 'proteus_medium', 'infaas', 'cg_mean'),
+    lambda t: fewer_at_lower_cost(t, 'proteus_zipf', 'infaas', 'cg_mean'),
     lambda t: (t[('synthetic_interference', 'infaas')][0] * 10 <
                t[('synthetic_interference', 'no_mitigation')][0],
                'synthetic_interference: mitigation cuts violations > 10x'),
 ]
 
+# The issue's targets the simulator does not meet at that commit
+# (docs/EXPERIMENTS.md, "(b)", says why): printed with their numbers, not
+# failing the run. Move one to REQUIRED when it holds.
 TARGETS = [
     lambda t: fewer_at_lower_cost(t, 'proteus_zipf', 'infaas', 'sm'),
-    lambda t: near_at_fraction(t, 'proteus_medium', 'infaas', 'clipper', 1, 0.5),
-    lambda t: near_at_fraction(t, 'proteus_zipf', 'infaas', 'clipper', 1, 0.5),
     lambda t: fewer_at_lower_cost(t, 'infaas_fluctuating', 'infaas', 'sm_gpu'),
+    lambda t: near_at_fraction(t, 'proteus_medium', 'infaas', 'clipper', 1, 0.5),
     lambda t: near_at_fraction(t, 'infaas_fluctuating', 'infaas', 'clipper_gpu', 1, 0.5),
 ]
 

@@ -13,6 +13,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "control/control_int.h"
+#include "policy/place.h"
 #include "control/history.h"
 
 void vr_control_opts_init(vr_control_opts *o) {
@@ -214,7 +215,8 @@ int ctl_refresh_locked(vr_control *c, int64_t now_ns, double dt) {
 
 int ctl_fits_locked(const vr_control *c, int v) {
   const vr_profile *p = &c->var[v].prof;
-  return c->worker.free_cores >= p->threads && c->worker.free_mem >= p->mem_bytes;
+  return vr_place_holds(c->worker.free_cores, c->worker.free_gpus,
+                        c->worker.free_mem, p);
 }
 
 /* ---- actions --------------------------------------------------------------- */

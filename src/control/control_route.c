@@ -105,6 +105,12 @@ static int env_available(void *self, int v) {
 }
 static int env_fits(void *self, int v) { return ctl_fits_locked(self, v); }
 static int env_evictable(void *self, int v) { return find_victim(self, v) != NULL; }
+static int env_backlog(void *self, int v, long *rows) {
+  ctl_inst *in = pick_instance(self, v);
+  if (!in) return 0;
+  *rows = in->inflight;
+  return 1;
+}
 
 static int queue_load(vr_control *c, int v, ctl_wait *w, int evict_id) {
   if (c->running && c->running->var == v) {
@@ -152,7 +158,8 @@ static int decide(vr_control *c, const vr_ctl_query *q, vr_ctl_route *r,
   r->req_accuracy = acc;
   vr_query_req qr = {group, r->slo_ms, acc};
   vr_route_env env = {c->drv.ix, &c->drv.snap, q->app ? 'a' : 'm', name,
-                      env_available, env_fits, env_evictable, c};
+                      env_available, env_fits, env_evictable, env_backlog,
+                      c};
   vr_route rt;
   if (vr_route_decide(&env, &qr, &rt)) {
     fail(r, VR_EINTERNAL, "selection failed");

@@ -234,9 +234,7 @@ int vr__pipe_pol_pick(pl_pipe *pp, const pl_pick_in *in, pl_pick *out) {
   if (in->parent_slot < 0) {
     out->slot = vr_pipe_route_pick(v, &pol->routes, 0, -1, in->u);
   } else {
-    double budget = vr_pipe_budget_ms(&pol->plan, &pol->routes, in->parent_slot);
-    if (budget <= 0) /* the parent's variant left the plan meanwhile (as psim.c) */
-      budget = 2 * vr_latency_ms(&pol->prof[in->parent_slot].lat, 1, 0.5);
+    double budget = vr_pipe_hop_budget_ms(&pol->plan, &pol->routes, pol->prof, in->parent_slot);
     out->budget_sum = in->parent_budget_sum + budget;
     out->slot = vr_pipe_route_pick(v, &pol->routes, t, in->parent_slot, in->u);
     if (out->slot >= 0) {

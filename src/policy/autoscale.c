@@ -91,11 +91,16 @@ static plan best_plan(const vr_policy_cfg *c, const vr_snapshot *s,
     int d = vr_pol_need(g->q, c->slack, g->sat) - g->n;
     best = (plan){v, d, change_cost(c, pv, d)};
   }
+  /* a downgrade is a scale-down: it keeps the scale-down rule's headroom
+   * (down_headroom), or the cheaper variant is overloaded by the next
+   * swing of the load it was sized for and hands back (flapping) */
+  double head = downgrade && c->down_headroom > c->slack ? c->down_headroom
+                                                         : c->slack;
   for (size_t u = 0; u < s->nvariants; u++) {
     if (!can_replace(c, s, v, (int)u, 0)) continue;
     const vr_pol_vagg *gu = &a->v[u];
     double sat = sat_under(s, (int)u, s->variants[v].slo_ms);
-    int d = vr_pol_need(gu->q + g->q, c->slack, sat) - gu->n;
+    int d = vr_pol_need(gu->q + g->q, head, sat) - gu->n;
     double cost = change_cost(c, &s->variants[u].prof, d) +
                   change_cost(c, pv, -g->n);
     if (cost < best.cost - 1e-12) best = (plan){(int)u, d, cost};
@@ -211,14 +216,17 @@ static int scale_up(const vr_policy_cfg *c, const vr_snapshot *s,
                     const vr_pol_agg *a, vr_place *pl, int v,
                     vr_actions *out) {
   int rc = 0, burst = c->burst_upgrade && vr_place_growable(s);
-  if (burst && handover_target(c, s, a, v) >= 0) {
+  plan b = best_plan(c, s, a, v, 0);
+  int fits = b.d <= 0 || vr_place_room(pl, &s->variants[b.u].prof) >= b.d;
+  /* hand over only what the cheap plan cannot hold now: a variant that
+   * can grow where it is keeps its traffic */
+  if (burst && !fits && handover_target(c, s, a, v) >= 0) {
     for (int k = 0; k < a->v[v].n && !rc; k++)
       rc = vr_pol_unload_one(pl, v, out, "handed over to upgrade");
     return rc;
   }
-  plan b = best_plan(c, s, a, v, 0);
   if (b.d <= 0) return 0;
-  if (burst && vr_place_room(pl, &s->variants[b.u].prof) < b.d) {
+  if (burst && !fits) {
     plan u = burst_plan(c, s, a, pl, v);
     if (u.u >= 0) {
       /* the cheap plan's capacity is still wanted: ask for its workers */
@@ -248,7 +256,7 @@ int vr_pol_scale_down(const vr_policy_cfg *c, vr_policy_state *st,
   double down = c->down_headroom > 0 ? c->down_headroom : c->slack;
   /* instances that are all still loading have had no chance to get
    * traffic: not idle yet */
-  int removable = g->n > keep && g->serving > 0 &&
+  int removable = g->n > keep && g->serving > 0 && !g->loading &&
                   (g->q <= 0 || (g->n - 1) * g->sat >= g->q * down);
   /* idle has its own timer: one quiet second after a spare-headroom wait
    * is no reason to drop every instance (at 4 QPS, 2% of the seconds

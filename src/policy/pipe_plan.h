@@ -118,6 +118,17 @@ static inline double vr_pipe_budget_ms(const vr_pipe_plan *plan,
   return plan->a[i].lat_ms * r->budget_scale;
 }
 
+/* The budget a hop holds its parent task (slot) to: the slot's budget
+ * under routes r, or, when that variant has left the plan meanwhile (a
+ * plan change while the request was in flight), twice its profiled p50 at
+ * batch 1 (prof indexed like the plan). */
+static inline double vr_pipe_hop_budget_ms(const vr_pipe_plan *plan,
+                                           const vr_pipe_routes *r,
+                                           const vr_profile *prof, int slot) {
+  double b = vr_pipe_budget_ms(plan, r, slot);
+  return b > 0 ? b : 2 * vr_profile_latency_ms(&prof[slot], 1, 0.5);
+}
+
 void vr_pipe_routes_free(vr_pipe_routes *r);
 
 /* MostAccurateFirst for demand root_qps under plan. 0 or VR_ENOMEM; on

@@ -57,14 +57,28 @@ int vr_place_type_fits(const vr_snap_wtype *t, const vr_profile *prof) {
          (!needs_gpu(prof) || t->gpus >= 1);
 }
 
+int vr_place_holds(int free_cores, int free_gpus, int64_t free_mem,
+                   const vr_profile *prof) {
+  return free_cores >= prof->threads && free_mem >= prof->mem_bytes &&
+         (!needs_gpu(prof) || free_gpus >= 1);
+}
+
+int vr_place_prefer(vr_place_cand a, vr_place_cand b, const vr_profile *prof) {
+  if (!a.up != !b.up) return a.up != 0;
+  int a2 = !needs_gpu(prof) && a.gpus > 0, b2 = !needs_gpu(prof) && b.gpus > 0;
+  return a2 != b2 ? a2 < b2 : a.free_cores < b.free_cores;
+}
+
+static vr_place_cand cand(const vr_place *p, size_t w) {
+  const vr_snap_worker *k = &p->s->workers[w];
+  return (vr_place_cand){k->state == VR_WS_UP, k->gpus, p->free_cores[w]};
+}
+
 /* Whether worker w has room for one instance of prof now. */
 static int worker_fits(const vr_place *p, size_t w, const vr_profile *prof) {
-  const vr_snapshot *s = p->s;
-  if (s->workers[w].state == VR_WS_DRAINING) return 0;
-  if (p->free_cores[w] < prof->threads || p->free_mem[w] < prof->mem_bytes)
-    return 0;
-  /* CPU variants stay off GPU machines: they cost more */
-  return needs_gpu(prof) ? p->free_gpus[w] >= 1 : s->workers[w].gpus == 0;
+  if (p->s->workers[w].state == VR_WS_DRAINING) return 0;
+  return vr_place_holds(p->free_cores[w], p->free_gpus[w], p->free_mem[w],
+                        prof);
 }
 
 int vr_place_fits_elsewhere(const vr_place *p, const vr_profile *prof,
@@ -81,9 +95,8 @@ int vr_place_pick(vr_place *p, const vr_profile *prof, int exclude) {
     if ((int)w == exclude || !worker_fits(p, w, prof) ||
         (p->up_only && (s->workers[w].state != VR_WS_UP || p->ninst[w] == 0)))
       continue;
-    /* best fit: the fullest worker that still fits, so others empty out
-     * and can be released */
-    if (best < 0 || p->free_cores[w] < p->free_cores[best]) best = (int)w;
+    if (best < 0 || vr_place_prefer(cand(p, w), cand(p, (size_t)best), prof))
+      best = (int)w;
   }
   if (best >= 0) {
     p->free_cores[best] -= prof->threads;
@@ -158,8 +171,7 @@ int vr_place_swap(vr_place *p, size_t i, int u) {
    * serves while the new one loads); memory must hold both at once */
   if (p->free_cores[w] + old->threads < nw->threads ||
       p->free_mem[w] < nw->mem_bytes ||
-      (gpu_new && p->free_gpus[w] + gpu_old < 1) ||
-      (!gpu_new && s->workers[w].gpus > 0))
+      (gpu_new && p->free_gpus[w] + gpu_old < 1))
     return -1;
   vr_place_release(p, w, old);
   p->free_mem[w] -= old->mem_bytes; /* freed only after the overlap */

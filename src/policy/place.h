@@ -27,6 +27,24 @@ int vr_place_init(vr_place *p, const vr_snapshot *s);
 void vr_place_free(vr_place *p);
 /* Whether a worker of type t could ever hold the profile. */
 int vr_place_type_fits(const vr_snap_wtype *t, const vr_profile *prof);
+
+/* The placement rule for one worker, shared by the policies' placement and
+ * the simulator's query-path loads: whether a worker with these free
+ * resources holds one more instance of prof (a CPU variant may use a GPU
+ * machine's spare cores: the machine runs anyway) ... */
+int vr_place_holds(int free_cores, int free_gpus, int64_t free_mem,
+                   const vr_profile *prof);
+/* ... and whether worker a is the better place for prof than worker b
+ * (up: it runs, not still starting; gpus: GPUs it has; free: free cores):
+ * a worker that is up first (on one still starting the instance waits for
+ * the machine); then, for a CPU variant, a CPU machine (on a GPU machine
+ * it holds cores a GPU variant may need and can keep the dearer machine
+ * from being released); then best fit (the fullest, so others empty out
+ * and can be released). */
+typedef struct vr_place_cand {
+  int up, gpus, free_cores;
+} vr_place_cand;
+int vr_place_prefer(vr_place_cand a, vr_place_cand b, const vr_profile *prof);
 /* Best-fit worker for one instance of prof (not `exclude`), resources
  * deducted; -1 when none fits (then want_wtype names the cheapest type
  * that would, and its want_* grow). Draining workers are never chosen. */

@@ -307,6 +307,30 @@ static double type_util(const vr_place *pl, const vr_pol_agg *a, size_t t,
   return u;
 }
 
+/* Share of type t's workers that are up and hold an instance serving over
+ * its saturation throughput (the VM autoscaler's rule 3, §4.2.3: "when
+ * more than 80% of workers have Overloaded variants, start a new worker");
+ * 0 while a worker of the type is starting (its room is on the way). */
+static double type_overloaded(const vr_snapshot *s, const vr_pol_agg *a,
+                              size_t t) {
+  int up = 0, over = 0;
+  for (size_t w = 0; w < s->nworkers; w++) {
+    const vr_snap_worker *wk = &s->workers[w];
+    if ((size_t)wk->type != t || wk->state == VR_WS_DRAINING) continue;
+    if (wk->state == VR_WS_STARTING) return 0;
+    int hot = 0;
+    for (size_t i = 0; i < s->ninstances && !hot; i++) {
+      const vr_snap_instance *in = &s->instances[i];
+      hot = in->worker == (int)w && in->state != VR_IS_LOADING &&
+            in->state != VR_IS_DRAINING &&
+            in->arrival_qps > a->v[in->variant].sat;
+    }
+    up++;
+    over += hot;
+  }
+  return up ? (double)over / up : 0;
+}
+
 /* Worker autoscaling: add enough workers of each type for the loads that
  * found no room this tick (capacity of workers still starting was already
  * offered to them), or one when the type's utilization is above vm_util,
@@ -319,12 +343,26 @@ int vr_pol_workers(const vr_policy_cfg *c, vr_policy_state *st,
     if (s->workers[w].state != VR_WS_DRAINING) alive++;
   for (size_t t = 0; t < s->nwtypes; t++) {
     const vr_snap_wtype *wt = &s->wtypes[t];
-    double n = 0;
-    if (wt->cores > 0) n = fmax(n, ceil(pl->want_cores[t] / wt->cores));
-    if (wt->gpus > 0) n = fmax(n, ceil(pl->want_gpus[t] / wt->gpus));
-    if (wt->mem_bytes > 0)
-      n = fmax(n, ceil(pl->want_mem[t] / (double)wt->mem_bytes));
-    if (n < 1 && c->vm_util > 0 && type_util(pl, a, t, -1) > c->vm_util) n = 1;
+    double n = 0, want[3] = {pl->want_cores[t], pl->want_gpus[t],
+                             pl->want_mem[t]};
+    /* what workers still starting will offer and no load placed this tick
+     * has claimed counts against the want: a want stated without placing
+     * (a burst upgrade's cheap plan, a deferred downgrade) would otherwise
+     * add one more worker every tick of a 30-s start */
+    for (size_t w = 0; w < s->nworkers; w++)
+      if ((size_t)s->workers[w].type == t &&
+          s->workers[w].state == VR_WS_STARTING) {
+        want[0] -= pl->free_cores[w];
+        want[1] -= pl->free_gpus[w];
+        want[2] -= (double)pl->free_mem[w];
+      }
+    if (wt->cores > 0) n = fmax(n, ceil(want[0] / wt->cores));
+    if (wt->gpus > 0) n = fmax(n, ceil(want[1] / wt->gpus));
+    if (wt->mem_bytes > 0) n = fmax(n, ceil(want[2] / (double)wt->mem_bytes));
+    if (n < 1 && c->vm_util > 0 &&
+        (type_util(pl, a, t, -1) > c->vm_util ||
+         type_overloaded(s, a, t) > c->vm_util))
+      n = 1;
     int k = (int)fmin(n, 1e6);
     if (wt->max_count > 0 && wt->count + k > wt->max_count)
       k = wt->max_count - wt->count;

@@ -3,6 +3,9 @@
 
 #include <string.h>
 
+#include "policy/batch.h"
+#include "policy/policy.h"
+
 static int room(const vr_route_env *e, int v) {
   return e->available(e->self, v) || e->fits(e->self, v);
 }
@@ -25,6 +28,46 @@ static int pick_fitting(const vr_route_env *e, const vr_query_req *q) {
     if (!avail && !e->fits(e->self, (int)v)) continue;
     double val = (avail ? 0 : p->load_ms) + tail;
     if (best < 0 || val < best_val) best = (int)v, best_val = val;
+  }
+  return best;
+}
+
+int vr_route_behind(const vr_profile *p, long rows, double slo_ms) {
+  int cap = vr_profile_batch_for_slo(p, slo_ms);
+  if (cap < 1) cap = 1;
+  if (rows < 0) rows = 0;
+  long full = rows / cap;
+  int own = (int)(rows % cap) + 1;
+  double ns = (double)full * (double)vr_batch_est_ns(&p->lat, cap) +
+              (double)vr_batch_est_ns(&p->lat, own);
+  return ns > slo_ms * 1e6;
+}
+
+/* v serves now and a query joining it would be late (step 3b). */
+static int behind(const vr_route_env *e, int v, double slo_ms) {
+  long rows = 0;
+  return e->backlog(e->self, v, &rows) &&
+         vr_route_behind(&e->snap->variants[v].prof, rows, slo_ms);
+}
+
+/* The cheapest serving variant of the query's group other than `not`
+ * that meets the query and is not behind; -1. */
+static int pick_spill(const vr_route_env *e, const vr_query_req *q, int not) {
+  int best = -1;
+  double best_cost = 0;
+  for (size_t v = 0; v < e->snap->nvariants; v++) {
+    const vr_profile *p = &e->snap->variants[v].prof;
+    long rows = 0;
+    if ((int)v == not || strcmp(e->kind == 'a' ? p->app : p->model, e->name))
+      continue;
+    if (p->accuracy + 1e-9 < q->min_accuracy ||
+        2 * vr_profile_tail_ms(p, 1) > q->latency_ms)
+      continue;
+    if (!e->backlog(e->self, (int)v, &rows) ||
+        vr_route_behind(p, rows, q->latency_ms))
+      continue;
+    double cost = vr_policy_query_cost(p);
+    if (best < 0 || cost < best_cost) best = (int)v, best_cost = cost;
   }
   return best;
 }
@@ -61,6 +104,19 @@ void vr_route_decide_sel(const vr_route_env *e, const vr_query_req *q,
       !evictable(e, sel.variant)) {
     int alt = pick_fitting(e, q);
     if (alt >= 0) sel.variant = alt;
+  }
+  /* also when the index, built before its instances loaded, still calls
+   * the variant one to load: behind() asks whether one serves now */
+  if (sel.outcome != VR_SEL_INFEASIBLE && e->backlog &&
+      behind(e, sel.variant, q->latency_ms)) {
+    int alt = pick_spill(e, q, sel.variant);
+    if (alt >= 0) {
+      const vr_profile *p = &e->snap->variants[alt].prof;
+      sel.outcome = VR_SEL_ACTIVE;
+      sel.variant = alt;
+      sel.latency_ms = vr_profile_tail_ms(p, 1);
+      sel.accuracy = p->accuracy;
+    }
   }
   out->sel = sel;
   out->variant = sel.variant;

@@ -17,6 +17,17 @@
  *      fit with the lowest load + inference time among those of the
  *      query's app/model that meet it (on 2 cores, often the 1-thread
  *      sibling of a 2-thread choice); else there is no room;
+ *   3b. spill when the serving variant is at its peak: INFaaS dispatches
+ *      a query to a variant in the Active state, and one whose instances
+ *      serve at their peak throughput is Overloaded (§4.1). Per query:
+ *      when a new query on the chosen variant's least-loaded instance
+ *      would finish after its SLO (vr_route_behind), it goes to the
+ *      cheapest other serving variant that meets it and is not behind;
+ *      when there is none it stays (the deadline rule then drops it if
+ *      it cannot be served in time). Decided per query from the queues,
+ *      not per control period, so the load does not flip-flop between
+ *      variants; the demand stays with the variant selection wanted, so
+ *      the autoscaler still sees what it must add;
  *   4. the instance: vr_route_lighter, the one least-loaded rule (fewer
  *      outstanding rows per row of batch capacity; an interfered instance
  *      only when all are).
@@ -38,6 +49,10 @@ typedef struct vr_route_env {
   /* an idle instance could be evicted to make room for v (NULL: this
    * side never evicts) */
   int (*evictable)(void *self, int v);
+  /* outstanding rows (queued + running) on v's least-loaded serving
+   * instance; 0 when v has no serving instance (NULL: the caller does not
+   * say, and nothing spills) */
+  int (*backlog)(void *self, int v, long *rows);
   void *self;
 } vr_route_env;
 
@@ -68,6 +83,13 @@ void vr_route_decide_sel(const vr_route_env *e, const vr_query_req *q,
 /* Steps 2-3 for a variant that must be loaded (also when SERVE found no
  * instance taking queries): LOAD, EVICT_LOAD or NO_ROOM. */
 int vr_route_load(const vr_route_env *e, int variant);
+
+/* Whether a query joining an instance with `rows` outstanding rows would
+ * finish after slo_ms: the batches ahead of it and its own, at the
+ * profile's median (policy/batch.h), each as large as the SLO allows
+ * (vr_profile_batch_for_slo; a pure function of the profile and the
+ * query, so both sides estimate alike). */
+int vr_route_behind(const vr_profile *p, long rows, double slo_ms);
 
 /* The one least-loaded rule: whether instance a is strictly lighter than
  * b. rows: outstanding (queued + running) rows; cap: rows per batch. */

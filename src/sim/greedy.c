@@ -38,8 +38,7 @@ static int add_worker(gstate *g, int t, int64_t now) {
 static int add_inst(gstate *g, int v, int w) {
   vr_snap_worker *wk = &VR_VEC_AT(&g->workers, vr_snap_worker, w);
   const vr_profile *pr = &g->v[v].prof;
-  if (wk->free_cores < pr->threads || wk->free_mem < pr->mem_bytes ||
-      (pr->device == VR_DEV_GPU && wk->free_gpus < 1))
+  if (!vr_place_holds(wk->free_cores, wk->free_gpus, wk->free_mem, pr))
     return 0; /* no room (a stale placement: the next tick decides again) */
   wk->free_cores -= pr->threads;
   wk->free_mem -= pr->mem_bytes;

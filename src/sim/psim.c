@@ -228,8 +228,7 @@ static int forward(psim *s, int32_t ri, int c, int region) {
   n->region = region;
   n->slot = -1;
   if (s->cfg->live_rules) return vr__psim_live_hop(s, ni, 0);
-  double budget = vr_pipe_budget_ms(&s->plan, &s->routes, r->slot);
-  if (budget <= 0) budget = 2 * slot_lat(s, r->slot, 1, 0.5);
+  double budget = vr_pipe_hop_budget_ms(&s->plan, &s->routes, s->prof, r->slot);
   n->budget_sum = r->budget_sum + (float)budget;
   int to = vr_pipe_route_pick(s->p, &s->routes, ct, r->slot,
                               vr_rng_unif(&s->rng));

@@ -98,7 +98,7 @@ int vr__psim_live_hop(psim *s, int32_t ri, int start) {
     return 0;
   }
   vr_route_env env = {s->ix, &s->snap, 'a', s->p->tasks[t].name, live_available, live_fits,
-                      NULL, s};
+                      NULL, NULL, s};
   vr_query_req qr = {
       .group = s->group[t],
       .latency_ms = vr_fanout_hop_slo_ms((q->deadline_ns - s->now) / 1e6, s->levels[t]),

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "base/alloc.h"
+#include "policy/place.h"
 #include "sim/sim_int.h"
 
 int sim_push(vr_sim *s, int kind, int64_t t, int a, void *p) {
@@ -41,17 +42,22 @@ sim_worker *sim_worker_new(vr_sim *s, int type, int64_t ready_ns) {
 
 static int fits(const sim_worker *w, const vr_profile *p) {
   if (w->state == VR_WS_DRAINING || w->state == WS_REMOVED) return 0;
-  if (w->free_cores < p->threads || w->free_mem < p->mem_bytes) return 0;
-  return p->device == VR_DEV_GPU ? w->free_gpus >= 1 : w->gpus == 0;
+  return vr_place_holds(w->free_cores, w->free_gpus, w->free_mem, p);
 }
 
-/* Query-path placement (a LOAD chosen by selection): best fit, as the
- * policy's placement does. */
+static vr_place_cand sim_cand(const sim_worker *w) {
+  return (vr_place_cand){w->state == VR_WS_UP, w->gpus, w->free_cores};
+}
+
+/* Query-path placement (a LOAD chosen by selection): the policy's
+ * placement rule (policy/place.h). */
 sim_worker *sim_place(vr_sim *s, const vr_profile *p) {
   sim_worker *best = NULL;
   for (size_t i = 0; i < s->workers.len; i++) {
     sim_worker *w = VR_VEC_AT(&s->workers, sim_worker *, i);
-    if (fits(w, p) && (!best || w->free_cores < best->free_cores)) best = w;
+    if (fits(w, p) &&
+        (!best || vr_place_prefer(sim_cand(w), sim_cand(best), p)))
+      best = w;
   }
   return best;
 }
@@ -372,6 +378,14 @@ static int env_fits(void *self, int v) {
   return sim_place(s, &s->var[v].prof) != NULL;
 }
 
+static int env_backlog(void *self, int v, long *rows) {
+  vr_sim *s = self;
+  const sim_inst *in = least_loaded(&s->var[v]);
+  if (!in) return 0;
+  *rows = (long)in->qlen;
+  return 1;
+}
+
 /* Sends one request to an instance: INFaaS routing (policy/route.h; the
  * selection memoised per stream: a pure function of the index and the
  * request's requirements), or the baseline's fixed variant; then the
@@ -382,7 +396,8 @@ static int route(vr_sim *s, sim_stream *st, const vr_req *r) {
   double slo = (double)(r->deadline_ns - r->t_ns) / 1e6;
   s->row.demand++;
   vr_route_env env = {s->drv.ix, &s->drv.snap, st->wl->target_kind,
-                      st->wl->target, env_available, env_fits, NULL, s};
+                      st->wl->target, env_available, env_fits, NULL,
+                      env_backlog, s};
   if (infaas) {
     if (st->group < 0) return reject(s, r), 0;
     vr_query_req q = {st->group, slo, r->min_acc};

@@ -8,7 +8,9 @@
 
 #include "base/alloc.h"
 #include "policy/drop.h"
+#include "policy/place.h"
 #include "policy/policy.h"
+#include "policy/route.h"
 #include "policy/select.h"
 
 static vr_profile mkprof(const char *model, const char *app, const char *var,
@@ -654,6 +656,143 @@ static void test_drop_answer(void **st) {
   assert_false(vr_drop_answer_due(INT64_MAX - 1, VR_NO_DEADLINE, batch));
 }
 
+/* Request-path rules added for the INFaaS state machine (issue 13):
+ * "behind" (a query joining this queue would miss its SLO), the per-query
+ * spill from an Overloaded variant to the cheapest Active one, and the
+ * placement preference. */
+typedef struct spill_fx {
+  long rows[4];  /* backlog per variant; < 0: no serving instance */
+} spill_fx;
+
+static int spill_available(void *self, int v) {
+  return ((spill_fx *)self)->rows[v] >= 0;
+}
+static int spill_fits(void *self, int v) {
+  (void)self, (void)v;
+  return 0;
+}
+static int spill_backlog(void *self, int v, long *rows) {
+  spill_fx *x = self;
+  if (x->rows[v] < 0) return 0;
+  *rows = x->rows[v];
+  return 1;
+}
+
+static void test_request_path_rules(void **st) {
+  (void)st;
+  /* small: p50 5, 7.5, 10, 12.5 ms (p99 6, 9, 12, 15) at batches 1, 2,
+   * 4, 8; the batch for an SLO keeps 2 x p99 within it: 1 under 12 ms,
+   * 8 under 30 ms */
+  vr_profile p = mkprof("small", "cls", "small/fp32", 5, 80, 1);
+  assert_int_equal(vr_profile_batch_for_slo(&p, 12), 1);
+  assert_int_equal(vr_profile_batch_for_slo(&p, 30), 8);
+  assert_false(vr_route_behind(&p, 0, 12));  /* alone: 5 ms */
+  assert_false(vr_route_behind(&p, 1, 12));  /* one batch of 1 ahead: 10 */
+  assert_true(vr_route_behind(&p, 2, 12));   /* two ahead: 15 ms */
+  assert_false(vr_route_behind(&p, 7, 30));  /* joins a batch of 8: 12.5 */
+  assert_false(vr_route_behind(&p, 8, 30));  /* one full batch ahead: 17.5 */
+  assert_false(vr_route_behind(&p, 16, 30)); /* two full ahead: 30 ms, not after */
+  assert_true(vr_route_behind(&p, 17, 30));  /* and a batch of 2: 32.5 ms */
+
+  fx f;
+  fx_init(&f);
+  spill_fx x = {{-1, -1, 0, 100}}; /* mid/fp32 idle, mid/int8 far behind */
+  vr_route_env e = {NULL, &f.s, 'a', "cls", spill_available, spill_fits,
+                    NULL, spill_backlog, &x};
+  vr_query_req q = {0, 200, 85, 0};
+  vr_selection first = {VR_SEL_ACTIVE, 3, 12, 90};
+  vr_route r;
+  vr_route_decide_sel(&e, &q, &first, &r);
+  assert_int_equal(r.outcome, VR_ROUTE_SERVE);
+  assert_int_equal(r.variant, 2); /* spilled to the Active variant */
+  assert_int_equal(r.wanted, 3);  /* the demand stays where it was */
+  x.rows[2] = 100;                /* both behind: it stays */
+  vr_route_decide_sel(&e, &q, &first, &r);
+  assert_int_equal(r.variant, 3);
+  x.rows[2] = 0, x.rows[3] = 2; /* int8 not behind: no spill */
+  vr_route_decide_sel(&e, &q, &first, &r);
+  assert_int_equal(r.variant, 3);
+  x.rows[3] = 100;
+  e.backlog = NULL; /* a caller that does not say never spills */
+  vr_route_decide_sel(&e, &q, &first, &r);
+  assert_int_equal(r.variant, 3);
+  e.backlog = spill_backlog;
+  q.min_accuracy = 92; /* only big meets it, and it does not serve */
+  vr_route_decide_sel(&e, &q, &first, &r);
+  assert_int_equal(r.variant, 3);
+
+  /* placement: a CPU variant may use a GPU machine's spare cores, but a
+   * CPU machine first; a machine that is up before one still starting;
+   * then the fullest */
+  vr_profile cpu = mkprof("m", "a", "m/cpu", 5, 80, 1), gpu = cpu;
+  cpu.threads = 4;
+  gpu.threads = 1, gpu.device = VR_DEV_GPU;
+  assert_true(vr_place_holds(4, 1, 1LL << 30, &cpu));
+  assert_false(vr_place_holds(3, 1, 1LL << 30, &cpu));
+  assert_false(vr_place_holds(4, 0, 1LL << 30, &gpu));
+  assert_false(vr_place_holds(4, 1, 1, &cpu)); /* no memory */
+  vr_place_cand cpu_up = {1, 0, 12}, gpu_up = {1, 4, 8}, cpu_start = {0, 0, 4};
+  assert_true(vr_place_prefer(cpu_up, gpu_up, &cpu));
+  assert_false(vr_place_prefer(gpu_up, cpu_up, &cpu));
+  assert_true(vr_place_prefer(gpu_up, cpu_up, &gpu)); /* fuller */
+  assert_true(vr_place_prefer(gpu_up, cpu_start, &cpu));
+  assert_false(vr_place_prefer(cpu_start, gpu_up, &cpu));
+  vr_place_cand fuller = {1, 0, 4};
+  assert_true(vr_place_prefer(fuller, cpu_up, &cpu));
+}
+
+/* The VM autoscaler (policy.c vr_pol_workers): rule 3 of the paper
+ * (§4.2.3) starts a worker when more than 80% of a type's workers hold an
+ * overloaded instance, even while replicas still fit; not while one of
+ * the type is starting (its room is on the way); replicas that find no
+ * room go to a starting worker before another is asked for. */
+static void test_vm_autoscaler(void **st) {
+  (void)st;
+  fx f;
+  fx_init(&f);
+  vr_policy_cfg c;
+  vr_policy_cfg_default(&c, VR_POL_SM);
+  vr_policy_state ps;
+  vr_policy_state_init(&ps);
+  vr_actions a;
+  vr_actions_init(&a);
+  c.nfixed = 1;
+  c.fixed[0].variant = 1, c.fixed[0].instances = 1;
+  /* big/fp32 (26.7 qps per instance) at 100 qps: overloaded; 7 cores free */
+  fx_inst(&f, 1, VR_IS_ACTIVE, 100);
+  f.t[0].max_count = 0;
+  assert_int_equal(vr_policy_tick(&c, &ps, &f.s, &a), 0);
+  assert_int_equal(count(&a, VR_ACT_LOAD), 3);
+  assert_int_equal(count(&a, VR_ACT_ADD_WORKER), 1); /* rule 3 */
+  /* off without vm_util (Clipper+-like) */
+  vr_vec_clear(&a);
+  vr_policy_cfg c0 = c;
+  c0.vm_util = 0;
+  assert_int_equal(vr_policy_tick(&c0, &ps, &f.s, &a), 0);
+  assert_int_equal(count(&a, VR_ACT_ADD_WORKER), 0);
+  /* not while a worker of the type is starting; the replicas go to the
+   * worker that is up */
+  vr_vec_clear(&a);
+  f.w[1] = f.w[0];
+  f.w[1].id = 2, f.w[1].state = VR_WS_STARTING, f.w[1].free_cores = 8;
+  f.s.nworkers = 2;
+  f.t[0].count = 2;
+  assert_int_equal(vr_policy_tick(&c, &ps, &f.s, &a), 0);
+  assert_int_equal(count(&a, VR_ACT_ADD_WORKER), 0);
+  for (size_t i = 0; i < a.len; i++)
+    if (vr_actions_at(&a, i)->kind == VR_ACT_LOAD)
+      assert_int_equal(vr_actions_at(&a, i)->worker, 0);
+  /* the worker that is up is full: the replicas go to the starting one,
+   * and still no worker is asked for */
+  vr_vec_clear(&a);
+  f.w[0].free_cores = 0;
+  assert_int_equal(vr_policy_tick(&c, &ps, &f.s, &a), 0);
+  assert_int_equal(count(&a, VR_ACT_ADD_WORKER), 0);
+  assert_int_equal(count(&a, VR_ACT_LOAD), 3);
+  vr_actions_free(&a);
+  vr_policy_state_free(&ps);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_drop_answer),
@@ -665,6 +804,8 @@ int main(void) {
       cmocka_unit_test(test_interference_and_states),
       cmocka_unit_test(test_baselines),
       cmocka_unit_test(test_recovery_unloads_consolidation),
+      cmocka_unit_test(test_request_path_rules),
+      cmocka_unit_test(test_vm_autoscaler),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
