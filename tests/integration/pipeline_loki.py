@@ -30,6 +30,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -227,6 +228,13 @@ try:
     hist = pol["history"]
     check(any(h["accuracy_scaled"] for h in hist) and not hist[-1]["accuracy_scaled"],
           "the history shows the accuracy-scaled seconds and the return")
+    srv.send_signal(signal.SIGTERM)  # graceful: drains, stops the policy thread
+    rc = srv.wait(timeout=120)
+    srv = None
+    log.seek(0)
+    text = log.read()
+    check(rc == 0 and "LeakSanitizer" not in text and "AddressSanitizer" not in text,
+          f"server shut down cleanly (exit {rc})")
     print("PASS")
 finally:
     if srv:
