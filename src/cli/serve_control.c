@@ -1,5 +1,6 @@
 #include "cli/serve_control.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "control/jobs.h"
@@ -45,7 +46,9 @@ int vr_cli_control_arg(vr_cli_control *c, int argc, char **argv, int i) {
     return 2;
   }
   if (!strcmp(a, "--pipeline-policy")) {
-    if (!v || !vr_pipe_policy_find(v, NULL)) return -1;
+    vr_errbuf e = {0};
+    if (v && !vr_pipe_policy_find(v, &e)) fprintf(stderr, "%s\n", e.msg);
+    if (!v || e.code) return -1;
     c->pipe_policy = v;
     return 2;
   }
