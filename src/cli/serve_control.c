@@ -1,14 +1,14 @@
 #include "cli/serve_control.h"
 
-#include "base/alloc.h"
-#include "sim/il_sim.h"
-
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "base/alloc.h"
 #include "control/jobs.h"
 #include "control/pipes.h"
 #include "policy/pipe_policy.h"
-#include <string.h>
+#include "sim/il_sim.h"
 
 int vr_cli_control_arg(vr_cli_control *c, int argc, char **argv, int i) {
   const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -48,7 +48,9 @@ int vr_cli_control_arg(vr_cli_control *c, int argc, char **argv, int i) {
     return 2;
   }
   if (!strcmp(a, "--pipeline-policy")) {
-    if (!v || !vr_pipe_policy_find(v, NULL)) return -1;
+    vr_errbuf e = {0};
+    if (v && !vr_pipe_policy_find(v, &e)) fprintf(stderr, "%s\n", e.msg);
+    if (!v || e.code) return -1;
     c->pipe_policy = v;
     return 2;
   }
