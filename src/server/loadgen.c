@@ -57,6 +57,7 @@ typedef struct lg {
   rec *r;
   size_t n, cap;    /* records (open loop: one per arrival) */
   size_t next_send; /* first record not yet sent */
+  int slo_varies;   /* model-less requests carry different SLOs */
   size_t inflight;
   int64_t t0;
   int64_t armed;    /* absolute time the timerfd is armed for; 0 = disarmed */
@@ -118,11 +119,17 @@ static size_t numel(const vr_lg_opts *o) {
   return n;
 }
 
-static void put_params(const vr_lg_opts *o, vr_sbuf *b, int64_t slo_ns) {
+/* slo_ns: the request's SLO; left_ns: what is left of it when it is sent
+ * (what "timeout" carries). latency_ms is the SLO itself, never what is
+ * left: it is what the query asks of the variant it is served by, and a
+ * client that shrank it after waiting for a connection would ask for an
+ * impossible one (down to 0.001 ms: 400 "infeasible" for every query). */
+static void put_params(const vr_lg_opts *o, vr_sbuf *b, int64_t slo_ns,
+                       int64_t left_ns) {
   vr_sbuf_puts(b, "{\"parameters\":{");
   int any = 0;
-  if (o->send_timeout && slo_ns > 0) {
-    vr_sbuf_printf(b, "\"timeout\":%lld", (long long)(slo_ns / 1000));
+  if (o->send_timeout && left_ns > 0) {
+    vr_sbuf_printf(b, "\"timeout\":%lld", (long long)(left_ns / 1000));
     any = 1;
   }
   if (o->priority) vr_sbuf_printf(b, "%s\"priority\":%d", any ? "," : "",
@@ -171,7 +178,7 @@ static void build_into(lg *g, vr_sbuf *b, size_t i) {
     left -= now_rel(g) - g->r[i].sched;
     if (left < 1000) left = 1000;
   }
-  put_params(o, &body, left);
+  put_params(o, &body, g->r[i].slo, left);
   size_t json_len;
   if (o->binary) {
     vr_sbuf_printf(&body, ",\"parameters\":{\"binary_data_size\":%zu}}]}",
@@ -199,11 +206,13 @@ static void build_into(lg *g, vr_sbuf *b, size_t i) {
   vr_sbuf_free(&body);
 }
 
-/* Requests differ only by their "timeout"; without it every request is
- * the same bytes, built once so the client spends its CPU on I/O. */
+/* Requests differ by their "timeout" (the time left, when sent), their
+ * payload and, model-less, their SLO ("latency_ms"); when none differs
+ * every request is the same bytes, built once so the client spends its
+ * CPU on I/O. */
 static void build_request(lg *g, conn *c, size_t i) {
   c->out_off = 0;
-  if (g->o->send_timeout || g->o->payloads > 1) {
+  if (g->o->send_timeout || g->o->payloads > 1 || g->slo_varies) {
     build_into(g, &c->out, i);
     return;
   }
@@ -527,6 +536,7 @@ static int setup(lg *g, const vr_lg_opts *o, vr_errbuf *err) {
     for (size_t i = 0; i < g->n; i++) {
       g->r[i].sched = o->arrivals[i].t_ns;
       g->r[i].slo = o->arrivals[i].slo_ns;
+      g->slo_varies |= o->app_mode && g->r[i].slo != g->r[0].slo;
     }
   } else if (o->duration_s <= 0) {
     return vr_errf(err, VR_EINVAL, "closed loop needs a duration");
