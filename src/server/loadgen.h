@@ -50,8 +50,9 @@ typedef struct vr_lg_opts {
   int send_timeout;           /* put each request's SLO in "timeout" */
   int priority;
   /* Model-less mode (control plane): `model` names an app, requests go to
-   * POST /v2/apps/<app>/infer with each request's SLO as "latency_ms" and
-   * min_accuracy (percent) when > 0. */
+   * POST /v2/apps/<app>/infer with each request's SLO as "latency_ms" (the
+   * SLO itself, not what is left of it when sent: that goes in "timeout"
+   * with send_timeout) and min_accuracy (percent) when > 0. */
   int app_mode; /* 1; VR_LG_PIPELINE: POST /v2/pipelines/<model>/infer,
                    the same parameters end to end */
   double min_accuracy;
