@@ -601,7 +601,7 @@ static uint32_t float_key(float f) {
  * 8 bits: the same order as a comparison sort, in linear time — the
  * planner's estimator sorts a trace's latencies on every run. tmp holds
  * n. */
-static void sort_floats(float *a, float *tmp, size_t n) {
+void vr__psim_sort_floats(float *a, float *tmp, size_t n) {
   float *src = a, *dst = tmp;
   for (int sh = 0; sh < 32; sh += 8) {
     size_t cnt[257] = {0};
@@ -622,7 +622,7 @@ static int cmp_float(const void *a, const void *b) {
 
 static void sort_lat(vr_vec *lat) {
   float *tmp = malloc(lat->len * sizeof(float));
-  if (tmp) sort_floats(lat->data, tmp, lat->len);
+  if (tmp) vr__psim_sort_floats(lat->data, tmp, lat->len);
   else qsort(lat->data, lat->len, sizeof(float), cmp_float);
   free(tmp);
 }
