@@ -257,7 +257,10 @@ static int improve(planner *pl, vr_il_config *cur) {
     const vr_profile *hw = &s->hw[cur->st[m].hw];
     vr_il_config t = *cur;
     int ok;
-    if (t.st[m].replicas > 1) { /* remove a replica */
+    /* remove a replica; a candidate no cheaper than the best found so far
+     * could not be chosen, so it is not estimated */
+    if (t.st[m].replicas > 1 &&
+        cost0 - hw->cost_per_s < best_cost) {
       t.st[m].replicas--;
       if ((ok = feasible(pl, &t)) < 0) return ok;
       double cost = vr_il_cost(pb, &t);
@@ -272,17 +275,25 @@ static int improve(planner *pl, vr_il_config *cur) {
       double cost = vr_il_cost(pb, &t);
       if (ok && cost < best_cost) best = t, best_cost = cost, have = 1;
     }
-    if (cur->st[m].batch * 2 <= hw->max_batch) { /* raise the batch */
-      t = *cur;
-      t.st[m].batch *= 2;
-      if ((ok = feasible(pl, &t)) < 0) return ok;
-      if (ok && (!have_batch || t.p99_ms < best_batch.p99_ms))
-        best_batch = t, have_batch = 1;
-    }
   }
-  if (have) *cur = best;
-  else if (have_batch) *cur = best_batch;
-  return have || have_batch;
+  if (have) {
+    *cur = best;
+    return 1;
+  }
+  /* raise a batch: only when no action lowers the cost (estimating these
+   * while a cheaper action exists would be thrown away) */
+  for (int m = 0; m < pb->nstages; m++) {
+    const vr_profile *hw = &pb->st[m].hw[cur->st[m].hw];
+    if (cur->st[m].batch * 2 > hw->max_batch) continue;
+    vr_il_config t = *cur;
+    t.st[m].batch *= 2;
+    int ok = feasible(pl, &t);
+    if (ok < 0) return ok;
+    if (ok && (!have_batch || t.p99_ms < best_batch.p99_ms))
+      best_batch = t, have_batch = 1;
+  }
+  if (have_batch) *cur = best_batch;
+  return have_batch;
 }
 
 int vr_il_plan(const vr_il_problem *pb, vr_il_config *out, vr_il_stats *stats,

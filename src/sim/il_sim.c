@@ -304,6 +304,10 @@ int vr_il_sim_estimate(void *ctx, const vr_il_problem *pb,
   vr_psim_cfg c = psim_cfg(s, &wl, s->sample_s, s->seed, s->est_noise);
   c.workers = workers_of(cfg);
   c.plan = &plan;
+  /* the arrivals vr_il_sim_sample drew by psim's rule: replayed, not
+   * drawn again on every run */
+  c.replay_ns = s->t;
+  c.replay_n = s->n;
   /* P99 (psim: the latency at rank floor(0.99 n)) is above the SLO as
    * soon as n - floor(0.99 n) queries missed: stop there. Infeasible
    * candidates, most of what the planner tries, then cost a fraction of

@@ -589,9 +589,42 @@ static void teardown(psim *s) {
   free(s->rows), free(s->outputs), free(s->served_slot);
 }
 
+/* Order-preserving key of a float (IEEE 754: flip the sign bit of a
+ * non-negative, all bits of a negative). */
+static uint32_t float_key(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return u & 0x80000000u ? ~u : u | 0x80000000u;
+}
+
+/* Sorts n floats ascending (no NaN: latencies) by LSD radix, 4 passes of
+ * 8 bits: the same order as a comparison sort, in linear time — the
+ * planner's estimator sorts a trace's latencies on every run. tmp holds
+ * n. */
+void vr__psim_sort_floats(float *a, float *tmp, size_t n) {
+  float *src = a, *dst = tmp;
+  for (int sh = 0; sh < 32; sh += 8) {
+    size_t cnt[257] = {0};
+    for (size_t i = 0; i < n; i++) cnt[((float_key(src[i]) >> sh) & 255) + 1]++;
+    for (int b = 0; b < 256; b++) cnt[b + 1] += cnt[b];
+    for (size_t i = 0; i < n; i++)
+      dst[cnt[(float_key(src[i]) >> sh) & 255]++] = src[i];
+    float *t = src;
+    src = dst, dst = t;
+  }
+  /* four passes: the result is back in a */
+}
+
 static int cmp_float(const void *a, const void *b) {
   float x = *(const float *)a, y = *(const float *)b;
   return (x > y) - (x < y);
+}
+
+static void sort_lat(vr_vec *lat) {
+  float *tmp = malloc(lat->len * sizeof(float));
+  if (tmp) vr__psim_sort_floats(lat->data, tmp, lat->len);
+  else qsort(lat->data, lat->len, sizeof(float), cmp_float);
+  free(tmp);
 }
 
 static void summarise(psim *s, FILE *csv) {
@@ -625,7 +658,7 @@ static void summarise(psim *s, FILE *csv) {
   m->accuracy_pct = m->ok + m->late ? acc / (m->ok + m->late) : 0;
   m->mean_workers = n ? workers / n : 0;
   if (s->lat.len) {
-    qsort(s->lat.data, s->lat.len, sizeof(float), cmp_float);
+    sort_lat(&s->lat);
     m->p50_ms = VR_VEC_AT(&s->lat, float, s->lat.len / 2);
     m->p99_ms = VR_VEC_AT(&s->lat, float, (size_t)(s->lat.len * 0.99));
   }
@@ -662,11 +695,24 @@ void vr_psim_summary_free(vr_psim_summary *s) {
   s->mult_observed = NULL;
 }
 
+/* The next root arrival: drawn from the workload, or replayed
+ * (cfg->replay_ns) with the fields vr_wl_next would set. */
+static int next_arrival(psim *s, size_t *pos, vr_req *out) {
+  const vr_psim_cfg *c = s->cfg;
+  if (!c->replay_ns) return vr_wl_next(c->arrivals, c->duration_s, out, s->err);
+  if (*pos >= c->replay_n) return 0;
+  memset(out, 0, sizeof *out);
+  out->t_ns = c->replay_ns[(*pos)++];
+  out->deadline_ns = out->t_ns + (int64_t)llround(c->arrivals->slo_ms * 1e6);
+  out->min_acc = (float)c->arrivals->min_accuracy;
+  return 1;
+}
+
 static int run_events(psim *s) {
-  vr_workload *wl = s->cfg->arrivals;
   int64_t end = (int64_t)(s->cfg->duration_s * 1e9);
   vr_req next;
-  int have = vr_wl_next(wl, s->cfg->duration_s, &next, s->err);
+  size_t pos = 0;
+  int have = next_arrival(s, &pos, &next);
   if (have < 0) return have;
   int rc = 0;
   vr_event e;
@@ -675,7 +721,7 @@ static int run_events(psim *s) {
     if (have && (!top || next.t_ns < top->t_ns)) {
       s->now = next.t_ns;
       if ((rc = on_arrival(s, &next))) break;
-      have = vr_wl_next(wl, s->cfg->duration_s, &next, s->err);
+      have = next_arrival(s, &pos, &next);
       if (have < 0) return have;
       continue;
     }

@@ -167,6 +167,14 @@ typedef struct vr_psim_cfg {
                         of the summary is then partial). An estimator that
                         only asks "is P99 within the SLO?" knows the answer
                         once more than 1 % of its trace missed. 0: off */
+  const int64_t *replay_ns; /* non-NULL: the root arrivals (ns, sorted),
+                               in place of drawing `arrivals` again; they
+                               must be what `arrivals` draws for this seed
+                               and duration (vr_il_sim_arrivals' rule), so
+                               the run is the same, without the cost of
+                               the draws. Deadline and accuracy floor come
+                               from `arrivals` as vr_wl_next sets them */
+  size_t replay_n;
 } vr_psim_cfg;
 
 typedef struct vr_psim_row {

@@ -92,6 +92,9 @@ int vr__psim_run(psim *s, int ii, int nb);
 /* Starts a batch on a free instance (by the rules in force). */
 int vr__psim_start(psim *s, int ii);
 
+/* Sorts n floats (no NaN) ascending in linear time; tmp holds n. */
+void vr__psim_sort_floats(float *a, float *tmp, size_t n);
+
 /* psim_live.c */
 int vr__psim_live_index(psim *s);
 int vr__psim_live_hop(psim *s, int32_t ri, int start);

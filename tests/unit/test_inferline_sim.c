@@ -261,6 +261,46 @@ static void test_estimator_stops_early(void **st) {
   unload(&f);
 }
 
+/* The estimator replays the sample's arrivals (psim's replay_ns) instead
+ * of drawing them again: the run is the one drawing gives, to the
+ * request. */
+static void test_replay_matches_draw(void **st) {
+  (void)st;
+  fixture f;
+  load(&f, 40, 4);
+  vr_il_config c;
+  vr_errbuf err = {0};
+  assert_int_equal(vr_il_plan(&f.s.pb, &c, NULL, &err), 0);
+  c.st[0].replicas++; /* not the planned one: not memoised anywhere */
+  vr_pipe_plan plan;
+  assert_int_equal(vr_il_sim_plan(&f.s, &c, &plan), 0);
+  vr_psim_summary a, b;
+  for (int replay = 0; replay < 2; replay++) {
+    vr_workload wl = f.sample;
+    vr_psim_cfg pc = {.data = &f.s.data, .arrivals = &wl, .workers = 1000,
+                      .duration_s = 60, .tick_s = 1, .seed = 7, .noise = 1,
+                      .max_queue = 4096, .ctl_period_s = 10, .plan = &plan};
+    if (replay) pc.replay_ns = f.s.t, pc.replay_n = f.s.n;
+    assert_int_equal(vr_psim_run(&pc, NULL, replay ? &b : &a, &err), 0);
+  }
+  assert_int_equal(a.queries, (int64_t)f.s.n);
+  assert_int_equal(a.queries, b.queries);
+  assert_int_equal(a.ok, b.ok);
+  assert_int_equal(a.late, b.late);
+  assert_int_equal(a.dropped, b.dropped);
+  assert_int_equal(a.paths, b.paths);
+  assert_true(a.p50_ms == b.p50_ms);
+  assert_true(a.p99_ms == b.p99_ms);
+  assert_true(a.p99_ms > 0);
+  double p99;
+  assert_int_equal(vr_il_sim_estimate(&f.s, &f.s.pb, &c, &p99), 0);
+  assert_true(p99 == a.p99_ms);
+  vr_psim_summary_free(&a);
+  vr_psim_summary_free(&b);
+  vr_pipe_plan_free(&plan);
+  unload(&f);
+}
+
 /* The coarse baselines under AutoScale (the paper's CG tuning): on a rate
  * ramp past one unit's capacity (143 queries/s at batch 2) CG-Mean adds
  * whole-pipeline units (every stage alike) and misses less than the same
@@ -359,6 +399,7 @@ int main(void) {
       cmocka_unit_test(test_infeasible_slo),
       cmocka_unit_test(test_tuner_in_simulator),
       cmocka_unit_test(test_estimator_stops_early),
+      cmocka_unit_test(test_replay_matches_draw),
       cmocka_unit_test(test_cg_autoscale_in_simulator),
       cmocka_unit_test(test_init_view),
   };
