@@ -526,6 +526,9 @@ static int check_cfg(const vr_psim_cfg *c, vr_errbuf *err) {
     return vr_errf(err, VR_EINVAL, "psim: bad duration, tick or warm-up");
   if (c->drop_mode < 0 || c->drop_mode > VR_EDROP_REROUTE)
     return vr_errf(err, VR_EINVAL, "psim: unknown drop mode %d", c->drop_mode);
+  if (c->replay_ns && c->live_rules)
+    return vr_errf(err, VR_EINVAL, "psim: replayed arrivals carry no "
+                   "deadline or accuracy floor for the live rules");
   if (c->max_queue < 1 || !(c->load_s >= 0) || !(c->ctl_period_s > 0) ||
       c->stop_bad < 0)
     return vr_errf(err, VR_EINVAL, "psim: bad max_queue, load_s, period "
@@ -696,7 +699,8 @@ void vr_psim_summary_free(vr_psim_summary *s) {
 }
 
 /* The next root arrival: drawn from the workload, or replayed
- * (cfg->replay_ns) with the fields vr_wl_next would set. */
+ * (cfg->replay_ns; Loki's rules read only t_ns, the rest is what
+ * vr_wl_next sets for a synthetic workload). */
 static int next_arrival(psim *s, size_t *pos, vr_req *out) {
   const vr_psim_cfg *c = s->cfg;
   if (!c->replay_ns) return vr_wl_next(c->arrivals, c->duration_s, out, s->err);

@@ -172,8 +172,9 @@ typedef struct vr_psim_cfg {
                                must be what `arrivals` draws for this seed
                                and duration (vr_il_sim_arrivals' rule), so
                                the run is the same, without the cost of
-                               the draws. Deadline and accuracy floor come
-                               from `arrivals` as vr_wl_next sets them */
+                               the draws. Loki's rules only (live_rules
+                               0: they read only the arrival time; a
+                               query's deadline is the pipeline's SLO) */
   size_t replay_n;
 } vr_psim_cfg;
 

@@ -296,6 +296,15 @@ static void test_replay_matches_draw(void **st) {
   assert_int_equal(vr_il_sim_estimate(&f.s, &f.s.pb, &c, &p99), 0);
   assert_true(p99 == a.p99_ms);
   vr_psim_summary_free(&a);
+  vr_workload wl = f.sample;
+  vr_psim_cfg live = {.data = &f.s.data, .arrivals = &wl, .workers = 1000,
+                      .duration_s = 60, .tick_s = 1, .seed = 7,
+                      .max_queue = 4096, .ctl_period_s = 10, .plan = &plan,
+                      .live_rules = 1, .replay_ns = f.s.t,
+                      .replay_n = f.s.n};
+  assert_int_equal(vr_psim_run(&live, NULL, &a, &err), VR_EINVAL);
+  assert_non_null(strstr(err.msg, "replayed"));
+  vr_psim_summary_free(&a);
   vr_psim_summary_free(&b);
   vr_pipe_plan_free(&plan);
   unload(&f);
