@@ -24,6 +24,37 @@ typedef struct load_job {
 
 static void *unload_main(load_job *j);
 
+/* POST /v2/repository/models/{model}/{verb} ("load" or "unload") to the
+ * worker at addr ("host:port") with the admin token. 0 with *status set
+ * to the HTTP status (err->msg holds it and the body's head when it is
+ * not 200), or a VR_E* code when no answer came. */
+static int repo_post(ctl *c, const char *addr, const char *model, const char *verb,
+                     int timeout_ms, int *status, vr_errbuf *err) {
+  char host[VR_REG_ADDR_MAX];
+  snprintf(host, sizeof host, "%s", addr);
+  char *colon = strrchr(host, ':');
+  *status = 0;
+  if (!colon) return VR_EINVAL;
+  *colon = 0;
+  vr_httpc h;
+  int rc = vr_httpc_open(&h, host, atoi(colon + 1), err);
+  if (rc) return rc;
+  h.timeout_ms = timeout_ms;
+  char path[300], auth[600] = "";
+  snprintf(path, sizeof path, "/v2/repository/models/%s/%s", model, verb);
+  if (c->token) snprintf(auth, sizeof auth, "Authorization: Bearer %.500s\r\n", c->token);
+  vr_httpc_resp resp;
+  rc = vr_httpc_request(&h, "POST", path, auth, "{}", 2, &resp, err);
+  if (!rc) {
+    *status = resp.head.status;
+    if (*status != 200)
+      snprintf(err->msg, sizeof err->msg, "HTTP %d %.*s", *status,
+               (int)(resp.body_len < 300 ? resp.body_len : 300), resp.body ? resp.body : "");
+  }
+  vr_httpc_close(&h);
+  return rc;
+}
+
 /* A remote load: the worker's repository API (it fetches the model from
  * us first when it has none). Runs on its own thread: a load takes as
  * long as the model's profiling. Its time is the variant's load time for
@@ -34,32 +65,11 @@ static void *load_main(void *arg) {
   ctl *c = j->c;
   int64_t t_start = vr_now_ns();
   vr_errbuf err = {0};
-  char host[VR_REG_ADDR_MAX];
-  snprintf(host, sizeof host, "%s", j->addr);
-  char *colon = strrchr(host, ':');
-  int rc = VR_EINVAL, status = 0, timed = 0;
-  if (colon) {
-    *colon = 0;
-    vr_httpc h;
-    rc = vr_httpc_open(&h, host, atoi(colon + 1), &err);
-    if (!rc) {
-      h.timeout_ms = 300000;
-      char path[300], auth[600] = "";
-      snprintf(path, sizeof path, "/v2/repository/models/%s/load", j->model);
-      if (c->token) snprintf(auth, sizeof auth, "Authorization: Bearer %.500s\r\n", c->token);
-      vr_httpc_resp resp;
-      rc = vr_httpc_request(&h, "POST", path, auth, "{}", 2, &resp, &err);
-      /* 409: it is loaded already (a worker loads its repository at start) */
-      timed = !rc && resp.head.status == 200;
-      if (!rc && resp.head.status != 200 && resp.head.status != 409) {
-        status = resp.head.status;
-        snprintf(err.msg, sizeof err.msg, "HTTP %d %.*s", status,
-                 (int)(resp.body_len < 300 ? resp.body_len : 300), resp.body ? resp.body : "");
-        rc = VR_EIO;
-      }
-      vr_httpc_close(&h);
-    }
-  }
+  int status;
+  int rc = repo_post(c, j->addr, j->model, "load", 300000, &status, &err);
+  /* 409: it is loaded already (a worker loads its repository at start) */
+  int timed = !rc && status == 200;
+  if (!rc && status != 200 && status != 409) rc = VR_EIO;
   pthread_mutex_lock(&c->mu);
   for (size_t i = 0; i < sizeof c->pend / sizeof c->pend[0]; i++)
     if (c->pend[i].active && !strcmp(c->pend[i].model, j->model) &&
@@ -91,29 +101,9 @@ static void *load_main(void *arg) {
 static void *unload_main(load_job *j) {
   ctl *c = j->c;
   vr_errbuf err = {0};
-  char host[VR_REG_ADDR_MAX];
-  snprintf(host, sizeof host, "%s", j->addr);
-  char *colon = strrchr(host, ':');
-  int rc = VR_EINVAL;
-  if (colon) {
-    *colon = 0;
-    vr_httpc h;
-    rc = vr_httpc_open(&h, host, atoi(colon + 1), &err);
-    if (!rc) {
-      h.timeout_ms = 120000;
-      char path[300], auth[600] = "";
-      snprintf(path, sizeof path, "/v2/repository/models/%s/unload", j->model);
-      if (c->token) snprintf(auth, sizeof auth, "Authorization: Bearer %.500s\r\n", c->token);
-      vr_httpc_resp resp;
-      rc = vr_httpc_request(&h, "POST", path, auth, "{}", 2, &resp, &err);
-      if (!rc && resp.head.status != 200) {
-        snprintf(err.msg, sizeof err.msg, "HTTP %d %.*s", resp.head.status,
-                 (int)(resp.body_len < 300 ? resp.body_len : 300), resp.body ? resp.body : "");
-        rc = VR_EIO;
-      }
-      vr_httpc_close(&h);
-    }
-  }
+  int status;
+  int rc = repo_post(c, j->addr, j->model, "unload", 120000, &status, &err);
+  if (!rc && status != 200) rc = VR_EIO;
   pthread_mutex_lock(&c->mu);
   if (rc) {
     c->unloads_failed++;
