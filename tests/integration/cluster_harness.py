@@ -6,6 +6,8 @@ the test appends its processes to."""
 import json
 import os
 import shutil
+import socket
+import subprocess
 import sys
 import tempfile
 import time
@@ -71,3 +73,18 @@ def portfile(name):
 def state(cp):
     st, b, _ = req(cp, "GET", "/v2/cluster/state", timeout=10)
     return json.loads(b) if st == 200 else {"workers": []}
+
+
+def start_redis(redis_bin):
+    """A private redis-server on a free loopback port, no persistence, in
+    the scratch directory (killed with procs); -> its redis:// URL."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    rport = s.getsockname()[1]
+    s.close()
+    log = open(os.path.join(tmp, "redis.log"), "w")
+    procs.append(subprocess.Popen([redis_bin, "--port", str(rport), "--bind", "127.0.0.1",
+                                   "--save", "", "--appendonly", "no", "--dir", tmp],
+                                  stdout=log, stderr=log))
+    wait(lambda: socket.socket().connect_ex(("127.0.0.1", rport)) == 0, "redis")
+    return f"redis://127.0.0.1:{rport}"

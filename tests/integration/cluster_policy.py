@@ -13,7 +13,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -33,16 +32,7 @@ def routed(fp_state, model=MODEL):
 
 
 try:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    rport = s.getsockname()[1]
-    s.close()
-    log = open(os.path.join(tmp, "redis.log"), "w")
-    procs.append(subprocess.Popen([redis_bin, "--port", str(rport), "--bind", "127.0.0.1",
-                                   "--save", "", "--appendonly", "no", "--dir", tmp],
-                                  stdout=log, stderr=log))
-    wait(lambda: socket.socket().connect_ex(("127.0.0.1", rport)) == 0, "redis")
-    url = f"redis://127.0.0.1:{rport}"
+    url = H.start_redis(redis_bin)
     repo = os.path.join(tmp, "repo")
     os.makedirs(repo)
     shutil.copytree(os.path.join(src, "models/fmnist", MODEL), os.path.join(repo, MODEL))
