@@ -36,6 +36,7 @@
 #include "cli/commands.h"
 #include "cli/ctl_int.h"
 #include "policy/cluster_plan.h"
+#include "policy/pipe_policy.h"
 #include "runtime/config.h"
 #include "server/fwd.h"
 #include "server/model_fetch.h"
@@ -58,6 +59,7 @@ static void state_json(ctl *c, vr_sbuf *b) {
   vr_sbuf pb;
   vr_sbuf_init(&pb);
   vr__ctl_policy_json(c, &pb); /* first: pol_mu is never taken under mu */
+  vr__ctl_pipes_json(c, &pb);
   pthread_mutex_lock(&c->mu);
   vr_sbuf_printf(b, "{\"registry_ok\":%d,\"routes_version\":%lld,\"workers\":[",
                  c->registry_ok, (long long)c->routes_version);
@@ -177,8 +179,8 @@ static int cmp_worker(const void *a, const void *b) {
  * plane. Workers with nothing ready are listed but route nothing. */
 static char *build_routes(ctl *c, char models[][128], int nm) {
   vr_fwd_worker fw[MAXW];
-  vr_fwd_route rt[MAXM + 1];
-  int idx[MAXM + 1][MAXW];
+  static vr_fwd_route rt[MAXM + 2];
+  static int idx[MAXM + 2][MAXW]; /* the tick thread only */
   int nw = 0, nr = 0;
   for (size_t i = 0; i < c->nw && nw < MAXW; i++) {
     vr_fwd_worker *x = &fw[nw];
@@ -197,12 +199,16 @@ static char *build_routes(ctl *c, char models[][128], int nm) {
           idx[nr][rt[nr].n++] = k;
     nr++;
   }
-  rt[nr] = (vr_fwd_route){.workers = idx[nr]};
-  snprintf(rt[nr].key, sizeof rt[nr].key, "a:*");
-  for (int k = 0; k < nw; k++)
-    for (size_t i = 0; i < c->nw; i++)
-      if (!strcmp(c->w[i].id, fw[k].id) && c->wapps[i]) idx[nr][rt[nr].n++] = k;
-  nr++;
+  /* apps and pipelines ("p:*": any worker with a control plane runs a
+   * pipeline request, its hops go where the plan put them) */
+  for (int pass = 0; pass < 2; pass++) {
+    rt[nr] = (vr_fwd_route){.workers = idx[nr]};
+    snprintf(rt[nr].key, sizeof rt[nr].key, pass ? "p:*" : "a:*");
+    for (int k = 0; k < nw; k++)
+      for (size_t i = 0; i < c->nw; i++)
+        if (!strcmp(c->w[i].id, fw[k].id) && c->wapps[i]) idx[nr][rt[nr].n++] = k;
+    nr++;
+  }
   vr_fwd_table t = {0, nw, nr, fw, rt};
   return vr_fwd_table_json(&t);
 }
@@ -343,7 +349,11 @@ static void tick(ctl *c) {
     }
     vr_free(cur);
   }
-  char *body = build_routes(c, models, nm);
+  /* routes also name the models planned pipelines run (hops go by model) */
+  static char rmodels[MAXM][128];
+  if (nm) memcpy(rmodels, models, (size_t)nm * sizeof rmodels[0]);
+  int nrm = vr__ctl_pipes_models(c, rmodels, nm, MAXM);
+  char *body = build_routes(c, rmodels, nrm);
   int publish = body && (!c->routes_body || strcmp(body, c->routes_body));
   pthread_mutex_unlock(&c->mu);
   for (int i = 0; c->prov && i < out.add_workers; i++) {
@@ -368,6 +378,7 @@ static void tick(ctl *c) {
     vr_free(body);
   }
   if (c->cdrv) vr__ctl_policy_step(c, ws, n, models, nm, starting + out.add_workers);
+  if (c->pp) vr__ctl_pipes_step(c, ws, n, starting + out.add_workers);
   vr_free(ws);
 }
 
@@ -381,6 +392,8 @@ static void usage(FILE *f) {
           "         [--provider local|kubernetes --provider-opt K=V ...\n"
           "          --min-workers N [--max-workers N] [--worker-arg ARG ...]]\n"
           "         [--policy infaas|clipper|sm [--slo-ms N]]\n"
+          "         [--store URL --pipeline-policy NAME [--pipeline-period-ms T]\n"
+          "          [--pipeline-slack S] [--inferline-rate Q [--inferline-cv CV]]]\n"
           "  --registry URL   redis://HOST:PORT shared with workers and front ends\n"
           "  --repo DIR       model repository: what is placed, and what workers\n"
           "                   without it fetch (GET /v2/cluster/models/...)\n"
@@ -406,7 +419,16 @@ static void usage(FILE *f) {
           "                   remove workers through the provider); default:\n"
           "                   placement only (every model on --replicas workers)\n"
           "  --slo-ms N       latency SLO the policy plans for (default 100)\n"
-          "  --worker-idle-s N  policy removes a worker idle this long (30)\n");
+          "  --worker-idle-s N  policy removes a worker idle this long (30)\n"
+          "  --store URL      the metadata store the workers share (redis://...):\n"
+          "                   the pipelines and the profiles the pipeline policy reads\n"
+          "  --pipeline-policy NAME  loki, inferline, ... (vario serve --help): plans\n"
+          "                   every stored pipeline over the workers, loads and\n"
+          "                   unloads its stage models on them, publishes the plan\n"
+          "                   the workers route hops by (run them with --store)\n"
+          "  --pipeline-period-ms T  its replan period (default 10000)\n"
+          "  --pipeline-slack S  its headroom on demand (default 1.25)\n"
+          "  --inferline-rate Q, --inferline-cv CV  InferLine's planning trace\n");
 }
 
 /* The policies that act across workers. AsyFunc's decisions are a
@@ -425,6 +447,22 @@ static int num(const char *s, long lo, long hi, int *out) {
   long v = strtol(s, &end, 10);
   if (!*s || *end || v < lo || v > hi) return -1;
   *out = (int)v;
+  return 0;
+}
+
+static int pipe_policy(const char *s) {
+  vr_errbuf e = {0};
+  if (vr_pipe_policy_find(s, &e)) return 1;
+  fprintf(stderr, "vario controller: %s\n", e.msg);
+  return 0;
+}
+
+/* A positive number (at most 1e7). */
+static int dnum(const char *s, double *out) {
+  char *end;
+  double v = strtod(s, &end);
+  if (!*s || *end || !(v > 0) || v > 1e7) return -1;
+  *out = v;
   return 0;
 }
 
@@ -469,6 +507,12 @@ int vr_cmd_controller(int argc, char **argv) {
     else if (!strcmp(a, "--replicas") && has && !num(argv[i + 1], 0, 1000, &c.replicas)) i++, c.replicas_set = 1;
     else if (!strcmp(a, "--policy") && has && cluster_policy(argv[i + 1])) c.policy = argv[++i];
     else if (!strcmp(a, "--slo-ms") && has && !num(argv[i + 1], 1, 600000, &slo)) i++, c.slo_ms = slo;
+    else if (!strcmp(a, "--store") && has) c.store_url = argv[++i];
+    else if (!strcmp(a, "--pipeline-policy") && has && pipe_policy(argv[i + 1])) c.pipe_policy = argv[++i];
+    else if (!strcmp(a, "--pipeline-period-ms") && has && !dnum(argv[i + 1], &c.pipe_period_ms)) i++;
+    else if (!strcmp(a, "--pipeline-slack") && has && !dnum(argv[i + 1], &c.pipe_slack)) i++;
+    else if (!strcmp(a, "--inferline-rate") && has && !dnum(argv[i + 1], &c.il_rate)) i++;
+    else if (!strcmp(a, "--inferline-cv") && has && !dnum(argv[i + 1], &c.il_cv)) i++;
     else if (!strcmp(a, "--worker-cores") && has && !num(argv[i + 1], 1, 1024, &c.worker_cores)) i++;
     else if (!strcmp(a, "--worker-idle-s") && has && !num(argv[i + 1], 1, 86400, &c.worker_idle_s)) i++;
     else if (!strcmp(a, "--period-ms") && has && !num(argv[i + 1], 10, 60000, &c.period_ms)) i++;
@@ -506,6 +550,9 @@ int vr_cmd_controller(int argc, char **argv) {
     if (!c.replicas_set) c.replicas = 1;
     rc = vr__ctl_policy_open(&c, &err);
   }
+  if (!rc && c.pipe_policy && !c.store_url)
+    rc = vr_errf(&err, VR_EINVAL, "--pipeline-policy needs --store URL (the workers' store)");
+  if (!rc && c.pipe_policy) rc = vr__ctl_pipes_open(&c, &err);
   if (!rc && c.provider)
     rc = ctl_prov_open(c.provider, c.pargs, (size_t)c.n_pargs, &c.prov, &err);
   vr_http_opts ho = {.host = c.host, .port = c.port, .handler = handle, .user = &c};
@@ -515,6 +562,7 @@ int vr_cmd_controller(int argc, char **argv) {
     ctl_prov_close(c.prov);
     if (c.reg) vr_registry_close(c.reg);
     vr_cdrv_free(c.cdrv);
+    vr__ctl_pipes_close(&c);
     vr_free(c.token);
     return 1;
   }
@@ -551,6 +599,7 @@ int vr_cmd_controller(int argc, char **argv) {
   vr_free(c.routes_body);
   vr_free(c.token);
   vr_cdrv_free(c.cdrv);
+  vr__ctl_pipes_close(&c);
   for (size_t k = 0; k < MAXW; k++) vr_free(c.vinst[k]);
   /* load threads still running hold &c: let them finish with the process */
   fprintf(stderr, "vario controller: stopped\n");

@@ -30,6 +30,8 @@ typedef struct pending {
   int active;
 } pending;
 
+typedef struct ctl_pipes ctl_pipes;
+
 typedef struct ctl {
   /* options */
   const char *registry, *repo, *models_opt, *token_file, *provider, *port_file, *advertise;
@@ -39,6 +41,10 @@ typedef struct ctl {
   int port, replicas, period_ms, min_workers, max_workers, fetch_models;
   int worker_cores, replicas_set, worker_idle_s;
   const char *policy; /* --policy: the driver below runs it */
+  /* --store URL --pipeline-policy NAME (ctl_pipes.c), its
+   * --pipeline-period-ms / --pipeline-slack / --inferline-rate / -cv */
+  const char *store_url, *pipe_policy;
+  double pipe_period_ms, pipe_slack, il_rate, il_cv;
   double slo_ms;
   char *token;
   /* running */
@@ -68,6 +74,9 @@ typedef struct ctl {
   vr_cdrv *cdrv;
   vr_cdrv_model mcfg[MAXM];
   int n_mcfg;
+  /* the pipeline policy (ctl_pipes.c): its own lock, never under mu */
+  pthread_mutex_t pp_mu;
+  struct ctl_pipes *pp;
   /* this period's view (the tick thread only) */
   vr_worker_info *vw;
   size_t nvw;
@@ -94,5 +103,17 @@ void vr__ctl_policy_step(ctl *c, const vr_worker_info *ws, size_t n, char models
                          int starting);
 /* ,"policy":{...} for the state document (takes pol_mu). */
 void vr__ctl_policy_json(ctl *c, vr_sbuf *b);
+
+/* ---- ctl_pipes.c ---- */
+/* The pipeline policy over c->store_url (0 or a VR_E* with err). */
+int vr__ctl_pipes_open(ctl *c, vr_errbuf *err);
+void vr__ctl_pipes_close(ctl *c);
+/* One period (not under mu; c->vinst holds the workers' instances). */
+void vr__ctl_pipes_step(ctl *c, const vr_worker_info *ws, size_t n, int starting);
+/* models[have..] += the models of planned pipelines not listed yet (for
+ * the routing table: remote hops go by model); the new count. */
+int vr__ctl_pipes_models(ctl *c, char models[][128], int have, int cap);
+/* ,"pipelines":{...} for the state document. */
+void vr__ctl_pipes_json(ctl *c, vr_sbuf *b);
 
 #endif
