@@ -310,6 +310,7 @@ static void tick(ctl *c) {
   }
   static char models[MAXM][128];
   int nm = scan_models(c, models, MAXM);
+  nm = vr__ctl_pipes_exclude(c, models, nm); /* a pipeline policy's own */
   pthread_mutex_lock(&c->mu);
   if (n) memcpy(c->w, ws, n * sizeof *ws);
   c->nw = n;

@@ -113,6 +113,9 @@ void vr__ctl_pipes_step(ctl *c, const vr_worker_info *ws, size_t n, int starting
 /* models[have..] += the models of planned pipelines not listed yet (for
  * the routing table: remote hops go by model); the new count. */
 int vr__ctl_pipes_models(ctl *c, char models[][128], int have, int cap);
+/* Drops from models[0..n) those a planned pipeline's policy manages (the
+ * base placement and --policy leave them alone); the new count. */
+int vr__ctl_pipes_exclude(ctl *c, char models[][128], int n);
 /* ,"pipelines":{...} for the state document. */
 void vr__ctl_pipes_json(ctl *c, vr_sbuf *b);
 

@@ -474,6 +474,22 @@ int vr__ctl_pipes_models(ctl *c, char models[][128], int have, int cap) {
   return have;
 }
 
+int vr__ctl_pipes_exclude(ctl *c, char models[][128], int n) {
+  if (!c->pp) return n;
+  pthread_mutex_lock(&c->pp_mu);
+  int k = 0;
+  for (int i = 0; i < n; i++) {
+    int mine = 0;
+    for (int j = 0; j < c->pp->n && !mine; j++)
+      for (int m = 0; m < c->pp->p[j]->nmodels && !mine; m++)
+        mine = !strcmp(models[i], c->pp->p[j]->models[m]);
+    if (!mine && k != i) memcpy(models[k], models[i], 128);
+    k += !mine;
+  }
+  pthread_mutex_unlock(&c->pp_mu);
+  return k;
+}
+
 void vr__ctl_pipes_json(ctl *c, vr_sbuf *b) {
   if (!c->pp) return;
   pthread_mutex_lock(&c->pp_mu);

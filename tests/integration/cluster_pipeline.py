@@ -51,6 +51,7 @@ POLICY = sys.argv[3] if len(sys.argv) > 3 else "loki"
 P = os.path.join(src, "models/pipelines/fashion_scenes")
 DATA = os.path.join(src, "models/fmnist-data")
 FAST = ["--threads", "1", "--max-batch", "1", "--runs", "5", "--precisions", "fp32", "--quiet"]
+PER_CORE = 10.0  # canvases/s the large detector carries per instance, by Loki's plan
 MODELS = {"fmnist_linear", "fmnist_mlp", "fscenes_det_tiny", "fscenes_det_large"}
 
 
@@ -105,8 +106,19 @@ try:
              "--heartbeat-ms", "300", "--insecure-admin"], stdout=log, stderr=log))
     for w in ["w1", "w2"]:
         wports[w] = portfile(w)
+    # Loki's headroom from the detector's stored profile, so that by plan
+    # the most accurate detector carries PER_CORE canvases/s per instance
+    # (as pipeline_loki.py): scale-out is then reached at a rate a loaded
+    # 2-core box delivers.
+    st, b, _ = req(wports["w1"], "GET", "/v2/apps/fscenes_detect", timeout=30)
+    if st != 200:
+        fail(f"GET /v2/apps/fscenes_detect: {st} {b[:200]}")
+    p50 = [v["p50_ms_b1"] for v in json.loads(b)["apps"]["fscenes_detect"]
+           if v["model"] == "fscenes_det_large"][0]
+    slack = max(1.25, (1000.0 / p50) / PER_CORE)
     pol = [POLICY] + (["--inferline-rate", "5", "--inferline-cv", "1"]
-                      if POLICY == "inferline" else ["--pipeline-period-ms", "2000"])
+                      if POLICY == "inferline" else
+                      ["--pipeline-period-ms", "2000", "--pipeline-slack", f"{slack:.3f}"])
     log = open(os.path.join(tmp, "ctl.log"), "w")
     procs.append(subprocess.Popen(
         [vario, "controller", "--registry", url, "--repo", repo, "--store", url, "--models", "-",
@@ -207,6 +219,35 @@ try:
         fail(f"only {ok} of {shape[0]} canvases answered ok")
     if not all(hops.values()):
         fail(f"hops were not served on both workers: {hops}")
+
+    # -- 4. Loki: more load than one detector instance carries by plan ------
+    # hardware scaling across workers: the plan asks for more instances and
+    # the controller loads a stage model on a worker that did not hold it
+    if POLICY == "loki":
+        pairs0 = {(w, m) for w, ms in worker_models(cp).items() for m in ms}
+        inst0 = pstate(cp)["plan"]["instances"]
+        blog = open(os.path.join(tmp, "bench.log"), "w")
+        bench = subprocess.Popen(
+            [vario, "bench", "--port", str(fp), "--pipeline", "fashion_scenes", "--rate", "60",
+             "--duration", "30", "--connections", "16", "--binary", "--payloads", "8",
+             "--input", f"{P}/sample.npy", "--json", "--no-progress"],
+            stdout=subprocess.PIPE, stderr=blog, text=True)
+        procs.append(bench)
+
+        def scaled_out():
+            p = pstate(cp)
+            pairs = {(w, m) for w, ms in worker_models(cp).items() for m in ms}
+            return p["plan"]["instances"] > inst0 and pairs - pairs0
+        t = wait(scaled_out, "Loki to scale out onto another worker under load", timeout=120)
+        p = pstate(cp)
+        pairs = {(w, m) for w, ms in worker_models(cp).items() for m in ms}
+        print(f"4. under load (EWMA {p['demand_ewma']:.0f}/s): plan of {p['plan']['instances']} "
+              f"instance(s) > {inst0} after {t:.1f}s; new copies {sorted(pairs - pairs0)}")
+        out, _ = bench.communicate(timeout=180)
+        res = json.loads(out) if out.strip().startswith("{") else {}
+        if not res.get("ok") or res.get("errors", 1):
+            fail(f"under load: only ok / 504 dropped / 503 rejected expected: {out[-400:]}")
+        print(f"   bench: {res['ok']} ok of {res['sent']} sent, the rest answered explicitly")
 
     # a clean stop (sanitised builds report leaks at exit)
     for proc in reversed(procs[1:]):
