@@ -57,13 +57,19 @@ static void on_answer(vr_fwd_call *c, void *user) {
   vr_rt_request *r = h->r;
   char msg[600];
   if (c->status != 200) {
-    /* 504/503/429: the remote queue dropped it or had no room */
+    /* 504: the remote queue dropped it (deadline); 503/429: no room, or
+     * no worker left; 404: the model left that worker (a plan moved it
+     * after the table was read): rejected, as by a draining queue */
     vr_rt_outcome o = c->status == 504 ? VR_OUT_DROPPED
-                      : c->status == 503 || c->status == 429 ? VR_OUT_REJECTED
-                                                             : VR_OUT_FAILED;
+                      : c->status == 503 || c->status == 429 || c->status == 404
+                          ? VR_OUT_REJECTED
+                          : VR_OUT_FAILED;
     snprintf(msg, sizeof msg, "worker %s: HTTP %d %.*s", c->worker[0] ? c->worker : "?",
              c->status, c->resp ? (int)(c->resp_len < 300 ? c->resp_len : 300) : 300,
              c->resp ? c->resp : c->msg);
+    static int logged; /* the first few: a plan change shows here */
+    if (o != VR_OUT_DROPPED && __atomic_fetch_add(&logged, 1, __ATOMIC_RELAXED) < 8)
+      vr_info("remote pipeline hop: %s", msg);
     fail(r, o == VR_OUT_DROPPED ? VR_EDEADLINE : VR_EIO, o, msg);
   } else {
     vr_ks_request a;
@@ -154,6 +160,17 @@ static void remote_hop(void *user, const char *model, vr_rt_request *r) {
   }
 }
 
+static int remote_has(void *user, const char *model) {
+  worker_pipes *w = user;
+  size_t n = strlen(model);
+  pthread_rwlock_rdlock(&w->lk);
+  int found = 0;
+  for (const char *p = w->remote_models; !found && (p = strstr(p, model)); p += n)
+    found = (p == w->remote_models || p[-1] == ',') && (p[n] == 0 || p[n] == ',');
+  pthread_rwlock_unlock(&w->lk);
+  return found;
+}
+
 int wp_init(worker_pipes *w, vr_registry *reg, vr_pipes *pipes, const char *self_id) {
   memset(w, 0, sizeof *w);
   vr_fwd_opts o;
@@ -168,7 +185,7 @@ int wp_init(worker_pipes *w, vr_registry *reg, vr_pipes *pipes, const char *self
   w->reg = reg;
   w->pipes = pipes;
   snprintf(w->self, sizeof w->self, "%s", self_id);
-  vr_pipes_set_remote(pipes, remote_hop, w);
+  vr_pipes_set_remote(pipes, remote_hop, remote_has, w);
   return 0;
 }
 
@@ -184,14 +201,28 @@ static void sync_main(worker_pipes *w) {
   }
   vr_fwd_table t;
   if (!vr_fwd_table_parse(body, strlen(body), v, &t, &err)) {
+    char models[sizeof w->remote_models];
+    size_t off = 0;
+    models[0] = 0;
     for (int r = 0; r < t.n_routes; r++) {
       int k = 0;
       for (int i = 0; i < t.routes[r].n; i++)
         if (strcmp(t.workers[t.routes[r].workers[i]].id, w->self))
           t.routes[r].workers[k++] = t.routes[r].workers[i];
       t.routes[r].n = k;
+      int wr = k && !strncmp(t.routes[r].key, "m:", 2)
+                   ? snprintf(models + off, sizeof models - off, "%s%s", off ? "," : "",
+                              t.routes[r].key + 2)
+                   : 0;
+      if (wr > 0 && (size_t)wr < sizeof models - off) off += (size_t)wr;
     }
-    if (!vr_fwd_set_table(w->fwd, &t, &err)) w->main_ver = v;
+    pthread_rwlock_wrlock(&w->lk);
+    int rc = w->fwd ? vr_fwd_set_table(w->fwd, &t, &err) : 0;
+    if (!rc) {
+      w->main_ver = v;
+      memcpy(w->remote_models, models, off + 1);
+    }
+    pthread_rwlock_unlock(&w->lk);
     vr_fwd_table_free(&t);
   }
   if (err.msg[0]) vr_warn("worker: routing table v%lld: %s", (long long)v, err.msg);

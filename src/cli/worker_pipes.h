@@ -36,6 +36,8 @@ typedef struct worker_pipes {
   pthread_rwlock_t lk; /* fwd: read by hops, cleared by wp_stop */
   struct vr_fwd *fwd;
   int64_t main_ver;
+  /* models other workers serve (table "main"), comma-joined; under lk */
+  char remote_models[4096];
   unsigned beats;
   char names[WP_MAX][64];
   int64_t ver[WP_MAX];

@@ -105,8 +105,13 @@ void vr_pipes_policy_tick(vr_pipes *p);
  * by r, as the runtime's). Until the first plan arrives, hops are routed
  * as without a policy. */
 typedef void (*vr_pipes_remote_fn)(void *user, const char *model, vr_rt_request *r);
+/* Whether another worker serves model now (a slot the plan put on other
+ * workers counts as held only then: while its model loads, hops go to the
+ * task's other variants). */
+typedef int (*vr_pipes_remote_has_fn)(void *user, const char *model);
 /* Set before requests (borrowed user). */
-void vr_pipes_set_remote(vr_pipes *p, vr_pipes_remote_fn fn, void *user);
+void vr_pipes_set_remote(vr_pipes *p, vr_pipes_remote_fn fn, vr_pipes_remote_has_fn has,
+                         void *user);
 /* Follows plan (text of len bytes; NULL = keep the plan, re-read which
  * instances this worker holds: call it every few hundred ms). VR_ENOENT
  * (unknown pipeline, a variant gone), VR_EFORMAT (bad text: the plan in

@@ -12,8 +12,10 @@
 #include "base/log.h"
 #include "control/pipes_pol.h"
 
-void vr_pipes_set_remote(vr_pipes *p, vr_pipes_remote_fn fn, void *user) {
+void vr_pipes_set_remote(vr_pipes *p, vr_pipes_remote_fn fn, vr_pipes_remote_has_fn has,
+                         void *user) {
   p->remote = fn;
+  p->remote_has = has;
   p->remote_user = user;
 }
 
@@ -28,7 +30,8 @@ static void slot_lists(vr_pipes *ps, pl_pol *pol) {
       if (st[i].state == VR_INST_ACTIVE || st[i].state == VR_INST_OVERLOADED)
         pol->slot_ids[s * PL_SLOT_INST + pol->slot_n[s]++] = st[i].id;
     pol->slot_remote[s] = pol->have_plan && pol->plan.a[s].inst > 0 && pol->slot_n[s] == 0 &&
-                          ps->remote != NULL;
+                          ps->remote && ps->remote_has &&
+                          ps->remote_has(ps->remote_user, pol->slot_model[s]);
   }
 }
 

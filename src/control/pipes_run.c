@@ -236,7 +236,9 @@ static void abandon(phop *h, vr_pipe_outcome o, const char *msg) {
   vr_rt_request none;
   vr_rt_request_init(&none);
   none.status = o == VR_POUT_DROPPED ? VR_EDEADLINE : VR_EINTERNAL;
-  none.outcome = o == VR_POUT_DROPPED ? VR_OUT_DROPPED : VR_OUT_FAILED;
+  none.outcome = o == VR_POUT_DROPPED    ? VR_OUT_DROPPED
+                 : o == VR_POUT_REJECTED ? VR_OUT_REJECTED
+                                         : VR_OUT_FAILED;
   if (!h->pub.planned) vr_control_completed(h->q->ps->ctl, &h->route, &none);
   finish_hop(h, o, msg);
 }
@@ -279,8 +281,9 @@ static void submit(phop *h, const char *model, int instance_id) {
     return abandon(h, VR_POUT_FAILED, msg);
   }
   if (!remote && vr_rt_model_config(q->ps->rt, model, &cfg)) {
-    snprintf(msg, sizeof msg, "model '%s' is not loaded", model);
-    return abandon(h, VR_POUT_FAILED, msg);
+    /* unloaded since it was picked (a plan moved it): as a draining queue */
+    snprintf(msg, sizeof msg, "model '%s' is not loaded (unloaded meanwhile)", model);
+    return abandon(h, VR_POUT_REJECTED, msg);
   }
   if (!remote) in0 = cfg.inputs[0].name;
   vr_rt_request *r = &h->pub.rt;

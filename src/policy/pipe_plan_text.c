@@ -47,7 +47,7 @@ static int header(char *line, vr_pipe_plan *plan, double *ewma, int *drop, vr_er
   char *save = NULL, *tok = strtok_r(line, " ", &save);
   for (int i = 0; i < 7; i++, tok = strtok_r(NULL, " ", &save)) {
     if (!tok || strcmp(tok, keys[i]) ||
-        num(strtok_r(NULL, " ", &save), i == 1 ? 0 : i == 2 ? -1 : 0, i == 1 ? 16 : 1e12, &v[i]))
+        num(strtok_r(NULL, " ", &save), i == 1 ? 0 : i == 2 ? -1 : 0, i == 1 ? VR_EDROP_REROUTE : 1e12, &v[i]))
       return vr_errf(err, VR_EFORMAT, "plan: header field '%s' missing or out of range",
                      keys[i]);
   }
