@@ -20,7 +20,6 @@
 #include "base/log.h"
 #include "control/pipes_pol.h"
 
-
 void vr__pipe_pol_free(pl_pol *pol) {
   if (!pol) return;
   if (pol->ctx && pol->ctx_free) pol->ctx_free(pol->ctx);
