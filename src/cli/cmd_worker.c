@@ -183,13 +183,14 @@ static double rows_seen(const vr_rt_instance_stats *st, int n, const char *model
   double r = 0;
   for (int i = 0; i < n; i++)
     if (!strcmp(st[i].model, model))
-      r += (double)st[i].served + (double)st[i].dropped + st[i].queue_rows + st[i].busy_rows;
+      r += (double)st[i].served + (double)st[i].dropped_rows + st[i].queue_rows + st[i].busy_rows;
   return r;
 }
 
 /* A model's load for the controller's policies (registry.h): arrivals
  * and completions per second, rows queued, the latency its first
- * instance measured at load. */
+ * instance measured at load; whether it is an AsyFunc body, and its
+ * shadow's cores. */
 static void model_load(worker_role *w, const vr_rt_instance_stats *st, int n, double dt,
                        const char *model, vr_instance_info *x) {
   int first = 1;
@@ -197,6 +198,8 @@ static void model_load(worker_role *w, const vr_rt_instance_stats *st, int n, do
     if (strcmp(st[i].model, model)) continue;
     x->served_qps += st[i].served_qps;
     x->queue += st[i].queue_rows;
+    x->body |= st[i].body != 0; /* AsyFunc: splittable, and its shadow */
+    x->shadow_cores += st[i].shadow_threads > 0 ? st[i].shadow_threads : 0;
     for (int b = 0; first && b < VR_REG_NLAT && st[i].profile.p50_ms[b] > 0; b++) {
       x->p50_ms[b] = st[i].profile.p50_ms[b];
       x->p99_ms[b] = st[i].profile.p99_ms[b] > 0 ? st[i].profile.p99_ms[b]

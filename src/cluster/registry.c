@@ -357,6 +357,14 @@ static json_t *load_json(const vr_instance_info *v) {
 char *vr__reg_inst_json(const vr_instance_info *v) {
   json_t *o = json_pack("{s:s,s:s,s:i,s:i}", "variant", v->variant, "state", v->state, "cores",
                         v->cores, "max_batch", v->max_batch);
+  if (o && v->body && json_object_set_new(o, "body", json_integer(1))) {
+    json_decref(o);
+    return NULL;
+  }
+  if (o && v->shadow_cores > 0 && json_object_set_new(o, "shadow", json_integer(v->shadow_cores))) {
+    json_decref(o);
+    return NULL;
+  }
   if (o && (v->arrival_qps > 0 || v->served_qps > 0 || v->queue > 0 || v->nlat > 0)) {
     json_t *l = load_json(v);
     if (!l || json_object_set_new(o, "load", l)) {
@@ -414,12 +422,20 @@ int vr__reg_inst_parse(const char *id, const char *text, size_t len, vr_instance
     rc = -1;
   const json_t *l = o ? json_object_get(o, "load") : NULL;
   if (!rc && l && load_parse(l, v)) rc = -1;
+  /* AsyFunc (optional): "body": 0|1, "shadow": its shadow's cores */
+  const json_t *jb = o ? json_object_get(o, "body") : NULL;
+  const json_t *js = o ? json_object_get(o, "shadow") : NULL;
+  json_int_t body = jb ? (json_is_integer(jb) ? json_integer_value(jb) : -1) : 0;
+  json_int_t shadow = js ? (json_is_integer(js) ? json_integer_value(js) : -1) : 0;
+  if (!rc && (body < 0 || body > 1 || shadow < 0 || shadow > 1 << 20)) rc = -1;
   if (!rc) {
     snprintf(v->id, sizeof v->id, "%s", id);
     snprintf(v->variant, sizeof v->variant, "%s", variant);
     snprintf(v->state, sizeof v->state, "%s", state);
     v->cores = (int)cores;
     v->max_batch = (int)mb;
+    v->body = (int)body;
+    v->shadow_cores = (int)shadow;
   } else {
     memset(v, 0, sizeof *v);
   }
