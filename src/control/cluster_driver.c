@@ -211,6 +211,7 @@ static int add_instance(vr_cdrv *d, int var, size_t w, const vr_instance_info *r
     x.queue_len = r->queue;
     x.arrival_qps = r->arrival_qps;
     x.served_qps = r->served_qps;
+    x.slowdown = r->slowdown; /* the worker's measure (runtime/slowdown.h) */
     x.body = r->body;
     x.shadow_cores = r->shadow_cores;
     /* a pair asked for and not yet shown counts: no second one */

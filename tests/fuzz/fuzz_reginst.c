@@ -18,7 +18,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (vr__reg_inst_parse("i1", m, size, &v) == 0) {
     if (v.nlat < 0 || v.nlat > VR_REG_NLAT || !(v.arrival_qps >= 0) || !(v.served_qps >= 0) ||
         v.queue < 0 || v.cores < 0 || v.max_batch < 0 || v.body < 0 || v.body > 1 ||
-        v.shadow_cores < 0)
+        v.shadow_cores < 0 || !(v.slowdown >= 0))
       __builtin_trap();
     for (int i = 0; i < v.nlat; i++)
       if (!(v.p50_ms[i] >= 0) || !(v.p99_ms[i] >= 0)) __builtin_trap();
@@ -26,7 +26,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!j || vr__reg_inst_parse("i1", j, strlen(j), &w) || strcmp(v.variant, w.variant) ||
         strcmp(v.state, w.state) || v.nlat != w.nlat || v.queue != w.queue ||
         v.cores != w.cores || v.max_batch != w.max_batch || v.body != w.body ||
-        v.shadow_cores != w.shadow_cores)
+        v.shadow_cores != w.shadow_cores || v.slowdown != w.slowdown)
       __builtin_trap();
     free(j);
   }

@@ -359,6 +359,21 @@ static void test_sim(void **st) {
   assert_true(r[VR_AFP_ASYFUNC].violations_pct < r[VR_AFP_MINUS].violations_pct);
   /* bodies are 10 MB: memory-seconds >= 0.01 GB x 300 s */
   assert_true(r[VR_AFP_MINUS].mem_gb_s >= 0.01 * 300);
+  /* BATCH by cores per request runs 1-core b = 2 instances, by (cores +
+   * rho m) 2-core b = 4 ones (SLO 60: 2 t <= 60): other allocations */
+  vr_af_sim_cfg cfg;
+  vr_af_sim_cfg_init(&cfg, VR_AFP_BATCH, 60);
+  cfg.batch_obj = VR_AF_BATCH_CORES;
+  assert_int_equal(vr_af_simulate(&m, &cfg, arr, n, &r[1]), 0);
+  assert_true(fabs(r[1].cpu_core_s - r[VR_AFP_BATCH].cpu_core_s) > 1);
+  /* shadows released as soon as the queue drops: thousands come and go
+   * (the simulator compacts the released ones); every one is accounted */
+  vr_af_sim_cfg_init(&cfg, VR_AFP_ASYFUNC, 60);
+  cfg.release_idle_ms = 0;
+  assert_int_equal(vr_af_simulate(&m, &cfg, arr, n, &r[1]), 0);
+  assert_true(r[1].shadows_created > 64);
+  assert_int_equal(r[1].shadows_created, r[1].shadows_released);
+  assert_true(r[1].violated <= n && r[1].busy_core_s <= r[1].cpu_core_s + 1e-6);
   vr_free(r);
   vr_free(arr);
   w.mul_min = 0.5;

@@ -334,6 +334,38 @@ static void asyfunc_across_workers(void **state) {
   vr_cdrv_free(g.d);
 }
 
+/* Interference across workers: a worker reports its copy's compute 2x
+ * its profile (slowdown, runtime/slowdown.h) at a load far below
+ * saturation; INFaaS marks it interfered and migrates it to the worker
+ * with room; once the new copy is ready the old one is unloaded. A
+ * slowdown within the factor (1.5) moves nothing. */
+static void interference_migrates(void **state) {
+  (void)state;
+  fix f;
+  setup(&f, 2, 1, 1, 100, 1, 0);
+  f.inst[0][0].slowdown = 1.2;
+  tick(&f);
+  assert_int_equal(f.r.nload + f.r.nunload, 0);
+  f.inst[0][0].slowdown = 2.0;
+  f.v.now_ns += 1000000000LL;
+  tick(&f);
+  assert_int_equal(f.r.nload, 1);
+  assert_string_equal(f.r.loads[0], "m@w1");
+  vr_cdrv_stats st;
+  vr_cdrv_get_stats(f.d, &st);
+  assert_true(st.applied[VR_ACT_MIGRATE] >= 1);
+  assert_int_equal(f.r.nunload, 0); /* the old copy serves until the new one is ready */
+  /* w1 reports the new copy ready: the interfered one goes */
+  f.inst[1][0] = f.inst[0][0];
+  f.inst[1][0].slowdown = 1.0;
+  f.ni[1] = 1;
+  f.v.now_ns += 1000000000LL;
+  tick(&f);
+  assert_int_equal(f.r.nunload, 1);
+  assert_string_equal(f.r.unloads[0], "m@w0");
+  vr_cdrv_free(f.d);
+}
+
 int main(void) {
   const struct CMUnitTest t[] = {cmocka_unit_test(unmeasured_left_out),
                                  cmocka_unit_test(replicates_on_another_worker),
@@ -341,6 +373,7 @@ int main(void) {
                                  cmocka_unit_test(removes_idle_worker),
                                  cmocka_unit_test(keeps_last_copy),
                                  cmocka_unit_test(baselines),
-                                 cmocka_unit_test(asyfunc_across_workers)};
+                                 cmocka_unit_test(asyfunc_across_workers),
+                                 cmocka_unit_test(interference_migrates)};
   return cmocka_run_group_tests(t, NULL, NULL);
 }
