@@ -309,12 +309,11 @@ static void apply(ctl *c, cpipe *p, cview *v, const vr_actions *acts) {
     } else if (a->kind == VR_ACT_UNLOAD && a->instance < CP_PENDING_ID) {
       int k = (int)((a->instance - 1) / 4096), idx = (int)((a->instance - 1) % 4096);
       if (k < 0 || (size_t)k >= v->n || (size_t)idx >= c->nvinst[k]) continue;
-      pthread_mutex_lock(&c->mu);
-      vr__ctl_event(c, "pipeline %s: unload %s on %s (not in the plan)", p->name,
-                    c->vinst[k][idx].variant, v->ws[k].id);
-      vr__ctl_start_unload(c, c->vinst[k][idx].variant, &v->ws[k]);
-      pthread_mutex_unlock(&c->mu);
-      p->unloads++;
+      char who[96];
+      snprintf(who, sizeof who, "pipeline %s", p->name);
+      if (!vr__ctl_unload_routed(c, c->vinst[k][idx].variant, v->ws[k].id, who,
+                                 "not in the plan"))
+        p->unloads++;
     } else if (a->kind == VR_ACT_SET_BATCH) {
       p->batch_skipped++;
     }

@@ -249,7 +249,8 @@ typedef struct vr_rt_instance_stats {
   int busy_rows;           /* in the batch running now */
   double served_qps;       /* rows per second over the last second */
   double latency_ewma_ns;  /* observed request latency (arrival -> done) */
-  uint64_t served, dropped, batches;
+  uint64_t served, dropped, batches; /* served: rows; dropped: requests */
+  uint64_t dropped_rows;   /* the rows of the dropped requests */
   vr_latency profile;      /* measured at load, then followed (p50) */
   /* AsyFunc */
   int body;                /* can pair (opts.pair_end > 0) */
@@ -311,6 +312,15 @@ typedef struct vr_rt_variant_stats {
     double input_ns, infer_ns, output_ns;
   } by_batch[VR_RT_MAX_BATCH + 1];
 } vr_rt_variant_stats;
+
+/* A request the runtime served (outcome OK) that its caller then dropped
+ * instead of answering (the server's answer-time deadline check,
+ * policy/drop.h vr_drop_answer_due): its rows move from "ok" to "dropped"
+ * in vario_requests_total, it counts as an SLO violation (once), and it
+ * leaves the served-request Prometheus histograms (the percentile
+ * histogram behind /stats keeps it). Sets r->outcome to VR_OUT_DROPPED;
+ * no-op for a request not served. */
+void vr_rt_answer_dropped(vr_runtime *rt, vr_rt_request *r);
 
 /* Calls fn for each variant ever served (model = NULL: all). The stats are
  * a copy taken under the lock. */
