@@ -57,19 +57,20 @@ static void query_done(psim *s, int32_t qi) {
   pquery *q = QRY(s, qi);
   vr_psim_row *row = &s->rows[row_of(s, q->t_ns)];
   s->finished++;
-  if (q->dropped || q->last_ns > q->deadline_ns) s->bad++;
   if (q->dropped) {
+    s->bad++;
     row->dropped++;
     return;
   }
+  float ms = (float)((q->last_ns - q->t_ns) / 1e6);
+  if (s->cfg->stop_above_ms > 0 ? (double)ms > s->cfg->stop_above_ms
+                                : q->last_ns > q->deadline_ns)
+    s->bad++;
   double acc = q->paths ? 100 * q->acc_sum / q->paths : 0;
   row->accuracy += acc; /* a sum until the end */
   if (q->last_ns > q->deadline_ns) row->late++;
   else row->ok++;
-  if (q->t_ns >= (int64_t)(s->cfg->warmup_s * 1e9)) {
-    float ms = (float)((q->last_ns - q->t_ns) / 1e6);
-    vr_vec_push(&s->lat, &ms);
-  }
+  if (q->t_ns >= (int64_t)(s->cfg->warmup_s * 1e9)) vr_vec_push(&s->lat, &ms);
 }
 
 /* A request leaves the system: dropped (reason >= 0) or its path ended. */
@@ -530,9 +531,9 @@ static int check_cfg(const vr_psim_cfg *c, vr_errbuf *err) {
     return vr_errf(err, VR_EINVAL, "psim: replayed arrivals carry no "
                    "deadline or accuracy floor for the live rules");
   if (c->max_queue < 1 || !(c->load_s >= 0) || !(c->ctl_period_s > 0) ||
-      c->stop_bad < 0)
-    return vr_errf(err, VR_EINVAL, "psim: bad max_queue, load_s, period "
-                   "or stop_bad");
+      c->stop_bad < 0 || !(c->stop_above_ms >= 0))
+    return vr_errf(err, VR_EINVAL, "psim: bad max_queue, load_s, period, "
+                   "stop_bad or stop_above_ms");
   return 0;
 }
 
@@ -555,6 +556,11 @@ static int setup(psim *s, const vr_psim_cfg *c, vr_psim_summary *sum,
       vr_pipe_plan_init(&s->plan, s->p))
     return vr_errf(err, VR_ENOMEM, "psim: out of memory");
   for (int i = 0; i < s->nrows; i++) s->rows[i].t_s = i * c->tick_s;
+  /* replayed arrivals: one query and at most one latency each; sized once
+   * instead of grown by doubling on every estimator run */
+  if (c->replay_ns && (vr_vec_reserve(&s->queries, c->replay_n) ||
+                       vr_vec_reserve(&s->lat, c->replay_n)))
+    return vr_errf(err, VR_ENOMEM, "psim: out of memory");
   vr_vec_init(&s->touched, sizeof(int32_t));
   vr_vec_init(&s->ctl_arr, sizeof(int64_t));
   vr_pipeline_levels(s->p, s->levels);

@@ -167,6 +167,14 @@ typedef struct vr_psim_cfg {
                         of the summary is then partial). An estimator that
                         only asks "is P99 within the SLO?" knows the answer
                         once more than 1 % of its trace missed. 0: off */
+  double stop_above_ms; /* > 0: for stop_bad, a query counts when it was
+                           dropped or its end-to-end latency, as the
+                           summary records it (float ms), is above this
+                           (so the run stops exactly when the P99 is known
+                           to be above it: an estimator comparing
+                           candidates by P99 stops a candidate as soon as
+                           it cannot beat the best one). 0: the query
+                           ended after its deadline */
   const int64_t *replay_ns; /* non-NULL: the root arrivals (ns, sorted),
                                in place of drawing `arrivals` again; they
                                must be what `arrivals` draws for this seed
