@@ -113,13 +113,25 @@ static double slot_lat(const psim *s, int slot, int batch, double q) {
 }
 
 
-/* The accepting instance of `slot` with the shortest queue, or -1. */
+/* Queue length as routing weighs it: an instance still loading (or not
+ * started for want of a worker) serves nothing yet, so it takes requests
+ * only when no instance of the slot is serving, as a live replica joins
+ * its queue once loaded (a request sent there would wait out the load:
+ * with a 1-s load and a 300-ms SLO every one of them was late). */
+static int64_t route_len(const psim *s, const pinst *in) {
+  int serving = in->started && s->now >= in->ready_ns;
+  return in->qlen + in->nb + (serving ? 0 : (int64_t)1 << 40);
+}
+
+/* The accepting instance of `slot` with the shortest queue (serving ones
+ * first), or -1. */
 static int pick_instance(psim *s, int slot) {
-  int best = -1, bl = 0;
+  int best = -1;
+  int64_t bl = 0;
   for (size_t i = 0; i < s->inst.len; i++) {
     pinst *in = INST(s, i);
     if (in->slot != slot || !in->accepting) continue;
-    int l = in->qlen + in->nb;
+    int64_t l = route_len(s, in);
     if (best < 0 || l < bl) best = (int)i, bl = l;
   }
   return best;
@@ -381,11 +393,12 @@ static void hand_over(psim *s, int ii) {
   pinst *in = INST(s, ii);
   const vr_pipe_task *t = &s->p->tasks[in->task];
   while (in->qlen) {
-    int best = -1, bl = 0;
+    int best = -1;
+    int64_t bl = 0;
     for (size_t j = 0; j < s->inst.len; j++) {
       pinst *o = INST(s, j);
       if (o->task != in->task || !o->accepting) continue;
-      int l = o->qlen + o->nb + (o->started ? 0 : 1000000);
+      int64_t l = route_len(s, o);
       if (best < 0 || l < bl) best = (int)j, bl = l;
     }
     if (best < 0) return;
