@@ -113,14 +113,16 @@ static double slot_lat(const psim *s, int slot, int batch, double q) {
 }
 
 
-/* Queue length as routing weighs it: an instance still loading (or not
- * started for want of a worker) serves nothing yet, so it takes requests
- * only when no instance of the slot is serving, as a live replica joins
- * its queue once loaded (a request sent there would wait out the load:
- * with a 1-s load and a 300-ms SLO every one of them was late). */
+/* Queue length as routing weighs it: an instance still loading serves
+ * nothing for load_s, so it takes requests only when no instance of the
+ * slot is serving, as a live replica joins its queue once loaded (a
+ * request sent there waited out the load: with InferLine's 1-s load and a
+ * 300-ms SLO every one was late). An instance not started for want of a
+ * worker keeps Loki's rule (it may start as soon as a draining one
+ * leaves): routed to by queue length, after the others on a hand-over. */
 static int64_t route_len(const psim *s, const pinst *in) {
-  int serving = in->started && s->now >= in->ready_ns;
-  return in->qlen + in->nb + (serving ? 0 : (int64_t)1 << 40);
+  int loading = in->started && s->now < in->ready_ns;
+  return in->qlen + in->nb + (loading ? (int64_t)1 << 40 : 0);
 }
 
 /* The accepting instance of `slot` with the shortest queue (serving ones
@@ -398,7 +400,7 @@ static void hand_over(psim *s, int ii) {
     for (size_t j = 0; j < s->inst.len; j++) {
       pinst *o = INST(s, j);
       if (o->task != in->task || !o->accepting) continue;
-      int64_t l = route_len(s, o);
+      int64_t l = route_len(s, o) + (o->started ? 0 : 1000000);
       if (best < 0 || l < bl) best = (int)j, bl = l;
     }
     if (best < 0) return;
