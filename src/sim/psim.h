@@ -19,7 +19,8 @@
  *    output is a request of the same query with the same deadline.
  *  - Routing: MostAccurateFirst tables (policy/pipe_plan.h) rebuilt every
  *    tick from the observed demand; within a variant, the instance with the
- *    shortest queue. Each hop runs vr_pipe_hop (early dropping mode).
+ *    shortest queue among those serving (one still loading only when none
+ *    is). Each hop runs vr_pipe_hop (early dropping mode).
  *  - A query is done when all its requests are done. Outcome: dropped (any
  *    request dropped), late (finished after its deadline) or ok.
  *  - SLO violations are counted per path unit, as Loki counts requests at
