@@ -15,6 +15,10 @@
 #   env CMAX: cores profiled 1..CMAX (default 2, what the development box
 #   allows; the paper's C_max is 16: bench/asyfunc_device.sh runs this
 #   experiment on a 16-core machine from a carried binary and models)
+#   env ASYFUNC_PROFILES=DIR: no profiling; DIR/<m>.json and DIR/<m>.blocks.txt
+#   are block profiles measured earlier (experiments/asyfunc/xeon16: the
+#   16-core ones of docs/EXPERIMENTS.md (e)); the load line is theirs
+#   env ASYFUNC_ARGS: more `vario asyfunc` options (e.g. --slo-cmax 2)
 set -euo pipefail
 BUILD=${1:-build}
 [ $# -gt 0 ] && shift
@@ -24,6 +28,15 @@ OUT=${ASYFUNC_OUT:-out/asyfunc}
 mkdir -p "$OUT"
 rm -f "$OUT/periods.csv"
 for m in $MODELS; do
+  if [ -n "${ASYFUNC_PROFILES:-}" ]; then
+    prof=$ASYFUNC_PROFILES/$m.json
+    [ -f "$prof" ] || { echo "asyfunc_repro: no $prof" >&2; continue; }
+    grep '^model=' "$ASYFUNC_PROFILES/$m.blocks.txt"
+    # shellcheck disable=SC2086
+    nice -n 10 "$BUILD/vario" asyfunc "$prof" --periods-csv "$OUT/periods.csv" \
+      ${ASYFUNC_ARGS:-}
+    continue
+  fi
   onnx=models/zoo/$m/model.onnx
   if [ ! -f "$onnx" ]; then
     nice -n 10 /usr/bin/python3 tools/zoo/export_torchvision.py "$m" >&2 ||

@@ -16,22 +16,31 @@ static void usage(void) {
           "                     [--scale N] [--base-qps Q] [--duration S] [--seed K]\n"
           "                     [--slo-ms X] [--period S] [--periods-csv FILE] [-v]\n"
           "                     [--gamma G] [--gamma-total] [--kappa K] [--lookback P]\n"
-          "                     [--spike MIN:MAX] [--cmax C]\n"
+          "                     [--spike MIN:MAX] [--cmax C] [--slo-cmax K]\n"
+          "                     [--batch-objective cost|cores] [--rmax-pairs]\n"
+          "                     [--release-ms T]\n"
           "Base rate: Q, or N (default 8) x the rate one 1-core body sustains\n"
-          "within the SLO. SLO: X, or 1.5 x the model's latency at 1 core, batch\n"
-          "B_max. LLS fires when the queue holds gamma (2) requests per live\n"
+          "within the SLO. SLO: X, or K x the latency at (C_max, B_max) (the\n"
+          "paper's rule; arrivals as without it), or 1.5 x the model's latency at\n"
+          "1 core, batch B_max. --rmax-pairs: MLS counts a paired body as its\n"
+          "pair (Eq. 1). Shadows go once the queue stayed below the LLS threshold\n"
+          "T ms (1000). LLS fires when the queue holds gamma (2) requests per live\n"
           "body (--gamma-total: gamma in all, as in the paper). BATCH provisions\n"
-          "for the peak 1-s rate of the last P (10) periods. --cmax C uses only\n"
-          "the profile's tuples for 1..C cores (C_max = C: bodies, shadows and\n"
+          "for the peak 1-s rate of the last P (10) periods, in one configuration\n"
+          "with the least (cores + memory) per request (cost, default; memory of\n"
+          "a whole model = 1 core as in MLS) or cores per request (cores).\n"
+          "--cmax C uses only the profile's tuples for 1..C cores (C_max = C: bodies, shadows and\n"
           "BATCH get at most C cores; same SLO and arrivals). One line per policy:\n"
           "model=M policy=P cpu_core_s=X mem_gb_s=X violations_pct=X\n");
 }
 
 typedef struct af_args {
   const char *file, *csv;
-  int all, verbose, gamma, kappa, lookback, gamma_total, cmax;
+  int all, verbose, gamma, kappa, lookback, gamma_total, cmax, rmax_pairs;
+  double release_ms;
   vr_af_policy pol;
-  double scale, base, duration, slo, period, mul_min, mul_max;
+  vr_af_batch_obj batch_obj;
+  double scale, base, duration, slo, slo_cmax, period, mul_min, mul_max;
   uint64_t seed;
 } af_args;
 
@@ -42,6 +51,7 @@ static int parse(int argc, char **argv, af_args *a) {
   a->duration = 1800;
   a->seed = 1;
   a->period = 60;
+  a->release_ms = -1;
   for (int i = 1; i < argc; i++) {
     const char *s = argv[i];
     int more = i + 1 < argc;
@@ -57,10 +67,28 @@ static int parse(int argc, char **argv, af_args *a) {
     else if (!strcmp(s, "--duration") && more) a->duration = atof(argv[++i]);
     else if (!strcmp(s, "--seed") && more) a->seed = strtoull(argv[++i], NULL, 10);
     else if (!strcmp(s, "--slo-ms") && more) a->slo = atof(argv[++i]);
+    else if (!strcmp(s, "--slo-cmax") && more) a->slo_cmax = atof(argv[++i]);
+    else if (!strcmp(s, "--batch-objective") && more) {
+      const char *o = argv[++i];
+      if (!strcmp(o, "cost")) a->batch_obj = VR_AF_BATCH_COST;
+      else if (!strcmp(o, "cores")) a->batch_obj = VR_AF_BATCH_CORES;
+      else {
+        fprintf(stderr, "vario asyfunc: --batch-objective wants cost or cores\n");
+        return 2;
+      }
+    }
     else if (!strcmp(s, "--period") && more) a->period = atof(argv[++i]);
     else if (!strcmp(s, "--periods-csv") && more) a->csv = argv[++i];
     else if (!strcmp(s, "--gamma") && more) a->gamma = atoi(argv[++i]);
     else if (!strcmp(s, "--gamma-total")) a->gamma_total = 1;
+    else if (!strcmp(s, "--rmax-pairs")) a->rmax_pairs = 1;
+    else if (!strcmp(s, "--release-ms") && more) {
+      a->release_ms = atof(argv[++i]);
+      if (!(a->release_ms >= 0)) {
+        fprintf(stderr, "vario asyfunc: --release-ms wants a time >= 0\n");
+        return 2;
+      }
+    }
     else if (!strcmp(s, "--spike") && more) {
       if (sscanf(argv[++i], "%lf:%lf", &a->mul_min, &a->mul_max) != 2) {
         fprintf(stderr, "vario asyfunc: --spike wants MIN:MAX multipliers\n");
@@ -75,7 +103,7 @@ static int parse(int argc, char **argv, af_args *a) {
     else if (s[0] != '-' && !a->file) a->file = s;
     else { fprintf(stderr, "vario asyfunc: unexpected argument '%s'\n", s); usage(); return 2; }
   }
-  if (!a->file || !(a->scale > 0) || a->base < 0 || !(a->duration > 0) || a->slo < 0 ||
+  if (!a->file || !(a->scale > 0) || a->base < 0 || !(a->duration > 0) || a->slo < 0 || a->slo_cmax < 0 ||
       !(a->period > 0) || a->duration > 86400 * 7 || a->cmax < 0 || a->cmax > VR_AF_MAXC) {
     usage();
     return 2;
@@ -104,10 +132,10 @@ static void report(const af_args *a, const vr_af_model *m, vr_af_policy p,
   if (a->verbose)
     fprintf(stderr,
             "  requests %lld violated %lld dropped %lld bodies created %d (max %d) shadows "
-            "created %d released %d (max %d) paired batches %.1f%%\n",
+            "created %d released %d (max %d) paired batches %.1f%% busy core-s %.1f\n",
             (long long)r->requests, (long long)r->violated, (long long)r->dropped,
             r->bodies_created, r->max_bodies, r->shadows_created, r->shadows_released,
-            r->max_shadows, r->paired_batches_pct);
+            r->max_shadows, r->paired_batches_pct, r->busy_core_s);
   for (int k = 0; csv && k < r->nperiods; k++)
     fprintf(csv, "%s,%s,%d,%.3f,%.4f\n", m->name, vr_af_policy_name(p), k, r->period_cores[k],
             r->period_gb[k]);
@@ -120,10 +148,15 @@ int vr_cmd_asyfunc(int argc, char **argv) {
   vr_af_model m;
   if (load(a.file, &m)) return 1;
   if (a.cmax > 0 && a.cmax < m.cmax) m.cmax = a.cmax;
-  double slo = a.slo > 0 ? a.slo : vr_af_default_slo(&m);
-  double base = a.base > 0 ? a.base : a.scale * vr_af_rmax(&m, 1, slo, NULL);
+  double slo = a.slo > 0        ? a.slo
+               : a.slo_cmax > 0 ? a.slo_cmax * vr_af_lat(&m, VR_AF_ALL(&m), m.cmax, m.bmax)
+                                : vr_af_default_slo(&m);
+  /* under --slo-cmax the arrivals stay those of the default SLO, so that
+   * the two SLO rules compare on the same requests */
+  double unit = vr_af_rmax(&m, 1, a.slo_cmax > 0 ? vr_af_default_slo(&m) : slo, NULL);
+  double base = a.base > 0 ? a.base : a.scale * unit;
   if (!(base > 0)) {
-    fprintf(stderr, "vario asyfunc: no 1-core configuration meets the %.2f ms SLO\n", slo);
+    fprintf(stderr, "vario asyfunc: no configuration meets the %.2f ms SLO\n", slo);
     return 1;
   }
   vr_af_workload w;
@@ -135,9 +168,12 @@ int vr_cmd_asyfunc(int argc, char **argv) {
     fprintf(stderr, "vario asyfunc: cannot generate arrivals\n");
     return 1;
   }
-  if (a.verbose)
-    fprintf(stderr, "%s: slo %.2f ms, base %.1f qps, %lld requests over %.0f s\n", m.name, slo,
-            base, (long long)n, a.duration);
+  if (a.verbose) {
+    int bc, bb;
+    vr_af_batch_cfg_obj(&m, slo, a.batch_obj, &bc, &bb);
+    fprintf(stderr, "%s: slo %.2f ms, base %.1f qps, %lld requests over %.0f s; BATCH: %d cores, "
+            "batch %d\n", m.name, slo, base, (long long)n, a.duration, bc, bb);
+  }
   FILE *csv = a.csv ? fopen(a.csv, "a") : NULL;
   if (a.csv && !csv) {
     fprintf(stderr, "vario asyfunc: cannot open %s\n", a.csv);
@@ -153,6 +189,9 @@ int vr_cmd_asyfunc(int argc, char **argv) {
     if (a.gamma_total) cfg.gamma_per_body = 0;
     if (a.kappa > 0) cfg.scale.kappa = a.kappa;
     if (a.lookback > 0) cfg.batch_lookback = a.lookback;
+    cfg.batch_obj = a.batch_obj;
+    cfg.rmax_pairs = a.rmax_pairs;
+    if (a.release_ms >= 0) cfg.release_idle_ms = a.release_ms;
     vr_af_sim_result *r = vr_malloc(sizeof *r);
     if (!r || vr_af_simulate(&m, &cfg, arr, n, r)) {
       fprintf(stderr, "vario asyfunc: out of memory\n");

@@ -183,12 +183,14 @@ int vr_cmd_cluster(int argc, char **argv) {
     size_t n;
     rc = vr_registry_instances(r, pos[1], &v, &n, &e);
     if (!rc) {
-      printf("%-24s %-40s %-10s %5s %5s %9s %9s %6s %9s\n", "instance", "variant", "state",
-             "cores", "batch", "in/s", "out/s", "queue", "p50@1 ms");
+      printf("%-24s %-40s %-10s %5s %5s %9s %9s %6s %9s %8s %6s\n", "instance", "variant",
+             "state", "cores", "batch", "in/s", "out/s", "queue", "p50@1 ms", "slowdown",
+             "shadow");
       for (size_t i = 0; i < n; i++)
-        printf("%-24s %-40s %-10s %5d %5d %9.1f %9.1f %6d %9.3f\n", v[i].id, v[i].variant,
-               v[i].state, v[i].cores, v[i].max_batch, v[i].arrival_qps, v[i].served_qps,
-               v[i].queue, v[i].nlat > 0 ? v[i].p50_ms[0] : 0.0);
+        printf("%-24s %-40s %-10s %5d %5d %9.1f %9.1f %6d %9.3f %8.2f %6s\n", v[i].id,
+               v[i].variant, v[i].state, v[i].cores, v[i].max_batch, v[i].arrival_qps,
+               v[i].served_qps, v[i].queue, v[i].nlat > 0 ? v[i].p50_ms[0] : 0.0,
+               v[i].slowdown, !v[i].body ? "-" : v[i].shadow_cores > 0 ? "yes" : "no");
       vr_free(v);
     }
   } else if (!strcmp(cmd, "routes")) {

@@ -3,7 +3,7 @@
  *                  [--models M,M] [--provider KIND --provider-opt K=V ...
  *                  --min-workers N --max-workers N --worker-arg ARG ...]
  *                  [--fetch-models] [--period-ms N] [--admin-token-file F]
- *                  [--policy infaas|clipper|sm [--slo-ms N]]
+ *                  [--policy infaas|clipper|sm|asyfunc [--slo-ms N]]
  * The cluster's control plane (issue 18). Every period it reads the live
  * workers and their loaded models from the registry (cluster/registry.h),
  * runs the placement policy (policy/cluster_plan.h), loads missing models
@@ -12,7 +12,11 @@
  * replaced), and publishes the routing table front ends follow (table
  * "main", server/fwd.h JSON). With --policy it then runs that policy over
  * the cluster (control/cluster_driver.h; the remote actions and the glue
- * are in ctl_actions.c). It serves its repository's model
+ * are in ctl_actions.c). Under AsyFunc, models with a block profile
+ * (<repo>/<model>/blocks.json) are loaded as bodies, MLS spreads bodies
+ * over the workers with free cores, and LLS pairs shadows inside the
+ * worker that holds the body (its repository API, server_shadow.c). It
+ * serves its repository's model
  * directories to workers that fetch them (server/model_fetch.h) and its
  * state at GET /v2/cluster/state.
  *
@@ -193,7 +197,8 @@ static char *build_routes(ctl *c, char models[][128], int nm) {
     snprintf(rt[nr].key, sizeof rt[nr].key, "m:%.150s", models[m]);
     for (int k = 0; k < nw; k++)
       for (size_t i = 0; i < c->nw; i++)
-        if (!strcmp(c->w[i].id, fw[k].id) && in_list(c->wmodels[i], models[m]))
+        if (!strcmp(c->w[i].id, fw[k].id) && in_list(c->wmodels[i], models[m]) &&
+            !vr__ctl_unrouted(c, models[m], c->w[i].id))
           idx[nr][rt[nr].n++] = k;
     nr++;
   }
@@ -312,7 +317,12 @@ static void tick(ctl *c) {
     c->wapps[k] = wa[k];
   }
   c->starting = starting;
-  /* placement */
+  /* placement (a body under AsyFunc: the policy's model facts first) */
+  if (c->cdrv) {
+    pthread_mutex_unlock(&c->mu);
+    vr__ctl_model_configs(c, models, nm);
+    pthread_mutex_lock(&c->mu);
+  }
   int64_t now = vr_now_ns();
   static unsigned char has[MAXM * MAXW];
   static int lm[MAXM * MAXW], lw[MAXM * MAXW];
@@ -367,6 +377,9 @@ static void tick(ctl *c) {
   } else {
     vr_free(body);
   }
+  pthread_mutex_lock(&c->mu);
+  vr__ctl_unload_due(c, vr_now_ns());
+  pthread_mutex_unlock(&c->mu);
   if (c->cdrv) vr__ctl_policy_step(c, ws, n, models, nm, starting + out.add_workers);
   vr_free(ws);
 }
@@ -380,7 +393,7 @@ static void usage(FILE *f) {
           "         [--admin-token-file F] [--port-file F]\n"
           "         [--provider local|kubernetes --provider-opt K=V ...\n"
           "          --min-workers N [--max-workers N] [--worker-arg ARG ...]]\n"
-          "         [--policy infaas|clipper|sm [--slo-ms N]]\n"
+          "         [--policy infaas|clipper|sm|asyfunc [--slo-ms N]]\n"
           "  --registry URL   redis://HOST:PORT shared with workers and front ends\n"
           "  --repo DIR       model repository: what is placed, and what workers\n"
           "                   without it fetch (GET /v2/cluster/models/...)\n"
@@ -401,23 +414,24 @@ static void usage(FILE *f) {
           "  --max-workers N  never more than N (default: no cap)\n"
           "  --worker-arg A   argument for started workers (repeat per word)\n"
           "  --worker-cores N cores of each started worker (default 1)\n"
-          "  --policy KIND    infaas|clipper|sm: the policy acts on the\n"
+          "  --policy KIND    infaas|clipper|sm|asyfunc: the policy acts on the\n"
           "                   workers (replicate/unload models on them, add and\n"
-          "                   remove workers through the provider); default:\n"
-          "                   placement only (every model on --replicas workers)\n"
+          "                   remove workers through the provider; asyfunc:\n"
+          "                   bodies spread over workers, shadows paired in the\n"
+          "                   body's worker, for models with a blocks.json);\n"
+          "                   default: placement only (every model on --replicas\n"
+          "                   workers)\n"
           "  --slo-ms N       latency SLO the policy plans for (default 100)\n"
+          "  --af-mls-period-s N  asyfunc: model-level scaling period (60)\n"
+          "  --af-release-ms N    asyfunc: release a shadow this long after the\n"
+          "                   queue fell below gamma per body (1000)\n"
           "  --worker-idle-s N  policy removes a worker idle this long (30)\n");
 }
 
-/* The policies that act across workers. AsyFunc's decisions are a
- * worker's own (bodies and shadows inside one runtime; its model-level
- * scaling assumes one worker): run workers with --store --policy asyfunc. */
+/* The policies that act across workers. */
 static int cluster_policy(const char *s) {
   int k = vr_policy_parse(s);
-  if (k == VR_POL_ASYFUNC)
-    fprintf(stderr, "vario controller: --policy asyfunc acts inside a worker (vario worker"
-                    " --store --policy asyfunc), not across workers\n");
-  return k == VR_POL_INFAAS || k == VR_POL_CLIPPER || k == VR_POL_SM;
+  return k == VR_POL_INFAAS || k == VR_POL_CLIPPER || k == VR_POL_SM || k == VR_POL_ASYFUNC;
 }
 
 static int num(const char *s, long lo, long hi, int *out) {
@@ -469,6 +483,8 @@ int vr_cmd_controller(int argc, char **argv) {
     else if (!strcmp(a, "--replicas") && has && !num(argv[i + 1], 0, 1000, &c.replicas)) i++, c.replicas_set = 1;
     else if (!strcmp(a, "--policy") && has && cluster_policy(argv[i + 1])) c.policy = argv[++i];
     else if (!strcmp(a, "--slo-ms") && has && !num(argv[i + 1], 1, 600000, &slo)) i++, c.slo_ms = slo;
+    else if (!strcmp(a, "--af-mls-period-s") && has && !num(argv[i + 1], 1, 86400, &c.af_mls_period_s)) i++;
+    else if (!strcmp(a, "--af-release-ms") && has && !num(argv[i + 1], 1, 3600000, &c.af_release_ms)) i++;
     else if (!strcmp(a, "--worker-cores") && has && !num(argv[i + 1], 1, 1024, &c.worker_cores)) i++;
     else if (!strcmp(a, "--worker-idle-s") && has && !num(argv[i + 1], 1, 86400, &c.worker_idle_s)) i++;
     else if (!strcmp(a, "--period-ms") && has && !num(argv[i + 1], 10, 60000, &c.period_ms)) i++;
@@ -552,6 +568,7 @@ int vr_cmd_controller(int argc, char **argv) {
   vr_free(c.token);
   vr_cdrv_free(c.cdrv);
   for (size_t k = 0; k < MAXW; k++) vr_free(c.vinst[k]);
+  for (size_t k = 0; k < MAXM; k++) vr_free(c.mblk[k]);
   /* load threads still running hold &c: let them finish with the process */
   fprintf(stderr, "vario controller: stopped\n");
   return 0;

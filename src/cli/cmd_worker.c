@@ -24,9 +24,12 @@
 #include "cli/commands.h"
 #include "cli/serve_role.h"
 #include "cluster/registry.h"
+#include "runtime/slowdown.h"
 #include "server/model_fetch.h"
 
 #define MAX_MODELS 256
+/* batches a heartbeat needs before its slowdown counts (fewer: noise) */
+#define SLOW_MIN_BATCHES 10
 
 typedef struct worker_role {
   const char *id;
@@ -56,6 +59,7 @@ typedef struct worker_role {
   /* arrival counting between heartbeats: per model, rows seen so far */
   char seen_name[MAX_MODELS][64];
   double seen_rows[MAX_MODELS];
+  vr_slowdown slow[MAX_MODELS]; /* per model, as seen_name: compute vs its profile */
   int n_seen;
   int64_t seen_ns;
 } worker_role;
@@ -183,13 +187,15 @@ static double rows_seen(const vr_rt_instance_stats *st, int n, const char *model
   double r = 0;
   for (int i = 0; i < n; i++)
     if (!strcmp(st[i].model, model))
-      r += (double)st[i].served + (double)st[i].dropped + st[i].queue_rows + st[i].busy_rows;
+      r += (double)st[i].served + (double)st[i].dropped_rows + st[i].queue_rows + st[i].busy_rows;
   return r;
 }
 
 /* A model's load for the controller's policies (registry.h): arrivals
  * and completions per second, rows queued, the latency its first
- * instance measured at load. */
+ * instance measured at load, its compute time against that profile
+ * (runtime/slowdown.h: what INFaaS's interference rule reads); whether it
+ * is an AsyFunc body, and its shadow's cores. */
 static void model_load(worker_role *w, const vr_rt_instance_stats *st, int n, double dt,
                        const char *model, vr_instance_info *x) {
   int first = 1;
@@ -197,6 +203,8 @@ static void model_load(worker_role *w, const vr_rt_instance_stats *st, int n, do
     if (strcmp(st[i].model, model)) continue;
     x->served_qps += st[i].served_qps;
     x->queue += st[i].queue_rows;
+    x->body |= st[i].body != 0; /* AsyFunc: splittable, and its shadow */
+    x->shadow_cores += st[i].shadow_threads > 0 ? st[i].shadow_threads : 0;
     for (int b = 0; first && b < VR_REG_NLAT && st[i].profile.p50_ms[b] > 0; b++) {
       x->p50_ms[b] = st[i].profile.p50_ms[b];
       x->p99_ms[b] = st[i].profile.p99_ms[b] > 0 ? st[i].profile.p99_ms[b]
@@ -211,11 +219,15 @@ static void model_load(worker_role *w, const vr_rt_instance_stats *st, int n, do
   if (k == w->n_seen && k < MAX_MODELS) {
     snprintf(w->seen_name[k], sizeof w->seen_name[k], "%s", model);
     w->seen_rows[k] = now;
+    memset(&w->slow[k], 0, sizeof w->slow[k]);
+    vr_slowdown_update(&w->slow[k], vr_server_runtime(w->s), model, st, n, SLOW_MIN_BATCHES);
     w->n_seen++;
   } else if (k < MAX_MODELS) {
     double d = now - w->seen_rows[k];
     x->arrival_qps = d > 0 && dt > 0 ? d / dt : 0; /* < 0: reloaded, counts restarted */
     w->seen_rows[k] = now;
+    x->slowdown =
+        vr_slowdown_update(&w->slow[k], vr_server_runtime(w->s), model, st, n, SLOW_MIN_BATCHES);
   }
 }
 

@@ -30,6 +30,17 @@ typedef struct pending {
   int active;
 } pending;
 
+/* A copy the policy unloads: out of the routing table first, unloaded
+ * once a table without it is out (front ends stop sending it requests
+ * that would find the model gone). */
+typedef struct unrouting {
+  char model[128], worker[VR_REG_ID_MAX];
+  int64_t at_ns;       /* unload from then on, once ... */
+  int64_t after_ver;   /* ... a table newer than this one is published */
+  int64_t until_ns;    /* forgotten then */
+  int active, started;
+} unrouting;
+
 typedef struct ctl {
   /* options */
   const char *registry, *repo, *models_opt, *token_file, *provider, *port_file, *advertise;
@@ -40,6 +51,7 @@ typedef struct ctl {
   int worker_cores, replicas_set, worker_idle_s;
   const char *policy; /* --policy: the driver below runs it */
   double slo_ms;
+  int af_mls_period_s, af_release_ms; /* --policy asyfunc (0 = the policy's defaults) */
   char *token;
   /* running */
   vr_registry *reg;
@@ -51,6 +63,7 @@ typedef struct ctl {
   char wmodels[MAXW][1024]; /* comma-joined ready models per worker */
   int wapps[MAXW];
   pending pend[MAXM * 4];
+  unrouting unr[MAXM];
   int64_t routes_version;
   char *routes_body;
   char events[NEVENTS][240];
@@ -63,11 +76,13 @@ typedef struct ctl {
   int n_dead;
   unsigned long loads_ok, loads_failed, workers_started, workers_died;
   unsigned long unloads_ok, unloads_failed, workers_removed;
+  unsigned long pairs_ok, pairs_failed, unpairs_ok, unpairs_failed; /* AsyFunc shadows */
   /* the policy driver (control/cluster_driver.h); see the locking note */
   pthread_mutex_t pol_mu;
   vr_cdrv *cdrv;
   vr_cdrv_model mcfg[MAXM];
   int n_mcfg;
+  struct vr_af_model *mblk[MAXM]; /* mcfg[i].blocks when a profile was read (owned) */
   /* this period's view (the tick thread only) */
   vr_worker_info *vw;
   size_t nvw;
@@ -84,8 +99,17 @@ int vr__ctl_pending_for(ctl *c, const char *model, const char *worker, int64_t n
 /* A remote load / unload on its own thread (under mu). */
 void vr__ctl_start_load(ctl *c, const char *model, const vr_worker_info *w, int64_t now);
 void vr__ctl_start_unload(ctl *c, const char *model, const vr_worker_info *w);
+/* Whether the routing table leaves model on worker out: the policy
+ * unloads it (under mu). */
+int vr__ctl_unrouted(ctl *c, const char *model, const char *worker);
+/* Starts the unloads whose copy is out of the published table; forgets
+ * those done (under mu, after this period's table went out). */
+void vr__ctl_unload_due(ctl *c, int64_t now);
 /* One worker through the provider (not under mu). 0 or -1. */
 int vr__ctl_start_worker(ctl *c, const char *why);
+/* The models' repository configs and AsyFunc block profiles for the
+ * policy (c->mcfg; re-read every 40 periods). The tick thread only. */
+void vr__ctl_model_configs(ctl *c, char models[][128], int nm);
 /* The policy driver for c->policy (0 or a VR_E* with err). */
 int vr__ctl_policy_open(ctl *c, vr_errbuf *err);
 /* One period of the policy over this period's live workers (not under

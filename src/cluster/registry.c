@@ -333,11 +333,16 @@ int vr_registry_workers(vr_registry *r, vr_worker_info **out, size_t *n, vr_errb
 
 /* ---- instances -------------------------------------------------------------- */
 
-/* The optional "load" member: {"in","out","q","p50":[...],"p99":[...]}. */
+/* The optional "load" member: {"in","out","q","p50":[...],"p99":[...]},
+ * and "sd" (slowdown) when measured. */
 static json_t *load_json(const vr_instance_info *v) {
   int n = v->nlat < 0 ? 0 : v->nlat > VR_REG_NLAT ? VR_REG_NLAT : v->nlat;
   json_t *o = json_pack("{s:f,s:f,s:i}", "in", v->arrival_qps, "out", v->served_qps, "q",
                         v->queue);
+  if (o && v->slowdown > 0 && json_object_set_new(o, "sd", json_real(v->slowdown))) {
+    json_decref(o);
+    return NULL;
+  }
   json_t *a50 = json_array(), *a99 = json_array();
   for (int i = 0; i < n && a50 && a99; i++) {
     json_array_append_new(a50, json_real(v->p50_ms[i]));
@@ -357,7 +362,16 @@ static json_t *load_json(const vr_instance_info *v) {
 char *vr__reg_inst_json(const vr_instance_info *v) {
   json_t *o = json_pack("{s:s,s:s,s:i,s:i}", "variant", v->variant, "state", v->state, "cores",
                         v->cores, "max_batch", v->max_batch);
-  if (o && (v->arrival_qps > 0 || v->served_qps > 0 || v->queue > 0 || v->nlat > 0)) {
+  if (o && v->body && json_object_set_new(o, "body", json_integer(1))) {
+    json_decref(o);
+    return NULL;
+  }
+  if (o && v->shadow_cores > 0 && json_object_set_new(o, "shadow", json_integer(v->shadow_cores))) {
+    json_decref(o);
+    return NULL;
+  }
+  if (o && (v->arrival_qps > 0 || v->served_qps > 0 || v->queue > 0 || v->nlat > 0 ||
+            v->slowdown > 0)) {
     json_t *l = load_json(v);
     if (!l || json_object_set_new(o, "load", l)) {
       json_decref(o);
@@ -385,6 +399,8 @@ static int load_parse(const json_t *l, vr_instance_info *v) {
       !num_ok(json_object_get(l, "q"), &q) || q > 1 << 30)
     return -1;
   v->queue = (int)q;
+  const json_t *sd = json_object_get(l, "sd");
+  if (sd && !num_ok(sd, &v->slowdown)) return -1;
   const json_t *a50 = json_object_get(l, "p50"), *a99 = json_object_get(l, "p99");
   if (!a50 && !a99) return 0;
   if (!json_is_array(a50) || !json_is_array(a99) || json_array_size(a50) != json_array_size(a99) ||
@@ -414,12 +430,20 @@ int vr__reg_inst_parse(const char *id, const char *text, size_t len, vr_instance
     rc = -1;
   const json_t *l = o ? json_object_get(o, "load") : NULL;
   if (!rc && l && load_parse(l, v)) rc = -1;
+  /* AsyFunc (optional): "body": 0|1, "shadow": its shadow's cores */
+  const json_t *jb = o ? json_object_get(o, "body") : NULL;
+  const json_t *js = o ? json_object_get(o, "shadow") : NULL;
+  json_int_t body = jb ? (json_is_integer(jb) ? json_integer_value(jb) : -1) : 0;
+  json_int_t shadow = js ? (json_is_integer(js) ? json_integer_value(js) : -1) : 0;
+  if (!rc && (body < 0 || body > 1 || shadow < 0 || shadow > 1 << 20)) rc = -1;
   if (!rc) {
     snprintf(v->id, sizeof v->id, "%s", id);
     snprintf(v->variant, sizeof v->variant, "%s", variant);
     snprintf(v->state, sizeof v->state, "%s", state);
     v->cores = (int)cores;
     v->max_batch = (int)mb;
+    v->body = (int)body;
+    v->shadow_cores = (int)shadow;
   } else {
     memset(v, 0, sizeof *v);
   }

@@ -120,6 +120,14 @@ typedef struct vr_instance_info {
   int queue;
   int nlat;
   double p50_ms[VR_REG_NLAT], p99_ms[VR_REG_NLAT];
+  /* Compute time over the heartbeat / the instance's at-load profile,
+   * against the worker's first measured window (runtime/slowdown.h):
+   * INFaaS's interference signal. 0 = not measured yet. */
+  double slowdown;
+  /* AsyFunc: the model's instance on this worker is a body (loaded
+   * splittable: a shadow can pair with it) and the cores of its shadow
+   * now (0 = none). Omitted from the record when 0. */
+  int body, shadow_cores;
 } vr_instance_info;
 
 /* Replaces worker's instance list atomically (n may be 0). VR_ENOENT when

@@ -7,6 +7,7 @@
 
 #include "base/alloc.h"
 #include "base/clock.h"
+#include "policy/asyfunc.h"
 #include "policy/driver.h"
 
 #define MAXV 128   /* models */
@@ -14,6 +15,7 @@
 #define MAXM 64    /* migrations and unloads in flight */
 #define UNLOAD_WAIT_NS (30 * 1000000000LL)
 #define MIGRATE_WAIT_NS (300 * 1000000000LL)
+#define SHADOW_WAIT_NS (10 * 1000000000LL) /* a pair or release the worker has not shown */
 
 /* A (worker, model) pair: its stable instance id, its recorded state. */
 typedef struct pair {
@@ -25,7 +27,7 @@ typedef struct pair {
 typedef struct inflight {
   char model[128], from[VR_REG_ID_MAX], to[VR_REG_ID_MAX];
   int64_t until_ns;
-  int used;
+  int used, cores;
 } inflight;
 
 typedef struct mvar {
@@ -54,6 +56,7 @@ struct vr_cdrv {
   int64_t idle_since[256];
   int nidle;
   inflight unloads[MAXM], migrations[MAXM];
+  inflight pairing[MAXM], unpairing[MAXM]; /* AsyFunc: from = the body's worker */
   uint64_t kept_last, not_yet;
 };
 
@@ -180,6 +183,7 @@ static int add_variants(vr_cdrv *d, vr_errbuf *err) {
     if (!x) continue;
     vr_snap_variant sv = {0};
     fill_profile(d, &v->models[m], x, &sv.prof);
+    sv.blocks = v->models[m].blocks;
     vr_errbuf e2 = {0};
     if (vr_profile_validate(&sv.prof, &e2)) continue; /* a worker's odd numbers */
     mvar *mv = var_of(d, v->models[m].name);
@@ -207,6 +211,12 @@ static int add_instance(vr_cdrv *d, int var, size_t w, const vr_instance_info *r
     x.queue_len = r->queue;
     x.arrival_qps = r->arrival_qps;
     x.served_qps = r->served_qps;
+    x.slowdown = r->slowdown; /* the worker's measure (runtime/slowdown.h) */
+    x.body = r->body;
+    x.shadow_cores = r->shadow_cores;
+    /* a pair asked for and not yet shown counts: no second one */
+    const inflight *pf = find_inflight(d->pairing, p->model, p->worker);
+    if (pf && x.shadow_cores < pf->cores) x.shadow_cores = pf->cores;
   } else {
     x.max_batch = v->models[d->vmodel[var]].max_batch;
   }
@@ -223,7 +233,7 @@ static int add_workers(vr_cdrv *d, vr_errbuf *err) {
     int cores = v->workers[w].cores > 0 ? v->workers[w].cores : 1, used = 0, ninst = 0;
     for (size_t i = 0; i < s->ninstances; i++)
       if (s->instances[i].worker == (int)w) {
-        used += s->variants[s->instances[i].variant].prof.threads;
+        used += s->variants[s->instances[i].variant].prof.threads + s->instances[i].shadow_cores;
         ninst++;
       }
     /* models it holds that the policy does not see count too */
@@ -362,6 +372,50 @@ static int a_set_istate(void *self, const vr_action *a) {
   return 0;
 }
 
+/* AsyFunc: the body's blocks and split table for a shadow of cs cores
+ * (the range the body was loaded with, vr_cdrv_body_range). */
+static int pair_split(vr_cdrv *d, int var, int max_batch, int cs, int *split) {
+  const vr_cdrv_model *m = &d->v->models[d->vmodel[var]];
+  int pb, pe;
+  if (vr_cdrv_body_range(m, d->v->slo_ms, &pb, &pe)) return VR_ENOENT;
+  uint32_t mask = 0;
+  for (int i = 0; i < m->blocks->nblocks; i++)
+    if (m->blocks->blk[i].node_begin >= pb && m->blocks->blk[i].node_end <= pe) mask |= 1u << i;
+  vr_af_split_table(m->blocks, mask, m->threads > 0 ? m->threads : 1, cs, max_batch, split);
+  return 0;
+}
+
+static int a_pair(void *self, const vr_action *a) {
+  vr_cdrv *d = self;
+  const pair *p = pair_by_id(d, a->instance);
+  int w = p ? worker_index(d->v, p->worker) : -1;
+  const vr_instance_info *r = w >= 0 ? ready_on(d->v, (size_t)w, p->model) : NULL;
+  if (!r || !d->ops.pair || a->variant < 0 || a->variant >= (int)d->drv.snap.nvariants ||
+      find_inflight(d->pairing, p->model, p->worker))
+    return 0;
+  int mb = r->max_batch > 0 && r->max_batch <= 1024 ? r->max_batch : 1;
+  int cs = a->value > 0 ? a->value : 1;
+  int *split = vr_calloc((size_t)mb + 1, sizeof(int));
+  if (!split) return VR_ENOMEM;
+  if (!pair_split(d, a->variant, mb, cs, split) &&
+      !d->ops.pair(d->ops.u, p->model, p->worker, cs, split, mb + 1, a->why ? a->why : "policy")) {
+    add_inflight(d->pairing, p->model, p->worker, NULL, d->v->now_ns + SHADOW_WAIT_NS);
+    inflight *f = find_inflight(d->pairing, p->model, p->worker);
+    if (f) f->cores = cs;
+  }
+  vr_free(split);
+  return 0;
+}
+
+static int a_unpair(void *self, const vr_action *a) {
+  vr_cdrv *d = self;
+  const pair *p = pair_by_id(d, a->instance);
+  if (!p || !d->ops.unpair || find_inflight(d->unpairing, p->model, p->worker)) return 0;
+  if (!d->ops.unpair(d->ops.u, p->model, p->worker, a->why ? a->why : "policy"))
+    add_inflight(d->unpairing, p->model, p->worker, NULL, d->v->now_ns + SHADOW_WAIT_NS);
+  return 0;
+}
+
 static const vr_actuator cluster_actuator = {
     .load = a_load,
     .unload = a_unload,
@@ -370,6 +424,8 @@ static const vr_actuator cluster_actuator = {
     .remove_worker = a_remove_worker,
     .set_vstate = a_set_vstate,
     .set_istate = a_set_istate,
+    .pair_shadow = a_pair,
+    .unpair_shadow = a_unpair,
 };
 
 /* Migrations whose new copy is ready: unload the old one. Unloads the
@@ -394,6 +450,17 @@ static void follow_up(vr_cdrv *d) {
     int w = worker_index(v, u->from);
     if (w < 0 || !ready_on(v, (size_t)w, u->model) || v->now_ns > u->until_ns) u->used = 0;
   }
+  /* AsyFunc: a pair is done once the worker shows the shadow, a release
+   * once it shows none (or the body is gone, or it took too long) */
+  for (int k = 0; k < 2; k++)
+    for (int i = 0; i < MAXM; i++) {
+      inflight *f = k ? &d->unpairing[i] : &d->pairing[i];
+      if (!f->used) continue;
+      int w = worker_index(v, f->from);
+      const vr_instance_info *r = w >= 0 ? ready_on(v, (size_t)w, f->model) : NULL;
+      if (!r || v->now_ns > f->until_ns || (k ? r->shadow_cores == 0 : r->shadow_cores > 0))
+        f->used = 0;
+    }
 }
 
 /* ---- public ------------------------------------------------------------------ */
@@ -417,6 +484,17 @@ void vr_cdrv_free(vr_cdrv *d) {
   if (!d) return;
   vr_driver_free(&d->drv);
   vr_free(d);
+}
+
+int vr_cdrv_body_range(const vr_cdrv_model *m, double slo_ms, int *pb, int *pe) {
+  if (!m->blocks) return VR_ENOENT;
+  vr_af_scale_cfg sc;
+  vr_af_scale_cfg_init(&sc, slo_ms > 0 ? slo_ms : vr_af_default_slo(m->blocks));
+  /* as a live body (control/control_asyfunc.c): room for a shadow of
+   * half the profiled cores */
+  int cs = m->blocks->cmax / 2 > 0 ? m->blocks->cmax / 2 : 1;
+  uint32_t mask;
+  return vr_af_body_range(m->blocks, &sc, m->threads > 0 ? m->threads : 1, cs, pb, pe, &mask);
 }
 
 void vr_cdrv_load_time(vr_cdrv *d, const char *model, double ms) {

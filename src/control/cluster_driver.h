@@ -22,10 +22,18 @@
  *
  * Slots filled: load, unload, migrate (load on the target; the old copy
  * is unloaded once the new one is ready), add_worker, remove_worker,
- * set_vstate, set_istate. Empty, so counted as skipped: set_batch (a
- * worker's batch cap belongs to its own runtime), pair/unpair_shadow
- * (AsyFunc shadows pair inside one worker process), set_routes (pipeline
- * routes live in a worker's own control plane). The unload slot never
+ * set_vstate, set_istate, and AsyFunc's pair/unpair_shadow: the shadow
+ * pairs inside the worker that holds the body (ops.pair with the split
+ * table computed here from the block profile; one request in flight per
+ * body until the worker's heartbeat shows it). Empty, so counted as
+ * skipped: set_batch (a worker's batch cap belongs to its own runtime),
+ * set_routes (pipeline routes live in a worker's own control plane).
+ *
+ * AsyFunc: a model with a block profile (vr_cdrv_model.blocks) becomes a
+ * variant with blocks; its ready copies that workers report as bodies are
+ * the policy's bodies, with the shadow cores they report (or that a pair
+ * in flight asked for); a worker's free cores are its cores less its
+ * instances' and their shadows'. The unload slot never
  * removes a model's last serving copy: front ends route by model name,
  * and a model on no worker would answer 503, not start cold (counted in
  * kept_last).
@@ -52,6 +60,9 @@ typedef struct vr_cdrv_model {
   char precision[16];
   int threads, max_batch;
   double accuracy; /* percent; 0 = not declared */
+  /* AsyFunc block profile (<repo>/<model>/blocks.json; borrowed): the
+   * model's instances are bodies, and AsyFunc decides for it. NULL = none. */
+  const struct vr_af_model *blocks;
 } vr_cdrv_model;
 
 typedef struct vr_cdrv_view {
@@ -82,11 +93,23 @@ typedef struct vr_cdrv_ops {
   int (*add_worker)(void *u, const char *why);
   int (*remove_worker)(void *u, const char *worker, const char *why);
   void *u;
+  /* AsyFunc (NULL: counted as skipped): pair a shadow of `cores` with
+   * model's body on worker, split[b] = its rows of a batch of b for b =
+   * 0..nsplit-1; release the shadows of model on worker. */
+  int (*pair)(void *u, const char *model, const char *worker, int cores, const int *split,
+              int nsplit, const char *why);
+  int (*unpair)(void *u, const char *model, const char *worker, const char *why);
 } vr_cdrv_ops;
 
 /* cfg and ops are copied. 0 or VR_ENOMEM. */
 int vr_cdrv_new(const vr_policy_cfg *cfg, const vr_cdrv_ops *ops, vr_cdrv **out);
 void vr_cdrv_free(vr_cdrv *d);
+
+/* The node range [*pb, *pe) a body of m is loaded splittable over (the
+ * blocks LLS would give one idle body's shadow, policy/asyfunc.h
+ * vr_af_body_range) at latency SLO slo_ms. VR_ENOENT: no block profile,
+ * or no block worth a shadow (load it plain). */
+int vr_cdrv_body_range(const vr_cdrv_model *m, double slo_ms, int *pb, int *pe);
 
 /* A load of model took ms (the variant's load time from now on). */
 void vr_cdrv_load_time(vr_cdrv *d, const char *model, double ms);

@@ -182,11 +182,35 @@ static double mls_eta(const vr_af_model *m, const vr_af_scale_cfg *cfg, double r
   return 0;
 }
 
+double vr_af_pair_rmax(const vr_af_model *m, const vr_af_pair *p, double slo_ms) {
+  double best = 0;
+  for (int b = 1; b <= m->bmax; b++) {
+    vr_af_pair q = *p;
+    q.b = b;
+    if (q.cs > 0 && q.mask) vr_af_split(m, &q);
+    double t = vr_af_pair_lat(m, &q);
+    if (t > 0 && t <= slo_ms && b / t > best) best = b / t;
+  }
+  return best * 1000.0;
+}
+
+/* Body i's R_max term: its pair's when given, else its own. */
+static double body_rmax(const vr_af_model *m, double slo_ms, const int *cores,
+                        const double *rmax, int i) {
+  return rmax && rmax[i] > 0 ? rmax[i] : vr_af_rmax(m, cores[i], slo_ms, NULL);
+}
+
 void vr_af_mls(const vr_af_model *m, const vr_af_scale_cfg *cfg, double r, const int *cores,
                int nbody, int free_cores, vr_af_mls_out *out) {
+  vr_af_mls_paired(m, cfg, r, cores, NULL, nbody, free_cores, out);
+}
+
+void vr_af_mls_paired(const vr_af_model *m, const vr_af_scale_cfg *cfg, double r,
+                      const int *cores, const double *rmax_each, int nbody, int free_cores,
+                      vr_af_mls_out *out) {
   memset(out, 0, sizeof *out);
   double rmax = 0;
-  for (int i = 0; i < nbody; i++) rmax += vr_af_rmax(m, cores[i], cfg->slo_ms, NULL);
+  for (int i = 0; i < nbody; i++) rmax += body_rmax(m, cfg->slo_ms, cores, rmax_each, i);
   if (r > cfg->alpha * rmax) {
     double eta[VR_AF_MAXC + 1] = {0};
     for (int c = 1; c <= m->cmax; c++) eta[c] = mls_eta(m, cfg, r, c);
@@ -219,7 +243,7 @@ void vr_af_mls(const vr_af_model *m, const vr_af_scale_cfg *cfg, double r, const
       order[k - 1] = t;
     }
   for (int k = 0; k < n && out->ndestroy < 64 && r < cfg->beta * rmax; k++) {
-    double left = rmax - vr_af_rmax(m, cores[order[k]], cfg->slo_ms, NULL);
+    double left = rmax - body_rmax(m, cfg->slo_ms, cores, rmax_each, order[k]);
     if (r > cfg->alpha * left || (left <= 0 && r > 0)) continue;
     out->destroy[out->ndestroy++] = order[k];
     rmax = left;
@@ -355,8 +379,11 @@ int vr_af_schedule(const vr_af_model *m, double slo_ms, const vr_af_cand *c, int
 
 /* ---- BATCH --------------------------------------------------------------- */
 
-double vr_af_batch_cfg(const vr_af_model *m, double slo_ms, int *cores, int *b) {
+double vr_af_batch_cfg_obj(const vr_af_model *m, double slo_ms, vr_af_batch_obj obj, int *cores,
+                           int *b) {
   *cores = *b = 0;
+  /* a whole-model instance's memory in core units: rho m = 1 (vr_af_eta) */
+  double mem_units = obj == VR_AF_BATCH_COST ? 1.0 : 0.0;
   /* 2 t <= slo when some configuration allows it, else t <= slo */
   for (int pass = 0; pass < 2 && !*cores; pass++) {
     double best = 0, k_slo = pass ? 1 : 2;
@@ -364,9 +391,13 @@ double vr_af_batch_cfg(const vr_af_model *m, double slo_ms, int *cores, int *b) 
       for (int k = 1; k <= m->bmax; k++) {
         double t = vr_af_lat(m, VR_AF_ALL(m), c, k);
         if (t <= 0 || k_slo * t > slo_ms) continue;
-        double tpc = k / (t * c);
-        if (tpc > best) best = tpc, *cores = c, *b = k;
+        double per_unit = k / (t * (c + mem_units)); /* 1 / cost per request */
+        if (per_unit > best) best = per_unit, *cores = c, *b = k;
       }
   }
   return *cores ? *b * 1000.0 / vr_af_lat(m, VR_AF_ALL(m), *cores, *b) : 0;
+}
+
+double vr_af_batch_cfg(const vr_af_model *m, double slo_ms, int *cores, int *b) {
+  return vr_af_batch_cfg_obj(m, slo_ms, VR_AF_BATCH_COST, cores, b);
 }

@@ -137,6 +137,15 @@ typedef struct vr_af_mls_out {
  * the next period does not scale straight back out). */
 void vr_af_mls(const vr_af_model *m, const vr_af_scale_cfg *cfg, double r_qps,
                const int *cores, int nbody, int free_cores, vr_af_mls_out *out);
+/* The same, with rmax[i] > 0 the R_max term of body i when it is paired
+ * (vr_af_pair_rmax): Eq. (1) sums "all the Body Function instances paired
+ * with Shadow Function instances or not". rmax may be NULL (no pairs). */
+void vr_af_mls_paired(const vr_af_model *m, const vr_af_scale_cfg *cfg, double r_qps,
+                      const int *cores, const double *rmax, int nbody, int free_cores,
+                      vr_af_mls_out *out);
+/* A pair's R_max term: the largest b/t_l over b in 1..bmax (rows re-split
+ * per b) with t_l <= slo; qps. */
+double vr_af_pair_rmax(const vr_af_model *m, const vr_af_pair *p, double slo_ms);
 
 /* ---- layer-level scaling (Algorithm 2) ---------------------------------- */
 
@@ -201,10 +210,24 @@ void vr_af_split_table(const vr_af_model *m, uint32_t mask, int body_cores, int 
 
 /* ---- BATCH baseline ------------------------------------------------------ */
 
-/* BATCH's offline configuration: cores and batch maximising throughput per
- * core with 2 t_l <= slo (a query may wait for the batch in service), or
- * with t_l <= slo when nothing allows that. Returns that throughput per
- * instance (0 if nothing meets the SLO: *cores = *b = 0). */
+/* What BATCH's offline choice minimises per request served:
+ *  - VR_AF_BATCH_COST (default): the resources an instance holds for the
+ *    batch, (c + rho m) t / b, rho m = 1 for a whole-model instance — the
+ *    objective of the paper's Eq. (2) per request, and BATCH's own (Ali et
+ *    al., SC'20: the cost per request of a serverless bill, which charges
+ *    the memory an instance holds for its run, CPU in proportion);
+ *  - VR_AF_BATCH_CORES: c t / b only (throughput per core; the model's
+ *    memory is free), what this repository used before: BATCH then
+ *    optimises CPU while MLS optimises CPU + memory. */
+typedef enum { VR_AF_BATCH_COST = 0, VR_AF_BATCH_CORES = 1 } vr_af_batch_obj;
+
+/* BATCH's offline configuration: cores and batch minimising obj's cost
+ * per request with 2 t_l <= slo (a query may wait for the batch in
+ * service), or with t_l <= slo when nothing allows that. Returns that
+ * configuration's throughput per instance (0 if nothing meets the SLO:
+ * *cores = *b = 0). vr_af_batch_cfg: VR_AF_BATCH_COST. */
+double vr_af_batch_cfg_obj(const vr_af_model *m, double slo_ms, vr_af_batch_obj obj, int *cores,
+                           int *b);
 double vr_af_batch_cfg(const vr_af_model *m, double slo_ms, int *cores, int *b);
 
 /* ---- JSON (docs/API.md, "AsyFunc block profile") ----------------------- */

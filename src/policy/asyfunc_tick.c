@@ -15,7 +15,10 @@
  *    waves, and a shadow dropped between two waves would be loaded again;
  *  - MLS, every mls_period: vr_af_mls on the variant's arrival rate: LOAD
  *    more bodies above alpha R_max, UNLOAD the least efficient below beta
- *    R_max (never the last one).
+ *    R_max (never the last one). A new body is placed on a worker: the up
+ *    one with the most free cores that fits it (body_worker), so in a
+ *    cluster bodies spread over workers and each pairs its shadows with
+ *    the free cores of its own worker (LLS reads them per body).
  * Variants without a block profile get no decision here.
  *
  * The live tick runs every control period (vario serve --control-period-ms),
@@ -37,6 +40,43 @@ static void scale_cfg(const vr_policy_cfg *c, const vr_snap_variant *v, vr_af_sc
   if (c->af_kappa >= 0) sc->kappa = c->af_kappa;
   if (c->af_alpha > 0) sc->alpha = c->af_alpha;
   if (c->af_beta > 0) sc->beta = c->af_beta;
+}
+
+/* Whether worker w can take a new body of variant v: up, room for the
+ * variant's cores, and (af_body_per_worker) no instance of v on it and
+ * none placed this tick (placed[w]; NULL = none). */
+static int body_fits(const vr_policy_cfg *c, const vr_snapshot *s, int v, const int *free_cores,
+                     const char *placed, size_t w) {
+  if (s->workers[w].state != VR_WS_UP || free_cores[w] < s->variants[v].prof.threads) return 0;
+  if (c->af_body_per_worker && placed && placed[w]) return 0;
+  for (size_t i = 0; c->af_body_per_worker && i < s->ninstances; i++)
+    if (s->instances[i].variant == v && s->instances[i].worker == (int)w) return 0;
+  return 1;
+}
+
+/* Where MLS puts a new body: of the workers it fits, the one with the
+ * most free cores (AsyFunc spreads function instances over the nodes;
+ * ties to the first). -1 when none. */
+static int body_worker(const vr_policy_cfg *c, const vr_snapshot *s, int v,
+                       const int *free_cores, const char *placed) {
+  int best = -1;
+  for (size_t w = 0; w < s->nworkers; w++)
+    if (body_fits(c, s, v, free_cores, placed, w) &&
+        (best < 0 || free_cores[w] > free_cores[best]))
+      best = (int)w;
+  return best;
+}
+
+/* The cores MLS may give new bodies: the free cores of the workers that
+ * can take one (one worker: its free cores, as before). */
+static int room_for_bodies(const vr_policy_cfg *c, const vr_snapshot *s, int v,
+                           const int *free_cores) {
+  int n = 0;
+  for (size_t w = 0; w < s->nworkers; w++)
+    if (s->workers[w].state == VR_WS_UP &&
+        (!c->af_body_per_worker || body_fits(c, s, v, free_cores, NULL, w)))
+      n += free_cores[w] > 0 ? free_cores[w] : 0;
+  return n;
 }
 
 static int one_variant(const vr_policy_cfg *c, vr_policy_state *st, const vr_snapshot *s, int v,
@@ -106,17 +146,24 @@ static int one_variant(const vr_policy_cfg *c, vr_policy_state *st, const vr_sna
   if (prev < 0) return vr_pol_set_since(st, key, s->now_ns) ? VR_ENOMEM : 0;
   if (s->now_ns - prev < period) return 0;
   if (vr_pol_set_since(st, key, s->now_ns)) return VR_ENOMEM;
-  int cores[MAXB], fc = s->nworkers ? free_cores[0] : 0;
+  int cores[MAXB], fc = room_for_bodies(c, s, v, free_cores);
   for (int k = 0; k < nb; k++) cores[k] = sv->prof.threads;
   vr_af_mls_out mo;
   vr_af_mls(m, &sc, sv->arrival_qps, cores, nb, fc, &mo);
   /* bodies are this variant's cores: MLS's core choice is only a count */
-  for (int k = 0; k < mo.ncreate && s->nworkers; k++) {
-    if (free_cores[0] < sv->prof.threads) break;
-    free_cores[0] -= sv->prof.threads;
-    if (vr_actions_push(out, VR_ACT_LOAD, v, -1, 0, -1, 0, "asyfunc: rate above alpha R_max (MLS)"))
+  char *placed = mo.ncreate ? vr_calloc(s->nworkers + 1, 1) : NULL;
+  if (mo.ncreate && !placed) return VR_ENOMEM;
+  for (int k = 0; k < mo.ncreate; k++) {
+    int w = body_worker(c, s, v, free_cores, placed);
+    if (w < 0) break;
+    free_cores[w] -= sv->prof.threads;
+    placed[w] = 1;
+    if (vr_actions_push(out, VR_ACT_LOAD, v, -1, w, -1, 0, "asyfunc: rate above alpha R_max (MLS)")) {
+      vr_free(placed);
       return VR_ENOMEM;
+    }
   }
+  vr_free(placed);
   for (int k = 0; k < mo.ndestroy && k < nb - 1; k++) {
     const vr_snap_instance *in = &s->instances[idx[mo.destroy[k]]];
     if (vr_actions_push(out, VR_ACT_UNLOAD, v, in->id, in->worker, -1, 0,

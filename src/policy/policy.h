@@ -82,8 +82,11 @@ typedef struct vr_policy_cfg {
    * per body (default 2), at most af_kappa new shadows per tick (default
    * 10; 0 = none: AsyFunc⁻), one per body; a shadow is released af_release_idle_ms (1000) after the
    * queue fell below; MLS every af_mls_period_ns (60 s) with af_alpha
-   * (0.8) / af_beta (0.6). */
-  int af_gamma, af_kappa;
+   * (0.8) / af_beta (0.6). A new body goes on the up worker with the
+   * most free cores that fits it; with af_body_per_worker, not on one
+   * that holds an instance of the variant already (the cluster: a worker
+   * serves a model under its name once). */
+  int af_gamma, af_kappa, af_body_per_worker;
   double af_alpha, af_beta, af_release_idle_ms;
   int64_t af_mls_period_ns;
   int nfixed;                 /* baselines: fixed variants */

@@ -38,6 +38,11 @@ typedef struct vr_model_config {
   int max_batch_size;
   int instances;
   int threads;
+  /* AsyFunc: pair_end > 0 loads every instance as a body whose nodes
+   * [pair_begin, pair_end) a shadow may share (vr_rt_instance_opts). Not
+   * read from a config file: a load request sets it (the repository
+   * API's "pair_range" load parameter, docs/API.md). */
+  int pair_begin, pair_end;
   vr_precision precision;
   int64_t max_queue_delay_us;
   char model_path[4096]; /* <dir>/model.onnx; empty for parsed text */

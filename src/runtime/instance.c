@@ -191,6 +191,7 @@ static int admit_check(vr_rt_instance *in, vr_rt_request *r, int64_t now, enq_fa
   if (vr_drop_due(now, r->deadline_ns, &in->prof, r->rows)) {
     f->need = vr_batch_est_ns(&in->prof, r->rows);
     in->dropped++;
+    in->dropped_rows += (uint64_t)r->rows;
     return f->status = VR_EDEADLINE, f->outcome = VR_OUT_DROPPED;
   }
   return 0;
@@ -249,6 +250,7 @@ static vr_rt_request *take_infeasible(vr_rt_instance *in, int64_t now) {
       in->queue_rows -= r->rows;
       in->queue_len--;
       in->dropped++;
+      in->dropped_rows += (uint64_t)r->rows;
       r->start_ns = vr_batch_est_ns(&in->prof, r->rows);
       r->next = NULL;
       *tail = r;
@@ -348,6 +350,7 @@ static vr_rt_request *pop_batch(vr_rt_instance *in, const vr_batch_state *s,
   *dropped = unlink_head(in, p.drop, &rows);
   for (vr_rt_request *r = *dropped; r; r = r->next) {
     in->dropped++;
+    in->dropped_rows += (uint64_t)r->rows;
     r->start_ns = vr_batch_est_ns(&in->prof, r->rows);
   }
   vr_rt_request *list = unlink_head(in, p.take, rows_out);
@@ -562,6 +565,7 @@ void vr_inst_stats(vr_rt_instance *in, vr_rt_instance_stats *s) {
   s->latency_ewma_ns = vr_ewma_get(&in->lat_ewma);
   s->served = in->served;
   s->dropped = in->dropped;
+  s->dropped_rows = in->dropped_rows;
   s->batches = in->batches;
   s->body = in->opts.pair_end > 0;
   s->pair_begin = in->opts.pair_begin;

@@ -115,7 +115,7 @@ static int add_instance(vr_runtime *rt, vr_rt_model *m,
 
 static vr_rt_instance_opts cfg_opts(const vr_model_config *c) {
   vr_rt_instance_opts o = {c->precision, c->threads, c->max_batch_size,
-                           c->max_queue_delay_us};
+                           c->max_queue_delay_us, c->pair_begin, c->pair_end};
   return o;
 }
 

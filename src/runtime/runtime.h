@@ -249,7 +249,8 @@ typedef struct vr_rt_instance_stats {
   int busy_rows;           /* in the batch running now */
   double served_qps;       /* rows per second over the last second */
   double latency_ewma_ns;  /* observed request latency (arrival -> done) */
-  uint64_t served, dropped, batches;
+  uint64_t served, dropped, batches; /* served: rows; dropped: requests */
+  uint64_t dropped_rows;   /* the rows of the dropped requests */
   vr_latency profile;      /* measured at load, then followed (p50) */
   /* AsyFunc */
   int body;                /* can pair (opts.pair_end > 0) */

@@ -52,7 +52,8 @@ typedef struct vr_rt_instance {
   vr_rt_state state;
   vr_rate served_rate;
   vr_ewma lat_ewma;
-  uint64_t served, dropped, batches;
+  uint64_t served, dropped, batches; /* served: rows; dropped: requests */
+  uint64_t dropped_rows;
   /* AsyFunc (under mu): the shadow's cores (0 = none) and rows per batch
    * size (split[b], b = 0..max_batch), counters. attach_mu serialises
    * pair/unpair of this instance (they run without mu: loads are slow). */

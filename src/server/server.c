@@ -291,6 +291,9 @@ static void handle(vr_http_req *r, void *user) {
   if (n == 5 && !strcmp(seg[1], "repository") && !strcmp(seg[2], "models") &&
       post && (!strcmp(seg[4], "load") || !strcmp(seg[4], "unload")))
     return vr_server_repo_load(s, r, seg[3], !strcmp(seg[4], "load"));
+  if (n == 5 && !strcmp(seg[1], "repository") && !strcmp(seg[2], "models") &&
+      post && (!strcmp(seg[4], "shadow") || !strcmp(seg[4], "unshadow")))
+    return vr_server_repo_shadow(s, r, seg[3], !strcmp(seg[4], "shadow"));
   reply_error(s, r, 404, "unknown path");
 }
 
@@ -328,6 +331,11 @@ static void load_all(vr_server *s) {
 }
 
 int vr_server_load(vr_server *s, const char *name, vr_errbuf *err) {
+  return vr_server_load_pair(s, name, 0, 0, err);
+}
+
+int vr_server_load_pair(vr_server *s, const char *name, int pair_begin, int pair_end,
+                        vr_errbuf *err) {
   if (!s->repo) return vr_errf(err, VR_ENOENT, "no model repository");
   char dir[4096];
   snprintf(dir, sizeof dir, "%s/%s", s->repo, name);
@@ -350,6 +358,8 @@ int vr_server_load(vr_server *s, const char *name, vr_errbuf *err) {
     vr_warn("%s: config name '%s' differs; serving it as '%s'", dir, c.name,
             name);
   snprintf(c.name, sizeof c.name, "%s", name);
+  c.pair_begin = pair_end > 0 ? pair_begin : 0;
+  c.pair_end = pair_end > 0 ? pair_end : 0;
   /* Triton: loading a loaded model reloads it (new versions, a changed
    * config), without a gap; a config that fails leaves the old one. */
   return vr_rt_reload(s->rt, &c, err);

@@ -67,6 +67,10 @@ int vr_server_grpc_port(const vr_server *s);
 vr_runtime *vr_server_runtime(vr_server *s);
 /* Loads <repo>/<name> (config.json + model.onnx). */
 int vr_server_load(vr_server *s, const char *name, vr_errbuf *err);
+/* The same, its instances AsyFunc bodies splittable over nodes
+ * [pair_begin, pair_end) (pair_end 0: plain instances). */
+int vr_server_load_pair(vr_server *s, const char *name, int pair_begin, int pair_end,
+                        vr_errbuf *err);
 void vr_server_shutdown(vr_server *s);
 void vr_server_free(vr_server *s);
 

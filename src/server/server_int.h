@@ -100,6 +100,18 @@ void vr_server_infer(vr_server *s, vr_http_req *r, const char *model);
 void vr_server_repo_index(vr_server *s, vr_http_req *r);
 void vr_server_repo_load(vr_server *s, vr_http_req *r, const char *model,
                          int load);
+/* server_shadow.c: POST .../shadow (pair = 1) and .../unshadow. */
+void vr_server_repo_shadow(vr_server *s, vr_http_req *r, const char *model, int pair);
+/* A model name a URL may carry: [A-Za-z0-9_.-], not starting with '.'. */
+int vr__srv_valid_name(const char *m);
+/* The "pair_range" load parameter "B:E" -> [*pb, *pe); VR_EINVAL. */
+int vr__srv_pair_range(const char *s, int *pb, int *pe, vr_errbuf *err);
+/* A shadow request's body (fuzzed: tests/fuzz/fuzz_shadowreq.c). */
+typedef struct vr__srv_shadow_req {
+  int cores, process, nsplit;
+  int split[VR_RT_MAX_BATCH + 1];
+} vr__srv_shadow_req;
+int vr__srv_shadow_parse(const char *body, size_t len, vr__srv_shadow_req *q, vr_errbuf *err);
 void vr_server_model_stats(vr_server *s, vr_http_req *r, const char *model);
 /* /v2/apps[...]: the model-less API (server_apps.c). */
 void vr_server_apps(vr_server *s, vr_http_req *r, int get, char **seg, int n);

@@ -15,7 +15,7 @@
 #include "server/kserve.h"
 #include "server/server_int.h"
 
-static int valid_name(const char *m) {
+int vr__srv_valid_name(const char *m) {
   if (!*m || strlen(m) >= VR_NAME_MAX || m[0] == '.') return 0;
   for (const char *p = m; *p; p++)
     if (!(*p == '_' || *p == '-' || *p == '.' || (*p >= '0' && *p <= '9') ||
@@ -77,13 +77,14 @@ typedef struct admin_job {
   vr_http_req *http;
   char name[VR_NAME_MAX];
   int load;
+  int pair_begin, pair_end; /* "pair_range": an AsyFunc body's nodes */
   int rc;
   vr_errbuf err;
 } admin_job;
 
 static void *admin_main(void *arg) {
   admin_job *j = arg;
-  j->rc = j->load ? vr_server_load(j->s, j->name, &j->err)
+  j->rc = j->load ? vr_server_load_pair(j->s, j->name, j->pair_begin, j->pair_end, &j->err)
                   : vr_rt_unload(j->s->rt, j->name, &j->err);
   /* Triton: an explicit load adds the model to what readiness waits for
    * (even when it failed); an explicit unload takes it out. */
@@ -122,8 +123,9 @@ int vr__srv_repo_param(int load, const char *key, int is_bool, vr_errbuf *err) {
                  load ? "load" : "unload", key);
 }
 
-/* The optional request body: {"parameters": {...}} as Triton's. */
-static int check_body(const vr_http_req *r, int load, vr_errbuf *err) {
+/* The optional request body: {"parameters": {...}} as Triton's; a load
+ * may carry Vario's "pair_range" (server_shadow.c) into *pb, *pe. */
+static int check_body(const vr_http_req *r, int load, int *pb, int *pe, vr_errbuf *err) {
   size_t len;
   const char *body = vr_http_body(r, &len);
   if (!body || !len) return 0;
@@ -144,7 +146,11 @@ static int check_body(const vr_http_req *r, int load, vr_errbuf *err) {
       const char *pk;
       json_t *pv;
       json_object_foreach(v, pk, pv) {
-        if ((rc = vr__srv_repo_param(load, pk, json_is_boolean(pv), err))) break;
+        if (load && !strcmp(pk, "pair_range"))
+          rc = vr__srv_pair_range(json_string_value(pv), pb, pe, err);
+        else
+          rc = vr__srv_repo_param(load, pk, json_is_boolean(pv), err);
+        if (rc) break;
       }
     }
   }
@@ -154,13 +160,14 @@ static int check_body(const vr_http_req *r, int load, vr_errbuf *err) {
 
 void vr_server_repo_load(vr_server *s, vr_http_req *r, const char *model,
                          int load) {
-  if (!valid_name(model)) {
+  if (!vr__srv_valid_name(model)) {
     vr_server_count(s, 400);
     vr_http_error(r, 400, "model names use only [A-Za-z0-9_.-]");
     return;
   }
   vr_errbuf perr = {0};
-  if (check_body(r, load, &perr)) {
+  int pb = 0, pe = 0;
+  if (check_body(r, load, &pb, &pe, &perr)) {
     vr_server_count(s, 400);
     vr_http_error(r, 400, perr.msg);
     return;
@@ -173,6 +180,8 @@ void vr_server_repo_load(vr_server *s, vr_http_req *r, const char *model,
   j->s = s;
   j->http = r;
   j->load = load;
+  j->pair_begin = pb;
+  j->pair_end = pe;
   snprintf(j->name, sizeof j->name, "%s", model);
   vr_http_set_state(r, j, vr_free);
   if (vr_server_spawn_admin(s, r, admin_done, admin_main, j) < 0)
@@ -297,7 +306,14 @@ void vr_server_model_instances(vr_server *s, vr_http_req *r,
                        x->profile.p50_ms[k] * 1e3);
         first = 0;
       }
-    vr_sbuf_puts(&b, "}}");
+    vr_sbuf_puts(&b, "}");
+    if (x->body)
+      vr_sbuf_printf(&b, ",\"body\":{\"pair_range\":[%d,%d],\"shadow_threads\":%d,"
+                     "\"shadows_attached\":%llu,\"paired_batches\":%llu}",
+                     x->pair_begin, x->pair_end, x->shadow_threads,
+                     (unsigned long long)x->shadows_attached,
+                     (unsigned long long)x->paired_batches);
+    vr_sbuf_puts(&b, "}");
   }
   vr_sbuf_puts(&b, "]}");
   vr_server_count(s, 200);

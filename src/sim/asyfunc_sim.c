@@ -97,7 +97,7 @@ typedef struct sim {
   const double *arr;
   int64_t n, na, qh; /* arrivals consumed; queue = [qh, na) */
   inst *in;
-  int nin, capin;
+  int nin, capin, ndead;
   int *node_free;
   double last_crowded; /* last time the queue held >= gamma */
   double t, last_acc, cores_now, gb_now, per_cores, per_gb, period_start;
@@ -146,6 +146,7 @@ static void kill_inst(sim *s, int i) {
   if (x->dead) return;
   account(s, s->t);
   x->dead = 1;
+  s->ndead++;
   s->node_free[x->node] += x->cores;
   s->cores_now -= x->cores;
   s->gb_now -= (double)x->mem / 1e9;
@@ -212,18 +213,26 @@ static double rate_last_period(const sim *s, double from, double to, double *pea
 
 static void scale_mls(sim *s, double r, double ready) {
   int cores[512], idx[512], nb = 0, free_total = 0;
-  for (int i = 0; i < s->nin && nb < 512; i++)
-    if (!s->in[i].dead && !s->in[i].dying && s->in[i].kind == BODY)
-      idx[nb] = i, cores[nb++] = s->in[i].cores;
+  double rmax[512];
+  for (int i = 0; i < s->nin && nb < 512; i++) {
+    const inst *x = &s->in[i];
+    if (x->dead || x->dying || x->kind != BODY) continue;
+    idx[nb] = i;
+    /* a body with its shadow loaded counts as the pair (Eq. 1) */
+    int paired = s->cfg->rmax_pairs && x->partner >= 0 && s->in[x->partner].ready_at <= s->t;
+    rmax[nb] = paired ? vr_af_pair_rmax(s->m, &x->pair, s->cfg->scale.slo_ms) : 0;
+    cores[nb++] = x->cores;
+  }
   for (int k = 0; k < s->cfg->nodes; k++) free_total += s->node_free[k];
   vr_af_mls_out o;
-  vr_af_mls(s->m, &s->cfg->scale, r, cores, nb, free_total, &o);
+  vr_af_mls_paired(s->m, &s->cfg->scale, r, cores, rmax, nb, free_total, &o);
   for (int k = 0; k < o.ncreate; k++) new_body(s, o.create_cores[k], ready);
   for (int k = 0; k < o.ndestroy; k++) s->in[idx[o.destroy[k]]].dying = 1;
 }
 
 static void scale_batch(sim *s, double peak, double ready) {
-  double per = vr_af_batch_cfg(s->m, s->cfg->scale.slo_ms, &s->batch_cores, &s->batch_b);
+  double per = vr_af_batch_cfg_obj(s->m, s->cfg->scale.slo_ms, s->cfg->batch_obj, &s->batch_cores,
+                                   &s->batch_b);
   if (per <= 0) return; /* nothing meets the SLO: requests are dropped */
   int want = (int)ceil(peak / per), have = count_live(s, BODY);
   if (want < 1) want = 1;
@@ -339,11 +348,13 @@ static int schedule_one(sim *s) {
   x->busy_until = done;
   x->last_used = s->t;
   s->batches++;
+  s->res->busy_core_s += x->cores * tl / 1000.0;
   if (p.cs > 0 && p.mask && p.bs > 0) {
     inst *sh = &s->in[x->partner];
     sh->busy_until = done;
     sh->last_used = s->t;
     s->paired_batches++;
+    s->res->busy_core_s += sh->cores * tl / 1000.0;
   }
   finish(s, s->qh, b, done);
   s->qh += b;
@@ -366,6 +377,25 @@ static double next_event(const sim *s, double tick) {
   return t;
 }
 
+/* Drops released instances from the array (partners renumbered), so that
+ * a run that creates and releases many shadows stays linear in their
+ * number. Only between events: no index into s->in is held then. */
+static void compact(sim *s) {
+  int *to = vr_malloc((size_t)(s->nin > 0 ? s->nin : 1) * sizeof(int));
+  if (!to) return; /* a larger array is slower, not wrong */
+  int k = 0;
+  for (int i = 0; i < s->nin; i++) to[i] = s->in[i].dead ? -1 : k++;
+  for (int i = 0; i < s->nin; i++) {
+    if (s->in[i].dead) continue;
+    inst x = s->in[i];
+    x.partner = x.partner >= 0 ? to[x.partner] : -1;
+    s->in[to[i]] = x;
+  }
+  s->nin = k;
+  s->ndead = 0;
+  vr_free(to);
+}
+
 static void close_period(sim *s) {
   account(s, s->t);
   double len = (s->t - s->period_start) / 1000.0;
@@ -385,6 +415,7 @@ static void run(sim *s) {
   if (s->cfg->policy == VR_AFP_BATCH) scale_batch(s, peak, 0);
   else scale_mls(s, r, 0);
   while (s->na < s->n || s->qh < s->na) {
+    if (s->ndead > 64 && 2 * s->ndead > s->nin) compact(s);
     double t = next_event(s, tick);
     if (!isfinite(t)) break;
     if (s->na == s->n && s->n > 0 && t > s->arr[s->n - 1] + 10 * P) {
@@ -436,7 +467,7 @@ int vr_af_simulate(const vr_af_model *m, const vr_af_sim_cfg *cfg, const double 
     return s.node_free ? VR_EINVAL : VR_ENOMEM;
   }
   for (int k = 0; k < cfg->nodes; k++) s.node_free[k] = cfg->node_cores;
-  vr_af_batch_cfg(m, cfg->scale.slo_ms, &s.batch_cores, &s.batch_b);
+  vr_af_batch_cfg_obj(m, cfg->scale.slo_ms, cfg->batch_obj, &s.batch_cores, &s.batch_b);
   run(&s);
   res->requests = n;
   res->violations_pct = n ? 100.0 * (double)res->violated / (double)n : 0;

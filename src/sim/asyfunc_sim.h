@@ -3,7 +3,8 @@
  * under AsyFunc, shadow instances paired with bodies at bursts. Policies:
  *  - VR_AFP_ASYFUNC: MLS every period + LLS on arrivals + Algorithm 3;
  *  - VR_AFP_MINUS (AsyFunc⁻): MLS + Algorithm 3, no shadows;
- *  - VR_AFP_BATCH: BATCH's fixed (cores, batch) configuration, instances
+ *  - VR_AFP_BATCH: BATCH's fixed (cores, batch) configuration
+ *    (vr_af_batch_cfg_obj: least resources per request), instances
  *    for the peak 1-s rate of the last batch_lookback periods (it must
  *    provision ahead: a body takes the whole model's load time), same
  *    scheduler.
@@ -50,6 +51,13 @@ typedef struct vr_af_sim_cfg {
   double release_idle_ms; /* shadows are released once the queue stayed below
                            * gamma this long (the burst passed), 1000 */
   int batch_lookback;     /* BATCH: periods of peak history it provisions for, 10 */
+  vr_af_batch_obj batch_obj; /* BATCH's offline choice: VR_AF_BATCH_COST (default) */
+  /* MLS's R_max counts a body with a loaded shadow as the pair (Eq. 1:
+   * "paired with Shadow Function instances or not"). Off by default: with
+   * shadows released only once the queue calms, a pair alive at the tick
+   * keeps MLS from adding the body the steady load needs, and the shadow
+   * turns into steady capacity (docs/EXPERIMENTS.md (e)). */
+  int rmax_pairs;
   /* LLS crowding test: |Q| >= gamma (paper, one queue of a few slow
    * instances) or, when set (default), |Q| >= gamma x live bodies: the one
    * queue here feeds tens of bodies at tens of qps each, where two waiting
@@ -66,6 +74,10 @@ void vr_af_sim_cfg_init(vr_af_sim_cfg *c, vr_af_policy p, double slo_ms);
 typedef struct vr_af_sim_result {
   int64_t requests, violated, dropped;
   double cpu_core_s, mem_gb_s, violations_pct;
+  /* core-seconds while executing a batch (body and shadow cores x the
+   * batch's time); cpu_core_s counts what is allocated, idle or not, as
+   * the paper counts "all provisioned function instances" */
+  double busy_core_s;
   int bodies_created, shadows_created, shadows_released;
   int max_bodies, max_shadows;
   double paired_batches_pct; /* batches run by a body with its shadow */

@@ -150,6 +150,29 @@ static void test_mls(void **st) {
    * alpha (267): keep all, no flapping */
   vr_af_mls(&m, &cfg, 280, three, 3, 100, &o);
   assert_int_equal(o.ndestroy, 0);
+  /* Eq. (1) with pairs: R = 350 over one 2-core body (167 qps) with a pair
+   * term of 300 qps: 0.8 x 300 = 240 < 350, one more 2-core body (467:
+   * 373 >= 350); counted alone (167) it would take two more */
+  int one[1] = {2};
+  double pr[1] = {300};
+  vr_af_mls_paired(&m, &cfg, 350, one, pr, 1, 100, &o);
+  assert_int_equal(o.ncreate, 1);
+  vr_af_mls_paired(&m, &cfg, 350, one, NULL, 1, 100, &o);
+  assert_int_equal(o.ncreate, 2);
+}
+
+/* A pair's R_max term (Eq. 1): two_blocks, body and shadow on 1 core, the
+ * sensitive block split: b = 4 -> 2 + max(10 x 2, 10 x 2) = 22 ms, 182
+ * qps; alone 4 / 42 ms = 95 qps. */
+static void test_pair_rmax(void **st) {
+  vr_af_model m;
+  two_blocks(&m);
+  vr_af_pair p = {1, 1, 4, 2, 2, 2};
+  assert_true(fabs(vr_af_pair_rmax(&m, &p, 50) - 4000.0 / 22) < 1e-6);
+  /* SLO 15 ms: b = 2 (2 + 10 = 12 ms, 167 qps) is the most that fits */
+  assert_true(fabs(vr_af_pair_rmax(&m, &p, 15) - 2000.0 / 12) < 1e-6);
+  p.cs = 0; /* unpaired: the body's own */
+  assert_true(fabs(vr_af_pair_rmax(&m, &p, 50) - vr_af_rmax(&m, 1, 50, NULL)) < 1e-9);
 }
 
 static void test_lls(void **st) {
@@ -269,12 +292,23 @@ static void test_schedule(void **st) {
   assert_int_equal(drop, 2);
   assert_int_equal(b, 2);
   assert_int_equal(vr_af_schedule(&m, 50, c, 0, waits, 3, &b, &drop), -1);
-  /* BATCH: best throughput per core with 2 t <= 50: 1 core, b = 2 (2 per
-   * 22 ms) beats 1 core b = 1 (1 / 12) and 2 cores b = 3 (3 / (2 x 20)) */
+  /* BATCH by cores per request, 2 t <= 50: 1 core, b = 2 (2 per 22 ms)
+   * beats 1 core b = 1 (1 / 12) and 2 cores b = 3 (3 / (2 x 20)) */
   int cores, bb;
-  assert_true(vr_af_batch_cfg(&m, 50, &cores, &bb) > 0);
+  assert_true(vr_af_batch_cfg_obj(&m, 50, VR_AF_BATCH_CORES, &cores, &bb) > 0);
   assert_int_equal(cores, 1);
   assert_int_equal(bb, 2);
+  /* by (cores + rho m) per request, a body's memory = 1 core: 2 cores,
+   * b = 3 (3 / (3 x 20) = 0.050) beats 1 core b = 2 (2 / (2 x 22) =
+   * 0.045) and 2 cores b = 2 (2 / (3 x 14) = 0.048); b = 4 (26 ms) is
+   * past 2 t <= 50. The default is this one. */
+  assert_true(fabs(vr_af_batch_cfg(&m, 50, &cores, &bb) - 3000.0 / 20) < 1e-9);
+  assert_int_equal(cores, 2);
+  assert_int_equal(bb, 3);
+  assert_true(vr_af_batch_cfg_obj(&m, 50, VR_AF_BATCH_COST, &cores, &bb) > 0);
+  assert_int_equal(cores, 2);
+  /* nothing meets a 5 ms SLO */
+  assert_true(vr_af_batch_cfg(&m, 5, &cores, &bb) == 0 && cores == 0 && bb == 0);
 }
 
 static void test_json(void **st) {
@@ -316,6 +350,8 @@ static void test_sim(void **st) {
     assert_true(r[p].cpu_core_s > 0 && r[p].mem_gb_s > 0);
     assert_true(r[p].nperiods >= 5);
     assert_int_equal(r[p].shadows_created, r[p].shadows_released);
+    /* executing cores never exceed what is allocated */
+    assert_true(r[p].busy_core_s > 0 && r[p].busy_core_s <= r[p].cpu_core_s + 1e-6);
   }
   assert_true(r[VR_AFP_ASYFUNC].shadows_created > 0);
   assert_int_equal(r[VR_AFP_MINUS].shadows_created, 0);
@@ -323,6 +359,21 @@ static void test_sim(void **st) {
   assert_true(r[VR_AFP_ASYFUNC].violations_pct < r[VR_AFP_MINUS].violations_pct);
   /* bodies are 10 MB: memory-seconds >= 0.01 GB x 300 s */
   assert_true(r[VR_AFP_MINUS].mem_gb_s >= 0.01 * 300);
+  /* BATCH by cores per request runs 1-core b = 2 instances, by (cores +
+   * rho m) 2-core b = 4 ones (SLO 60: 2 t <= 60): other allocations */
+  vr_af_sim_cfg cfg;
+  vr_af_sim_cfg_init(&cfg, VR_AFP_BATCH, 60);
+  cfg.batch_obj = VR_AF_BATCH_CORES;
+  assert_int_equal(vr_af_simulate(&m, &cfg, arr, n, &r[1]), 0);
+  assert_true(fabs(r[1].cpu_core_s - r[VR_AFP_BATCH].cpu_core_s) > 1);
+  /* shadows released as soon as the queue drops: thousands come and go
+   * (the simulator compacts the released ones); every one is accounted */
+  vr_af_sim_cfg_init(&cfg, VR_AFP_ASYFUNC, 60);
+  cfg.release_idle_ms = 0;
+  assert_int_equal(vr_af_simulate(&m, &cfg, arr, n, &r[1]), 0);
+  assert_true(r[1].shadows_created > 64);
+  assert_int_equal(r[1].shadows_created, r[1].shadows_released);
+  assert_true(r[1].violated <= n && r[1].busy_core_s <= r[1].cpu_core_s + 1e-6);
   vr_free(r);
   vr_free(arr);
   w.mul_min = 0.5;
@@ -456,7 +507,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_group_hand_made), cmocka_unit_test(test_latency_model),
       cmocka_unit_test(test_mls),             cmocka_unit_test(test_lls),
-      cmocka_unit_test(test_lls_rank),
+      cmocka_unit_test(test_lls_rank),        cmocka_unit_test(test_pair_rmax),
       cmocka_unit_test(test_schedule),        cmocka_unit_test(test_json),
       cmocka_unit_test(test_sim),             cmocka_unit_test(test_profile_tiny_cnn),
       cmocka_unit_test(test_policy_tick),

@@ -11,10 +11,12 @@
 #include <cmocka.h>
 
 #include "control/cluster_driver.h"
+#include "policy/asyfunc.h"
 
 typedef struct rec {
-  char loads[16][160], unloads[16][160], removes[16][64];
-  int nload, nunload, nadd, nremove;
+  char loads[16][160], unloads[16][160], removes[16][64], pairs[16][160], unpairs[16][160];
+  int nload, nunload, nadd, nremove, npair, nunpair;
+  int split[16][16], nsplit[16];
 } rec;
 
 static int r_load(void *u, const char *m, const char *w, const char *why) {
@@ -29,6 +31,25 @@ static int r_unload(void *u, const char *m, const char *w, const char *why) {
   (void)why;
   if (r->nunload < 16) snprintf(r->unloads[r->nunload], 160, "%s@%s", m, w);
   r->nunload++;
+  return 0;
+}
+static int r_pair(void *u, const char *m, const char *w, int cores, const int *split, int n,
+                  const char *why) {
+  rec *r = u;
+  (void)why;
+  if (r->npair < 16) {
+    snprintf(r->pairs[r->npair], 160, "%s@%s:%d", m, w, cores);
+    for (int b = 0; b < n && b < 16; b++) r->split[r->npair][b] = split[b];
+    r->nsplit[r->npair] = n;
+  }
+  r->npair++;
+  return 0;
+}
+static int r_unpair(void *u, const char *m, const char *w, const char *why) {
+  rec *r = u;
+  (void)why;
+  if (r->nunpair < 16) snprintf(r->unpairs[r->nunpair], 160, "%s@%s", m, w);
+  r->nunpair++;
   return 0;
 }
 static int r_add(void *u, const char *why) {
@@ -95,7 +116,9 @@ static void setup_kind(fix *f, int kind, int nw, int cores, int copies, double q
   c.cross_model = 0;
   c.burst_upgrade = 0;
   c.worker_idle_ns = 2000000000LL;
-  vr_cdrv_ops ops = {r_load, r_unload, r_add, r_remove, &f->r};
+  c.af_body_per_worker = 1; /* as the controller */
+  c.af_mls_period_ns = 1000000000LL;
+  vr_cdrv_ops ops = {r_load, r_unload, r_add, r_remove, &f->r, r_pair, r_unpair};
   assert_int_equal(vr_cdrv_new(&c, &ops, &f->d), 0);
 }
 
@@ -220,12 +243,137 @@ static void baselines(void **state) {
   vr_cdrv_free(h.d);
 }
 
+/* A block profile: block 0 flat 2 ms (nodes 0..3), block 1 10 ms a row
+ * on one core, 6 on two (nodes 3..5), sensitive and light: one 1-core
+ * body at SLO 50 ms serves at most 4 rows / 42 ms (~95 qps). */
+static void af_blocks(vr_af_model *m) {
+  memset(m, 0, sizeof *m);
+  snprintf(m->name, sizeof m->name, "m");
+  m->cmax = 2;
+  m->bmax = 4;
+  m->nblocks = 2;
+  m->mem_bytes = 10000000;
+  m->load_ms = 1000;
+  m->blk[0] = (vr_af_block){0, 3, {{0}}, 800000, 100, 200, 1000000, 1.0, 50};
+  m->blk[1] = (vr_af_block){3, 5, {{0}}, 500000, 200, 40, 1000000, 4.0, 5};
+  for (int b = 0; b < 4; b++) {
+    m->blk[0].lat_ms[0][b] = m->blk[0].lat_ms[1][b] = 2;
+    m->blk[1].lat_ms[0][b] = 10.0 * (b + 1);
+    m->blk[1].lat_ms[1][b] = 6.0 * (b + 1);
+  }
+}
+
+/* AsyFunc across workers: MLS places new bodies on the workers with the
+ * most free cores, never a second on a worker that has one; LLS pairs a
+ * shadow inside the body's worker (with the split table of the body's
+ * range), once until the worker shows it, and releases it after the
+ * burst. */
+static void asyfunc_across_workers(void **state) {
+  (void)state;
+  static vr_af_model blk;
+  af_blocks(&blk);
+  fix f;
+  /* w0 (2 cores) holds a body seeing 200 qps, ~2x one body; w1 has 2
+   * cores, w2 4: MLS wants two more bodies */
+  setup_kind(&f, VR_POL_ASYFUNC, 3, 2, 1, 200, 1, 0);
+  f.w[2].cores = 4;
+  f.m.blocks = &blk;
+  f.m.max_batch = 4;
+  f.inst[0][0].body = 1;
+  f.inst[0][0].max_batch = 4;
+  f.v.slo_ms = 50;
+  int pb, pe;
+  assert_int_equal(vr_cdrv_body_range(&f.m, 50, &pb, &pe), 0);
+  assert_int_equal(pb, 3); /* the sensitive block */
+  assert_int_equal(pe, 5);
+  tick(&f); /* MLS starts its period; queue 0: no shadow */
+  assert_int_equal(f.r.nload, 0);
+  assert_int_equal(f.r.npair, 0);
+  f.v.now_ns += 1500000000LL;
+  tick(&f);
+  assert_int_equal(f.r.nload, 2);
+  assert_string_equal(f.r.loads[0], "m@w2"); /* 4 free cores */
+  assert_string_equal(f.r.loads[1], "m@w1"); /* not w0: it has a body */
+  /* a burst queues 6 rows at the body: LLS pairs a 1-core shadow on w0
+   * (its free core), split per batch 0..4 */
+  f.inst[0][0].queue = 6;
+  f.v.now_ns += 100000000LL;
+  tick(&f);
+  assert_int_equal(f.r.npair, 1);
+  assert_string_equal(f.r.pairs[0], "m@w0:1");
+  assert_int_equal(f.r.nsplit[0], 5);
+  assert_int_equal(f.r.split[0][0], 0);
+  for (int b = 1; b < 5; b++) assert_true(f.r.split[0][b] >= 0 && f.r.split[0][b] <= b);
+  /* still queued, the worker not yet showing the shadow: no second pair */
+  f.v.now_ns += 100000000LL;
+  tick(&f);
+  assert_int_equal(f.r.npair, 1);
+  /* the worker shows it; the queue drains; after the release delay (1 s)
+   * the shadow is released, once */
+  f.inst[0][0].shadow_cores = 1;
+  f.inst[0][0].queue = 0;
+  for (int i = 0; i < 8; i++) {
+    f.v.now_ns += 200000000LL;
+    tick(&f);
+  }
+  assert_int_equal(f.r.nunpair, 1);
+  assert_string_equal(f.r.unpairs[0], "m@w0");
+  vr_cdrv_stats st;
+  vr_cdrv_get_stats(f.d, &st);
+  assert_true(st.applied[VR_ACT_PAIR_SHADOW] >= 1);
+  vr_cdrv_free(f.d);
+  /* without a block profile AsyFunc decides nothing */
+  fix g;
+  setup_kind(&g, VR_POL_ASYFUNC, 2, 2, 1, 200, 1, 0);
+  g.inst[0][0].queue = 6;
+  for (int i = 0; i < 3; i++) {
+    tick(&g);
+    g.v.now_ns += 1500000000LL;
+  }
+  assert_int_equal(g.r.nload + g.r.npair, 0);
+  vr_cdrv_free(g.d);
+}
+
+/* Interference across workers: a worker reports its copy's compute 2x
+ * its profile (slowdown, runtime/slowdown.h) at a load far below
+ * saturation; INFaaS marks it interfered and migrates it to the worker
+ * with room; once the new copy is ready the old one is unloaded. A
+ * slowdown within the factor (1.5) moves nothing. */
+static void interference_migrates(void **state) {
+  (void)state;
+  fix f;
+  setup(&f, 2, 1, 1, 100, 1, 0);
+  f.inst[0][0].slowdown = 1.2;
+  tick(&f);
+  assert_int_equal(f.r.nload + f.r.nunload, 0);
+  f.inst[0][0].slowdown = 2.0;
+  f.v.now_ns += 1000000000LL;
+  tick(&f);
+  assert_int_equal(f.r.nload, 1);
+  assert_string_equal(f.r.loads[0], "m@w1");
+  vr_cdrv_stats st;
+  vr_cdrv_get_stats(f.d, &st);
+  assert_true(st.applied[VR_ACT_MIGRATE] >= 1);
+  assert_int_equal(f.r.nunload, 0); /* the old copy serves until the new one is ready */
+  /* w1 reports the new copy ready: the interfered one goes */
+  f.inst[1][0] = f.inst[0][0];
+  f.inst[1][0].slowdown = 1.0;
+  f.ni[1] = 1;
+  f.v.now_ns += 1000000000LL;
+  tick(&f);
+  assert_int_equal(f.r.nunload, 1);
+  assert_string_equal(f.r.unloads[0], "m@w0");
+  vr_cdrv_free(f.d);
+}
+
 int main(void) {
   const struct CMUnitTest t[] = {cmocka_unit_test(unmeasured_left_out),
                                  cmocka_unit_test(replicates_on_another_worker),
                                  cmocka_unit_test(adds_worker_over_threshold),
                                  cmocka_unit_test(removes_idle_worker),
                                  cmocka_unit_test(keeps_last_copy),
-                                 cmocka_unit_test(baselines)};
+                                 cmocka_unit_test(baselines),
+                                 cmocka_unit_test(asyfunc_across_workers),
+                                 cmocka_unit_test(interference_migrates)};
   return cmocka_run_group_tests(t, NULL, NULL);
 }

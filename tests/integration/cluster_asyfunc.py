@@ -1,0 +1,220 @@
+"""The controller's AsyFunc policy across workers (issue 18):
+`vario controller --policy asyfunc --provider local --min-workers 2`
+starts two 2-core workers; the model (a committed Fashion-MNIST ResNet)
+has a block profile next to it in the repository (blocks.json, `vario
+perf --blocks --json`), so the controller loads it as an AsyFunc body
+(load parameter pair_range). Open-loop load through a `vario frontend` at 1.5 x one
+body's R_max (from the profile) then drives the body past alpha R_max: model-level scaling (MLS) places a second
+body on the other worker (a worker holds one body per model; the one
+with free cores gets it), and layer-level scaling (LLS) pairs a shadow
+inside a worker that holds a body once rows queue there (POST
+.../shadow with the split table; the worker's heartbeat shows it). When
+the load stops the shadows are released and MLS unloads the spare body
+(never the last); the model keeps serving throughout.
+
+What is asserted is what the policy decided and the workers did (bodies
+on both workers, a shadow attached and released, every request
+answered), not how fast: the thresholds are the policy's own (alpha 0.8,
+beta 0.6, gamma 2 rows per body) on the latency the profile measured
+under whatever build and load runs this.
+Usage: cluster_asyfunc.py VARIO SOURCE_DIR   (exit 77: no redis-server)"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cluster_harness as H  # noqa: E402
+from cluster_harness import fail, portfile, req, state, wait  # noqa: E402
+
+vario, src, redis_bin, tmp, procs = H.setup("vario-asyfunc-")
+MODEL = "fmnist_resnet"
+
+
+def instances(addr):
+    """The model's instances on the worker at host:port ([] if none)."""
+    port = int(addr.rsplit(":", 1)[1])
+    st, b, _ = req(port, "GET", f"/v2/models/{MODEL}/instances", timeout=10)
+    return json.loads(b).get("instances", []) if st == 200 else []
+
+
+def bodies(s):
+    """Worker ids whose copy of the model is a body, from the workers."""
+    out = []
+    for w in s.get("workers", []):
+        if any("body" in i for i in instances(w["addr"])):
+            out.append(w["id"])
+    return sorted(out)
+
+
+def shadows(s):
+    """(attached so far, cores attached now) over the workers' bodies."""
+    att = cores = 0
+    for w in s.get("workers", []):
+        for i in instances(w["addr"]):
+            att += i.get("body", {}).get("shadows_attached", 0)
+            cores += i.get("body", {}).get("shadow_threads", 0)
+    return att, cores
+
+
+try:
+    url = H.start_redis(redis_bin)
+    repo = os.path.join(tmp, "repo")
+    os.makedirs(repo)
+    mdir = os.path.join(repo, MODEL)
+    shutil.copytree(os.path.join(src, "models/fmnist", MODEL), mdir)
+    r = subprocess.run([vario, "perf", os.path.join(mdir, "model.onnx"), "--blocks", "--name",
+                        MODEL, "--cmax", "2", "--bmax", "4", "--runs", "3", "--json"],
+                       capture_output=True, text=True)
+    if r.returncode:
+        fail("vario perf --blocks: " + r.stderr)
+    with open(os.path.join(mdir, "blocks.json"), "w") as f:
+        f.write(r.stdout.splitlines()[0])
+    # one 1-core body's R_max as the policy computes it (vr_af_rmax: the
+    # best b / t_l over the profiled batches within the SLO, 100 ms)
+    prof = json.loads(r.stdout.splitlines()[0])
+    rmax = max(b / sum(bl["lat_ms"][0][b - 1] for bl in prof["blocks"]) * 1000.0
+               for b in range(1, prof["bmax"] + 1))
+    wargs = []
+    for a in ["--registry", url, "--repo", os.path.join(tmp, "wrepo"), "--port", "0",
+              "--heartbeat-ms", "300", "--insecure-admin", "--no-load"]:
+        wargs += ["--worker-arg", a]
+    os.makedirs(os.path.join(tmp, "wrepo"))
+    log = open(os.path.join(tmp, "ctl.log"), "w")
+    procs.append(subprocess.Popen(
+        [vario, "controller", "--registry", url, "--repo", repo, "--port", "0",
+         "--port-file", os.path.join(tmp, "ctl.port"), "--period-ms", "200",
+         "--policy", "asyfunc", "--slo-ms", "100", "--af-mls-period-s", "2",
+         "--af-release-ms", "1000", "--worker-cores", "2",
+         "--provider", "local", "--provider-opt", "binary=" + os.path.abspath(vario),
+         "--provider-opt", "log-dir=" + os.path.join(tmp, "workers"),
+         "--provider-opt", "share-cores=1", "--min-workers", "2", "--max-workers", "2"] + wargs,
+        stdout=log, stderr=log))
+    cp = portfile("ctl")
+    log = open(os.path.join(tmp, "fe.log"), "w")
+    procs.append(subprocess.Popen([vario, "frontend", "--registry", url, "--port", "0",
+                                   "--port-file", os.path.join(tmp, "fe.port")],
+                                  stdout=log, stderr=log))
+    fp = portfile("fe")
+
+    def fe_routed():
+        st, b, _ = req(fp, "GET", "/v2/cluster/routes", timeout=10)
+        return sorted(json.loads(b).get("routes", {}).get("m:" + MODEL, [])) if st == 200 else []
+
+    def one_body():
+        s = state(cp)
+        return len(s["workers"]) == 2 and \
+            s.get("policy", {}).get("snapshot", {}).get("variants") == 1 and \
+            len(bodies(s)) == 1 and len(fe_routed()) == 1
+    t_up = wait(one_body, "two workers, the model loaded as a body on one, in the policy",
+                timeout=240)
+    s0 = state(cp)
+    print(f"1. two workers up; {MODEL} a body on {bodies(s0)} after {t_up:.1f}s")
+    # bad shadow and load requests get a clear error; the worker stays up
+    wk = [w for w in s0["workers"] if w["id"] in bodies(s0)][0]
+    wp = int(wk["addr"].rsplit(":", 1)[1])
+    base = f"/v2/repository/models/{MODEL}"
+    for path, body, want in ((base + "/shadow", b'{"cores":0,"split":[0,1]}', 400),
+                             (base + "/shadow", b'{"cores":1,"split":[0,1]}', 400),
+                             (base + "/shadow", b'{"cores":1,"split":[0,2]}', 400),
+                             (base + "/shadow", b'[1,2', 400),
+                             ("/v2/repository/models/nope/shadow", b'{"cores":1,"split":[0,1]}',
+                              404),
+                             (base + "/unshadow", b'', 404),
+                             (base + "/load", b'{"parameters":{"pair_range":"9:3"}}', 400)):
+        st, b, _ = req(wp, "POST", path, body, timeout=30)
+        if st != want or b"error" not in b:
+            fail(f"POST {path} {body!r}: {st} {b[:200]!r}, wanted {want} with a message")
+    if req(wp, "GET", "/v2/health/live")[0] != 200 or not bodies(state(cp)):
+        fail("the worker is not serving its body after bad requests")
+    print("   bad shadow / pair_range requests: 400/404 with a message; the body still serves")
+    # Open loop at 1.5 x one body's R_max in rows (requests of 32 rows):
+    # above alpha R_max (0.8) of one body, so MLS adds one, and more than
+    # a body serves, so rows queue (LLS). Rounds of 4 s (each reports what
+    # it sent and how it was answered) until the policy has acted.
+    rate = 1.5 * rmax / 32
+    print(f"   one body: R_max {rmax:.0f} rows/s from the profile; load {rate:.0f} requests/s"
+          f" of 32 rows")
+    load_on = threading.Event()
+    load_on.set()
+    rounds = []
+
+    def drive():
+        while load_on.is_set():
+            b = subprocess.run([vario, "bench", "--model", MODEL, "--port", str(fp), "--arrival",
+                                "poisson", "--rate", f"{rate:.1f}", "--connections", "64",
+                                "--batch", "32", "--binary", "--duration", "4", "--no-progress",
+                                "--json"], capture_output=True, text=True)
+            try:
+                rounds.append(json.loads(b.stdout.splitlines()[0]))
+            except (ValueError, IndexError):
+                rounds.append({"failed": b.returncode, "stderr": b.stderr[-500:]})
+    th = threading.Thread(target=drive)
+    th.start()
+    seen = {"att": 0}
+
+    def spread():
+        s = state(cp)
+        seen["att"] = max(seen["att"], shadows(s)[0])
+        return len(bodies(s)) == 2 and len(fe_routed()) == 2 and seen["att"] >= 1
+    t_spread = wait(spread, "MLS to place a second body on the other worker and LLS to pair a"
+                    " shadow", timeout=240)
+    s1 = state(cp)
+    pol = s1["policy"]
+    mls = [e["what"] for e in s1["events"] if "rate above alpha R_max (MLS)" in e["what"]]
+    if not mls:
+        fail(f"the second body is not MLS's doing: events {s1['events']}")
+    if pol["applied"].get("pair_shadow", 0) < 1 or pol["shadows"]["paired"] < 1:
+        fail(f"no shadow paired through the controller: {pol}")
+    print(f"2. under load: bodies on {bodies(s1)} (both route) after {t_spread:.1f}s"
+          f" ({mls[0]}); shadows paired {pol['shadows']['paired']}, policy {pol['applied']}")
+    load_on.clear()
+    th.join()
+    res = {k: sum(r.get(k, 0) for r in rounds)
+           for k in ("sent", "ok", "dropped", "rejected", "errors", "unfinished")}
+    answered = res["ok"] + res["dropped"] + res["rejected"]
+    if any("failed" in r for r in rounds) or res["ok"] < 1 or res["errors"] or \
+            res["unfinished"] or answered != res["sent"]:
+        fail(f"requests lost or failed: {res} {[r for r in rounds if 'failed' in r]}")
+    print(f"3. load ({len(rounds)} rounds of 4 s): {res['sent']} requests of 32 rows, {res['ok']} served, {res['dropped']}"
+          f" dropped, {res['rejected']} rejected, {res['errors']} errors")
+
+    def calm():
+        s = state(cp)
+        return shadows(s)[1] == 0 and s["policy"]["shadows"]["released"] >= 1 and \
+            len(bodies(s)) == 1 and len(fe_routed()) == 1
+    t_calm = wait(calm, "the shadows released and the spare body unloaded (not the last)",
+                  timeout=240)
+    js = json.dumps({"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 1, 28, 28],
+                                 "data": [0.5] * 784}]}).encode()
+    st, b, _ = req(fp, "POST", f"/v2/models/{MODEL}/infer", js)
+    if st != 200:
+        fail(f"the last body does not serve: {st} {b[:200]}")
+    s2 = state(cp)
+    print(f"4. idle: shadows released ({s2['policy']['shadows']}), spare body unloaded after"
+          f" {t_calm:.1f}s; the model still serves; policy {s2['policy']['applied']}")
+    for p in procs[2:0:-1]:  # front end, then controller (stops its workers)
+        p.send_signal(signal.SIGTERM)
+        try:
+            rc = p.wait(60)
+        except subprocess.TimeoutExpired:
+            fail("a process did not stop on SIGTERM")
+        if rc != 0:
+            fail(f"exit code {rc}")
+    print("ok")
+finally:
+    for p in procs[1:][::-1]:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    for p in procs[1:]:
+        try:
+            p.wait(60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+    shutil.rmtree(tmp, ignore_errors=True)

@@ -1,0 +1,169 @@
+"""Interference across workers (issue 18): each worker measures, per model,
+its compute time against the profile its instance measured at load
+(runtime/slowdown.h) and publishes that slowdown with its heartbeat; the
+controller's INFaaS policy reads it in its snapshot and applies INFaaS's
+interference rule (policy/policy.c: slowdown above 1.5 while not
+saturated -> migrate to a worker with room; the old copy is unloaded
+once the new one serves).
+
+`vario controller --policy infaas --provider local --min-workers 2` starts
+two 1-core workers pinned to different cores; the model is placed on one.
+Light open-loop load runs through a `vario frontend`; once the worker has
+its baseline, CPU hogs pinned to that worker's core slow its batches
+down, and the policy moves the model to the other worker. Asserted: the
+migration away from the hogged worker (the controller's event and the
+routing table), every request answered. Usage: cluster_interference.py
+VARIO SOURCE_DIR   (exit 77: no redis-server)"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cluster_harness as H  # noqa: E402
+from cluster_harness import fail, portfile, req, state, wait  # noqa: E402
+
+vario, src, redis_bin, tmp, procs = H.setup("vario-interf-")
+MODEL = "fmnist_resnet"
+if len(os.sched_getaffinity(0)) < 2:
+    print("skip: one core: the two workers cannot be on different cores")
+    sys.exit(77)
+
+
+def worker_pid(wid):
+    """The pid of `vario worker --worker-id wid` (the provider's child)."""
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            argv = open(f"/proc/{d}/cmdline", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        if b"worker" in argv and wid.encode() in argv:
+            return int(d)
+    return 0
+
+
+hogs = []
+try:
+    url = H.start_redis(redis_bin)
+    repo = os.path.join(tmp, "repo")
+    os.makedirs(repo)
+    shutil.copytree(os.path.join(src, "models/fmnist", MODEL), os.path.join(repo, MODEL))
+    wargs = []
+    for a in ["--registry", url, "--repo", os.path.join(tmp, "wrepo"), "--port", "0",
+              "--heartbeat-ms", "300", "--insecure-admin", "--no-load"]:
+        wargs += ["--worker-arg", a]
+    os.makedirs(os.path.join(tmp, "wrepo"))
+    log = open(os.path.join(tmp, "ctl.log"), "w")
+    procs.append(subprocess.Popen(
+        [vario, "controller", "--registry", url, "--repo", repo, "--port", "0",
+         "--port-file", os.path.join(tmp, "ctl.port"), "--period-ms", "200",
+         "--policy", "infaas", "--slo-ms", "200", "--worker-idle-s", "600",
+         "--provider", "local", "--provider-opt", "binary=" + os.path.abspath(vario),
+         "--provider-opt", "log-dir=" + os.path.join(tmp, "workers"),
+         "--min-workers", "2", "--max-workers", "2"] + wargs,
+        stdout=log, stderr=log))
+    cp = portfile("ctl")
+    log = open(os.path.join(tmp, "fe.log"), "w")
+    procs.append(subprocess.Popen([vario, "frontend", "--registry", url, "--port", "0",
+                                   "--port-file", os.path.join(tmp, "fe.port")],
+                                  stdout=log, stderr=log))
+    fp = portfile("fe")
+
+    def fe_routed():
+        st, b, _ = req(fp, "GET", "/v2/cluster/routes", timeout=10)
+        return sorted(json.loads(b).get("routes", {}).get("m:" + MODEL, [])) if st == 200 else []
+
+    def placed():
+        s = state(cp)
+        return len(s["workers"]) == 2 and \
+            s.get("policy", {}).get("snapshot", {}).get("variants") == 1 and \
+            len(fe_routed()) == 1
+    wait(placed, "two workers, the model on one, in the policy", timeout=240)
+    # light load (1-row requests, Poisson 60/s): batches enough for a
+    # measure every heartbeat, far below saturation (INFaaS moves only an
+    # instance that is slow without being overloaded)
+    load_on = threading.Event()
+    load_on.set()
+    rounds = []
+
+    def drive():
+        while load_on.is_set():
+            b = subprocess.run([vario, "bench", "--model", MODEL, "--port", str(fp), "--arrival",
+                                "poisson", "--rate", "60", "--connections", "8", "--binary",
+                                "--duration", "4", "--no-progress", "--json"],
+                               capture_output=True, text=True)
+            try:
+                rounds.append(json.loads(b.stdout.splitlines()[0]))
+            except (ValueError, IndexError):
+                rounds.append({"failed": b.returncode, "stderr": b.stderr[-500:]})
+    th = threading.Thread(target=drive)
+    th.start()
+    time.sleep(4)  # the worker's baseline: its first windows under this load
+    hot = fe_routed()[0]
+    pid = worker_pid(hot)
+    if not pid:
+        fail(f"no process for worker {hot}")
+    cores = os.sched_getaffinity(pid)
+    other = [w["id"] for w in state(cp)["workers"] if w["id"] != hot][0]
+    # three spinning processes on the worker's cores: it gets ~1/4 of them
+    for _ in range(3):
+        hogs.append(subprocess.Popen(
+            [sys.executable, "-c", "while True: pass"],
+            preexec_fn=lambda: os.sched_setaffinity(0, cores)))
+    t0 = time.time()
+    print(f"1. {MODEL} on {hot} (cores {sorted(cores)}); CPU hogs started on them")
+
+    def moved():
+        s = state(cp)
+        ev = [e["what"] for e in s["events"] if "interference mitigation" in e["what"] and
+              other in e["what"]]
+        return ev and fe_routed() == [other]
+    wait(moved, f"INFaaS to migrate {MODEL} from {hot} to {other}", timeout=180)
+    t_moved = time.time() - t0
+    for h in hogs:
+        h.kill()
+    s1 = state(cp)
+    ev = [e["what"] for e in s1["events"] if "interference" in e["what"] or
+          ("unload" in e["what"] and hot in e["what"])]
+    print(f"2. migrated to {other} {t_moved:.1f}s after the hogs started; the old copy"
+          f" unloaded; events: {ev}; policy {s1['policy']['applied']}")
+    load_on.clear()
+    th.join()
+    res = {k: sum(r.get(k, 0) for r in rounds)
+           for k in ("sent", "ok", "dropped", "rejected", "errors", "unfinished")}
+    if any("failed" in r for r in rounds) or res["ok"] < 1 or res["errors"] or \
+            res["unfinished"] or res["ok"] + res["dropped"] + res["rejected"] != res["sent"]:
+        fail(f"requests lost or failed: {res} {[r for r in rounds if 'failed' in r]}")
+    print(f"3. load ({len(rounds)} rounds of 4 s): {res['sent']} requests, {res['ok']} served,"
+          f" {res['dropped']} dropped at their deadline, {res['errors']} errors")
+    for p in procs[2:0:-1]:  # front end, then controller (stops its workers)
+        p.send_signal(signal.SIGTERM)
+        try:
+            rc = p.wait(60)
+        except subprocess.TimeoutExpired:
+            fail("a process did not stop on SIGTERM")
+        if rc != 0:
+            fail(f"exit code {rc}")
+    print("ok")
+finally:
+    for h in hogs:
+        if h.poll() is None:
+            h.kill()
+    for p in procs[1:][::-1]:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    for p in procs[1:]:
+        try:
+            p.wait(60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+    shutil.rmtree(tmp, ignore_errors=True)
