@@ -51,6 +51,7 @@ def cheaper_by(t, exp, a, b, factor):
 REQUIRED = [
     # fewer SLO violations than SM+ at lower cost
     lambda t: fewer_at_lower_cost(t, 'proteus_medium', 'infaas', 'sm'),
+    lambda t: fewer_at_lower_cost(t, 'infaas_fluctuating', 'infaas', 'sm_gpu'),
     # within 1 point of the peak-provisioned Clipper+ at <= 0.5x its cost
     lambda t: near_at_fraction(t, 'proteus_zipf', 'infaas', 'clipper', 1, 0.5),
     # the cost half of the same target where the violation half is not met
@@ -76,9 +77,12 @@ REQUIRED = [
 # The targets the simulator does not meet at that commit
 # (docs/EXPERIMENTS.md, "(b)", says why): printed with their numbers, not
 # failing the run. Move one to REQUIRED when it holds.
+# The fluctuating load against Clipper+ GPU holds on the seed the table
+# uses with no margin (1.03% against 0.03% + 1 point) and on 2 of 10
+# seeds (docs/EXPERIMENTS.md, "Third pass"), so it stays a target: a
+# required check at the edge would fail on noise, not on a regression.
 TARGETS = [
     lambda t: fewer_at_lower_cost(t, 'proteus_zipf', 'infaas', 'sm'),
-    lambda t: fewer_at_lower_cost(t, 'infaas_fluctuating', 'infaas', 'sm_gpu'),
     lambda t: near_at_fraction(t, 'proteus_medium', 'infaas', 'clipper', 1, 0.5),
     lambda t: near_at_fraction(t, 'infaas_fluctuating', 'infaas', 'clipper_gpu', 1, 0.5),
 ]

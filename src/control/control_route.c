@@ -71,7 +71,6 @@ static void count_routed(vr_control *c, ctl_inst *in, double slo, double acc) {
   if (v->period_slo <= 0 || slo < v->period_slo) v->period_slo = slo;
 }
 
-/* Queues a load of v for the loader with w waiting on it (mu held). */
 /* An idle instance (nothing in flight, no arrivals this period) of another
  * variant whose release lets v fit; marks it removing and returns its id,
  * or 0. Caller holds mu. */
@@ -112,16 +111,17 @@ static int env_backlog(void *self, int v, long *rows) {
   return 1;
 }
 
+/* Queues a load of v for the loader with w waiting on it (w = NULL: a
+ * load nobody waits for, route step 3c); joins one already queued or
+ * running. Caller holds mu. */
 static int queue_load(vr_control *c, int v, ctl_wait *w, int evict_id) {
   if (c->running && c->running->var == v) {
-    w->next = c->running->waiters;
-    c->running->waiters = w;
+    if (w) w->next = c->running->waiters, c->running->waiters = w;
     return 0;
   }
   for (ctl_load *l = c->loads; l; l = l->next)
     if (l->var == v) {
-      w->next = l->waiters;
-      l->waiters = w;
+      if (w) w->next = l->waiters, l->waiters = w;
       return 0;
     }
   ctl_load *l = VR_NEW(ctl_load);
@@ -143,9 +143,10 @@ static int queue_load(vr_control *c, int v, ctl_wait *w, int evict_id) {
 }
 
 /* The INFaaS decision for one query (mu held). Returns 1 when the answer
- * is final (r filled), 0 when a load was queued for the waiter. */
+ * is final (r filled), 0 when a load was queued for the waiter; sets
+ * *prefetched when it queued a load nobody waits for (route step 3c). */
 static int decide(vr_control *c, const vr_ctl_query *q, vr_ctl_route *r,
-                  ctl_wait **waiter) {
+                  ctl_wait **waiter, int *prefetched) {
   const char *name = q->app ? q->app : q->model;
   int group = name ? vr_select_group(c->drv.ix, q->app ? 'a' : 'm', name) : -1;
   if (group < 0) {
@@ -166,6 +167,12 @@ static int decide(vr_control *c, const vr_ctl_query *q, vr_ctl_route *r,
     return 1;
   }
   const vr_selection sel = rt.sel;
+  /* route step 3c: the variant INFaaS would load for an overload that
+   * no serving variant can take starts loading now; this query stays */
+  if (rt.prefetch >= 0 && !c->var[rt.prefetch].loading &&
+      !pick_instance(c, rt.prefetch) && ctl_fits_locked(c, rt.prefetch) &&
+      queue_load(c, rt.prefetch, NULL, 0) == 0)
+    *prefetched = 1;
   if (rt.variant >= 0) fill_variant(c, rt.variant, r);
   if (rt.outcome == VR_ROUTE_INFEASIBLE) {
     c->p_infeasible++;
@@ -222,9 +229,10 @@ void vr_control_route(vr_control *c, const vr_ctl_query *q, vr_ctl_route_cb cb,
   memset(&r, 0, sizeof r);
   r.variant = -1;
   ctl_wait *w = NULL;
+  int prefetched = 0;
   pthread_mutex_lock(&c->mu);
   int64_t t0 = vr_now_ns();
-  int final = decide(c, q, &r, &w);
+  int final = decide(c, q, &r, &w, &prefetched);
   vr_hist_record(&c->sel_hist, (uint64_t)(vr_now_ns() - t0));
   if (!final) {
     w->cb = cb;
@@ -234,7 +242,8 @@ void vr_control_route(vr_control *c, const vr_ctl_query *q, vr_ctl_route_cb cb,
   int started = c->started;
   pthread_mutex_unlock(&c->mu);
   if (final) cb(tag, &r);
-  else if (!started) ctl_loader_main(c); /* no loader thread: load inline */
+  /* no loader thread: load inline */
+  if (!started && (!final || prefetched)) ctl_loader_main(c);
 }
 
 /* ---- loader ------------------------------------------------------------- */

@@ -256,16 +256,19 @@ int vr_pol_scale_down(const vr_policy_cfg *c, vr_policy_state *st,
   double down = c->down_headroom > 0 ? c->down_headroom : c->slack;
   /* instances that are all still loading have had no chance to get
    * traffic: not idle yet */
+  /* no demand of its own: only overflow spilled to it, which the
+   * variant that overflowed is sized for */
+  int quiet = g->q <= 0 || g->spill_only;
   int removable = g->n > keep && g->serving > 0 && !g->loading &&
-                  (g->q <= 0 || (g->n - 1) * g->sat >= g->q * down);
+                  (quiet || (g->n - 1) * g->sat >= g->q * down);
   /* idle has its own timer: one quiet second after a spare-headroom wait
    * is no reason to drop every instance (at 4 QPS, 2% of the seconds
    * have no query, and the next query waits for a cold load) */
   char ikey[VR_VARIANT_MAX + 4];
   snprintf(ikey, sizeof ikey, "i:%s", p->variant);
-  int64_t idle = g->q <= 0 ? vr_pol_since(st, ikey) : -1;
-  int rc = vr_pol_set_since(st, ikey, g->q <= 0 ? (idle < 0 ? s->now_ns : idle)
-                                                : -1);
+  int64_t idle = quiet ? vr_pol_since(st, ikey) : -1;
+  int rc = vr_pol_set_since(st, ikey, quiet ? (idle < 0 ? s->now_ns : idle)
+                                            : -1);
   if (rc) return rc;
   if (!removable) return vr_pol_set_since(st, p->variant, -1);
   int64_t since = vr_pol_since(st, p->variant);
@@ -328,7 +331,7 @@ int vr_pol_infaas_scale(const vr_policy_cfg *c, vr_policy_state *st,
       rc = vr_pol_set_since(st, s->variants[v].prof.variant, -1);
       continue;
     }
-    if (g->q * c->slack > g->n * g->sat) {
+    if (g->q * c->slack > g->n * g->sat && !g->spill_only) {
       rc = vr_pol_set_since(st, s->variants[v].prof.variant, -1);
       if (!rc) rc = scale_up(c, s, &a, &pl, (int)v, out);
     } else if (c->burst_upgrade && vr_place_growable(s) && !(g->q > 0) &&

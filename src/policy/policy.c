@@ -81,6 +81,8 @@ int vr_pol_agg_init(vr_pol_agg *a, const vr_policy_cfg *c,
   for (size_t v = 0; v < s->nvariants; v++) {
     a->v[v].sat = vr_policy_sat_qps(&s->variants[v]);
     a->v[v].q = fmax(s->variants[v].arrival_qps, s->variants[v].served_qps);
+    a->v[v].spill_only = !(s->variants[v].arrival_qps > 0) &&
+                         s->variants[v].served_qps > 0;
   }
   for (size_t i = 0; i < s->ninstances; i++) {
     const vr_snap_instance *in = &s->instances[i];

@@ -12,6 +12,11 @@ typedef struct vr_pol_vagg {
   double sat;     /* saturation qps of one instance under the SLO */
   double q;       /* load: max(arrival, served) qps, raised when backlogged */
   int backlog;    /* rows queued at its serving instances */
+  int spill_only; /* it served queries this period but selection chose it
+                     for none: it takes only overflow spilled to it from
+                     an Overloaded variant (policy/route.h 3b), whose
+                     demand counts that load; the autoscaler neither
+                     grows it nor keeps it for that load */
 } vr_pol_vagg;
 
 typedef struct vr_pol_agg {

@@ -72,6 +72,30 @@ static int pick_spill(const vr_route_env *e, const vr_query_req *q, int not) {
   return best;
 }
 
+/* Step 3c: among the variants of the query's group with no serving
+ * instance that meet it, the one with the lowest load + inference time
+ * (the Inactive choice of INFaaS's getVariant); one already loading pays
+ * no load, so the next late queries pick it again rather than start a
+ * load of every variant in turn. An inactive one needs room now. -1. */
+static int pick_inactive(const vr_route_env *e, const vr_query_req *q) {
+  int best = -1;
+  double best_val = 0;
+  for (size_t v = 0; v < e->snap->nvariants; v++) {
+    const vr_profile *p = &e->snap->variants[v].prof;
+    long rows;
+    if (strcmp(e->kind == 'a' ? p->app : p->model, e->name)) continue;
+    double tail = vr_profile_tail_ms(p, 1);
+    if (p->accuracy + 1e-9 < q->min_accuracy || 2 * tail > q->latency_ms ||
+        e->backlog(e->self, (int)v, &rows)) /* serving: behind, or 3b took it */
+      continue;
+    int loading = e->available(e->self, (int)v);
+    if (!loading && !e->fits(e->self, (int)v)) continue;
+    double val = (loading ? 0 : p->load_ms) + tail;
+    if (best < 0 || val < best_val) best = (int)v, best_val = val;
+  }
+  return best;
+}
+
 int vr_route_load(const vr_route_env *e, int v) {
   if (room(e, v)) return VR_ROUTE_LOAD;
   return evictable(e, v) ? VR_ROUTE_EVICT_LOAD : VR_ROUTE_NO_ROOM;
@@ -89,6 +113,7 @@ void vr_route_decide_sel(const vr_route_env *e, const vr_query_req *q,
                          const vr_selection *first, vr_route *out) {
   vr_selection sel = *first;
   out->wanted = sel.variant;
+  out->prefetch = -1;
   /* chosen as serving, but its instances are gone since the index was
    * built: it must be loaded again, with the same fallbacks */
   if (sel.outcome == VR_SEL_ACTIVE && !e->available(e->self, sel.variant))
@@ -110,6 +135,12 @@ void vr_route_decide_sel(const vr_route_env *e, const vr_query_req *q,
   if (sel.outcome != VR_SEL_INFEASIBLE && e->backlog &&
       behind(e, sel.variant, q->latency_ms)) {
     int alt = pick_spill(e, q, sel.variant);
+    /* step 3c: the Overloaded state is the monitoring's (the last
+     * control period's load above the serving instances' saturation
+     * throughput), not a momentary queue: a Poisson clump at 4 QPS
+     * is no reason to load a GPU variant */
+    if (alt < 0 && e->snap->variants[sel.variant].state == VR_VS_OVERLOADED)
+      out->prefetch = pick_inactive(e, q);
     if (alt >= 0) {
       const vr_profile *p = &e->snap->variants[alt].prof;
       sel.outcome = VR_SEL_ACTIVE;

@@ -28,6 +28,23 @@
  *      not per control period, so the load does not flip-flop between
  *      variants; the demand stays with the variant selection wanted, so
  *      the autoscaler still sees what it must add;
+ *   3c. load on overload: when 3b finds no serving variant to take the
+ *      query and the chosen variant is in the Overloaded state (the
+ *      monitoring's, policy.c vr_policy_states: the last control
+ *      period's load above its serving instances' saturation
+ *      throughput; not a momentary queue), INFaaS's getVariant turns to
+ *      the Inactive variants and loads the one with the lowest load +
+ *      inference time that meets the query (§4.1: Overloaded variants
+ *      are avoided). The query itself cannot wait seconds for a load
+ *      against an SLO of milliseconds, so it stays where 3b left it
+ *      (the deadline rule drops it if it cannot be served in time), and
+ *      the load starts now (`prefetch`); once it serves, 3b sends the
+ *      overflow to it (e.g. a GPU variant during a ramp the CPU
+ *      replicas trail by a control period and a load). A variant already
+ *      loading is the choice again (it pays no load), so a burst starts
+ *      one load, not one per query; an inactive one needs room now, and
+ *      the caller starts it only where it can start loading at once (a
+ *      worker that is up), never evicting for it;
  *   4. the instance: vr_route_lighter, the one least-loaded rule (fewer
  *      outstanding rows per row of batch capacity; an interfered instance
  *      only when all are).
@@ -70,6 +87,9 @@ typedef struct vr_route {
   int wanted;       /* the variant selection chose first (the demand a
                        sizing policy should see, whatever served it) */
   vr_selection sel; /* selection's answer (latency/accuracy of variant) */
+  int prefetch;     /* step 3c: a variant to start loading now while the
+                       query stays with `variant` (-1: none); a caller
+                       that never loads on the query path ignores it */
 } vr_route;
 
 /* The decision for one query. 0, or VR_EINVAL for a bad group. */

@@ -313,6 +313,15 @@ typedef struct vr_rt_variant_stats {
   } by_batch[VR_RT_MAX_BATCH + 1];
 } vr_rt_variant_stats;
 
+/* A request the runtime served (outcome OK) that its caller then dropped
+ * instead of answering (the server's answer-time deadline check,
+ * policy/drop.h vr_drop_answer_due): its rows move from "ok" to "dropped"
+ * in vario_requests_total, it counts as an SLO violation (once), and it
+ * leaves the served-request Prometheus histograms (the percentile
+ * histogram behind /stats keeps it). Sets r->outcome to VR_OUT_DROPPED;
+ * no-op for a request not served. */
+void vr_rt_answer_dropped(vr_runtime *rt, vr_rt_request *r);
+
 /* Calls fn for each variant ever served (model = NULL: all). The stats are
  * a copy taken under the lock. */
 void vr_rt_foreach_variant(vr_runtime *rt, const char *model,

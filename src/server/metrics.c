@@ -77,7 +77,8 @@ static void one(const vr_rt_variant_stats *v, void *u) {
 
 static const char *k_families[][3] = {
     {"vario_requests_total", "counter", "Requests by outcome (ok, dropped ="
-     " early drop on a deadline, rejected, failed), counted in rows."},
+     " early drop on a deadline or answered 504 at answer time, rejected,"
+     " failed), counted in rows."},
     {"vario_request_duration_seconds", "histogram",
      "Arrival to answer of served requests."},
     {"vario_queue_duration_seconds", "histogram",

@@ -79,6 +79,7 @@ static void on_resume(vr_http_req *r, void *user) {
     /* delayed after its batch beyond what the batch rule allows for */
     vr_free(body);
     vr_server_app_dropped_late(s, q->deadline_ns, q->start_ns);
+    vr_rt_answer_dropped(s->rt, &c->rt); /* dropped, not ok, in the metrics */
     char msg[200];
     snprintf(msg, sizeof msg, "dropped: the deadline cannot be met (the answer was ready "
              "%.3f ms after it, more than its batch's %.3f ms)", (now - q->deadline_ns) / 1e6,

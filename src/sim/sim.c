@@ -330,13 +330,32 @@ static void reject(vr_sim *s, const vr_req *r) {
   outcome(s, r, VR_SIM_REJECTED, -1);
 }
 
+/* The strictest SLO and accuracy floor among the queries a variant takes:
+ * its batch limit keeps that SLO, and an up/downgrade keeps that accuracy
+ * (the live side notes them where it routes a query, control_route.c
+ * count_routed). */
+static void note_query(sim_variant *v, double slo, double min_acc) {
+  if (slo < v->min_slo) v->min_slo = slo;
+  if (min_acc > v->max_acc) v->max_acc = min_acc;
+}
+
 /* Demand for the variant selection wanted, whether served or not: the
  * autoscaler sizes it from this. */
 static void count_demand(vr_sim *s, int wanted, double slo, double min_acc) {
   sim_variant *w = &s->var[wanted];
   w->arrivals++;
-  if (slo < w->min_slo) w->min_slo = slo;
-  if (min_acc > w->max_acc) w->max_acc = min_acc;
+  note_query(w, slo, min_acc);
+}
+
+/* Step 3c of the route rule (policy/route.h): start loading `v` now while
+ * the query stays where it was sent; only where the load can start at
+ * once (a worker that is up) and none of v serves or loads. */
+static int prefetch(vr_sim *s, int v) {
+  sim_variant *sv = &s->var[v];
+  if (sv->serving.len || sv->loading_one) return 0;
+  sim_worker *wk = sim_place(s, &sv->prof);
+  if (!wk || wk->state != VR_WS_UP) return 0;
+  return sim_inst_new(s, v, wk, 0) ? 0 : VR_ENOMEM;
 }
 
 /* Warm start, the same for every policy: before traffic (t = 0), each
@@ -410,10 +429,12 @@ static int route(vr_sim *s, sim_stream *st, const vr_req *r) {
     vr_route_decide_sel(&env, &q, &st->memo, &rt);
     if (rt.outcome == VR_ROUTE_INFEASIBLE) return reject(s, r), 0;
     vi = rt.variant, wanted = rt.wanted, outcome = rt.outcome;
+    if (rt.prefetch >= 0 && prefetch(s, rt.prefetch)) return VR_ENOMEM;
   }
   if (vi < 0) return reject(s, r), 0;
   count_demand(s, wanted, slo, r->min_acc);
   sim_variant *v = &s->var[vi];
+  note_query(v, slo, r->min_acc); /* a spill target serves it */
   sim_inst *in = least_loaded(v);
   if (!in) in = v->loading_one;
   if (!in && infaas) { /* load on the query path, as INFaaS does */

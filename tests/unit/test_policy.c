@@ -662,14 +662,17 @@ static void test_drop_answer(void **st) {
  * placement preference. */
 typedef struct spill_fx {
   long rows[4];  /* backlog per variant; < 0: no serving instance */
+  int loading[4]; /* an instance of the variant loads */
+  int room;       /* any variant fits */
 } spill_fx;
 
 static int spill_available(void *self, int v) {
-  return ((spill_fx *)self)->rows[v] >= 0;
+  spill_fx *x = self;
+  return x->rows[v] >= 0 || x->loading[v];
 }
 static int spill_fits(void *self, int v) {
-  (void)self, (void)v;
-  return 0;
+  (void)v;
+  return ((spill_fx *)self)->room;
 }
 static int spill_backlog(void *self, int v, long *rows) {
   spill_fx *x = self;
@@ -706,12 +709,40 @@ static void test_request_path_rules(void **st) {
   assert_int_equal(r.outcome, VR_ROUTE_SERVE);
   assert_int_equal(r.variant, 2); /* spilled to the Active variant */
   assert_int_equal(r.wanted, 3);  /* the demand stays where it was */
+  assert_int_equal(r.prefetch, -1); /* 3b took it: nothing to load */
   x.rows[2] = 100;                /* both behind: it stays */
   vr_route_decide_sel(&e, &q, &first, &r);
   assert_int_equal(r.variant, 3);
-  x.rows[2] = 0, x.rows[3] = 2; /* int8 not behind: no spill */
+  assert_int_equal(r.prefetch, -1); /* no room for an inactive variant */
+  /* 3c: with room, and int8 Overloaded (the monitoring's state, not only
+   * a long queue now), the inactive variant that meets the query with the
+   * lowest load + inference time starts loading (big: small is not
+   * accurate enough); the query stays and is served where it was sent */
+  x.room = 1;
+  f.v[3].state = VR_VS_ACTIVE; /* a momentary queue: nothing loads */
   vr_route_decide_sel(&e, &q, &first, &r);
   assert_int_equal(r.variant, 3);
+  assert_int_equal(r.prefetch, -1);
+  f.v[3].state = VR_VS_OVERLOADED;
+  vr_route_decide_sel(&e, &q, &first, &r);
+  assert_int_equal(r.outcome, VR_ROUTE_SERVE);
+  assert_int_equal(r.variant, 3);
+  assert_int_equal(r.prefetch, 1);
+  q.min_accuracy = 0; /* small qualifies: as fast to load, faster to run */
+  vr_route_decide_sel(&e, &q, &first, &r);
+  assert_int_equal(r.prefetch, 0);
+  /* one already loading pays no load: the next late query picks it again
+   * (and needs no room), not another variant */
+  x.room = 0, x.loading[1] = 1;
+  vr_route_decide_sel(&e, &q, &first, &r);
+  assert_int_equal(r.prefetch, 1);
+  x.loading[1] = 0, q.min_accuracy = 85;
+  x.rows[2] = 0, x.rows[3] = 2; /* int8 not behind: no spill */
+  x.room = 1;
+  vr_route_decide_sel(&e, &q, &first, &r);
+  assert_int_equal(r.variant, 3);
+  assert_int_equal(r.prefetch, -1); /* not overloaded: nothing loads */
+  x.room = 0;
   x.rows[3] = 100;
   e.backlog = NULL; /* a caller that does not say never spills */
   vr_route_decide_sel(&e, &q, &first, &r);
@@ -793,6 +824,44 @@ static void test_vm_autoscaler(void **st) {
   vr_policy_state_free(&ps);
 }
 
+/* A variant that serves only overflow spilled to it (route step 3b): no
+ * query chose it this period, so its load is counted in the demand of the
+ * variant that overflowed. The autoscaler does not grow it, and releases
+ * it as idle after its load time. */
+static void test_spill_only(void **st) {
+  (void)st;
+  fx f;
+  fx_init(&f);
+  vr_policy_cfg c;
+  vr_policy_cfg_default(&c, VR_POL_INFAAS);
+  c.consolidate = 0;
+  vr_policy_state ps;
+  vr_policy_state_init(&ps);
+  vr_actions a;
+  vr_actions_init(&a);
+  /* mid/fp32 serves 300 qps of spill: more than one instance holds (160
+   * qps at batch 8 under the 200 ms SLO) */
+  fx_inst(&f, 2, VR_IS_ACTIVE, 300);
+  f.v[2].arrival_qps = 0, f.in[0].arrival_qps = 0;
+  assert_int_equal(vr_policy_tick(&c, &ps, &f.s, &a), 0);
+  assert_int_equal(count(&a, VR_ACT_LOAD), 0);
+  assert_int_equal(count(&a, VR_ACT_UNLOAD), 0);
+  vr_vec_clear(&a);
+  f.s.now_ns += 600 * 1000000LL; /* its load time (500 ms) later */
+  assert_int_equal(vr_policy_tick(&c, &ps, &f.s, &a), 0);
+  assert_int_equal(count(&a, VR_ACT_UNLOAD), 1);
+  /* the same load chosen by selection: it grows */
+  vr_vec_clear(&a);
+  vr_policy_state_free(&ps);
+  vr_policy_state_init(&ps);
+  f.v[2].arrival_qps = 300, f.in[0].arrival_qps = 300;
+  assert_int_equal(vr_policy_tick(&c, &ps, &f.s, &a), 0);
+  assert_true(count(&a, VR_ACT_LOAD) > 0);
+  assert_int_equal(count(&a, VR_ACT_UNLOAD), 0);
+  vr_actions_free(&a);
+  vr_policy_state_free(&ps);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_drop_answer),
@@ -805,6 +874,7 @@ int main(void) {
       cmocka_unit_test(test_baselines),
       cmocka_unit_test(test_recovery_unloads_consolidation),
       cmocka_unit_test(test_request_path_rules),
+      cmocka_unit_test(test_spill_only),
       cmocka_unit_test(test_vm_autoscaler),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -648,6 +648,51 @@ static void test_rt_stats_survive_unload(void **st) {
   vr_runtime_free(rt);
 }
 
+static void copy_variant(const vr_rt_variant_stats *s, void *u) {
+  *(vr_rt_variant_stats *)u = *s;
+}
+
+/* A request served in time that the server then drops at answer time
+ * (server_apps.c, vr_drop_answer_due) counts as dropped, not ok, and as
+ * one SLO violation; it leaves the served-request histograms. */
+static void test_rt_answer_dropped(void **st) {
+  (void)st;
+  rt_fake f;
+  rt_fake_init(&f, 0, 0, 1);
+  vr_runtime *rt = make_rt(&f);
+  vr_model_config c;
+  rt_fake_config(&c, "m", 1, 1, 4, 0);
+  vr_errbuf err = {0};
+  assert_int_equal(vr_rt_load(rt, &c, &err), 0);
+  float x[2] = {0, 0};
+  vr_rt_request r[2];
+  reset_waiter();
+  for (int i = 0; i < 2; i++) {
+    set_input(&r[i], &x[i], 1, 1);
+    r[i].timeout_ns = 10LL * 1000000000; /* served well in time */
+    assert_int_equal(vr_rt_submit(rt, "m", &r[i]), 0);
+  }
+  wait_done(2);
+  vr_rt_variant_stats v;
+  memset(&v, 0, sizeof v);
+  vr_rt_foreach_variant(rt, "m", copy_variant, &v);
+  assert_int_equal(v.outcomes[VR_OUT_OK], 2);
+  assert_int_equal(v.request.count, 2);
+  assert_int_equal(v.slo_violations, 0);
+  vr_rt_answer_dropped(rt, &r[1]);
+  assert_int_equal(r[1].outcome, VR_OUT_DROPPED);
+  vr_rt_answer_dropped(rt, &r[1]); /* once only */
+  vr_rt_foreach_variant(rt, "m", copy_variant, &v);
+  assert_int_equal(v.outcomes[VR_OUT_OK], 1);
+  assert_int_equal(v.outcomes[VR_OUT_DROPPED], 1);
+  assert_int_equal(v.slo_violations, 1);
+  assert_int_equal(v.request.count, 1);
+  assert_int_equal(v.queue.count, 1);
+  assert_int_equal(v.compute.count, 1);
+  for (int i = 0; i < 2; i++) vr_rt_request_clear(&r[i]);
+  vr_runtime_free(rt);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_batch_full),
@@ -668,6 +713,7 @@ int main(void) {
       cmocka_unit_test(test_rt_validation),
       cmocka_unit_test(test_rt_instances_api),
       cmocka_unit_test(test_rt_stats_survive_unload),
+      cmocka_unit_test(test_rt_answer_dropped),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
