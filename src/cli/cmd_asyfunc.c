@@ -18,13 +18,14 @@ static void usage(void) {
           "                     [--gamma G] [--gamma-total] [--kappa K] [--lookback P]\n"
           "                     [--spike MIN:MAX] [--cmax C] [--slo-cmax K]\n"
           "                     [--batch-objective cost|cores] [--rmax-pairs]\n"
-          "                     [--release-ms T]\n"
+          "                     [--release-ms T] [--paper-scale-in]\n"
           "Base rate: Q, or N (default 8) x the rate one 1-core body sustains\n"
           "within the SLO. SLO: X, or K x the latency at (C_max, B_max) (the\n"
           "paper's rule; arrivals as without it), or 1.5 x the model's latency at\n"
           "1 core, batch B_max. --rmax-pairs: MLS counts a paired body as its\n"
           "pair (Eq. 1). Shadows go once the queue stayed below the LLS threshold\n"
-          "T ms (1000). LLS fires when the queue holds gamma (2) requests per live\n"
+          "T ms (1000). MLS scales in only while one body fewer keeps r <= alpha\n"
+          "R_max (--paper-scale-in: while r < beta R_max, Algorithm 1). LLS fires when the queue holds gamma (2) requests per live\n"
           "body (--gamma-total: gamma in all, as in the paper). BATCH provisions\n"
           "for the peak 1-s rate of the last P (10) periods, in one configuration\n"
           "with the least (cores + memory) per request (cost, default; memory of\n"
@@ -36,7 +37,7 @@ static void usage(void) {
 
 typedef struct af_args {
   const char *file, *csv;
-  int all, verbose, gamma, kappa, lookback, gamma_total, cmax, rmax_pairs;
+  int all, verbose, gamma, kappa, lookback, gamma_total, cmax, rmax_pairs, paper_scale_in;
   double release_ms;
   vr_af_policy pol;
   vr_af_batch_obj batch_obj;
@@ -82,6 +83,7 @@ static int parse(int argc, char **argv, af_args *a) {
     else if (!strcmp(s, "--gamma") && more) a->gamma = atoi(argv[++i]);
     else if (!strcmp(s, "--gamma-total")) a->gamma_total = 1;
     else if (!strcmp(s, "--rmax-pairs")) a->rmax_pairs = 1;
+    else if (!strcmp(s, "--paper-scale-in")) a->paper_scale_in = 1;
     else if (!strcmp(s, "--release-ms") && more) {
       a->release_ms = atof(argv[++i]);
       if (!(a->release_ms >= 0)) {
@@ -191,6 +193,7 @@ int vr_cmd_asyfunc(int argc, char **argv) {
     if (a.lookback > 0) cfg.batch_lookback = a.lookback;
     cfg.batch_obj = a.batch_obj;
     cfg.rmax_pairs = a.rmax_pairs;
+    if (a.paper_scale_in) cfg.scale.scale_in_guard = 0;
     if (a.release_ms >= 0) cfg.release_idle_ms = a.release_ms;
     vr_af_sim_result *r = vr_malloc(sizeof *r);
     if (!r || vr_af_simulate(&m, &cfg, arr, n, r)) {

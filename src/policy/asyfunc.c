@@ -164,6 +164,7 @@ void vr_af_scale_cfg_init(vr_af_scale_cfg *c, double slo_ms) {
   c->kappa = 10;
   c->min_sens = 1.2;
   c->max_mem_frac = 0.5;
+  c->scale_in_guard = 1;
 }
 
 double vr_af_eta(const vr_af_model *m, int cores, int64_t mem, int b, double t_ms) {
@@ -244,7 +245,7 @@ void vr_af_mls_paired(const vr_af_model *m, const vr_af_scale_cfg *cfg, double r
     }
   for (int k = 0; k < n && out->ndestroy < 64 && r < cfg->beta * rmax; k++) {
     double left = rmax - body_rmax(m, cfg->slo_ms, cores, rmax_each, order[k]);
-    if (r > cfg->alpha * left || (left <= 0 && r > 0)) continue;
+    if ((cfg->scale_in_guard && r > cfg->alpha * left) || (left <= 0 && r > 0)) continue;
     out->destroy[out->ndestroy++] = order[k];
     rmax = left;
   }

@@ -114,6 +114,10 @@ typedef struct vr_af_scale_cfg {
   int gamma, kappa;   /* LLS: queue threshold 2, new shadows per decision 10 */
   double min_sens;    /* LLS candidates: blocks at least this sensitive */
   double max_mem_frac; /* LLS candidates: block memory <= this x a body's */
+  /* MLS scale-in keeps a body whose removal would put r above alpha R_max
+   * (1, default: no flapping); 0 = Algorithm 1 as written, destroy while
+   * r < beta R_max */
+  int scale_in_guard;
 } vr_af_scale_cfg;
 
 void vr_af_scale_cfg_init(vr_af_scale_cfg *c, double slo_ms);
@@ -133,8 +137,9 @@ typedef struct vr_af_mls_out {
  * (nbody of them). Scale out while r > alpha R_max with the most
  * efficient core count that fits free_cores (per Algorithm 1: for each c
  * the largest b with (b-1)/r + t_l <= slo); scale in the least efficient
- * bodies while r < beta R_max and removing one keeps r <= alpha R_max (so
- * the next period does not scale straight back out). */
+ * bodies while r < beta R_max and, with cfg->scale_in_guard, removing one
+ * keeps r <= alpha R_max (so the next period does not scale straight back
+ * out); never the last body while r > 0. */
 void vr_af_mls(const vr_af_model *m, const vr_af_scale_cfg *cfg, double r_qps,
                const int *cores, int nbody, int free_cores, vr_af_mls_out *out);
 /* The same, with rmax[i] > 0 the R_max term of body i when it is paired

@@ -150,6 +150,11 @@ static void test_mls(void **st) {
    * alpha (267): keep all, no flapping */
   vr_af_mls(&m, &cfg, 280, three, 3, 100, &o);
   assert_int_equal(o.ndestroy, 0);
+  /* Algorithm 1 as written: one goes (280 >= beta x 333 = 200 after) */
+  cfg.scale_in_guard = 0;
+  vr_af_mls(&m, &cfg, 280, three, 3, 100, &o);
+  assert_int_equal(o.ndestroy, 1);
+  cfg.scale_in_guard = 1;
   /* Eq. (1) with pairs: R = 350 over one 2-core body (167 qps) with a pair
    * term of 300 qps: 0.8 x 300 = 240 < 350, one more 2-core body (467:
    * 373 >= 350); counted alone (167) it would take two more */
