@@ -120,6 +120,11 @@ static void *unload_main(load_job *j) {
   if (rc) {
     c->unloads_failed++;
     vr__ctl_event(c, "unload %s on %s failed: %s", j->model, j->worker, err.msg);
+    /* the copy still serves: back into the routing table */
+    for (int i = 0; i < MAXM; i++)
+      if (c->unr[i].active && !strcmp(c->unr[i].model, j->model) &&
+          !strcmp(c->unr[i].worker, j->worker))
+        c->unr[i].active = 0;
   } else {
     c->unloads_ok++;
     vr__ctl_event(c, "unloaded %s on %s", j->model, j->worker);

@@ -35,16 +35,19 @@ double vr_slowdown_step(vr_slowdown *s, double batches, double obs_ns, double ex
     s->batches = batches, s->obs_ns = obs_ns, s->exp_ns = exp_ns;
     return s->value;
   }
-  if (db < (min_batches > 0 ? min_batches : 1) || !(dexp > 0)) return s->value;
+  int min = min_batches > 0 ? min_batches : 1;
+  if (db < min || !(dexp > 0)) return s->value;
   s->batches = batches, s->obs_ns = obs_ns, s->exp_ns = exp_ns;
-  double ratio = dobs / dexp;
-  if (!(ratio > 0)) return s->value;
+  if (!(dobs > 0)) return s->value;
   if (s->base <= 0) {
-    s->base = ratio;
-    s->value = 1.0;
-  } else {
-    s->value = ratio / s->base;
+    s->base_b += db, s->base_obs += dobs, s->base_exp += dexp;
+    if (s->base_b >= 5.0 * min) {
+      s->base = s->base_obs / s->base_exp;
+      s->value = 1.0;
+    }
+    return s->value;
   }
+  s->value = dobs / dexp / s->base;
   return s->value;
 }
 

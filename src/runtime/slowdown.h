@@ -11,10 +11,12 @@
  * measured at load, frozen when first seen: the runtime's own profile
  * follows what it observes, so it would follow the interference too).
  * Profiles come from tight loops while serving adds thread wake-ups, so
- * the first window with enough batches sets a baseline ratio and the
- * slowdown is measured against it (as the in-process control plane does,
+ * the first batches served set a baseline ratio and the slowdown is
+ * measured against it (as the in-process control plane does,
  * control/control.c): interference that arrives later shows, a constant
- * offset does not.
+ * offset does not. The baseline takes five windows' worth of batches: one
+ * window on a busy host can be fast by chance, and every later window
+ * would then look slowed down.
  *
  * Not thread-safe: one owner (the worker's heartbeat thread).
  */
@@ -28,7 +30,8 @@ typedef struct vr_slowdown {
   int inst_id;               /* the reference profile's instance; 0 = none yet */
   vr_latency ref;            /* its profile when first seen */
   double batches, obs_ns, exp_ns; /* cumulative sums at the last window */
-  double base;               /* ratio of the first full window; 0 = none yet */
+  double base;               /* baseline ratio; 0 = none yet */
+  double base_b, base_obs, base_exp; /* what the baseline has summed so far */
   double value;              /* slowdown now; 0 = not measured yet */
 } vr_slowdown;
 
@@ -38,10 +41,11 @@ void vr_slowdown_sums(vr_runtime *rt, const char *model, const vr_latency *ref, 
                       double *obs_ns, double *exp_ns);
 
 /* One window ending with these cumulative sums: with at least min_batches
- * executions since the last window, the ratio observed / expected sets the
- * baseline (first time) or the value (ratio / baseline); fewer, the value
- * stays. Returns the value. Sums that went backwards (counters restarted)
- * start over. */
+ * executions since the last window, its observed and expected times go to
+ * the baseline until that holds 5 x min_batches executions (then the
+ * value is 1), later the value is the window's ratio observed / expected
+ * over the baseline's; fewer, the value stays. Returns the value. Sums
+ * that went backwards (counters restarted) start over. */
 double vr_slowdown_step(vr_slowdown *s, double batches, double obs_ns, double exp_ns,
                         int min_batches);
 

@@ -48,6 +48,17 @@ def worker_pid(wid):
     return 0
 
 
+def slowdown(url, wid):
+    """The model's slowdown as the worker last published it (0: none)."""
+    r = subprocess.run([vario, "cluster", "--registry", url, "instances", wid],
+                       capture_output=True, text=True)
+    for line in r.stdout.splitlines()[1:]:
+        f = line.split()
+        if f and f[0] == MODEL:
+            return float(f[-2])
+    return 0.0
+
+
 hogs = []
 try:
     url = H.start_redis(redis_bin)
@@ -85,7 +96,7 @@ try:
             s.get("policy", {}).get("snapshot", {}).get("variants") == 1 and \
             len(fe_routed()) == 1
     wait(placed, "two workers, the model on one, in the policy", timeout=240)
-    # light load (1-row requests, Poisson 60/s): batches enough for a
+    # light load (8-row requests, Poisson 60/s): batches enough for a
     # measure every heartbeat, far below saturation (INFaaS moves only an
     # instance that is slow without being overloaded)
     load_on = threading.Event()
@@ -95,8 +106,8 @@ try:
     def drive():
         while load_on.is_set():
             b = subprocess.run([vario, "bench", "--model", MODEL, "--port", str(fp), "--arrival",
-                                "poisson", "--rate", "60", "--connections", "8", "--binary",
-                                "--duration", "4", "--no-progress", "--json"],
+                                "poisson", "--rate", "60", "--connections", "8", "--batch", "8",
+                                "--binary", "--duration", "4", "--no-progress", "--json"],
                                capture_output=True, text=True)
             try:
                 rounds.append(json.loads(b.stdout.splitlines()[0]))
@@ -104,35 +115,63 @@ try:
                 rounds.append({"failed": b.returncode, "stderr": b.stderr[-500:]})
     th = threading.Thread(target=drive)
     th.start()
-    time.sleep(4)  # the worker's baseline: its first windows under this load
+    # The worker's baseline (its first batches under this load), and no
+    # move under way: on a shared host other processes interfere too, and
+    # INFaaS may already have moved the model for them (reported below).
+    def moves():
+        ev = [e["what"] for e in state(cp)["events"]]
+        return (sum("interference mitigation" in e for e in ev),
+                sum("(migrated)" in e and "unload" in e and "policy" in e for e in ev))
+
+    def quiet():
+        r = fe_routed()
+        m = moves()
+        return len(r) == 1 and m[0] == m[1] and slowdown(url, r[0]) > 0
+    time.sleep(2)
+    wait(quiet, "the worker's slowdown measured, no move under way", timeout=120)
     hot = fe_routed()[0]
+    started0 = moves()[0]
     pid = worker_pid(hot)
     if not pid:
         fail(f"no process for worker {hot}")
     cores = os.sched_getaffinity(pid)
     other = [w["id"] for w in state(cp)["workers"] if w["id"] != hot][0]
-    # three spinning processes on the worker's cores: it gets ~1/4 of them
-    for _ in range(3):
+    sd_before = slowdown(url, hot)
+    sd_seen = [0.0]
+    sampling = threading.Event()
+    sampling.set()
+
+    def sample():  # the hot worker's published slowdown while hogged
+        while sampling.is_set():
+            sd_seen[0] = max(sd_seen[0], slowdown(url, hot))
+            time.sleep(0.5)
+    ts = threading.Thread(target=sample)
+    # four spinning processes on the worker's cores: it gets ~1/5 of them,
+    # and a batch (8 rows, ~1 ms) is preempted often enough to show
+    for _ in range(4):
         hogs.append(subprocess.Popen(
             [sys.executable, "-c", "while True: pass"],
             preexec_fn=lambda: os.sched_setaffinity(0, cores)))
     t0 = time.time()
-    print(f"1. {MODEL} on {hot} (cores {sorted(cores)}); CPU hogs started on them")
+    ts.start()
+    print(f"1. {MODEL} on {hot} (cores {sorted(cores)}), slowdown {sd_before:.2f}; moves"
+          f" before the hogs (interference of this host's other work): {started0}; CPU hogs"
+          f" started on them")
 
-    def moved():
-        s = state(cp)
-        ev = [e["what"] for e in s["events"] if "interference mitigation" in e["what"] and
-              other in e["what"]]
-        return ev and fe_routed() == [other]
+    def moved():  # a move started after the hogs, and done: only `other` serves it
+        return moves()[0] > started0 and fe_routed() == [other]
     wait(moved, f"INFaaS to migrate {MODEL} from {hot} to {other}", timeout=180)
     t_moved = time.time() - t0
+    sampling.clear()
+    ts.join()
     for h in hogs:
         h.kill()
     s1 = state(cp)
     ev = [e["what"] for e in s1["events"] if "interference" in e["what"] or
           ("unload" in e["what"] and hot in e["what"])]
-    print(f"2. migrated to {other} {t_moved:.1f}s after the hogs started; the old copy"
-          f" unloaded; events: {ev}; policy {s1['policy']['applied']}")
+    print(f"2. migrated to {other} {t_moved:.1f}s after the hogs started (slowdown on {hot}"
+          f" up to {sd_seen[0]:.2f} as published); the old copy unloaded; events: {ev};"
+          f" policy {s1['policy']['applied']}")
     load_on.clear()
     th.join()
     res = {k: sum(r.get(k, 0) for r in rounds)
