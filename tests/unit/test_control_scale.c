@@ -234,8 +234,83 @@ static void test_load_step_full_worker(void **st) {
   load_step(1);
 }
 
+/* Route step 3c live (policy/route.h): under a policy that never scales
+ * (Clipper+ holding one b1 instance), b1 Overloaded and behind, with no
+ * other serving variant to spill to, makes the query path start loading
+ * the Inactive variant INFaaS would pick (b4 or b8: same load + inference
+ * time), and the overflow goes to it once it serves. Nothing else in the
+ * control plane loads a second variant here, so without the rule the
+ * test fails. Asserts no timing: the fake may run slow on a loaded host. */
+static void test_overload_loads_inactive(void **st) {
+  (void)st;
+  strcpy(g_tmp, "/tmp/vr_scale_XXXXXX");
+  assert_non_null(mkdtemp(g_tmp));
+  char db[300], dir[300];
+  snprintf(db, sizeof db, "%s/store.db", g_tmp);
+  snprintf(dir, sizeof dir, "%s/syn", g_tmp);
+  write_repo(dir);
+  vr_errbuf e = {0};
+  vr_store *s;
+  assert_int_equal(vr_store_open_path(db, &s, &e), 0);
+  register_synthetic(s, dir);
+  rt_fake fake;
+  rt_fake_init(&fake, BASE_US, ROW_US, 2);
+  vr_runtime_opts ro;
+  vr_runtime_opts_init(&ro);
+  ro.backend = &fake.be;
+  ro.profile_runs = 1;
+  vr_runtime *rt;
+  assert_int_equal(vr_runtime_create(&ro, &rt, &e), 0);
+  vr_control_opts co;
+  vr_control_opts_init(&co);
+  co.store = s;
+  co.rt = rt;
+  co.cores = 8;
+  co.max_queue_delay_us = 1000;
+  vr_policy_cfg_default(&co.policy, VR_POL_CLIPPER);
+  co.policy.nfixed = 1;
+  co.policy.fixed[0].variant = 0; /* syn-fp32-t1-b1 (registration order) */
+  co.policy.fixed[0].instances = 1;
+  co.policy.interference_factor = 1e9;
+  co.policy_set = 1;
+  vr_control *c;
+  assert_int_equal(vr_control_create(&co, &c, &e), 0);
+  assert_int_equal(vr_control_tick(c, vr_now_ns(), &e), 0); /* provision b1 */
+  int total = (int)(RATE * 3);
+  query *qs = VR_NEWN(query, total);
+  int64_t t0 = vr_now_ns(), next_tick = t0 + 250 * VR_NS_PER_MS;
+  for (int i = 0; i < total; i++) {
+    int64_t due = t0 + (int64_t)(i * 1e9 / RATE);
+    for (int64_t now; (now = vr_now_ns()) < due;) {
+      if (now >= next_tick) {
+        assert_int_equal(vr_control_tick(c, now, &e), 0);
+        next_tick += 250 * VR_NS_PER_MS;
+      }
+      struct timespec ts = {0, 100000};
+      nanosleep(&ts, NULL);
+    }
+    qs[i].c = c;
+    qs[i].rt = rt;
+    vr_ctl_query q = {.app = "syn", .latency_ms = SLO_MS, .min_accuracy = 80};
+    vr_control_route(c, &q, on_routed, &qs[i]);
+  }
+  for (int i = 0; i < total; i++)
+    while (!__atomic_load_n(&qs[i].done, __ATOMIC_ACQUIRE)) usleep(1000);
+  int mb, n = instances(rt, &mb);
+  printf("Clipper+ b1 at %.0f qps: %d instance(s), max batch %d\n", RATE, n, mb);
+  assert_true(n >= 2);
+  assert_true(mb > 1); /* a b4 or b8 instance: the query path loaded it */
+  for (int i = 0; i < total; i++) vr_rt_request_clear(&qs[i].q);
+  vr_free(qs);
+  vr_control_free(c);
+  vr_runtime_free(rt);
+  vr_store_close(s);
+  vr_rmtree(g_tmp);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_load_step),
-                                     cmocka_unit_test(test_load_step_full_worker)};
+                                     cmocka_unit_test(test_load_step_full_worker),
+                                     cmocka_unit_test(test_overload_loads_inactive)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
