@@ -28,7 +28,6 @@ PHASES=${PHASES:-"$RATE:1:10 $((10 * RATE)):4:12 $RATE:1:80"}
 TICK_MS=${TICK_MS:-200}
 SLO_MS=${SLO_MS:-100}
 POLICY=${POLICY:-inferline}
-P="$root/models/pipelines/fashion_scenes"
 . "$root/bench/lib/pipeline_live.sh"
 
 vr_pipeline_live_register fmnist_cnn_bn
@@ -43,13 +42,8 @@ echo "phase,rate,cv,sent,ok,dropped,slo_attainment,p99_ms" >"$OUT/phases.csv"
   for ph in $PHASES; do
     i=$((i + 1))
     IFS=: read -r r cv secs <<<"$ph"
-    "$V" bench --port "$PORT" --pipeline fashion_scenes --rate "$r" --duration "$secs" \
-      --arrival gamma --cv "$cv" --slo-ms "$SLO_MS" --connections 32 --binary \
-      --payloads 8 --input "$P/sample.npy" --json --no-progress 2>/dev/null \
-      >"$OUT/bench_$i.json" || true
-    /usr/bin/python3 -c "
-import json; b = json.load(open('$OUT/bench_$i.json'))
-print(f\"$i,$r,$cv,{b['sent']},{b['ok']},{b['dropped']},{b['slo_attainment']:.4f},{b['p99_us'] / 1000:.1f}\")" >>"$OUT/phases.csv"
+    vr_pipeline_live_phase "$i" "$i,$r,$cv" "sent ok dropped" --rate "$r" --duration "$secs" \
+      --arrival gamma --cv "$cv" --slo-ms "$SLO_MS"
   done
   touch "$OUT/load.done"
 ) &

@@ -33,7 +33,6 @@ PHASE_S=${PHASE_S:-8}
 PHASES=${PHASES:-"10 40 80 120 80 40 10"}
 PERIOD_MS=${PERIOD_MS:-2000}
 SLO_MS=${SLO_MS:-100}
-P="$root/models/pipelines/fashion_scenes"
 . "$root/bench/lib/pipeline_live.sh"
 
 vr_pipeline_live_register fmnist_cnn_s
@@ -61,12 +60,8 @@ echo "phase,rate,sent,ok,dropped,rejected,slo_attainment,p99_ms" >"$OUT/phases.c
   i=0
   for r in $PHASES; do
     i=$((i + 1))
-    "$V" bench --port "$PORT" --pipeline fashion_scenes --rate "$r" --duration "$PHASE_S" \
-      --slo-ms "$SLO_MS" --connections 32 --binary --payloads 8 --input "$P/sample.npy" \
-      --json --no-progress 2>/dev/null >"$OUT/bench_$i.json" || true
-    /usr/bin/python3 -c "
-import json; b = json.load(open('$OUT/bench_$i.json'))
-print(f\"$i,$r,{b['sent']},{b['ok']},{b['dropped']},{b['rejected']},{b['slo_attainment']:.4f},{b['p99_us'] / 1000:.1f}\")" >>"$OUT/phases.csv"
+    vr_pipeline_live_phase "$i" "$i,$r" "sent ok dropped rejected" --rate "$r" \
+      --duration "$PHASE_S" --slo-ms "$SLO_MS"
   done
   touch "$OUT/load.done"
 ) &

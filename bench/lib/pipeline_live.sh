@@ -43,6 +43,25 @@ vr_pipeline_live_serve() {
   sleep 2
 }
 
+# One phase of load: `vario bench` on the pipeline with the given flags
+# (32 connections, binary payloads from sample.npy; its JSON in
+# $OUT/bench_I.json), then appends the line
+# PREFIX,<each of KEYS>,slo_attainment,p99_ms to $OUT/phases.csv:
+# vr_pipeline_live_phase I PREFIX "KEYS" [BENCH FLAGS...]
+vr_pipeline_live_phase() {
+  local i=$1 prefix=$2 keys=$3
+  shift 3
+  "$V" bench --port "$PORT" --pipeline fashion_scenes "$@" --connections 32 --binary \
+    --payloads 8 --input "$root/models/pipelines/fashion_scenes/sample.npy" --json \
+    --no-progress 2>/dev/null >"$OUT/bench_$i.json" || true
+  /usr/bin/python3 - "$OUT/bench_$i.json" "$prefix" $keys >>"$OUT/phases.csv" <<'PYEOF'
+import json, sys
+b = json.load(open(sys.argv[1]))
+print(",".join([sys.argv[2]] + [str(b[k]) for k in sys.argv[3:]]
+               + [f"{b['slo_attainment']:.4f}", f"{b['p99_us'] / 1000:.1f}"]))
+PYEOF
+}
+
 # Waits for the load in the background (pid LOAD) and prints the client's
 # per-phase table, $OUT/phases.csv.
 vr_pipeline_live_phases() {
