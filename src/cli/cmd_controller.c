@@ -425,6 +425,8 @@ static void usage(FILE *f) {
           "  --af-mls-period-s N  asyfunc: model-level scaling period (60)\n"
           "  --af-release-ms N    asyfunc: release a shadow this long after the\n"
           "                   queue fell below gamma per body (1000)\n"
+          "  --af-shadow-process  asyfunc: shadows in their own process on the\n"
+          "                   body's host (shared memory), not a thread\n"
           "  --worker-idle-s N  policy removes a worker idle this long (30)\n");
 }
 
@@ -483,6 +485,7 @@ int vr_cmd_controller(int argc, char **argv) {
     else if (!strcmp(a, "--replicas") && has && !num(argv[i + 1], 0, 1000, &c.replicas)) i++, c.replicas_set = 1;
     else if (!strcmp(a, "--policy") && has && cluster_policy(argv[i + 1])) c.policy = argv[++i];
     else if (!strcmp(a, "--slo-ms") && has && !num(argv[i + 1], 1, 600000, &slo)) i++, c.slo_ms = slo;
+    else if (!strcmp(a, "--af-shadow-process")) c.af_shadow_process = 1;
     else if (!strcmp(a, "--af-mls-period-s") && has && !num(argv[i + 1], 1, 86400, &c.af_mls_period_s)) i++;
     else if (!strcmp(a, "--af-release-ms") && has && !num(argv[i + 1], 1, 3600000, &c.af_release_ms)) i++;
     else if (!strcmp(a, "--worker-cores") && has && !num(argv[i + 1], 1, 1024, &c.worker_cores)) i++;

@@ -379,7 +379,8 @@ static int op_pair(void *u, const char *model, const char *worker, int cores, co
                    int nsplit, const char *why) {
   vr_sbuf b;
   vr_sbuf_init(&b);
-  vr_sbuf_printf(&b, "{\"cores\":%d,\"split\":[", cores);
+  vr_sbuf_printf(&b, "{\"cores\":%d,%s\"split\":[", cores,
+                 ((ctl *)u)->af_shadow_process ? "\"process\":true," : "");
   for (int i = 0; i < nsplit; i++) vr_sbuf_printf(&b, "%s%d", i ? "," : "", split[i]);
   vr_sbuf_puts(&b, "]}");
   size_t n;

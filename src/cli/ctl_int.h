@@ -52,6 +52,7 @@ typedef struct ctl {
   const char *policy; /* --policy: the driver below runs it */
   double slo_ms;
   int af_mls_period_s, af_release_ms; /* --policy asyfunc (0 = the policy's defaults) */
+  int af_shadow_process; /* shadows as `vario shadow` processes (shared memory) */
   char *token;
   /* running */
   vr_registry *reg;

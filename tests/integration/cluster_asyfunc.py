@@ -25,12 +25,15 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cluster_harness as H  # noqa: E402
 from cluster_harness import fail, portfile, req, state, wait  # noqa: E402
 
 vario, src, redis_bin, tmp, procs = H.setup("vario-asyfunc-")
+# --shadow-process: shadows as `vario shadow` processes (shared memory)
+SHADOW_PROCESS = "--shadow-process" in sys.argv[3:]
 MODEL = "fmnist_resnet"
 
 
@@ -88,7 +91,8 @@ try:
         [vario, "controller", "--registry", url, "--repo", repo, "--port", "0",
          "--port-file", os.path.join(tmp, "ctl.port"), "--period-ms", "200",
          "--policy", "asyfunc", "--slo-ms", "100", "--af-mls-period-s", "2",
-         "--af-release-ms", "1000", "--worker-cores", "2",
+         "--af-release-ms", "1000", "--worker-cores", "2"] +
+        (["--af-shadow-process"] if SHADOW_PROCESS else []) + [
          "--provider", "local", "--provider-opt", "binary=" + os.path.abspath(vario),
          "--provider-opt", "log-dir=" + os.path.join(tmp, "workers"),
          "--provider-opt", "share-cores=1", "--min-workers", "2", "--max-workers", "2"] + wargs,
@@ -153,13 +157,19 @@ try:
             except (ValueError, IndexError):
                 rounds.append({"failed": b.returncode, "stderr": b.stderr[-500:]})
     th = threading.Thread(target=drive)
+    t_load = time.time()
     th.start()
     seen = {"att": 0}
 
     def spread():
         s = state(cp)
         seen["att"] = max(seen["att"], shadows(s)[0])
-        return len(bodies(s)) == 2 and len(fe_routed()) == 2 and seen["att"] >= 1
+        if seen["att"] >= 1:
+            seen.setdefault("t_shadow", time.time() - t_load)
+        nb = len(bodies(s))
+        if nb == 2:
+            seen.setdefault("t_body", time.time() - t_load)
+        return nb == 2 and len(fe_routed()) == 2 and seen["att"] >= 1
     t_spread = wait(spread, "MLS to place a second body on the other worker and LLS to pair a"
                     " shadow", timeout=240)
     s1 = state(cp)
@@ -170,7 +180,9 @@ try:
     if pol["applied"].get("pair_shadow", 0) < 1 or pol["shadows"]["paired"] < 1:
         fail(f"no shadow paired through the controller: {pol}")
     print(f"2. under load: bodies on {bodies(s1)} (both route) after {t_spread:.1f}s"
-          f" ({mls[0]}); shadows paired {pol['shadows']['paired']}, policy {pol['applied']}")
+          f" ({mls[0]}; second body seen at {seen['t_body']:.1f}s, first shadow at"
+          f" {seen['t_shadow']:.1f}s{' as a process' if SHADOW_PROCESS else ''}); shadows"
+          f" paired {pol['shadows']['paired']}, policy {pol['applied']}")
     load_on.clear()
     th.join()
     res = {k: sum(r.get(k, 0) for r in rounds)
