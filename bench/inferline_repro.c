@@ -7,7 +7,7 @@
  *   policy=<name> cost=<$/h> p99_miss_pct=<%> cv=<cv>  [details...]
  *
  *   bench_inferline_repro DATA_DIR APP [--cv 1|4] [--rate QPS]
- *       [--slo MS] [--ramp X] [--duration S] [--seed N] [--load-s S]
+ *       [--slo MS] [--ramp X] [--duration S] [--sample S] [--seed N] [--load-s S]
  *       [--accel NAME=PRICE_PER_H,...] [--policy a,b] [--plan-bench N]
  *
  * --ramp X: the evaluation rate ramps linearly from QPS to X*QPS over the
@@ -20,6 +20,9 @@
  * --capacity S: InferLine's effective capacity on S workers instead (the
  * highest rate whose plan fits in S instances; the plan's misses on a
  * fresh trace are printed): policy=inferline_plan capacity_qps=<x> ...
+ * --sample S: the sample trace's length (default 60 s, the paper's and the
+ * issue's; longer samples show how much of the planner's misses on a
+ * fresh trace come from planning on 60 s of a bursty process).
  * --eval-seed N (default 1001) seeds the evaluation trace; --noise 0|1
  * (default 1) draws service times from the profiles' percentiles.
  * Exit 77 when DATA_DIR lacks the app (skip).
@@ -36,13 +39,13 @@
 
 typedef struct opts {
   const char *dir, *app, *accel, *policies, *csv;
-  double cv, rate, slo, ramp, spike, duration, load_s;
+  double cv, rate, slo, ramp, spike, duration, load_s, sample_s;
   int plan_bench, noise, capacity;
   uint64_t seed, eval_seed;
 } opts;
 
 static int parse(int argc, char **argv, opts *o) {
-  *o = (opts){.cv = 1, .rate = 30, .duration = 120, .load_s = 1,
+  *o = (opts){.cv = 1, .rate = 30, .duration = 120, .load_s = 1, .sample_s = 60,
               .seed = 1, .eval_seed = 1001, .noise = 1, .accel = "onnxruntime_gpu_pascal=0.90",
               .policies = "inferline,inferline_plan,cg_peak,cg_mean,"
                            "cg_peak_static,cg_mean_static"};
@@ -56,6 +59,7 @@ static int parse(int argc, char **argv, opts *o) {
     else if (!strcmp(a, "--ramp")) o->ramp = atof(v);
     else if (!strcmp(a, "--spike")) o->spike = atof(v);
     else if (!strcmp(a, "--duration")) o->duration = atof(v);
+    else if (!strcmp(a, "--sample")) o->sample_s = atof(v);
     else if (!strcmp(a, "--seed")) o->seed = strtoull(v, NULL, 10);
     else if (!strcmp(a, "--eval-seed")) o->eval_seed = strtoull(v, NULL, 10);
     else if (!strcmp(a, "--noise")) o->noise = atoi(v);
@@ -67,7 +71,8 @@ static int parse(int argc, char **argv, opts *o) {
     else if (!strcmp(a, "--capacity")) o->capacity = atoi(v);
     else return -1;
   }
-  return o->rate > 0 && o->cv > 0 && o->duration > 0 ? 0 : -1;
+  return o->rate > 0 && o->cv > 0 && o->duration > 0 && o->sample_s > 0 ? 0
+                                                                         : -1;
 }
 
 /* Loads the app once per accelerator of "--accel name=price,...". */
@@ -108,7 +113,7 @@ static void print_cfg(const vr_il_sim *s, const vr_il_config *c) {
 static int fits(vr_il_sim *s, const opts *o, double r, vr_il_result *res,
                 vr_errbuf *err) {
   vr_workload sample = vr_wl_gamma(r, o->cv), eval = vr_wl_gamma(r, o->cv);
-  int rc = vr_il_sim_sample(s, &sample, 60, o->seed, err);
+  int rc = vr_il_sim_sample(s, &sample, o->sample_s, o->seed, err);
   if (!rc) /* plans on the sample, then serves the evaluation trace */
     rc = vr_il_sim_eval(s, VR_ILP_PLAN_ONLY, &eval, o->duration, o->eval_seed,
                         o->noise, o->load_s, NULL, res, err);
@@ -194,7 +199,7 @@ int main(int argc, char **argv) {
   opts o;
   if (parse(argc, argv, &o)) {
     fprintf(stderr, "usage: %s DATA_DIR APP [--cv X] [--rate QPS] [--slo MS]"
-            " [--ramp X] [--spike X] [--duration S] [--seed N] [--eval-seed N] [--noise "
+            " [--ramp X] [--spike X] [--duration S] [--sample S] [--seed N] [--eval-seed N] [--noise "
             "0|1] [--load-s S] [--accel NAME=PRICE_PER_H,...] [--policy a,b]"
             " [--csv PREFIX] [--plan-bench N] [--capacity WORKERS]\n",
             argv[0]);
@@ -241,7 +246,7 @@ int main(int argc, char **argv) {
     eval.step = 1;
     eval.pts = ramp, eval.npts = 4;
   }
-  rc = vr_il_sim_sample(&s, &sample, 60, o.seed, &err);
+  rc = vr_il_sim_sample(&s, &sample, o.sample_s, o.seed, &err);
   if (!rc && o.capacity > 0) {
     rc = capacity(&s, &o);
   } else if (!rc && o.plan_bench > 0) {

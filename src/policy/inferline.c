@@ -10,7 +10,8 @@
 
 typedef struct memo_ent {
   int used;
-  double p99;
+  double p99;   /* exact, or INFINITY: known only to be above `above` */
+  double above; /* the bound it was estimated with */
   vr_il_stage_cfg st[VR_IL_MAX_STAGES];
 } memo_ent;
 
@@ -20,6 +21,8 @@ typedef struct planner {
   memo_ent *memo;
   int memo_n;
   int max_k;
+  double raise_p99[VR_IL_MAX_STAGES]; /* each stage's batch doubling at the
+                                         last raise_batch (0 before) */
   vr_il_stats stats;
 } planner;
 
@@ -119,34 +122,47 @@ static uint64_t cfg_hash(const vr_il_config *c) {
   return h;
 }
 
-static int estimate(planner *pl, vr_il_config *c) {
+/* c->p99_ms: exact when <= above_ms, else possibly INFINITY (see
+ * vr_il_estimate_fn). A remembered bound answers only a question it
+ * covers; a finite answer is exact and answers every question. */
+static int estimate(planner *pl, vr_il_config *c, double above_ms) {
   size_t n = (size_t)c->nstages * sizeof c->st[0];
   size_t i = (size_t)cfg_hash(c) & (MEMO_SLOTS - 1);
+  memo_ent *e = NULL;
   for (; pl->memo[i].used; i = (i + 1) & (MEMO_SLOTS - 1))
     if (!memcmp(pl->memo[i].st, c->st, n)) {
-      pl->stats.memo_hits++;
-      c->p99_ms = pl->memo[i].p99;
-      return 0;
+      e = &pl->memo[i];
+      break;
     }
+  if (e && (isfinite(e->p99) || e->above >= above_ms)) {
+    pl->stats.memo_hits++;
+    c->p99_ms = e->p99;
+    return 0;
+  }
   double p99 = INFINITY;
-  int rc = pl->pb->estimate(pl->pb->ctx, pl->pb, c, &p99);
+  int rc = pl->pb->estimate(pl->pb->ctx, pl->pb, c, above_ms, &p99);
   if (rc) return rc;
   pl->stats.estimates++;
   c->p99_ms = p99;
-  if (pl->memo_n < MEMO_SLOTS * 3 / 4) { /* full: stop remembering */
-    pl->memo[i].used = 1;
-    pl->memo[i].p99 = p99;
-    memcpy(pl->memo[i].st, c->st, n);
+  if (!e && pl->memo_n < MEMO_SLOTS * 3 / 4) { /* full: stop remembering */
+    e = &pl->memo[i];
+    e->used = 1;
+    memcpy(e->st, c->st, n);
     pl->memo_n++;
   }
+  if (e) e->p99 = p99, e->above = above_ms;
   return 0;
 }
 
-/* 1 feasible, 0 not, < 0 estimator error. */
-static int feasible(planner *pl, vr_il_config *c) {
-  int rc = estimate(pl, c);
+/* P99 <= the SLO? 1 feasible, 0 not, < 0 estimator error. */
+static int feasible_below(planner *pl, vr_il_config *c, double above_ms) {
+  int rc = estimate(pl, c, above_ms);
   if (rc) return rc;
   return c->p99_ms <= pl->pb->slo_ms;
+}
+
+static int feasible(planner *pl, vr_il_config *c) {
+  return feasible_below(pl, c, pl->pb->slo_ms);
 }
 
 /* Replicas the mean load needs at utilisation < 1. */
@@ -245,13 +261,52 @@ static int replan_stage(planner *pl, vr_il_config *c, int m, int h,
   return c->st[m].replicas * p->cost_per_s < budget;
 }
 
+/* The feasible batch doubling with the lowest estimated P99 (the first
+ * stage on a tie); 1 applied, 0 none, < 0 error. Only the winner's P99
+ * must be exact: a candidate is needed only below the best so far, so its
+ * estimate may stop as soon as its P99 is known to be no better. The
+ * stages are tried in the order of their P99 at the previous call (the
+ * same stage tends to win again), which changes how soon the others stop,
+ * not which one wins. */
+static int raise_batch(planner *pl, vr_il_config *cur) {
+  const vr_il_problem *pb = pl->pb;
+  int order[VR_IL_MAX_STAGES], n = 0, bm = -1;
+  for (int m = 0; m < pb->nstages; m++) {
+    int j = n++;
+    for (; j > 0 && pl->raise_p99[order[j - 1]] > pl->raise_p99[m]; j--)
+      order[j] = order[j - 1];
+    order[j] = m;
+  }
+  vr_il_config best = {0};
+  for (int i = 0; i < n; i++) {
+    int m = order[i];
+    const vr_profile *hw = &pb->st[m].hw[cur->st[m].hw];
+    pl->raise_p99[m] = INFINITY;
+    if (cur->st[m].batch * 2 > hw->max_batch) continue;
+    vr_il_config t = *cur;
+    t.st[m].batch *= 2;
+    /* beats the best on a tie only from an earlier stage */
+    double above = pb->slo_ms;
+    if (bm >= 0 && best.p99_ms <= above)
+      above = m < bm ? best.p99_ms : nextafter(best.p99_ms, -INFINITY);
+    int ok = feasible_below(pl, &t, above);
+    if (ok < 0) return ok;
+    pl->raise_p99[m] = t.p99_ms;
+    if (ok && (bm < 0 || t.p99_ms < best.p99_ms ||
+               (t.p99_ms == best.p99_ms && m < bm)))
+      best = t, bm = m;
+  }
+  if (bm >= 0) *cur = best;
+  return bm >= 0;
+}
+
 /* Best feasible single action from *cur; 1 applied, 0 none, < 0 error. */
 static int improve(planner *pl, vr_il_config *cur) {
   const vr_il_problem *pb = pl->pb;
   double cost0 = vr_il_cost(pb, cur);
-  vr_il_config best = {0}, best_batch = {0};
+  vr_il_config best = {0};
   double best_cost = cost0;
-  int have = 0, have_batch = 0;
+  int have = 0;
   for (int m = 0; m < pb->nstages; m++) {
     const vr_il_stage *s = &pb->st[m];
     const vr_profile *hw = &s->hw[cur->st[m].hw];
@@ -280,20 +335,7 @@ static int improve(planner *pl, vr_il_config *cur) {
     *cur = best;
     return 1;
   }
-  /* raise a batch: only when no action lowers the cost (estimating these
-   * while a cheaper action exists would be thrown away) */
-  for (int m = 0; m < pb->nstages; m++) {
-    const vr_profile *hw = &pb->st[m].hw[cur->st[m].hw];
-    if (cur->st[m].batch * 2 > hw->max_batch) continue;
-    vr_il_config t = *cur;
-    t.st[m].batch *= 2;
-    int ok = feasible(pl, &t);
-    if (ok < 0) return ok;
-    if (ok && (!have_batch || t.p99_ms < best_batch.p99_ms))
-      best_batch = t, have_batch = 1;
-  }
-  if (have_batch) *cur = best_batch;
-  return have_batch;
+  return raise_batch(pl, cur);
 }
 
 int vr_il_plan(const vr_il_problem *pb, vr_il_config *out, vr_il_stats *stats,
@@ -328,7 +370,7 @@ int vr_il_plan(const vr_il_problem *pb, vr_il_config *out, vr_il_stats *stats,
   if (!rc) {
     /* the memo may hold this configuration's estimate: re-read it so
      * p99_ms is the one that admitted it */
-    rc = estimate(&pl, &cur);
+    rc = estimate(&pl, &cur, pb->slo_ms);
     cur.cost_per_s = vr_il_cost(pb, &cur);
     *out = cur;
   }

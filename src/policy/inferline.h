@@ -74,10 +74,15 @@ typedef struct vr_il_config {
 
 struct vr_il_problem;
 /* Estimated P99 end-to-end latency (ms) of cfg on the sample trace. 0 or a
- * negative VR_E* code (propagated by the planner). Must be deterministic:
- * the same cfg gives the same answer (the planner memoises). */
+ * negative VR_E* code (propagated by the planner). above_ms (<= the SLO)
+ * says how much the planner needs: the exact P99 when it is <= above_ms;
+ * when it is above, the estimator may instead return INFINITY as soon as
+ * it knows (the SLO for "is it feasible?", the best P99 so far when
+ * choosing among batch raises). Must be deterministic: the same cfg
+ * gives the same exact answer whatever above_ms (the planner memoises). */
 typedef int (*vr_il_estimate_fn)(void *ctx, const struct vr_il_problem *pb,
-                                 const vr_il_config *cfg, double *p99_ms);
+                                 const vr_il_config *cfg, double above_ms,
+                                 double *p99_ms);
 
 typedef struct vr_il_problem {
   int nstages;

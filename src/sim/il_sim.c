@@ -291,7 +291,8 @@ static vr_psim_cfg psim_cfg(const vr_il_sim *s, vr_workload *wl, double dur,
 }
 
 int vr_il_sim_estimate(void *ctx, const vr_il_problem *pb,
-                       const vr_il_config *cfg, double *p99_ms) {
+                       const vr_il_config *cfg, double above_ms,
+                       double *p99_ms) {
   (void)pb;
   vr_il_sim *s = ctx;
   if (!s->sample) return VR_ESTATE;
@@ -308,11 +309,13 @@ int vr_il_sim_estimate(void *ctx, const vr_il_problem *pb,
    * drawn again on every run */
   c.replay_ns = s->t;
   c.replay_n = s->n;
-  /* P99 (psim: the latency at rank floor(0.99 n)) is above the SLO as
-   * soon as n - floor(0.99 n) queries missed: stop there. Infeasible
-   * candidates, most of what the planner tries, then cost a fraction of
-   * a run instead of simulating queues that grow until psim gives up. */
+  /* P99 (psim: the latency at rank floor(0.99 n)) is above above_ms as
+   * soon as n - floor(0.99 n) queries took longer: stop there.
+   * Infeasible candidates, most of what the planner tries, then cost a
+   * fraction of a run instead of simulating queues that grow until psim
+   * gives up; so do batch raises that cannot beat the best one found. */
   c.stop_bad = (int64_t)s->n - (int64_t)floor(0.99 * (double)s->n);
+  c.stop_above_ms = above_ms;
   vr_psim_summary sum;
   vr_errbuf err;
   rc = vr_psim_run(&c, NULL, &sum, &err);

@@ -84,7 +84,8 @@ int vr_il_sim_arrivals(const vr_workload *w, double duration_s, uint64_t seed,
  * measured on a busy machine: 1.4 vs 2.2 ms at batch 16) made plans at
  * 90 % utilisation on paper that were overloaded in service. */
 int vr_il_sim_estimate(void *ctx, const vr_il_problem *pb,
-                       const vr_il_config *cfg, double *p99_ms);
+                       const vr_il_config *cfg, double above_ms,
+                       double *p99_ms);
 
 /* cfg as a psim plan (plan initialised here; vr_pipe_plan_free it). */
 int vr_il_sim_plan(const vr_il_sim *s, const vr_il_config *cfg,

@@ -57,19 +57,20 @@ static void query_done(psim *s, int32_t qi) {
   pquery *q = QRY(s, qi);
   vr_psim_row *row = &s->rows[row_of(s, q->t_ns)];
   s->finished++;
-  if (q->dropped || q->last_ns > q->deadline_ns) s->bad++;
   if (q->dropped) {
+    s->bad++;
     row->dropped++;
     return;
   }
+  float ms = (float)((q->last_ns - q->t_ns) / 1e6);
+  if (s->cfg->stop_above_ms > 0 ? (double)ms > s->cfg->stop_above_ms
+                                : q->last_ns > q->deadline_ns)
+    s->bad++;
   double acc = q->paths ? 100 * q->acc_sum / q->paths : 0;
   row->accuracy += acc; /* a sum until the end */
   if (q->last_ns > q->deadline_ns) row->late++;
   else row->ok++;
-  if (q->t_ns >= (int64_t)(s->cfg->warmup_s * 1e9)) {
-    float ms = (float)((q->last_ns - q->t_ns) / 1e6);
-    vr_vec_push(&s->lat, &ms);
-  }
+  if (q->t_ns >= (int64_t)(s->cfg->warmup_s * 1e9)) vr_vec_push(&s->lat, &ms);
 }
 
 /* A request leaves the system: dropped (reason >= 0) or its path ended. */
@@ -112,13 +113,27 @@ static double slot_lat(const psim *s, int slot, int batch, double q) {
 }
 
 
-/* The accepting instance of `slot` with the shortest queue, or -1. */
+/* Queue length as routing weighs it: an instance still loading serves
+ * nothing for load_s, so it takes requests only when no instance of the
+ * slot is serving, as a live replica joins its queue once loaded (a
+ * request sent there waited out the load: with InferLine's 1-s load and a
+ * 300-ms SLO every one was late). An instance not started for want of a
+ * worker keeps Loki's rule (it may start as soon as a draining one
+ * leaves): routed to by queue length, after the others on a hand-over. */
+static int64_t route_len(const psim *s, const pinst *in) {
+  int loading = in->started && s->now < in->ready_ns;
+  return in->qlen + in->nb + (loading ? (int64_t)1 << 40 : 0);
+}
+
+/* The accepting instance of `slot` with the shortest queue (serving ones
+ * first), or -1. */
 static int pick_instance(psim *s, int slot) {
-  int best = -1, bl = 0;
+  int best = -1;
+  int64_t bl = 0;
   for (size_t i = 0; i < s->inst.len; i++) {
     pinst *in = INST(s, i);
     if (in->slot != slot || !in->accepting) continue;
-    int l = in->qlen + in->nb;
+    int64_t l = route_len(s, in);
     if (best < 0 || l < bl) best = (int)i, bl = l;
   }
   return best;
@@ -380,11 +395,12 @@ static void hand_over(psim *s, int ii) {
   pinst *in = INST(s, ii);
   const vr_pipe_task *t = &s->p->tasks[in->task];
   while (in->qlen) {
-    int best = -1, bl = 0;
+    int best = -1;
+    int64_t bl = 0;
     for (size_t j = 0; j < s->inst.len; j++) {
       pinst *o = INST(s, j);
       if (o->task != in->task || !o->accepting) continue;
-      int l = o->qlen + o->nb + (o->started ? 0 : 1000000);
+      int64_t l = route_len(s, o) + (o->started ? 0 : 1000000);
       if (best < 0 || l < bl) best = (int)j, bl = l;
     }
     if (best < 0) return;
@@ -530,9 +546,9 @@ static int check_cfg(const vr_psim_cfg *c, vr_errbuf *err) {
     return vr_errf(err, VR_EINVAL, "psim: replayed arrivals carry no "
                    "deadline or accuracy floor for the live rules");
   if (c->max_queue < 1 || !(c->load_s >= 0) || !(c->ctl_period_s > 0) ||
-      c->stop_bad < 0)
-    return vr_errf(err, VR_EINVAL, "psim: bad max_queue, load_s, period "
-                   "or stop_bad");
+      c->stop_bad < 0 || !(c->stop_above_ms >= 0))
+    return vr_errf(err, VR_EINVAL, "psim: bad max_queue, load_s, period, "
+                   "stop_bad or stop_above_ms");
   return 0;
 }
 
@@ -555,6 +571,11 @@ static int setup(psim *s, const vr_psim_cfg *c, vr_psim_summary *sum,
       vr_pipe_plan_init(&s->plan, s->p))
     return vr_errf(err, VR_ENOMEM, "psim: out of memory");
   for (int i = 0; i < s->nrows; i++) s->rows[i].t_s = i * c->tick_s;
+  /* replayed arrivals: one query and at most one latency each; sized once
+   * instead of grown by doubling on every estimator run */
+  if (c->replay_ns && (vr_vec_reserve(&s->queries, c->replay_n) ||
+                       vr_vec_reserve(&s->lat, c->replay_n)))
+    return vr_errf(err, VR_ENOMEM, "psim: out of memory");
   vr_vec_init(&s->touched, sizeof(int32_t));
   vr_vec_init(&s->ctl_arr, sizeof(int64_t));
   vr_pipeline_levels(s->p, s->levels);

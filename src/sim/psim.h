@@ -19,7 +19,8 @@
  *    output is a request of the same query with the same deadline.
  *  - Routing: MostAccurateFirst tables (policy/pipe_plan.h) rebuilt every
  *    tick from the observed demand; within a variant, the instance with the
- *    shortest queue. Each hop runs vr_pipe_hop (early dropping mode).
+ *    shortest queue among those serving (one still loading only when none
+ *    is). Each hop runs vr_pipe_hop (early dropping mode).
  *  - A query is done when all its requests are done. Outcome: dropped (any
  *    request dropped), late (finished after its deadline) or ok.
  *  - SLO violations are counted per path unit, as Loki counts requests at
@@ -167,6 +168,14 @@ typedef struct vr_psim_cfg {
                         of the summary is then partial). An estimator that
                         only asks "is P99 within the SLO?" knows the answer
                         once more than 1 % of its trace missed. 0: off */
+  double stop_above_ms; /* > 0: for stop_bad, a query counts when it was
+                           dropped or its end-to-end latency, as the
+                           summary records it (float ms), is above this
+                           (so the run stops exactly when the P99 is known
+                           to be above it: an estimator comparing
+                           candidates by P99 stops a candidate as soon as
+                           it cannot beat the best one). 0: the query
+                           ended after its deadline */
   const int64_t *replay_ns; /* non-NULL: the root arrivals (ns, sorted),
                                in place of drawing `arrivals` again; they
                                must be what `arrivals` draws for this seed

@@ -27,7 +27,8 @@ static vr_profile hw(const char *name, double a, double b, double cost) {
 /* Analytic estimator: per stage two batch times plus a queueing term that
  * diverges as utilisation -> 1; P99 = the worst root-to-leaf sum. */
 static int est_analytic(void *ctx, const vr_il_problem *pb,
-                        const vr_il_config *c, double *p99) {
+                        const vr_il_config *c, double above_ms, double *p99) {
+  (void)above_ms; /* always exact */
   int *calls = ctx;
   if (calls) (*calls)++;
   double path[VR_IL_MAX_STAGES], worst = 0;
@@ -46,7 +47,7 @@ static int est_analytic(void *ctx, const vr_il_problem *pb,
 
 /* Adversarial: a pseudo-random P99 per configuration, deterministic. */
 static int est_noise(void *ctx, const vr_il_problem *pb,
-                     const vr_il_config *c, double *p99) {
+                     const vr_il_config *c, double above_ms, double *p99) {
   (void)ctx;
   uint64_t h = 88172645463325252ULL;
   for (int m = 0; m < pb->nstages; m++) {
@@ -56,14 +57,27 @@ static int est_noise(void *ctx, const vr_il_problem *pb,
     h ^= h >> 29;
   }
   double r = (double)(h % 1000) / 1000.0;
-  est_analytic(NULL, pb, c, p99);
+  est_analytic(NULL, pb, c, above_ms, p99);
   *p99 *= 0.6 + 0.8 * r; /* +-40 % around the analytic value */
   return 0;
 }
 
+/* est_noise that uses its licence: INFINITY whenever the P99 is above
+ * above_ms (ctx counts those for a bound below the SLO). */
+static int est_noise_bounded(void *ctx, const vr_il_problem *pb,
+                             const vr_il_config *c, double above_ms,
+                             double *p99) {
+  est_noise(NULL, pb, c, above_ms, p99);
+  if (*p99 > above_ms) {
+    if (ctx && above_ms < pb->slo_ms && *p99 <= pb->slo_ms) (*(int *)ctx)++;
+    *p99 = INFINITY;
+  }
+  return 0;
+}
+
 static int est_fail(void *ctx, const vr_il_problem *pb,
-                    const vr_il_config *c, double *p99) {
-  (void)ctx, (void)pb, (void)c, (void)p99;
+                    const vr_il_config *c, double above_ms, double *p99) {
+  (void)ctx, (void)pb, (void)c, (void)above_ms, (void)p99;
   return VR_EIO;
 }
 
@@ -106,7 +120,7 @@ static void assert_local_optimum(const vr_il_problem *pb,
     vr_il_config t = *c;
     t.st[m].replicas--;
     double p99;
-    pb->estimate(pb->ctx, pb, &t, &p99);
+    pb->estimate(pb->ctx, pb, &t, pb->slo_ms, &p99);
     assert_true(p99 > pb->slo_ms);
   }
 }
@@ -123,7 +137,7 @@ static void test_plan_meets_slo_and_saves(void **st) {
   assert_int_equal(vr_il_plan(&pb, &c, &s, &err), 0);
   assert_true(c.p99_ms <= pb.slo_ms);
   double p99;
-  est_analytic(NULL, &pb, &c, &p99);
+  est_analytic(NULL, &pb, &c, pb.slo_ms, &p99);
   assert_true(p99 == c.p99_ms);
   assert_true(fabs(c.cost_per_s - vr_il_cost(&pb, &c)) < 1e-9);
   assert_int_equal(calls, s.estimates);
@@ -161,10 +175,38 @@ static void test_plan_never_above_slo(void **st) {
       continue;
     }
     double p99;
-    est_noise(NULL, &pb, &c, &p99);
+    est_noise(NULL, &pb, &c, pb.slo_ms, &p99);
     assert_true(p99 <= pb.slo_ms);
     assert_true(c.p99_ms == p99);
   }
+}
+
+/* An estimator that stops at the planner's bound (INFINITY above it) gets
+ * the same plan as an exact one: the bounds only ever cut estimates the
+ * planner could not have used. */
+static void test_plan_same_with_bounded_estimates(void **st) {
+  (void)st;
+  int bounded = 0, planned = 0;
+  for (int i = 0; i < 12; i++) {
+    vr_il_problem pb;
+    mkpb(&pb, 40 + 30 * i, 50 + 40 * i);
+    pb.estimate = est_noise;
+    vr_il_config exact, cut;
+    vr_errbuf err = {0};
+    int rc = vr_il_plan(&pb, &exact, NULL, &err);
+    pb.estimate = est_noise_bounded;
+    int below_slo = 0;
+    pb.ctx = &below_slo;
+    assert_int_equal(vr_il_plan(&pb, &cut, NULL, &err), rc);
+    if (rc) continue;
+    planned++;
+    assert_memory_equal(exact.st, cut.st, sizeof exact.st[0] * 3);
+    assert_true(exact.p99_ms == cut.p99_ms);
+    assert_true(exact.cost_per_s == cut.cost_per_s);
+    bounded += below_slo;
+  }
+  assert_true(planned >= 6);
+  assert_true(bounded > 0); /* the bounds were used */
 }
 
 static void test_plan_infeasible_names_stage(void **st) {
@@ -249,6 +291,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_plan_meets_slo_and_saves),
       cmocka_unit_test(test_plan_never_above_slo),
+      cmocka_unit_test(test_plan_same_with_bounded_estimates),
       cmocka_unit_test(test_plan_infeasible_names_stage),
       cmocka_unit_test(test_coarse_and_peak),
       cmocka_unit_test(test_tuner_from_plan),

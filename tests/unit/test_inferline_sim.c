@@ -153,7 +153,7 @@ static void test_plan_on_simulator(void **st) {
   assert_int_equal(vr_il_plan(&f.s.pb, &c, &s, &err), 0);
   assert_true(c.p99_ms <= f.s.pb.slo_ms);
   double p99;
-  assert_int_equal(vr_il_sim_estimate(&f.s, &f.s.pb, &c, &p99), 0);
+  assert_int_equal(vr_il_sim_estimate(&f.s, &f.s.pb, &c, f.s.pb.slo_ms, &p99), 0);
   assert_true(p99 == c.p99_ms);
   assert_int_equal(vr_il_plan(&f.s.pb, &c2, NULL, &err), 0);
   assert_memory_equal(c.st, c2.st, sizeof c.st[0] * 3);
@@ -162,7 +162,7 @@ static void test_plan_on_simulator(void **st) {
     if (c.st[m].replicas < 2) continue;
     vr_il_config t = c;
     t.st[m].replicas--;
-    assert_int_equal(vr_il_sim_estimate(&f.s, &f.s.pb, &t, &p99), 0);
+    assert_int_equal(vr_il_sim_estimate(&f.s, &f.s.pb, &t, f.s.pb.slo_ms, &p99), 0);
     assert_true(p99 > f.s.pb.slo_ms);
   }
   vr_il_config peak;
@@ -235,7 +235,7 @@ static void test_estimator_stops_early(void **st) {
   assert_int_equal(vr_il_plan(&f.s.pb, &c, NULL, &err), 0);
   c.st[0] = (vr_il_stage_cfg){1, 1, 1}; /* detector on the CPU: 25 qps */
   double p99;
-  assert_int_equal(vr_il_sim_estimate(&f.s, &f.s.pb, &c, &p99), 0);
+  assert_int_equal(vr_il_sim_estimate(&f.s, &f.s.pb, &c, f.s.pb.slo_ms, &p99), 0);
   assert_true(isinf(p99));
   vr_pipe_plan plan;
   assert_int_equal(vr_il_sim_plan(&f.s, &c, &plan), 0);
@@ -257,6 +257,42 @@ static void test_estimator_stops_early(void **st) {
   vr_psim_summary_free(&sum);
   pc.stop_bad = -1;
   assert_int_equal(vr_psim_run(&pc, NULL, &sum, &err), VR_EINVAL);
+  pc.stop_bad = 10, pc.stop_above_ms = -1;
+  assert_int_equal(vr_psim_run(&pc, NULL, &sum, &err), VR_EINVAL);
+  vr_pipe_plan_free(&plan);
+  unload(&f);
+}
+
+/* A bound below the SLO (the planner comparing batch raises): exact at or
+ * above the P99, INFINITY just below it, and that run stops early. */
+static void test_estimator_bound(void **st) {
+  (void)st;
+  fixture f;
+  load(&f, 40, 1);
+  vr_il_config c;
+  vr_errbuf err = {0};
+  assert_int_equal(vr_il_plan(&f.s.pb, &c, NULL, &err), 0);
+  double p99, b;
+  assert_int_equal(vr_il_sim_estimate(&f.s, &f.s.pb, &c, f.s.pb.slo_ms, &p99), 0);
+  assert_true(p99 < f.s.pb.slo_ms);
+  assert_int_equal(vr_il_sim_estimate(&f.s, &f.s.pb, &c, p99, &b), 0);
+  assert_true(b == p99);
+  assert_int_equal(vr_il_sim_estimate(&f.s, &f.s.pb, &c, nextafter(p99, 0), &b), 0);
+  assert_true(isinf(b));
+  /* half the P99: many queries are above it, so psim stops early */
+  vr_pipe_plan plan;
+  assert_int_equal(vr_il_sim_plan(&f.s, &c, &plan), 0);
+  vr_workload wl = f.sample;
+  vr_psim_cfg pc = {.data = &f.s.data, .arrivals = &wl, .workers = 1000,
+                    .duration_s = 60, .tick_s = 1, .seed = 7, .noise = 1,
+                    .max_queue = 4096, .ctl_period_s = 10, .plan = &plan,
+                    .replay_ns = f.s.t, .replay_n = f.s.n,
+                    .stop_bad = 10, .stop_above_ms = p99 / 2};
+  vr_psim_summary sum;
+  assert_int_equal(vr_psim_run(&pc, NULL, &sum, &err), 0);
+  assert_int_equal(sum.stopped, 1);
+  assert_true(sum.ok + sum.late < (int64_t)f.s.n / 10);
+  vr_psim_summary_free(&sum);
   vr_pipe_plan_free(&plan);
   unload(&f);
 }
@@ -293,7 +329,7 @@ static void test_replay_matches_draw(void **st) {
   assert_true(a.p99_ms == b.p99_ms);
   assert_true(a.p99_ms > 0);
   double p99;
-  assert_int_equal(vr_il_sim_estimate(&f.s, &f.s.pb, &c, &p99), 0);
+  assert_int_equal(vr_il_sim_estimate(&f.s, &f.s.pb, &c, f.s.pb.slo_ms, &p99), 0);
   assert_true(p99 == a.p99_ms);
   vr_psim_summary_free(&a);
   vr_workload wl = f.sample;
@@ -408,6 +444,7 @@ int main(void) {
       cmocka_unit_test(test_infeasible_slo),
       cmocka_unit_test(test_tuner_in_simulator),
       cmocka_unit_test(test_estimator_stops_early),
+      cmocka_unit_test(test_estimator_bound),
       cmocka_unit_test(test_replay_matches_draw),
       cmocka_unit_test(test_cg_autoscale_in_simulator),
       cmocka_unit_test(test_init_view),

@@ -325,6 +325,47 @@ static void test_sim_overload(void **st) {
   vr_pipe_data_free(&d);
 }
 
+/* The light plan, with a second detector instance from t = 10 s. */
+static int add_det_at_10(void *ctx, const vr_psim_view *v, vr_pipe_plan *plan,
+                         vr_errbuf *err) {
+  (void)err;
+  const vr_pipe_data *d = ctx;
+  vr_pipe_plan_set(plan, d->prof, 0, 1, v->now_s >= 10 ? 2 : 1, 1);
+  vr_pipe_plan_set(plan, d->prof, 1, 1, 1, 1);
+  vr_pipe_plan_set(plan, d->prof, 2, 0, 1, 1);
+  return 0;
+}
+
+/* A replica added during the run serves after load_s; until then requests
+ * go to the serving one (det_l at 60 % load: its queue is often longer
+ * than the empty queue of the loading one, whose requests would wait out
+ * the 5-s load and all be late). */
+static void test_sim_loading_replica(void **st) {
+  (void)st;
+  vr_pipe_data d;
+  load_demo(&d);
+  vr_workload wl;
+  vr_pipe_plan plan;
+  vr_psim_cfg cfg = light_cfg(&d, &wl, &plan);
+  vr_pipe_plan_free(&plan);
+  wl.kind = VR_WL_POISSON;
+  wl.rate = 60;
+  cfg.plan = NULL;
+  cfg.replan = add_det_at_10, cfg.replan_ctx = &d;
+  cfg.ctl_period_s = 1, cfg.ctl_change = 0;
+  cfg.workers = 4, cfg.load_s = 5, cfg.warm_start = 1;
+  cfg.duration_s = 30, cfg.drop_mode = VR_EDROP_NONE;
+  vr_psim_summary s;
+  vr_errbuf err = {0};
+  assert_int_equal(vr_psim_run(&cfg, NULL, &s, &err), 0);
+  assert_true(s.queries > 1500);
+  assert_true(s.mean_workers > 3.5); /* the second replica was added */
+  assert_int_equal(s.dropped, 0);
+  assert_int_equal(s.late, 0);
+  vr_psim_summary_free(&s);
+  vr_pipe_data_free(&d);
+}
+
 /* A controller policy: the hardware-only planner scales with demand. */
 static void test_sim_policy(void **st) {
   (void)st;
@@ -414,6 +455,7 @@ int main(void) {
       cmocka_unit_test(test_hop),
       cmocka_unit_test(test_sim_light),
       cmocka_unit_test(test_sim_overload),
+      cmocka_unit_test(test_sim_loading_replica),
       cmocka_unit_test(test_sim_policy),
   };
   return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
