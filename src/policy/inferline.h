@@ -29,7 +29,9 @@
  *    batch doubling / replica removal while feasible; kept only if
  *    cheaper) and doubling the batch; apply the feasible one that lowers
  *    cost most, or, when none lowers cost, the feasible batch doubling with
- *    the lowest estimated P99. Stop when nothing feasible remains, and
+ *    the lowest estimated P99 (the first stage on a tie; a doubling is
+ *    estimated only as far as it could beat the best one so far, see
+ *    vr_il_estimate_fn's above_ms). Stop when nothing feasible remains, and
  *    return the configuration after the last cost reduction (or, at
  *    equal cost, the lowest estimated P99 seen): trailing batch doublings
  *    that bought nothing only add latency. This last step is Vario's; the
