@@ -28,33 +28,12 @@ PHASES=${PHASES:-"$RATE:1:10 $((10 * RATE)):4:12 $RATE:1:80"}
 TICK_MS=${TICK_MS:-200}
 SLO_MS=${SLO_MS:-100}
 POLICY=${POLICY:-inferline}
-P="$root/models/pipelines/fashion_scenes"
-D="$root/models/fmnist-data"
-FLAGS=(--threads 1 --max-batch 4 --runs 10 --precisions fp32 --quiet)
+. "$root/bench/lib/pipeline_live.sh"
 
-rm -rf "$OUT"
-mkdir -p "$OUT"
-echo "== register (fmnist_linear, fmnist_mlp, fmnist_cnn_bn; the three detectors)"
-for m in fmnist_linear fmnist_mlp fmnist_cnn_bn; do
-  "$V" register --store "$OUT/store.db" --repo "$OUT/repo" --app fashion \
-    --model "$root/models/fmnist/$m/model.onnx" --input "$D/val_inputs.npy" \
-    --labels "$D/val_labels.npy" "${FLAGS[@]}"
-done
-for m in fscenes_det_tiny fscenes_det_small fscenes_det_large; do
-  acc=$(/usr/bin/python3 -c "import json; print(json.load(open('$P/$m/config.json'))['accuracy'])")
-  "$V" register --store "$OUT/store.db" --repo "$OUT/repo" --app fscenes_detect \
-    --model "$P/$m/model.onnx" --name "$m" --declared-accuracy "$acc" "${FLAGS[@]}"
-done
-vr_admin_token "$OUT/admin.token"
+vr_pipeline_live_register fmnist_cnn_bn
 echo "== serve: --cores $CORES --pipeline-policy $POLICY --inferline-rate $RATE --pipeline-tick-ms $TICK_MS"
-"$V" serve --repo "$OUT/repo" --store "$OUT/store.db" --port 0 --grpc-port -1 \
-  --cores "$CORES" --admin-token-file "$OUT/admin.token" --pipeline-policy "$POLICY" \
-  --inferline-rate "$RATE" --pipeline-tick-ms "$TICK_MS" >"$OUT/serve.log" 2>&1 &
-SERVER=$!
-trap 'kill -INT $SERVER 2>/dev/null || true; wait $SERVER 2>/dev/null || true' EXIT
-PORT=$(vr_listen_port "$OUT/serve.log")
-"$V" pipeline register "$P/pipeline.json" --port "$PORT" >/dev/null
-sleep 2
+vr_pipeline_live_serve --pipeline-policy "$POLICY" --inferline-rate "$RATE" \
+  --pipeline-tick-ms "$TICK_MS"
 
 echo "== load: $PHASES (rate:cv:seconds; SLO ${SLO_MS} ms)"
 echo "phase,rate,cv,sent,ok,dropped,slo_attainment,p99_ms" >"$OUT/phases.csv"
@@ -63,45 +42,24 @@ echo "phase,rate,cv,sent,ok,dropped,slo_attainment,p99_ms" >"$OUT/phases.csv"
   for ph in $PHASES; do
     i=$((i + 1))
     IFS=: read -r r cv secs <<<"$ph"
-    "$V" bench --port "$PORT" --pipeline fashion_scenes --rate "$r" --duration "$secs" \
-      --arrival gamma --cv "$cv" --slo-ms "$SLO_MS" --connections 32 --binary \
-      --payloads 8 --input "$P/sample.npy" --json --no-progress 2>/dev/null \
-      >"$OUT/bench_$i.json" || true
-    /usr/bin/python3 -c "
-import json; b = json.load(open('$OUT/bench_$i.json'))
-print(f\"$i,$r,$cv,{b['sent']},{b['ok']},{b['dropped']},{b['slo_attainment']:.4f},{b['p99_us'] / 1000:.1f}\")" >>"$OUT/phases.csv"
+    vr_pipeline_live_phase "$i" "$i,$r,$cv" "sent ok dropped" --rate "$r" --duration "$secs" \
+      --arrival gamma --cv "$cv" --slo-ms "$SLO_MS"
   done
   touch "$OUT/load.done"
 ) &
 LOAD=$!
-/usr/bin/python3 - "$PORT" "$OUT/inferline_live.csv" "$OUT/load.done" <<'PYEOF'
-import json, os, re, sys, time, urllib.request
-port, csv, done = sys.argv[1], sys.argv[2], sys.argv[3]
-seen = -1.0
-hdr = "t_s,demand_qps,instances,slo_att,requests,met,dropped,variants"
-print(hdr)
-with open(csv, "w") as f:
-    f.write(hdr + "\n")
-    idle = 0
-    while True:
-        j = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/pipelines/fashion_scenes"))
-        for h in j["policy"]["history"]:
-            if h["t_s"] <= seen:
-                continue
-            seen = h["t_s"]
-            n = sum(int(x) for x in re.findall(r"\*(\d+)", h["variants"]))
-            att = "" if h["slo_attainment"] is None else f"{h['slo_attainment']:.3f}"
-            line = (f"{h['t_s']:.1f},{h['demand_qps']:.0f},{n},{att},{h['requests']},"
-                    f"{h['met']},{h['dropped']},{h['variants']}")
-            print(line, flush=True)
-            f.write(line + "\n")
-        if os.path.exists(done):
-            idle += 1
-            if idle > 2:
-                break
-        time.sleep(1)
+PYTHONPATH="$root/bench/lib" /usr/bin/python3 - "$PORT" "$OUT/inferline_live.csv" "$OUT/load.done" <<'PYEOF'
+import re, sys
+from pipeline_history import follow
+
+def line_of(h):
+    n = sum(int(x) for x in re.findall(r"\*(\d+)", h["variants"]))
+    att = "" if h["slo_attainment"] is None else f"{h['slo_attainment']:.3f}"
+    return (f"{h['t_s']:.1f},{h['demand_qps']:.0f},{n},{att},{h['requests']},"
+            f"{h['met']},{h['dropped']},{h['variants']}")
+
+follow(*sys.argv[1:4], "t_s,demand_qps,instances,slo_att,requests,met,dropped,variants",
+       line_of, idle_polls=2)
 PYEOF
-wait $LOAD || true
-echo "== per phase (client side): $OUT/phases.csv"
-column -s, -t <"$OUT/phases.csv" 2>/dev/null || cat "$OUT/phases.csv"
+vr_pipeline_live_phases
 grep "$POLICY plan for" "$OUT/serve.log" | sed 's/.*pipes_policy.c:[0-9]* //' | tail -20

@@ -33,24 +33,9 @@ PHASE_S=${PHASE_S:-8}
 PHASES=${PHASES:-"10 40 80 120 80 40 10"}
 PERIOD_MS=${PERIOD_MS:-2000}
 SLO_MS=${SLO_MS:-100}
-P="$root/models/pipelines/fashion_scenes"
-D="$root/models/fmnist-data"
-FLAGS=(--threads 1 --max-batch 4 --runs 10 --precisions fp32 --quiet)
+. "$root/bench/lib/pipeline_live.sh"
 
-rm -rf "$OUT"
-mkdir -p "$OUT"
-echo "== register (fmnist_linear, fmnist_mlp, fmnist_cnn_s; the three detectors)"
-for m in fmnist_linear fmnist_mlp fmnist_cnn_s; do
-  "$V" register --store "$OUT/store.db" --repo "$OUT/repo" --app fashion \
-    --model "$root/models/fmnist/$m/model.onnx" --input "$D/val_inputs.npy" \
-    --labels "$D/val_labels.npy" "${FLAGS[@]}"
-done
-for m in fscenes_det_tiny fscenes_det_small fscenes_det_large; do
-  acc=$(/usr/bin/python3 -c "import json; print(json.load(open('$P/$m/config.json'))['accuracy'])")
-  "$V" register --store "$OUT/store.db" --repo "$OUT/repo" --app fscenes_detect \
-    --model "$P/$m/model.onnx" --name "$m" --declared-accuracy "$acc" "${FLAGS[@]}"
-done
-vr_admin_token "$OUT/admin.token"
+vr_pipeline_live_register fmnist_cnn_s
 
 # the headroom from the most accurate detector's measured profile
 "$V" serve --repo "$OUT/repo" --store "$OUT/store.db" --port 0 --grpc-port -1 \
@@ -66,14 +51,8 @@ PYEOF
 )
 kill -INT $probe; wait $probe || true
 echo "== serve: --cores $CORES --pipeline-policy loki --pipeline-slack $SLACK (large detector: $PER_CORE canvases/s per core by plan)"
-"$V" serve --repo "$OUT/repo" --store "$OUT/store.db" --port 0 --grpc-port -1 \
-  --cores "$CORES" --admin-token-file "$OUT/admin.token" --pipeline-policy loki \
-  --pipeline-period-ms "$PERIOD_MS" --pipeline-slack "$SLACK" >"$OUT/serve.log" 2>&1 &
-SERVER=$!
-trap 'kill -INT $SERVER 2>/dev/null || true; wait $SERVER 2>/dev/null || true' EXIT
-PORT=$(vr_listen_port "$OUT/serve.log")
-"$V" pipeline register "$P/pipeline.json" --port "$PORT" >/dev/null
-sleep 2
+vr_pipeline_live_serve --pipeline-policy loki --pipeline-period-ms "$PERIOD_MS" \
+  --pipeline-slack "$SLACK"
 
 echo "== load: $PHASES canvases/s, ${PHASE_S} s each (SLO ${SLO_MS} ms)"
 echo "phase,rate,sent,ok,dropped,rejected,slo_attainment,p99_ms" >"$OUT/phases.csv"
@@ -81,48 +60,28 @@ echo "phase,rate,sent,ok,dropped,rejected,slo_attainment,p99_ms" >"$OUT/phases.c
   i=0
   for r in $PHASES; do
     i=$((i + 1))
-    "$V" bench --port "$PORT" --pipeline fashion_scenes --rate "$r" --duration "$PHASE_S" \
-      --slo-ms "$SLO_MS" --connections 32 --binary --payloads 8 --input "$P/sample.npy" \
-      --json --no-progress 2>/dev/null >"$OUT/bench_$i.json" || true
-    /usr/bin/python3 -c "
-import json; b = json.load(open('$OUT/bench_$i.json'))
-print(f\"$i,$r,{b['sent']},{b['ok']},{b['dropped']},{b['rejected']},{b['slo_attainment']:.4f},{b['p99_us'] / 1000:.1f}\")" >>"$OUT/phases.csv"
+    vr_pipeline_live_phase "$i" "$i,$r" "sent ok dropped rejected" --rate "$r" \
+      --duration "$PHASE_S" --slo-ms "$SLO_MS"
   done
   touch "$OUT/load.done"
 ) &
 LOAD=$!
-/usr/bin/python3 - "$PORT" "$OUT/loki_live.csv" "$OUT/load.done" <<'PYEOF'
-import json, os, sys, time, urllib.request
-port, csv, done = sys.argv[1], sys.argv[2], sys.argv[3]
-seen = -1.0
-hdr = "t_s,demand_qps,ewma,plan_acc,scaled,workers,slo_att,served_acc,requests,met,dropped,early,rerouted,variants"
-print(hdr)
-with open(csv, "w") as f:
-    f.write(hdr + "\n")
-    idle = 0
-    while True:
-        j = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/pipelines/fashion_scenes"))
-        for h in j["policy"]["history"]:
-            if h["t_s"] <= seen:
-                continue
-            seen = h["t_s"]
-            att = "" if h["slo_attainment"] is None else f"{h['slo_attainment']:.3f}"
-            acc = "" if h["accuracy"] is None else f"{h['accuracy']:.2f}"
-            line = (f"{h['t_s']:.0f},{h['demand_qps']:.0f},{h['demand_ewma']:.0f},"
-                    f"{h['plan_accuracy']:.2f},{int(h['accuracy_scaled'])},{h['workers']},{att},"
-                    f"{acc},{h['requests']},{h['met']},{h['dropped']},{h['early_dropped']},"
-                    f"{h['rerouted']},{h['variants']}")
-            print(line, flush=True)
-            f.write(line + "\n")
-        if os.path.exists(done):
-            idle += 1
-            if idle > 4:
-                break
-        time.sleep(1)
+PYTHONPATH="$root/bench/lib" /usr/bin/python3 - "$PORT" "$OUT/loki_live.csv" "$OUT/load.done" <<'PYEOF'
+import sys
+from pipeline_history import follow
+
+def line_of(h):
+    att = "" if h["slo_attainment"] is None else f"{h['slo_attainment']:.3f}"
+    acc = "" if h["accuracy"] is None else f"{h['accuracy']:.2f}"
+    return (f"{h['t_s']:.0f},{h['demand_qps']:.0f},{h['demand_ewma']:.0f},"
+            f"{h['plan_accuracy']:.2f},{int(h['accuracy_scaled'])},{h['workers']},{att},"
+            f"{acc},{h['requests']},{h['met']},{h['dropped']},{h['early_dropped']},"
+            f"{h['rerouted']},{h['variants']}")
+
+follow(*sys.argv[1:4], "t_s,demand_qps,ewma,plan_acc,scaled,workers,slo_att,served_acc,"
+       "requests,met,dropped,early,rerouted,variants", line_of, idle_polls=4)
 PYEOF
-wait $LOAD || true
-echo "== per phase (client side): $OUT/phases.csv"
-column -s, -t <"$OUT/phases.csv" 2>/dev/null || cat "$OUT/phases.csv"
+vr_pipeline_live_phases
 curl -s "http://127.0.0.1:$PORT/v2/pipelines/fashion_scenes" >"$OUT/final.json" 2>/dev/null || true
 grep -c "pipeline policy: " "$OUT/serve.log" | sed 's/^/actions applied by the pipeline policy: /'
 grep "loki plan for" "$OUT/serve.log" | sed 's/.*pipes_policy.c:[0-9]* //' | tail -20

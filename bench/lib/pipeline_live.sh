@@ -1,0 +1,71 @@
+# Set-up shared by the live pipeline benchmarks (bench/loki_live.sh,
+# bench/inferline_live.sh): both serve the example pipeline
+# (models/pipelines/fashion_scenes) from a fresh store and follow the
+# pipeline policy's history; only the policy, its flags and the load
+# differ. Source it after scripts/lib.sh, with root, V (the vario binary)
+# and OUT (the output folder) set; do not run it.
+
+# Fresh $OUT/store.db and $OUT/repo holding the classifiers fmnist_linear,
+# fmnist_mlp and CLASSIFIER (app fashion) and the three detectors (app
+# fscenes_detect, their declared accuracy from config.json), and
+# $OUT/admin.token: vr_pipeline_live_register CLASSIFIER
+vr_pipeline_live_register() {
+  local p="$root/models/pipelines/fashion_scenes" d="$root/models/fmnist-data" m acc
+  local flags=(--threads 1 --max-batch 4 --runs 10 --precisions fp32 --quiet)
+  rm -rf "$OUT"
+  mkdir -p "$OUT"
+  echo "== register (fmnist_linear, fmnist_mlp, $1; the three detectors)"
+  for m in fmnist_linear fmnist_mlp "$1"; do
+    "$V" register --store "$OUT/store.db" --repo "$OUT/repo" --app fashion \
+      --model "$root/models/fmnist/$m/model.onnx" --input "$d/val_inputs.npy" \
+      --labels "$d/val_labels.npy" "${flags[@]}"
+  done
+  for m in fscenes_det_tiny fscenes_det_small fscenes_det_large; do
+    acc=$(/usr/bin/python3 -c "import json; print(json.load(open('$p/$m/config.json'))['accuracy'])")
+    "$V" register --store "$OUT/store.db" --repo "$OUT/repo" --app fscenes_detect \
+      --model "$p/$m/model.onnx" --name "$m" --declared-accuracy "$acc" "${flags[@]}"
+  done
+  vr_admin_token "$OUT/admin.token"
+}
+
+# Starts `vario serve` on $OUT with CORES cores, the admin token and the
+# given policy flags (log: $OUT/serve.log), stops it (SIGINT: it drains)
+# on exit, registers the pipeline and gives it 2 s to settle. Sets SERVER
+# (its pid) and PORT: vr_pipeline_live_serve [SERVE FLAGS...]
+vr_pipeline_live_serve() {
+  "$V" serve --repo "$OUT/repo" --store "$OUT/store.db" --port 0 --grpc-port -1 \
+    --cores "$CORES" --admin-token-file "$OUT/admin.token" "$@" >"$OUT/serve.log" 2>&1 &
+  SERVER=$!
+  trap 'kill -INT $SERVER 2>/dev/null || true; wait $SERVER 2>/dev/null || true' EXIT
+  PORT=$(vr_listen_port "$OUT/serve.log")
+  "$V" pipeline register "$root/models/pipelines/fashion_scenes/pipeline.json" \
+    --port "$PORT" >/dev/null
+  sleep 2
+}
+
+# One phase of load: `vario bench` on the pipeline with the given flags
+# (32 connections, binary payloads from sample.npy; its JSON in
+# $OUT/bench_I.json), then appends the line
+# PREFIX,<each of KEYS>,slo_attainment,p99_ms to $OUT/phases.csv:
+# vr_pipeline_live_phase I PREFIX "KEYS" [BENCH FLAGS...]
+vr_pipeline_live_phase() {
+  local i=$1 prefix=$2 keys=$3
+  shift 3
+  "$V" bench --port "$PORT" --pipeline fashion_scenes "$@" --connections 32 --binary \
+    --payloads 8 --input "$root/models/pipelines/fashion_scenes/sample.npy" --json \
+    --no-progress 2>/dev/null >"$OUT/bench_$i.json" || true
+  /usr/bin/python3 - "$OUT/bench_$i.json" "$prefix" $keys >>"$OUT/phases.csv" <<'PYEOF'
+import json, sys
+b = json.load(open(sys.argv[1]))
+print(",".join([sys.argv[2]] + [str(b[k]) for k in sys.argv[3:]]
+               + [f"{b['slo_attainment']:.4f}", f"{b['p99_us'] / 1000:.1f}"]))
+PYEOF
+}
+
+# Waits for the load in the background (pid LOAD) and prints the client's
+# per-phase table, $OUT/phases.csv.
+vr_pipeline_live_phases() {
+  wait "$LOAD" || true
+  echo "== per phase (client side): $OUT/phases.csv"
+  column -s, -t <"$OUT/phases.csv" 2>/dev/null || cat "$OUT/phases.csv"
+}
