@@ -40,6 +40,7 @@
 #include "cli/commands.h"
 #include "cli/ctl_int.h"
 #include "policy/cluster_plan.h"
+#include "policy/pipe_policy.h"
 #include "runtime/config.h"
 #include "server/fwd.h"
 #include "server/model_fetch.h"
@@ -62,6 +63,7 @@ static void state_json(ctl *c, vr_sbuf *b) {
   vr_sbuf pb;
   vr_sbuf_init(&pb);
   vr__ctl_policy_json(c, &pb); /* first: pol_mu is never taken under mu */
+  vr__ctl_pipes_json(c, &pb);
   pthread_mutex_lock(&c->mu);
   vr_sbuf_printf(b, "{\"registry_ok\":%d,\"routes_version\":%lld,\"workers\":[",
                  c->registry_ok, (long long)c->routes_version);
@@ -181,8 +183,8 @@ static int cmp_worker(const void *a, const void *b) {
  * plane. Workers with nothing ready are listed but route nothing. */
 static char *build_routes(ctl *c, char models[][128], int nm) {
   vr_fwd_worker fw[MAXW];
-  vr_fwd_route rt[MAXM + 1];
-  int idx[MAXM + 1][MAXW];
+  static vr_fwd_route rt[MAXM + 2];
+  static int idx[MAXM + 2][MAXW]; /* the tick thread only */
   int nw = 0, nr = 0;
   for (size_t i = 0; i < c->nw && nw < MAXW; i++) {
     vr_fwd_worker *x = &fw[nw];
@@ -202,12 +204,16 @@ static char *build_routes(ctl *c, char models[][128], int nm) {
           idx[nr][rt[nr].n++] = k;
     nr++;
   }
-  rt[nr] = (vr_fwd_route){.workers = idx[nr]};
-  snprintf(rt[nr].key, sizeof rt[nr].key, "a:*");
-  for (int k = 0; k < nw; k++)
-    for (size_t i = 0; i < c->nw; i++)
-      if (!strcmp(c->w[i].id, fw[k].id) && c->wapps[i]) idx[nr][rt[nr].n++] = k;
-  nr++;
+  /* apps and pipelines ("p:*": any worker with a control plane runs a
+   * pipeline request, its hops go where the plan put them) */
+  for (int pass = 0; pass < 2; pass++) {
+    rt[nr] = (vr_fwd_route){.workers = idx[nr]};
+    snprintf(rt[nr].key, sizeof rt[nr].key, pass ? "p:*" : "a:*");
+    for (int k = 0; k < nw; k++)
+      for (size_t i = 0; i < c->nw; i++)
+        if (!strcmp(c->w[i].id, fw[k].id) && c->wapps[i]) idx[nr][rt[nr].n++] = k;
+    nr++;
+  }
   vr_fwd_table t = {0, nw, nr, fw, rt};
   return vr_fwd_table_json(&t);
 }
@@ -309,6 +315,7 @@ static void tick(ctl *c) {
   }
   static char models[MAXM][128];
   int nm = scan_models(c, models, MAXM);
+  nm = vr__ctl_pipes_exclude(c, models, nm); /* a pipeline policy's own */
   pthread_mutex_lock(&c->mu);
   if (n) memcpy(c->w, ws, n * sizeof *ws);
   c->nw = n;
@@ -353,7 +360,11 @@ static void tick(ctl *c) {
     }
     vr_free(cur);
   }
-  char *body = build_routes(c, models, nm);
+  /* routes also name the models planned pipelines run (hops go by model) */
+  static char rmodels[MAXM][128];
+  if (nm) memcpy(rmodels, models, (size_t)nm * sizeof rmodels[0]);
+  int nrm = vr__ctl_pipes_models(c, rmodels, nm, MAXM);
+  char *body = build_routes(c, rmodels, nrm);
   int publish = body && (!c->routes_body || strcmp(body, c->routes_body));
   pthread_mutex_unlock(&c->mu);
   for (int i = 0; c->prov && i < out.add_workers; i++) {
@@ -381,6 +392,7 @@ static void tick(ctl *c) {
   vr__ctl_unload_due(c, vr_now_ns());
   pthread_mutex_unlock(&c->mu);
   if (c->cdrv) vr__ctl_policy_step(c, ws, n, models, nm, starting + out.add_workers);
+  if (c->pp) vr__ctl_pipes_step(c, ws, n, starting + out.add_workers);
   vr_free(ws);
 }
 
@@ -394,6 +406,8 @@ static void usage(FILE *f) {
           "         [--provider local|kubernetes --provider-opt K=V ...\n"
           "          --min-workers N [--max-workers N] [--worker-arg ARG ...]]\n"
           "         [--policy infaas|clipper|sm|asyfunc [--slo-ms N]]\n"
+          "         [--store URL --pipeline-policy NAME [--pipeline-period-ms T]\n"
+          "          [--pipeline-slack S] [--inferline-rate Q [--inferline-cv CV]]]\n"
           "  --registry URL   redis://HOST:PORT shared with workers and front ends\n"
           "  --repo DIR       model repository: what is placed, and what workers\n"
           "                   without it fetch (GET /v2/cluster/models/...)\n"
@@ -427,7 +441,16 @@ static void usage(FILE *f) {
           "                   queue fell below gamma per body (1000)\n"
           "  --af-shadow-process  asyfunc: shadows in their own process on the\n"
           "                   body's host (shared memory), not a thread\n"
-          "  --worker-idle-s N  policy removes a worker idle this long (30)\n");
+          "  --worker-idle-s N  policy removes a worker idle this long (30)\n"
+          "  --store URL      the metadata store the workers share (redis://...):\n"
+          "                   the pipelines and the profiles the pipeline policy reads\n"
+          "  --pipeline-policy NAME  loki, inferline, ... (vario serve --help): plans\n"
+          "                   every stored pipeline over the workers, loads and\n"
+          "                   unloads its stage models on them, publishes the plan\n"
+          "                   the workers route hops by (run them with --store)\n"
+          "  --pipeline-period-ms T  its replan period (default 10000)\n"
+          "  --pipeline-slack S  its headroom on demand (default 1.25)\n"
+          "  --inferline-rate Q, --inferline-cv CV  InferLine's planning trace\n");
 }
 
 /* The policies that act across workers. */
@@ -441,6 +464,22 @@ static int num(const char *s, long lo, long hi, int *out) {
   long v = strtol(s, &end, 10);
   if (!*s || *end || v < lo || v > hi) return -1;
   *out = (int)v;
+  return 0;
+}
+
+static int pipe_policy(const char *s) {
+  vr_errbuf e = {0};
+  if (vr_pipe_policy_find(s, &e)) return 1;
+  fprintf(stderr, "vario controller: %s\n", e.msg);
+  return 0;
+}
+
+/* A positive number (at most 1e7). */
+static int dnum(const char *s, double *out) {
+  char *end;
+  double v = strtod(s, &end);
+  if (!*s || *end || !(v > 0) || v > 1e7) return -1;
+  *out = v;
   return 0;
 }
 
@@ -485,6 +524,12 @@ int vr_cmd_controller(int argc, char **argv) {
     else if (!strcmp(a, "--replicas") && has && !num(argv[i + 1], 0, 1000, &c.replicas)) i++, c.replicas_set = 1;
     else if (!strcmp(a, "--policy") && has && cluster_policy(argv[i + 1])) c.policy = argv[++i];
     else if (!strcmp(a, "--slo-ms") && has && !num(argv[i + 1], 1, 600000, &slo)) i++, c.slo_ms = slo;
+    else if (!strcmp(a, "--store") && has) c.store_url = argv[++i];
+    else if (!strcmp(a, "--pipeline-policy") && has && pipe_policy(argv[i + 1])) c.pipe_policy = argv[++i];
+    else if (!strcmp(a, "--pipeline-period-ms") && has && !dnum(argv[i + 1], &c.pipe_period_ms)) i++;
+    else if (!strcmp(a, "--pipeline-slack") && has && !dnum(argv[i + 1], &c.pipe_slack)) i++;
+    else if (!strcmp(a, "--inferline-rate") && has && !dnum(argv[i + 1], &c.il_rate)) i++;
+    else if (!strcmp(a, "--inferline-cv") && has && !dnum(argv[i + 1], &c.il_cv)) i++;
     else if (!strcmp(a, "--af-shadow-process")) c.af_shadow_process = 1;
     else if (!strcmp(a, "--af-mls-period-s") && has && !num(argv[i + 1], 1, 86400, &c.af_mls_period_s)) i++;
     else if (!strcmp(a, "--af-release-ms") && has && !num(argv[i + 1], 1, 3600000, &c.af_release_ms)) i++;
@@ -525,6 +570,9 @@ int vr_cmd_controller(int argc, char **argv) {
     if (!c.replicas_set) c.replicas = 1;
     rc = vr__ctl_policy_open(&c, &err);
   }
+  if (!rc && c.pipe_policy && !c.store_url)
+    rc = vr_errf(&err, VR_EINVAL, "--pipeline-policy needs --store URL (the workers' store)");
+  if (!rc && c.pipe_policy) rc = vr__ctl_pipes_open(&c, &err);
   if (!rc && c.provider)
     rc = ctl_prov_open(c.provider, c.pargs, (size_t)c.n_pargs, &c.prov, &err);
   vr_http_opts ho = {.host = c.host, .port = c.port, .handler = handle, .user = &c};
@@ -534,6 +582,7 @@ int vr_cmd_controller(int argc, char **argv) {
     ctl_prov_close(c.prov);
     if (c.reg) vr_registry_close(c.reg);
     vr_cdrv_free(c.cdrv);
+    vr__ctl_pipes_close(&c);
     vr_free(c.token);
     return 1;
   }
@@ -570,6 +619,7 @@ int vr_cmd_controller(int argc, char **argv) {
   vr_free(c.routes_body);
   vr_free(c.token);
   vr_cdrv_free(c.cdrv);
+  vr__ctl_pipes_close(&c);
   for (size_t k = 0; k < MAXW; k++) vr_free(c.vinst[k]);
   for (size_t k = 0; k < MAXM; k++) vr_free(c.mblk[k]);
   /* load threads still running hold &c: let them finish with the process */

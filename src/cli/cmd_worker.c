@@ -23,6 +23,7 @@
 #include "base/log.h"
 #include "cli/commands.h"
 #include "cli/serve_role.h"
+#include "cli/worker_pipes.h"
 #include "cluster/registry.h"
 #include "runtime/slowdown.h"
 #include "server/model_fetch.h"
@@ -62,6 +63,9 @@ typedef struct worker_role {
   vr_slowdown slow[MAX_MODELS]; /* per model, as seen_name: compute vs its profile */
   int n_seen;
   int64_t seen_ns;
+  /* pipelines under the controller's plan (worker_pipes.h) */
+  worker_pipes wp;
+  int wp_on;
 } worker_role;
 
 static int parse_url(const char *url, char *host, size_t cap, int *port) {
@@ -306,6 +310,7 @@ static void *hb_main(void *arg) {
       if (!rc) snprintf(w->last, sizeof w->last, "%s", list);
       if (!rc && prev) memcpy(prev, inst, (size_t)n * sizeof *inst), nprev = n;
     }
+    if (!rc && w->wp_on) wp_sync(&w->wp);
     if (rc && !warned) vr_warn("worker %s: registry: %s (retrying)", w->info.id, err.msg);
     if (!rc && warned) vr_info("worker %s: registry reachable again", w->info.id);
     warned = rc != 0;
@@ -349,6 +354,8 @@ static int w_start(void *self, vr_server *s, vr_errbuf *err) {
            (long)getpid(), w->cores_list ? w->cores_list : "", vr_server_has_control(s));
   pthread_mutex_init(&w->mu, NULL);
   pthread_cond_init(&w->cv, NULL);
+  if (vr_server_get_pipes(s))
+    w->wp_on = !wp_init(&w->wp, w->reg, vr_server_get_pipes(s), i->id);
   if (pthread_create(&w->hb, NULL, hb_main, w)) {
     vr_registry_close(w->reg);
     w->reg = NULL;
@@ -368,6 +375,7 @@ static void w_stop(void *self) {
   pthread_cond_signal(&w->cv);
   pthread_mutex_unlock(&w->mu);
   pthread_join(w->hb, NULL);
+  if (w->wp_on) wp_stop(&w->wp);
   vr_errbuf err = {0};
   if (w->registered && vr_registry_worker_deregister(w->reg, w->info.id, &err))
     vr_warn("worker %s: deregister: %s", w->info.id, err.msg);

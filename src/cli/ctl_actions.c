@@ -274,8 +274,8 @@ static int op_load(void *u, const char *model, const char *worker, const char *w
  * unloaded once a table without it is out and a period has passed (a
  * front end on the old table would otherwise send it requests that find
  * the model gone: 404s, not a scale-in). */
-static int op_unload(void *u, const char *model, const char *worker, const char *why) {
-  ctl *c = u;
+int vr__ctl_unload_routed(ctl *c, const char *model, const char *worker, const char *who,
+                          const char *why) {
   pthread_mutex_lock(&c->mu);
   const vr_worker_info *w = live_worker(c, worker);
   unrouting *e = NULL;
@@ -292,11 +292,18 @@ static int op_unload(void *u, const char *model, const char *worker, const char 
                      .until_ns = now + 120000000000LL, .active = 1};
     snprintf(e->model, sizeof e->model, "%s", model);
     snprintf(e->worker, sizeof e->worker, "%s", worker);
-    vr__ctl_event(c, "policy %s: unload %s on %s (%s): out of the routing table first",
-                  c->policy, model, worker, why);
+    vr__ctl_event(c, "%s: unload %s on %s (%s): out of the routing table first", who, model,
+                  worker, why);
   }
   pthread_mutex_unlock(&c->mu);
   return e ? 0 : -1;
+}
+
+static int op_unload(void *u, const char *model, const char *worker, const char *why) {
+  ctl *c = u;
+  char who[64];
+  snprintf(who, sizeof who, "policy %s", c->policy);
+  return vr__ctl_unload_routed(c, model, worker, who, why);
 }
 
 int vr__ctl_unrouted(ctl *c, const char *model, const char *worker) {

@@ -30,6 +30,8 @@ typedef struct pending {
   int active;
 } pending;
 
+typedef struct ctl_pipes ctl_pipes;
+
 /* A copy the policy unloads: out of the routing table first, unloaded
  * once a table without it is out (front ends stop sending it requests
  * that would find the model gone). */
@@ -50,6 +52,10 @@ typedef struct ctl {
   int port, replicas, period_ms, min_workers, max_workers, fetch_models;
   int worker_cores, replicas_set, worker_idle_s;
   const char *policy; /* --policy: the driver below runs it */
+  /* --store URL --pipeline-policy NAME (ctl_pipes.c), its
+   * --pipeline-period-ms / --pipeline-slack / --inferline-rate / -cv */
+  const char *store_url, *pipe_policy;
+  double pipe_period_ms, pipe_slack, il_rate, il_cv;
   double slo_ms;
   int af_mls_period_s, af_release_ms; /* --policy asyfunc (0 = the policy's defaults) */
   int af_shadow_process; /* shadows as `vario shadow` processes (shared memory) */
@@ -84,6 +90,9 @@ typedef struct ctl {
   vr_cdrv_model mcfg[MAXM];
   int n_mcfg;
   struct vr_af_model *mblk[MAXM]; /* mcfg[i].blocks when a profile was read (owned) */
+  /* the pipeline policy (ctl_pipes.c): its own lock, never under mu */
+  pthread_mutex_t pp_mu;
+  struct ctl_pipes *pp;
   /* this period's view (the tick thread only) */
   vr_worker_info *vw;
   size_t nvw;
@@ -100,6 +109,11 @@ int vr__ctl_pending_for(ctl *c, const char *model, const char *worker, int64_t n
 /* A remote load / unload on its own thread (under mu). */
 void vr__ctl_start_load(ctl *c, const char *model, const vr_worker_info *w, int64_t now);
 void vr__ctl_start_unload(ctl *c, const char *model, const vr_worker_info *w);
+/* Unloads model on worker once a routing table without that copy is out
+ * (front ends and workers stop sending it requests first); who/why for
+ * the event. Not under mu. 0, or -1 (unknown worker, no room). */
+int vr__ctl_unload_routed(ctl *c, const char *model, const char *worker, const char *who,
+                          const char *why);
 /* Whether the routing table leaves model on worker out: the policy
  * unloads it (under mu). */
 int vr__ctl_unrouted(ctl *c, const char *model, const char *worker);
@@ -119,5 +133,20 @@ void vr__ctl_policy_step(ctl *c, const vr_worker_info *ws, size_t n, char models
                          int starting);
 /* ,"policy":{...} for the state document (takes pol_mu). */
 void vr__ctl_policy_json(ctl *c, vr_sbuf *b);
+
+/* ---- ctl_pipes.c ---- */
+/* The pipeline policy over c->store_url (0 or a VR_E* with err). */
+int vr__ctl_pipes_open(ctl *c, vr_errbuf *err);
+void vr__ctl_pipes_close(ctl *c);
+/* One period (not under mu; c->vinst holds the workers' instances). */
+void vr__ctl_pipes_step(ctl *c, const vr_worker_info *ws, size_t n, int starting);
+/* models[have..] += the models of planned pipelines not listed yet (for
+ * the routing table: remote hops go by model); the new count. */
+int vr__ctl_pipes_models(ctl *c, char models[][128], int have, int cap);
+/* Drops from models[0..n) those a planned pipeline's policy manages (the
+ * base placement and --policy leave them alone); the new count. */
+int vr__ctl_pipes_exclude(ctl *c, char models[][128], int n);
+/* ,"pipelines":{...} for the state document. */
+void vr__ctl_pipes_json(ctl *c, vr_sbuf *b);
 
 #endif

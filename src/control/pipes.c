@@ -206,6 +206,39 @@ static int collect_doc(void *ctx, const char *name, const char *body) {
   return 0;
 }
 
+/* Serves the stored pipelines not served yet (at start, and when a
+ * request names one another process registered). */
+static int load_stored(vr_pipes *p, int warn, vr_errbuf *err) {
+  doc_list d;
+  vr_vec_init(&d.names, sizeof(char *));
+  vr_vec_init(&d.bodies, sizeof(char *));
+  int rc = vr_store_load_docs(p->store, DOC_KIND, collect_doc, &d, err);
+  for (size_t i = 0; i < d.names.len; i++) {
+    char *name = *(char **)vr_vec_at(&d.names, i), *body = *(char **)vr_vec_at(&d.bodies, i);
+    pthread_mutex_lock(&p->mu);
+    int known = vr_map_get(&p->by_name, name) != NULL;
+    pthread_mutex_unlock(&p->mu);
+    pl_pipe *pp;
+    vr_errbuf e2 = {0};
+    /* A stored pipeline whose apps are gone stays stored (not lost), unserved. */
+    if (!rc && !known && compile(p, body, strlen(body), &pp, &e2) == 0) {
+      pthread_mutex_lock(&p->mu);
+      if (vr_map_get(&p->by_name, pp->spec->name) || vr_map_put(&p->by_name, pp->spec->name, pp, NULL))
+        pipe_free(pp);
+      pthread_mutex_unlock(&p->mu);
+    } else if (!rc && !known && warn) {
+      vr_log(VR_LOG_WARN, "pipeline '%s' stored but not served: %s", name, e2.msg);
+    }
+    vr_free(name);
+    vr_free(body);
+  }
+  vr_vec_free(&d.names);
+  vr_vec_free(&d.bodies);
+  return rc;
+}
+
+int vr_pipes_sync(vr_pipes *p, vr_errbuf *err) { return load_stored(p, 0, err); }
+
 int vr_pipes_create(vr_control *ctl, vr_runtime *rt, vr_store *store, vr_pipes **out,
                     vr_errbuf *err) {
   vr_pipes *p = vr_calloc(1, sizeof *p);
@@ -217,25 +250,7 @@ int vr_pipes_create(vr_control *ctl, vr_runtime *rt, vr_store *store, vr_pipes *
   pthread_mutex_init(&p->mu, NULL);
   pthread_cond_init(&p->pcv, NULL);
   vr_map_init(&p->by_name);
-  doc_list d;
-  vr_vec_init(&d.names, sizeof(char *));
-  vr_vec_init(&d.bodies, sizeof(char *));
-  int rc = vr_store_load_docs(store, DOC_KIND, collect_doc, &d, err);
-  for (size_t i = 0; i < d.names.len; i++) {
-    char *name = *(char **)vr_vec_at(&d.names, i), *body = *(char **)vr_vec_at(&d.bodies, i);
-    pl_pipe *pp;
-    vr_errbuf e2 = {0};
-    /* A stored pipeline whose apps are gone stays stored (not lost), unserved. */
-    if (!rc && compile(p, body, strlen(body), &pp, &e2) == 0) {
-      if (vr_map_put(&p->by_name, pp->spec->name, pp, NULL)) pipe_free(pp);
-    } else if (!rc) {
-      vr_log(VR_LOG_WARN, "pipeline '%s' stored but not served: %s", name, e2.msg);
-    }
-    vr_free(name);
-    vr_free(body);
-  }
-  vr_vec_free(&d.names);
-  vr_vec_free(&d.bodies);
+  int rc = load_stored(p, 1, err);
   if (rc) {
     vr_pipes_free(p);
     return rc;

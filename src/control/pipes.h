@@ -90,6 +90,40 @@ int vr_pipes_set_policy(vr_pipes *p, const vr_pipes_policy_opts *o, vr_errbuf *e
 /* One policy tick at once, on the caller's thread (tests). */
 void vr_pipes_policy_tick(vr_pipes *p);
 
+/* ---- following the controller ----------------------------------------------
+ * In a cluster (`vario controller --pipeline-policy NAME`, issue 18) the
+ * policy runs in the controller over every worker; a worker serving
+ * pipeline requests follows its plan instead of running one: the plan
+ * (policy/pipe_plan.h "as text") is mapped onto this server's planning
+ * view, the MostAccurateFirst routing and backup tables are built from it
+ * as under a local policy, and every hop is routed by them with the same
+ * per-hop rule (early drop / reroute by budget). A hop whose chosen
+ * variant this worker does not hold goes to `remote`: it runs r (inputs,
+ * timeout_ns set to the time left until the end-to-end deadline) on a
+ * worker that holds `model` and calls r->done(r, r->user) exactly once,
+ * with status/outcome and, when served, the outputs (r->out_block owned
+ * by r, as the runtime's). Until the first plan arrives, hops are routed
+ * as without a policy. */
+typedef void (*vr_pipes_remote_fn)(void *user, const char *model, vr_rt_request *r);
+/* Whether another worker serves model now (a slot the plan put on other
+ * workers counts as held only then: while its model loads, hops go to the
+ * task's other variants). */
+typedef int (*vr_pipes_remote_has_fn)(void *user, const char *model);
+/* Set before requests (borrowed user). */
+void vr_pipes_set_remote(vr_pipes *p, vr_pipes_remote_fn fn, vr_pipes_remote_has_fn has,
+                         void *user);
+/* Follows plan (text of len bytes; NULL = keep the plan, re-read which
+ * instances this worker holds: call it every few hundred ms). VR_ENOENT
+ * (unknown pipeline, a variant gone), VR_EFORMAT (bad text: the plan in
+ * force stays), VR_ESTATE (a local policy runs). */
+int vr_pipes_follow(vr_pipes *p, const char *name, const char *plan, size_t len,
+                    vr_errbuf *err);
+/* Serves the pipelines other processes stored since (a shared store). 0
+ * or the store's error. */
+int vr_pipes_sync(vr_pipes *p, vr_errbuf *err);
+/* Names of the served pipelines (up to cap); returns how many there are. */
+int vr_pipes_names(vr_pipes *p, char (*names)[VR_PIPE_NAME_MAX], int cap);
+
 /* Registers a spec (JSON text, Vario's pipeline.json or Loki's app
  * definition): parsed, checked against the registered apps and models
  * (every task's app exists, children's inputs take the parent adapter's

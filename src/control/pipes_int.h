@@ -85,6 +85,10 @@ struct vr_pipes {
   int nmanaged;
   vr_runtime *rt;
   vr_store *store;
+  /* hops on other workers (vr_pipes_set_remote; pipes_follow.c) */
+  vr_pipes_remote_fn remote;
+  vr_pipes_remote_has_fn remote_has;
+  void *remote_user;
   vr_clock *clock;    /* monotonic, or a test's */
   pthread_mutex_t mu; /* the map */
   vr_map by_name;     /* name -> pl_pipe* */

@@ -11,6 +11,71 @@
 
 typedef struct pl_pol pl_pol;
 
+#define PL_HIST 600         /* per-tick rows kept for GET (10 min at 1 s) */
+#define PL_MIN_OBS 20       /* requests before a variant's factor is trusted */
+#define PL_MAX_SLOTS (VR_PIPE_MAX_TASKS * VR_PIPE_MAX_VARIANTS)
+
+typedef struct pl_row {
+  double t_s, demand, ewma, accuracy, plan_acc;
+  int workers, scaled, feasible;
+  uint64_t req, met, dropped, early, rerouted;
+  char variants[256]; /* per task: its variants with instances */
+} pl_row;
+
+struct pl_pol {
+  vr_pipeline *view;  /* planning view (owned) */
+  vr_profile *prof;   /* per view slot */
+  int *slot_var;      /* per view slot: control variant index (per tick) */
+  char (*slot_model)[64];
+  int nslots;
+  int threads;        /* cores per instance (the view's variants share it) */
+  /* published for the request path (under pp->mu) */
+  vr_pipe_plan plan;
+  vr_pipe_routes routes;
+  int have_routes;
+  int *slot_ids;      /* per slot, up to PL_SLOT_INST instance ids */
+  int *slot_n;
+  unsigned rr;
+  /* the policy thread's own */
+  int have_plan;
+  double ewma, last_qps, planned_for, next_s, t0_s;
+  double task_ewma[VR_PIPE_MAX_TASKS];
+  uint64_t arr_seen, task_seen[VR_PIPE_MAX_TASKS];
+  uint64_t req_seen, met_seen, drop_seen, early_seen, rr_seen;
+  double accsum_seen;
+  uint64_t accn_seen;
+  int workers;
+  int replans, solve_fail;
+  double last_solve_ms;
+  char last_err[200];
+  /* the policy's per-pipeline memory (pipe_policy.h ctx_new) */
+  void *ctx;
+  void (*ctx_free)(void *);
+  double ctx_retry_s;   /* when ctx_new may be tried again after failing */
+  int64_t arr[PL_ARR_RING]; /* this tick's root arrivals (copied) */
+  int narr;
+  /* following a plan the controller made (vr_pipes_follow): no policy
+   * runs here; slot_remote[s] = the plan holds instances of slot s on
+   * other workers (hops go there when this one holds none) */
+  int follow, drop_mode;
+  unsigned char *slot_remote;
+  /* counters (under pp->mu) */
+  uint64_t early, rerouted, no_instance;
+  pl_row hist[PL_HIST];
+  int nhist, hhead;
+};
+
+#define PL_SLOT_INST 64
+
+/* A hop's instance on another worker (vr_pipes_set_remote). */
+#define PL_REMOTE_ID (-2)
+
+/* The planning view of pp's pipeline (each task's variants the control
+ * plane serves, at the fewest threads) and the slots' variant indexes,
+ * profiles and models (refresh: 0, or VR_ENOENT when a variant went). */
+int vr__pipe_pol_build_view(vr_pipes *ps, pl_pipe *pp, pl_pol **out, vr_errbuf *err);
+int vr__pipe_pol_refresh_slots(vr_pipes *ps, pl_pol *pol);
+
 /* A hop to route by the plan. */
 typedef struct pl_pick_in {
   int task;

@@ -20,57 +20,6 @@
 #include "base/log.h"
 #include "control/pipes_pol.h"
 
-#define PL_HIST 600         /* per-tick rows kept for GET (10 min at 1 s) */
-#define PL_MIN_OBS 20       /* requests before a variant's factor is trusted */
-#define PL_MAX_SLOTS (VR_PIPE_MAX_TASKS * VR_PIPE_MAX_VARIANTS)
-
-typedef struct pl_row {
-  double t_s, demand, ewma, accuracy, plan_acc;
-  int workers, scaled, feasible;
-  uint64_t req, met, dropped, early, rerouted;
-  char variants[256]; /* per task: its variants with instances */
-} pl_row;
-
-struct pl_pol {
-  vr_pipeline *view;  /* planning view (owned) */
-  vr_profile *prof;   /* per view slot */
-  int *slot_var;      /* per view slot: control variant index (per tick) */
-  char (*slot_model)[64];
-  int nslots;
-  int threads;        /* cores per instance (the view's variants share it) */
-  /* published for the request path (under pp->mu) */
-  vr_pipe_plan plan;
-  vr_pipe_routes routes;
-  int have_routes;
-  int *slot_ids;      /* per slot, up to PL_SLOT_INST instance ids */
-  int *slot_n;
-  unsigned rr;
-  /* the policy thread's own */
-  int have_plan;
-  double ewma, last_qps, planned_for, next_s, t0_s;
-  double task_ewma[VR_PIPE_MAX_TASKS];
-  uint64_t arr_seen, task_seen[VR_PIPE_MAX_TASKS];
-  uint64_t req_seen, met_seen, drop_seen, early_seen, rr_seen;
-  double accsum_seen;
-  uint64_t accn_seen;
-  int workers;
-  int replans, solve_fail;
-  double last_solve_ms;
-  char last_err[200];
-  /* the policy's per-pipeline memory (pipe_policy.h ctx_new) */
-  void *ctx;
-  void (*ctx_free)(void *);
-  double ctx_retry_s;   /* when ctx_new may be tried again after failing */
-  int64_t arr[PL_ARR_RING]; /* this tick's root arrivals (copied) */
-  int narr;
-  /* counters (under pp->mu) */
-  uint64_t early, rerouted, no_instance;
-  pl_row hist[PL_HIST];
-  int nhist, hhead;
-};
-
-#define PL_SLOT_INST 64
-
 void vr__pipe_pol_free(pl_pol *pol) {
   if (!pol) return;
   if (pol->ctx && pol->ctx_free) pol->ctx_free(pol->ctx);
@@ -80,6 +29,7 @@ void vr__pipe_pol_free(pl_pol *pol) {
   vr_free(pol->slot_model);
   vr_free(pol->slot_ids);
   vr_free(pol->slot_n);
+  vr_free(pol->slot_remote);
   vr_pipe_plan_free(&pol->plan);
   if (pol->have_routes) vr_pipe_routes_free(&pol->routes);
   vr_free(pol);
@@ -104,7 +54,7 @@ static int dominated(vr_pipes *ps, const vr_pipe_task *t, const vr_profile *pr) 
 
 /* Each task keeps the variants the control plane serves, at the fewest
  * threads among them (one instance = `threads` cores = one Loki worker). */
-static int build_view(vr_pipes *ps, pl_pipe *pp, pl_pol **out, vr_errbuf *err) {
+int vr__pipe_pol_build_view(vr_pipes *ps, pl_pipe *pp, pl_pol **out, vr_errbuf *err) {
   const vr_pipeline *sp = pp->spec;
   int threads = 0;
   for (int t = 0; t < sp->ntasks; t++)
@@ -162,7 +112,7 @@ static int build_view(vr_pipes *ps, pl_pipe *pp, pl_pol **out, vr_errbuf *err) {
 
 /* Control variant indexes and profiles of the view's slots (they move
  * when the store reloads). 0, or VR_ENOENT when a variant went away. */
-static int refresh_slots(vr_pipes *ps, pl_pol *pol) {
+int vr__pipe_pol_refresh_slots(vr_pipes *ps, pl_pol *pol) {
   const vr_pipeline *v = pol->view;
   for (int t = 0; t < v->ntasks; t++)
     for (int k = 0; k < v->tasks[t].nvariants; k++) {
@@ -208,18 +158,26 @@ static void observed_factors(pl_pipe *pp, pl_pol *pol) {
 int vr__pipe_pol_active(pl_pipe *pp) { return pp->pol && pp->pol->have_routes; }
 
 /* An instance of slot *slot, else of the task's other slots in accuracy
- * order (plan changes: an instance may be loading); -1 if none. */
+ * order (plan changes: an instance may be loading); one on this worker
+ * first, then (following the controller) PL_REMOTE_ID for a slot the plan
+ * placed on other workers; -1 if none. */
 static int pick_instance(pl_pol *pol, int t, int *slot) {
   if (*slot >= 0 && pol->slot_n[*slot] > 0)
     return pol->slot_ids[*slot * PL_SLOT_INST + pol->rr++ % (unsigned)pol->slot_n[*slot]];
+  if (*slot >= 0 && pol->slot_remote && pol->slot_remote[*slot]) return PL_REMOTE_ID;
   const vr_pipe_routes *r = &pol->routes;
-  for (int k = 0; k < pol->view->tasks[t].nvariants; k++) {
-    int s = r->off[t] + r->order[r->off[t] + k];
-    if (pol->slot_n[s] > 0) {
-      *slot = s;
-      return pol->slot_ids[s * PL_SLOT_INST + pol->rr++ % (unsigned)pol->slot_n[s]];
+  for (int pass = 0; pass < (pol->slot_remote ? 2 : 1); pass++)
+    for (int k = 0; k < pol->view->tasks[t].nvariants; k++) {
+      int s = r->off[t] + r->order[r->off[t] + k];
+      if (!pass && pol->slot_n[s] > 0) {
+        *slot = s;
+        return pol->slot_ids[s * PL_SLOT_INST + pol->rr++ % (unsigned)pol->slot_n[s]];
+      }
+      if (pass && pol->slot_remote[s]) {
+        *slot = s;
+        return PL_REMOTE_ID;
+      }
     }
-  }
   return -1;
 }
 
@@ -238,7 +196,7 @@ int vr__pipe_pol_pick(pl_pipe *pp, const pl_pick_in *in, pl_pick *out) {
     out->budget_sum = in->parent_budget_sum + budget;
     out->slot = vr_pipe_route_pick(v, &pol->routes, t, in->parent_slot, in->u);
     if (out->slot >= 0) {
-      vr_hop h = {.mode = in->drop_mode,
+      vr_hop h = {.mode = pol->follow ? pol->drop_mode : in->drop_mode,
                   .elapsed_ms = in->elapsed_ms,
                   .spent_ms = in->spent_ms,
                   .budget_ms = budget,
@@ -256,7 +214,7 @@ int vr__pipe_pol_pick(pl_pipe *pp, const pl_pick_in *in, pl_pick *out) {
     }
   }
   out->instance_id = pick_instance(pol, t, &out->slot);
-  if (out->instance_id < 0) {
+  if (out->instance_id == -1) {
     pol->no_instance++;
     return 0;
   }
@@ -398,7 +356,7 @@ static void pol_tick(vr_pipes *ps, pl_pipe *pp, double now_s, double dt) {
   vr_errbuf err = {0};
   if (!pp->pol) {
     pl_pol *pol = NULL;
-    if (build_view(ps, pp, &pol, &err)) {
+    if (vr__pipe_pol_build_view(ps, pp, &pol, &err)) {
       vr_warn("pipeline '%s': no policy: %s", pp->spec->name, err.msg);
       return;
     }
@@ -410,7 +368,7 @@ static void pol_tick(vr_pipes *ps, pl_pipe *pp, double now_s, double dt) {
     pthread_mutex_unlock(&pp->mu);
   }
   pl_pol *pol = pp->pol;
-  if (refresh_slots(ps, pol)) {
+  if (vr__pipe_pol_refresh_slots(ps, pol)) {
     vr_warn("pipeline '%s': a variant is no longer served; policy paused", pp->spec->name);
     return;
   }
@@ -656,6 +614,8 @@ static json_t *plan_json(const pl_pol *pol) {
                             v->tasks[t].variants[k].accuracy, "instances", a->inst, "batch",
                             a->batch, "lat_ms", a->lat_ms, "multiplicative_factor",
                             v->tasks[t].variants[k].mult, "serving", pol->slot_n[s]);
+      if (pol->slot_remote) /* following the controller: held by other workers */
+        json_object_set_new(x, "remote", json_boolean(pol->slot_remote[s]));
       if (r) {
         json_object_set_new(x, "budget_ms", json_real(vr_pipe_budget_ms(pl, r, s)));
         json_object_set_new(x, "incoming_qps", json_real(r->incoming[s]));
@@ -707,8 +667,18 @@ static json_t *plan_json(const pl_pol *pol) {
 }
 
 json_t *vr__pipe_pol_json(vr_pipes *ps, pl_pipe *pp) {
-  if (!ps->pdef) return NULL;
   const pl_pol *pol = pp->pol;
+  if (!ps->pdef && pol && pol->follow) { /* the controller's plan (vr_pipes_follow) */
+    json_t *j = json_pack("{s:s, s:s, s:s, s:f}", "name", "controller", "drop_mode",
+                          vr_edrop_name(pol->drop_mode), "state",
+                          pol->have_routes ? "planned" : "no plan yet", "demand_ewma", pol->ewma);
+    json_object_set_new(j, "rerouted", json_integer((json_int_t)pol->rerouted));
+    json_object_set_new(j, "early_dropped", json_integer((json_int_t)pol->early));
+    json_object_set_new(j, "no_instance", json_integer((json_int_t)pol->no_instance));
+    if (pol->have_plan) json_object_update_new(j, plan_json(pol));
+    return j;
+  }
+  if (!ps->pdef) return NULL;
   json_t *j = json_pack("{s:s, s:s, s:f, s:f, s:f, s:f}", "name", ps->pdef->name, "drop_mode",
                         vr_edrop_name(ps->pdef->drop_mode), "period_s", ps->popts.period_s,
                         "tick_s", ps->popts.tick_s, "change", ps->popts.change, "slack",

@@ -236,7 +236,9 @@ static void abandon(phop *h, vr_pipe_outcome o, const char *msg) {
   vr_rt_request none;
   vr_rt_request_init(&none);
   none.status = o == VR_POUT_DROPPED ? VR_EDEADLINE : VR_EINTERNAL;
-  none.outcome = o == VR_POUT_DROPPED ? VR_OUT_DROPPED : VR_OUT_FAILED;
+  none.outcome = o == VR_POUT_DROPPED    ? VR_OUT_DROPPED
+                 : o == VR_POUT_REJECTED ? VR_OUT_REJECTED
+                                         : VR_OUT_FAILED;
   if (!h->pub.planned) vr_control_completed(h->q->ps->ctl, &h->route, &none);
   finish_hop(h, o, msg);
 }
@@ -268,16 +270,27 @@ static void submit(phop *h, const char *model, int instance_id) {
              (now - q->deadline_ns) / 1e6);
     return abandon(h, VR_POUT_DROPPED, msg);
   }
+  /* a hop on another worker (following the controller's plan) names the
+   * input as the task's first model does: its models share that input */
+  int remote = instance_id == PL_REMOTE_ID;
   vr_model_config cfg;
-  if (vr_rt_model_config(q->ps->rt, model, &cfg)) {
-    snprintf(msg, sizeof msg, "model '%s' is not loaded", model);
+  const char *in0 = q->pp->t[h->pub.task].in0.name;
+  if (remote && !q->ps->remote) {
+    snprintf(msg, sizeof msg, "model '%s' is on another worker and this one cannot reach it",
+             model);
     return abandon(h, VR_POUT_FAILED, msg);
   }
+  if (!remote && vr_rt_model_config(q->ps->rt, model, &cfg)) {
+    /* unloaded since it was picked (a plan moved it): as a draining queue */
+    snprintf(msg, sizeof msg, "model '%s' is not loaded (unloaded meanwhile)", model);
+    return abandon(h, VR_POUT_REJECTED, msg);
+  }
+  if (!remote) in0 = cfg.inputs[0].name;
   vr_rt_request *r = &h->pub.rt;
   vr_rt_request_init(r);
   if (h->pub.crop) {
     r->n_in = 1;
-    r->in[0] = (vr_tensor){cfg.inputs[0].name, VR_DT_F32, 4, {0}, h->pub.crop, 0};
+    r->in[0] = (vr_tensor){in0, VR_DT_F32, 4, {0}, h->pub.crop, 0};
     memcpy(r->in[0].shape, h->pub.crop_shape, sizeof h->pub.crop_shape);
     r->in[0].nbytes = (size_t)(h->pub.crop_shape[1] * h->pub.crop_shape[2] *
                                h->pub.crop_shape[3]) * sizeof(float);
@@ -288,7 +301,8 @@ static void submit(phop *h, const char *model, int instance_id) {
   r->timeout_ns = q->deadline_ns - now; /* the queue orders and drops by it */
   r->done = on_done;
   r->user = h;
-  vr_rt_submit_to(q->ps->rt, instance_id, r);
+  if (remote) q->ps->remote(q->ps->remote_user, model, r);
+  else vr_rt_submit_to(q->ps->rt, instance_id, r);
 }
 
 /* Uniform in [0,1) for the routing tables (xorshift per thread: the
@@ -331,7 +345,7 @@ static int policy_hop(phop *h, int64_t now) {
     finish_hop(h, VR_POUT_DROPPED, msg);
     return 1;
   }
-  if (pk.instance_id < 0) {
+  if (pk.instance_id == -1) { /* PL_REMOTE_ID: on another worker */
     snprintf(msg, sizeof msg, "no instance serves the task under the plan now");
     finish_hop(h, VR_POUT_DROPPED, msg);
     return 1;
@@ -394,6 +408,8 @@ static int check_root_input(const pl_pipe *pp, const vr_pipe_query *q, vr_errbuf
 void vr_pipes_infer(vr_pipes *p, const vr_pipe_query *q, vr_pipe_done_fn done, void *tag) {
   char msg[256];
   pl_pipe *pp = vr__pipes_get(p, q->pipeline);
+  vr_errbuf serr = {0};
+  if (!pp && !vr_pipes_sync(p, &serr)) pp = vr__pipes_get(p, q->pipeline); /* stored elsewhere */
   if (!pp) {
     snprintf(msg, sizeof msg, "no registered pipeline named '%.100s'", q->pipeline);
     return fail_now(q->pipeline, VR_ENOENT, msg, done, tag);

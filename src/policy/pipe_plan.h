@@ -129,6 +129,26 @@ static inline double vr_pipe_hop_budget_ms(const vr_pipe_plan *plan,
   return b > 0 ? b : 2 * vr_profile_latency_ms(&prof[slot], 1, 0.5);
 }
 
+/* ---- as text ----------------------------------------------------------------
+ * How the controller publishes the plan of a pipeline it runs a policy for
+ * to the workers that route its hops (`vario controller --pipeline-policy`;
+ * registry table "pipe.<pipeline>"), by task and variant name so that a
+ * side whose view lists the variants in another order (or lacks some)
+ * maps it onto its own view:
+ *   vario-pipe-plan 1
+ *   ewma E drop D accuracy A scaled S feasible F demand Q fill L
+ *   <task> <variant> <inst> <batch> <lat_ms> <cap_qps>      (per slot)
+ * E: the demand EWMA routes are built for; D: the early-drop mode. */
+/* The text (vr_malloc'd), or NULL when out of memory. */
+char *vr_pipe_plan_text(const vr_pipeline *view, const vr_pipe_plan *plan, double ewma,
+                        int drop_mode);
+/* Parses text into plan (initialised over view by vr_pipe_plan_init; every
+ * slot reset first; lines naming a task or variant not in view are
+ * skipped). 0, or VR_EFORMAT with a message (plan then half-set: keep the
+ * old one). */
+int vr_pipe_plan_parse_text(const vr_pipeline *view, const char *text, size_t len,
+                            vr_pipe_plan *plan, double *ewma, int *drop_mode, vr_errbuf *err);
+
 void vr_pipe_routes_free(vr_pipe_routes *r);
 
 /* MostAccurateFirst for demand root_qps under plan. 0 or VR_ENOMEM; on

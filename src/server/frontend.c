@@ -207,13 +207,17 @@ static void handle(vr_http_req *r, void *user) {
   }
   if (n == 3 && !strcmp(seg[1], "cluster") && !strcmp(seg[2], "routes") && get)
     return routes_json(fe, r);
-  /* /v2/models/{m}[/...] and /v2/apps/{app}[/...]: the workers of m or app. */
-  if (n >= 3 && (!strcmp(seg[1], "models") || !strcmp(seg[1], "apps"))) {
+  /* /v2/models/{m}[/...], /v2/apps/{app}[/...] and /v2/pipelines[/{p}...]:
+   * the workers of m, app or p (a pipeline request runs on one worker with
+   * a control plane; its hops go where the controller's plan put them) */
+  if (n >= 3 && (!strcmp(seg[1], "models") || !strcmp(seg[1], "apps") ||
+                 !strcmp(seg[1], "pipelines"))) {
     snprintf(key, sizeof key, "%c:%s", seg[1][0], seg[2]);
     return forward(fe, r, key);
   }
-  reply_error(fe, r, 404, "unknown path (a front end forwards /v2/models/... and"
-                          " /v2/apps/...)");
+  if (n == 2 && !strcmp(seg[1], "pipelines")) return forward(fe, r, "p:*");
+  reply_error(fe, r, 404, "unknown path (a front end forwards /v2/models/...,"
+                          " /v2/apps/... and /v2/pipelines/...)");
 }
 
 int vr_frontend_create(const vr_frontend_opts *o, vr_frontend **out, vr_errbuf *err) {

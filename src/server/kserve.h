@@ -71,6 +71,11 @@ int vr_ks_header_len(const char *h, size_t *out, vr_errbuf *err);
 int vr_ks_parse_request(const char *body, size_t len, size_t header_len,
                         vr_ks_request *out, vr_errbuf *err);
 void vr_ks_request_free(vr_ks_request *r);
+/* A response (what a worker answered a request forwarded to it: a
+ * pipeline hop on another worker): its "outputs" are parsed like inputs
+ * into out->in / out->n_in (the same ownership), the rest skipped. */
+int vr_ks_parse_response(const char *body, size_t len, size_t header_len,
+                         vr_ks_request *out, vr_errbuf *err);
 
 /* What a model-less answer adds (/v2/apps/{app}/infer). */
 typedef struct vr_ks_app_info {

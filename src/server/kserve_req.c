@@ -434,8 +434,10 @@ static int parse_params(vr_kj *j, vr_ks_request *r) {
   return rc;
 }
 
+/* A request, or (resp) a response: its "outputs" are read as tensors
+ * into r->in, everything else but "id" skipped. */
 static int parse_root(vr_kj *j, const char *bin, size_t bin_len,
-                      vr_ks_request *r) {
+                      vr_ks_request *r, int resp) {
   if (vr_kj_peek(j) != '{') {
     int rc = vr_kj_skip(j); /* syntax errors first, as a JSON parser would */
     return rc ? rc : vr_errf(j->err, VR_EFORMAT, "request must be a JSON object");
@@ -445,6 +447,7 @@ static int parse_root(vr_kj *j, const char *bin, size_t bin_len,
   int rc = vr_kj_obj_begin(j), first = 1;
   while (!rc && (rc = vr_kj_obj_next(j, key, sizeof key, &first)) == 1) {
     unsigned bit = !strcmp(key, "id")           ? 1
+                   : resp                       ? (!strcmp(key, "outputs") ? 4 : 0)
                    : !strcmp(key, "parameters") ? 2
                    : !strcmp(key, "inputs")     ? 4
                    : !strcmp(key, "outputs")    ? 8 : 0;
@@ -466,7 +469,8 @@ static int parse_root(vr_kj *j, const char *bin, size_t bin_len,
   }
   if (!rc) rc = vr_kj_finish(j);
   if (!rc && !(seen & 4))
-    rc = vr_errf(j->err, VR_EFORMAT, "\"inputs\" must be a non-empty array");
+    rc = vr_errf(j->err, VR_EFORMAT, "\"%s\" must be a non-empty array",
+                 resp ? "outputs" : "inputs");
   return rc;
 }
 
@@ -483,8 +487,8 @@ int vr_ks_header_len(const char *h, size_t *out, vr_errbuf *err) {
   return 0;
 }
 
-int vr_ks_parse_request(const char *body, size_t len, size_t header_len,
-                        vr_ks_request *out, vr_errbuf *err) {
+static int parse_body(const char *body, size_t len, size_t header_len,
+                      vr_ks_request *out, int resp, vr_errbuf *err) {
   memset(out, 0, sizeof *out);
   out->latency_ms = out->min_accuracy = out->max_cost = -1;
   const char *bin = NULL;
@@ -499,7 +503,17 @@ int vr_ks_parse_request(const char *body, size_t len, size_t header_len,
   }
   vr_kj j;
   vr_kj_init(&j, body, json_len, err);
-  int rc = parse_root(&j, bin, bin_len, out);
+  int rc = parse_root(&j, bin, bin_len, out, resp);
   if (rc) vr_ks_request_free(out);
   return rc;
+}
+
+int vr_ks_parse_request(const char *body, size_t len, size_t header_len,
+                        vr_ks_request *out, vr_errbuf *err) {
+  return parse_body(body, len, header_len, out, 0, err);
+}
+
+int vr_ks_parse_response(const char *body, size_t len, size_t header_len,
+                         vr_ks_request *out, vr_errbuf *err) {
+  return parse_body(body, len, header_len, out, 1, err);
 }

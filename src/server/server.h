@@ -86,6 +86,8 @@ void vr_server_set_jobs(vr_server *s, struct vr_jobs *jobs);
 /* Attaches live pipelines (borrowed): mounts /v2/pipelines. */
 struct vr_pipes;
 void vr_server_set_pipes(vr_server *s, struct vr_pipes *pipes);
+/* The attached pipelines (NULL: none). */
+struct vr_pipes *vr_server_get_pipes(vr_server *s);
 
 /* Appends Prometheus text exposition of every metric. */
 void vr_server_metrics(vr_server *s, vr_sbuf *b);

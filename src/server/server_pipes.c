@@ -221,3 +221,4 @@ void vr_server_pipes(vr_server *s, vr_http_req *r, const char *method, char **se
 }
 
 void vr_server_set_pipes(vr_server *s, vr_pipes *p) { s->pipes = p; }
+vr_pipes *vr_server_get_pipes(vr_server *s) { return s->pipes; }

@@ -24,6 +24,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   vr_ks_request r;
   vr_errbuf err;
+  /* the same bytes as a response (outputs parsed like inputs) */
+  if (!vr_ks_parse_response(body, len, hlen, &r, &err)) vr_ks_request_free(&r);
   int rc = vr_ks_parse_request(body, len, hlen, &r, &err);
   /* Differential check against jansson: what we accept must be valid
    * JSON (jansson also refuses numbers beyond double / int64 range, which
@@ -53,7 +55,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     vr_sbuf_init(&b);
     size_t json_len;
     vr_ks_resp_info info = {"v", 1, 2, 3};
-    vr_ks_write_response(&b, "m", &r, out, r.n_in, &info, &json_len, &err);
+    if (!vr_ks_write_response(&b, "m", &r, out, r.n_in, &info, &json_len, &err)) {
+      /* and read back as a worker's answer is (a remote pipeline hop) */
+      vr_ks_request back;
+      if (!vr_ks_parse_response(b.p, b.len, json_len < b.len ? json_len : (size_t)-1, &back,
+                                &err))
+        vr_ks_request_free(&back);
+    }
     vr_sbuf_free(&b);
     vr_ks_request_free(&r);
   }

@@ -168,8 +168,67 @@ static void test_loki_scales(void **st) {
   unmake(&f);
 }
 
+/* The plan as the controller publishes it and a worker reads it: by task
+ * and variant name, onto a view that lists the variants in another order
+ * and lacks one; a malformed text is refused with a message. */
+static void test_plan_text(void **st) {
+  (void)st;
+  fx f;
+  make(&f);
+  f.plan.a[0] = (vr_pipe_alloc){2, 4, 10, 400};
+  f.plan.a[1] = (vr_pipe_alloc){0, 1, 1, 1000};
+  f.plan.a[2] = (vr_pipe_alloc){1, 2, 1.5, 1333.33};
+  f.plan.a[3] = (vr_pipe_alloc){3, 1, 1, 1000};
+  f.plan.accuracy = 91.25;
+  f.plan.feasible = 1;
+  f.plan.fill = 0.8;
+  char *t = vr_pipe_plan_text(f.p, &f.plan, 12.5, VR_EDROP_REROUTE);
+  assert_non_null(t);
+  static const char *OTHER =
+      "{\"name\":\"t\",\"latency_ms\":100,\"tasks\":["
+      "{\"name\":\"a\",\"variants\":[{\"name\":\"a_small\",\"accuracy\":80},"
+      "{\"name\":\"a_big\",\"accuracy\":99}],\"children\":[{\"task\":\"b\",\"label\":\"l1\"},"
+      "{\"task\":\"c\",\"label\":\"l2\"}]},"
+      "{\"name\":\"b\",\"variants\":[{\"name\":\"x\",\"accuracy\":90}]},"
+      "{\"name\":\"c\",\"variants\":[{\"name\":\"y\",\"accuracy\":90}]}]}";
+  vr_pipeline *o = NULL;
+  vr_errbuf err = {0};
+  assert_int_equal(vr_pipeline_parse(OTHER, strlen(OTHER), &o, &err), 0);
+  vr_pipe_plan q = {0};
+  assert_int_equal(vr_pipe_plan_init(&q, o), 0);
+  double ewma = 0;
+  int drop = -1;
+  assert_int_equal(vr_pipe_plan_parse_text(o, t, strlen(t), &q, &ewma, &drop, &err), 0);
+  assert_true(ewma == 12.5);
+  assert_int_equal(drop, VR_EDROP_REROUTE);
+  assert_int_equal(q.a[0].inst, 0); /* a_small */
+  assert_int_equal(q.a[1].inst, 2); /* a_big */
+  assert_int_equal(q.a[1].batch, 4);
+  assert_int_equal(q.a[2].inst, 1); /* b: x */
+  assert_int_equal(q.a[3].inst, 0); /* c: y, not in the text; c: x skipped */
+  assert_int_equal(q.workers, 3);
+  assert_true(q.accuracy == 91.25 && q.feasible == 1 && q.fill == 0.8);
+  /* malformed: a clear error */
+  static const char *bad[] = {"", "vario-pipe-plan 2\n", "vario-pipe-plan 1\n",
+                              "vario-pipe-plan 1\newma 1 drop 9 accuracy 1 scaled 0 feasible 1 "
+                              "demand 1 fill 1\n",
+                              "vario-pipe-plan 1\newma 1 drop 1 accuracy 1 scaled 0 feasible 1 "
+                              "demand 1 fill 1\na a_big -1 1 1 1\n"};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    err.msg[0] = 0;
+    assert_int_equal(vr_pipe_plan_parse_text(o, bad[i], strlen(bad[i]), &q, &ewma, &drop, &err),
+                     VR_EFORMAT);
+    assert_true(err.msg[0] != 0);
+  }
+  vr_free(t);
+  vr_pipe_plan_free(&q);
+  vr_pipeline_free(o);
+  unmake(&f);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_plan_text),
       cmocka_unit_test(test_actions),
       cmocka_unit_test(test_replan_due),
       cmocka_unit_test(test_table),

@@ -1,0 +1,266 @@
+/* See worker_pipes.h. */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/clock.h"
+#include "base/log.h"
+#include "cli/worker_pipes.h"
+#include "control/pipes.h"
+#include "server/fwd.h"
+#include "server/kserve.h"
+
+
+/* A hop under way on another worker. */
+typedef struct rhop {
+  vr_fwd_call c;
+  vr_rt_request *r;
+  char *body;
+  char path[VR_NAME_MAX + 32];
+  char hdr[96];
+} rhop;
+
+static void fail(vr_rt_request *r, int status, vr_rt_outcome o, const char *msg) {
+  r->status = status;
+  r->outcome = o;
+  snprintf(r->err.msg, sizeof r->err.msg, "%.500s", msg);
+  r->end_ns = vr_now_ns();
+  r->done(r, r->user);
+}
+
+/* The answer's outputs into one aligned block the request owns (names
+ * first, then each tensor's bytes at 64-byte offsets). */
+static int take_outputs(vr_rt_request *r, const vr_ks_request *a, vr_errbuf *err) {
+  size_t need = 0;
+  for (int i = 0; i < a->n_in; i++) need += VR_NAME_MAX + ((a->in[i].nbytes + 63) & ~(size_t)63);
+  char *blk = vr_aligned_alloc(64, need ? need : 64);
+  if (!blk) return vr_errf(err, VR_ENOMEM, "out of memory for the outputs");
+  char *names = blk, *data = blk + (size_t)a->n_in * VR_NAME_MAX;
+  data = blk + (((size_t)(data - blk) + 63) & ~(size_t)63);
+  for (int i = 0; i < a->n_in && i < VR_RT_MAX_IO; i++) {
+    const vr_ks_input *x = &a->in[i];
+    snprintf(names + (size_t)i * VR_NAME_MAX, VR_NAME_MAX, "%s", x->name);
+    memcpy(data, x->data, x->nbytes);
+    r->out[i] = (vr_tensor){names + (size_t)i * VR_NAME_MAX, x->dtype, x->ndim, {0}, data,
+                            x->nbytes};
+    memcpy(r->out[i].shape, x->shape, sizeof x->shape);
+    data += (x->nbytes + 63) & ~(size_t)63;
+  }
+  r->n_out = a->n_in < VR_RT_MAX_IO ? a->n_in : VR_RT_MAX_IO;
+  r->out_block = blk;
+  return 0;
+}
+
+static void on_answer(vr_fwd_call *c, void *user) {
+  rhop *h = user;
+  vr_rt_request *r = h->r;
+  char msg[600];
+  if (c->status != 200) {
+    /* 504: the remote queue dropped it (deadline); 503/429: no room, or
+     * no worker left; 404: the model left that worker (a plan moved it
+     * after the table was read): rejected, as by a draining queue */
+    vr_rt_outcome o = c->status == 504 ? VR_OUT_DROPPED
+                      : c->status == 503 || c->status == 429 || c->status == 404
+                          ? VR_OUT_REJECTED
+                          : VR_OUT_FAILED;
+    snprintf(msg, sizeof msg, "worker %s: HTTP %d %.*s", c->worker[0] ? c->worker : "?",
+             c->status, c->resp ? (int)(c->resp_len < 300 ? c->resp_len : 300) : 300,
+             c->resp ? c->resp : c->msg);
+    static int logged; /* the first few: a plan change shows here */
+    if (o != VR_OUT_DROPPED && __atomic_fetch_add(&logged, 1, __ATOMIC_RELAXED) < 8)
+      vr_info("remote pipeline hop: %s", msg);
+    fail(r, o == VR_OUT_DROPPED ? VR_EDEADLINE : VR_EIO, o, msg);
+  } else {
+    vr_ks_request a;
+    vr_errbuf err = {0};
+    int rc = vr_ks_parse_response(c->resp, c->resp_len, c->resp_ihcl, &a, &err);
+    if (!rc) {
+      rc = take_outputs(r, &a, &err);
+      vr_ks_request_free(&a);
+    }
+    if (rc) {
+      snprintf(msg, sizeof msg, "worker %s answered: %s", c->worker, err.msg);
+      fail(r, VR_EIO, VR_OUT_FAILED, msg);
+    } else {
+      r->status = 0;
+      r->outcome = VR_OUT_OK;
+      r->end_ns = vr_now_ns();
+      r->done(r, r->user);
+    }
+  }
+  vr_fwd_call_clear(c);
+  vr_free(h->body);
+  vr_free(h);
+}
+
+/* The request as KServe v2 binary tensors: JSON header, then the bytes. */
+static char *encode(const vr_rt_request *r, size_t *len, size_t *hlen) {
+  char head[4096];
+  int off = snprintf(head, sizeof head, "{\"inputs\":[");
+  size_t bytes = 0;
+  for (int i = 0; i < r->n_in; i++) {
+    const vr_tensor *t = &r->in[i];
+    off += snprintf(head + off, sizeof head - (size_t)off, "%s{\"name\":\"%s\",\"datatype\":\"%s\","
+                    "\"shape\":[", i ? "," : "", t->name ? t->name : "", vr_dtype_kserve(t->dtype));
+    for (int d = 0; d < t->ndim && off < (int)sizeof head; d++)
+      off += snprintf(head + off, sizeof head - (size_t)off, "%s%lld", d ? "," : "",
+                      (long long)t->shape[d]);
+    if (off < (int)sizeof head)
+      off += snprintf(head + off, sizeof head - (size_t)off,
+                      "],\"parameters\":{\"binary_data_size\":%zu}}", t->nbytes);
+    bytes += t->nbytes;
+  }
+  long long us = r->timeout_ns > 0 ? r->timeout_ns / 1000 : 1;
+  if (off < (int)sizeof head)
+    off += snprintf(head + off, sizeof head - (size_t)off,
+                    "],\"parameters\":{\"binary_data_output\":true,\"timeout\":%lld}}",
+                    us > 0 ? us : 1);
+  if (off >= (int)sizeof head) return NULL;
+  char *b = vr_malloc((size_t)off + bytes + 1);
+  if (!b) return NULL;
+  memcpy(b, head, (size_t)off);
+  size_t at = (size_t)off;
+  for (int i = 0; i < r->n_in; i++) {
+    memcpy(b + at, r->in[i].data, r->in[i].nbytes);
+    at += r->in[i].nbytes;
+  }
+  *len = at;
+  *hlen = (size_t)off;
+  return b;
+}
+
+static void remote_hop(void *user, const char *model, vr_rt_request *r) {
+  worker_pipes *w = user;
+  int64_t now = vr_now_ns();
+  r->arrival_ns = r->start_ns = now; /* its queue and run are the remote's */
+  r->deadline_ns = r->timeout_ns > 0 ? now + r->timeout_ns : 0;
+  rhop *h = VR_NEW(rhop);
+  size_t len = 0, hlen = 0;
+  if (h) h->body = encode(r, &len, &hlen);
+  if (!h || !h->body) {
+    vr_free(h);
+    return fail(r, VR_ENOMEM, VR_OUT_FAILED, "out of memory for a remote hop");
+  }
+  h->r = r;
+  snprintf(h->path, sizeof h->path, "/v2/models/%s/infer", model);
+  snprintf(h->hdr, sizeof h->hdr, "Inference-Header-Content-Length: %zu\r\n", hlen);
+  h->c = (vr_fwd_call){.method = "POST", .path = h->path, .headers = h->hdr, .body = h->body,
+                       .body_len = len, .done = on_answer, .user = h};
+  char key[VR_FWD_KEY_MAX];
+  snprintf(key, sizeof key, "m:%.150s", model);
+  pthread_rwlock_rdlock(&w->lk);
+  int sent = w->fwd != NULL;
+  if (sent) vr_fwd_send(w->fwd, key, &h->c);
+  pthread_rwlock_unlock(&w->lk);
+  if (!sent) { /* stopping (failed outside the lock: the hop may start others) */
+    vr_free(h->body);
+    vr_free(h);
+    fail(r, VR_ESHUTDOWN, VR_OUT_REJECTED, "worker stopping: no remote hops");
+  }
+}
+
+static int remote_has(void *user, const char *model) {
+  worker_pipes *w = user;
+  size_t n = strlen(model);
+  pthread_rwlock_rdlock(&w->lk);
+  int found = 0;
+  for (const char *p = w->remote_models; !found && (p = strstr(p, model)); p += n)
+    found = (p == w->remote_models || p[-1] == ',') && (p[n] == 0 || p[n] == ',');
+  pthread_rwlock_unlock(&w->lk);
+  return found;
+}
+
+int wp_init(worker_pipes *w, vr_registry *reg, vr_pipes *pipes, const char *self_id) {
+  memset(w, 0, sizeof *w);
+  vr_fwd_opts o;
+  vr_fwd_opts_init(&o);
+  o.timeout_ms = 10000; /* hops carry their own deadline as "timeout" */
+  vr_errbuf err = {0};
+  if (vr_fwd_create(&o, &w->fwd, &err)) {
+    vr_warn("worker: no remote pipeline hops: %s", err.msg);
+    return -1;
+  }
+  pthread_rwlock_init(&w->lk, NULL);
+  w->reg = reg;
+  w->pipes = pipes;
+  snprintf(w->self, sizeof w->self, "%s", self_id);
+  vr_pipes_set_remote(pipes, remote_hop, remote_has, w);
+  return 0;
+}
+
+/* Table "main" into the forwarder, less this worker (a hop comes here
+ * only when this worker holds none of its variant). */
+static void sync_main(worker_pipes *w) {
+  int64_t v = 0;
+  char *body = NULL;
+  vr_errbuf err = {0};
+  if (vr_registry_get_routes(w->reg, "main", &v, &body, &err) || v == w->main_ver) {
+    vr_free(body);
+    return;
+  }
+  vr_fwd_table t;
+  if (!vr_fwd_table_parse(body, strlen(body), v, &t, &err)) {
+    char models[sizeof w->remote_models];
+    size_t off = 0;
+    models[0] = 0;
+    for (int r = 0; r < t.n_routes; r++) {
+      int k = 0;
+      for (int i = 0; i < t.routes[r].n; i++)
+        if (strcmp(t.workers[t.routes[r].workers[i]].id, w->self))
+          t.routes[r].workers[k++] = t.routes[r].workers[i];
+      t.routes[r].n = k;
+      int wr = k && !strncmp(t.routes[r].key, "m:", 2)
+                   ? snprintf(models + off, sizeof models - off, "%s%s", off ? "," : "",
+                              t.routes[r].key + 2)
+                   : 0;
+      if (wr > 0 && (size_t)wr < sizeof models - off) off += (size_t)wr;
+    }
+    pthread_rwlock_wrlock(&w->lk);
+    int rc = w->fwd ? vr_fwd_set_table(w->fwd, &t, &err) : 0;
+    if (!rc) {
+      w->main_ver = v;
+      memcpy(w->remote_models, models, off + 1);
+    }
+    pthread_rwlock_unlock(&w->lk);
+    vr_fwd_table_free(&t);
+  }
+  if (err.msg[0]) vr_warn("worker: routing table v%lld: %s", (long long)v, err.msg);
+  vr_free(body);
+}
+
+void wp_sync(worker_pipes *w) {
+  vr_errbuf err = {0};
+  if (w->beats++ % 8 == 0 && vr_pipes_sync(w->pipes, &err))
+    vr_warn("worker: pipelines from the store: %s", err.msg);
+  sync_main(w);
+  char names[WP_MAX][VR_PIPE_NAME_MAX];
+  int n = vr_pipes_names(w->pipes, names, WP_MAX);
+  for (int i = 0; i < n && i < WP_MAX; i++) {
+    char table[VR_REG_ID_MAX];
+    snprintf(table, sizeof table, "pipe.%.58s", names[i]);
+    int64_t v = 0;
+    char *body = NULL;
+    err.msg[0] = 0;
+    if (vr_registry_get_routes(w->reg, table, &v, &body, &err)) continue; /* not planned */
+    int k = 0;
+    while (k < WP_MAX && w->names[k][0] && strcmp(w->names[k], names[i])) k++;
+    if (k == WP_MAX) k = 0;
+    if (!w->names[k][0]) snprintf(w->names[k], sizeof w->names[k], "%.63s", names[i]);
+    int fresh = v != w->ver[k];
+    if (vr_pipes_follow(w->pipes, names[i], fresh ? body : NULL, fresh ? strlen(body) : 0, &err)) {
+      if (fresh) vr_warn("worker: pipeline '%s': plan v%lld: %s", names[i], (long long)v, err.msg);
+    } else if (fresh) {
+      w->ver[k] = v;
+    }
+    vr_free(body);
+  }
+}
+
+void wp_stop(worker_pipes *w) {
+  pthread_rwlock_wrlock(&w->lk);
+  vr_fwd *f = w->fwd;
+  w->fwd = NULL;
+  pthread_rwlock_unlock(&w->lk);
+  vr_fwd_free(f); /* hops under way end 503; w stays valid for later ones */
+}
