@@ -23,6 +23,9 @@
  * --sample S: the sample trace's length (default 60 s, the paper's and the
  * issue's; longer samples show how much of the planner's misses on a
  * fresh trace come from planning on 60 s of a bursty process).
+ * --cg-factor F: the coarse baselines' batch is the largest b with
+ * F x service(b) <= SLO (default 2, Vario's SLO rule; 1 is the paper's
+ * "maximum batch size capable of meeting the SLO").
  * --eval-seed N (default 1001) seeds the evaluation trace; --noise 0|1
  * (default 1) draws service times from the profiles' percentiles.
  * Exit 77 when DATA_DIR lacks the app (skip).
@@ -39,7 +42,7 @@
 
 typedef struct opts {
   const char *dir, *app, *accel, *policies, *csv;
-  double cv, rate, slo, ramp, spike, duration, load_s, sample_s;
+  double cv, rate, slo, ramp, spike, duration, load_s, sample_s, cg_factor;
   int plan_bench, noise, capacity;
   uint64_t seed, eval_seed;
 } opts;
@@ -60,6 +63,7 @@ static int parse(int argc, char **argv, opts *o) {
     else if (!strcmp(a, "--spike")) o->spike = atof(v);
     else if (!strcmp(a, "--duration")) o->duration = atof(v);
     else if (!strcmp(a, "--sample")) o->sample_s = atof(v);
+    else if (!strcmp(a, "--cg-factor")) o->cg_factor = atof(v);
     else if (!strcmp(a, "--seed")) o->seed = strtoull(v, NULL, 10);
     else if (!strcmp(a, "--eval-seed")) o->eval_seed = strtoull(v, NULL, 10);
     else if (!strcmp(a, "--noise")) o->noise = atoi(v);
@@ -71,8 +75,9 @@ static int parse(int argc, char **argv, opts *o) {
     else if (!strcmp(a, "--capacity")) o->capacity = atoi(v);
     else return -1;
   }
-  return o->rate > 0 && o->cv > 0 && o->duration > 0 && o->sample_s > 0 ? 0
-                                                                         : -1;
+  int ok = o->rate > 0 && o->cv > 0 && o->duration > 0 && o->sample_s > 0 &&
+           o->cg_factor >= 0;
+  return ok ? 0 : -1;
 }
 
 /* Loads the app once per accelerator of "--accel name=price,...". */
@@ -199,7 +204,7 @@ int main(int argc, char **argv) {
   opts o;
   if (parse(argc, argv, &o)) {
     fprintf(stderr, "usage: %s DATA_DIR APP [--cv X] [--rate QPS] [--slo MS]"
-            " [--ramp X] [--spike X] [--duration S] [--sample S] [--seed N] [--eval-seed N] [--noise "
+            " [--ramp X] [--spike X] [--duration S] [--sample S] [--cg-factor F] [--seed N] [--eval-seed N] [--noise "
             "0|1] [--load-s S] [--accel NAME=PRICE_PER_H,...] [--policy a,b]"
             " [--csv PREFIX] [--plan-bench N] [--capacity WORKERS]\n",
             argv[0]);
@@ -225,6 +230,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   if (o.slo > 0) s.pb.slo_ms = s.data.pipe->slo_ms = o.slo;
+  s.pb.coarse_factor = o.cg_factor;
   vr_workload sample = vr_wl_gamma(o.rate, o.cv);
   vr_workload eval = vr_wl_gamma(o.rate, o.cv);
   vr_wl_point ramp[4];

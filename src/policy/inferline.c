@@ -78,10 +78,11 @@ int vr_il_problem_validate(const vr_il_problem *pb, vr_errbuf *err) {
   if (pb->nstages < 1 || pb->nstages > VR_IL_MAX_STAGES)
     return vr_errf(err, VR_EINVAL, "inferline: %d stages (1..%d)",
                    pb->nstages, VR_IL_MAX_STAGES);
-  if (!(pb->slo_ms > 0) || !(pb->rate_qps > 0) || pb->max_replicas < 0)
+  if (!(pb->slo_ms > 0) || !(pb->rate_qps > 0) || pb->max_replicas < 0 ||
+      !(pb->coarse_factor >= 0) || !isfinite(pb->coarse_factor))
     return vr_errf(err, VR_EINVAL,
                    "inferline: need slo_ms > 0, rate_qps > 0, "
-                   "max_replicas >= 0");
+                   "max_replicas >= 0, coarse_factor >= 0");
   if (!pb->estimate)
     return vr_errf(err, VR_EINVAL, "inferline: no estimator");
   for (int m = 0; m < pb->nstages; m++) {
@@ -395,17 +396,18 @@ int vr_il_coarse(const vr_il_problem *pb, double target_qps,
     if (mb < maxb) maxb = mb;
   }
   int slow = 0, batch = 0;
+  double f = pb->coarse_factor > 0 ? pb->coarse_factor : 2;
   for (int b = 1; b <= maxb; b *= 2) {
     for (int m = 0; m < pb->nstages; m++) c.st[m].batch = b;
-    if (2 * service(pb, &c, &slow) <= pb->slo_ms) batch = b;
+    if (f * service(pb, &c, &slow) <= pb->slo_ms) batch = b;
   }
   if (!batch) {
     for (int m = 0; m < pb->nstages; m++) c.st[m].batch = 1;
     double svc = service(pb, &c, &slow);
     return vr_errf(err, VR_EINFEASIBLE,
                    "SLO %.1f ms is infeasible for a coarse-grained pipeline: "
-                   "twice its batch-1 service time is %.1f ms; bottleneck "
-                   "stage '%s'", pb->slo_ms, 2 * svc, pb->st[slow].name);
+                   "%g x its batch-1 service time is %.1f ms; bottleneck "
+                   "stage '%s'", pb->slo_ms, f, f * svc, pb->st[slow].name);
   }
   double unit = INFINITY; /* pipeline requests/s one unit sustains */
   for (int m = 0; m < pb->nstages; m++) {

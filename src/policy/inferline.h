@@ -29,7 +29,9 @@
  *    batch doubling / replica removal while feasible; kept only if
  *    cheaper) and doubling the batch; apply the feasible one that lowers
  *    cost most, or, when none lowers cost, the feasible batch doubling with
- *    the lowest estimated P99. Stop when nothing feasible remains, and
+ *    the lowest estimated P99 (the first stage on a tie; a doubling is
+ *    estimated only as far as it could beat the best one so far, see
+ *    vr_il_estimate_fn's above_ms). Stop when nothing feasible remains, and
  *    return the configuration after the last cost reduction (or, at
  *    equal cost, the lowest estimated P99 seen): trailing batch doublings
  *    that bought nothing only add latency. This last step is Vario's; the
@@ -90,6 +92,11 @@ typedef struct vr_il_problem {
   double slo_ms;   /* end-to-end P99 target */
   double rate_qps; /* mean arrival rate of the sample trace */
   int max_replicas; /* per stage (0: 512) */
+  double coarse_factor; /* vr_il_coarse's batch: the largest b with
+                           coarse_factor x service(b) <= SLO (0: 2, Vario's
+                           SLO rule: a query may wait for the batch in
+                           service; the paper's "maximum batch size
+                           capable of meeting the SLO" reads as 1) */
   vr_il_estimate_fn estimate;
   void *ctx;
 } vr_il_problem;
@@ -114,7 +121,8 @@ int vr_il_plan(const vr_il_problem *pb, vr_il_config *out, vr_il_stats *stats,
 /* The coarse-grained baseline: the whole pipeline replicated as one unit.
  * Each stage on its lowest-latency hardware, one batch size for all (the
  * largest power of two whose service time, twice over — a query may wait
- * for the batch in service — fits the SLO), and as many units as
+ * for the batch in service — fits the SLO; pb->coarse_factor times over
+ * when set), and as many units as
  * target_qps needs at the unit's bottleneck throughput. CG-Mean passes the
  * trace's mean rate, CG-Peak its peak rate in windows of the SLO
  * (vr_il_peak_qps). Fills cost_per_s, leaves p99_ms at -1.

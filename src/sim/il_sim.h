@@ -79,7 +79,9 @@ int vr_il_sim_arrivals(const vr_workload *w, double duration_s, uint64_t seed,
 
 /* The estimator (vr_il_estimate_fn; ctx = the vr_il_sim): P99 end-to-end
  * latency of cfg on the sample trace, service times drawn as in serving
- * (est_noise), no early drops; any drop makes it infinite. With p50
+ * (est_noise), no early drops; any drop makes it infinite, and so does
+ * a P99 above above_ms, as soon as the run shows it (psim's stop_bad /
+ * stop_above_ms: more than 1 % of the trace took longer). With p50
  * service times a profile whose p90 is well above its p50 (Vario's own,
  * measured on a busy machine: 1.4 vs 2.2 ms at batch 16) made plans at
  * 90 % utilisation on paper that were overloaded in service. */

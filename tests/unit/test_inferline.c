@@ -260,6 +260,12 @@ static void test_coarse_and_peak(void **st) {
    * b = 16: 2x(20+11) = 62 fits, b = 32: 2x(36+19) = 110 does not) */
   assert_int_equal(mean.st[0].batch, 16);
   assert_true(peak.cost_per_s > 3 * mean.cost_per_s);
+  /* the paper's reading (service(b) <= SLO): b = 32, 55 ms, fits */
+  pb.coarse_factor = 1;
+  assert_int_equal(vr_il_coarse(&pb, 100, &mean, &err), 0);
+  assert_int_equal(mean.st[0].batch, 32);
+  pb.coarse_factor = -1;
+  assert_int_equal(vr_il_coarse(&pb, 100, &mean, &err), VR_EINVAL);
   int64_t t[] = {0, 1000000, 2000000, 500000000, 900000000};
   /* 3 arrivals within 10 ms: 300 qps */
   assert_true(fabs(vr_il_peak_qps(t, 5, 10000000) - 300) < 1e-9);
