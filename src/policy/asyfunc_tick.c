@@ -18,7 +18,12 @@
  *    R_max (never the last one). A new body is placed on a worker: the up
  *    one with the most free cores that fits it (body_worker), so in a
  *    cluster bodies spread over workers and each pairs its shadows with
- *    the free cores of its own worker (LLS reads them per body).
+ *    the free cores of its own worker (LLS reads them per body). With
+ *    worker types that may grow (a cluster with a provider) a body no
+ *    worker has room for asks for a worker (ADD_WORKER, one at a time),
+ *    and a worker left without instances goes after worker_idle_ns
+ *    (REMOVE_WORKER, never below min_workers) — an extension: the
+ *    paper's nodes are fixed.
  * Variants without a block profile get no decision here.
  *
  * The live tick runs every control period (vario serve --control-period-ms),
@@ -79,8 +84,42 @@ static int room_for_bodies(const vr_policy_cfg *c, const vr_snapshot *s, int v,
   return n;
 }
 
+/* The worker type a new worker would be (the first that may grow), or -1;
+ * -1 too while one is starting: its cores are on the way. */
+static int grow_type(const vr_snapshot *s) {
+  for (size_t w = 0; w < s->nworkers; w++)
+    if (s->workers[w].state == VR_WS_STARTING) return -1;
+  for (size_t t = 0; t < s->nwtypes; t++)
+    if (s->wtypes[t].cores > 0 &&
+        (s->wtypes[t].max_count <= 0 || s->wtypes[t].count < s->wtypes[t].max_count))
+      return (int)t;
+  return -1;
+}
+
+/* Workers for AsyFunc (an extension: the paper's nodes are fixed; only
+ * with worker types that may grow, i.e. a cluster with a provider): a
+ * worker without instances for worker_idle_ns goes, never below
+ * min_workers. (Bodies MLS cannot place ask for one in one_variant.) */
+static int idle_workers(const vr_policy_cfg *c, const vr_snapshot *s, vr_actions *out) {
+  int alive = 0;
+  for (size_t w = 0; w < s->nworkers; w++) alive += s->workers[w].state != VR_WS_DRAINING;
+  for (size_t w = 0; w < s->nworkers && alive > c->min_workers && s->nwtypes; w++) {
+    const vr_snap_worker *wk = &s->workers[w];
+    int used = 0;
+    for (size_t i = 0; i < s->ninstances && !used; i++) used = s->instances[i].worker == (int)w;
+    if (wk->state != VR_WS_UP || used || wk->idle_since < 0 ||
+        s->now_ns - wk->idle_since < c->worker_idle_ns)
+      continue;
+    if (vr_actions_push(out, VR_ACT_REMOVE_WORKER, -1, -1, (int)w, wk->type, 0,
+                        "asyfunc: idle worker"))
+      return VR_ENOMEM;
+    alive--;
+  }
+  return 0;
+}
+
 static int one_variant(const vr_policy_cfg *c, vr_policy_state *st, const vr_snapshot *s, int v,
-                       int *free_cores, vr_actions *out) {
+                       int *free_cores, int *asked, vr_actions *out) {
   const vr_snap_variant *sv = &s->variants[v];
   const vr_af_model *m = sv->blocks;
   vr_af_scale_cfg sc;
@@ -153,7 +192,8 @@ static int one_variant(const vr_policy_cfg *c, vr_policy_state *st, const vr_sna
   /* bodies are this variant's cores: MLS's core choice is only a count */
   char *placed = mo.ncreate ? vr_calloc(s->nworkers + 1, 1) : NULL;
   if (mo.ncreate && !placed) return VR_ENOMEM;
-  for (int k = 0; k < mo.ncreate; k++) {
+  int np = 0; /* bodies placed */
+  for (; np < mo.ncreate; np++) {
     int w = body_worker(c, s, v, free_cores, placed);
     if (w < 0) break;
     free_cores[w] -= sv->prof.threads;
@@ -164,6 +204,22 @@ static int one_variant(const vr_policy_cfg *c, vr_policy_state *st, const vr_sna
     }
   }
   vr_free(placed);
+  /* a body MLS wants and no worker holds: ask for a worker, one at a time
+   * (MLS with a new worker's cores: whether it would create one there) */
+  int t = *asked ? -1 : grow_type(s), want = np < mo.ncreate;
+  for (size_t i = 0; i < s->ninstances && t >= 0; i++) /* a body on the way: wait for it */
+    if (s->instances[i].variant == v && s->instances[i].state == VR_IS_LOADING) t = -1;
+  if (t >= 0 && !mo.ncreate) {
+    vr_af_mls_out more;
+    vr_af_mls(m, &sc, sv->arrival_qps, cores, nb, s->wtypes[t].cores, &more);
+    want = more.ncreate > 0;
+  }
+  if (t >= 0 && want) {
+    *asked = 1;
+    if (vr_actions_push(out, VR_ACT_ADD_WORKER, -1, -1, -1, t, 0,
+                        "asyfunc: no worker has room for a body MLS wants"))
+      return VR_ENOMEM;
+  }
   for (int k = 0; k < mo.ndestroy && k < nb - 1; k++) {
     const vr_snap_instance *in = &s->instances[idx[mo.destroy[k]]];
     if (vr_actions_push(out, VR_ACT_UNLOAD, v, in->id, in->worker, -1, 0,
@@ -178,11 +234,11 @@ int vr_pol_asyfunc(const vr_policy_cfg *c, vr_policy_state *st, const vr_snapsho
   int *free_cores = vr_calloc(s->nworkers + 1, sizeof(int));
   if (!free_cores) return VR_ENOMEM;
   for (size_t w = 0; w < s->nworkers; w++) free_cores[w] = s->workers[w].free_cores;
-  int rc = 0;
+  int rc = 0, asked = 0;
   for (size_t v = 0; v < s->nvariants && !rc; v++)
-    if (s->variants[v].blocks) rc = one_variant(c, st, s, (int)v, free_cores, out);
+    if (s->variants[v].blocks) rc = one_variant(c, st, s, (int)v, free_cores, &asked, out);
   vr_free(free_cores);
-  return rc;
+  return rc ? rc : idle_workers(c, s, out);
 }
 
 int vr_af_body_range(const vr_af_model *m, const vr_af_scale_cfg *cfg, int body_cores,

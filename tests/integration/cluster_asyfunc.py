@@ -34,6 +34,10 @@ from cluster_harness import fail, portfile, req, state, wait  # noqa: E402
 vario, src, redis_bin, tmp, procs = H.setup("vario-asyfunc-")
 # --shadow-process: shadows as `vario shadow` processes (shared memory)
 SHADOW_PROCESS = "--shadow-process" in sys.argv[3:]
+# --grow: start with one worker (--max-workers 2): the second body asks the
+# provider for a worker, and the worker left idle after the load goes
+GROW = "--grow" in sys.argv[3:]
+NW0 = 1 if GROW else 2
 MODEL = "fmnist_resnet"
 
 
@@ -95,7 +99,8 @@ try:
         (["--af-shadow-process"] if SHADOW_PROCESS else []) + [
          "--provider", "local", "--provider-opt", "binary=" + os.path.abspath(vario),
          "--provider-opt", "log-dir=" + os.path.join(tmp, "workers"),
-         "--provider-opt", "share-cores=1", "--min-workers", "2", "--max-workers", "2"] + wargs,
+         "--provider-opt", "share-cores=1", "--min-workers", str(NW0), "--max-workers", "2",
+         "--worker-idle-s", "3"] + wargs,
         stdout=log, stderr=log))
     cp = portfile("ctl")
     log = open(os.path.join(tmp, "fe.log"), "w")
@@ -110,13 +115,13 @@ try:
 
     def one_body():
         s = state(cp)
-        return len(s["workers"]) == 2 and \
+        return len(s["workers"]) == NW0 and \
             s.get("policy", {}).get("snapshot", {}).get("variants") == 1 and \
             len(bodies(s)) == 1 and len(fe_routed()) == 1
-    t_up = wait(one_body, "two workers, the model loaded as a body on one, in the policy",
+    t_up = wait(one_body, f"{NW0} worker(s), the model loaded as a body on one, in the policy",
                 timeout=240)
     s0 = state(cp)
-    print(f"1. two workers up; {MODEL} a body on {bodies(s0)} after {t_up:.1f}s")
+    print(f"1. {NW0} worker(s) up; {MODEL} a body on {bodies(s0)} after {t_up:.1f}s")
     # bad shadow and load requests get a clear error; the worker stays up
     wk = [w for w in s0["workers"] if w["id"] in bodies(s0)][0]
     wp = int(wk["addr"].rsplit(":", 1)[1])
@@ -179,6 +184,8 @@ try:
         fail(f"the second body is not MLS's doing: events {s1['events']}")
     if pol["applied"].get("pair_shadow", 0) < 1 or pol["shadows"]["paired"] < 1:
         fail(f"no shadow paired through the controller: {pol}")
+    if GROW and (pol["applied"].get("add_worker", 0) < 1 or s1["workers_started"] < 2):
+        fail(f"the second worker is not the policy's: started {s1['workers_started']}, {pol}")
     print(f"2. under load: bodies on {bodies(s1)} (both route) after {t_spread:.1f}s"
           f" ({mls[0]}; second body seen at {seen['t_body']:.1f}s, first shadow at"
           f" {seen['t_shadow']:.1f}s{' as a process' if SHADOW_PROCESS else ''}); shadows"
@@ -197,7 +204,8 @@ try:
     def calm():
         s = state(cp)
         return shadows(s)[1] == 0 and s["policy"]["shadows"]["released"] >= 1 and \
-            len(bodies(s)) == 1 and len(fe_routed()) == 1
+            len(bodies(s)) == 1 and len(fe_routed()) == 1 and \
+            (not GROW or (len(s["workers"]) == 1 and s["workers_removed"] >= 1))
     t_calm = wait(calm, "the shadows released and the spare body unloaded (not the last)",
                   timeout=240)
     js = json.dumps({"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 1, 28, 28],
@@ -206,8 +214,9 @@ try:
     if st != 200:
         fail(f"the last body does not serve: {st} {b[:200]}")
     s2 = state(cp)
-    print(f"4. idle: shadows released ({s2['policy']['shadows']}), spare body unloaded after"
-          f" {t_calm:.1f}s; the model still serves; policy {s2['policy']['applied']}")
+    print(f"4. idle: shadows released ({s2['policy']['shadows']}), spare body unloaded"
+          f"{', the idle worker released' if GROW else ''} after {t_calm:.1f}s; the model still"
+          f" serves; policy {s2['policy']['applied']}")
     for p in procs[2:0:-1]:  # front end, then controller (stops its workers)
         p.send_signal(signal.SIGTERM)
         try:

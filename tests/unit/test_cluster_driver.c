@@ -334,6 +334,56 @@ static void asyfunc_across_workers(void **state) {
   vr_cdrv_free(g.d);
 }
 
+/* AsyFunc with a provider: a body MLS wants and no worker has room for
+ * (each holds one) asks for a worker — not while one is starting, not
+ * past the cap — and a worker without instances goes once idle. */
+static void asyfunc_grows_workers(void **state) {
+  (void)state;
+  static vr_af_model blk;
+  af_blocks(&blk);
+  fix f;
+  setup_kind(&f, VR_POL_ASYFUNC, 1, 2, 1, 200, 1, 1);
+  f.m.blocks = &blk;
+  f.m.max_batch = 4;
+  f.inst[0][0].body = 1;
+  f.inst[0][0].max_batch = 4;
+  f.v.slo_ms = 50;
+  f.v.max_workers = 2;
+  tick(&f);
+  f.v.now_ns += 1500000000LL;
+  tick(&f);
+  assert_int_equal(f.r.nload, 0); /* w0 holds the body: no room */
+  assert_int_equal(f.r.nadd, 1);
+  vr_cdrv_free(f.d);
+  fix g; /* one starting already, or at the cap: none */
+  for (int k = 0; k < 2; k++) {
+    setup_kind(&g, VR_POL_ASYFUNC, 1, 2, 1, 200, 1, 1);
+    g.m.blocks = &blk;
+    g.m.max_batch = 4;
+    g.inst[0][0].body = 1;
+    g.v.slo_ms = 50;
+    if (k) g.v.max_workers = 1;
+    else g.v.starting = 1;
+    tick(&g);
+    g.v.now_ns += 1500000000LL;
+    tick(&g);
+    assert_int_equal(g.r.nadd, 0);
+    vr_cdrv_free(g.d);
+  }
+  fix h; /* w1 holds nothing: released after worker_idle_ns (2 s) */
+  setup_kind(&h, VR_POL_ASYFUNC, 2, 2, 1, 10, 1, 1);
+  h.m.blocks = &blk;
+  h.inst[0][0].body = 1;
+  h.v.slo_ms = 50;
+  tick(&h);
+  assert_int_equal(h.r.nremove, 0);
+  h.v.now_ns += 3000000000LL;
+  tick(&h);
+  assert_int_equal(h.r.nremove, 1);
+  assert_string_equal(h.r.removes[0], "w1");
+  vr_cdrv_free(h.d);
+}
+
 /* Interference across workers: a worker reports its copy's compute 2x
  * its profile (slowdown, runtime/slowdown.h) at a load far below
  * saturation; INFaaS marks it interfered and migrates it to the worker
@@ -374,6 +424,7 @@ int main(void) {
                                  cmocka_unit_test(keeps_last_copy),
                                  cmocka_unit_test(baselines),
                                  cmocka_unit_test(asyfunc_across_workers),
+                                 cmocka_unit_test(asyfunc_grows_workers),
                                  cmocka_unit_test(interference_migrates)};
   return cmocka_run_group_tests(t, NULL, NULL);
 }
