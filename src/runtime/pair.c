@@ -162,17 +162,20 @@ void vr_pair_free(vr_pair *p) {
   vr_free(p);
 }
 
-int vr_pair_attach(vr_pair *p, int threads, double *load_ms, vr_errbuf *err) {
-  int64_t t0 = vr_now_ns();
+/* A zeroed shadow with its lock and condition ready; NULL when out of
+ * memory. */
+static shadow *shadow_new(void) {
   shadow *s = VR_NEW(shadow);
-  if (!s) return vr_errf(err, VR_ENOMEM, "out of memory");
+  if (!s) return NULL;
   pthread_mutex_init(&s->mu, NULL);
   pthread_cond_init(&s->cv, NULL);
-  int rc = vr_model_slice(p->m, p->pb, p->pe, &s->slice, err);
-  if (!rc) rc = open_range(s->slice, 0, vr_model_num_nodes(s->slice), threads, p->max_batch,
-                           &s->s, err);
-  if (!rc && pthread_create(&s->th, NULL, shadow_main, s))
-    rc = vr_errf(err, VR_ENOMEM, "cannot start the shadow's thread");
+  return s;
+}
+
+/* Ends an attach begun at t0: on rc != 0 frees s and returns rc; else s
+ * replaces the pair's shadow under run_mu (a paired run in flight
+ * finishes first) and the old one is freed outside it. */
+static int shadow_install(vr_pair *p, shadow *s, int rc, int64_t t0, double *load_ms) {
   if (rc) {
     shadow_free(s);
     return rc;
@@ -186,13 +189,23 @@ int vr_pair_attach(vr_pair *p, int threads, double *load_ms, vr_errbuf *err) {
   return 0;
 }
 
+int vr_pair_attach(vr_pair *p, int threads, double *load_ms, vr_errbuf *err) {
+  int64_t t0 = vr_now_ns();
+  shadow *s = shadow_new();
+  if (!s) return vr_errf(err, VR_ENOMEM, "out of memory");
+  int rc = vr_model_slice(p->m, p->pb, p->pe, &s->slice, err);
+  if (!rc) rc = open_range(s->slice, 0, vr_model_num_nodes(s->slice), threads, p->max_batch,
+                           &s->s, err);
+  if (!rc && pthread_create(&s->th, NULL, shadow_main, s))
+    rc = vr_errf(err, VR_ENOMEM, "cannot start the shadow's thread");
+  return shadow_install(p, s, rc, t0, load_ms);
+}
+
 int vr_pair_attach_process(vr_pair *p, const char *vario_exe, const char *model_path,
                            int threads, int64_t timeout_ns, double *load_ms, vr_errbuf *err) {
   int64_t t0 = vr_now_ns();
-  shadow *s = VR_NEW(shadow);
+  shadow *s = shadow_new();
   if (!s) return vr_errf(err, VR_ENOMEM, "out of memory");
-  pthread_mutex_init(&s->mu, NULL);
-  pthread_cond_init(&s->cv, NULL);
   size_t in_row = (size_t)vr_tensor_info_row_bytes(vr_session_input(p->par, 0));
   size_t out_row = (size_t)vr_tensor_info_row_bytes(vr_session_output(p->par, 0));
   int rc = vr_shm_chan_create(in_row * (size_t)p->max_batch, out_row * (size_t)p->max_batch,
@@ -212,17 +225,7 @@ int vr_pair_attach_process(vr_pair *p, const char *vario_exe, const char *model_
     }
   }
   if (!rc) rc = vr_shm_chan_wait_ready(s->chan, timeout_ns, NULL, err);
-  if (rc) {
-    shadow_free(s);
-    return rc;
-  }
-  if (load_ms) *load_ms = (double)(vr_now_ns() - t0) / 1e6;
-  pthread_mutex_lock(&p->run_mu);
-  shadow *old = p->sh;
-  p->sh = s;
-  pthread_mutex_unlock(&p->run_mu);
-  shadow_free(old);
-  return 0;
+  return shadow_install(p, s, rc, t0, load_ms);
 }
 
 void vr_pair_set_copy_handoff(vr_pair *p, int copy) {

@@ -183,25 +183,12 @@ static void metrics(vr_frontend *fe, vr_http_req *r) {
   reply(fe, r, 200, "text/plain; version=0.0.4", body, len, (size_t)-1);
 }
 
-static int split(const char *url, char *buf, size_t cap, char **seg, int max) {
-  snprintf(buf, cap, "%s", url);
-  char *q = strchr(buf, '?');
-  if (q) *q = 0;
-  int n = 0;
-  for (char *save = NULL, *t = strtok_r(buf, "/", &save); t;
-       t = strtok_r(NULL, "/", &save)) {
-    if (n == max) return -1;
-    seg[n++] = t;
-  }
-  return n;
-}
-
 static void handle(vr_http_req *r, void *user) {
   vr_frontend *fe = user;
   const char *method = vr_http_method(r);
   int get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
   char buf[1024], *seg[10];
-  int n = split(vr_http_url(r), buf, sizeof buf, seg, 10);
+  int n = vr_http_path_segments(vr_http_url(r), buf, sizeof buf, seg, 10);
   char key[VR_FWD_KEY_MAX];
   if (n == 1 && !strcmp(seg[0], "metrics") && get) return metrics(fe, r);
   if (n < 1 || strcmp(seg[0], "v2")) return reply_error(fe, r, 404, "unknown path");

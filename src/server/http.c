@@ -90,6 +90,18 @@ const char *vr_http_body(const vr_http_req *r, size_t *len) {
   *len = r->len;
   return r->body ? r->body : "";
 }
+int vr_http_path_segments(const char *url, char *buf, size_t cap, char **seg, int max) {
+  snprintf(buf, cap, "%s", url);
+  char *q = strchr(buf, '?');
+  if (q) *q = 0;
+  int n = 0;
+  for (char *save = NULL, *t = strtok_r(buf, "/", &save); t;
+       t = strtok_r(NULL, "/", &save)) {
+    if (n == max) return -1;
+    seg[n++] = t;
+  }
+  return n;
+}
 void vr_http_set_state(vr_http_req *r, void *state, void (*fn)(void *)) {
   r->state = state;
   r->state_free = fn;

@@ -71,6 +71,11 @@ const char *vr_http_header(const vr_http_req *r, const char *name);
 /* A query-string argument (decoded), or NULL. */
 const char *vr_http_query(const vr_http_req *r, const char *name);
 const char *vr_http_body(const vr_http_req *r, size_t *len);
+/* Splits a URL's path ("/v2/models/m/infer?x=1" -> "v2" "models" "m"
+ * "infer") into seg[0..n), pointing into buf (cap bytes, the URL copied
+ * there, cut to fit); the query string is dropped. -> n, or -1 when there
+ * are more than max segments. */
+int vr_http_path_segments(const char *url, char *buf, size_t cap, char **seg, int max);
 void vr_http_set_state(vr_http_req *r, void *state, void (*state_free)(void *));
 /* Monotonic time at which the request's headers were complete. */
 int64_t vr_http_started_ns(const vr_http_req *r);

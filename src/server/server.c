@@ -170,20 +170,6 @@ static void metrics(vr_server *s, vr_http_req *r) {
   vr_http_respond(r, 200, "text/plain; version=0.0.4", p, len, (size_t)-1);
 }
 
-/* Splits "/v2/models/m/infer" into segments (in place, in buf). */
-static int split(const char *url, char *buf, size_t cap, char **seg, int max) {
-  snprintf(buf, cap, "%s", url);
-  char *q = strchr(buf, '?');
-  if (q) *q = 0;
-  int n = 0;
-  for (char *save = NULL, *t = strtok_r(buf, "/", &save); t;
-       t = strtok_r(NULL, "/", &save)) {
-    if (n == max) return -1;
-    seg[n++] = t;
-  }
-  return n;
-}
-
 /* Routes /v2/models/{m}[/versions/{v}]/<rest>. */
 static void route_model(vr_server *s, vr_http_req *r, int get, char **seg,
                         int n) {
@@ -246,7 +232,7 @@ static void handle(vr_http_req *r, void *user) {
   int get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
   int post = !strcmp(method, "POST");
   char buf[1024], *seg[10];
-  int n = split(vr_http_url(r), buf, sizeof buf, seg, 10);
+  int n = vr_http_path_segments(vr_http_url(r), buf, sizeof buf, seg, 10);
   const char *ext = unsupported_extension(seg, n);
   if (ext) { /* before the access check: there is no such endpoint */
     reply_error(s, r, 400, ext);

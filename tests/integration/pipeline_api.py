@@ -12,65 +12,22 @@ usage: pipeline_api.py VARIO SOURCE_DIR
 """
 import json
 import os
-import re
-import shutil
-import subprocess
 import sys
-import tempfile
-import time
-import urllib.error
 import urllib.request
 
 import numpy as np
 
-VARIO, SRC = sys.argv[1], sys.argv[2]
-P = os.path.join(SRC, "models/pipelines/fashion_scenes")
-DATA = os.path.join(SRC, "models/fmnist-data")
-TMP = tempfile.mkdtemp(prefix="vr_pipe_")
-DB, REPO = os.path.join(TMP, "store.db"), os.path.join(TMP, "repo")
-TOKEN = os.environ["VARIO_ADMIN_TOKEN"] = "pipeline-api-" + os.urandom(8).hex()
-TOKEN_FILE = os.path.join(TMP, "admin.token")
-with open(TOKEN_FILE, "w") as f:
-    f.write(TOKEN + "\n")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pipeline_harness as H  # noqa: E402
+from pipeline_harness import check, http, run  # noqa: E402
+
+H.setup("vr_pipe_", "pipeline-api")
+VARIO, P = H.VARIO, H.P
 FAST = ["--threads", "1", "--max-batch", "4", "--runs", "3", "--precisions", "fp32", "--quiet"]
 
 
-def check(cond, what):
-    if not cond:
-        print("FAIL:", what)
-        sys.exit(1)
-    print("ok:", what)
-
-
-def run(cmd):
-    return subprocess.run(cmd, capture_output=True, text=True)
-
-
 def start_server():
-    log = open(os.path.join(TMP, "serve.log"), "w+")
-    p = subprocess.Popen([VARIO, "serve", "--repo", REPO, "--store", DB, "--port", "0",
-                          "--cores", "64", "--admin-token-file", TOKEN_FILE],
-                         stderr=log, stdout=log)
-    for _ in range(200):
-        log.seek(0)
-        m = re.search(r"listening on http://[0-9.]+:(\d+)", log.read())
-        if m:
-            return p, int(m.group(1))
-        time.sleep(0.05)
-    p.kill()
-    sys.exit("server did not start")
-
-
-def http(port, method, path, body=None, raw=None, token=TOKEN):
-    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method)
-    if token:
-        req.add_header("Authorization", "Bearer " + token)
-    try:
-        with urllib.request.urlopen(req, timeout=60) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
+    return H.serve("--cores", "64", "--admin-token-file", H.TOKEN_FILE)
 
 
 X = np.load(f"{P}/sample.npy")
@@ -86,17 +43,7 @@ def infer(port, rows, params):
 
 srv = None
 try:
-    for m in ["fmnist_linear", "fmnist_mlp"]:
-        r = run([VARIO, "register", "--store", DB, "--repo", REPO, "--app", "fashion",
-                 "--model", f"{SRC}/models/fmnist/{m}/model.onnx", "--input",
-                 f"{DATA}/val_inputs.npy", "--labels", f"{DATA}/val_labels.npy"] + FAST)
-        check(r.returncode == 0, f"register {m} {r.stderr.strip()}")
-    for m in ["fscenes_det_tiny", "fscenes_det_large"]:
-        acc = json.load(open(f"{P}/{m}/config.json"))["accuracy"]
-        r = run([VARIO, "register", "--store", DB, "--repo", REPO, "--app", "fscenes_detect",
-                 "--name", m, "--model", f"{P}/{m}/model.onnx", "--declared-accuracy",
-                 str(acc)] + FAST)
-        check(r.returncode == 0, f"register {m} {r.stderr.strip()}")
+    H.register(["fscenes_det_tiny", "fscenes_det_large"], FAST)
     srv, port = start_server()
     port_s = str(port)
 
@@ -214,7 +161,4 @@ try:
     srv = None
     check(rc == 0, "server exits cleanly")
 finally:
-    if srv:
-        srv.kill()
-        srv.wait()
-    shutil.rmtree(TMP, ignore_errors=True)
+    H.stop(srv, 30)

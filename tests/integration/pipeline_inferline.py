@@ -27,122 +27,37 @@ usage: pipeline_inferline.py VARIO SOURCE_DIR
 """
 import json
 import os
-import re
-import subprocess
 import sys
-import tempfile
-import time
-import urllib.error
-import urllib.request
 
-VARIO, SRC = sys.argv[1], sys.argv[2]
-P = os.path.join(SRC, "models/pipelines/fashion_scenes")
-DATA = os.path.join(SRC, "models/fmnist-data")
-TMP = tempfile.mkdtemp(prefix="vr_il_")
-DB, REPO = os.path.join(TMP, "store.db"), os.path.join(TMP, "repo")
-TOKEN = os.environ["VARIO_ADMIN_TOKEN"] = "pipeline-il-" + os.urandom(8).hex()
-TOKEN_FILE = os.path.join(TMP, "admin.token")
-with open(TOKEN_FILE, "w") as f:
-    f.write(TOKEN + "\n")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pipeline_harness as H  # noqa: E402
+from pipeline_harness import bench, check, http, wait_plan  # noqa: E402
+
+H.setup("vr_il_", "pipeline-il")
 FAST = ["--threads", "1", "--max-batch", "4", "--runs", "5", "--precisions", "fp32", "--quiet"]
 LARGE = "fscenes_det_large"
 RATE = 4
-LAST = {}
-
-
-def check(cond, what):
-    if not cond:
-        print("FAIL:", what)
-        if LAST:
-            print(json.dumps(LAST, indent=1)[:6000])
-        log = os.path.join(TMP, "serve.log")
-        if os.path.exists(log):
-            print("".join(open(log).readlines()[-40:]))
-        sys.exit(1)
-    print("ok:", what)
-
-
-def run(cmd):
-    return subprocess.run(cmd, capture_output=True, text=True)
-
-
-def http(port, method, path, body=None):
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method)
-    req.add_header("Authorization", "Bearer " + TOKEN)
-    try:
-        with urllib.request.urlopen(req, timeout=60) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
 
 
 def policy(port):
-    st, j = http(port, "GET", "/v2/pipelines/fashion_scenes")
-    check(st == 200, f"GET /v2/pipelines/fashion_scenes: {st}") if st != 200 else None
-    LAST.clear()
-    LAST.update(j.get("policy", {}))
-    return j["policy"]
+    return H.pipeline(port)["policy"]
 
 
 def instances(pol):
     return pol["plan"]["workers"] if "plan" in pol else -1
 
 
-def bench(port, rate, secs, cv=None):
-    cmd = [VARIO, "bench", "--port", str(port), "--pipeline", "fashion_scenes", "--rate",
-           str(rate), "--duration", str(secs), "--connections", "16", "--binary",
-           "--payloads", "8", "--input", f"{P}/sample.npy", "--json", "--no-progress"]
-    if cv:
-        cmd += ["--arrival", "gamma", "--cv", str(cv)]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-
-
-def wait(port, pred, secs):
-    end = time.time() + secs
-    while True:
-        pol = policy(port)
-        if "plan" in pol and pred(pol):
-            return pol, True
-        if time.time() > end:
-            return pol, False
-        time.sleep(0.5)
-
-
 srv = None
 try:
-    for m in ["fmnist_linear", "fmnist_mlp"]:
-        r = run([VARIO, "register", "--store", DB, "--repo", REPO, "--app", "fashion",
-                 "--model", f"{SRC}/models/fmnist/{m}/model.onnx", "--input",
-                 f"{DATA}/val_inputs.npy", "--labels", f"{DATA}/val_labels.npy"] + FAST)
-        check(r.returncode == 0, f"register {m} {r.stderr.strip()}")
-    for m in ["fscenes_det_tiny", LARGE]:
-        acc = json.load(open(f"{P}/{m}/config.json"))["accuracy"]
-        r = run([VARIO, "register", "--store", DB, "--repo", REPO, "--app", "fscenes_detect",
-                 "--name", m, "--model", f"{P}/{m}/model.onnx", "--declared-accuracy",
-                 str(acc)] + FAST)
-        check(r.returncode == 0, f"register {m} {r.stderr.strip()}")
-
-    log = open(os.path.join(TMP, "serve.log"), "w+")
-    srv = subprocess.Popen([VARIO, "serve", "--repo", REPO, "--store", DB, "--port", "0",
-                            "--grpc-port", "-1", "--cores", "6", "--admin-token-file",
-                            TOKEN_FILE, "--pipeline-policy", "inferline", "--inferline-rate",
-                            str(RATE), "--pipeline-tick-ms", "200"], stderr=log, stdout=log)
-    port = None
-    for _ in range(400):
-        log.seek(0)
-        m = re.search(r"listening on http://[0-9.]+:(\d+)", log.read())
-        if m:
-            port = int(m.group(1))
-            break
-        time.sleep(0.05)
-    check(port is not None, "server started")
-    r = run([VARIO, "pipeline", "register", f"{P}/pipeline.json", "--port", str(port)])
-    check(r.returncode == 0, f"vario pipeline register: {r.stderr.strip()}")
+    H.register(["fscenes_det_tiny", LARGE], FAST)
+    srv, port = H.serve("--grpc-port", "-1", "--cores", "6", "--admin-token-file",
+                        H.TOKEN_FILE, "--pipeline-policy", "inferline", "--inferline-rate",
+                        str(RATE), "--pipeline-tick-ms", "200")
+    H.register_pipeline(port)
 
     # -- 1. the planner's configuration at the sample's rate ----------------
     b = bench(port, RATE, 10)
-    pol, ok = wait(port, lambda p: instances(p) >= 3, 40)
+    pol, ok = wait_plan(port, lambda p: instances(p) >= 3, 40)
     check(ok and pol["name"] == "inferline" and pol["drop_mode"] == "none",
           f"planned: {instances(pol)} instances under {pol.get('name')}")
     det = pol["plan"]["tasks"][0]
@@ -155,7 +70,7 @@ try:
 
     # -- 2. a CV 4 burst at 10x the rate: the tuner adds replicas ------------
     b = bench(port, 10 * RATE, 12, cv=4)
-    pol, up = wait(port, lambda p: instances(p) > planned, 30)
+    pol, up = wait_plan(port, lambda p: instances(p) > planned, 30)
     out, _ = b.communicate(timeout=180)
     check(up, f"burst: the tuner scaled up, {instances(pol)} > {planned} instances")
     peak = max(instances(pol), instances(policy(port)))
@@ -167,7 +82,7 @@ try:
 
     # -- 3. below the sample's rate: the replicas go after settle + envelope -
     b = bench(port, RATE / 4, 110)
-    pol, down = wait(port, lambda p: instances(p) <= planned, 110)
+    pol, down = wait_plan(port, lambda p: instances(p) <= planned, 110)
     b.terminate()
     b.communicate(timeout=60)
     check(down, f"after the burst: scaled back down to {instances(pol)} <= {planned}")
@@ -175,9 +90,4 @@ try:
     check(req["failed"] == 0, f"no failed requests: {req}")
     print("PASS")
 finally:
-    if srv:
-        srv.terminate()
-        try:
-            srv.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            srv.kill()
+    H.stop(srv, 30)

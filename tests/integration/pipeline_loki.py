@@ -28,71 +28,17 @@ usage: pipeline_loki.py VARIO SOURCE_DIR
 """
 import json
 import os
-import re
-import shutil
 import signal
-import subprocess
 import sys
-import tempfile
-import time
-import urllib.error
-import urllib.request
 
-VARIO, SRC = sys.argv[1], sys.argv[2]
-P = os.path.join(SRC, "models/pipelines/fashion_scenes")
-DATA = os.path.join(SRC, "models/fmnist-data")
-TMP = tempfile.mkdtemp(prefix="vr_loki_")
-DB, REPO = os.path.join(TMP, "store.db"), os.path.join(TMP, "repo")
-TOKEN = os.environ["VARIO_ADMIN_TOKEN"] = "pipeline-loki-" + os.urandom(8).hex()
-TOKEN_FILE = os.path.join(TMP, "admin.token")
-with open(TOKEN_FILE, "w") as f:
-    f.write(TOKEN + "\n")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pipeline_harness as H  # noqa: E402
+from pipeline_harness import bench, check, http, wait_plan  # noqa: E402
+
+H.setup("vr_loki_", "pipeline-loki")
 FAST = ["--threads", "1", "--max-batch", "1", "--runs", "5", "--precisions", "fp32", "--quiet"]
 PER_CORE = 20.0  # canvases/s the most accurate detector carries per core, by plan
 LARGE = "fscenes_det_large"
-
-
-LAST = {}  # the last policy read, shown on failure
-
-
-def check(cond, what):
-    if not cond:
-        print("FAIL:", what)
-        if LAST:
-            short = dict(LAST)
-            hist = short.pop("history", [])
-            print(json.dumps(short, indent=1)[:6000])
-            for h in hist:
-                print(json.dumps(h))
-        log = os.path.join(TMP, "serve.log")
-        if os.path.exists(log):
-            print("".join(open(log).readlines()[-40:]))
-        sys.exit(1)
-    print("ok:", what)
-
-
-def run(cmd):
-    return subprocess.run(cmd, capture_output=True, text=True)
-
-
-def http(port, method, path, body=None):
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method)
-    req.add_header("Authorization", "Bearer " + TOKEN)
-    try:
-        with urllib.request.urlopen(req, timeout=60) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
-
-
-def policy(port):
-    st, j = http(port, "GET", "/v2/pipelines/fashion_scenes")
-    if st != 200:
-        check(False, f"GET /v2/pipelines/fashion_scenes: {st}")
-    LAST.clear()
-    LAST.update(j.get("policy", {}))
-    return j
 
 
 def detectors(pol):
@@ -101,54 +47,13 @@ def detectors(pol):
     return {v["variant"].split("-")[0] for v in det["variants"] if v["instances"] > 0}
 
 
-def bench(port, rate, secs):
-    return subprocess.Popen(
-        [VARIO, "bench", "--port", str(port), "--pipeline", "fashion_scenes", "--rate",
-         str(rate), "--duration", str(secs), "--connections", "16", "--binary", "--payloads",
-         "8", "--input", f"{P}/sample.npy", "--json", "--no-progress"],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-
-
-def wait_plan(port, pred, secs):
-    """Polls the policy until pred(policy) holds (or secs pass); the last policy."""
-    end = time.time() + secs
-    while True:
-        pol = policy(port)["policy"]
-        if "plan" in pol and pred(pol):
-            return pol, True
-        if time.time() > end:
-            return pol, False
-        time.sleep(0.5)
-
-
 srv = None
 try:
-    for m in ["fmnist_linear", "fmnist_mlp"]:
-        r = run([VARIO, "register", "--store", DB, "--repo", REPO, "--app", "fashion",
-                 "--model", f"{SRC}/models/fmnist/{m}/model.onnx", "--input",
-                 f"{DATA}/val_inputs.npy", "--labels", f"{DATA}/val_labels.npy"] + FAST)
-        check(r.returncode == 0, f"register {m} {r.stderr.strip()}")
-    for m in ["fscenes_det_tiny", "fscenes_det_small", LARGE]:
-        acc = json.load(open(f"{P}/{m}/config.json"))["accuracy"]
-        r = run([VARIO, "register", "--store", DB, "--repo", REPO, "--app", "fscenes_detect",
-                 "--name", m, "--model", f"{P}/{m}/model.onnx", "--declared-accuracy",
-                 str(acc)] + FAST)
-        check(r.returncode == 0, f"register {m} {r.stderr.strip()}")
+    H.register(["fscenes_det_tiny", "fscenes_det_small", LARGE], FAST)
 
     # headroom from the measured profile of the most accurate detector
     # (read through a short-lived server: GET /v2/apps)
-    log = open(os.path.join(TMP, "probe.log"), "w+")
-    probe = subprocess.Popen([VARIO, "serve", "--repo", REPO, "--store", DB, "--port", "0",
-                              "--grpc-port", "-1"], stderr=log, stdout=log)
-    port = None
-    for _ in range(400):
-        log.seek(0)
-        m = re.search(r"listening on http://[0-9.]+:(\d+)", log.read())
-        if m:
-            port = int(m.group(1))
-            break
-        time.sleep(0.05)
-    check(port is not None, "probe server started")
+    probe, port = H.serve("--grpc-port", "-1", log="probe.log")
     st, apps = http(port, "GET", "/v2/apps/fscenes_detect")
     probe.terminate()
     probe.wait(timeout=30)
@@ -157,22 +62,10 @@ try:
     slack = (1000.0 / p50) / PER_CORE
     check(slack > 1, f"{LARGE}: {p50:.3f} ms per canvas; headroom {slack:.1f}")
 
-    log = open(os.path.join(TMP, "serve.log"), "w+")
-    srv = subprocess.Popen([VARIO, "serve", "--repo", REPO, "--store", DB, "--port", "0",
-                            "--grpc-port", "-1", "--cores", "4", "--admin-token-file",
-                            TOKEN_FILE, "--pipeline-policy", "loki", "--pipeline-period-ms",
-                            "2000", "--pipeline-slack", f"{slack:.3f}"], stderr=log, stdout=log)
-    port = None
-    for _ in range(400):
-        log.seek(0)
-        m = re.search(r"listening on http://[0-9.]+:(\d+)", log.read())
-        if m:
-            port = int(m.group(1))
-            break
-        time.sleep(0.05)
-    check(port is not None, "server started")
-    r = run([VARIO, "pipeline", "register", f"{P}/pipeline.json", "--port", str(port)])
-    check(r.returncode == 0, f"vario pipeline register: {r.stderr.strip()}")
+    srv, port = H.serve("--grpc-port", "-1", "--cores", "4", "--admin-token-file",
+                        H.TOKEN_FILE, "--pipeline-policy", "loki", "--pipeline-period-ms",
+                        "2000", "--pipeline-slack", f"{slack:.3f}")
+    H.register_pipeline(port)
 
     # -- 1. low load: hardware scaling, the most accurate detector -----------
     b = bench(port, 8, 8)
@@ -216,7 +109,7 @@ try:
     res = json.loads(out)
     check(res["sent"] > 0 and res["ok"] > 0, f"high load served: {res['ok']} of {res['sent']}")
     check(res["errors"] == 0, f"no errors (only ok / 504 dropped / 503): {res}")
-    j = policy(port)
+    j = H.pipeline(port)
     served = {v["variant"].split("-")[0]: v["requests"] for v in j["tasks"][0]["routing"]}
     check(any(n > 0 for m, n in served.items() if m != LARGE),
           f"hops served by a less accurate detector: {served}")
@@ -237,16 +130,9 @@ try:
     srv.send_signal(signal.SIGTERM)  # graceful: drains, stops the policy thread
     rc = srv.wait(timeout=120)
     srv = None
-    log.seek(0)
-    text = log.read()
+    text = open(os.path.join(H.TMP, "serve.log")).read()
     check(rc == 0 and "LeakSanitizer" not in text and "AddressSanitizer" not in text,
           f"server shut down cleanly (exit {rc})")
     print("PASS")
 finally:
-    if srv:
-        srv.terminate()
-        try:
-            srv.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            srv.kill()
-    shutil.rmtree(TMP, ignore_errors=True)
+    H.stop(srv, 60)

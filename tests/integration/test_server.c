@@ -15,6 +15,7 @@
 
 #include "../unit/rt_fake.h"
 #include "base/alloc.h"
+#include "server/http.h"
 #include "srv_util.h"
 
 static rt_fake g_fake;
@@ -490,6 +491,22 @@ static void test_connection_limit(void **st) {
   g_port = saved;
 }
 
+/* The routers' path split (vr_http_path_segments): query dropped, empty
+ * segments skipped, too many segments refused, a long URL cut to buf. */
+static void test_path_segments(void **st) {
+  (void)st;
+  char buf[64], *seg[4];
+  assert_int_equal(vr_http_path_segments("/v2/models//m/infer?x=/a/b", buf, sizeof buf, seg, 4),
+                   4);
+  assert_string_equal(seg[0], "v2");
+  assert_string_equal(seg[2], "m");
+  assert_string_equal(seg[3], "infer");
+  assert_int_equal(vr_http_path_segments("/", buf, sizeof buf, seg, 4), 0);
+  assert_int_equal(vr_http_path_segments("/a/b/c/d/e", buf, sizeof buf, seg, 4), -1);
+  assert_int_equal(vr_http_path_segments("/abcdef/gh", buf, 6, seg, 4), 1);
+  assert_string_equal(seg[0], "abcd"); /* "/abcd" fills 6 bytes with its NUL */
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_health_and_metadata),
@@ -505,6 +522,7 @@ int main(void) {
       cmocka_unit_test(test_unload_in_flight),
       cmocka_unit_test(test_graceful_shutdown),
       cmocka_unit_test(test_connection_limit),
+      cmocka_unit_test(test_path_segments),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -38,18 +38,21 @@ def multipart(fields, files):
 
 def start_server(args, log_path):
     """Starts `VARIO serve ... --port 0` (args: the whole command line),
-    logging to log_path; returns (process, port) once it listens."""
+    logging to log_path; returns (process, port) once it listens (20 s at
+    most: a sanitised build on a loaded machine; else exits showing the log)."""
     import re
     import subprocess
     import sys
     import time
     log = open(log_path, "w+")
     p = subprocess.Popen(args, stderr=log, stdout=log)
-    for _ in range(200):
+    for _ in range(400):
         log.seek(0)
-        m = re.search(r"listening on https?://[0-9.]+:(\d+)", log.read())
+        text = log.read()
+        m = re.search(r"listening on https?://[0-9.]+:(\d+)", text)
         if m:
             return p, int(m.group(1))
         time.sleep(0.05)
     p.kill()
+    sys.stderr.write(text[-4000:])
     sys.exit("server did not start")

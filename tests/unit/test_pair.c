@@ -8,55 +8,11 @@
 #include <unistd.h>
 
 #include "base/alloc.h"
-#include "engine_util.h"
+#include "pair_fx.h"
 #include "runtime/pair.h"
 #include "vr_test.h"
 
-typedef struct fx {
-  vr_model *m;
-  vr_npy in;
-  float *ref;
-  size_t ref_bytes;
-  int batch, pb, pe;
-} fx;
-
-static void setup(fx *f) {
-  vr_errbuf e = {0};
-  if (vr_model_load(src_path("tests/data/engine/tiny_cnn.onnx"), &f->m, &e)) fail_msg("%s", e.msg);
-  assert_int_equal(vr_npy_read(src_path("tests/data/engine/tiny_cnn_in.npy"), &f->in, &e), 0);
-  f->batch = (int)f->in.shape[0];
-  vr_session_opts o;
-  vr_session_opts_init(&o);
-  o.max_batch = f->batch;
-  vr_session *s;
-  if (vr_session_create(f->m, &o, &s, &e)) fail_msg("%s", e.msg);
-  vr_tensor in = tensor_of("input", &f->in), out[2];
-  assert_int_equal(vr_session_run(s, f->batch, &in, 1, out, 2, &e), 0);
-  f->ref = malloc(out[0].nbytes);
-  memcpy(f->ref, out[0].data, out[0].nbytes);
-  f->ref_bytes = out[0].nbytes;
-  vr_session_free(s);
-  /* the parallel range: between the first and the last interior cut */
-  int n = vr_model_num_nodes(f->m);
-  char *cut = vr_calloc((size_t)n + 1, 1);
-  assert_int_equal(vr_model_chain_cuts(f->m, cut), 0);
-  f->pb = f->pe = -1;
-  for (int k = 1; k < n; k++)
-    if (cut[k]) {
-      if (f->pb < 0) f->pb = k;
-      f->pe = k;
-    }
-  vr_free(cut);
-  assert_true(f->pb > 0 && f->pe > f->pb);
-}
-
-static void teardown(fx *f) {
-  free(f->ref);
-  vr_npy_free(&f->in);
-  vr_model_free(f->m);
-}
-
-static void check_split(fx *f, int pb, int pe) {
+static void check_split(pair_fx *f, int pb, int pe) {
   vr_pair *p;
   vr_errbuf e = {0};
   if (vr_pair_create(f->m, pb, pe, 1, f->batch, &p, &e)) fail_msg("%s", e.msg);
@@ -92,8 +48,8 @@ static void check_split(fx *f, int pb, int pe) {
 }
 
 static void test_pair_every_split(void **st) {
-  fx f = {0};
-  setup(&f);
+  pair_fx f = {0};
+  pair_fx_setup(&f);
   int n = vr_model_num_nodes(f.m);
   check_split(&f, f.pb, f.pe);
   check_split(&f, 0, f.pe); /* range starts the graph */
@@ -110,11 +66,11 @@ static void test_pair_every_split(void **st) {
     }
   vr_free(cut);
   assert_int_equal(vr_pair_create(f.m, 2, 1, 1, f.batch, &p, &e), VR_ERANGE);
-  teardown(&f);
+  pair_fx_teardown(&f);
 }
 
 typedef struct runner {
-  fx *f;
+  pair_fx *f;
   vr_pair *p;
   int runs, ok, paired, bad, done;
   int stop; /* set by the scaler once it is through */
@@ -137,8 +93,8 @@ static void *run_loop(void *arg) {
 
 /* The scaler attaches and releases the shadow while the body serves. */
 static void test_release_under_load(void **st) {
-  fx f = {0};
-  setup(&f);
+  pair_fx f = {0};
+  pair_fx_setup(&f);
   vr_pair *p;
   vr_errbuf e = {0};
   if (vr_pair_create(f.m, f.pb, f.pe, 1, f.batch, &p, &e)) fail_msg("%s", e.msg);
@@ -158,7 +114,7 @@ static void test_release_under_load(void **st) {
   assert_true(r.paired > 0);
   assert_int_equal(r.bad, 0);
   vr_pair_free(p); /* with a shadow attached */
-  teardown(&f);
+  pair_fx_teardown(&f);
 }
 
 int main(void) {

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "base/alloc.h"
-#include "engine_util.h"
+#include "pair_fx.h"
 #include "runtime/pair.h"
 #include "runtime/shm_pair.h"
 #include "vr_test.h"
@@ -59,55 +59,10 @@ static void test_check_job(void **st) {
   close(fd);
 }
 
-typedef struct fx {
-  vr_model *m;
-  vr_npy in;
-  float *ref;
-  size_t ref_bytes;
-  int batch, pb, pe;
-  const char *path;
-} fx;
-
-static void setup(fx *f) {
-  vr_errbuf e = {0};
-  f->path = src_path("tests/data/engine/tiny_cnn.onnx");
-  if (vr_model_load(f->path, &f->m, &e)) fail_msg("%s", e.msg);
-  assert_int_equal(vr_npy_read(src_path("tests/data/engine/tiny_cnn_in.npy"), &f->in, &e), 0);
-  f->batch = (int)f->in.shape[0];
-  vr_session_opts o;
-  vr_session_opts_init(&o);
-  o.max_batch = f->batch;
-  vr_session *s;
-  if (vr_session_create(f->m, &o, &s, &e)) fail_msg("%s", e.msg);
-  vr_tensor in = tensor_of("input", &f->in), out[2];
-  assert_int_equal(vr_session_run(s, f->batch, &in, 1, out, 2, &e), 0);
-  f->ref = malloc(out[0].nbytes);
-  memcpy(f->ref, out[0].data, out[0].nbytes);
-  f->ref_bytes = out[0].nbytes;
-  vr_session_free(s);
-  int n = vr_model_num_nodes(f->m);
-  char *cut = vr_calloc((size_t)n + 1, 1);
-  assert_int_equal(vr_model_chain_cuts(f->m, cut), 0);
-  f->pb = f->pe = -1;
-  for (int k = 1; k < n; k++)
-    if (cut[k]) {
-      if (f->pb < 0) f->pb = k;
-      f->pe = k;
-    }
-  vr_free(cut);
-  assert_true(f->pb > 0 && f->pe > f->pb);
-}
-
-static void teardown(fx *f) {
-  free(f->ref);
-  vr_npy_free(&f->in);
-  vr_model_free(f->m);
-}
-
 static void test_process_shadow(void **st) {
   (void)st;
-  fx f = {0};
-  setup(&f);
+  pair_fx f = {0};
+  pair_fx_setup(&f);
   vr_pair *p;
   vr_errbuf e = {0};
   if (vr_pair_create(f.m, f.pb, f.pe, 1, f.batch, &p, &e)) fail_msg("%s", e.msg);
@@ -148,7 +103,7 @@ static void test_process_shadow(void **st) {
   assert_non_null(strstr(e.msg, "load"));
   assert_false(vr_pair_has_shadow(p));
   vr_pair_free(p);
-  teardown(&f);
+  pair_fx_teardown(&f);
 }
 
 int main(void) {
