@@ -16,43 +16,11 @@
 
 #include "base/alloc.h"
 #include "cluster/provider.h"
+#include "provider_util.h"
 #include "server/httpc.h"
 #include "vr_test.h"
 
 static char tmp[256], vario[1024];
-
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(int ms) {
-  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
-  nanosleep(&ts, NULL);
-}
-
-static vr_worker_info get(vr_provider *p, const char *id) {
-  vr_worker_info *ws = NULL, r;
-  size_t n = 0;
-  memset(&r, 0, sizeof r);
-  r.state = -1;
-  assert_int_equal(vr_provider_list(p, &ws, &n, NULL), 0);
-  for (size_t i = 0; i < n; i++)
-    if (!strcmp(ws[i].id, id)) r = ws[i];
-  vr_free(ws);
-  return r;
-}
-
-static vr_worker_info wait_exit(vr_provider *p, const char *id, int ms) {
-  vr_worker_info w;
-  for (int64_t t0 = now_ms();; sleep_ms(20)) {
-    w = get(p, id);
-    if (w.state == VR_PW_EXITED || now_ms() - t0 > ms) break;
-  }
-  assert_int_equal(w.state, VR_PW_EXITED);
-  return w;
-}
 
 /* Reads the port the worker wrote (up to 90 s: a sanitised build loads
  * the model slowly on a busy machine). */
@@ -65,7 +33,7 @@ static int wait_port(const char *path, vr_provider *p, const char *id) {
       fclose(f);
     }
     if (port > 0) return port;
-    if (get(p, id).state == VR_PW_EXITED) fail_msg("worker %s exited", id);
+    if (provider_get(p, id).state == VR_PW_EXITED) fail_msg("worker %s exited", id);
   }
   fail_msg("worker %s wrote no port", id);
   return -1;
@@ -116,7 +84,7 @@ static void test_real_worker(void **st) {
   if (vr_provider_start(p, &s, id, sizeof id, &err))
     fail_msg("start: %s", err.msg);
   int port = wait_port(pf, p, id);
-  vr_worker_info w = get(p, id);
+  vr_worker_info w = provider_get(p, id);
   assert_int_equal(w.state, VR_PW_RUNNING);
 
   /* It serves. */
@@ -148,7 +116,7 @@ static void test_real_worker(void **st) {
 
   /* stop(): SIGTERM, the worker drains and exits 0 well within grace. */
   assert_int_equal(vr_provider_stop(p, id, NULL), 0);
-  w = wait_exit(p, id, 25000);
+  w = provider_wait_state(p, id, VR_PW_EXITED, 25000, 20);
   assert_int_equal(w.term_signal, 0);
   assert_int_equal(w.exit_code, 0);
   assert_int_equal(w.unexpected, 0);
@@ -159,8 +127,8 @@ static void test_real_worker(void **st) {
   if (vr_provider_start(p, &s, id, sizeof id, &err))
     fail_msg("start: %s", err.msg);
   wait_port(pf, p, id);
-  assert_int_equal(kill((pid_t)get(p, id).pid, SIGKILL), 0);
-  w = wait_exit(p, id, 10000);
+  assert_int_equal(kill((pid_t)provider_get(p, id).pid, SIGKILL), 0);
+  w = provider_wait_state(p, id, VR_PW_EXITED, 10000, 20);
   assert_int_equal(w.term_signal, SIGKILL);
   assert_int_equal(w.unexpected, 1);
   vr_provider_destroy(p);

@@ -28,6 +28,7 @@
 #include "base/clock.h"
 #include "control/control.h"
 #include "control/fsutil.h"
+#include "seam_gate.h"
 #include "control/pipes.h"
 #include "policy/fanout.h"
 #include "sim/psim.h"
@@ -248,16 +249,10 @@ static void run_sim(void) {
 
 /* ---- the live side: a gated backend on a virtual clock ------------------ */
 
-static vr_clock g_clock;
-static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t g_cv = PTHREAD_COND_INITIALIZER;
-static int g_armed; /* 0: runs (profiling at load) advance the clock */
-
 typedef struct sess {
   const model_def *m;
   float scores[GRID * 8], labels[GRID * 2 * 8], y[8];
-  int blocked, release;
-  int64_t end_ns;
+  seam_gate gate;
 } sess;
 static sess g_sess[NM];
 static int g_nsess;
@@ -281,6 +276,7 @@ static int fb_session_open(void *self, void *model, vr_precision prec, int threa
   pthread_mutex_lock(&g_mu);
   sess *s = &g_sess[g_nsess++];
   s->m = model;
+  seam_gate_add(&s->gate);
   pthread_mutex_unlock(&g_mu);
   *out = s;
   return 0;
@@ -290,18 +286,7 @@ static int fb_run(void *self, void *sp, int batch, const vr_tensor *in, int n_in
                   vr_tensor *out, int n_out, vr_errbuf *err) {
   (void)self, (void)n_in, (void)n_out, (void)err;
   sess *s = sp;
-  pthread_mutex_lock(&g_mu);
-  if (!g_armed) {
-    vr_vclock_advance(&g_clock, run_ns(s->m, batch));
-  } else {
-    s->blocked = 1;
-    s->end_ns = vr_clock_now(&g_clock) + run_ns(s->m, batch);
-    pthread_cond_broadcast(&g_cv);
-    while (!s->release) pthread_cond_wait(&g_cv, &g_mu);
-    s->release = 0;
-    s->blocked = 0;
-  }
-  pthread_mutex_unlock(&g_mu);
+  seam_gate_batch(&s->gate, run_ns(s->m, batch));
   if (s->m->det) { /* row b's canvas carries its query index in pixel 0 */
     memset(s->labels, 0, sizeof s->labels);
     const float *x = in[0].data;
@@ -341,28 +326,17 @@ static void on_result(vr_pipe_result *r, void *tag) {
 
 /* Nothing can happen before the clock moves: every instance is blocked in
  * a batch, or has nothing queued and no batch being answered (mu held). */
-static int quiescent(vr_runtime *rt) {
+static int quiescent(void *rtp) {
+  vr_runtime *rt = rtp;
   vr_rt_instance_stats st[NM];
   int n = vr_rt_instances(rt, NULL, st, NM);
   for (int i = 0; i < n; i++) {
     sess *s = NULL;
     for (int k = 0; k < g_nsess; k++)
       if (!strcmp(g_sess[k].m->name, st[i].model)) s = &g_sess[k];
-    if (!s->blocked && (st[i].queue_rows > 0 || st[i].busy_rows > 0)) return 0;
+    if (!s->gate.blocked && (st[i].queue_rows > 0 || st[i].busy_rows > 0)) return 0;
   }
   return 1;
-}
-
-static void settle(vr_runtime *rt) {
-  int64_t until = vr_now_ns() + 30 * VR_NS_PER_S; /* a bound, not a timing */
-  pthread_mutex_lock(&g_mu);
-  while (!quiescent(rt)) {
-    pthread_mutex_unlock(&g_mu);
-    usleep(50);
-    pthread_mutex_lock(&g_mu);
-    if (vr_now_ns() > until) fail_msg("live side did not settle");
-  }
-  pthread_mutex_unlock(&g_mu);
 }
 
 static void write_model(const model_def *m, char *dir, size_t cap) {
@@ -390,31 +364,11 @@ static void write_model(const model_def *m, char *dir, size_t cap) {
 static void register_models(vr_store *st) {
   for (int i = 0; i < NM; i++) {
     const model_def *m = &k_models[i];
-    vr_model_rec rec = {0};
-    snprintf(rec.name, sizeof rec.name, "%s", m->name);
-    snprintf(rec.app, sizeof rec.app, "%s", m->app);
-    write_model(m, rec.dir, sizeof rec.dir);
-    rec.accuracy = m->acc;
+    char dir[VR_STORE_PATH_MAX];
+    write_model(m, dir, sizeof dir);
     vr_profile prof;
     profile_of(m, &prof, g_vname[i]);
-    json_t *j = vr_profile_to_json(&prof);
-    char *text = json_dumps(j, JSON_COMPACT);
-    json_decref(j);
-    vr_variant_rec v;
-    memset(&v, 0, sizeof v);
-    assert_true(snprintf(v.name, sizeof v.name, "%s", g_vname[i]) < (int)sizeof v.name);
-    snprintf(v.model, sizeof v.model, "%s", m->name);
-    snprintf(v.app, sizeof v.app, "%s", m->app);
-    v.precision = VR_PREC_FP32;
-    v.threads = 1;
-    v.max_batch = m->max_batch;
-    v.accuracy = m->acc;
-    v.lat_b1_ms = prof.lat.p50_ms[0];
-    v.memory_bytes = 1 << 20;
-    v.profile_json = text;
-    vr_errbuf e = {0};
-    if (vr_store_add_model(st, &rec, &v, 1, &e)) fail_msg("store: %s", e.msg);
-    free(text);
+    seam_store_add(st, m->name, m->app, dir, m->acc, m->max_batch, &prof, g_vname[i]);
   }
 }
 
@@ -461,36 +415,12 @@ static void run_live(void) {
   if (vr_pipes_register(ps, k_spec, strlen(k_spec), name, &e)) fail_msg("register: %s", e.msg);
 
   vr_vclock_set(&g_clock, T0);
-  pthread_mutex_lock(&g_mu);
-  g_armed = 1;
-  pthread_mutex_unlock(&g_mu);
+  seam_gate_arm();
   int next = 0;
   for (;;) {
-    /* the next event: an arrival, or the earliest end of a running batch */
-    pthread_mutex_lock(&g_mu);
-    sess *first = NULL;
-    for (int i = 0; i < g_nsess; i++)
-      if (g_sess[i].blocked && !g_sess[i].release &&
-          (!first || g_sess[i].end_ns < first->end_ns))
-        first = &g_sess[i];
-    int64_t arr = next < NREQ ? T0 + g_req[next].t_ns : INT64_MAX;
-    if (!first && arr == INT64_MAX) {
-      pthread_mutex_unlock(&g_mu);
-      break;
-    }
-    if (first && first->end_ns < arr) {
-      vr_vclock_set(&g_clock, first->end_ns);
-      first->release = 1;
-      pthread_cond_broadcast(&g_cv);
-      while (first->release) { /* its executor took the release */
-        pthread_mutex_unlock(&g_mu);
-        usleep(20);
-        pthread_mutex_lock(&g_mu);
-      }
-      pthread_mutex_unlock(&g_mu);
-    } else {
-      pthread_mutex_unlock(&g_mu);
-      vr_vclock_set(&g_clock, arr);
+    int step = seam_gate_step(next < NREQ ? T0 + g_req[next].t_ns : INT64_MAX);
+    if (step < 0) break;
+    if (step == 0) { /* the next arrival */
       int j = next++;
       g_x[j][0] = (float)j;
       vr_pipe_query q = {.pipeline = "pseam", .latency_ms = g_req[j].slo_ms,
@@ -498,7 +428,7 @@ static void run_live(void) {
       q.in[0] = (vr_tensor){"x", VR_DT_F32, 4, {1, 1, 4, 4}, g_x[j], sizeof g_x[j]};
       vr_pipes_infer(ps, &q, on_result, (void *)(intptr_t)j);
     }
-    settle(rt);
+    seam_gate_settle(quiescent, rt);
   }
   int64_t until = vr_now_ns() + 30 * VR_NS_PER_S;
   pthread_mutex_lock(&g_mu);

@@ -20,6 +20,7 @@
 #include "base/alloc.h"
 #include "cluster/provider.h"
 #include "cluster/provider_int.h"
+#include "provider_util.h"
 #include "vr_test.h"
 
 #ifndef VR_WORKER_PROBE
@@ -28,17 +29,6 @@
 
 static char tmpdir[256];
 static int cpus[2], ncpus; /* up to two CPUs this process may use */
-
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(int ms) {
-  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
-  nanosleep(&ts, NULL);
-}
 
 static int setup(void **st) {
   snprintf(tmpdir, sizeof tmpdir, "/tmp/vr_provider_XXXXXX");
@@ -99,29 +89,6 @@ static int info_get(const char *id, const char *key, char *val, size_t cap) {
   return found;
 }
 
-static vr_worker_info get(vr_provider *p, const char *id) {
-  vr_worker_info *ws = NULL, r;
-  size_t n = 0;
-  memset(&r, 0, sizeof r);
-  r.state = -1;
-  assert_int_equal(vr_provider_list(p, &ws, &n, NULL), 0);
-  for (size_t i = 0; i < n; i++)
-    if (!strcmp(ws[i].id, id)) r = ws[i];
-  vr_free(ws);
-  return r;
-}
-
-/* Polls list() until id reaches `state` (10 s at most). */
-static vr_worker_info wait_state(vr_provider *p, const char *id, int state) {
-  vr_worker_info w;
-  for (int64_t t0 = now_ms();; sleep_ms(5)) {
-    w = get(p, id);
-    if (w.state == state || now_ms() - t0 > 10000) break;
-  }
-  assert_int_equal(w.state, state);
-  return w;
-}
-
 static void test_start_pin_stop(void **st) {
   vr_provider *p = mk(5000, ncpus < 2, cpus, (size_t)ncpus);
   const char *extra[] = {"--out", tmpdir};
@@ -142,7 +109,7 @@ static void test_start_pin_stop(void **st) {
   assert_int_equal(vr_provider_start(p, &s, b, sizeof b, NULL), 0);
   assert_string_equal(b, "w-b");
 
-  vr_worker_info wa = get(p, a), wb = get(p, b);
+  vr_worker_info wa = provider_get(p, a), wb = provider_get(p, b);
   assert_int_equal(wa.state, VR_PW_RUNNING);
   assert_true(wa.pid > 0 && wb.pid > 0 && wa.pid != wb.pid);
   /* Each probe reports its own pid, the cores list() shows as its
@@ -185,13 +152,13 @@ static void test_start_pin_stop(void **st) {
 
   /* Stop: SIGTERM, the probe exits 0; an expected exit. */
   assert_int_equal(vr_provider_stop(p, a, NULL), 0);
-  assert_int_equal(get(p, a).state == VR_PW_STOPPING ||
-                   get(p, a).state == VR_PW_EXITED, 1);
-  wa = wait_state(p, a, VR_PW_EXITED);
+  assert_int_equal(provider_get(p, a).state == VR_PW_STOPPING ||
+                   provider_get(p, a).state == VR_PW_EXITED, 1);
+  wa = provider_wait_state(p, a, VR_PW_EXITED, 10000, 5);
   assert_int_equal(wa.exit_code, 0);
   assert_int_equal(wa.term_signal, 0);
   assert_int_equal(wa.unexpected, 0);
-  assert_int_equal(get(p, b).state, VR_PW_RUNNING);
+  assert_int_equal(provider_get(p, b).state, VR_PW_RUNNING);
   /* The log holds both streams. */
   char path[512], log[4096] = {0};
   snprintf(path, sizeof path, "%s/%s.log", tmpdir, a);
@@ -207,15 +174,15 @@ static void test_start_pin_stop(void **st) {
   /* Its core is free again: a new worker may take it. */
   s.name = NULL;
   assert_int_equal(vr_provider_start(p, &s, c, sizeof c, NULL), 0);
-  assert_string_equal(get(p, c).cores, wa.cores);
+  assert_string_equal(provider_get(p, c).cores, wa.cores);
   /* forget() only for exited workers. */
   assert_int_equal(vr_provider_forget(p, b, &err), VR_ESTATE);
   assert_int_equal(vr_provider_forget(p, a, NULL), 0);
-  assert_int_equal(get(p, a).state, -1);
+  assert_int_equal(provider_get(p, a).state, -1);
   assert_int_equal(vr_provider_stop(p, a, &err), VR_ENOENT);
 
   /* destroy() stops what runs. */
-  pid_t pb = (pid_t)get(p, b).pid, pc = (pid_t)get(p, c).pid;
+  pid_t pb = (pid_t)provider_get(p, b).pid, pc = (pid_t)provider_get(p, c).pid;
   vr_provider_destroy(p);
   assert_int_equal(kill(pb, 0), -1);
   assert_int_equal(kill(pc, 0), -1);
@@ -231,7 +198,7 @@ static void test_unexpected_exit(void **st) {
   s.nargs = 6;
   char id[64];
   assert_int_equal(vr_provider_start(p, &s, id, sizeof id, NULL), 0);
-  vr_worker_info w = wait_state(p, id, VR_PW_EXITED);
+  vr_worker_info w = provider_wait_state(p, id, VR_PW_EXITED, 10000, 5);
   assert_int_equal(w.exit_code, 3);
   assert_int_equal(w.unexpected, 1);
   /* And one killed from outside. */
@@ -243,7 +210,7 @@ static void test_unexpected_exit(void **st) {
   char v[64];
   assert_int_equal(info_get(id, "pid", v, sizeof v), 0);
   assert_int_equal(kill((pid_t)atoll(v), SIGKILL), 0);
-  w = wait_state(p, id, VR_PW_EXITED);
+  w = provider_wait_state(p, id, VR_PW_EXITED, 10000, 5);
   assert_int_equal(w.term_signal, SIGKILL);
   assert_int_equal(w.exit_code, -1);
   assert_int_equal(w.unexpected, 1);
@@ -264,7 +231,7 @@ static void test_sigkill_after_grace(void **st) {
   sleep_ms(50);
   int64_t t0 = now_ms();
   assert_int_equal(vr_provider_stop(p, id, NULL), 0);
-  vr_worker_info w = wait_state(p, id, VR_PW_EXITED);
+  vr_worker_info w = provider_wait_state(p, id, VR_PW_EXITED, 10000, 5);
   assert_true(now_ms() - t0 >= 200); /* not before the grace period */
   assert_int_equal(w.term_signal, SIGKILL);
   assert_int_equal(w.unexpected, 0);

@@ -23,6 +23,7 @@
 #include "base/clock.h"
 #include "control/control.h"
 #include "control/fsutil.h"
+#include "seam_gate.h"
 #include "sim/sim.h"
 #include "vr_test.h"
 
@@ -158,16 +159,10 @@ static void run_sim(void) {
 
 /* ---- the live side: a gated backend on a virtual clock ------------------ */
 
-static vr_clock g_clock;
-static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t g_cv = PTHREAD_COND_INITIALIZER;
-static int g_armed; /* 0: runs (profiling at load) advance the clock */
-
 typedef struct sess {
   const model_def *m;
   float out[64];
-  int blocked, release, batch;
-  int64_t end_ns; /* when the blocked batch ends */
+  seam_gate gate;
   int outstanding; /* routed here, not answered */
 } sess;
 static sess g_sess[2];
@@ -192,6 +187,7 @@ static int fb_session_open(void *self, void *model, vr_precision prec, int threa
   pthread_mutex_lock(&g_mu);
   sess *s = &g_sess[g_nsess++];
   s->m = model;
+  seam_gate_add(&s->gate);
   pthread_mutex_unlock(&g_mu);
   *out = s;
   return 0;
@@ -201,19 +197,7 @@ static int fb_run(void *self, void *sp, int batch, const vr_tensor *in, int n_in
                   vr_tensor *out, int n_out, vr_errbuf *err) {
   (void)self, (void)in, (void)n_in, (void)n_out, (void)err;
   sess *s = sp;
-  pthread_mutex_lock(&g_mu);
-  if (!g_armed) {
-    vr_vclock_advance(&g_clock, run_ns(s->m, batch));
-  } else {
-    s->blocked = 1;
-    s->batch = batch;
-    s->end_ns = vr_clock_now(&g_clock) + run_ns(s->m, batch);
-    pthread_cond_broadcast(&g_cv);
-    while (!s->release) pthread_cond_wait(&g_cv, &g_mu);
-    s->release = 0;
-    s->blocked = 0;
-  }
-  pthread_mutex_unlock(&g_mu);
+  seam_gate_batch(&s->gate, run_ns(s->m, batch));
   memset(s->out, 0, sizeof s->out);
   out[0] = (vr_tensor){"y", VR_DT_F32, 2, {batch, 1}, s->out, sizeof(float) * (size_t)batch};
   return 0;
@@ -271,22 +255,11 @@ static void on_routed(void *tag, const vr_ctl_route *r) {
 
 /* Every instance blocked in a batch or with nothing left to answer (mu
  * held): nothing can happen before the clock moves. */
-static int quiescent(void) {
+static int quiescent(void *ctx) {
+  (void)ctx;
   for (int i = 0; i < g_nsess; i++)
-    if (!g_sess[i].blocked && g_sess[i].outstanding > 0) return 0;
+    if (!g_sess[i].gate.blocked && g_sess[i].outstanding > 0) return 0;
   return 1;
-}
-
-static void settle(void) {
-  int64_t until = vr_now_ns() + 30 * VR_NS_PER_S; /* a bound, not a timing */
-  pthread_mutex_lock(&g_mu);
-  while (!quiescent()) {
-    pthread_mutex_unlock(&g_mu);
-    usleep(50);
-    pthread_mutex_lock(&g_mu);
-    if (vr_now_ns() > until) fail_msg("live side did not settle");
-  }
-  pthread_mutex_unlock(&g_mu);
 }
 
 static void write_model(const model_def *m, char *dir, size_t cap) {
@@ -307,30 +280,10 @@ static void write_model(const model_def *m, char *dir, size_t cap) {
 
 static void register_models(vr_store *st) {
   for (int i = 0; i < 2; i++) {
-    const model_def *m = &k_models[i];
-    vr_model_rec rec = {0};
-    snprintf(rec.name, sizeof rec.name, "%s", m->name);
-    strcpy(rec.app, "syn");
-    write_model(m, rec.dir, sizeof rec.dir);
-    rec.accuracy = m->acc;
-    json_t *j = vr_profile_to_json(&g_prof[i]);
-    char *text = json_dumps(j, JSON_COMPACT);
-    json_decref(j);
-    vr_variant_rec v;
-    memset(&v, 0, sizeof v);
-    assert_true(snprintf(v.name, sizeof v.name, "%s", g_vname[i]) < (int)sizeof v.name);
-    snprintf(v.model, sizeof v.model, "%s", m->name);
-    strcpy(v.app, "syn");
-    v.precision = VR_PREC_FP32;
-    v.threads = 1;
-    v.max_batch = m->max_batch;
-    v.accuracy = m->acc;
-    v.lat_b1_ms = g_prof[i].lat.p50_ms[0];
-    v.memory_bytes = 1 << 20;
-    v.profile_json = text;
-    vr_errbuf e = {0};
-    if (vr_store_add_model(st, &rec, &v, 1, &e)) fail_msg("store: %s", e.msg);
-    free(text);
+    char dir[VR_STORE_PATH_MAX];
+    write_model(&k_models[i], dir, sizeof dir);
+    seam_store_add(st, k_models[i].name, "syn", dir, k_models[i].acc, k_models[i].max_batch,
+                   &g_prof[i], g_vname[i]);
   }
 }
 
@@ -374,38 +327,12 @@ static void run_live(void) {
   assert_int_equal(vr_control_create(&co, &c, &e), 0);
 
   vr_vclock_set(&g_clock, T0);
-  pthread_mutex_lock(&g_mu);
-  g_armed = 1;
-  pthread_mutex_unlock(&g_mu);
+  seam_gate_arm();
   int next = 0;
   for (;;) {
-    /* the next event: an arrival, or the earliest end of a running batch */
-    pthread_mutex_lock(&g_mu);
-    sess *first = NULL;
-    for (int i = 0; i < g_nsess; i++)
-      if (g_sess[i].blocked && !g_sess[i].release &&
-          (!first || g_sess[i].end_ns < first->end_ns))
-        first = &g_sess[i];
-    int64_t arr = next < NREQ ? T0 + g_req[next].t_ns : INT64_MAX;
-    if (!first && arr == INT64_MAX) {
-      pthread_mutex_unlock(&g_mu);
-      break;
-    }
-    if (first && first->end_ns < arr) {
-      vr_vclock_set(&g_clock, first->end_ns);
-      first->release = 1;
-      pthread_cond_broadcast(&g_cv);
-      /* wait until its executor took the release (it is then no longer
-       * blocked in this batch) */
-      while (first->release) {
-        pthread_mutex_unlock(&g_mu);
-        usleep(20);
-        pthread_mutex_lock(&g_mu);
-      }
-      pthread_mutex_unlock(&g_mu);
-    } else {
-      pthread_mutex_unlock(&g_mu);
-      vr_vclock_set(&g_clock, arr);
+    int step = seam_gate_step(next < NREQ ? T0 + g_req[next].t_ns : INT64_MAX);
+    if (step < 0) break;
+    if (step == 0) { /* the next arrival */
       live_req *x = &g_lr[next];
       x->j = next;
       x->c = c;
@@ -415,7 +342,7 @@ static void run_live(void) {
       next++;
       vr_control_route(c, &q, on_routed, x);
     }
-    settle();
+    seam_gate_settle(quiescent, NULL);
   }
   vr_control_free(c);
   vr_runtime_free(rt);
