@@ -172,6 +172,7 @@ static int build_view(vr_store *st, const vr_pipeline *spec, cpipe *p, vr_errbuf
 typedef struct doc_ctx {
   ctl *c;
   ctl_pipes *cp;
+  unsigned char seen[CP_MAX]; /* cp->p[i] is still stored */
 } doc_ctx;
 
 /* A stored pipeline: served from now on if new (its view built). */
@@ -179,7 +180,10 @@ static int on_doc(void *u, const char *name, const char *body) {
   doc_ctx *d = u;
   ctl_pipes *cp = d->cp;
   for (int i = 0; i < cp->n; i++)
-    if (!strcmp(cp->p[i]->name, name)) return 0;
+    if (!strcmp(cp->p[i]->name, name)) {
+      d->seen[i] = 1;
+      return 0;
+    }
   if (cp->n == CP_MAX) return 0;
   vr_pipeline *spec = NULL;
   vr_errbuf err = {0};
@@ -195,6 +199,7 @@ static int on_doc(void *u, const char *name, const char *body) {
   snprintf(p->name, sizeof p->name, "%s", name);
   p->last_s = now_s();
   pthread_mutex_lock(&d->c->pp_mu);
+  d->seen[cp->n] = 1;
   cp->p[cp->n++] = p;
   pthread_mutex_unlock(&d->c->pp_mu);
   pthread_mutex_lock(&d->c->mu);
@@ -442,9 +447,23 @@ void vr__ctl_pipes_step(ctl *c, const vr_worker_info *ws, size_t n, int starting
     int changed = 0;
     if (vr_store_refresh(cp->store, &changed, &err))
       vr_warn("controller: store: %s", err.msg);
-    doc_ctx d = {c, cp}; /* on_doc runs under the store's read lock */
-    if (vr_store_load_docs(cp->store, "pipeline", on_doc, &d, &err))
+    doc_ctx d = {c, cp, {0}}; /* on_doc runs under the store's read lock */
+    if (vr_store_load_docs(cp->store, "pipeline", on_doc, &d, &err)) {
       vr_warn("controller: pipelines: %s", err.msg);
+    } else { /* deleted: no longer planned (their models stay where they are) */
+      for (int i = cp->n - 1; i >= 0; i--) {
+        if (d.seen[i]) continue;
+        pthread_mutex_lock(&c->mu);
+        vr__ctl_event(c, "pipeline %s deleted from the store: no longer planned",
+                      cp->p[i]->name);
+        pthread_mutex_unlock(&c->mu);
+        pthread_mutex_lock(&c->pp_mu);
+        cpipe *gone = cp->p[i];
+        cp->p[i] = cp->p[--cp->n];
+        pthread_mutex_unlock(&c->pp_mu);
+        cpipe_free(cp, gone);
+      }
+    }
   }
   static cview v;
   memset(&v, 0, sizeof v);

@@ -206,13 +206,50 @@ static int collect_doc(void *ctx, const char *name, const char *body) {
   return 0;
 }
 
+/* Stops serving the pipelines in `before` (served before the store was
+ * read) that the store no longer holds: another process deleted them.
+ * Those registered meanwhile are not in `before`. */
+static void drop_deleted(vr_pipes *p, const vr_vec *before, const doc_list *d) {
+  for (size_t i = 0; i < before->len; i++) {
+    const char *name = *(char *const *)vr_vec_at(before, i);
+    int stored = 0;
+    for (size_t k = 0; k < d->names.len && !stored; k++)
+      stored = !strcmp(name, *(char *const *)vr_vec_at(&d->names, k));
+    if (stored) continue;
+    pthread_mutex_lock(&p->mu);
+    pl_pipe *pp = vr_map_get(&p->by_name, name);
+    if (pp) vr_map_del(&p->by_name, name);
+    pthread_mutex_unlock(&p->mu);
+    if (pp) {
+      vr_log(VR_LOG_INFO, "pipeline '%s' deleted from the store: no longer served", name);
+      vr__pipe_unref(pp);
+    }
+  }
+}
+
 /* Serves the stored pipelines not served yet (at start, and when a
- * request names one another process registered). */
-static int load_stored(vr_pipes *p, int warn, vr_errbuf *err) {
+ * request names one another process registered); with sync, stops
+ * serving those another process deleted. */
+static int load_stored(vr_pipes *p, int warn, int sync, vr_errbuf *err) {
   doc_list d;
+  vr_vec before;
   vr_vec_init(&d.names, sizeof(char *));
   vr_vec_init(&d.bodies, sizeof(char *));
+  vr_vec_init(&before, sizeof(char *));
+  pthread_mutex_lock(&p->mu);
+  size_t it = 0;
+  const char *k;
+  void *v;
+  int lost = 0;
+  while (sync && vr_map_next(&p->by_name, &it, &k, &v)) {
+    char *n = vr_strdup(k);
+    if (!n || vr_vec_push(&before, &n)) vr_free(n), lost = 1;
+  }
+  pthread_mutex_unlock(&p->mu);
   int rc = vr_store_load_docs(p->store, DOC_KIND, collect_doc, &d, err);
+  if (!rc && sync && !lost) drop_deleted(p, &before, &d);
+  for (size_t i = 0; i < before.len; i++) vr_free(*(char **)vr_vec_at(&before, i));
+  vr_vec_free(&before);
   for (size_t i = 0; i < d.names.len; i++) {
     char *name = *(char **)vr_vec_at(&d.names, i), *body = *(char **)vr_vec_at(&d.bodies, i);
     pthread_mutex_lock(&p->mu);
@@ -237,7 +274,7 @@ static int load_stored(vr_pipes *p, int warn, vr_errbuf *err) {
   return rc;
 }
 
-int vr_pipes_sync(vr_pipes *p, vr_errbuf *err) { return load_stored(p, 0, err); }
+int vr_pipes_sync(vr_pipes *p, vr_errbuf *err) { return load_stored(p, 0, 1, err); }
 
 int vr_pipes_create(vr_control *ctl, vr_runtime *rt, vr_store *store, vr_pipes **out,
                     vr_errbuf *err) {
@@ -250,7 +287,7 @@ int vr_pipes_create(vr_control *ctl, vr_runtime *rt, vr_store *store, vr_pipes *
   pthread_mutex_init(&p->mu, NULL);
   pthread_cond_init(&p->pcv, NULL);
   vr_map_init(&p->by_name);
-  int rc = load_stored(p, 1, err);
+  int rc = load_stored(p, 1, 0, err);
   if (rc) {
     vr_pipes_free(p);
     return rc;

@@ -118,8 +118,8 @@ void vr_pipes_set_remote(vr_pipes *p, vr_pipes_remote_fn fn, vr_pipes_remote_has
  * force stays), VR_ESTATE (a local policy runs). */
 int vr_pipes_follow(vr_pipes *p, const char *name, const char *plan, size_t len,
                     vr_errbuf *err);
-/* Serves the pipelines other processes stored since (a shared store). 0
- * or the store's error. */
+/* Serves the pipelines other processes stored since, and stops serving
+ * those they deleted (a shared store). 0 or the store's error. */
 int vr_pipes_sync(vr_pipes *p, vr_errbuf *err);
 /* Names of the served pipelines (up to cap); returns how many there are. */
 int vr_pipes_names(vr_pipes *p, char (*names)[VR_PIPE_NAME_MAX], int cap);

@@ -20,7 +20,9 @@ processes sharing the models' repository, `vario controller --store
     stored profile so that one detector instance carries 10 canvases/s by
     plan) asks for more instances and the controller loads a stage model
     on a worker that did not hold it; every request answered ok, dropped
-    or rejected (no errors).
+    or rejected (no errors);
+ 5. deleted through the front end: the controller stops planning it and
+    every worker answers 404 for it.
 With inferline (argv[3]) the same with InferLine's planner and tuner
 (planning trace --inferline-rate 5) and a third worker (InferLine caps a
 stage at the cluster's instances / stages replicas: 6 / 3 leaves its
@@ -274,6 +276,21 @@ try:
         if not res.get("ok") or res.get("errors", 1):
             fail(f"under load: only ok / 504 dropped / 503 rejected expected: {out[-400:]}")
         print(f"   bench: {res['ok']} ok of {res['sent']} sent, the rest answered explicitly")
+
+    # -- 5. deleted through the front end: no longer planned nor served ------
+    st, b, _ = req(fp, "DELETE", "/v2/pipelines/fashion_scenes")
+    if st != 200:
+        fail(f"DELETE /v2/pipelines/fashion_scenes through the front end: {st} {b[:300]}")
+    wait(lambda: not state(cp).get("pipelines", {}).get("pipelines"),
+         "the controller to stop planning the deleted pipeline", timeout=60)
+    gone = []
+
+    def unserved():
+        st, _, _ = infer(0)
+        gone.append(st)
+        return gone[-len(WORKERS) * 2:] == [404] * (len(WORKERS) * 2)
+    wait(unserved, "every worker to stop serving the deleted pipeline", timeout=60)
+    print("5. deleted through the front end: no longer planned, 404 from every worker")
 
     # a clean stop (sanitised builds report leaks at exit)
     for proc in reversed(procs[1:]):
