@@ -126,6 +126,25 @@ static int vr_test_redis_start(vr_test_redis *t) {
   return vr_test_redis_spawn(t);
 }
 
+static void vr_test_redis_stop(vr_test_redis *t);
+
+/* vr_test_redis_start for a test's main(), saying why on stderr: 0
+ * running; 77 (ctest's skip code) when redis-server is not installed; 1
+ * when it would not start. */
+static int vr_test_redis_start_main(vr_test_redis *t) {
+  int rc = vr_test_redis_start(t);
+  if (rc == 77) {
+    fprintf(stderr, "redis-server is not installed (scripts/setup-deps.sh check): skipped\n");
+    return 77;
+  }
+  if (rc) {
+    fprintf(stderr, "cannot start redis-server\n");
+    vr_test_redis_stop(t);
+    return 1;
+  }
+  return 0;
+}
+
 static void vr_test_redis_stop(vr_test_redis *t) {
   vr_test_redis_kill(t);
   if (!t->dir[0]) return;

@@ -129,10 +129,17 @@ static int instances(vr_runtime *rt, int *max_batch) {
   return n;
 }
 
-/* cores: the worker's size. 8 leaves room to replicate or load a bigger
- * variant beside the old one; 1 leaves none, so the upgrade must replace
- * the instance in place (MIGRATE to the bigger batch on the same core). */
-static void load_step(int cores) {
+typedef struct fixture {
+  vr_store *s;
+  rt_fake fake; /* the runtime's backend: stays put while it runs */
+  vr_runtime *rt;
+} fixture;
+
+/* A scratch store (g_tmp) with the synthetic app registered, a runtime on
+ * the fake backend (BASE_US + ROW_US per row), and control options over
+ * both for a worker of `cores` with a 1 ms queue delay (the caller sets
+ * the policy). */
+static void fixture_open(fixture *x, int cores, vr_control_opts *co) {
   strcpy(g_tmp, "/tmp/vr_scale_XXXXXX");
   assert_non_null(mkdtemp(g_tmp));
   char db[300], dir[300];
@@ -140,44 +147,45 @@ static void load_step(int cores) {
   snprintf(dir, sizeof dir, "%s/syn", g_tmp);
   write_repo(dir);
   vr_errbuf e = {0};
-  vr_store *s;
-  assert_int_equal(vr_store_open_path(db, &s, &e), 0);
-  register_synthetic(s, dir);
-
-  rt_fake fake;
-  rt_fake_init(&fake, BASE_US, ROW_US, 2);
+  assert_int_equal(vr_store_open_path(db, &x->s, &e), 0);
+  register_synthetic(x->s, dir);
+  rt_fake_init(&x->fake, BASE_US, ROW_US, 2);
   vr_runtime_opts ro;
   vr_runtime_opts_init(&ro);
-  ro.backend = &fake.be;
+  ro.backend = &x->fake.be;
   ro.profile_runs = 1;
-  vr_runtime *rt;
-  assert_int_equal(vr_runtime_create(&ro, &rt, &e), 0);
-  vr_control_opts co;
-  vr_control_opts_init(&co);
-  co.store = s;
-  co.rt = rt;
-  co.cores = cores; /* the fake sleeps: cores are bookkeeping here */
-  co.max_queue_delay_us = 1000;
-  /* The autoscaler alone: with other tests sharing the CPU, the fake's
-   * sleeps overrun and interference detection would (rightly) move
-   * traffic around, which is not what this test measures. */
-  vr_policy_cfg_default(&co.policy, VR_POL_INFAAS);
-  co.policy.interference_factor = 1e9;
-  co.policy_set = 1;
-  vr_control *c;
-  assert_int_equal(vr_control_create(&co, &c, &e), 0);
+  assert_int_equal(vr_runtime_create(&ro, &x->rt, &e), 0);
+  vr_control_opts_init(co);
+  co->store = x->s;
+  co->rt = x->rt;
+  co->cores = cores;
+  co->max_queue_delay_us = 1000;
+}
 
-  int total = (int)(RATE * SECONDS);
+static void fixture_close(fixture *x) {
+  vr_runtime_free(x->rt);
+  vr_store_close(x->s);
+  vr_rmtree(g_tmp);
+}
+
+/* Offers `total` queries for app syn at RATE (open loop), ticking the
+ * control plane every 250 ms, and waits for every answer; -> the queries
+ * (vr_free them). With reacted_ns: the time from the start to the first
+ * tick that saw more than one instance or a batch above 1 (-1: none). */
+static query *offer(vr_control *c, vr_runtime *rt, int total, int64_t *reacted_ns) {
+  vr_errbuf e = {0};
   query *qs = VR_NEWN(query, total);
-  int64_t t0 = vr_now_ns(), next_tick = t0 + 250 * VR_NS_PER_MS, reacted_ns = -1;
+  int64_t t0 = vr_now_ns(), next_tick = t0 + 250 * VR_NS_PER_MS;
+  if (reacted_ns) *reacted_ns = -1;
   for (int i = 0; i < total; i++) {
     int64_t due = t0 + (int64_t)(i * 1e9 / RATE);
     for (int64_t now; (now = vr_now_ns()) < due;) {
       if (now >= next_tick) {
         assert_int_equal(vr_control_tick(c, now, &e), 0);
         next_tick += 250 * VR_NS_PER_MS;
-        int mb, n = instances(rt, &mb);
-        if (reacted_ns < 0 && (n > 1 || mb > 1)) reacted_ns = now - t0;
+        int mb;
+        if (reacted_ns && *reacted_ns < 0 && (instances(rt, &mb) > 1 || mb > 1))
+          *reacted_ns = now - t0;
       }
       struct timespec ts = {0, 100000};
       nanosleep(&ts, NULL);
@@ -189,11 +197,34 @@ static void load_step(int cores) {
   }
   for (int i = 0; i < total; i++)
     while (!__atomic_load_n(&qs[i].done, __ATOMIC_ACQUIRE)) usleep(1000);
+  return qs;
+}
+
+/* cores: the worker's size. 8 leaves room to replicate or load a bigger
+ * variant beside the old one; 1 leaves none, so the upgrade must replace
+ * the instance in place (MIGRATE to the bigger batch on the same core). */
+static void load_step(int cores) {
+  fixture x;
+  vr_control_opts co;
+  fixture_open(&x, cores, &co); /* the fake sleeps: cores are bookkeeping here */
+  /* The autoscaler alone: with other tests sharing the CPU, the fake's
+   * sleeps overrun and interference detection would (rightly) move
+   * traffic around, which is not what this test measures. */
+  vr_policy_cfg_default(&co.policy, VR_POL_INFAAS);
+  co.policy.interference_factor = 1e9;
+  co.policy_set = 1;
+  vr_control *c;
+  vr_errbuf e = {0};
+  assert_int_equal(vr_control_create(&co, &c, &e), 0);
+
+  int total = (int)(RATE * SECONDS);
+  int64_t reacted_ns;
+  query *qs = offer(c, x.rt, total, &reacted_ns);
   /* SLO attainment over the last two seconds, after the reaction. */
   int from = (int)(RATE * (SECONDS - 2)), late = 0, failed = 0;
   for (int i = from; i < total; i++) late += qs[i].late, failed += qs[i].failed;
-  int mb, n = instances(rt, &mb);
-  double overrun = rt_fake_overrun(&fake);
+  int mb, n = instances(x.rt, &mb);
+  double overrun = rt_fake_overrun(&x.fake);
   printf("load step to %.0f qps on %d core(s): reaction after %.2f s; %d instance(s), "
          "max batch %d; last 2 s: %d late, %d failed of %d; fake's sleeps took "
          "%.2fx their profile\n", RATE, cores, reacted_ns / 1e9, n, mb, late, failed,
@@ -219,9 +250,7 @@ static void load_step(int cores) {
   for (int i = 0; i < total; i++) vr_rt_request_clear(&qs[i].q);
   vr_free(qs);
   vr_control_free(c);
-  vr_runtime_free(rt);
-  vr_store_close(s);
-  vr_rmtree(g_tmp);
+  fixture_close(&x);
 }
 
 static void test_load_step(void **st) {
@@ -243,30 +272,9 @@ static void test_load_step_full_worker(void **st) {
  * test fails. Asserts no timing: the fake may run slow on a loaded host. */
 static void test_overload_loads_inactive(void **st) {
   (void)st;
-  strcpy(g_tmp, "/tmp/vr_scale_XXXXXX");
-  assert_non_null(mkdtemp(g_tmp));
-  char db[300], dir[300];
-  snprintf(db, sizeof db, "%s/store.db", g_tmp);
-  snprintf(dir, sizeof dir, "%s/syn", g_tmp);
-  write_repo(dir);
-  vr_errbuf e = {0};
-  vr_store *s;
-  assert_int_equal(vr_store_open_path(db, &s, &e), 0);
-  register_synthetic(s, dir);
-  rt_fake fake;
-  rt_fake_init(&fake, BASE_US, ROW_US, 2);
-  vr_runtime_opts ro;
-  vr_runtime_opts_init(&ro);
-  ro.backend = &fake.be;
-  ro.profile_runs = 1;
-  vr_runtime *rt;
-  assert_int_equal(vr_runtime_create(&ro, &rt, &e), 0);
+  fixture x;
   vr_control_opts co;
-  vr_control_opts_init(&co);
-  co.store = s;
-  co.rt = rt;
-  co.cores = 8;
-  co.max_queue_delay_us = 1000;
+  fixture_open(&x, 8, &co);
   vr_policy_cfg_default(&co.policy, VR_POL_CLIPPER);
   co.policy.nfixed = 1;
   co.policy.fixed[0].variant = 0; /* syn-fp32-t1-b1 (registration order) */
@@ -274,38 +282,19 @@ static void test_overload_loads_inactive(void **st) {
   co.policy.interference_factor = 1e9;
   co.policy_set = 1;
   vr_control *c;
+  vr_errbuf e = {0};
   assert_int_equal(vr_control_create(&co, &c, &e), 0);
   assert_int_equal(vr_control_tick(c, vr_now_ns(), &e), 0); /* provision b1 */
   int total = (int)(RATE * 3);
-  query *qs = VR_NEWN(query, total);
-  int64_t t0 = vr_now_ns(), next_tick = t0 + 250 * VR_NS_PER_MS;
-  for (int i = 0; i < total; i++) {
-    int64_t due = t0 + (int64_t)(i * 1e9 / RATE);
-    for (int64_t now; (now = vr_now_ns()) < due;) {
-      if (now >= next_tick) {
-        assert_int_equal(vr_control_tick(c, now, &e), 0);
-        next_tick += 250 * VR_NS_PER_MS;
-      }
-      struct timespec ts = {0, 100000};
-      nanosleep(&ts, NULL);
-    }
-    qs[i].c = c;
-    qs[i].rt = rt;
-    vr_ctl_query q = {.app = "syn", .latency_ms = SLO_MS, .min_accuracy = 80};
-    vr_control_route(c, &q, on_routed, &qs[i]);
-  }
-  for (int i = 0; i < total; i++)
-    while (!__atomic_load_n(&qs[i].done, __ATOMIC_ACQUIRE)) usleep(1000);
-  int mb, n = instances(rt, &mb);
+  query *qs = offer(c, x.rt, total, NULL);
+  int mb, n = instances(x.rt, &mb);
   printf("Clipper+ b1 at %.0f qps: %d instance(s), max batch %d\n", RATE, n, mb);
   assert_true(n >= 2);
   assert_true(mb > 1); /* a b4 or b8 instance: the query path loaded it */
   for (int i = 0; i < total; i++) vr_rt_request_clear(&qs[i].q);
   vr_free(qs);
   vr_control_free(c);
-  vr_runtime_free(rt);
-  vr_store_close(s);
-  vr_rmtree(g_tmp);
+  fixture_close(&x);
 }
 
 int main(void) {

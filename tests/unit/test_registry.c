@@ -474,16 +474,8 @@ int main(void) {
       cmocka_unit_test(test_redis_down),    cmocka_unit_test(test_lost_reply),
       cmocka_unit_test(test_auth),
   };
-  int rc = vr_test_redis_start(&g_srv);
-  if (rc == 77) {
-    fprintf(stderr, "redis-server is not installed (scripts/setup-deps.sh check): skipped\n");
-    return 77;
-  }
-  if (rc) {
-    fprintf(stderr, "cannot start redis-server\n");
-    vr_test_redis_stop(&g_srv);
-    return 1;
-  }
+  int rc = vr_test_redis_start_main(&g_srv);
+  if (rc) return rc;
   rc = cmocka_run_group_tests_name("registry", tests, NULL, NULL);
   vr_test_redis_stop(&g_srv);
   return rc;

@@ -297,6 +297,17 @@ static vr_runtime *make_rt(rt_fake *f) {
   return rt;
 }
 
+/* make_rt() with model "m" (rt_fake_config: in_row, out_row, max_batch,
+ * delay_us) loaded. */
+static vr_runtime *rt_with_m(rt_fake *f, int in_row, int out_row, int max_batch, int delay_us) {
+  vr_runtime *rt = make_rt(f);
+  vr_model_config c;
+  rt_fake_config(&c, "m", in_row, out_row, max_batch, delay_us);
+  vr_errbuf err = {0};
+  assert_int_equal(vr_rt_load(rt, &c, &err), 0);
+  return rt;
+}
+
 static void set_input(vr_rt_request *r, float *x, int rows, int in_row) {
   vr_rt_request_init(r);
   r->n_in = 1;
@@ -315,11 +326,7 @@ static void test_rt_batches_and_outputs(void **st) {
   int64_t blocks0 = vr_mem_blocks();
   rt_fake f;
   rt_fake_init(&f, 2000, 10, 3);
-  vr_runtime *rt = make_rt(&f);
-  vr_model_config c;
-  rt_fake_config(&c, "m", 4, 3, 8, 20000);
-  vr_errbuf err = {0};
-  assert_int_equal(vr_rt_load(rt, &c, &err), 0);
+  vr_runtime *rt = rt_with_m(&f, 4, 3, 8, 20000);
   assert_true(vr_rt_model_ready(rt, "m"));
   enum { N = 40 };
   static vr_rt_request req[N];
@@ -355,11 +362,7 @@ static void test_rt_deadline_drop(void **st) {
   (void)st;
   rt_fake f;
   rt_fake_init(&f, 3000, 0, 1);
-  vr_runtime *rt = make_rt(&f);
-  vr_model_config c;
-  rt_fake_config(&c, "m", 1, 1, 4, 0);
-  vr_errbuf err = {0};
-  assert_int_equal(vr_rt_load(rt, &c, &err), 0);
+  vr_runtime *rt = rt_with_m(&f, 1, 1, 4, 0);
   float x = 1;
   vr_rt_request r;
   reset_waiter();
@@ -412,11 +415,7 @@ static void test_rt_deadline_caps_batch(void **st) {
   (void)st;
   rt_fake f;
   rt_fake_init(&f, 0, 10000, 1); /* 10 ms per row: b4 = 40, b8 = 80 ms */
-  vr_runtime *rt = make_rt(&f);
-  vr_model_config c;
-  rt_fake_config(&c, "m", 1, 1, 8, 0);
-  vr_errbuf err = {0};
-  assert_int_equal(vr_rt_load(rt, &c, &err), 0);
+  vr_runtime *rt = rt_with_m(&f, 1, 1, 8, 0);
   static vr_rt_request blocker, r[8];
   static float x[9];
   block_instance(rt, &f, &blocker, &x[8]);
@@ -449,11 +448,8 @@ static void test_rt_batch_cap(void **st) {
   (void)st;
   rt_fake f;
   rt_fake_init(&f, 5000, 100, 1);
-  vr_runtime *rt = make_rt(&f);
-  vr_model_config c;
-  rt_fake_config(&c, "m", 1, 1, 8, 0);
+  vr_runtime *rt = rt_with_m(&f, 1, 1, 8, 0);
   vr_errbuf err = {0};
-  assert_int_equal(vr_rt_load(rt, &c, &err), 0);
   vr_rt_instance_stats is;
   assert_int_equal(vr_rt_instances(rt, "m", &is, 1), 1);
   assert_int_equal(vr_rt_set_batch_cap(rt, is.id, 2, &err), 0);
@@ -490,11 +486,7 @@ static void test_rt_priority(void **st) {
   (void)st;
   rt_fake f;
   rt_fake_init(&f, 5000, 0, 1);
-  vr_runtime *rt = make_rt(&f);
-  vr_model_config c;
-  rt_fake_config(&c, "m", 1, 1, 1, 0); /* batch 1: strict order */
-  vr_errbuf err = {0};
-  assert_int_equal(vr_rt_load(rt, &c, &err), 0);
+  vr_runtime *rt = rt_with_m(&f, 1, 1, 1, 0); /* batch 1: strict order */
   static vr_rt_request r[4];
   static float x[4];
   reset_waiter();
@@ -522,11 +514,8 @@ static void test_rt_unload_in_flight(void **st) {
   (void)st;
   rt_fake f;
   rt_fake_init(&f, 1000, 0, 1);
-  vr_runtime *rt = make_rt(&f);
-  vr_model_config c;
-  rt_fake_config(&c, "m", 1, 1, 2, 0);
+  vr_runtime *rt = rt_with_m(&f, 1, 1, 2, 0);
   vr_errbuf err = {0};
-  assert_int_equal(vr_rt_load(rt, &c, &err), 0);
   enum { N = 20 };
   static vr_rt_request r[N];
   static float x[N];
@@ -593,11 +582,8 @@ static void test_rt_instances_api(void **st) {
   (void)st;
   rt_fake f;
   rt_fake_init(&f, 500, 0, 1);
-  vr_runtime *rt = make_rt(&f);
-  vr_model_config c;
-  rt_fake_config(&c, "m", 1, 1, 4, 0);
+  vr_runtime *rt = rt_with_m(&f, 1, 1, 4, 0);
   vr_errbuf err = {0};
-  assert_int_equal(vr_rt_load(rt, &c, &err), 0);
   vr_rt_instance_opts o = {VR_PREC_FP32, 1, 2, 100};
   int id = vr_rt_add_instance(rt, "m", &o, &err);
   assert_true(id > 0);
@@ -629,11 +615,8 @@ static void test_rt_stats_survive_unload(void **st) {
   (void)st;
   rt_fake f;
   rt_fake_init(&f, 0, 0, 1);
-  vr_runtime *rt = make_rt(&f);
-  vr_model_config c;
-  rt_fake_config(&c, "m", 1, 1, 4, 0);
+  vr_runtime *rt = rt_with_m(&f, 1, 1, 4, 0);
   vr_errbuf err = {0};
-  assert_int_equal(vr_rt_load(rt, &c, &err), 0);
   float x = 0;
   vr_rt_request r;
   reset_waiter();
@@ -659,11 +642,7 @@ static void test_rt_answer_dropped(void **st) {
   (void)st;
   rt_fake f;
   rt_fake_init(&f, 0, 0, 1);
-  vr_runtime *rt = make_rt(&f);
-  vr_model_config c;
-  rt_fake_config(&c, "m", 1, 1, 4, 0);
-  vr_errbuf err = {0};
-  assert_int_equal(vr_rt_load(rt, &c, &err), 0);
+  vr_runtime *rt = rt_with_m(&f, 1, 1, 4, 0);
   float x[2] = {0, 0};
   vr_rt_request r[2];
   reset_waiter();

@@ -515,16 +515,8 @@ int main(int argc, char **argv) {
     return rc + cmocka_run_group_tests_name("store/sqlite-only", sqlite_only, NULL, NULL);
   }
   g_redis = 1;
-  int rc = vr_test_redis_start(&g_srv);
-  if (rc == 77) {
-    fprintf(stderr, "redis-server is not installed (scripts/setup-deps.sh check): skipped\n");
-    return 77;
-  }
-  if (rc) {
-    fprintf(stderr, "cannot start redis-server\n");
-    vr_test_redis_stop(&g_srv);
-    return 1;
-  }
+  int rc = vr_test_redis_start_main(&g_srv);
+  if (rc) return rc;
   rc = cmocka_run_group_tests_name("store/redis", common, NULL, NULL);
   rc += cmocka_run_group_tests_name("store/redis-only", redis_only, NULL, NULL);
   vr_test_redis_stop(&g_srv);
