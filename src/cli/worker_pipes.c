@@ -16,6 +16,7 @@
 typedef struct rhop {
   vr_fwd_call c;
   vr_rt_request *r;
+  char *served_by; /* VR_PIPE_WORKER_MAX bytes, the hop record's */
   char *body;
   char path[VR_NAME_MAX + 32];
   char hdr[96];
@@ -56,6 +57,7 @@ static void on_answer(vr_fwd_call *c, void *user) {
   rhop *h = user;
   vr_rt_request *r = h->r;
   char msg[600];
+  if (c->worker[0]) snprintf(h->served_by, VR_PIPE_WORKER_MAX, "%.63s", c->worker);
   if (c->status != 200) {
     /* 504: the remote queue dropped it (deadline); 503/429: no room, or
      * no worker left; 404: the model left that worker (a plan moved it
@@ -130,7 +132,7 @@ static char *encode(const vr_rt_request *r, size_t *len, size_t *hlen) {
   return b;
 }
 
-static void remote_hop(void *user, const char *model, vr_rt_request *r) {
+static void remote_hop(void *user, const char *model, vr_rt_request *r, char *served_by) {
   worker_pipes *w = user;
   int64_t now = vr_now_ns();
   r->arrival_ns = r->start_ns = now; /* its queue and run are the remote's */
@@ -143,6 +145,7 @@ static void remote_hop(void *user, const char *model, vr_rt_request *r) {
     return fail(r, VR_ENOMEM, VR_OUT_FAILED, "out of memory for a remote hop");
   }
   h->r = r;
+  h->served_by = served_by;
   snprintf(h->path, sizeof h->path, "/v2/models/%s/infer", model);
   snprintf(h->hdr, sizeof h->hdr, "Inference-Header-Content-Length: %zu\r\n", hlen);
   h->c = (vr_fwd_call){.method = "POST", .path = h->path, .headers = h->hdr, .body = h->body,

@@ -35,6 +35,8 @@
 
 typedef struct vr_pipes vr_pipes;
 
+#define VR_PIPE_WORKER_MAX 64
+
 /* Outcome of a hop and of a whole pipeline request
  * (vario_pipeline_requests_total{outcome}). */
 typedef enum vr_pipe_outcome {
@@ -102,9 +104,11 @@ void vr_pipes_policy_tick(vr_pipes *p);
  * timeout_ns set to the time left until the end-to-end deadline) on a
  * worker that holds `model` and calls r->done(r, r->user) exactly once,
  * with status/outcome and, when served, the outputs (r->out_block owned
- * by r, as the runtime's). Until the first plan arrives, hops are routed
+ * by r, as the runtime's), having written the id of the worker that
+ * answered to served_by (the hop record's `worker`). Until the first plan arrives, hops are routed
  * as without a policy. */
-typedef void (*vr_pipes_remote_fn)(void *user, const char *model, vr_rt_request *r);
+typedef void (*vr_pipes_remote_fn)(void *user, const char *model, vr_rt_request *r,
+                                   char *served_by /* VR_PIPE_WORKER_MAX: the worker's id */);
 /* Whether another worker serves model now (a slot the plan put on other
  * workers counts as held only then: while its model loads, hops go to the
  * task's other variants). */
@@ -178,6 +182,8 @@ typedef struct vr_pipe_hop_rec {
   int fanout;        /* child hops it created */
   int fanout_to[VR_PIPE_MAX_CHILDREN]; /* of them, per child of the task */
   int planned;       /* routed by the pipeline policy's tables */
+  char worker[VR_PIPE_WORKER_MAX]; /* the worker that ran it when not this
+                                      one (following the controller); "" */
   vr_rt_request rt;  /* outputs (rt.out, rt.n_out) when served */
   float *crop;       /* the hop's own input (children), owned */
   int64_t crop_shape[4];

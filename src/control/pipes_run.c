@@ -301,7 +301,7 @@ static void submit(phop *h, const char *model, int instance_id) {
   r->timeout_ns = q->deadline_ns - now; /* the queue orders and drops by it */
   r->done = on_done;
   r->user = h;
-  if (remote) q->ps->remote(q->ps->remote_user, model, r);
+  if (remote) q->ps->remote(q->ps->remote_user, model, r, h->pub.worker);
   else vr_rt_submit_to(q->ps->rt, instance_id, r);
 }
 

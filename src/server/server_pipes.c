@@ -68,6 +68,10 @@ static void write_hop(vr_sbuf *b, const vr_pipe_result *res, int i) {
     vr_sbuf_json_str(b, h->variant);
     vr_sbuf_printf(b, ",\"accuracy\":%.4f", h->accuracy);
   }
+  if (h->worker[0]) { /* run on another worker (following the controller) */
+    vr_sbuf_puts(b, ",\"worker\":");
+    vr_sbuf_json_str(b, h->worker);
+  }
   vr_sbuf_printf(b, ",\"start_ms\":%.3f,\"queue_ms\":%.3f,\"compute_ms\":%.3f,\"fanout\":%d",
                  h->start_ns / 1e6, h->queue_ns / 1e6, h->compute_ns / 1e6, h->fanout);
   if (h->outcome == VR_POUT_OK) {

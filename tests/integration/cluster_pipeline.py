@@ -207,7 +207,7 @@ try:
         return seen[-4:] == [200] * 4
     wait(warm, "pipeline requests to come back ok", timeout=60)
     before = {w: served(port) for w, port in wports.items()}
-    ok = dropped = 0
+    ok = dropped = remote = 0
     for row in range(shape[0]):
         st, b, _ = infer(row)
         j = json.loads(b) if b[:1] == b"{" else {}
@@ -225,11 +225,15 @@ try:
         got = [(h["region"], h["task"]) for h in j["hops"][1:]]
         if got != want or not all(len(h["outputs"][0]["data"]) == 10 for h in j["hops"][1:]):
             fail(f"canvas {row}: hops {got}, detections {want}")
+        remote += sum(1 for h in j["hops"] if h.get("worker") in wports)
         ok += 1
     after = {w: served(port) for w, port in wports.items()}
     hops = {w: {m: after[w].get(m, 0) - before[w].get(m, 0) for m in after[w]
                 if m in MODELS and after[w].get(m, 0) > before[w].get(m, 0)} for w in wports}
-    print(f"3. {ok} canvases ok, {dropped} dropped explicitly; hops served per worker: {hops}")
+    print(f"3. {ok} canvases ok, {dropped} dropped explicitly; {remote} hops ran on another "
+          f"worker than the request's; hops served per worker: {hops}")
+    if not remote:
+        fail("no hop record names another worker (\"worker\")")
     if ok < shape[0] // 2:
         fail(f"only {ok} of {shape[0]} canvases answered ok")
     if sum(1 for h in hops.values() if h) < 2:
