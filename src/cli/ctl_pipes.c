@@ -18,9 +18,10 @@
  *     variant's model on the live worker with the most free cores that
  *     does not hold it (a worker runs one copy per model, so replicas land
  *     on distinct workers; when none is left, a worker from the
- *     provider); UNLOAD unloads that worker's copy; SET_BATCH is counted
- *     as skipped (a worker's batch cap is its runtime's, from the model's
- *     config);
+ *     provider); UNLOAD unloads that worker's copy; SET_BATCH is left to
+ *     the workers (counted): the plan text carries each slot's batch, and
+ *     every worker following it caps the instances it holds
+ *     (control/pipes_follow.c);
  *   - the plan as text in registry table "pipe.<name>", which the workers
  *     follow (control/pipes.h, "following the controller").
  *
@@ -71,7 +72,7 @@ typedef struct cpipe {
   char *published;
   int64_t pub_ver;
   double pub_s;
-  uint64_t loads, unloads, batch_skipped, adds, no_room;
+  uint64_t loads, unloads, batch_by_workers, adds, no_room;
 } cpipe;
 
 struct ctl_pipes {
@@ -319,8 +320,8 @@ static void apply(ctl *c, cpipe *p, cview *v, const vr_actions *acts) {
       if (!vr__ctl_unload_routed(c, c->vinst[k][idx].variant, v->ws[k].id, who,
                                  "not in the plan"))
         p->unloads++;
-    } else if (a->kind == VR_ACT_SET_BATCH) {
-      p->batch_skipped++;
+    } else if (a->kind == VR_ACT_SET_BATCH) { /* the workers follow the plan's batch */
+      p->batch_by_workers++;
     }
   }
 }
@@ -520,11 +521,11 @@ void vr__ctl_pipes_json(ctl *c, vr_sbuf *b) {
     vr_sbuf_json_str(b, p->name);
     vr_sbuf_printf(b, ",\"demand_qps\":%.3f,\"demand_ewma\":%.3f,\"capacity\":%d,"
                    "\"instances\":%d,\"workers_used\":%d,\"replans\":%d,\"solve_failures\":%d,"
-                   "\"loads\":%llu,\"unloads\":%llu,\"set_batch_skipped\":%llu,"
+                   "\"loads\":%llu,\"unloads\":%llu,\"set_batch_by_workers\":%llu,"
                    "\"workers_added\":%llu,\"no_room\":%llu,\"plan_version\":%lld",
                    p->last_qps, p->ewma, p->capacity, p->ninst, p->nworkers_used, p->replans,
                    p->solve_fail, (unsigned long long)p->loads, (unsigned long long)p->unloads,
-                   (unsigned long long)p->batch_skipped, (unsigned long long)p->adds,
+                   (unsigned long long)p->batch_by_workers, (unsigned long long)p->adds,
                    (unsigned long long)p->no_room, (long long)p->pub_ver);
     if (p->last_err[0]) {
       vr_sbuf_puts(b, ",\"last_error\":");

@@ -258,6 +258,7 @@ void wp_sync(worker_pipes *w) {
     }
     vr_free(body);
   }
+  vr_pipes_follow_manage(w->pipes); /* a deleted pipeline's apps go back to the control loop */
 }
 
 void wp_stop(worker_pipes *w) {

@@ -122,6 +122,13 @@ void vr_pipes_set_remote(vr_pipes *p, vr_pipes_remote_fn fn, vr_pipes_remote_has
  * force stays), VR_ESTATE (a local policy runs). */
 int vr_pipes_follow(vr_pipes *p, const char *name, const char *plan, size_t len,
                     vr_errbuf *err);
+/* Following also applies the plan's batch caps to the instances this
+ * worker holds, and leaves the followed pipelines' apps to the controller
+ * (this server's control loop neither loads, unloads nor re-caps their
+ * instances). Call after following each pipeline, on the same thread: an
+ * app no followed pipeline uses any more (deleted) goes back to the
+ * control loop. No-op under a local policy. */
+void vr_pipes_follow_manage(vr_pipes *p);
 /* Serves the pipelines other processes stored since, and stops serving
  * those they deleted (a shared store). 0 or the store's error. */
 int vr_pipes_sync(vr_pipes *p, vr_errbuf *err);

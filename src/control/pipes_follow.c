@@ -4,8 +4,13 @@
  * own planning view, builds the same routing and backup tables, and
  * routes hops by them (vr__pipe_pol_pick, the same per-hop rule as under
  * a local policy): to an instance on this worker when it holds one of the
- * chosen variant, else to the workers that do (vr_pipes_set_remote). */
+ * chosen variant, else to the workers that do (vr_pipes_set_remote).
+ * The plan's batch sizes are the workers' to apply: each sets the caps of
+ * the instances it holds (apply_batches); the pipelines' apps are managed
+ * (vr__pipes_manage_apps), so this worker's own control loop neither
+ * resets those caps nor unloads what the controller placed. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -35,13 +40,97 @@ static void slot_lists(vr_pipes *ps, pl_pol *pol) {
   }
 }
 
+static int by_id(const void *a, const void *b) {
+  int64_t x = ((const vr_pipe_snap_inst *)a)->id, y = ((const vr_pipe_snap_inst *)b)->id;
+  return (x > y) - (x < y);
+}
+
+/* The runtime's instances of the view's models, sorted by id, each as the
+ * variant of the first slot on its model: the controller loads a model
+ * with its config's max batch, so an instance here need not match a
+ * registered variant, only its model (as slot_lists routes to it). */
+static int held_here(vr_pipes *ps, const pl_pol *pol, vr_pipe_snap_inst *out, int cap) {
+  vr_rt_instance_stats st[64];
+  int k = 0;
+  for (int s = 0; s < pol->nslots; s++) {
+    int first = 1;
+    for (int j = 0; j < s && first; j++) first = strcmp(pol->slot_model[j], pol->slot_model[s]) != 0;
+    if (!first) continue;
+    int n = vr_rt_instances(ps->rt, pol->slot_model[s], st, 64);
+    for (int i = 0; i < n && i < 64 && k < cap; i++)
+      out[k++] = (vr_pipe_snap_inst){st[i].id, pol->slot_var[s], st[i].batch_cap};
+  }
+  qsort(out, (size_t)k, sizeof *out, by_id);
+  return k;
+}
+
+/* The plan's batch caps on the instances held here: the SET_BATCH
+ * actions of vr_pipe_plan_actions over this worker's instances (they fill
+ * the slots of their variant in slot order, as in the controller and
+ * under a local policy; a cap is clamped to the slot's profiled max
+ * batch), applied through the control plane's actuator as a local policy
+ * applies them. Its loads and unloads are the controller's to make across
+ * the workers, so they are not acted on here. Caller: the follower's
+ * thread, without pp->mu. */
+static void apply_batches(vr_pipes *ps, pl_pipe *pp, pl_pol *pol) {
+  vr_pipe_snap_inst inst[256];
+  int assign[256], cap[PL_MAX_SLOTS] = {0};
+  vr_pipe_snap s = {.p = pol->view, .prof = pol->prof, .slot_var = pol->slot_var,
+                    .inst = inst};
+  s.ninst = held_here(ps, pol, inst, 256);
+  vr_actions acts;
+  vr_actions_init(&acts);
+  uint64_t set = 0;
+  if (vr_pipe_plan_actions(&s, &pol->plan, assign, &acts) == 0) {
+    for (size_t k = 0; k < acts.len; k++) {
+      const vr_action *a = vr_actions_at(&acts, k);
+      if (a->kind != VR_ACT_SET_BATCH || vr_control_apply(ps->ctl, a)) continue;
+      set++;
+      for (int i = 0; i < s.ninst; i++)
+        if (inst[i].id == a->instance) inst[i].batch = a->value;
+    }
+    for (int i = 0; i < s.ninst; i++)
+      if (assign[i] >= 0 && assign[i] < pol->nslots && assign[i] < PL_MAX_SLOTS)
+        cap[assign[i]] = inst[i].batch;
+  }
+  vr_actions_free(&acts);
+  pthread_mutex_lock(&pp->mu);
+  pol->batch_set += set;
+  memcpy(pol->slot_cap, cap, (size_t)pol->nslots * sizeof *pol->slot_cap);
+  pthread_mutex_unlock(&pp->mu);
+}
+
+/* The apps of every pipeline followed here are managed (pipes_pol.h). */
+static void manage_followed(vr_pipes *ps) {
+  pl_pipe *pipes[64];
+  int n = 0;
+  pthread_mutex_lock(&ps->mu);
+  size_t it = 0;
+  const char *k;
+  void *v;
+  while (n < 64 && vr_map_next(&ps->by_name, &it, &k, &v)) {
+    pl_pipe *pp = v;
+    if (!pp->pol || !pp->pol->follow) continue;
+    pipes[n++] = pp;
+    __atomic_add_fetch(&pp->refs, 1, __ATOMIC_ACQ_REL);
+  }
+  pthread_mutex_unlock(&ps->mu);
+  vr__pipes_manage_apps(ps, pipes, n);
+  for (int i = 0; i < n; i++) vr__pipe_unref(pipes[i]);
+}
+
+void vr_pipes_follow_manage(vr_pipes *ps) {
+  if (!ps->pdef) manage_followed(ps);
+}
+
 static int start_follow(vr_pipes *ps, pl_pipe *pp, vr_errbuf *err) {
   pl_pol *pol = NULL;
   int rc = vr__pipe_pol_build_view(ps, pp, &pol, err);
   if (rc) return rc;
   pol->follow = 1;
   pol->slot_remote = vr_calloc((size_t)pol->nslots, 1);
-  if (!pol->slot_remote) {
+  pol->slot_cap = vr_calloc((size_t)pol->nslots, sizeof *pol->slot_cap);
+  if (!pol->slot_remote || !pol->slot_cap) {
     vr__pipe_pol_free(pol);
     return vr_errf(err, VR_ENOMEM, "out of memory");
   }
@@ -82,8 +171,13 @@ int vr_pipes_follow(vr_pipes *ps, const char *name, const char *plan, size_t len
     pol->drop_mode = drop;
   }
   if (pol) slot_lists(ps, pol);
+  int planned = pol && pol->have_plan;
   pthread_mutex_unlock(&pp->mu);
   if (!have) vr_pipe_plan_free(&next);
+  if (!rc && planned && pol->nslots <= PL_MAX_SLOTS) {
+    manage_followed(ps); /* before the caps: the control loop must not undo them */
+    apply_batches(ps, pp, pol);
+  }
   vr__pipe_unref(pp);
   return rc;
 }

@@ -59,6 +59,8 @@ struct pl_pol {
    * other workers (hops go there when this one holds none) */
   int follow, drop_mode;
   unsigned char *slot_remote;
+  int *slot_cap;      /* per slot: batch cap of the instance here serving it (0: none) */
+  uint64_t batch_set; /* the plan's batch caps applied here */
   /* counters (under pp->mu) */
   uint64_t early, rerouted, no_instance;
   pl_row hist[PL_HIST];
@@ -75,6 +77,13 @@ struct pl_pol {
  * profiles and models (refresh: 0, or VR_ENOENT when a variant went). */
 int vr__pipe_pol_build_view(vr_pipes *ps, pl_pipe *pp, pl_pol **out, vr_errbuf *err);
 int vr__pipe_pol_refresh_slots(vr_pipes *ps, pl_pol *pol);
+
+/* The apps of pipes (n of them; a local policy's, or those this worker
+ * follows the controller for) are managed by the pipeline side: the
+ * control loop leaves their instances and batch caps alone. An app none
+ * of them uses any more (deleted) goes back to the control loop. Called
+ * from one thread only (the policy's or the follower's). */
+void vr__pipes_manage_apps(vr_pipes *p, pl_pipe **pipes, int n);
 
 /* A hop to route by the plan. */
 typedef struct pl_pick_in {

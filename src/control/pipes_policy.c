@@ -30,6 +30,7 @@ void vr__pipe_pol_free(pl_pol *pol) {
   vr_free(pol->slot_ids);
   vr_free(pol->slot_n);
   vr_free(pol->slot_remote);
+  vr_free(pol->slot_cap);
   vr_pipe_plan_free(&pol->plan);
   if (pol->have_routes) vr_pipe_routes_free(&pol->routes);
   vr_free(pol);
@@ -479,9 +480,7 @@ static void pol_tick(vr_pipes *ps, pl_pipe *pp, double now_s, double dt) {
   pthread_mutex_unlock(&pp->mu);
 }
 
-/* The apps of the pipelines under the policy are managed by it; an app
- * no pipeline uses any more (deleted) goes back to the control loop. */
-static void manage_apps(vr_pipes *p, pl_pipe **pipes, int n) {
+void vr__pipes_manage_apps(vr_pipes *p, pl_pipe **pipes, int n) {
   char (*now)[VR_PIPE_NAME_MAX] = vr_calloc(VR_PIPE_MAX_TASKS * 64, sizeof *now);
   if (!now) return;
   int k = 0;
@@ -524,7 +523,7 @@ void vr_pipes_policy_tick(vr_pipes *p) {
   double dt = p->plast > 0 ? now_s - p->plast : p->popts.tick_s;
   if (dt <= 1e-3) dt = 1e-3;
   p->plast = now_s;
-  manage_apps(p, pipes, n);
+  vr__pipes_manage_apps(p, pipes, n);
   for (int i = 0; i < n; i++) {
     pol_tick(p, pipes[i], now_s, dt);
     vr__pipe_unref(pipes[i]);
@@ -616,6 +615,8 @@ static json_t *plan_json(const pl_pol *pol) {
                             v->tasks[t].variants[k].mult, "serving", pol->slot_n[s]);
       if (pol->slot_remote) /* following the controller: held by other workers */
         json_object_set_new(x, "remote", json_boolean(pol->slot_remote[s]));
+      if (pol->slot_cap && pol->slot_cap[s] > 0) /* the batch cap of its instance here */
+        json_object_set_new(x, "batch_cap", json_integer(pol->slot_cap[s]));
       if (r) {
         json_object_set_new(x, "budget_ms", json_real(vr_pipe_budget_ms(pl, r, s)));
         json_object_set_new(x, "incoming_qps", json_real(r->incoming[s]));
@@ -675,6 +676,7 @@ json_t *vr__pipe_pol_json(vr_pipes *ps, pl_pipe *pp) {
     json_object_set_new(j, "rerouted", json_integer((json_int_t)pol->rerouted));
     json_object_set_new(j, "early_dropped", json_integer((json_int_t)pol->early));
     json_object_set_new(j, "no_instance", json_integer((json_int_t)pol->no_instance));
+    json_object_set_new(j, "batch_caps_set", json_integer((json_int_t)pol->batch_set));
     if (pol->have_plan) json_object_update_new(j, plan_json(pol));
     return j;
   }

@@ -14,7 +14,10 @@ processes sharing the models' repository, `vario controller --store
     the fan-out equals the detector's detections on each canvas (the
     crops and the children's logits travelled between workers), and two
     workers or more served hops of the pipeline's models (their /metrics);
-    a request is answered ok or explicitly dropped, nothing else;
+    a request is answered ok or explicitly dropped, nothing else; the
+    instances the workers hold are capped at the plan's batch per slot
+    (the controller loads a model at its config's max batch, 64; the
+    variants are profiled at max batch 1, so the workers cap them at 1);
  4. under open-loop load through the front end (`vario bench
     --pipeline`): Loki's hardware scaling (its headroom set from the
     stored profile so that one detector instance carries 10 canvases/s by
@@ -183,6 +186,29 @@ try:
          set().union(*worker_models(cp).values()), "every planned stage model loaded",
          timeout=120)
     print("   every worker follows the plan; every planned stage is loaded")
+
+    # the plan's batch per slot caps the instances the workers hold
+    # (each worker applies it; the controller counts it, never skips it)
+    caps = {}
+
+    def capped():
+        for w, port in wports.items():
+            st, b, _ = req(port, "GET", "/v2/pipelines/fashion_scenes", timeout=10)
+            pol = json.loads(b).get("policy", {}) if st == 200 else {}
+            caps[w] = [(v["variant"], v["batch"], v["batch_cap"])
+                       for t in pol.get("plan", {}).get("tasks", []) for v in t["variants"]
+                       if "batch_cap" in v]
+            if any(b != c for _, b, c in caps[w]):
+                return False
+        return sum(len(c) for c in caps.values()) >= 2
+    t0 = time.time()
+    while not capped():
+        if time.time() - t0 > 60:
+            fail(f"the workers' instances not capped at the plan's batch: {caps}")
+        time.sleep(0.2)
+    if "set_batch_skipped" in pstate(cp):
+        fail("the controller still counts the plan's batch sizes as skipped")
+    print(f"   instances capped at the plan's batch (variant, plan batch, cap): {caps}")
 
     # -- 3. queries through the front end, hops across the workers ------------
     shape, flat = load_npy(f"{P}/sample.npy")

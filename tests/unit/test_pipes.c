@@ -9,7 +9,10 @@
  *    no runtime) on the same canvases and on crops cut by this test, and
  *    the fan-out equals the detections (score > threshold) counted here;
  *  - a request whose end-to-end deadline passes while its root runs is
- *    dropped at the next hop with an explicit outcome. */
+ *    dropped at the next hop with an explicit outcome;
+ *  - following a plan made elsewhere (a worker under `vario controller
+ *    --pipeline-policy`): the plan's per-slot batch caps the instances
+ *    held here, and a new plan re-caps them. */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -83,7 +86,7 @@ static int setup(void **st) {
   vr_control_opts_init(&o);
   o.store = g_store;
   o.rt = g_rt;
-  o.cores = 2;
+  o.cores = 4; /* room for the instances test_follow_batch_caps loads */
   o.autoscale = 0; /* no unloads under the test */
   if (vr_control_create(&o, &g_ctl, &e) || vr_control_start(g_ctl, &e)) return -1;
   snprintf(p, sizeof p, "%s/models/pipelines/fashion_scenes/sample.npy", g_src);
@@ -373,11 +376,85 @@ static void test_drop_at_next_hop(void **st) {
   drop_all(p);
 }
 
+/* The plan text (pipe_plan.h "as text") giving every variant of every
+ * task two instances (every instance held here has a slot) at batch b. */
+static char *plan_at_batch(int b) {
+  static const char *task[] = {"detect", "garment", "footwear_bag"};
+  static const char *app[] = {"fscenes_detect", "fashion", "fashion"};
+  size_t cap = 8192, off = 0;
+  char *t = vr_malloc(cap);
+  assert_non_null(t);
+  off += (size_t)snprintf(t, cap, "vario-pipe-plan 1\newma 1.000 drop 0 accuracy 90 scaled 0 "
+                          "feasible 1 demand 1.000 fill 0.5\n");
+  vr_store_rdlock(g_store);
+  for (int k = 0; k < 3; k++) {
+    size_t n = 0;
+    const vr_variant_rec *const *v = vr_store_app_variants(g_store, app[k], VR_ORDER_ACCURACY, &n);
+    for (size_t i = 0; i < n && off < cap; i++)
+      off += (size_t)snprintf(t + off, cap - off, "%s %s 2 %d 5 %d\n", task[k], v[i]->name, b,
+                              b * 100);
+  }
+  vr_store_unlock(g_store);
+  assert_true(off < cap);
+  return t;
+}
+
+/* Batch caps of the instances at max batch 8 (of the variants the
+ * planning view keeps: the largest batch of each model); how many. */
+static int caps(int *out, int cap) {
+  vr_rt_instance_stats st[64];
+  int n = vr_rt_instances(g_rt, NULL, st, 64), k = 0;
+  for (int i = 0; i < n && i < 64 && k < cap; i++)
+    if (st[i].max_batch == 8) out[k++] = st[i].batch_cap;
+  return k;
+}
+
+/* An instance of variant `name`, as the controller loads one on a worker. */
+static void load(const char *name) {
+  int v = vr_control_variant(g_ctl, name, NULL);
+  if (v < 0) fail_msg("no variant %s", name);
+  vr_actions a;
+  vr_actions_init(&a);
+  assert_int_equal(vr_actions_push(&a, VR_ACT_LOAD, v, -1, 0, -1, 8, "test"), 0);
+  assert_int_equal(vr_control_apply(g_ctl, vr_actions_at(&a, 0)), 0);
+  vr_actions_free(&a);
+}
+
+static void test_follow_batch_caps(void **st) {
+  (void)st;
+  vr_pipes *p = registered();
+  load("fscenes_det_tiny-fp32-t1-b8");
+  load("fmnist_linear-fp32-t1-b8");
+  int c[16], n = caps(c, 16);
+  assert_int_equal(n, 2);
+  for (int i = 0; i < n; i++) assert_int_not_equal(c[i], 2); /* not yet the plan's */
+  vr_errbuf e = {0};
+  for (int b = 2; b <= 4; b += 2) {
+    char *plan = plan_at_batch(b);
+    if (vr_pipes_follow(p, "fashion_scenes", plan, strlen(plan), &e)) fail_msg("%s", e.msg);
+    vr_free(plan);
+    assert_int_equal(caps(c, 16), n);
+    for (int i = 0; i < n; i++) assert_int_equal(c[i], b);
+  }
+  char *d = vr_pipes_describe(p, "fashion_scenes");
+  assert_non_null(strstr(d, "\"batch_cap\":4"));
+  assert_null(strstr(d, "\"batch_caps_set\":0"));
+  vr_free(d);
+  /* a request still runs on the capped instances, by the plan's routing */
+  vr_pipe_result *r = infer(p, 1, 1, 10000, 0);
+  assert_int_equal(r->outcome, VR_POUT_OK);
+  vr_pipe_result_free(r);
+  assert_int_equal(vr_pipes_delete(p, "fashion_scenes", &e), 0);
+  vr_pipes_follow_manage(p); /* its apps back to the control loop */
+  vr_pipes_free(p);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bad_specs),
       cmocka_unit_test(test_matches_by_hand),
       cmocka_unit_test(test_drop_at_next_hop),
+      cmocka_unit_test(test_follow_batch_caps),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
