@@ -484,15 +484,8 @@ static int dnum(const char *s, double *out) {
 }
 
 static char *read_token(const char *path) {
-  FILE *f = fopen(path, "r");
-  if (!f) return NULL;
   char buf[1024];
-  char *t = fgets(buf, sizeof buf, f) ? buf : NULL;
-  fclose(f);
-  if (!t) return NULL;
-  size_t n = strlen(t);
-  while (n && (t[n - 1] == '\n' || t[n - 1] == '\r' || t[n - 1] == ' ')) t[--n] = 0;
-  return n ? vr_strdup(t) : NULL;
+  return vr__cli_read_token(path, buf, sizeof buf) ? vr_strdup(buf) : NULL;
 }
 
 int vr_cmd_controller(int argc, char **argv) {

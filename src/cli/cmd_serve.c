@@ -109,19 +109,22 @@ static char *slurp(const char *path) {
   return buf;
 }
 
-/* The token is the file's first line (trailing whitespace dropped). */
-static char *read_token(const char *path) {
+size_t vr__cli_read_token(const char *path, char *buf, size_t cap) {
   FILE *f = fopen(path, "r");
-  if (!f) return NULL;
-  char buf[1024];
-  char *t = fgets(buf, sizeof buf, f) ? buf : NULL;
+  if (!f) return 0;
+  char *t = fgets(buf, (int)cap, f);
   fclose(f);
-  if (!t) return NULL;
+  if (!t) return 0;
   size_t n = strlen(t);
   while (n && (t[n - 1] == '\n' || t[n - 1] == '\r' || t[n - 1] == ' ' ||
                t[n - 1] == '\t'))
     t[--n] = 0;
-  return n ? strdup(t) : NULL;
+  return n;
+}
+
+static char *read_token(const char *path) {
+  char buf[1024];
+  return vr__cli_read_token(path, buf, sizeof buf) ? strdup(buf) : NULL;
 }
 
 static int parse_int(const char *s, long lo, long hi, long *out) {

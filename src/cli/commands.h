@@ -4,6 +4,8 @@
 #ifndef VR_CLI_COMMANDS_H
 #define VR_CLI_COMMANDS_H
 
+#include <stddef.h>
+
 typedef struct vr_command {
   const char *name;
   const char *help;
@@ -15,6 +17,12 @@ int vr_cmd_sim_pipe(int argc, char **argv); /* vario sim on a pipeline */
 #define VR_CMD(name, fn, help) int fn(int argc, char **argv);
 #include "cli/commands.def"
 #undef VR_CMD
+
+/* An admin token file's token (--admin-token-file; cmd_serve.c): the
+ * file's first line with trailing whitespace dropped, into buf (cap
+ * bytes). -> its length; 0 when the file cannot be read or holds no
+ * token. */
+size_t vr__cli_read_token(const char *path, char *buf, size_t cap);
 
 /* `vario perf MODEL --blocks` (cmd_perf_blocks.c). */
 int vr__cmd_perf_blocks(int argc, char **argv);

@@ -20,8 +20,6 @@ under whatever build and load runs this.
 Usage: cluster_asyfunc.py VARIO SOURCE_DIR   (exit 77: no redis-server)"""
 import json
 import os
-import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -29,7 +27,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cluster_harness as H  # noqa: E402
-from cluster_harness import fail, portfile, req, state, wait  # noqa: E402
+from cluster_harness import fail, req, state, wait  # noqa: E402
 
 vario, src, redis_bin, tmp, procs = H.setup("vario-asyfunc-")
 # --shadow-process: shadows as `vario shadow` processes (shared memory)
@@ -69,10 +67,8 @@ def shadows(s):
 
 try:
     url = H.start_redis(redis_bin)
-    repo = os.path.join(tmp, "repo")
-    os.makedirs(repo)
+    repo = H.model_repo(MODEL)
     mdir = os.path.join(repo, MODEL)
-    shutil.copytree(os.path.join(src, "models/fmnist", MODEL), mdir)
     r = subprocess.run([vario, "perf", os.path.join(mdir, "model.onnx"), "--blocks", "--name",
                         MODEL, "--cmax", "2", "--bmax", "4", "--runs", "3", "--json"],
                        capture_output=True, text=True)
@@ -85,33 +81,18 @@ try:
     prof = json.loads(r.stdout.splitlines()[0])
     rmax = max(b / sum(bl["lat_ms"][0][b - 1] for bl in prof["blocks"]) * 1000.0
                for b in range(1, prof["bmax"] + 1))
-    wargs = []
-    for a in ["--registry", url, "--repo", os.path.join(tmp, "wrepo"), "--port", "0",
-              "--heartbeat-ms", "300", "--insecure-admin", "--no-load"]:
-        wargs += ["--worker-arg", a]
-    os.makedirs(os.path.join(tmp, "wrepo"))
-    log = open(os.path.join(tmp, "ctl.log"), "w")
-    procs.append(subprocess.Popen(
-        [vario, "controller", "--registry", url, "--repo", repo, "--port", "0",
-         "--port-file", os.path.join(tmp, "ctl.port"), "--period-ms", "200",
-         "--policy", "asyfunc", "--slo-ms", "100", "--af-mls-period-s", "2",
-         "--af-release-ms", "1000", "--worker-cores", "2"] +
+    wrepo = os.path.join(tmp, "wrepo")
+    os.makedirs(wrepo)
+    cp = H.start_controller(url, repo, [
+        "--period-ms", "200", "--policy", "asyfunc", "--slo-ms", "100",
+        "--af-mls-period-s", "2", "--af-release-ms", "1000", "--worker-cores", "2"] +
         (["--af-shadow-process"] if SHADOW_PROCESS else []) + [
-         "--provider", "local", "--provider-opt", "binary=" + os.path.abspath(vario),
-         "--provider-opt", "log-dir=" + os.path.join(tmp, "workers"),
-         "--provider-opt", "share-cores=1", "--min-workers", str(NW0), "--max-workers", "2",
-         "--worker-idle-s", "3"] + wargs,
-        stdout=log, stderr=log))
-    cp = portfile("ctl")
-    log = open(os.path.join(tmp, "fe.log"), "w")
-    procs.append(subprocess.Popen([vario, "frontend", "--registry", url, "--port", "0",
-                                   "--port-file", os.path.join(tmp, "fe.port")],
-                                  stdout=log, stderr=log))
-    fp = portfile("fe")
+        "--provider-opt", "share-cores=1", "--min-workers", str(NW0), "--max-workers", "2",
+        "--worker-idle-s", "3"] + H.worker_args(url, wrepo, 300, "--no-load"))
+    fp = H.start_frontend(url)
 
     def fe_routed():
-        st, b, _ = req(fp, "GET", "/v2/cluster/routes", timeout=10)
-        return sorted(json.loads(b).get("routes", {}).get("m:" + MODEL, [])) if st == 200 else []
+        return H.routed(fp, MODEL)
 
     def one_body():
         s = state(cp)
@@ -217,25 +198,7 @@ try:
     print(f"4. idle: shadows released ({s2['policy']['shadows']}), spare body unloaded"
           f"{', the idle worker released' if GROW else ''} after {t_calm:.1f}s; the model still"
           f" serves; policy {s2['policy']['applied']}")
-    for p in procs[2:0:-1]:  # front end, then controller (stops its workers)
-        p.send_signal(signal.SIGTERM)
-        try:
-            rc = p.wait(60)
-        except subprocess.TimeoutExpired:
-            fail("a process did not stop on SIGTERM")
-        if rc != 0:
-            fail(f"exit code {rc}")
+    H.stop_clean()
     print("ok")
 finally:
-    for p in procs[1:][::-1]:
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
-    for p in procs[1:]:
-        try:
-            p.wait(60)
-        except subprocess.TimeoutExpired:
-            p.kill()
-    for p in procs:
-        if p.poll() is None:
-            p.kill()
-    shutil.rmtree(tmp, ignore_errors=True)
+    H.cleanup()

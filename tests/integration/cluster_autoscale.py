@@ -6,44 +6,25 @@ provider's replacement registers, gets the model placed and serves.
 Usage: cluster_autoscale.py VARIO SOURCE_DIR   (exit 77: no redis-server)"""
 import json
 import os
-import shutil
 import signal
-import subprocess
 import sys
 import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cluster_harness as H  # noqa: E402
-from cluster_harness import fail, portfile, req, state, wait  # noqa: E402,F401
+from cluster_harness import fail, req, state, wait  # noqa: E402,F401
 
 vario, src, redis_bin, tmp, procs = H.setup("vario-autoscale-")
 
 
 try:
     url = H.start_redis(redis_bin)
-    repo = os.path.join(tmp, "repo")
-    os.makedirs(repo)
-    shutil.copytree(os.path.join(src, "models/fmnist/fmnist_linear"),
-                    os.path.join(repo, "fmnist_linear"))
-    wargs = []
-    for a in ["--registry", url, "--repo", repo, "--port", "0", "--heartbeat-ms", "500",
-              "--insecure-admin"]:
-        wargs += ["--worker-arg", a]
-    log = open(os.path.join(tmp, "ctl.log"), "w")
-    procs.append(subprocess.Popen(
-        [vario, "controller", "--registry", url, "--repo", repo, "--port", "0",
-         "--port-file", os.path.join(tmp, "ctl.port"), "--period-ms", "100",
-         "--provider", "local", "--provider-opt", "binary=" + os.path.abspath(vario),
-         "--provider-opt", "log-dir=" + os.path.join(tmp, "workers"),
-         "--provider-opt", "share-cores=1", "--min-workers", "2", "--max-workers", "3"] + wargs,
-        stdout=log, stderr=log))
-    cp = portfile("ctl")
-    log = open(os.path.join(tmp, "fe.log"), "w")
-    procs.append(subprocess.Popen([vario, "frontend", "--registry", url, "--port", "0",
-                                   "--port-file", os.path.join(tmp, "fe.port")],
-                                  stdout=log, stderr=log))
-    fp = portfile("fe")
+    repo = H.model_repo("fmnist_linear")
+    cp = H.start_controller(url, repo, [
+        "--period-ms", "100", "--provider-opt", "share-cores=1", "--min-workers", "2",
+        "--max-workers", "3"] + H.worker_args(url, repo, 500))
+    fp = H.start_frontend(url)
 
     def two_serving():
         s = state(cp)
@@ -84,15 +65,4 @@ try:
           f" {t_gone + t_back:.2f}s; {len(results)} requests, {len(bad)} explicit errors;"
           f" workers now {[w['id'] for w in s1['workers']]}")
 finally:
-    for p in procs[1:][::-1]:  # controller (stops its workers) and front end first
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
-    for p in procs[1:]:
-        try:
-            p.wait(60)
-        except subprocess.TimeoutExpired:
-            p.kill()
-    for p in procs:
-        if p.poll() is None:
-            p.kill()
-    shutil.rmtree(tmp, ignore_errors=True)
+    H.cleanup()

@@ -1,11 +1,15 @@
 """Shared set-up of the controller tests (cluster_autoscale.py,
-cluster_policy.py): arguments, the redis-server check (exit 77 without
-it), a scratch directory, the processes to kill on failure, and the
-HTTP/polling helpers. setup() must be called first; `procs` is the list
-the test appends its processes to."""
+cluster_policy.py, cluster_asyfunc.py, cluster_interference.py):
+arguments, the redis-server check (exit 77 without it), a scratch
+directory, the processes to kill on failure, the HTTP/polling helpers,
+and the processes every such test runs: redis-server, `vario controller`
+with the local provider, `vario frontend`. setup() must be called first;
+`procs` is the list the test appends its processes to (redis-server,
+controller, front end first, in that order)."""
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -15,12 +19,13 @@ import urllib.error
 import urllib.request
 
 tmp = None
+vario = src = None
 procs = []
 
 
 def setup(prefix):
     """-> (vario, source dir, redis-server path, scratch dir, procs)."""
-    global tmp
+    global tmp, vario, src
     vario, src = sys.argv[1], sys.argv[2]
     redis_bin = shutil.which("redis-server")
     if not redis_bin:
@@ -88,3 +93,86 @@ def start_redis(redis_bin):
                                   stdout=log, stderr=log))
     wait(lambda: socket.socket().connect_ex(("127.0.0.1", rport)) == 0, "redis")
     return f"redis://127.0.0.1:{rport}"
+
+
+def model_repo(*models):
+    """The scratch repository tmp/repo with a copy of each committed
+    models/fmnist/<model>; -> its path."""
+    repo = os.path.join(tmp, "repo")
+    os.makedirs(repo)
+    for m in models:
+        shutil.copytree(os.path.join(src, "models/fmnist", m), os.path.join(repo, m))
+    return repo
+
+
+def worker_args(url, repo, heartbeat_ms, *more):
+    """The controller's --worker-arg pairs for the workers its provider
+    starts: the registry, their repository, port 0, the heartbeat, no
+    admin token, then `more`."""
+    out = []
+    for a in ["--registry", url, "--repo", repo, "--port", "0", "--heartbeat-ms",
+              str(heartbeat_ms), "--insecure-admin", *more]:
+        out += ["--worker-arg", a]
+    return out
+
+
+def start_controller(url, repo, args):
+    """`vario controller` on the registry and repository with the local
+    provider (this vario binary; the workers' logs in tmp/workers) and the
+    test's own args (ctl.log); -> its port."""
+    log = open(os.path.join(tmp, "ctl.log"), "w")
+    procs.append(subprocess.Popen(
+        [vario, "controller", "--registry", url, "--repo", repo, "--port", "0",
+         "--port-file", os.path.join(tmp, "ctl.port"), "--provider", "local",
+         "--provider-opt", "binary=" + os.path.abspath(vario),
+         "--provider-opt", "log-dir=" + os.path.join(tmp, "workers")] + args,
+        stdout=log, stderr=log))
+    return portfile("ctl")
+
+
+def start_frontend(url):
+    """`vario frontend` on the registry (fe.log); -> its port."""
+    log = open(os.path.join(tmp, "fe.log"), "w")
+    procs.append(subprocess.Popen([vario, "frontend", "--registry", url, "--port", "0",
+                                   "--port-file", os.path.join(tmp, "fe.port")],
+                                  stdout=log, stderr=log))
+    return portfile("fe")
+
+
+def routed(fp, model):
+    """The workers the front end at port fp routes the model to (sorted;
+    [] when it does not answer)."""
+    st, b, _ = req(fp, "GET", "/v2/cluster/routes", timeout=10)
+    return sorted(json.loads(b).get("routes", {}).get("m:" + model, [])) if st == 200 else []
+
+
+def stop_clean():
+    """SIGTERM the front end, then the controller (it stops its workers);
+    each must exit 0 within 60 s (sanitised builds report leaks and errors
+    in the exit code)."""
+    for p in procs[2:0:-1]:
+        p.send_signal(signal.SIGTERM)
+        try:
+            rc = p.wait(60)
+        except subprocess.TimeoutExpired:
+            fail("a process did not stop on SIGTERM")
+        if rc != 0:
+            fail(f"exit code {rc}")
+
+
+def cleanup():
+    """For `finally`: SIGTERM what runs besides redis-server (the
+    controller stops its workers), SIGKILL what has not stopped 60 s later,
+    then redis-server; removes the scratch directory."""
+    for p in procs[1:][::-1]:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    for p in procs[1:]:
+        try:
+            p.wait(60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+    shutil.rmtree(tmp, ignore_errors=True)

@@ -16,8 +16,6 @@ routing table), every request answered. Usage: cluster_interference.py
 VARIO SOURCE_DIR   (exit 77: no redis-server)"""
 import json
 import os
-import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -25,7 +23,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cluster_harness as H  # noqa: E402
-from cluster_harness import fail, portfile, req, state, wait  # noqa: E402
+from cluster_harness import fail, state, wait  # noqa: E402
 
 vario, src, redis_bin, tmp, procs = H.setup("vario-interf-")
 MODEL = "fmnist_resnet"
@@ -62,33 +60,17 @@ def slowdown(url, wid):
 hogs = []
 try:
     url = H.start_redis(redis_bin)
-    repo = os.path.join(tmp, "repo")
-    os.makedirs(repo)
-    shutil.copytree(os.path.join(src, "models/fmnist", MODEL), os.path.join(repo, MODEL))
-    wargs = []
-    for a in ["--registry", url, "--repo", os.path.join(tmp, "wrepo"), "--port", "0",
-              "--heartbeat-ms", "300", "--insecure-admin", "--no-load"]:
-        wargs += ["--worker-arg", a]
-    os.makedirs(os.path.join(tmp, "wrepo"))
-    log = open(os.path.join(tmp, "ctl.log"), "w")
-    procs.append(subprocess.Popen(
-        [vario, "controller", "--registry", url, "--repo", repo, "--port", "0",
-         "--port-file", os.path.join(tmp, "ctl.port"), "--period-ms", "200",
-         "--policy", "infaas", "--slo-ms", "200", "--worker-idle-s", "600",
-         "--provider", "local", "--provider-opt", "binary=" + os.path.abspath(vario),
-         "--provider-opt", "log-dir=" + os.path.join(tmp, "workers"),
-         "--min-workers", "2", "--max-workers", "2"] + wargs,
-        stdout=log, stderr=log))
-    cp = portfile("ctl")
-    log = open(os.path.join(tmp, "fe.log"), "w")
-    procs.append(subprocess.Popen([vario, "frontend", "--registry", url, "--port", "0",
-                                   "--port-file", os.path.join(tmp, "fe.port")],
-                                  stdout=log, stderr=log))
-    fp = portfile("fe")
+    repo = H.model_repo(MODEL)
+    wrepo = os.path.join(tmp, "wrepo")
+    os.makedirs(wrepo)
+    cp = H.start_controller(url, repo, [
+        "--period-ms", "200", "--policy", "infaas", "--slo-ms", "200", "--worker-idle-s", "600",
+        "--min-workers", "2", "--max-workers", "2"] +
+        H.worker_args(url, wrepo, 300, "--no-load"))
+    fp = H.start_frontend(url)
 
     def fe_routed():
-        st, b, _ = req(fp, "GET", "/v2/cluster/routes", timeout=10)
-        return sorted(json.loads(b).get("routes", {}).get("m:" + MODEL, [])) if st == 200 else []
+        return H.routed(fp, MODEL)
 
     def placed():
         s = state(cp)
@@ -181,28 +163,10 @@ try:
         fail(f"requests lost or failed: {res} {[r for r in rounds if 'failed' in r]}")
     print(f"3. load ({len(rounds)} rounds of 4 s): {res['sent']} requests, {res['ok']} served,"
           f" {res['dropped']} dropped at their deadline, {res['errors']} errors")
-    for p in procs[2:0:-1]:  # front end, then controller (stops its workers)
-        p.send_signal(signal.SIGTERM)
-        try:
-            rc = p.wait(60)
-        except subprocess.TimeoutExpired:
-            fail("a process did not stop on SIGTERM")
-        if rc != 0:
-            fail(f"exit code {rc}")
+    H.stop_clean()
     print("ok")
 finally:
     for h in hogs:
         if h.poll() is None:
             h.kill()
-    for p in procs[1:][::-1]:
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
-    for p in procs[1:]:
-        try:
-            p.wait(60)
-        except subprocess.TimeoutExpired:
-            p.kill()
-    for p in procs:
-        if p.poll() is None:
-            p.kill()
-    shutil.rmtree(tmp, ignore_errors=True)
+    H.cleanup()

@@ -11,15 +11,13 @@ build runs this, so a slow (sanitised) build only moves the load needed.
 Usage: cluster_policy.py VARIO SOURCE_DIR   (exit 77: no redis-server)"""
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cluster_harness as H  # noqa: E402
-from cluster_harness import fail, portfile, req, state, wait  # noqa: E402,F401
+from cluster_harness import fail, req, state, wait  # noqa: E402,F401
 
 vario, src, redis_bin, tmp, procs = H.setup("vario-policy-")
 
@@ -27,44 +25,21 @@ vario, src, redis_bin, tmp, procs = H.setup("vario-policy-")
 MODEL = "fmnist_resnet"  # the slowest committed model: compute-bound under load
 
 
-def routed(fp_state, model=MODEL):
-    return sorted(fp_state.get("routes", {}).get("m:" + model, []))
-
-
 try:
     url = H.start_redis(redis_bin)
-    repo = os.path.join(tmp, "repo")
-    os.makedirs(repo)
-    shutil.copytree(os.path.join(src, "models/fmnist", MODEL), os.path.join(repo, MODEL))
-    wargs = []
-    for a in ["--registry", url, "--repo", os.path.join(tmp, "wrepo"), "--port", "0",
-              "--heartbeat-ms", "300", "--insecure-admin"]:
-        wargs += ["--worker-arg", a]
-    os.makedirs(os.path.join(tmp, "wrepo"))
-    log = open(os.path.join(tmp, "ctl.log"), "w")
-    procs.append(subprocess.Popen(
-        [vario, "controller", "--registry", url, "--repo", repo, "--port", "0",
-         "--port-file", os.path.join(tmp, "ctl.port"), "--period-ms", "200",
-         "--policy", "infaas", "--slo-ms", "200", "--worker-idle-s", "2",
-         "--provider", "local", "--provider-opt", "binary=" + os.path.abspath(vario),
-         "--provider-opt", "log-dir=" + os.path.join(tmp, "workers"),
-         "--provider-opt", "share-cores=1", "--min-workers", "1", "--max-workers", "2"] + wargs,
-        stdout=log, stderr=log))
-    cp = portfile("ctl")
-    log = open(os.path.join(tmp, "fe.log"), "w")
-    procs.append(subprocess.Popen([vario, "frontend", "--registry", url, "--port", "0",
-                                   "--port-file", os.path.join(tmp, "fe.port")],
-                                  stdout=log, stderr=log))
-    fp = portfile("fe")
-
-    def fe_routes():
-        st, b, _ = req(fp, "GET", "/v2/cluster/routes", timeout=10)
-        return json.loads(b) if st == 200 else {}
+    repo = H.model_repo(MODEL)
+    wrepo = os.path.join(tmp, "wrepo")
+    os.makedirs(wrepo)
+    cp = H.start_controller(url, repo, [
+        "--period-ms", "200", "--policy", "infaas", "--slo-ms", "200", "--worker-idle-s", "2",
+        "--provider-opt", "share-cores=1", "--min-workers", "1", "--max-workers", "2"] +
+        H.worker_args(url, wrepo, 300))
+    fp = H.start_frontend(url)
 
     def policy_sees_model():
         s = state(cp)
         return s.get("policy", {}).get("snapshot", {}).get("variants") == 1 and \
-            len(routed(fe_routes())) == 1
+            len(H.routed(fp, MODEL)) == 1
     t_up = wait(policy_sees_model, "one worker serving the model, measured, in the policy")
     print(f"1. one worker serving {MODEL}, in the policy's snapshot after {t_up:.1f}s")
     js = json.dumps({"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 1, 28, 28],
@@ -78,7 +53,7 @@ try:
                               "--duration", "300", "--no-progress", "--json"],
                              stdout=blog, stderr=blog)
     procs.append(bench)
-    t_scale = wait(lambda: len(routed(fe_routes())) == 2,
+    t_scale = wait(lambda: len(H.routed(fp, MODEL)) == 2,
                    "the policy to add a worker and replicate the model onto it", timeout=240)
     s1 = state(cp)
     bench.send_signal(signal.SIGINT)
@@ -99,7 +74,7 @@ try:
 
     def shrunk():
         s = state(cp)
-        return len(s["workers"]) == 1 and len(routed(fe_routes())) == 1 and \
+        return len(s["workers"]) == 1 and len(H.routed(fp, MODEL)) == 1 and \
             s.get("unloads", {}).get("ok", 0) >= 1 and s.get("workers_removed", 0) >= 1
     t_down = wait(shrunk, "the policy to unload the spare copy and release the idle worker",
                   timeout=240)
@@ -110,27 +85,7 @@ try:
     print(f"3. idle: spare copy unloaded, idle worker released after {t_down:.1f}s; the model"
           f" still serves; policy {s2['policy']['applied']}, kept last copy"
           f" {s2['policy']['kept_last_copy']}x")
-    # a clean stop: the controller stops the worker it started (sanitised
-    # builds report leaks and errors in the exit code)
-    for p in procs[2:0:-1]:  # front end, then controller
-        p.send_signal(signal.SIGTERM)
-        try:
-            rc = p.wait(60)
-        except subprocess.TimeoutExpired:
-            fail("a process did not stop on SIGTERM")
-        if rc != 0:
-            fail(f"exit code {rc}")
+    H.stop_clean()  # the controller stops the worker it started
     print("ok")
 finally:
-    for p in procs[1:][::-1]:  # controller (stops its workers) and front end first
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
-    for p in procs[1:]:
-        try:
-            p.wait(60)
-        except subprocess.TimeoutExpired:
-            p.kill()
-    for p in procs:
-        if p.poll() is None:
-            p.kill()
-    shutil.rmtree(tmp, ignore_errors=True)
+    H.cleanup()
