@@ -26,6 +26,11 @@ processes sharing the models' repository, `vario controller --store
     or rejected (no errors);
  5. deleted through the front end: the controller stops planning it and
     every worker answers 404 for it.
+Between 3. and 4. (3b) the controller is killed with SIGKILL: the
+workers keep following the plan in Redis and the front end its table, so
+every canvas is still answered (ok, or dropped explicitly, most ok); a
+controller started anew plans the pipeline again, publishes a newer plan
+version, and steps 4-5 run under it.
 With inferline (argv[3]) the same with InferLine's planner and tuner
 (planning trace --inferline-rate 5) and a third worker (InferLine caps a
 stage at the cluster's instances / stages replicas: 6 / 3 leaves its
@@ -137,12 +142,16 @@ try:
     pol = [POLICY] + (["--inferline-rate", "5", "--inferline-cv", "1"]
                       if POLICY == "inferline" else
                       ["--pipeline-period-ms", "2000", "--pipeline-slack", f"{slack:.3f}"])
-    log = open(os.path.join(tmp, "ctl.log"), "w")
-    procs.append(subprocess.Popen(
-        [vario, "controller", "--registry", url, "--repo", repo, "--store", url, "--models", "-",
-         "--port", "0", "--port-file", os.path.join(tmp, "ctl.port"), "--period-ms", "200",
-         "--pipeline-policy"] + pol, stdout=log, stderr=log))
-    cp = portfile("ctl")
+
+    def controller(name):
+        log = open(os.path.join(tmp, f"{name}.log"), "w")
+        proc = subprocess.Popen(
+            [vario, "controller", "--registry", url, "--repo", repo, "--store", url, "--models",
+             "-", "--port", "0", "--port-file", os.path.join(tmp, f"{name}.port"),
+             "--period-ms", "200", "--pipeline-policy"] + pol, stdout=log, stderr=log)
+        procs.append(proc)
+        return proc, portfile(name)
+    ctl_proc, cp = controller("ctl")
     log = open(os.path.join(tmp, "fe.log"), "w")
     procs.append(subprocess.Popen([vario, "frontend", "--registry", url, "--port", "0",
                                    "--port-file", os.path.join(tmp, "fe.port")],
@@ -264,6 +273,36 @@ try:
         fail(f"only {ok} of {shape[0]} canvases answered ok")
     if sum(1 for h in hops.values() if h) < 2:
         fail(f"hops were not served on two workers or more: {hops}")
+
+    # -- 3b. the controller killed (SIGKILL): the plan stays in Redis, the
+    # workers keep following it and the front end keeps its table, so
+    # queries are still answered; a new controller plans it again and
+    # publishes a newer plan version
+    ver0 = pstate(cp).get("plan_version", 0)
+    ctl_proc.kill()
+    ctl_proc.wait(timeout=30)
+    procs.remove(ctl_proc)  # not part of the clean stop below
+    ok_down = 0
+    for row in range(shape[0]):
+        st, b, _ = infer(row)
+        j = json.loads(b) if b[:1] == b"{" else {}
+        if st == 200 and j.get("outcome") == "ok":
+            ok_down += 1
+        elif not (st == 504 and j.get("outcome") == "dropped"):
+            fail(f"controller down: canvas {row}: {st} {b[:400]}")
+    if ok_down < shape[0] // 2:
+        fail(f"controller down: only {ok_down} of {shape[0]} canvases answered ok")
+    for w, port in wports.items():
+        if not following(port):
+            fail(f"controller down: worker {w} stopped following the plan")
+    ctl_proc, cp = controller("ctl2")
+    t = wait(lambda: pstate(cp).get("plan") and pstate(cp).get("plan_version", 0) > ver0,
+             "the restarted controller to publish a plan", timeout=120)
+    for w, port in wports.items():
+        wait(lambda: following(port), f"worker {w} to follow the new controller's plan",
+             timeout=60)
+    print(f"3b. controller killed: {ok_down} of {shape[0]} canvases ok meanwhile; restarted, "
+          f"it published plan v{pstate(cp)['plan_version']} (> v{ver0}) after {t:.1f}s")
 
     # -- 4. more load: Loki's hardware scaling (more than one detector
     # instance carries by plan) / InferLine's tuner (10x the planned rate
