@@ -44,6 +44,7 @@
 #include "base/log.h"
 #include "cli/ctl_int.h"
 #include "control/store.h"
+#include "policy/cluster_plan.h"
 #include "policy/il_tick.h"
 #include "policy/pipe_policy.h"
 #include "sim/il_sim.h"
@@ -232,16 +233,15 @@ static int holds(ctl *c, const cview *v, int k, const char *model) {
 /* Loads model m of p on the best worker: free cores for it, not holding
  * it, fewest of this pipeline's instances (spread), most free cores. */
 static void place(ctl *c, cpipe *p, cview *v, int m, const char *why) {
-  int best = -1, best_n = 0;
+  unsigned char held[MAXW];
+  int mine[MAXW];
   pthread_mutex_lock(&c->mu);
   for (size_t k = 0; k < v->n; k++) {
-    if (v->free_cores[k] < p->threads || holds(c, v, (int)k, p->models[m])) continue;
-    int mine = 0;
-    for (int i = 0; i < v->ninst; i++) mine += v->inst_w[i] == (int)k;
-    if (best < 0 || mine < best_n ||
-        (mine == best_n && v->free_cores[k] > v->free_cores[best]))
-      best = (int)k, best_n = mine;
+    held[k] = (unsigned char)holds(c, v, (int)k, p->models[m]);
+    mine[k] = 0;
+    for (int i = 0; i < v->ninst; i++) mine[k] += v->inst_w[i] == (int)k;
   }
+  int best = vr_cluster_pick_worker((int)v->n, v->free_cores, held, mine, p->threads);
   if (best >= 0) {
     vr__ctl_event(c, "pipeline %s: load %s on %s (%s)", p->name, p->models[m],
                   v->ws[best].id, why);

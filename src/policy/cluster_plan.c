@@ -43,3 +43,15 @@ int vr_cluster_plan(const vr_cplan_in *in, vr_cplan_out *out) {
   if (have < target) out->add_workers = target - have;
   return 0;
 }
+
+int vr_cluster_pick_worker(int n, const int *free_cores, const unsigned char *holds,
+                           const int *mine, int need) {
+  int best = -1;
+  for (int w = 0; w < n; w++) {
+    if (free_cores[w] < need || holds[w]) continue;
+    if (best < 0 || mine[w] < mine[best] ||
+        (mine[w] == mine[best] && free_cores[w] > free_cores[best]))
+      best = w;
+  }
+  return best;
+}

@@ -37,4 +37,14 @@ typedef struct vr_cplan_out {
 /* 0, or VR_EINVAL for inconsistent inputs. */
 int vr_cluster_plan(const vr_cplan_in *in, vr_cplan_out *out);
 
+/* The worker for one more copy of a pipeline stage's model (`vario
+ * controller --pipeline-policy`, cli/ctl_pipes.c): among the n workers
+ * with at least `need` free cores that do not hold the model (holds[w]:
+ * loaded or loading; a worker runs one copy per model), the one with the
+ * fewest of the pipeline's instances (mine[w]: spread), then the most
+ * free cores, then the lowest index. -1 when none qualifies (the caller
+ * asks the provider for a worker). */
+int vr_cluster_pick_worker(int n, const int *free_cores, const unsigned char *holds,
+                           const int *mine, int need);
+
 #endif

@@ -61,9 +61,43 @@ static void replace_dead_workers(void **state) {
   assert_int_equal(vr_cluster_plan(&in, &out), VR_EINVAL);
 }
 
+/* The controller's pipeline placement: a worker that does not hold the
+ * model, with room, the fewest of the pipeline's instances, then the most
+ * free cores, then the lowest index; none: -1. */
+static void pick_worker(void **state) {
+  (void)state;
+  int fc[3] = {4, 2, 2}, mine[3] = {0, 0, 0};
+  unsigned char holds[3] = {1, 0, 0};
+  /* w0 has the most room but holds the model; w1/w2 tie: the lowest */
+  assert_int_equal(vr_cluster_pick_worker(3, fc, holds, mine, 1), 1);
+  fc[2] = 3; /* most free cores among the rest */
+  assert_int_equal(vr_cluster_pick_worker(3, fc, holds, mine, 1), 2);
+  mine[2] = 1; /* spread: fewer of the pipeline's instances beats room */
+  assert_int_equal(vr_cluster_pick_worker(3, fc, holds, mine, 1), 1);
+  {
+    int fc2[3] = {4, 2, 3}, mine2[3] = {1, 0, 0};
+    unsigned char none[3] = {0, 0, 0};
+    /* the first worker has the most room but one of the pipeline's
+     * instances already: the copy goes elsewhere (w2: more room than w1) */
+    assert_int_equal(vr_cluster_pick_worker(3, fc2, none, mine2, 1), 2);
+  }
+  holds[0] = 0; /* now w0 qualifies: fewest (0, tie w1), most room */
+  assert_int_equal(vr_cluster_pick_worker(3, fc, holds, mine, 1), 0);
+  /* an instance needs 3 cores: only w0 (4) and w2 (3) fit; w0 has fewer */
+  assert_int_equal(vr_cluster_pick_worker(3, fc, holds, mine, 3), 0);
+  holds[0] = 1;
+  assert_int_equal(vr_cluster_pick_worker(3, fc, holds, mine, 3), 2);
+  /* none with room and without the model */
+  assert_int_equal(vr_cluster_pick_worker(3, fc, holds, mine, 5), -1);
+  holds[1] = holds[2] = 1;
+  assert_int_equal(vr_cluster_pick_worker(3, fc, holds, mine, 1), -1);
+  assert_int_equal(vr_cluster_pick_worker(0, fc, holds, mine, 1), -1);
+}
+
 int main(void) {
   const struct CMUnitTest t[] = {cmocka_unit_test(every_worker),
                                  cmocka_unit_test(replicas_least_loaded),
-                                 cmocka_unit_test(replace_dead_workers)};
+                                 cmocka_unit_test(replace_dead_workers),
+                                 cmocka_unit_test(pick_worker)};
   return cmocka_run_group_tests(t, NULL, NULL);
 }
