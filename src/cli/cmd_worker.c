@@ -9,8 +9,12 @@
  * publishes the models it has loaded, so the controller can place models
  * on it and front ends can route to it. With --controller, a model it is
  * told to load and does not have is fetched from the controller
- * (server/model_fetch.h): no shared filesystem needed.
+ * (server/model_fetch.h): no shared filesystem needed. A worker that runs
+ * pipelines also subscribes to routing changes (vario:routes), so the
+ * controller's table "main" and its pipeline plans are followed as soon
+ * as they are published; the heartbeat re-reads them as a fallback.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,6 +70,10 @@ typedef struct worker_role {
   /* pipelines under the controller's plan (worker_pipes.h) */
   worker_pipes wp;
   int wp_on;
+  /* routing changes announced through Redis: wake the heartbeat thread
+   * to follow them at once (under mu) */
+  vr_registry_sub *sub;
+  int tables_pending;
 } worker_role;
 
 static int parse_url(const char *url, char *host, size_t cap, int *port) {
@@ -278,6 +286,35 @@ static int loaded(worker_role *w, vr_instance_info *inst, vr_rt_instance_stats *
   return k;
 }
 
+/* Until the next heartbeat (ts) or stop; a routing change announced
+ * meanwhile is followed at once. Called and returns with mu held. */
+static void wait_beat(worker_role *w, const struct timespec *ts) {
+  while (!w->stop) {
+    if (w->tables_pending) {
+      w->tables_pending = 0;
+      pthread_mutex_unlock(&w->mu);
+      if (w->registered) wp_sync_now(&w->wp);
+      pthread_mutex_lock(&w->mu);
+      continue;
+    }
+    if (pthread_cond_timedwait(&w->cv, &w->mu, ts) == ETIMEDOUT) return;
+  }
+}
+
+/* Subscription thread: the tables a worker follows (worker_pipes.h), and
+ * a reconnect (announcements may have been missed meanwhile). */
+static void on_registry(void *ctx, const vr_registry_event *ev) {
+  worker_role *w = ctx;
+  int want = ev->kind == VR_REG_EV_ROUTES
+                 ? !ev->resync && (!strcmp(ev->table, "main") || !strncmp(ev->table, "pipe.", 5))
+                 : ev->kind == VR_REG_EV_CONNECTED && ev->version > 0;
+  if (!want) return;
+  pthread_mutex_lock(&w->mu);
+  w->tables_pending = 1;
+  pthread_cond_signal(&w->cv);
+  pthread_mutex_unlock(&w->mu);
+}
+
 static void *hb_main(void *arg) {
   worker_role *w = arg;
   vr_instance_info *inst = vr_calloc(MAX_MODELS, sizeof *inst);
@@ -320,7 +357,7 @@ static void *hb_main(void *arg) {
     int64_t ns = ts.tv_nsec + (int64_t)w->heartbeat_ms * 1000000;
     ts.tv_sec += (time_t)(ns / 1000000000);
     ts.tv_nsec = (long)(ns % 1000000000);
-    if (!w->stop) pthread_cond_timedwait(&w->cv, &w->mu, &ts);
+    wait_beat(w, &ts);
   }
   pthread_mutex_unlock(&w->mu);
   vr_free(st);
@@ -362,6 +399,13 @@ static int w_start(void *self, vr_server *s, vr_errbuf *err) {
     return vr_errf(err, VR_EINTERNAL, "cannot start the heartbeat thread");
   }
   w->hb_started = 1;
+  /* without it the heartbeat still follows every change, a period later */
+  vr_errbuf serr = {0};
+  if (w->wp_on && vr_registry_subscribe(w->registry, NULL, on_registry, w, &w->sub, &serr))
+    vr_warn("worker %s: no subscription to routing changes (%s): following them every "
+            "heartbeat", i->id, serr.msg);
+  else if (w->sub)
+    vr_info("worker %s: following routing changes through the registry", i->id);
   return 0;
 }
 
@@ -370,6 +414,8 @@ static int w_start(void *self, vr_server *s, vr_errbuf *err) {
 static void w_stop(void *self) {
   worker_role *w = self;
   if (!w->hb_started) return;
+  if (w->sub) vr_registry_unsubscribe(w->sub); /* no more wake-ups */
+  w->sub = NULL;
   pthread_mutex_lock(&w->mu);
   w->stop = 1;
   pthread_cond_signal(&w->cv);

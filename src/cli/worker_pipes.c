@@ -226,15 +226,16 @@ static void sync_main(worker_pipes *w) {
       memcpy(w->remote_models, models, off + 1);
     }
     pthread_rwlock_unlock(&w->lk);
+    if (!rc) vr_info("worker: routing table main v%lld in use (%d routes)", (long long)v, t.n_routes);
     vr_fwd_table_free(&t);
   }
   if (err.msg[0]) vr_warn("worker: routing table v%lld: %s", (long long)v, err.msg);
   vr_free(body);
 }
 
-void wp_sync(worker_pipes *w) {
+static void sync_tables(worker_pipes *w, int pipes_too) {
   vr_errbuf err = {0};
-  if (w->beats++ % 8 == 0 && vr_pipes_sync(w->pipes, &err))
+  if (pipes_too && vr_pipes_sync(w->pipes, &err))
     vr_warn("worker: pipelines from the store: %s", err.msg);
   sync_main(w);
   char names[WP_MAX][VR_PIPE_NAME_MAX];
@@ -260,6 +261,10 @@ void wp_sync(worker_pipes *w) {
   }
   vr_pipes_follow_manage(w->pipes); /* a deleted pipeline's apps go back to the control loop */
 }
+
+void wp_sync(worker_pipes *w) { sync_tables(w, w->beats++ % 8 == 0); }
+
+void wp_sync_now(worker_pipes *w) { sync_tables(w, 1); }
 
 void wp_stop(worker_pipes *w) {
   pthread_rwlock_wrlock(&w->lk);

@@ -10,7 +10,7 @@
  * the request's "timeout", so the remote queue drops a hop that cannot
  * make it instead of serving it late.
  *
- * Threads: wp_sync on the heartbeat thread; the remote hop from any
+ * Threads: wp_sync / wp_sync_now on the heartbeat thread; the remote hop from any
  * request thread; answers on the forwarder's I/O thread. Ownership: a
  * worker_pipes (the caller's storage, which must outlive the pipes: hops
  * may still call it while the server drains) borrows the registry and the
@@ -45,8 +45,13 @@ typedef struct worker_pipes {
 
 /* 0, or -1 (logged: pipelines then run on this worker only). */
 int wp_init(worker_pipes *w, vr_registry *reg, struct vr_pipes *pipes, const char *self_id);
-/* One heartbeat's worth: new pipelines, table "main", the plans. */
+/* One heartbeat's worth: new pipelines (every 8th call), table "main",
+ * the plans. */
 void wp_sync(worker_pipes *w);
+/* The same at once, pipelines included: a routing table changed (the
+ * worker's subscription, cmd_worker.c), so a new plan is followed within
+ * the propagation time, not at the next heartbeat. Heartbeat thread. */
+void wp_sync_now(worker_pipes *w);
 void wp_stop(worker_pipes *w);
 
 #endif
