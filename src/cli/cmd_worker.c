@@ -72,7 +72,8 @@ typedef struct worker_role {
   int wp_on;
   /* routing changes announced through Redis: wake the heartbeat thread
    * to follow them at once (under mu) */
-  vr_registry_sub *sub;
+  vr_registry_sub *sub; /* set by the heartbeat thread (under mu) */
+  int sub_warned;
   int tables_pending;
 } worker_role;
 
@@ -315,6 +316,25 @@ static void on_registry(void *ctx, const vr_registry_event *ev) {
   pthread_mutex_unlock(&w->mu);
 }
 
+/* The subscription, from the heartbeat thread while Redis answers (so a
+ * registry down at start-up is subscribed to once it is back); without
+ * it every change is still followed, a heartbeat later. */
+static void subscribe(worker_role *w) {
+  vr_errbuf err = {0};
+  vr_registry_sub *sub = NULL;
+  if (vr_registry_subscribe(w->registry, NULL, on_registry, w, &sub, &err)) {
+    if (!w->sub_warned++)
+      vr_warn("worker %s: no subscription to routing changes yet (%s): following them "
+              "every heartbeat", w->info.id, err.msg);
+    return;
+  }
+  vr_info("worker %s: following routing changes through the registry", w->info.id);
+  pthread_mutex_lock(&w->mu);
+  w->sub = sub;
+  w->tables_pending = 1; /* what changed before the subscription */
+  pthread_mutex_unlock(&w->mu);
+}
+
 static void *hb_main(void *arg) {
   worker_role *w = arg;
   vr_instance_info *inst = vr_calloc(MAX_MODELS, sizeof *inst);
@@ -348,6 +368,7 @@ static void *hb_main(void *arg) {
       if (!rc && prev) memcpy(prev, inst, (size_t)n * sizeof *inst), nprev = n;
     }
     if (!rc && w->wp_on) wp_sync(&w->wp);
+    if (!rc && w->wp_on && !w->sub) subscribe(w);
     if (rc && !warned) vr_warn("worker %s: registry: %s (retrying)", w->info.id, err.msg);
     if (!rc && warned) vr_info("worker %s: registry reachable again", w->info.id);
     warned = rc != 0;
@@ -399,13 +420,6 @@ static int w_start(void *self, vr_server *s, vr_errbuf *err) {
     return vr_errf(err, VR_EINTERNAL, "cannot start the heartbeat thread");
   }
   w->hb_started = 1;
-  /* without it the heartbeat still follows every change, a period later */
-  vr_errbuf serr = {0};
-  if (w->wp_on && vr_registry_subscribe(w->registry, NULL, on_registry, w, &w->sub, &serr))
-    vr_warn("worker %s: no subscription to routing changes (%s): following them every "
-            "heartbeat", i->id, serr.msg);
-  else if (w->sub)
-    vr_info("worker %s: following routing changes through the registry", i->id);
   return 0;
 }
 
@@ -414,13 +428,13 @@ static int w_start(void *self, vr_server *s, vr_errbuf *err) {
 static void w_stop(void *self) {
   worker_role *w = self;
   if (!w->hb_started) return;
-  if (w->sub) vr_registry_unsubscribe(w->sub); /* no more wake-ups */
-  w->sub = NULL;
   pthread_mutex_lock(&w->mu);
   w->stop = 1;
   pthread_cond_signal(&w->cv);
   pthread_mutex_unlock(&w->mu);
   pthread_join(w->hb, NULL);
+  if (w->sub) vr_registry_unsubscribe(w->sub); /* its callback takes mu: before it goes */
+  w->sub = NULL;
   if (w->wp_on) wp_stop(&w->wp);
   vr_errbuf err = {0};
   if (w->registered && vr_registry_worker_deregister(w->reg, w->info.id, &err))
