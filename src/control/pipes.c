@@ -25,6 +25,22 @@ void vr__pipe_unref(pl_pipe *pp) {
   if (__atomic_sub_fetch(&pp->refs, 1, __ATOMIC_ACQ_REL) == 0) pipe_free(pp);
 }
 
+int vr__pipes_ref_all(vr_pipes *p, pl_pipe **out, int cap, int followed_only) {
+  int n = 0;
+  pthread_mutex_lock(&p->mu);
+  size_t it = 0;
+  const char *k;
+  void *v;
+  while (n < cap && vr_map_next(&p->by_name, &it, &k, &v)) {
+    pl_pipe *pp = v;
+    if (followed_only && (!pp->pol || !pp->pol->follow)) continue;
+    out[n++] = pp;
+    __atomic_add_fetch(&pp->refs, 1, __ATOMIC_ACQ_REL);
+  }
+  pthread_mutex_unlock(&p->mu);
+  return n;
+}
+
 pl_pipe *vr__pipes_get(vr_pipes *p, const char *name) {
   pthread_mutex_lock(&p->mu);
   pl_pipe *pp = name ? vr_map_get(&p->by_name, name) : NULL;

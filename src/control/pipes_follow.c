@@ -103,18 +103,7 @@ static void apply_batches(vr_pipes *ps, pl_pipe *pp, pl_pol *pol) {
 /* The apps of every pipeline followed here are managed (pipes_pol.h). */
 static void manage_followed(vr_pipes *ps) {
   pl_pipe *pipes[64];
-  int n = 0;
-  pthread_mutex_lock(&ps->mu);
-  size_t it = 0;
-  const char *k;
-  void *v;
-  while (n < 64 && vr_map_next(&ps->by_name, &it, &k, &v)) {
-    pl_pipe *pp = v;
-    if (!pp->pol || !pp->pol->follow) continue;
-    pipes[n++] = pp;
-    __atomic_add_fetch(&pp->refs, 1, __ATOMIC_ACQ_REL);
-  }
-  pthread_mutex_unlock(&ps->mu);
+  int n = vr__pipes_ref_all(ps, pipes, 64, 1);
   vr__pipes_manage_apps(ps, pipes, n);
   for (int i = 0; i < n; i++) vr__pipe_unref(pipes[i]);
 }

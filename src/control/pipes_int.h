@@ -111,6 +111,11 @@ static inline void vr__pipe_note_arrival(pl_pipe *pp, int64_t t_ns) {
 /* Takes a reference to the named pipeline, or NULL. */
 pl_pipe *vr__pipes_get(vr_pipes *p, const char *name);
 void vr__pipe_unref(pl_pipe *pp);
+/* Up to cap registered pipelines into out, each with a reference the
+ * caller drops (vr__pipe_unref): a pipeline deleted meanwhile stays alive
+ * until the caller is done. followed_only: only those following a plan
+ * made elsewhere (pipes_follow.c). Returns how many. */
+int vr__pipes_ref_all(vr_pipes *p, pl_pipe **out, int cap, int followed_only);
 /* Records one finished hop / request in the pipeline's statistics. */
 void vr__pipe_count_hop(pl_pipe *pp, const vr_pipe_hop_rec *h);
 void vr__pipe_count_request(pl_pipe *pp, const vr_pipe_result *r);

@@ -508,17 +508,7 @@ void vr_pipes_policy_tick(vr_pipes *p) {
   if (!p->pdef) return;
   /* references: a pipeline deleted meanwhile stays alive until we finish */
   pl_pipe *pipes[64];
-  int n = 0;
-  pthread_mutex_lock(&p->mu);
-  size_t it = 0;
-  const char *k;
-  void *v;
-  while (n < 64 && vr_map_next(&p->by_name, &it, &k, &v)) {
-    pipes[n] = v;
-    __atomic_add_fetch(&pipes[n]->refs, 1, __ATOMIC_ACQ_REL);
-    n++;
-  }
-  pthread_mutex_unlock(&p->mu);
+  int n = vr__pipes_ref_all(p, pipes, 64, 0);
   double now_s = vr_clock_now(vr_clock_monotonic()) / 1e9;
   double dt = p->plast > 0 ? now_s - p->plast : p->popts.tick_s;
   if (dt <= 1e-3) dt = 1e-3;
