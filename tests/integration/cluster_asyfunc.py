@@ -22,7 +22,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -128,23 +127,10 @@ try:
     rate = 1.5 * rmax / 32
     print(f"   one body: R_max {rmax:.0f} rows/s from the profile; load {rate:.0f} requests/s"
           f" of 32 rows")
-    load_on = threading.Event()
-    load_on.set()
-    rounds = []
-
-    def drive():
-        while load_on.is_set():
-            b = subprocess.run([vario, "bench", "--model", MODEL, "--port", str(fp), "--arrival",
-                                "poisson", "--rate", f"{rate:.1f}", "--connections", "64",
-                                "--batch", "32", "--binary", "--duration", "4", "--no-progress",
-                                "--json"], capture_output=True, text=True)
-            try:
-                rounds.append(json.loads(b.stdout.splitlines()[0]))
-            except (ValueError, IndexError):
-                rounds.append({"failed": b.returncode, "stderr": b.stderr[-500:]})
-    th = threading.Thread(target=drive)
+    load = H.BenchRounds(fp, ["--model", MODEL, "--arrival", "poisson", "--rate", f"{rate:.1f}",
+                              "--connections", "64", "--batch", "32", "--binary"])
     t_load = time.time()
-    th.start()
+    load.start()
     seen = {"att": 0}
 
     def spread():
@@ -171,15 +157,8 @@ try:
           f" ({mls[0]}; second body seen at {seen['t_body']:.1f}s, first shadow at"
           f" {seen['t_shadow']:.1f}s{' as a process' if SHADOW_PROCESS else ''}); shadows"
           f" paired {pol['shadows']['paired']}, policy {pol['applied']}")
-    load_on.clear()
-    th.join()
-    res = {k: sum(r.get(k, 0) for r in rounds)
-           for k in ("sent", "ok", "dropped", "rejected", "errors", "unfinished")}
-    answered = res["ok"] + res["dropped"] + res["rejected"]
-    if any("failed" in r for r in rounds) or res["ok"] < 1 or res["errors"] or \
-            res["unfinished"] or answered != res["sent"]:
-        fail(f"requests lost or failed: {res} {[r for r in rounds if 'failed' in r]}")
-    print(f"3. load ({len(rounds)} rounds of 4 s): {res['sent']} requests of 32 rows, {res['ok']} served, {res['dropped']}"
+    res = load.stop()
+    print(f"3. load ({len(load.rounds)} rounds of 4 s): {res['sent']} requests of 32 rows, {res['ok']} served, {res['dropped']}"
           f" dropped, {res['rejected']} rejected, {res['errors']} errors")
 
     def calm():

@@ -2,8 +2,9 @@
 cluster_policy.py, cluster_asyfunc.py, cluster_interference.py):
 arguments, the redis-server check (exit 77 without it), a scratch
 directory, the processes to kill on failure, the HTTP/polling helpers,
-and the processes every such test runs: redis-server, `vario controller`
-with the local provider, `vario frontend`. setup() must be called first;
+the processes every such test runs: redis-server, `vario controller`
+with the local provider, `vario frontend`, and load in rounds of `vario
+bench` (BenchRounds). setup() must be called first;
 `procs` is the list the test appends its processes to (redis-server,
 controller, front end first, in that order)."""
 import json
@@ -14,6 +15,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -144,6 +146,47 @@ def routed(fp, model):
     [] when it does not answer)."""
     st, b, _ = req(fp, "GET", "/v2/cluster/routes", timeout=10)
     return sorted(json.loads(b).get("routes", {}).get("m:" + model, [])) if st == 200 else []
+
+
+class BenchRounds:
+    """`vario bench` against the front end at port fp in rounds of 4 s on
+    a thread of its own, from start() until stop(): each round's --json
+    line (or how it failed) in .rounds. bench_args: the load (model,
+    arrival, rate, connections, batch...)."""
+
+    KEYS = ("sent", "ok", "dropped", "rejected", "errors", "unfinished")
+
+    def __init__(self, fp, bench_args):
+        self.args = [vario, "bench", "--port", str(fp), *bench_args, "--duration", "4",
+                     "--no-progress", "--json"]
+        self.on = threading.Event()
+        self.rounds = []
+        self.th = threading.Thread(target=self._drive)
+
+    def _drive(self):
+        while self.on.is_set():
+            b = subprocess.run(self.args, capture_output=True, text=True)
+            try:
+                self.rounds.append(json.loads(b.stdout.splitlines()[0]))
+            except (ValueError, IndexError):
+                self.rounds.append({"failed": b.returncode, "stderr": b.stderr[-500:]})
+
+    def start(self):
+        self.on.set()
+        self.th.start()
+
+    def stop(self):
+        """Ends the load after the round under way; -> the totals over the
+        rounds. Fails the test if a request was lost: a round failed, none
+        served, an error, one unfinished, or one neither served, dropped
+        nor rejected."""
+        self.on.clear()
+        self.th.join()
+        res = {k: sum(r.get(k, 0) for r in self.rounds) for k in self.KEYS}
+        if any("failed" in r for r in self.rounds) or res["ok"] < 1 or res["errors"] or \
+                res["unfinished"] or res["ok"] + res["dropped"] + res["rejected"] != res["sent"]:
+            fail(f"requests lost or failed: {res} {[r for r in self.rounds if 'failed' in r]}")
+        return res
 
 
 def stop_clean():

@@ -81,22 +81,9 @@ try:
     # light load (8-row requests, Poisson 60/s): batches enough for a
     # measure every heartbeat, far below saturation (INFaaS moves only an
     # instance that is slow without being overloaded)
-    load_on = threading.Event()
-    load_on.set()
-    rounds = []
-
-    def drive():
-        while load_on.is_set():
-            b = subprocess.run([vario, "bench", "--model", MODEL, "--port", str(fp), "--arrival",
-                                "poisson", "--rate", "60", "--connections", "8", "--batch", "8",
-                                "--binary", "--duration", "4", "--no-progress", "--json"],
-                               capture_output=True, text=True)
-            try:
-                rounds.append(json.loads(b.stdout.splitlines()[0]))
-            except (ValueError, IndexError):
-                rounds.append({"failed": b.returncode, "stderr": b.stderr[-500:]})
-    th = threading.Thread(target=drive)
-    th.start()
+    load = H.BenchRounds(fp, ["--model", MODEL, "--arrival", "poisson", "--rate", "60",
+                              "--connections", "8", "--batch", "8", "--binary"])
+    load.start()
     # The worker's baseline (its first batches under this load), and no
     # move under way: on a shared host other processes interfere too, and
     # INFaaS may already have moved the model for them (reported below).
@@ -154,14 +141,8 @@ try:
     print(f"2. migrated to {other} {t_moved:.1f}s after the hogs started (slowdown on {hot}"
           f" up to {sd_seen[0]:.2f} as published); the old copy unloaded; events: {ev};"
           f" policy {s1['policy']['applied']}")
-    load_on.clear()
-    th.join()
-    res = {k: sum(r.get(k, 0) for r in rounds)
-           for k in ("sent", "ok", "dropped", "rejected", "errors", "unfinished")}
-    if any("failed" in r for r in rounds) or res["ok"] < 1 or res["errors"] or \
-            res["unfinished"] or res["ok"] + res["dropped"] + res["rejected"] != res["sent"]:
-        fail(f"requests lost or failed: {res} {[r for r in rounds if 'failed' in r]}")
-    print(f"3. load ({len(rounds)} rounds of 4 s): {res['sent']} requests, {res['ok']} served,"
+    res = load.stop()
+    print(f"3. load ({len(load.rounds)} rounds of 4 s): {res['sent']} requests, {res['ok']} served,"
           f" {res['dropped']} dropped at their deadline, {res['errors']} errors")
     H.stop_clean()
     print("ok")
