@@ -29,6 +29,7 @@
 #include "cli/serve_role.h"
 #include "cli/worker_pipes.h"
 #include "cluster/registry.h"
+#include "control/fsutil.h"
 #include "runtime/slowdown.h"
 #include "server/model_fetch.h"
 
@@ -167,6 +168,7 @@ static void w_usage(FILE *f) {
           "  --registry URL   redis://HOST:PORT: register, heartbeat, publish the\n"
           "                   loaded models (lease: two heartbeats)\n"
           "  --controller URL http://HOST:PORT: fetch models missing from --repo\n"
+          "                   (created if it does not exist)\n"
           "  --advertise HOST address others reach this worker by (default --host)\n"
           "  --cores LIST     cores it runs on (\"0,2-3\"; the local provider pins\n"
           "                   them); their count is what its control plane fills\n"
@@ -448,7 +450,11 @@ int vr_cmd_worker(int argc, char **argv) {
   worker_role w = {0};
   w.heartbeat_ms = 1000;
   snprintf(w.host, sizeof w.host, "127.0.0.1");
+  const char *repo = NULL;
+  int fetch = 0;
   for (int i = 1; i + 1 < argc; i++) {
+    if (!strcmp(argv[i], "--repo")) repo = argv[i + 1];
+    if (!strcmp(argv[i], "--controller")) fetch = 1;
     if (!strcmp(argv[i], "--host") && strlen(argv[i + 1]) < sizeof w.host)
       snprintf(w.host, sizeof w.host, "%s", argv[i + 1]);
     if (!strcmp(argv[i], "--admin-token-file")) { /* serve reads it too */
@@ -456,6 +462,16 @@ int vr_cmd_worker(int argc, char **argv) {
       if (f && fgets(w.token, sizeof w.token, f)) w.token[strcspn(w.token, "\r\n \t")] = 0;
       if (f) fclose(f);
     }
+  }
+  /* A worker that fetches its models may start from nothing: its
+   * repository is where the fetched models go. */
+  vr_errbuf err = {0};
+  if (fetch && repo && !vr_path_exists(repo)) {
+    if (vr_mkdirs(repo, &err)) {
+      fprintf(stderr, "vario worker: --repo %s: %s\n", repo, err.msg);
+      return 1;
+    }
+    vr_info("created the repository %s for the models fetched from the controller", repo);
   }
   vr_cli_role role = {"vario worker", &w, w_arg, w_usage, w_defaults, w_start, w_stop, 0};
   role.cores = &w.ncores;

@@ -160,7 +160,8 @@ try:
     wrk = {}
     for w in ("w1", "w2"):
         wrepo = os.path.join(tmp, "repo-" + w)
-        os.makedirs(wrepo)
+        if w == "w1":  # w2's repository is created by the worker (it fetches its models)
+            os.makedirs(wrepo)
         wrk[w] = start(w, ["worker", "--worker-id", w, "--registry", url,
                            "--controller", f"http://127.0.0.1:{cport}", "--repo", wrepo,
                            "--heartbeat-ms", str(HB), "--admin-token-file", tokf])
