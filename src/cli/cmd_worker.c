@@ -296,7 +296,7 @@ static void wait_beat(worker_role *w, const struct timespec *ts) {
     if (w->tables_pending) {
       w->tables_pending = 0;
       pthread_mutex_unlock(&w->mu);
-      if (w->registered) wp_sync_now(&w->wp);
+      if (w->registered && w->wp_on) wp_sync_now(&w->wp);
       pthread_mutex_lock(&w->mu);
       continue;
     }
