@@ -193,7 +193,11 @@ try:
             break
         time.sleep(0.1)
     check(st == 404, f"a running server stops routing to a model removed by the CLI -> {st}")
-    st, r = http(port, "GET", "/v2/models/lin_up")
+    for _ in range(100):  # routing stops first; the unload follows once it drained
+        st, r = http(port, "GET", "/v2/models/lin_up")
+        if st == 404:
+            break
+        time.sleep(0.1)
     check(st == 404, f"and unloads it -> {st}")
 
     # Jobs: input uploaded, output fetched; the path is not shown.
