@@ -126,12 +126,15 @@ try:
     # replicas: a third worker leaves its tuner room for a second replica
     WORKERS = ["w1", "w2"] + (["w3"] if POLICY == "inferline" else [])
     wports = {}
-    for w in WORKERS:
+
+    def start_worker(w):
         log = open(os.path.join(tmp, f"{w}.log"), "w")
         procs.append(subprocess.Popen(
             [vario, "worker", "--registry", url, "--store", url, "--repo", repo, "--port", "0",
              "--port-file", os.path.join(tmp, f"{w}.port"), "--worker-id", w,
              "--heartbeat-ms", "300", "--insecure-admin"], stdout=log, stderr=log))
+    for w in WORKERS:
+        start_worker(w)
     for w in WORKERS:
         wports[w] = portfile(w)
     # Loki's headroom from the detector's stored profile, so that by plan
@@ -195,10 +198,10 @@ try:
             all(any(v["instances"] > 0 for v in t["variants"]) for t in pol["plan"]["tasks"])
     for w, port in wports.items():
         wait(lambda: following(port), f"worker {w} to follow the controller's plan", timeout=60)
-    # every planned stage served by some worker (ready in the registry)
-    wait(lambda: {s["model"] for s in pstate(cp)["plan"]["slots"]} <=
-         set().union(*worker_models(cp).values()), "every planned stage model loaded",
-         timeout=120)
+    def stages_loaded():  # every planned stage served by some worker (ready in the registry)
+        return {s["model"] for s in pstate(cp)["plan"]["slots"]} <= \
+            set().union(*worker_models(cp).values())
+    wait(stages_loaded, "every planned stage model loaded", timeout=120)
     print("   every worker follows the plan; every planned stage is loaded")
 
     # the plan's batch per slot caps the instances the workers hold
@@ -361,11 +364,7 @@ try:
     # per task (by Loki's model, 3 tasks on 2-core workers need two of
     # them; on less it plans a best effort that serves only part)
     spare = "w%d" % (len(WORKERS) + 1)
-    log = open(os.path.join(tmp, f"{spare}.log"), "w")
-    procs.append(subprocess.Popen(
-        [vario, "worker", "--registry", url, "--store", url, "--repo", repo, "--port", "0",
-         "--port-file", os.path.join(tmp, f"{spare}.port"), "--worker-id", spare,
-         "--heartbeat-ms", "300", "--insecure-admin"], stdout=log, stderr=log))
+    start_worker(spare)
     wports[spare] = portfile(spare)
     WORKERS.append(spare)
     wait(fe_has_pipelines, f"the front end to route pipelines to {spare} too")
@@ -384,9 +383,7 @@ try:
     t_kill = time.time()
     gone_w = wait(lambda: victim not in worker_models(cp), f"the controller to drop {victim}",
                   timeout=60)
-    wait(lambda: {s["model"] for s in pstate(cp)["plan"]["slots"]} <=
-         set().union(*worker_models(cp).values()),
-         "every planned stage model loaded on the workers left", timeout=120)
+    wait(stages_loaded, "every planned stage model loaded on the workers left", timeout=120)
     t_back = time.time() - t_kill
     out, _ = bench.communicate(timeout=180)
     procs.remove(bench)

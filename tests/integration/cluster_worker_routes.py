@@ -56,7 +56,7 @@ try:
         t0 = time.time()
         v = put(url, json.dumps(table))
         line = "routing table main v%d in use" % v
-        dt = h.wait(lambda: line in log_text(), "'%s' in the worker's log" % line, HB_MS / 1000 / 3)
+        h.wait(lambda: line in log_text(), "'%s' in the worker's log" % line, HB_MS / 1000 / 3)
         times.append((time.time() - t0) * 1000)
     print("propagation to the worker, ms (put-routes process included): " +
           " ".join("%.1f" % t for t in times))

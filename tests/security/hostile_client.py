@@ -187,17 +187,18 @@ try:
     r = subprocess.run([VARIO, "register", "--store", DB, "--remove", "lin_up"],
                        capture_output=True, text=True)
     check(r.returncode == 0, f"vario register --remove lin_up: {r.stderr.strip()}")
-    for _ in range(60):  # the control loop notices within a period (1 s)
-        st, r = http(port, "POST", "/v2/apps/fashion/infer", pin_up, token=None)
-        if st == 404:
-            break
-        time.sleep(0.1)
+    def until_404(call, tries):  # -> the last status, polled every 0.1 s
+        for _ in range(tries):
+            st = call()[0]
+            if st == 404:
+                break
+            time.sleep(0.1)
+        return st
+    # the control loop notices within a period (1 s)
+    st = until_404(lambda: http(port, "POST", "/v2/apps/fashion/infer", pin_up, token=None), 60)
     check(st == 404, f"a running server stops routing to a model removed by the CLI -> {st}")
-    for _ in range(100):  # routing stops first; the unload follows once it drained
-        st, r = http(port, "GET", "/v2/models/lin_up")
-        if st == 404:
-            break
-        time.sleep(0.1)
+    # routing stops first; the unload follows once the instance drained
+    st = until_404(lambda: http(port, "GET", "/v2/models/lin_up"), 100)
     check(st == 404, f"and unloads it -> {st}")
 
     # Jobs: input uploaded, output fetched; the path is not shown.
