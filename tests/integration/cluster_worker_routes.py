@@ -4,7 +4,9 @@ redis-server, one `vario worker` with a 30-s heartbeat, and tables
 stored with `vario cluster put-routes`. The worker must put each new
 version of table "main" in use well before its next heartbeat (the
 heartbeat re-read is only the fallback), and a malformed table must be
-refused without taking the worker down. Prints the propagation times.
+refused without taking the worker down; a --repo that cannot be created
+(for the models fetched from --controller) fails at start-up with a clear
+error. Prints the propagation times.
 Usage: cluster_worker_routes.py VARIO SOURCE_DIR   (exit 77: no redis-server)"""
 import json
 import os
@@ -72,6 +74,16 @@ try:
     procs[-1].terminate()
     if procs[-1].wait(60) != 0:
         h.fail("worker exit code %d" % procs[-1].returncode)
+    # --controller makes a missing --repo; one that cannot be made is a
+    # clear error at start-up, before anything listens
+    blocker = os.path.join(tmp, "a-file")
+    open(blocker, "w").close()
+    r = subprocess.run([vario, "worker", "--controller", "http://127.0.0.1:1", "--repo",
+                        os.path.join(blocker, "repo"), "--port", "0", "--insecure-admin"],
+                       capture_output=True, text=True, timeout=60)
+    if r.returncode == 0 or "--repo" not in r.stderr:
+        h.fail("a --repo that cannot be created: exit %d, %r" % (r.returncode, r.stderr[-300:]))
+    print("bad --repo:", r.stderr.strip().splitlines()[-1])
     print("PASS")
 finally:
     h.cleanup()
