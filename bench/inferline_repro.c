@@ -177,6 +177,8 @@ static int plan_bench(vr_il_sim *s, int n) {
   vr_il_stats st = {0};
   vr_errbuf err = {0};
   for (int i = 0; i < n; i++) {
+    vr_il_sim_forget(s); /* every round cold: no stage kept from the last */
+    s->est_stages_run = s->est_stages_reused = 0;
     int64_t a = now_ns(), b = cpu_ns();
     int rc = vr_il_plan(&s->pb, &c, &st, &err);
     t[i] = now_ns() - a;
@@ -191,11 +193,13 @@ static int plan_bench(vr_il_sim *s, int n) {
   qsort(u, n, sizeof *u, cmp_i64);
   printf("plan_s p50=%.3f max=%.3f cpu_s p50=%.3f max=%.3f estimates=%d "
          "memo_hits=%d iterations=%d "
-         "arrivals=%zu stages=%d cost_per_h=%.2f p99_ms=%.1f slo_ms=%.0f\n",
+         "arrivals=%zu stages=%d cost_per_h=%.2f p99_ms=%.1f slo_ms=%.0f "
+         "stages_run=%lld stages_reused=%lld\n",
          t[n / 2] / 1e9, t[n - 1] / 1e9, u[n / 2] / 1e9, u[n - 1] / 1e9,
          st.estimates, st.memo_hits,
          st.iterations, s->n, s->pb.nstages, c.cost_per_s * 3600, c.p99_ms,
-         s->pb.slo_ms);
+         s->pb.slo_ms, (long long)s->est_stages_run,
+         (long long)s->est_stages_reused);
   free(t), free(u);
   return 0;
 }

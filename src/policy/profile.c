@@ -73,27 +73,21 @@ int vr_profile_validate(const vr_profile *p, vr_errbuf *err) {
  * mirror the upper spread (bounded at half the median), because profiles
  * record only the median and the tail; above the last point we continue
  * its slope. With only p50 recorded the service time is deterministic. */
-static double slot_quantile(const vr_latency *p, int s, double q) {
-  double qs[3], vs[3];
+static void slot_prep(const vr_latency *p, int s, vr_lat_slot *o) {
   int n = 0;
-  qs[n] = 0.5, vs[n++] = p->p50_ms[s];
-  if (p->p90_ms[s] > 0) qs[n] = 0.9, vs[n++] = p->p90_ms[s];
-  if (p->p99_ms[s] > 0) qs[n] = 0.99, vs[n++] = p->p99_ms[s];
-  if (n == 1) return vs[0];
-  if (q <= 0.5) {
-    double lo = 2 * vs[0] - vs[1];
-    if (lo < 0.5 * vs[0]) lo = 0.5 * vs[0];
-    return lo + (vs[0] - lo) * (q / 0.5);
+  o->qs[n] = 0.5, o->vs[n++] = p->p50_ms[s];
+  if (p->p90_ms[s] > 0) o->qs[n] = 0.9, o->vs[n++] = p->p90_ms[s];
+  if (p->p99_ms[s] > 0) o->qs[n] = 0.99, o->vs[n++] = p->p99_ms[s];
+  o->n = n;
+  o->below = o->vs[0];
+  if (n > 1) {
+    double lo = 2 * o->vs[0] - o->vs[1];
+    o->below = lo < 0.5 * o->vs[0] ? 0.5 * o->vs[0] : lo;
   }
-  for (int i = 1; i < n; i++)
-    if (q <= qs[i])
-      return vs[i - 1] + (vs[i] - vs[i - 1]) * (q - qs[i - 1]) /
-                             (qs[i] - qs[i - 1]);
-  double slope = (vs[n - 1] - vs[n - 2]) / (qs[n - 1] - qs[n - 2]);
-  return vs[n - 1] + slope * (q - qs[n - 1]);
 }
 
-double vr_latency_ms(const vr_latency *p, int batch, double q) {
+void vr_lat_at_init(vr_lat_at *a, const vr_latency *p, int batch) {
+  memset(a, 0, sizeof *a);
   if (batch < 1) batch = 1;
   int lo = -1, hi = -1;
   for (int s = 0; s < VR_PROF_NB; s++) {
@@ -102,15 +96,26 @@ double vr_latency_ms(const vr_latency *p, int batch, double q) {
     if (b <= batch) lo = s;
     if (b >= batch && hi < 0) hi = s;
   }
-  if (lo < 0 && hi < 0) return INFINITY;
+  if (lo < 0 && hi < 0) return; /* kind 0: INFINITY */
   if (lo < 0) lo = hi; /* batch below the smallest measured: use it */
-  double vlo = slot_quantile(p, lo, q);
-  if (hi < 0) /* beyond the largest measured batch: scale per item */
-    return vlo * (double)batch / (double)(1 << lo);
-  if (hi == lo) return vlo;
-  double vhi = slot_quantile(p, hi, q);
-  double blo = 1 << lo, bhi = 1 << hi;
-  return vlo + (vhi - vlo) * ((double)batch - blo) / (bhi - blo);
+  slot_prep(p, lo, &a->lo);
+  a->batch = (double)batch;
+  a->blo = (double)(1 << lo);
+  if (hi < 0) { /* beyond the largest measured batch: scale per item */
+    a->kind = 2;
+    return;
+  }
+  a->kind = hi == lo ? 1 : 3;
+  if (hi != lo) {
+    slot_prep(p, hi, &a->hi);
+    a->bhi = (double)(1 << hi);
+  }
+}
+
+double vr_latency_ms(const vr_latency *p, int batch, double q) {
+  vr_lat_at a;
+  vr_lat_at_init(&a, p, batch);
+  return vr_lat_at_ms(&a, q);
 }
 
 double vr_latency_tail_ms(const vr_latency *p, int batch) {

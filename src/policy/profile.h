@@ -14,6 +14,7 @@
 #define VR_POLICY_PROFILE_H
 
 #include <jansson.h>
+#include <math.h>
 #include <stdint.h>
 
 #include "vario/status.h"
@@ -47,6 +48,48 @@ void vr_latency_init(vr_latency *l);
  * Quantiles between recorded ones are interpolated too (see .c). INFINITY
  * when nothing is measured. */
 double vr_latency_ms(const vr_latency *l, int batch, double q);
+
+/* vr_latency_ms at one batch size, prepared: the slots it interpolates
+ * between and their recorded quantiles, for a caller that draws many
+ * quantiles of one batch size (a simulator's service times).
+ * vr_latency_ms(l, b, q) is vr_lat_at_ms(&a, q) after vr_lat_at_init(&a,
+ * l, b): one code, the same arithmetic, the same bits. */
+typedef struct vr_lat_slot {
+  int n;           /* recorded quantiles: p50, then p90, p99 if present */
+  double qs[3], vs[3];
+  double below;    /* the value extrapolated at q -> 0 */
+} vr_lat_slot;
+typedef struct vr_lat_at {
+  int kind;        /* 0 nothing measured; 1 one slot; 2 per item beyond
+                      the largest slot; 3 between two slots */
+  vr_lat_slot lo, hi;
+  double batch, blo, bhi;
+} vr_lat_at;
+
+void vr_lat_at_init(vr_lat_at *a, const vr_latency *l, int batch);
+
+/* A slot's latency at quantile q: linear between recorded quantiles,
+ * down to `below` under the median, the last slope above the top one. */
+static inline double vr_lat_slot_ms(const vr_lat_slot *s, double q) {
+  if (s->n == 1) return s->vs[0];
+  if (q <= 0.5) return s->below + (s->vs[0] - s->below) * (q / 0.5);
+  for (int i = 1; i < s->n; i++)
+    if (q <= s->qs[i])
+      return s->vs[i - 1] + (s->vs[i] - s->vs[i - 1]) * (q - s->qs[i - 1]) /
+                                (s->qs[i] - s->qs[i - 1]);
+  int n = s->n;
+  double slope = (s->vs[n - 1] - s->vs[n - 2]) / (s->qs[n - 1] - s->qs[n - 2]);
+  return s->vs[n - 1] + slope * (q - s->qs[n - 1]);
+}
+
+static inline double vr_lat_at_ms(const vr_lat_at *a, double q) {
+  if (a->kind == 0) return INFINITY;
+  double vlo = vr_lat_slot_ms(&a->lo, q);
+  if (a->kind == 1) return vlo;
+  if (a->kind == 2) return vlo * a->batch / a->blo;
+  double vhi = vr_lat_slot_ms(&a->hi, q);
+  return vlo + (vhi - vlo) * (a->batch - a->blo) / (a->bhi - a->blo);
+}
 
 /* The conservative "tail": p99 if recorded, else p90, else p50. */
 double vr_latency_tail_ms(const vr_latency *l, int batch);

@@ -15,7 +15,8 @@ void vr_heap_free(vr_heap *h) {
 }
 
 static inline int before(const vr_event *a, const vr_event *b) {
-  return a->t_ns < b->t_ns || (a->t_ns == b->t_ns && a->seq < b->seq);
+  if (a->t_ns != b->t_ns) return a->t_ns < b->t_ns;
+  return a->rank != b->rank ? a->rank < b->rank : a->seq < b->seq;
 }
 
 int vr_heap_push(vr_heap *h, vr_event e) {

@@ -1,6 +1,7 @@
 /*
- * Binary min-heap of simulator events ordered by (time, seq): equal times
- * pop in insertion order, so a run is deterministic. Owns its array.
+ * Binary min-heap of simulator events ordered by (time, rank, seq): equal
+ * times pop by rank, then in insertion order, so a run is deterministic.
+ * Owns its array.
  */
 #ifndef VR_SIM_HEAP_H
 #define VR_SIM_HEAP_H
@@ -15,6 +16,9 @@ typedef struct vr_event {
   int32_t a;   /* event-specific: stream index, ... */
   void *p;     /* event-specific: instance, worker */
   int64_t gen; /* generation tag to ignore stale events */
+  uint32_t rank; /* among equal times, lower first (0 for most events;
+                    psim's stage streams: the task's depth, so a parent's
+                    completions precede its children's at the same time) */
 } vr_event;
 
 typedef struct vr_heap {

@@ -7,6 +7,7 @@
 
 #include "base/alloc.h"
 #include "sim/psim_ctl.h"
+#include "sim/psim_stage.h"
 
 static const char *const k_policies[VR_ILP__COUNT] = {
     "inferline", "inferline_plan", "cg_peak", "cg_mean", "cg_peak_static",
@@ -29,9 +30,15 @@ static double wall_s(void) {
 }
 
 void vr_il_sim_free(vr_il_sim *s) {
+  vr_psim_stages_free(s->stages);
   vr_pipe_data_free(&s->data);
   vr_free(s->t);
   memset(s, 0, sizeof *s);
+}
+
+void vr_il_sim_forget(vr_il_sim *s) {
+  vr_psim_stages_free(s->stages);
+  s->stages = NULL;
 }
 
 /* The most accurate variant of task t (ties: the first). */
@@ -253,6 +260,8 @@ int vr_il_sim_sample(vr_il_sim *s, const vr_workload *w, double duration_s,
                      uint64_t seed, vr_errbuf *err) {
   vr_free(s->t);
   s->t = NULL;
+  vr_psim_stages_free(s->stages); /* its results are the old sample's */
+  s->stages = NULL;
   int rc = vr_il_sim_arrivals(w, duration_s, seed, &s->t, &s->n, err);
   if (rc) return rc;
   if (s->n < 2)
@@ -276,18 +285,26 @@ int vr_il_sim_plan(const vr_il_sim *s, const vr_il_config *cfg,
   return 0;
 }
 
-static int workers_of(const vr_il_config *cfg) {
-  int w = 0;
-  for (int t = 0; t < cfg->nstages; t++) w += cfg->st[t].replicas;
-  return w;
-}
-
 static vr_psim_cfg psim_cfg(const vr_il_sim *s, vr_workload *wl, double dur,
                             uint64_t seed, int noise) {
   return (vr_psim_cfg){.data = &s->data, .arrivals = wl, .workers = 1,
                        .duration_s = dur, .tick_s = 1, .seed = seed,
                        .noise = noise, .max_queue = 4096,
-                       .drop_mode = VR_EDROP_NONE, .ctl_period_s = 10};
+                       .drop_mode = VR_EDROP_NONE, .ctl_period_s = 10,
+                       .stage_rng = 1};
+}
+
+/* The estimator's engine for the sample: psim stage by stage (sim/
+ * psim_stage.h), which keeps the stages a candidate does not change. */
+static int stages_for(vr_il_sim *s, vr_errbuf *err) {
+  if (s->stages && s->est_stages_noise == s->est_noise) return 0;
+  vr_psim_stages_free(s->stages);
+  s->stages = NULL;
+  vr_psim_stages_cfg c = {.data = &s->data, .t = s->t, .n = s->n,
+                          .duration_s = s->sample_s, .seed = s->seed,
+                          .noise = s->est_noise, .max_queue = 4096};
+  s->est_stages_noise = s->est_noise;
+  return vr_psim_stages_new(&c, &s->stages, err);
 }
 
 int vr_il_sim_estimate(void *ctx, const vr_il_problem *pb,
@@ -297,36 +314,29 @@ int vr_il_sim_estimate(void *ctx, const vr_il_problem *pb,
   vr_il_sim *s = ctx;
   if (!s->sample) return VR_ESTATE;
   double t0 = wall_s();
-  vr_pipe_plan plan;
-  int rc = vr_il_sim_plan(s, cfg, &plan);
-  if (rc) return rc;
-  vr_workload wl = *s->sample;
-  wl.f = NULL;
-  vr_psim_cfg c = psim_cfg(s, &wl, s->sample_s, s->seed, s->est_noise);
-  c.workers = workers_of(cfg);
-  c.plan = &plan;
-  /* the arrivals vr_il_sim_sample drew by psim's rule: replayed, not
-   * drawn again on every run */
-  c.replay_ns = s->t;
-  c.replay_n = s->n;
-  /* P99 (psim: the latency at rank floor(0.99 n)) is above above_ms as
-   * soon as n - floor(0.99 n) queries took longer: stop there.
-   * Infeasible candidates, most of what the planner tries, then cost a
-   * fraction of a run instead of simulating queues that grow until psim
-   * gives up; so do batch raises that cannot beat the best one found. */
-  c.stop_bad = (int64_t)s->n - (int64_t)floor(0.99 * (double)s->n);
-  c.stop_above_ms = above_ms;
-  vr_psim_summary sum;
   vr_errbuf err;
-  rc = vr_psim_run(&c, NULL, &sum, &err);
+  int rc = stages_for(s, &err);
+  if (rc) return rc;
+  vr_pipe_plan plan;
+  if ((rc = vr_il_sim_plan(s, cfg, &plan))) return rc;
+  /* The same run as vr_psim_run over the replayed sample with this plan
+   * (psim_cfg above, one worker per replica). P99 (the latency at rank
+   * floor(0.99 n)) is above above_ms as soon as n - floor(0.99 n)
+   * queries took longer: stop there. Infeasible candidates, most of what
+   * the planner tries, then cost a fraction of a run instead of
+   * simulating queues that grow until psim gives up; so do batch raises
+   * that cannot beat the best one found. */
+  vr_psim_stages_result r;
+  rc = vr_psim_stages_run(s->stages, &plan,
+                          (int64_t)s->n - (int64_t)floor(0.99 * (double)s->n),
+                          above_ms, &r, &err);
   vr_pipe_plan_free(&plan);
   if (rc) return rc;
-  /* a drop, or a query still unfinished when psim gave up on runaway
-   * queues, is a miss of unbounded latency */
-  *p99_ms = sum.stopped || sum.dropped || sum.ok + sum.late < (int64_t)s->n
-                ? INFINITY
-                : sum.p99_ms;
-  vr_psim_summary_free(&sum);
+  /* a drop, or a query still unfinished when psim would give up on
+   * runaway queues, is a miss of unbounded latency */
+  *p99_ms = r.stopped || r.dropped || r.unfinished ? INFINITY : r.p99_ms;
+  s->est_stages_run += r.stages_run;
+  s->est_stages_reused += r.stages_reused;
   s->est_wall_s += wall_s() - t0;
   return 0;
 }

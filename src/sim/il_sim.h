@@ -47,6 +47,10 @@ typedef struct vr_il_sim {
                          from the profiles' percentiles with the sample's
                          seed, as serving does (still deterministic: the
                          same configuration, the same draws); 0: p50 */
+  struct vr_psim_stages *stages; /* the estimator (sim/psim_stage.h), for
+                                    the sample and est_stages_noise */
+  int est_stages_noise;
+  int64_t est_stages_run, est_stages_reused; /* stages simulated, reused */
 } vr_il_sim;
 
 /* Derives the problem from pipeline data per hardware option (same
@@ -56,6 +60,9 @@ int vr_il_sim_init(vr_il_sim *s, const vr_pipe_data *const *by_hw,
                    const char *const *hw_names, const double *price_per_s,
                    int nhw, vr_errbuf *err);
 void vr_il_sim_free(vr_il_sim *s);
+/* Drops the stage results the estimator keeps between calls (the next
+ * estimate starts cold, as the first after vr_il_sim_sample does). */
+void vr_il_sim_forget(vr_il_sim *s);
 
 /* The same from a serving view (the live pipeline's tasks with their
  * registered variants, prof per slot in task order): per task the options

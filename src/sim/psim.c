@@ -28,6 +28,7 @@ const char *vr_pdrop_name(int r) {
 static int push(psim *s, int64_t t, int kind, int32_t a) {
   vr_event e = {.t_ns = t, .kind = kind, .a = a};
   if (kind == EV_DONE || kind == EV_READY) e.gen = INST(s, a)->gen;
+  if (kind == EV_DONE && s->cfg->stage_rng) e.rank = s->depth[INST(s, a)->task];
   if (vr_heap_push(&s->heap, e))
     return vr_errf(s->err, VR_ENOMEM, "psim: out of memory");
   return 0;
@@ -184,8 +185,8 @@ int vr__psim_run(psim *s, int ii, int nb) {
     maybe_retire(s, in);
     return 0;
   }
-  double q = s->cfg->noise ? 0.01 + 0.98 * vr_rng_unif(&s->rng) : 0.5;
-  double ms = slot_lat(s, in->slot, nb, q);
+  vr_rng *g = s->cfg->stage_rng ? &s->trng[in->task] : &s->rng;
+  double ms = slot_lat(s, in->slot, nb, vr__psim_quantile(g, s->cfg->noise));
   return push(s, s->now + (int64_t)(ms * 1e6), EV_DONE, ii);
 }
 
@@ -227,8 +228,59 @@ static int poisson(vr_rng *r, double mean) {
   return k - 1;
 }
 
-/* Sends one output of request `ri` (just finished) to child index c. */
-static int forward(psim *s, int32_t ri, int c, int region) {
+double vr__psim_quantile(vr_rng *r, int noise) {
+  return noise ? 0.01 + 0.98 * vr_rng_unif(r) : 0.5;
+}
+
+int vr__psim_fan_count(vr_rng *r, const vr_pipe_variant *pv, int exact) {
+  return exact ? (int)pv->mult + (vr_rng_unif(r) < pv->mult - (int)pv->mult)
+               : poisson(r, pv->mult);
+}
+
+int vr__psim_fan_child(vr_rng *r, const vr_pipe_variant *pv, int nchildren) {
+  double u = vr_rng_unif(r);
+  for (int c = 0; c < nchildren; c++) {
+    if (u < pv->share[c]) return c;
+    u -= pv->share[c];
+  }
+  return -1;
+}
+
+/* splitmix64's finaliser: a well-mixed 64-bit value of x */
+static uint64_t mix64(uint64_t x) {
+  return vr_splitmix64(&x);
+}
+
+uint64_t vr__psim_id_root(uint64_t seed, int64_t query) {
+  return mix64(mix64(seed ^ 0x51a9e5ULL) + (uint64_t)query);
+}
+
+uint64_t vr__psim_id_child(uint64_t id, int j) {
+  return mix64(id + 0x632be59bd9b4e019ULL * (uint64_t)(j + 1));
+}
+
+void vr__psim_task_rng(vr_rng *r, uint64_t seed, int task) {
+  vr_rng_seed(r, mix64(seed ^ 0x7a5cULL) + (uint64_t)task);
+}
+
+void vr__psim_depths(const vr_pipeline *p, uint32_t *depth) {
+  for (int t = 0; t < p->ntasks; t++) { /* walk up: pipelines are shallow */
+    uint32_t d = 0;
+    for (int u = p->tasks[t].parent; u >= 0 && d <= (uint32_t)p->ntasks;
+         u = p->tasks[u].parent)
+      d++;
+    depth[t] = d;
+  }
+}
+
+/* A routing draw of request `id` (stage streams) */
+static double id_unif(uint64_t id) {
+  return (double)(mix64(id ^ 0x2f07ULL) >> 11) * 0x1.0p-53;
+}
+
+/* Sends one output of request `ri` (just finished) to child index c; the
+ * new request's identity is id (stage streams). */
+static int forward(psim *s, int32_t ri, int c, int region, uint64_t id) {
   preq *r = REQ(s, ri);
   const vr_pipe_task *t = &s->p->tasks[r->task];
   int ct = t->children[c];
@@ -242,11 +294,13 @@ static int forward(psim *s, int32_t ri, int c, int region) {
   n->task = (int16_t)ct;
   n->region = region;
   n->slot = -1;
+  n->id = id;
   if (s->cfg->live_rules) return vr__psim_live_hop(s, ni, 0);
   double budget = vr_pipe_hop_budget_ms(&s->plan, &s->routes, s->prof, r->slot);
   n->budget_sum = r->budget_sum + (float)budget;
-  int to = vr_pipe_route_pick(s->p, &s->routes, ct, r->slot,
-                              vr_rng_unif(&s->rng));
+  int to = vr_pipe_route_pick(
+      s->p, &s->routes, ct, r->slot,
+      s->cfg->stage_rng ? id_unif(id) : vr_rng_unif(&s->rng));
   if (to < 0) {
     s->sum->task[ct].requests++;
     vr__psim_end(s, ni, VR_PDROP_NO_INSTANCE);
@@ -299,24 +353,23 @@ static int on_done(psim *s, int ii) {
           break;
         }
         s->outputs[slot]++;
-        rc = forward(s, ri, em[j].child, em[j].region);
+        rc = forward(s, ri, em[j].child, em[j].region,
+                     vr__psim_id_child(REQ(s, ri)->id, j));
         sent++;
       }
     } else if (t->nchildren) {
-      int k = s->cfg->fanout_exact
-                  ? (int)pv->mult + (vr_rng_unif(&s->rng) < pv->mult - (int)pv->mult)
-                  : poisson(&s->rng, pv->mult);
+      /* stage streams: the request's own stream, so its outputs do not
+       * depend on what else the run drew before */
+      vr_rng own, *g = &s->rng;
+      uint64_t id = REQ(s, ri)->id;
+      if (s->cfg->stage_rng) vr_rng_seed(&own, id), g = &own;
+      int k = vr__psim_fan_count(g, pv, s->cfg->fanout_exact);
       s->outputs[slot] += k;
       for (int j = 0; !rc && j < k; j++) {
-        double u = vr_rng_unif(&s->rng);
-        for (int c = 0; c < t->nchildren; c++) {
-          if (u < pv->share[c]) {
-            rc = forward(s, ri, c, -1);
-            sent++;
-            break;
-          }
-          u -= pv->share[c];
-        }
+        int c = vr__psim_fan_child(g, pv, t->nchildren);
+        if (c < 0) continue; /* it leaves the pipeline */
+        rc = forward(s, ri, c, -1, vr__psim_id_child(id, j));
+        sent++;
       }
     }
     if (!rc) {
@@ -359,11 +412,14 @@ static int on_arrival(psim *s, const vr_req *rq) {
   r->task = 0;
   r->region = -1;
   r->slot = -1;
+  r->id = vr__psim_id_root(s->cfg->seed, qi);
   if (s->cfg->live_rules) {
     r->acc = 1;
     return vr__psim_live_hop(s, ri, 1);
   }
-  int to = vr_pipe_route_pick(s->p, &s->routes, 0, -1, vr_rng_unif(&s->rng));
+  int to = vr_pipe_route_pick(
+      s->p, &s->routes, 0, -1,
+      s->cfg->stage_rng ? id_unif(r->id) : vr_rng_unif(&s->rng));
   if (to < 0) {
     s->sum->task[0].requests++;
     vr__psim_end(s, ri, VR_PDROP_NO_INSTANCE);
@@ -557,6 +613,10 @@ static int setup(psim *s, const vr_psim_cfg *c, vr_psim_summary *sum,
   s->cfg = c, s->p = c->data->pipe, s->prof = c->data->prof;
   s->sum = sum, s->err = err, s->free_req = -1;
   vr_rng_seed(&s->rng, c->seed);
+  if (c->stage_rng) {
+    for (int t = 0; t < s->p->ntasks; t++) vr__psim_task_rng(&s->trng[t], c->seed, t);
+    vr__psim_depths(s->p, s->depth);
+  }
   vr_heap_init(&s->heap);
   vr_vec_init(&s->reqs, sizeof(preq));
   vr_vec_init(&s->queries, sizeof(pquery));

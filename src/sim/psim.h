@@ -185,6 +185,15 @@ typedef struct vr_psim_cfg {
                                0: they read only the arrival time; a
                                query's deadline is the pipeline's SLO) */
   size_t replay_n;
+  /* 1: stage streams. Each task draws its service times from a stream of
+   * its own, a request draws its fan-out (and routing) from a stream of
+   * its identity (its root query and its output index at each hop), and
+   * among events at the same time a parent's completions go before its
+   * children's. A stage's results then depend only on its own config and
+   * the requests that reach it, so vr_psim_stages (sim/psim_stage.h)
+   * gives the same answers stage by stage and reuses the stages a new
+   * plan keeps. The same model as 0, another sample of its draws. */
+  int stage_rng;
 } vr_psim_cfg;
 
 typedef struct vr_psim_row {

@@ -19,6 +19,7 @@ typedef struct preq {
   float acc;        /* product of accuracies along the path so far */
   float budget_sum; /* budgets of the tasks done so far (ms) */
   int64_t enq_ns;   /* when it joined this task's queue */
+  uint64_t id;      /* stage streams: its identity (vr__psim_id_*) */
 } preq;
 
 typedef struct pquery {
@@ -43,6 +44,8 @@ typedef struct psim {
   const vr_pipeline *p;
   const vr_profile *prof;
   vr_rng rng;
+  vr_rng trng[VR_PIPE_MAX_TASKS];     /* stage streams: per task */
+  uint32_t depth[VR_PIPE_MAX_TASKS];  /* stage streams: event rank */
   vr_heap heap;
   vr_vec reqs;   /* preq pool */
   int32_t free_req;
@@ -91,6 +94,20 @@ void vr__psim_end(psim *s, int32_t ri, int reason);
 int vr__psim_run(psim *s, int ii, int nb);
 /* Starts a batch on a free instance (by the rules in force). */
 int vr__psim_start(psim *s, int ii);
+
+/* The draws both engines make (psim.c and, with stage streams,
+ * psim_stage.c), from one place so the two stay the same:
+ * outputs of a request served on pv, the child index of one output (-1:
+ * it leaves the pipeline), the service-time quantile of a batch, the
+ * identities of a root query's request and of output j of request id, a
+ * task's service-time stream, and the tasks' depths (root 0). */
+int vr__psim_fan_count(vr_rng *r, const vr_pipe_variant *pv, int exact);
+int vr__psim_fan_child(vr_rng *r, const vr_pipe_variant *pv, int nchildren);
+double vr__psim_quantile(vr_rng *r, int noise);
+uint64_t vr__psim_id_root(uint64_t seed, int64_t query);
+uint64_t vr__psim_id_child(uint64_t id, int j);
+void vr__psim_task_rng(vr_rng *r, uint64_t seed, int task);
+void vr__psim_depths(const vr_pipeline *p, uint32_t *depth);
 
 /* Sorts n floats (no NaN) ascending in linear time; tmp holds n. */
 void vr__psim_sort_floats(float *a, float *tmp, size_t n);
