@@ -20,7 +20,7 @@ static char dir[256];
 /* Writes the data set: NULL-terminated (relative path, text) pairs. */
 static int write_files(const char *const *kv) {
   const char *sub[] = {"", "/apps", "/model_variants", "/model_variants/demo",
-                       "/profiling"};
+                       "/model_variants/deep", "/profiling"};
   char path[512];
   for (size_t i = 0; i < sizeof sub / sizeof *sub; i++) {
     snprintf(path, sizeof path, "%s%s", dir, sub[i]);
@@ -69,11 +69,27 @@ static int setup_dir(void **st) {
       "15,face_a,gpu,1,3,3,4,4\n"
       "16,face_a,gpu,2,5,5,6,6\n"
       "17,face_a,cpu,1,6,6,7,7\n"
-      "18,face_a,cpu,2,11,11,12,12\n",
+      "18,face_a,cpu,2,11,11,12,12\n"
+      "19,tail_a,gpu,1,2,2,3,3\n"
+      "20,tail_a,gpu,2,3,3,4,4\n",
       "profiling/branching.csv",
-      ",model,mult_factor,cls,face\n"
-      "0,det_s,2,0.5,0.5\n"
-      "1,det_l,3,0.6666667,0.3333333\n",
+      ",model,mult_factor,cls,face,tail\n"
+      "0,det_s,2,0.5,0.5,0\n"
+      "1,det_l,3,0.6666667,0.3333333,0\n"
+      "2,cls_a,1.5,0,0,0.8\n",
+      /* three levels: det -> cls -> tail, and face (demo's cls is a leaf) */
+      "apps/deep.json",
+      "{\"appName\":\"deep\",\"latencySLOInMSec\":150,\"root\":{"
+      "\"task\":\"det\",\"model_variants\":[\"det_l\"],"
+      "\"children\":[{\"task\":\"cls\",\"label\":1,"
+      "\"model_variants\":[\"cls_a\"],\"children\":[{\"task\":\"tail\","
+      "\"model_variants\":[\"tail_a\"],\"children\":[]}]},"
+      "{\"task\":\"face\",\"label\":0,\"model_variants\":[\"face_a\"],"
+      "\"children\":[]}]}}",
+      "model_variants/deep/det", "det_l,100\n",
+      "model_variants/deep/cls", "cls_a,100\n",
+      "model_variants/deep/tail", "tail_a,100\n",
+      "model_variants/deep/face", "face_a,100\n",
       NULL};
   return write_files(files);
 }
@@ -580,6 +596,60 @@ static void test_stages_equal_times(void **st) {
   unload(&f);
 }
 
+/* Three levels (det -> cls -> tail, and face): a middle task passes its
+ * requests' identities on, so its children's fan-out draws match psim's
+ * too. */
+static void test_stages_three_levels(void **st) {
+  (void)st;
+  vr_errbuf err = {0};
+  vr_pipe_data d;
+  assert_int_equal(vr_loki_load(dir, "deep", "gpu", &d, &err), 0);
+  assert_int_equal(d.pipe->ntasks, 4);
+  int cls = vr_pipeline_task(d.pipe, "cls"), tail = vr_pipeline_task(d.pipe, "tail");
+  assert_int_equal(d.pipe->tasks[cls].nchildren, 1);
+  assert_true(d.pipe->tasks[cls].variants[0].mult == 1.5);
+  vr_workload w = vr_wl_gamma(40, 4);
+  int64_t *t;
+  size_t n;
+  assert_int_equal(vr_il_sim_arrivals(&w, 30, 5, &t, &n, &err), 0);
+  vr_psim_stages_cfg sc = {.data = &d, .t = t, .n = n, .duration_s = 30,
+                           .seed = 5, .noise = 1, .max_queue = 4096};
+  vr_psim_stages *ps;
+  assert_int_equal(vr_psim_stages_new(&sc, &ps, &err), 0);
+  int inst[4] = {2, 2, 1, 1}, batch[4] = {1, 2, 1, 1}, reused = 0;
+  for (int i = 0; i < 24; i++) {
+    int m = i % 4;
+    if (i >= 4) { /* one task at a time, so the others are kept */
+      inst[m] = 1 + (inst[m] + i) % 3;
+      batch[m] = 1 << ((batch[m] + i) % 2);
+    }
+    vr_pipe_plan plan;
+    assert_int_equal(vr_pipe_plan_init(&plan, d.pipe), 0);
+    for (int k = 0; k < 4; k++) vr_pipe_plan_set(&plan, d.prof, k, 0, inst[k], batch[k]);
+    vr_workload wl = w;
+    vr_psim_cfg pc = {.data = &d, .arrivals = &wl, .workers = 100,
+                      .duration_s = 30, .tick_s = 1, .seed = 5, .noise = 1,
+                      .max_queue = 4096, .ctl_period_s = 10, .plan = &plan,
+                      .replay_ns = t, .replay_n = n, .stage_rng = 1};
+    vr_psim_summary sum;
+    vr_psim_stages_result r;
+    assert_int_equal(vr_psim_run(&pc, NULL, &sum, &err), 0);
+    assert_int_equal(vr_psim_stages_run(ps, &plan, 0, 0, &r, &err), 0);
+    assert_int_equal(r.dropped, sum.dropped > 0);
+    assert_int_equal(r.late, sum.late);
+    assert_true(r.p50_ms == sum.p50_ms);
+    assert_true(r.p99_ms == sum.p99_ms);
+    assert_true(sum.task[tail].served > 0);
+    reused += r.stages_reused;
+    vr_psim_summary_free(&sum);
+    vr_pipe_plan_free(&plan);
+  }
+  assert_true(reused > 24);
+  vr_psim_stages_free(ps);
+  vr_free(t);
+  vr_pipe_data_free(&d);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_problem_from_data),
@@ -593,6 +663,7 @@ int main(void) {
       cmocka_unit_test(test_init_view),
       cmocka_unit_test(test_stages_match_psim),
       cmocka_unit_test(test_stages_equal_times),
+      cmocka_unit_test(test_stages_three_levels),
   };
   return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
 }
