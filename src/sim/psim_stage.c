@@ -2,7 +2,7 @@
  * one instance (shortest queue, FIFO batches of what is queued, service
  * time from the profile) are psim.c's; the draws are psim.c's helpers
  * (psim_int.h), so the two engines cannot drift apart silently:
- * test_psim_stage runs both. */
+ * unit_test_inferline_sim's test_stages_* run both, request for request. */
 #include "sim/psim_stage.h"
 
 #include <string.h>

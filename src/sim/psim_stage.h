@@ -7,8 +7,9 @@
  * InferLine's planner (policy/inferline.h) changes one stage per
  * candidate, and its estimator (sim/il_sim.h) is this.
  *
- * Same answers as vr_psim_run (test_psim_stage checks it request for
- * request: P50, P99, late, dropped, early stop) for the runs it accepts:
+ * Same answers as vr_psim_run (unit_test_inferline_sim's test_stages_*
+ * check it request for request: P50, P99, late, dropped, early stop) for
+ * the runs it accepts:
  * replayed root arrivals, a static plan with every task's instances of
  * one variant, Loki's rules with drop mode none, drawn fan-out, instances
  * serving from t = 0 (load_s 0 or warm start, workers enough for the
