@@ -10,7 +10,12 @@
 #include "base/alloc.h"
 #include "sim/psim_int.h"
 
-#define WAYS 4 /* results kept per task */
+#define WAYS 4 /* results kept per task, at most */
+/* Kept results hold at least 8 bytes per query and task each (its ends),
+ * more for a parent (its children's requests): fewer ways per task when
+ * a long trace meets a wide pipeline, down to one (then every candidate
+ * re-runs the stages it changes and those under them, nothing more). */
+#define KEEP_BYTES ((size_t)1 << 30)
 
 /* Requests one stage sent to one child, in the order they reached it. */
 typedef struct list {
@@ -41,7 +46,8 @@ struct vr_psim_stages {
   const vr_pipeline *p;
   int order[VR_PIPE_MAX_TASKS]; /* preorder */
   int cidx[VR_PIPE_MAX_TASKS];  /* index among its parent's children */
-  entry *cache;                 /* ntasks * WAYS */
+  int ways;                     /* 1..WAYS */
+  entry *cache;                 /* ntasks * WAYS, `ways` used per task */
   uint64_t clock, serials;
   uint64_t *root_id;
   int64_t *qlast;   /* this run: per query, its latest request end */
@@ -102,6 +108,10 @@ int vr_psim_stages_new(const vr_psim_stages_cfg *cfg, vr_psim_stages **out,
   s->p = cfg->data->pipe;
   preorder(s);
   s->cache = VR_NEWN(entry, (size_t)s->p->ntasks * WAYS);
+  size_t per_way = (size_t)s->p->ntasks * cfg->n * sizeof(int64_t);
+  s->ways = per_way * WAYS <= KEEP_BYTES ? WAYS
+            : per_way >= KEEP_BYTES / 2 ? 1 : (int)(KEEP_BYTES / per_way);
+  if (s->ways > WAYS) s->ways = WAYS;
   s->root_id = VR_NEWN(uint64_t, cfg->n);
   s->qlast = VR_NEWN(int64_t, cfg->n);
   s->lat = VR_NEWN(float, cfg->n);
@@ -330,7 +340,7 @@ static int task_slot(const vr_pipe_plan *plan, int t) {
 
 static entry *lookup(vr_psim_stages *s, int t, const key *k) {
   entry *w = &s->cache[t * WAYS];
-  for (int i = 0; i < WAYS; i++)
+  for (int i = 0; i < s->ways; i++)
     if (w[i].stamp && !memcmp(&w[i].k, k, sizeof *k)) return &w[i];
   return NULL;
 }
@@ -338,7 +348,7 @@ static entry *lookup(vr_psim_stages *s, int t, const key *k) {
 /* The least recently used entry of task t, emptied for k. */
 static entry *fill(vr_psim_stages *s, int t, const key *k) {
   entry *w = &s->cache[t * WAYS], *e = &w[0];
-  for (int i = 1; i < WAYS; i++)
+  for (int i = 1; i < s->ways; i++)
     if (w[i].stamp < e->stamp) e = &w[i];
   if (!e->qend && !(e->qend = VR_NEWN(int64_t, s->c.n))) return NULL;
   memset(e->qend, 0, s->c.n * sizeof *e->qend);
