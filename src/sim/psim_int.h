@@ -95,12 +95,13 @@ int vr__psim_run(psim *s, int ii, int nb);
 /* Starts a batch on a free instance (by the rules in force). */
 int vr__psim_start(psim *s, int ii);
 
-/* The draws both engines make (psim.c and, with stage streams,
- * psim_stage.c), from one place so the two stay the same:
+/* psim_draw.c: the draws both engines make (psim.c and, with stage
+ * streams, psim_stage.c), from one place so the two stay the same:
  * outputs of a request served on pv, the child index of one output (-1:
  * it leaves the pipeline), the service-time quantile of a batch, the
  * identities of a root query's request and of output j of request id, a
- * task's service-time stream, and the tasks' depths (root 0). */
+ * task's service-time stream, the tasks' depths (root 0), and the
+ * routing draw of request id (stage streams). */
 int vr__psim_fan_count(vr_rng *r, const vr_pipe_variant *pv, int exact);
 int vr__psim_fan_child(vr_rng *r, const vr_pipe_variant *pv, int nchildren);
 double vr__psim_quantile(vr_rng *r, int noise);
@@ -108,6 +109,7 @@ uint64_t vr__psim_id_root(uint64_t seed, int64_t query);
 uint64_t vr__psim_id_child(uint64_t id, int j);
 void vr__psim_task_rng(vr_rng *r, uint64_t seed, int task);
 void vr__psim_depths(const vr_pipeline *p, uint32_t *depth);
+double vr__psim_route_u(uint64_t id);
 
 /* Sorts n floats (no NaN) ascending in linear time; tmp holds n. */
 void vr__psim_sort_floats(float *a, float *tmp, size_t n);
