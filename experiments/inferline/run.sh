@@ -11,18 +11,8 @@
 # OUT/inferline_spike.txt (+ per-tick CSVs) and three plots,
 # OUT/exp_inferline_{cost,miss,spike}.png (gnuplot).
 set -e
-DATA=${1:?usage: $0 DATA_DIR [OUT]}
-OUT=${2:-experiments/results/inferline}
-BIN=${BIN:-build/bench/bench_inferline_repro}
-APP=traffic_analysis
-if [ ! -f "$DATA/apps/$APP.json" ]; then
-  echo "inferline experiments: skipped: no $DATA/apps/$APP.json" >&2
-  exit 0
-fi
-[ -x "$BIN" ] || { cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null &&
-  cmake --build build -j "$(nproc)" --target bench_inferline_repro >/dev/null; }
-mkdir -p "$OUT"
-field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p"; }
+. experiments/inferline/lib.sh
+il_setup "inferline experiments" "$@"
 # sweep DATA_DIR APP RATE ACCEL SLOS -> rows "cv slo policy cost miss p99"
 sweep() {
   for cv in 1 4; do
@@ -45,8 +35,6 @@ sweep "$DATA" $APP 30 "" "100 150 200 250 300 400" >> "$OUT/inferline_slo.dat"
 # InferLine's effective capacity on Loki's fixed 20-worker cluster
 "$BIN" "$DATA" $APP --capacity 20 --duration 60 > "$OUT/inferline_capacity.txt"
 # Vario's example pipeline, profiles measured here (bench/fscenes_data.sh)
-FS=experiments/inferline/fscenes_data
-FACCEL=$(cat $FS/accel)
 echo "$HDR" > "$OUT/fscenes_slo.dat"
 sweep $FS fashion_scenes 4000 "$FACCEL" "5 10 20 50 100" >> "$OUT/fscenes_slo.dat"
 "$BIN" $FS fashion_scenes --rate 4000 --slo 20 --accel "$FACCEL" --ramp 2 \

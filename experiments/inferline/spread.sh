@@ -9,21 +9,10 @@
 # max of miss % and how many of the traces stay within 1 %) and
 # OUT/cg_factor1.dat (cv slo policy cost miss, both pipelines).
 set -e
-DATA=${1:?usage: $0 DATA_DIR [OUT]}
-OUT=${2:-experiments/results/inferline}
-BIN=${BIN:-build/bench/bench_inferline_repro}
-APP=traffic_analysis
-if [ ! -f "$DATA/apps/$APP.json" ]; then
-  echo "inferline spread: skipped: no $DATA/apps/$APP.json" >&2
-  exit 0
-fi
-[ -x "$BIN" ] || { cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null &&
-  cmake --build build -j "$(nproc)" --target bench_inferline_repro >/dev/null; }
-mkdir -p "$OUT"
-FS=experiments/inferline/fscenes_data
-FACCEL=$(cat $FS/accel)
-miss() { sed -n 's/.* p99_miss_pct=\([^ ]*\).*/\1/p'; }
-cost() { sed -n 's/.* cost=\([^ ]*\).*/\1/p'; }
+. experiments/inferline/lib.sh
+il_setup "inferline spread" "$@"
+miss() { field p99_miss_pct; }
+cost() { field cost; }
 # point LABEL SEEDS POLICY ARGS... -> "LABEL policy min median max within/of cost"
 point() {
   label=$1 seeds=$2 pol=$3
