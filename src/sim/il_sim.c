@@ -29,16 +29,16 @@ static double wall_s(void) {
   return t.tv_sec + t.tv_nsec / 1e9;
 }
 
-void vr_il_sim_free(vr_il_sim *s) {
-  vr_psim_stages_free(s->stages);
-  vr_pipe_data_free(&s->data);
-  vr_free(s->t);
-  memset(s, 0, sizeof *s);
-}
-
 void vr_il_sim_forget(vr_il_sim *s) {
   vr_psim_stages_free(s->stages);
   s->stages = NULL;
+}
+
+void vr_il_sim_free(vr_il_sim *s) {
+  vr_il_sim_forget(s);
+  vr_pipe_data_free(&s->data);
+  vr_free(s->t);
+  memset(s, 0, sizeof *s);
 }
 
 /* The most accurate variant of task t (ties: the first). */
@@ -260,8 +260,7 @@ int vr_il_sim_sample(vr_il_sim *s, const vr_workload *w, double duration_s,
                      uint64_t seed, vr_errbuf *err) {
   vr_free(s->t);
   s->t = NULL;
-  vr_psim_stages_free(s->stages); /* its results are the old sample's */
-  s->stages = NULL;
+  vr_il_sim_forget(s); /* its results are the old sample's */
   int rc = vr_il_sim_arrivals(w, duration_s, seed, &s->t, &s->n, err);
   if (rc) return rc;
   if (s->n < 2)
@@ -298,8 +297,7 @@ static vr_psim_cfg psim_cfg(const vr_il_sim *s, vr_workload *wl, double dur,
  * psim_stage.h), which keeps the stages a candidate does not change. */
 static int stages_for(vr_il_sim *s, vr_errbuf *err) {
   if (s->stages && s->est_stages_noise == s->est_noise) return 0;
-  vr_psim_stages_free(s->stages);
-  s->stages = NULL;
+  vr_il_sim_forget(s);
   vr_psim_stages_cfg c = {.data = &s->data, .t = s->t, .n = s->n,
                           .duration_s = s->sample_s, .seed = s->seed,
                           .noise = s->est_noise, .max_queue = 4096};
