@@ -461,6 +461,26 @@ static void test_init_view(void **st) {
  * stage engine reuses what it kept), with and without service-time noise
  * (without it, equal times are common: batches of one latency start
  * together), and with short queues that overflow. */
+/* psim's event engine (pc: stage streams, a static plan, replayed
+ * arrivals, no early stop) and the stage engine on the same plan: the
+ * same drop and, unless a queue overflowed (the stage engine stops
+ * there), the same late count, P50 and P99. *sum (the caller frees it)
+ * and *r hold both answers. */
+static void run_both(const vr_psim_cfg *pc, vr_psim_stages *ps,
+                     vr_psim_summary *sum, vr_psim_stages_result *r) {
+  vr_errbuf err = {0};
+  vr_psim_cfg c = *pc;
+  vr_workload wl = *pc->arrivals; /* a run opens and closes it */
+  c.arrivals = &wl;
+  assert_int_equal(vr_psim_run(&c, NULL, sum, &err), 0);
+  assert_int_equal(vr_psim_stages_run(ps, c.plan, 0, 0, r, &err), 0);
+  assert_int_equal(r->dropped, sum->dropped > 0);
+  if (r->dropped) return;
+  assert_int_equal(r->late, sum->late);
+  assert_true(r->p50_ms == sum->p50_ms);
+  assert_true(r->p99_ms == sum->p99_ms);
+}
+
 static void check_stages_match(fixture *f, int noise, int max_queue,
                                int steps) {
   vr_errbuf err = {0};
@@ -491,15 +511,10 @@ static void check_stages_match(fixture *f, int noise, int max_queue,
                       .stage_rng = 1};
     vr_psim_summary sum;
     vr_psim_stages_result r;
-    assert_int_equal(vr_psim_run(&pc, NULL, &sum, &err), 0);
-    assert_int_equal(vr_psim_stages_run(st, &plan, 0, 0, &r, &err), 0);
+    run_both(&pc, st, &sum, &r);
     reused += r.stages_reused;
-    assert_int_equal(r.dropped, sum.dropped > 0);
     if (!r.dropped) {
       assert_int_equal(sum.ok + sum.late, (int64_t)f->s.n);
-      assert_int_equal(r.late, sum.late);
-      assert_true(r.p50_ms == sum.p50_ms);
-      assert_true(r.p99_ms == sum.p99_ms);
       late += sum.late > 0;
       /* the early stop: at half the P99 both engines stop; at the P99
        * neither does */
@@ -582,12 +597,8 @@ static void test_stages_equal_times(void **st) {
                           .stage_rng = 1};
         vr_psim_summary sum;
         vr_psim_stages_result res;
-        assert_int_equal(vr_psim_run(&pc, NULL, &sum, &err), 0);
-        assert_int_equal(vr_psim_stages_run(ps, &plan, 0, 0, &res, &err), 0);
-        assert_int_equal(res.dropped, sum.dropped > 0);
-        assert_int_equal(res.late, sum.late);
-        assert_true(res.p50_ms == sum.p50_ms);
-        assert_true(res.p99_ms == sum.p99_ms);
+        run_both(&pc, ps, &sum, &res);
+        assert_false(res.dropped);
         vr_psim_summary_free(&sum);
         vr_pipe_plan_free(&plan);
       }
@@ -633,12 +644,8 @@ static void test_stages_three_levels(void **st) {
                       .replay_ns = t, .replay_n = n, .stage_rng = 1};
     vr_psim_summary sum;
     vr_psim_stages_result r;
-    assert_int_equal(vr_psim_run(&pc, NULL, &sum, &err), 0);
-    assert_int_equal(vr_psim_stages_run(ps, &plan, 0, 0, &r, &err), 0);
-    assert_int_equal(r.dropped, sum.dropped > 0);
-    assert_int_equal(r.late, sum.late);
-    assert_true(r.p50_ms == sum.p50_ms);
-    assert_true(r.p99_ms == sum.p99_ms);
+    run_both(&pc, ps, &sum, &r);
+    assert_false(r.dropped);
     assert_true(sum.task[tail].served > 0);
     reused += r.stages_reused;
     vr_psim_summary_free(&sum);
