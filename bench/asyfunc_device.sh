@@ -23,9 +23,13 @@
 #   env: CMAX (16, capped at the cores present), RUNS (3 timed runs per
 #        (c, b), minimum kept), MODELS (mobilenet_v2 alexnet resnet50 vgg16),
 #        BUDGET_S (420: a step that would start later is skipped),
-#        LIVE (1: run the live comparison), LIVE_ARGS (extra for
-#        asyfunc_live.py, e.g. --seconds 2), ASYFUNC_ARGS (extra for
-#        `vario asyfunc`)
+#        LIVE (1: run the live comparison), LIVE_CORES (the server's
+#        cores: all present), LIVE_CMAX (the most cores a shadow may get:
+#        half of LIVE_CORES, the rest left to the body, HTTP and the load
+#        generator), LIVE_RUNS (1: how many times the live comparison
+#        runs), LIVE_ARGS (extra for asyfunc_live.py, e.g. --seconds 2),
+#        ASYFUNC_ARGS (extra for `vario asyfunc`); MODELS=none: the live
+#        comparison only
 set -uo pipefail
 [ $# -eq 3 ] || { sed -n 2,25p "$0" >&2; exit 2; }
 SRC=$(cd "$(dirname "$0")/.." && pwd)
@@ -82,16 +86,25 @@ if [ "${LIVE:-1}" = 1 ]; then
     log "live burst comparison (--strict)"
     extra=()
     [ -f "$MODEL_DIR/af_cnn.onnx" ] && extra=(--model "$MODEL_DIR/af_cnn.onnx")
-    echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg), $NCPU cores" > "$OUT/live.txt"
-    # shellcheck disable=SC2086
-    python3 "$SRC/tests/integration/asyfunc_live.py" "$VARIO" "$SRC" --strict "${extra[@]}" ${LIVE_ARGS:-} \
-      >> "$OUT/live.txt" 2>&1 || rc=1
-    grep -E '^(mode=|ok:|FAIL|not checked|body:)' "$OUT/live.txt" | tee -a "$OUT/summary.txt"
-    save
+    lcores=${LIVE_CORES:-$NCPU}
+    lcmax=${LIVE_CMAX:-$(( lcores / 2 > 1 ? lcores / 2 : 1 ))}
+    : > "$OUT/live.txt"
+    for run in $(seq 1 "${LIVE_RUNS:-1}"); do
+      left || { log "live run $run skipped: past the ${BUDGET_S} s budget"; break; }
+      log "live run $run: --cores $lcores --cmax $lcmax"
+      echo "# run $run: load average before: $(cut -d' ' -f1-3 /proc/loadavg), $NCPU cores" >> "$OUT/live.txt"
+      # shellcheck disable=SC2086
+      python3 "$SRC/tests/integration/asyfunc_live.py" "$VARIO" "$SRC" --strict "${extra[@]}" \
+        --cores "$lcores" --cmax "$lcmax" ${LIVE_ARGS:-} > "$OUT/live.$run.txt" 2>&1 || rc=1
+      cat "$OUT/live.$run.txt" >> "$OUT/live.txt"
+      grep -E '^(mode=|ok:|FAIL|not checked|body:)' "$OUT/live.$run.txt" | tee -a "$OUT/summary.txt"
+      save
+    done
   else
     log "live comparison skipped: past the ${BUDGET_S} s budget"
   fi
 fi
+[ "$MODELS" = none ] && MODELS=
 for m in $MODELS; do
   left || { log "skipped $m: past the ${BUDGET_S} s budget"; continue; }
   if [ -f "$MODEL_DIR/$m/model.onnx" ]; then

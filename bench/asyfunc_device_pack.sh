@@ -18,6 +18,7 @@
 #   bench/asyfunc_device.sh --pack DEST.tar.gz OUT_DIR
 #   bench/asyfunc_device_pack.sh [BUILD_DIR] [DEST] [MODEL ...]
 #   defaults: build, out/afdev, mobilenet_v2 resnet50 vgg16 alexnet
+#   (MODEL "none": no zoo model, for the live comparison alone)
 # Models missing from models/zoo are exported first (python3-torch).
 set -euo pipefail
 BUILD=${1:-build}
@@ -25,6 +26,7 @@ DEST=${2:-out/afdev}
 [ $# -gt 0 ] && shift
 [ $# -gt 0 ] && shift
 MODELS=${*:-mobilenet_v2 resnet50 vgg16 alexnet}
+[ "$MODELS" = none ] && MODELS=   # the live test's CNN only
 cd "$(dirname "$0")/.."
 [ -x "$BUILD/vario" ] || { echo "asyfunc_device_pack: no $BUILD/vario" >&2; exit 1; }
 rm -rf "$DEST" "$DEST.tar.gz"
@@ -54,7 +56,7 @@ for m in $MODELS; do
   gzip -9 "$DEST/models/$m/model.onnx"
 done
 /usr/bin/python3 tests/data/asyfunc/gen_model.py "$DEST/models/af_cnn.raw.onnx" \
-  --size 64 --channels 48 --hidden 128
+  --size 64 --channels 48 --hidden 256
 /usr/bin/python3 tools/zoo/zero_weights.py "$DEST/models/af_cnn.raw.onnx" "$DEST/models/af_cnn.onnx"
 rm "$DEST/models/af_cnn.raw.onnx"
 tar -C "$(dirname "$DEST")" -czf "$DEST.tar.gz" "$(basename "$DEST")"
