@@ -13,7 +13,8 @@
  *  - release: a shadow is unpaired once the queue has stayed below the
  *    threshold for release_idle_ms (UNPAIR_SHADOW) — bursts come in
  *    waves, and a shadow dropped between two waves would be loaded again;
- *  - MLS, every mls_period: vr_af_mls on the variant's arrival rate: LOAD
+ *  - MLS, every mls_period: vr_af_mls on the variant's mean arrival rate
+ *    over that period (the simulator's rate; note_arrivals): LOAD
  *    more bodies above alpha R_max, UNLOAD the least efficient below beta
  *    R_max (never the last one). A new body is placed on a worker: the up
  *    one with the most free cores that fits it (body_worker), so in a
@@ -118,6 +119,33 @@ static int idle_workers(const vr_policy_cfg *c, const vr_snapshot *s, vr_actions
   return 0;
 }
 
+/* MLS sizes bodies for the mean arrival rate since its last decision, as
+ * the simulator's scale_mls does (sim/asyfunc_sim.c), not for the last
+ * control period's rate, which is one second (or 50 ms) of a 60-s period.
+ * Each tick adds the arrivals it saw, in milli-queries: the policy state
+ * keeps integers. */
+static int note_arrivals(vr_policy_state *st, const vr_snapshot *s, const vr_snap_variant *sv) {
+  char kt[VR_VARIANT_MAX + 16], ka[VR_VARIANT_MAX + 16];
+  snprintf(kt, sizeof kt, "af:tick:%s", sv->prof.variant);
+  snprintf(ka, sizeof ka, "af:arr:%s", sv->prof.variant);
+  int64_t last = vr_pol_since(st, kt), acc = vr_pol_since(st, ka);
+  if (acc < 0) acc = 0;
+  if (last >= 0 && s->now_ns > last && sv->arrival_qps > 0)
+    acc += llround(sv->arrival_qps * (double)(s->now_ns - last) / 1e6);
+  return vr_pol_set_since(st, kt, s->now_ns) || vr_pol_set_since(st, ka, acc) ? VR_ENOMEM : 0;
+}
+
+/* The mean rate since t0 (the last MLS decision), and a fresh count. */
+static double take_mean_rate(vr_policy_state *st, const vr_snapshot *s, const vr_snap_variant *sv,
+                             int64_t t0, int *rc) {
+  char ka[VR_VARIANT_MAX + 16];
+  snprintf(ka, sizeof ka, "af:arr:%s", sv->prof.variant);
+  int64_t acc = vr_pol_since(st, ka);
+  *rc = vr_pol_set_since(st, ka, 0) ? VR_ENOMEM : 0;
+  if (acc <= 0 || s->now_ns <= t0) return 0;
+  return (double)acc / 1000.0 / ((double)(s->now_ns - t0) / 1e9);
+}
+
 static int one_variant(const vr_policy_cfg *c, vr_policy_state *st, const vr_snapshot *s, int v,
                        int *free_cores, int *asked, vr_actions *out) {
   const vr_snap_variant *sv = &s->variants[v];
@@ -132,6 +160,7 @@ static int one_variant(const vr_policy_cfg *c, vr_policy_state *st, const vr_sna
     idx[nb++] = (int)i;
     qlen += in->queue_len;
   }
+  if (note_arrivals(st, s, sv)) return VR_ENOMEM;
   if (!nb) return 0;
   char key[VR_VARIANT_MAX + 16];
   snprintf(key, sizeof key, "af:crowd:%s", sv->prof.variant);
@@ -182,13 +211,18 @@ static int one_variant(const vr_policy_cfg *c, vr_policy_state *st, const vr_sna
   snprintf(key, sizeof key, "af:mls:%s", sv->prof.variant);
   int64_t period = c->af_mls_period_ns > 0 ? c->af_mls_period_ns : 60 * 1000000000LL;
   int64_t prev = vr_pol_since(st, key);
-  if (prev < 0) return vr_pol_set_since(st, key, s->now_ns) ? VR_ENOMEM : 0;
+  int rc = 0;
+  if (prev < 0) { /* the first period starts now, its count with it */
+    take_mean_rate(st, s, sv, s->now_ns, &rc);
+    return rc || vr_pol_set_since(st, key, s->now_ns) ? VR_ENOMEM : 0;
+  }
   if (s->now_ns - prev < period) return 0;
-  if (vr_pol_set_since(st, key, s->now_ns)) return VR_ENOMEM;
+  double rate = take_mean_rate(st, s, sv, prev, &rc);
+  if (rc || vr_pol_set_since(st, key, s->now_ns)) return VR_ENOMEM;
   int cores[MAXB], fc = room_for_bodies(c, s, v, free_cores);
   for (int k = 0; k < nb; k++) cores[k] = sv->prof.threads;
   vr_af_mls_out mo;
-  vr_af_mls(m, &sc, sv->arrival_qps, cores, nb, fc, &mo);
+  vr_af_mls(m, &sc, rate, cores, nb, fc, &mo);
   /* bodies are this variant's cores: MLS's core choice is only a count */
   char *placed = mo.ncreate ? vr_calloc(s->nworkers + 1, 1) : NULL;
   if (mo.ncreate && !placed) return VR_ENOMEM;
@@ -211,7 +245,7 @@ static int one_variant(const vr_policy_cfg *c, vr_policy_state *st, const vr_sna
     if (s->instances[i].variant == v && s->instances[i].state == VR_IS_LOADING) t = -1;
   if (t >= 0 && !mo.ncreate) {
     vr_af_mls_out more;
-    vr_af_mls(m, &sc, sv->arrival_qps, cores, nb, s->wtypes[t].cores, &more);
+    vr_af_mls(m, &sc, rate, cores, nb, s->wtypes[t].cores, &more);
     want = more.ncreate > 0;
   }
   if (t >= 0 && want) {

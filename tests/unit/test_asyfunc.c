@@ -508,6 +508,62 @@ static void test_policy_tick(void **st) {
   vr_policy_state_free(&ps);
 }
 
+/* MLS in the policy tick sizes for the mean rate over its period (the
+ * simulator's input), not for the last control period's: ticks every 1 s,
+ * MLS every 3 s; the queries come in the last second only, so the mean is
+ * a third of the last period's rate, and the bodies MLS creates are those
+ * vr_af_mls gives for the mean. */
+static void test_policy_mls_mean(void **st) {
+  vr_af_model m;
+  two_blocks(&m);
+  vr_policy_cfg cfg;
+  vr_policy_cfg_default(&cfg, VR_POL_ASYFUNC);
+  cfg.af_mls_period_ns = 3000000000LL;
+  vr_policy_state ps;
+  vr_policy_state_init(&ps);
+  vr_snap_variant v;
+  memset(&v, 0, sizeof v);
+  snprintf(v.prof.variant, sizeof v.prof.variant, "hand-fp32-t1-b4");
+  v.prof.threads = 1;
+  v.prof.max_batch = 4;
+  v.slo_ms = 50;
+  v.blocks = &m;
+  vr_snap_instance in = {.id = 7, .variant = 0, .worker = 0, .state = VR_IS_ACTIVE,
+                         .max_batch = 4, .body = 1};
+  vr_snap_worker w = {.id = 0, .state = VR_WS_UP, .cores = 16, .free_cores = 15};
+  vr_snapshot s = {0, &v, 1, &in, 1, &w, 1, NULL, 0};
+  vr_actions a;
+  vr_actions_init(&a);
+  const double last = 600, mean = last / 3;
+  vr_af_scale_cfg sc;
+  vr_af_scale_cfg_init(&sc, 50);
+  int one[1] = {1};
+  vr_af_mls_out at_mean, at_last;
+  vr_af_mls(&m, &sc, mean, one, 1, 15, &at_mean);
+  vr_af_mls(&m, &sc, last, one, 1, 15, &at_last);
+  assert_true(at_mean.ncreate > 0);
+  assert_true(at_last.ncreate > at_mean.ncreate); /* the two readings differ */
+  for (int t = 1; t <= 4; t++) {
+    s.now_ns = t * 1000000000LL;
+    v.arrival_qps = t == 4 ? last : 0; /* t = 1 starts MLS's period */
+    vr_vec_clear(&a);
+    assert_int_equal(vr_policy_tick(&cfg, &ps, &s, &a), 0);
+    if (t < 4) assert_int_equal(count(&a, VR_ACT_LOAD, -1), 0);
+  }
+  assert_int_equal(count(&a, VR_ACT_LOAD, -1), at_mean.ncreate);
+  /* the next period starts from zero: a quiet one creates nothing and
+   * keeps the last body */
+  for (int t = 5; t <= 7; t++) {
+    s.now_ns = t * 1000000000LL;
+    v.arrival_qps = 0;
+    vr_vec_clear(&a);
+    assert_int_equal(vr_policy_tick(&cfg, &ps, &s, &a), 0);
+    assert_int_equal(count(&a, VR_ACT_LOAD, -1) + count(&a, VR_ACT_UNLOAD, 7), 0);
+  }
+  vr_actions_free(&a);
+  vr_policy_state_free(&ps);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_group_hand_made), cmocka_unit_test(test_latency_model),
@@ -515,7 +571,7 @@ int main(void) {
       cmocka_unit_test(test_lls_rank),        cmocka_unit_test(test_pair_rmax),
       cmocka_unit_test(test_schedule),        cmocka_unit_test(test_json),
       cmocka_unit_test(test_sim),             cmocka_unit_test(test_profile_tiny_cnn),
-      cmocka_unit_test(test_policy_tick),
+      cmocka_unit_test(test_policy_tick),     cmocka_unit_test(test_policy_mls_mean),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
