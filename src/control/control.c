@@ -168,6 +168,8 @@ static void fill_instance(vr_control *c, ctl_inst *in, const vr_rt_instance_stat
   vr_snap_latency(x, in->lat, in->nlat);
   x->body = st->body;
   x->shadow_cores = st->shadow_threads;
+  in->cap = st->batch_cap;
+  in->paired = st->shadow_threads > 0;
 }
 
 int ctl_refresh_locked(vr_control *c, int64_t now_ns, double dt) {
@@ -512,6 +514,8 @@ int vr_control_tick(vr_control *c, int64_t now_ns, vr_errbuf *err) {
   }
   vr_free(acts);
   pthread_mutex_lock(&c->mu);
+  /* the tick has seen any crowd routing noted: the next one is new */
+  for (size_t v = 0; v < c->nvar; v++) c->var[v].af_cross_ns = 0;
   rc = ctl_refresh_locked(c, now_ns, dt); /* route to what now exists */
   pthread_mutex_unlock(&c->mu);
   return rc ? vr_errf(err, rc, "control refresh: %s", vr_strerror(rc)) : 0;
@@ -550,6 +554,7 @@ int vr_control_create(const vr_control_opts *o, vr_control **out,
   }
   pthread_mutex_init(&c->mu, NULL);
   pthread_cond_init(&c->cv, NULL);
+  c->af_provision_ms = -1;
   vr_map_init(&c->var_by_name);
   vr_vec_init(&c->insts, sizeof(ctl_inst));
   vr_hist_init(&c->p_hist);
@@ -580,8 +585,9 @@ static void *tick_main(void *arg) {
     int64_t t = ts.tv_sec * VR_NS_PER_S + ts.tv_nsec + c->o.period_ns;
     ts.tv_sec = t / VR_NS_PER_S;
     ts.tv_nsec = t % VR_NS_PER_S;
-    while (!c->stop && pthread_cond_timedwait(&c->cv, &c->mu, &ts) != ETIMEDOUT) {}
+    while (!c->stop && !c->kick && pthread_cond_timedwait(&c->cv, &c->mu, &ts) != ETIMEDOUT) {}
     if (c->stop) break;
+    c->kick = 0;
     pthread_mutex_unlock(&c->mu);
     vr_errbuf err = {0};
     vr__control_sync_store(c); /* `vario register [--remove]` meanwhile */

@@ -97,6 +97,36 @@ void ctl_af_body_opts(vr_control *c, const ctl_var *v, vr_rt_instance_opts *io) 
   io->pair_end = pe;
 }
 
+/* Ticks a crowd may start, at most one per this: a routed query checks
+ * the rule each time, and a burst routes thousands a second. */
+#define CTL_AF_KICK_NS (5 * 1000000LL)
+
+/* The rows waiting at v's bodies are counted as what was routed and not
+ * completed less one full batch per body (the one it may be running):
+ * never more than what is queued, so a kick is never for nothing; the
+ * periodic tick still sees the exact queue. */
+void ctl_af_routed(vr_control *c, int v) {
+  if (c->o.policy.kind != VR_POL_ASYFUNC || (size_t)v >= c->nvar || !c->var[v].blocks) return;
+  long rows = 0;
+  int n = 0, unpaired = 0;
+  for (size_t i = 0; i < c->insts.len; i++) {
+    ctl_inst *in = vr_vec_at(&c->insts, i);
+    if (in->var != v || in->removing) continue;
+    n++;
+    unpaired += !in->paired;
+    int q = in->inflight - (in->cap > 0 ? in->cap : 1);
+    rows += q > 0 ? q : 0;
+  }
+  /* every body has its shadow: LLS has nothing to add */
+  if (!unpaired || !vr_pol_af_crowded(&c->o.policy, rows, n)) return;
+  int64_t now = vr_now_ns();
+  if (!c->var[v].af_cross_ns) c->var[v].af_cross_ns = now;
+  if (c->kick || now - c->af_kick_ns < CTL_AF_KICK_NS) return;
+  c->kick = 1;
+  c->af_kick_ns = now;
+  pthread_cond_broadcast(&c->cv);
+}
+
 int ctl_af_pair(void *self, const vr_action *a) {
   vr_control *c = self;
   vr_rt_instance_stats st = {0};
@@ -127,10 +157,19 @@ int ctl_af_pair(void *self, const vr_action *a) {
   vr_errbuf err = {0};
   int rc = vr_rt_pair_shadow(c->o.rt, (int)a->instance, &so, &ms, &err);
   vr_free(split);
-  if (rc) vr_warn("control: pair instance %lld: %s", (long long)a->instance, err.msg);
-  else
-    vr_info("control: instance %lld paired with a %d-core shadow%s (loaded in %.1f ms)",
-            (long long)a->instance, cs, process ? " process" : "", ms);
+  if (rc) {
+    vr_warn("control: pair instance %lld: %s", (long long)a->instance, err.msg);
+    return 0;
+  }
+  pthread_mutex_lock(&c->mu);
+  int64_t cross = (size_t)a->variant < c->nvar ? c->var[a->variant].af_cross_ns : 0;
+  double lag = cross ? (double)(vr_now_ns() - cross) / 1e6 : -1;
+  if (lag >= 0) c->af_provision_ms = lag;
+  pthread_mutex_unlock(&c->mu);
+  char since[64] = "";
+  if (lag >= 0) snprintf(since, sizeof since, ", %.1f ms after the crowd was seen", lag);
+  vr_info("control: instance %lld paired with a %d-core shadow%s (loaded in %.1f ms%s)",
+          (long long)a->instance, cs, process ? " process" : "", ms, since);
   return 0;
 }
 

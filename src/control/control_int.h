@@ -29,6 +29,7 @@ typedef struct ctl_var {
   uint64_t served;       /* completed this period */
   int loading;           /* a load is queued or running */
   const vr_af_model *blocks; /* AsyFunc block profile (in c->af), or NULL */
+  int64_t af_cross_ns;       /* a routed query found its bodies crowded; 0 = no */
 } ctl_var;
 
 typedef struct ctl_inst {
@@ -37,6 +38,8 @@ typedef struct ctl_inst {
   int istate;    /* policy's SET_ISTATE override (interfered) or -1 */
   int removing;  /* unload decided: route nothing more to it */
   int inflight;  /* routed and not completed */
+  int cap;       /* its batch cap at the last refresh (0 = unknown) */
+  int paired;    /* it had a shadow at the last refresh */
   uint64_t arrivals, items, batches; /* this period */
   int nlat;
   float lat[CTL_LAT_SAMPLES]; /* compute ms of requests this period */
@@ -82,6 +85,9 @@ struct vr_control {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   int stop, started;
+  int kick;                /* run the tick now (AsyFunc's crowd rule) */
+  int64_t af_kick_ns;      /* the last such kick */
+  double af_provision_ms;  /* crowd seen -> shadow paired, the last one; < 0 none */
   pthread_t tick_thread, load_thread;
 
   ctl_var *var;
@@ -142,6 +148,9 @@ int ctl_af_load(vr_control *c, vr_errbuf *err); /* caller holds mu */
  * v has a block profile: fills pair_begin/pair_end. */
 void ctl_af_body_opts(vr_control *c, const ctl_var *v, vr_rt_instance_opts *io);
 int ctl_af_pair(void *self, const vr_action *a);
+/* A query was routed to variant v (mu held): wakes the tick thread at
+ * once when v's bodies are crowded (vr_pol_af_crowded). */
+void ctl_af_routed(vr_control *c, int v);
 int ctl_af_unpair(void *self, const vr_action *a);
 
 /* control_route.c */

@@ -234,6 +234,7 @@ void vr_control_route(vr_control *c, const vr_ctl_query *q, vr_ctl_route_cb cb,
   int64_t t0 = vr_now_ns();
   int final = decide(c, q, &r, &w, &prefetched);
   vr_hist_record(&c->sel_hist, (uint64_t)(vr_now_ns() - t0));
+  if (final && r.variant >= 0) ctl_af_routed(c, r.variant);
   if (!final) {
     w->cb = cb;
     w->tag = tag;
@@ -427,6 +428,11 @@ char *vr_control_prometheus(vr_control *c) {
             "variant could meet (4xx).\n# TYPE vario_infeasible_queries_total counter\n"
             "vario_infeasible_queries_total %llu\n",
             (unsigned long long)(c->total_infeasible + c->p_infeasible));
+  if (c->o.policy.kind == VR_POL_ASYFUNC && c->af_provision_ms >= 0)
+    prom_line(&b, &len, &cap, "# HELP vario_shadow_provision_ms AsyFunc: from a routed "
+              "query finding the bodies crowded to the shadow paired (its blocks loaded), "
+              "the last shadow.\n# TYPE vario_shadow_provision_ms gauge\n"
+              "vario_shadow_provision_ms %.3f\n", c->af_provision_ms);
   pthread_mutex_unlock(&c->mu);
   return b;
 }

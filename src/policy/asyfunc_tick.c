@@ -27,9 +27,10 @@
  *    paper's nodes are fixed.
  * Variants without a block profile get no decision here.
  *
- * The live tick runs every control period (vario serve --control-period-ms),
- * so a shadow is provisioned within one period plus its blocks' load time
- * of the queue crossing gamma.
+ * The live tick runs every control period (vario serve --control-period-ms)
+ * and also as soon as a routed query finds the queue crowded
+ * (vr_pol_af_crowded, control/control_asyfunc.c), so a shadow is
+ * provisioned within its blocks' load time of the queue crossing gamma.
  */
 #include <math.h>
 #include <stdio.h>
@@ -119,6 +120,13 @@ static int idle_workers(const vr_policy_cfg *c, const vr_snapshot *s, vr_actions
   return 0;
 }
 
+int vr_pol_af_crowded(const vr_policy_cfg *c, long rows, int bodies) {
+  vr_af_scale_cfg sc;
+  vr_af_scale_cfg_init(&sc, 1); /* gamma does not depend on the SLO */
+  if (c->af_gamma > 0) sc.gamma = c->af_gamma;
+  return bodies > 0 && rows >= (long)sc.gamma * bodies;
+}
+
 /* MLS sizes bodies for the mean arrival rate since its last decision, as
  * the simulator's scale_mls does (sim/asyfunc_sim.c), not for the last
  * control period's rate, which is one second (or 50 ms) of a 60-s period.
@@ -164,14 +172,14 @@ static int one_variant(const vr_policy_cfg *c, vr_policy_state *st, const vr_sna
   if (!nb) return 0;
   char key[VR_VARIANT_MAX + 16];
   snprintf(key, sizeof key, "af:crowd:%s", sv->prof.variant);
-  int crowd = sc.gamma * nb;
+  int crowd = sc.gamma * nb, crowded = vr_pol_af_crowded(c, qlen, nb);
   int64_t last = vr_pol_since(st, key);
-  if (qlen >= crowd) {
+  if (crowded) {
     last = s->now_ns;
     if (vr_pol_set_since(st, key, last)) return VR_ENOMEM;
   }
   /* LLS */
-  if (qlen >= crowd && sc.kappa > 0) {
+  if (crowded && sc.kappa > 0) {
     vr_af_body bd[MAXB];
     double now_ms = (double)s->now_ns / 1e6;
     for (int k = 0; k < nb; k++) {

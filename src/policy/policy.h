@@ -122,6 +122,14 @@ double vr_policy_query_cost(const vr_profile *p);
 /* Saturation throughput of one instance of variant v under its SLO. */
 double vr_policy_sat_qps(const vr_snap_variant *v);
 
+/* AsyFunc's crowd rule (policy/asyfunc_tick.c): whether `rows` queued at
+ * a variant's `bodies` call for layer-level scaling, gamma (af_gamma,
+ * default 2) per body. The tick decides LLS on it; the live control plane
+ * also checks it as queries are routed, to run the tick at once: the
+ * paper's LLS decides "each time a new request arrives" (§3.3), not at
+ * the next control period. */
+int vr_pol_af_crowded(const vr_policy_cfg *c, long rows, int bodies);
+
 const char *vr_policy_name(int kind);
 /* "infaas" / "clipper" / "sm" / "asyfunc" -> kind, or -1. */
 int vr_policy_parse(const char *s);

@@ -483,6 +483,14 @@ static void test_policy_tick(void **st) {
   vr_vec_clear(&a);
   assert_int_equal(vr_policy_tick(&cfg, &ps, &s, &a), 0);
   assert_int_equal(count(&a, VR_ACT_UNPAIR_SHADOW, 7), 1);
+  /* the crowd rule the live route checks too: gamma per body */
+  assert_false(vr_pol_af_crowded(&cfg, 3, 2));
+  assert_true(vr_pol_af_crowded(&cfg, 4, 2));
+  assert_false(vr_pol_af_crowded(&cfg, 4, 0));
+  cfg.af_gamma = 3;
+  assert_false(vr_pol_af_crowded(&cfg, 5, 2));
+  assert_true(vr_pol_af_crowded(&cfg, 6, 2));
+  cfg.af_gamma = 0;
   /* AsyFunc-: kappa 0 pairs none */
   in[0].shadow_cores = 0;
   in[0].queue_len = 6;
