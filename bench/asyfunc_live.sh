@@ -5,12 +5,18 @@
 # convolutions and a heavy FC head). Prints one line per mode:
 #   mode=<m> sent= ok= dropped= attainment= p99_ms= errors= shadows_attached=
 #   shadows_released= paired_batches= shadow_rows= shadow_load_ms=
+#   max_shadow_cores= provision_ms_max= provision_ms_median=
 #   shadow_share_base= shadow_share_step= shadow_share_after=
+# (provision: a routed query finding the bodies crowded -> the shadow
+# paired, vario_shadow_provision_ms as sampled)
 # (share: the fraction of 20 ms metric samples with a shadow attached, in
 # the base phase, the step, and the last base phase after its first second)
 # then the checks of tests/integration/asyfunc_live.py.
 #   bench/asyfunc_live.sh [BUILD_DIR] [--shadow-process] [--seconds S]
-#                         [--slo-ms X] [--base Q] [--burst Q]
+#                         [--slo-ms X] [--base Q] [--burst Q] [--burst-x F]
+#                         [--cores N] [--cmax K] [--period-ms P]
+#   (--cores/--cmax: the server's cores and the most a shadow may get, 2
+#   and 2 by default; on a many-core machine e.g. --cores 16 --cmax 8)
 set -euo pipefail
 BUILD=${1:-build}
 [ $# -gt 0 ] && shift
