@@ -102,9 +102,10 @@ void ctl_af_body_opts(vr_control *c, const ctl_var *v, vr_rt_instance_opts *io) 
 #define CTL_AF_KICK_NS (5 * 1000000LL)
 
 /* The rows waiting at v's bodies are counted as what was routed and not
- * completed less one full batch per body (the one it may be running):
- * never more than what is queued, so a kick is never for nothing; the
- * periodic tick still sees the exact queue. */
+ * completed less one full batch per body (the one it may be running): at
+ * most what is queued or on its way to the queue, so a kick seldom finds
+ * nothing to do (the tick decides on the runtime's exact queue, and the
+ * periodic tick still runs). */
 void ctl_af_routed(vr_control *c, int v) {
   if (c->o.policy.kind != VR_POL_ASYFUNC || (size_t)v >= c->nvar || !c->var[v].blocks) return;
   long rows = 0;

@@ -30,7 +30,8 @@
  * The live tick runs every control period (vario serve --control-period-ms)
  * and also as soon as a routed query finds the queue crowded
  * (vr_pol_af_crowded, control/control_asyfunc.c), so a shadow is
- * provisioned within its blocks' load time of the queue crossing gamma.
+ * provisioned a tick, its blocks' load and the body's batch in progress
+ * after the queue crosses gamma, whatever the period.
  */
 #include <math.h>
 #include <stdio.h>
