@@ -130,6 +130,7 @@ void ctl_af_routed(vr_control *c, int v) {
 
 int ctl_af_pair(void *self, const vr_action *a) {
   vr_control *c = self;
+  int64_t t0 = vr_now_ns();
   vr_rt_instance_stats st = {0};
   int n = 0;
   vr_rt_instance_stats all[CTL_MAX_INST];
@@ -164,7 +165,8 @@ int ctl_af_pair(void *self, const vr_action *a) {
   }
   pthread_mutex_lock(&c->mu);
   int64_t cross = (size_t)a->variant < c->nvar ? c->var[a->variant].af_cross_ns : 0;
-  double lag = cross ? (double)(vr_now_ns() - cross) / 1e6 : -1;
+  /* a crowd first seen while this shadow loaded is not what it answers */
+  double lag = cross && cross <= t0 ? (double)(vr_now_ns() - cross) / 1e6 : -1;
   if (lag >= 0) c->af_provision_ms = lag;
   pthread_mutex_unlock(&c->mu);
   char since[64] = "";
