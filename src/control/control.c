@@ -555,6 +555,7 @@ int vr_control_create(const vr_control_opts *o, vr_control **out,
   pthread_mutex_init(&c->mu, NULL);
   pthread_cond_init(&c->cv, NULL);
   c->af_provision_ms = -1;
+  c->af_kick_gap_ns = CTL_AF_KICK_NS;
   vr_map_init(&c->var_by_name);
   vr_vec_init(&c->insts, sizeof(ctl_inst));
   vr_hist_init(&c->p_hist);
@@ -587,12 +588,18 @@ static void *tick_main(void *arg) {
     ts.tv_nsec = t % VR_NS_PER_S;
     while (!c->stop && !c->kick && pthread_cond_timedwait(&c->cv, &c->mu, &ts) != ETIMEDOUT) {}
     if (c->stop) break;
+    int kicked = c->kick;
+    uint64_t pairs = c->af_pairs;
     c->kick = 0;
     pthread_mutex_unlock(&c->mu);
     vr_errbuf err = {0};
     vr__control_sync_store(c); /* `vario register [--remove]` meanwhile */
     if (vr_control_tick(c, vr_driver_now(&c->drv), &err)) vr_warn("%s", err.msg);
     pthread_mutex_lock(&c->mu);
+    int64_t gap = c->af_kick_gap_ns * 2;
+    c->af_kick_gap_ns = kicked && c->af_pairs == pairs
+                            ? (gap < c->o.period_ns ? gap : c->o.period_ns)
+                            : CTL_AF_KICK_NS;
   }
   pthread_mutex_unlock(&c->mu);
   return NULL;

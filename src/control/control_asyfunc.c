@@ -97,17 +97,15 @@ void ctl_af_body_opts(vr_control *c, const ctl_var *v, vr_rt_instance_opts *io) 
   io->pair_end = pe;
 }
 
-/* Ticks a crowd may start, at most one per this: a routed query checks
- * the rule each time, and a burst routes thousands a second. */
-#define CTL_AF_KICK_NS (5 * 1000000LL)
-
 /* The rows waiting at v's bodies are counted as what was routed and not
  * completed less one full batch per body (the one it may be running): at
  * most what is queued or on its way to the queue, so a kick seldom finds
  * nothing to do (the tick decides on the runtime's exact queue, and the
  * periodic tick still runs). */
 void ctl_af_routed(vr_control *c, int v) {
-  if (c->o.policy.kind != VR_POL_ASYFUNC || (size_t)v >= c->nvar || !c->var[v].blocks) return;
+  if (c->o.policy.kind != VR_POL_ASYFUNC || c->o.policy.af_kappa == 0 ||
+      (size_t)v >= c->nvar || !c->var[v].blocks)
+    return; /* kappa 0 is AsyFunc-: LLS never pairs */
   long rows = 0;
   int n = 0, unpaired = 0;
   for (size_t i = 0; i < c->insts.len; i++) {
@@ -122,7 +120,7 @@ void ctl_af_routed(vr_control *c, int v) {
   if (!unpaired || !vr_pol_af_crowded(&c->o.policy, rows, n)) return;
   int64_t now = vr_now_ns();
   if (!c->var[v].af_cross_ns) c->var[v].af_cross_ns = now;
-  if (c->kick || now - c->af_kick_ns < CTL_AF_KICK_NS) return;
+  if (c->kick || now - c->af_kick_ns < c->af_kick_gap_ns) return;
   c->kick = 1;
   c->af_kick_ns = now;
   pthread_cond_broadcast(&c->cv);
@@ -168,6 +166,7 @@ int ctl_af_pair(void *self, const vr_action *a) {
   /* a crowd first seen while this shadow loaded is not what it answers */
   double lag = cross && cross <= t0 ? (double)(vr_now_ns() - cross) / 1e6 : -1;
   if (lag >= 0) c->af_provision_ms = lag;
+  c->af_pairs++;
   pthread_mutex_unlock(&c->mu);
   char since[64] = "";
   if (lag >= 0) snprintf(since, sizeof since, ", %.1f ms after the crowd was seen", lag);

@@ -87,6 +87,9 @@ struct vr_control {
   int stop, started;
   int kick;                /* run the tick now (AsyFunc's crowd rule) */
   int64_t af_kick_ns;      /* the last such kick */
+  int64_t af_kick_gap_ns;  /* the least time between two (CTL_AF_KICK_NS, doubled
+                            * after a kicked tick that paired nothing) */
+  uint64_t af_pairs;       /* shadows paired so far */
   double af_provision_ms;  /* crowd seen -> shadow paired, the last one; < 0 none */
   pthread_t tick_thread, load_thread;
 
@@ -149,7 +152,12 @@ int ctl_af_load(vr_control *c, vr_errbuf *err); /* caller holds mu */
 void ctl_af_body_opts(vr_control *c, const ctl_var *v, vr_rt_instance_opts *io);
 int ctl_af_pair(void *self, const vr_action *a);
 /* A query was routed to variant v (mu held): wakes the tick thread at
- * once when v's bodies are crowded (vr_pol_af_crowded). */
+ * once when v's bodies are crowded (vr_pol_af_crowded), at most once per
+ * af_kick_gap_ns. A burst routes thousands of queries a second, hence the
+ * floor; a kicked tick that pairs nothing (no free cores, kappa spent, the
+ * exact queue below gamma) doubles the gap up to the period, and a pair
+ * or a periodic tick resets it. */
+#define CTL_AF_KICK_NS (5 * 1000000LL)
 void ctl_af_routed(vr_control *c, int v);
 int ctl_af_unpair(void *self, const vr_action *a);
 
