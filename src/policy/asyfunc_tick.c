@@ -41,10 +41,18 @@
 #include "policy/asyfunc.h"
 #include "policy/policy_int.h"
 
+/* gamma: the configured one, else AsyFunc's default (it does not depend
+ * on the SLO); the tick's LLS and the crowd rule both read it here */
+static int af_gamma(const vr_policy_cfg *c) {
+  vr_af_scale_cfg d;
+  vr_af_scale_cfg_init(&d, 1);
+  return c->af_gamma > 0 ? c->af_gamma : d.gamma;
+}
+
 static void scale_cfg(const vr_policy_cfg *c, const vr_snap_variant *v, vr_af_scale_cfg *sc) {
   double slo = v->slo_ms > 0 ? v->slo_ms : vr_af_default_slo(v->blocks);
   vr_af_scale_cfg_init(sc, slo);
-  if (c->af_gamma > 0) sc->gamma = c->af_gamma;
+  sc->gamma = af_gamma(c);
   if (c->af_kappa >= 0) sc->kappa = c->af_kappa;
   if (c->af_alpha > 0) sc->alpha = c->af_alpha;
   if (c->af_beta > 0) sc->beta = c->af_beta;
@@ -122,10 +130,7 @@ static int idle_workers(const vr_policy_cfg *c, const vr_snapshot *s, vr_actions
 }
 
 int vr_pol_af_crowded(const vr_policy_cfg *c, long rows, int bodies) {
-  vr_af_scale_cfg sc;
-  vr_af_scale_cfg_init(&sc, 1); /* gamma does not depend on the SLO */
-  if (c->af_gamma > 0) sc.gamma = c->af_gamma;
-  return bodies > 0 && rows >= (long)sc.gamma * bodies;
+  return bodies > 0 && rows >= (long)af_gamma(c) * bodies;
 }
 
 /* MLS sizes bodies for the mean arrival rate since its last decision, as
