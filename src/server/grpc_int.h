@@ -1,0 +1,67 @@
+/*
+ * Internal to the gRPC front end: the server and call records shared by
+ * grpc.c (the call lifecycle, replies, dispatch, the completion-queue
+ * loop) and grpc_triton.c (Triton's extension methods). Not public.
+ */
+#ifndef VR_SERVER_GRPC_INT_H
+#define VR_SERVER_GRPC_INT_H
+
+#include <grpc/grpc.h>
+#include <pthread.h>
+
+#include "grpc_service.pb-c.h"
+#include "server/kserve.h"
+#include "server/grpc.h"
+#include "server/server_int.h"
+
+struct vr_grpc {
+  vr_server *s;
+  grpc_server *srv;
+  grpc_completion_queue *cq;
+  pthread_t thread;
+  int port;
+  int stopping;        /* shutdown requested (atomic) */
+  int server_down;     /* shutdown tag seen */
+  int inflight;        /* infer calls waiting for the runtime (atomic) */
+  char shutdown_tag;
+};
+
+enum { ST_NEW, ST_READ, ST_DONE };
+
+typedef struct gcall {
+  vr_grpc *g;
+  int stage;
+  grpc_call *call;
+  grpc_call_details details;
+  grpc_metadata_array md;
+  grpc_byte_buffer *recv, *send;
+  grpc_slice status_msg;
+  int has_status_msg, cancelled;
+  /* ModelInfer */
+  Inference__ModelInferRequest *req;
+  vr_ks_request ks;
+  vr_rt_request rt;
+  int has_rt;
+  char model[VR_NAME_MAX];
+} gcall;
+
+/* Replies. Each answers the call once; after it the call belongs to the
+ * completion queue (freed there), so a handler returns at once. */
+void vr__grpc_fail(gcall *c, int rc, const char *msg);
+void vr__grpc_reply(gcall *c, const ProtobufCMessage *m);
+/* The received message unpacked with desc (caller frees it with
+ * protobuf_c_message_free_unpacked); NULL, and the call failed, when it
+ * is not one. */
+ProtobufCMessage *vr__grpc_unpack(gcall *c, const ProtobufCMessageDescriptor *desc);
+/* The loaded model's config into *cfg; -1, and the call answered
+ * NOT_FOUND, when the model (at that version) is not loaded. */
+int vr__grpc_config_of(gcall *c, const char *name, const char *version,
+                       vr_model_config *cfg);
+
+/* Triton extensions (grpc_triton.c). */
+void vr__grpc_model_config(gcall *c);
+void vr__grpc_model_statistics(gcall *c);
+void vr__grpc_repository_index(gcall *c);
+void vr__grpc_repository_load(gcall *c, int load); /* load = 0: unload */
+
+#endif
