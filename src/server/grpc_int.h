@@ -58,6 +58,13 @@ ProtobufCMessage *vr__grpc_unpack(gcall *c, const ProtobufCMessageDescriptor *de
 int vr__grpc_config_of(gcall *c, const char *name, const char *version,
                        vr_model_config *cfg);
 
+/* The request's inputs, outputs and parameters into *ks (grpc_req.c);
+ * raw_input_contents are referenced, not copied, so q must outlive ks.
+ * VR_E* with err set when the request is malformed or asks for what
+ * Vario does not support; ks then holds what was parsed so far (free it
+ * with vr_ks_request_free either way). */
+int vr__grpc_to_ks(Inference__ModelInferRequest *q, vr_ks_request *ks, vr_errbuf *err);
+
 /* Triton extensions (grpc_triton.c). */
 void vr__grpc_model_config(gcall *c);
 void vr__grpc_model_statistics(gcall *c);
