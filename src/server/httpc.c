@@ -14,6 +14,8 @@
 
 #include "base/alloc.h"
 
+static int is_digit(char c) { return c >= '0' && c <= '9'; }
+
 static const char *find_blank(const char *buf, size_t len) {
   for (size_t i = 3; i < len; i++)
     if (buf[i] == '\n' && buf[i - 1] == '\r' && buf[i - 2] == '\n' &&
@@ -58,9 +60,15 @@ int vr_http_parse_head(const char *buf, size_t len, vr_http_head *h) {
   if (len >= 5 && memcmp(buf, "HTTP/", 5)) return VR_EFORMAT;
   const char *end = find_blank(buf, len);
   if (!end) return len > 65536 ? VR_EFORMAT : 0;
-  const char *sp = memchr(buf, ' ', (size_t)(end - buf));
-  if (!sp || end - sp < 4) return VR_EFORMAT;
-  h->status = atoi(sp + 1);
+  /* the status: three digits after the first space of the status line
+   * (atoi here once read past the buffer: it skips the CR LF that ends
+   * the head as white space) */
+  const char *eol = memchr(buf, '\n', (size_t)(end - buf));
+  const char *sp = memchr(buf, ' ', (size_t)(eol - buf));
+  if (!sp || eol - sp < 5 || !is_digit(sp[1]) || !is_digit(sp[2]) || !is_digit(sp[3]) ||
+      (sp[4] != ' ' && sp[4] != '\r'))
+    return VR_EFORMAT;
+  h->status = (sp[1] - '0') * 100 + (sp[2] - '0') * 10 + (sp[3] - '0');
   h->head_len = (size_t)(end - buf);
   h->content_len = num_header(buf, end, "Content-Length");
   h->ihcl = num_header(buf, end, "Inference-Header-Content-Length");

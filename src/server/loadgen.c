@@ -286,9 +286,15 @@ static void send_on(lg *g, conn *c, size_t i) {
 static int32_t parse_compute(const char *p, size_t n) {
   static const char key[] = "\"compute_us\":";
   const char *end = p + n;
-  for (const char *q = p; q + sizeof key < end; q++)
-    if (*q == '"' && !memcmp(q, key, sizeof key - 1))
-      return (int32_t)atol(q + sizeof key - 1);
+  for (const char *q = p; q + sizeof key < end; q++) {
+    if (*q != '"' || memcmp(q, key, sizeof key - 1)) continue;
+    /* digits within the body only: it is not NUL-terminated */
+    int64_t v = 0;
+    for (q += sizeof key - 1; q < end && *q == ' '; q++) {}
+    for (; q < end && *q >= '0' && *q <= '9' && v < INT32_MAX; q++)
+      v = v * 10 + (*q - '0');
+    return (int32_t)(v < INT32_MAX ? v : INT32_MAX);
+  }
   return 0;
 }
 
