@@ -1,7 +1,8 @@
 /*
  * Internal to the gRPC front end: the server and call records shared by
  * grpc.c (the call lifecycle, replies, dispatch, the completion-queue
- * loop) and grpc_triton.c (Triton's extension methods). Not public.
+ * loop), grpc_req.c (a ModelInferRequest checked into a vr_ks_request)
+ * and grpc_triton.c (Triton's extension methods). Not public.
  */
 #ifndef VR_SERVER_GRPC_INT_H
 #define VR_SERVER_GRPC_INT_H
