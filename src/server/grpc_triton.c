@@ -93,6 +93,12 @@ static void *keep(stats_acc *a, size_t n) {
   return p;
 }
 
+/* Frees every block keep() handed out, after the reply is packed. */
+static void keep_free(stats_acc *a) {
+  for (size_t i = 0; i < a->all.len; i++) vr_free(*(void **)vr_vec_at(&a->all, i));
+  vr_vec_free(&a->all);
+}
+
 static Inference__StatisticDuration *dur(stats_acc *a, uint64_t n, double ns) {
   Inference__StatisticDuration *d = keep(a, sizeof *d);
   if (!d) return NULL;
@@ -164,8 +170,7 @@ void vr__grpc_model_statistics(gcall *c) {
   vr_rt_foreach_variant(c->g->s->rt, *q->name ? q->name : NULL, stats_one, &a);
   inference__model_statistics_request__free_unpacked(q, NULL);
   vr__grpc_reply(c, &a.r.base);
-  for (size_t i = 0; i < a.all.len; i++) vr_free(*(void **)vr_vec_at(&a.all, i));
-  vr_vec_free(&a.all);
+  keep_free(&a);
   vr_free(a.r.model_stats);
 }
 
@@ -207,8 +212,7 @@ void vr__grpc_repository_index(gcall *c) {
   vr_vec_init(&a.k.all, sizeof(void *));
   vr__srv_repo_list(c->g->s, index_one, &a);
   vr__grpc_reply(c, &a.r.base);
-  for (size_t i = 0; i < a.k.all.len; i++) vr_free(*(void **)vr_vec_at(&a.k.all, i));
-  vr_vec_free(&a.k.all);
+  keep_free(&a.k);
   vr_free(a.r.models);
 }
 
