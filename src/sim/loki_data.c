@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/lines.h"
 
 #define MAX_COLS 32
 
@@ -76,30 +77,35 @@ static char *slurp(const char *path, size_t *len, vr_errbuf *err) {
   return buf;
 }
 
-/* Accuracy of `variant` from DIR/<task> (`variant,accuracy` lines); -1 if
- * the file or the line is absent. */
-static double variant_accuracy(const char *dir, const char *task,
-                               const char *variant) {
+/* Accuracy of `variant` from DIR/<task> (`variant,accuracy` lines) into
+ * *acc; -1 if the file or the line is absent. An unreadable file or a line
+ * too long to be one is an error. */
+static int variant_accuracy(const char *dir, const char *task, const char *variant,
+                            double *acc, vr_errbuf *err) {
   char path[4096], line[512];
   snprintf(path, sizeof path, "%s/%s", dir, task);
-  FILE *f = fopen(path, "r");
-  if (!f) return -1;
-  double acc = -1;
-  while (fgets(line, sizeof line, f)) {
+  *acc = -1;
+  FILE *f = vr_open_regular(path);
+  if (!f) return 0;
+  long ln = 0;
+  int rc;
+  while ((rc = vr_read_line(f, line, sizeof line, path, &ln, NULL, err)) == 1) {
     char *fl[MAX_COLS];
     int n = split(line, fl);
     double a;
     if (n >= 2 && !strcmp(fl[0], variant) && num(fl[1], &a) && a >= 0 &&
         a <= 100)
-      acc = a;
+      *acc = a;
   }
   fclose(f);
-  return acc;
+  return rc;
 }
 
 /* A CSV file open past its header row. */
 typedef struct csv {
   FILE *f;
+  const char *path;
+  long ln; /* lines read */
   char hline[1024], *h[MAX_COLS];
   int nh;
 } csv;
@@ -107,12 +113,20 @@ typedef struct csv {
 static int csv_open(csv *c, const char *path, vr_errbuf *err) {
   if (!(c->f = fopen(path, "r")))
     return vr_errf(err, VR_EIO, "%s: %s", path, strerror(errno));
-  if (!fgets(c->hline, sizeof c->hline, c->f)) {
+  c->path = path;
+  c->ln = 0;
+  int rc = vr_read_line(c->f, c->hline, sizeof c->hline, path, &c->ln, NULL, err);
+  if (rc != 1) {
     fclose(c->f);
-    return vr_errf(err, VR_EFORMAT, "%s: empty", path);
+    return rc ? rc : vr_errf(err, VR_EFORMAT, "%s: empty", path);
   }
   c->nh = split(c->hline, c->h);
   return 0;
+}
+
+/* The next data row into line[1024]: 1, 0 at the end, or an error. */
+static int csv_row(csv *c, char *line, vr_errbuf *err) {
+  return vr_read_line(c->f, line, 1024, c->path, &c->ln, NULL, err);
 }
 
 /* Runtimes CSV: fills prof for every (task, variant) with rows at accel.
@@ -134,7 +148,9 @@ static int load_runtimes(const char *path, const char *accel, vr_pipe_data *d,
                    "batchsize, 50th_pct", path);
   }
   const vr_pipeline *p = d->pipe;
-  for (long ln = 2; !rc && fgets(line, sizeof line, f); ln++) {
+  while (!rc && (rc = csv_row(&c, line, err)) == 1) {
+    rc = 0;
+    long ln = c.ln;
     int n = split(line, fl);
     if (n == 1 && !fl[0][0]) continue;
     if (n < nh) {
@@ -185,7 +201,9 @@ static int load_branching(const char *path, vr_pipe_data *d, vr_errbuf *err) {
                    path);
   }
   vr_pipeline *p = d->pipe;
-  for (long ln = 2; !rc && fgets(line, sizeof line, f); ln++) {
+  while (!rc && (rc = csv_row(&c, line, err)) == 1) {
+    rc = 0;
+    long ln = c.ln;
     int n = split(line, fl);
     if (n == 1 && !fl[0][0]) continue;
     double m;
@@ -263,9 +281,10 @@ static int init_profiles(vr_pipe_data *d, const char *variants_dir,
       snprintf(pr->model, sizeof pr->model, "%s", tk->variants[v].name);
       snprintf(pr->app, sizeof pr->app, "%s", tk->name);
       snprintf(pr->variant, sizeof pr->variant, "%s", tk->variants[v].name);
-      if (variants_dir)
-        tk->variants[v].accuracy =
-            variant_accuracy(variants_dir, tk->name, tk->variants[v].name);
+      int rc = variants_dir ? variant_accuracy(variants_dir, tk->name, tk->variants[v].name,
+                                               &tk->variants[v].accuracy, err)
+                            : 0;
+      if (rc) return rc;
       pr->accuracy = tk->variants[v].accuracy >= 0 ? tk->variants[v].accuracy
                                                    : 100;
     }

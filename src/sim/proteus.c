@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/lines.h"
 #include "base/map.h"
 #include "sim/sim.h"
 
@@ -41,12 +42,11 @@ static int load_families(const char *dir, vr_map *m, vr_errbuf *err) {
     if (e->d_name[0] == '.' || strlen(e->d_name) >= VR_PROF_NAME_MAX) continue;
     char path[4096], line[512];
     snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-    FILE *f = fopen(path, "r");
-    if (!f) continue; /* not a regular file */
+    FILE *f = vr_open_regular(path);
+    if (!f) continue;
     long ln = 0;
-    while (!rc && fgets(line, sizeof line, f)) {
-      ln++;
-      line[strcspn(line, "\r\n")] = 0;
+    while (!rc && (rc = vr_read_line(f, line, sizeof line, path, &ln, NULL, err)) == 1) {
+      rc = 0;
       if (!line[0] || line[0] == '#') continue;
       char *comma = strrchr(line, ',');
       char *end = NULL;
@@ -177,9 +177,8 @@ int vr_proteus_load(const vr_proteus_opts *o, vr_profile **profiles,
   size_t cap = 0;
   char line[1024];
   long ln = 0;
-  while (!rc && fgets(line, sizeof line, f)) {
-    ln++;
-    line[strcspn(line, "\r\n")] = 0;
+  while (!rc && (rc = vr_read_line(f, line, sizeof line, o->csv_path, &ln, NULL, err)) == 1) {
+    rc = 0;
     if (ln == 1 && !strncmp(line, "Model,", 6)) continue; /* header */
     if (!line[0] || line[0] == '#') continue;
     char *fields[11], where[4200];

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/lines.h"
 
 static const char *k_names[VR_WL__COUNT] = {
     "constant", "poisson", "gamma", "piecewise", "diurnal", "counts", "trace"};
@@ -158,29 +159,11 @@ void vr_wl_close(vr_workload *w) {
   w->path = NULL;
 }
 
-/* Reads the next line into buf; 1 ok, 0 EOF, <0 error (line too long). */
-static int read_line(vr_workload *w, char *buf, size_t cap, size_t *len,
-                     vr_errbuf *err) {
-  if (!fgets(buf, (int)cap, w->f)) {
-    if (ferror(w->f))
-      return vr_errf(err, VR_EIO, "%s:%ld: read error", w->path, w->line + 1);
-    return 0;
-  }
-  w->line++;
-  size_t n = strlen(buf);
-  if (n && buf[n - 1] == '\n') n--;
-  else if (!feof(w->f))
-    return vr_errf(err, VR_EFORMAT, "%s:%ld: line longer than %zu bytes",
-                   w->path, w->line, cap - 2);
-  *len = n;
-  return 1;
-}
-
 static int next_trace(vr_workload *w, vr_req *out, vr_errbuf *err) {
   char buf[512];
   size_t len;
   for (;;) {
-    int rc = read_line(w, buf, sizeof buf, &len, err);
+    int rc = vr_read_line(w->f, buf, sizeof buf, w->path, &w->line, &len, err);
     if (rc <= 0) return rc;
     if (memchr(buf, 0, len))
       return vr_errf(err, VR_EFORMAT, "%s:%ld: NUL byte", w->path, w->line);
@@ -211,7 +194,7 @@ static int next_count(vr_workload *w, double *t, vr_errbuf *err) {
   while (w->cnt_left == 0) {
     char buf[128];
     size_t len;
-    int rc = read_line(w, buf, sizeof buf, &len, err);
+    int rc = vr_read_line(w->f, buf, sizeof buf, w->path, &w->line, &len, err);
     if (rc <= 0) return rc;
     buf[len] = 0;
     char *s = buf;

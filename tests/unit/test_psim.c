@@ -119,6 +119,18 @@ static void test_loader_errors(void **st) {
   assert_int_equal(vr_loki_load_files(app, NULL, bad, NULL, "gpu", &d, &err),
                    VR_EFORMAT);
   assert_non_null(strstr(err.msg, "bad.csv:2"));
+  /* a row longer than the reader's line is one error at its line, not
+   * two half-rows (the second half once failed as "line 4: 1 fields") */
+  char longrow[2100];
+  int k = snprintf(longrow, sizeof longrow, ",Model,Accel,batchsize,avg_runtime,50th_pct\n"
+                                            "0,det_s,gpu,1,9,5\n0,det_s,gpu,2,9,5,");
+  memset(longrow + k, 'x', 2000);
+  memcpy(longrow + k + 2000, "\n", 2);
+  put("profiling/long.csv", longrow);
+  snprintf(bad, sizeof bad, "%s/profiling/long.csv", dir);
+  assert_int_equal(vr_loki_load_files(app, NULL, bad, NULL, "gpu", &d, &err),
+                   VR_EFORMAT);
+  assert_non_null(strstr(err.msg, "long.csv:3: line longer than"));
   assert_int_equal(vr_loki_load_files(app, NULL, rt, NULL, "tpu", &d, &err),
                    VR_ENOENT);
   assert_non_null(strstr(err.msg, "no variant with runtimes"));
