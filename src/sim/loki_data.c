@@ -313,7 +313,8 @@ int vr_loki_load_files(const char *app_json, const char *variants_dir,
   if (!rc) rc = prune(out, have, err);
   free(have);
   for (int i = 0; !rc && i < out->off[out->pipe->ntasks]; i++)
-    rc = vr_profile_validate(&out->prof[i], err);
+    if ((rc = vr_profile_validate(&out->prof[i], err)))
+      rc = vr_errctx(err, rc, "%s", runtimes_csv); /* the file to fix */
   if (!rc) rc = vr_pipeline_validate(out->pipe, err);
   if (rc) vr_pipe_data_free(out);
   return rc;

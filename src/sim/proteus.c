@@ -191,7 +191,8 @@ int vr_proteus_load(const vr_proteus_opts *o, vr_profile **profiles,
   }
   if (f) fclose(f);
   for (size_t i = 0; !rc && i < *n; i++)
-    rc = vr_profile_validate(&(*profiles)[i], err);
+    if ((rc = vr_profile_validate(&(*profiles)[i], err)))
+      rc = vr_errctx(err, rc, "%s", o->csv_path); /* the file to fix */
   if (!rc && *n == 0)
     rc = vr_errf(err, VR_ENOENT, "%s: no rows match the families/accels",
                  o->csv_path);
