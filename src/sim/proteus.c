@@ -132,7 +132,7 @@ static int row(const vr_proteus_opts *o, vr_map *fam, char **f,
   double b, p50, p90, acc;
   p90 = 0; /* empty in the GPU rows of the vision models */
   if (!num(f[3], &b) || !num(f[4], &p50) || (f[5][0] && !num(f[5], &p90)) ||
-      !num(f[10], &acc) || b < 1 || b > 64 || ((int)b & ((int)b - 1)) ||
+      !num(f[10], &acc) || b < 1 || b > 64 || b != (int)b || ((int)b & ((int)b - 1)) ||
       !(p50 > 0) || !(p90 >= 0) || !(acc >= 0 && acc <= 100))
     return vr_errf(err, VR_EFORMAT, "%s: bad batchsize/latency/accuracy",
                    where);

@@ -433,6 +433,13 @@ static void test_proteus_csv(void **st) {
   assert_non_null(strstr(err.msg, ":1:"));
   unlink(bad);
   vr_free(bad);
+  /* a batch size is a whole power of two (2.5 was read as 2) */
+  bad = write_tmp("r18,onnxruntime_cpu,100,2.5,10,12,10,9,20,70,90\n");
+  o.csv_path = bad;
+  assert_int_equal(vr_proteus_load(&o, &ps, &n, &err), VR_EFORMAT);
+  assert_non_null(strstr(err.msg, "bad batchsize"));
+  unlink(bad);
+  vr_free(bad);
 }
 
 
