@@ -78,8 +78,8 @@ static char *slurp(const char *path, size_t *len, vr_errbuf *err) {
 }
 
 /* Accuracy of `variant` from DIR/<task> (`variant,accuracy` lines) into
- * *acc; -1 if the file or the line is absent. An unreadable file or a line
- * too long to be one is an error. */
+ * *acc; -1 if the file (or a regular file of that name) or the line is
+ * absent. A read error or a line too long for the reader is an error. */
 static int variant_accuracy(const char *dir, const char *task, const char *variant,
                             double *acc, vr_errbuf *err) {
   char path[4096], line[512];
