@@ -156,7 +156,9 @@ int vr_model_fetch(const char *host, int port, const char *token, const char *re
   rc = vr_httpc_request(&c, "GET", path, auth, NULL, 0, &resp, err);
   if (!rc && resp.head.status != 200)
     rc = vr_errf(err, resp.head.status == 404 ? VR_ENOENT : VR_EIO,
-                 "controller %s:%d: %d %.200s", host, port, resp.head.status,
+                 "controller %s:%d: %d %.*s", host, port, resp.head.status,
+                 /* the body is not NUL-terminated */
+                 (int)(resp.body_len < 200 ? resp.body_len : 200),
                  resp.body_len ? resp.body : "");
   json_t *root = NULL;
   if (!rc) {
