@@ -138,10 +138,14 @@ int vr_pol_af_crowded(const vr_policy_cfg *c, long rows, int bodies) {
  * control period's rate, which is one second (or 50 ms) of a 60-s period.
  * Each tick adds the arrivals it saw, in milli-queries: the policy state
  * keeps integers. */
+static void arrivals_key(char *k, size_t n, const vr_snap_variant *sv) {
+  snprintf(k, n, "af:arr:%s", sv->prof.variant);
+}
+
 static int note_arrivals(vr_policy_state *st, const vr_snapshot *s, const vr_snap_variant *sv) {
   char kt[VR_VARIANT_MAX + 16], ka[VR_VARIANT_MAX + 16];
   snprintf(kt, sizeof kt, "af:tick:%s", sv->prof.variant);
-  snprintf(ka, sizeof ka, "af:arr:%s", sv->prof.variant);
+  arrivals_key(ka, sizeof ka, sv);
   int64_t last = vr_pol_since(st, kt), acc = vr_pol_since(st, ka);
   if (acc < 0) acc = 0;
   if (last >= 0 && s->now_ns > last && sv->arrival_qps > 0)
@@ -153,7 +157,7 @@ static int note_arrivals(vr_policy_state *st, const vr_snapshot *s, const vr_sna
 static double take_mean_rate(vr_policy_state *st, const vr_snapshot *s, const vr_snap_variant *sv,
                              int64_t t0, int *rc) {
   char ka[VR_VARIANT_MAX + 16];
-  snprintf(ka, sizeof ka, "af:arr:%s", sv->prof.variant);
+  arrivals_key(ka, sizeof ka, sv);
   int64_t acc = vr_pol_since(st, ka);
   *rc = vr_pol_set_since(st, ka, 0) ? VR_ENOMEM : 0;
   if (acc <= 0 || s->now_ns <= t0) return 0;
@@ -178,7 +182,7 @@ static int one_variant(const vr_policy_cfg *c, vr_policy_state *st, const vr_sna
   if (!nb) return 0;
   char key[VR_VARIANT_MAX + 16];
   snprintf(key, sizeof key, "af:crowd:%s", sv->prof.variant);
-  int crowd = sc.gamma * nb, crowded = vr_pol_af_crowded(c, qlen, nb);
+  int crowded = vr_pol_af_crowded(c, qlen, nb);
   int64_t last = vr_pol_since(st, key);
   if (crowded) {
     last = s->now_ns;
@@ -198,7 +202,7 @@ static int one_variant(const vr_policy_cfg *c, vr_policy_state *st, const vr_sna
       bd[k] = (vr_af_body){sv->prof.threads, now_ms + per_row * in->queue_len, fc,
                            in->shadow_cores > 0};
     }
-    sc.gamma = crowd; /* the threshold vr_af_lls checks is the total */
+    sc.gamma *= nb; /* the threshold vr_af_lls checks is the total */
     vr_af_lls_out o;
     vr_af_lls(m, &sc, qlen, bd, nb, &o);
     for (int k = 0; k < o.n; k++) {
