@@ -3,7 +3,8 @@
  * received) -> DONE (reply, status and close sent). Handlers answer on the
  * completion-queue thread, except ModelInfer, which is answered from the
  * runtime's done callback (grpc_call_start_batch is thread-safe).
- * Triton's extension methods are in grpc_triton.c.
+ * The request check is in grpc_req.c, Triton's extension methods in
+ * grpc_triton.c.
  */
 #include "server/grpc.h"
 #include "server/grpc_int.h"

@@ -124,9 +124,9 @@ static int csv_open(csv *c, const char *path, vr_errbuf *err) {
   return 0;
 }
 
-/* The next data row into line[1024]: 1, 0 at the end, or an error. */
-static int csv_row(csv *c, char *line, vr_errbuf *err) {
-  return vr_read_line(c->f, line, 1024, c->path, &c->ln, NULL, err);
+/* The next data row into line[cap]: 1, 0 at the end, or an error. */
+static int csv_row(csv *c, char *line, size_t cap, vr_errbuf *err) {
+  return vr_read_line(c->f, line, cap, c->path, &c->ln, NULL, err);
 }
 
 /* Runtimes CSV: fills prof for every (task, variant) with rows at accel.
@@ -148,7 +148,7 @@ static int load_runtimes(const char *path, const char *accel, vr_pipe_data *d,
                    "batchsize, 50th_pct", path);
   }
   const vr_pipeline *p = d->pipe;
-  while (!rc && (rc = csv_row(&c, line, err)) == 1) {
+  while (!rc && (rc = csv_row(&c, line, sizeof line, err)) == 1) {
     rc = 0;
     long ln = c.ln;
     int n = split(line, fl);
@@ -201,7 +201,7 @@ static int load_branching(const char *path, vr_pipe_data *d, vr_errbuf *err) {
                    path);
   }
   vr_pipeline *p = d->pipe;
-  while (!rc && (rc = csv_row(&c, line, err)) == 1) {
+  while (!rc && (rc = csv_row(&c, line, sizeof line, err)) == 1) {
     rc = 0;
     long ln = c.ln;
     int n = split(line, fl);
