@@ -15,16 +15,28 @@
 
 #include "server/server_int.h"
 
+/* /v2/models/{m}[/versions/{v}]/infer, /v2/apps/{a}/infer and
+ * /v2/pipelines/{p}/infer: the routes that serve inference. */
+static int is_infer_route(char **seg, int n) {
+  if (n < 4 || strcmp(seg[0], "v2") || strcmp(seg[n - 1], "infer")) return 0;
+  if (n == 4)
+    return !strcmp(seg[1], "models") || !strcmp(seg[1], "apps") ||
+           !strcmp(seg[1], "pipelines");
+  return n == 6 && !strcmp(seg[1], "models") && !strcmp(seg[3], "versions");
+}
+
 int vr__access_is_admin(const char *method, char **seg, int n) {
   if (n >= 2 && !strcmp(seg[0], "v2") && !strcmp(seg[1], "jobs")) return 1;
   if (n >= 4 && !strcmp(seg[0], "v2") && !strcmp(seg[1], "apps") &&
       !strcmp(seg[3], "jobs"))
     return 1;
   if (!strcmp(method, "GET") || !strcmp(method, "HEAD")) return 0;
-  /* POST .../infer is inference; everything else that is not a read
-   * changes something (the repository index is a POST too: it lists
-   * server paths' states, so it is admin as well). */
-  return !(n >= 1 && !strcmp(seg[n - 1], "infer"));
+  /* POST to an inference route is inference; everything else that is not
+   * a read changes something (the repository index is a POST too: it
+   * lists server paths' states, so it is admin as well). The route is
+   * matched whole: "infer" is a valid model and pipeline name, so a last
+   * segment "infer" alone (DELETE /v2/pipelines/infer) is no proof. */
+  return !(!strcmp(method, "POST") && is_infer_route(seg, n));
 }
 
 /* Compares without an early exit, so the time taken does not say how

@@ -110,6 +110,13 @@ static void test_health_and_metadata(void **st) {
   assert_int_equal(req("DELETE", "/v2/models/m", "Authorization: Bearer test-token\r\n",
                        NULL, 0, b, sizeof b), 405);
   assert_int_equal(req("GET", "/v2/models/m/infer", NULL, NULL, 0, b, sizeof b), 405);
+  /* "infer" is a valid model and pipeline name: only a POST to an
+   * inference route goes without the token, not any path ending so. */
+  assert_int_equal(req("DELETE", "/v2/apps/a/models/infer", NULL, NULL, 0, b, sizeof b), 401);
+  assert_int_equal(req("DELETE", "/v2/pipelines/infer", NULL, NULL, 0, b, sizeof b), 401);
+  assert_int_equal(req("PUT", "/v2/models/m/infer", NULL, NULL, 0, b, sizeof b), 401);
+  assert_int_equal(req("POST", "/v2/repository/models/infer", NULL, NULL, 0, b, sizeof b),
+                   401);
 }
 
 static void test_infer_json(void **st) {
