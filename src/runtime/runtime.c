@@ -432,6 +432,15 @@ static vr_rt_instance *route(vr_rt_model *m) {
   return best;
 }
 
+/* arrival + timeout, or no deadline for none (<= 0). A timeout so long
+ * that the sum passes INT64_MAX (a client's "timeout": 9e15 us meaning
+ * "never") is no deadline too, not a wrapped one in the past. */
+static int64_t deadline_after(int64_t arrival_ns, int64_t timeout_ns) {
+  if (timeout_ns <= 0) return VR_NO_DEADLINE;
+  if (arrival_ns > 0 && timeout_ns >= VR_NO_DEADLINE - arrival_ns) return VR_NO_DEADLINE;
+  return arrival_ns + timeout_ns;
+}
+
 static int prepare(vr_runtime *rt, vr_rt_request *req) {
   if (!req || !req->done) return VR_EINVAL;
   req->status = 0;
@@ -442,8 +451,7 @@ static int prepare(vr_runtime *rt, vr_rt_request *req) {
   req->variant[0] = 0;
   int64_t now = vr_rt_now(rt);
   req->arrival_ns = req->arrived_ns > 0 && req->arrived_ns < now ? req->arrived_ns : now;
-  req->deadline_ns = req->timeout_ns > 0 ? req->arrival_ns + req->timeout_ns
-                                         : VR_NO_DEADLINE;
+  req->deadline_ns = deadline_after(req->arrival_ns, req->timeout_ns);
   req->prio_key = req->priority > 0 ? req->priority : VR_RT_PRIO_DEFAULT;
   (void)rt;
   return 0;
@@ -473,7 +481,7 @@ static void apply_queue_policy(const vr_model_config *c, vr_rt_request *req) {
   if (!(t > 0 && c->queue.allow_timeout_override))
     t = c->queue.delay ? 0 : c->queue.default_timeout_us * 1000;
   req->timeout_ns = t;
-  req->deadline_ns = t > 0 ? req->arrival_ns + t : VR_NO_DEADLINE;
+  req->deadline_ns = deadline_after(req->arrival_ns, t);
 }
 
 int vr_rt_submit(vr_runtime *rt, const char *model, vr_rt_request *req) {

@@ -4,6 +4,7 @@
  * datatypes, element counts against the contents, and parameters (the
  * unsupported ones refused by name). Fuzzed by tests/fuzz/fuzz_grpcreq.c.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -30,6 +31,9 @@ static int request_params(Inference__ModelInferRequest *q, vr_ks_request *ks,
     if (!strcmp(k, "timeout") || !strcmp(k, "priority")) {
       if (param_int(p, &v) || v < 0)
         return vr_errf(err, VR_EINVAL, "parameter \"%s\" must be a non-negative integer", k);
+      if (k[0] == 't' && v > INT64_MAX / 1000) /* as HTTP: in ns it must fit */
+        return vr_errf(err, VR_EINVAL, "parameter \"timeout\" (microseconds) must be at "
+                       "most %lld", (long long)(INT64_MAX / 1000));
       if (k[0] == 't') ks->timeout_us = v;
       else ks->priority = (int)(v > 1000000 ? 1000000 : v);
     } else if (strcmp(k, "binary_data_output")) { /* gRPC data is raw anyway */

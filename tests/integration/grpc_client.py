@@ -152,6 +152,16 @@ def run(p, log):
             bad.outputs.add(name="logits").parameters[key].string_param = "r"
         code, msg = error("ModelInfer", bad, pb.ModelInferResponse)
         check(code == grpc.StatusCode.INVALID_ARGUMENT and key in msg, f"{key}: {code} {msg}")
+    # timeout: the largest that fits in ns is served (no deadline in
+    # practice), a larger one is refused, as over HTTP
+    long_t = pb.ModelInferRequest()
+    long_t.CopyFrom(req)
+    long_t.parameters["timeout"].int64_param = (2**63 - 1) // 1000
+    check(len(call("ModelInfer", long_t, pb.ModelInferResponse).outputs) == 1,
+          "timeout of ~292 years is served")
+    long_t.parameters["timeout"].int64_param = (2**63 - 1) // 1000 + 1
+    code, msg = error("ModelInfer", long_t, pb.ModelInferResponse)
+    check(code == grpc.StatusCode.INVALID_ARGUMENT and "timeout" in msg, f"timeout too long: {msg}")
     short = pb.ModelInferRequest()
     short.CopyFrom(req)
     short.raw_input_contents[0] = x.tobytes()[:100]

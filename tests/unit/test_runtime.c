@@ -390,6 +390,17 @@ static void test_rt_deadline_drop(void **st) {
   assert_true(b.status == VR_EDEADLINE || b.status == 0);
   vr_rt_request_clear(&a);
   vr_rt_request_clear(&b);
+  /* A timeout past the clock's range ("timeout": 9e15 us, i.e. never) is
+   * no deadline, not a sum that wraps into the past and drops at once. */
+  vr_rt_request c;
+  reset_waiter();
+  set_input(&c, &xa, 1, 1);
+  c.timeout_ns = INT64_MAX / 1000 * 1000;
+  assert_int_equal(vr_rt_submit(rt, "m", &c), 0);
+  wait_done(1);
+  assert_int_equal(c.status, 0);
+  assert_int_equal(c.outcome, VR_OUT_OK);
+  vr_rt_request_clear(&c);
   vr_runtime_free(rt);
 }
 
