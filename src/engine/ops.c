@@ -2,6 +2,7 @@
 #include "engine/ops.h"
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -101,11 +102,21 @@ void vr_tview_seti(vr_tview *t, int64_t i, int64_t v) {
   }
 }
 
+/* double -> int64 without undefined behaviour: a float result stored in
+ * an integer tensor may be NaN or infinite (ReduceMax over nothing is
+ * -inf, as in ONNX's reference) or beyond the range. Saturates; NaN is 0. */
+static int64_t sat_i64(double v) {
+  if (v != v) return 0;
+  if (v >= 9223372036854775807.0) return INT64_MAX;
+  if (v <= -9223372036854775808.0) return INT64_MIN;
+  return (int64_t)v;
+}
+
 void vr_tview_setf(vr_tview *t, int64_t i, double v) {
   switch (t->dt) {
     case VR_DT_F32: ((float *)t->data)[i] = (float)v; break;
     case VR_DT_F64: ((double *)t->data)[i] = v; break;
     case VR_DT_BOOL: ((uint8_t *)t->data)[i] = v != 0; break;
-    default: vr_tview_seti(t, i, (int64_t)v); break;
+    default: vr_tview_seti(t, i, sat_i64(v)); break;
   }
 }
