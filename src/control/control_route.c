@@ -441,18 +441,19 @@ char *vr_control_prometheus(vr_control *c) {
 
 static json_t *variant_json(vr_control *c, int v) {
   const vr_profile *p = &c->var[v].prof;
-  int n = 0;
+  int n = 0, inflight = 0;
   for (size_t i = 0; i < c->insts.len; i++) {
     ctl_inst *in = vr_vec_at(&c->insts, i);
     n += in->var == v && !in->removing;
+    if (in->var == v) inflight += in->inflight;
   }
-  return json_pack("{s:s, s:s, s:s, s:i, s:i, s:f, s:f, s:f, s:f, s:I, s:f, s:s, s:i}",
+  return json_pack("{s:s, s:s, s:s, s:i, s:i, s:f, s:f, s:f, s:f, s:I, s:f, s:s, s:i, s:i}",
                    "name", p->variant, "model", p->model, "precision", p->precision,
                    "threads", p->threads, "max_batch", p->max_batch, "accuracy",
                    p->accuracy, "p50_ms_b1", p->lat.p50_ms[0], "p99_ms_b1",
                    vr_profile_tail_ms(p, 1), "load_ms", p->load_ms, "mem_bytes",
                    (json_int_t)p->mem_bytes, "cost_per_s", p->cost_per_s, "state",
-                   vr_vstate_name(c->var[v].state), "instances", n);
+                   vr_vstate_name(c->var[v].state), "instances", n, "in_flight", inflight);
 }
 
 static json_t *inputs_json(const char *dir) {

@@ -113,11 +113,22 @@ static void on_routed(void *tag, const vr_ctl_route *route) {
   c->route = *route;
   vr_model_config cfg;
   vr_errbuf err = {0};
-  if (!c->route.status && vr_rt_model_config(c->s->rt, route->model, &cfg))
+  if (route->status) { /* nothing was routed: nothing to give back */
+    vr_http_wake(c->http);
+    return;
+  }
+  if (vr_rt_model_config(c->s->rt, route->model, &cfg))
     c->route.status = vr_errf(&err, VR_ENOENT, "model '%s' is not loaded", route->model);
-  if (!c->route.status && vr_ks_check_outputs(&c->ks, &cfg, &err))
+  else if (vr_ks_check_outputs(&c->ks, &cfg, &err))
     c->route.status = VR_EINVAL;
   if (c->route.status) {
+    /* The control plane counted the query in flight on its instance when
+     * it routed it; it never reaches the runtime, so it is over now. */
+    vr_rt_request none;
+    vr_rt_request_init(&none);
+    none.status = c->route.status;
+    none.outcome = VR_OUT_FAILED;
+    vr_control_completed(c->s->ctl, route, &none);
     if (err.msg[0]) snprintf(c->route.msg, sizeof c->route.msg, "%s", err.msg);
     vr_http_wake(c->http);
     return;

@@ -156,6 +156,18 @@ try:
     check(st == 400 and "closest is" in r["error"], f"infeasible -> 400: {r['error']}")
     st, r = http(port, "POST", "/v2/apps/nope/infer", {"inputs": []})
     check(st in (400, 404), f"unknown app -> {st}")
+    # A query refused after routing (an output the chosen model lacks) is
+    # no longer in flight on its instance: nothing stays counted.
+    t = {"name": "input", "datatype": "FP32", "shape": [1, 1, 28, 28],
+         "data": X[0].flatten().tolist()}
+    for _ in range(5):
+        st, r = http(port, "POST", "/v2/apps/fashion/infer",
+                     {"inputs": [t], "outputs": [{"name": "nope"}],
+                      "parameters": {"latency_ms": 100, "model": "fmnist_linear"}})
+        check(st == 400 and "nope" in r.get("error", ""), f"unknown output -> 400: {st} {r}")
+    st, apps = http(port, "GET", "/v2/apps/fashion")
+    left = sum(v["in_flight"] for v in apps["apps"]["fashion"])
+    check(st == 200 and left == 0, f"nothing left in flight after refused queries ({left})")
 
     # Offline job: the input is uploaded, the result fetched from the server.
     st, r = http(port, "POST", "/v2/apps/fashion/jobs?min_accuracy=89",
