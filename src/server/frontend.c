@@ -107,7 +107,10 @@ static void forward(vr_frontend *fe, vr_http_req *r, const char *key) {
   q->fe = fe;
   q->http = r;
   vr_http_set_state(r, q, req_free);
-  snprintf(q->path, sizeof q->path, "%s", vr_http_url(r));
+  /* The target as the client sent it: path encoded again, query kept
+   * (registration and jobs take their fields from it). */
+  if (vr_http_target(r, q->path, sizeof q->path))
+    return reply_error(fe, r, 414, "request target too long to forward");
   /* The headers a worker needs: the binary extension's split, the body's
    * type, and the client's credentials (a worker may require them). */
   size_t hl = 0;
@@ -122,7 +125,9 @@ static void forward(vr_frontend *fe, vr_http_req *r, const char *key) {
     hl += (size_t)n;
   }
   vr_fwd_call *c = &q->call;
-  c->method = vr_http_method(r);
+  /* HEAD goes on as GET: the worker's Content-Length then comes with its
+   * body, and the client's HEAD answer (headers only) is that GET's. */
+  c->method = strcmp(vr_http_method(r), "HEAD") ? vr_http_method(r) : "GET";
   c->path = q->path;
   c->headers = q->headers;
   c->body = vr_http_body(r, &c->body_len);

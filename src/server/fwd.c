@@ -521,6 +521,11 @@ static int read_some(vr_fwd *f, conn *k) {
     int pr = vr_http_parse_head(k->buf, k->len, &h);
     if (pr < 0) return fail_try(f, k, "malformed HTTP response"), -1;
     if (pr == 1) {
+      /* RFC 9110: the answer to a HEAD, and a 1xx/204/304, has no body,
+       * whatever Content-Length says (it is the GET's). */
+      if (!strcmp(k->call->method, "HEAD") || h.status / 100 == 1 || h.status == 204 ||
+          h.status == 304)
+        h.content_len = 0;
       if (h.content_len == (size_t)-1)
         return fail_try(f, k, "response without Content-Length"), -1;
       if (k->len >= h.head_len + h.content_len) return complete(f, k, &h), 1;

@@ -86,6 +86,59 @@ const char *vr_http_header(const vr_http_req *r, const char *name) {
 const char *vr_http_query(const vr_http_req *r, const char *name) {
   return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
 }
+/* Appends s percent-encoded (all but RFC 3986's unreserved characters,
+ * and '/' when keep_slash) to b[*n..cap); -1 when it does not fit. */
+static int put_encoded(char *b, size_t cap, size_t *n, const char *s, int keep_slash) {
+  static const char hex[] = "0123456789ABCDEF";
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    int plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+                (*p >= '0' && *p <= '9') || strchr("-._~", *p) || (keep_slash && *p == '/');
+    if (*n + (plain ? 1 : 3) >= cap) return -1;
+    if (plain) b[(*n)++] = (char)*p;
+    else {
+      b[(*n)++] = '%';
+      b[(*n)++] = hex[*p >> 4];
+      b[(*n)++] = hex[*p & 15];
+    }
+  }
+  b[*n] = 0;
+  return 0;
+}
+
+typedef struct target_acc {
+  char *b;
+  size_t cap, n;
+  int args, bad;
+} target_acc;
+
+static int put_char(target_acc *t, char c) {
+  if (t->n + 1 >= t->cap) return -1;
+  t->b[t->n++] = c;
+  t->b[t->n] = 0;
+  return 0;
+}
+
+static enum MHD_Result put_arg(void *cls, enum MHD_ValueKind kind, const char *key,
+                               const char *value) {
+  (void)kind;
+  target_acc *t = cls;
+  if (put_char(t, t->args++ ? '&' : '?') || put_encoded(t->b, t->cap, &t->n, key, 0) ||
+      (value && (put_char(t, '=') || put_encoded(t->b, t->cap, &t->n, value, 0)))) {
+    t->bad = 1;
+    return MHD_NO;
+  }
+  return MHD_YES;
+}
+
+int vr_http_target(const vr_http_req *r, char *out, size_t cap) {
+  target_acc t = {out, cap, 0, 0, 0};
+  if (!cap) return -1;
+  out[0] = 0;
+  if (put_encoded(out, cap, &t.n, r->url, 1)) return -1;
+  MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, put_arg, &t);
+  return t.bad ? -1 : 0;
+}
+
 const char *vr_http_body(const vr_http_req *r, size_t *len) {
   *len = r->len;
   return r->body ? r->body : "";

@@ -71,6 +71,11 @@ const char *vr_http_header(const vr_http_req *r, const char *name);
 /* A query-string argument (decoded), or NULL. */
 const char *vr_http_query(const vr_http_req *r, const char *name);
 const char *vr_http_body(const vr_http_req *r, size_t *len);
+/* The request target to send on (a proxy's): the decoded path and the
+ * query arguments percent-encoded again, "/v2/x%20y?name=a%26b". 0, or -1
+ * when it does not fit in cap bytes. */
+int vr_http_target(const vr_http_req *r, char *out, size_t cap);
+
 /* Splits a URL's path ("/v2/models/m/infer?x=1" -> "v2" "models" "m"
  * "infer") into seg[0..n), pointing into buf (cap bytes, the URL copied
  * there, cut to fit); the query string is dropped. -> n, or -1 when there

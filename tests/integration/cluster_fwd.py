@@ -5,6 +5,7 @@ a worker killed with SIGKILL under load: every request in flight is
 answered (retried on the other worker, or an explicit 5xx) — none hangs —
 and later requests go to the survivor.
 Usage: cluster_fwd.py VARIO SOURCE_DIR"""
+import http.server
 import json
 import os
 import shutil
@@ -119,6 +120,40 @@ try:
     check(st == 404 and b"nosuch" in b, f"unknown model: {st} {b[:200]}")
     st, b, _ = req(pf, "GET", "/v2/nothing")
     check(st == 404, f"unknown path {st}")
+
+    # HEAD is answered at once with the GET's headers (it hung until the
+    # timeout: the worker's HEAD answer has a Content-Length and no body).
+    st_g, b_g, _ = req(pf, "GET", "/v2/models/fmnist_linear")
+    t0 = time.time()
+    st, b, h = req(pf, "HEAD", "/v2/models/fmnist_linear", timeout=20)
+    check(st == 200 and b == b"" and int(h["Content-Length"]) == len(b_g)
+          and time.time() - t0 < 10, f"HEAD: {st} {h['Content-Length']} vs {len(b_g)}")
+
+    # The request target goes on as sent: query string kept (registration
+    # and jobs read their fields from it), escapes kept escaped.
+    seen_target = []
+
+    class Echo(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            seen_target.append(self.path)
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+        def log_message(self, *a):
+            pass
+
+    echo = http.server.HTTPServer(("127.0.0.1", 0), Echo)
+    threading.Thread(target=echo.serve_forever, daemon=True).start()
+    fe2, pf2 = start(["frontend", "--worker", f"e=127.0.0.1:{echo.server_address[1]}",
+                      "--timeout-ms", "20000"], "fe2")
+    target = "/v2/apps/fashion/jobs/a%20b%3Fc?min_accuracy=90&x=%26y&flag"
+    st, b, _ = req(pf2, "GET", target, timeout=30)
+    check(st == 200 and seen_target == [target], f"target forwarded as {seen_target}")
+    fe2.terminate()
+    fe2.wait(60)
+    echo.shutdown()
 
     # SIGKILL one worker under load: 8 client threads, none may hang.
     results, lock, stop = [], threading.Lock(), threading.Event()
