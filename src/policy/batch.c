@@ -18,8 +18,13 @@ vr_batch_decision vr_batch_decide(const vr_batch_state *s, const vr_latency *l) 
   }
   int64_t leave = s->oldest_arrival + s->max_delay_ns;
   if (s->earliest_deadline != VR_NO_DEADLINE) {
-    int64_t latest_start =
-        s->earliest_deadline - vr_batch_est_ns(l, s->queued_rows + 1);
+    /* Waiting for one more row must still leave time to run what is
+     * queued: a measured profile may say one more row is faster (noise
+     * at small batches), and waking at deadline - est(rows + 1) would
+     * then be too late for the rows alone, which the drop rule takes. */
+    int64_t now_rows = vr_batch_est_ns(l, s->queued_rows);
+    int64_t more_rows = vr_batch_est_ns(l, s->queued_rows + 1);
+    int64_t latest_start = s->earliest_deadline - (more_rows > now_rows ? more_rows : now_rows);
     if (latest_start < leave) leave = latest_start;
   }
   if (s->now >= leave) {

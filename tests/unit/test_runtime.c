@@ -59,6 +59,17 @@ static void test_batch_deadline(void **st) {
   assert_true(vr_batch_feasible(8500000, 10000000, &p, 4));
   assert_false(vr_batch_feasible(8875001, 10000000, &p, 1));
   assert_true(vr_drop_due(8875001, 10000000, &p, 1));
+  /* A noisy profile where 2 rows measure faster than 1: a lone row waits
+   * no later than the latest start of 1 row, so it is not dropped on
+   * waking while the instance sat idle. */
+  vr_latency q = prof_linear();
+  q.p50_ms[0] = 1.0;
+  q.p50_ms[1] = 0.9;
+  vr_batch_state one = {0, 1, 8, 0, 10000000, 100000000};
+  d = vr_batch_decide(&one, &q);
+  assert_int_equal(d.dispatch, 0);
+  assert_int_equal(d.wake_at, 9000000);
+  assert_false(vr_drop_due(d.wake_at, 10000000, &q, 1));
 }
 
 static void test_lat_observe(void **st) {
