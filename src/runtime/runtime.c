@@ -536,6 +536,18 @@ static int plug_hold(vr_rt_request *req, int id) {
   return 0;
 }
 
+/* A request for an instance that is not there: the runtime is shutting
+ * down, or the instance was removed after the caller chose it (a scale-in
+ * racing the routing). Both are 503s a caller may retry, not 404s: the
+ * model or app it asked for may well exist (VR_ESTATE: route again). */
+static void fail_gone(vr_runtime *rt, vr_rt_request *r, int id) {
+  if (rt->shutting_down)
+    vr_rt_fail(NULL, rt, r, VR_ESHUTDOWN, VR_OUT_REJECTED, "shutting down");
+  else
+    vr_rt_fail(NULL, rt, r, VR_ESTATE, VR_OUT_REJECTED,
+               "instance %d was removed after it was chosen", id);
+}
+
 void vr__rt_unplug(vr_runtime *rt) {
   plug p = t_plug;
   t_plug = (plug){0}; /* what the answers below submit goes straight in */
@@ -570,7 +582,7 @@ void vr__rt_unplug(vr_runtime *rt) {
     if (!in) {
       vr_rt_request *r = p.reqs[i];
       p.reqs[i] = NULL;
-      vr_rt_fail(NULL, rt, r, VR_ENOENT, VR_OUT_REJECTED, "no instance %d", id);
+      fail_gone(rt, r, id);
     }
   }
   vr_free(share);
@@ -587,8 +599,6 @@ int vr_rt_submit_to(vr_runtime *rt, int instance_id, vr_rt_request *req) {
       rt->shutting_down ? NULL : find_instance(rt, instance_id, NULL);
   if (in) admit(rt, in, req);
   pthread_rwlock_unlock(&rt->lock);
-  if (!in)
-    vr_rt_fail(NULL, rt, req, VR_ENOENT, VR_OUT_REJECTED,
-               "no instance %d", instance_id);
+  if (!in) fail_gone(rt, req, instance_id);
   return 0;
 }

@@ -32,6 +32,8 @@ typedef struct app_ctx {
   vr_rt_request rt;
   vr_ctl_route route;
   int64_t arrived_ns; /* the deadline counts from here */
+  char app[128];      /* for routing again (the URL's copy is gone) */
+  int rerouted;       /* routed a second time once already */
 } app_ctx;
 
 static void ctx_free(void *p) {
@@ -92,9 +94,19 @@ static void on_resume(vr_http_req *r, void *user) {
                   body, len, binary ? json_len : (size_t)-1);
 }
 
+static void route(app_ctx *c);
+
 static void on_done(vr_rt_request *q, void *user) {
   app_ctx *c = user;
   vr_control_completed(c->s->ctl, &c->route, q);
+  /* The instance the query was routed to went away before the query
+   * reached it (scaled in meanwhile): route it again, once, instead of
+   * answering 503 for a query the app can still serve. */
+  if (q->status == VR_ESTATE && q->outcome == VR_OUT_REJECTED && !c->rerouted) {
+    c->rerouted = 1;
+    route(c);
+    return;
+  }
   vr_http_wake(c->http);
 }
 
@@ -122,6 +134,7 @@ static void on_routed(void *tag, const vr_ctl_route *route) {
   else if (vr_ks_check_outputs(&c->ks, &cfg, &err))
     c->route.status = VR_EINVAL;
   if (c->route.status) {
+    if (c->route.status == VR_ENOENT) c->route.status = VR_ESTATE; /* app exists: 503 */
     /* The control plane counted the query in flight on its instance when
      * it routed it; it never reaches the runtime, so it is over now. */
     vr_rt_request none;
@@ -163,10 +176,7 @@ static void app_infer(vr_server *s, vr_http_req *r, const char *app) {
                             &hlen, &err);
   if (!rc) rc = vr_ks_parse_request(body, blen, hlen, &c->ks, &err);
   const vr_ks_request *k = &c->ks;
-  vr_ctl_query q = {.app = app,
-                    .latency_ms = k->latency_ms > 0 ? k->latency_ms : 0,
-                    .min_accuracy = k->min_accuracy > 0 ? k->min_accuracy : 0,
-                    .max_cost = k->max_cost > 0 ? k->max_cost : 0};
+  snprintf(c->app, sizeof c->app, "%s", app);
   if (!rc && k->model[0]) { /* a pinned model must belong to the app */
     vr_store_rdlock(s->store);
     const vr_model_rec *m = vr_store_model(s->store, k->model);
@@ -174,12 +184,21 @@ static void app_infer(vr_server *s, vr_http_req *r, const char *app) {
     vr_store_unlock(s->store);
     if (!mine)
       rc = vr_errf(&err, VR_ENOENT, "app '%.64s' has no model '%.64s'", app, k->model);
-    q.model = k->model;
-    q.app = NULL;
   }
   if (rc) return fail(s, r, vr_server_http_status(rc), err.msg);
   vr_http_defer(r, on_resume); /* the answer may come from another thread */
-  vr_control_route(s->ctl, &q, on_routed, c);
+  route(c);
+}
+
+/* Asks the control plane for an instance; on_routed submits there. */
+static void route(app_ctx *c) {
+  const vr_ks_request *k = &c->ks;
+  vr_ctl_query q = {.app = k->model[0] ? NULL : c->app,
+                    .model = k->model[0] ? k->model : NULL,
+                    .latency_ms = k->latency_ms > 0 ? k->latency_ms : 0,
+                    .min_accuracy = k->min_accuracy > 0 ? k->min_accuracy : 0,
+                    .max_cost = k->max_cost > 0 ? k->max_cost : 0};
+  vr_control_route(c->s->ctl, &q, on_routed, c);
 }
 
 static void describe(vr_server *s, vr_http_req *r, const char *app) {

@@ -626,6 +626,16 @@ static void test_rt_instances_api(void **st) {
   assert_int_equal(vr_rt_remove_instance(rt, id, &err), 0);
   assert_int_equal(vr_rt_remove_instance(rt, id, &err), VR_ENOENT);
   assert_int_equal(vr_rt_instances(rt, "m", is, 4), 1);
+  /* Routed to an instance removed meanwhile (scale-in racing the route):
+   * a retryable VR_ESTATE (503), not "not found" for a model that exists. */
+  reset_waiter();
+  set_input(&r, &x, 1, 1);
+  assert_int_equal(vr_rt_submit_to(rt, id, &r), 0);
+  wait_done(1);
+  assert_int_equal(r.status, VR_ESTATE);
+  assert_int_equal(r.outcome, VR_OUT_REJECTED);
+  assert_non_null(strstr(r.err.msg, "removed"));
+  vr_rt_request_clear(&r);
   vr_runtime_free(rt);
 }
 
