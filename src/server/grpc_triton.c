@@ -243,7 +243,7 @@ void vr__grpc_repository_load(gcall *c, int load) {
   if (!rc && *repo)
     rc = vr_errf(&err, VR_EUNSUPPORTED, "repository_name '%.64s': Vario serves one"
                  " repository (--repo); leave it empty", repo);
-  if (!rc && (!*name || strchr(name, '/') || name[0] == '.'))
+  if (!rc && !vr__srv_valid_name(name)) /* the HTTP route's rule */
     rc = vr_errf(&err, VR_EINVAL, "model names use only [A-Za-z0-9_.-]");
   if (!rc) {
     rc = load ? vr_server_load(c->g->s, name, &err) : vr_rt_unload(c->g->s->rt, name, &err);

@@ -198,6 +198,10 @@ def run(p, log):
     code, _ = error("RepositoryModelLoad", pb.RepositoryModelLoadRequest(model_name="absent"),
                     pb.RepositoryModelLoadResponse)
     check(code == grpc.StatusCode.NOT_FOUND, f"loading an absent model -> {code}")
+    for bad in ["a b", "x" * 300]:  # the HTTP route's name rule
+        code, _ = error("RepositoryModelLoad", pb.RepositoryModelLoadRequest(model_name=bad),
+                        pb.RepositoryModelLoadResponse)
+        check(code == grpc.StatusCode.INVALID_ARGUMENT, f"loading {bad[:8]!r}... -> {code}")
     # Triton's model-control semantics: loading a loaded model reloads it
     # (still ready); parameters Vario does not honour are refused by name
     call("RepositoryModelLoad", pb.RepositoryModelLoadRequest(model_name="fmnist_cnn_s"),
