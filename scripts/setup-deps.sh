@@ -30,7 +30,7 @@ build=(
   libdnnl-dev
   libprotobuf-c-dev protobuf-c-compiler libonnx-dev
   libjansson-dev libmicrohttpd-dev libsqlite3-dev libgrpc-dev libhiredis-dev
-  libcurl4-openssl-dev
+  libcurl4-openssl-dev zlib1g-dev
   coinor-libcbc-dev
   python3 python3-numpy
 )

@@ -12,6 +12,7 @@
 #include <jansson.h>
 #include <pthread.h>
 #include <sys/socket.h>
+#include <zlib.h>
 
 #include "../unit/rt_fake.h"
 #include "base/alloc.h"
@@ -249,6 +250,59 @@ static void test_lying_binary(void **st) {
 
 static int connect_raw(void);
 static int read_status(int fd);
+
+/* in[0..n) compressed as gzip (gzip != 0) or zlib ("deflate"); caller frees. */
+static unsigned char *squeeze(const void *in, size_t n, int gzip, size_t *out_n) {
+  z_stream z;
+  memset(&z, 0, sizeof z);
+  assert_int_equal(deflateInit2(&z, 9, Z_DEFLATED, gzip ? 31 : 15, 8, Z_DEFAULT_STRATEGY),
+                   Z_OK);
+  size_t cap = deflateBound(&z, (uLong)n);
+  unsigned char *out = vr_malloc(cap);
+  z.next_in = (Bytef *)in;
+  z.avail_in = (uInt)n;
+  z.next_out = out;
+  z.avail_out = (uInt)cap;
+  assert_int_equal(deflate(&z, Z_FINISH), Z_STREAM_END);
+  *out_n = cap - z.avail_out;
+  deflateEnd(&z);
+  return out;
+}
+
+/* Triton's Content-Encoding: a gzip or deflate body is inflated before
+ * parsing; a bomb past the body limit is 413, garbage 400, another coding
+ * 415. */
+static void test_content_encoding(void **st) {
+  (void)st;
+  char b[4096];
+  size_t n;
+  for (int gz = 0; gz < 2; gz++) {
+    unsigned char *z = squeeze(k_infer, strlen(k_infer), gz, &n);
+    char hdr[200];
+    snprintf(hdr, sizeof hdr, "Content-Type: application/json\r\nContent-Encoding: %s\r\n",
+             gz ? "gzip" : "deflate");
+    assert_int_equal(req("POST", "/v2/models/m/infer", hdr, z, n, b, sizeof b), 200);
+    assert_non_null(strstr(b, "\"outputs\""));
+    if (gz) { /* cut short: not a whole stream */
+      assert_int_equal(req("POST", "/v2/models/m/infer", hdr, z, n / 2, b, sizeof b), 400);
+      assert_non_null(strstr(b, "compressed"));
+    }
+    vr_free(z);
+  }
+  const char *gzh = "Content-Encoding: gzip\r\n";
+  assert_int_equal(req("POST", "/v2/models/m/infer", gzh, "not gzip", 8, b, sizeof b), 400);
+  assert_int_equal(req("POST", "/v2/models/m/infer", "Content-Encoding: br\r\n", k_infer,
+                       strlen(k_infer), b, sizeof b), 415);
+  /* 4 MiB of spaces squeeze to a few KiB; the limit here is 1 MiB */
+  size_t big = 4 << 20;
+  char *spaces = vr_malloc(big);
+  memset(spaces, ' ', big);
+  unsigned char *z = squeeze(spaces, big, 1, &n);
+  vr_free(spaces);
+  assert_true(n < 64 * 1024);
+  assert_int_equal(req("POST", "/v2/models/m/infer", gzh, z, n, b, sizeof b), 413);
+  vr_free(z);
+}
 
 static void test_oversized_body(void **st) {
   (void)st;
@@ -522,6 +576,7 @@ int main(void) {
       cmocka_unit_test(test_bad_inputs),
       cmocka_unit_test(test_lying_binary),
       cmocka_unit_test(test_oversized_body),
+      cmocka_unit_test(test_content_encoding),
       cmocka_unit_test(test_deadline_504),
       cmocka_unit_test(test_stats_metrics_repo),
       cmocka_unit_test(test_load_unload),
