@@ -183,7 +183,7 @@ static void *make_data(bench_args *a, vr_errbuf *err) {
 static void print_result(const bench_args *a, const vr_lg_result *r) {
   if (a->json) {
     printf("{\"sent\":%llu,\"ok\":%llu,\"dropped\":%llu,\"rejected\":%llu,"
-           "\"errors\":%llu,\"unfinished\":%llu,\"elapsed_s\":%.3f,"
+           "\"errors\":%llu,\"unfinished\":%llu,\"unsent\":%llu,\"elapsed_s\":%.3f,"
            "\"offered_qps\":%.1f,\"throughput_qps\":%.1f,\"p50_us\":%.1f,"
            "\"p90_us\":%.1f,\"p99_us\":%.1f,\"p999_us\":%.1f,\"max_us\":%.1f,"
            "\"mean_us\":%.1f,\"slo_attainment\":%.4f,\"early_drop_rate\":%.4f,"
@@ -192,17 +192,17 @@ static void print_result(const bench_args *a, const vr_lg_result *r) {
            (unsigned long long)r->sent, (unsigned long long)r->ok,
            (unsigned long long)r->dropped, (unsigned long long)r->rejected,
            (unsigned long long)r->errors, (unsigned long long)r->unfinished,
-           r->elapsed_s, r->offered_qps, r->throughput_qps, r->p50_us,
+           (unsigned long long)r->unsent, r->elapsed_s, r->offered_qps, r->throughput_qps, r->p50_us,
            r->p90_us, r->p99_us, r->p999_us, r->max_us, r->mean_us,
            r->slo_attainment, r->early_drop_rate, r->compute_p50_us,
            r->overhead_p50_us, r->client_cpu_cores);
     return;
   }
   printf("sent %llu  ok %llu  dropped(504) %llu  rejected(503) %llu  errors %llu"
-         "  unfinished %llu\n", (unsigned long long)r->sent,
+         "  unfinished %llu  unsent %llu\n", (unsigned long long)r->sent,
          (unsigned long long)r->ok, (unsigned long long)r->dropped,
          (unsigned long long)r->rejected, (unsigned long long)r->errors,
-         (unsigned long long)r->unfinished);
+         (unsigned long long)r->unfinished, (unsigned long long)r->unsent);
   printf("offered %.1f req/s  throughput %.1f req/s over %.2f s\n",
          r->offered_qps, r->throughput_qps, r->elapsed_s);
   printf("latency us: p50 %.1f  p90 %.1f  p99 %.1f  p99.9 %.1f  max %.1f  mean %.1f\n",

@@ -300,6 +300,7 @@ static int32_t parse_compute(const char *p, size_t n) {
 
 /* Consumes complete responses buffered on c. */
 static void on_readable(lg *g, conn *c) {
+  int eof = 0;
   for (;;) {
     if (c->in_len + 65536 > c->in_cap) {
       size_t cap = c->in_cap ? c->in_cap * 2 : 131072;
@@ -311,22 +312,29 @@ static void on_readable(lg *g, conn *c) {
     ssize_t n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, 0);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno == EAGAIN) break;
-    if (n <= 0) return conn_error(g, c);
+    if (n < 0) return conn_error(g, c);
+    if (n == 0) { /* the server closed: what it sent before still counts */
+      eof = 1;
+      break;
+    }
     c->in_len += (size_t)n;
   }
   vr_http_head h;
   int rc = vr_http_parse_head(c->in, c->in_len, &h);
-  if (rc < 0 || c->cur < 0) return conn_error(g, c);
+  if (rc < 0 || c->cur < 0 || (rc == 0 && eof)) return conn_error(g, c);
   if (rc == 0) return;
   size_t cl = h.content_len == (size_t)-1 ? 0 : h.content_len;
-  if (c->in_len < h.head_len + cl) return;
+  if (c->in_len < h.head_len + cl) {
+    if (eof) conn_error(g, c);
+    return;
+  }
   size_t json = h.ihcl != (size_t)-1 && h.ihcl <= cl ? h.ihcl : cl;
   int32_t comp = h.status == 200 ? parse_compute(c->in + h.head_len, json) : 0;
   finish(g, c, h.status, comp);
   size_t used = h.head_len + cl;
   memmove(c->in, c->in + used, c->in_len - used);
   c->in_len -= used;
-  if (h.close) {
+  if (h.close || eof) {
     conn_close(g, c);
     vr_errbuf err;
     conn_open(g, c, &err);
@@ -426,7 +434,7 @@ static void write_csv(lg *g, const char *path) {
   FILE *f = fopen(path, "w");
   if (!f) return;
   fprintf(f, "second,sent,ok,dropped,rejected,errors,p50_ms,p99_ms,"
-             "slo_attainment\n");
+             "slo_attainment,unsent\n");
   int64_t last = 0;
   for (size_t i = 0; i < g->n; i++)
     if (g->r[i].sched > last) last = g->r[i].sched;
@@ -437,11 +445,15 @@ static void write_csv(lg *g, const char *path) {
   }
   size_t i = 0;
   for (int64_t s = 0; s <= last / VR_NS_PER_S && i < g->n; s++) {
-    uint64_t sent = 0, ok = 0, drop = 0, rej = 0, errs = 0, slo = 0;
+    uint64_t sent = 0, ok = 0, drop = 0, rej = 0, errs = 0, slo = 0, unsent = 0;
     vr_hist_init(h);
     /* Records are in arrival order, so each second is a contiguous run. */
     for (; i < g->n && g->r[i].sched < (s + 1) * VR_NS_PER_S; i++) {
       rec *r = &g->r[i];
+      if (i >= g->next_send) { /* never sent: no connection came free */
+        unsent++;
+        continue;
+      }
       sent++;
       if (r->status == 200) {
         ok++;
@@ -452,11 +464,13 @@ static void write_csv(lg *g, const char *path) {
       else if (r->status == 503) rej++;
       else errs++;
     }
-    fprintf(f, "%lld,%llu,%llu,%llu,%llu,%llu,%.3f,%.3f,%.4f\n", (long long)s,
+    fprintf(f, "%lld,%llu,%llu,%llu,%llu,%llu,%.3f,%.3f,%.4f,%llu\n", (long long)s,
             (unsigned long long)sent, (unsigned long long)ok,
             (unsigned long long)drop, (unsigned long long)rej,
             (unsigned long long)errs, vr_hist_quantile(h, 0.5) / 1e6,
-            vr_hist_quantile(h, 0.99) / 1e6, sent ? (double)slo / sent : 0);
+            vr_hist_quantile(h, 0.99) / 1e6,
+            sent + unsent ? (double)slo / (double)(sent + unsent) : 0,
+            (unsigned long long)unsent);
   }
   vr_free(h);
   fclose(f);
@@ -485,10 +499,14 @@ static void summarise(lg *g, int64_t elapsed, vr_lg_result *res) {
     vr_hist_record(over, (uint64_t)(ov > 0 ? ov : 0));
     slo_ok += r->slo == 0 || l <= r->slo;
   }
+  res->unsent = g->n - g->next_send;
   res->elapsed_s = elapsed / 1e9;
+  int64_t answered = elapsed; /* answers may come in after the window */
+  for (size_t i = 0; i < g->next_send; i++)
+    if (g->r[i].status && g->r[i].done > answered) answered = g->r[i].done;
   if (res->elapsed_s > 0) {
-    res->offered_qps = res->sent / res->elapsed_s;
-    res->throughput_qps = res->ok / res->elapsed_s;
+    res->offered_qps = (res->sent + res->unsent) / res->elapsed_s;
+    res->throughput_qps = res->ok / (answered / 1e9);
   }
   res->p50_us = vr_hist_quantile(lat, 0.5) / 1e3;
   res->p90_us = vr_hist_quantile(lat, 0.9) / 1e3;
@@ -498,10 +516,9 @@ static void summarise(lg *g, int64_t elapsed, vr_lg_result *res) {
   res->mean_us = vr_hist_mean(lat) / 1e3;
   res->compute_p50_us = vr_hist_quantile(comp, 0.5) / 1e3;
   res->overhead_p50_us = vr_hist_quantile(over, 0.5) / 1e3;
-  if (res->sent) {
-    res->slo_attainment = (double)slo_ok / res->sent;
-    res->early_drop_rate = (double)res->dropped / res->sent;
-  }
+  if (res->sent) res->early_drop_rate = (double)res->dropped / res->sent;
+  if (res->sent + res->unsent)
+    res->slo_attainment = (double)slo_ok / (double)(res->sent + res->unsent);
 out:
   vr_free(lat);
   vr_free(comp);
@@ -600,7 +617,6 @@ int vr_lg_run(const vr_lg_opts *o, vr_lg_result *res, vr_errbuf *err) {
     g.live = NULL;
     int64_t wall = now_rel(&g), cpu = thread_cpu_ns() - cpu0;
     int64_t elapsed = g.closed_loop ? wall : stop;
-    g.n = g.next_send; /* records never sent are not reported */
     summarise(&g, elapsed > 0 ? elapsed : 1, res);
     res->client_cpu_cores = wall > 0 ? (double)cpu / (double)wall : 0;
     if (o->csv_path) write_csv(&g, o->csv_path);

@@ -77,10 +77,15 @@ const char *vr_lg_target_kind(const vr_lg_opts *o);
 
 typedef struct vr_lg_result {
   uint64_t sent, ok, dropped, rejected, errors, unfinished;
-  double elapsed_s;
-  double offered_qps, throughput_qps; /* sent/s and ok/s (requests) */
+  /* open loop: arrivals never sent, every connection still busy when the
+   * drain ended (client-side queueing: the server did not keep up) */
+  uint64_t unsent;
+  double elapsed_s;        /* the arrival window (open) or the run (closed) */
+  /* arrivals/s over the arrival window (sent + unsent), and ok/s over the
+   * time answers came in (to the last one, the drain included) */
+  double offered_qps, throughput_qps;
   double p50_us, p90_us, p99_us, p999_us, mean_us, max_us;
-  double slo_attainment;   /* ok within SLO / sent */
+  double slo_attainment;   /* ok within SLO / (sent + unsent) */
   double early_drop_rate;  /* 504 answers / sent */
   double compute_p50_us;   /* server-reported batch compute time */
   double overhead_p50_us;  /* p50 of (latency - compute) over ok answers */
