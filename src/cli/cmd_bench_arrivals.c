@@ -29,19 +29,24 @@ int vr_bench_arrivals(bench_args *a, vr_lg_arrival **out, size_t *n,
   }
   int rc = vr_wl_open(&w, a->seed, err);
   size_t cap = 0;
-  double horizon = a->lg.duration_s * (w.kind == VR_WL_TRACE ? a->trace_speed : 1);
+  /* A trace is replayed from its first arrival, whenever that is in the
+   * trace's own clock: read it without a horizon and stop `duration`
+   * seconds (replay time) after that arrival. */
+  int trace = w.kind == VR_WL_TRACE;
+  double horizon = trace ? 1e15 : a->lg.duration_s;
+  double speed = trace ? a->trace_speed : 1;
   vr_req r;
   int64_t first = -1;
   while (!rc && (rc = vr_wl_next(&w, horizon, &r, err)) == 1) {
     rc = 0;
+    if (first < 0) first = trace ? r.t_ns : 0;
+    if (trace && (r.t_ns - first) / speed >= a->lg.duration_s * 1e9) break;
     if (*n == cap) {
       cap = cap ? cap * 2 : 4096;
       vr_lg_arrival *p = vr_realloc(*out, cap * sizeof *p);
       if (!p) { rc = vr_errf(err, VR_ENOMEM, "out of memory"); break; }
       *out = p;
     }
-    if (first < 0) first = w.kind == VR_WL_TRACE ? r.t_ns : 0;
-    double speed = w.kind == VR_WL_TRACE ? a->trace_speed : 1;
     (*out)[*n].t_ns = (int64_t)((r.t_ns - first) / speed);
     (*out)[*n].slo_ns = (a->slo_ms > 0 || w.kind == VR_WL_TRACE)
                             ? r.deadline_ns - r.t_ns : 0;
