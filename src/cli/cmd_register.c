@@ -63,6 +63,38 @@ static int list_models(vr_store *s) {
   return 0;
 }
 
+/* A store file this run creates, with the directories it creates for it:
+ * a registration that fails leaves none of them behind. */
+typedef struct new_store {
+  int created;             /* the file did not exist */
+  char dirs[8][1024];      /* directories that did not exist, outermost first */
+  int ndirs;
+} new_store;
+
+static void note_new_store(const char *path, new_store *ns) {
+  memset(ns, 0, sizeof *ns);
+  if (vr_redis_is_url(path) || !access(path, F_OK)) return;
+  ns->created = 1;
+  char dir[1024];
+  snprintf(dir, sizeof dir, "%s", path);
+  for (char *p = dir + 1; (p = strchr(p, '/')); p++) {
+    *p = 0;
+    if (access(dir, F_OK) && ns->ndirs < 8) snprintf(ns->dirs[ns->ndirs++], 1024, "%s", dir);
+    *p = '/';
+  }
+}
+
+static void undo_new_store(const char *path, const new_store *ns) {
+  if (!ns->created) return;
+  static const char *const side[] = {"", "-journal", "-wal", "-shm"};
+  char f[1100];
+  for (int i = 0; i < 4; i++) {
+    snprintf(f, sizeof f, "%s%s", path, side[i]);
+    unlink(f);
+  }
+  for (int i = ns->ndirs - 1; i >= 0; i--) rmdir(ns->dirs[i]); /* only if empty */
+}
+
 static int int_arg(const char *s, int lo, int hi, int *out) {
   char *end;
   long v = strtol(s, &end, 10);
@@ -122,8 +154,11 @@ int vr_cmd_register(int argc, char **argv) {
     fprintf(stderr, "vario register: no store at '%s'\n", store_path);
     return 1;
   }
+  new_store ns;
+  note_new_store(store_path, &ns);
   if (vr_store_open_path(store_path, &s, &err)) {
     fprintf(stderr, "vario register: %s\n", err.msg);
+    undo_new_store(store_path, &ns);
     return 1;
   }
   int rc = 0;
@@ -141,5 +176,6 @@ int vr_cmd_register(int argc, char **argv) {
     printf("\n");
   }
   vr_store_close(s);
+  if (rc) undo_new_store(store_path, &ns);
   return rc ? 1 : 0;
 }

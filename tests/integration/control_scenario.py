@@ -109,6 +109,12 @@ try:
               f"{what} rejected: {r.stderr.strip()}")
     check(listing() == before and sorted(os.listdir(REPO)) == entries,
           "rejected registrations left nothing in the store or the repository")
+    fresh = os.path.join(TMP, "new", "dir", "store.db")
+    r = subprocess.run([VARIO, "register", "--store", fresh, "--repo", REPO, "--app", "x",
+                        "--model", bad_onnx, "--declared-accuracy", "90"] + FAST,
+                       capture_output=True, text=True)
+    check(r.returncode == 1 and not os.path.exists(os.path.join(TMP, "new")),
+          f"a failed registration leaves no new store behind: {r.stderr.strip()}")
 
     # -- serving --------------------------------------------------------------
     proc, port = start_server()
