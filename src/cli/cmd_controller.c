@@ -245,7 +245,8 @@ static void tick(ctl *c) {
   if (c->prov) {
     const char *live[MAXW];
     for (size_t k = 0; k < n && k < MAXW; k++) live[k] = ws[k].id;
-    if (ctl_prov_poll(c->prov, live, n < MAXW ? n : MAXW, 60000, &starting, died, &n_died,
+    if (ctl_prov_poll(c->prov, live, n < MAXW ? n : MAXW, (int64_t)c->start_timeout_s * 1000,
+                      &starting, died, &n_died,
                       16, &err))
       vr_warn("controller: provider: %s", err.msg);
   }
@@ -428,6 +429,9 @@ static void usage(FILE *f) {
           "  --max-workers N  never more than N (default: no cap)\n"
           "  --worker-arg A   argument for started workers (repeat per word)\n"
           "  --worker-cores N cores of each started worker (default 1)\n"
+          "  --start-timeout-s N  a started worker, or one that dropped out of the\n"
+          "                   registry while running, is replaced when not registered\n"
+          "                   within N s (default 60; raise it where starts are slow)\n"
           "  --policy KIND    infaas|clipper|sm|asyfunc: the policy acts on the\n"
           "                   workers (replicate/unload models on them, add and\n"
           "                   remove workers through the provider; asyfunc:\n"
@@ -494,6 +498,7 @@ int vr_cmd_controller(int argc, char **argv) {
   c.port = 8100;
   c.period_ms = 250;
   c.worker_cores = 1;
+  c.start_timeout_s = 60;
   c.slo_ms = 100;
   c.worker_idle_s = 30;
   int slo = 0;
@@ -527,6 +532,7 @@ int vr_cmd_controller(int argc, char **argv) {
     else if (!strcmp(a, "--af-mls-period-s") && has && !num(argv[i + 1], 1, 86400, &c.af_mls_period_s)) i++;
     else if (!strcmp(a, "--af-release-ms") && has && !num(argv[i + 1], 1, 3600000, &c.af_release_ms)) i++;
     else if (!strcmp(a, "--worker-cores") && has && !num(argv[i + 1], 1, 1024, &c.worker_cores)) i++;
+    else if (!strcmp(a, "--start-timeout-s") && has && !num(argv[i + 1], 1, 3600, &c.start_timeout_s)) i++;
     else if (!strcmp(a, "--worker-idle-s") && has && !num(argv[i + 1], 1, 86400, &c.worker_idle_s)) i++;
     else if (!strcmp(a, "--period-ms") && has && !num(argv[i + 1], 10, 60000, &c.period_ms)) i++;
     else if (!strcmp(a, "--min-workers") && has && !num(argv[i + 1], 0, MAXW, &c.min_workers)) i++;

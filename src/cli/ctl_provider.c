@@ -8,9 +8,40 @@
 #include "base/alloc.h"
 #include "cluster/provider.h"
 
+/* When each provider worker was last seen registered: one that drops out
+ * of the registry while its process runs (Redis restarted empty, a
+ * heartbeat that stalled) is given the start timeout from then to come
+ * back before it is replaced, as a new one is from its start. */
+#define CTL_SEEN_MAX 256
+typedef struct seen_rec {
+  char id[64];
+  int64_t at_ns;
+} seen_rec;
+
 struct ctl_prov {
   vr_provider *p;
+  seen_rec seen[CTL_SEEN_MAX];
+  int nseen;
 };
+
+static seen_rec *seen_of(ctl_prov *c, const char *id, int add) {
+  for (int i = 0; i < c->nseen; i++)
+    if (!strcmp(c->seen[i].id, id)) return &c->seen[i];
+  if (!add) return NULL;
+  int k = 0;
+  if (c->nseen < CTL_SEEN_MAX) k = c->nseen++;
+  else /* full: the slot seen longest ago goes */
+    for (int i = 1; i < CTL_SEEN_MAX; i++)
+      if (c->seen[i].at_ns < c->seen[k].at_ns) k = i;
+  snprintf(c->seen[k].id, sizeof c->seen[k].id, "%s", id);
+  c->seen[k].at_ns = 0;
+  return &c->seen[k];
+}
+
+static void forget_seen(ctl_prov *c, const char *id) {
+  seen_rec *r = seen_of(c, id, 0);
+  if (r) *r = c->seen[--c->nseen];
+}
 
 int ctl_prov_open(const char *kind, const char *const *opts, size_t nopts, ctl_prov **out,
                   vr_errbuf *err) {
@@ -62,9 +93,14 @@ int ctl_prov_poll(ctl_prov *c, const char *const *live, size_t nlive, int64_t st
         snprintf(died[(*n_died)++], 64, "%s", w[i].id);
       vr_errbuf e2 = {0};
       vr_provider_forget(c->p, w[i].id, &e2);
-    } else if ((w[i].state == VR_PW_STARTING || w[i].state == VR_PW_RUNNING) && !is_live &&
-               now - w[i].since_ns < start_timeout_ms * 1000000) {
-      (*starting)++;
+      forget_seen(c, w[i].id);
+    } else if (is_live) {
+      seen_rec *r = seen_of(c, w[i].id, 1);
+      r->at_ns = now;
+    } else if (w[i].state == VR_PW_STARTING || w[i].state == VR_PW_RUNNING) {
+      seen_rec *r = seen_of(c, w[i].id, 0);
+      int64_t since = r && r->at_ns > w[i].since_ns ? r->at_ns : w[i].since_ns;
+      if (now - since < start_timeout_ms * 1000000) (*starting)++;
     }
   }
   vr_free(w);

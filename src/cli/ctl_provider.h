@@ -29,9 +29,11 @@ int ctl_prov_start(ctl_prov *p, const char *id, int ncpus, const char *controlle
 int ctl_prov_stop(ctl_prov *p, const char *id, vr_errbuf *err);
 
 /* What became of the provider's workers: *starting = running but not in
- * `live` (ids registered in the registry) and started less than
- * start_timeout_ms ago; died[] = ids that exited without being asked to
- * (reported once, then forgotten). */
+ * `live` (ids registered in the registry) and started, or last seen
+ * live, less than start_timeout_ms ago (so a registry that lost its data
+ * does not get the running workers replaced before they re-register);
+ * died[] = ids that exited without being asked to (reported once, then
+ * forgotten). */
 int ctl_prov_poll(ctl_prov *p, const char *const *live, size_t nlive, int64_t start_timeout_ms,
                   int *starting, char (*died)[64], int *n_died, int max_died, vr_errbuf *err);
 

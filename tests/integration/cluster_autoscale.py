@@ -7,6 +7,7 @@ Usage: cluster_autoscale.py VARIO SOURCE_DIR   (exit 77: no redis-server)"""
 import json
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -16,6 +17,16 @@ import cluster_harness as H  # noqa: E402
 from cluster_harness import fail, req, state, wait  # noqa: E402,F401
 
 vario, src, redis_bin, tmp, procs = H.setup("vario-autoscale-")
+START_S = 10  # a started worker has this long to register
+
+
+def flushall(url):
+    """FLUSHALL on the registry's Redis (it lost its data)."""
+    host, port = url[len("redis://"):].split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as c:
+        c.sendall(b"*1\r\n$8\r\nFLUSHALL\r\n")
+        if not c.recv(64).startswith(b"+OK"):
+            fail("FLUSHALL refused")
 
 
 try:
@@ -23,7 +34,7 @@ try:
     repo = H.model_repo("fmnist_linear")
     cp = H.start_controller(url, repo, [
         "--period-ms", "100", "--provider-opt", "share-cores=1", "--min-workers", "2",
-        "--max-workers", "3"] + H.worker_args(url, repo, 500))
+        "--max-workers", "3", "--start-timeout-s", str(START_S)] + H.worker_args(url, repo, 500))
     fp = H.start_frontend(url)
 
     def two_serving():
@@ -61,6 +72,18 @@ try:
     s1 = state(cp)
     if s1["workers_died"] < 1 or s1["workers_started"] < 3:
         fail(f"provider counts: {s1['workers_started']} started, {s1['workers_died']} died")
+    # Redis loses its data with the workers running and older than the
+    # start timeout: they re-register at their next heartbeat, and the
+    # controller starts none in their place meanwhile.
+    time.sleep(START_S + 1)
+    started = state(cp)["workers_started"]
+    flushall(url)
+    wait(two_serving, "the workers to re-register after Redis lost its data", 60)
+    time.sleep(1.5)
+    s2 = state(cp)
+    if s2["workers_started"] != started or len(s2["workers"]) != 2:
+        fail(f"after FLUSHALL: {s2['workers_started'] - started} more workers started, "
+             f"{[w['id'] for w in s2['workers']]} registered")
     print(f"ok: killed {victim['id']}; removed after {t_gone:.2f}s, replacement serving after"
           f" {t_gone + t_back:.2f}s; {len(results)} requests, {len(bad)} explicit errors;"
           f" workers now {[w['id'] for w in s1['workers']]}")
