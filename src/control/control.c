@@ -237,12 +237,13 @@ static int ensure_model(vr_control *c, const ctl_var *v, vr_errbuf *err) {
 int ctl_load_variant(vr_control *c, int v, vr_errbuf *err) {
   pthread_mutex_lock(&c->mu);
   ctl_var cv = c->var[v];
+  vr_rt_instance_opts io = {cv.prec, cv.prof.threads, cv.prof.max_batch,
+                            c->o.max_queue_delay_us};
+  ctl_af_body_opts(c, &cv, &io); /* under mu: cv.blocks is c->af's, freed by a reload */
+  cv.blocks = NULL;
   pthread_mutex_unlock(&c->mu);
   int rc = ensure_model(c, &cv, err);
   if (rc) return rc;
-  vr_rt_instance_opts io = {cv.prec, cv.prof.threads, cv.prof.max_batch,
-                            c->o.max_queue_delay_us};
-  ctl_af_body_opts(c, &cv, &io);
   int id = vr_rt_add_instance(c->o.rt, cv.prof.model, &io, err);
   if (id > 0) vr_info("control: loaded %s as instance %d", cv.prof.variant, id);
   return id;
@@ -501,10 +502,11 @@ int vr_control_tick(vr_control *c, int64_t now_ns, vr_errbuf *err) {
     if (managed) continue;
     if (a->kind != VR_ACT_SET_VSTATE && a->kind != VR_ACT_SET_ISTATE &&
         a->kind != VR_ACT_SET_BATCH) {
-      const char *vn = a->variant >= 0 && (size_t)a->variant < c->nvar
-                           ? c->var[a->variant].prof.variant : "";
-      vr_info("control: %s %s (%s)", vr_action_name(a->kind), vn, a->why ? a->why : "");
+      char vn[sizeof c->var[0].prof.variant] = ""; /* copied: a reload frees c->var */
       pthread_mutex_lock(&c->mu);
+      if (a->variant >= 0 && (size_t)a->variant < c->nvar)
+        snprintf(vn, sizeof vn, "%s", c->var[a->variant].prof.variant);
+      vr_info("control: %s %s (%s)", vr_action_name(a->kind), vn, a->why ? a->why : "");
       if (c->hist)
         vr__hist_add_act(c->hist, (now_ns - c->t0_ns) / 1e9, vr_action_name(a->kind), vn,
                          a->why);

@@ -70,12 +70,10 @@ static int shadow_cores_default(const vr_af_model *m) {
  * fastest (max batch 1), which a shadow cannot share rows with. */
 static int body_batch(vr_control *c, const ctl_var *v, double slo) {
   int best = v->prof.max_batch;
-  pthread_mutex_lock(&c->mu);
   for (int b = 1; b <= VR_RT_MAX_BATCH; b *= 2)
     if (2 * vr_af_lat(v->blocks, VR_AF_ALL(v->blocks), v->prof.threads, b) <= slo &&
         ctl_find_var(c, v->prof.model, v->prec, v->prof.threads, b) >= 0)
       best = b > best ? b : best;
-  pthread_mutex_unlock(&c->mu);
   return best;
 }
 

@@ -148,7 +148,8 @@ int ctl_managed_locked(vr_control *c, const vr_action *a);
  * PAIR/UNPAIR actuator slots. */
 int ctl_af_load(vr_control *c, vr_errbuf *err); /* caller holds mu */
 /* A new instance of v as an AsyFunc body, when the policy is AsyFunc and
- * v has a block profile: fills pair_begin/pair_end. */
+ * v has a block profile: fills pair_begin/pair_end. Caller holds mu
+ * (v->blocks points into c->af, which a store reload frees). */
 void ctl_af_body_opts(vr_control *c, const ctl_var *v, vr_rt_instance_opts *io);
 int ctl_af_pair(void *self, const vr_action *a);
 /* A query was routed to variant v (mu held): wakes the tick thread at
