@@ -21,7 +21,8 @@
 typedef struct pair {
   char worker[VR_REG_ID_MAX], model[128];
   int64_t id;
-  int istate; /* SET_ISTATE, -1 = none */
+  int istate;      /* SET_ISTATE, -1 = none */
+  int64_t seen_ns; /* the view's time when a tick last looked it up */
 } pair;
 
 typedef struct inflight {
@@ -74,15 +75,25 @@ static mvar *var_of(vr_cdrv *d, const char *model) {
 }
 
 static pair *pair_of(vr_cdrv *d, const char *worker, const char *model) {
+  int64_t now = d->v ? d->v->now_ns : 0;
   for (int i = 0; i < d->npairs; i++)
-    if (!strcmp(d->pairs[i].worker, worker) && !strcmp(d->pairs[i].model, model))
+    if (!strcmp(d->pairs[i].worker, worker) && !strcmp(d->pairs[i].model, model)) {
+      d->pairs[i].seen_ns = now;
       return &d->pairs[i];
-  if (d->npairs == MAXK) d->npairs = 0; /* ids stay unique: next_id only grows */
-  pair *p = &d->pairs[d->npairs++];
+    }
+  /* Full: the pair looked up longest ago goes (a worker gone since, as a
+   * provider's churn leaves behind); the live ones keep their ids and
+   * their states. Ids stay unique: next_id only grows. */
+  pair *p = &d->pairs[0];
+  if (d->npairs < MAXK) p = &d->pairs[d->npairs++];
+  else
+    for (int i = 1; i < MAXK; i++)
+      if (d->pairs[i].seen_ns < p->seen_ns) p = &d->pairs[i];
   snprintf(p->worker, sizeof p->worker, "%s", worker);
   snprintf(p->model, sizeof p->model, "%s", model);
   p->id = ++d->next_id;
   p->istate = -1;
+  p->seen_ns = now;
   return p;
 }
 
