@@ -76,7 +76,7 @@ struct pl_pol {
  * plane serves, at the fewest threads) and the slots' variant indexes,
  * profiles and models (refresh: 0, or VR_ENOENT when a variant went). */
 int vr__pipe_pol_build_view(vr_pipes *ps, pl_pipe *pp, pl_pol **out, vr_errbuf *err);
-int vr__pipe_pol_refresh_slots(vr_pipes *ps, pl_pol *pol);
+int vr__pipe_pol_refresh_slots(vr_pipes *ps, pl_pipe *pp, pl_pol *pol);
 
 /* The apps of pipes (n of them; a local policy's, or those this worker
  * follows the controller for) are managed by the pipeline side: the

@@ -112,17 +112,32 @@ int vr__pipe_pol_build_view(vr_pipes *ps, pl_pipe *pp, pl_pol **out, vr_errbuf *
 }
 
 /* Control variant indexes and profiles of the view's slots (they move
- * when the store reloads). 0, or VR_ENOENT when a variant went away. */
-int vr__pipe_pol_refresh_slots(vr_pipes *ps, pl_pol *pol) {
+ * when the store reloads). 0, or VR_ENOENT when a variant went away.
+ * Looked up first, then swapped in under pp->mu: the request path reads
+ * the slots' profiles and models under it. */
+int vr__pipe_pol_refresh_slots(vr_pipes *ps, pl_pipe *pp, pl_pol *pol) {
   const vr_pipeline *v = pol->view;
-  for (int t = 0; t < v->ntasks; t++)
-    for (int k = 0; k < v->tasks[t].nvariants; k++) {
+  int n = pol->plan.off[v->ntasks];
+  vr_profile *prof = vr_calloc((size_t)n + 1, sizeof *prof);
+  int *var = vr_calloc((size_t)n + 1, sizeof *var);
+  int rc = prof && var ? 0 : VR_ENOMEM;
+  for (int t = 0; !rc && t < v->ntasks; t++)
+    for (int k = 0; !rc && k < v->tasks[t].nvariants; k++) {
       int s = pol->plan.off[t] + k;
-      pol->slot_var[s] = vr_control_variant(ps->ctl, v->tasks[t].variants[k].name, &pol->prof[s]);
-      if (pol->slot_var[s] < 0) return VR_ENOENT;
-      snprintf(pol->slot_model[s], sizeof pol->slot_model[s], "%s", pol->prof[s].model);
+      var[s] = vr_control_variant(ps->ctl, v->tasks[t].variants[k].name, &prof[s]);
+      if (var[s] < 0) rc = VR_ENOENT;
     }
-  return 0;
+  if (!rc) {
+    pthread_mutex_lock(&pp->mu);
+    memcpy(pol->prof, prof, (size_t)n * sizeof *prof);
+    memcpy(pol->slot_var, var, (size_t)n * sizeof *var);
+    for (int s = 0; s < n; s++)
+      snprintf(pol->slot_model[s], sizeof pol->slot_model[s], "%s", prof[s].model);
+    pthread_mutex_unlock(&pp->mu);
+  }
+  vr_free(prof);
+  vr_free(var);
+  return rc;
 }
 
 /* The observed multiplicative factor and child shares of each variant
@@ -369,7 +384,7 @@ static void pol_tick(vr_pipes *ps, pl_pipe *pp, double now_s, double dt) {
     pthread_mutex_unlock(&pp->mu);
   }
   pl_pol *pol = pp->pol;
-  if (vr__pipe_pol_refresh_slots(ps, pol)) {
+  if (vr__pipe_pol_refresh_slots(ps, pp, pol)) {
     vr_warn("pipeline '%s': a variant is no longer served; policy paused", pp->spec->name);
     return;
   }
