@@ -2,6 +2,7 @@
  * simulator on one model's block profile (from `vario perf --blocks
  * --out`), bursty arrivals from the seeded generator of asyfunc_sim.h. */
 #include <jansson.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,12 +64,21 @@ static int parse(int argc, char **argv, af_args *a) {
         fprintf(stderr, "vario asyfunc: unknown policy '%s'\n", p);
         return 2;
       }
-    } else if (!strcmp(s, "--scale") && more) a->scale = atof(argv[++i]);
-    else if (!strcmp(s, "--base-qps") && more) a->base = atof(argv[++i]);
-    else if (!strcmp(s, "--duration") && more) a->duration = atof(argv[++i]);
-    else if (!strcmp(s, "--seed") && more) a->seed = strtoull(argv[++i], NULL, 10);
-    else if (!strcmp(s, "--slo-ms") && more) a->slo = atof(argv[++i]);
-    else if (!strcmp(s, "--slo-cmax") && more) a->slo_cmax = atof(argv[++i]);
+    } else if (!strcmp(s, "--scale") && more) {
+      if (vr__cli_num("asyfunc", s, argv[++i], 1e-9, 1e6, &a->scale)) return 2;
+    } else if (!strcmp(s, "--base-qps") && more) {
+      if (vr__cli_num("asyfunc", s, argv[++i], 0, 1e9, &a->base)) return 2;
+    } else if (!strcmp(s, "--duration") && more) {
+      if (vr__cli_num("asyfunc", s, argv[++i], 1e-3, 86400 * 7, &a->duration)) return 2;
+    } else if (!strcmp(s, "--seed") && more) {
+      long long v;
+      if (vr__cli_ll("asyfunc", s, argv[++i], 0, LLONG_MAX, &v)) return 2;
+      a->seed = (uint64_t)v;
+    } else if (!strcmp(s, "--slo-ms") && more) {
+      if (vr__cli_num("asyfunc", s, argv[++i], 0, 1e7, &a->slo)) return 2;
+    } else if (!strcmp(s, "--slo-cmax") && more) {
+      if (vr__cli_num("asyfunc", s, argv[++i], 0, 1e6, &a->slo_cmax)) return 2;
+    }
     else if (!strcmp(s, "--batch-objective") && more) {
       const char *o = argv[++i];
       if (!strcmp(o, "cost")) a->batch_obj = VR_AF_BATCH_COST;
@@ -78,18 +88,18 @@ static int parse(int argc, char **argv, af_args *a) {
         return 2;
       }
     }
-    else if (!strcmp(s, "--period") && more) a->period = atof(argv[++i]);
+    else if (!strcmp(s, "--period") && more) {
+      if (vr__cli_num("asyfunc", s, argv[++i], 1e-3, 86400, &a->period)) return 2;
+    }
     else if (!strcmp(s, "--periods-csv") && more) a->csv = argv[++i];
-    else if (!strcmp(s, "--gamma") && more) a->gamma = atoi(argv[++i]);
+    else if (!strcmp(s, "--gamma") && more) {
+      if (vr__cli_int("asyfunc", s, argv[++i], 0, 1000000, &a->gamma)) return 2;
+    }
     else if (!strcmp(s, "--gamma-total")) a->gamma_total = 1;
     else if (!strcmp(s, "--rmax-pairs")) a->rmax_pairs = 1;
     else if (!strcmp(s, "--paper-scale-in")) a->paper_scale_in = 1;
     else if (!strcmp(s, "--release-ms") && more) {
-      a->release_ms = atof(argv[++i]);
-      if (!(a->release_ms >= 0)) {
-        fprintf(stderr, "vario asyfunc: --release-ms wants a time >= 0\n");
-        return 2;
-      }
+      if (vr__cli_num("asyfunc", s, argv[++i], 0, 1e9, &a->release_ms)) return 2;
     }
     else if (!strcmp(s, "--spike") && more) {
       if (sscanf(argv[++i], "%lf:%lf", &a->mul_min, &a->mul_max) != 2) {
@@ -97,9 +107,13 @@ static int parse(int argc, char **argv, af_args *a) {
         return 2;
       }
     }
-    else if (!strcmp(s, "--kappa") && more) a->kappa = atoi(argv[++i]);
-    else if (!strcmp(s, "--lookback") && more) a->lookback = atoi(argv[++i]);
-    else if (!strcmp(s, "--cmax") && more) a->cmax = atoi(argv[++i]);
+    else if (!strcmp(s, "--kappa") && more) {
+      if (vr__cli_int("asyfunc", s, argv[++i], 0, 1000000, &a->kappa)) return 2;
+    } else if (!strcmp(s, "--lookback") && more) {
+      if (vr__cli_int("asyfunc", s, argv[++i], 0, 1000000, &a->lookback)) return 2;
+    } else if (!strcmp(s, "--cmax") && more) {
+      if (vr__cli_int("asyfunc", s, argv[++i], 0, VR_AF_MAXC, &a->cmax)) return 2;
+    }
     else if (!strcmp(s, "-v")) a->verbose = 1;
     else if (!strcmp(s, "-h") || !strcmp(s, "--help")) { usage(); return 1; }
     else if (s[0] != '-' && !a->file) a->file = s;

@@ -100,7 +100,8 @@ static int parse_args(int argc, char **argv, bench_args *a) {
     else if (!strcmp(k, "--payloads") && num && x >= 1 && x <= 4096) a->lg.payloads = (int)x;
     else if (!strcmp(k, "--batch") && num && x >= 1 && x <= VR_RT_MAX_BATCH) a->batch = (int)x;
     else if (!strcmp(k, "--slo-ms") && num && x > 0) a->slo_ms = x;
-    else if (!strcmp(k, "--priority") && num && x >= 0) a->lg.priority = (int)x;
+    else if (!strcmp(k, "--priority") && num && x >= 0 && x <= 1000000 && x == (int)x)
+      a->lg.priority = (int)x; /* the server takes 0..1e6 */
     else if (!strcmp(k, "--seed") && num && x >= 0) a->seed = (uint64_t)x;
     else goto bad;
   }

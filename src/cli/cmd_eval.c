@@ -52,8 +52,11 @@ static int parse(int argc, char **argv, eval_opts *e) {
     else if (!strcmp(a, "--labels") && more) e->ys = argv[++i];
     else if (!strcmp(a, "--calibration") && more) e->cal = argv[++i];
     else if (!strcmp(a, "--precision") && more) e->prec = argv[++i];
-    else if (!strcmp(a, "--threads") && more) e->threads = atoi(argv[++i]);
-    else if (!strcmp(a, "--batch") && more) e->batch = atoi(argv[++i]);
+    else if (!strcmp(a, "--threads") && more) {
+      if (vr__cli_int("eval", a, argv[++i], 1, 1024, &e->threads)) return 2;
+    } else if (!strcmp(a, "--batch") && more) {
+      if (vr__cli_int("eval", a, argv[++i], 1, 65536, &e->batch)) return 2;
+    }
     else if (!strcmp(a, "--json")) e->json = 1;
     else if (a[0] != '-' && !e->model) e->model = a;
     else return 2;

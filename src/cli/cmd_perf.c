@@ -47,12 +47,18 @@ static int parse(int argc, char **argv, perf_opts *p) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     int more = i + 1 < argc;
-    if (!strcmp(a, "--threads") && more) p->threads = atoi(argv[++i]);
-    else if (!strcmp(a, "--batch") && more) p->batch = atoi(argv[++i]);
-    else if ((!strcmp(a, "--duration") || !strcmp(a, "--seconds")) && more)
-      p->seconds = atof(argv[++i]); /* --seconds: deprecated alias */
-    else if (!strcmp(a, "--warmup") && more) p->warmup = atoi(argv[++i]);
-    else if (!strcmp(a, "--sessions") && more) p->sessions = atoi(argv[++i]);
+    if (!strcmp(a, "--threads") && more) {
+      if (vr__cli_int("perf", a, argv[++i], 1, 1024, &p->threads)) return 2;
+    } else if (!strcmp(a, "--batch") && more) {
+      if (vr__cli_int("perf", a, argv[++i], 1, 65536, &p->batch)) return 2;
+    } else if ((!strcmp(a, "--duration") || !strcmp(a, "--seconds")) && more) {
+      /* --seconds: deprecated alias */
+      if (vr__cli_num("perf", a, argv[++i], 0, 1e6, &p->seconds)) return 2;
+    } else if (!strcmp(a, "--warmup") && more) {
+      if (vr__cli_int("perf", a, argv[++i], 0, 1000000, &p->warmup)) return 2;
+    } else if (!strcmp(a, "--sessions") && more) {
+      if (vr__cli_int("perf", a, argv[++i], 1, 64, &p->sessions)) return 2;
+    }
     else if (!strcmp(a, "--range") && more) {
       if (sscanf(argv[++i], "%d:%d", &p->rb, &p->re) != 2) {
         fprintf(stderr, "vario perf: --range wants BEGIN:END\n");

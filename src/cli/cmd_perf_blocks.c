@@ -54,10 +54,15 @@ int vr__cmd_perf_blocks(int argc, char **argv) {
     else if (!strcmp(a, "--name") && more) name = argv[++i];
     else if ((!strcmp(a, "--output") || !strcmp(a, "--out")) && more) out = argv[++i];
     else if (!strcmp(a, "--store") && more) store = argv[++i];
-    else if (!strcmp(a, "--cmax") && more) o.cmax = atoi(argv[++i]);
-    else if (!strcmp(a, "--bmax") && more) o.bmax = atoi(argv[++i]);
-    else if (!strcmp(a, "--runs") && more) o.runs = atoi(argv[++i]);
-    else if (!strcmp(a, "--max-blocks") && more) o.max_blocks = atoi(argv[++i]);
+    else if (!strcmp(a, "--cmax") && more) {
+      if (vr__cli_int("perf", a, argv[++i], 0, VR_AF_MAXC, &o.cmax)) return 2;
+    } else if (!strcmp(a, "--bmax") && more) {
+      if (vr__cli_int("perf", a, argv[++i], 0, VR_AF_MAXB, &o.bmax)) return 2;
+    } else if (!strcmp(a, "--runs") && more) {
+      if (vr__cli_int("perf", a, argv[++i], 0, 100000, &o.runs)) return 2;
+    } else if (!strcmp(a, "--max-blocks") && more) {
+      if (vr__cli_int("perf", a, argv[++i], 0, 100000, &o.max_blocks)) return 2;
+    }
     else if (!strcmp(a, "--json")) json = 1;
     else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(); return 0; }
     else if (a[0] != '-' && !model) model = a;

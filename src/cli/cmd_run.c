@@ -64,7 +64,9 @@ int vr_cmd_run(int argc, char **argv) {
     int more = i + 1 < argc;
     if (!strcmp(a, "--input") && more && ni < MAX_IO) split_arg(argv[++i], &ia[ni++]);
     else if (!strcmp(a, "--output") && more && no < MAX_IO) split_arg(argv[++i], &oa[no++]);
-    else if (!strcmp(a, "--threads") && more) threads = atoi(argv[++i]);
+    else if (!strcmp(a, "--threads") && more) {
+      if (vr__cli_int("run", a, argv[++i], 1, 1024, &threads)) return 2;
+    }
     else if (!strcmp(a, "--precision") && more) prec = argv[++i];
     else if (!strcmp(a, "--calibration") && more) cal = argv[++i];
     else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(); return 0; }

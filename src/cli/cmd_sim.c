@@ -1,6 +1,7 @@
 /* `vario sim --config FILE [--data DIR] [--policy LABEL] [--output PREFIX]
  *            [--plot png|svg] [--seed N] [--duration S] [--quiet]` */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,8 +73,13 @@ int vr_cmd_sim(int argc, char **argv) {
     else if (v && (!strcmp(a, "--output") || !strcmp(a, "--out"))) out = v, i++;
     else if (v && !strcmp(a, "--plot")) plot = v, i++;
     else if (v && !strcmp(a, "--policy")) policy = v, i++;
-    else if (v && !strcmp(a, "--seed")) seed = atoll(v), i++;
-    else if (v && !strcmp(a, "--duration")) duration = atof(v), i++;
+    else if (v && !strcmp(a, "--seed")) {
+      if (vr__cli_ll("sim", a, v, 0, LLONG_MAX, &seed)) return 2;
+      i++;
+    } else if (v && !strcmp(a, "--duration")) {
+      if (vr__cli_num("sim", a, v, 1e-3, 1e8, &duration)) return 2;
+      i++;
+    }
     else {
       fprintf(stderr, "vario sim: unknown or incomplete option '%s'\n", a);
       usage(stderr);
@@ -108,6 +114,12 @@ int vr_cmd_sim(int argc, char **argv) {
   }
   if (seed >= 0) cfg.seed = (uint64_t)seed;
   if (duration > 0) cfg.duration_s = duration;
+  if (cfg.warmup_s >= cfg.duration_s) { /* nothing would be counted */
+    fprintf(stderr, "vario sim: warmup_s %g is not below the duration %g s\n", cfg.warmup_s,
+            cfg.duration_s);
+    vr_sim_cfg_free(&cfg);
+    return 2;
+  }
   char csv_path[4096] = "", inst_path[4096] = "", path[4096];
   vr_sim_out o = {0};
   if (out) {

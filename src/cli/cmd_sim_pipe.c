@@ -4,6 +4,7 @@
  *   policy=<name> violations_pct=<x> capacity_qps=<x> offpeak_servers=<x>
  *   accuracy_pct=<x> */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,13 +96,21 @@ static int parse_args(int argc, char **argv, opts *o) {
     else if (!strcmp(a, "--drop-mode")) o->drop = v;
     else if (!strcmp(a, "--demand")) o->demand = v;
     else if (!strcmp(a, "--output") || !strcmp(a, "--out")) o->out = v;
-    else if (!strcmp(a, "--workers")) o->workers = atoi(v);
-    else if (!strcmp(a, "--seed")) o->seed = atoll(v);
-    else if (!strcmp(a, "--duration")) o->duration = atof(v);
-    else if (!strcmp(a, "--warmup")) o->warmup = atof(v);
-    else if (!strcmp(a, "--period")) o->period = atof(v);
-    else if (!strcmp(a, "--load-s")) o->load_s = atof(v);
-    else if (!strcmp(a, "--slack")) o->slack = atof(v);
+    else if (!strcmp(a, "--workers")) {
+      if (vr__cli_int("sim", a, v, 1, 100000, &o->workers)) return -2;
+    } else if (!strcmp(a, "--seed")) {
+      if (vr__cli_ll("sim", a, v, 0, LLONG_MAX, &o->seed)) return -2;
+    } else if (!strcmp(a, "--duration")) {
+      if (vr__cli_num("sim", a, v, 1e-3, 1e8, &o->duration)) return -2;
+    } else if (!strcmp(a, "--warmup")) {
+      if (vr__cli_num("sim", a, v, 0, 1e8, &o->warmup)) return -2;
+    } else if (!strcmp(a, "--period")) {
+      if (vr__cli_num("sim", a, v, 1e-3, 1e6, &o->period)) return -2;
+    } else if (!strcmp(a, "--load-s")) {
+      if (vr__cli_num("sim", a, v, 0, 1e6, &o->load_s)) return -2;
+    } else if (!strcmp(a, "--slack")) {
+      if (vr__cli_num("sim", a, v, 0, 1e6, &o->slack)) return -2;
+    }
     else return -1;
   }
   if (!!o->loki + !!o->pipeline != 1 || (o->loki && !o->app) ||

@@ -24,6 +24,16 @@ int vr_cmd_sim_pipe(int argc, char **argv); /* vario sim on a pipeline */
  * token. */
 size_t vr__cli_read_token(const char *path, char *buf, size_t cap);
 
+/* Option values (args.c): the whole of s a decimal integer / finite
+ * number in [lo, hi] into *out, 0; else -1 after printing "vario CMD: OPT
+ * wants ..., not 'S'" to stderr. */
+int vr__cli_int(const char *cmd, const char *opt, const char *s, long lo, long hi,
+                int *out);
+int vr__cli_ll(const char *cmd, const char *opt, const char *s, long long lo, long long hi,
+               long long *out);
+int vr__cli_num(const char *cmd, const char *opt, const char *s, double lo, double hi,
+                double *out);
+
 /* `vario perf MODEL --blocks` (cmd_perf_blocks.c). */
 int vr__cmd_perf_blocks(int argc, char **argv);
 

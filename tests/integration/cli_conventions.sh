@@ -34,4 +34,21 @@ for flag in --input --inputs; do
   echo "$out" | python3 -c 'import json,sys; a=json.load(sys.stdin)["accuracy"]; sys.exit(0 if 50 < a <= 100 else 1)' ||
     fail "eval accuracy is not a percent: $out"
 done
+# numeric options are read whole: a typo is refused (exit 2) naming the
+# option, not read as 0 or a default
+bad_num() { # expected-option command...
+  opt=$1
+  shift
+  msg=$("$V" "$@" 2>&1 > /dev/null)
+  rc=$?
+  [ $rc -eq 2 ] && echo "$msg" | grep -q -- "$opt" || fail "vario $* -> $rc: $msg"
+}
+bad_num --duration perf "$M" --duration 3s
+bad_num --duration perf "$M" --duration 1e300
+bad_num --threads perf "$M" --threads two
+bad_num --batch eval "$M" --input "$D/val_inputs.npy" --labels "$D/val_labels.npy" --batch 8x
+bad_num --threads run "$M" --input x.npy --output y.npy --threads 0
+bad_num --duration sim --config none.json --duration abc
+bad_num --workers sim --loki none --app a --workers many
+bad_num --kappa asyfunc none.json --kappa -1
 echo "cli conventions: ok ($(echo $cmds | wc -w) commands)"

@@ -28,6 +28,10 @@ for f in r.csv r.instances.csv r.json; do [ -s "$T/$f" ] || fail "missing $f"; d
 [ "$(wc -l < "$T/r.csv")" -eq 11 ] || fail "csv rows"
 grep -q '"demand": ' "$T/r.json" || fail "summary"
 "$VARIO" sim --config "$T/ok.json" --policy sm --quiet || fail "sm run"
+# a duration within the warm-up would count nothing: refused, not zeros
+sed 's/"duration_s": 10,/"duration_s": 10, "warmup_s": 5,/' "$T/ok.json" > "$T/warm.json"
+"$VARIO" sim --config "$T/warm.json" --policy infaas --duration 3 --quiet 2> "$T/err"
+[ $? -eq 2 ] && grep -q warmup_s "$T/err" || fail "duration within the warm-up: $(cat "$T/err")"
 
 "$VARIO" sim --config "$T/ok.json" --quiet 2> "$T/err"; [ $? -eq 1 ] || fail "no label"
 grep -q 'pick one with --policy: infaas sm' "$T/err" || fail "label message"

@@ -1,0 +1,43 @@
+/* Option values of the subcommands (commands.h): strict, so that a typo
+ * ("--duration 3s", "--threads two") is refused with the option named
+ * instead of read as 0 or a default by atoi/atof. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cli/commands.h"
+
+int vr__cli_int(const char *cmd, const char *opt, const char *s, long lo, long hi,
+                int *out) {
+  long long v;
+  if (vr__cli_ll(cmd, opt, s, lo, hi, &v)) return -1;
+  *out = (int)v;
+  return 0;
+}
+
+int vr__cli_ll(const char *cmd, const char *opt, const char *s, long long lo, long long hi,
+               long long *out) {
+  char *end;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (!*s || *end || errno || v < lo || v > hi) {
+    fprintf(stderr, "vario %s: %s wants a whole number in [%lld, %lld], not '%s'\n", cmd, opt,
+            lo, hi, s);
+    return -1;
+  }
+  *out = v;
+  return 0;
+}
+
+int vr__cli_num(const char *cmd, const char *opt, const char *s, double lo, double hi,
+                double *out) {
+  char *end;
+  double v = strtod(s, &end);
+  if (!*s || *end || !isfinite(v) || v < lo || v > hi) {
+    fprintf(stderr, "vario %s: %s wants a number in [%g, %g], not '%s'\n", cmd, opt, lo, hi, s);
+    return -1;
+  }
+  *out = v;
+  return 0;
+}
