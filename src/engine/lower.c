@@ -81,6 +81,12 @@ static float chain_scale(vr_pb *b, const vr_node *n, const vr_qparams *q, int *u
   int v = n->out[0];
   if (n->sum_in >= 0 || v < 0 || v >= q->nvals || q->absmax[v] <= 0 || b->g->vals[v].is_output)
     return 0;
+  /* oneDNN applies the output scale before the post-ops: a fused eltwise
+   * would see values in the consumer's quantised units. Only ReLU (and
+   * leaky ReLU, the same kind) commutes with a positive scale; Clip(0, 6)
+   * of MobileNetV2 would clip at 6 units of the next scale. */
+  for (int i = 0; i < n->npost; i++)
+    if (n->post[i].kind != VR_POST_ELTWISE || n->post[i].alg != dnnl_eltwise_relu) return 0;
   if (b->uses[v] == INT_MAX) return 0;
   const vr_node *consumer = NULL;
   for (int i = b->c->node_begin; i < b->c->node_end; i++) {
@@ -122,6 +128,8 @@ static int lower_conv(vr_pb *b, int ni) {
    * output-channel weight scales; u8 activations when never negative. */
   const vr_qparams *q = b->c->precision == VR_PREC_INT8 ? b->c->q : NULL;
   int q8 = !b->no_q8 && q && n->in[0] < q->nvals && q->absmax[n->in[0]] > 0;
+  /* the int8 bias is pre-scaled from its values: a computed one stays f32 */
+  if (n->nin > 2 && n->in[2] >= 0 && !b->vt[n->in[2]].data) q8 = 0;
   float sx = 1, *sw = NULL, *osc = NULL;
   dnnl_data_type_t sdt = dt, wdt = dt;
   if (q8) {
@@ -279,6 +287,9 @@ static int lower_matmul(vr_pb *b, int ni, int gemm) {
   float alpha = gemm ? vr_attr_f(n, "alpha", 1) : 1, beta = gemm ? vr_attr_f(n, "beta", 1) : 1;
   int has_c = n->nin > 2 && n->in[2] >= 0;
   if (has_c && !b->vt[n->in[2]].data) return 1;
+  /* the bias goes in before the output scale alpha, divided by it: with
+   * alpha 0 (Y = beta C) the reference kernel computes it instead */
+  if (has_c && alpha == 0) return 1;
   int r = y->ndim;
   dnnl_memory_desc_t amd, aq, wmd, wsrc, ymd, cmd;
   dnnl_data_type_t dt = b->c->precision == VR_PREC_BF16 ? dnnl_bf16 : dnnl_f32;

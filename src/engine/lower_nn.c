@@ -46,6 +46,24 @@ static int emit(vr_pb *b, int ni, const void *desc, int src, int inplace,
   return vr_pb_prim(b, ni, pd, a, na);
 }
 
+/* AveragePool with count_include_pad: the divisor of a window is its part
+ * within the input and the explicit pads (ONNX, PyTorch). ceil_mode may
+ * have widened the right padding (vr_geom_compute) so that the last
+ * window fits, and oneDNN would count that widening too. Without explicit
+ * pads the divisor is the window within the input: exclude_padding is
+ * the same thing. -> the oneDNN algorithm, or -1 when neither is. */
+static int ceil_avg_alg(const vr_node *n, const vr_geom *g) {
+  const char *ap = vr_attr_s(n, "auto_pad", "NOTSET");
+  if (!strncmp(ap, "SAME_", 5)) return dnnl_pooling_avg_include_padding; /* not widened */
+  const int64_t *pads = NULL;
+  int np = vr_attr_ints(n, "pads", &pads), any_pad = 0, widened = 0;
+  for (int i = 0; i < np; i++) any_pad |= pads[i] != 0;
+  for (int i = 0; i < g->nsp; i++)
+    widened |= g->pr[i] > (np == 2 * g->nsp ? pads[g->nsp + i] : 0);
+  if (!widened) return dnnl_pooling_avg_include_padding;
+  return any_pad ? -1 : dnnl_pooling_avg_exclude_padding;
+}
+
 static int lower_pool(vr_pb *b, int ni, int global) {
   const vr_node *n = &b->g->nodes[ni];
   const vr_tview *x = &b->vt[n->in[0]], *y = &b->vt[n->out[0]];
@@ -69,6 +87,13 @@ static int lower_pool(vr_pb *b, int ni, int global) {
   if (strstr(n->op, "Max")) alg = dnnl_pooling_max;
   else alg = global || vr_attr_i(n, "count_include_pad", 0) ? dnnl_pooling_avg_include_padding
                                                           : dnnl_pooling_avg_exclude_padding;
+  if (alg == dnnl_pooling_avg_include_padding && !global) {
+    int a = ceil_avg_alg(n, &g);
+    if (a < 0)
+      return vr_bad(b->err, n, VR_EUNSUPPORTED, "count_include_pad with ceil_mode and "
+                    "explicit pads (a window past the pads counts only up to them)");
+    alg = (dnnl_alg_kind_t)a;
+  }
   int src = in_pv(b, n, 0);
   if (src < 0) return src;
   dnnl_memory_desc_t ymd;

@@ -481,9 +481,16 @@ static int is_view_op(const char *op) {
          !strcmp(op, "Unsqueeze") || !strcmp(op, "Identity") || !strcmp(op, "Dropout");
 }
 
+/* A node whose output is its first input's bytes under another shape. */
+static int is_alias_node(const vr_node *n) {
+  return is_view_op(n->op) || (!strcmp(n->op, "Concat") && n->nin == 1);
+}
+
 /* b->uses[v] = index of the last node in the range that reads v's storage
- * (INT_MAX for session outputs, -1 if none). A view's later readers count
- * for the viewed value, since they share bytes. */
+ * (INT_MAX for session outputs, -1 if none). Values that share bytes (a
+ * view and what it views, transitively) share the last use of all of
+ * them: a node may overwrite its input in place only when nothing reads
+ * those bytes after it under any name. */
 static void last_uses(vr_pb *b) {
   const vr_graph *g = b->g;
   const vr_plan_ctx *c = b->c;
@@ -494,9 +501,14 @@ static void last_uses(vr_pb *b) {
   for (int i = 0; i < c->nout; i++) b->uses[c->out_vals[i]] = INT_MAX;
   for (int ni = c->node_end - 1; ni >= c->node_begin; ni--) {
     const vr_node *n = &g->nodes[ni];
-    int view = is_view_op(n->op) || (!strcmp(n->op, "Concat") && n->nin == 1);
-    if (!view || n->in[0] < 0 || n->out[0] < 0) continue;
+    if (!is_alias_node(n) || n->in[0] < 0 || n->out[0] < 0) continue;
     if (b->uses[n->out[0]] > b->uses[n->in[0]]) b->uses[n->in[0]] = b->uses[n->out[0]];
+  }
+  /* the roots now hold their group's last use: hand it down to the views */
+  for (int ni = c->node_begin; ni < c->node_end; ni++) {
+    const vr_node *n = &g->nodes[ni];
+    if (!is_alias_node(n) || n->in[0] < 0 || n->out[0] < 0) continue;
+    if (b->uses[n->in[0]] > b->uses[n->out[0]]) b->uses[n->out[0]] = b->uses[n->in[0]];
   }
 }
 

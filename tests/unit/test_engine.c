@@ -56,6 +56,40 @@ static void check_model_lazy(const char *name, int threads, vr_precision prec, d
 static void test_tiny_cnn(void **st) { check_model("tiny_cnn", 1, VR_PREC_FP32, 1e-5); }
 static void test_tiny_tf(void **st) { check_model("tiny_tf", 2, VR_PREC_FP32, 1e-5); }
 static void test_tiny_deconv(void **st) { check_model("tiny_deconv", 1, VR_PREC_FP32, 1e-5); }
+/* Semantics found wrong by review (tests/data/engine/gen_semantics.py):
+ * in-place ops through a view, AveragePool's ceil window, Gemm alpha 0. */
+static void test_semantics(void **st) {
+  check_model("alias_branch", 1, VR_PREC_FP32, 1e-5);
+  check_model("alias_output", 1, VR_PREC_FP32, 1e-5);
+  check_model("avgpool_ceil", 1, VR_PREC_FP32, 1e-6);
+  check_model("gemm_alpha0", 1, VR_PREC_FP32, 1e-6);
+  check_model("conv_clip_conv", 1, VR_PREC_FP32, 1e-5);
+}
+
+/* int8 Conv -> Clip(0, 6) -> Conv (MobileNetV2's ReLU6): the chained
+ * scale must not reach the Clip (it clipped at 6 units of the next conv's
+ * scale: error ~100 % of the output range). */
+static void test_int8_clip_chain(void **st) {
+  if (!vr_precision_supported(VR_PREC_INT8)) skip();
+  fixture f = {0};
+  load_fixture(&f, "conv_clip_conv");
+  vr_tensor in = tensor_of("x", &f.in), out[1];
+  vr_session_opts o;
+  vr_session_opts_init(&o);
+  o.max_batch = 2;
+  o.precision = VR_PREC_INT8;
+  o.calibration = &in;
+  o.n_calibration = 1;
+  vr_session *s;
+  vr_errbuf e = {0};
+  if (vr_session_create(f.m, &o, &s, &e)) fail_msg("%s", e.msg);
+  assert_int_equal(vr_session_run(s, 2, &in, 1, out, 1, &e), 0);
+  double r = rel_err(out[0].data, f.out.data, vr_npy_numel(&f.out));
+  if (r > 0.05) fail_msg("int8 conv-clip-conv relative error %g", r);
+  vr_session_free(s);
+  free_fixture(&f);
+}
+
 /* Plans compiled at first use of each batch size give the same results. */
 static void test_lazy_plans(void **st) {
   check_model_lazy("tiny_cnn", 1, VR_PREC_FP32, 1e-5, 1);
@@ -353,6 +387,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_tiny_cnn),          cmocka_unit_test(test_tiny_tf),
       cmocka_unit_test(test_lazy_plans),        cmocka_unit_test(test_tiny_deconv),
+      cmocka_unit_test(test_semantics),
+      cmocka_unit_test(test_int8_clip_chain),
       cmocka_unit_test(test_bf16),              cmocka_unit_test(test_int8),
       cmocka_unit_test(test_fusions_and_info),
       cmocka_unit_test(test_partial_chain),     cmocka_unit_test(test_profiling),

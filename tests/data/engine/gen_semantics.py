@@ -1,0 +1,72 @@
+#!/usr/bin/python3
+"""Small models for engine semantics found wrong by review (numpy and onnx
+only, no torch), each with a dynamic batch, an input and a numpy reference:
+
+    /usr/bin/python3 tests/data/engine/gen_semantics.py
+
+alias_branch:  Tanh -> Reshape (a view) -> Relu, and Sigmoid of the Tanh:
+               Relu in place on the view overwrote what Sigmoid reads.
+alias_output:  the Tanh is a graph output and its view feeds Relu.
+avgpool_ceil:  AveragePool ceil_mode=1 count_include_pad=1, no pads: the
+               last window divides by its part within the input.
+gemm_alpha0:   Gemm alpha=0 with C: Y = beta C (was NaN).
+conv_clip_conv: Conv -> Clip(0, 6) -> Conv, for int8 (the chained scale
+               went in before the Clip).
+Fixed seed: re-running reproduces the same files.
+"""
+import os
+import numpy as np
+import onnx
+from onnx import helper as h, numpy_helper as nh, TensorProto as T
+
+D = os.path.dirname(os.path.abspath(__file__))
+rng = np.random.default_rng(20261128)
+
+
+def save(name, nodes, inp, outs, inits, x, y):
+    """outs: (name, shape) with "N" (or "M") for the dynamic first dim."""
+    g = h.make_graph(nodes, name, [h.make_tensor_value_info(inp, T.FLOAT, ["N"] + list(x.shape[1:]))],
+                     [h.make_tensor_value_info(o, T.FLOAT, sh) for o, sh in outs],
+                     [nh.from_array(v, k) for k, v in inits.items()])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    onnx.save(m, os.path.join(D, name + ".onnx"))
+    np.save(os.path.join(D, name + "_in.npy"), x.astype(np.float32))
+    np.save(os.path.join(D, name + "_out.npy"), np.ascontiguousarray(y, np.float32))
+
+
+x = rng.uniform(-2, 2, (3, 8)).astype(np.float32)
+shp = {"shp": np.array([-1, 4], np.int64)}
+save("alias_branch",
+     [h.make_node("Tanh", ["x"], ["s"]), h.make_node("Reshape", ["s", "shp"], ["r"]),
+      h.make_node("Relu", ["r"], ["y1"]), h.make_node("Sigmoid", ["s"], ["y2"])],
+     "x", [("y2", ["N", 8]), ("y1", ["M", 4])], shp, x, 1 / (1 + np.exp(-np.tanh(x))))
+save("alias_output",
+     [h.make_node("Tanh", ["x"], ["a"]), h.make_node("Reshape", ["a", "shp"], ["r"]),
+      h.make_node("Relu", ["r"], ["y"])],
+     "x", [("a", ["N", 8]), ("y", ["M", 4])], shp, x, np.tanh(x))
+
+x = rng.uniform(0, 1, (2, 1, 5)).astype(np.float32)
+ref = np.stack([x[..., 0:2].mean(-1), x[..., 2:4].mean(-1), x[..., 4]], -1)
+save("avgpool_ceil",
+     [h.make_node("AveragePool", ["x"], ["y"], kernel_shape=[2], strides=[2], ceil_mode=1,
+                  count_include_pad=1)],
+     "x", [("y", ["N", 1, 3])], {}, x, ref)
+
+x = rng.standard_normal((3, 4)).astype(np.float32)
+B = rng.standard_normal((4, 5)).astype(np.float32)
+C = rng.standard_normal((5,)).astype(np.float32)
+save("gemm_alpha0", [h.make_node("Gemm", ["x", "B", "C"], ["y"], alpha=0.0, beta=2.0)],
+     "x", [("y", ["N", 5])], {"B": B, "C": C}, x, np.broadcast_to(2 * C, (3, 5)))
+
+W1 = (rng.standard_normal((8, 4, 1, 1)) * 3).astype(np.float32)
+W2 = rng.standard_normal((8, 8, 1, 1)).astype(np.float32)
+x = rng.standard_normal((2, 4, 6, 6)).astype(np.float32)
+c1 = np.einsum("oi,nihw->nohw", W1[:, :, 0, 0], x)
+ref = np.einsum("oi,nihw->nohw", W2[:, :, 0, 0], np.clip(c1, 0, 6))
+save("conv_clip_conv",
+     [h.make_node("Conv", ["x", "W1"], ["c1"]), h.make_node("Clip", ["c1", "lo", "hi"], ["r1"]),
+      h.make_node("Conv", ["r1", "W2"], ["y"])],
+     "x", [("y", ["N", 8, 6, 6])], {"W1": W1, "W2": W2, "lo": np.array(0, np.float32),
+                  "hi": np.array(6, np.float32)}, x, ref)
