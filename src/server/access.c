@@ -30,6 +30,9 @@ int vr__access_is_admin(const char *method, char **seg, int n) {
   if (n >= 4 && !strcmp(seg[0], "v2") && !strcmp(seg[1], "apps") &&
       !strcmp(seg[3], "jobs"))
     return 1;
+  /* the repository API, reads included: its index lists the server's
+   * entries and why each failed to load */
+  if (n >= 2 && !strcmp(seg[0], "v2") && !strcmp(seg[1], "repository")) return 1;
   if (!strcmp(method, "GET") || !strcmp(method, "HEAD")) return 0;
   /* POST to an inference route is inference; everything else that is not
    * a read changes something (the repository index is a POST too: it

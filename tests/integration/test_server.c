@@ -118,6 +118,9 @@ static void test_health_and_metadata(void **st) {
   assert_int_equal(req("PUT", "/v2/models/m/infer", NULL, NULL, 0, b, sizeof b), 401);
   assert_int_equal(req("POST", "/v2/repository/models/infer", NULL, NULL, 0, b, sizeof b),
                    401);
+  /* the repository index lists server entries and load errors: GET too */
+  assert_int_equal(req("GET", "/v2/repository/index", NULL, NULL, 0, b, sizeof b), 401);
+  assert_int_equal(req("POST", "/v2/repository/index", NULL, NULL, 0, b, sizeof b), 401);
 }
 
 static void test_infer_json(void **st) {
