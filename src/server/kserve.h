@@ -63,6 +63,13 @@ typedef struct vr_ks_request {
   char model[VR_NAME_MAX];
 } vr_ks_request;
 
+/* Model-less parameters the route does not take (VR_KS_APP_* bits not in
+ * `allowed`) refused by name: VR_EINVAL naming the first, "... is for
+ * <for_route>" (a parameter is refused, never ignored); 0 if none. */
+enum { VR_KS_APP_LATENCY = 1, VR_KS_APP_ACCURACY = 2, VR_KS_APP_COST = 4, VR_KS_APP_MODEL = 8 };
+int vr_ks_only_app_params(const vr_ks_request *r, unsigned allowed, const char *for_route,
+                          vr_errbuf *err);
+
 /* header_len: the JSON part's length when the binary extension is used,
  * or (size_t)-1 when the whole body is JSON. */
 /* The value of Inference-Header-Content-Length (h; NULL when absent) as

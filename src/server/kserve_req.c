@@ -374,6 +374,18 @@ static int parse_outputs(vr_kj *j, vr_ks_request *r) {
   return rc;
 }
 
+int vr_ks_only_app_params(const vr_ks_request *r, unsigned allowed, const char *for_route,
+                          vr_errbuf *err) {
+  const char *bad = !(allowed & VR_KS_APP_LATENCY) && r->latency_ms >= 0    ? "latency_ms"
+                    : !(allowed & VR_KS_APP_ACCURACY) && r->min_accuracy >= 0 ? "min_accuracy"
+                    : !(allowed & VR_KS_APP_COST) && r->max_cost >= 0        ? "max_cost"
+                    : !(allowed & VR_KS_APP_MODEL) && r->model[0]            ? "model"
+                                                                             : NULL;
+  if (!bad) return 0;
+  return vr_errf(err, VR_EINVAL, "parameter \"%s\" is for %s, not this endpoint", bad,
+                 for_route);
+}
+
 /* latency_ms (> 0), min_accuracy ([0, 100]), max_cost (>= 0). */
 static int app_param(vr_kj *j, const char *key, vr_ks_request *r) {
   double d;

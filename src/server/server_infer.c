@@ -142,6 +142,8 @@ void vr_server_infer(vr_server *s, vr_http_req *r, const char *model) {
   int rc = vr_ks_header_len(
       vr_http_header(r, "Inference-Header-Content-Length"), &hlen, &err);
   if (!rc) rc = vr_ks_parse_request(body, blen, hlen, &c->ks, &err);
+  if (!rc) rc = vr_ks_only_app_params(&c->ks, 0, "model-less queries (/v2/apps/{app}/infer)",
+                                      &err);
   if (rc) __atomic_fetch_add(&s->invalid, 1, __ATOMIC_RELAXED);
   else {
     c->version = vr__srv_version(s, model);

@@ -156,6 +156,8 @@ static void infer(vr_server *s, vr_http_req *r, const char *name) {
   const char *body = vr_http_body(r, &blen);
   int rc = vr_ks_header_len(vr_http_header(r, "Inference-Header-Content-Length"), &hlen, &err);
   if (!rc) rc = vr_ks_parse_request(body, blen, hlen, &c->ks, &err);
+  if (!rc) rc = vr_ks_only_app_params(&c->ks, VR_KS_APP_LATENCY | VR_KS_APP_ACCURACY,
+                                      "model-less queries (/v2/apps/{app}/infer)", &err);
   if (rc) return fail(s, r, vr_server_http_status(rc), err.msg);
   /* latency_ms / min_accuracy are checked by the KServe parser (< 0: not
    * given); end to end here. */

@@ -126,6 +126,15 @@ static void test_health_and_metadata(void **st) {
 static void test_infer_json(void **st) {
   (void)st;
   char b[4096];
+  /* model-less parameters are refused by name here, never ignored */
+  const char *ml[] = {"\"latency_ms\":5", "\"min_accuracy\":90", "\"max_cost\":1",
+                      "\"model\":\"m\""};
+  for (int i = 0; i < 4; i++) {
+    char q[512];
+    snprintf(q, sizeof q, "{\"parameters\":{%s},%s", ml[i], k_infer + 1);
+    assert_int_equal(post_json("/v2/models/m/infer", q, b, sizeof b), 400);
+    assert_non_null(strstr(b, "model-less"));
+  }
   assert_int_equal(post_json("/v2/models/m/infer", k_infer, b, sizeof b), 200);
   json_t *j = json_loads(b, 0, NULL);
   assert_non_null(j);
