@@ -35,7 +35,7 @@ static void usage(FILE *f) {
           "  --timeout-ms N   a worker that has not answered in N ms: 504\n"
           "                   (default 30000)\n"
           "  --tries N        workers tried per request when one fails (default 3)\n"
-          "  --spin-us N      idle fast path (default 200; -1 = never)\n"
+          "  --spin-us N      idle fast path (default 500; -1 = never)\n"
           "  --port-file F    write the bound port to F once listening\n");
 }
 

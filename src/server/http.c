@@ -58,6 +58,7 @@ struct vr_http {
   int draining;
   int inflight; /* atomic */
   int conns;    /* open connections (atomic) */
+  uint64_t own[6]; /* answers this layer gave itself, by status class (atomic) */
 };
 
 struct vr_http_req {
@@ -203,6 +204,18 @@ void vr_http_error(vr_http_req *r, int status, const char *msg) {
   char *p = vr_sbuf_take(&b, &len);
   vr_http_respond(r, status, "application/json", p, len, (size_t)-1);
 }
+/* An answer of this layer's own (limits, bad heads, encodings), before
+ * any handler: counted here, as the server counts its handlers' answers. */
+static void own_error(vr_http_req *r, int status, const char *msg) {
+  int k = status / 100;
+  __atomic_fetch_add(&r->h->own[k >= 0 && k <= 5 ? k : 0], 1, __ATOMIC_RELAXED);
+  vr_http_error(r, status, msg);
+}
+
+void vr_http_own_counts(vr_http *h, uint64_t out[6]) {
+  for (int k = 0; k < 6; k++) out[k] = __atomic_load_n(&h->own[k], __ATOMIC_RELAXED);
+}
+
 
 void vr_http_defer(vr_http_req *r, vr_http_handler resume_fn) {
   r->deferred = 1;
@@ -422,7 +435,7 @@ static enum MHD_Result on_headers(vr_http *h, struct MHD_Connection *conn,
   const char *bad = bad_head(conn, hc);
   if (bad) { /* answered, and the connection closed: its framing is suspect */
     r->started = 1;
-    vr_http_error(r, 400, bad);
+    own_error(r, 400, bad);
     MHD_add_response_header(r->resp, "Connection", "close");
     return queue(r);
   }
@@ -432,7 +445,7 @@ static enum MHD_Result on_headers(vr_http *h, struct MHD_Connection *conn,
     snprintf(msg, sizeof msg, "server at its connection limit (%u); retry later",
              h->o.max_conns);
     r->started = 1;
-    vr_http_error(r, 503, msg);
+    own_error(r, 503, msg);
     MHD_add_response_header(r->resp, "Connection", "close");
     MHD_add_response_header(r->resp, "Retry-After", "1");
     return queue(r);
@@ -445,7 +458,7 @@ static enum MHD_Result on_headers(vr_http *h, struct MHD_Connection *conn,
     snprintf(msg, sizeof msg, "request body larger than %zu bytes",
              h->o.max_body);
     r->started = 1;
-    vr_http_error(r, 413, msg);
+    own_error(r, 413, msg);
     return queue(r);
   }
   if (clen > 0 && (r->body = vr_malloc((size_t)clen + 1))) /* one copy */
@@ -464,7 +477,7 @@ static int decode_body(vr_http *h, vr_http_req *r) {
     char msg[160];
     snprintf(msg, sizeof msg, "Content-Encoding '%.64s' is not supported (gzip, deflate"
              " or identity)", ce);
-    vr_http_error(r, 415, msg);
+    own_error(r, 415, msg);
     return 415;
   }
   char *plain;
@@ -473,7 +486,7 @@ static int decode_body(vr_http *h, vr_http_req *r) {
   int rc = vr_inflate_body(r->body ? r->body : "", r->len, h->o.max_body, &plain, &len, &err);
   if (rc) {
     int st = rc == VR_ERANGE ? 413 : rc == VR_ENOMEM ? 500 : 400;
-    vr_http_error(r, st, err.msg);
+    own_error(r, st, err.msg);
     return st;
   }
   vr_free(r->body);
@@ -504,14 +517,14 @@ static enum MHD_Result ahc(void *cls, struct MHD_Connection *conn,
   } else if (!r->started) {
     r->started = 1;
     if (r->too_big)
-      vr_http_error(r, 413, "request body too large");
+      own_error(r, 413, "request body too large");
     else if (h->draining)
-      vr_http_error(r, 503, "server is shutting down");
+      own_error(r, 503, "server is shutting down");
     else if (!decode_body(h, r))
       h->o.handler(r, h->o.user);
   }
   if (!r->resp && !r->deferred) /* handler forgot to answer */
-    vr_http_error(r, 500, "internal error: no response");
+    own_error(r, 500, "internal error: no response");
   return queue(r);
 }
 

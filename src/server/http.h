@@ -58,6 +58,11 @@ int vr_http_port(const vr_http *h);
 /* Graceful shutdown, step 1: stop accepting; new requests on open
  * connections get 503 and "Connection: close". */
 void vr_http_drain(vr_http *h);
+/* Answers the HTTP layer gave itself (413 body limit, 415/400 encoding,
+ * 400 bad head, 503 past the connection reserve or draining, 500 no
+ * answer), by status class (out[k]: kxx); the server's handlers count
+ * their own answers. */
+void vr_http_own_counts(vr_http *h, uint64_t out[6]);
 /* Requests received and not yet finished. */
 int vr_http_inflight(vr_http *h);
 /* Stops the event thread, closes every connection. Every deferred request

@@ -243,10 +243,12 @@ void vr_server_metrics(vr_server *s, vr_sbuf *b) {
   }
   vr_sbuf_puts(b, "# HELP vario_http_responses_total HTTP responses by"
                " status class.\n# TYPE vario_http_responses_total counter\n");
+  uint64_t own[6] = {0};
+  if (s->http) vr_http_own_counts(s->http, own);
   for (int k = 2; k <= 5; k++)
     vr_sbuf_printf(b, "vario_http_responses_total{code=\"%dxx\"} %llu\n", k,
-                   (unsigned long long)__atomic_load_n(&s->http_status[k],
-                                                       __ATOMIC_RELAXED));
+                   (unsigned long long)(__atomic_load_n(&s->http_status[k],
+                                                        __ATOMIC_RELAXED) + own[k]));
   if (s->overhead) {
     vr_sbuf_puts(b, "# HELP vario_server_overhead_seconds Server-side overhead of"
                  " served inferences: headers complete to response queued,"

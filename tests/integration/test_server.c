@@ -284,10 +284,24 @@ static unsigned char *squeeze(const void *in, size_t n, int gzip, size_t *out_n)
 /* Triton's Content-Encoding: a gzip or deflate body is inflated before
  * parsing; a bomb past the body limit is 413, garbage 400, another coding
  * 415. */
+/* vario_http_responses_total{code="4xx"} now. */
+static unsigned long long count_4xx(void) {
+  static char m[1 << 16];
+  assert_int_equal(req("GET", "/metrics", NULL, NULL, 0, m, sizeof m), 200);
+  const char *p = strstr(m, "vario_http_responses_total{code=\"4xx\"} ");
+  assert_non_null(p);
+  return strtoull(p + strlen("vario_http_responses_total{code=\"4xx\"} "), NULL, 10);
+}
+
 static void test_content_encoding(void **st) {
   (void)st;
   char b[4096];
   size_t n;
+  /* the HTTP layer's own answers (here 415) count in the metrics too */
+  unsigned long long before = count_4xx();
+  assert_int_equal(req("POST", "/v2/models/m/infer", "Content-Encoding: zstd\r\n", "{}", 2, b,
+                       sizeof b), 415);
+  assert_int_equal(count_4xx(), before + 1);
   for (int gz = 0; gz < 2; gz++) {
     unsigned char *z = squeeze(k_infer, strlen(k_infer), gz, &n);
     char hdr[200];
