@@ -172,6 +172,9 @@ void vr_server_app_lateness(vr_server *s, int64_t deadline_ns, int64_t start_ns,
   int k = 0;
   while (k < VR_LATE_BUCKETS - 1 && units > vr_late_le[k]) k++;
   __atomic_fetch_add(&s->app_late.bucket[k], 1, __ATOMIC_RELAXED);
+  /* a batch of no measured time counts 1e6 units in the sum (+Inf bucket) */
+  __atomic_fetch_add(&s->app_late.sum_milli, (uint64_t)((units < 1e6 ? units : 1e6) * 1000),
+                     __ATOMIC_RELAXED);
   atomic_max(&s->app_late.max_late_ns, late);
   atomic_max(&s->app_late.max_excess_ns, late - batch);
 }
@@ -196,8 +199,11 @@ static void app_lateness(vr_server *s, vr_sbuf *b) {
                      vr_late_le[k], (unsigned long long)cum);
     else
       vr_sbuf_printf(b, "vario_app_lateness_batches_bucket{le=\"+Inf\"} %llu\n"
+                     "vario_app_lateness_batches_sum %.3f\n"
                      "vario_app_lateness_batches_count %llu\n",
-                     (unsigned long long)cum, (unsigned long long)cum);
+                     (unsigned long long)cum,
+                     __atomic_load_n(&s->app_late.sum_milli, __ATOMIC_RELAXED) / 1000.0,
+                     (unsigned long long)cum);
   }
   vr_sbuf_printf(b, "# HELP vario_app_late_beyond_batch_total Model-less queries "
                  "whose answer was ready later than deadline + their batch's execution "

@@ -47,6 +47,7 @@ struct vr_server {
    * that served it. All atomic. */
   struct {
     uint64_t bucket[VR_LATE_BUCKETS]; /* non-cumulative, le vr_late_le[] */
+    uint64_t sum_milli;     /* the histogram's _sum, in 1/1000 batch units */
     /* answers later than deadline + batch (vr_drop_answer_due), answered
      * 504 instead: */
     uint64_t beyond_start;  /* the batch started after the deadline (its
