@@ -476,6 +476,10 @@ static void run_batch(vr_rt_instance *in, vr_rt_request *list, int rows) {
     in->paired_batches++;
     in->shadow_rows += (uint64_t)srows;
   }
+  if (srows < 0 && in->shadow_threads > 0) { /* the shadow died: released */
+    in->shadow_threads = 0;
+    in->shadows_released++;
+  }
   in->served += rc ? 0 : (uint64_t)rows;
   if (!rc) vr_rate_add(&in->served_rate, rows, t1);
   for (vr_rt_request *r = list; r; r = r->next)

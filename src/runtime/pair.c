@@ -218,7 +218,16 @@ int vr_pair_attach_process(vr_pair *p, const char *vario_exe, const char *model_
     snprintf(mb, sizeof mb, "%d", p->max_batch);
     char *argv[] = {(char *)vario_exe, "shadow", "--fd", fd, "--model", (char *)model_path,
                     "--range", range, "--threads", th, "--max-batch", mb, NULL};
-    int e = posix_spawn(&s->pid, vario_exe, NULL, NULL, argv, environ);
+    /* dup2 onto itself clears close-on-exec for this fd alone (POSIX
+     * 2024, glibc >= 2.29): the shadow inherits its channel, no other */
+    posix_spawn_file_actions_t fa;
+    int e = posix_spawn_file_actions_init(&fa);
+    if (!e) {
+      e = posix_spawn_file_actions_adddup2(&fa, vr_shm_chan_fd(s->chan),
+                                           vr_shm_chan_fd(s->chan));
+      if (!e) e = posix_spawn(&s->pid, vario_exe, &fa, NULL, argv, environ);
+      posix_spawn_file_actions_destroy(&fa);
+    }
     if (e) {
       s->pid = 0;
       rc = vr_errf(err, VR_EIO, "cannot start %s: %s", vario_exe, strerror(e));
@@ -305,6 +314,21 @@ static int run_par(vr_session *s, int own, int rows, const vr_tensor *x, vr_tens
              : vr_session_run(s, rows, x, 1, y, 1, err);
 }
 
+/* A process shadow's reply is what the body's own range would give for
+ * bs rows: the dtype, rank and row size of par's output, bs rows. Its
+ * header is the other process's to write; a reply that is not (a bug, or
+ * a model file replaced since the body loaded it) is a failure, and the
+ * body runs those rows itself. */
+static int check_reply(vr_pair *p, const vr_tensor *os, int bs, vr_errbuf *err) {
+  const vr_tensor_info *want = vr_session_output(p->par, 0);
+  size_t row = (size_t)vr_tensor_info_row_bytes(want);
+  if (os->dtype != want->dtype || os->ndim != want->ndim || os->shape[0] != bs ||
+      os->nbytes != row * (size_t)bs)
+    return vr_errf(err, VR_EFORMAT, "reply of %lld rows, %zu bytes, not %d rows of %zu",
+                   (long long)os->shape[0], os->nbytes, bs, row);
+  return 0;
+}
+
 /* The parallel range with rows split: body rows [0, bb) here, the rest on
  * the shadow at the same time; merged into p->merge in row order. A
  * shadow process that fails (died, stuck) is dropped and its rows are
@@ -337,6 +361,7 @@ static int run_split(vr_pair *p, const vr_tensor *x, int own, int batch, int bs,
   vr_errbuf serr = {0};
   if (s->chan) {
     src = prc ? prc : vr_shm_chan_wait(s->chan, &os, SHADOW_PROC_TIMEOUT_NS, &serr);
+    if (!src) src = check_reply(p, &os, bs, &serr);
   } else {
     pthread_mutex_lock(&s->mu);
     while (!s->done) pthread_cond_wait(&s->cv, &s->mu);
@@ -370,6 +395,9 @@ static int run_split(vr_pair *p, const vr_tensor *x, int own, int batch, int bs,
     row_out = os.nbytes / (size_t)bs;
   }
   *y = os;
+  /* os.name is the shadow's (its slice, or the shared header), which a
+   * release may free before the batch's outputs are read: the body's */
+  y->name = vr_session_output(p->par, 0)->name;
   y->shape[0] = batch;
   y->data = p->merge;
   y->nbytes = row_out * (size_t)batch;
@@ -402,6 +430,7 @@ int vr_pair_run(vr_pair *p, int batch, int bs, const vr_tensor *in, int nin, vr_
   if (!rc && p->sh && p->sh->failed) { /* no more runs on a broken process */
     shadow_free(p->sh);
     p->sh = NULL;
+    if (shadow_rows) *shadow_rows = -1; /* the body ran them; the shadow is gone */
   }
   if (!rc && p->post) {
     /* y is par's output or the merge buffer, both the pair's own */

@@ -65,7 +65,8 @@ int64_t vr_pair_body_bytes(const vr_pair *p);
 /* Runs `batch` rows; bs of them go through the shadow on the parallel range
  * (bs = 0, or no shadow: the body alone). Outputs as vr_session_run's,
  * valid until the next run. *shadow_rows (may be NULL) gets the rows the
- * shadow actually ran. */
+ * shadow actually ran, or -1 when its process failed: the body ran them
+ * and the shadow is gone (the pair has none from now on). */
 int vr_pair_run(vr_pair *p, int batch, int bs, const vr_tensor *in, int nin, vr_tensor *out,
                 int nout, int *shadow_rows, vr_errbuf *err);
 

@@ -112,7 +112,8 @@ typedef struct vr_rt_backend {
    * of it: shadow_attach loads one (in this process, or with `process` in
    * a `vario shadow` process over shared memory), shadow_release drops it
    * after a run in flight, run_paired sends bs of the batch's rows through
-   * it (*shadow_rows: how many it did run; 0 without a shadow). Attach and
+   * it (*shadow_rows: how many it did run; 0 without a shadow; -1 when the
+   * shadow failed, the body ran its rows and has no shadow now). Attach and
    * release may be called while the executor runs the session. */
   int (*body_open)(void *self, void *model, vr_precision prec, int threads,
                    int max_batch, int pb, int pe, void **sess, vr_errbuf *err);

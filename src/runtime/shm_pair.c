@@ -143,7 +143,9 @@ int vr_shm_chan_create(size_t in_cap, size_t out_cap, vr_shm_chan **out, vr_errb
   size_t in_off = align64(sizeof(shm_hdr));
   size_t out_off = in_off + align64(in_cap);
   size_t total = out_off + align64(out_cap);
-  int fd = memfd_create("vario-shadow", 0); /* inheritable on purpose */
+  /* close-on-exec: only the shadow it is for inherits it (pair.c passes
+   * it with a spawn file action), not every later child of the process */
+  int fd = memfd_create("vario-shadow", MFD_CLOEXEC);
   if (fd < 0) return vr_errf(err, VR_EIO, "memfd_create: %s", strerror(errno));
   if (ftruncate(fd, (off_t)total)) {
     int e = errno;
