@@ -226,6 +226,22 @@ static const char *unsupported_extension(char **seg, int n) {
   return NULL;
 }
 
+/* A path the server routes for another method (GET-only reads, POST-only
+ * repository actions): 405, as HTTP asks, rather than 404. */
+static int route_of_other_method(char **seg, int n) {
+  if (n == 1) return !strcmp(seg[0], "metrics") || !strcmp(seg[0], "dashboard") ||
+                     !strcmp(seg[0], "v2");
+  if (n == 2 && !strcmp(seg[0], "dashboard")) return 1;
+  if (n < 2 || strcmp(seg[0], "v2")) return 0;
+  if (n == 3 && !strcmp(seg[1], "health"))
+    return !strcmp(seg[2], "live") || !strcmp(seg[2], "ready");
+  if (n == 3 && !strcmp(seg[1], "dashboard")) return !strcmp(seg[2], "data");
+  if (n == 3 && !strcmp(seg[1], "models")) return !strcmp(seg[2], "stats");
+  return n == 5 && !strcmp(seg[1], "repository") && !strcmp(seg[2], "models") &&
+         (!strcmp(seg[4], "load") || !strcmp(seg[4], "unload") || !strcmp(seg[4], "shadow") ||
+          !strcmp(seg[4], "unshadow"));
+}
+
 static void handle(vr_http_req *r, void *user) {
   vr_server *s = user;
   const char *method = vr_http_method(r);
@@ -258,7 +274,8 @@ static void handle(vr_http_req *r, void *user) {
       !strcmp(seg[0], "v2"))
     return vr_server_dashboard_data(s, r);
   if (n < 1 || strcmp(seg[0], "v2")) {
-    reply_error(s, r, 404, "unknown path");
+    int other = route_of_other_method(seg, n);
+    reply_error(s, r, other ? 405 : 404, other ? "method not allowed" : "unknown path");
     return;
   }
   if (n == 1 && get) return server_metadata(s, r);
@@ -280,7 +297,8 @@ static void handle(vr_http_req *r, void *user) {
   if (n == 5 && !strcmp(seg[1], "repository") && !strcmp(seg[2], "models") &&
       post && (!strcmp(seg[4], "shadow") || !strcmp(seg[4], "unshadow")))
     return vr_server_repo_shadow(s, r, seg[3], !strcmp(seg[4], "shadow"));
-  reply_error(s, r, 404, "unknown path");
+  reply_error(s, r, route_of_other_method(seg, n) ? 405 : 404,
+              route_of_other_method(seg, n) ? "method not allowed" : "unknown path");
 }
 
 static void load_all(vr_server *s) {

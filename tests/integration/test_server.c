@@ -111,6 +111,12 @@ static void test_health_and_metadata(void **st) {
   assert_int_equal(req("DELETE", "/v2/models/m", "Authorization: Bearer test-token\r\n",
                        NULL, 0, b, sizeof b), 405);
   assert_int_equal(req("GET", "/v2/models/m/infer", NULL, NULL, 0, b, sizeof b), 405);
+  /* a route of another method is 405 wherever it is, not 404 */
+  const char *tok = "Authorization: Bearer test-token\r\n"; /* past the admin check */
+  assert_int_equal(req("POST", "/metrics", tok, NULL, 0, b, sizeof b), 405);
+  assert_int_equal(req("POST", "/v2/health/live", tok, NULL, 0, b, sizeof b), 405);
+  assert_int_equal(req("POST", "/v2", tok, NULL, 0, b, sizeof b), 405);
+  assert_int_equal(req("GET", "/v2/repository/models/m/load", tok, NULL, 0, b, sizeof b), 405);
   /* "infer" is a valid model and pipeline name: only a POST to an
    * inference route goes without the token, not any path ending so. */
   assert_int_equal(req("DELETE", "/v2/apps/a/models/infer", NULL, NULL, 0, b, sizeof b), 401);
