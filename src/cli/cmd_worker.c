@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "base/alloc.h"
+#include "base/cpus.h"
 #include "base/clock.h"
 #include "base/log.h"
 #include "cli/commands.h"
@@ -408,7 +409,9 @@ static int w_start(void *self, vr_server *s, vr_errbuf *err) {
   if (w->id) snprintf(i->id, sizeof i->id, "%s", w->id);
   else snprintf(i->id, sizeof i->id, "worker-%d", port);
   snprintf(i->addr, sizeof i->addr, "%s:%d", w->advertise ? w->advertise : w->host, port);
-  i->cores = w->ncores > 0 ? w->ncores : (int)sysconf(_SC_NPROCESSORS_ONLN);
+  /* without --cores: what this process may use (a pod's CPU limit), not
+   * the node's count */
+  i->cores = w->ncores > 0 ? w->ncores : vr_cpus_usable(NULL);
   i->memory_bytes = w->mem_bytes;
   snprintf(i->meta, sizeof i->meta, "{\"pid\":%ld,\"cores\":\"%s\",\"apps\":%d}",
            (long)getpid(), w->cores_list ? w->cores_list : "", vr_server_has_control(s));

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "base/alloc.h"
+#include "base/cpus.h"
 #include "base/clock.h"
 #include "base/log.h"
 #include "control/control_int.h"
@@ -540,7 +541,7 @@ int vr_control_create(const vr_control_opts *o, vr_control **out,
   vr_control *c = VR_NEW(vr_control);
   if (!c) return vr_errf(err, VR_ENOMEM, "out of memory");
   c->o = *o;
-  if (c->o.cores <= 0) c->o.cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
+  if (c->o.cores <= 0) c->o.cores = vr_cpus_usable(NULL); /* a container's limit */
   if (c->o.mem_bytes <= 0) c->o.mem_bytes = (int64_t)8 << 30;
   if (c->o.core_price_per_hour <= 0) c->o.core_price_per_hour = 0.0425;
   if (c->o.period_ns <= 0) c->o.period_ns = VR_NS_PER_S;

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "base/alloc.h"
+#include "base/cpus.h"
 #include "base/clock.h"
 #include "control/fsutil.h"
 #include "runtime/config.h"
@@ -188,7 +189,7 @@ static unsigned candidate_precisions(reg_ctx *c) {
 
 static int max_threads(const reg_ctx *c) {
   int t = c->r->gen.max_threads;
-  if (t <= 0) t = (int)sysconf(_SC_NPROCESSORS_ONLN);
+  if (t <= 0) t = vr_cpus_usable(NULL);
   return t < 1 ? 1 : t;
 }
 

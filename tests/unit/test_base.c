@@ -3,10 +3,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/alloc.h"
 #include "base/arena.h"
 #include "base/clock.h"
+#include "base/cpus.h"
 #include "base/ewma.h"
 #include "base/log.h"
 #include "base/map.h"
@@ -224,6 +227,35 @@ static void test_log_levels(void **st) {
   vr_log_set_level(old);
 }
 
+/* CPUs usable: the affinity mask's, capped by a cgroup v2 quota (a
+ * container's CPU limit), not the machine's online count. */
+static void write_cpu_max(const char *dir, const char *text) {
+  char p[300];
+  snprintf(p, sizeof p, "%s/cpu.max", dir);
+  FILE *f = fopen(p, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+static void test_cpus_usable(void **st) {
+  (void)st;
+  char dir[] = "/tmp/vr_cpus_XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  int all = vr_cpus_usable(dir); /* no cpu.max: the affinity mask */
+  assert_true(all >= 1);
+  write_cpu_max(dir, "max 100000\n");
+  assert_int_equal(vr_cpus_usable(dir), all);
+  write_cpu_max(dir, "50000 100000\n"); /* half a CPU: one */
+  assert_int_equal(vr_cpus_usable(dir), 1);
+  write_cpu_max(dir, "100000000 100000\n"); /* 1000 CPUs: the mask's */
+  assert_int_equal(vr_cpus_usable(dir), all);
+  char p[300];
+  snprintf(p, sizeof p, "%s/cpu.max", dir);
+  unlink(p);
+  rmdir(dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_status),     cmocka_unit_test(test_dtype),
@@ -231,7 +263,7 @@ int main(void) {
       cmocka_unit_test(test_map_basic),  cmocka_unit_test(test_map_random),
       cmocka_unit_test(test_arena),      cmocka_unit_test(test_clock),
       cmocka_unit_test(test_ewma),       cmocka_unit_test(test_rate),
-      cmocka_unit_test(test_log_levels),
+      cmocka_unit_test(test_log_levels), cmocka_unit_test(test_cpus_usable),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
