@@ -430,8 +430,9 @@ static void usage(FILE *f) {
           "  --worker-arg A   argument for started workers (repeat per word)\n"
           "  --worker-cores N cores of each started worker (default 1)\n"
           "  --start-timeout-s N  a started worker, or one that dropped out of the\n"
-          "                   registry while running, is replaced when not registered\n"
-          "                   within N s (default 60; raise it where starts are slow)\n"
+          "                   registry while running, is stopped and replaced when not\n"
+          "                   registered within N s (default 120; raise it where\n"
+          "                   starts are slow, e.g. large image pulls)\n"
           "  --policy KIND    infaas|clipper|sm|asyfunc: the policy acts on the\n"
           "                   workers (replicate/unload models on them, add and\n"
           "                   remove workers through the provider; asyfunc:\n"
@@ -498,7 +499,7 @@ int vr_cmd_controller(int argc, char **argv) {
   c.port = 8100;
   c.period_ms = 250;
   c.worker_cores = 1;
-  c.start_timeout_s = 60;
+  c.start_timeout_s = 120;
   c.slo_ms = 100;
   c.worker_idle_s = 30;
   int slo = 0;

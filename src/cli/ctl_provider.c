@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "base/alloc.h"
+#include "base/log.h"
 #include "cluster/provider.h"
 
 /* When each provider worker was last seen registered: one that drops out
@@ -16,6 +17,7 @@
 typedef struct seen_rec {
   char id[64];
   int64_t at_ns;
+  int stopped; /* asked to stop for not registering in time */
 } seen_rec;
 
 struct ctl_prov {
@@ -35,6 +37,7 @@ static seen_rec *seen_of(ctl_prov *c, const char *id, int add) {
       if (c->seen[i].at_ns < c->seen[k].at_ns) k = i;
   snprintf(c->seen[k].id, sizeof c->seen[k].id, "%s", id);
   c->seen[k].at_ns = 0;
+  c->seen[k].stopped = 0;
   return &c->seen[k];
 }
 
@@ -97,10 +100,24 @@ int ctl_prov_poll(ctl_prov *c, const char *const *live, size_t nlive, int64_t st
     } else if (is_live) {
       seen_rec *r = seen_of(c, w[i].id, 1);
       r->at_ns = now;
+      r->stopped = 0;
     } else if (w[i].state == VR_PW_STARTING || w[i].state == VR_PW_RUNNING) {
       seen_rec *r = seen_of(c, w[i].id, 0);
       int64_t since = r && r->at_ns > w[i].since_ns ? r->at_ns : w[i].since_ns;
-      if (now - since < start_timeout_ms * 1000000) (*starting)++;
+      if (now - since < start_timeout_ms * 1000000) {
+        (*starting)++;
+      } else if ((r = seen_of(c, w[i].id, 1)) && !r->stopped) {
+        /* Not registered in time (a bad image, no route to Redis, a hung
+         * start): the plan replaces it, so it goes, once asked; left
+         * running, every timeout would add one more. */
+        r->stopped = 1;
+        if (!r->at_ns) r->at_ns = w[i].since_ns;
+        vr_errbuf e2 = {0};
+        vr_warn("controller: worker %s not registered within %lld ms: stopping it", w[i].id,
+                (long long)start_timeout_ms);
+        if (vr_provider_stop(c->p, w[i].id, &e2))
+          vr_warn("controller: stopping %s: %s", w[i].id, e2.msg);
+      }
     }
   }
   vr_free(w);

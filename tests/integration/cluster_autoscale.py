@@ -17,7 +17,7 @@ import cluster_harness as H  # noqa: E402
 from cluster_harness import fail, req, state, wait  # noqa: E402,F401
 
 vario, src, redis_bin, tmp, procs = H.setup("vario-autoscale-")
-START_S = 10  # a started worker has this long to register
+START_S = 20  # a started worker has this long to register (ASan, a loaded box)
 
 
 def flushall(url):
