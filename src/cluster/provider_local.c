@@ -135,17 +135,23 @@ static int pick_cores(vr_local *l, const vr_worker_spec *s, lworker *w,
   return 0;
 }
 
-static void format_cores(const lworker *w, char *buf, size_t cap) {
+/* The worker's CPUs as a list of ranges ("24-47", "46-47,0-1"), the form
+ * --cores and VARIO_WORKER_CORES take. -1 when it does not fit in cap: a
+ * cut list would tell the worker fewer cores than it is pinned to. */
+static int format_cores(const lworker *w, char *buf, size_t cap) {
   size_t off = 0;
   buf[0] = 0;
-  for (size_t i = 0; i < w->ncores && off < cap; i++) {
-    int n = snprintf(buf + off, cap - off, i ? ",%d" : "%d", w->cores[i]);
-    if (n < 0 || (size_t)n >= cap - off) {
-      buf[off] = 0; /* cut at a whole CPU id */
-      return;
-    }
+  for (size_t i = 0; i < w->ncores;) {
+    size_t j = i;
+    while (j + 1 < w->ncores && w->cores[j + 1] == w->cores[j] + 1) j++;
+    int n = j > i ? snprintf(buf + off, cap - off, "%s%d-%d", off ? "," : "", w->cores[i],
+                             w->cores[j])
+                  : snprintf(buf + off, cap - off, "%s%d", off ? "," : "", w->cores[i]);
+    if (n < 0 || (size_t)n >= cap - off) return -1;
     off += (size_t)n;
+    i = j + 1;
   }
+  return 0;
 }
 
 /* argv/envp for exec: an array of owned strings, NULL-terminated. */
@@ -185,7 +191,7 @@ static void strv_free(strv *a) {
 static int build_exec(vr_local *l, const vr_worker_spec *s, const lworker *w,
                       strv *argv, strv *envp) {
   char cores[sizeof w->info.cores], mem[32];
-  format_cores(w, cores, sizeof cores);
+  if (format_cores(w, cores, sizeof cores)) return VR_ERANGE;
   snprintf(mem, sizeof mem, "%lld", (long long)s->mem_bytes);
   int rc = strv_push(argv, l->binary);
   for (size_t i = 0; rc == 0 && i < l->nprefix; i++)
@@ -373,7 +379,10 @@ static int local_start(vr_provider *p, const vr_worker_spec *s, char *id,
     while (find(l, w->info.id));
   }
   if (!rc) rc = pick_cores(l, s, w, err);
-  if (!rc) format_cores(w, w->info.cores, sizeof w->info.cores);
+  if (!rc && format_cores(w, w->info.cores, sizeof w->info.cores))
+    rc = vr_errf(err, VR_ERANGE, "local provider: %zu CPUs do not fit in a core list of %zu "
+                 "bytes (use fewer, or consecutive, CPUs per worker)", w->ncores,
+                 sizeof w->info.cores);
   if (!rc && l->nw == l->capw) {
     size_t nc = l->capw ? 2 * l->capw : 8;
     lworker **nw = vr_realloc(l->w, nc * sizeof *nw);

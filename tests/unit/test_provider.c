@@ -268,6 +268,18 @@ static void test_errors(void **st) {
   assert_int_equal(n, 0);
   vr_provider_destroy(p);
 
+  /* Two consecutive cores are written as a range, the form --cores
+   * takes (a comma list of a wide worker was cut at 63 bytes). */
+  if (ncpus >= 2 && cpus[1] == cpus[0] + 1) {
+    p = mk(5000, 0, cpus, 2);
+    s.ncpus = 2;
+    assert_int_equal(vr_provider_start(p, &s, id, sizeof id, &err), 0);
+    char want[32];
+    snprintf(want, sizeof want, "%d-%d", cpus[0], cpus[1]);
+    assert_string_equal(provider_get(p, id).cores, want);
+    vr_provider_destroy(p);
+    s.ncpus = 0;
+  }
   /* Pool of one core, no sharing: the second worker does not fit. */
   p = mk(5000, 0, cpus, 1);
   const char *extra[] = {"--out", tmpdir};
