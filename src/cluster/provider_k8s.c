@@ -53,6 +53,11 @@ typedef struct vr_k8s {
   size_t nlast;
   char (*forgot)[64];
   size_t nforgot, capforgot;
+  /* replicas asked for whose pods the API does not list yet (the
+   * ReplicaSet creates them later, or a quota or admission refuses them)
+   * are reported as starting, from when they were first missing or the
+   * last scale-up: the controller would otherwise ask again every tick */
+  int64_t pending_since;
   /* the response being received */
   char *buf;
   size_t len, cap;
@@ -234,6 +239,12 @@ static int patch_scale(vr_k8s *k, const vr__k8s_scale *s, int want,
   return 0;
 }
 
+static int64_t clock_ns(clockid_t id) {
+  struct timespec ts;
+  clock_gettime(id, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 /* Moves the replica count by delta (+1 / -1) within the configured
  * bounds, re-reading on conflicts. *now = the count set. */
 static int scale_by(vr_k8s *k, int delta, int *now, vr_errbuf *err) {
@@ -254,6 +265,7 @@ static int scale_by(vr_k8s *k, int delta, int *now, vr_errbuf *err) {
     if (rc < 0) return rc;
     if (rc == 0) {
       *now = want;
+      if (delta > 0) k->pending_since = clock_ns(CLOCK_MONOTONIC);
       vr_info("kubernetes: %s/%s scaled %d -> %d", k->ns, k->deployment,
               s.replicas, want);
       return 0;
@@ -265,11 +277,6 @@ static int scale_by(vr_k8s *k, int delta, int *now, vr_errbuf *err) {
                  "a row", k->deployment, CONFLICT_TRIES);
 }
 
-static int64_t clock_ns(clockid_t id) {
-  struct timespec ts;
-  clock_gettime(id, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static int forgotten(vr_k8s *k, const char *id) {
   for (size_t i = 0; i < k->nforgot; i++)
@@ -381,10 +388,56 @@ static int k8s_stop(vr_provider *p, const char *id, vr_errbuf *err) {
     }
   }
   rc = scale_by(k, -1, &now, err);
+  if (rc && pod && k->pick_pod) {
+    /* not scaled down: the pod must not stay first in line for the next
+     * scale-down, which another stop() may mean for another pod */
+    char path[512];
+    snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s", k->ns, pod->id);
+    long st = 0;
+    vr_errbuf e2 = {0};
+    if (call(k, "PATCH", path,
+             "{\"metadata\":{\"annotations\":{\"controller.kubernetes."
+             "io/pod-deletion-cost\":null}}}",
+             "application/merge-patch+json", &st, &e2) || st != 200)
+      vr_warn("kubernetes: pod %s keeps its deletion cost (%s)", pod->id,
+              e2.msg[0] ? e2.msg : "the API refused the patch");
+  }
 out:
   pthread_mutex_unlock(&k->mu);
   vr_free(ws);
   return rc;
+}
+
+/* Appends a STARTING entry "DEPLOYMENT#N" for each replica the scale asks
+ * for beyond the pods that run or start (a handle stop() takes as "one of
+ * the pods": scaling it away cancels the replica). */
+static int add_pending(vr_k8s *k, vr_worker_info **out, size_t *n, vr_errbuf *err) {
+  vr__k8s_scale sc;
+  int rc = get_scale(k, &sc, err);
+  if (rc) return rc;
+  int active = 0;
+  for (size_t i = 0; i < *n; i++)
+    active += (*out)[i].state == VR_PW_STARTING || (*out)[i].state == VR_PW_RUNNING;
+  int pending = sc.replicas - active;
+  int64_t now = clock_ns(CLOCK_MONOTONIC);
+  if (pending <= 0) {
+    k->pending_since = 0;
+    return 0;
+  }
+  if (!k->pending_since) k->pending_since = now;
+  vr_worker_info *w = vr_realloc(*out, (*n + (size_t)pending) * sizeof *w);
+  if (!w) return vr_errf(err, VR_ENOMEM, "out of memory");
+  for (int i = 0; i < pending; i++) {
+    vr_worker_info *x = &w[(*n)++];
+    memset(x, 0, sizeof *x);
+    snprintf(x->id, sizeof x->id, "%s#%d", k->deployment, active + i + 1);
+    x->state = VR_PW_STARTING;
+    x->since_ns = k->pending_since;
+    snprintf(x->detail, sizeof x->detail, "replica %d of %d: no pod listed yet",
+             active + i + 1, sc.replicas);
+  }
+  *out = w;
+  return 0;
 }
 
 static int k8s_list(vr_provider *p, vr_worker_info **out, size_t *n,
@@ -392,6 +445,11 @@ static int k8s_list(vr_provider *p, vr_worker_info **out, size_t *n,
   vr_k8s *k = (vr_k8s *)p;
   pthread_mutex_lock(&k->mu);
   int rc = list_pods(k, out, n, err);
+  if (!rc && (rc = add_pending(k, out, n, err))) {
+    vr_free(*out);
+    *out = NULL;
+    *n = 0;
+  }
   pthread_mutex_unlock(&k->mu);
   return rc;
 }

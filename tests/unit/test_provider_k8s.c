@@ -172,6 +172,16 @@ static void test_scale_up_and_list(void **st) {
   vr_free(ws);
   assert_int_equal(vr_provider_forget(r.p, aid, &err), VR_ESTATE);
   assert_int_equal(vr_provider_forget(r.p, "nope", &err), VR_ENOENT);
+  /* 2 replicas asked for, 1 pod listed (the ReplicaSet has not created
+   * the other, or a quota refuses it): the missing one is reported as
+   * starting, so the controller does not ask again at every tick */
+  assert_int_equal(vr_provider_list(r.p, &ws, &n, &err), 0);
+  assert_int_equal(n, 2);
+  const vr_worker_info *pend = find(ws, n, "vario-worker#2");
+  assert_int_equal(pend->state, VR_PW_STARTING);
+  assert_true(pend->since_ns > 0);
+  assert_non_null(strstr(pend->detail, "no pod listed yet"));
+  vr_free(ws);
   all_matched(&r);
   down(&r);
 }
