@@ -9,6 +9,7 @@
  * Registers a model for an app: validates it, generates and profiles its
  * variants, copies it into the repository and records it in the store.
  */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 
 #include "cli/commands.h"
 #include "cluster/redis.h"
+#include "control/fsutil.h"
 #include "control/register.h"
 
 static void usage(FILE *f) {
@@ -64,9 +66,11 @@ static int list_models(vr_store *s) {
 }
 
 /* A store file this run creates, with the directories it creates for it:
- * a registration that fails leaves none of them behind. */
+ * a registration that fails leaves none of them behind, and nothing that
+ * another process wrote meanwhile (two registrations into a fresh store
+ * at once: the one that fails must not take the other's model along). */
 typedef struct new_store {
-  int created;             /* the file did not exist */
+  int created;             /* this run created the file (O_EXCL) */
   char dirs[8][1024];      /* directories that did not exist, outermost first */
   int ndirs;
 } new_store;
@@ -74,7 +78,6 @@ typedef struct new_store {
 static void note_new_store(const char *path, new_store *ns) {
   memset(ns, 0, sizeof *ns);
   if (vr_redis_is_url(path) || !access(path, F_OK)) return;
-  ns->created = 1;
   char dir[1024];
   snprintf(dir, sizeof dir, "%s", path);
   for (char *p = dir + 1; (p = strchr(p, '/')); p++) {
@@ -82,15 +85,43 @@ static void note_new_store(const char *path, new_store *ns) {
     if (access(dir, F_OK) && ns->ndirs < 8) snprintf(ns->dirs[ns->ndirs++], 1024, "%s", dir);
     *p = '/';
   }
+  char *slash = strrchr(dir, '/');
+  if (slash && slash > dir) {
+    *slash = 0;
+    if (vr_mkdirs(dir, NULL)) return;
+  }
+  int fd = open(path, O_CREAT | O_EXCL | O_WRONLY, 0644); /* SQLite takes it empty */
+  if (fd >= 0) {
+    ns->created = 1;
+    close(fd);
+  }
+}
+
+/* vr_store_load_docs callback: there is a document. */
+static int any_doc(void *ctx, const char *name, const char *body) {
+  (void)name;
+  (void)body;
+  *(int *)ctx = 1;
+  return 1;
 }
 
 static void undo_new_store(const char *path, const new_store *ns) {
-  if (!ns->created) return;
-  static const char *const side[] = {"", "-journal", "-wal", "-shm"};
-  char f[1100];
-  for (int i = 0; i < 4; i++) {
-    snprintf(f, sizeof f, "%s%s", path, side[i]);
-    unlink(f);
+  if (ns->created) {
+    /* read afresh: another process may have written since this one opened */
+    vr_store *s;
+    int kept = 1, docs = 0;
+    if (!vr_store_open_path(path, &s, NULL)) {
+      vr_store_load_docs(s, "pipeline", any_doc, &docs, NULL);
+      kept = vr_store_num_models(s) > 0 || docs;
+      vr_store_close(s);
+    }
+    if (kept) return;
+    static const char *const side[] = {"", "-journal", "-wal", "-shm"};
+    char f[1100];
+    for (int i = 0; i < 4; i++) {
+      snprintf(f, sizeof f, "%s%s", path, side[i]);
+      unlink(f);
+    }
   }
   for (int i = ns->ndirs - 1; i >= 0; i--) rmdir(ns->dirs[i]); /* only if empty */
 }
