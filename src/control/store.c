@@ -269,6 +269,29 @@ static int load_variant_cb(void *ctx, const vr_variant_rec *v) {
   return index_add_variant(s, e, a, v);
 }
 
+/* The in-memory index (models, variants, apps) of s: initialised empty,
+ * freed. The backend and the lock are not the index's. */
+static void index_init(vr_store *s) {
+  vr_map_init(&s->models);
+  vr_map_init(&s->variants);
+  vr_map_init(&s->apps);
+  vr_vec_init(&s->model_order, sizeof(void *));
+  vr_vec_init(&s->app_order, sizeof(void *));
+}
+
+static void index_free(vr_store *s) {
+  while (s->model_order.len > 0)
+    index_remove(s, VR_VEC_AT(&s->model_order, model_ent *, 0));
+  /* Apps without models cannot exist, but free defensively. */
+  for (size_t i = 0; i < s->app_order.len; i++)
+    app_free(VR_VEC_AT(&s->app_order, app_idx *, i));
+  vr_vec_free(&s->app_order);
+  vr_vec_free(&s->model_order);
+  vr_map_free(&s->models);
+  vr_map_free(&s->variants);
+  vr_map_free(&s->apps);
+}
+
 int vr_store_open(const vr_store_ops *ops, void *be, vr_store **out,
                   vr_errbuf *err) {
   *out = NULL;
@@ -280,11 +303,7 @@ int vr_store_open(const vr_store_ops *ops, void *be, vr_store **out,
   s->ops = ops;
   s->be = be;
   pthread_rwlock_init(&s->lock, NULL);
-  vr_map_init(&s->models);
-  vr_map_init(&s->variants);
-  vr_map_init(&s->apps);
-  vr_vec_init(&s->model_order, sizeof(void *));
-  vr_vec_init(&s->app_order, sizeof(void *));
+  index_init(s);
   int rc = ops->load(be, load_model_cb, load_variant_cb, s, err);
   if (rc == 0 && ops->data_version) rc = ops->data_version(be, &s->data_version, err);
   if (rc != 0) {
@@ -295,20 +314,38 @@ int vr_store_open(const vr_store_ops *ops, void *be, vr_store **out,
   return 0;
 }
 
+/* The new index is read aside and swapped in only when whole: a reload
+ * that fails (Redis away past its retries, SQLite busy) keeps the index
+ * it had and its version, so the next refresh tries again. Emptying it
+ * first made a control plane that synced from it unload every model. */
 int vr_store_refresh(vr_store *s, int *changed, vr_errbuf *err) {
   *changed = 0;
   int64_t v;
   if (!s->ops->data_version) return 0;
   int rc = s->ops->data_version(s->be, &v, err);
   if (rc || v == s->data_version) return rc;
+  vr_store fresh;
+  memset(&fresh, 0, sizeof fresh);
+  fresh.ops = s->ops;
+  fresh.be = s->be;
+  index_init(&fresh);
+  rc = s->ops->load(s->be, load_model_cb, load_variant_cb, &fresh, err);
+  if (rc) {
+    index_free(&fresh);
+    return rc;
+  }
   pthread_rwlock_wrlock(&s->lock);
-  while (s->model_order.len > 0)
-    index_remove(s, VR_VEC_AT(&s->model_order, model_ent *, 0));
-  rc = s->ops->load(s->be, load_model_cb, load_variant_cb, s, err);
+  vr_store old = *s;
+  s->models = fresh.models;
+  s->variants = fresh.variants;
+  s->apps = fresh.apps;
+  s->model_order = fresh.model_order;
+  s->app_order = fresh.app_order;
   s->data_version = v;
   pthread_rwlock_unlock(&s->lock);
+  index_free(&old); /* the old index only: old.be and old.lock are s's */
   *changed = 1;
-  return rc;
+  return 0;
 }
 
 int vr_store_open_path(const char *path, vr_store **out, vr_errbuf *err) {
@@ -333,16 +370,7 @@ int vr_store_open_path(const char *path, vr_store **out, vr_errbuf *err) {
 
 void vr_store_close(vr_store *s) {
   if (!s) return;
-  while (s->model_order.len > 0)
-    index_remove(s, VR_VEC_AT(&s->model_order, model_ent *, 0));
-  /* Apps without models cannot exist, but free defensively. */
-  for (size_t i = 0; i < s->app_order.len; i++)
-    app_free(VR_VEC_AT(&s->app_order, app_idx *, i));
-  vr_vec_free(&s->app_order);
-  vr_vec_free(&s->model_order);
-  vr_map_free(&s->models);
-  vr_map_free(&s->variants);
-  vr_map_free(&s->apps);
+  index_free(s);
   if (s->be) s->ops->close(s->be);
   pthread_rwlock_destroy(&s->lock);
   vr_free(s);

@@ -347,6 +347,48 @@ static void test_other_handle(void **st) {
   drop_store(path);
 }
 
+/* A refresh whose reload fails (the backend away for a moment) keeps the
+ * index it had and tries again at the next refresh; it emptied the index,
+ * and a control plane syncing from it unloaded every model. */
+static int g_fail_load;
+static int flaky_load(void *be, vr_store_model_cb on_model, vr_store_variant_cb on_variant,
+                      void *ctx, vr_errbuf *err) {
+  if (g_fail_load) return vr_errf(err, VR_EIO, "backend away");
+  return (g_redis ? vr_store_redis_ops : vr_store_sqlite_ops).load(be, on_model, on_variant,
+                                                                    ctx, err);
+}
+
+static void test_refresh_failure_keeps_index(void **st) {
+  char path[128];
+  fresh_store(path);
+  vr_errbuf e = {0};
+  vr_store *a, *b;
+  static vr_store_ops ops;
+  ops = g_redis ? vr_store_redis_ops : vr_store_sqlite_ops;
+  ops.load = flaky_load;
+  void *be;
+  assert_int_equal(g_redis ? vr_store_redis_open(path, &be, &e)
+                           : vr_store_sqlite_open(path, &be, &e), 0);
+  assert_int_equal(vr_store_open(&ops, be, &a, &e), 0);
+  assert_int_equal(vr_store_open_path(path, &b, &e), 0);
+  populate(b);
+  int changed = -1;
+  assert_int_equal(vr_store_refresh(a, &changed, &e), 0);
+  check_populated(a);
+  assert_int_equal(vr_store_remove_model(b, "other", &e), 0);
+  g_fail_load = 1;
+  assert_int_equal(vr_store_refresh(a, &changed, &e), VR_EIO);
+  assert_int_equal(changed, 0);
+  check_populated(a); /* the old index, "other" included */
+  g_fail_load = 0;
+  assert_int_equal(vr_store_refresh(a, &changed, &e), 0);
+  assert_int_equal(changed, 1);
+  assert_null(vr_store_model(a, "other"));
+  vr_store_close(a);
+  vr_store_close(b);
+  drop_store(path);
+}
+
 /* ---- Redis only ---------------------------------------------------------- */
 
 static void test_redis_foreign_schema(void **st) {
@@ -498,6 +540,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_remove_and_update),
       cmocka_unit_test(test_documents),
       cmocka_unit_test(test_other_handle),
+      cmocka_unit_test(test_refresh_failure_keeps_index),
   };
   const struct CMUnitTest sqlite_only[] = {
       cmocka_unit_test(test_corrupted_file),
