@@ -6,6 +6,7 @@
 #include "control/register.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
@@ -99,8 +100,8 @@ static int check_request(reg_ctx *c, vr_store *s, vr_errbuf *err) {
   vr_store_unlock(s);
   if (taken) return vr_errf(err, VR_EEXIST, "model '%s' is already registered", c->name);
   if (vr_path_join(c->dir, sizeof c->dir, r->repo_dir, c->name) ||
-      snprintf(c->tmp_dir, sizeof c->tmp_dir, "%s/.%s.tmp%ld", r->repo_dir, c->name,
-               (long)getpid()) >= (int)sizeof c->tmp_dir)
+      snprintf(c->tmp_dir, sizeof c->tmp_dir, "%s/.%s.tmpXXXXXX", r->repo_dir, c->name) >=
+          (int)sizeof c->tmp_dir)
     return vr_errf(err, VR_ERANGE, "repository path too long");
   if (vr_path_exists(c->dir))
     return vr_errf(err, VR_EEXIST, "repository entry '%s' already exists", c->dir);
@@ -385,8 +386,13 @@ static int write_profiles(reg_ctx *c, const char *dir, vr_errbuf *err) {
 
 static int write_repo(reg_ctx *c, vr_errbuf *err) {
   char path[VR_STORE_PATH_MAX + 32];
-  vr_rmtree(c->tmp_dir); /* a crashed earlier attempt of this pid */
-  int rc = vr_mkdirs(c->tmp_dir, err);
+  /* A directory of its own (mkdtemp): two registrations of one name at
+   * once (HTTP requests share the pid) wrote into one and removed each
+   * other's files. */
+  int rc = vr_mkdirs(c->r->repo_dir, err);
+  if (rc == 0 && !mkdtemp(c->tmp_dir))
+    rc = vr_errf(err, VR_EIO, "cannot create a directory in the repository");
+  if (rc) return rc;
   snprintf(path, sizeof path, "%s/model.onnx", c->tmp_dir);
   if (rc == 0) rc = vr_copy_file(c->r->model_path, path, err);
   if (rc == 0) rc = write_calibration(c, c->tmp_dir, err);
@@ -394,7 +400,11 @@ static int write_repo(reg_ctx *c, vr_errbuf *err) {
   if (rc == 0) rc = write_profiles(c, c->tmp_dir, err);
   /* rename() is atomic: the entry appears whole or not at all. */
   if (rc == 0 && rename(c->tmp_dir, c->dir) != 0)
-    rc = vr_errf(err, VR_EIO, "cannot move '%s' into place", c->dir);
+    rc = errno == EEXIST || errno == ENOTEMPTY
+             ? vr_errf(err, VR_EEXIST, "model '%s' is already registered (another "
+                       "registration of it finished first)", c->name)
+             : vr_errf(err, VR_EIO, "cannot move the model into the repository: %s",
+                       strerror(errno));
   if (rc != 0) vr_rmtree(c->tmp_dir);
   return rc;
 }
@@ -457,6 +467,9 @@ int vr_register(vr_store *s, const vr_register_req *r, vr_register_result *res,
   if (rc == 0) rc = generate(&c, err);
   if (rc == 0) rc = profile_all(&c, err);
   if (rc == 0) rc = write_repo(&c, err);
+  /* again, just before the store: another model of the app registered
+   * while this one was being profiled (seconds) sets its signature too */
+  if (rc == 0 && (rc = check_signature(&c, s, err)) != 0) vr_rmtree(c.dir);
   if (rc == 0) {
     rc = commit(&c, s, err);
     if (rc != 0) vr_rmtree(c.dir); /* the store said no: undo the files */

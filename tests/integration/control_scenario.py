@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 
@@ -212,6 +213,25 @@ try:
     body, ct = multipart({"name": "bad4"}, {"model": bad_onnx})
     st, r = http(port, "POST", "/v2/apps/fashion/models", raw=body, ctype=ct)
     check(st == 400, f"bad HTTP registration -> {st}: {r.get('error')}")
+    # Three registrations of one name at once: one 201, the others 409, the
+    # entry whole (they shared a temporary directory, removed each other's
+    # files, and the losers got a 500 naming a server path).
+    codes = []
+
+    def reg_dup():
+        b, c = multipart({"name": "dupk", "declared_accuracy": 85, "threads": 1,
+                          "max_batch": 2, "runs": 3},
+                         {"model": f"{SRC}/models/fmnist/fmnist_mlp/model.onnx"})
+        codes.append(http(port, "POST", "/v2/apps/fashion/models", raw=b, ctype=c)[0])
+    ths = [threading.Thread(target=reg_dup) for _ in range(3)]
+    for th in ths:
+        th.start()
+    for th in ths:
+        th.join(120)
+    profs = os.listdir(os.path.join(REPO, "dupk", "profiles"))
+    check(sorted(codes) == [201, 409, 409] and len(profs) == 2 and
+          not [e for e in os.listdir(REPO) if ".tmp" in e],
+          f"concurrent registrations of one name: {codes}, profiles {profs}")
 
     # Control-plane metrics.
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30).read().decode()
