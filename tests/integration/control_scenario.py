@@ -84,6 +84,7 @@ def infer(port, params, row=0):
     return http(port, "POST", "/v2/apps/fashion/infer", {"inputs": [t], "parameters": params})
 
 
+proc = None
 try:
     # -- registration ---------------------------------------------------------
     for m in ["fmnist_linear", "fmnist_mlp", "fmnist_cnn_s"]:
@@ -252,4 +253,7 @@ try:
     proc.wait(timeout=30)
     print("PASS")
 finally:
+    if proc is not None and proc.poll() is None:  # a failed check: no server left behind
+        proc.kill()
+        proc.wait(timeout=30)
     shutil.rmtree(TMP, ignore_errors=True)
