@@ -484,10 +484,12 @@ static void summarise(lg *g, int64_t elapsed, vr_lg_result *res) {
   vr_hist_init(comp);
   vr_hist_init(over);
   uint64_t slo_ok = 0;
+  int64_t answered = elapsed; /* answers may come in after the window */
   for (size_t i = 0; i < g->next_send; i++) {
     rec *r = &g->r[i];
     res->sent++;
     if (r->status == 0) { res->unfinished++; continue; }
+    if (r->done > answered) answered = r->done;
     if (r->status == 504) { res->dropped++; continue; }
     if (r->status == 503) { res->rejected++; continue; }
     if (r->status != 200) { res->errors++; continue; }
@@ -501,9 +503,6 @@ static void summarise(lg *g, int64_t elapsed, vr_lg_result *res) {
   }
   res->unsent = g->n - g->next_send;
   res->elapsed_s = elapsed / 1e9;
-  int64_t answered = elapsed; /* answers may come in after the window */
-  for (size_t i = 0; i < g->next_send; i++)
-    if (g->r[i].status && g->r[i].done > answered) answered = g->r[i].done;
   if (res->elapsed_s > 0) {
     res->offered_qps = (res->sent + res->unsent) / res->elapsed_s;
     res->throughput_qps = res->ok / (answered / 1e9);
