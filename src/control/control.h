@@ -109,6 +109,10 @@ typedef void (*vr_ctl_route_cb)(void *tag, const vr_ctl_route *r);
  * infeasible), or from the loader thread after loading a variant. */
 void vr_control_route(vr_control *c, const vr_ctl_query *q, vr_ctl_route_cb cb,
                       void *tag);
+/* A request routed by vr_control_route that will not run (refused after
+ * routing, or dropped before its instance): its in-flight count is given
+ * back, and it counts as not served. */
+void vr_control_not_run(vr_control *c, const vr_ctl_route *r);
 /* Reports a finished request that was routed by vr_control_route. */
 void vr_control_completed(vr_control *c, const vr_ctl_route *r,
                           const vr_rt_request *req);

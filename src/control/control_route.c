@@ -332,6 +332,14 @@ ctl_app_period *ctl_app_period_of(vr_control *c, const char *app) {
   return a;
 }
 
+void vr_control_not_run(vr_control *c, const vr_ctl_route *r) {
+  vr_rt_request none;
+  vr_rt_request_init(&none);
+  none.status = VR_EINTERNAL; /* any failure: only served requests are timed */
+  none.outcome = VR_OUT_FAILED;
+  vr_control_completed(c, r, &none);
+}
+
 void vr_control_completed(vr_control *c, const vr_ctl_route *r,
                           const vr_rt_request *req) {
   pthread_mutex_lock(&c->mu);

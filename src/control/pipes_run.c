@@ -233,13 +233,7 @@ static void on_done(vr_rt_request *r, void *user) {
 /* Tells the control plane a routed hop will not run (its instance's
  * in-flight count), then ends the hop. */
 static void abandon(phop *h, vr_pipe_outcome o, const char *msg) {
-  vr_rt_request none;
-  vr_rt_request_init(&none);
-  none.status = o == VR_POUT_DROPPED ? VR_EDEADLINE : VR_EINTERNAL;
-  none.outcome = o == VR_POUT_DROPPED    ? VR_OUT_DROPPED
-                 : o == VR_POUT_REJECTED ? VR_OUT_REJECTED
-                                         : VR_OUT_FAILED;
-  if (!h->pub.planned) vr_control_completed(h->q->ps->ctl, &h->route, &none);
+  if (!h->pub.planned) vr_control_not_run(h->q->ps->ctl, &h->route);
   finish_hop(h, o, msg);
 }
 

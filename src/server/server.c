@@ -242,6 +242,12 @@ static int route_of_other_method(char **seg, int n) {
           !strcmp(seg[4], "unshadow"));
 }
 
+/* A request no route took: 405 for a path of another method, else 404. */
+static void reply_unrouted(vr_server *s, vr_http_req *r, char **seg, int n) {
+  if (route_of_other_method(seg, n)) reply_error(s, r, 405, "method not allowed");
+  else reply_error(s, r, 404, "unknown path");
+}
+
 static void handle(vr_http_req *r, void *user) {
   vr_server *s = user;
   const char *method = vr_http_method(r);
@@ -274,9 +280,7 @@ static void handle(vr_http_req *r, void *user) {
       !strcmp(seg[0], "v2"))
     return vr_server_dashboard_data(s, r);
   if (n < 1 || strcmp(seg[0], "v2")) {
-    int other = route_of_other_method(seg, n);
-    reply_error(s, r, other ? 405 : 404, other ? "method not allowed" : "unknown path");
-    return;
+    return reply_unrouted(s, r, seg, n);
   }
   if (n == 1 && get) return server_metadata(s, r);
   if (n == 3 && !strcmp(seg[1], "health") && get) {
@@ -297,8 +301,7 @@ static void handle(vr_http_req *r, void *user) {
   if (n == 5 && !strcmp(seg[1], "repository") && !strcmp(seg[2], "models") &&
       post && (!strcmp(seg[4], "shadow") || !strcmp(seg[4], "unshadow")))
     return vr_server_repo_shadow(s, r, seg[3], !strcmp(seg[4], "shadow"));
-  reply_error(s, r, route_of_other_method(seg, n) ? 405 : 404,
-              route_of_other_method(seg, n) ? "method not allowed" : "unknown path");
+  reply_unrouted(s, r, seg, n);
 }
 
 static void load_all(vr_server *s) {

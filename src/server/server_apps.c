@@ -137,11 +137,7 @@ static void on_routed(void *tag, const vr_ctl_route *route) {
     if (c->route.status == VR_ENOENT) c->route.status = VR_ESTATE; /* app exists: 503 */
     /* The control plane counted the query in flight on its instance when
      * it routed it; it never reaches the runtime, so it is over now. */
-    vr_rt_request none;
-    vr_rt_request_init(&none);
-    none.status = c->route.status;
-    none.outcome = VR_OUT_FAILED;
-    vr_control_completed(c->s->ctl, route, &none);
+    vr_control_not_run(c->s->ctl, route);
     if (err.msg[0]) snprintf(c->route.msg, sizeof c->route.msg, "%s", err.msg);
     vr_http_wake(c->http);
     return;
