@@ -101,17 +101,9 @@ static int do_watch(const char *url, long count, long seconds) {
   return 0;
 }
 
-static int parse_long(const char *s, long lo, long hi, long *out) {
-  char *end;
-  long v = s ? strtol(s, &end, 10) : 0;
-  if (!s || !*s || *end || v < lo || v > hi) return -1;
-  *out = v;
-  return 0;
-}
-
 int vr_cmd_cluster(int argc, char **argv) {
   const char *url = NULL, *pos[3] = {0};
-  long expect = -1, count = 0, seconds = 3600;
+  long long expect = -1, count = 0, seconds = 3600;
   int npos = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -121,10 +113,10 @@ int vr_cmd_cluster(int argc, char **argv) {
     }
     int bad = 0;
     if (!strcmp(a, "--registry") || !strcmp(a, "--redis")) bad = !(url = v);
-    else if (!strcmp(a, "--expect")) bad = parse_long(v, 0, 0x7fffffffffffffffL, &expect);
-    else if (!strcmp(a, "--count")) bad = parse_long(v, 1, 1000000000L, &count);
+    else if (!strcmp(a, "--expect")) bad = vr__cli_parse_ll(v, 0, 0x7fffffffffffffffL, &expect);
+    else if (!strcmp(a, "--count")) bad = vr__cli_parse_ll(v, 1, 1000000000L, &count);
     else if (!strcmp(a, "--duration") || !strcmp(a, "--seconds"))
-      bad = parse_long(v, 1, 100000000L, &seconds);
+      bad = vr__cli_parse_ll(v, 1, 100000000L, &seconds);
     else if (a[0] == '-' && a[1]) bad = 1;
     else if (npos < 3) {
       pos[npos++] = a;

@@ -464,14 +464,6 @@ static int cluster_policy(const char *s) {
   return k == VR_POL_INFAAS || k == VR_POL_CLIPPER || k == VR_POL_SM || k == VR_POL_ASYFUNC;
 }
 
-static int num(const char *s, long lo, long hi, int *out) {
-  char *end;
-  long v = strtol(s, &end, 10);
-  if (!*s || *end || v < lo || v > hi) return -1;
-  *out = (int)v;
-  return 0;
-}
-
 static int pipe_policy(const char *s) {
   vr_errbuf e = {0};
   if (vr_pipe_policy_find(s, &e)) return 1;
@@ -481,9 +473,8 @@ static int pipe_policy(const char *s) {
 
 /* A positive number (at most 1e7). */
 static int dnum(const char *s, double *out) {
-  char *end;
-  double v = strtod(s, &end);
-  if (!*s || *end || !(v > 0) || v > 1e7) return -1;
+  double v;
+  if (vr__cli_parse_num(s, 0, 1e7, &v) || !(v > 0)) return -1;
   *out = v;
   return 0;
 }
@@ -519,10 +510,10 @@ int vr_cmd_controller(int argc, char **argv) {
     else if (!strcmp(a, "--provider") && has) c.provider = argv[++i];
     else if (!strcmp(a, "--provider-opt") && has && c.n_pargs < MAXARGS) c.pargs[c.n_pargs++] = argv[++i];
     else if (!strcmp(a, "--worker-arg") && has && c.n_wargs < MAXARGS) c.wargs[c.n_wargs++] = argv[++i];
-    else if (!strcmp(a, "--port") && has && !num(argv[i + 1], 0, 65535, &c.port)) i++;
-    else if (!strcmp(a, "--replicas") && has && !num(argv[i + 1], 0, 1000, &c.replicas)) i++, c.replicas_set = 1;
+    else if (!strcmp(a, "--port") && has && !vr__cli_parse_int(argv[i + 1], 0, 65535, &c.port)) i++;
+    else if (!strcmp(a, "--replicas") && has && !vr__cli_parse_int(argv[i + 1], 0, 1000, &c.replicas)) i++, c.replicas_set = 1;
     else if (!strcmp(a, "--policy") && has && cluster_policy(argv[i + 1])) c.policy = argv[++i];
-    else if (!strcmp(a, "--slo-ms") && has && !num(argv[i + 1], 1, 600000, &slo)) i++, c.slo_ms = slo;
+    else if (!strcmp(a, "--slo-ms") && has && !vr__cli_parse_int(argv[i + 1], 1, 600000, &slo)) i++, c.slo_ms = slo;
     else if (!strcmp(a, "--store") && has) c.store_url = argv[++i];
     else if (!strcmp(a, "--pipeline-policy") && has && pipe_policy(argv[i + 1])) c.pipe_policy = argv[++i];
     else if (!strcmp(a, "--pipeline-period-ms") && has && !dnum(argv[i + 1], &c.pipe_period_ms)) i++;
@@ -530,14 +521,14 @@ int vr_cmd_controller(int argc, char **argv) {
     else if (!strcmp(a, "--inferline-rate") && has && !dnum(argv[i + 1], &c.il_rate)) i++;
     else if (!strcmp(a, "--inferline-cv") && has && !dnum(argv[i + 1], &c.il_cv)) i++;
     else if (!strcmp(a, "--af-shadow-process")) c.af_shadow_process = 1;
-    else if (!strcmp(a, "--af-mls-period-s") && has && !num(argv[i + 1], 1, 86400, &c.af_mls_period_s)) i++;
-    else if (!strcmp(a, "--af-release-ms") && has && !num(argv[i + 1], 1, 3600000, &c.af_release_ms)) i++;
-    else if (!strcmp(a, "--worker-cores") && has && !num(argv[i + 1], 1, 1024, &c.worker_cores)) i++;
-    else if (!strcmp(a, "--start-timeout-s") && has && !num(argv[i + 1], 1, 3600, &c.start_timeout_s)) i++;
-    else if (!strcmp(a, "--worker-idle-s") && has && !num(argv[i + 1], 1, 86400, &c.worker_idle_s)) i++;
-    else if (!strcmp(a, "--period-ms") && has && !num(argv[i + 1], 10, 60000, &c.period_ms)) i++;
-    else if (!strcmp(a, "--min-workers") && has && !num(argv[i + 1], 0, MAXW, &c.min_workers)) i++;
-    else if (!strcmp(a, "--max-workers") && has && !num(argv[i + 1], 0, MAXW, &c.max_workers)) i++;
+    else if (!strcmp(a, "--af-mls-period-s") && has && !vr__cli_parse_int(argv[i + 1], 1, 86400, &c.af_mls_period_s)) i++;
+    else if (!strcmp(a, "--af-release-ms") && has && !vr__cli_parse_int(argv[i + 1], 1, 3600000, &c.af_release_ms)) i++;
+    else if (!strcmp(a, "--worker-cores") && has && !vr__cli_parse_int(argv[i + 1], 1, 1024, &c.worker_cores)) i++;
+    else if (!strcmp(a, "--start-timeout-s") && has && !vr__cli_parse_int(argv[i + 1], 1, 3600, &c.start_timeout_s)) i++;
+    else if (!strcmp(a, "--worker-idle-s") && has && !vr__cli_parse_int(argv[i + 1], 1, 86400, &c.worker_idle_s)) i++;
+    else if (!strcmp(a, "--period-ms") && has && !vr__cli_parse_int(argv[i + 1], 10, 60000, &c.period_ms)) i++;
+    else if (!strcmp(a, "--min-workers") && has && !vr__cli_parse_int(argv[i + 1], 0, MAXW, &c.min_workers)) i++;
+    else if (!strcmp(a, "--max-workers") && has && !vr__cli_parse_int(argv[i + 1], 0, MAXW, &c.max_workers)) i++;
     else {
       fprintf(stderr, "vario controller: bad or incomplete option '%s'\n", a);
       usage(stderr);

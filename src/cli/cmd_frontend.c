@@ -39,14 +39,6 @@ static void usage(FILE *f) {
           "  --port-file F    write the bound port to F once listening\n");
 }
 
-static int parse_int(const char *s, long lo, long hi, long *out) {
-  char *end;
-  long v = strtol(s, &end, 10);
-  if (!*s || *end || v < lo || v > hi) return -1;
-  *out = v;
-  return 0;
-}
-
 #define MAXW 64
 #define MAXR 64
 
@@ -81,7 +73,7 @@ int vr_cmd_frontend(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     int has = i + 1 < argc;
-    long v;
+    long long v;
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
       usage(stdout);
       return 0;
@@ -94,20 +86,20 @@ int vr_cmd_frontend(int argc, char **argv) {
       registry = argv[++i];
     } else if (!strcmp(a, "--route") && has && nr < MAXR) {
       routes[nr++] = argv[++i];
-    } else if (!strcmp(a, "--port") && has && !parse_int(argv[i + 1], 0, 65535, &v)) {
+    } else if (!strcmp(a, "--port") && has && !vr__cli_parse_ll(argv[i + 1], 0, 65535, &v)) {
       o.port = (int)v;
       i++;
     } else if (!strcmp(a, "--host") && has) {
       o.host = argv[++i];
     } else if (!strcmp(a, "--timeout-ms") && has &&
-               !parse_int(argv[i + 1], 1, 3600000, &v)) {
+               !vr__cli_parse_ll(argv[i + 1], 1, 3600000, &v)) {
       o.fwd.timeout_ms = (int)v;
       i++;
-    } else if (!strcmp(a, "--tries") && has && !parse_int(argv[i + 1], 1, 4, &v)) {
+    } else if (!strcmp(a, "--tries") && has && !vr__cli_parse_ll(argv[i + 1], 1, 4, &v)) {
       o.fwd.max_tries = (int)v;
       i++;
     } else if (!strcmp(a, "--spin-us") && has &&
-               !parse_int(argv[i + 1], -1, 10000, &v)) {
+               !vr__cli_parse_ll(argv[i + 1], -1, 10000, &v)) {
       o.spin_us = (int)v;
       i++;
     } else if (!strcmp(a, "--port-file") && has) {

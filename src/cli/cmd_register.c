@@ -126,14 +126,6 @@ static void undo_new_store(const char *path, const new_store *ns) {
   for (int i = ns->ndirs - 1; i >= 0; i--) rmdir(ns->dirs[i]); /* only if empty */
 }
 
-static int int_arg(const char *s, int lo, int hi, int *out) {
-  char *end;
-  long v = strtol(s, &end, 10);
-  if (!*s || *end || v < lo || v > hi) return -1;
-  *out = (int)v;
-  return 0;
-}
-
 int vr_cmd_register(int argc, char **argv) {
   vr_register_req r;
   vr_register_req_init(&r);
@@ -158,12 +150,10 @@ int vr_cmd_register(int argc, char **argv) {
     else if (!strcmp(a, "--labels") || !strcmp(a, "--val-labels")) r.val_labels = v;
     else if (!strcmp(a, "--calibration")) r.calibration = v;
     else if (!strcmp(a, "--declared-accuracy")) {
-      char *end;
-      r.declared_accuracy = strtod(v, &end);
-      if (!*v || *end) used = -1;
-    } else if (!strcmp(a, "--threads")) { if (int_arg(v, 1, 256, &r.gen.max_threads)) used = -1; }
-    else if (!strcmp(a, "--max-batch")) { if (int_arg(v, 1, 64, &r.gen.max_batch)) used = -1; }
-    else if (!strcmp(a, "--runs")) { if (int_arg(v, 1, 1000, &r.prof.runs)) used = -1; }
+      if (vr__cli_parse_num(v, 0, 100, &r.declared_accuracy)) used = -1;
+    } else if (!strcmp(a, "--threads")) { if (vr__cli_parse_int(v, 1, 256, &r.gen.max_threads)) used = -1; }
+    else if (!strcmp(a, "--max-batch")) { if (vr__cli_parse_int(v, 1, 64, &r.gen.max_batch)) used = -1; }
+    else if (!strcmp(a, "--runs")) { if (vr__cli_parse_int(v, 1, 1000, &r.prof.runs)) used = -1; }
     else if (!strcmp(a, "--precisions")) { if (parse_precisions(v, &r.gen.precisions)) used = -1; }
     else used = -1;
     if (used < 0) {

@@ -127,14 +127,6 @@ static char *read_token(const char *path) {
   return vr__cli_read_token(path, buf, sizeof buf) ? strdup(buf) : NULL;
 }
 
-static int parse_int(const char *s, long lo, long hi, long *out) {
-  char *end;
-  long v = strtol(s, &end, 10);
-  if (!*s || *end || v < lo || v > hi) return -1;
-  *out = v;
-  return 0;
-}
-
 int vr_cmd_serve(int argc, char **argv) { return vr_cli_serve(argc, argv, NULL); }
 
 int vr_cli_serve(int argc, char **argv, const vr_cli_role *role) {
@@ -149,7 +141,7 @@ int vr_cli_serve(int argc, char **argv, const vr_cli_role *role) {
   if (role && role->defaults) role->defaults(role->self, &o, &grpc_port, &grpc_set);
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
-    long v;
+    long long v;
     int has = i + 1 < argc;
     int used = role ? role->arg(role->self, argc, argv, i) : 0;
     if (used == 0) used = vr_cli_control_arg(&ctl, argc, argv, i);
@@ -170,24 +162,24 @@ int vr_cli_serve(int argc, char **argv, const vr_cli_role *role) {
       o.repo = argv[++i];
     } else if (!strcmp(a, "--host") && has) {
       o.host = argv[++i];
-    } else if (!strcmp(a, "--port") && has && !parse_int(argv[i + 1], 0, 65535, &v)) {
+    } else if (!strcmp(a, "--port") && has && !vr__cli_parse_ll(argv[i + 1], 0, 65535, &v)) {
       o.port = (int)v;
       i++;
     } else if (!strcmp(a, "--grpc-port") && has &&
-               !parse_int(argv[i + 1], -1, 65535, &v)) {
+               !vr__cli_parse_ll(argv[i + 1], -1, 65535, &v)) {
       grpc_port = (int)v;
       grpc_set = 1;
       i++;
     } else if (!strcmp(a, "--max-body-mb") && has &&
-               !parse_int(argv[i + 1], 1, 4096, &v)) {
+               !vr__cli_parse_ll(argv[i + 1], 1, 4096, &v)) {
       o.max_body = (size_t)v << 20;
       i++;
     } else if (!strcmp(a, "--max-conns") && has &&
-               !parse_int(argv[i + 1], 1, 100000, &v)) {
+               !vr__cli_parse_ll(argv[i + 1], 1, 100000, &v)) {
       o.max_conns = (unsigned)v;
       i++;
     } else if (!strcmp(a, "--spin-us") && has &&
-               !parse_int(argv[i + 1], -1, 10000, &v)) {
+               !vr__cli_parse_ll(argv[i + 1], -1, 10000, &v)) {
       o.spin_us = (int)v;
       i++;
     } else if (!strcmp(a, "--no-load")) {
@@ -209,19 +201,19 @@ int vr_cli_serve(int argc, char **argv, const vr_cli_role *role) {
         return 2;
       }
     } else if (!strcmp(a, "--header-timeout-ms") && has &&
-               !parse_int(argv[i + 1], 100, 3600000, &v)) {
+               !vr__cli_parse_ll(argv[i + 1], 100, 3600000, &v)) {
       o.header_timeout_ms = (unsigned)v;
       i++;
     } else if (!strcmp(a, "--body-timeout-ms") && has &&
-               !parse_int(argv[i + 1], 100, 3600000, &v)) {
+               !vr__cli_parse_ll(argv[i + 1], 100, 3600000, &v)) {
       o.body_timeout_ms = (unsigned)v;
       i++;
     } else if (!strcmp(a, "--max-conns-per-client") && has &&
-               !parse_int(argv[i + 1], 1, 100000, &v)) {
+               !vr__cli_parse_ll(argv[i + 1], 1, 100000, &v)) {
       o.max_conns_per_client = (unsigned)v;
       i++;
     } else if (!strcmp(a, "--conn-reserve") && has &&
-               !parse_int(argv[i + 1], 1, 10000, &v)) {
+               !vr__cli_parse_ll(argv[i + 1], 1, 10000, &v)) {
       o.conn_reserve = (unsigned)v;
       i++;
     } else if (!strcmp(a, "--data-root") && has) {
@@ -231,7 +223,7 @@ int vr_cli_serve(int argc, char **argv, const vr_cli_role *role) {
     } else if (!strcmp(a, "--auth-infer")) {
       o.infer_auth = 1;
     } else if (!strcmp(a, "--max-admin-jobs") && has &&
-               !parse_int(argv[i + 1], 1, 1000, &v)) {
+               !vr__cli_parse_ll(argv[i + 1], 1, 1000, &v)) {
       o.max_admin_jobs = (int)v;
       i++;
     } else {

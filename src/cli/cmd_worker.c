@@ -15,6 +15,7 @@
  * as they are published; the heartbeat re-reads them as a fallback.
  */
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -144,18 +145,14 @@ static int w_arg(void *self, int argc, char **argv, int i) {
     w->cores_list = v;
     break;
   case 7: {
-    char *end;
-    w->mem_bytes = strtoll(v, &end, 10);
-    if (*end || w->mem_bytes < 0) return -1;
+    long long x;
+    if (vr__cli_parse_ll(v, 0, LLONG_MAX, &x)) return -1;
+    w->mem_bytes = x;
     break;
   }
-  case 8: {
-    char *end;
-    long x = strtol(v, &end, 10);
-    if (*end || x < 10 || x > 600000) return -1;
-    w->heartbeat_ms = (int)x;
+  case 8:
+    if (vr__cli_parse_int(v, 10, 600000, &w->heartbeat_ms)) return -1;
     break;
-  }
   }
   return 2;
 }

@@ -33,6 +33,11 @@ int vr__cli_ll(const char *cmd, const char *opt, const char *s, long long lo, lo
                long long *out);
 int vr__cli_num(const char *cmd, const char *opt, const char *s, double lo, double hi,
                 double *out);
+/* The same checks, silent, for parsers that print their own message; s
+ * may be NULL (an option given without its value). */
+int vr__cli_parse_ll(const char *s, long long lo, long long hi, long long *out);
+int vr__cli_parse_int(const char *s, long lo, long hi, int *out);
+int vr__cli_parse_num(const char *s, double lo, double hi, double *out);
 
 /* `vario perf MODEL --blocks` (cmd_perf_blocks.c). */
 int vr__cmd_perf_blocks(int argc, char **argv);

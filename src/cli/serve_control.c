@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "cli/commands.h"
 #include "control/jobs.h"
 #include "control/pipes.h"
 #include "policy/pipe_policy.h"
@@ -12,14 +13,11 @@
 
 int vr_cli_control_arg(vr_cli_control *c, int argc, char **argv, int i) {
   const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-  char *end;
+  double d;
   if (!strcmp(a, "--store")) return v ? (c->store_path = v, 2) : -1;
   if (!strcmp(a, "--control-csv")) return v ? (c->csv_path = v, 2) : -1;
   if (!strcmp(a, "--cores")) {
-    long n = v ? strtol(v, &end, 10) : 0;
-    if (!v || *end || n < 1 || n > 4096) return -1;
-    c->cores = (int)n;
-    return 2;
+    return vr__cli_parse_int(v, 1, 4096, &c->cores) ? -1 : 2;
   }
   if (!strcmp(a, "--policy")) {
     int k = v ? vr_policy_parse(v) : -1;
@@ -32,16 +30,15 @@ int vr_cli_control_arg(vr_cli_control *c, int argc, char **argv, int i) {
     return 1;
   }
   if (!strcmp(a, "--af-gamma") || !strcmp(a, "--af-kappa")) {
-    long n = v ? strtol(v, &end, 10) : -1;
-    if (!v || *end || n < 0 || n > 1000000 || (a[5] == 'g' && n < 1)) return -1;
-    if (a[5] == 'g') c->af_gamma = (int)n;
+    int n;
+    if (vr__cli_parse_int(v, a[5] == 'g' ? 1 : 0, 1000000, &n)) return -1;
+    if (a[5] == 'g') c->af_gamma = n;
     else c->af_kappa1 = (int)n + 1;
     return 2;
   }
   if (!strcmp(a, "--control-period-ms") || !strcmp(a, "--af-release-ms") ||
       !strcmp(a, "--af-mls-period-s")) {
-    double d = v ? strtod(v, &end) : 0;
-    if (!v || *end || !(d > 0) || d > 1e7) return -1;
+    if (vr__cli_parse_num(v, 0, 1e7, &d) || !(d > 0)) return -1;
     if (a[2] == 'c') c->period_ms = d;
     else if (a[5] == 'r') c->af_release_ms = d;
     else c->af_mls_period_s = d;
@@ -55,16 +52,14 @@ int vr_cli_control_arg(vr_cli_control *c, int argc, char **argv, int i) {
     return 2;
   }
   if (!strcmp(a, "--pipeline-period-ms") || !strcmp(a, "--pipeline-slack")) {
-    double d = v ? strtod(v, &end) : 0;
-    if (!v || *end || !(d > 0) || d > 1e7) return -1;
+    if (vr__cli_parse_num(v, 0, 1e7, &d) || !(d > 0)) return -1;
     if (a[11] == 'p') c->pipe_period_ms = d;
     else c->pipe_slack = d;
     return 2;
   }
   if (!strcmp(a, "--pipeline-tick-ms") || !strcmp(a, "--inferline-rate") ||
       !strcmp(a, "--inferline-cv")) {
-    double d = v ? strtod(v, &end) : 0;
-    if (!v || *end || !(d > 0) || d > 1e7) return -1;
+    if (vr__cli_parse_num(v, 0, 1e7, &d) || !(d > 0)) return -1;
     if (a[2] == 'p') {
       if (d < 10) return -1; /* a tick under 10 ms only burns the cores */
       c->pipe_tick_ms = d;
@@ -76,8 +71,7 @@ int vr_cli_control_arg(vr_cli_control *c, int argc, char **argv, int i) {
     return 2;
   }
   if (!strcmp(a, "--default-slo-ms")) {
-    double d = v ? strtod(v, &end) : 0;
-    if (!v || *end || d <= 0) return -1;
+    if (vr__cli_parse_num(v, 0, 1e7, &d) || !(d > 0)) return -1;
     c->default_slo_ms = d;
     return 2;
   }

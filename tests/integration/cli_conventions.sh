@@ -51,4 +51,13 @@ bad_num --threads run "$M" --input x.npy --output y.npy --threads 0
 bad_num --duration sim --config none.json --duration abc
 bad_num --workers sim --loki none --app a --workers many
 bad_num --kappa asyfunc none.json --kappa -1
+# the server-side commands share the same checks (NaN, overflow, trailing junk)
+bad_num --default-slo-ms serve --repo none --default-slo-ms nan
+bad_num --cores serve --repo none --cores 99999999999999999999
+bad_num --port serve --repo none --port 80x
+bad_num --declared-accuracy register --store none --app a --model m.onnx --declared-accuracy inf
+bad_num --pipeline-slack controller --registry redis://x --repo none --pipeline-slack nan
+bad_num --heartbeat-ms worker --heartbeat-ms 5
+bad_num --tries frontend --registry redis://x --tries 9
+bad_num --count cluster --registry redis://x watch --count 1.5
 echo "cli conventions: ok ($(echo $cmds | wc -w) commands)"
