@@ -226,26 +226,64 @@ static const char *unsupported_extension(char **seg, int n) {
   return NULL;
 }
 
-/* A path the server routes for another method (GET-only reads, POST-only
- * repository actions): 405, as HTTP asks, rather than 404. */
-static int route_of_other_method(char **seg, int n) {
-  if (n == 1) return !strcmp(seg[0], "metrics") || !strcmp(seg[0], "dashboard") ||
-                     !strcmp(seg[0], "v2");
-  if (n == 2 && !strcmp(seg[0], "dashboard")) return 1;
-  if (n < 2 || strcmp(seg[0], "v2")) return 0;
-  if (n == 3 && !strcmp(seg[1], "health"))
-    return !strcmp(seg[2], "live") || !strcmp(seg[2], "ready");
-  if (n == 3 && !strcmp(seg[1], "dashboard")) return !strcmp(seg[2], "data");
-  if (n == 3 && !strcmp(seg[1], "models")) return !strcmp(seg[2], "stats");
-  return n == 5 && !strcmp(seg[1], "repository") && !strcmp(seg[2], "models") &&
-         (!strcmp(seg[4], "load") || !strcmp(seg[4], "unload") || !strcmp(seg[4], "shadow") ||
-          !strcmp(seg[4], "unshadow"));
+/* The routes of fixed shape ('*' matches one segment), with the methods
+ * each takes; the others (/v2/models/..., /v2/apps/..., /v2/pipelines/...)
+ * have routers of their own. One table, so that a path of another method
+ * is answered 405, as HTTP asks, from the same list that routes it. */
+enum { RT_METRICS, RT_DASH, RT_DASH_FILE, RT_DASH_DATA, RT_META, RT_LIVE, RT_READY, RT_STATS,
+       RT_INDEX, RT_LOAD, RT_UNLOAD, RT_SHADOW, RT_UNSHADOW };
+enum { M_GET = 1, M_POST = 2 };
+static const struct fixed_route {
+  const char *path;
+  int methods, id;
+} fixed_routes[] = {
+    {"metrics", M_GET, RT_METRICS},
+    {"dashboard", M_GET, RT_DASH},
+    {"dashboard/*", M_GET, RT_DASH_FILE},
+    {"v2/dashboard/data", M_GET, RT_DASH_DATA},
+    {"v2", M_GET, RT_META},
+    {"v2/health/live", M_GET, RT_LIVE},
+    {"v2/health/ready", M_GET, RT_READY},
+    {"v2/models/stats", M_GET, RT_STATS},
+    {"v2/repository/index", M_GET | M_POST, RT_INDEX},
+    {"v2/repository/models/*/load", M_POST, RT_LOAD},
+    {"v2/repository/models/*/unload", M_POST, RT_UNLOAD},
+    {"v2/repository/models/*/shadow", M_POST, RT_SHADOW},
+    {"v2/repository/models/*/unshadow", M_POST, RT_UNSHADOW},
+};
+
+static int path_is(const char *pat, char **seg, int n) {
+  int i = 0;
+  for (const char *p = pat; *p; i++) {
+    size_t len = strcspn(p, "/");
+    if (i >= n || (!(len == 1 && *p == '*') &&
+                   (strlen(seg[i]) != len || memcmp(seg[i], p, len))))
+      return 0;
+    p += len + (p[len] == '/');
+  }
+  return i == n;
 }
 
-/* A request no route took: 405 for a path of another method, else 404. */
-static void reply_unrouted(vr_server *s, vr_http_req *r, char **seg, int n) {
-  if (route_of_other_method(seg, n)) reply_error(s, r, 405, "method not allowed");
-  else reply_error(s, r, 404, "unknown path");
+static const struct fixed_route *fixed_route(char **seg, int n) {
+  for (size_t i = 0; i < sizeof fixed_routes / sizeof *fixed_routes; i++)
+    if (path_is(fixed_routes[i].path, seg, n)) return &fixed_routes[i];
+  return NULL;
+}
+
+static void run_fixed(vr_server *s, vr_http_req *r, int id, char **seg) {
+  switch (id) {
+  case RT_METRICS: return metrics(s, r);
+  case RT_DASH: return vr_server_dashboard_file(s, r, "dashboard.html");
+  case RT_DASH_FILE: return vr_server_dashboard_file(s, r, seg[1]);
+  case RT_DASH_DATA: return vr_server_dashboard_data(s, r);
+  case RT_META: return server_metadata(s, r);
+  case RT_LIVE: return reply_empty(s, r, 200);
+  case RT_READY: return reply_empty(s, r, vr__srv_ready(s) ? 200 : 503);
+  case RT_STATS: return vr_server_model_stats(s, r, NULL);
+  case RT_INDEX: return vr_server_repo_index(s, r);
+  case RT_LOAD: case RT_UNLOAD: return vr_server_repo_load(s, r, seg[3], id == RT_LOAD);
+  default: return vr_server_repo_shadow(s, r, seg[3], id == RT_SHADOW);
+  }
 }
 
 static void handle(vr_http_req *r, void *user) {
@@ -269,39 +307,15 @@ static void handle(vr_http_req *r, void *user) {
     return vr__server_app_unregister(s, r, seg[2], seg[4]);
   if (n >= 2 && !strcmp(seg[0], "v2") && !strcmp(seg[1], "pipelines"))
     return vr_server_pipes(s, r, method, seg, n);
-  if (!get && !post) {
-    reply_error(s, r, 405, "method not allowed");
-    return;
-  }
-  if (n == 1 && !strcmp(seg[0], "metrics") && get) return metrics(s, r);
-  if (n >= 1 && n <= 2 && !strcmp(seg[0], "dashboard") && get)
-    return vr_server_dashboard_file(s, r, n == 1 ? "dashboard.html" : seg[1]);
-  if (n == 3 && !strcmp(seg[1], "dashboard") && !strcmp(seg[2], "data") && get &&
-      !strcmp(seg[0], "v2"))
-    return vr_server_dashboard_data(s, r);
-  if (n < 1 || strcmp(seg[0], "v2")) {
-    return reply_unrouted(s, r, seg, n);
-  }
-  if (n == 1 && get) return server_metadata(s, r);
-  if (n == 3 && !strcmp(seg[1], "health") && get) {
-    if (!strcmp(seg[2], "live")) return reply_empty(s, r, 200);
-    if (!strcmp(seg[2], "ready"))
-      return reply_empty(s, r, vr__srv_ready(s) ? 200 : 503);
-  }
-  if (n == 3 && !strcmp(seg[1], "models") && !strcmp(seg[2], "stats") && get)
-    return vr_server_model_stats(s, r, NULL);
-  if (n >= 3 && !strcmp(seg[1], "models")) return route_model(s, r, get, seg, n);
-  if (n >= 2 && (!strcmp(seg[1], "apps") || !strcmp(seg[1], "jobs")))
+  const struct fixed_route *fr = fixed_route(seg, n);
+  if (fr && (fr->methods & (get ? M_GET : post ? M_POST : 0)))
+    return run_fixed(s, r, fr->id, seg);
+  if (fr || (!get && !post)) return reply_error(s, r, 405, "method not allowed");
+  if (n >= 3 && !strcmp(seg[0], "v2") && !strcmp(seg[1], "models"))
+    return route_model(s, r, get, seg, n);
+  if (n >= 2 && !strcmp(seg[0], "v2") && (!strcmp(seg[1], "apps") || !strcmp(seg[1], "jobs")))
     return vr_server_apps(s, r, get, seg, n);
-  if (n == 3 && !strcmp(seg[1], "repository") && !strcmp(seg[2], "index"))
-    return vr_server_repo_index(s, r);
-  if (n == 5 && !strcmp(seg[1], "repository") && !strcmp(seg[2], "models") &&
-      post && (!strcmp(seg[4], "load") || !strcmp(seg[4], "unload")))
-    return vr_server_repo_load(s, r, seg[3], !strcmp(seg[4], "load"));
-  if (n == 5 && !strcmp(seg[1], "repository") && !strcmp(seg[2], "models") &&
-      post && (!strcmp(seg[4], "shadow") || !strcmp(seg[4], "unshadow")))
-    return vr_server_repo_shadow(s, r, seg[3], !strcmp(seg[4], "shadow"));
-  reply_unrouted(s, r, seg, n);
+  reply_error(s, r, 404, "unknown path");
 }
 
 static void load_all(vr_server *s) {

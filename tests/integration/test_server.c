@@ -117,6 +117,14 @@ static void test_health_and_metadata(void **st) {
   assert_int_equal(req("POST", "/v2/health/live", tok, NULL, 0, b, sizeof b), 405);
   assert_int_equal(req("POST", "/v2", tok, NULL, 0, b, sizeof b), 405);
   assert_int_equal(req("GET", "/v2/repository/models/m/load", tok, NULL, 0, b, sizeof b), 405);
+  assert_int_equal(req("GET", "/v2/repository/models/m/unshadow", tok, NULL, 0, b, sizeof b),
+                   405);
+  assert_int_equal(req("POST", "/dashboard/app.js", tok, NULL, 0, b, sizeof b), 405);
+  assert_int_equal(req("POST", "/v2/dashboard/data", tok, NULL, 0, b, sizeof b), 405);
+  assert_int_equal(req("POST", "/v2/health/dead", tok, NULL, 0, b, sizeof b), 404);
+  assert_int_equal(req("POST", "/v2/repository/models/m/reload", tok, NULL, 0, b, sizeof b),
+                   404);
+  assert_int_equal(req("GET", "/v2/repository/models/m/load/x", tok, NULL, 0, b, sizeof b), 404);
   /* "infer" is a valid model and pipeline name: only a POST to an
    * inference route goes without the token, not any path ending so. */
   assert_int_equal(req("DELETE", "/v2/apps/a/models/infer", NULL, NULL, 0, b, sizeof b), 401);
