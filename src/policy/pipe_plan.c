@@ -125,6 +125,7 @@ int vr_pipe_route_build(const vr_pipeline *p, const vr_pipe_plan *plan,
   /* path accuracy mass: acc[slot] = expected product of accuracies of the
    * requests reaching that slot, times their rate */
   double accmass[VR_PIPE_MAX_TASKS * VR_PIPE_MAX_VARIANTS];
+  for (int i = 0; i < ns; i++) accmass[i] = 0; /* children sum into theirs */
   fill(r, plan, 0, root_qps > 0 ? root_qps : 1e-9, r->spare, r->front);
   for (int v = 0; v < p->tasks[0].nvariants; v++) {
     r->incoming[v] = root_qps * r->front[v];
