@@ -156,7 +156,7 @@ static int decide(vr_control *c, const vr_ctl_query *q, vr_ctl_route *r,
   }
   double acc = q->min_accuracy; /* percent, as everywhere in the API */
   r->slo_ms = q->latency_ms > 0 ? q->latency_ms : c->o.default_slo_ms;
-  r->req_accuracy = acc;
+  r->req_accuracy = vr_route_load_floor(q->app ? 'a' : 'm', acc);
   vr_query_req qr = {group, r->slo_ms, acc};
   vr_route_env env = {c->drv.ix, &c->drv.snap, q->app ? 'a' : 'm', name,
                       env_available, env_fits, env_evictable, env_backlog,

@@ -52,6 +52,8 @@
 #ifndef VR_POLICY_ROUTE_H
 #define VR_POLICY_ROUTE_H
 
+#include <math.h>
+
 #include "policy/select.h"
 
 typedef struct vr_route_env {
@@ -110,6 +112,16 @@ int vr_route_load(const vr_route_env *e, int variant);
  * (vr_profile_batch_for_slo; a pure function of the profile and the
  * query, so both sides estimate alike). */
 int vr_route_behind(const vr_profile *p, long rows, double slo_ms);
+
+/* The accuracy floor a routed query puts on the load of its variant (what
+ * the caller records as vr_snap_variant.req_accuracy, the most asked
+ * among a period's queries): an app query's min_accuracy; for a query
+ * that named its model (kind 'm'), +infinity: no other model may take
+ * that load, since selection never sends such a query to another model,
+ * whatever accuracy it asked. */
+static inline double vr_route_load_floor(char kind, double min_accuracy) {
+  return kind == 'm' ? INFINITY : min_accuracy;
+}
 
 /* The one least-loaded rule: whether instance a is strictly lighter than
  * b. rows: outstanding (queued + running) rows; cap: rows per batch. */

@@ -51,8 +51,10 @@ typedef struct vr_snap_variant {
   double slo_ms;      /* latency SLO its traffic asks for (for saturation) */
   double arrival_qps; /* queries routed to this variant per second */
   double served_qps;  /* queries completed per second */
-  double req_accuracy; /* highest min_accuracy (percent) among the queries
-                          routed to it this period; 0 = none asked */
+  double req_accuracy; /* highest accuracy floor (percent) among the queries
+                          routed to it this period (policy/route.h
+                          vr_route_load_floor; +inf: a query named its
+                          model); 0 = none asked */
   /* AsyFunc block profile of its model (policy/asyfunc.h), caller-owned
    * and read-only; NULL = none (no body/shadow decisions for it) */
   const struct vr_af_model *blocks;

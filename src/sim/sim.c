@@ -383,7 +383,8 @@ void sim_prime(vr_sim *s) {
                ? sel.variant
                : -1;
     }
-    if (vi >= 0) count_demand(s, vi, slo, r->min_acc);
+    if (vi >= 0)
+      count_demand(s, vi, slo, vr_route_load_floor(st->wl->target_kind, r->min_acc));
   }
 }
 
@@ -432,9 +433,10 @@ static int route(vr_sim *s, sim_stream *st, const vr_req *r) {
     if (rt.prefetch >= 0 && prefetch(s, rt.prefetch)) return VR_ENOMEM;
   }
   if (vi < 0) return reject(s, r), 0;
-  count_demand(s, wanted, slo, r->min_acc);
+  double floor = vr_route_load_floor(st->wl->target_kind, r->min_acc);
+  count_demand(s, wanted, slo, floor);
   sim_variant *v = &s->var[vi];
-  note_query(v, slo, r->min_acc); /* a spill target serves it */
+  note_query(v, slo, floor); /* a spill target serves it */
   sim_inst *in = least_loaded(v);
   if (!in) in = v->loading_one;
   if (!in && infaas) { /* load on the query path, as INFaaS does */

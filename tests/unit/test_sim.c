@@ -290,6 +290,39 @@ static void test_warm_start(void **st) {
   assert_true(fabs(warm.accuracy - 95) < 1e-9);
 }
 
+/* A query that names its model takes no other: when it overloads the
+ * model, INFaaS replicates that model, although a cheaper model of the
+ * same app would meet the (unasked) accuracy. Before, the autoscaler
+ * "upgraded" the load to the cheaper model, whose new instances got none
+ * of it, and the named model stayed overloaded. */
+static void test_model_named_not_moved(void **st) {
+  (void)st;
+  static const char *cfg =
+      "{\"duration_s\": 30, \"seed\": 5, \"warmup_s\": 5,"
+      "\"profiles\": ["
+      "{\"model\":\"small\",\"app\":\"cls\",\"variant\":\"small/cpu\","
+      "\"threads\":2,\"max_batch\":8,\"load_ms\":500,\"accuracy\":80,"
+      "\"cost_per_s\":0.001,\"p50_ms\":[1,1.5,2,3],\"p99_ms\":[2,3,4,5]},"
+      "{\"model\":\"big\",\"app\":\"cls\",\"variant\":\"big/cpu\","
+      "\"threads\":2,\"max_batch\":8,\"load_ms\":500,\"accuracy\":95,"
+      "\"cost_per_s\":0.001,\"p50_ms\":[5,8,12,20],\"p99_ms\":[7,10,15,25]}],"
+      "\"workers\": [{\"cores\": 16, \"mem_gb\": 16, \"price_per_s\": 0.01,"
+      " \"start_s\": 5, \"initial\": 1, \"max\": 1}],"
+      "\"policy\": {\"name\": \"infaas\"},"
+      "\"workloads\": [{\"kind\": \"poisson\", \"rate\": 1000, \"model\": "
+      "\"big\", \"slo_ms\": 100}]}";
+  vr_sim_cfg c;
+  vr_errbuf err = {0};
+  assert_int_equal(vr_sim_cfg_parse(cfg, strlen(cfg), "t.json", ".", NULL, NULL, &c, &err), 0);
+  vr_sim_summary sum;
+  vr_sim_out out = {NULL, NULL};
+  assert_int_equal(vr_sim_run(&c, &out, &sum, &err), 0);
+  vr_sim_cfg_free(&c);
+  assert_true(fabs(sum.accuracy - 95) < 1e-9);
+  /* 1000 qps over 400 qps per big instance: 3 of them, few violations */
+  assert_true(sum.violation_rate < 0.05);
+}
+
 static void test_run_baselines(void **st) {
   (void)st;
   vr_sim_summary clip, sm;
@@ -547,6 +580,7 @@ int main(void) {
       cmocka_unit_test(test_counts_and_rates),
       cmocka_unit_test(test_run_infaas),
       cmocka_unit_test(test_warm_start),
+      cmocka_unit_test(test_model_named_not_moved),
       cmocka_unit_test(test_run_baselines),
       cmocka_unit_test(test_config_errors),
       cmocka_unit_test(test_proteus_csv),
