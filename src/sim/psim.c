@@ -420,12 +420,15 @@ static int apply_plan(psim *s) {
     for (int v = 0; v < s->p->tasks[t].nvariants; v++) {
       int slot = s->plan.off[t] + v, have = 0;
       const vr_pipe_alloc *a = &s->plan.a[slot];
+      /* the profiles' largest batch at most, as psim_stage.c estimates:
+       * an instance's in-flight rows are that many */
+      int batch = a->batch < 1 ? 1 : a->batch > VR_PROF_MAX_BATCH ? VR_PROF_MAX_BATCH : a->batch;
       for (size_t i = 0; i < s->inst.len; i++) {
         pinst *in = INST(s, i);
         if (in->slot != slot || !in->accepting) continue;
         if (have < a->inst) {
           have++;
-          in->batch = a->batch;
+          in->batch = batch;
         } else {
           in->accepting = 0;
         }
@@ -439,7 +442,7 @@ static int apply_plan(psim *s) {
         int64_t gen = in->gen + 1;
         memset(in, 0, sizeof *in);
         in->gen = gen;
-        in->slot = slot, in->task = t, in->batch = a->batch;
+        in->slot = slot, in->task = t, in->batch = batch;
         in->accepting = 1;
       }
     }
