@@ -19,6 +19,8 @@ int vr_sim_summary_write(const vr_sim_cfg *cfg, const vr_sim_summary *s,
   json_object_set_new(o, "dropped", json_integer(s->dropped));
   json_object_set_new(o, "rejected", json_integer(s->rejected));
   json_object_set_new(o, "late", json_integer(s->late));
+  json_object_set_new(o, "unfinished", json_integer(s->unfinished));
+  json_object_set_new(o, "unfinished_overdue", json_integer(s->unfinished_overdue));
   json_object_set_new(o, "slo_violation_rate", json_real(s->violation_rate));
   /* goodput: served within the deadline, per counted second */
   double counted_s = cfg->duration_s - cfg->warmup_s;

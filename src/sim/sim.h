@@ -85,9 +85,14 @@ typedef struct vr_sim_row {
   int workers, instances;
 } vr_sim_row;
 
+/* Every figure counts the requests that arrived after the warm-up, each
+ * with its own outcome whenever that came: demand = served + dropped +
+ * unfinished. */
 typedef struct vr_sim_summary {
-  int64_t demand, served, dropped, late, rejected;
-  double violation_rate; /* (late + dropped) / demand */
+  int64_t demand, served, dropped, late, rejected; /* rejected: of dropped */
+  int64_t unfinished;         /* queued or running when the run ended */
+  int64_t unfinished_overdue; /* of those, already past their deadline */
+  double violation_rate; /* (late + dropped + unfinished_overdue) / demand */
   double p50_ms, p99_ms, mean_ms;
   double accuracy; /* mean accuracy of served requests */
   double cost;     /* total, in price units */

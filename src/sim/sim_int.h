@@ -97,8 +97,9 @@ typedef struct vr_sim {
   vr_hist *hist_period, *hist_all;
   double acc_period, acc_all;
   vr_sim_summary sum;
-  double inst_sum, worker_sum;
-  int64_t nticks;
+  int64_t warm_ns;         /* requests that arrived by then are not counted */
+  int64_t last_record_ns;  /* end of the last recorded period */
+  double inst_sum, worker_sum, counted_s; /* time-weighted, past the warm-up */
   vr_req *pending; /* per stream: its next request (in the heap) */
   int oom;
   int trace; /* VARIO_SIM_TRACE: log actions */
@@ -124,6 +125,10 @@ void sim_prime(vr_sim *s);
 
 /* sim_ctl.c */
 int sim_tick(vr_sim *s);
+/* At the end of the run (the clock at its end): records the last partial
+ * period, books what is still queued or running as unfinished, and
+ * derives the summary's rates and latencies. */
+void sim_finish(vr_sim *s);
 int sim_ctl_init(vr_sim *s);
 void sim_ctl_free(vr_sim *s);
 
