@@ -674,8 +674,15 @@ static void summarise(psim *s, FILE *csv) {
     acc += r->accuracy * served;
     workers += r->workers, n++;
   }
+  for (size_t i = 0; i < s->queries.len; i++) { /* still in the system */
+    const pquery *q = QRY(s, (int32_t)i);
+    int row = row_of(s, q->t_ns);
+    if (q->pending <= 0 || row < first || row >= s->nrows - 1) continue;
+    m->unfinished++;
+    m->unfinished_overdue += q->deadline_ns <= s->now;
+  }
   m->query_violations_pct =
-      m->queries ? 100.0 * (m->late + m->dropped) / m->queries : 0;
+      m->queries ? 100.0 * (m->late + m->dropped + m->unfinished_overdue) / m->queries : 0;
   m->violations_pct = m->paths ? 100.0 * m->paths_bad / m->paths : 0;
   m->accuracy_pct = m->ok + m->late ? acc / (m->ok + m->late) : 0;
   m->mean_workers = n ? workers / n : 0;

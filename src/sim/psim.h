@@ -214,9 +214,16 @@ typedef struct vr_psim_task_stats {
 
 typedef struct vr_psim_summary {
   int64_t queries, ok, late, dropped; /* after warm-up */
+  int64_t unfinished;         /* queries with a request still in the
+                                 system at the end: queries = ok + late +
+                                 dropped + unfinished */
+  int64_t unfinished_overdue; /* of those, past their deadline (violations
+                                 in query_violations_pct; their paths are
+                                 in no path count) */
   int64_t paths, paths_bad; /* path units (see above) */
   double violations_pct;  /* paths_bad / paths */
-  double query_violations_pct; /* (late + dropped) / queries */
+  double query_violations_pct; /* (late + dropped + unfinished_overdue) /
+                                  queries */
   double accuracy_pct;    /* mean accuracy of served queries */
   double p50_ms, p99_ms;  /* end-to-end latency of served queries */
   double mean_workers;

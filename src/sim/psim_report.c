@@ -33,6 +33,8 @@ int vr_psim_summary_write(const vr_psim_cfg *cfg, const char *policy,
   json_object_set_new(o, "workers", json_integer(cfg->workers));
   json_object_set_new(o, "queries", json_integer(s->queries));
   json_object_set_new(o, "ok", json_integer(s->ok));
+  json_object_set_new(o, "unfinished", json_integer(s->unfinished));
+  json_object_set_new(o, "unfinished_overdue", json_integer(s->unfinished_overdue));
   json_object_set_new(o, "late", json_integer(s->late));
   json_object_set_new(o, "dropped", json_integer(s->dropped));
   json_object_set_new(o, "violations_pct", json_real(s->violations_pct));

@@ -328,7 +328,7 @@ static void test_sim_overload(void **st) {
     cfg.drop_mode = mode;
     assert_int_equal(vr_psim_run(&cfg, NULL, &s, &err), 0);
     assert_true(s.queries > 3000);
-    assert_int_equal(s.ok + s.late + s.dropped, s.queries);
+    assert_int_equal(s.ok + s.late + s.dropped + s.unfinished, s.queries);
     assert_true(s.violations_pct > 50);
     int64_t drops = 0;
     for (int t = 0; t < d.pipe->ntasks; t++)
@@ -353,7 +353,8 @@ static void test_sim_overload(void **st) {
   for (int live = 0; live <= 1; live++) {
     cfg.live_rules = live;
     assert_int_equal(vr_psim_run(&cfg, NULL, &s, &err), 0);
-    assert_true(s.ok + s.late + s.dropped <= s.queries); /* the rest queued at the end */
+    assert_int_equal(s.ok + s.late + s.dropped + s.unfinished, s.queries);
+    assert_true(s.unfinished_overdue > 0 && s.unfinished_overdue <= s.unfinished);
     assert_true(s.ok + s.late > 0);
     vr_psim_summary_free(&s);
   }
