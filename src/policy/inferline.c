@@ -78,10 +78,11 @@ int vr_il_problem_validate(const vr_il_problem *pb, vr_errbuf *err) {
   if (pb->nstages < 1 || pb->nstages > VR_IL_MAX_STAGES)
     return vr_errf(err, VR_EINVAL, "inferline: %d stages (1..%d)",
                    pb->nstages, VR_IL_MAX_STAGES);
-  if (!(pb->slo_ms > 0) || !(pb->rate_qps > 0) || pb->max_replicas < 0 ||
+  if (!(pb->slo_ms > 0) || !(pb->rate_qps > 0) || !isfinite(pb->slo_ms) ||
+      !isfinite(pb->rate_qps) || pb->max_replicas < 0 ||
       !(pb->coarse_factor >= 0) || !isfinite(pb->coarse_factor))
     return vr_errf(err, VR_EINVAL,
-                   "inferline: need slo_ms > 0, rate_qps > 0, "
+                   "inferline: need finite slo_ms > 0 and rate_qps > 0, "
                    "max_replicas >= 0, coarse_factor >= 0");
   if (!pb->estimate)
     return vr_errf(err, VR_EINVAL, "inferline: no estimator");

@@ -239,6 +239,13 @@ static void test_plan_infeasible_names_stage(void **st) {
   pb.st[1].scale = 0;
   assert_int_equal(vr_il_plan(&pb, &c, NULL, &err), VR_EINVAL);
   assert_non_null(strstr(err.msg, "classify"));
+  /* an infinite rate or SLO: refused, not cast to a replica count */
+  mkpb(&pb, 100, 10);
+  pb.rate_qps = INFINITY;
+  assert_int_equal(vr_il_plan(&pb, &c, NULL, &err), VR_EINVAL);
+  mkpb(&pb, 100, 10);
+  pb.slo_ms = INFINITY;
+  assert_int_equal(vr_il_plan(&pb, &c, NULL, &err), VR_EINVAL);
 }
 
 static void test_coarse_and_peak(void **st) {
