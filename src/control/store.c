@@ -16,6 +16,7 @@
 #include "base/vec.h"
 #include "cluster/redis.h"
 #include "control/fsutil.h"
+#include "policy/select.h"
 #include "runtime/config.h"
 
 typedef struct app_idx {
@@ -476,7 +477,7 @@ size_t vr_store_app_count_accurate(const vr_store *s, const char *app,
   size_t lo = 0, hi = n;
   while (lo < hi) { /* first index with accuracy < min_acc */
     size_t mid = (lo + hi) / 2;
-    if (v[mid]->accuracy >= min_acc)
+    if (vr_acc_meets(v[mid]->accuracy, min_acc))
       lo = mid + 1;
     else
       hi = mid;

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "policy/policy_int.h"
+#include "policy/select.h"
 
 int vr_pol_need(double q, double slack, double sat) {
   if (!(q > 0)) return 0;
@@ -51,9 +52,9 @@ static int can_replace(const vr_policy_cfg *c, const vr_snapshot *s, int v,
      * which is known only for a variant that had queries */
     if (!c->cross_model || !a->prof.app[0] ||
         strcmp(a->prof.app, b->prof.app) || !(a->arrival_qps > 0) ||
-        b->prof.accuracy + 1e-9 < a->req_accuracy)
+        !vr_acc_meets(b->prof.accuracy, a->req_accuracy))
       return 0;
-  } else if (b->prof.accuracy + 1e-9 < a->prof.accuracy) {
+  } else if (!vr_acc_meets(b->prof.accuracy, a->prof.accuracy)) {
     return 0;
   }
   /* a burst upgrade (see burst_plan) may cost more per query; it must

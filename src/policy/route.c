@@ -23,7 +23,7 @@ static int pick_fitting(const vr_route_env *e, const vr_query_req *q) {
     const vr_profile *p = &e->snap->variants[v].prof;
     if (strcmp(e->kind == 'a' ? p->app : p->model, e->name)) continue;
     double tail = vr_profile_tail_ms(p, 1);
-    if (p->accuracy + 1e-9 < q->min_accuracy || 2 * tail > q->latency_ms) continue;
+    if (!vr_acc_meets(p->accuracy, q->min_accuracy) || 2 * tail > q->latency_ms) continue;
     int avail = e->available(e->self, (int)v);
     if (!avail && !e->fits(e->self, (int)v)) continue;
     double val = (avail ? 0 : p->load_ms) + tail;
@@ -60,7 +60,7 @@ static int pick_spill(const vr_route_env *e, const vr_query_req *q, int not) {
     long rows = 0;
     if ((int)v == not || strcmp(e->kind == 'a' ? p->app : p->model, e->name))
       continue;
-    if (p->accuracy + 1e-9 < q->min_accuracy ||
+    if (!vr_acc_meets(p->accuracy, q->min_accuracy) ||
         2 * vr_profile_tail_ms(p, 1) > q->latency_ms)
       continue;
     if (!e->backlog(e->self, (int)v, &rows) ||
@@ -85,7 +85,7 @@ static int pick_inactive(const vr_route_env *e, const vr_query_req *q) {
     long rows;
     if (strcmp(e->kind == 'a' ? p->app : p->model, e->name)) continue;
     double tail = vr_profile_tail_ms(p, 1);
-    if (p->accuracy + 1e-9 < q->min_accuracy || 2 * tail > q->latency_ms ||
+    if (!vr_acc_meets(p->accuracy, q->min_accuracy) || 2 * tail > q->latency_ms ||
         e->backlog(e->self, (int)v, &rows)) /* serving: behind, or 3b took it */
       continue;
     int loading = e->available(e->self, (int)v);

@@ -319,7 +319,7 @@ int vr_select(const vr_select_index *ix, const vr_query_req *q,
   size_t lo = b, hi = e;
   while (lo < hi) {
     size_t m = (lo + hi) / 2;
-    if (ix->acc[m] >= q->min_accuracy) lo = m + 1;
+    if (vr_acc_meets(ix->acc[m], q->min_accuracy)) lo = m + 1;
     else hi = m;
   }
   size_t k = lo;

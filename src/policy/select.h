@@ -50,6 +50,13 @@ typedef struct vr_query_req {
                           load one, so a busy loaded variant is better */
 } vr_query_req;
 
+/* "Meets the accuracy" wherever the request path asks it (selection, the
+ * route fallbacks, the autoscaler's moves): one rule, with room for the
+ * rounding of percentages read from JSON and CSV. */
+static inline int vr_acc_meets(double accuracy, double min_accuracy) {
+  return accuracy + 1e-9 >= min_accuracy;
+}
+
 typedef struct vr_selection {
   int outcome;       /* vr_sel_outcome */
   int variant;       /* snapshot variant index (closest if infeasible) */

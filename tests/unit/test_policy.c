@@ -177,6 +177,13 @@ static void test_select(void **st) {
   vr_select(ix, &q, &r);
   assert_int_equal(r.outcome, VR_SEL_LOAD);
   assert_int_equal(r.variant, 1);
+  /* B's own accuracy, as a sum of percentages rounds it (95 + 1e-12):
+   * selection meets it as the route fallbacks do (vr_acc_meets) */
+  q.min_accuracy = 95 + 1e-12;
+  vr_select(ix, &q, &r);
+  assert_int_equal(r.outcome, VR_SEL_LOAD);
+  assert_int_equal(r.variant, 1);
+  q.min_accuracy = 93;
   /* SLO B cannot meet: infeasible, closest is B with its latency */
   q.latency_ms = 30;
   vr_select(ix, &q, &r);
