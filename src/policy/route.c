@@ -109,6 +109,15 @@ int vr_route_decide(const vr_route_env *e, const vr_query_req *q,
   return rc;
 }
 
+/* A fallback's variant, with what it gives (route.h: sel describes
+ * `variant`). */
+static void set_variant(const vr_route_env *e, vr_selection *sel, int v) {
+  const vr_profile *p = &e->snap->variants[v].prof;
+  sel->variant = v;
+  sel->latency_ms = vr_profile_tail_ms(p, 1);
+  sel->accuracy = p->accuracy;
+}
+
 void vr_route_decide_sel(const vr_route_env *e, const vr_query_req *q,
                          const vr_selection *first, vr_route *out) {
   vr_selection sel = *first;
@@ -128,7 +137,7 @@ void vr_route_decide_sel(const vr_route_env *e, const vr_query_req *q,
   if (sel.outcome == VR_SEL_LOAD && !room(e, sel.variant) &&
       !evictable(e, sel.variant)) {
     int alt = pick_fitting(e, q);
-    if (alt >= 0) sel.variant = alt;
+    if (alt >= 0) set_variant(e, &sel, alt);
   }
   /* also when the index, built before its instances loaded, still calls
    * the variant one to load: behind() asks whether one serves now */
@@ -142,11 +151,8 @@ void vr_route_decide_sel(const vr_route_env *e, const vr_query_req *q,
     if (alt < 0 && e->snap->variants[sel.variant].state == VR_VS_OVERLOADED)
       out->prefetch = pick_inactive(e, q);
     if (alt >= 0) {
-      const vr_profile *p = &e->snap->variants[alt].prof;
       sel.outcome = VR_SEL_ACTIVE;
-      sel.variant = alt;
-      sel.latency_ms = vr_profile_tail_ms(p, 1);
-      sel.accuracy = p->accuracy;
+      set_variant(e, &sel, alt);
     }
   }
   out->sel = sel;

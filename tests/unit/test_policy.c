@@ -688,6 +688,37 @@ static int spill_backlog(void *self, int v, long *rows) {
   return 1;
 }
 
+static int fits_only_3(void *self, int v) {
+  (void)self;
+  return v == 3;
+}
+static int never(void *self, int v) {
+  (void)self, (void)v;
+  return 0;
+}
+
+/* Step 3's fallback to a variant that fits: the answer describes the
+ * variant it routes to (its latency and accuracy), not selection's first
+ * choice. */
+static void test_route_fallback_describes_variant(void **st) {
+  (void)st;
+  fx f;
+  fx_init(&f);
+  vr_select_index *ix = vr_select_new();
+  assert_int_equal(vr_select_build(ix, &f.s), 0);
+  vr_route_env e = {ix, &f.s, 'a', "cls", never, fits_only_3, never, NULL, NULL};
+  vr_query_req q = {vr_select_group(ix, 'a', "cls"), 200, 85, 0};
+  vr_selection first = {VR_SEL_LOAD, 2, 999, 99}; /* mid/fp32: no room */
+  vr_route r;
+  vr_route_decide_sel(&e, &q, &first, &r);
+  assert_int_equal(r.outcome, VR_ROUTE_LOAD);
+  assert_int_equal(r.variant, 3);
+  assert_int_equal(r.sel.variant, 3);
+  assert_true(fabs(r.sel.latency_ms - vr_profile_tail_ms(&f.v[3].prof, 1)) < 1e-9);
+  assert_true(fabs(r.sel.accuracy - 90) < 1e-9);
+  vr_select_free(ix);
+}
+
 static void test_request_path_rules(void **st) {
   (void)st;
   /* small: p50 5, 7.5, 10, 12.5 ms (p99 6, 9, 12, 15) at batches 1, 2,
@@ -881,6 +912,7 @@ int main(void) {
       cmocka_unit_test(test_baselines),
       cmocka_unit_test(test_recovery_unloads_consolidation),
       cmocka_unit_test(test_request_path_rules),
+      cmocka_unit_test(test_route_fallback_describes_variant),
       cmocka_unit_test(test_spill_only),
       cmocka_unit_test(test_vm_autoscaler),
   };
