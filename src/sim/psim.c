@@ -531,7 +531,8 @@ static int check_cfg(const vr_psim_cfg *c, vr_errbuf *err) {
   if (c->workers < 1 || c->workers > 100000)
     return vr_errf(err, VR_EINVAL, "psim: workers %d not in 1..100000",
                    c->workers);
-  if (!(c->duration_s > 0 && c->duration_s <= 1e6) || !(c->tick_s > 0) ||
+  /* a tick of at least 1 ms: rows are whole nanoseconds of it */
+  if (!(c->duration_s > 0 && c->duration_s <= 1e6) || !(c->tick_s >= 1e-3) ||
       !(c->warmup_s >= 0) || c->duration_s / c->tick_s > 1e7)
     return vr_errf(err, VR_EINVAL, "psim: bad duration, tick or warm-up");
   if (c->drop_mode < 0 || c->drop_mode > VR_EDROP_REROUTE)

@@ -449,6 +449,9 @@ static void test_sim_policy(void **st) {
   cfg.workers = 0;
   assert_int_equal(vr_psim_run(&cfg, NULL, &s, &err), VR_EINVAL);
   assert_non_null(strstr(err.msg, "workers"));
+  /* a tick under 1 ns made the row index divide by zero */
+  cfg.workers = 10, cfg.duration_s = 1e-3, cfg.tick_s = 1e-10;
+  assert_int_equal(vr_psim_run(&cfg, NULL, &s, &err), VR_EINVAL);
   vr_pipe_data_free(&d);
 }
 
