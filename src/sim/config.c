@@ -55,6 +55,22 @@ static int num(ctx *c, const json_t *o, const char *where, const char *k,
   return 0;
 }
 
+/* Optional whole number in [lo, hi] (a count, an index, a seed): 1.5
+ * cores is refused, not truncated. */
+static int inum(ctx *c, const json_t *o, const char *where, const char *k,
+                double lo, double hi, double *dst) {
+  double x = *dst;
+  int rc = num(c, o, where, k, lo, hi, &x);
+  if (rc) return rc;
+  if (x != floor(x)) {
+    char path[160];
+    snprintf(path, sizeof path, "%s.%s", where, k);
+    return bad(c, path, "must be a whole number");
+  }
+  *dst = x;
+  return 0;
+}
+
 static int str(ctx *c, const json_t *o, const char *where, const char *k,
                const char **dst) {
   json_t *v = json_object_get(o, k);
@@ -192,13 +208,13 @@ static int load_proteus(ctx *c, vr_sim_cfg *cfg, size_t *cap,
       (rc = str_list(c, o, "proteus.families", "families", fam, 64,
                      &po.nfamilies)) ||
       (rc = str_list(c, o, "proteus.accels", "accels", acc, 64, &po.naccels)) ||
-      (rc = num(c, o, "proteus", "cpu_threads", 1, 1024, &threads)) ||
+      (rc = inum(c, o, "proteus", "cpu_threads", 1, 1024, &threads)) ||
       (rc = num(c, o, "proteus", "cpu_core_price_s", 0, 1e6,
                 &po.cpu_core_price_s)) ||
       (rc = num(c, o, "proteus", "gpu_price_s", 0, 1e6, &po.gpu_price_s)) ||
       (rc = num(c, o, "proteus", "load_ms_cpu", 0, 1e7, &po.load_ms_cpu)) ||
       (rc = num(c, o, "proteus", "load_ms_gpu", 0, 1e7, &po.load_ms_gpu)) ||
-      (rc = num(c, o, "proteus", "mem_bytes", 0, 1e15, &mem)))
+      (rc = inum(c, o, "proteus", "mem_bytes", 0, 1e15, &mem)))
     return rc;
   if (!csv) return bad(c, "proteus", "\"csv\" is required");
   po.cpu_threads = (int)threads;
@@ -247,13 +263,13 @@ static int load_workers(ctx *c, vr_sim_cfg *cfg, const json_t *a) {
            max = 0;
     const char *name = "worker";
     if ((rc = str(c, o, w, "name", &name)) ||
-        (rc = num(c, o, w, "cores", 1, 4096, &cores)) ||
-        (rc = num(c, o, w, "gpus", 0, 64, &gpus)) ||
+        (rc = inum(c, o, w, "cores", 1, 4096, &cores)) ||
+        (rc = inum(c, o, w, "gpus", 0, 64, &gpus)) ||
         (rc = num(c, o, w, "mem_gb", 0.001, 1e6, &mem)) ||
         (rc = num(c, o, w, "price_per_s", 0, 1e6, &price)) ||
         (rc = num(c, o, w, "start_s", 0, 1e6, &start)) ||
-        (rc = num(c, o, w, "initial", 0, 10000, &init)) ||
-        (rc = num(c, o, w, "max", 0, 100000, &max)))
+        (rc = inum(c, o, w, "initial", 0, 10000, &init)) ||
+        (rc = inum(c, o, w, "max", 0, 100000, &max)))
       return rc;
     snprintf(t->name, sizeof t->name, "%s", name);
     t->cores = (int)cores, t->gpus = (int)gpus;
@@ -295,8 +311,8 @@ static int load_policy(ctx *c, vr_sim_cfg *cfg, const json_t *o) {
                 &p->interference_factor)) ||
       (rc = num(c, o, "policy", "down_headroom", 0, 100, &p->down_headroom)) ||
       (rc = num(c, o, "policy", "worker_idle_s", 0, 1e7, &idle)) ||
-      (rc = num(c, o, "policy", "min_workers", 0, 1e5, &minw)) ||
-      (rc = num(c, o, "policy", "max_instances", 0, 1e6, &maxi)) ||
+      (rc = inum(c, o, "policy", "min_workers", 0, 1e5, &minw)) ||
+      (rc = inum(c, o, "policy", "max_instances", 0, 1e6, &maxi)) ||
       (rc = num(c, o, "policy", "backlog_step", 0, 100, &p->backlog_step)) ||
       (rc = num(c, o, "policy", "vm_util", 0, 1, &p->vm_util)))
     return rc;
@@ -324,7 +340,7 @@ static int load_policy(ctx *c, vr_sim_cfg *cfg, const json_t *o) {
     const char *vn = NULL;
     double n = 1;
     if ((rc = str(c, e, w, "variant", &vn)) ||
-        (rc = num(c, e, w, "instances", 1, 100000, &n)))
+        (rc = inum(c, e, w, "instances", 1, 100000, &n)))
       return rc;
     int v = vn ? find_variant(cfg, vn) : -1;
     if (v < 0) return bad(c, w, "\"variant\" names no loaded profile");
@@ -411,7 +427,13 @@ static int load_stream(ctx *c, vr_workload *w, const json_t *o,
     tslo = json_is_true(b);
   }
   w->step = step != 0, w->trace_slo = tslo != 0;
+  if (w->end_s > 0 && !(w->end_s > w->start_s))
+    return bad(c, where, "\"end_s\" must be after \"start_s\" (or 0: the run's end)");
   json_t *pts = json_object_get(o, "points"), *sp = json_object_get(o, "spikes");
+  if (pts && w->kind != VR_WL_PIECEWISE)
+    return bad(c, where, "\"points\" is for kind piecewise only");
+  if (sp && w->kind != VR_WL_DIURNAL)
+    return bad(c, where, "\"spikes\" is for kind diurnal only");
   if (w->kind == VR_WL_PIECEWISE) {
     if (!pts) return bad(c, where, "piecewise needs \"points\"");
     double *d;
@@ -452,11 +474,12 @@ static int load_interference(ctx *c, vr_sim_cfg *cfg, const json_t *a) {
     vr_sim_interf *x = &cfg->interf[i];
     double wk = 0;
     x->factor = 2;
-    if ((rc = num(c, o, w, "worker", 0, 1e6, &wk)) ||
+    if ((rc = inum(c, o, w, "worker", 0, 1e6, &wk)) ||
         (rc = num(c, o, w, "at_s", 0, 1e9, &x->at_s)) ||
         (rc = num(c, o, w, "until_s", 0, 1e9, &x->until_s)) ||
         (rc = num(c, o, w, "factor", 0.01, 1000, &x->factor)))
       return rc;
+    if (!(x->until_s > x->at_s)) return bad(c, w, "\"until_s\" must be after \"at_s\"");
     x->worker = (int)wk;
   }
   return 0;
@@ -513,8 +536,8 @@ static int parse_root(ctx *c, vr_sim_cfg *cfg, const json_t *root) {
                 &cfg->duration_s)) ||
       (rc = num(c, root, "(root)", "tick_s", 0.01, 3600, &cfg->tick_s)) ||
       (rc = num(c, root, "(root)", "warmup_s", 0, 1e8, &cfg->warmup_s)) ||
-      (rc = num(c, root, "(root)", "seed", 0, 9e15, &seed)) ||
-      (rc = num(c, root, "(root)", "max_queue", 1, 1e8, &mq)) ||
+      (rc = inum(c, root, "(root)", "seed", 0, 9e15, &seed)) ||
+      (rc = inum(c, root, "(root)", "max_queue", 1, 1e8, &mq)) ||
       (rc = num(c, root, "(root)", "request_overhead_us", 0, 1e6, &ovh)))
     return rc;
   cfg->request_overhead_ms = ovh / 1000;

@@ -470,12 +470,28 @@ static void test_config_errors(void **st) {
       "\"workloads\": [{\"kind\": \"piecewise\", \"app\": \"cls\", "
       "\"points\": [[5, 1], [2, 1]]}]}",
       "\"workloads\": [{\"kind\": \"trace\", \"app\": \"cls\"}]}",
+      /* values that would silently do nothing or be truncated */
+      "\"workloads\": [{\"kind\": \"poisson\", \"rate\": 1, \"app\": \"cls\","
+      " \"start_s\": 5, \"end_s\": 2}]}",
+      "\"workloads\": [{\"kind\": \"poisson\", \"rate\": 1, \"app\": \"cls\","
+      " \"points\": [[0, 1]]}]}",
+      "\"workloads\": [{\"kind\": \"poisson\", \"rate\": 1, \"app\": \"cls\","
+      " \"spikes\": [[0, 1, 2]]}]}",
+      "\"policy\": {\"name\": \"sm\", \"fixed\": [{\"variant\": \"big/cpu\","
+      " \"instances\": 1.5}]}, \"workloads\": [{\"kind\": \"poisson\", \"rate\": 1,"
+      " \"app\": \"cls\"}]}",
+      "\"interference\": [{\"worker\": 0, \"at_s\": 5, \"until_s\": 5}],"
+      " \"policy\": {\"name\": \"infaas\"},"
+      " \"workloads\": [{\"kind\": \"poisson\", \"rate\": 1, \"app\": \"cls\"}]}",
+      "\"seed\": 1.5, \"policy\": {\"name\": \"infaas\"},"
+      " \"workloads\": [{\"kind\": \"poisson\", \"rate\": 1, \"app\": \"cls\"}]}",
   };
   for (size_t i = 0; i < sizeof tails / sizeof tails[0]; i++) {
     vr_sim_summary s;
     vr_errbuf err = {0};
     assert_true(run_cfg(tails[i], &s, &err, NULL) < 0);
-    if (!strstr(err.msg, "workloads[0]") && !strstr(err.msg, "policy"))
+    if (!strstr(err.msg, "workloads[0]") && !strstr(err.msg, "policy") &&
+        !strstr(err.msg, "interference[0]") && !strstr(err.msg, "seed"))
       fail_msg("tail %zu: unexpected message '%s'", i, err.msg);
   }
   /* a workload for an app nobody serves fails at run start */
