@@ -182,8 +182,9 @@ static int roomiest_node(const sim *s) {
 static int new_body(sim *s, int cores, double ready) {
   int node = roomiest_node(s);
   if (s->node_free[node] < cores) return -1;
-  s->res->bodies_created++;
-  return add_inst(s, BODY, cores, node, s->m->mem_bytes, ready);
+  int i = add_inst(s, BODY, cores, node, s->m->mem_bytes, ready);
+  if (i >= 0) s->res->bodies_created++;
+  return i;
 }
 
 /* ---- scaling ------------------------------------------------------------- */

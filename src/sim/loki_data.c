@@ -60,7 +60,11 @@ static char *slurp(const char *path, size_t *len, vr_errbuf *err) {
   for (;;) {
     if (n + 4096 > cap) {
       char *nb = vr_realloc(buf, cap = cap * 2 + 8192);
-      if (!nb) break;
+      if (!nb) { /* not a short file: an error */
+        vr_free(buf), fclose(f);
+        vr_errf(err, VR_ENOMEM, "%s: out of memory", path);
+        return NULL;
+      }
       buf = nb;
     }
     size_t k = fread(buf + n, 1, cap - n, f);

@@ -382,7 +382,7 @@ static int start_pending(psim *s) {
 /* A retiring instance's queue moves to the accepting instances of its task
  * (shortest queue first; the path accuracy follows the new variant), so a
  * plan change costs no more than the batch in flight. */
-static void hand_over(psim *s, int ii) {
+static int hand_over(psim *s, int ii) {
   pinst *in = INST(s, ii);
   const vr_pipe_task *t = &s->p->tasks[in->task];
   while (in->qlen) {
@@ -394,7 +394,7 @@ static void hand_over(psim *s, int ii) {
       int64_t l = route_len(s, o) + (o->started ? 0 : 1000000);
       if (best < 0 || l < bl) best = (int)j, bl = l;
     }
-    if (best < 0) return;
+    if (best < 0) return 0;
     int32_t ri = in->head;
     preq *r = REQ(s, ri);
     in->head = r->next;
@@ -408,9 +408,13 @@ static void hand_over(psim *s, int ii) {
     if (o->qlen++) REQ(s, o->tail)->next = ri;
     else o->head = ri;
     o->tail = ri;
-    if (!o->nb && o->started && s->now >= o->ready_ns) vr__psim_start(s, best);
+    if (!o->nb && o->started && s->now >= o->ready_ns) {
+      int rc = vr__psim_start(s, best);
+      if (rc) return rc;
+    }
     in = INST(s, ii);
   }
+  return 0;
 }
 
 /* Moves the live instances to the plan: keeps what it can, retires the
@@ -449,7 +453,8 @@ static int apply_plan(psim *s) {
   for (size_t i = 0; i < s->inst.len; i++) {
     pinst *in = INST(s, i);
     if (in->accepting || in->dead) continue;
-    hand_over(s, (int)i);
+    int rc = hand_over(s, (int)i);
+    if (rc) return rc;
     in = INST(s, i);
     if (!in->started && !in->qlen) in->dead = 1;
     else maybe_retire(s, in);

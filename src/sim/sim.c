@@ -277,7 +277,8 @@ void sim_try_start(vr_sim *s, sim_inst *in) {
   /* Per-request server work outside the engine run (not in the profile, so
    * not in the interference ratio above). */
   ms += b * s->cfg->request_overhead_ms;
-  sim_push(s, EV_DONE, now + (int64_t)(ms * 1e6), 0, in);
+  if (sim_push(s, EV_DONE, now + (int64_t)(ms * 1e6), 0, in))
+    s->oom = 1; /* the run stops: the batch would never end */
 }
 
 static void on_done(vr_sim *s, sim_inst *in) {
