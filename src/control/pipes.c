@@ -7,6 +7,7 @@
 
 #include "base/alloc.h"
 #include "base/log.h"
+#include "base/prom.h"
 #include "control/pipes_pol.h"
 
 #define DOC_KIND "pipeline"
@@ -537,12 +538,19 @@ char *vr_pipes_describe(vr_pipes *p, const char *name) {
 
 static const double k_bounds_ms[] = {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000};
 
-static void prom_pipe(FILE *b, pl_pipe *pp) {
-  const char *n = pp->spec->name;
-  pthread_mutex_lock(&pp->mu);
-  for (int o = 0; o < VR_POUT_COUNT; o++)
-    fprintf(b, "vario_pipeline_requests_total{pipeline=\"%s\",outcome=\"%s\"} %llu\n", n,
-                   vr_pipe_outcome_name(o), (unsigned long long)pp->outcomes[o]);
+/* The pipeline families of /metrics, each written whole (HELP, TYPE, then
+ * its series of every pipeline), as the text format asks. */
+static const char *const k_pipe_families[][3] = {
+    {"vario_pipeline_requests_total", "counter", "Pipeline queries by outcome."},
+    {"vario_pipeline_latency_seconds", "histogram",
+     "Arrival to last answer of served pipeline queries."},
+    {"vario_pipeline_task_requests_total", "counter", "Requests of a pipeline's task by outcome."},
+    {"vario_pipeline_fanout_total", "counter", "Requests a task's outputs sent on."},
+    {"vario_pipeline_multiplicative_factor", "gauge",
+     "Observed outputs per input of a task's variant."},
+};
+
+static void prom_latency(FILE *b, const char *n, const pl_pipe *pp) {
   size_t nb = sizeof k_bounds_ms / sizeof *k_bounds_ms;
   for (size_t i = 0; i < nb; i++) {
     uint64_t le = (uint64_t)(k_bounds_ms[i] * 1e6), cnt = 0;
@@ -551,33 +559,47 @@ static void prom_pipe(FILE *b, pl_pipe *pp) {
       vr_hist_bucket_range(k, &lo, &hi);
       if (hi <= le) cnt += pp->lat.buckets[k];
     }
-    fprintf(b, "vario_pipeline_latency_seconds_bucket{pipeline=\"%s\",le=\"%g\"} %llu\n", n,
-                   k_bounds_ms[i] / 1e3, (unsigned long long)cnt);
+    fprintf(b, "vario_pipeline_latency_seconds_bucket{pipeline=%s,le=\"%g\"} %llu\n", n,
+            k_bounds_ms[i] / 1e3, (unsigned long long)cnt);
   }
-  fprintf(b, "vario_pipeline_latency_seconds_bucket{pipeline=\"%s\",le=\"+Inf\"} %llu\n",
-                 n, (unsigned long long)pp->lat.count);
-  fprintf(b, "vario_pipeline_latency_seconds_sum{pipeline=\"%s\"} %.9g\n", n,
-                 pp->lat.sum / 1e9);
-  fprintf(b, "vario_pipeline_latency_seconds_count{pipeline=\"%s\"} %llu\n", n,
-                 (unsigned long long)pp->lat.count);
-  for (int t = 0; t < pp->spec->ntasks; t++) {
-    const pl_task *pt = &pp->t[t];
-    const char *tn = pp->spec->tasks[t].name;
+  fprintf(b, "vario_pipeline_latency_seconds_bucket{pipeline=%s,le=\"+Inf\"} %llu\n", n,
+          (unsigned long long)pp->lat.count);
+  fprintf(b, "vario_pipeline_latency_seconds_sum{pipeline=%s} %.9g\n", n, pp->lat.sum / 1e9);
+  fprintf(b, "vario_pipeline_latency_seconds_count{pipeline=%s} %llu\n", n,
+          (unsigned long long)pp->lat.count);
+}
+
+/* The series of family f for one pipeline; names quoted (base/prom.h). */
+static void prom_pipe(FILE *b, int f, pl_pipe *pp) {
+  char *n = vr_prom_quote(pp->spec->name);
+  if (!n) return;
+  pthread_mutex_lock(&pp->mu);
+  if (f == 0)
     for (int o = 0; o < VR_POUT_COUNT; o++)
-      fprintf(b,
-                     "vario_pipeline_task_requests_total{pipeline=\"%s\",task=\"%s\","
-                     "outcome=\"%s\"} %llu\n",
-                     n, tn, vr_pipe_outcome_name(o), (unsigned long long)pt->outcomes[o]);
-    fprintf(b, "vario_pipeline_fanout_total{pipeline=\"%s\",task=\"%s\"} %llu\n", n, tn,
-                   (unsigned long long)pt->out);
-    for (int i = 0; i < pt->nvs; i++)
-      fprintf(b,
-                     "vario_pipeline_multiplicative_factor{pipeline=\"%s\",task=\"%s\","
-                     "variant=\"%s\"} %.6g\n",
-                     n, tn, pt->vs[i].variant,
-                     pt->vs[i].in ? (double)pt->vs[i].out / pt->vs[i].in : 0.0);
+      fprintf(b, "vario_pipeline_requests_total{pipeline=%s,outcome=\"%s\"} %llu\n", n,
+              vr_pipe_outcome_name(o), (unsigned long long)pp->outcomes[o]);
+  if (f == 1) prom_latency(b, n, pp);
+  for (int t = 0; f >= 2 && t < pp->spec->ntasks; t++) {
+    const pl_task *pt = &pp->t[t];
+    char *tn = vr_prom_quote(pp->spec->tasks[t].name);
+    if (!tn) break;
+    for (int o = 0; f == 2 && o < VR_POUT_COUNT; o++)
+      fprintf(b, "vario_pipeline_task_requests_total{pipeline=%s,task=%s,outcome=\"%s\"} %llu\n",
+              n, tn, vr_pipe_outcome_name(o), (unsigned long long)pt->outcomes[o]);
+    if (f == 3)
+      fprintf(b, "vario_pipeline_fanout_total{pipeline=%s,task=%s} %llu\n", n, tn,
+              (unsigned long long)pt->out);
+    for (int i = 0; f == 4 && i < pt->nvs; i++) {
+      char *vn = vr_prom_quote(pt->vs[i].variant);
+      if (vn)
+        fprintf(b, "vario_pipeline_multiplicative_factor{pipeline=%s,task=%s,variant=%s} %.6g\n",
+                n, tn, vn, pt->vs[i].in ? (double)pt->vs[i].out / pt->vs[i].in : 0.0);
+      vr_free(vn);
+    }
+    vr_free(tn);
   }
   pthread_mutex_unlock(&pp->mu);
+  vr_free(n);
 }
 
 char *vr_pipes_prometheus(vr_pipes *p) {
@@ -585,17 +607,15 @@ char *vr_pipes_prometheus(vr_pipes *p) {
   size_t len = 0;
   FILE *b = open_memstream(&text, &len); /* glibc; the text is malloc'd */
   if (!b) return NULL;
-  fputs(
-               "# TYPE vario_pipeline_requests_total counter\n"
-               "# TYPE vario_pipeline_latency_seconds histogram\n"
-               "# TYPE vario_pipeline_task_requests_total counter\n"
-               "# TYPE vario_pipeline_fanout_total counter\n"
-               "# TYPE vario_pipeline_multiplicative_factor gauge\n", b);
   pthread_mutex_lock(&p->mu);
-  size_t it = 0;
-  const char *k;
-  void *v;
-  while (vr_map_next(&p->by_name, &it, &k, &v)) prom_pipe(b, v);
+  for (int f = 0; f < (int)(sizeof k_pipe_families / sizeof *k_pipe_families); f++) {
+    fprintf(b, "# HELP %s %s\n# TYPE %s %s\n", k_pipe_families[f][0], k_pipe_families[f][2],
+            k_pipe_families[f][0], k_pipe_families[f][1]);
+    size_t it = 0;
+    const char *k;
+    void *v;
+    while (vr_map_next(&p->by_name, &it, &k, &v)) prom_pipe(b, f, v);
+  }
   pthread_mutex_unlock(&p->mu);
   fclose(b);
   char *out = text ? vr_strdup(text) : NULL;

@@ -175,13 +175,16 @@ static void metrics(vr_frontend *fe, vr_http_req *r) {
                  (long long)vr_fwd_table_version(fe->fwd));
   static const double qs[] = {0.5, 0.9, 0.99};
   const char *names[2] = {"vario_frontend_overhead_seconds", "vario_frontend_worker_seconds"};
+  const char *help[2] = {"Time the front end adds to a forwarded request.",
+                         "Round trip to the worker of a forwarded request."};
   vr_hist *hs[2] = {&fe->overhead, &fe->round_trip};
   for (int h = 0; h < 2; h++) {
-    vr_sbuf_printf(&b, "# TYPE %s summary\n", names[h]);
+    vr_sbuf_printf(&b, "# HELP %s %s\n# TYPE %s summary\n", names[h], help[h], names[h]);
     for (int i = 0; i < 3; i++)
       vr_sbuf_printf(&b, "%s{quantile=\"%g\"} %.9f\n", names[h], qs[i],
                      vr_hist_quantile(hs[h], qs[i]) / 1e9);
-    vr_sbuf_printf(&b, "%s_count %llu\n", names[h], (unsigned long long)hs[h]->count);
+    vr_sbuf_printf(&b, "%s_sum %.9f\n%s_count %llu\n", names[h], hs[h]->sum / 1e9, names[h],
+                   (unsigned long long)hs[h]->count);
   }
   size_t len;
   char *body = vr_sbuf_take(&b, &len);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/prom.h"
 #include "control/pipes.h"
 #include "server/server_int.h"
 
@@ -16,11 +17,18 @@ typedef struct prom_ctx {
   int section; /* which family fn() writes on this pass */
 } prom_ctx;
 
+/* One label value, quoted and escaped (base/prom.h). */
+static void prom_str(vr_sbuf *b, const char *s) {
+  char *q = vr_prom_quote(s);
+  vr_sbuf_puts(b, q ? q : "\"\"");
+  vr_free(q);
+}
+
 static void labels(vr_sbuf *b, const vr_rt_variant_stats *v) {
   vr_sbuf_puts(b, "model=");
-  vr_sbuf_json_str(b, v->model); /* JSON escaping is valid label escaping */
+  prom_str(b, v->model);
   vr_sbuf_puts(b, ",variant=");
-  vr_sbuf_json_str(b, v->variant);
+  prom_str(b, v->variant);
 }
 
 static void hist(vr_sbuf *b, const char *name, const vr_rt_variant_stats *v,
@@ -67,8 +75,10 @@ static void one(const vr_rt_variant_stats *v, void *u) {
   case 5:
     vr_sbuf_puts(b, "vario_batches_total{");
     labels(b, v);
-    vr_sbuf_printf(b, "} %llu\nvario_batch_rows_total{",
-                   (unsigned long long)v->batches);
+    vr_sbuf_printf(b, "} %llu\n", (unsigned long long)v->batches);
+    break;
+  case 6:
+    vr_sbuf_puts(b, "vario_batch_rows_total{");
     labels(b, v);
     vr_sbuf_printf(b, "} %llu\n", (unsigned long long)v->batch_rows);
     break;
@@ -87,8 +97,8 @@ static const char *k_families[][3] = {
      "Run time of the batch a served request was in."},
     {"vario_slo_violations_total", "counter",
      "Requests served after their deadline or dropped early."},
-    {"vario_batches_total", "counter", "Batches run (vario_batch_rows_total:"
-     " rows in them)."},
+    {"vario_batches_total", "counter", "Batches run."},
+    {"vario_batch_rows_total", "counter", "Rows in the batches run."},
 };
 
 static void instance_gauges(vr_server *s, vr_sbuf *b) {
@@ -99,9 +109,9 @@ static void instance_gauges(vr_server *s, vr_sbuf *b) {
                "# TYPE vario_queue_depth gauge\n");
   for (int i = 0; i < n; i++) {
     vr_sbuf_puts(b, "vario_queue_depth{model=");
-    vr_sbuf_json_str(b, is[i].model);
+    prom_str(b, is[i].model);
     vr_sbuf_puts(b, ",variant=");
-    vr_sbuf_json_str(b, is[i].variant);
+    prom_str(b, is[i].variant);
     vr_sbuf_printf(b, ",instance=\"%d\"} %d\n", is[i].id, is[i].queue_rows);
   }
   vr_sbuf_puts(b, "# HELP vario_instances Instances by variant and state.\n"
@@ -118,9 +128,9 @@ static void instance_gauges(vr_server *s, vr_sbuf *b) {
       cnt += !strcmp(is[j].variant, is[i].variant) &&
              is[j].state == is[i].state;
     vr_sbuf_puts(b, "vario_instances{model=");
-    vr_sbuf_json_str(b, is[i].model);
+    prom_str(b, is[i].model);
     vr_sbuf_puts(b, ",variant=");
-    vr_sbuf_json_str(b, is[i].variant);
+    prom_str(b, is[i].variant);
     vr_sbuf_printf(b, ",state=\"%s\"} %d\n", vr_rt_state_name(is[i].state),
                    cnt);
   }
@@ -128,7 +138,7 @@ static void instance_gauges(vr_server *s, vr_sbuf *b) {
                " last second.\n# TYPE vario_served_qps gauge\n");
   for (int i = 0; i < n; i++) {
     vr_sbuf_puts(b, "vario_served_qps{model=");
-    vr_sbuf_json_str(b, is[i].model);
+    prom_str(b, is[i].model);
     vr_sbuf_printf(b, ",instance=\"%d\"} %.2f\n", is[i].id, is[i].served_qps);
   }
   /* AsyFunc bodies: the shadow attached now (its cores), and what shadows
@@ -150,7 +160,7 @@ static void instance_gauges(vr_server *s, vr_sbuf *b) {
                  : f == 2 ? (double)x->shadows_released : f == 3 ? (double)x->paired_batches
                  : f == 4 ? (double)x->shadow_rows : x->shadow_load_ms;
       vr_sbuf_printf(b, "%s{model=", af[f][0]);
-      vr_sbuf_json_str(b, x->model);
+      prom_str(b, x->model);
       vr_sbuf_printf(b, ",instance=\"%d\"} %.6g\n", x->id, v);
     }
   }
@@ -229,7 +239,7 @@ static void app_lateness(vr_server *s, vr_sbuf *b) {
 
 void vr_server_metrics(vr_server *s, vr_sbuf *b) {
   prom_ctx c = {b, 0};
-  for (c.section = 0; c.section < 6; c.section++) {
+  for (c.section = 0; c.section < (int)(sizeof k_families / sizeof *k_families); c.section++) {
     vr_sbuf_printf(b, "# HELP %s %s\n# TYPE %s %s\n",
                    k_families[c.section][0], k_families[c.section][2],
                    k_families[c.section][0], k_families[c.section][1]);

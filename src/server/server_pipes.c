@@ -207,9 +207,12 @@ static void do_delete(vr_server *s, vr_http_req *r, const char *name) {
   vr_errbuf err = {0};
   int rc = vr_pipes_delete(s->pipes, name, &err);
   if (rc) return fail(s, r, vr_server_http_status(rc), err.msg);
-  char *out = vr_malloc(160);
-  if (out) snprintf(out, 160, "{\"deleted\":\"%.100s\"}", name);
-  reply_text(s, r, 200, out);
+  vr_sbuf b;
+  vr_sbuf_init(&b);
+  vr_sbuf_puts(&b, "{\"deleted\":");
+  vr_sbuf_json_str(&b, name); /* names may hold quotes and backslashes */
+  vr_sbuf_puts(&b, "}");
+  reply_text(s, r, 200, vr_sbuf_take(&b, NULL));
 }
 
 void vr_server_pipes(vr_server *s, vr_http_req *r, const char *method, char **seg, int n) {

@@ -12,7 +12,9 @@ usage: pipeline_api.py VARIO SOURCE_DIR
 """
 import json
 import os
+import re
 import sys
+import urllib.parse
 import urllib.request
 
 import numpy as np
@@ -39,6 +41,43 @@ def infer(port, rows, params):
     t = {"name": "input", "datatype": "FP32", "shape": list(x.shape), "data": x.ravel().tolist()}
     return http(port, "POST", "/v2/pipelines/fashion_scenes/infer",
                 {"inputs": [t], "parameters": params})
+
+
+LABEL = r'"(?:[^"\\\n]|\\[\\"n])*"'
+SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[a-zA-Z_][a-zA-Z0-9_]*=' + LABEL +
+                    r'(?:,[a-zA-Z_][a-zA-Z0-9_]*=' + LABEL + r')*\})? \S+$')
+
+
+def check_exposition(text):
+    """Every sample line well formed, every family one contiguous block
+    after its TYPE line (Prometheus text format 0.0.4)."""
+    typed, done, cur, bad = {}, set(), None, []
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            name, kind = line.split()[2:4]
+            if name in typed:
+                bad.append(f"a second TYPE line for {name}")
+            typed[name] = kind
+            continue
+        if not line or line.startswith("#"):
+            continue
+        m = SAMPLE.match(line)
+        if not m:
+            bad.append(f"malformed: {line!r}")
+            continue
+        fam = m.group(1)
+        for suf in ("_bucket", "_sum", "_count"):
+            if fam.endswith(suf) and typed.get(fam[:-len(suf)]) in ("histogram", "summary"):
+                fam = fam[:-len(suf)]
+        if fam not in typed:
+            bad.append(f"{fam} has no TYPE line")
+        if fam != cur:
+            if fam in done:
+                bad.append(f"family {fam} in two blocks")
+            if cur:
+                done.add(cur)
+            cur = fam
+    check(not bad, f"/metrics is valid exposition text: {bad[:5]}")
 
 
 srv = None
@@ -143,6 +182,20 @@ try:
           and "vario_pipeline_latency_seconds_bucket" in text
           and 'vario_pipeline_fanout_total{pipeline="fashion_scenes",task="detect"}' in text
           and "vario_pipeline_multiplicative_factor" in text, "pipeline metrics")
+
+    # -- a name with a quote and a backslash: escaped in /metrics (the
+    # scrape stays parseable), families whole, DELETE answers JSON ----------
+    awk = 'fs"q\\x'
+    st, j = http(port, "POST", "/v2/pipelines",
+                 raw=SPEC.replace('"name": "fashion_scenes"', '"name": ' + json.dumps(awk)).encode())
+    check(st == 201, f"awkward name registered: {st} {j.get('error')}")
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics") as m:
+        text = m.read().decode()
+    check('vario_pipeline_requests_total{pipeline="fs\\"q\\\\x",outcome="ok"} 0' in text,
+          "label values escaped")
+    check_exposition(text)
+    st, j = http(port, "DELETE", "/v2/pipelines/" + urllib.parse.quote(awk, safe=""))
+    check(st == 200 and j.get("deleted") == awk, f"DELETE answers JSON naming it: {st} {j}")
 
     # -- restart: still registered; DELETE ----------------------------------
     srv.terminate()
