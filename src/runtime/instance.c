@@ -517,7 +517,8 @@ static void run_batch(vr_rt_instance *in, vr_rt_request *list, int rows) {
                  "out of memory copying outputs");
     } else {
       r->outcome = VR_OUT_OK;
-      vr_rt_vstats_record(in->rt, in->vs, r);
+      if (r->settle_stats) r->owed = in->vs; /* the caller counts it */
+      else vr_rt_vstats_record(in->rt, in->vs, r);
       r->done(r, r->user);
     }
   }

@@ -64,6 +64,10 @@ struct vr_rt_request {
    * as on /v2/models/{m}/infer: timeout_ns is then the client's own
    * (0 = none given). vr_rt_submit only. */
   int queue_policy;
+  /* 1: the caller may still drop a served request at answer time, so it
+   * settles the request's metrics itself (vr_rt_settle) rather than the
+   * runtime counting it served at once: counters only ever go up. */
+  int settle_stats;
   vr_rt_done_fn done;
   void *user;
   /* ---- set by the runtime before done() ---- */
@@ -80,6 +84,7 @@ struct vr_rt_request {
   int rows;
   int prio_key;
   void *out_block;
+  struct vr_rt_vstats *owed; /* settle_stats: where a served one counts */
   vr_rt_request *next;
 };
 
@@ -314,14 +319,14 @@ typedef struct vr_rt_variant_stats {
   } by_batch[VR_RT_MAX_BATCH + 1];
 } vr_rt_variant_stats;
 
-/* A request the runtime served (outcome OK) that its caller then dropped
- * instead of answering (the server's answer-time deadline check,
- * policy/drop.h vr_drop_answer_due): its rows move from "ok" to "dropped"
- * in vario_requests_total, it counts as an SLO violation (once), and it
- * leaves the served-request Prometheus histograms (the percentile
- * histogram behind /stats keeps it). Sets r->outcome to VR_OUT_DROPPED;
- * no-op for a request not served. */
-void vr_rt_answer_dropped(vr_runtime *rt, vr_rt_request *r);
+/* Counts a request submitted with settle_stats that the runtime served:
+ * answered (or never answered: the client went away), as served; or
+ * dropped by its caller instead of answered (the server's answer-time
+ * deadline check, policy/drop.h vr_drop_answer_due), as dropped in
+ * vario_requests_total and an SLO violation, in none of the served-request
+ * histograms, with r->outcome set to VR_OUT_DROPPED. Once per request;
+ * no-op for one not served or already settled. */
+void vr_rt_settle(vr_runtime *rt, vr_rt_request *r, int dropped);
 
 /* Calls fn for each variant ever served (model = NULL: all). The stats are
  * a copy taken under the lock. */

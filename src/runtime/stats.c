@@ -23,16 +23,6 @@ static void prom_add(vr_rt_hist_prom *h, int64_t ns) {
   h->sum_s += s;
 }
 
-static void prom_sub(vr_rt_hist_prom *h, int64_t ns) {
-  double s = ns > 0 ? (double)ns / 1e9 : 0;
-  int i = 0;
-  while (i < VR_RT_PROM_BUCKETS - 1 && s > vr_rt_prom_le[i]) i++;
-  if (!h->counts[i] || !h->count) return;
-  h->counts[i]--;
-  h->count--;
-  h->sum_s -= s;
-}
-
 vr_rt_vstats *vr_rt_vstats_get(vr_runtime *rt, const char *model,
                                const char *variant) {
   pthread_mutex_lock(&rt->stats_mu);
@@ -73,25 +63,12 @@ void vr_rt_vstats_record(vr_runtime *rt, vr_rt_vstats *vs,
   pthread_mutex_unlock(&rt->stats_mu);
 }
 
-void vr_rt_answer_dropped(vr_runtime *rt, vr_rt_request *r) {
-  if (r->outcome != VR_OUT_OK || r->status) return;
-  uint64_t rows = (uint64_t)(r->rows > 0 ? r->rows : 1);
-  pthread_mutex_lock(&rt->stats_mu);
-  vr_rt_vstats *vs = vr_map_get(&rt->vstats, r->variant);
-  if (vs) {
-    vr_rt_variant_stats *p = &vs->pub;
-    p->outcomes[VR_OUT_OK] -= rows < p->outcomes[VR_OUT_OK] ? rows : p->outcomes[VR_OUT_OK];
-    p->outcomes[VR_OUT_DROPPED] += rows;
-    /* served in time but answered too late: the violation is new */
-    if (!(r->deadline_ns != VR_NO_DEADLINE && r->end_ns > r->deadline_ns))
-      p->slo_violations++;
-    /* the served-request histograms describe what was answered */
-    prom_sub(&p->request, r->end_ns - r->arrival_ns);
-    prom_sub(&p->queue, r->start_ns - r->arrival_ns);
-    prom_sub(&p->compute, r->end_ns - r->start_ns);
-  }
-  pthread_mutex_unlock(&rt->stats_mu);
-  r->outcome = VR_OUT_DROPPED;
+void vr_rt_settle(vr_runtime *rt, vr_rt_request *r, int dropped) {
+  vr_rt_vstats *vs = r->owed;
+  if (!vs || r->outcome != VR_OUT_OK || r->status) return;
+  r->owed = NULL;
+  if (dropped) r->outcome = VR_OUT_DROPPED;
+  vr_rt_vstats_record(rt, vs, r);
 }
 
 void vr_rt_vstats_batch(vr_runtime *rt, vr_rt_vstats *vs, int rows, int nreq,

@@ -38,6 +38,7 @@ typedef struct app_ctx {
 
 static void ctx_free(void *p) {
   app_ctx *c = p;
+  vr_rt_settle(c->s->rt, &c->rt, 0); /* served, whether answered or not */
   vr_ks_request_free(&c->ks);
   vr_rt_request_clear(&c->rt);
   vr_free(c);
@@ -81,7 +82,7 @@ static void on_resume(vr_http_req *r, void *user) {
     /* delayed after its batch beyond what the batch rule allows for */
     vr_free(body);
     vr_server_app_dropped_late(s, q->deadline_ns, q->start_ns);
-    vr_rt_answer_dropped(s->rt, &c->rt); /* dropped, not ok, in the metrics */
+    vr_rt_settle(s->rt, &c->rt, 1); /* dropped, not ok, in the metrics */
     char msg[200];
     snprintf(msg, sizeof msg, "dropped: the deadline cannot be met (the answer was ready "
              "%.3f ms after it, more than its batch's %.3f ms)", (now - q->deadline_ns) / 1e6,
@@ -153,6 +154,7 @@ static void on_routed(void *tag, const vr_ctl_route *route) {
   q->priority = c->ks.priority;
   q->arrived_ns = c->arrived_ns;
   q->timeout_ns = app_timeout_ns(c);
+  q->settle_stats = 1; /* it may yet be dropped at answer time */
   q->done = on_done;
   q->user = c;
   vr_rt_submit_to(c->s->rt, route->instance_id, q);
