@@ -159,7 +159,16 @@ static int run_chunks(vr_jobs *j, job *jb, vr_session *s, const vr_npy *x,
     int rc = vr_session_run(s, b, &in, 1, y, vr_session_num_outputs(s), err);
     hold_core(j->o.ctl, -1);
     if (rc) return rc;
-    if (!*out) { /* sized from the first answer */
+    /* one output row per input row, of one size: the result is sized
+     * from the first chunk (the runtime checks the same per batch) */
+    if (y[0].ndim < 1 || y[0].shape[0] != b || !y[0].nbytes ||
+        y[0].nbytes % ((size_t)b * sizeof(float)) ||
+        (*out && y[0].nbytes != (size_t)b * (size_t)*out_row * sizeof(float)))
+      return vr_errf(err, VR_EUNSUPPORTED,
+                     "output '%s' is not one row per input row (%lld rows, %zu bytes for a "
+                     "batch of %d): offline jobs need that", y[0].name ? y[0].name : "",
+                     y[0].ndim ? (long long)y[0].shape[0] : 0LL, y[0].nbytes, b);
+    if (!*out) {
       *out_row = (int64_t)(y[0].nbytes / (size_t)b / sizeof(float));
       *out = vr_malloc((size_t)x->shape[0] * *out_row * sizeof(float));
       if (!*out) return vr_errf(err, VR_ENOMEM, "out of memory for the result");
@@ -183,6 +192,9 @@ static int run_job(vr_jobs *j, job *jb, vr_errbuf *err) {
   char path[VR_STORE_PATH_MAX + 16];
   snprintf(path, sizeof path, "%s/model.onnx", jb->dir);
   int rc = vr_npy_read(jb->input, &x, err);
+  /* read again at run time: a file replaced since the submission */
+  if (!rc && (x.ndim < 1 || x.shape[0] < 1))
+    rc = vr_errf(err, VR_EINVAL, "input '%s' has no rows", jb->input);
   if (!rc) rc = vr_model_load(path, &m, err);
   if (!rc) {
     vr_session_opts so;

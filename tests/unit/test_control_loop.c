@@ -348,10 +348,50 @@ static void test_offline_job(void **st) {
   vr_control_free(c);
 }
 
+/* A model whose output does not have one row per input row (ReduceMean
+ * over the batch): the job fails naming it, rather than writing past the
+ * result it sized from the first chunk. */
+static void test_job_output_rows(void **st) {
+  (void)st;
+  const char *src = getenv("VR_SOURCE_DIR") ? getenv("VR_SOURCE_DIR") : ".";
+  char path[1200], repo[300], in[1200], out[400];
+  snprintf(path, sizeof path, "%s/tests/data/engine/reduce_rows.onnx", src);
+  snprintf(repo, sizeof repo, "%s/repo", g_tmp);
+  snprintf(in, sizeof in, "%s/models/fmnist-data/val_inputs.npy", src);
+  snprintf(out, sizeof out, "%s/rows_out.npy", g_tmp);
+  vr_register_req r;
+  vr_register_req_init(&r);
+  r.app = "rows";
+  r.model_path = path;
+  r.repo_dir = repo;
+  r.declared_accuracy = 90;
+  r.gen.max_threads = 1;
+  r.gen.max_batch = 4;
+  r.gen.precisions = 1u << VR_PREC_FP32;
+  r.prof.runs = 2;
+  r.quiet = 1;
+  vr_errbuf e = {0};
+  assert_int_equal(vr_register(g_store, &r, NULL, &e), 0);
+  vr_control *c = make_control();
+  vr_jobs *j;
+  vr_jobs_opts jo = {c, g_store, 0, 10 * 1000000LL};
+  assert_int_equal(vr_jobs_create(&jo, &j, &e), 0);
+  vr_job_req q = {.app = "rows", .min_accuracy = 50, .input = in, .output = out};
+  int id = vr_jobs_submit(j, &q, &e);
+  assert_true(id > 0);
+  vr_job_info ji = wait_job(j, id, VR_JOB_DONE);
+  assert_int_equal(ji.state, VR_JOB_FAILED);
+  assert_non_null(strstr(ji.error, "row"));
+  vr_jobs_free(j);
+  vr_control_free(c);
+  assert_int_equal(vr_unregister(g_store, "reduce_rows", &e), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_selection_and_scaling),
       cmocka_unit_test(test_offline_job),
+      cmocka_unit_test(test_job_output_rows),
       cmocka_unit_test(test_evict_idle),
       cmocka_unit_test(test_reload_store),
       cmocka_unit_test(test_int8_live),

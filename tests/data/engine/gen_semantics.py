@@ -12,6 +12,9 @@ avgpool_ceil:  AveragePool ceil_mode=1 count_include_pad=1, no pads: the
 gemm_alpha0:   Gemm alpha=0 with C: Y = beta C (was NaN).
 conv_clip_conv: Conv -> Clip(0, 6) -> Conv, for int8 (the chained scale
                went in before the Clip).
+reduce_rows:   ReduceMean over the batch: one output row whatever the
+               batch (an offline job sized its result from the first
+               chunk and overran it on the next).
 Fixed seed: re-running reproduces the same files.
 """
 import os
@@ -70,3 +73,7 @@ save("conv_clip_conv",
       h.make_node("Conv", ["r1", "W2"], ["y"])],
      "x", [("y", ["N", 8, 6, 6])], {"W1": W1, "W2": W2, "lo": np.array(0, np.float32),
                   "hi": np.array(6, np.float32)}, x, ref)
+
+x = rng.standard_normal((3, 1, 28, 28)).astype(np.float32)
+save("reduce_rows", [h.make_node("ReduceMean", ["x"], ["y"], axes=[0], keepdims=1)],
+     "x", [("y", [1, 1, 28, 28])], {}, x, x.mean(0, keepdims=True))
