@@ -332,6 +332,13 @@ static void load_all(vr_server *s) {
     snprintf(path, sizeof path, "%s/%s", s->repo, e->d_name);
     struct stat st;
     if (stat(path, &st) || !S_ISDIR(st.st_mode)) continue; /* README, ... */
+    if (!vr__srv_valid_name(e->d_name)) {
+      /* the names the load API takes: one with a tab, a newline or bytes
+       * that are not UTF-8 would reach /metrics and JSON as it is, and
+       * could not be unloaded over HTTP */
+      vr_warn("%s: not a valid model name (the repository API's rule); skipped", path);
+      continue;
+    }
     if (!vr_model_dir_is_model(path)) {
       /* Said, not skipped silently: a repository one level off (models in
        * DIR/x/<model>/) would otherwise start serving nothing. */

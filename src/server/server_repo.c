@@ -30,7 +30,9 @@ void vr__srv_repo_list(vr_server *s, vr__srv_repo_fn fn, void *u) {
   while (d && (e = readdir(d))) {
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/%s", s->repo, e->d_name);
-    if (e->d_name[0] == '.' || !vr_model_dir_is_model(dir)) continue;
+    /* a name the API refuses is never loaded (server.c load_all) */
+    if (e->d_name[0] == '.' || !vr__srv_valid_name(e->d_name) || !vr_model_dir_is_model(dir))
+      continue;
     if (vr_rt_model_ready(s->rt, e->d_name)) {
       fn(u, e->d_name, vr__srv_version(s, e->d_name), 1, "");
       continue;
