@@ -8,11 +8,15 @@
 // requests/s and p99 per model).
 "use strict";
 const WINDOW = 300; // points kept per series (5 min at 1 s)
+// Maps keyed by user-chosen names (models, variants, apps, pipelines):
+// without a prototype, so a name like "toString", "constructor" or
+// "__proto__" is a key like any other, not an inherited member.
+const dict = () => Object.create(null);
 const charts = {};
 const palette = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
                  "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"];
 let since = -1, polls = 0, points = 0, prev = null, prevPipes = null, maxRps = 0;
-let lastApps = {}; // the newest control row's per-app block (pipeline cost)
+let lastApps = dict(); // the newest control row's per-app block (pipeline cost)
 
 function chart(id, stacked) {
   const c = new Chart(document.getElementById(id), {
@@ -67,7 +71,7 @@ function controlRows(ctl) {
       push("c_slo", "all", t, 100 * r.slo_attainment);
       push("c_p99", "all", t, r.p99_ms);
     }
-    const inst = {};
+    const inst = dict();
     for (const tok of (r.variants || "").split(" ").filter(Boolean)) {
       const i = tok.lastIndexOf("*");
       inst[tok.slice(0, i)] = Number(tok.slice(i + 1));
@@ -75,7 +79,7 @@ function controlRows(ctl) {
     for (const ds of charts.c_inst.data.datasets) if (!(ds.label in inst)) inst[ds.label] = 0;
     for (const v of Object.keys(inst)) push("c_inst", v, t, inst[v]);
     document.getElementById("variants").textContent = r.variants || "(none loaded)";
-    lastApps = r.apps || {};
+    lastApps = Object.assign(dict(), r.apps || {});
     since = Math.max(since, t);
   }
   const tb = document.getElementById("actions");
@@ -109,7 +113,7 @@ function bucketQuantile(counts, le, q) {
 // Runtime counters are cumulative: rates (and the live p99, from the
 // latency buckets) are differences between polls.
 function modelRows(d) {
-  const by = {};
+  const by = dict();
   for (const v of d.variants) {
     const m = (by[v.model] = by[v.model] || { ok: 0, late: 0, lat: null });
     m.ok += v.ok;
@@ -141,7 +145,7 @@ function modelRows(d) {
 
 // Pipelines: counters are cumulative; rates and attainment are per poll.
 function pipeRows(d) {
-  const t = d.t_s - d.t0_s, cur = {};
+  const t = d.t_s - d.t0_s, cur = dict();
   const rows = [];
   for (const p of d.pipelines || []) {
     cur[p.name] = p;
@@ -164,7 +168,7 @@ function pipeRows(d) {
       push("c_cost", p.name + " (pipeline)", t, 3600 * apps.reduce((s, a) => s + lastApps[a].cost_per_s, 0));
     p.tasks.forEach((k, i) => {
       const o = q.tasks[i] || { requests: 0, fanout: 0, dropped: 0, variants: [] };
-      const was = {};
+      const was = dict();
       for (const v of o.variants) was[v.variant] = v;
       const served = k.variants.map((v) => ({ v, n: v.requests - (was[v.variant] || { requests: 0 }).requests,
                                               f: v.fanout - (was[v.variant] || { fanout: 0 }).fanout }));

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "base/alloc.h"
 #include "base/clock.h"
@@ -29,6 +30,11 @@ static void reply_err(vr_server *s, vr_http_req *r, int st, const char *msg) {
   vr_server_reply_json(r, st, &b);
 }
 
+static int has_suffix(const char *s, const char *suf) {
+  size_t n = strlen(s), k = strlen(suf);
+  return n >= k && !strcmp(s + n - k, suf);
+}
+
 /* Only plain file names: no directories, no dot files. */
 static int asset_name_ok(const char *n) {
   if (!*n || n[0] == '.' || strlen(n) > 64) return 0;
@@ -43,11 +49,20 @@ void vr_server_dashboard_file(vr_server *s, vr_http_req *r, const char *name) {
   const char *root = getenv("VARIO_WEB_ROOT");
   if (!root || !*root) root = VR_WEB_DIR;
   if (!asset_name_ok(name)) return reply_err(s, r, 404, "unknown dashboard file");
-  char path[4096];
+  char path[4096], chart[4096];
   snprintf(path, sizeof path, "%s/%s", root, name);
-  FILE *f = *root ? fopen(path, "rb") : NULL;
+  snprintf(chart, sizeof chart, "%s/chart.umd.js", root);
+  int page = !strcmp(name, "dashboard.html") || !strcmp(name, "chart.umd.js");
+  struct stat st;
+  /* the page without its charting library would say nothing and never
+   * load: it is unavailable as a whole */
+  FILE *f = *root && (!page || !stat(chart, &st)) ? fopen(path, "rb") : NULL;
+  if (f && (fstat(fileno(f), &st) || !S_ISREG(st.st_mode))) {
+    fclose(f);
+    return reply_err(s, r, 404, "unknown dashboard file");
+  }
   if (!f)
-    return reply_err(s, r, !strcmp(name, "dashboard.html") || !strcmp(name, "chart.umd.js") ? 503 : 404,
+    return reply_err(s, r, page ? 503 : 404,
                      "dashboard assets not found: the build fetches Chart.js from the npm "
                      "registry (was it reachable?), or set VARIO_WEB_ROOT");
   fseek(f, 0, SEEK_END);
@@ -60,9 +75,10 @@ void vr_server_dashboard_file(vr_server *s, vr_http_req *r, const char *name) {
     vr_free(buf);
     return reply_err(s, r, 500, "cannot read a dashboard file");
   }
-  const char *ct = strstr(name, ".js") ? "text/javascript; charset=utf-8"
-                   : strstr(name, ".html") ? "text/html; charset=utf-8"
-                                           : "application/octet-stream";
+  const char *ct = has_suffix(name, ".js")     ? "text/javascript; charset=utf-8"
+                   : has_suffix(name, ".html") ? "text/html; charset=utf-8"
+                   : has_suffix(name, ".css")  ? "text/css; charset=utf-8"
+                                               : "application/octet-stream";
   vr_server_count(s, 200);
   vr_http_respond(r, 200, ct, buf, (size_t)n, (size_t)-1);
 }

@@ -416,6 +416,32 @@ static void test_stats_metrics_repo(void **st) {
   vr_free(b);
 }
 
+/* Dashboard files: the page without its charting library is unavailable
+ * (503, not a page that never loads); a directory is no file (404, not
+ * 500); types by suffix. */
+static void test_dashboard_files(void **st) {
+  (void)st;
+  char web[600], p[700], b[1024];
+  snprintf(web, sizeof web, "%s/web", g_repo);
+  mkdir(web, 0755);
+  snprintf(p, sizeof p, "%s/dashboard.html", web);
+  srv_write_file(p, "<html></html>");
+  snprintf(p, sizeof p, "%s/dashboard.js", web);
+  srv_write_file(p, "1;");
+  snprintf(p, sizeof p, "%s/npm", web);
+  mkdir(p, 0755);
+  setenv("VARIO_WEB_ROOT", web, 1);
+  assert_int_equal(req("GET", "/dashboard", NULL, NULL, 0, b, sizeof b), 503);
+  assert_non_null(strstr(b, "Chart.js"));
+  assert_int_equal(req("GET", "/dashboard/dashboard.js", NULL, NULL, 0, b, sizeof b), 200);
+  assert_int_equal(req("GET", "/dashboard/npm", NULL, NULL, 0, b, sizeof b), 404);
+  snprintf(p, sizeof p, "%s/chart.umd.js", web);
+  srv_write_file(p, "2;");
+  assert_int_equal(req("GET", "/dashboard", NULL, NULL, 0, b, sizeof b), 200);
+  assert_string_equal(b, "<html></html>");
+  unsetenv("VARIO_WEB_ROOT");
+}
+
 static void test_load_unload(void **st) {
   (void)st;
   char b[2048];
@@ -624,6 +650,7 @@ int main(void) {
       cmocka_unit_test(test_content_encoding),
       cmocka_unit_test(test_deadline_504),
       cmocka_unit_test(test_stats_metrics_repo),
+      cmocka_unit_test(test_dashboard_files),
       cmocka_unit_test(test_load_unload),
       cmocka_unit_test(test_disconnects),
       cmocka_unit_test(test_unload_in_flight),
