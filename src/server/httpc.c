@@ -71,6 +71,7 @@ int vr_http_parse_head(const char *buf, size_t len, vr_http_head *h) {
   h->status = (sp[1] - '0') * 100 + (sp[2] - '0') * 10 + (sp[3] - '0');
   h->head_len = (size_t)(end - buf);
   h->content_len = num_header(buf, end, "Content-Length");
+  if (h->content_len != (size_t)-1 && h->content_len > VR_HTTP_MAX_RESP_BODY) return VR_EFORMAT;
   h->ihcl = num_header(buf, end, "Inference-Header-Content-Length");
   size_t vlen;
   const char *c = header(buf, end, "Connection", &vlen);

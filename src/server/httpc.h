@@ -23,8 +23,15 @@ typedef struct vr_http_head {
   int close;           /* "Connection: close" */
 } vr_http_head;
 
+/* The largest response body the clients (this one, the front end's
+ * forwarder, the load generator) buffer: a peer that announces more is
+ * refused, not buffered until memory runs out. A model file fetched from
+ * the controller is the largest expected. */
+#define VR_HTTP_MAX_RESP_BODY ((size_t)4 << 30)
+
 /* Parses a response head in buf[0..len). 1 = complete (h filled),
- * 0 = need more bytes, VR_EFORMAT = not HTTP. */
+ * 0 = need more bytes, VR_EFORMAT = not HTTP (or a Content-Length past
+ * VR_HTTP_MAX_RESP_BODY). */
 int vr_http_parse_head(const char *buf, size_t len, vr_http_head *h);
 
 typedef struct vr_httpc {

@@ -442,6 +442,17 @@ static void test_dashboard_files(void **st) {
   unsetenv("VARIO_WEB_ROOT");
 }
 
+/* A response head announcing more than the clients buffer is refused
+ * (a peer could otherwise grow their buffers until memory ran out). */
+static void test_http_head_limits(void **st) {
+  (void)st;
+  vr_http_head h;
+  const char *ok = "HTTP/1.1 200 OK\r\nContent-Length: 4294967296\r\n\r\n";
+  const char *big = "HTTP/1.1 200 OK\r\nContent-Length: 4294967297\r\n\r\n";
+  assert_int_equal(vr_http_parse_head(ok, strlen(ok), &h), 1);
+  assert_int_equal(vr_http_parse_head(big, strlen(big), &h), VR_EFORMAT);
+}
+
 static void test_load_unload(void **st) {
   (void)st;
   char b[2048];
@@ -651,6 +662,7 @@ int main(void) {
       cmocka_unit_test(test_deadline_504),
       cmocka_unit_test(test_stats_metrics_repo),
       cmocka_unit_test(test_dashboard_files),
+      cmocka_unit_test(test_http_head_limits),
       cmocka_unit_test(test_load_unload),
       cmocka_unit_test(test_disconnects),
       cmocka_unit_test(test_unload_in_flight),
