@@ -6,6 +6,7 @@
  */
 #include "control/store.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -261,8 +262,18 @@ static int load_model_cb(void *ctx, const vr_model_rec *m) {
   return index_add((vr_store *)ctx, m, NULL, 0);
 }
 
+/* The indexed fields of a stored variant, as registration writes them: a
+ * NaN would break the sorted indexes (accuracy, latency), a thread or
+ * batch count out of range the placement arithmetic. */
+static int variant_fields_ok(const vr_variant_rec *v) {
+  return v->accuracy >= 0 && v->accuracy <= 100 && v->lat_b1_ms >= 0 && isfinite(v->lat_b1_ms) &&
+         v->load_ms >= 0 && isfinite(v->load_ms) && v->threads >= 1 && v->threads <= 4096 &&
+         v->max_batch >= 1 && v->max_batch <= 1 << 20 && v->memory_bytes >= 0;
+}
+
 static int load_variant_cb(void *ctx, const vr_variant_rec *v) {
   vr_store *s = ctx;
+  if (!variant_fields_ok(v)) return VR_EFORMAT; /* damaged store */
   model_ent *e = vr_map_get(&s->models, v->model);
   if (!e) return VR_EFORMAT; /* variant of no model: damaged store */
   app_idx *a = vr_map_get(&s->apps, e->rec.app);

@@ -25,6 +25,7 @@
  * already-deleted model) so a re-send neither fails nor applies twice.
  */
 #include <errno.h>
+#include <math.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -283,7 +284,7 @@ static int get_d(const redisReply *r, double *out) {
   char *end;
   errno = 0;
   *out = strtod(r->str, &end);
-  return *end || errno ? -1 : 0;
+  return *end || errno || !isfinite(*out) ? -1 : 0; /* "nan" and "inf" parse */
 }
 
 static int get_i(const redisReply *r, int64_t lo, int64_t hi, int64_t *out) {

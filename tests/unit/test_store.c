@@ -411,6 +411,12 @@ static void test_redis_damaged(void **st) {
       "HSET vario:model:mlp accuracy 0.5junk",
       "DEL vario:model:mlp",
       "HSET vario:variant:mlp-fp32-t1-b1 model cnn",
+      /* numbers that parse but no registration writes: NaN broke the
+       * sorted indexes */
+      "HSET vario:variant:cnn-int8-t1-b1 accuracy nan",
+      "HSET vario:variant:cnn-int8-t1-b1 lat_b1_ms inf",
+      "HSET vario:variant:cnn-int8-t1-b1 accuracy 250",
+      "HSET vario:variant:cnn-int8-t1-b1 load_ms -1",
   };
   for (size_t i = 0; i < sizeof edits / sizeof *edits; i++) {
     char path[128];
