@@ -22,6 +22,9 @@ struct phop {
   phop *par;         /* the parent hop (alive until the request ends) */
   int slot;          /* under a pipeline policy: the plan's slot, or -1 */
   double budget_sum; /* budgets of the path so far (pipe_plan.h) */
+  /* the crop's input name: the runtime reads it after submit() returns
+   * (a held request is checked when the batch that made it ends) */
+  char in0[VR_NAME_MAX];
 };
 
 struct preq {
@@ -284,7 +287,8 @@ static void submit(phop *h, const char *model, int instance_id) {
   vr_rt_request_init(r);
   if (h->pub.crop) {
     r->n_in = 1;
-    r->in[0] = (vr_tensor){in0, VR_DT_F32, 4, {0}, h->pub.crop, 0};
+    snprintf(h->in0, sizeof h->in0, "%s", in0); /* cfg is this frame's */
+    r->in[0] = (vr_tensor){h->in0, VR_DT_F32, 4, {0}, h->pub.crop, 0};
     memcpy(r->in[0].shape, h->pub.crop_shape, sizeof h->pub.crop_shape);
     r->in[0].nbytes = (size_t)(h->pub.crop_shape[1] * h->pub.crop_shape[2] *
                                h->pub.crop_shape[3]) * sizeof(float);

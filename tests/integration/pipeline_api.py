@@ -83,6 +83,20 @@ def check_exposition(text):
 srv = None
 try:
     H.register(["fscenes_det_tiny", "fscenes_det_large"], FAST)
+    # fmnist_linear with its input named "inpuT" (same length: the ONNX
+    # bytes stay valid), for a fan-out whose children name their inputs
+    # differently
+    renamed = os.path.join(H.TMP, "fmnist_renamed.onnx")
+    with open(f"{H.SRC}/models/fmnist/fmnist_linear/model.onnx", "rb") as f:
+        onnx_bytes = f.read()
+    check(onnx_bytes.count(b"input") >= 2, "fmnist_linear names its input 'input'")
+    with open(renamed, "wb") as f:
+        f.write(onnx_bytes.replace(b"input", b"inpuT"))
+    data = f"{H.SRC}/models/fmnist-data"
+    r = run([VARIO, "register", "--store", H.DB, "--repo", H.REPO, "--app", "fashion_b",
+             "--name", "fmnist_renamed", "--model", renamed, "--input", f"{data}/val_inputs.npy",
+             "--labels", f"{data}/val_labels.npy"] + FAST)
+    check(r.returncode == 0, f"register fmnist_renamed {r.stderr.strip()}")
     srv, port = start_server()
     port_s = str(port)
 
@@ -182,6 +196,26 @@ try:
           and "vario_pipeline_latency_seconds_bucket" in text
           and 'vario_pipeline_fanout_total{pipeline="fashion_scenes",task="detect"}' in text
           and "vario_pipeline_multiplicative_factor" in text, "pipeline metrics")
+
+    # -- children whose models name their inputs differently: each crop
+    # goes in under its own model's input name (a held child request read
+    # the name from a stack frame that was gone: every fan-out with both
+    # labels had one child rejected) ------------------------------------
+    mixed = json.loads(SPEC)
+    mixed["name"] = "mixed_inputs"
+    mixed["tasks"][0]["adapter"]["threshold"] = 0.0001  # both labels in every canvas
+    mixed["tasks"][2]["app"] = "fashion_b"
+    st, j = http(port, "POST", "/v2/pipelines", raw=json.dumps(mixed).encode())
+    check(st == 201, f"mixed-input pipeline registered: {st} {j.get('error')}")
+    for row in range(len(X)):
+        x = X[[row]]
+        t = {"name": "input", "datatype": "FP32", "shape": list(x.shape), "data": x.ravel().tolist()}
+        st, j = http(port, "POST", "/v2/pipelines/mixed_inputs/infer",
+                     {"inputs": [t], "parameters": {"latency_ms": 5000}})
+        kids = [(h["task"], h["outcome"]) for h in j.get("hops", [])[1:]]
+        check(st == 200 and {k for k, _ in kids} == {"garment", "footwear_bag"}
+              and all(o == "ok" for _, o in kids), f"mixed inputs, canvas {row}: {st} {kids}")
+    http(port, "DELETE", "/v2/pipelines/mixed_inputs")
 
     # -- a name with a quote and a backslash: escaped in /metrics (the
     # scrape stays parseable), families whole, DELETE answers JSON ----------
