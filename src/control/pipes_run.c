@@ -46,8 +46,13 @@ const char *vr_pipe_outcome_name(vr_pipe_outcome o) {
   return (unsigned)o < VR_POUT_COUNT ? n[o] : "?";
 }
 
+/* The answer when not even a result can be allocated: shared, read-only,
+ * never freed. */
+static vr_pipe_result k_oom = {.outcome = VR_POUT_FAILED, .status = VR_ENOMEM,
+                               .msg = "out of memory"};
+
 void vr_pipe_result_free(vr_pipe_result *r) {
-  if (!r) return;
+  if (!r || r == &k_oom) return;
   for (int i = 0; i < r->n_hops; i++) {
     vr_pipe_hop_rec *h = r->hops[i];
     vr_rt_request_clear(&h->rt);
@@ -71,9 +76,7 @@ static void finish_request(preq *q) {
       vr_free(h);
     }
     if (r) vr_free(r);
-    static vr_pipe_result oom = {.outcome = VR_POUT_FAILED, .status = VR_ENOMEM,
-                                 .msg = "out of memory"};
-    q->done(&oom, q->tag); /* never freed: vr_pipe_result_free ignores n_hops 0 */
+    q->done(&k_oom, q->tag);
     goto out;
   }
   snprintf(r->pipeline, sizeof r->pipeline, "%s", q->pp->spec->name);
@@ -378,9 +381,7 @@ static void start_hop(phop *h) {
 static void fail_now(const char *pipeline, int status, const char *msg, vr_pipe_done_fn done,
                      void *tag) {
   vr_pipe_result *r = vr_calloc(1, sizeof *r);
-  static vr_pipe_result oom = {.outcome = VR_POUT_FAILED, .status = VR_ENOMEM,
-                               .msg = "out of memory"};
-  if (!r) return done(&oom, tag);
+  if (!r) return done(&k_oom, tag);
   snprintf(r->pipeline, sizeof r->pipeline, "%s", pipeline ? pipeline : "");
   r->outcome = VR_POUT_FAILED;
   r->status = status;
