@@ -10,6 +10,7 @@
 #include "control/pipes.h"
 #include "server/fwd.h"
 #include "server/kserve.h"
+#include "server/sbuf.h"
 
 
 /* A hop under way on another worker. */
@@ -96,39 +97,40 @@ static void on_answer(vr_fwd_call *c, void *user) {
   vr_free(h);
 }
 
-/* The request as KServe v2 binary tensors: JSON header, then the bytes. */
+/* The request as KServe v2 binary tensors: JSON header (names escaped:
+ * a client's input name may hold a quote), then the bytes. */
 static char *encode(const vr_rt_request *r, size_t *len, size_t *hlen) {
-  char head[4096];
-  int off = snprintf(head, sizeof head, "{\"inputs\":[");
+  vr_sbuf h;
+  vr_sbuf_init(&h);
+  vr_sbuf_puts(&h, "{\"inputs\":[");
   size_t bytes = 0;
   for (int i = 0; i < r->n_in; i++) {
     const vr_tensor *t = &r->in[i];
-    off += snprintf(head + off, sizeof head - (size_t)off, "%s{\"name\":\"%s\",\"datatype\":\"%s\","
-                    "\"shape\":[", i ? "," : "", t->name ? t->name : "", vr_dtype_kserve(t->dtype));
-    for (int d = 0; d < t->ndim && off < (int)sizeof head; d++)
-      off += snprintf(head + off, sizeof head - (size_t)off, "%s%lld", d ? "," : "",
-                      (long long)t->shape[d]);
-    if (off < (int)sizeof head)
-      off += snprintf(head + off, sizeof head - (size_t)off,
-                      "],\"parameters\":{\"binary_data_size\":%zu}}", t->nbytes);
+    vr_sbuf_puts(&h, i ? ",{\"name\":" : "{\"name\":");
+    vr_sbuf_json_str(&h, t->name ? t->name : "");
+    vr_sbuf_printf(&h, ",\"datatype\":\"%s\",\"shape\":[", vr_dtype_kserve(t->dtype));
+    for (int d = 0; d < t->ndim; d++)
+      vr_sbuf_printf(&h, "%s%lld", d ? "," : "", (long long)t->shape[d]);
+    vr_sbuf_printf(&h, "],\"parameters\":{\"binary_data_size\":%zu}}", t->nbytes);
     bytes += t->nbytes;
   }
   long long us = r->timeout_ns > 0 ? r->timeout_ns / 1000 : 1;
-  if (off < (int)sizeof head)
-    off += snprintf(head + off, sizeof head - (size_t)off,
-                    "],\"parameters\":{\"binary_data_output\":true,\"timeout\":%lld}}",
-                    us > 0 ? us : 1);
-  if (off >= (int)sizeof head) return NULL;
-  char *b = vr_malloc((size_t)off + bytes + 1);
-  if (!b) return NULL;
-  memcpy(b, head, (size_t)off);
-  size_t at = (size_t)off;
+  vr_sbuf_printf(&h, "],\"parameters\":{\"binary_data_output\":true,\"timeout\":%lld}}",
+                 us > 0 ? us : 1);
+  size_t off;
+  char *head = vr_sbuf_take(&h, &off);
+  char *b = head ? vr_realloc(head, off + bytes + 1) : NULL;
+  if (!b) {
+    vr_free(head);
+    return NULL;
+  }
+  size_t at = off;
   for (int i = 0; i < r->n_in; i++) {
     memcpy(b + at, r->in[i].data, r->in[i].nbytes);
     at += r->in[i].nbytes;
   }
   *len = at;
-  *hlen = (size_t)off;
+  *hlen = off;
   return b;
 }
 

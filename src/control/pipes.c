@@ -543,7 +543,7 @@ static const double k_bounds_ms[] = {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2
 static const char *const k_pipe_families[][3] = {
     {"vario_pipeline_requests_total", "counter", "Pipeline queries by outcome."},
     {"vario_pipeline_latency_seconds", "histogram",
-     "Arrival to last answer of served pipeline queries."},
+     "Arrival to answer of pipeline queries, whatever their outcome."},
     {"vario_pipeline_task_requests_total", "counter", "Requests of a pipeline's task by outcome."},
     {"vario_pipeline_fanout_total", "counter", "Requests a task's outputs sent on."},
     {"vario_pipeline_multiplicative_factor", "gauge",
