@@ -335,6 +335,21 @@ static int held_instances(vr_pipes *ps, pl_pol *pol, vr_pipe_snap_inst *out, int
   return k;
 }
 
+/* A solve's outcome into what GET reads (under pp->mu: the HTTP thread
+ * reads these while the policy thread writes them): its time (ms < 0: no
+ * solve ran), and a failure's message or NULL for a plan. */
+static void note_solve(pl_pipe *pp, pl_pol *pol, double ms, const char *failed) {
+  pthread_mutex_lock(&pp->mu);
+  if (ms >= 0) pol->last_solve_ms = ms;
+  if (failed) {
+    pol->solve_fail++;
+    snprintf(pol->last_err, sizeof pol->last_err, "%.199s", failed);
+  } else {
+    pol->replans++;
+  }
+  pthread_mutex_unlock(&pp->mu);
+}
+
 /* Re-reads the instances (into s) and publishes the slot -> instance
  * lists for the plan in force (inst: 256 entries, s->inst's buffer): each instance on the slot the plan assigns
  * it; one the plan replaces stays listed on every slot of its variant
@@ -400,7 +415,10 @@ static void pol_tick(vr_pipes *ps, pl_pipe *pp, double now_s, double dt) {
   for (int o = 0; o < VR_POUT_COUNT; o++) done += pp->outcomes[o];
   s.open_queries = pp->requests > done ? (int64_t)(pp->requests - done) : 0;
   pthread_mutex_unlock(&pp->mu);
-  pol->workers = s.workers = vr_control_managed_cores(ps->ctl) / pol->threads;
+  s.workers = vr_control_managed_cores(ps->ctl) / pol->threads;
+  pthread_mutex_lock(&pp->mu); /* what GET reads, under the lock it reads it */
+  pol->workers = s.workers;
+  pthread_mutex_unlock(&pp->mu);
   vr_pipe_snap_inst inst[256];
   int ready[256];
   s.inst = inst;
@@ -414,8 +432,7 @@ static void pol_tick(vr_pipes *ps, pl_pipe *pp, double now_s, double dt) {
     if (rc) {
       pol->ctx = NULL;
       pol->ctx_retry_s = now_s + ps->popts.period_s;
-      pol->solve_fail++;
-      snprintf(pol->last_err, sizeof pol->last_err, "%.199s", err.msg);
+      note_solve(pp, pol, -1, err.msg);
       vr_warn("pipeline '%s': %s: %s", pp->spec->name, ps->pdef->name, err.msg);
     } else {
       pol->ctx_free = ps->pdef->ctx_free;
@@ -430,15 +447,13 @@ static void pol_tick(vr_pipes *ps, pl_pipe *pp, double now_s, double dt) {
     vr_pipe_plan_init(&next, pol->view);
     int64_t t0 = vr_clock_now(vr_clock_monotonic());
     int rc = ps->pdef->plan(pol->ctx, &s, &next, &err);
-    pol->last_solve_ms = (vr_clock_now(vr_clock_monotonic()) - t0) / 1e6;
+    double ms = (vr_clock_now(vr_clock_monotonic()) - t0) / 1e6;
+    note_solve(pp, pol, ms, rc ? err.msg : NULL);
     if (rc) {
-      pol->solve_fail++;
-      snprintf(pol->last_err, sizeof pol->last_err, "%.199s", err.msg);
       vr_warn("pipeline '%s': %s plan: %s", pp->spec->name, ps->pdef->name, err.msg);
       vr_pipe_plan_free(&next);
     } else {
       have_next = 1;
-      pol->replans++;
       pol->planned_for = pol->ewma;
       pol->next_s = now_s + ps->popts.period_s;
       /* a tuner plans every tick: say so only when the plan changes */
