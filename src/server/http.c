@@ -392,14 +392,24 @@ static enum MHD_Result cl_count(void *cls, enum MHD_ValueKind kind, const char *
 
 /* What the request head must not carry: a control byte in the URL, more
  * than one Content-Length (even equal ones: request smuggling), or one
- * that is not a plain decimal number. NULL when fine. */
-static const char *bad_head(struct MHD_Connection *conn, vr_http_conn *hc) {
+ * that is not a plain decimal number, a Transfer-Encoding together with a
+ * Content-Length (RFC 9112 6.1: the two framings disagree, smuggling
+ * again), or a Transfer-Encoding other than chunked (*status 501: MHD
+ * would wait for a body it cannot frame). NULL when fine. */
+static const char *bad_head(struct MHD_Connection *conn, vr_http_conn *hc, int *status) {
+  *status = 400;
   if (hc && hc->bad_url) {
     hc->bad_url = 0;
     return "the URL contains a NUL or other control byte";
   }
   cl_scan c = {0, NULL, 0};
   MHD_get_connection_values(conn, MHD_HEADER_KIND, cl_count, &c);
+  const char *te = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Transfer-Encoding");
+  if (te && c.n) return "both Transfer-Encoding and Content-Length";
+  if (te && strcasecmp(te, "chunked")) {
+    *status = 501;
+    return "only Transfer-Encoding: chunked is supported";
+  }
   if (c.n > 1) return "more than one Content-Length header";
   if (c.n == 1) {
     const char *p = c.first;
@@ -432,10 +442,11 @@ static enum MHD_Result on_headers(vr_http *h, struct MHD_Connection *conn,
     hc->headers_at = r->t0;
     r->hc = hc;
   }
-  const char *bad = bad_head(conn, hc);
+  int bad_status;
+  const char *bad = bad_head(conn, hc, &bad_status);
   if (bad) { /* answered, and the connection closed: its framing is suspect */
     r->started = 1;
-    own_error(r, 400, bad);
+    own_error(r, bad_status, bad);
     MHD_add_response_header(r->resp, "Connection", "close");
     return queue(r);
   }

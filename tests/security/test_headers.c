@@ -65,6 +65,37 @@ static void test_content_length(void **st) {
   assert_int_equal(sec_raw(g_port, req, (size_t)k, b, sizeof b), 200);
 }
 
+/* Transfer-Encoding beside a Content-Length: the framings disagree (a
+ * proxy reading one and the server the other is request smuggling), so
+ * 400 and the connection closed, not served and kept; an encoding other
+ * than chunked: 501 at once (it waited 30 s for a body and said nothing). */
+static void test_transfer_encoding(void **st) {
+  (void)st;
+  char b[1024];
+  const char *both = "POST /v2/models/m/infer HTTP/1.1\r\nHost: x\r\n"
+                     "Transfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n"
+                     "GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n";
+  int stc = sec_raw(g_port, both, strlen(both), b, sizeof b);
+  if (stc != 400 || !strstr(b, "Transfer-Encoding and Content-Length"))
+    fail_msg("TE + CL: %d %s", stc, b);
+  const char *other[] = {"gzip, chunked", "identity"};
+  for (int i = 0; i < 2; i++) {
+    char req[512];
+    int k = snprintf(req, sizeof req, "POST /v2/models/m/infer HTTP/1.1\r\nHost: x\r\n"
+                     "Transfer-Encoding: %s\r\n\r\n", other[i]);
+    int64_t t0 = vr_now_ns();
+    stc = sec_raw(g_port, req, (size_t)k, b, sizeof b);
+    if (stc != 501 || vr_now_ns() - t0 > 5000000000LL)
+      fail_msg("TE '%s': %d %s", other[i], stc, b);
+  }
+  /* chunked alone is served */
+  char req[1024];
+  int k = snprintf(req, sizeof req, "POST /v2/models/m/infer HTTP/1.1\r\nHost: x\r\n"
+                   "Connection: close\r\nTransfer-Encoding: chunked\r\n\r\n%zx\r\n%s\r\n0\r\n\r\n",
+                   strlen(k_q), k_q);
+  assert_int_equal(sec_raw(g_port, req, (size_t)k, b, sizeof b), 200);
+}
+
 static void test_inference_header_length(void **st) {
   (void)st;
   char b[1024];
@@ -96,6 +127,7 @@ static void test_control_bytes_in_names(void **st) {
 int main(void) {
   const struct CMUnitTest t[] = {
       cmocka_unit_test(test_content_length),
+      cmocka_unit_test(test_transfer_encoding),
       cmocka_unit_test(test_inference_header_length),
       cmocka_unit_test(test_control_bytes_in_names),
   };
