@@ -122,6 +122,14 @@ static void test_control_bytes_in_names(void **st) {
   assert_int_equal(sec_req(g_port, "POST", "/v2/models/m/infer", NULL, k_q, b, sizeof b), 200);
   assert_int_equal(raw("GET /v2/models/%%6d HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n%s",
                        "", b, sizeof b), 200); /* %6d = 'm': decoding still works */
+  /* bytes that are not UTF-8 are named in the error as U+FFFD: the body
+   * stays JSON (it held the raw 0xFF, which no JSON parser takes) */
+  assert_int_equal(sec_req(g_port, "POST", "/v2/models/a%FFb/infer", NULL, k_q, b, sizeof b),
+                   404);
+  assert_non_null(strstr(b, "a\\ufffdb"));
+  assert_int_equal(sec_req(g_port, "POST", "/v2/models/a%C3%A9b/infer", NULL, k_q, b, sizeof b),
+                   404);
+  assert_non_null(strstr(b, "a\xc3\xa9" "b")); /* well-formed UTF-8 goes through */
 }
 
 int main(void) {
