@@ -290,7 +290,9 @@ static void model_infer(gcall *c) {
   if (!c->req) return;
   vr_errbuf err = {0};
   snprintf(c->model, sizeof c->model, "%s", c->req->model_name);
-  int rc = version_ok(c, c->model, c->req->model_version)
+  int rc = strlen(c->req->model_name) >= sizeof c->model /* no such model: not cut to one */
+               ? vr_errf(&err, VR_ENOENT, "model name longer than %zu bytes", sizeof c->model - 1)
+           : version_ok(c, c->model, c->req->model_version)
                ? vr__grpc_to_ks(c->req, &c->ks, &err)
                : vr_errf(&err, VR_ENOENT, "model '%.128s' has no version '%.16s'",
                          c->model, c->req->model_version);

@@ -71,6 +71,9 @@ static int contents(const Inference__InferTensorContents *ct, vr_ks_input *t, in
 static int one_input(Inference__ModelInferRequest *q, size_t i, vr_ks_input *t,
                      vr_errbuf *err) {
   const Inference__ModelInferRequest__InferInputTensor *in = q->inputs[i];
+  if (strlen(in->name) >= sizeof t->name) /* as HTTP: refused, not cut */
+    return vr_errf(err, VR_EFORMAT, "input %zu: name longer than %zu bytes", i,
+                   sizeof t->name - 1);
   snprintf(t->name, sizeof t->name, "%s", in->name);
   t->dtype = vr_dtype_from_kserve(in->datatype);
   if (t->dtype == VR_DT_UNDEFINED)
@@ -112,6 +115,10 @@ static int one_input(Inference__ModelInferRequest *q, size_t i, vr_ks_input *t,
 
 int vr__grpc_to_ks(Inference__ModelInferRequest *q, vr_ks_request *ks, vr_errbuf *err) {
   memset(ks, 0, sizeof *ks);
+  /* as HTTP: refused, not cut (a cut can split a UTF-8 character, and
+   * the echoed id is then a string protobuf clients reject) */
+  if (strlen(q->id) >= sizeof ks->id)
+    return vr_errf(err, VR_EFORMAT, "\"id\" must be a string under %zu bytes", sizeof ks->id);
   snprintf(ks->id, sizeof ks->id, "%s", q->id);
   int rc = request_params(q, ks, err);
   if (rc) return rc;
@@ -126,6 +133,9 @@ int vr__grpc_to_ks(Inference__ModelInferRequest *q, vr_ks_request *ks, vr_errbuf
     return vr_errf(err, VR_EFORMAT, "more than %d outputs", VR_RT_MAX_IO);
   for (size_t i = 0; i < q->n_outputs; i++, ks->n_out++) {
     vr_ks_output_req *o = &ks->out[i];
+    if (strlen(q->outputs[i]->name) >= sizeof o->name)
+      return vr_errf(err, VR_EFORMAT, "output %zu: name longer than %zu bytes", i,
+                     sizeof o->name - 1);
     snprintf(o->name, sizeof o->name, "%s", q->outputs[i]->name);
     o->binary = -1;
     for (size_t k = 0; k < q->outputs[i]->n_parameters; k++) {
