@@ -434,14 +434,22 @@ int vr_grpc_start(vr_server *s, const char *host, int port, vr_grpc **out,
   if (!g) return vr_errf(err, VR_ENOMEM, "out of memory");
   g->s = s;
   grpc_init();
-  grpc_arg args[2];
-  args[0].type = args[1].type = GRPC_ARG_INTEGER;
+  grpc_arg args[4];
+  for (int i = 0; i < 4; i++) args[i].type = GRPC_ARG_INTEGER;
   args[0].key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
   size_t max = s->o.max_body ? s->o.max_body : (size_t)64 << 20; /* as HTTP */
   args[0].value.integer = max > (size_t)INT32_MAX ? INT32_MAX : (int)max;
   args[1].key = GRPC_ARG_ALLOW_REUSEPORT; /* a taken port is an error */
   args[1].value.integer = 0;
-  grpc_channel_args ca = {2, args};
+  /* the connection limits HTTP has: a connection with no call for 30 s
+   * is closed (one that only said hello held its descriptor for good,
+   * and both ports share the process's descriptors), and one connection
+   * runs at most 256 calls at once */
+  args[2].key = GRPC_ARG_MAX_CONNECTION_IDLE_MS;
+  args[2].value.integer = 30000;
+  args[3].key = GRPC_ARG_MAX_CONCURRENT_STREAMS;
+  args[3].value.integer = 256;
+  grpc_channel_args ca = {4, args};
   g->cq = grpc_completion_queue_create_for_next(NULL);
   g->srv = grpc_server_create(&ca, NULL);
   grpc_server_register_completion_queue(g->srv, g->cq, NULL);
