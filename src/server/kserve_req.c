@@ -491,8 +491,13 @@ int vr_ks_header_len(const char *h, size_t *out, vr_errbuf *err) {
   if (!h) return 0;
   char *end;
   errno = 0;
+  /* digits only (strtoull would skip leading white space and a sign);
+   * SIZE_MAX is the "absent" mark, and no body is that long */
+  if (*h < '0' || *h > '9')
+    return vr_errf(err, VR_EFORMAT, "Inference-Header-Content-Length '%.32s'"
+                   " is not a number", h);
   unsigned long long v = strtoull(h, &end, 10);
-  if (!*h || *end || *h == '-' || *h == '+' || *h == ' ' || errno)
+  if (*end || errno || v >= (unsigned long long)SIZE_MAX)
     return vr_errf(err, VR_EFORMAT, "Inference-Header-Content-Length '%.32s'"
                    " is not a number", h);
   *out = (size_t)v;

@@ -99,7 +99,8 @@ static void test_transfer_encoding(void **st) {
 static void test_inference_header_length(void **st) {
   (void)st;
   char b[1024];
-  const char *bad[] = {"-1", "18446744073709551616", "abc", "", "12x"};
+  const char *bad[] = {"-1", "18446744073709551616", "abc", "", "12x",
+                       "18446744073709551615", "+2"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     char h[128];
     snprintf(h, sizeof h, "Inference-Header-Content-Length: %s\r\n", bad[i]);
