@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,6 +110,17 @@ static int num_field(fields *f, const char *k, double lo, double hi, double *out
     return vr_errf(err, VR_EINVAL, "field \"%s\" must be a number in [%g, %g]", k, lo, hi);
   *out = x;
   return 0;
+}
+
+/* The same for a count: 2.5 threads is refused, not read as 2. */
+static int count_field(fields *f, const char *k, double lo, double hi, double *out,
+                       vr_errbuf *err) {
+  double x = *out;
+  int rc = num_field(f, k, lo, hi, &x, err);
+  if (!rc && x != floor(x))
+    rc = vr_errf(err, VR_EINVAL, "field \"%s\" must be a whole number in [%g, %g]", k, lo, hi);
+  if (!rc) *out = x;
+  return rc;
 }
 
 /* Reads the body's shape: multipart / binary / JSON object. */
@@ -309,9 +321,9 @@ static int reg_read(vr_server *s, vr_http_req *r, reg_job *j, vr_errbuf *err) {
     rc = vr_errf(err, VR_EINVAL, "an uploaded model needs a \"name\"");
   j->declared = -1;
   if (!rc) rc = num_field(&f, "declared_accuracy", 0, 100, &j->declared, err);
-  if (!rc) rc = num_field(&f, "threads", 0, 256, &j->threads, err);
-  if (!rc) rc = num_field(&f, "max_batch", 0, 4096, &j->max_batch, err);
-  if (!rc) rc = num_field(&f, "runs", 0, 10000, &j->runs, err);
+  if (!rc) rc = count_field(&f, "threads", 0, 256, &j->threads, err);
+  if (!rc) rc = count_field(&f, "max_batch", 0, 4096, &j->max_batch, err);
+  if (!rc) rc = count_field(&f, "runs", 0, 10000, &j->runs, err);
   json_decref(f.json);
   return rc;
 }
@@ -384,6 +396,8 @@ void vr__server_job_submit(vr_server *s, vr_http_req *r, const char *app) {
   if (!rc) rc = num_field(&f, "min_accuracy", 0, 100, &acc, &err);
   const char *model = rc || app ? NULL : field(&f, "model");
   char mbuf[128];
+  if (model && strlen(model) >= sizeof mbuf) /* no such model: not cut to one */
+    rc = vr_errf(&err, VR_ENOENT, "no registered model named '%.64s...'", model), model = NULL;
   if (model) snprintf(mbuf, sizeof mbuf, "%s", model);
   q.model = model ? mbuf : NULL;
   q.min_accuracy = acc;

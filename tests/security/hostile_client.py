@@ -121,6 +121,10 @@ try:
     st, r = http(port, "POST", "/v2/apps/fashion/models", raw=body, ctype=ct)
     check(st == 400 and ".uploads" not in r["error"] and TMP not in r["error"],
           f"corrupt upload -> {st}, no server path in the message: {r['error']}")
+    # counts are whole: 2.5 threads is refused by name, not read as 2
+    st, r = http(port, "POST", "/v2/apps/fashion/models?name=lin_frac&declared_accuracy=80"
+                 "&threads=2.5", raw=open(LIN, "rb").read(), ctype="application/octet-stream")
+    check(st == 400 and "threads" in r["error"], f"threads=2.5 -> {st} {r}")
     for bad in [b"--x\r\nno", b"", b"--vario\r\n\r\n\r\n--vario--"]:
         st, r = http(port, "POST", "/v2/apps/fashion/models", raw=bad,
                      ctype="multipart/form-data; boundary=vario")
