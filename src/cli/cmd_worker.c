@@ -94,19 +94,23 @@ static int parse_url(const char *url, char *host, size_t cap, int *port) {
   return 0;
 }
 
-/* "0,2-3" -> 3; -1 when malformed. */
+/* "0,2-3" -> 3 (a core listed twice counts once); -1 when malformed or
+ * past CPU 4095. */
 static int count_cores(const char *s) {
+  enum { MAXC = 4096 };
+  unsigned char seen[MAXC] = {0};
   int n = 0;
   while (*s) {
     char *end;
-    long a = strtol(s, &end, 10), b = a;
-    if (end == s || a < 0) return -1;
+    errno = 0;
+    long a = *s >= '0' && *s <= '9' ? strtol(s, &end, 10) : -1, b = a;
+    if (a < 0 || a >= MAXC || errno) return -1;
     if (*end == '-') {
       const char *t = end + 1;
-      b = strtol(t, &end, 10);
-      if (end == t || b < a) return -1;
+      b = *t >= '0' && *t <= '9' ? strtol(t, &end, 10) : -1;
+      if (b < a || b >= MAXC || errno) return -1;
     }
-    n += (int)(b - a + 1);
+    for (long c = a; c <= b; c++) n += !seen[c], seen[c] = 1;
     if (*end == ',') end++;
     else if (*end) return -1;
     s = end;

@@ -58,6 +58,7 @@ bad_num --port serve --repo none --port 80x
 bad_num --declared-accuracy register --store none --app a --model m.onnx --declared-accuracy inf
 bad_num --pipeline-slack controller --registry redis://x --repo none --pipeline-slack nan
 bad_num --heartbeat-ms worker --heartbeat-ms 5
+bad_num --cores worker --cores 0-4294967296
 bad_num --tries frontend --registry redis://x --tries 9
 bad_num --count cluster --registry redis://x watch --count 1.5
 echo "cli conventions: ok ($(echo $cmds | wc -w) commands)"
