@@ -374,9 +374,8 @@ static const vr_actuator live_actuator = {
 /* Per app: what was routed and served this period, on how many instances
  * at what cost, the accuracy of the variants that served, and its own
  * end-to-end p99 and SLO attainment (null / 1 when it served nothing). */
-static void app_breakdown(vr_control *c, const int *inst_of, char *out, size_t cap) {
-  size_t off = 0;
-  out[0] = 0;
+static void app_breakdown(vr_control *c, const int *inst_of, FILE *out) {
+  int first = 1;
   for (size_t v = 0; v < c->nvar; v++) {
     const char *app = c->var[v].prof.app;
     int seen = 0;
@@ -400,22 +399,24 @@ static void app_breakdown(vr_control *c, const int *inst_of, char *out, size_t c
     if (ap && ap->served)
       snprintf(p99, sizeof p99, "%.3f", vr_hist_quantile(&ap->lat, 0.99) / 1000.0);
     double att = ap && ap->served ? 1.0 - (double)ap->late / (double)ap->served : 1.0;
-    int w = snprintf(out + off, cap - off, "%s\"%s\":{\"arrivals\":%llu,\"served\":%llu,"
-                     "\"instances\":%d,\"cost_per_s\":%.8f,\"accuracy\":%.3f,"
-                     "\"p99_ms\":%s,\"slo_attainment\":%.4f}",
-                     off ? "," : "{", app, (unsigned long long)arr, (unsigned long long)srv,
-                     k, cost, srv ? acc / (double)srv : 0.0, p99, att);
-    if (w < 0 || off + (size_t)w + 2 >= cap) break;
-    off += (size_t)w;
+    fprintf(out, "%s\"%s\":{\"arrivals\":%llu,\"served\":%llu,"
+            "\"instances\":%d,\"cost_per_s\":%.8f,\"accuracy\":%.3f,"
+            "\"p99_ms\":%s,\"slo_attainment\":%.4f}",
+            first ? "{" : ",", app, (unsigned long long)arr, (unsigned long long)srv,
+            k, cost, srv ? acc / (double)srv : 0.0, p99, att);
+    first = 0;
   }
-  if (off) snprintf(out + off, cap - off, "}");
+  if (!first) fputc('}', out);
 }
 
 static void write_row(vr_control *c, int64_t now_ns, double dt) {
   double cost = 0;
   int ninst = 0;
-  char vars[1024] = "";
-  size_t off = 0;
+  /* every variant and app, however many: the dashboard dropped what did
+   * not fit fixed buffers (about eight apps) without a sign */
+  char *vars = NULL, *apps = NULL;
+  size_t vlen = 0, alen = 0;
+  FILE *vf = open_memstream(&vars, &vlen); /* glibc; malloc'd */
   int *inst_of = c->nvar ? vr_calloc(c->nvar, sizeof *inst_of) : NULL;
   for (size_t v = 0; v < c->nvar; v++) {
     int k = 0;
@@ -427,30 +428,39 @@ static void write_row(vr_control *c, int64_t now_ns, double dt) {
     if (!k) continue;
     ninst += k;
     cost += k * c->var[v].prof.cost_per_s;
-    int w = snprintf(vars + off, sizeof vars - off, "%s%s*%d", off ? " " : "",
-                     c->var[v].prof.variant, k);
-    if (w > 0 && off + w < sizeof vars) off += w;
+    if (vf) fprintf(vf, "%s%s*%d", ninst > k ? " " : "", c->var[v].prof.variant, k);
   }
+  if (vf) fclose(vf);
   double att = c->p_served ? 1.0 - (double)c->p_late / c->p_served : 1.0;
   if (c->hist) {
     vr_hist_row r = {(now_ns - c->t0_ns) / 1e9, c->p_arrivals, c->p_served, c->p_late,
                      c->p_failed + c->p_infeasible, att,
                      vr_hist_quantile(&c->p_hist, 0.99) / 1000.0,
                      c->p_served ? c->p_acc_sum / c->p_served : 0.0, cost, ninst,
-                     c->o.cores - c->worker.free_cores, "", ""};
-    snprintf(r.variants, sizeof r.variants, "%s", vars);
-    if (inst_of) app_breakdown(c, inst_of, r.apps, sizeof r.apps);
-    vr__hist_add_row(c->hist, &r);
+                     c->o.cores - c->worker.free_cores, NULL, NULL};
+    FILE *af = inst_of ? open_memstream(&apps, &alen) : NULL;
+    if (af) {
+      app_breakdown(c, inst_of, af);
+      fclose(af);
+    }
+    r.variants = vr_strdup(vars ? vars : "");
+    r.apps = vr_strdup(apps ? apps : "");
+    vr__hist_add_row(c->hist, &r); /* takes the two strings */
   }
+  free(apps);
   vr_free(inst_of);
-  if (!c->o.csv) return;
+  if (!c->o.csv) {
+    free(vars);
+    return;
+  }
   fprintf(c->o.csv, "%.3f,%llu,%llu,%llu,%llu,%.4f,%.3f,%.3f,%.8f,%d,%d,%s\n",
           (now_ns - c->t0_ns) / 1e9, (unsigned long long)c->p_arrivals,
           (unsigned long long)c->p_served, (unsigned long long)c->p_late,
           (unsigned long long)(c->p_failed + c->p_infeasible), att,
           vr_hist_quantile(&c->p_hist, 0.99) / 1000.0,
           c->p_served ? c->p_acc_sum / c->p_served : 0.0, cost, ninst,
-          c->o.cores - c->worker.free_cores, vars);
+          c->o.cores - c->worker.free_cores, vars ? vars : "");
+  free(vars);
   fflush(c->o.csv);
   (void)dt;
 }
@@ -648,6 +658,7 @@ void vr_control_free(vr_control *c) {
   if (!c) return;
   vr_control_stop(c);
   /* The loader answered every waiter before it exited (see its loop). */
+  if (c->hist) vr__hist_free(c->hist);
   vr_free(c->hist);
   for (int i = 0; i < c->napps; i++) vr_free(c->apps[i]);
   vr_driver_free(&c->drv);

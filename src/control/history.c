@@ -8,7 +8,18 @@
 #include "base/alloc.h"
 
 void vr__hist_add_row(vr_ctl_history *h, const vr_hist_row *r) {
-  h->rows[h->nrows++ % VR_HIST_ROWS] = *r;
+  vr_hist_row *slot = &h->rows[h->nrows++ % VR_HIST_ROWS];
+  vr_free(slot->variants);
+  vr_free(slot->apps);
+  *slot = *r;
+}
+
+void vr__hist_free(vr_ctl_history *h) {
+  for (int i = 0; i < VR_HIST_ROWS; i++) {
+    vr_free(h->rows[i].variants);
+    vr_free(h->rows[i].apps);
+    h->rows[i].variants = h->rows[i].apps = NULL;
+  }
 }
 
 void vr__hist_add_act(vr_ctl_history *h, double t_s, const char *kind,
@@ -21,14 +32,14 @@ void vr__hist_add_act(vr_ctl_history *h, double t_s, const char *kind,
 }
 
 static json_t *row_json(const vr_hist_row *r) {
-  json_t *apps = json_loads(r->apps[0] ? r->apps : "{}", 0, NULL);
+  json_t *apps = json_loads(r->apps && r->apps[0] ? r->apps : "{}", 0, NULL);
   return json_pack("{s:f, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:i, s:i, s:s, s:o}",
                    "t_s", r->t_s, "arrivals", (json_int_t)r->arrivals, "served",
                    (json_int_t)r->served, "late", (json_int_t)r->late, "failed",
                    (json_int_t)r->failed, "slo_attainment", r->attainment, "p99_ms",
                    r->p99_ms, "accuracy", r->accuracy, "cost_per_s", r->cost_per_s,
                    "instances", r->instances, "cores", r->cores, "variants",
-                   r->variants, "apps", apps ? apps : json_object());
+                   r->variants ? r->variants : "", "apps", apps ? apps : json_object());
 }
 
 char *vr__hist_json(const vr_ctl_history *h, double since_s) {

@@ -18,10 +18,11 @@ typedef struct vr_hist_row {
   uint64_t arrivals, served, late, failed;
   double attainment, p99_ms, accuracy, cost_per_s;
   int instances, cores;
-  char variants[512]; /* "variant*count ..." */
+  /* vr_malloc'd; the ring owns them once the row is added (NULL: "") */
+  char *variants; /* "variant*count ..." */
   /* JSON object: app -> {arrivals, served, instances, cost_per_s,
    * accuracy, p99_ms, slo_attainment} */
-  char apps[1536];
+  char *apps;
 } vr_hist_row;
 
 typedef struct vr_hist_act {
@@ -35,7 +36,10 @@ typedef struct vr_ctl_history {
   uint64_t nrows, nacts; /* written so far (ring index = n % size) */
 } vr_ctl_history;
 
+/* Adds r, taking its strings (the row it replaces is freed). */
 void vr__hist_add_row(vr_ctl_history *h, const vr_hist_row *r);
+/* Frees the rows' strings (not h). */
+void vr__hist_free(vr_ctl_history *h);
 void vr__hist_add_act(vr_ctl_history *h, double t_s, const char *kind,
                       const char *variant, const char *why);
 /* {"rows":[...],"actions":[...]} with rows and actions newer than since_s,

@@ -15,6 +15,7 @@
 #include "base/npy.h"
 #include "control/control.h"
 #include "control/fsutil.h"
+#include "control/history.h"
 #include "control/jobs.h"
 #include "control/register.h"
 #include "policy/profile.h"
@@ -387,11 +388,40 @@ static void test_job_output_rows(void **st) {
   assert_int_equal(vr_unregister(g_store, "reduce_rows", &e), 0);
 }
 
+/* The dashboard's history keeps every app and variant of a row, however
+ * long (fixed buffers held about eight apps and dropped the rest without a
+ * sign), and frees what its ring overwrites. */
+static void test_history_rows(void **st) {
+  (void)st;
+  vr_ctl_history *h = VR_NEW(vr_ctl_history);
+  assert_non_null(h);
+  for (int n = 0; n < VR_HIST_ROWS + 5; n++) {
+    char apps[8192], vars[8192];
+    int a = snprintf(apps, sizeof apps, "{"), v = 0;
+    for (int i = 0; i < 40; i++) {
+      a += snprintf(apps + a, sizeof apps - (size_t)a, "%s\"app_%02d\":{\"served\":%d}",
+                    i ? "," : "", i, n);
+      v += snprintf(vars + v, sizeof vars - (size_t)v, "%smodel_%02d-fp32-t1-b8*2", i ? " " : "", i);
+    }
+    snprintf(apps + a, sizeof apps - (size_t)a, "}");
+    vr_hist_row r = {.t_s = n + 1, .variants = vr_strdup(vars), .apps = vr_strdup(apps)};
+    vr__hist_add_row(h, &r);
+  }
+  char *j = vr__hist_json(h, VR_HIST_ROWS + 4); /* the last row only */
+  assert_non_null(j);
+  assert_non_null(strstr(j, "\"app_39\":{\"served\":904}"));
+  assert_non_null(strstr(j, "model_39-fp32-t1-b8*2"));
+  vr_free(j);
+  vr__hist_free(h);
+  vr_free(h);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_selection_and_scaling),
       cmocka_unit_test(test_offline_job),
       cmocka_unit_test(test_job_output_rows),
+      cmocka_unit_test(test_history_rows),
       cmocka_unit_test(test_evict_idle),
       cmocka_unit_test(test_reload_store),
       cmocka_unit_test(test_int8_live),
