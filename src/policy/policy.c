@@ -240,10 +240,13 @@ int vr_pol_unload_one(vr_place *pl, int v, vr_actions *out, const char *why) {
     const vr_snap_instance *in = &s->instances[i];
     if (in->variant != v || in->state == VR_IS_DRAINING || pl->gone[i])
       continue;
-    /* prefer still-loading instances, then the least loaded */
-    if (best < 0 || (in->state == VR_IS_LOADING &&
-                     s->instances[best].state != VR_IS_LOADING) ||
-        in->arrival_qps < s->instances[best].arrival_qps)
+    /* prefer still-loading instances, then the least loaded: loading
+     * first, so a serving one never displaces a loading one (queries may
+     * join an instance that loads: it can have arrivals too) */
+    int loading = in->state == VR_IS_LOADING;
+    int best_loading = best >= 0 && s->instances[best].state == VR_IS_LOADING;
+    if (best < 0 || loading > best_loading ||
+        (loading == best_loading && in->arrival_qps < s->instances[best].arrival_qps))
       best = (int)i;
   }
   if (best < 0) return 0;

@@ -9,6 +9,7 @@
 #include "base/alloc.h"
 #include "policy/drop.h"
 #include "policy/place.h"
+#include "policy/policy_int.h"
 #include "policy/policy.h"
 #include "policy/route.h"
 #include "policy/select.h"
@@ -688,6 +689,29 @@ static int spill_backlog(void *self, int v, long *rows) {
   return 1;
 }
 
+/* Scale-in takes a still-loading instance before a serving one, whatever
+ * their arrivals (a loading one can have some: queries join it), and
+ * whatever their order. */
+static void test_unload_prefers_loading(void **st) {
+  (void)st;
+  for (int order = 0; order < 2; order++) {
+    fx f;
+    fx_init(&f);
+    fx_inst(&f, 1, order ? VR_IS_ACTIVE : VR_IS_LOADING, order ? 1 : 5);
+    fx_inst(&f, 1, order ? VR_IS_LOADING : VR_IS_ACTIVE, order ? 5 : 1);
+    vr_place pl;
+    assert_int_equal(vr_place_init(&pl, &f.s), 0);
+    vr_actions a;
+    vr_actions_init(&a);
+    assert_int_equal(vr_pol_unload_one(&pl, 1, &a, "test"), 0);
+    assert_int_equal(a.len, 1);
+    int64_t want = f.in[0].state == VR_IS_LOADING ? f.in[0].id : f.in[1].id;
+    assert_int_equal(vr_actions_at(&a, 0)->instance, want);
+    vr_vec_free(&a);
+    vr_place_free(&pl);
+  }
+}
+
 static int fits_only_3(void *self, int v) {
   (void)self;
   return v == 3;
@@ -913,6 +937,7 @@ int main(void) {
       cmocka_unit_test(test_recovery_unloads_consolidation),
       cmocka_unit_test(test_request_path_rules),
       cmocka_unit_test(test_route_fallback_describes_variant),
+      cmocka_unit_test(test_unload_prefers_loading),
       cmocka_unit_test(test_spill_only),
       cmocka_unit_test(test_vm_autoscaler),
   };
