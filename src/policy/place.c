@@ -113,12 +113,16 @@ void vr_place_want(vr_place *p, const vr_profile *prof, int k) {
   const vr_snapshot *s = p->s;
   double price = 0;
   int want = -1;
-  for (size_t t = 0; t < s->nwtypes; t++) {
-    const vr_snap_wtype *wt = &s->wtypes[t];
-    if (!vr_place_type_fits(wt, prof) || (!needs_gpu(prof) && wt->gpus > 0))
-      continue;
-    if (want < 0 || wt->price_per_s < price) want = (int)t, price = wt->price_per_s;
-  }
+  /* a CPU variant asks for a machine without GPUs, the cheapest; where
+   * every type that holds it has GPUs, for one of those (it runs on their
+   * spare cores, vr_place_holds): no worker at all was asked for */
+  for (int any = 0; any < 2 && want < 0; any++)
+    for (size_t t = 0; t < s->nwtypes; t++) {
+      const vr_snap_wtype *wt = &s->wtypes[t];
+      if (!vr_place_type_fits(wt, prof) || (!any && !needs_gpu(prof) && wt->gpus > 0))
+        continue;
+      if (want < 0 || wt->price_per_s < price) want = (int)t, price = wt->price_per_s;
+    }
   if (want >= 0 && k > 0) {
     p->want_wtype = want;
     p->want_cores[want] += (double)k * prof->threads;

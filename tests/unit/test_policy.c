@@ -386,6 +386,15 @@ static void test_autoscale(void **st) {
   assert_int_equal(vr_policy_tick(&c, &ps, &f.s, &a), 0);
   assert_int_equal(count(&a, VR_ACT_MIGRATE), 0);
   assert_true(count(&a, VR_ACT_ADD_WORKER) >= 1);
+  /* also where the only type that can grow has GPUs: a CPU variant runs
+   * on its cores (it asked for no worker at all) */
+  f.t[0].gpus = 1;
+  vr_place pl;
+  assert_int_equal(vr_place_init(&pl, &f.s), 0);
+  vr_place_want(&pl, &f.v[1].prof, 1);
+  assert_int_equal(pl.want_wtype, 0);
+  vr_place_free(&pl);
+  f.t[0].gpus = 0;
   /* no cheaper variant to upgrade to: nothing is replaced */
   vr_vec_clear(&a);
   fx_init(&f);
