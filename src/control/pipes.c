@@ -270,17 +270,27 @@ static int load_stored(vr_pipes *p, int warn, int sync, vr_errbuf *err) {
   for (size_t i = 0; i < d.names.len; i++) {
     char *name = *(char **)vr_vec_at(&d.names, i), *body = *(char **)vr_vec_at(&d.bodies, i);
     pthread_mutex_lock(&p->mu);
-    int known = vr_map_get(&p->by_name, name) != NULL;
+    const pl_pipe *cur = vr_map_get(&p->by_name, name);
+    int known = cur != NULL;
+    /* deleted and registered again, differently, by another process
+     * between two syncs: the name alone said "served already" */
+    int changed = cur && sync && strcmp(cur->spec_text, body);
     pthread_mutex_unlock(&p->mu);
-    pl_pipe *pp;
+    pl_pipe *pp, *old = NULL;
     vr_errbuf e2 = {0};
     /* A stored pipeline whose apps are gone stays stored (not lost), unserved. */
-    if (!rc && !known && compile(p, body, strlen(body), &pp, &e2) == 0) {
+    if (!rc && (!known || changed) && compile(p, body, strlen(body), &pp, &e2) == 0) {
       pthread_mutex_lock(&p->mu);
-      if (vr_map_get(&p->by_name, pp->spec->name) || vr_map_put(&p->by_name, pp->spec->name, pp, NULL))
-        pipe_free(pp);
+      const pl_pipe *now = vr_map_get(&p->by_name, pp->spec->name);
+      if ((now && !changed) || (now && !strcmp(now->spec_text, pp->spec_text)) ||
+          vr_map_put(&p->by_name, pp->spec->name, pp, (void **)&old))
+        pipe_free(pp), old = NULL;
       pthread_mutex_unlock(&p->mu);
-    } else if (!rc && !known && warn) {
+      if (old) { /* requests in flight keep their reference to it */
+        vr_log(VR_LOG_INFO, "pipeline '%s' changed in the store: serving the new spec", name);
+        vr__pipe_unref(old);
+      }
+    } else if (!rc && (!known || changed) && warn) {
       vr_log(VR_LOG_WARN, "pipeline '%s' stored but not served: %s", name, e2.msg);
     }
     vr_free(name);

@@ -202,6 +202,20 @@ static void test_bad_specs(void **st) {
   assert_non_null(strstr(d, "\"candidate_variants\""));
   assert_non_null(strstr(d, "fscenes_det_large-fp32-t1-b1"));
   vr_free(d);
+  /* Another process (q, on the same store) deletes it and registers it
+   * again with another SLO between two of p's syncs: p serves the new
+   * spec, not the one it had under that name. */
+  vr_pipes *q;
+  assert_int_equal(vr_pipes_create(g_ctl, g_rt, g_store, &q, &e), 0);
+  assert_int_equal(vr_pipes_delete(q, "fashion_scenes", &e), 0);
+  char *slow = edited("\"latency_ms\": 100", "\"latency_ms\": 777");
+  assert_int_equal(vr_pipes_register(q, slow, strlen(slow), name, &e), 0);
+  assert_int_equal(vr_pipes_sync(p, &e), 0);
+  d = vr_pipes_describe(p, "fashion_scenes");
+  assert_non_null(strstr(d, "777"));
+  vr_free(d);
+  vr_pipes_free(q);
+  vr_free(slow);
   assert_int_equal(vr_pipes_delete(p, "fashion_scenes", &e), 0);
   assert_int_equal(vr_pipes_delete(p, "fashion_scenes", &e), VR_ENOENT);
   assert_int_equal(count_pipelines(p), 0);
