@@ -57,6 +57,7 @@
 
 typedef struct cpipe {
   char name[VR_PIPE_NAME_MAX];
+  char *body; /* the stored spec it was built from */
   vr_pipeline *view;
   vr_profile *prof; /* per slot */
   int *slot_var;    /* per slot: index into models */
@@ -96,6 +97,7 @@ static void cpipe_free(const ctl_pipes *cp, cpipe *p) {
   vr_free(p->slot_var);
   vr_pipe_plan_free(&p->plan);
   vr_free(p->published);
+  vr_free(p->body);
   vr_free(p);
 }
 
@@ -183,14 +185,24 @@ static int on_doc(void *u, const char *name, const char *body) {
   ctl_pipes *cp = d->cp;
   for (int i = 0; i < cp->n; i++)
     if (!strcmp(cp->p[i]->name, name)) {
-      d->seen[i] = 1;
-      return 0;
+      /* the same spec: planned on; another one under the name (deleted
+       * and registered again between two reads): the old one is dropped
+       * below as unseen, and this one planned afresh */
+      if (cp->p[i]->body && !strcmp(cp->p[i]->body, body)) {
+        d->seen[i] = 1;
+        return 0;
+      }
+      pthread_mutex_lock(&d->c->mu);
+      vr__ctl_event(d->c, "pipeline %s changed in the store: planned afresh", name);
+      pthread_mutex_unlock(&d->c->mu);
+      break;
     }
   if (cp->n == CP_MAX) return 0;
   vr_pipeline *spec = NULL;
   vr_errbuf err = {0};
   cpipe *p = VR_NEW(cpipe);
-  int rc = p ? vr_pipeline_parse(body, strlen(body), &spec, &err) : VR_ENOMEM;
+  int rc = p && (p->body = vr_strdup(body)) ? vr_pipeline_parse(body, strlen(body), &spec, &err)
+                                             : VR_ENOMEM;
   if (!rc) rc = build_view(cp->store, spec, p, &err);
   vr_pipeline_free(spec);
   if (rc) {
