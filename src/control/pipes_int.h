@@ -90,6 +90,7 @@ struct vr_pipes {
   vr_pipes_remote_has_fn remote_has;
   void *remote_user;
   vr_clock *clock;    /* monotonic, or a test's */
+  int64_t miss_sync_ns; /* last store read for a name not served (atomic) */
   pthread_mutex_t mu; /* the map */
   vr_map by_name;     /* name -> pl_pipe* */
 };
