@@ -146,6 +146,7 @@ const char *vr_http_body(const vr_http_req *r, size_t *len) {
   return r->body ? r->body : "";
 }
 int vr_http_path_segments(const char *url, char *buf, size_t cap, char **seg, int max) {
+  if (strcspn(url, "?") >= cap) return -1; /* cut, it could name another path */
   snprintf(buf, cap, "%s", url);
   char *q = strchr(buf, '?');
   if (q) *q = 0;

@@ -83,8 +83,8 @@ int vr_http_target(const vr_http_req *r, char *out, size_t cap);
 
 /* Splits a URL's path ("/v2/models/m/infer?x=1" -> "v2" "models" "m"
  * "infer") into seg[0..n), pointing into buf (cap bytes, the URL copied
- * there, cut to fit); the query string is dropped. -> n, or -1 when there
- * are more than max segments. */
+ * there); the query string is dropped. -> n, or -1 when there are more
+ * than max segments or the path does not fit buf (never cut). */
 int vr_http_path_segments(const char *url, char *buf, size_t cap, char **seg, int max);
 void vr_http_set_state(vr_http_req *r, void *state, void (*state_free)(void *));
 /* Monotonic time at which the request's headers were complete. */

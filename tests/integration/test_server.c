@@ -446,6 +446,13 @@ static void test_dashboard_files(void **st) {
  * (a peer could otherwise grow their buffers until memory ran out). */
 static void test_http_head_limits(void **st) {
   (void)st;
+  /* a path longer than the router's buffer is not cut to a shorter one:
+   * "/v2/health/live" + 1100 slashes + "x" was routed as /v2/health/live */
+  char url[1200], b[512];
+  int k = snprintf(url, sizeof url, "/v2/health/live");
+  memset(url + k, '/', 1100);
+  snprintf(url + k + 1100, sizeof url - (size_t)k - 1100, "x");
+  assert_int_equal(req("GET", url, NULL, NULL, 0, b, sizeof b), 404);
   vr_http_head h;
   const char *ok = "HTTP/1.1 200 OK\r\nContent-Length: 4294967296\r\n\r\n";
   const char *big = "HTTP/1.1 200 OK\r\nContent-Length: 4294967297\r\n\r\n";
@@ -646,8 +653,11 @@ static void test_path_segments(void **st) {
   assert_string_equal(seg[3], "infer");
   assert_int_equal(vr_http_path_segments("/", buf, sizeof buf, seg, 4), 0);
   assert_int_equal(vr_http_path_segments("/a/b/c/d/e", buf, sizeof buf, seg, 4), -1);
-  assert_int_equal(vr_http_path_segments("/abcdef/gh", buf, 6, seg, 4), 1);
-  assert_string_equal(seg[0], "abcd"); /* "/abcd" fills 6 bytes with its NUL */
+  /* a path that does not fit is refused, not cut ("/abcd" would have
+   * named another path) */
+  assert_int_equal(vr_http_path_segments("/abcdef/gh", buf, 6, seg, 4), -1);
+  assert_int_equal(vr_http_path_segments("/abcd?long=query", buf, 6, seg, 4), 1);
+  assert_string_equal(seg[0], "abcd");
 }
 
 int main(void) {
