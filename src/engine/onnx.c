@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "base/alloc.h"
 #include "onnx.pb-c.h"
@@ -190,6 +191,18 @@ static int tensor_from_proto(const Onnx__TensorProto *tp, const char *base_dir,
     w->raw_data.data = NULL;
     w->raw_data.len = 0;
     return 0;
+  }
+  if (external && base_dir && loc[0] != '/' && !strstr(loc, "..")) {
+    /* a file shorter than the tensor claims is an error before the
+     * tensor's memory is taken (a tiny model may claim 64 GiB) */
+    char path[4096];
+    struct stat st;
+    if (snprintf(path, sizeof path, "%s/%s", base_dir, loc) < (int)sizeof path &&
+        !stat(path, &st) && (!S_ISREG(st.st_mode) || (uint64_t)off + bytes > (uint64_t)st.st_size))
+      return vr_errf(err, VR_EFORMAT,
+                     "initializer '%s': external data '%s' holds %lld bytes, the tensor needs "
+                     "%zu from offset %lld", tname, loc, (long long)st.st_size, bytes,
+                     (long long)off);
   }
   void *d = vr_aligned_alloc(64, bytes ? bytes : 64);
   if (!d) return vr_errf(err, VR_ENOMEM, "initializer '%s': %zu bytes", tname, bytes);

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/alloc.h"
 #include "engine_util.h"
@@ -359,6 +360,19 @@ static void test_external_data(void **st) {
   m = NULL;
   assert_int_equal(vr_model_load_buffer(buf, n, NULL, &m, &e), VR_EINVAL);
   assert_non_null(strstr(e.msg, "external data 'weights.bin'"));
+  /* A weights file shorter than the tensors claim: refused before their
+   * memory is taken. */
+  char dir[] = "/tmp/vr_test_ext_XXXXXX", wpath[64];
+  assert_non_null(mkdtemp(dir));
+  snprintf(wpath, sizeof wpath, "%s/weights.bin", dir);
+  FILE *wf = fopen(wpath, "wb");
+  assert_non_null(wf);
+  fputs("abcd", wf);
+  fclose(wf);
+  assert_int_equal(vr_model_load_buffer(buf, n, dir, &m, &e), VR_EFORMAT);
+  assert_non_null(strstr(e.msg, "holds 4 bytes"));
+  unlink(wpath);
+  rmdir(dir);
   /* A location outside the model's directory is refused. */
   expect_load_error("tests/data/engine/bad_ext_path.onnx", VR_EFORMAT,
                     "must be relative to the model directory");
