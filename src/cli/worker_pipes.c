@@ -242,17 +242,30 @@ static void sync_tables(worker_pipes *w, int pipes_too) {
   sync_main(w);
   char names[WP_MAX][VR_PIPE_NAME_MAX];
   int n = vr_pipes_names(w->pipes, names, WP_MAX);
-  for (int i = 0; i < n && i < WP_MAX; i++) {
+  if (n > WP_MAX) n = WP_MAX;
+  /* forget the plan versions of pipelines no longer served: their slots
+   * are free for new ones (a full table reused slot 0, another
+   * pipeline's version, and a fresh plan could be taken as seen) */
+  for (int k = 0; k < WP_MAX; k++) {
+    int live = 0;
+    for (int i = 0; i < n && !live && w->names[k][0]; i++) live = !strcmp(w->names[k], names[i]);
+    if (!live) w->names[k][0] = 0, w->ver[k] = 0;
+  }
+  for (int i = 0; i < n; i++) {
     char table[VR_REG_ID_MAX];
     snprintf(table, sizeof table, "pipe.%.58s", names[i]);
     int64_t v = 0;
     char *body = NULL;
     err.msg[0] = 0;
     if (vr_registry_get_routes(w->reg, table, &v, &body, &err)) continue; /* not planned */
-    int k = 0;
-    while (k < WP_MAX && w->names[k][0] && strcmp(w->names[k], names[i])) k++;
-    if (k == WP_MAX) k = 0;
-    if (!w->names[k][0]) snprintf(w->names[k], sizeof w->names[k], "%.63s", names[i]);
+    int k = 0, free_k = -1;
+    for (; k < WP_MAX && strcmp(w->names[k], names[i]); k++)
+      if (free_k < 0 && !w->names[k][0]) free_k = k;
+    if (k == WP_MAX) { /* n <= WP_MAX live names: a slot is free */
+      k = free_k >= 0 ? free_k : 0;
+      snprintf(w->names[k], sizeof w->names[k], "%.63s", names[i]);
+      w->ver[k] = 0;
+    }
     int fresh = v != w->ver[k];
     if (vr_pipes_follow(w->pipes, names[i], fresh ? body : NULL, fresh ? strlen(body) : 0, &err)) {
       if (fresh) vr_warn("worker: pipeline '%s': plan v%lld: %s", names[i], (long long)v, err.msg);
