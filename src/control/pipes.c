@@ -349,6 +349,9 @@ int vr_pipes_register(vr_pipes *p, const char *json, size_t len, char *name_out,
   pthread_mutex_lock(&p->mu);
   if (vr_map_has(&p->by_name, pp->spec->name))
     rc = vr_errf(err, VR_EEXIST, "pipeline '%s' is already registered", pp->spec->name);
+  else if (p->by_name.len >= VR_PIPES_MAX) /* the policy would never plan it */
+    rc = vr_errf(err, VR_ELIMIT, "%d pipelines are registered, the most served at once: "
+                 "delete one first", VR_PIPES_MAX);
   if (!rc) rc = vr_store_put_doc(p->store, DOC_KIND, pp->spec->name, pp->spec_text, err);
   if (!rc && vr_map_put(&p->by_name, pp->spec->name, pp, NULL)) {
     vr_store_del_doc(p->store, DOC_KIND, pp->spec->name, NULL);

@@ -135,6 +135,10 @@ int vr_pipes_sync(vr_pipes *p, vr_errbuf *err);
 /* Names of the served pipelines (up to cap); returns how many there are. */
 int vr_pipes_names(vr_pipes *p, char (*names)[VR_PIPE_NAME_MAX], int cap);
 
+/* Pipelines served at once: the policy plans (and a worker follows) at
+ * most this many; a registration past it is refused (VR_ELIMIT). */
+#define VR_PIPES_MAX 64
+
 /* Registers a spec (JSON text, Vario's pipeline.json or Loki's app
  * definition): parsed, checked against the registered apps and models
  * (every task's app exists, children's inputs take the parent adapter's

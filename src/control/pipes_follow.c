@@ -102,8 +102,8 @@ static void apply_batches(vr_pipes *ps, pl_pipe *pp, pl_pol *pol) {
 
 /* The apps of every pipeline followed here are managed (pipes_pol.h). */
 static void manage_followed(vr_pipes *ps) {
-  pl_pipe *pipes[64];
-  int n = vr__pipes_ref_all(ps, pipes, 64, 1);
+  pl_pipe *pipes[VR_PIPES_MAX];
+  int n = vr__pipes_ref_all(ps, pipes, VR_PIPES_MAX, 1);
   vr__pipes_manage_apps(ps, pipes, n);
   for (int i = 0; i < n; i++) vr__pipe_unref(pipes[i]);
 }

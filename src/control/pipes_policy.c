@@ -537,8 +537,8 @@ void vr__pipes_manage_apps(vr_pipes *p, pl_pipe **pipes, int n) {
 void vr_pipes_policy_tick(vr_pipes *p) {
   if (!p->pdef) return;
   /* references: a pipeline deleted meanwhile stays alive until we finish */
-  pl_pipe *pipes[64];
-  int n = vr__pipes_ref_all(p, pipes, 64, 0);
+  pl_pipe *pipes[VR_PIPES_MAX];
+  int n = vr__pipes_ref_all(p, pipes, VR_PIPES_MAX, 0);
   double now_s = vr_clock_now(vr_clock_monotonic()) / 1e9;
   double dt = p->plast > 0 ? now_s - p->plast : p->popts.tick_s;
   if (dt <= 1e-3) dt = 1e-3;
