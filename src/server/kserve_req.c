@@ -109,6 +109,12 @@ static int decode_data(vr_ks_input *t, const char *s, const char *e,
   if (t->dtype == VR_DT_F16 || t->dtype == VR_DT_BF16)
     return vr_errf(err, VR_EUNSUPPORTED, "input '%s': datatype %s needs"
                    " binary data", t->name, vr_dtype_kserve(t->dtype));
+  /* each element takes a character and a separator at least: a shape
+   * its data cannot fill is refused before its memory is taken (a 150-byte
+   * body could ask for 2 GiB) */
+  if (n > (int64_t)(e - s) / 2 + 1)
+    return vr_errf(err, VR_ESHAPE, "input '%s': %lld bytes of data cannot hold the %lld "
+                   "elements its shape needs", t->name, (long long)(e - s), (long long)n);
   t->data = vr_aligned_alloc(64, t->nbytes ? t->nbytes : 64);
   if (!t->data) return vr_errf(err, VR_ENOMEM, "out of memory");
   t->owned = 1;

@@ -96,6 +96,17 @@ static void test_transfer_encoding(void **st) {
   assert_int_equal(sec_raw(g_port, req, (size_t)k, b, sizeof b), 200);
 }
 
+/* A shape its JSON data cannot fill is refused before its memory is
+ * taken: 2^28 INT64 elements from a 150-byte body asked for 2 GiB. */
+static void test_shape_past_data(void **st) {
+  (void)st;
+  char b[1024];
+  const char *q = "{\"inputs\":[{\"name\":\"x\",\"datatype\":\"INT64\","
+                  "\"shape\":[268435456],\"data\":[1]}]}";
+  int stc = sec_req(g_port, "POST", "/v2/models/m/infer", NULL, q, b, sizeof b);
+  if (stc != 400 || !strstr(b, "cannot hold")) fail_msg("%d %s", stc, b);
+}
+
 static void test_inference_header_length(void **st) {
   (void)st;
   char b[1024];
@@ -137,6 +148,7 @@ int main(void) {
   const struct CMUnitTest t[] = {
       cmocka_unit_test(test_content_length),
       cmocka_unit_test(test_transfer_encoding),
+      cmocka_unit_test(test_shape_past_data),
       cmocka_unit_test(test_inference_header_length),
       cmocka_unit_test(test_control_bytes_in_names),
   };
