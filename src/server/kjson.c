@@ -136,9 +136,7 @@ static int unicode_escape(vr_kj *j, unsigned *cp) {
   return 0;
 }
 
-/* Length of the valid UTF-8 sequence at p (lead byte >= 0x80), or 0:
- * no overlong forms, no surrogates, nothing above U+10FFFF. */
-static size_t utf8_len(const char *p, const char *end) {
+size_t vr_kj_utf8_len(const char *p, const char *end) {
   const unsigned char *s = (const unsigned char *)p;
   size_t n = s[0] >= 0xF0 ? 4 : s[0] >= 0xE0 ? 3 : s[0] >= 0xC2 ? 2 : 0;
   if (!n || s[0] > 0xF4 || (size_t)(end - p) < n) return 0;
@@ -185,7 +183,7 @@ int vr_kj_string(vr_kj *j, char *out, size_t cap) {
       tmp[0] = (char)c;
       j->p++;
     } else {
-      if (!(k = utf8_len(j->p, j->end)))
+      if (!(k = vr_kj_utf8_len(j->p, j->end)))
         return vr_kj_fail(j, "invalid UTF-8 in a string");
       memcpy(tmp, j->p, k);
       j->p += k;

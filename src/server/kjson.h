@@ -42,6 +42,11 @@ int vr_kj_obj_next(vr_kj *j, char *key, size_t cap, int *first);
 int vr_kj_arr_begin(vr_kj *j);
 int vr_kj_arr_next(vr_kj *j, int *first);
 
+/* Length of the valid UTF-8 sequence at p (lead byte >= 0x80) within
+ * [p, end), or 0: no overlong forms, no surrogates, nothing above
+ * U+10FFFF. The rule of the JSON reader and of the writer (sbuf.c). */
+size_t vr_kj_utf8_len(const char *p, const char *end);
+
 /* A string value, unescaped into out (NUL-terminated); VR_ELIMIT if it
  * does not fit. */
 int vr_kj_string(vr_kj *j, char *out, size_t cap);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "server/kjson.h"
 
 void vr_sbuf_init(vr_sbuf *b) { memset(b, 0, sizeof *b); }
 
@@ -61,25 +62,12 @@ void vr_sbuf_printf(vr_sbuf *b, const char *fmt, ...) {
   b->len += (size_t)n;
 }
 
-/* Length of the well-formed UTF-8 sequence at p (RFC 3629: no overlong
- * forms, no surrogates, nothing past U+10FFFF), or 0. */
-static int utf8_len(const unsigned char *p) {
-  if (p[0] < 0x80) return 1;
-  int n = p[0] >= 0xc2 && p[0] <= 0xdf ? 2 : p[0] >= 0xe0 && p[0] <= 0xef ? 3
-          : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : 0;
-  for (int i = 1; i < n; i++)
-    if ((p[i] & 0xc0) != 0x80) return 0; /* also stops at the NUL */
-  if ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] > 0x9f) ||
-      (p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] > 0x8f))
-    return 0;
-  return n;
-}
-
 void vr_sbuf_json_str(vr_sbuf *b, const char *s) {
   static const char hex[] = "0123456789abcdef";
   vr_sbuf_add(b, "\"", 1);
+  const char *end = s + strlen(s);
   for (const unsigned char *p = (const unsigned char *)s; *p;) {
-    int n = utf8_len(p);
+    size_t n = *p < 0x80 ? 1 : vr_kj_utf8_len((const char *)p, end);
     if (*p == '"' || *p == '\\') {
       char e[2] = {'\\', (char)*p};
       vr_sbuf_add(b, e, 2);
@@ -87,12 +75,12 @@ void vr_sbuf_json_str(vr_sbuf *b, const char *s) {
       char e[6] = {'\\', 'u', '0', '0', hex[*p >> 4], hex[*p & 15]};
       vr_sbuf_add(b, e, 6);
     } else if (n) {
-      vr_sbuf_add(b, p, (size_t)n);
+      vr_sbuf_add(b, p, n);
     } else { /* not UTF-8 (a URL's %FF, a cut name): JSON must be */
       vr_sbuf_add(b, "\\ufffd", 6);
       n = 1;
     }
-    p += n ? n : 1;
+    p += n;
   }
   vr_sbuf_add(b, "\"", 1);
 }
