@@ -282,7 +282,8 @@ static int load_stored(vr_pipes *p, int warn, int sync, vr_errbuf *err) {
     if (!rc && (!known || changed) && compile(p, body, strlen(body), &pp, &e2) == 0) {
       pthread_mutex_lock(&p->mu);
       const pl_pipe *now = vr_map_get(&p->by_name, pp->spec->name);
-      if ((now && !changed) || (now && !strcmp(now->spec_text, pp->spec_text)) ||
+      /* another thread served it meanwhile: keep that one */
+      if ((now && (!changed || !strcmp(now->spec_text, pp->spec_text))) ||
           vr_map_put(&p->by_name, pp->spec->name, pp, (void **)&old))
         pipe_free(pp), old = NULL;
       pthread_mutex_unlock(&p->mu);
