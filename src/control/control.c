@@ -432,12 +432,13 @@ static void write_row(vr_control *c, int64_t now_ns, double dt) {
   }
   if (vf) fclose(vf);
   double att = c->p_served ? 1.0 - (double)c->p_late / c->p_served : 1.0;
+  double p99 = vr_hist_quantile(&c->p_hist, 0.99) / 1000.0;
+  double acc = c->p_served ? c->p_acc_sum / c->p_served : 0.0;
+  int cores = c->o.cores - c->worker.free_cores;
   if (c->hist) {
     vr_hist_row r = {(now_ns - c->t0_ns) / 1e9, c->p_arrivals, c->p_served, c->p_late,
-                     c->p_failed + c->p_infeasible, att,
-                     vr_hist_quantile(&c->p_hist, 0.99) / 1000.0,
-                     c->p_served ? c->p_acc_sum / c->p_served : 0.0, cost, ninst,
-                     c->o.cores - c->worker.free_cores, NULL, NULL};
+                     c->p_failed + c->p_infeasible, att, p99, acc, cost, ninst, cores,
+                     NULL, NULL};
     FILE *af = inst_of ? open_memstream(&apps, &alen) : NULL;
     if (af) {
       app_breakdown(c, inst_of, af);
@@ -449,19 +450,15 @@ static void write_row(vr_control *c, int64_t now_ns, double dt) {
   }
   free(apps);
   vr_free(inst_of);
-  if (!c->o.csv) {
-    free(vars);
-    return;
+  if (c->o.csv) {
+    fprintf(c->o.csv, "%.3f,%llu,%llu,%llu,%llu,%.4f,%.3f,%.3f,%.8f,%d,%d,%s\n",
+            (now_ns - c->t0_ns) / 1e9, (unsigned long long)c->p_arrivals,
+            (unsigned long long)c->p_served, (unsigned long long)c->p_late,
+            (unsigned long long)(c->p_failed + c->p_infeasible), att, p99, acc, cost, ninst,
+            cores, vars ? vars : "");
+    fflush(c->o.csv);
   }
-  fprintf(c->o.csv, "%.3f,%llu,%llu,%llu,%llu,%.4f,%.3f,%.3f,%.8f,%d,%d,%s\n",
-          (now_ns - c->t0_ns) / 1e9, (unsigned long long)c->p_arrivals,
-          (unsigned long long)c->p_served, (unsigned long long)c->p_late,
-          (unsigned long long)(c->p_failed + c->p_infeasible), att,
-          vr_hist_quantile(&c->p_hist, 0.99) / 1000.0,
-          c->p_served ? c->p_acc_sum / c->p_served : 0.0, cost, ninst,
-          c->o.cores - c->worker.free_cores, vars ? vars : "");
   free(vars);
-  fflush(c->o.csv);
   (void)dt;
 }
 
