@@ -41,6 +41,13 @@ int vr__cli_parse_num(const char *s, double lo, double hi, double *out) {
   return 0;
 }
 
+int vr__cli_parse_pos(const char *s, double hi, double *out) {
+  double v;
+  if (vr__cli_parse_num(s, 0, hi, &v) || !(v > 0)) return -1;
+  *out = v;
+  return 0;
+}
+
 int vr__cli_ll(const char *cmd, const char *opt, const char *s, long long lo, long long hi,
                long long *out) {
   if (!vr__cli_parse_ll(s, lo, hi, out)) return 0;

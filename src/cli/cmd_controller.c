@@ -471,13 +471,6 @@ static int pipe_policy(const char *s) {
   return 0;
 }
 
-/* A positive number (at most 1e7). */
-static int dnum(const char *s, double *out) {
-  double v;
-  if (vr__cli_parse_num(s, 0, 1e7, &v) || !(v > 0)) return -1;
-  *out = v;
-  return 0;
-}
 
 static char *read_token(const char *path) {
   char buf[1024];
@@ -516,10 +509,10 @@ int vr_cmd_controller(int argc, char **argv) {
     else if (!strcmp(a, "--slo-ms") && has && !vr__cli_parse_int(argv[i + 1], 1, 600000, &slo)) i++, c.slo_ms = slo;
     else if (!strcmp(a, "--store") && has) c.store_url = argv[++i];
     else if (!strcmp(a, "--pipeline-policy") && has && pipe_policy(argv[i + 1])) c.pipe_policy = argv[++i];
-    else if (!strcmp(a, "--pipeline-period-ms") && has && !dnum(argv[i + 1], &c.pipe_period_ms)) i++;
-    else if (!strcmp(a, "--pipeline-slack") && has && !dnum(argv[i + 1], &c.pipe_slack)) i++;
-    else if (!strcmp(a, "--inferline-rate") && has && !dnum(argv[i + 1], &c.il_rate)) i++;
-    else if (!strcmp(a, "--inferline-cv") && has && !dnum(argv[i + 1], &c.il_cv)) i++;
+    else if (!strcmp(a, "--pipeline-period-ms") && has && !vr__cli_parse_pos(argv[i + 1], 1e7, &c.pipe_period_ms)) i++;
+    else if (!strcmp(a, "--pipeline-slack") && has && !vr__cli_parse_pos(argv[i + 1], 1e7, &c.pipe_slack)) i++;
+    else if (!strcmp(a, "--inferline-rate") && has && !vr__cli_parse_pos(argv[i + 1], 1e7, &c.il_rate)) i++;
+    else if (!strcmp(a, "--inferline-cv") && has && !vr__cli_parse_pos(argv[i + 1], 1e7, &c.il_cv)) i++;
     else if (!strcmp(a, "--af-shadow-process")) c.af_shadow_process = 1;
     else if (!strcmp(a, "--af-mls-period-s") && has && !vr__cli_parse_int(argv[i + 1], 1, 86400, &c.af_mls_period_s)) i++;
     else if (!strcmp(a, "--af-release-ms") && has && !vr__cli_parse_int(argv[i + 1], 1, 3600000, &c.af_release_ms)) i++;

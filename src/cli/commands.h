@@ -38,6 +38,8 @@ int vr__cli_num(const char *cmd, const char *opt, const char *s, double lo, doub
 int vr__cli_parse_ll(const char *s, long long lo, long long hi, long long *out);
 int vr__cli_parse_int(const char *s, long lo, long hi, int *out);
 int vr__cli_parse_num(const char *s, double lo, double hi, double *out);
+/* A number in (0, hi]: a period, a rate, a factor. */
+int vr__cli_parse_pos(const char *s, double hi, double *out);
 
 /* `vario perf MODEL --blocks` (cmd_perf_blocks.c). */
 int vr__cmd_perf_blocks(int argc, char **argv);

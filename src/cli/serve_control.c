@@ -33,12 +33,12 @@ int vr_cli_control_arg(vr_cli_control *c, int argc, char **argv, int i) {
     int n;
     if (vr__cli_parse_int(v, a[5] == 'g' ? 1 : 0, 1000000, &n)) return -1;
     if (a[5] == 'g') c->af_gamma = n;
-    else c->af_kappa1 = (int)n + 1;
+    else c->af_kappa1 = n + 1;
     return 2;
   }
   if (!strcmp(a, "--control-period-ms") || !strcmp(a, "--af-release-ms") ||
       !strcmp(a, "--af-mls-period-s")) {
-    if (vr__cli_parse_num(v, 0, 1e7, &d) || !(d > 0)) return -1;
+    if (vr__cli_parse_pos(v, 1e7, &d)) return -1;
     if (a[2] == 'c') c->period_ms = d;
     else if (a[5] == 'r') c->af_release_ms = d;
     else c->af_mls_period_s = d;
@@ -52,14 +52,14 @@ int vr_cli_control_arg(vr_cli_control *c, int argc, char **argv, int i) {
     return 2;
   }
   if (!strcmp(a, "--pipeline-period-ms") || !strcmp(a, "--pipeline-slack")) {
-    if (vr__cli_parse_num(v, 0, 1e7, &d) || !(d > 0)) return -1;
+    if (vr__cli_parse_pos(v, 1e7, &d)) return -1;
     if (a[11] == 'p') c->pipe_period_ms = d;
     else c->pipe_slack = d;
     return 2;
   }
   if (!strcmp(a, "--pipeline-tick-ms") || !strcmp(a, "--inferline-rate") ||
       !strcmp(a, "--inferline-cv")) {
-    if (vr__cli_parse_num(v, 0, 1e7, &d) || !(d > 0)) return -1;
+    if (vr__cli_parse_pos(v, 1e7, &d)) return -1;
     if (a[2] == 'p') {
       if (d < 10) return -1; /* a tick under 10 ms only burns the cores */
       c->pipe_tick_ms = d;
@@ -71,7 +71,7 @@ int vr_cli_control_arg(vr_cli_control *c, int argc, char **argv, int i) {
     return 2;
   }
   if (!strcmp(a, "--default-slo-ms")) {
-    if (vr__cli_parse_num(v, 0, 1e7, &d) || !(d > 0)) return -1;
+    if (vr__cli_parse_pos(v, 1e7, &d)) return -1;
     c->default_slo_ms = d;
     return 2;
   }
