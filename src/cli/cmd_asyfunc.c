@@ -19,7 +19,7 @@ static void usage(void) {
           "                     [--gamma G] [--gamma-total] [--kappa K] [--lookback P]\n"
           "                     [--spike MIN:MAX] [--cmax C] [--slo-cmax K]\n"
           "                     [--batch-objective cost|cores] [--rmax-pairs]\n"
-          "                     [--release-ms T] [--paper-scale-in]\n"
+          "                     [--release-ms T] [--paper-scale-in] [--paper-scheduler]\n"
           "Base rate: Q, or N (default 8) x the rate one 1-core body sustains\n"
           "within the SLO. SLO: X, or K x the latency at (C_max, B_max) (the\n"
           "paper's rule; arrivals as without it), or 1.5 x the model's latency at\n"
@@ -27,7 +27,10 @@ static void usage(void) {
           "pair (Eq. 1). Shadows go once the queue stayed below the LLS threshold\n"
           "T ms (1000). MLS scales in only while one body fewer keeps r <= alpha\n"
           "R_max (--paper-scale-in: while r < beta R_max, Algorithm 1). LLS fires when the queue holds gamma (2) requests per live\n"
-          "body (--gamma-total: gamma in all, as in the paper). BATCH provisions\n"
+          "body (--gamma-total: gamma in all, as in the paper). The scheduler gives an idle instance\n"
+          "the most rows whose oldest still meets the SLO, best throughput per core first\n"
+          "(--paper-scheduler: Algorithm 3 as written, fewest cores first, the whole queue).\n"
+          "BATCH provisions\n"
           "for the peak 1-s rate of the last P (10) periods, in one configuration\n"
           "with the least (cores + memory) per request (cost, default; memory of\n"
           "a whole model = 1 core as in MLS) or cores per request (cores).\n"
@@ -39,6 +42,7 @@ static void usage(void) {
 typedef struct af_args {
   const char *file, *csv;
   int all, verbose, gamma, kappa, lookback, gamma_total, cmax, rmax_pairs, paper_scale_in;
+  int paper_sched;
   double release_ms;
   vr_af_policy pol;
   vr_af_batch_obj batch_obj;
@@ -98,6 +102,7 @@ static int parse(int argc, char **argv, af_args *a) {
     else if (!strcmp(s, "--gamma-total")) a->gamma_total = 1;
     else if (!strcmp(s, "--rmax-pairs")) a->rmax_pairs = 1;
     else if (!strcmp(s, "--paper-scale-in")) a->paper_scale_in = 1;
+    else if (!strcmp(s, "--paper-scheduler")) a->paper_sched = 1;
     else if (!strcmp(s, "--release-ms") && more) {
       if (vr__cli_num("asyfunc", s, argv[++i], 0, 1e9, &a->release_ms)) return 2;
     }
@@ -208,6 +213,7 @@ int vr_cmd_asyfunc(int argc, char **argv) {
     cfg.batch_obj = a.batch_obj;
     cfg.rmax_pairs = a.rmax_pairs;
     if (a.paper_scale_in) cfg.scale.scale_in_guard = 0;
+    cfg.paper_scheduler = a.paper_sched;
     if (a.release_ms >= 0) cfg.release_idle_ms = a.release_ms;
     vr_af_sim_result *r = vr_malloc(sizeof *r);
     if (!r || vr_af_simulate(&m, &cfg, arr, n, r)) {

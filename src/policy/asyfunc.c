@@ -378,6 +378,32 @@ int vr_af_schedule(const vr_af_model *m, double slo_ms, const vr_af_cand *c, int
   return best;
 }
 
+int vr_af_schedule_paper(const vr_af_model *m, double slo_ms, const vr_af_cand *c, int n,
+                         const double *waits, int qlen, int *b, int *drop) {
+  *b = *drop = 0;
+  if (n <= 0 || qlen <= 0) return -1;
+  /* ascending cores without sorting: the fewest cores first, ties by index */
+  int first = -1, first_b = 0, largest = 0;
+  for (int i = 0; i < n; i++) {
+    int rows = qlen < c[i].cfg.b ? qlen : c[i].cfg.b;
+    int ci = cand_cores(&c[i]);
+    if (ci >= cand_cores(&c[largest])) largest = i;
+    if (rows < 1 || waits[0] + cand_lat(m, &c[i], rows) > slo_ms) continue;
+    if (first < 0 || ci < cand_cores(&c[first])) first = i, first_b = rows;
+  }
+  if (first >= 0) {
+    *b = first_b;
+    return first;
+  }
+  /* the latest requests the largest can serve; the rest is dropped */
+  int cap = qlen < c[largest].cfg.b ? qlen : c[largest].cfg.b;
+  int k = cap;
+  while (k >= 1 && waits[qlen - k] + cand_lat(m, &c[largest], k) > slo_ms) k--;
+  *b = k;
+  *drop = qlen - k;
+  return largest;
+}
+
 /* ---- BATCH --------------------------------------------------------------- */
 
 double vr_af_batch_cfg_obj(const vr_af_model *m, double slo_ms, vr_af_batch_obj obj, int *cores,

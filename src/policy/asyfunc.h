@@ -199,6 +199,16 @@ typedef struct vr_af_cand {
  * no candidate. */
 int vr_af_schedule(const vr_af_model *m, double slo_ms, const vr_af_cand *c, int n,
                    const double *waits, int qlen, int *b, int *drop);
+/* Algorithm 3 as the paper writes it (`vario asyfunc --paper-scheduler`):
+ * idle candidates in ascending order of cores (ties: by index); the first
+ * on which the whole queue, up to its cap, finishes within the SLO for
+ * the oldest request (waits[0] + t_l <= slo) takes it ("schedule Q to x_i
+ * and clear Q"). None does: the candidate with the most cores (the
+ * largest i) takes the latest requests it can serve within the SLO and
+ * *drop = every request before them (the paper clears Q), so the caller
+ * must pass the whole queue. -1 when there is no candidate. */
+int vr_af_schedule_paper(const vr_af_model *m, double slo_ms, const vr_af_cand *c, int n,
+                         const double *waits, int qlen, int *b, int *drop);
 
 /* ---- live bodies (policy/asyfunc_tick.c) -------------------------------- */
 

@@ -104,6 +104,9 @@ typedef struct sim {
   int64_t batches, paired_batches;
   vr_af_sim_result *res;
   int batch_cores, batch_b; /* BATCH's configuration */
+  double *waits;             /* the queue's waits for the scheduler */
+  int64_t capw;
+  int oom;                   /* the run stopped for want of memory */
 } sim;
 
 /* Accumulates cores x time and GB x time up to t. */
@@ -331,11 +334,25 @@ static int schedule_one(sim *s) {
     c[n++].cfg = p;
   }
   if (!n) return 0;
-  double waits[64];
-  int nw = qlen < 64 ? qlen : 64;
-  for (int k = 0; k < nw; k++) waits[k] = s->t - s->arr[s->qh + k];
+  /* the default looks at the oldest 64 (more than any batch); the
+   * paper's rule clears the whole queue, so it sees it all */
+  int nw = s->cfg->paper_scheduler || qlen < 64 ? qlen : 64;
+  if (nw > s->capw) {
+    int64_t cap = s->capw ? s->capw : 64;
+    while (cap < nw) cap *= 2;
+    double *w = vr_realloc(s->waits, (size_t)cap * sizeof(double));
+    if (!w) {
+      s->oom = 1;
+      return 0;
+    }
+    s->waits = w;
+    s->capw = cap;
+  }
+  for (int k = 0; k < nw; k++) s->waits[k] = s->t - s->arr[s->qh + k];
   int b, drop;
-  int pick = vr_af_schedule(s->m, s->cfg->scale.slo_ms, c, n, waits, nw, &b, &drop);
+  int pick = s->cfg->paper_scheduler
+                 ? vr_af_schedule_paper(s->m, s->cfg->scale.slo_ms, c, n, s->waits, nw, &b, &drop)
+                 : vr_af_schedule(s->m, s->cfg->scale.slo_ms, c, n, s->waits, nw, &b, &drop);
   if (pick < 0) return 0;
   s->res->dropped += drop;
   s->res->violated += drop;
@@ -439,6 +456,7 @@ static void run(sim *s) {
     reap(s);
     while (schedule_one(s)) {
     }
+    if (s->oom) return;
     int live = count_live(s, BODY), sh = count_live(s, SHADOW);
     if (live > s->res->max_bodies) s->res->max_bodies = live;
     if (sh > s->res->max_shadows) s->res->max_shadows = sh;
@@ -470,6 +488,12 @@ int vr_af_simulate(const vr_af_model *m, const vr_af_sim_cfg *cfg, const double 
   for (int k = 0; k < cfg->nodes; k++) s.node_free[k] = cfg->node_cores;
   vr_af_batch_cfg_obj(m, cfg->scale.slo_ms, cfg->batch_obj, &s.batch_cores, &s.batch_b);
   run(&s);
+  vr_free(s.waits);
+  if (s.oom) {
+    vr_free(s.in);
+    vr_free(s.node_free);
+    return VR_ENOMEM;
+  }
   res->requests = n;
   res->violations_pct = n ? 100.0 * (double)res->violated / (double)n : 0;
   res->paired_batches_pct = s.batches ? 100.0 * (double)s.paired_batches / (double)s.batches : 0;

@@ -63,6 +63,12 @@ typedef struct vr_af_sim_cfg {
    * queue here feeds tens of bodies at tens of qps each, where two waiting
    * requests are the steady state, not a burst. */
   int gamma_per_body;
+  /* Algorithm 3 as written (vr_af_schedule_paper: the fewest cores that
+   * take the whole queue in time; else the most cores take the latest
+   * requests and the rest is dropped) instead of the default (the idle
+   * instance with the best throughput per core on the most rows whose
+   * oldest still meets the SLO, vr_af_schedule). */
+  int paper_scheduler;
   int nodes, node_cores;  /* cluster: 30 x 36 (paper Table 1) */
   vr_af_scale_cfg scale;  /* alpha, beta, gamma, kappa, slo */
 } vr_af_sim_cfg;

@@ -316,6 +316,53 @@ static void test_schedule(void **st) {
   assert_true(vr_af_batch_cfg(&m, 5, &cores, &bb) == 0 && cores == 0 && bb == 0);
 }
 
+/* Algorithm 3 as written: t(1 core, b) = 2 + 10 b, t(2 cores, b) = 2 + 6 b
+ * (two_blocks), SLO 50. */
+static void test_schedule_paper(void **st) {
+  vr_af_model m;
+  two_blocks(&m);
+  vr_af_cand c[2] = {{{2, 0, 4, 4, 0, 0}}, {{1, 0, 4, 4, 0, 0}}};
+  double waits[4] = {10, 5, 1, 0};
+  int b, drop;
+  /* fewest cores first, the whole queue: 1 core misses (10 + 42 > 50), 2
+   * cores make it (10 + 26). The default picks the 1-core body's 3 rows
+   * (3 per 32 ms a core beats 4 per 2 x 26 ms). */
+  assert_int_equal(vr_af_schedule_paper(&m, 50, c, 2, waits, 4, &b, &drop), 0);
+  assert_int_equal(b, 4);
+  assert_int_equal(drop, 0);
+  assert_int_equal(vr_af_schedule(&m, 50, c, 2, waits, 4, &b, &drop), 1);
+  assert_int_equal(b, 3);
+  /* oldest waited 5: the 1-core body takes all four (5 + 42 <= 50) */
+  waits[0] = 5;
+  assert_int_equal(vr_af_schedule_paper(&m, 50, c, 2, waits, 4, &b, &drop), 1);
+  assert_int_equal(b, 4);
+  /* a queue longer than the cap: the cap's rows, the rest stays */
+  double six[6] = {5, 4, 3, 2, 1, 0};
+  assert_int_equal(vr_af_schedule_paper(&m, 50, c, 2, six, 6, &b, &drop), 1);
+  assert_int_equal(b, 4);
+  assert_int_equal(drop, 0);
+  /* nobody makes it (SLO 13): the most cores take the latest requests they
+   * can (1 row: 0 + 8; 2 rows: 1 + 14 > 13) and the three before are
+   * dropped; the default drops only the two that cannot make it anywhere */
+  double late[4] = {40, 30, 1, 0};
+  assert_int_equal(vr_af_schedule_paper(&m, 13, c, 2, late, 4, &b, &drop), 0);
+  assert_int_equal(b, 1);
+  assert_int_equal(drop, 3);
+  assert_int_equal(vr_af_schedule(&m, 13, c, 2, late, 4, &b, &drop), 0);
+  assert_int_equal(drop, 2);
+  assert_int_equal(b, 1);
+  /* equal cores: the first fits first; the last is the "largest i" */
+  c[0].cfg.cb = 1;
+  assert_int_equal(vr_af_schedule_paper(&m, 50, c, 2, waits, 4, &b, &drop), 0);
+  assert_int_equal(vr_af_schedule_paper(&m, 13, c, 2, late, 4, &b, &drop), 1);
+  /* even the newest cannot make it alone: all dropped */
+  double stale[2] = {40, 30};
+  assert_int_equal(vr_af_schedule_paper(&m, 13, c, 2, stale, 2, &b, &drop), 1);
+  assert_int_equal(b, 0);
+  assert_int_equal(drop, 2);
+  assert_int_equal(vr_af_schedule_paper(&m, 50, c, 0, waits, 4, &b, &drop), -1);
+}
+
 static void test_json(void **st) {
   vr_af_model m, k;
   two_blocks(&m);
@@ -577,7 +624,8 @@ int main(void) {
       cmocka_unit_test(test_group_hand_made), cmocka_unit_test(test_latency_model),
       cmocka_unit_test(test_mls),             cmocka_unit_test(test_lls),
       cmocka_unit_test(test_lls_rank),        cmocka_unit_test(test_pair_rmax),
-      cmocka_unit_test(test_schedule),        cmocka_unit_test(test_json),
+      cmocka_unit_test(test_schedule),        cmocka_unit_test(test_schedule_paper),
+      cmocka_unit_test(test_json),
       cmocka_unit_test(test_sim),             cmocka_unit_test(test_profile_tiny_cnn),
       cmocka_unit_test(test_policy_tick),     cmocka_unit_test(test_policy_mls_mean),
   };
