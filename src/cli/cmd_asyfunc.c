@@ -39,6 +39,17 @@ static void usage(void) {
           "model=M policy=P cpu_core_s=X mem_gb_s=X violations_pct=X\n");
 }
 
+/* "MIN:MAX", both whole numbers of the string, 1 <= MIN <= MAX <= 1000. */
+static int parse_spike(const char *s, double *lo, double *hi) {
+  char buf[64];
+  const char *colon = strchr(s, ':');
+  if (!colon || (size_t)(colon - s) >= sizeof buf) return -1;
+  memcpy(buf, s, (size_t)(colon - s));
+  buf[colon - s] = 0;
+  if (vr__cli_parse_num(buf, 1, 1000, lo) || vr__cli_parse_num(colon + 1, 1, 1000, hi)) return -1;
+  return *lo <= *hi ? 0 : -1;
+}
+
 typedef struct af_args {
   const char *file, *csv;
   int all, verbose, gamma, kappa, lookback, gamma_total, cmax, rmax_pairs, paper_scale_in;
@@ -107,8 +118,9 @@ static int parse(int argc, char **argv, af_args *a) {
       if (vr__cli_num("asyfunc", s, argv[++i], 0, 1e9, &a->release_ms)) return 2;
     }
     else if (!strcmp(s, "--spike") && more) {
-      if (sscanf(argv[++i], "%lf:%lf", &a->mul_min, &a->mul_max) != 2) {
-        fprintf(stderr, "vario asyfunc: --spike wants MIN:MAX multipliers\n");
+      if (parse_spike(argv[++i], &a->mul_min, &a->mul_max)) {
+        fprintf(stderr, "vario asyfunc: --spike wants MIN:MAX multipliers, 1 <= MIN <= MAX <= 1000, "
+                "not '%s'\n", argv[i]);
         return 2;
       }
     }

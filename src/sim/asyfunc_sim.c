@@ -30,9 +30,12 @@ void vr_af_workload_init(vr_af_workload *w, double base_qps, double duration_s, 
 int vr_af_arrivals(const vr_af_workload *w, double **out, int64_t *n) {
   *out = NULL;
   *n = 0;
-  if (!(w->base_qps > 0) || !(w->duration_s > 0) || w->mul_min < 1 || w->mul_max < w->mul_min ||
-      w->spike_min_s < 0 || w->spike_max_s < w->spike_min_s || !(w->spike_every_s > 0) ||
-      !(w->drift_period_s > 0) || w->drift < 0 || w->drift >= 1)
+  /* written so that a NaN anywhere fails */
+  if (!(w->base_qps > 0) || !(w->duration_s > 0) || !(w->mul_min >= 1) ||
+      !(w->mul_max >= w->mul_min) || !isfinite(w->mul_max) || !(w->spike_min_s >= 0) ||
+      !(w->spike_max_s >= w->spike_min_s) || !isfinite(w->spike_max_s) ||
+      !(w->spike_every_s > 0) || !(w->drift_period_s > 0) || !(w->drift >= 0) || !(w->drift < 1) ||
+      !isfinite(w->base_qps) || !isfinite(w->duration_s))
     return VR_EINVAL;
   vr_rng r;
   vr_rng_seed(&r, w->seed);
