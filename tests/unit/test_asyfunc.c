@@ -430,6 +430,13 @@ static void test_sim(void **st) {
   vr_free(arr);
   w.mul_min = 0.5;
   assert_int_equal(vr_af_arrivals(&w, &arr, &n), VR_EINVAL);
+  /* a NaN (a `--spike 1.5:nan` once) generated an empty run */
+  w.mul_min = 1.5;
+  w.mul_max = NAN;
+  assert_int_equal(vr_af_arrivals(&w, &arr, &n), VR_EINVAL);
+  w.mul_max = 2;
+  w.drift = NAN;
+  assert_int_equal(vr_af_arrivals(&w, &arr, &n), VR_EINVAL);
 }
 
 /* The profiler on a real model: blocks tile the graph at chain cuts, every
