@@ -66,8 +66,8 @@ static void on_event(void *ctx, const vr_registry_event *ev) {
       printf("connected (reconnects %" PRId64 ")\n", ev->version);
       break;
     case VR_REG_EV_ROUTES:
-      printf("routes %s v%" PRId64 "%s %s\n", ev->table, ev->version, ev->resync ? " (current)" : "",
-             ev->body);
+      printf("routes %s v%" PRId64 "%s%s %s\n", ev->table, ev->version,
+             ev->resync ? " (current)" : "", ev->reset ? " (store restarted)" : "", ev->body);
       break;
     case VR_REG_EV_WORKER_UP: printf("worker up %s\n", ev->worker); break;
     case VR_REG_EV_WORKER_DOWN: printf("worker down %s\n", ev->worker); break;

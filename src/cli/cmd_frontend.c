@@ -47,7 +47,7 @@ static void usage(FILE *f) {
 static void on_registry(void *ctx, const vr_registry_event *ev) {
   vr_frontend *fe = ctx;
   if (ev->kind != VR_REG_EV_ROUTES || strcmp(ev->table, "main")) return;
-  if (ev->version <= vr_fwd_table_version(vr_frontend_fwd(fe))) return;
+  if (!ev->reset && ev->version <= vr_fwd_table_version(vr_frontend_fwd(fe))) return;
   vr_fwd_table t;
   vr_errbuf err = {0};
   if (vr_fwd_table_parse(ev->body, strlen(ev->body), ev->version, &t, &err) ||

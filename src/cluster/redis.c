@@ -6,6 +6,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -196,6 +197,10 @@ redisContext *vr__redis_connect(const vr_redis_url *u, const vr_redis_opts *o,
     redisFree(c);
     return NULL;
   }
+  /* hiredis 0.14 opens its socket without SOCK_CLOEXEC: a process the
+   * worker spawns (an AsyFunc shadow) would hold the connection open */
+  int fl = fcntl(c->fd, F_GETFD);
+  if (fl >= 0) fcntl(c->fd, F_SETFD, fl | FD_CLOEXEC);
   int rc = redisSetTimeout(c, tv_ms(o->io_timeout_ms)) == REDIS_OK
                ? 0
                : vr_errf(err, VR_EIO, "%s: cannot set timeout", name);

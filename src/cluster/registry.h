@@ -169,6 +169,9 @@ typedef struct vr_registry_event {
   const char *body;   /* ROUTES */
   const char *worker; /* WORKER_*, INSTANCES */
   int resync;         /* ROUTES read after a (re)connect, not published */
+  int reset;          /* ROUTES: the store's numbering started over (Redis
+                         lost its data, a new writer counts from 1): take
+                         this version though it is not above the last */
 } vr_registry_event;
 
 typedef void (*vr_registry_cb)(void *ctx, const vr_registry_event *ev);

@@ -11,7 +11,9 @@
  * silence sends a PING so that a peer that vanished without closing the
  * socket is noticed too.
  */
+#define _GNU_SOURCE /* pipe2 */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
@@ -27,6 +29,8 @@
 typedef struct sub_table {
   char name[VR_REG_ID_MAX];
   int64_t version; /* highest delivered */
+  int reset;       /* the store lost it: the next one delivered starts over */
+  int seen;        /* in the store at this resync */
 } sub_table;
 
 struct vr_registry_sub {
@@ -71,17 +75,46 @@ static sub_table *table_get(vr_registry_sub *s, const char *name) {
   sub_table *t = &g[s->ntables++];
   snprintf(t->name, sizeof t->name, "%s", name);
   t->version = 0;
+  t->reset = t->seen = 0;
   return t;
 }
 
-/* Delivers a table when it is newer than what was delivered. */
+/* The version the store holds for table now: 0 when it holds none, -1
+ * when it cannot be read. */
+static int64_t stored_version(vr_registry_sub *s, const char *table) {
+  vr_errbuf e = {0};
+  redisReply *rep = vr__reg_all_routes(s->rd, &e);
+  if (!rep) return -1;
+  int64_t found = 0, v;
+  if (rep->type == REDIS_REPLY_ARRAY && rep->elements % 3 == 0)
+    for (size_t i = 0; i < rep->elements; i += 3) {
+      redisReply **x = rep->element + i;
+      if (x[0]->type == REDIS_REPLY_STRING && !strcmp(x[0]->str, table) &&
+          !vr__reg_get_i64(x[1], 1, INT64_MAX, &v))
+        found = v;
+    }
+  freeReplyObject(rep);
+  return found;
+}
+
+/* Delivers a table when it is newer than what was delivered, or when the
+ * store's numbering started over: Redis lost its data and a new writer
+ * (a restarted controller) counts from 1 again, so every later version
+ * would look stale for good. A lower version is a restart when the store
+ * itself holds it (resync reads the store; a published one is checked
+ * against it), and not an old message overtaken by a newer one. */
 static void deliver_routes(vr_registry_sub *s, const char *table, int64_t v, const char *body,
                            int resync) {
   sub_table *t = table_get(s, table);
-  if (!t || v <= t->version) return;
+  if (!t) return;
+  t->seen = 1;
+  int reset = t->reset;
+  if (!reset && v < t->version) reset = resync || stored_version(s, table) == v;
+  if (!reset && v <= t->version) return;
   t->version = v;
+  t->reset = 0;
   vr_registry_event ev = {.kind = VR_REG_EV_ROUTES, .table = table, .version = v, .body = body,
-                          .resync = resync};
+                          .resync = resync, .reset = reset};
   s->cb(s->ctx, &ev);
 }
 
@@ -89,7 +122,8 @@ static void resync(vr_registry_sub *s) {
   vr_errbuf e = {0};
   redisReply *rep = vr__reg_all_routes(s->rd, &e);
   if (!rep) return; /* the next publish (or reconnect) brings it */
-  if (rep->type == REDIS_REPLY_ARRAY && rep->elements % 3 == 0)
+  if (rep->type == REDIS_REPLY_ARRAY && rep->elements % 3 == 0) {
+    for (size_t i = 0; i < s->ntables; i++) s->tables[i].seen = 0;
     for (size_t i = 0; i < rep->elements; i += 3) {
       redisReply **x = rep->element + i;
       int64_t v;
@@ -97,6 +131,14 @@ static void resync(vr_registry_sub *s) {
           !vr__reg_get_i64(x[1], 1, INT64_MAX, &v) && x[2]->type == REDIS_REPLY_STRING)
         deliver_routes(s, x[0]->str, v, x[2]->str, 1);
     }
+    /* delivered once, gone from the store now: it lost its data, and the
+     * table's next writer starts again from version 1 */
+    for (size_t i = 0; i < s->ntables; i++)
+      if (!s->tables[i].seen && s->tables[i].version > 0) {
+        s->tables[i].version = 0;
+        s->tables[i].reset = 1;
+      }
+  }
   freeReplyObject(rep);
 }
 
@@ -184,8 +226,15 @@ static void *sub_main(void *arg) {
     if (c) {
       redisReply *r = redisCommand(c, "SUBSCRIBE %s %s", VR_REG_PREFIX "routes",
                                    VR_REG_PREFIX "workers");
-      if (!r) {
-        vr_errf(&e, VR_EIO, "subscribe: %s", c->errstr);
+      /* a refusal (an ACL without these channels: -NOPERM) is a failed
+       * connect; taken for success, the pings would keep a subscription
+       * that never delivers anything alive */
+      int ok = r && r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
+               r->element[0]->type == REDIS_REPLY_STRING && !strcmp(r->element[0]->str, "subscribe");
+      if (!ok) {
+        vr_errf(&e, VR_EIO, "subscribe: %s",
+                !r ? c->errstr : r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+        if (r) freeReplyObject(r);
         redisFree(c);
         c = NULL;
       } else {
@@ -232,7 +281,7 @@ int vr_registry_subscribe(const char *url, const vr_redis_opts *o, vr_registry_c
   pthread_mutex_init(&s->mu, NULL);
   pthread_cond_init(&s->cv, NULL);
   if (!rc) rc = vr_redis_open(&s->url, &s->o, &s->rd, err);
-  if (!rc && pipe(s->wake)) rc = vr_errf(err, VR_EIO, "pipe: %s", strerror(errno));
+  if (!rc && pipe2(s->wake, O_CLOEXEC)) rc = vr_errf(err, VR_EIO, "pipe: %s", strerror(errno));
   if (!rc && pthread_create(&s->th, NULL, sub_main, s)) {
     rc = vr_errf(err, VR_EIO, "cannot start the subscriber thread");
   } else if (!rc) {

@@ -23,6 +23,7 @@ typedef struct rec {
   int connected;
   int routes;      /* ROUTES events */
   int resyncs;     /* of which resync */
+  int resets;      /* of which reset (the store's numbering started over) */
   int64_t version; /* last ROUTES version */
   char body[256];
   char table[64];
@@ -49,6 +50,7 @@ static void on_event(void *ctx, const vr_registry_event *ev) {
     case VR_REG_EV_ROUTES:
       r->routes++;
       r->resyncs += ev->resync;
+      r->resets += ev->reset;
       r->version = ev->version;
       snprintf(r->body, sizeof r->body, "%s", ev->body);
       snprintf(r->table, sizeof r->table, "%s", ev->table);
@@ -351,6 +353,80 @@ static void test_redis_restart(void **st) {
   vr_registry_close(ctl);
 }
 
+/* Redis loses its data and the controller restarts with it: the new
+ * writer numbers from 1 again. The subscriber must take those tables (a
+ * front end kept its old table for good), after a reconnect (resync finds
+ * the table gone) and without one (FLUSHALL: the published version is
+ * below the last, and the store holds it). */
+static void test_store_starts_over(void **st) {
+  flush();
+  vr_redis_opts o;
+  vr_redis_opts_default(&o);
+  o.retry_ms = 10000;
+  vr_registry *ctl = NULL;
+  vr_errbuf e = {0};
+  assert_int_equal(vr_registry_open(g_srv.url, &o, &ctl, &e), 0);
+  rec ev;
+  rec_init(&ev);
+  vr_registry_sub *sub;
+  assert_int_equal(vr_registry_subscribe(g_srv.url, &o, on_event, &ev, &sub, &e), 0);
+  int64_t v = 0;
+  for (int i = 0; i < 3; i++)
+    assert_int_equal(vr_registry_put_routes(ctl, "main", "{\"v\":\"old\"}", -1, &v, &e), 0);
+  assert_int_equal(WAIT_I64(&ev, version, 3, 2000), 3);
+  vr_registry_close(ctl);
+  vr_test_redis_kill(&g_srv);
+  assert_int_equal(vr_test_redis_spawn(&g_srv), 0);
+  assert_true(WAIT_INT(&ev, connected, 2, 10000) >= 2);
+  assert_int_equal(vr_registry_open(g_srv.url, &o, &ctl, &e), 0);
+  assert_int_equal(vr_registry_put_routes(ctl, "main", "{\"v\":\"new\"}", -1, &v, &e), 0);
+  assert_int_equal(v, 1);
+  assert_int_equal(WAIT_INT(&ev, resets, 1, 5000), 1);
+  pthread_mutex_lock(&ev.mu);
+  assert_int_equal(ev.version, 1);
+  assert_string_equal(ev.body, "{\"v\":\"new\"}");
+  pthread_mutex_unlock(&ev.mu);
+  assert_int_equal(vr_registry_put_routes(ctl, "main", "{\"v\":2}", -1, &v, &e), 0);
+  assert_int_equal(WAIT_I64(&ev, version, 2, 2000), 2);
+  assert_int_equal(ev.resets, 1); /* counting on from there: no reset */
+  vr_registry_close(ctl);
+  /* the same with the subscriber still connected */
+  assert_int_equal(vr_test_redis_simple(g_srv.port, "FLUSHALL"), 0);
+  assert_int_equal(vr_registry_open(g_srv.url, &o, &ctl, &e), 0);
+  assert_int_equal(vr_registry_put_routes(ctl, "main", "{\"v\":\"flushed\"}", -1, &v, &e), 0);
+  assert_int_equal(v, 1);
+  assert_int_equal(WAIT_INT(&ev, resets, 2, 5000), 2);
+  pthread_mutex_lock(&ev.mu);
+  assert_int_equal(ev.version, 1);
+  assert_string_equal(ev.body, "{\"v\":\"flushed\"}");
+  pthread_mutex_unlock(&ev.mu);
+  vr_registry_unsubscribe(sub);
+  rec_free(&ev);
+  vr_registry_close(ctl);
+}
+
+/* A user whose ACL leaves out the channels: SUBSCRIBE is refused, and the
+ * subscription says so instead of reporting success and never delivering. */
+static void test_subscribe_refused(void **st) {
+  flush();
+  assert_int_equal(
+      vr_test_redis_simple(g_srv.port, "ACL SETUSER fe on >pw ~vario:* +@all resetchannels"), 0);
+  char url[128];
+  snprintf(url, sizeof url, "redis://fe:pw@127.0.0.1:%d", g_srv.port);
+  vr_redis_opts o;
+  vr_redis_opts_default(&o);
+  o.retry_ms = 200;
+  rec ev;
+  rec_init(&ev);
+  vr_registry_sub *sub = NULL;
+  vr_errbuf e = {0};
+  assert_int_equal(vr_registry_subscribe(url, &o, on_event, &ev, &sub, &e), VR_EIO);
+  assert_null(sub);
+  assert_non_null(strstr(e.msg, "NOPERM"));
+  rec_free(&ev);
+  assert_int_equal(vr_test_redis_simple(g_srv.port, "ACL DELUSER fe"), 0);
+}
+
 /* While Redis is down for longer than retry_ms, calls fail with a clear
  * error instead of hanging; unsubscribe stays prompt meanwhile. */
 static void test_redis_down(void **st) {
@@ -472,7 +548,8 @@ int main(void) {
       cmocka_unit_test(test_lease_expiry),  cmocka_unit_test(test_instances),
       cmocka_unit_test(test_routes),        cmocka_unit_test(test_redis_restart),
       cmocka_unit_test(test_redis_down),    cmocka_unit_test(test_lost_reply),
-      cmocka_unit_test(test_auth),
+      cmocka_unit_test(test_auth),          cmocka_unit_test(test_store_starts_over),
+      cmocka_unit_test(test_subscribe_refused),
   };
   int rc = vr_test_redis_start_main(&g_srv);
   if (rc) return rc;
