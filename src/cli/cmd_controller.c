@@ -242,6 +242,18 @@ static void tick(ctl *c) {
    * with the next table) and out of this period's live set. */
   int starting = 0, n_died = 0;
   char died[16][64];
+  /* Workers an earlier controller started and left running when it
+   * crashed: adopted, so that they can be scaled in, their cores are not
+   * handed out twice and their death is seen at once. */
+  for (size_t k = 0; c->prov && c->adopt && k < n; k++) {
+    vr_errbuf e2 = {0};
+    int arc = ctl_prov_adopt(c->prov, ws[k].id, ws[k].meta, &e2);
+    if (arc == VR_EUNSUPPORTED) c->adopt = 0;
+    if (arc) continue;
+    pthread_mutex_lock(&c->mu);
+    vr__ctl_event(c, "worker %s adopted: started by an earlier controller, still running", ws[k].id);
+    pthread_mutex_unlock(&c->mu);
+  }
   if (c->prov) {
     const char *live[MAXW];
     for (size_t k = 0; k < n && k < MAXW; k++) live[k] = ws[k].id;
@@ -559,6 +571,7 @@ int vr_cmd_controller(int argc, char **argv) {
   if (!rc && c.pipe_policy) rc = vr__ctl_pipes_open(&c, &err);
   if (!rc && c.provider)
     rc = ctl_prov_open(c.provider, c.pargs, (size_t)c.n_pargs, &c.prov, &err);
+  c.adopt = 1;
   vr_http_opts ho = {.host = c.host, .port = c.port, .handler = handle, .user = &c};
   if (!rc) rc = vr_http_start(&ho, &c.http, &err);
   if (rc) {
@@ -595,7 +608,9 @@ int vr_cmd_controller(int argc, char **argv) {
     int sig = sigtimedwait(&set, NULL, &ts);
     if (sig == SIGINT || sig == SIGTERM) break;
   }
-  fprintf(stderr, "vario controller: stopping (workers keep running)\n");
+  /* local workers are stopped with the provider (the controller's
+   * children); a Deployment's pods keep running */
+  fprintf(stderr, "vario controller: stopping\n");
   vr_http_drain(c.http);
   vr_http_stop(c.http);
   ctl_prov_close(c.prov);

@@ -79,6 +79,7 @@ typedef struct ctl {
   int n_events;
   int64_t t0;
   int registry_ok, starting, next_worker;
+  int adopt; /* the provider adopts workers left running (until it says it cannot) */
   unsigned ticks;
   char dead[16][64]; /* exited per the provider, maybe still leased */
   int n_dead;

@@ -5,6 +5,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <jansson.h>
+
 #include "base/alloc.h"
 #include "base/log.h"
 #include "cluster/provider.h"
@@ -75,6 +77,17 @@ int ctl_prov_start(ctl_prov *c, const char *id, int ncpus, const char *controlle
 
 int ctl_prov_stop(ctl_prov *c, const char *id, vr_errbuf *err) {
   return vr_provider_stop(c->p, id, err);
+}
+
+int ctl_prov_adopt(ctl_prov *c, const char *id, const char *meta, vr_errbuf *err) {
+  json_t *j = json_loads(meta ? meta : "", 0, NULL);
+  json_t *pid = json_object_get(j, "pid"), *cores = json_object_get(j, "cores");
+  int rc = json_is_integer(pid) && (!cores || json_is_string(cores))
+               ? vr_provider_adopt(c->p, id, json_integer_value(pid),
+                                   cores ? json_string_value(cores) : "", err)
+               : vr_errf(err, VR_EINVAL, "worker %s: no pid in its registry meta", id);
+  json_decref(j);
+  return rc;
 }
 
 int ctl_prov_poll(ctl_prov *c, const char *const *live, size_t nlive, int64_t start_timeout_ms,

@@ -28,6 +28,14 @@ int ctl_prov_start(ctl_prov *p, const char *id, int ncpus, const char *controlle
  * a worker this provider does not manage. */
 int ctl_prov_stop(ctl_prov *p, const char *id, vr_errbuf *err);
 
+/* Adopts a registered worker that an earlier controller's provider
+ * started and left running (that controller crashed): meta is its
+ * registry meta ({"pid":N,"cores":"LIST",...}). 0 = adopted now; else
+ * VR_EEXIST (the provider knows it), VR_ENOENT (not a worker this
+ * provider would have started on this host), VR_EUNSUPPORTED (the
+ * provider lists its workers itself), VR_EINVAL (no pid in meta). */
+int ctl_prov_adopt(ctl_prov *p, const char *id, const char *meta, vr_errbuf *err);
+
 /* What became of the provider's workers: *starting = running but not in
  * `live` (ids registered in the registry) and started, or last seen
  * live, less than start_timeout_ms ago (so a registry that lost its data

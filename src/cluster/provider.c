@@ -24,6 +24,14 @@ const char *vr_pw_state_name(int state) {
   return "unknown";
 }
 
+int vr_provider_adopt(vr_provider *p, const char *id, int64_t pid, const char *cores,
+                      vr_errbuf *err) {
+  if (!p->ops->adopt)
+    return vr_errf(err, VR_EUNSUPPORTED, "%s provider: workers are not adopted",
+                   p->ops->kind);
+  return p->ops->adopt(p, id, pid, cores, err);
+}
+
 void vr_provider_destroy(vr_provider *p) {
   if (p) p->ops->destroy(p);
 }

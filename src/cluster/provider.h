@@ -97,6 +97,15 @@ typedef struct vr_provider_ops {
   /* Drops an EXITED worker from the list (VR_ESTATE if still alive). */
   int (*forget)(vr_provider *p, const char *id, vr_errbuf *err);
   void (*destroy)(vr_provider *p);
+  /* Takes over a worker an earlier instance of the caller started (a
+   * controller that crashed left it running, registered with its pid and
+   * core list): from then on it is listed, stopped and its cores counted
+   * as taken, like one this provider started. Optional (NULL: the
+   * provider finds its workers itself, as kubernetes lists its pods).
+   * local: 0, VR_EEXIST (id known), VR_ENOENT (no such live process, or
+   * not the worker with that id: the pid was reused), VR_EINVAL. */
+  int (*adopt)(vr_provider *p, const char *id, int64_t pid, const char *cores,
+               vr_errbuf *err);
 } vr_provider_ops;
 
 struct vr_provider {
@@ -122,6 +131,9 @@ static inline int vr_provider_forget(vr_provider *p, const char *id,
 static inline const char *vr_provider_kind(const vr_provider *p) {
   return p->ops->kind;
 }
+/* VR_EUNSUPPORTED when the provider has no adopt. */
+int vr_provider_adopt(vr_provider *p, const char *id, int64_t pid, const char *cores,
+                      vr_errbuf *err);
 /* NULL is a no-op. */
 void vr_provider_destroy(vr_provider *p);
 

@@ -503,8 +503,8 @@ static void k8s_destroy(vr_provider *p) {
   vr_free(k);
 }
 
-static const vr_provider_ops k8s_ops = {"kubernetes", k8s_start, k8s_stop,
-                                        k8s_list, k8s_forget, k8s_destroy};
+static const vr_provider_ops k8s_ops = {"kubernetes", k8s_start,   k8s_stop, k8s_list,
+                                        k8s_forget,   k8s_destroy, NULL};
 
 /* RFC 1123 label (namespace) or subdomain (deployment) name. */
 static int dns_name(const char *s, size_t max, int dots) {

@@ -44,6 +44,7 @@ extern char **environ;
 typedef struct lworker {
   vr_worker_info info;
   pid_t pid;
+  int adopted;        /* started by an earlier controller: not our child */
   int64_t kill_at_ns; /* STOPPING: SIGKILL after this */
   int cores[VR_PROV_MAX_CPU + 1];
   size_t ncores;
@@ -408,11 +409,16 @@ static void signal_worker(lworker *w, int sig) {
   if (kill(-w->pid, sig) < 0) kill(w->pid, sig);
 }
 
+static void reap(lworker *w, int block);
+
 static int local_stop(vr_provider *p, const char *id, vr_errbuf *err) {
   vr_local *l = (vr_local *)p;
   pthread_mutex_lock(&l->mu);
   lworker *w = id ? find(l, id) : NULL;
   int rc = 0;
+  /* one that died since the last list() is an unexpected exit, not a
+   * stop (the controller counts it and deregisters it at once) */
+  if (w) reap(w, 0);
   if (!w) {
     rc = vr_errf(err, VR_ENOENT, "local provider: no worker '%s'",
                  id ? id : "(null)");
@@ -429,13 +435,50 @@ static int local_stop(vr_provider *p, const char *id, vr_errbuf *err) {
   return rc;
 }
 
-/* Reaps w if it has exited (WNOHANG, or blocking when `block`). */
+/* Whether process pid runs `... --worker-id ID ...` (the command line
+ * spawn() gives a worker): an adopted worker's pid may have been reused
+ * by now, and a zombie's command line is empty. */
+static int is_worker(pid_t pid, const char *id) {
+  char path[64], buf[8192];
+  snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t n;
+  do n = read(fd, buf, sizeof buf - 1);
+  while (n < 0 && errno == EINTR);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  for (char *a = buf; a < buf + n; a += strlen(a) + 1) {
+    char *next = a + strlen(a) + 1;
+    if (!strcmp(a, "--worker-id") && next < buf + n && !strcmp(next, id)) return 1;
+  }
+  return 0;
+}
+
+/* Whether pid's stdout is log (a path): a worker this provider's config
+ * started writes to LOG_DIR/ID.log, one started by hand does not, and
+ * adopting that one would let the autoscaler stop it. */
+static int writes_log(pid_t pid, const char *log) {
+  char fd1[64], got[PATH_MAX], want[PATH_MAX];
+  snprintf(fd1, sizeof fd1, "/proc/%d/fd/1", (int)pid);
+  ssize_t n = readlink(fd1, got, sizeof got - 1);
+  if (n <= 0 || !realpath(log, want)) return 0;
+  got[n] = 0;
+  return !strcmp(got, want);
+}
+
+/* Reaps w if it has exited (WNOHANG, or blocking when `block`). An
+ * adopted worker is not our child: it is gone when its process is (its
+ * parent now, init, reaps it); how it ended is unknown. */
 static void reap(lworker *w, int block) {
   if (!alive(w)) return;
   int st;
   pid_t r;
-  do r = waitpid(w->pid, &st, block ? 0 : WNOHANG);
-  while (r < 0 && errno == EINTR);
+  if (w->adopted) r = is_worker(w->pid, w->info.id) ? 0 : -1;
+  else
+    do r = waitpid(w->pid, &st, block ? 0 : WNOHANG);
+    while (r < 0 && errno == EINTR);
   if (r == 0) return;
   if (r < 0) { /* not our child any more (someone reaped it): unknown */
     w->info.exit_code = -1;
@@ -552,8 +595,54 @@ static void local_destroy(vr_provider *p) {
   vr_free(l);
 }
 
-static const vr_provider_ops local_ops = {
-    "local", local_start, local_stop, local_list, local_forget, local_destroy};
+static int local_adopt(vr_provider *p, const char *id, int64_t pid, const char *cores,
+                       vr_errbuf *err) {
+  vr_local *l = (vr_local *)p;
+  if (!id || !vr__prov_valid_id(id) || pid <= 1 || pid > INT_MAX)
+    return vr_errf(err, VR_EINVAL, "local provider: cannot adopt '%s' pid %lld",
+                   id ? id : "(null)", (long long)pid);
+  lworker *w = VR_NEW(lworker);
+  if (!w) return VR_ENOMEM;
+  /* "" (a worker registered without --cores) holds no core of the pool */
+  int rc = cores && *cores
+               ? vr__prov_parse_cpus(cores, w->cores, VR_PROV_MAX_CPU + 1, &w->ncores, err)
+               : 0;
+  pthread_mutex_lock(&l->mu);
+  if (!rc && find(l, id))
+    rc = vr_errf(err, VR_EEXIST, "local provider: worker '%s' exists", id);
+  snprintf(w->info.detail, sizeof w->info.detail, "%s/%s.log", l->log_dir, id);
+  if (!rc && !is_worker((pid_t)pid, id))
+    rc = vr_errf(err, VR_ENOENT, "local provider: pid %lld is not worker '%s'", (long long)pid,
+                 id);
+  if (!rc && !writes_log((pid_t)pid, w->info.detail))
+    rc = vr_errf(err, VR_ENOENT, "local provider: worker '%s' (pid %lld) does not write to %s: "
+                 "not started by this provider", id, (long long)pid, w->info.detail);
+  if (!rc && l->nw == l->capw) {
+    size_t nc = l->capw ? 2 * l->capw : 8;
+    lworker **nw = vr_realloc(l->w, nc * sizeof *nw);
+    if (!nw) rc = VR_ENOMEM;
+    else l->w = nw, l->capw = nc;
+  }
+  if (!rc && format_cores(w, w->info.cores, sizeof w->info.cores)) w->info.cores[0] = 0;
+  if (!rc) {
+    snprintf(w->info.id, sizeof w->info.id, "%s", id);
+    w->pid = (pid_t)pid;
+    w->info.pid = pid;
+    w->info.exit_code = -1;
+    w->info.state = VR_PW_RUNNING;
+    w->info.since_ns = mono_ns();
+    w->adopted = 1;
+    l->w[l->nw++] = w;
+    vr_info("local provider: adopted worker %s pid %lld cores %s", id, (long long)pid,
+            w->info.cores);
+  }
+  pthread_mutex_unlock(&l->mu);
+  if (rc) vr_free(w);
+  return rc;
+}
+
+static const vr_provider_ops local_ops = {"local",       local_start,   local_stop, local_list,
+                                          local_forget, local_destroy, local_adopt};
 
 static int mkdir_p(const char *dir) {
   char tmp[PATH_MAX];

@@ -84,8 +84,35 @@ try:
     if s2["workers_started"] != started or len(s2["workers"]) != 2:
         fail(f"after FLUSHALL: {s2['workers_started'] - started} more workers started, "
              f"{[w['id'] for w in s2['workers']]} registered")
+    # The controller crashes with its workers running: the next one adopts
+    # them (started by the same provider configuration) instead of leaving
+    # orphans it can neither stop nor watch. It starts none in their place,
+    # sees an adopted worker's death at once (the provider, not the lease)
+    # and stops them when it stops itself (H.cleanup).
+    procs[1].kill()
+    procs[1].wait()
+    os.unlink(os.path.join(tmp, "ctl.port"))
+    pids = {w["id"]: json.loads(w["meta"])["pid"] for w in s2["workers"]}
+    cp = H.start_controller(url, repo, [
+        "--period-ms", "100", "--provider-opt", "share-cores=1", "--min-workers", "2",
+        "--max-workers", "3", "--start-timeout-s", str(START_S)] + H.worker_args(url, repo, 500))
+
+    def adopted():
+        ev = " ".join(e["what"] for e in state(cp)["events"])
+        return all(f"worker {i} adopted" in ev for i in pids)
+    wait(adopted, "the restarted controller to adopt both workers")
+    time.sleep(1.0)
+    s3 = state(cp)
+    if s3["workers_started"] != 0 or len(s3["workers"]) != 2:
+        fail(f"after the restart: {s3['workers_started']} workers started, "
+             f"{[w['id'] for w in s3['workers']]} registered")
+    orphan = sorted(pids)[0]
+    os.kill(pids[orphan], signal.SIGKILL)
+    wait(lambda: state(cp)["workers_died"] >= 1, "the adopted worker's death seen by the provider")
+    wait(two_serving, "a replacement for the adopted worker serving")
     print(f"ok: killed {victim['id']}; removed after {t_gone:.2f}s, replacement serving after"
           f" {t_gone + t_back:.2f}s; {len(results)} requests, {len(bad)} explicit errors;"
-          f" workers now {[w['id'] for w in s1['workers']]}")
+          f" workers now {[w['id'] for w in s1['workers']]}; a restarted controller adopted"
+          f" {sorted(pids)}")
 finally:
     H.cleanup()

@@ -217,6 +217,115 @@ static void test_unexpected_exit(void **st) {
   vr_provider_destroy(p);
 }
 
+/* A worker that died since the last list() and is then asked to stop
+ * died unexpectedly: the controller must count it and deregister it at
+ * once, not take it for the stop it asked for. */
+static void test_stop_after_death(void **st) {
+  vr_provider *p = mk(5000, 1, cpus, 1);
+  const char *extra[] = {"--out", tmpdir, "--exit-after-ms", "1", "--exit-code", "4"};
+  vr_worker_spec s = {0};
+  s.name = "gone";
+  s.args = extra;
+  s.nargs = 6;
+  char id[64], v[64];
+  assert_int_equal(vr_provider_start(p, &s, id, sizeof id, NULL), 0);
+  assert_int_equal(info_get(id, "pid", v, sizeof v), 0);
+  pid_t pid = (pid_t)atoll(v);
+  /* exited (a zombie until reaped): kill(0) still finds it */
+  for (int64_t t0 = now_ms(); now_ms() - t0 < 10000; sleep_ms(5)) {
+    char stat[64], buf[256] = {0};
+    snprintf(stat, sizeof stat, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(stat, "r");
+    if (f) {
+      if (!fgets(buf, sizeof buf, f)) buf[0] = 0;
+      fclose(f);
+    }
+    char *rp = strrchr(buf, ')');
+    if (rp && rp[1] == ' ' && rp[2] == 'Z') break;
+  }
+  assert_int_equal(vr_provider_stop(p, id, NULL), 0);
+  vr_worker_info w = provider_wait_state(p, id, VR_PW_EXITED, 10000, 5);
+  assert_int_equal(w.exit_code, 4);
+  assert_int_equal(w.unexpected, 1);
+  vr_provider_destroy(p);
+}
+
+/* A worker left running by an earlier controller (it crashed) is adopted
+ * by the next one's provider: listed, its cores taken, stopped on demand,
+ * its death noticed; a process that is not that worker, or not one this
+ * provider's configuration started, is refused. */
+static vr_provider *mk_logs(const char *log_dir, const int *pool, size_t np) {
+  static const char *pre[] = {"worker"};
+  vr_local_cfg cfg = {0};
+  cfg.binary = VR_WORKER_PROBE;
+  cfg.argv_prefix = pre;
+  cfg.nprefix = 1;
+  cfg.log_dir = log_dir;
+  cfg.grace_ms = 5000;
+  cfg.pool = pool;
+  cfg.npool = np;
+  cfg.die_with_parent = 1;
+  vr_provider *p = NULL;
+  vr_errbuf err = {0};
+  if (vr_provider_local(&cfg, &p, &err)) fail_msg("vr_provider_local: %s", err.msg);
+  return p;
+}
+
+static void test_adopt(void **st) {
+  vr_provider *old = mk_logs(tmpdir, cpus, 1);
+  const char *extra[] = {"--out", tmpdir};
+  vr_worker_spec s = {0};
+  s.name = "left";
+  s.args = extra;
+  s.nargs = 2;
+  char id[64], v[64];
+  assert_int_equal(vr_provider_start(old, &s, id, sizeof id, NULL), 0);
+  s.name = "left2";
+  s.ncpus = 0;
+  vr_provider *old2 = mk_logs(tmpdir, cpus, 1); /* a second one: the pool's core is taken */
+  assert_int_equal(vr_provider_start(old2, &s, id, sizeof id, NULL), 0);
+  vr_worker_info w1 = provider_get(old, "left"), w2 = provider_get(old2, "left2");
+  assert_int_equal(info_get("left", "pid", v, sizeof v), 0);
+  assert_int_equal(info_get("left2", "pid", v, sizeof v), 0);
+
+  vr_provider *p = mk_logs(tmpdir, cpus, 1);
+  vr_errbuf err = {0};
+  assert_int_equal(vr_provider_adopt(p, "left", w1.pid, w1.cores, &err), 0);
+  vr_worker_info a = provider_get(p, "left");
+  assert_int_equal(a.state, VR_PW_RUNNING);
+  assert_int_equal(a.pid, w1.pid);
+  assert_string_equal(a.cores, w1.cores);
+  /* its core counts as taken: nothing left in a one-core pool */
+  s.name = "new";
+  assert_int_equal(vr_provider_start(p, &s, id, sizeof id, &err), VR_ELIMIT);
+  /* refusals */
+  assert_int_equal(vr_provider_adopt(p, "left", w1.pid, w1.cores, &err), VR_EEXIST);
+  assert_int_equal(vr_provider_adopt(p, "other", w1.pid, "", &err), VR_ENOENT);
+  assert_int_equal(vr_provider_adopt(p, "me", getpid(), "", &err), VR_ENOENT);
+  assert_int_equal(vr_provider_adopt(p, "../x", w1.pid, "", &err), VR_EINVAL);
+  assert_int_equal(vr_provider_adopt(p, "left2", w2.pid, "0-", &err), VR_EINVAL);
+  char other[300];
+  snprintf(other, sizeof other, "%s/elsewhere", tmpdir);
+  assert_int_equal(mkdir(other, 0755), 0);
+  vr_provider *q = mk_logs(other, cpus, 1);
+  assert_int_equal(vr_provider_adopt(q, "left2", w2.pid, w2.cores, &err), VR_ENOENT);
+  assert_non_null(strstr(err.msg, "not started by this provider"));
+  vr_provider_destroy(q);
+  /* stop: an expected exit, seen although the process is not our child's
+   * child (old started it; here a zombie until old reaps it) */
+  assert_int_equal(vr_provider_stop(p, "left", NULL), 0);
+  a = provider_wait_state(p, "left", VR_PW_EXITED, 10000, 5);
+  assert_int_equal(a.unexpected, 0);
+  /* a death nobody asked for */
+  assert_int_equal(vr_provider_adopt(p, "left2", w2.pid, w2.cores, &err), 0);
+  assert_int_equal(kill((pid_t)w2.pid, SIGKILL), 0);
+  a = provider_wait_state(p, "left2", VR_PW_EXITED, 10000, 5);
+  assert_int_equal(a.unexpected, 1);
+  vr_provider_destroy(p);
+  vr_provider_destroy(old);
+  vr_provider_destroy(old2);
+}
+
 static void test_sigkill_after_grace(void **st) {
   vr_provider *p = mk(200, 1, cpus, 1);
   const char *extra[] = {"--out", tmpdir, "--ignore-term"};
@@ -375,6 +484,8 @@ int main(void) {
       cmocka_unit_test(test_start_pin_stop),
       cmocka_unit_test(test_unexpected_exit),
       cmocka_unit_test(test_sigkill_after_grace),
+      cmocka_unit_test(test_stop_after_death),
+      cmocka_unit_test(test_adopt),
       cmocka_unit_test(test_errors),
       cmocka_unit_test(test_options),
   };
