@@ -9,7 +9,7 @@ vr_scratch_with_server() {
   trap vr_scratch_cleanup EXIT
 }
 vr_scratch_cleanup() {
-  if [ -n "$srv" ]; then kill -INT "$srv" 2>/dev/null; fi
+  if [ -n "$srv" ]; then kill -INT "$srv" 2>/dev/null || true; fi
   wait 2>/dev/null || true
   rm -rf "$tmp"
 }
