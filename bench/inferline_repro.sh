@@ -39,8 +39,19 @@ set -- "$DATA" "$APP" --cv "${CV:-1}" --rate "${RATE:-30}" --seed "${SEED:-1}"
 [ -n "$SLO_MS" ] && set -- "$@" --slo "$SLO_MS"
 [ -n "$RAMP" ] && set -- "$@" --ramp "$RAMP"
 [ -n "$ACCEL" ] && set -- "$@" --accel "$ACCEL"
-if [ "${DETAIL:-0}" = 1 ]; then
-  "$BIN" "$@"
-else
-  "$BIN" "$@" | sed 's/  .*//'
+# the binary's status is kept (no pipe): 77 (it found no data for the app)
+# is the documented skip, anything else non-zero is a failure
+rc=0
+out=$("$BIN" "$@") || rc=$?
+if [ "$rc" -eq 77 ]; then
+  echo "inferline_repro: skipped: $BIN found no data for $APP in $DATA" >&2
+  exit 0
 fi
+if [ -n "$out" ]; then
+  if [ "${DETAIL:-0}" = 1 ]; then
+    printf '%s\n' "$out"
+  else
+    printf '%s\n' "$out" | sed 's/  .*//'
+  fi
+fi
+exit "$rc"
