@@ -14,7 +14,7 @@
 # RAMP x RATE; default none), SEED (default 1), ACCEL (hardware options
 # as NAME=PRICE_PER_HOUR,...; default onnxruntime_gpu_pascal=0.90, the
 # accelerator column of the runtimes CSV), BIN (the bench binary,
-# default build/bench/bench_inferline_repro), DETAIL=1 keeps the details
+# default build/bench/bench_inferline_repro in this checkout), DETAIL=1 keeps the details
 # (configuration, P99, tuner actions, planner time) on each line.
 # Each policy plans on a 60-s Gamma sample trace (seed SEED) and serves a
 # 120-s evaluation trace of the same process (another seed), service times
@@ -30,10 +30,11 @@ if [ ! -f "$DATA/apps/$APP.json" ] || [ ! -f "$DATA/profiling/simulator_runtimes
   echo "inferline_repro: skipped: no $DATA/apps/$APP.json or profiling/simulator_runtimes.csv" >&2
   exit 0
 fi
-BIN=${BIN:-build/bench/bench_inferline_repro}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BIN=${BIN:-$ROOT/build/bench/bench_inferline_repro}
 if [ ! -x "$BIN" ]; then
-  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
-  cmake --build build -j "$(nproc)" --target bench_inferline_repro >/dev/null
+  cmake -S "$ROOT" -B "$ROOT/build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build "$ROOT/build" -j "$(nproc)" --target bench_inferline_repro >/dev/null
 fi
 set -- "$DATA" "$APP" --cv "${CV:-1}" --rate "${RATE:-30}" --seed "${SEED:-1}"
 [ -n "$SLO_MS" ] && set -- "$@" --slo "$SLO_MS"

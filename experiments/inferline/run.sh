@@ -11,7 +11,8 @@
 # OUT/inferline_spike.txt (+ per-tick CSVs) and three plots,
 # OUT/exp_inferline_{cost,miss,spike}.png (gnuplot).
 set -e
-. experiments/inferline/lib.sh
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+. "$ROOT/experiments/inferline/lib.sh"
 il_setup "inferline experiments" "$@"
 # sweep DATA_DIR APP RATE ACCEL SLOS -> rows "cv slo policy cost miss p99"
 sweep() {
@@ -36,8 +37,8 @@ sweep "$DATA" $APP 30 "" "100 150 200 250 300 400" >> "$OUT/inferline_slo.dat"
 "$BIN" "$DATA" $APP --capacity 20 --duration 60 > "$OUT/inferline_capacity.txt"
 # Vario's example pipeline, profiles measured here (bench/fscenes_data.sh)
 echo "$HDR" > "$OUT/fscenes_slo.dat"
-sweep $FS fashion_scenes 4000 "$FACCEL" "5 10 20 50 100" >> "$OUT/fscenes_slo.dat"
-"$BIN" $FS fashion_scenes --rate 4000 --slo 20 --accel "$FACCEL" --ramp 2 \
+sweep "$FS" fashion_scenes 4000 "$FACCEL" "5 10 20 50 100" >> "$OUT/fscenes_slo.dat"
+"$BIN" "$FS" fashion_scenes --rate 4000 --slo 20 --accel "$FACCEL" --ramp 2 \
   > "$OUT/fscenes_ramp.txt"
 # per-second demand (root queries/s) and instances of each policy
 for p in inferline inferline_plan cg_peak cg_mean; do
