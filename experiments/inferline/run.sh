@@ -18,7 +18,10 @@ il_setup "inferline experiments" "$@"
 sweep() {
   for cv in 1 4; do
     for slo in $5; do
-      "$BIN" "$1" "$2" --cv $cv --slo $slo --rate "$3" ${4:+--accel "$4"} | while read -r line; do
+      # captured, not piped: a failed run stops the sweep (sh has no pipefail)
+      out=$("$BIN" "$1" "$2" --cv $cv --slo $slo --rate "$3" ${4:+--accel "$4"}) ||
+        { echo "sweep: $BIN $1 $2 --cv $cv --slo $slo failed" >&2; return 1; }
+      printf '%s\n' "$out" | while read -r line; do
         pol=$(echo "$line" | sed 's/policy=\([^ ]*\).*/\1/')
         printf '%s %s %s %s %s %s\n' $cv $slo "$pol" \
           "$(echo " $line" | field cost)" "$(echo " $line" | field p99_miss_pct)" \

@@ -48,13 +48,13 @@ point() {
 echo '# cv slo_ms policy cost_per_h miss_pct (--cg-factor 1)' > "$OUT/cg_factor1.dat"
 for cv in 1 4; do
   for slo in 100 150 200 250 300 400; do
-    "$BIN" "$DATA" $APP --cv $cv --slo $slo --cg-factor 1 --policy cg_peak_static,cg_peak |
-      while read -r l; do echo "traffic $cv $slo $(echo "$l" | sed 's/policy=\([^ ]*\).*/\1/') $(echo " $l" | cost) $(echo " $l" | miss)"; done
+    out=$("$BIN" "$DATA" $APP --cv $cv --slo $slo --cg-factor 1 --policy cg_peak_static,cg_peak)
+    printf '%s\n' "$out" | while read -r l; do echo "traffic $cv $slo $(echo "$l" | sed 's/policy=\([^ ]*\).*/\1/') $(echo " $l" | cost) $(echo " $l" | miss)"; done
   done
   for slo in 5 10 20 50 100; do
-    "$BIN" "$FS" fashion_scenes --rate 4000 --cv $cv --slo $slo --accel "$FACCEL" --cg-factor 1 \
-        --policy cg_peak_static,cg_peak |
-      while read -r l; do echo "example $cv $slo $(echo "$l" | sed 's/policy=\([^ ]*\).*/\1/') $(echo " $l" | cost) $(echo " $l" | miss)"; done
+    out=$("$BIN" "$FS" fashion_scenes --rate 4000 --cv $cv --slo $slo --accel "$FACCEL" --cg-factor 1 \
+        --policy cg_peak_static,cg_peak)
+    printf '%s\n' "$out" | while read -r l; do echo "example $cv $slo $(echo "$l" | sed 's/policy=\([^ ]*\).*/\1/') $(echo " $l" | cost) $(echo " $l" | miss)"; done
   done
 done >> "$OUT/cg_factor1.dat"
 echo "wrote $OUT/spread.txt $OUT/cg_factor1.dat"
