@@ -9,11 +9,16 @@
 # fmnist_mlp and CLASSIFIER (app fashion) and the three detectors (app
 # fscenes_detect, their declared accuracy from config.json), and
 # $OUT/admin.token: vr_pipeline_live_register CLASSIFIER
+# OUT may hold other files (OUT=. is the cwd): only what these scripts
+# write there is removed first.
 vr_pipeline_live_register() {
   local p="$root/models/pipelines/fashion_scenes" d="$root/models/fmnist-data" m acc
   local flags=(--threads 1 --max-batch 4 --runs 10 --precisions fp32 --quiet)
-  rm -rf "$OUT"
   mkdir -p "$OUT"
+  rm -rf "$OUT/store.db" "$OUT/store.db-wal" "$OUT/store.db-shm" "$OUT/store.db-journal" \
+    "$OUT/repo" "$OUT/admin.token" "$OUT/serve.log" "$OUT/probe.log" "$OUT/load.done" \
+    "$OUT/phases.csv" "$OUT/final.json" "$OUT/loki_live.csv" "$OUT/inferline_live.csv" \
+    "$OUT"/bench_[0-9]*.json
   echo "== register (fmnist_linear, fmnist_mlp, $1; the three detectors)"
   for m in fmnist_linear fmnist_mlp "$1"; do
     "$V" register --store "$OUT/store.db" --repo "$OUT/repo" --app fashion \
