@@ -41,7 +41,8 @@ vr_pipeline_live_register fmnist_cnn_s
 "$V" serve --repo "$OUT/repo" --store "$OUT/store.db" --port 0 --grpc-port -1 \
   >"$OUT/probe.log" 2>&1 &
 probe=$!
-port=$(vr_listen_port "$OUT/probe.log")
+trap 'kill -INT $probe 2>/dev/null || true; wait $probe 2>/dev/null || true' EXIT
+port=$(vr_listen_port "$OUT/probe.log" "$probe")
 SLACK=$(/usr/bin/python3 - "$port" "$PER_CORE" <<'PYEOF'
 import json, sys, urllib.request
 j = json.load(urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/v2/apps/fscenes_detect"))
