@@ -20,11 +20,17 @@
 #   16-core ones of docs/EXPERIMENTS.md (e)); the load line is theirs
 #   env ASYFUNC_ARGS: more `vario asyfunc` options (e.g. --slo-cmax 2)
 set -euo pipefail
-BUILD=${1:-build}
-[ $# -gt 0 ] && shift
+root=$(cd "$(dirname "$0")/.." && pwd)
+# paths the caller gives are relative to the caller's directory: made
+# absolute before the cd to the checkout (the defaults are the checkout's)
+abs() { case $1 in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
+BUILD=$root/build
+if [ $# -gt 0 ]; then BUILD=$(abs "$1"); shift; fi
 MODELS=${*:-mobilenet_v2 resnet50 vgg16 alexnet}
-cd "$(dirname "$0")/.."
-OUT=${ASYFUNC_OUT:-out/asyfunc}
+OUT=$root/out/asyfunc
+[ -n "${ASYFUNC_OUT:-}" ] && OUT=$(abs "$ASYFUNC_OUT")
+[ -n "${ASYFUNC_PROFILES:-}" ] && ASYFUNC_PROFILES=$(abs "$ASYFUNC_PROFILES")
+cd "$root"
 mkdir -p "$OUT"
 rm -f "$OUT/periods.csv"
 for m in $MODELS; do

@@ -11,11 +11,12 @@
 #   env: ROUNDS (5), SECS (4), MODEL (fmnist_linear), MODEL2 (fmnist_cnn_s),
 #        CONNS (16), TPUT_SECS (8)
 set -euo pipefail
-BUILD=${1:-build}
+root=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${1:-$root/build}
 V="$BUILD/vario"
 ROUNDS=${ROUNDS:-5}; SECS=${SECS:-4}; MODEL=${MODEL:-fmnist_linear}
 MODEL2=${MODEL2:-fmnist_cnn_s}; CONNS=${CONNS:-16}; TPUT_SECS=${TPUT_SECS:-8}
-IN=models/fmnist-data/val_inputs.npy
+IN=$root/models/fmnist-data/val_inputs.npy
 T=$(mktemp -d)
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$T"; }
@@ -23,13 +24,13 @@ trap cleanup EXIT
 waitport() { for _ in $(seq 600); do [ -s "$1" ] && { cat "$1"; return; }; sleep 0.05; done; echo "no port in $1" >&2; exit 1; }
 ready() { for _ in $(seq 600); do curl -sf "localhost:$1/v2/health/ready" >/dev/null 2>&1 && return; sleep 0.05; done; }
 mkdir -p "$T/repo"
-cp -r models/fmnist/"$MODEL" models/fmnist/"$MODEL2" "$T/repo/"
+cp -r "$root/models/fmnist/$MODEL" "$root/models/fmnist/$MODEL2" "$T/repo/"
 bench() { "$V" bench --model "$2" --port "$1" --arrival closed --connections "$3" \
             --duration "$4" --binary --input "$IN" --payloads 64 --no-progress --json 2>/dev/null; }
 "$V" serve --repo "$T/repo" --port 0 --grpc-port -1 2>"$T/serve.log" & PIDS+=($!)
 "$V" worker --repo "$T/repo" --port 0 --port-file "$T/w1.port" --id w1 2>"$T/w1.log" & PIDS+=($!)
 "$V" worker --repo "$T/repo" --port 0 --port-file "$T/w2.port" --id w2 2>"$T/w2.log" & PIDS+=($!)
-SP=$(. scripts/lib.sh; vr_listen_port "$T/serve.log")
+SP=$(. "$root/scripts/lib.sh"; vr_listen_port "$T/serve.log")
 W1=$(waitport "$T/w1.port"); W2=$(waitport "$T/w2.port")
 "$V" frontend --port 0 --port-file "$T/fe.port" --worker w1=127.0.0.1:$W1 2>"$T/fe.log" & PIDS+=($!)
 "$V" frontend --port 0 --port-file "$T/fe2.port" --worker w1=127.0.0.1:$W1 --worker w2=127.0.0.1:$W2 2>"$T/fe2.log" & PIDS+=($!)

@@ -37,18 +37,20 @@ vr_pipeline_live_serve --pipeline-policy "$POLICY" --inferline-rate "$RATE" \
 
 echo "== load: $PHASES (rate:cv:seconds; SLO ${SLO_MS} ms)"
 echo "phase,rate,cv,sent,ok,dropped,slo_attainment,p99_ms" >"$OUT/phases.csv"
-(
-  i=0
+load() {
+  local i=0 ph r cv secs
   for ph in $PHASES; do
     i=$((i + 1))
     IFS=: read -r r cv secs <<<"$ph"
     vr_pipeline_live_phase "$i" "$i,$r,$cv" "sent ok dropped" --rate "$r" --duration "$secs" \
       --arrival gamma --cv "$cv" --slo-ms "$SLO_MS"
   done
-  touch "$OUT/load.done"
-) &
-LOAD=$!
-PYTHONPATH="$root/bench/lib" /usr/bin/python3 - "$PORT" "$OUT/inferline_live.csv" "$OUT/load.done" <<'PYEOF'
+}
+vr_pipeline_live_load load
+# the follower gives up 120 s after the load should have ended
+limit=$(tr ' ' '\n' <<<"$PHASES" | awk -F: '{ s += $3 } END { print s + 120 }')
+PYTHONPATH="$root/bench/lib" /usr/bin/python3 - "$PORT" "$OUT/inferline_live.csv" "$OUT/load.done" \
+  "$limit" <<'PYEOF'
 import re, sys
 from pipeline_history import follow
 
@@ -59,7 +61,7 @@ def line_of(h):
             f"{h['met']},{h['dropped']},{h['variants']}")
 
 follow(*sys.argv[1:4], "t_s,demand_qps,instances,slo_att,requests,met,dropped,variants",
-       line_of, idle_polls=2)
+       line_of, idle_polls=2, limit_s=float(sys.argv[4]))
 PYEOF
 vr_pipeline_live_phases
 grep "$POLICY plan for" "$OUT/serve.log" | sed 's/.*pipes_policy.c:[0-9]* //' | tail -20

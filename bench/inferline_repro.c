@@ -30,7 +30,9 @@
  * (default 1) draws service times from the profiles' percentiles.
  * Exit 77 when DATA_DIR lacks the app (skip).
  */
+#include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +49,42 @@ typedef struct opts {
   uint64_t seed, eval_seed;
 } opts;
 
+/* Strict numbers: the whole of V a finite double (a non-negative decimal
+ * integer for the _u variant), else a message naming option A and -1. */
+static int num(const char *a, const char *v, double *out) {
+  char *end;
+  errno = 0;
+  double x = strtod(v, &end);
+  if (end == v || *end || errno == ERANGE || !isfinite(x)) {
+    fprintf(stderr, "inferline_repro: %s: not a finite number: '%s'\n", a, v);
+    return -1;
+  }
+  *out = x;
+  return 0;
+}
+
+static int num_u(const char *a, const char *v, unsigned long long max,
+                 unsigned long long *out) {
+  char *end;
+  errno = 0;
+  unsigned long long x = v[0] >= '0' && v[0] <= '9' ? strtoull(v, &end, 10) : 0;
+  if (!(v[0] >= '0' && v[0] <= '9') || *end || errno == ERANGE || x > max) {
+    fprintf(stderr, "inferline_repro: %s: expected an integer in [0, %llu]: '%s'\n",
+            a, max, v);
+    return -1;
+  }
+  *out = x;
+  return 0;
+}
+
+/* A range check with its message: LO <= X (LO < X when OPEN), X <= HI. */
+static int in_range(const char *a, double x, double lo, int open, double hi) {
+  if ((open ? x > lo : x >= lo) && x <= hi) return 0;
+  fprintf(stderr, "inferline_repro: %s: %g is out of range (%s %g, at most %g)\n",
+          a, x, open ? "above" : "at least", lo, hi);
+  return -1;
+}
+
 static int parse(int argc, char **argv, opts *o) {
   *o = (opts){.cv = 1, .rate = 30, .duration = 120, .load_s = 1, .sample_s = 60,
               .seed = 1, .eval_seed = 1001, .noise = 1, .accel = "onnxruntime_gpu_pascal=0.90",
@@ -54,30 +92,64 @@ static int parse(int argc, char **argv, opts *o) {
                            "cg_peak_static,cg_mean_static"};
   if (argc < 3) return -1;
   o->dir = argv[1], o->app = argv[2];
-  for (int i = 3; i + 1 < argc; i += 2) {
-    const char *a = argv[i], *v = argv[i + 1];
-    if (!strcmp(a, "--cv")) o->cv = atof(v);
-    else if (!strcmp(a, "--rate")) o->rate = atof(v);
-    else if (!strcmp(a, "--slo")) o->slo = atof(v);
-    else if (!strcmp(a, "--ramp")) o->ramp = atof(v);
-    else if (!strcmp(a, "--spike")) o->spike = atof(v);
-    else if (!strcmp(a, "--duration")) o->duration = atof(v);
-    else if (!strcmp(a, "--sample")) o->sample_s = atof(v);
-    else if (!strcmp(a, "--cg-factor")) o->cg_factor = atof(v);
-    else if (!strcmp(a, "--seed")) o->seed = strtoull(v, NULL, 10);
-    else if (!strcmp(a, "--eval-seed")) o->eval_seed = strtoull(v, NULL, 10);
-    else if (!strcmp(a, "--noise")) o->noise = atoi(v);
-    else if (!strcmp(a, "--load-s")) o->load_s = atof(v);
-    else if (!strcmp(a, "--accel")) o->accel = v;
-    else if (!strcmp(a, "--policy")) o->policies = v;
-    else if (!strcmp(a, "--csv")) o->csv = v;
-    else if (!strcmp(a, "--plan-bench")) o->plan_bench = atoi(v);
-    else if (!strcmp(a, "--capacity")) o->capacity = atoi(v);
-    else return -1;
+  for (int i = 3; i < argc; i += 2) {
+    const char *a = argv[i];
+    if (i + 1 >= argc) {
+      fprintf(stderr, "inferline_repro: %s: missing value\n", a);
+      return -1;
+    }
+    const char *v = argv[i + 1];
+    double *d = NULL;
+    double lo = 0, hi = 1e9;
+    int open = 0;
+    unsigned long long u, umax = 0;
+    if (!strcmp(a, "--cv")) d = &o->cv, open = 1, hi = 1000;
+    else if (!strcmp(a, "--rate")) d = &o->rate, open = 1;
+    else if (!strcmp(a, "--slo")) d = &o->slo; /* 0: the app's */
+    else if (!strcmp(a, "--ramp")) d = &o->ramp, hi = 1e6;
+    else if (!strcmp(a, "--spike")) d = &o->spike, hi = 1e6;
+    else if (!strcmp(a, "--duration")) d = &o->duration, open = 1, hi = 1e7;
+    else if (!strcmp(a, "--sample")) d = &o->sample_s, open = 1, hi = 1e7;
+    else if (!strcmp(a, "--cg-factor")) d = &o->cg_factor, hi = 1e6;
+    else if (!strcmp(a, "--load-s")) d = &o->load_s, hi = 1e6;
+    else if (!strcmp(a, "--seed") || !strcmp(a, "--eval-seed")) umax = UINT64_MAX;
+    else if (!strcmp(a, "--noise")) umax = 1;
+    else if (!strcmp(a, "--plan-bench") || !strcmp(a, "--capacity")) umax = 1000000;
+    else if (!strcmp(a, "--accel")) { o->accel = v; continue; }
+    else if (!strcmp(a, "--policy")) { o->policies = v; continue; }
+    else if (!strcmp(a, "--csv")) { o->csv = v; continue; }
+    else {
+      fprintf(stderr, "inferline_repro: unknown option '%s'\n", a);
+      return -1;
+    }
+    if (d) {
+      if (num(a, v, d) || in_range(a, *d, lo, open, hi)) return -1;
+      continue;
+    }
+    if (num_u(a, v, umax, &u)) return -1;
+    if (!strcmp(a, "--seed")) o->seed = u;
+    else if (!strcmp(a, "--eval-seed")) o->eval_seed = u;
+    else if (!strcmp(a, "--noise")) o->noise = (int)u;
+    else if (!strcmp(a, "--plan-bench")) o->plan_bench = (int)u;
+    else o->capacity = (int)u;
   }
-  int ok = o->rate > 0 && o->cv > 0 && o->duration > 0 && o->sample_s > 0 &&
-           o->cg_factor >= 0;
-  return ok ? 0 : -1;
+  /* --accel NAME=PRICE,...: every price a number >= 0 */
+  for (const char *t = o->accel; *t;) {
+    size_t len = strcspn(t, ",");
+    const char *eq = memchr(t, '=', len);
+    char buf[64];
+    double p;
+    if (!eq || eq == t || (size_t)(t + len - eq - 1) >= sizeof buf) {
+      fprintf(stderr, "inferline_repro: --accel: expected NAME=PRICE_PER_H,... in '%s'\n",
+              o->accel);
+      return -1;
+    }
+    memcpy(buf, eq + 1, (size_t)(t + len - eq - 1));
+    buf[t + len - eq - 1] = 0;
+    if (num("--accel", buf, &p) || in_range("--accel", p, 0, 0, 1e9)) return -1;
+    t += len + (t[len] == ',');
+  }
+  return 0;
 }
 
 /* Loads the app once per accelerator of "--accel name=price,...". */
@@ -93,7 +165,12 @@ static int load_all(const opts *o, vr_pipe_data *d, char names[][64],
       return vr_errf(err, VR_EINVAL, "--accel: expected NAME=PRICE_PER_H");
     *eq = 0;
     snprintf(names[*n], 64, "%s", tok);
-    price[*n] = atof(eq + 1) / 3600.0;
+    char *end;
+    double p = strtod(eq + 1, &end);
+    if (end == eq + 1 || *end || !isfinite(p) || p < 0)
+      return vr_errf(err, VR_EINVAL, "--accel %s: price '%s' is not a number >= 0",
+                     tok, eq + 1);
+    price[*n] = p / 3600.0;
     int rc = vr_loki_load(o->dir, o->app, tok, &d[*n], err);
     if (rc) return rc;
     (*n)++;

@@ -14,7 +14,7 @@
 # RAMP x RATE; default none), SEED (default 1), ACCEL (hardware options
 # as NAME=PRICE_PER_HOUR,...; default onnxruntime_gpu_pascal=0.90, the
 # accelerator column of the runtimes CSV), BIN (the bench binary,
-# default build/bench/bench_inferline_repro), DETAIL=1 keeps the details
+# default build/bench/bench_inferline_repro in this checkout), DETAIL=1 keeps the details
 # (configuration, P99, tuner actions, planner time) on each line.
 # Each policy plans on a 60-s Gamma sample trace (seed SEED) and serves a
 # 120-s evaluation trace of the same process (another seed), service times
@@ -30,17 +30,29 @@ if [ ! -f "$DATA/apps/$APP.json" ] || [ ! -f "$DATA/profiling/simulator_runtimes
   echo "inferline_repro: skipped: no $DATA/apps/$APP.json or profiling/simulator_runtimes.csv" >&2
   exit 0
 fi
-BIN=${BIN:-build/bench/bench_inferline_repro}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BIN=${BIN:-$ROOT/build/bench/bench_inferline_repro}
 if [ ! -x "$BIN" ]; then
-  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
-  cmake --build build -j "$(nproc)" --target bench_inferline_repro >/dev/null
+  cmake -S "$ROOT" -B "$ROOT/build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build "$ROOT/build" -j "$(nproc)" --target bench_inferline_repro >/dev/null
 fi
 set -- "$DATA" "$APP" --cv "${CV:-1}" --rate "${RATE:-30}" --seed "${SEED:-1}"
 [ -n "$SLO_MS" ] && set -- "$@" --slo "$SLO_MS"
 [ -n "$RAMP" ] && set -- "$@" --ramp "$RAMP"
 [ -n "$ACCEL" ] && set -- "$@" --accel "$ACCEL"
-if [ "${DETAIL:-0}" = 1 ]; then
-  "$BIN" "$@"
-else
-  "$BIN" "$@" | sed 's/  .*//'
+# the binary's status is kept (no pipe): 77 (it found no data for the app)
+# is the documented skip, anything else non-zero is a failure
+rc=0
+out=$("$BIN" "$@") || rc=$?
+if [ "$rc" -eq 77 ]; then
+  echo "inferline_repro: skipped: $BIN found no data for $APP in $DATA" >&2
+  exit 0
 fi
+if [ -n "$out" ]; then
+  if [ "${DETAIL:-0}" = 1 ]; then
+    printf '%s\n' "$out"
+  else
+    printf '%s\n' "$out" | sed 's/  .*//'
+  fi
+fi
+exit "$rc"

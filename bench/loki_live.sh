@@ -41,7 +41,8 @@ vr_pipeline_live_register fmnist_cnn_s
 "$V" serve --repo "$OUT/repo" --store "$OUT/store.db" --port 0 --grpc-port -1 \
   >"$OUT/probe.log" 2>&1 &
 probe=$!
-port=$(vr_listen_port "$OUT/probe.log")
+trap 'kill -INT $probe 2>/dev/null || true; wait $probe 2>/dev/null || true' EXIT
+port=$(vr_listen_port "$OUT/probe.log" "$probe")
 SLACK=$(/usr/bin/python3 - "$port" "$PER_CORE" <<'PYEOF'
 import json, sys, urllib.request
 j = json.load(urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/v2/apps/fscenes_detect"))
@@ -56,17 +57,19 @@ vr_pipeline_live_serve --pipeline-policy loki --pipeline-period-ms "$PERIOD_MS" 
 
 echo "== load: $PHASES canvases/s, ${PHASE_S} s each (SLO ${SLO_MS} ms)"
 echo "phase,rate,sent,ok,dropped,rejected,slo_attainment,p99_ms" >"$OUT/phases.csv"
-(
-  i=0
+load() {
+  local i=0 r
   for r in $PHASES; do
     i=$((i + 1))
     vr_pipeline_live_phase "$i" "$i,$r" "sent ok dropped rejected" --rate "$r" \
       --duration "$PHASE_S" --slo-ms "$SLO_MS"
   done
-  touch "$OUT/load.done"
-) &
-LOAD=$!
-PYTHONPATH="$root/bench/lib" /usr/bin/python3 - "$PORT" "$OUT/loki_live.csv" "$OUT/load.done" <<'PYEOF'
+}
+vr_pipeline_live_load load
+# the follower gives up 120 s after the load should have ended
+limit=$(awk -v n="$(wc -w <<<"$PHASES")" -v s="$PHASE_S" 'BEGIN { print n * s + 120 }')
+PYTHONPATH="$root/bench/lib" /usr/bin/python3 - "$PORT" "$OUT/loki_live.csv" "$OUT/load.done" \
+  "$limit" <<'PYEOF'
 import sys
 from pipeline_history import follow
 
@@ -79,7 +82,8 @@ def line_of(h):
             f"{h['rerouted']},{h['variants']}")
 
 follow(*sys.argv[1:4], "t_s,demand_qps,ewma,plan_acc,scaled,workers,slo_att,served_acc,"
-       "requests,met,dropped,early,rerouted,variants", line_of, idle_polls=4)
+       "requests,met,dropped,early,rerouted,variants", line_of, idle_polls=4,
+       limit_s=float(sys.argv[4]))
 PYEOF
 vr_pipeline_live_phases
 curl -s "http://127.0.0.1:$PORT/v2/pipelines/fashion_scenes" >"$OUT/final.json" 2>/dev/null || true

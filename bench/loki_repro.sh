@@ -39,7 +39,8 @@ else
   trap 'rm -rf "$TMP"' EXIT
   PREFIX=$TMP/$APP
 fi
-exec "$VARIO" sim --loki "$DATA" --app "$APP" --workers "${WORKERS:-20}" \
+"$VARIO" sim --loki "$DATA" --app "$APP" --workers "${WORKERS:-20}" \
   --demand "$DEMAND" --warmup 10 --slack "${SLACK:-1.5}" --seed "${SEED:-1}" \
   --policy loki,hw,proteus,infaas,loki_no_drop,loki_last_task,loki_per_task \
   --output "$PREFIX"
+exit $?

@@ -12,7 +12,6 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 B=${1:-$root/build}
 D=${2:-5}
 vario=$B/vario
-port=${VR_BENCH_PORT:-18731}
 py=/usr/bin/python3
 [ -x "$vario" ] || { echo "no $vario (build first)" >&2; exit 1; }
 [ -f "$root/models/fmnist/fmnist_cnn_s/model.onnx" ] || {
@@ -38,12 +37,12 @@ mkrepo fmnist_linear 1 0
 mkrepo fmnist_cnn_s 16 1000
 
 vr_admin_token "$tmp/admin.token"
-"$vario" serve --repo "$tmp/repo" --port "$port" --admin-token-file "$tmp/admin.token" 2>"$tmp/serve.log" &
+# a port of its own (VR_BENCH_PORT: a fixed one), and this server's, ready
+"$vario" serve --repo "$tmp/repo" --port "${VR_BENCH_PORT:-0}" \
+  --admin-token-file "$tmp/admin.token" 2>"$tmp/serve.log" &
 srv=$!
-for _ in $(seq 100); do
-  curl -sf "http://127.0.0.1:$port/v2/health/ready" >/dev/null 2>&1 && break
-  sleep 0.1
-done
+port=$(vr_listen_port "$tmp/serve.log" "$srv")
+vr_wait_ready "$srv" "$port" "$tmp/serve.log"
 
 j() { $py -c "import json,sys; d=json.loads(sys.stdin.read()); print($1)"; }
 bench() { "$vario" bench --port "$port" --json "$@"; }

@@ -28,8 +28,10 @@ for rate in 50000 200000 800000; do
   {"kind": "poisson", "rate": $half, "app": "B", "slo_ms": 50, "min_accuracy": 90}]}
 EOC
   for seed in 1 2 3; do
-    taskset -c 0 "$VARIO" sim --config "$TMP/c$rate.json" --seed $seed |
-      awk -v rate=$rate -F'[:,]' '/"demand"/{d=$2} /"slo_violation_rate"/{v=$2} /"wall_s"/{w=$2}
+    # captured, not piped: a failed run stops the script (sh has no pipefail)
+    out=$(taskset -c 0 "$VARIO" sim --config "$TMP/c$rate.json" --seed $seed) ||
+      { echo "sim_speed: vario sim failed (rate $rate, seed $seed)" >&2; exit 1; }
+    printf '%s\n' "$out" | awk -v rate=$rate -F'[:,]' '/"demand"/{d=$2} /"slo_violation_rate"/{v=$2} /"wall_s"/{w=$2}
         /"sim_requests_per_s"/{printf "rate %7d qps  requests %9d  violations %.4f  wall %.3f s  %.2f M simulated req/s\n", rate, d, v, w, $2/1e6}'
   done
 done

@@ -26,7 +26,6 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 B=${1:-$root/build}
 D=${2:-20}
 vario=$B/vario
-port=${VR_BENCH_PORT:-18741}
 py=/usr/bin/python3
 exp=$root/experiments/validation
 m=fmnist_resnet
@@ -57,12 +56,12 @@ c.update(max_batch_size=16, max_queue_delay_us=0, instances=1, threads=1, precis
 json.dump(c, open(sys.argv[2], "w"))
 EOF
 vr_admin_token "$tmp/admin.token"
-"$vario" serve --repo "$tmp/repo" --port "$port" --admin-token-file "$tmp/admin.token" 2>"$tmp/serve.log" &
+# a port of its own (VR_BENCH_PORT: a fixed one), and this server's, ready
+"$vario" serve --repo "$tmp/repo" --port "${VR_BENCH_PORT:-0}" \
+  --admin-token-file "$tmp/admin.token" 2>"$tmp/serve.log" &
 srv=$!
-for _ in $(seq 100); do
-  curl -sf "http://127.0.0.1:$port/v2/health/ready" >/dev/null 2>&1 && break
-  sleep 0.1
-done
+port=$(vr_listen_port "$tmp/serve.log" "$srv")
+vr_wait_ready "$srv" "$port" "$tmp/serve.log"
 # Warm-up (plans for every batch size), not recorded.
 "$vario" bench --port "$port" --model $m --binary --arrival poisson --rate 5000 \
   --duration 2 --slo-ms 20 --send-timeout --seed 99 --json >/dev/null

@@ -1,8 +1,13 @@
 #!/usr/bin/env python3
 """Headline orderings of the simulator experiments (issue 13), checked on
-a table written by experiments/run.sh.
+what experiments/run.sh wrote.
 
-Usage: experiments/orderings.py TABLE.md
+Usage: experiments/orderings.py SUMMARY.csv|TABLE.md
+
+SUMMARY.csv (OUT/summary.csv) holds the numbers unrounded; TABLE.md
+(OUT/table.md, rounded to 0.01 point and 0.001 cost) is read as before for
+result folders written before summary.csv existed. On a failure the
+markdown table is printed (table.md beside the file given).
 
 Each check compares policies of one experiment. REQUIRED checks (the
 issue's headline orderings that hold, and sanity orderings) hold at the
@@ -11,11 +16,19 @@ and the exit code is 1. TARGETS are the issue's targets that the
 simulator does not meet today (docs/EXPERIMENTS.md says why); they are
 printed with their numbers and do not fail the run.
 """
+import csv
+import os
 import sys
 
 
 def load(path):
     rows = {}
+    if path.endswith('.csv'):
+        with open(path, newline='') as f:
+            for r in csv.DictReader(f):
+                rows[(r['experiment'], r['policy'])] = (float(r['slo_violation_pct']),
+                                                        float(r['cost']))
+        return rows
     for line in open(path):
         cells = [c.strip() for c in line.strip().strip('|').split('|')]
         if len(cells) != 9 or cells[0] in ('experiment', '') or cells[0].startswith('-'):
@@ -90,7 +103,7 @@ TARGETS = [
 
 def main():
     if len(sys.argv) != 2:
-        sys.exit('usage: orderings.py TABLE.md')
+        sys.exit('usage: orderings.py SUMMARY.csv|TABLE.md')
     t = load(sys.argv[1])
     failed = 0
     for kind, checks in (('required', REQUIRED), ('target', TARGETS)):
@@ -105,8 +118,9 @@ def main():
             else:
                 print(('met     ' if ok else 'not met ') + what + ' [target]')
     if failed:
+        table = os.path.join(os.path.dirname(sys.argv[1]), 'table.md')
         print(f'{failed} required ordering(s) no longer hold; table:')
-        sys.stdout.write(open(sys.argv[1]).read())
+        sys.stdout.write(open(table if os.path.exists(table) else sys.argv[1]).read())
     return 1 if failed else 0
 
 

@@ -9,22 +9,43 @@ vr_scratch_with_server() {
   trap vr_scratch_cleanup EXIT
 }
 vr_scratch_cleanup() {
-  if [ -n "$srv" ]; then kill -INT "$srv" 2>/dev/null; fi
+  if [ -n "$srv" ]; then kill -INT "$srv" 2>/dev/null || true; fi
   wait 2>/dev/null || true
   rm -rf "$tmp"
 }
 
 # Prints the port `vario serve --port 0` logged to LOG, waiting up to 10 s;
-# fails (showing the log on stderr) if it never did.
+# fails (showing the log on stderr) if it never did, or at once when the
+# server's PID is given and it has exited: vr_listen_port LOG [PID]
 vr_listen_port() {
   local p="" _
   for _ in $(seq 100); do
     p=$(sed -n 's/.*listening on https*:\/\/[0-9.]*:\([0-9]*\).*/\1/p' "$1")
     if [ -n "$p" ]; then echo "$p"; return 0; fi
+    if [ -n "${2:-}" ] && ! kill -0 "$2" 2>/dev/null; then break; fi
     sleep 0.1
   done
   cat "$1" >&2
   echo "server did not start" >&2
+  return 1
+}
+
+# Waits until the server PID, which logs to LOG, answers
+# /v2/health/ready on PORT (up to 30 s); fails, showing the log on stderr,
+# if it exits first or never does: vr_wait_ready PID PORT LOG
+vr_wait_ready() {
+  local _
+  for _ in $(seq 300); do
+    if ! kill -0 "$1" 2>/dev/null; then
+      cat "$3" >&2
+      echo "server exited" >&2
+      return 1
+    fi
+    curl -sf "http://127.0.0.1:$2/v2/health/ready" >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  cat "$3" >&2
+  echo "server not ready after 30 s" >&2
   return 1
 }
 

@@ -9,11 +9,16 @@
 # fmnist_mlp and CLASSIFIER (app fashion) and the three detectors (app
 # fscenes_detect, their declared accuracy from config.json), and
 # $OUT/admin.token: vr_pipeline_live_register CLASSIFIER
+# OUT may hold other files (OUT=. is the cwd): only what these scripts
+# write there is removed first.
 vr_pipeline_live_register() {
   local p="$root/models/pipelines/fashion_scenes" d="$root/models/fmnist-data" m acc
   local flags=(--threads 1 --max-batch 4 --runs 10 --precisions fp32 --quiet)
-  rm -rf "$OUT"
   mkdir -p "$OUT"
+  rm -rf "$OUT/store.db" "$OUT/store.db-wal" "$OUT/store.db-shm" "$OUT/store.db-journal" \
+    "$OUT/repo" "$OUT/admin.token" "$OUT/serve.log" "$OUT/probe.log" "$OUT/load.done" \
+    "$OUT/phases.csv" "$OUT/final.json" "$OUT/loki_live.csv" "$OUT/inferline_live.csv" \
+    "$OUT"/bench_[0-9]*.json "$OUT"/bench_[0-9]*.err
   echo "== register (fmnist_linear, fmnist_mlp, $1; the three detectors)"
   for m in fmnist_linear fmnist_mlp "$1"; do
     "$V" register --store "$OUT/store.db" --repo "$OUT/repo" --app fashion \
@@ -45,15 +50,21 @@ vr_pipeline_live_serve() {
 
 # One phase of load: `vario bench` on the pipeline with the given flags
 # (32 connections, binary payloads from sample.npy; its JSON in
-# $OUT/bench_I.json), then appends the line
-# PREFIX,<each of KEYS>,slo_attainment,p99_ms to $OUT/phases.csv:
+# $OUT/bench_I.json, its stderr in $OUT/bench_I.err), then appends the line
+# PREFIX,<each of KEYS>,slo_attainment,p99_ms to $OUT/phases.csv; fails
+# (showing that stderr) when vario bench does:
 # vr_pipeline_live_phase I PREFIX "KEYS" [BENCH FLAGS...]
 vr_pipeline_live_phase() {
-  local i=$1 prefix=$2 keys=$3
+  local i=$1 prefix=$2 keys=$3 rc=0
   shift 3
   "$V" bench --port "$PORT" --pipeline fashion_scenes "$@" --connections 32 --binary \
     --payloads 8 --input "$root/models/pipelines/fashion_scenes/sample.npy" --json \
-    --no-progress 2>/dev/null >"$OUT/bench_$i.json" || true
+    --no-progress 2>"$OUT/bench_$i.err" >"$OUT/bench_$i.json" || rc=$?
+  if [ "$rc" -ne 0 ]; then
+    cat "$OUT/bench_$i.err" >&2
+    echo "phase $i: vario bench $* failed (exit $rc)" >&2
+    return "$rc"
+  fi
   /usr/bin/python3 - "$OUT/bench_$i.json" "$prefix" $keys >>"$OUT/phases.csv" <<'PYEOF'
 import json, sys
 b = json.load(open(sys.argv[1]))
@@ -62,10 +73,27 @@ print(",".join([sys.argv[2]] + [str(b[k]) for k in sys.argv[3:]]
 PYEOF
 }
 
+# The load in the background: runs the given command in a subshell that
+# touches $OUT/load.done however it ends (the history follower stops on
+# it); sets LOAD (its pid): vr_pipeline_live_load COMMAND...
+vr_pipeline_live_load() {
+  rm -f "$OUT/load.done"
+  (
+    trap 'touch "$OUT/load.done"' EXIT
+    "$@"
+  ) &
+  LOAD=$!
+}
+
 # Waits for the load in the background (pid LOAD) and prints the client's
-# per-phase table, $OUT/phases.csv.
+# per-phase table, $OUT/phases.csv; fails when the load did.
 vr_pipeline_live_phases() {
-  wait "$LOAD" || true
+  local rc=0
+  wait "$LOAD" || rc=$?
   echo "== per phase (client side): $OUT/phases.csv"
   column -s, -t <"$OUT/phases.csv" 2>/dev/null || cat "$OUT/phases.csv"
+  if [ "$rc" -ne 0 ]; then
+    echo "the load failed (exit $rc): see the phase's error above" >&2
+    return "$rc"
+  fi
 }

@@ -11,13 +11,17 @@
 # OUT/inferline_spike.txt (+ per-tick CSVs) and three plots,
 # OUT/exp_inferline_{cost,miss,spike}.png (gnuplot).
 set -e
-. experiments/inferline/lib.sh
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+. "$ROOT/experiments/inferline/lib.sh"
 il_setup "inferline experiments" "$@"
 # sweep DATA_DIR APP RATE ACCEL SLOS -> rows "cv slo policy cost miss p99"
 sweep() {
   for cv in 1 4; do
     for slo in $5; do
-      "$BIN" "$1" "$2" --cv $cv --slo $slo --rate "$3" ${4:+--accel "$4"} | while read -r line; do
+      # captured, not piped: a failed run stops the sweep (sh has no pipefail)
+      out=$("$BIN" "$1" "$2" --cv $cv --slo $slo --rate "$3" ${4:+--accel "$4"}) ||
+        { echo "sweep: $BIN $1 $2 --cv $cv --slo $slo failed" >&2; return 1; }
+      printf '%s\n' "$out" | while read -r line; do
         pol=$(echo "$line" | sed 's/policy=\([^ ]*\).*/\1/')
         printf '%s %s %s %s %s %s\n' $cv $slo "$pol" \
           "$(echo " $line" | field cost)" "$(echo " $line" | field p99_miss_pct)" \
@@ -36,8 +40,8 @@ sweep "$DATA" $APP 30 "" "100 150 200 250 300 400" >> "$OUT/inferline_slo.dat"
 "$BIN" "$DATA" $APP --capacity 20 --duration 60 > "$OUT/inferline_capacity.txt"
 # Vario's example pipeline, profiles measured here (bench/fscenes_data.sh)
 echo "$HDR" > "$OUT/fscenes_slo.dat"
-sweep $FS fashion_scenes 4000 "$FACCEL" "5 10 20 50 100" >> "$OUT/fscenes_slo.dat"
-"$BIN" $FS fashion_scenes --rate 4000 --slo 20 --accel "$FACCEL" --ramp 2 \
+sweep "$FS" fashion_scenes 4000 "$FACCEL" "5 10 20 50 100" >> "$OUT/fscenes_slo.dat"
+"$BIN" "$FS" fashion_scenes --rate 4000 --slo 20 --accel "$FACCEL" --ramp 2 \
   > "$OUT/fscenes_ramp.txt"
 # per-second demand (root queries/s) and instances of each policy
 for p in inferline inferline_plan cg_peak cg_mean; do

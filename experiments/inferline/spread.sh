@@ -9,7 +9,8 @@
 # max of miss % and how many of the traces stay within 1 %) and
 # OUT/cg_factor1.dat (cv slo policy cost miss, both pipelines).
 set -e
-. experiments/inferline/lib.sh
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+. "$ROOT/experiments/inferline/lib.sh"
 il_setup "inferline spread" "$@"
 miss() { field p99_miss_pct; }
 cost() { field cost; }
@@ -40,20 +41,20 @@ point() {
   point "traffic cv=4 slo=150 sample=240" 10 inferline_plan "$DATA" $APP --cv 4 --slo 150 --sample 240
   point "traffic cv=4 slo=250 sample=240" 10 inferline_plan "$DATA" $APP --cv 4 --slo 250 --sample 240
   for slo in 5 20; do
-    point "example cv=4 slo=$slo sample=60" 6 inferline_plan $FS fashion_scenes \
+    point "example cv=4 slo=$slo sample=60" 6 inferline_plan "$FS" fashion_scenes \
       --rate 4000 --cv 4 --slo $slo --accel "$FACCEL"
   done
 } > "$OUT/spread.txt"
 echo '# cv slo_ms policy cost_per_h miss_pct (--cg-factor 1)' > "$OUT/cg_factor1.dat"
 for cv in 1 4; do
   for slo in 100 150 200 250 300 400; do
-    "$BIN" "$DATA" $APP --cv $cv --slo $slo --cg-factor 1 --policy cg_peak_static,cg_peak |
-      while read -r l; do echo "traffic $cv $slo $(echo "$l" | sed 's/policy=\([^ ]*\).*/\1/') $(echo " $l" | cost) $(echo " $l" | miss)"; done
+    out=$("$BIN" "$DATA" $APP --cv $cv --slo $slo --cg-factor 1 --policy cg_peak_static,cg_peak)
+    printf '%s\n' "$out" | while read -r l; do echo "traffic $cv $slo $(echo "$l" | sed 's/policy=\([^ ]*\).*/\1/') $(echo " $l" | cost) $(echo " $l" | miss)"; done
   done
   for slo in 5 10 20 50 100; do
-    "$BIN" $FS fashion_scenes --rate 4000 --cv $cv --slo $slo --accel "$FACCEL" --cg-factor 1 \
-        --policy cg_peak_static,cg_peak |
-      while read -r l; do echo "example $cv $slo $(echo "$l" | sed 's/policy=\([^ ]*\).*/\1/') $(echo " $l" | cost) $(echo " $l" | miss)"; done
+    out=$("$BIN" "$FS" fashion_scenes --rate 4000 --cv $cv --slo $slo --accel "$FACCEL" --cg-factor 1 \
+        --policy cg_peak_static,cg_peak)
+    printf '%s\n' "$out" | while read -r l; do echo "example $cv $slo $(echo "$l" | sed 's/policy=\([^ ]*\).*/\1/') $(echo " $l" | cost) $(echo " $l" | miss)"; done
   done
 done >> "$OUT/cg_factor1.dat"
 echo "wrote $OUT/spread.txt $OUT/cg_factor1.dat"
