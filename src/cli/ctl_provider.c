@@ -105,8 +105,10 @@ int ctl_prov_poll(ctl_prov *c, const char *const *live, size_t nlive, int64_t st
     int is_live = 0;
     for (size_t k = 0; k < nlive; k++) is_live |= !strcmp(live[k], w[i].id);
     if (w[i].state == VR_PW_EXITED) {
-      if (w[i].unexpected && *n_died < max_died)
-        snprintf(died[(*n_died)++], 64, "%s", w[i].id);
+      /* more deaths than died[] holds: the rest are reported (and only
+       * then forgotten) at the next poll */
+      if (w[i].unexpected && *n_died >= max_died) continue;
+      if (w[i].unexpected) snprintf(died[(*n_died)++], 64, "%s", w[i].id);
       vr_errbuf e2 = {0};
       vr_provider_forget(c->p, w[i].id, &e2);
       forget_seen(c, w[i].id);

@@ -176,6 +176,7 @@ static int call(vr_k8s *k, const char *method, const char *path,
   char cerr[CURL_ERROR_SIZE] = {0};
   curl_easy_setopt(c, CURLOPT_ERRORBUFFER, cerr);
   CURLcode cc = curl_easy_perform(c);
+  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, NULL); /* cerr goes with this frame */
   vr_free(url);
   if (cc != CURLE_OK) {
     rc = k->too_big ? vr_errf(err, VR_ELIMIT, "kubernetes: %s %s: answer "
@@ -368,7 +369,9 @@ static int k8s_stop(vr_provider *p, const char *id, vr_errbuf *err) {
                    k->selector);
       goto out;
     }
-    if (pod->state == VR_PW_STOPPING) goto out; /* already going */
+    /* already going, or gone: a Failed/Evicted pod no longer counts among
+     * the replicas, and scaling down for it would take a healthy one */
+    if (pod->state == VR_PW_STOPPING || pod->state == VR_PW_EXITED) goto out;
   }
   if (pod && k->pick_pod) {
     /* Lowest deletion cost: the ReplicaSet removes this pod first among
@@ -418,7 +421,9 @@ static int add_pending(vr_k8s *k, vr_worker_info **out, size_t *n, vr_errbuf *er
   int active = 0;
   for (size_t i = 0; i < *n; i++)
     active += (*out)[i].state == VR_PW_STARTING || (*out)[i].state == VR_PW_RUNNING;
-  int pending = sc.replicas - active;
+  /* a Deployment scaled by hand (or a bad answer) may ask for more than
+   * max-replicas: list those only (up to 10^6 entries were allocated) */
+  int pending = (sc.replicas < k->max_rep ? sc.replicas : k->max_rep) - active;
   int64_t now = clock_ns(CLOCK_MONOTONIC);
   if (pending <= 0) {
     k->pending_since = 0;
