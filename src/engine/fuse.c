@@ -29,13 +29,18 @@ static vr_node *sole_producer(vr_graph *g, int v, const int *uses) {
   return p->dead || p->nout != 1 ? NULL : p;
 }
 
+/* A new f32 constant shaped like `like`. Callers pass pointers into
+ * g->vals, which vr_graph_add_val may move: the shape is copied first. */
 static int new_const(vr_graph *g, const vr_val *like, vr_errbuf *err) {
+  int ndim = like->ndim;
+  int64_t shape[VR_MAX_DIMS];
+  memcpy(shape, like->shape, sizeof(int64_t) * (size_t)ndim);
   int vi = vr_graph_add_val(g, NULL);
   if (vi < 0) return vr_errf(err, VR_ENOMEM, "out of memory");
-  int64_t cnt = vr_numel(like->ndim, like->shape);
+  int64_t cnt = vr_numel(ndim, shape);
   void *d = vr_aligned_alloc(64, (size_t)(cnt ? cnt : 1) * 4);
   if (!d) return vr_errf(err, VR_ENOMEM, "out of memory");
-  vr_val_set_const(&g->vals[vi], VR_DT_F32, like->ndim, like->shape, d);
+  vr_val_set_const(&g->vals[vi], VR_DT_F32, ndim, shape, d);
   return vi;
 }
 
@@ -48,8 +53,7 @@ static int fold_bn(vr_graph *g, vr_node *bn, vr_node *cv, vr_errbuf *err) {
   if (cv->npost) return 0;
   int w = new_const(g, &g->vals[cv->in[1]], err);
   if (w < 0) return w;
-  const vr_val *bnv = &g->vals[bn->in[1]];
-  int b = new_const(g, bnv, err);
+  int b = new_const(g, &g->vals[bn->in[1]], err);
   if (b < 0) return b;
   const vr_val *W = &g->vals[cv->in[1]];
   int64_t oc = W->shape[0], per = vr_numel(W->ndim - 1, W->shape + 1);

@@ -15,6 +15,9 @@ conv_clip_conv: Conv -> Clip(0, 6) -> Conv, for int8 (the chained scale
 reduce_rows:   ReduceMean over the batch: one output row whatever the
                batch (an offline job sized its result from the first
                chunk and overran it on the next).
+foldbn_uaf:    54 Neg (an identity) then Conv -> BatchNormalization: folding
+               the BN adds the 64th value, which moved the value array
+               under the fold (heap use-after-free, seen under ASan).
 Fixed seed: re-running reproduces the same files.
 """
 import os
@@ -77,3 +80,29 @@ save("conv_clip_conv",
 x = rng.standard_normal((3, 1, 28, 28)).astype(np.float32)
 save("reduce_rows", [h.make_node("ReduceMean", ["x"], ["y"], axes=[0], keepdims=1)],
      "x", [("y", [1, 1, 28, 28])], {}, x, x.mean(0, keepdims=True))
+
+
+def conv2d(x, W, b, pad):
+    """Stride 1, square pads: y[n, o, i, j]."""
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    kh, kw = W.shape[2:]
+    H, Wd = xp.shape[2] - kh + 1, xp.shape[3] - kw + 1
+    y = np.zeros((x.shape[0], W.shape[0], H, Wd))
+    for i in range(H):
+        for j in range(Wd):
+            y[:, :, i, j] = np.einsum("nckl,ockl->no", xp[:, :, i:i + kh, j:j + kw], W)
+    return y + b.reshape(1, -1, 1, 1)
+
+
+x = rng.standard_normal((2, 3, 5, 5)).astype(np.float32)
+W = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+B, s, bb, mu = (rng.standard_normal(4).astype(np.float32) for _ in range(4))
+var = rng.uniform(0.5, 2, 4).astype(np.float32)
+negs = [h.make_node("Neg", ["x" if i == 0 else f"p{i - 1}"], [f"p{i}"]) for i in range(54)]
+c = conv2d(x, W, B, 1)
+ref = (c - mu.reshape(1, -1, 1, 1)) / np.sqrt(var.reshape(1, -1, 1, 1) + 1e-5) * \
+    s.reshape(1, -1, 1, 1) + bb.reshape(1, -1, 1, 1)
+save("foldbn_uaf",
+     negs + [h.make_node("Conv", ["p53", "W", "B"], ["c"], pads=[1] * 4),
+             h.make_node("BatchNormalization", ["c", "s", "bb", "mu", "var"], ["y"])],
+     "x", [("y", ["N", 4, 5, 5])], {"W": W, "B": B, "s": s, "bb": bb, "mu": mu, "var": var}, x, ref)
