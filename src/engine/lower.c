@@ -47,15 +47,18 @@ static int query(dnnl_primitive_desc_t pd, dnnl_query_t q, dnnl_memory_desc_t *m
 }
 
 /* Destination of a node whose fused sum post-op accumulates into it: the
- * addend is copied (or, if this is its last use, aliased) into dst. */
-static int sum_dst(vr_pb *b, const vr_node *n, const dnnl_memory_desc_t *dmd) {
+ * addend is copied (or, if this is its last use, aliased) into dst. xin is
+ * the plan value the node reads as its source. */
+static int sum_dst(vr_pb *b, const vr_node *n, int xin, const dnnl_memory_desc_t *dmd) {
   int add = vr_pb_pv_of(b, n->in[n->sum_in]);
   if (add < 0) return add;
   int v = n->in[n->sum_in];
   /* In place when this conv is the last reader and does not also read the
-   * addend as its source. */
+   * addend's storage as its source: a view (Identity, Reshape) of the
+   * source is another value id over the same bytes, so compare roots. */
   int ni = (int)(n - b->g->nodes);
-  if (b->uses[v] == ni && n->in[0] != v && !b->g->vals[v].is_output && !b->g->vals[v].is_input &&
+  if (b->uses[v] == ni && PV(b, xin)->root != PV(b, add)->root &&
+      !b->g->vals[v].is_output && !b->g->vals[v].is_input &&
       !PV(b, add)->ext && dnnl_memory_desc_equal(&PV(b, add)->md, dmd))
     return vr_pb_def_alias(b, n->out[0], dmd, add);
   int add2 = vr_pb_as(b, add, dmd);
@@ -218,7 +221,7 @@ static int lower_conv(vr_pb *b, int ni) {
   int wpv = vr_pb_new_pv(b, &wt, &qw);
   if (wpv < 0) { dnnl_primitive_desc_destroy(pd); return wpv; }
   PV(b, wpv)->ext = wdata;
-  int y_pv = n->sum_in >= 0 ? sum_dst(b, n, &qy) : vr_pb_def(b, n->out[0], &qy);
+  int y_pv = n->sum_in >= 0 ? sum_dst(b, n, xin, &qy) : vr_pb_def(b, n->out[0], &qy);
   if (y_pv < 0) { dnnl_primitive_desc_destroy(pd); return y_pv; }
   vr_arg a[4] = {{DNNL_ARG_SRC, xin}, {DNNL_ARG_WEIGHTS, wpv}, {DNNL_ARG_DST, y_pv}};
   int na = 3;

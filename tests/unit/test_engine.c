@@ -59,7 +59,8 @@ static void test_tiny_tf(void **st) { check_model("tiny_tf", 2, VR_PREC_FP32, 1e
 static void test_tiny_deconv(void **st) { check_model("tiny_deconv", 1, VR_PREC_FP32, 1e-5); }
 /* Semantics found wrong by review (tests/data/engine/gen_semantics.py):
  * in-place ops through a view, AveragePool's ceil window, Gemm alpha 0;
- * a BatchNormalization fold that grows the value array (ASan). */
+ * a BatchNormalization fold that grows the value array (ASan);
+ * a fused Conv+Add whose addend is a view of the conv's own input. */
 static void test_semantics(void **st) {
   check_model("alias_branch", 1, VR_PREC_FP32, 1e-5);
   check_model("alias_output", 1, VR_PREC_FP32, 1e-5);
@@ -67,6 +68,7 @@ static void test_semantics(void **st) {
   check_model("gemm_alpha0", 1, VR_PREC_FP32, 1e-6);
   check_model("conv_clip_conv", 1, VR_PREC_FP32, 1e-5);
   check_model("foldbn_uaf", 1, VR_PREC_FP32, 1e-5);
+  check_model("sum_inplace_view", 1, VR_PREC_FP32, 1e-5);
 }
 
 /* int8 Conv -> Clip(0, 6) -> Conv (MobileNetV2's ReLU6): the chained

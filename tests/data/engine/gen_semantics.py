@@ -18,6 +18,9 @@ reduce_rows:   ReduceMean over the batch: one output row whatever the
 foldbn_uaf:    54 Neg (an identity) then Conv -> BatchNormalization: folding
                the BN adds the 64th value, which moved the value array
                under the fold (heap use-after-free, seen under ASan).
+sum_inplace_view: Conv -> Identity, Conv(+Add of the Identity): the fused
+               sum aliased its output onto the second conv's own input
+               (the Identity is a view of it).
 Fixed seed: re-running reproduces the same files.
 """
 import os
@@ -106,3 +109,13 @@ save("foldbn_uaf",
      negs + [h.make_node("Conv", ["p53", "W", "B"], ["c"], pads=[1] * 4),
              h.make_node("BatchNormalization", ["c", "s", "bb", "mu", "var"], ["y"])],
      "x", [("y", ["N", 4, 5, 5])], {"W": W, "B": B, "s": s, "bb": bb, "mu": mu, "var": var}, x, ref)
+
+C = 16
+WA = (rng.standard_normal((C, C, 3, 3)) * 0.2).astype(np.float32)
+WB = (rng.standard_normal((C, C, 3, 3)) * 0.2).astype(np.float32)
+x = rng.standard_normal((2, C, 6, 6)).astype(np.float32)
+hh = conv2d(x, WA, np.zeros(C), 1)
+save("sum_inplace_view",
+     [h.make_node("Conv", ["x", "WA"], ["h"], pads=[1] * 4), h.make_node("Identity", ["h"], ["u"]),
+      h.make_node("Conv", ["h", "WB"], ["c"], pads=[1] * 4), h.make_node("Add", ["c", "u"], ["y"])],
+     "x", [("y", ["N", C, 6, 6])], {"WA": WA, "WB": WB}, x, conv2d(hh, WB, np.zeros(C), 1) + hh)
