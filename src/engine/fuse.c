@@ -167,12 +167,15 @@ static int fuse_sum(vr_graph *g, vr_node *n, const int *uses, vr_errbuf *err) {
   return 1;
 }
 
-/* MatMul(x, W[K,N]) + bias[N] -> MatMul with bias input. */
+/* MatMul(x, W[K,N]) + bias[N] -> MatMul with bias input. Only for a
+ * matrix x: a 1-D one runs on the reference kernel (oneDNN wants ranks
+ * >= 2), where fusing gains nothing. */
 static int fuse_bias(vr_graph *g, vr_node *n, const int *uses, vr_errbuf *err) {
   for (int s = 0; s < 2; s++) {
     int x = n->in[s], c = n->in[1 - s];
     vr_node *p = sole_producer(g, x, uses);
     if (!p || strcmp(p->op, "MatMul") || p->npost || p->nin != 2) continue;
+    if (g->vals[p->in[0]].ndim < 2) continue;
     if (!is_const(g, c) || !is_const(g, p->in[1]) || g->vals[p->in[1]].ndim != 2) continue;
     const vr_val *cv = &g->vals[c];
     int64_t nn = g->vals[p->in[1]].shape[1];

@@ -276,8 +276,14 @@ static int eval_matmul(const vr_node *n, const vr_tview *in, vr_tview *out,
   vr_bstrides(&ba, &o, sa);
   vr_bstrides(&bb, &o, sb);
   int64_t nb = vr_tview_numel(&o);
-  const float *A = a.data, *B = b.data;
+  const float *A = a.data, *B = b.data, *bias = NULL;
   float *Y = out[0].data;
+  if (n->nin > 2 && n->in[2] >= 0) { /* a bias fused by fuse_bias: one per column */
+    if (in[2].dt != VR_DT_F32 || vr_tview_numel(&in[2]) != N)
+      return vr_bad(err, n, VR_EUNSUPPORTED, "bias of %lld values for %lld columns",
+                    (long long)vr_tview_numel(&in[2]), (long long)N);
+    bias = in[2].data;
+  }
   for (int64_t bi = 0; bi < nb; bi++) {
     const float *pa = A + ia * M * K, *pb = B + ib * K * N;
     float *py = Y + bi * M * N;
@@ -285,7 +291,7 @@ static int eval_matmul(const vr_node *n, const vr_tview *in, vr_tview *out,
       for (int64_t j = 0; j < N; j++) {
         double acc = 0;
         for (int64_t p = 0; p < K; p++) acc += (double)pa[i * K + p] * pb[p * N + j];
-        py[i * N + j] = (float)acc;
+        py[i * N + j] = (float)acc + (bias ? bias[j] : 0.0f);
       }
     for (int d = o.ndim - 1; d >= 0; d--) {
       ia += sa[d];

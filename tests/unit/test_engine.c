@@ -57,10 +57,29 @@ static void check_model_lazy(const char *name, int threads, vr_precision prec, d
 static void test_tiny_cnn(void **st) { check_model("tiny_cnn", 1, VR_PREC_FP32, 1e-5); }
 static void test_tiny_tf(void **st) { check_model("tiny_tf", 2, VR_PREC_FP32, 1e-5); }
 static void test_tiny_deconv(void **st) { check_model("tiny_deconv", 1, VR_PREC_FP32, 1e-5); }
+/* A model with fixed input shapes: one run against its reference. */
+static void check_fixed(const char *name, double tol) {
+  fixture f = {0};
+  load_fixture(&f, name);
+  vr_session_opts o;
+  vr_session_opts_init(&o);
+  vr_session *s;
+  vr_errbuf e = {0};
+  if (vr_session_create(f.m, &o, &s, &e)) fail_msg("%s", e.msg);
+  vr_tensor in = tensor_of(vr_model_input(f.m, 0)->name, &f.in), out[4];
+  if (vr_session_run(s, 1, &in, 1, out, 4, &e)) fail_msg("%s", e.msg);
+  assert_int_equal(out[0].nbytes, f.out.nbytes);
+  double r = rel_err(out[0].data, f.out.data, vr_npy_numel(&f.out));
+  if (r > tol) fail_msg("%s: relative error %g > %g", name, r, tol);
+  vr_session_free(s);
+  free_fixture(&f);
+}
+
 /* Semantics found wrong by review (tests/data/engine/gen_semantics.py):
  * in-place ops through a view, AveragePool's ceil window, Gemm alpha 0;
  * a BatchNormalization fold that grows the value array (ASan);
- * a fused Conv+Add whose addend is a view of the conv's own input. */
+ * a fused Conv+Add whose addend is a view of the conv's own input;
+ * a bias on a MatMul that runs on the reference kernel (1-D input). */
 static void test_semantics(void **st) {
   check_model("alias_branch", 1, VR_PREC_FP32, 1e-5);
   check_model("alias_output", 1, VR_PREC_FP32, 1e-5);
@@ -69,6 +88,7 @@ static void test_semantics(void **st) {
   check_model("conv_clip_conv", 1, VR_PREC_FP32, 1e-5);
   check_model("foldbn_uaf", 1, VR_PREC_FP32, 1e-5);
   check_model("sum_inplace_view", 1, VR_PREC_FP32, 1e-5);
+  check_fixed("matmul1d_bias", 1e-6);
 }
 
 /* int8 Conv -> Clip(0, 6) -> Conv (MobileNetV2's ReLU6): the chained

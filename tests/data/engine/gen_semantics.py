@@ -21,6 +21,8 @@ foldbn_uaf:    54 Neg (an identity) then Conv -> BatchNormalization: folding
 sum_inplace_view: Conv -> Identity, Conv(+Add of the Identity): the fused
                sum aliased its output onto the second conv's own input
                (the Identity is a view of it).
+matmul1d_bias: MatMul of a 1-D input (the reference kernel) + bias: the
+               bias was fused into the MatMul and dropped (fixed shapes).
 Fixed seed: re-running reproduces the same files.
 """
 import os
@@ -32,9 +34,11 @@ D = os.path.dirname(os.path.abspath(__file__))
 rng = np.random.default_rng(20261128)
 
 
-def save(name, nodes, inp, outs, inits, x, y):
-    """outs: (name, shape) with "N" (or "M") for the dynamic first dim."""
-    g = h.make_graph(nodes, name, [h.make_tensor_value_info(inp, T.FLOAT, ["N"] + list(x.shape[1:]))],
+def save(name, nodes, inp, outs, inits, x, y, dyn=True):
+    """outs: (name, shape) with "N" (or "M") for the dynamic first dim;
+    dyn=False: the input's shape is fixed (x.shape)."""
+    ishape = (["N"] + list(x.shape[1:])) if dyn else list(x.shape)
+    g = h.make_graph(nodes, name, [h.make_tensor_value_info(inp, T.FLOAT, ishape)],
                      [h.make_tensor_value_info(o, T.FLOAT, sh) for o, sh in outs],
                      [nh.from_array(v, k) for k, v in inits.items()])
     m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
@@ -119,3 +123,10 @@ save("sum_inplace_view",
      [h.make_node("Conv", ["x", "WA"], ["h"], pads=[1] * 4), h.make_node("Identity", ["h"], ["u"]),
       h.make_node("Conv", ["h", "WB"], ["c"], pads=[1] * 4), h.make_node("Add", ["c", "u"], ["y"])],
      "x", [("y", ["N", C, 6, 6])], {"WA": WA, "WB": WB}, x, conv2d(hh, WB, np.zeros(C), 1) + hh)
+
+K, N = 8, 5
+W = rng.standard_normal((K, N)).astype(np.float32)
+b = rng.standard_normal(N).astype(np.float32)
+x = rng.standard_normal(K).astype(np.float32)
+save("matmul1d_bias", [h.make_node("MatMul", ["x", "W"], ["m"]), h.make_node("Add", ["m", "b"], ["y"])],
+     "x", [("y", [N])], {"W": W, "b": b}, x, x @ W + b, dyn=False)
