@@ -266,6 +266,19 @@ static int const_fill(vr_graph *g, int64_t c, float val, vr_errbuf *err) {
   return v;
 }
 
+/* A constant that broadcasts like LayerNormalization's gamma/beta on x of
+ * rank xr: c values along the last axis only ([c], [1, c], ...). One with
+ * the c values on another axis ([c, 1]) has the same count but scales rows,
+ * and a higher rank would change the output's shape. */
+static int ln_param(const vr_graph *g, int v, int xr, int64_t c) {
+  if (!is_const(g, v)) return 0;
+  const vr_val *p = &g->vals[v];
+  if (p->ndim < 1 || p->ndim > xr || p->shape[p->ndim - 1] != c) return 0;
+  for (int i = 0; i < p->ndim - 1; i++)
+    if (p->shape[i] != 1) return 0;
+  return 1;
+}
+
 /* Div(Sub(x, Mean(x)), Sqrt(Add(Mean(Pow(Sub, 2)), eps))) [* gamma] [+ beta]
  * -> LayerNormalization(x, gamma, beta) on the last axis. */
 static int fuse_layernorm(vr_graph *g, vr_node *dv, const int *uses, vr_errbuf *err) {
@@ -293,7 +306,7 @@ static int fuse_layernorm(vr_graph *g, vr_node *dv, const int *uses, vr_errbuf *
     vr_node *u = &g->nodes[k];
     if (u->dead || u->nin != 2 || (u->in[0] != out && u->in[1] != out)) continue;
     int other = u->in[0] == out ? u->in[1] : u->in[0];
-    if (is_const(g, other) && vr_numel(g->vals[other].ndim, g->vals[other].shape) == c) {
+    if (ln_param(g, other, g->vals[x].ndim, c)) {
       if (!mul && !strcmp(u->op, "Mul")) { mul = u; gamma = other; out = u->out[0]; k = -1; continue; }
       if (mul && !add && !strcmp(u->op, "Add")) { add = u; beta = other; out = u->out[0]; break; }
     }

@@ -23,6 +23,9 @@ sum_inplace_view: Conv -> Identity, Conv(+Add of the Identity): the fused
                (the Identity is a view of it).
 matmul1d_bias: MatMul of a 1-D input (the reference kernel) + bias: the
                bias was fused into the MatMul and dropped (fixed shapes).
+ln_gamma_col:  decomposed LayerNorm times a gamma [8, 1] that broadcasts
+               along the second-last axis: not a LayerNormalization's
+               gamma, but the pattern fusion took it as one.
 Fixed seed: re-running reproduces the same files.
 """
 import os
@@ -130,3 +133,16 @@ b = rng.standard_normal(N).astype(np.float32)
 x = rng.standard_normal(K).astype(np.float32)
 save("matmul1d_bias", [h.make_node("MatMul", ["x", "W"], ["m"]), h.make_node("Add", ["m", "b"], ["y"])],
      "x", [("y", [N])], {"W": W, "b": b}, x, x @ W + b, dyn=False)
+
+x = rng.standard_normal((2, 8, 8)).astype(np.float32)
+g2 = rng.standard_normal((8, 1)).astype(np.float32)
+m = x.mean(-1, keepdims=True)
+v = ((x - m) ** 2).mean(-1, keepdims=True)
+save("ln_gamma_col",
+     [h.make_node("ReduceMean", ["x"], ["m"], axes=[-1]), h.make_node("Sub", ["x", "m"], ["d"]),
+      h.make_node("Pow", ["d", "two"], ["p"]), h.make_node("ReduceMean", ["p"], ["v"], axes=[-1]),
+      h.make_node("Add", ["v", "eps"], ["ve"]), h.make_node("Sqrt", ["ve"], ["sd"]),
+      h.make_node("Div", ["d", "sd"], ["n"]), h.make_node("Mul", ["n", "g2"], ["y"])],
+     "x", [("y", ["N", 8, 8])],
+     {"g2": g2, "two": np.array(2, np.float32), "eps": np.array(1e-2, np.float32)},
+     x, (x - m) / np.sqrt(v + 1e-2) * g2)
