@@ -449,6 +449,35 @@ static int infer_lrn(const vr_node *n, const vr_tview *in, vr_tview *out,
   return 0;
 }
 
+/* ONNX LRN: channels [c - floor((size-1)/2), c + ceil((size-1)/2)], so an
+ * even size has one more channel after c than before. oneDNN's window is
+ * centred: lower_lrn leaves even sizes to this kernel. */
+static int eval_lrn(const vr_node *n, const vr_tview *in, vr_tview *out,
+                    vr_errbuf *err) {
+  int64_t size = vr_attr_i(n, "size", 1), C = in[0].shape[1];
+  double alpha = vr_attr_f(n, "alpha", 1e-4f), beta = vr_attr_f(n, "beta", 0.75f);
+  double bias = vr_attr_f(n, "bias", 1.0f);
+  int64_t outer = in[0].shape[0], inner = vr_numel(in[0].ndim - 2, in[0].shape + 2);
+  const float *x = in[0].data;
+  float *y = out[0].data;
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t c = 0; c < C; c++) {
+      int64_t lo = c - (size - 1) / 2, hi = c + size / 2;
+      if (lo < 0) lo = 0;
+      if (hi > C - 1) hi = C - 1;
+      for (int64_t j = 0; j < inner; j++) {
+        double sq = 0;
+        for (int64_t k = lo; k <= hi; k++) {
+          double v = x[(o * C + k) * inner + j];
+          sq += v * v;
+        }
+        int64_t i = (o * C + c) * inner + j;
+        y[i] = (float)(x[i] / pow(bias + alpha / (double)size * sq, beta));
+      }
+    }
+  return 0;
+}
+
 /* ---- Softmax family --------------------------------------------------------- */
 
 int vr_softmax_dims(const vr_node *n, const vr_tview *x, int64_t *outer,
@@ -743,7 +772,7 @@ const vr_op vr_ops_nn[] = {
     {"GlobalMaxPool", infer_gpool, eval_gpool, flops_in, 1, 1, 0},
     {"BatchNormalization", infer_bn, eval_bn, flops_in, 5, 5, 0},
     {"LayerNormalization", infer_ln, eval_ln, flops_in, 2, 3, 0},
-    {"LRN", infer_lrn, NULL, flops_in, 1, 1, 0},
+    {"LRN", infer_lrn, eval_lrn, flops_in, 1, 1, 0},
     {"Softmax", infer_softmax, eval_softmax, flops_in, 1, 1, 0},
     {"LogSoftmax", infer_softmax, eval_softmax, flops_in, 1, 1, 0},
     {"Hardmax", infer_softmax, eval_softmax, flops_in, 1, 1, 0},

@@ -80,7 +80,8 @@ static void check_fixed(const char *name, double tol) {
  * a BatchNormalization fold that grows the value array (ASan);
  * a fused Conv+Add whose addend is a view of the conv's own input;
  * a bias on a MatMul that runs on the reference kernel (1-D input);
- * a LayerNorm pattern whose "gamma" broadcasts along another axis. */
+ * a LayerNorm pattern whose "gamma" broadcasts along another axis;
+ * LRN of even size. */
 static void test_semantics(void **st) {
   check_model("alias_branch", 1, VR_PREC_FP32, 1e-5);
   check_model("alias_output", 1, VR_PREC_FP32, 1e-5);
@@ -91,6 +92,7 @@ static void test_semantics(void **st) {
   check_model("sum_inplace_view", 1, VR_PREC_FP32, 1e-5);
   check_fixed("matmul1d_bias", 1e-6);
   check_model("ln_gamma_col", 1, VR_PREC_FP32, 1e-5);
+  check_model("lrn_even", 1, VR_PREC_FP32, 1e-5);
 }
 
 /* int8 Conv -> Clip(0, 6) -> Conv (MobileNetV2's ReLU6): the chained

@@ -26,6 +26,8 @@ matmul1d_bias: MatMul of a 1-D input (the reference kernel) + bias: the
 ln_gamma_col:  decomposed LayerNorm times a gamma [8, 1] that broadcasts
                along the second-last axis: not a LayerNormalization's
                gamma, but the pattern fusion took it as one.
+lrn_even:      LRN with an even size: ONNX's window has one more channel
+               after c than before, oneDNN's is centred (wrong values).
 Fixed seed: re-running reproduces the same files.
 """
 import os
@@ -146,3 +148,18 @@ save("ln_gamma_col",
      "x", [("y", ["N", 8, 8])],
      {"g2": g2, "two": np.array(2, np.float32), "eps": np.array(1e-2, np.float32)},
      x, (x - m) / np.sqrt(v + 1e-2) * g2)
+
+
+def lrn(x, size, alpha, beta, bias):
+    """ONNX LRN: channels [c - floor((size-1)/2), c + ceil((size-1)/2)]."""
+    y = np.empty_like(x)
+    C = x.shape[1]
+    for c in range(C):
+        lo, hi = max(0, c - (size - 1) // 2), min(C - 1, c + size // 2)
+        y[:, c] = x[:, c] / (bias + alpha / size * (x[:, lo:hi + 1] ** 2).sum(1)) ** beta
+    return y
+
+
+x = rng.standard_normal((2, 6, 3, 3)).astype(np.float32)
+save("lrn_even", [h.make_node("LRN", ["x"], ["y"], size=4, alpha=0.5, beta=0.75, bias=1.0)],
+     "x", [("y", ["N", 6, 3, 3])], {}, x, lrn(x, 4, 0.5, 0.75, 1.0))
