@@ -305,10 +305,13 @@ static int lower_matmul(vr_pb *b, int ni, int gemm) {
   if (!wconst) wmd = wsrc;
   md_rank(&ymd, y, r, 0, dnnl_f32, 0);
   int64_t N = y->shape[r - 1], K = a.shape[a.ndim - 1 - ta];
-  /* int8 (see lower_conv): constant 2-D weights, per-column scales. */
+  /* int8 (see lower_conv): constant 2-D weights, per-column scales, so a
+   * C must have its N columns along the last axis (a 0-d or [1] C, one
+   * value for all columns, stays f32). */
   const vr_qparams *q = b->c->precision == VR_PREC_INT8 ? b->c->q : NULL;
+  const vr_tview *cv = has_c ? &b->vt[n->in[2]] : NULL;
   int q8 = !b->no_q8 && q && wconst && w.ndim == 2 && n->in[0] < q->nvals && q->absmax[n->in[0]] > 0 &&
-           (!has_c || b->vt[n->in[2]].shape[b->vt[n->in[2]].ndim - 1] == N);
+           (!cv || (cv->ndim >= 1 && cv->shape[cv->ndim - 1] == N));
   float sx = 1, *sw = NULL, *osc = NULL;
   if (q8) {
     int u8 = q->nonneg[n->in[0]];

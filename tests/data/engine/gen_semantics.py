@@ -28,6 +28,8 @@ ln_gamma_col:  decomposed LayerNorm times a gamma [8, 1] that broadcasts
                gamma, but the pattern fusion took it as one.
 lrn_even:      LRN with an even size: ONNX's window has one more channel
                after c than before, oneDNN's is centred (wrong values).
+int8_gemm_scalar_c: Gemm with a 0-d C, for int8: the per-column bias check
+               read C's shape[-1] (UBSan).
 Fixed seed: re-running reproduces the same files.
 """
 import os
@@ -163,3 +165,8 @@ def lrn(x, size, alpha, beta, bias):
 x = rng.standard_normal((2, 6, 3, 3)).astype(np.float32)
 save("lrn_even", [h.make_node("LRN", ["x"], ["y"], size=4, alpha=0.5, beta=0.75, bias=1.0)],
      "x", [("y", ["N", 6, 3, 3])], {}, x, lrn(x, 4, 0.5, 0.75, 1.0))
+
+x = rng.standard_normal((3, 16)).astype(np.float32)
+B = rng.standard_normal((16, 5)).astype(np.float32)
+save("int8_gemm_scalar_c", [h.make_node("Gemm", ["x", "B", "C"], ["y"])], "x", [("y", ["N", 5])],
+     {"B": B, "C": np.array(3.0, np.float32)}, x, x @ B + 3.0)
