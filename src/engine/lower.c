@@ -295,11 +295,14 @@ static int lower_matmul(vr_pb *b, int ni, int gemm) {
   if (has_c && alpha == 0) return 1;
   int r = y->ndim;
   dnnl_memory_desc_t amd, aq, wmd, wsrc, ymd, cmd;
-  dnnl_data_type_t dt = b->c->precision == VR_PREC_BF16 ? dnnl_bf16 : dnnl_f32;
+  /* bf16 takes constant weights, reordered once; runtime ones stay f32
+   * and oneDNN has no bf16 x f32 matmul (nor the reference kernel a fused
+   * post-op): such a node computes in f32. */
+  int wconst = w.data != NULL;
+  dnnl_data_type_t dt = b->c->precision == VR_PREC_BF16 && wconst ? dnnl_bf16 : dnnl_f32;
   md_rank(&amd, &a, r, ta, dnnl_f32, 0);
   aq = amd;
   if (dt != dnnl_f32) md_rank(&aq, &a, r, ta, dt, 1);
-  int wconst = w.data != NULL;
   md_rank(&wsrc, &w, r, tb, dnnl_f32, 0);
   md_rank(&wmd, &w, r, tb, dt, wconst);
   if (!wconst) wmd = wsrc;

@@ -135,9 +135,13 @@ static void test_lazy_plans(void **st) {
   check_model_lazy("tiny_tf", 1, VR_PREC_FP32, 1e-5, 1);
 }
 
+/* bf16, and a MatMul of two runtime tensors with a fused Relu (was
+ * refused: no bf16 kernel for f32 runtime weights, no reference kernel
+ * with a post-op). */
 static void test_bf16(void **st) {
   if (!vr_precision_supported(VR_PREC_BF16)) skip();
   check_model("tiny_cnn", 1, VR_PREC_BF16, 3e-2);
+  check_model("bf16_rt_matmul_relu", 1, VR_PREC_BF16, 3e-2);
 }
 
 /* int8 with the inputs themselves as calibration set: close to fp32, same

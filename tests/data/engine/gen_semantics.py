@@ -30,6 +30,8 @@ lrn_even:      LRN with an even size: ONNX's window has one more channel
                after c than before, oneDNN's is centred (wrong values).
 int8_gemm_scalar_c: Gemm with a 0-d C, for int8: the per-column bias check
                read C's shape[-1] (UBSan).
+bf16_rt_matmul_relu: MatMul of two runtime tensors (x and its transpose)
+               + Relu, for bf16: was refused ("no kernel").
 Fixed seed: re-running reproduces the same files.
 """
 import os
@@ -170,3 +172,9 @@ x = rng.standard_normal((3, 16)).astype(np.float32)
 B = rng.standard_normal((16, 5)).astype(np.float32)
 save("int8_gemm_scalar_c", [h.make_node("Gemm", ["x", "B", "C"], ["y"])], "x", [("y", ["N", 5])],
      {"B": B, "C": np.array(3.0, np.float32)}, x, x @ B + 3.0)
+
+x = rng.standard_normal((2, 3, 4)).astype(np.float32)
+save("bf16_rt_matmul_relu",
+     [h.make_node("Transpose", ["x"], ["xt"], perm=[0, 2, 1]), h.make_node("MatMul", ["x", "xt"], ["m"]),
+      h.make_node("Relu", ["m"], ["y"])],
+     "x", [("y", ["N", 3, 3])], {}, x, np.maximum(x @ x.transpose(0, 2, 1), 0))
