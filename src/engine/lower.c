@@ -360,22 +360,9 @@ static int lower_matmul(vr_pb *b, int ni, int gemm) {
   dnnl_memory_desc_t qa, qw;
   query(pd, dnnl_query_src_md, &qa);
   query(pd, dnnl_query_weights_md, &qw);
-  int apv = vr_pb_pv_of(b, n->in[0]), wpv;
-  if (apv >= 0) apv = vr_pb_plain(b, apv);
-  if (apv >= 0) {
-    /* Reinterpret the plain buffer with the (padded/transposed) view. */
-    vr_tview t = PV(b, apv)->t;
-    int v = vr_pb_new_pv(b, &t, &amd);
-    if (v >= 0) {
-      PV(b, v)->root = PV(b, apv)->root;
-      PV(b, v)->ext = PV(b, apv)->ext;
-      PV(b, v)->bytes = 0;
-      apv = q8 ? vr_pb_quantize(b, v, &qa, sx) : vr_pb_as(b, v, &qa);
-    } else {
-      apv = v;
-    }
-  }
-  if (apv < 0) { dnnl_primitive_desc_destroy(pd); return apv; }
+  /* Weights first: when their int8 reorder fails the node is lowered
+   * again in f32, and nothing (an input quantize) may be left emitted. */
+  int wpv;
   if (wconst) {
     void *wd;
     dnnl_primitive_attr_t wattr = NULL;
@@ -404,6 +391,22 @@ static int lower_matmul(vr_pb *b, int ni, int gemm) {
     }
   }
   if (wpv < 0) { dnnl_primitive_desc_destroy(pd); return wpv; }
+  int apv = vr_pb_pv_of(b, n->in[0]);
+  if (apv >= 0) apv = vr_pb_plain(b, apv);
+  if (apv >= 0) {
+    /* Reinterpret the plain buffer with the (padded/transposed) view. */
+    vr_tview t = PV(b, apv)->t;
+    int v = vr_pb_new_pv(b, &t, &amd);
+    if (v >= 0) {
+      PV(b, v)->root = PV(b, apv)->root;
+      PV(b, v)->ext = PV(b, apv)->ext;
+      PV(b, v)->bytes = 0;
+      apv = q8 ? vr_pb_quantize(b, v, &qa, sx) : vr_pb_as(b, v, &qa);
+    } else {
+      apv = v;
+    }
+  }
+  if (apv < 0) { dnnl_primitive_desc_destroy(pd); return apv; }
   int ypv = vr_pb_def(b, n->out[0], collapsed ? NULL : &ymd);
   if (ypv >= 0 && collapsed) { /* 2-D view of the plain output */
     vr_tview t = PV(b, ypv)->t;
