@@ -29,13 +29,18 @@ static vr_node *sole_producer(vr_graph *g, int v, const int *uses) {
   return p->dead || p->nout != 1 ? NULL : p;
 }
 
+/* A new f32 constant shaped like `like`. Callers pass pointers into
+ * g->vals, which vr_graph_add_val may move: the shape is copied first. */
 static int new_const(vr_graph *g, const vr_val *like, vr_errbuf *err) {
+  int ndim = like->ndim;
+  int64_t shape[VR_MAX_DIMS];
+  memcpy(shape, like->shape, sizeof(int64_t) * (size_t)ndim);
   int vi = vr_graph_add_val(g, NULL);
   if (vi < 0) return vr_errf(err, VR_ENOMEM, "out of memory");
-  int64_t cnt = vr_numel(like->ndim, like->shape);
+  int64_t cnt = vr_numel(ndim, shape);
   void *d = vr_aligned_alloc(64, (size_t)(cnt ? cnt : 1) * 4);
   if (!d) return vr_errf(err, VR_ENOMEM, "out of memory");
-  vr_val_set_const(&g->vals[vi], VR_DT_F32, like->ndim, like->shape, d);
+  vr_val_set_const(&g->vals[vi], VR_DT_F32, ndim, shape, d);
   return vi;
 }
 
@@ -48,8 +53,7 @@ static int fold_bn(vr_graph *g, vr_node *bn, vr_node *cv, vr_errbuf *err) {
   if (cv->npost) return 0;
   int w = new_const(g, &g->vals[cv->in[1]], err);
   if (w < 0) return w;
-  const vr_val *bnv = &g->vals[bn->in[1]];
-  int b = new_const(g, bnv, err);
+  int b = new_const(g, &g->vals[bn->in[1]], err);
   if (b < 0) return b;
   const vr_val *W = &g->vals[cv->in[1]];
   int64_t oc = W->shape[0], per = vr_numel(W->ndim - 1, W->shape + 1);
@@ -163,12 +167,15 @@ static int fuse_sum(vr_graph *g, vr_node *n, const int *uses, vr_errbuf *err) {
   return 1;
 }
 
-/* MatMul(x, W[K,N]) + bias[N] -> MatMul with bias input. */
+/* MatMul(x, W[K,N]) + bias[N] -> MatMul with bias input. Only for a
+ * matrix x: a 1-D one runs on the reference kernel (oneDNN wants ranks
+ * >= 2), where fusing gains nothing. */
 static int fuse_bias(vr_graph *g, vr_node *n, const int *uses, vr_errbuf *err) {
   for (int s = 0; s < 2; s++) {
     int x = n->in[s], c = n->in[1 - s];
     vr_node *p = sole_producer(g, x, uses);
     if (!p || strcmp(p->op, "MatMul") || p->npost || p->nin != 2) continue;
+    if (g->vals[p->in[0]].ndim < 2) continue;
     if (!is_const(g, c) || !is_const(g, p->in[1]) || g->vals[p->in[1]].ndim != 2) continue;
     const vr_val *cv = &g->vals[c];
     int64_t nn = g->vals[p->in[1]].shape[1];
@@ -259,6 +266,19 @@ static int const_fill(vr_graph *g, int64_t c, float val, vr_errbuf *err) {
   return v;
 }
 
+/* A constant that broadcasts like LayerNormalization's gamma/beta on x of
+ * rank xr: c values along the last axis only ([c], [1, c], ...). One with
+ * the c values on another axis ([c, 1]) has the same count but scales rows,
+ * and a higher rank would change the output's shape. */
+static int ln_param(const vr_graph *g, int v, int xr, int64_t c) {
+  if (!is_const(g, v)) return 0;
+  const vr_val *p = &g->vals[v];
+  if (p->ndim < 1 || p->ndim > xr || p->shape[p->ndim - 1] != c) return 0;
+  for (int i = 0; i < p->ndim - 1; i++)
+    if (p->shape[i] != 1) return 0;
+  return 1;
+}
+
 /* Div(Sub(x, Mean(x)), Sqrt(Add(Mean(Pow(Sub, 2)), eps))) [* gamma] [+ beta]
  * -> LayerNormalization(x, gamma, beta) on the last axis. */
 static int fuse_layernorm(vr_graph *g, vr_node *dv, const int *uses, vr_errbuf *err) {
@@ -286,7 +306,7 @@ static int fuse_layernorm(vr_graph *g, vr_node *dv, const int *uses, vr_errbuf *
     vr_node *u = &g->nodes[k];
     if (u->dead || u->nin != 2 || (u->in[0] != out && u->in[1] != out)) continue;
     int other = u->in[0] == out ? u->in[1] : u->in[0];
-    if (is_const(g, other) && vr_numel(g->vals[other].ndim, g->vals[other].shape) == c) {
+    if (ln_param(g, other, g->vals[x].ndim, c)) {
       if (!mul && !strcmp(u->op, "Mul")) { mul = u; gamma = other; out = u->out[0]; k = -1; continue; }
       if (mul && !add && !strcmp(u->op, "Add")) { add = u; beta = other; out = u->out[0]; break; }
     }

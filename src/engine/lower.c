@@ -47,15 +47,18 @@ static int query(dnnl_primitive_desc_t pd, dnnl_query_t q, dnnl_memory_desc_t *m
 }
 
 /* Destination of a node whose fused sum post-op accumulates into it: the
- * addend is copied (or, if this is its last use, aliased) into dst. */
-static int sum_dst(vr_pb *b, const vr_node *n, const dnnl_memory_desc_t *dmd) {
+ * addend is copied (or, if this is its last use, aliased) into dst. xin is
+ * the plan value the node reads as its source. */
+static int sum_dst(vr_pb *b, const vr_node *n, int xin, const dnnl_memory_desc_t *dmd) {
   int add = vr_pb_pv_of(b, n->in[n->sum_in]);
   if (add < 0) return add;
   int v = n->in[n->sum_in];
   /* In place when this conv is the last reader and does not also read the
-   * addend as its source. */
+   * addend's storage as its source: a view (Identity, Reshape) of the
+   * source is another value id over the same bytes, so compare roots. */
   int ni = (int)(n - b->g->nodes);
-  if (b->uses[v] == ni && n->in[0] != v && !b->g->vals[v].is_output && !b->g->vals[v].is_input &&
+  if (b->uses[v] == ni && PV(b, xin)->root != PV(b, add)->root &&
+      !b->g->vals[v].is_output && !b->g->vals[v].is_input &&
       !PV(b, add)->ext && dnnl_memory_desc_equal(&PV(b, add)->md, dmd))
     return vr_pb_def_alias(b, n->out[0], dmd, add);
   int add2 = vr_pb_as(b, add, dmd);
@@ -218,7 +221,7 @@ static int lower_conv(vr_pb *b, int ni) {
   int wpv = vr_pb_new_pv(b, &wt, &qw);
   if (wpv < 0) { dnnl_primitive_desc_destroy(pd); return wpv; }
   PV(b, wpv)->ext = wdata;
-  int y_pv = n->sum_in >= 0 ? sum_dst(b, n, &qy) : vr_pb_def(b, n->out[0], &qy);
+  int y_pv = n->sum_in >= 0 ? sum_dst(b, n, xin, &qy) : vr_pb_def(b, n->out[0], &qy);
   if (y_pv < 0) { dnnl_primitive_desc_destroy(pd); return y_pv; }
   vr_arg a[4] = {{DNNL_ARG_SRC, xin}, {DNNL_ARG_WEIGHTS, wpv}, {DNNL_ARG_DST, y_pv}};
   int na = 3;
@@ -292,20 +295,26 @@ static int lower_matmul(vr_pb *b, int ni, int gemm) {
   if (has_c && alpha == 0) return 1;
   int r = y->ndim;
   dnnl_memory_desc_t amd, aq, wmd, wsrc, ymd, cmd;
-  dnnl_data_type_t dt = b->c->precision == VR_PREC_BF16 ? dnnl_bf16 : dnnl_f32;
+  /* bf16 takes constant weights, reordered once; runtime ones stay f32
+   * and oneDNN has no bf16 x f32 matmul (nor the reference kernel a fused
+   * post-op): such a node computes in f32. */
+  int wconst = w.data != NULL;
+  dnnl_data_type_t dt = b->c->precision == VR_PREC_BF16 && wconst ? dnnl_bf16 : dnnl_f32;
   md_rank(&amd, &a, r, ta, dnnl_f32, 0);
   aq = amd;
   if (dt != dnnl_f32) md_rank(&aq, &a, r, ta, dt, 1);
-  int wconst = w.data != NULL;
   md_rank(&wsrc, &w, r, tb, dnnl_f32, 0);
   md_rank(&wmd, &w, r, tb, dt, wconst);
   if (!wconst) wmd = wsrc;
   md_rank(&ymd, y, r, 0, dnnl_f32, 0);
   int64_t N = y->shape[r - 1], K = a.shape[a.ndim - 1 - ta];
-  /* int8 (see lower_conv): constant 2-D weights, per-column scales. */
+  /* int8 (see lower_conv): constant 2-D weights, per-column scales, so a
+   * C must have its N columns along the last axis (a 0-d or [1] C, one
+   * value for all columns, stays f32). */
   const vr_qparams *q = b->c->precision == VR_PREC_INT8 ? b->c->q : NULL;
+  const vr_tview *cv = has_c ? &b->vt[n->in[2]] : NULL;
   int q8 = !b->no_q8 && q && wconst && w.ndim == 2 && n->in[0] < q->nvals && q->absmax[n->in[0]] > 0 &&
-           (!has_c || b->vt[n->in[2]].shape[b->vt[n->in[2]].ndim - 1] == N);
+           (!cv || (cv->ndim >= 1 && cv->shape[cv->ndim - 1] == N));
   float sx = 1, *sw = NULL, *osc = NULL;
   if (q8) {
     int u8 = q->nonneg[n->in[0]];
@@ -351,22 +360,9 @@ static int lower_matmul(vr_pb *b, int ni, int gemm) {
   dnnl_memory_desc_t qa, qw;
   query(pd, dnnl_query_src_md, &qa);
   query(pd, dnnl_query_weights_md, &qw);
-  int apv = vr_pb_pv_of(b, n->in[0]), wpv;
-  if (apv >= 0) apv = vr_pb_plain(b, apv);
-  if (apv >= 0) {
-    /* Reinterpret the plain buffer with the (padded/transposed) view. */
-    vr_tview t = PV(b, apv)->t;
-    int v = vr_pb_new_pv(b, &t, &amd);
-    if (v >= 0) {
-      PV(b, v)->root = PV(b, apv)->root;
-      PV(b, v)->ext = PV(b, apv)->ext;
-      PV(b, v)->bytes = 0;
-      apv = q8 ? vr_pb_quantize(b, v, &qa, sx) : vr_pb_as(b, v, &qa);
-    } else {
-      apv = v;
-    }
-  }
-  if (apv < 0) { dnnl_primitive_desc_destroy(pd); return apv; }
+  /* Weights first: when their int8 reorder fails the node is lowered
+   * again in f32, and nothing (an input quantize) may be left emitted. */
+  int wpv;
   if (wconst) {
     void *wd;
     dnnl_primitive_attr_t wattr = NULL;
@@ -395,6 +391,22 @@ static int lower_matmul(vr_pb *b, int ni, int gemm) {
     }
   }
   if (wpv < 0) { dnnl_primitive_desc_destroy(pd); return wpv; }
+  int apv = vr_pb_pv_of(b, n->in[0]);
+  if (apv >= 0) apv = vr_pb_plain(b, apv);
+  if (apv >= 0) {
+    /* Reinterpret the plain buffer with the (padded/transposed) view. */
+    vr_tview t = PV(b, apv)->t;
+    int v = vr_pb_new_pv(b, &t, &amd);
+    if (v >= 0) {
+      PV(b, v)->root = PV(b, apv)->root;
+      PV(b, v)->ext = PV(b, apv)->ext;
+      PV(b, v)->bytes = 0;
+      apv = q8 ? vr_pb_quantize(b, v, &qa, sx) : vr_pb_as(b, v, &qa);
+    } else {
+      apv = v;
+    }
+  }
+  if (apv < 0) { dnnl_primitive_desc_destroy(pd); return apv; }
   int ypv = vr_pb_def(b, n->out[0], collapsed ? NULL : &ymd);
   if (ypv >= 0 && collapsed) { /* 2-D view of the plain output */
     vr_tview t = PV(b, ypv)->t;

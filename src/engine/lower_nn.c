@@ -252,6 +252,8 @@ static int lower_softmax(vr_pb *b, int ni) {
 
 static int lower_lrn(vr_pb *b, int ni) {
   const vr_node *n = &b->g->nodes[ni];
+  /* oneDNN centres the window; ONNX's even-size window is not (eval_lrn) */
+  if (vr_attr_i(n, "size", 1) % 2 == 0) return 1;
   int src = in_pv(b, n, 0);
   if (src < 0) return src;
   dnnl_lrn_desc_t d;

@@ -276,8 +276,14 @@ static int eval_matmul(const vr_node *n, const vr_tview *in, vr_tview *out,
   vr_bstrides(&ba, &o, sa);
   vr_bstrides(&bb, &o, sb);
   int64_t nb = vr_tview_numel(&o);
-  const float *A = a.data, *B = b.data;
+  const float *A = a.data, *B = b.data, *bias = NULL;
   float *Y = out[0].data;
+  if (n->nin > 2 && n->in[2] >= 0) { /* a bias fused by fuse_bias: one per column */
+    if (in[2].dt != VR_DT_F32 || vr_tview_numel(&in[2]) != N)
+      return vr_bad(err, n, VR_EUNSUPPORTED, "bias of %lld values for %lld columns",
+                    (long long)vr_tview_numel(&in[2]), (long long)N);
+    bias = in[2].data;
+  }
   for (int64_t bi = 0; bi < nb; bi++) {
     const float *pa = A + ia * M * K, *pb = B + ib * K * N;
     float *py = Y + bi * M * N;
@@ -285,7 +291,7 @@ static int eval_matmul(const vr_node *n, const vr_tview *in, vr_tview *out,
       for (int64_t j = 0; j < N; j++) {
         double acc = 0;
         for (int64_t p = 0; p < K; p++) acc += (double)pa[i * K + p] * pb[p * N + j];
-        py[i * N + j] = (float)acc;
+        py[i * N + j] = (float)acc + (bias ? bias[j] : 0.0f);
       }
     for (int d = o.ndim - 1; d >= 0; d--) {
       ia += sa[d];
@@ -440,6 +446,35 @@ static int infer_lrn(const vr_node *n, const vr_tview *in, vr_tview *out,
   if (size < 1) return vr_bad(err, n, VR_EINVAL, "attribute 'size' must be >= 1");
   out[0] = in[0];
   out[0].data = NULL;
+  return 0;
+}
+
+/* ONNX LRN: channels [c - floor((size-1)/2), c + ceil((size-1)/2)], so an
+ * even size has one more channel after c than before. oneDNN's window is
+ * centred: lower_lrn leaves even sizes to this kernel. */
+static int eval_lrn(const vr_node *n, const vr_tview *in, vr_tview *out,
+                    vr_errbuf *err) {
+  int64_t size = vr_attr_i(n, "size", 1), C = in[0].shape[1];
+  double alpha = vr_attr_f(n, "alpha", 1e-4f), beta = vr_attr_f(n, "beta", 0.75f);
+  double bias = vr_attr_f(n, "bias", 1.0f);
+  int64_t outer = in[0].shape[0], inner = vr_numel(in[0].ndim - 2, in[0].shape + 2);
+  const float *x = in[0].data;
+  float *y = out[0].data;
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t c = 0; c < C; c++) {
+      int64_t lo = c - (size - 1) / 2, hi = c + size / 2;
+      if (lo < 0) lo = 0;
+      if (hi > C - 1) hi = C - 1;
+      for (int64_t j = 0; j < inner; j++) {
+        double sq = 0;
+        for (int64_t k = lo; k <= hi; k++) {
+          double v = x[(o * C + k) * inner + j];
+          sq += v * v;
+        }
+        int64_t i = (o * C + c) * inner + j;
+        y[i] = (float)(x[i] / pow(bias + alpha / (double)size * sq, beta));
+      }
+    }
   return 0;
 }
 
@@ -737,7 +772,7 @@ const vr_op vr_ops_nn[] = {
     {"GlobalMaxPool", infer_gpool, eval_gpool, flops_in, 1, 1, 0},
     {"BatchNormalization", infer_bn, eval_bn, flops_in, 5, 5, 0},
     {"LayerNormalization", infer_ln, eval_ln, flops_in, 2, 3, 0},
-    {"LRN", infer_lrn, NULL, flops_in, 1, 1, 0},
+    {"LRN", infer_lrn, eval_lrn, flops_in, 1, 1, 0},
     {"Softmax", infer_softmax, eval_softmax, flops_in, 1, 1, 0},
     {"LogSoftmax", infer_softmax, eval_softmax, flops_in, 1, 1, 0},
     {"Hardmax", infer_softmax, eval_softmax, flops_in, 1, 1, 0},

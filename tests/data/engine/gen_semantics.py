@@ -15,6 +15,23 @@ conv_clip_conv: Conv -> Clip(0, 6) -> Conv, for int8 (the chained scale
 reduce_rows:   ReduceMean over the batch: one output row whatever the
                batch (an offline job sized its result from the first
                chunk and overran it on the next).
+foldbn_uaf:    54 Neg (an identity) then Conv -> BatchNormalization: folding
+               the BN adds the 64th value, which moved the value array
+               under the fold (heap use-after-free, seen under ASan).
+sum_inplace_view: Conv -> Identity, Conv(+Add of the Identity): the fused
+               sum aliased its output onto the second conv's own input
+               (the Identity is a view of it).
+matmul1d_bias: MatMul of a 1-D input (the reference kernel) + bias: the
+               bias was fused into the MatMul and dropped (fixed shapes).
+ln_gamma_col:  decomposed LayerNorm times a gamma [8, 1] that broadcasts
+               along the second-last axis: not a LayerNormalization's
+               gamma, but the pattern fusion took it as one.
+lrn_even:      LRN with an even size: ONNX's window has one more channel
+               after c than before, oneDNN's is centred (wrong values).
+int8_gemm_scalar_c: Gemm with a 0-d C, for int8: the per-column bias check
+               read C's shape[-1] (UBSan).
+bf16_rt_matmul_relu: MatMul of two runtime tensors (x and its transpose)
+               + Relu, for bf16: was refused ("no kernel").
 Fixed seed: re-running reproduces the same files.
 """
 import os
@@ -26,9 +43,11 @@ D = os.path.dirname(os.path.abspath(__file__))
 rng = np.random.default_rng(20261128)
 
 
-def save(name, nodes, inp, outs, inits, x, y):
-    """outs: (name, shape) with "N" (or "M") for the dynamic first dim."""
-    g = h.make_graph(nodes, name, [h.make_tensor_value_info(inp, T.FLOAT, ["N"] + list(x.shape[1:]))],
+def save(name, nodes, inp, outs, inits, x, y, dyn=True):
+    """outs: (name, shape) with "N" (or "M") for the dynamic first dim;
+    dyn=False: the input's shape is fixed (x.shape)."""
+    ishape = (["N"] + list(x.shape[1:])) if dyn else list(x.shape)
+    g = h.make_graph(nodes, name, [h.make_tensor_value_info(inp, T.FLOAT, ishape)],
                      [h.make_tensor_value_info(o, T.FLOAT, sh) for o, sh in outs],
                      [nh.from_array(v, k) for k, v in inits.items()])
     m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
@@ -77,3 +96,85 @@ save("conv_clip_conv",
 x = rng.standard_normal((3, 1, 28, 28)).astype(np.float32)
 save("reduce_rows", [h.make_node("ReduceMean", ["x"], ["y"], axes=[0], keepdims=1)],
      "x", [("y", [1, 1, 28, 28])], {}, x, x.mean(0, keepdims=True))
+
+
+def conv2d(x, W, b, pad):
+    """Stride 1, square pads: y[n, o, i, j]."""
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    kh, kw = W.shape[2:]
+    H, Wd = xp.shape[2] - kh + 1, xp.shape[3] - kw + 1
+    y = np.zeros((x.shape[0], W.shape[0], H, Wd))
+    for i in range(H):
+        for j in range(Wd):
+            y[:, :, i, j] = np.einsum("nckl,ockl->no", xp[:, :, i:i + kh, j:j + kw], W)
+    return y + b.reshape(1, -1, 1, 1)
+
+
+x = rng.standard_normal((2, 3, 5, 5)).astype(np.float32)
+W = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+B, s, bb, mu = (rng.standard_normal(4).astype(np.float32) for _ in range(4))
+var = rng.uniform(0.5, 2, 4).astype(np.float32)
+negs = [h.make_node("Neg", ["x" if i == 0 else f"p{i - 1}"], [f"p{i}"]) for i in range(54)]
+c = conv2d(x, W, B, 1)
+ref = (c - mu.reshape(1, -1, 1, 1)) / np.sqrt(var.reshape(1, -1, 1, 1) + 1e-5) * \
+    s.reshape(1, -1, 1, 1) + bb.reshape(1, -1, 1, 1)
+save("foldbn_uaf",
+     negs + [h.make_node("Conv", ["p53", "W", "B"], ["c"], pads=[1] * 4),
+             h.make_node("BatchNormalization", ["c", "s", "bb", "mu", "var"], ["y"])],
+     "x", [("y", ["N", 4, 5, 5])], {"W": W, "B": B, "s": s, "bb": bb, "mu": mu, "var": var}, x, ref)
+
+C = 16
+WA = (rng.standard_normal((C, C, 3, 3)) * 0.2).astype(np.float32)
+WB = (rng.standard_normal((C, C, 3, 3)) * 0.2).astype(np.float32)
+x = rng.standard_normal((2, C, 6, 6)).astype(np.float32)
+hh = conv2d(x, WA, np.zeros(C), 1)
+save("sum_inplace_view",
+     [h.make_node("Conv", ["x", "WA"], ["h"], pads=[1] * 4), h.make_node("Identity", ["h"], ["u"]),
+      h.make_node("Conv", ["h", "WB"], ["c"], pads=[1] * 4), h.make_node("Add", ["c", "u"], ["y"])],
+     "x", [("y", ["N", C, 6, 6])], {"WA": WA, "WB": WB}, x, conv2d(hh, WB, np.zeros(C), 1) + hh)
+
+K, N = 8, 5
+W = rng.standard_normal((K, N)).astype(np.float32)
+b = rng.standard_normal(N).astype(np.float32)
+x = rng.standard_normal(K).astype(np.float32)
+save("matmul1d_bias", [h.make_node("MatMul", ["x", "W"], ["m"]), h.make_node("Add", ["m", "b"], ["y"])],
+     "x", [("y", [N])], {"W": W, "b": b}, x, x @ W + b, dyn=False)
+
+x = rng.standard_normal((2, 8, 8)).astype(np.float32)
+g2 = rng.standard_normal((8, 1)).astype(np.float32)
+m = x.mean(-1, keepdims=True)
+v = ((x - m) ** 2).mean(-1, keepdims=True)
+save("ln_gamma_col",
+     [h.make_node("ReduceMean", ["x"], ["m"], axes=[-1]), h.make_node("Sub", ["x", "m"], ["d"]),
+      h.make_node("Pow", ["d", "two"], ["p"]), h.make_node("ReduceMean", ["p"], ["v"], axes=[-1]),
+      h.make_node("Add", ["v", "eps"], ["ve"]), h.make_node("Sqrt", ["ve"], ["sd"]),
+      h.make_node("Div", ["d", "sd"], ["n"]), h.make_node("Mul", ["n", "g2"], ["y"])],
+     "x", [("y", ["N", 8, 8])],
+     {"g2": g2, "two": np.array(2, np.float32), "eps": np.array(1e-2, np.float32)},
+     x, (x - m) / np.sqrt(v + 1e-2) * g2)
+
+
+def lrn(x, size, alpha, beta, bias):
+    """ONNX LRN: channels [c - floor((size-1)/2), c + ceil((size-1)/2)]."""
+    y = np.empty_like(x)
+    C = x.shape[1]
+    for c in range(C):
+        lo, hi = max(0, c - (size - 1) // 2), min(C - 1, c + size // 2)
+        y[:, c] = x[:, c] / (bias + alpha / size * (x[:, lo:hi + 1] ** 2).sum(1)) ** beta
+    return y
+
+
+x = rng.standard_normal((2, 6, 3, 3)).astype(np.float32)
+save("lrn_even", [h.make_node("LRN", ["x"], ["y"], size=4, alpha=0.5, beta=0.75, bias=1.0)],
+     "x", [("y", ["N", 6, 3, 3])], {}, x, lrn(x, 4, 0.5, 0.75, 1.0))
+
+x = rng.standard_normal((3, 16)).astype(np.float32)
+B = rng.standard_normal((16, 5)).astype(np.float32)
+save("int8_gemm_scalar_c", [h.make_node("Gemm", ["x", "B", "C"], ["y"])], "x", [("y", ["N", 5])],
+     {"B": B, "C": np.array(3.0, np.float32)}, x, x @ B + 3.0)
+
+x = rng.standard_normal((2, 3, 4)).astype(np.float32)
+save("bf16_rt_matmul_relu",
+     [h.make_node("Transpose", ["x"], ["xt"], perm=[0, 2, 1]), h.make_node("MatMul", ["x", "xt"], ["m"]),
+      h.make_node("Relu", ["m"], ["y"])],
+     "x", [("y", ["N", 3, 3])], {}, x, np.maximum(x @ x.transpose(0, 2, 1), 0))
