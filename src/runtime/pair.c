@@ -88,6 +88,9 @@ static void reap(pid_t pid) {
 
 static void shadow_free(shadow *s) {
   if (!s) return;
+  /* one that failed (timed out, stuck) is killed, not asked: waiting for
+   * it would hold the batch's answer up to a second more */
+  if (s->failed && s->pid > 0) kill(s->pid, SIGKILL);
   if (s->chan) vr_shm_chan_close(s->chan);
   if (s->pid > 0) reap(s->pid);
   vr_shm_chan_free(s->chan);
@@ -221,13 +224,29 @@ int vr_pair_attach_process(vr_pair *p, const char *vario_exe, const char *model_
     /* dup2 onto itself clears close-on-exec for this fd alone (POSIX
      * 2024, glibc >= 2.29): the shadow inherits its channel, no other */
     posix_spawn_file_actions_t fa;
+    posix_spawnattr_t sa;
     int e = posix_spawn_file_actions_init(&fa);
+    if (!e && (e = posix_spawnattr_init(&sa))) posix_spawn_file_actions_destroy(&fa);
     if (!e) {
-      e = posix_spawn_file_actions_adddup2(&fa, vr_shm_chan_fd(s->chan),
-                                           vr_shm_chan_fd(s->chan));
-      if (!e) e = posix_spawn(&s->pid, vario_exe, &fa, NULL, argv, environ);
+      /* not the server's blocked SIGINT/SIGTERM (its signal thread takes
+       * them): the shadow must stop on SIGTERM like any process */
+      sigset_t none, dfl;
+      sigemptyset(&none);
+      sigemptyset(&dfl);
+      sigaddset(&dfl, SIGINT);
+      sigaddset(&dfl, SIGTERM);
+      sigaddset(&dfl, SIGPIPE);
+      e = posix_spawnattr_setsigmask(&sa, &none);
+      if (!e) e = posix_spawnattr_setsigdefault(&sa, &dfl);
+      if (!e) e = posix_spawnattr_setflags(&sa, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+      if (!e)
+        e = posix_spawn_file_actions_adddup2(&fa, vr_shm_chan_fd(s->chan),
+                                             vr_shm_chan_fd(s->chan));
+      if (!e) e = posix_spawn(&s->pid, vario_exe, &fa, &sa, argv, environ);
       posix_spawn_file_actions_destroy(&fa);
+      posix_spawnattr_destroy(&sa);
     }
+    if (!e) vr_shm_chan_set_child(s->chan, (int)s->pid);
     if (e) {
       s->pid = 0;
       rc = vr_errf(err, VR_EIO, "cannot start %s: %s", vario_exe, strerror(e));

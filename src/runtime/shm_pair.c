@@ -46,6 +46,11 @@ struct vr_shm_chan {
   shm_hdr *h;
   char *base;
   int body; /* 1 on the creator's side */
+  /* the layout, checked once and kept here: the header's copy is writable
+   * by the other process, and an offset or capacity read from it at use
+   * would let a broken peer aim our copies anywhere */
+  uint64_t in_off, in_cap, out_off, out_cap;
+  pid_t child; /* body: the shadow process, when known (ready fails fast) */
 };
 
 static size_t align64(size_t x) { return (x + 63) & ~(size_t)63; }
@@ -130,7 +135,7 @@ static int map_fd(int fd, size_t bytes, int body, vr_shm_chan **out, vr_errbuf *
     close(fd);
     return vr_errf(err, VR_ENOMEM, "out of memory");
   }
-  *c = (vr_shm_chan){fd, bytes, p, p, body};
+  *c = (vr_shm_chan){fd, bytes, p, p, body, 0, 0, 0, 0, 0};
   *out = c;
   return 0;
 }
@@ -158,6 +163,8 @@ int vr_shm_chan_create(size_t in_cap, size_t out_cap, vr_shm_chan **out, vr_errb
   memset(h, 0, sizeof *h);
   h->in_off = in_off, h->in_cap = in_cap, h->out_off = out_off, h->out_cap = out_cap;
   h->total = total;
+  vr_shm_chan *c = *out;
+  c->in_off = in_off, c->in_cap = in_cap, c->out_off = out_off, c->out_cap = out_cap;
   h->body_pid = (int32_t)getpid();
   pthread_mutexattr_t ma;
   pthread_mutexattr_init(&ma);
@@ -190,10 +197,13 @@ int vr_shm_chan_open(int fd, vr_shm_chan **out, vr_errbuf *err) {
   shm_hdr *h = (*out)->h;
   /* The layout comes from the other process: check it before trusting
    * any offset. */
+  vr_shm_chan *c = *out;
+  c->in_off = h->in_off, c->in_cap = h->in_cap, c->out_off = h->out_off, c->out_cap = h->out_cap;
+  uint64_t total = h->total;
   if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != SHM_MAGIC || h->version != SHM_VERSION ||
-      h->total != (uint64_t)st.st_size || h->in_off < sizeof(shm_hdr) ||
-      h->in_cap > h->total || h->in_off > h->total - h->in_cap || h->out_off < h->in_off + h->in_cap ||
-      h->out_cap > h->total || h->out_off > h->total - h->out_cap || (h->in_off | h->out_off) & 63) {
+      total != (uint64_t)st.st_size || c->in_off < sizeof(shm_hdr) || c->in_cap > total ||
+      c->in_off > total - c->in_cap || c->out_off < c->in_off + c->in_cap ||
+      c->out_cap > total || c->out_off > total - c->out_cap || (c->in_off | c->out_off) & 63) {
     vr_shm_chan_free(*out);
     *out = NULL;
     return vr_errf(err, VR_EFORMAT, "fd %d is not a vario shadow channel (version %u)", fd,
@@ -204,6 +214,8 @@ int vr_shm_chan_open(int fd, vr_shm_chan **out, vr_errbuf *err) {
   pthread_mutex_unlock(&h->mu);
   return 0;
 }
+
+void vr_shm_chan_set_child(vr_shm_chan *c, int pid) { c->child = (pid_t)pid; }
 
 void vr_shm_chan_free(vr_shm_chan *c) {
   if (!c) return;
@@ -216,8 +228,8 @@ int vr_shm_chan_fd(const vr_shm_chan *c) { return c->fd; }
 size_t vr_shm_chan_bytes(const vr_shm_chan *c) { return c->bytes; }
 
 void *vr_shm_chan_in_buf(vr_shm_chan *c, size_t *cap) {
-  if (cap) *cap = c->h->in_cap;
-  return c->base + c->h->in_off;
+  if (cap) *cap = c->in_cap;
+  return c->base + c->in_off;
 }
 
 /* A shadow that never registered is alive as long as we wait for it; one
@@ -229,7 +241,11 @@ int vr_shm_chan_wait_ready(vr_shm_chan *c, int64_t timeout_ns, double *load_ms,
   shm_hdr *h = c->h;
   int64_t end = mono_ns() + timeout_ns;
   lock(h);
-  while (!h->ready && !shadow_gone(h) && mono_ns() < end) timed_wait(h);
+  /* the child may die before it opens the channel (a bad argument, an
+   * fd not inherited): then its pid, known here, says so at once */
+  while (!h->ready && !shadow_gone(h) && !(c->child > 0 && !peer_alive(c->child)) &&
+         mono_ns() < end)
+    timed_wait(h);
   int ready = h->ready;
   double ms = h->load_ms;
   char msg[sizeof h->msg];
@@ -260,9 +276,9 @@ int vr_shm_chan_post(vr_shm_chan *c, const vr_tensor *in, int rows, vr_errbuf *e
   if (in->ndim < 1 || in->ndim > VR_MAX_DIMS || in->shape[0] != rows || rows < 1)
     return vr_errf(err, VR_EINVAL, "shm post: tensor of %d rows, shape[0] %lld", rows,
                    in->ndim >= 1 ? (long long)in->shape[0] : -1LL);
-  if (in->nbytes > h->in_cap)
+  if (in->nbytes > c->in_cap)
     return vr_errf(err, VR_ERANGE, "shm post: %zu bytes exceed the %llu-byte buffer",
-                   in->nbytes, (unsigned long long)h->in_cap);
+                   in->nbytes, (unsigned long long)c->in_cap);
   lock(h);
   int rc = 0;
   if (h->closed || h->ready != 1 || shadow_gone(h))
@@ -273,7 +289,7 @@ int vr_shm_chan_post(vr_shm_chan *c, const vr_tensor *in, int rows, vr_errbuf *e
   if (rc) return rc;
   /* The shadow only reads `in` after seeing the new sequence number, and
    * no job is in flight: writing outside the lock is safe. */
-  char *buf = c->base + h->in_off;
+  char *buf = c->base + c->in_off;
   if (in->data != buf) memcpy(buf, in->data, in->nbytes);
   lock(h);
   fill_job(&h->in, in, rows);
@@ -300,7 +316,7 @@ int vr_shm_chan_wait(vr_shm_chan *c, vr_tensor *out, int64_t timeout_ns, vr_errb
     } else {
       vr_errbuf e2 = {0};
       vr__shm_job j = h->out;
-      rc = vr__shm_check_job(&j, h->out_cap, &e2);
+      rc = vr__shm_check_job(&j, c->out_cap, &e2);
       if (rc) {
         vr_errf(err, rc, "shadow's reply: %s", e2.msg);
       } else {
@@ -312,7 +328,7 @@ int vr_shm_chan_wait(vr_shm_chan *c, vr_tensor *out, int64_t timeout_ns, vr_errb
         out->ndim = j.ndim;
         memcpy(out->shape, j.shape, sizeof out->shape);
         out->nbytes = (size_t)j.nbytes;
-        out->data = c->base + h->out_off;
+        out->data = c->base + c->out_off;
       }
     }
   } else {
@@ -347,7 +363,7 @@ void vr_shm_chan_ready(vr_shm_chan *c, int rc, double load_ms, const char *msg) 
 static void serve_one(vr_shm_chan *c, vr_session *s, const vr__shm_job *j, uint64_t seq) {
   shm_hdr *h = c->h;
   vr_errbuf e = {0};
-  int rc = vr__shm_check_job(j, h->in_cap, &e);
+  int rc = vr__shm_check_job(j, c->in_cap, &e);
   vr_tensor in = {0}, out = {0};
   if (!rc) {
     in.name = j->name;
@@ -355,14 +371,14 @@ static void serve_one(vr_shm_chan *c, vr_session *s, const vr__shm_job *j, uint6
     in.ndim = j->ndim;
     memcpy(in.shape, j->shape, sizeof in.shape);
     in.nbytes = (size_t)j->nbytes;
-    in.data = c->base + h->in_off;
+    in.data = c->base + c->in_off;
     /* the session computes on the shared rows in place */
     rc = vr_session_run_borrowed(s, j->rows, &in, 1, &out, 1, &e);
   }
-  if (!rc && out.nbytes > h->out_cap)
+  if (!rc && out.nbytes > c->out_cap)
     rc = vr_errf(&e, VR_ERANGE, "output of %zu bytes exceeds the %llu-byte buffer", out.nbytes,
-                 (unsigned long long)h->out_cap);
-  if (!rc) memcpy(c->base + h->out_off, out.data, out.nbytes);
+                 (unsigned long long)c->out_cap);
+  if (!rc) memcpy(c->base + c->out_off, out.data, out.nbytes);
   lock(h);
   if (h->posted == seq) { /* not abandoned meanwhile */
     if (!rc) fill_job(&h->out, &out, j->rows);

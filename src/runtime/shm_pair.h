@@ -62,6 +62,9 @@ size_t vr_shm_chan_bytes(const vr_shm_chan *c);
 /* The `in` buffer (64-byte aligned) and its capacity: a body that writes
  * the boundary rows here posts them with no copy at all. */
 void *vr_shm_chan_in_buf(vr_shm_chan *c, size_t *cap);
+/* Body: the shadow's process id, so that vr_shm_chan_wait_ready fails at
+ * once when it exits before it opened the channel. */
+void vr_shm_chan_set_child(vr_shm_chan *c, int pid);
 /* Waits up to timeout_ns for the shadow's vr_shm_chan_ready; *load_ms (may
  * be NULL) gets the load time it reported. VR_ETIMEDOUT, or VR_ESHUTDOWN
  * when the shadow exited or failed to load (err says why). */

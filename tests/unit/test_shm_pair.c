@@ -5,14 +5,19 @@
  * unpaired model computes for every b_B/b_S; a shadow process killed
  * mid-service loses no request (its rows re-run on the body) and is
  * released; a shadow that cannot load is reported, not waited for. */
+#include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "base/alloc.h"
+#include "base/clock.h"
 #include "pair_fx.h"
 #include "runtime/pair.h"
 #include "runtime/shm_pair.h"
@@ -107,10 +112,98 @@ static void test_process_shadow(void **st) {
   pair_fx_teardown(&f);
 }
 
+/* The shadow can write the whole region, the header's layout fields
+ * included: the body must keep using the layout it created (a shadow that
+ * rewrote in_off/in_cap made the body's next post copy to wherever they
+ * pointed). */
+static void test_header_not_trusted(void **st) {
+  (void)st;
+  vr_shm_chan *c;
+  vr_errbuf e = {0};
+  assert_int_equal(vr_shm_chan_create(256, 256, &c, &e), 0);
+  size_t cap = 0;
+  char *buf = vr_shm_chan_in_buf(c, &cap);
+  pid_t kid = fork();
+  assert_true(kid >= 0);
+  if (kid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL); /* a failed test leaves no child behind */
+    vr_shm_chan *k;
+    vr_errbuf ke = {0};
+    if (vr_shm_chan_open(vr_shm_chan_fd(c), &k, &ke)) _exit(2);
+    vr_shm_chan_ready(k, 0, 1.0, NULL);
+    /* magic, version, then in_off, in_cap, out_off, out_cap, total */
+    uint64_t bad[5] = {(uint64_t)1 << 44, UINT64_MAX, (uint64_t)1 << 45, UINT64_MAX, UINT64_MAX};
+    char *base = mmap(NULL, vr_shm_chan_bytes(c), PROT_READ | PROT_WRITE, MAP_SHARED,
+                      vr_shm_chan_fd(c), 0);
+    if (base == MAP_FAILED) _exit(3);
+    memcpy(base + 8, bad, sizeof bad);
+    pause();
+    _exit(0);
+  }
+  vr_shm_chan_set_child(c, (int)kid);
+  assert_int_equal(vr_shm_chan_wait_ready(c, 10000000000LL, NULL, &e), 0);
+  usleep(100000); /* the child has rewritten the header by now */
+  float rows[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  vr_tensor t = {.name = "x", .dtype = VR_DT_F32, .ndim = 2, .shape = {2, 4},
+                 .nbytes = sizeof rows, .data = rows};
+  assert_ptr_equal(vr_shm_chan_in_buf(c, &cap), buf);
+  assert_int_equal(cap, 256);
+  assert_int_equal(vr_shm_chan_post(c, &t, 2, &e), 0);
+  assert_memory_equal(buf, rows, sizeof rows);
+  /* more than the buffer the body made is refused, whatever the header says */
+  float big[128] = {0};
+  vr_tensor b = {.name = "x", .dtype = VR_DT_F32, .ndim = 2, .shape = {2, 64},
+                 .nbytes = sizeof big, .data = big};
+  kill(kid, SIGKILL);
+  waitpid(kid, NULL, 0);
+  assert_int_equal(vr_shm_chan_post(c, &b, 2, &e), VR_ERANGE);
+  vr_shm_chan_free(c);
+}
+
+/* A shadow process that exits before it opens its channel (here: not a
+ * vario at all) is reported at once, not after the attach timeout; and a
+ * shadow started by a server that blocks SIGINT/SIGTERM (its signal thread
+ * takes them) does not inherit that mask. */
+static void test_spawn_hygiene(void **st) {
+  (void)st;
+  pair_fx f = {0};
+  pair_fx_setup(&f);
+  vr_pair *p;
+  vr_errbuf e = {0};
+  if (vr_pair_create(f.m, f.pb, f.pe, 1, f.batch, &p, &e)) fail_msg("%s", e.msg);
+  int64_t t0 = vr_now_ns();
+  assert_int_not_equal(vr_pair_attach_process(p, "/bin/true", f.path, 1, 20000000000LL, NULL, &e),
+                       0);
+  assert_true(vr_now_ns() - t0 < 5000000000LL);
+  assert_non_null(strstr(e.msg, "exited"));
+  assert_false(vr_pair_has_shadow(p));
+  sigset_t block, old;
+  sigemptyset(&block);
+  sigaddset(&block, SIGINT);
+  sigaddset(&block, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &block, &old);
+  int rc = vr_pair_attach_process(p, vario_exe(), f.path, 1, 30000000000LL, NULL, &e);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (rc) fail_msg("%s", e.msg);
+  char path[64], line[256], blk[64] = "";
+  snprintf(path, sizeof path, "/proc/%d/status", vr_pair_shadow_pid(p));
+  FILE *fp = fopen(path, "r");
+  assert_non_null(fp);
+  while (fgets(line, sizeof line, fp))
+    if (!strncmp(line, "SigBlk:", 7)) sscanf(line + 7, "%63s", blk);
+  fclose(fp);
+  assert_string_equal(blk, "0000000000000000");
+  vr_pair_release(p);
+  vr_pair_free(p);
+  pair_fx_teardown(&f);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_check_job),
       cmocka_unit_test(test_process_shadow),
+      cmocka_unit_test(test_header_not_trusted),
+      cmocka_unit_test(test_spawn_hygiene),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
