@@ -81,12 +81,19 @@ static int load_variants(vr_control *c, vr_errbuf *err) {
     vr_free(var);
     return rc;
   }
-  /* Instances point at variant indices: remap them. */
+  /* Instances and queued loads point at variant indices: remap them (a
+   * load whose variant left the store fails by name when it runs). */
   for (size_t i = 0; i < c->insts.len; i++) {
     ctl_inst *in = vr_vec_at(&c->insts, i);
     uintptr_t nv = (uintptr_t)vr_map_get(&byname, c->var[in->var].prof.variant);
     in->var = nv ? (int)nv - 1 : -1;
   }
+  ctl_load *lists[2] = {c->running, c->loads}; /* running's next is stale */
+  for (int k = 0; k < 2; k++)
+    for (ctl_load *l = lists[k]; l; l = k ? l->next : NULL) {
+      uintptr_t nv = (uintptr_t)vr_map_get(&byname, l->name);
+      l->var = nv ? (int)nv - 1 : -1;
+    }
   vr_map_free(&c->var_by_name);
   c->var_by_name = byname;
   vr_free(c->var);
@@ -235,9 +242,14 @@ static int ensure_model(vr_control *c, const ctl_var *v, vr_errbuf *err) {
   return rc == VR_EEXIST ? 0 : rc; /* a concurrent load won the race */
 }
 
-int ctl_load_variant(vr_control *c, int v, vr_errbuf *err) {
+int ctl_load_variant_named(vr_control *c, const char *name, vr_errbuf *err) {
   pthread_mutex_lock(&c->mu);
-  ctl_var cv = c->var[v];
+  uintptr_t vi = (uintptr_t)vr_map_get(&c->var_by_name, name);
+  if (!vi) {
+    pthread_mutex_unlock(&c->mu);
+    return vr_errf(err, VR_ENOENT, "variant %s is no longer registered", name);
+  }
+  ctl_var cv = c->var[vi - 1];
   vr_rt_instance_opts io = {cv.prec, cv.prof.threads, cv.prof.max_batch,
                             c->o.max_queue_delay_us};
   ctl_af_body_opts(c, &cv, &io); /* under mu: cv.blocks is c->af's, freed by a reload */
@@ -282,10 +294,12 @@ static int apply_load(vr_control *c, const vr_action *a, int64_t replaces) {
   }
   int threads = p ? p->threads : 0;
   int64_t mem = p ? p->mem_bytes : 0;
+  char vname[VR_VARIANT_MAX] = "";
+  if (p) snprintf(vname, sizeof vname, "%s", p->variant);
   pthread_mutex_unlock(&c->mu);
   if (!ok) return 0;
   vr_errbuf err = {0};
-  int id = ctl_load_variant(c, a->variant, &err);
+  int id = ctl_load_variant_named(c, vname, &err);
   if (id < 0)
     vr_warn("control: load (%s): %s", a->why ? a->why : "", err.msg);
   pthread_mutex_lock(&c->mu);
@@ -486,7 +500,16 @@ static void reset_period(vr_control *c) {
   }
 }
 
+static int tick_locked(vr_control *c, int64_t now_ns, vr_errbuf *err);
+
 int vr_control_tick(vr_control *c, int64_t now_ns, vr_errbuf *err) {
+  pthread_rwlock_rdlock(&c->reload_rw); /* the actions' indices stay valid */
+  int rc = tick_locked(c, now_ns, err);
+  pthread_rwlock_unlock(&c->reload_rw);
+  return rc;
+}
+
+static int tick_locked(vr_control *c, int64_t now_ns, vr_errbuf *err) {
   pthread_mutex_lock(&c->mu);
   double dt = c->last_tick_ns ? (now_ns - c->last_tick_ns) / 1e9 : 1.0;
   if (dt <= 0) dt = 1e-3;
@@ -534,10 +557,12 @@ int vr_control_tick(vr_control *c, int64_t now_ns, vr_errbuf *err) {
 /* ---- lifecycle ------------------------------------------------------------- */
 
 int vr_control_reload_store(vr_control *c, vr_errbuf *err) {
+  pthread_rwlock_wrlock(&c->reload_rw); /* not in the middle of a tick's actions */
   pthread_mutex_lock(&c->mu);
   int rc = load_variants(c, err);
   if (rc == 0) rc = ctl_refresh_locked(c, c->last_tick_ns, 1.0);
   pthread_mutex_unlock(&c->mu);
+  pthread_rwlock_unlock(&c->reload_rw);
   return rc;
 }
 
@@ -563,6 +588,7 @@ int vr_control_create(const vr_control_opts *o, vr_control **out,
     c->o.policy.backlog_step = 1.25;
   }
   pthread_mutex_init(&c->mu, NULL);
+  pthread_rwlock_init(&c->reload_rw, NULL);
   pthread_cond_init(&c->cv, NULL);
   c->af_provision_ms = -1;
   c->af_kick_gap_ns = CTL_AF_KICK_NS;
@@ -665,6 +691,7 @@ void vr_control_free(vr_control *c) {
   vr_free(c->af);
   pthread_cond_destroy(&c->cv);
   pthread_mutex_destroy(&c->mu);
+  pthread_rwlock_destroy(&c->reload_rw);
   vr_free(c);
 }
 

@@ -65,7 +65,11 @@ typedef struct ctl_wait {
 } ctl_wait;
 
 typedef struct ctl_load {
-  int var;
+  int var;      /* index into c->var, remapped by a store reload; -1: the
+                 * variant left the store while this load waited */
+  char name[VR_VARIANT_MAX]; /* the variant, which a reload keeps */
+  int cores;    /* what queue_load reserved, given back as reserved */
+  int64_t mem;
   int evict_id; /* instance to unload first to make room, or 0 */
   ctl_wait *waiters;
   struct ctl_load *next;
@@ -96,6 +100,11 @@ struct vr_control {
   ctl_var *var;
   size_t nvar;
   vr_map var_by_name; /* variant name -> (void *)(index + 1) */
+  /* A store reload rebuilds var[] in another order: it takes this for
+   * writing, a tick for reading from its decision to its last action, so
+   * that no action applies an index of the array it was not decided on.
+   * Taken before mu, never under it. */
+  pthread_rwlock_t reload_rw;
   vr_af_model *af;    /* AsyFunc block profiles from the store (owned) */
   size_t naf;
   vr_vec insts;       /* ctl_inst */
@@ -136,7 +145,7 @@ ctl_inst *ctl_inst_by_id(vr_control *c, int id);
 int ctl_refresh_locked(vr_control *c, int64_t now_ns, double dt_s);
 /* Starts one instance of variant v (model loaded on demand). Called
  * without mu; returns the instance id or a negative VR_E*. */
-int ctl_load_variant(vr_control *c, int v, vr_errbuf *err);
+int ctl_load_variant_named(vr_control *c, const char *variant, vr_errbuf *err);
 /* Whether the worker has room for one more instance of v (caller holds mu). */
 int ctl_fits_locked(const vr_control *c, int v);
 

@@ -130,6 +130,9 @@ static int queue_load(vr_control *c, int v, ctl_wait *w, int evict_id) {
   l->evict_id = evict_id;
   l->waiters = w;
   const vr_profile *p = &c->var[v].prof;
+  snprintf(l->name, sizeof l->name, "%s", p->variant);
+  l->cores = p->threads;
+  l->mem = p->mem_bytes;
   c->loading_cores += p->threads; /* reserve now, so ticks do not overcommit */
   c->loading_mem += p->mem_bytes;
   c->worker.free_cores -= p->threads;
@@ -277,12 +280,13 @@ static void run_load(vr_control *c, ctl_load *l) {
               c->var[l->var].prof.variant);
     __atomic_fetch_add(&c->drv.applied[VR_ACT_UNLOAD], 1, __ATOMIC_RELAXED);
   }
-  int id = ctl_load_variant(c, l->var, &err);
+  /* by name: a store reload may have moved (or removed) the variant
+   * since the load was queued */
+  int id = ctl_load_variant_named(c, l->name, &err);
   pthread_mutex_lock(&c->mu);
-  const vr_profile *p = &c->var[l->var].prof;
-  c->loading_cores -= p->threads;
-  c->loading_mem -= p->mem_bytes;
-  c->var[l->var].loading = 0;
+  c->loading_cores -= l->cores;
+  c->loading_mem -= l->mem;
+  if (l->var >= 0) c->var[l->var].loading = 0;
   if (id > 0) /* a query-path load */
     __atomic_fetch_add(&c->drv.applied[VR_ACT_LOAD], 1, __ATOMIC_RELAXED);
   /* Make the new instance visible to routing before answering. */
@@ -356,15 +360,17 @@ void vr_control_completed(vr_control *c, const vr_ctl_route *r,
       in->batches++;
     }
   }
+  /* by name: a store reload since routing may have moved the index */
+  uintptr_t vi = (uintptr_t)vr_map_get(&c->var_by_name, r->variant_name);
+  int v = vi ? (int)vi - 1 : -1;
   if (req->status == 0) {
-    if (r->variant >= 0 && (size_t)r->variant < c->nvar) c->var[r->variant].served++;
+    if (v >= 0) c->var[v].served++;
     c->p_served++;
     double ms = (req->end_ns - req->arrival_ns) / 1e6;
     if (ms > r->slo_ms) c->p_late++;
     c->p_acc_sum += r->accuracy;
     vr_hist_record(&c->p_hist, (uint64_t)(ms * 1000));
-    ctl_app_period *a = r->variant >= 0 && (size_t)r->variant < c->nvar
-                            ? ctl_app_period_of(c, c->var[r->variant].prof.app) : NULL;
+    ctl_app_period *a = v >= 0 ? ctl_app_period_of(c, c->var[v].prof.app) : NULL;
     if (a) {
       a->served++;
       a->late += ms > r->slo_ms;

@@ -416,6 +416,48 @@ static void test_history_rows(void **st) {
   vr_free(h);
 }
 
+/* A store reload between routing and completion (another process
+ * registered a model whose app sorts first, so every index moved): the
+ * completion is credited to the variant that served, not to the one that
+ * has its index now. */
+static void test_completed_after_reload(void **st) {
+  (void)st;
+  const char *src = getenv("VR_SOURCE_DIR");
+  if (!src) src = ".";
+  vr_control *c = make_control();
+  vr_ctl_route r = route(c, 100, 0, 0);
+  assert_int_equal(r.status, 0);
+  rt_waiter w = RT_WAITER_INIT;
+  vr_rt_request q;
+  vr_rt_request_init(&q);
+  q.n_in = 1;
+  q.in[0] = (vr_tensor){"input", VR_DT_F32, 4, {1, 1, 28, 28}, g_x.data, 784 * 4};
+  q.done = rt_wait_cb;
+  q.user = &w;
+  assert_int_equal(vr_rt_submit_to(g_rt, r.instance_id, &q), 0);
+  rt_wait(&w);
+  assert_int_equal(q.status, 0);
+  assert_int_equal(reg_as(src, "fmnist_linear", "aaa_first", "aaa", 1u << VR_PREC_FP32), 0);
+  vr_errbuf e = {0};
+  assert_int_equal(vr_control_reload_store(c, &e), 0);
+  vr_control_completed(c, &r, &q);
+  vr_rt_request_clear(&q);
+  assert_int_equal(vr_control_tick(c, vr_clock_now(vr_clock_monotonic()), &e), 0);
+  char *h = vr_control_history(c, 0);
+  assert_non_null(h);
+  json_t *j = json_loads(h, 0, NULL);
+  vr_free(h);
+  json_t *rows = json_object_get(j, "rows");
+  json_t *last = json_array_get(rows, json_array_size(rows) - 1);
+  json_t *apps = json_object_get(last, "apps");
+  if (!apps) fail_msg("no apps in the history row");
+  assert_int_equal(json_integer_value(json_object_get(json_object_get(apps, "fashion"), "served")), 1);
+  assert_int_equal(json_integer_value(json_object_get(json_object_get(apps, "aaa"), "served")), 0);
+  json_decref(j);
+  assert_int_equal(vr_unregister(g_store, "aaa_first", &e), 0);
+  vr_control_free(c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_selection_and_scaling),
@@ -425,6 +467,7 @@ int main(void) {
       cmocka_unit_test(test_evict_idle),
       cmocka_unit_test(test_reload_store),
       cmocka_unit_test(test_int8_live),
+      cmocka_unit_test(test_completed_after_reload),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
