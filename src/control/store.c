@@ -35,6 +35,8 @@ struct vr_store {
   const vr_store_ops *ops;
   void *be;
   int64_t data_version; /* the backend's, when last read */
+  uint64_t writes;      /* this process's write attempts, under the write
+                         * lock: a refresh read meanwhile is stale */
   pthread_rwlock_t lock;
   vr_map models;   /* name -> model_ent* */
   vr_map variants; /* name -> vr_variant_rec* (owned via model_ent) */
@@ -334,6 +336,9 @@ int vr_store_refresh(vr_store *s, int *changed, vr_errbuf *err) {
   *changed = 0;
   int64_t v;
   if (!s->ops->data_version) return 0;
+  pthread_rwlock_rdlock(&s->lock);
+  uint64_t w0 = s->writes;
+  pthread_rwlock_unlock(&s->lock);
   int rc = s->ops->data_version(s->be, &v, err);
   if (rc || v == s->data_version) return rc;
   vr_store fresh;
@@ -347,6 +352,16 @@ int vr_store_refresh(vr_store *s, int *changed, vr_errbuf *err) {
     return rc;
   }
   pthread_rwlock_wrlock(&s->lock);
+  if (s->writes != w0) {
+    /* This process wrote while the index was read: the fresh one may
+     * miss that write (SQLite's data_version does not count a
+     * connection's own commits, so nothing would bring it back) or hold
+     * one that was rolled back. Keep the live index; the version stays,
+     * so the next refresh reads again. */
+    pthread_rwlock_unlock(&s->lock);
+    index_free(&fresh);
+    return 0;
+  }
   vr_store old = *s;
   s->models = fresh.models;
   s->variants = fresh.variants;
@@ -391,6 +406,7 @@ void vr_store_close(vr_store *s) {
 int vr_store_add_model(vr_store *s, const vr_model_rec *m,
                        const vr_variant_rec *v, size_t n, vr_errbuf *err) {
   pthread_rwlock_wrlock(&s->lock);
+  s->writes++;
   int rc = check_records(s, m, v, n, err);
   if (rc == 0) rc = s->ops->put_model(s->be, m, v, n, err);
   if (rc == 0) {
@@ -407,6 +423,7 @@ int vr_store_add_model(vr_store *s, const vr_model_rec *m,
 
 int vr_store_remove_model(vr_store *s, const char *name, vr_errbuf *err) {
   pthread_rwlock_wrlock(&s->lock);
+  s->writes++;
   model_ent *e = vr_map_get(&s->models, name);
   int rc = e ? s->ops->del_model(s->be, name, err)
              : vr_errf(err, VR_ENOENT, "no model named '%s'", name);
@@ -418,6 +435,7 @@ int vr_store_remove_model(vr_store *s, const char *name, vr_errbuf *err) {
 int vr_store_update_profile(vr_store *s, const vr_variant_rec *v,
                             vr_errbuf *err) {
   pthread_rwlock_wrlock(&s->lock);
+  s->writes++;
   vr_variant_rec *cur = vr_map_get(&s->variants, v->name);
   int rc = 0;
   char *text = NULL;

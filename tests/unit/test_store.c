@@ -389,6 +389,56 @@ static void test_refresh_failure_keeps_index(void **st) {
   drop_store(path);
 }
 
+/* A write of this process while a refresh reads the store: the refresh
+ * must not swap in an index read before that write (the removed model
+ * came back, for good with SQLite, whose data_version does not count a
+ * connection's own commits); the next refresh reads again. */
+static vr_store *g_racer;
+static int racing_load(void *be, vr_store_model_cb on_model, vr_store_variant_cb on_variant,
+                       void *ctx, vr_errbuf *err) {
+  int rc = (g_redis ? vr_store_redis_ops : vr_store_sqlite_ops).load(be, on_model, on_variant,
+                                                                    ctx, err);
+  if (g_racer) {
+    vr_store *s = g_racer;
+    g_racer = NULL;
+    vr_errbuf e2 = {0};
+    if (vr_store_remove_model(s, "other", &e2)) fprintf(stderr, "remove: %s\n", e2.msg);
+  }
+  return rc;
+}
+
+static void test_refresh_races_own_write(void **st) {
+  char path[128];
+  fresh_store(path);
+  vr_errbuf e = {0};
+  vr_store *a, *b;
+  static vr_store_ops ops;
+  ops = g_redis ? vr_store_redis_ops : vr_store_sqlite_ops;
+  ops.load = racing_load;
+  void *be;
+  assert_int_equal(g_redis ? vr_store_redis_open(path, &be, &e)
+                           : vr_store_sqlite_open(path, &be, &e), 0);
+  assert_int_equal(vr_store_open(&ops, be, &a, &e), 0);
+  assert_int_equal(vr_store_open_path(path, &b, &e), 0);
+  populate(b);
+  int changed = -1;
+  assert_int_equal(vr_store_refresh(a, &changed, &e), 0);
+  assert_non_null(vr_store_model(a, "other"));
+  /* another process's write: a's next refresh reloads... */
+  vr_model_rec x = mk_model("x", "digits", 0.5);
+  vr_variant_rec xv[] = {mk_var(&x, VR_PREC_FP32, 1, 1, 0.5, 1.0)};
+  assert_int_equal(vr_store_add_model(b, &x, xv, 1, &e), 0);
+  g_racer = a; /* ...and a removes "other" itself while it reads */
+  assert_int_equal(vr_store_refresh(a, &changed, &e), 0);
+  assert_null(vr_store_model(a, "other"));
+  assert_int_equal(vr_store_refresh(a, &changed, &e), 0);
+  assert_null(vr_store_model(a, "other"));
+  assert_non_null(vr_store_model(a, "x")); /* b's write, read again */
+  vr_store_close(a);
+  vr_store_close(b);
+  drop_store(path);
+}
+
 /* ---- Redis only ---------------------------------------------------------- */
 
 static void test_redis_foreign_schema(void **st) {
@@ -547,6 +597,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_documents),
       cmocka_unit_test(test_other_handle),
       cmocka_unit_test(test_refresh_failure_keeps_index),
+      cmocka_unit_test(test_refresh_races_own_write),
   };
   const struct CMUnitTest sqlite_only[] = {
       cmocka_unit_test(test_corrupted_file),
