@@ -115,6 +115,10 @@ int vr_cmd_eval(int argc, char **argv) {
   if (vr_model_load(e.model, &m, &err) || vr_npy_read(e.xs, &x, &err) ||
       vr_npy_read(e.ys, &y, &err))
     goto fail;
+  if (x.ndim >= 1 && x.shape[0] == 0) {
+    vr_errf(&err, VR_ESHAPE, "no samples in %s", e.xs);
+    goto fail;
+  }
   if (x.ndim < 1 || y.ndim != 1 || y.shape[0] != x.shape[0] || label_at(&y, 0) < 0) {
     vr_errf(&err, VR_ESHAPE, "inputs (%lld samples) and labels (1-D integer, %lld) disagree",
             (long long)(x.ndim ? x.shape[0] : 0), (long long)(y.ndim ? y.shape[0] : 0));

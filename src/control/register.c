@@ -236,8 +236,10 @@ static int measure_accuracy(reg_ctx *c, vr_errbuf *err) {
       say(c, "register %s: no %s variants: %s\n", c->name, vr_precision_name(p), e2.msg);
       continue;
     }
+    int opened = rc == 0;
     if (rc == 0) rc = vr_prof_accuracy(s, &c->vs, &c->acc[p], &e2);
-    if (rc == 0) vr_session_free(s);
+    if (opened) vr_session_free(s); /* a failed measurement too: a server
+                                     * refusing registrations leaked one each */
     if (rc != 0) {
       if (err) *err = e2;
       return vr_errctx(err, rc, "accuracy of %s", vr_precision_name(p));

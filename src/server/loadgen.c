@@ -615,7 +615,11 @@ int vr_lg_run(const vr_lg_opts *o, vr_lg_result *res, vr_errbuf *err) {
     vr_free(live);
     g.live = NULL;
     int64_t wall = now_rel(&g), cpu = thread_cpu_ns() - cpu0;
-    int64_t elapsed = g.closed_loop ? wall : stop;
+    /* open loop: the arrival window is the run's duration (arrivals are
+     * cut to it), not the time to the last arrival, which a bursty or
+     * slow process leaves well before the end (rates came out high) */
+    int64_t window = o->duration_s > 0 ? (int64_t)(o->duration_s * 1e9) : 0;
+    int64_t elapsed = g.closed_loop ? wall : window > stop ? window : stop;
     summarise(&g, elapsed > 0 ? elapsed : 1, res);
     res->client_cpu_cores = wall > 0 ? (double)cpu / (double)wall : 0;
     if (o->csv_path) write_csv(&g, o->csv_path);

@@ -10,6 +10,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <math.h>
 #include <pthread.h>
 #include <sys/socket.h>
 
@@ -298,6 +299,9 @@ static void test_close_and_unsent(void **st) {
    * on an idle second one while the other's request queued behind it */
   o.connections = 1;
   o.drain_s = 2;
+  /* a 0.4-s run whose arrivals end at 0.195 s: its rates are over the
+   * 0.4 s (they were over the time to the last arrival, twice too high) */
+  o.duration_s = 0.4;
   vr_lg_result r;
   vr_errbuf err = {0};
   assert_int_equal(vr_lg_run(&o, &r, &err), 0);
@@ -308,6 +312,9 @@ static void test_close_and_unsent(void **st) {
   assert_int_equal(r.sent, N);
   assert_int_equal(r.rejected, N);
   assert_int_equal(r.errors + r.unfinished + r.unsent, 0);
+  assert_true(fabs(r.elapsed_s - 0.4) < 1e-9);
+  assert_true(fabs(r.offered_qps - N / 0.4) < 1e-6);
+  o.duration_s = 0; /* below: the window is the arrivals' span */
 
   /* 50 ms an answer on one connection, 200 arrivals/s for 0.2 s, 0.3 s
    * of drain: most arrivals never find the connection free. */
