@@ -266,6 +266,22 @@ static void md_rank(dnnl_memory_desc_t *md, const vr_tview *t, int rank, int tra
   else dnnl_memory_desc_init_by_strides(md, rank, d, dt, s);
 }
 
+/* Value v's plain buffer seen through md (a padded or transposed view of
+ * the same bytes): a new plan value that shares its storage. */
+static int plain_view(vr_pb *b, int v, const dnnl_memory_desc_t *md) {
+  int pv = vr_pb_pv_of(b, v);
+  if (pv >= 0) pv = vr_pb_plain(b, pv);
+  if (pv < 0) return pv;
+  vr_tview t = PV(b, pv)->t;
+  int nv = vr_pb_new_pv(b, &t, md);
+  if (nv >= 0) {
+    PV(b, nv)->root = PV(b, pv)->root;
+    PV(b, nv)->ext = PV(b, pv)->ext;
+    PV(b, nv)->bytes = 0;
+  }
+  return nv;
+}
+
 static int lower_matmul(vr_pb *b, int ni, int gemm) {
   const vr_node *n = node(b, ni);
   vr_tview a = b->vt[n->in[0]], w = b->vt[n->in[1]];
@@ -377,35 +393,11 @@ static int lower_matmul(vr_pb *b, int ni, int gemm) {
     wpv = rc ? rc : vr_pb_new_pv(b, &w, &qw);
     if (wpv >= 0) PV(b, wpv)->ext = wd;
   } else {
-    wpv = vr_pb_pv_of(b, n->in[1]);
-    if (wpv >= 0) wpv = vr_pb_plain(b, wpv);
-    if (wpv >= 0) {
-      vr_tview t = PV(b, wpv)->t;
-      int v = vr_pb_new_pv(b, &t, &wsrc);
-      if (v >= 0) {
-        PV(b, v)->root = PV(b, wpv)->root;
-        PV(b, v)->ext = PV(b, wpv)->ext;
-        PV(b, v)->bytes = 0;
-      }
-      wpv = v;
-    }
+    wpv = plain_view(b, n->in[1], &wsrc);
   }
   if (wpv < 0) { dnnl_primitive_desc_destroy(pd); return wpv; }
-  int apv = vr_pb_pv_of(b, n->in[0]);
-  if (apv >= 0) apv = vr_pb_plain(b, apv);
-  if (apv >= 0) {
-    /* Reinterpret the plain buffer with the (padded/transposed) view. */
-    vr_tview t = PV(b, apv)->t;
-    int v = vr_pb_new_pv(b, &t, &amd);
-    if (v >= 0) {
-      PV(b, v)->root = PV(b, apv)->root;
-      PV(b, v)->ext = PV(b, apv)->ext;
-      PV(b, v)->bytes = 0;
-      apv = q8 ? vr_pb_quantize(b, v, &qa, sx) : vr_pb_as(b, v, &qa);
-    } else {
-      apv = v;
-    }
-  }
+  int apv = plain_view(b, n->in[0], &amd);
+  if (apv >= 0) apv = q8 ? vr_pb_quantize(b, apv, &qa, sx) : vr_pb_as(b, apv, &qa);
   if (apv < 0) { dnnl_primitive_desc_destroy(pd); return apv; }
   int ypv = vr_pb_def(b, n->out[0], collapsed ? NULL : &ymd);
   if (ypv >= 0 && collapsed) { /* 2-D view of the plain output */
