@@ -109,18 +109,24 @@ static vr_ctl_route route(vr_control *c, double slo, double acc, double cost) {
   return r;
 }
 
-/* Runs one validation row through the routed instance. */
-static void serve_one(vr_control *c, const vr_ctl_route *r) {
+/* Runs one validation row through the routed instance; *q is the answered
+ * request (the caller clears it). */
+static void run_one(const vr_ctl_route *r, vr_rt_request *q) {
   rt_waiter w = RT_WAITER_INIT;
-  vr_rt_request q;
-  vr_rt_request_init(&q);
-  q.n_in = 1;
-  q.in[0] = (vr_tensor){"input", VR_DT_F32, 4, {1, 1, 28, 28}, g_x.data, 784 * 4};
-  q.done = rt_wait_cb;
-  q.user = &w;
-  assert_int_equal(vr_rt_submit_to(g_rt, r->instance_id, &q), 0);
+  vr_rt_request_init(q);
+  q->n_in = 1;
+  q->in[0] = (vr_tensor){"input", VR_DT_F32, 4, {1, 1, 28, 28}, g_x.data, 784 * 4};
+  q->done = rt_wait_cb;
+  q->user = &w;
+  assert_int_equal(vr_rt_submit_to(g_rt, r->instance_id, q), 0);
   rt_wait(&w);
-  assert_int_equal(q.status, 0);
+  assert_int_equal(q->status, 0);
+}
+
+/* run_one, checked and reported to the control plane. */
+static void serve_one(vr_control *c, const vr_ctl_route *r) {
+  vr_rt_request q;
+  run_one(r, &q);
   assert_int_equal(q.n_out, 1);
   assert_int_equal(q.out[0].shape[1], 10);
   vr_control_completed(c, r, &q);
@@ -427,16 +433,8 @@ static void test_completed_after_reload(void **st) {
   vr_control *c = make_control();
   vr_ctl_route r = route(c, 100, 0, 0);
   assert_int_equal(r.status, 0);
-  rt_waiter w = RT_WAITER_INIT;
   vr_rt_request q;
-  vr_rt_request_init(&q);
-  q.n_in = 1;
-  q.in[0] = (vr_tensor){"input", VR_DT_F32, 4, {1, 1, 28, 28}, g_x.data, 784 * 4};
-  q.done = rt_wait_cb;
-  q.user = &w;
-  assert_int_equal(vr_rt_submit_to(g_rt, r.instance_id, &q), 0);
-  rt_wait(&w);
-  assert_int_equal(q.status, 0);
+  run_one(&r, &q);
   assert_int_equal(reg_as(src, "fmnist_linear", "aaa_first", "aaa", 1u << VR_PREC_FP32), 0);
   vr_errbuf e = {0};
   assert_int_equal(vr_control_reload_store(c, &e), 0);

@@ -47,13 +47,15 @@ static int teardown(void **st) {
   return system(cmd) == 0 ? 0 : -1;
 }
 
-static vr_provider *mk(int grace_ms, int share, const int *pool, size_t np) {
+/* A provider of probes logging to log_dir. */
+static vr_provider *mk_in(const char *log_dir, int grace_ms, int share, const int *pool,
+                          size_t np) {
   static const char *pre[] = {"worker"};
   vr_local_cfg cfg = {0};
   cfg.binary = VR_WORKER_PROBE;
   cfg.argv_prefix = pre;
   cfg.nprefix = 1;
-  cfg.log_dir = tmpdir;
+  cfg.log_dir = log_dir;
   cfg.grace_ms = grace_ms;
   cfg.pool = pool;
   cfg.npool = np;
@@ -64,6 +66,10 @@ static vr_provider *mk(int grace_ms, int share, const int *pool, size_t np) {
   int rc = vr_provider_local(&cfg, &p, &err);
   if (rc) fail_msg("vr_provider_local: %s", err.msg);
   return p;
+}
+
+static vr_provider *mk(int grace_ms, int share, const int *pool, size_t np) {
+  return mk_in(tmpdir, grace_ms, share, pool, np);
 }
 
 /* Reads key's value from OUT/ID.info, waiting up to 10 s for the file. */
@@ -254,25 +260,8 @@ static void test_stop_after_death(void **st) {
  * by the next one's provider: listed, its cores taken, stopped on demand,
  * its death noticed; a process that is not that worker, or not one this
  * provider's configuration started, is refused. */
-static vr_provider *mk_logs(const char *log_dir, const int *pool, size_t np) {
-  static const char *pre[] = {"worker"};
-  vr_local_cfg cfg = {0};
-  cfg.binary = VR_WORKER_PROBE;
-  cfg.argv_prefix = pre;
-  cfg.nprefix = 1;
-  cfg.log_dir = log_dir;
-  cfg.grace_ms = 5000;
-  cfg.pool = pool;
-  cfg.npool = np;
-  cfg.die_with_parent = 1;
-  vr_provider *p = NULL;
-  vr_errbuf err = {0};
-  if (vr_provider_local(&cfg, &p, &err)) fail_msg("vr_provider_local: %s", err.msg);
-  return p;
-}
-
 static void test_adopt(void **st) {
-  vr_provider *old = mk_logs(tmpdir, cpus, 1);
+  vr_provider *old = mk_in(tmpdir, 5000, 0, cpus, 1);
   const char *extra[] = {"--out", tmpdir};
   vr_worker_spec s = {0};
   s.name = "left";
@@ -282,13 +271,13 @@ static void test_adopt(void **st) {
   assert_int_equal(vr_provider_start(old, &s, id, sizeof id, NULL), 0);
   s.name = "left2";
   s.ncpus = 0;
-  vr_provider *old2 = mk_logs(tmpdir, cpus, 1); /* a second one: the pool's core is taken */
+  vr_provider *old2 = mk_in(tmpdir, 5000, 0, cpus, 1); /* a second one: the pool's core is taken */
   assert_int_equal(vr_provider_start(old2, &s, id, sizeof id, NULL), 0);
   vr_worker_info w1 = provider_get(old, "left"), w2 = provider_get(old2, "left2");
   assert_int_equal(info_get("left", "pid", v, sizeof v), 0);
   assert_int_equal(info_get("left2", "pid", v, sizeof v), 0);
 
-  vr_provider *p = mk_logs(tmpdir, cpus, 1);
+  vr_provider *p = mk_in(tmpdir, 5000, 0, cpus, 1);
   vr_errbuf err = {0};
   assert_int_equal(vr_provider_adopt(p, "left", w1.pid, w1.cores, &err), 0);
   vr_worker_info a = provider_get(p, "left");
@@ -307,7 +296,7 @@ static void test_adopt(void **st) {
   char other[300];
   snprintf(other, sizeof other, "%s/elsewhere", tmpdir);
   assert_int_equal(mkdir(other, 0755), 0);
-  vr_provider *q = mk_logs(other, cpus, 1);
+  vr_provider *q = mk_in(other, 5000, 0, cpus, 1);
   assert_int_equal(vr_provider_adopt(q, "left2", w2.pid, w2.cores, &err), VR_ENOENT);
   assert_non_null(strstr(err.msg, "not started by this provider"));
   vr_provider_destroy(q);

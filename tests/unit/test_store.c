@@ -347,6 +347,25 @@ static void test_other_handle(void **st) {
   drop_store(path);
 }
 
+/* A fresh store at path opened twice: *a through the backend's ops with
+ * load replaced (this process), *b as another process would. The ops
+ * outlive the test's stores (a store keeps a pointer to them). */
+static void open_pair(char *path,
+                      int (*load)(void *, vr_store_model_cb, vr_store_variant_cb, void *,
+                                  vr_errbuf *),
+                      vr_store **a, vr_store **b) {
+  fresh_store(path);
+  vr_errbuf e = {0};
+  static vr_store_ops ops;
+  ops = g_redis ? vr_store_redis_ops : vr_store_sqlite_ops;
+  ops.load = load;
+  void *be;
+  assert_int_equal(g_redis ? vr_store_redis_open(path, &be, &e)
+                           : vr_store_sqlite_open(path, &be, &e), 0);
+  assert_int_equal(vr_store_open(&ops, be, a, &e), 0);
+  assert_int_equal(vr_store_open_path(path, b, &e), 0);
+}
+
 /* A refresh whose reload fails (the backend away for a moment) keeps the
  * index it had and tries again at the next refresh; it emptied the index,
  * and a control plane syncing from it unloaded every model. */
@@ -360,17 +379,9 @@ static int flaky_load(void *be, vr_store_model_cb on_model, vr_store_variant_cb 
 
 static void test_refresh_failure_keeps_index(void **st) {
   char path[128];
-  fresh_store(path);
   vr_errbuf e = {0};
   vr_store *a, *b;
-  static vr_store_ops ops;
-  ops = g_redis ? vr_store_redis_ops : vr_store_sqlite_ops;
-  ops.load = flaky_load;
-  void *be;
-  assert_int_equal(g_redis ? vr_store_redis_open(path, &be, &e)
-                           : vr_store_sqlite_open(path, &be, &e), 0);
-  assert_int_equal(vr_store_open(&ops, be, &a, &e), 0);
-  assert_int_equal(vr_store_open_path(path, &b, &e), 0);
+  open_pair(path, flaky_load, &a, &b);
   populate(b);
   int changed = -1;
   assert_int_equal(vr_store_refresh(a, &changed, &e), 0);
@@ -409,17 +420,9 @@ static int racing_load(void *be, vr_store_model_cb on_model, vr_store_variant_cb
 
 static void test_refresh_races_own_write(void **st) {
   char path[128];
-  fresh_store(path);
   vr_errbuf e = {0};
   vr_store *a, *b;
-  static vr_store_ops ops;
-  ops = g_redis ? vr_store_redis_ops : vr_store_sqlite_ops;
-  ops.load = racing_load;
-  void *be;
-  assert_int_equal(g_redis ? vr_store_redis_open(path, &be, &e)
-                           : vr_store_sqlite_open(path, &be, &e), 0);
-  assert_int_equal(vr_store_open(&ops, be, &a, &e), 0);
-  assert_int_equal(vr_store_open_path(path, &b, &e), 0);
+  open_pair(path, racing_load, &a, &b);
   populate(b);
   int changed = -1;
   assert_int_equal(vr_store_refresh(a, &changed, &e), 0);
