@@ -345,6 +345,12 @@ static int check_reply(vr_pair *p, const vr_tensor *os, int bs, vr_errbuf *err) 
       os->nbytes != row * (size_t)bs)
     return vr_errf(err, VR_EFORMAT, "reply of %lld rows, %zu bytes, not %d rows of %zu",
                    (long long)os->shape[0], os->nbytes, bs, row);
+  /* the other dims too: they become the batch's output shape, which
+   * clients read */
+  for (int d = 1; d < want->ndim; d++)
+    if (want->shape[d] > 0 && os->shape[d] != want->shape[d])
+      return vr_errf(err, VR_EFORMAT, "reply's dim %d is %lld, not %lld", d,
+                     (long long)os->shape[d], (long long)want->shape[d]);
   return 0;
 }
 
@@ -390,13 +396,9 @@ static int run_split(vr_pair *p, const vr_tensor *x, int own, int batch, int bs,
     pthread_mutex_unlock(&s->mu);
   }
   if (rc) return rc;
-  if (src && !s->chan) {
-    if (err) *err = serr;
-    return src;
-  }
   size_t row_out = bb > 0 ? ob.nbytes / (size_t)bb : 0;
-  if (src) { /* a shadow process failed: these rows on the body too */
-    vr_warn("pair: shadow process %d failed (%s); its %d rows re-run on the body", (int)s->pid,
+  if (src) { /* the shadow failed (in this process or another): its rows on the body */
+    vr_warn("pair: shadow %d failed (%s); its %d rows re-run on the body", (int)s->pid,
             prc ? perr.msg : serr.msg, bs);
     s->failed = 1;
     if (bb > 0) {
@@ -446,7 +448,7 @@ int vr_pair_run(vr_pair *p, int batch, int bs, const vr_tensor *in, int nin, vr_
   int own = p->pre != NULL && !p->copy_handoff;
   if (!rc && bs > 0) rc = run_split(p, &x, own, batch, bs, &y, err);
   else if (!rc) rc = run_par(p->par, own, batch, &x, &y, err);
-  if (!rc && p->sh && p->sh->failed) { /* no more runs on a broken process */
+  if (p->sh && p->sh->failed) { /* no more runs on a broken shadow, whatever the body did */
     shadow_free(p->sh);
     p->sh = NULL;
     if (shadow_rows) *shadow_rows = -1; /* the body ran them; the shadow is gone */
