@@ -144,8 +144,14 @@ static int fetch_input(bench_args *a, vr_errbuf *err) {
     a->lg.ndim = (int)json_array_size(sh);
     if (a->lg.ndim < 1 || a->lg.ndim > VR_MAX_DIMS || !vr_dtype_size(a->lg.dtype))
       rc = vr_errf(err, VR_EUNSUPPORTED, "input shape/datatype not usable");
-    for (int d = 0; !rc && d < a->lg.ndim; d++)
+    for (int d = 0; !rc && d < a->lg.ndim; d++) {
       a->lg.shape[d] = d ? json_integer_value(json_array_get(sh, d)) : a->batch;
+      /* a dynamic dim past the batch (-1): bench cannot guess its size,
+       * and multiplied into the payload size it asked for exabytes */
+      if (a->lg.shape[d] < 1 || a->lg.shape[d] > (1 << 24))
+        rc = vr_errf(err, VR_EUNSUPPORTED, "input '%s' dim %d is %lld: bench needs a fixed "
+                     "size per sample", name, d, (long long)a->lg.shape[d]);
+    }
   }
   json_decref(root);
   vr_httpc_close(&c);
