@@ -79,6 +79,18 @@ static sub_table *table_get(vr_registry_sub *s, const char *name) {
   return t;
 }
 
+/* Row i of vr__reg_all_routes's reply (name, version, body triples),
+ * when well formed: its name, *v its version, *body its body; else NULL. */
+static const char *route_row(const redisReply *rep, size_t i, int64_t *v, const char **body) {
+  if (rep->type != REDIS_REPLY_ARRAY || rep->elements % 3 || i + 3 > rep->elements) return NULL;
+  redisReply **x = rep->element + i;
+  if (x[0]->type != REDIS_REPLY_STRING || !vr_registry_valid_id(x[0]->str) ||
+      vr__reg_get_i64(x[1], 1, INT64_MAX, v) || x[2]->type != REDIS_REPLY_STRING)
+    return NULL;
+  *body = x[2]->str;
+  return x[0]->str;
+}
+
 /* The version the store holds for table now: 0 when it holds none, -1
  * when it cannot be read. */
 static int64_t stored_version(vr_registry_sub *s, const char *table) {
@@ -86,13 +98,9 @@ static int64_t stored_version(vr_registry_sub *s, const char *table) {
   redisReply *rep = vr__reg_all_routes(s->rd, &e);
   if (!rep) return -1;
   int64_t found = 0, v;
-  if (rep->type == REDIS_REPLY_ARRAY && rep->elements % 3 == 0)
-    for (size_t i = 0; i < rep->elements; i += 3) {
-      redisReply **x = rep->element + i;
-      if (x[0]->type == REDIS_REPLY_STRING && !strcmp(x[0]->str, table) &&
-          !vr__reg_get_i64(x[1], 1, INT64_MAX, &v))
-        found = v;
-    }
+  const char *name, *body;
+  for (size_t i = 0; i < rep->elements; i += 3)
+    if ((name = route_row(rep, i, &v, &body)) && !strcmp(name, table)) found = v;
   freeReplyObject(rep);
   return found;
 }
@@ -125,11 +133,9 @@ static void resync(vr_registry_sub *s) {
   if (rep->type == REDIS_REPLY_ARRAY && rep->elements % 3 == 0) {
     for (size_t i = 0; i < s->ntables; i++) s->tables[i].seen = 0;
     for (size_t i = 0; i < rep->elements; i += 3) {
-      redisReply **x = rep->element + i;
       int64_t v;
-      if (x[0]->type == REDIS_REPLY_STRING && vr_registry_valid_id(x[0]->str) &&
-          !vr__reg_get_i64(x[1], 1, INT64_MAX, &v) && x[2]->type == REDIS_REPLY_STRING)
-        deliver_routes(s, x[0]->str, v, x[2]->str, 1);
+      const char *body, *name = route_row(rep, i, &v, &body);
+      if (name) deliver_routes(s, name, v, body, 1);
     }
     /* delivered once, gone from the store now: it lost its data, and the
      * table's next writer starts again from version 1 */
