@@ -103,8 +103,13 @@ static int check_request(reg_ctx *c, vr_store *s, vr_errbuf *err) {
       snprintf(c->tmp_dir, sizeof c->tmp_dir, "%s/.%s.tmpXXXXXX", r->repo_dir, c->name) >=
           (int)sizeof c->tmp_dir)
     return vr_errf(err, VR_ERANGE, "repository path too long");
+  /* The message names the model, not the path: over HTTP it goes to a
+   * client, who has no business learning the server's file layout. */
   if (vr_path_exists(c->dir))
-    return vr_errf(err, VR_EEXIST, "repository entry '%s' already exists", c->dir);
+    return vr_errf(err, VR_EEXIST,
+                   "model '%s' is not registered but the repository already has an entry of "
+                   "that name (placed by hand or left by an interrupted registration)",
+                   c->name);
   return 0;
 }
 

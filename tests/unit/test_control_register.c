@@ -2,6 +2,7 @@
  * input of every kind is rejected with nothing left in the store or the
  * repository. */
 #include <dirent.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,6 +117,26 @@ static void test_register_ok_and_restart(void **st) {
   vr_store_close(s);
 }
 
+/* An entry in the repository that the store does not know blocks the name,
+ * and the refusal does not give the server's paths away (it reaches HTTP
+ * clients through POST /v2/apps/{app}/models). */
+static void test_stray_entry(void **st) {
+  (void)st;
+  vr_errbuf e = {0};
+  vr_store *s;
+  assert_int_equal(vr_store_open_path(g_db, &s, &e), 0);
+  char dir[1400];
+  snprintf(dir, sizeof dir, "%s/stray", g_repo);
+  assert_int_equal(mkdir(dir, 0755), 0);
+  vr_register_req r = base_req("stray");
+  assert_int_equal(vr_register(s, &r, NULL, &e), VR_EEXIST);
+  assert_non_null(strstr(e.msg, "'stray'"));
+  assert_null(strstr(e.msg, g_repo));
+  assert_null(vr_store_model(s, "stray"));
+  assert_int_equal(rmdir(dir), 0);
+  vr_store_close(s);
+}
+
 static void test_declared_accuracy(void **st) {
   vr_errbuf e = {0};
   vr_store *s;
@@ -216,6 +237,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_register_ok_and_restart),
       cmocka_unit_test(test_declared_accuracy),
+      cmocka_unit_test(test_stray_entry),
       cmocka_unit_test(test_bad_input),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
