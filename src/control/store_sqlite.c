@@ -6,6 +6,7 @@
  * open the file is checked (PRAGMA quick_check and the schema version) so
  * a damaged or foreign file is reported instead of half-loaded.
  */
+#include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <string.h>
@@ -15,8 +16,14 @@
 
 #define SCHEMA_VERSION "1"
 
+/* Writes go through db. Loads read through rd, a second connection that
+ * only reads, inside one read transaction, so models and variants come
+ * from the same commit: on db itself a BEGIN would collide with a writer's
+ * transaction on another thread (one connection has one transaction). */
 typedef struct sqlite_be {
   sqlite3 *db;
+  sqlite3 *rd;
+  pthread_mutex_t rd_mu; /* one load at a time on rd */
   char *path;
 } sqlite_be;
 
@@ -40,15 +47,18 @@ static const char k_schema[] =
     " kind TEXT NOT NULL, name TEXT NOT NULL, body TEXT NOT NULL,"
     " PRIMARY KEY(kind, name));";
 
-static int db_err(sqlite_be *b, vr_errbuf *err, const char *what) {
-  int code = sqlite3_errcode(b->db);
+static int conn_err(sqlite_be *b, sqlite3 *c, vr_errbuf *err, const char *what) {
+  int code = sqlite3_errcode(c);
   int vr = (code == SQLITE_CONSTRAINT) ? VR_EEXIST
            : (code == SQLITE_NOTADB || code == SQLITE_CORRUPT) ? VR_EFORMAT
            : (code == SQLITE_NOMEM) ? VR_ENOMEM
            : (code == SQLITE_BUSY || code == SQLITE_LOCKED) ? VR_EBUSY
                                                             : VR_EIO;
-  return vr_errf(err, vr, "store '%s': %s: %s", b->path, what,
-                 sqlite3_errmsg(b->db));
+  return vr_errf(err, vr, "store '%s': %s: %s", b->path, what, sqlite3_errmsg(c));
+}
+
+static int db_err(sqlite_be *b, vr_errbuf *err, const char *what) {
+  return conn_err(b, b->db, err, what);
 }
 
 static int exec(sqlite_be *b, const char *sql, vr_errbuf *err) {
@@ -60,7 +70,9 @@ static int exec(sqlite_be *b, const char *sql, vr_errbuf *err) {
 static void be_close(void *be) {
   sqlite_be *b = be;
   if (!b) return;
+  sqlite3_close(b->rd);
   sqlite3_close(b->db);
+  pthread_mutex_destroy(&b->rd_mu);
   vr_free(b->path);
   vr_free(b);
 }
@@ -106,6 +118,18 @@ static int check_version(sqlite_be *b, vr_errbuf *err) {
   return 0;
 }
 
+/* rd only reads, but is opened read-write: a read-only connection cannot
+ * roll back the journal of a writer that crashed mid-commit, and every
+ * load would fail until the next write. */
+static int open_reader(sqlite_be *b, vr_errbuf *err) {
+  if (sqlite3_open_v2(b->path, &b->rd, SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX, NULL) !=
+      SQLITE_OK)
+    return b->rd ? conn_err(b, b->rd, err, "opening a reader")
+                 : vr_errf(err, VR_ENOMEM, "store '%s': out of memory", b->path);
+  sqlite3_busy_timeout(b->rd, 2000);
+  return 0;
+}
+
 int vr_store_sqlite_open(const char *path, void **be_out, vr_errbuf *err) {
   *be_out = NULL;
   sqlite_be *b = VR_NEW(sqlite_be);
@@ -113,6 +137,7 @@ int vr_store_sqlite_open(const char *path, void **be_out, vr_errbuf *err) {
     vr_free(b);
     return vr_errf(err, VR_ENOMEM, "out of memory");
   }
+  pthread_mutex_init(&b->rd_mu, NULL);
   int rc = sqlite3_open_v2(path, &b->db,
                            SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
                                SQLITE_OPEN_FULLMUTEX,
@@ -129,6 +154,7 @@ int vr_store_sqlite_open(const char *path, void **be_out, vr_errbuf *err) {
   if (rc == 0) rc = exec(b, "PRAGMA foreign_keys=ON", err);
   if (rc == 0) rc = exec(b, k_schema, err);
   if (rc == 0) rc = check_version(b, err);
+  if (rc == 0) rc = open_reader(b, err);
   if (rc != 0) {
     be_close(b);
     return rc;
@@ -226,11 +252,11 @@ static void col_copy(char *dst, size_t cap, sqlite3_stmt *st, int col) {
 static int load_models(sqlite_be *b, vr_store_model_cb cb, void *ctx,
                        vr_errbuf *err) {
   sqlite3_stmt *st = NULL;
-  if (sqlite3_prepare_v2(b->db,
+  if (sqlite3_prepare_v2(b->rd,
                          "SELECT name,app,dir,accuracy,accuracy_declared,"
                          "registered_unix FROM models ORDER BY name",
                          -1, &st, NULL) != SQLITE_OK)
-    return db_err(b, err, "reading models");
+    return conn_err(b, b->rd, err, "reading models");
   int rc = 0, step;
   while (rc == 0 && (step = sqlite3_step(st)) == SQLITE_ROW) {
     vr_model_rec m = {0};
@@ -243,7 +269,7 @@ static int load_models(sqlite_be *b, vr_store_model_cb cb, void *ctx,
     rc = cb(ctx, &m);
     if (rc != 0) vr_errf(err, rc, "store '%s': cannot load model '%s'", b->path, m.name);
   }
-  if (rc == 0 && step != SQLITE_DONE) rc = db_err(b, err, "reading models");
+  if (rc == 0 && step != SQLITE_DONE) rc = conn_err(b, b->rd, err, "reading models");
   sqlite3_finalize(st);
   return rc;
 }
@@ -251,12 +277,12 @@ static int load_models(sqlite_be *b, vr_store_model_cb cb, void *ctx,
 static int load_variants(sqlite_be *b, vr_store_variant_cb cb, void *ctx,
                          vr_errbuf *err) {
   sqlite3_stmt *st = NULL;
-  if (sqlite3_prepare_v2(b->db,
+  if (sqlite3_prepare_v2(b->rd,
                          "SELECT name,model,app,precision,threads,max_batch,"
                          "accuracy,lat_b1_ms,load_ms,memory_bytes,profile "
                          "FROM variants ORDER BY model, rowid",
                          -1, &st, NULL) != SQLITE_OK)
-    return db_err(b, err, "reading variants");
+    return conn_err(b, b->rd, err, "reading variants");
   int rc = 0, step;
   while (rc == 0 && (step = sqlite3_step(st)) == SQLITE_ROW) {
     vr_variant_rec v = {0};
@@ -280,15 +306,27 @@ static int load_variants(sqlite_be *b, vr_store_variant_cb cb, void *ctx,
     if (rc != 0)
       vr_errf(err, rc, "store '%s': cannot load variant '%s'", b->path, v.name);
   }
-  if (rc == 0 && step != SQLITE_DONE) rc = db_err(b, err, "reading variants");
+  if (rc == 0 && step != SQLITE_DONE) rc = conn_err(b, b->rd, err, "reading variants");
   sqlite3_finalize(st);
   return rc;
 }
 
+/* One read transaction: a registration or removal committed between the
+ * two reads gave variants of a model not read (a "damaged store", which
+ * failed a server's start) or a model without its variants. */
 static int be_load(void *be, vr_store_model_cb on_model,
                    vr_store_variant_cb on_variant, void *ctx, vr_errbuf *err) {
-  int rc = load_models(be, on_model, ctx, err);
-  return rc ? rc : load_variants(be, on_variant, ctx, err);
+  sqlite_be *b = be;
+  pthread_mutex_lock(&b->rd_mu);
+  int rc = sqlite3_exec(b->rd, "BEGIN", NULL, NULL, NULL) == SQLITE_OK
+               ? 0
+               : conn_err(b, b->rd, err, "starting a read");
+  if (rc == 0) rc = load_models(b, on_model, ctx, err);
+  if (rc == 0) rc = load_variants(b, on_variant, ctx, err);
+  /* a read transaction: ending it cannot lose anything */
+  sqlite3_exec(b->rd, "ROLLBACK", NULL, NULL, NULL);
+  pthread_mutex_unlock(&b->rd_mu);
+  return rc;
 }
 
 /* ---- documents ------------------------------------------------------------ */

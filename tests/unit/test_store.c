@@ -4,6 +4,7 @@
  * redis` = a private redis-server) — plus each backend's own damage
  * checks (corrupted SQLite files; foreign or damaged Redis keys). */
 #include <pthread.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -592,6 +593,69 @@ static void test_redis_lost_reply(void **st) {
   vr_test_proxy_stop(&px);
 }
 
+/* A load reads models and variants from one commit. Another process
+ * writes while the models are read: its commit waits (the load's read
+ * lock), and holds SQLite's pending lock meanwhile, which lets no new read
+ * start. Read in two transactions, the variants waited out the busy
+ * timeout and the load failed (or, with the commit between the two
+ * reads, saw variants of a model it had not read: a damaged store). */
+typedef struct snap_ctx {
+  const char *path;
+  sqlite3 *w; /* the other process's connection, commit pending */
+  int models, variants, w_busy;
+} snap_ctx;
+
+static int snap_model(void *ctx, const vr_model_rec *m) {
+  snap_ctx *c = ctx;
+  (void)m;
+  if (c->models++ == 0) {
+    assert_int_equal(sqlite3_open(c->path, &c->w), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(c->w,
+                                  "BEGIN IMMEDIATE;"
+                                  "INSERT INTO models VALUES('late','x','/r/late',0.5,1,1);"
+                                  "INSERT INTO variants VALUES('late-fp32-t1-b1','late','x',"
+                                  "'fp32',1,1,0.5,1,1,1,'{}');",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    c->w_busy = sqlite3_exec(c->w, "COMMIT", NULL, NULL, NULL) == SQLITE_BUSY;
+  }
+  return 0;
+}
+
+static int snap_variant(void *ctx, const vr_variant_rec *v) {
+  snap_ctx *c = ctx;
+  assert_string_not_equal(v->model, "late");
+  c->variants++;
+  return 0;
+}
+
+static void test_load_one_snapshot(void **st) {
+  (void)st;
+  char path[64];
+  tmp_db(path);
+  vr_errbuf e = {0};
+  vr_store *s = NULL;
+  assert_int_equal(vr_store_open_path(path, &s, &e), 0);
+  populate(s);
+  vr_store_close(s);
+  void *be;
+  assert_int_equal(vr_store_sqlite_open(path, &be, &e), 0);
+  snap_ctx c = {.path = path};
+  int rc = vr_store_sqlite_ops.load(be, snap_model, snap_variant, &c, &e);
+  if (rc) fail_msg("load: %s", e.msg);
+  assert_true(c.w_busy); /* the write really overlapped the load */
+  assert_int_equal(c.models, 3);
+  assert_int_equal(c.variants, 5);
+  /* the load is over: the write commits, and the next load sees it */
+  assert_int_equal(sqlite3_exec(c.w, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+  sqlite3_close(c.w);
+  vr_store_sqlite_ops.close(be);
+  assert_int_equal(vr_store_open_path(path, &s, &e), 0);
+  assert_non_null(vr_store_model(s, "late"));
+  vr_store_close(s);
+  unlink(path);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest common[] = {
       cmocka_unit_test(test_index_and_restart),
@@ -605,6 +669,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest sqlite_only[] = {
       cmocka_unit_test(test_corrupted_file),
       cmocka_unit_test(test_foreign_schema),
+      cmocka_unit_test(test_load_one_snapshot),
   };
   const struct CMUnitTest redis_only[] = {
       cmocka_unit_test(test_redis_foreign_schema),
