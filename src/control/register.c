@@ -16,6 +16,7 @@
 #include "base/alloc.h"
 #include "base/cpus.h"
 #include "base/clock.h"
+#include "base/log.h"
 #include "control/fsutil.h"
 #include "runtime/config.h"
 #include "policy/profile.h"
@@ -74,6 +75,80 @@ static void default_name(char *out, const char *path) {
   }
 }
 
+/* ---- the in-progress marker ---------------------------------------------
+ * A registration writes MARKER (its pid, the process's start time, the
+ * kernel's boot id and the host name) into
+ * the entry before the rename and removes it once the store has the model.
+ * An entry with a marker whose process is gone was left by a registration
+ * that crashed between the two: it is removed, so the name is not blocked
+ * for good. An entry without one was placed by hand (the KServe repository
+ * API serves such models) and is never touched. */
+#define MARKER ".vario-registering"
+
+/* Start time of pid in clock ticks since boot (/proc/PID/stat field 22),
+ * 0 when there is no such process: with the pid, it names one process. */
+static unsigned long long proc_start(long pid) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  const char *p = strrchr(buf, ')'); /* the command may hold spaces */
+  unsigned long long start = 0;
+  if (p && sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
+                         "%*d %*d %*d %llu", &start) != 1)
+    start = 0;
+  return start;
+}
+
+/* Which kernel run and which host (container) a pid belongs to: a
+ * repository shared between hosts, or between containers of one host with
+ * pid namespaces of their own, holds markers whose pids mean nothing here. */
+static void whereami(char *boot, size_t bcap, char *host, size_t hcap) {
+  snprintf(boot, bcap, "-");
+  FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+  if (f) {
+    if (fscanf(f, "%63s", boot) != 1) snprintf(boot, bcap, "-");
+    fclose(f);
+  }
+  if (gethostname(host, hcap) != 0 || !*host) snprintf(host, hcap, "-");
+  host[hcap - 1] = 0;
+  for (char *p = host; *p; p++)
+    if (*p == ' ' || *p == '\n') *p = '_';
+}
+
+static int write_marker(const char *dir, vr_errbuf *err) {
+  char path[VR_STORE_PATH_MAX + 32], boot[64], host[256];
+  snprintf(path, sizeof path, "%s/" MARKER, dir);
+  whereami(boot, sizeof boot, host, sizeof host);
+  FILE *f = fopen(path, "w");
+  int ok = f && fprintf(f, "%ld %llu %s %s\n", (long)getpid(), proc_start((long)getpid()),
+                        boot, host) > 0;
+  if (f && fclose(f) != 0) ok = 0;
+  return ok ? 0 : vr_errf(err, VR_EIO, "cannot write in the repository: %s", strerror(errno));
+}
+
+/* 1: dir holds a marker whose registration is still running (in this
+ * process or another); 0: a marker whose process is gone (or whose host
+ * has rebooted since); -1: no marker, or one written on another host. */
+static int marker_live(const char *dir) {
+  char path[VR_STORE_PATH_MAX + 32], boot[64], host[256], mboot[64], mhost[256];
+  snprintf(path, sizeof path, "%s/" MARKER, dir);
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  long pid = 0;
+  unsigned long long start = 0;
+  int n = fscanf(f, "%ld %llu %63s %255s", &pid, &start, mboot, mhost);
+  fclose(f);
+  if (n != 4 || pid <= 0) return -1;
+  whereami(boot, sizeof boot, host, sizeof host);
+  if (strcmp(mhost, host)) return -1;
+  if (strcmp(mboot, boot)) return 0;
+  return proc_start(pid) == start && start != 0;
+}
+
 static int check_request(reg_ctx *c, vr_store *s, vr_errbuf *err) {
   const vr_register_req *r = c->r;
   if (!r->app || !r->model_path || !r->repo_dir)
@@ -105,6 +180,15 @@ static int check_request(reg_ctx *c, vr_store *s, vr_errbuf *err) {
     return vr_errf(err, VR_ERANGE, "repository path too long");
   /* The message names the model, not the path: over HTTP it goes to a
    * client, who has no business learning the server's file layout. */
+  int live = vr_path_exists(c->dir) ? marker_live(c->dir) : -1;
+  if (live == 0) {
+    vr_warn("register: removing the repository entry of '%s' left by a registration "
+            "that did not finish (its process is gone)", c->name);
+    vr_rmtree(c->dir);
+  } else if (live == 1) {
+    return vr_errf(err, VR_EEXIST, "model '%s' is being registered by another request",
+                   c->name);
+  }
   if (vr_path_exists(c->dir))
     return vr_errf(err, VR_EEXIST,
                    "model '%s' is not registered but the repository already has an entry of "
@@ -401,6 +485,7 @@ static int write_repo(reg_ctx *c, vr_errbuf *err) {
     rc = vr_errf(err, VR_EIO, "cannot create a directory in the repository");
   if (rc) return rc;
   snprintf(path, sizeof path, "%s/model.onnx", c->tmp_dir);
+  if (rc == 0) rc = write_marker(c->tmp_dir, err);
   if (rc == 0) rc = vr_copy_file(c->r->model_path, path, err);
   if (rc == 0) rc = write_calibration(c, c->tmp_dir, err);
   if (rc == 0) rc = write_config(c, c->tmp_dir, err);
@@ -480,6 +565,12 @@ int vr_register(vr_store *s, const vr_register_req *r, vr_register_result *res,
   if (rc == 0) {
     rc = commit(&c, s, err);
     if (rc != 0) vr_rmtree(c.dir); /* the store said no: undo the files */
+  }
+  if (rc == 0) {
+    char path[VR_STORE_PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/" MARKER, c.dir);
+    /* left behind, it is only consulted if the store forgets the model */
+    if (unlink(path) != 0) vr_warn("register: cannot remove %s: %s", path, strerror(errno));
   }
   if (rc == 0 && res) {
     snprintf(res->name, sizeof res->name, "%s", c.name);

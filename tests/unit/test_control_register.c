@@ -2,7 +2,9 @@
  * input of every kind is rejected with nothing left in the store or the
  * repository. */
 #include <dirent.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,6 +105,8 @@ static void test_register_ok_and_restart(void **st) {
     assert_false(vr_path_exists(path));
     assert_string_equal(cfg.calibration_path, "");
   }
+  snprintf(path, sizeof path, "%s/lin/.vario-registering", g_repo);
+  assert_false(vr_path_exists(path)); /* the in-progress marker is gone */
   snprintf(path, sizeof path, "%s/lin/model.onnx", g_repo);
   assert_true(vr_path_exists(path));
   /* The same name again is refused and changes nothing. */
@@ -134,6 +138,102 @@ static void test_stray_entry(void **st) {
   assert_null(strstr(e.msg, g_repo));
   assert_null(vr_store_model(s, "stray"));
   assert_int_equal(rmdir(dir), 0);
+  vr_store_close(s);
+}
+
+/* Field 22 of /proc/PID/stat: what the marker records besides the pid. */
+static unsigned long long start_of(pid_t pid) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  unsigned long long t = 0;
+  const char *p = strrchr(buf, ')');
+  if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
+                          "%*d %*d %*d %llu", &t) != 1)
+    return 0;
+  return t;
+}
+
+static void boot_and_host(char *boot, size_t bcap, char *host, size_t hcap) {
+  FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+  assert_non_null(f);
+  assert_int_equal(fscanf(f, "%63s", boot), 1);
+  fclose(f);
+  assert_int_equal(gethostname(host, hcap), 0);
+  (void)bcap;
+}
+
+/* A repository entry as a registration leaves it when its process dies
+ * between the rename and the store: its marker names pid, on this host
+ * (host "elsewhere": another host's). */
+static void leave_entry_on(const char *name, pid_t pid, unsigned long long start,
+                           const char *on) {
+  char boot[64], host[256];
+  boot_and_host(boot, sizeof boot, host, sizeof host);
+  char path[1400];
+  snprintf(path, sizeof path, "%s/%s", g_repo, name);
+  assert_int_equal(vr_mkdirs(path, NULL), 0);
+  snprintf(path, sizeof path, "%s/%s/.vario-registering", g_repo, name);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fprintf(f, "%d %llu %s %s\n", (int)pid, start, boot, on ? on : host);
+  fclose(f);
+  snprintf(path, sizeof path, "%s/%s/model.onnx", g_repo, name);
+  assert_int_equal(vr_copy_file(g_model, path, NULL), 0);
+}
+
+static void leave_entry(const char *name, pid_t pid, unsigned long long start) {
+  leave_entry_on(name, pid, start, NULL);
+}
+
+/* A registration that crashed after the rename left an entry the store
+ * does not know: it blocked the name for good. Its marker's process is
+ * gone, so the next registration removes it; one whose process lives is
+ * still running and keeps the name. */
+static void test_interrupted_entry(void **st) {
+  (void)st;
+  vr_errbuf e = {0};
+  vr_store *s;
+  assert_int_equal(vr_store_open_path(g_db, &s, &e), 0);
+  pid_t dead = fork();
+  if (dead == 0) _exit(0);
+  unsigned long long dead_start = start_of(dead);
+  assert_int_equal(waitpid(dead, NULL, 0), dead);
+  leave_entry("crashed", dead, dead_start ? dead_start : 1);
+  vr_register_req r = base_req("crashed");
+  if (vr_register(s, &r, NULL, &e)) fail_msg("%s", e.msg);
+  assert_non_null(vr_store_model(s, "crashed"));
+  char path[1400];
+  snprintf(path, sizeof path, "%s/crashed/.vario-registering", g_repo);
+  assert_false(vr_path_exists(path));
+  assert_int_equal(vr_unregister(s, "crashed", &e), 0);
+  /* a live process's registration: refused, and its entry left alone */
+  pid_t busy = fork();
+  if (busy == 0) {
+    pause();
+    _exit(0);
+  }
+  leave_entry("busy", busy, start_of(busy));
+  r = base_req("busy");
+  assert_int_equal(vr_register(s, &r, NULL, &e), VR_EEXIST);
+  assert_non_null(strstr(e.msg, "being registered"));
+  snprintf(path, sizeof path, "%s/busy/model.onnx", g_repo);
+  assert_true(vr_path_exists(path));
+  kill(busy, SIGKILL);
+  assert_int_equal(waitpid(busy, NULL, 0), busy);
+  /* its process is gone now: the entry is a leftover */
+  if (vr_register(s, &r, NULL, &e)) fail_msg("%s", e.msg);
+  assert_int_equal(vr_unregister(s, "busy", &e), 0);
+  /* another host's marker: its pid means nothing here, so it is kept */
+  leave_entry_on("remote", dead, dead_start ? dead_start : 1, "elsewhere");
+  r = base_req("remote");
+  assert_int_equal(vr_register(s, &r, NULL, &e), VR_EEXIST);
+  snprintf(path, sizeof path, "%s/remote/model.onnx", g_repo);
+  assert_true(vr_path_exists(path));
   vr_store_close(s);
 }
 
@@ -238,6 +338,7 @@ int main(void) {
       cmocka_unit_test(test_register_ok_and_restart),
       cmocka_unit_test(test_declared_accuracy),
       cmocka_unit_test(test_stray_entry),
+      cmocka_unit_test(test_interrupted_entry),
       cmocka_unit_test(test_bad_input),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
