@@ -23,6 +23,7 @@ struct vr_grpc {
   int port;
   int stopping;        /* shutdown requested (atomic) */
   int server_down;     /* shutdown tag seen */
+  int cq_down;         /* queue shut down: no batch may start (loop thread) */
   int inflight;        /* infer calls waiting for the runtime (atomic) */
   char shutdown_tag;
 };

@@ -4,7 +4,8 @@ python3-grpcio; messages compiled from Vario's proto by Debian's protoc, not
 by the server's code): ServerLive/Ready/Metadata, ModelReady/Metadata,
 ModelInfer with raw_input_contents (and typed contents, classification,
 refused parameters), ModelConfig, ModelStatistics, RepositoryIndex and
-RepositoryModelLoad/Unload, and HTTP and gRPC answering the same model alike.
+RepositoryModelLoad/Unload, HTTP and gRPC answering the same model alike, and
+SIGTERM with hundreds of gRPC calls in flight.
 
 usage: grpc_client.py VARIO SOURCE_DIR   (exit 77 = skipped: no grpcio/protoc)
 """
@@ -15,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 
@@ -63,8 +65,77 @@ def main():
     out = log.read()
     check("stopped" in out and p.returncode == 0 and "Sanitizer" not in out,
           f"server stops cleanly with gRPC clients connected (exit {p.returncode})")
+    shutdown_rounds()
     shutil.rmtree(TMP, ignore_errors=True)
     print("grpc: all checks passed")
+
+
+def start(args, name):
+    """A server on free ports: (process, log, HTTP port, gRPC port)."""
+    log = open(os.path.join(TMP, name), "w+")
+    p = subprocess.Popen([VARIO, "serve", "--repo", REPO, "--port", "0"] + args, stdout=log,
+                         stderr=log, env=dict(os.environ, VARIO_ADMIN_TOKEN=TOKEN))
+    for _ in range(600):
+        log.seek(0)
+        m = re.search(r"listening on http://[0-9.]+:(\d+).*gRPC port (\d+)", log.read())
+        if m:
+            return p, log, int(m.group(1)), int(m.group(2))
+        if p.poll() is not None:
+            break
+        time.sleep(0.05)
+    check(False, f"{name}: server up")
+
+
+def shutdown_rounds():
+    """SIGTERM with calls at every stage (queued in the runtime, being
+    accepted, being read, an open stream): the server's shutdown tag does
+    not wait for their completions, and one that surfaced after the queue
+    was shut down started a batch on it (gRPC aborted the process). It is
+    a race, so a few rounds."""
+    x = np.random.rand(64, 1, 28, 28).astype(np.float32)
+    req = pb.ModelInferRequest(model_name="fmnist_mlp")
+    t = req.inputs.add()
+    t.name, t.datatype = "input", "FP32"
+    t.shape.extend(x.shape)
+    req.raw_input_contents.append(x.tobytes())
+    for rnd in range(4):
+        p, log, _, gport = start([], f"sigterm{rnd}.log")
+        chs = [grpc.insecure_channel(f"127.0.0.1:{gport}",
+                                     options=[("grpc.use_local_subchannel_pool", 1)])
+               for _ in range(2)]
+        infer = [c.unary_unary("/inference.GRPCInferenceService/ModelInfer",
+                               request_serializer=lambda m: m.SerializeToString(),
+                               response_deserializer=pb.ModelInferResponse.FromString)
+                 for c in chs]
+        stream = chs[0].stream_stream("/inference.GRPCInferenceService/ModelStreamInfer",
+                                      request_serializer=lambda m: m.SerializeToString(),
+                                      response_deserializer=pb.ModelInferResponse.FromString)
+        idle = threading.Event()
+        open_stream = stream(iter(idle.wait, True), timeout=60)  # sends nothing
+        futs = [f.future(req, timeout=60) for _ in range(200) for f in infer]
+        time.sleep(0.3)
+        p.terminate()
+        for f in futs:
+            try:
+                f.result()
+            except grpc.RpcError:
+                pass
+        try:
+            for _ in open_stream:
+                pass
+        except grpc.RpcError:
+            pass
+        idle.set()
+        for c in chs:
+            c.close()
+        p.wait(timeout=30)
+        log.seek(0)
+        out = log.read()
+        if p.returncode != 0 or "stopped" not in out or "Sanitizer" in out:
+            print(out[-2000:])
+        check(p.returncode == 0 and "stopped" in out and "Sanitizer" not in out,
+              f"round {rnd}: SIGTERM with {len(futs)} calls in flight stops cleanly"
+              f" (exit {p.returncode})")
 
 
 def run(p, log):
