@@ -98,6 +98,7 @@ def shutdown_rounds():
     t.name, t.datatype = "input", "FP32"
     t.shape.extend(x.shape)
     req.raw_input_contents.append(x.tobytes())
+    req.outputs.add(name="logits")  # as tritonclient does: the output is checked first
     for rnd in range(4):
         p, log, _, gport = start([], f"sigterm{rnd}.log")
         chs = [grpc.insecure_channel(f"127.0.0.1:{gport}",
@@ -115,11 +116,15 @@ def shutdown_rounds():
         futs = [f.future(req, timeout=60) for _ in range(200) for f in infer]
         time.sleep(0.3)
         p.terminate()
+        codes = {}
         for f in futs:
             try:
                 f.result()
-            except grpc.RpcError:
-                pass
+            except grpc.RpcError as e:
+                codes[e.code()] = e.details()
+        # a model let go during shutdown is a retryable UNAVAILABLE, not NOT_FOUND
+        check(grpc.StatusCode.NOT_FOUND not in codes,
+              f"round {rnd}: calls refused during shutdown are not NOT_FOUND {codes}")
         try:
             for _ in open_stream:
                 pass
