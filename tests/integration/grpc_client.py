@@ -250,6 +250,14 @@ def run(p, log):
     long_t.parameters["timeout"].int64_param = (2**63 - 1) // 1000 + 1
     code, msg = error("ModelInfer", long_t, pb.ModelInferResponse)
     check(code == grpc.StatusCode.INVALID_ARGUMENT and "timeout" in msg, f"timeout too long: {msg}")
+    # the spec: contents must not be given with raw_input_contents (the
+    # typed values were silently ignored)
+    both = pb.ModelInferRequest()
+    both.CopyFrom(req)
+    both.inputs[0].contents.fp32_contents.extend(x.ravel().tolist())
+    code, msg = error("ModelInfer", both, pb.ModelInferResponse)
+    check(code == grpc.StatusCode.INVALID_ARGUMENT and "raw_input_contents" in msg,
+          f"contents and raw_input_contents together refused: {code} {msg}")
     short = pb.ModelInferRequest()
     short.CopyFrom(req)
     short.raw_input_contents[0] = x.tobytes()[:100]
