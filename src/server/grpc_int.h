@@ -24,7 +24,8 @@ struct vr_grpc {
   int stopping;        /* shutdown requested (atomic) */
   int server_down;     /* shutdown tag seen */
   int cq_down;         /* queue shut down: no batch may start (loop thread) */
-  int inflight;        /* infer calls waiting for the runtime (atomic) */
+  int inflight;        /* calls another thread will answer: infers waiting for
+                        * the runtime, loads/unloads (atomic) */
   char shutdown_tag;
 };
 

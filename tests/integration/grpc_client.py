@@ -317,6 +317,35 @@ def run(p, log):
     call("RepositoryModelUnload", ur, pb.RepositoryModelUnloadResponse)
     check(not call("ModelReady", pb.ModelReadyRequest(name="fmnist_cnn_s"), pb.ModelReadyResponse).ready,
           "RepositoryModelUnload with unload_dependents")
+    # a load runs off the queue thread, which also polls the sockets:
+    # while a slow load (four instances, each profiled) ran on it, every
+    # other call (ServerLive too) waited for it
+    slow = os.path.join(REPO, "slow_resnet")
+    shutil.copytree(os.path.join(SRC, "models/fmnist/fmnist_resnet"), slow)
+    with open(os.path.join(slow, "config.json")) as f:
+        sc = json.load(f)
+    sc.update(name="slow_resnet", instances=4)
+    with open(os.path.join(slow, "config.json"), "w") as f:
+        json.dump(sc, f)
+    load = ch.unary_unary("/inference.GRPCInferenceService/RepositoryModelLoad",
+                          request_serializer=lambda m: m.SerializeToString(),
+                          response_deserializer=pb.RepositoryModelLoadResponse.FromString)
+    t0 = time.time()
+    lf = load.future(pb.RepositoryModelLoadRequest(model_name="slow_resnet"), timeout=60,
+                     metadata=[("authorization", "Bearer " + TOKEN)])
+    time.sleep(0.1)
+    t1 = time.time()
+    call("ServerLive", pb.ServerLiveRequest(), pb.ServerLiveResponse)
+    live_s = time.time() - t1
+    lf.result()
+    load_s = time.time() - t0
+    check(live_s < load_s / 2, f"ServerLive answered during a load ({live_s:.3f} s, the load"
+          f" {load_s:.3f} s)")
+    check(call("ModelReady", pb.ModelReadyRequest(name="slow_resnet"), pb.ModelReadyResponse).ready,
+          "the slow load succeeded")
+    call("RepositoryModelUnload", pb.RepositoryModelUnloadRequest(model_name="slow_resnet"),
+         pb.RepositoryModelUnloadResponse)
+    shutil.rmtree(slow)  # the shutdown rounds' servers need not load it
     code, _ = error("Nope", pb.ServerLiveRequest(), pb.ServerLiveResponse)
     check(code == grpc.StatusCode.UNIMPLEMENTED, f"unknown method -> {code}")
     # a Triton extension Vario lacks is named (the request bytes do not
