@@ -463,9 +463,14 @@ int vr_grpc_start(vr_server *s, const char *host, int port, vr_grpc **out,
   grpc_server_register_completion_queue(g->srv, g->cq, NULL);
   char addr[300];
   snprintf(addr, sizeof addr, "%s:%d", host ? host : "127.0.0.1", port);
-  grpc_server_credentials *cr = grpc_insecure_server_credentials_create();
-  g->port = grpc_server_add_http2_port(g->srv, addr, cr);
-  grpc_server_credentials_release(cr);
+  /* With --tls-cert/--tls-key gRPC speaks TLS too, with the same pair:
+   * a plaintext port beside HTTPS carried the bearer token in clear. */
+  grpc_ssl_pem_key_cert_pair kc = {s->o.tls_key_pem, s->o.tls_cert_pem};
+  int tls = s->o.tls_key_pem && s->o.tls_cert_pem;
+  grpc_server_credentials *cr = tls ? grpc_ssl_server_credentials_create(NULL, &kc, 1, 0, NULL)
+                                    : grpc_insecure_server_credentials_create();
+  g->port = cr ? grpc_server_add_http2_port(g->srv, addr, cr) : 0;
+  if (cr) grpc_server_credentials_release(cr);
   grpc_server_start(g->srv);
   if (g->port <= 0) {
     g->server_down = 1; /* no thread: tear down here */

@@ -66,6 +66,7 @@ def main():
     check("stopped" in out and p.returncode == 0 and "Sanitizer" not in out,
           f"server stops cleanly with gRPC clients connected (exit {p.returncode})")
     shutdown_rounds()
+    tls_round()
     shutil.rmtree(TMP, ignore_errors=True)
     print("grpc: all checks passed")
 
@@ -77,13 +78,53 @@ def start(args, name):
                          stderr=log, env=dict(os.environ, VARIO_ADMIN_TOKEN=TOKEN))
     for _ in range(600):
         log.seek(0)
-        m = re.search(r"listening on http://[0-9.]+:(\d+).*gRPC port (\d+)", log.read())
+        m = re.search(r"listening on https?://[0-9.]+:(\d+).*gRPC port (\d+)", log.read())
         if m:
             return p, log, int(m.group(1)), int(m.group(2))
         if p.poll() is not None:
             break
         time.sleep(0.05)
+    p.kill()
     check(False, f"{name}: server up")
+
+
+def tls_round():
+    """With --tls-cert/--tls-key the gRPC port speaks TLS with the same
+    certificate: it served plaintext beside HTTPS, bearer token included."""
+    if not shutil.which("openssl"):
+        print("skip: TLS round (no openssl)")
+        return
+    key, cert = os.path.join(TMP, "key.pem"), os.path.join(TMP, "cert.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key, "-out", cert,
+                    "-days", "1", "-subj", "/CN=127.0.0.1", "-addext",
+                    "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+    p, log, _, gport = start(["--tls-cert", cert, "--tls-key", key], "tls.log")
+    try:
+        def live(ch):
+            f = ch.unary_unary("/inference.GRPCInferenceService/ServerLive",
+                               request_serializer=lambda m: m.SerializeToString(),
+                               response_deserializer=pb.ServerLiveResponse.FromString)
+            try:
+                return f(pb.ServerLiveRequest(), timeout=10).live, None
+            except grpc.RpcError as e:
+                return None, e.code()
+        plain = grpc.insecure_channel(f"127.0.0.1:{gport}")
+        ok, code = live(plain)
+        check(ok is None, f"plaintext gRPC to the TLS server refused ({code})")
+        plain.close()
+        with open(cert, "rb") as f:
+            creds = grpc.ssl_channel_credentials(root_certificates=f.read())
+        sec = grpc.secure_channel(f"127.0.0.1:{gport}", creds)
+        ok, code = live(sec)
+        check(ok is True, f"gRPC over TLS answers ServerLive ({code})")
+        sec.close()
+    finally:
+        p.terminate()
+        p.wait(timeout=30)
+    log.seek(0)
+    out = log.read()
+    check(p.returncode == 0 and "Sanitizer" not in out, f"TLS server stops cleanly ({p.returncode})")
 
 
 def shutdown_rounds():
