@@ -388,6 +388,15 @@ static void start_read(gcall *c) {
 }
 
 static void on_event(vr_grpc *g, gcall *c, int ok) {
+  /* No batch may start once the queue is shut down (gRPC aborts the
+   * process). The server's shutdown tag does not wait for every call's
+   * completions, so an accept or a read can still surface after it: that
+   * call is dropped (unref cancels it; cancel_all_calls closed its
+   * connection anyway). */
+  if (g->cq_down) {
+    call_free(c);
+    return;
+  }
   switch (c->stage) {
   case ST_NEW:
     if (!ok) { /* the server is shutting down */
@@ -408,7 +417,6 @@ static void on_event(vr_grpc *g, gcall *c, int ok) {
 
 static void *loop(void *arg) {
   vr_grpc *g = arg;
-  int cq_down = 0;
   for (;;) {
     gpr_timespec t = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
                                   gpr_time_from_millis(100, GPR_TIMESPAN));
@@ -420,9 +428,9 @@ static void *loop(void *arg) {
     }
     /* The queue closes once the server is down and no runtime callback
      * may still start a batch on one of its calls. */
-    if (g->server_down && !cq_down && !__atomic_load_n(&g->inflight, __ATOMIC_SEQ_CST)) {
+    if (g->server_down && !g->cq_down && !__atomic_load_n(&g->inflight, __ATOMIC_SEQ_CST)) {
       grpc_completion_queue_shutdown(g->cq);
-      cq_down = 1;
+      g->cq_down = 1;
     }
   }
   return NULL;
@@ -455,9 +463,14 @@ int vr_grpc_start(vr_server *s, const char *host, int port, vr_grpc **out,
   grpc_server_register_completion_queue(g->srv, g->cq, NULL);
   char addr[300];
   snprintf(addr, sizeof addr, "%s:%d", host ? host : "127.0.0.1", port);
-  grpc_server_credentials *cr = grpc_insecure_server_credentials_create();
-  g->port = grpc_server_add_http2_port(g->srv, addr, cr);
-  grpc_server_credentials_release(cr);
+  /* With --tls-cert/--tls-key gRPC speaks TLS too, with the same pair:
+   * a plaintext port beside HTTPS carried the bearer token in clear. */
+  grpc_ssl_pem_key_cert_pair kc = {s->o.tls_key_pem, s->o.tls_cert_pem};
+  int tls = s->o.tls_key_pem && s->o.tls_cert_pem;
+  grpc_server_credentials *cr = tls ? grpc_ssl_server_credentials_create(NULL, &kc, 1, 0, NULL)
+                                    : grpc_insecure_server_credentials_create();
+  g->port = cr ? grpc_server_add_http2_port(g->srv, addr, cr) : 0;
+  if (cr) grpc_server_credentials_release(cr);
   grpc_server_start(g->srv);
   if (g->port <= 0) {
     g->server_down = 1; /* no thread: tear down here */

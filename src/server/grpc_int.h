@@ -23,7 +23,9 @@ struct vr_grpc {
   int port;
   int stopping;        /* shutdown requested (atomic) */
   int server_down;     /* shutdown tag seen */
-  int inflight;        /* infer calls waiting for the runtime (atomic) */
+  int cq_down;         /* queue shut down: no batch may start (loop thread) */
+  int inflight;        /* calls another thread will answer: infers waiting for
+                        * the runtime, loads/unloads (atomic) */
   char shutdown_tag;
 };
 

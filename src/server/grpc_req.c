@@ -101,6 +101,9 @@ static int one_input(Inference__ModelInferRequest *q, size_t i, vr_ks_input *t,
       return vr_ks_refuse_param(in->parameters[k]->key, where, err);
     }
   if (q->n_raw_input_contents) {
+    if (in->contents) /* the spec forbids both: one of them would be ignored */
+      return vr_errf(err, VR_EFORMAT, "input '%s': contents given with"
+                     " raw_input_contents; send the data in one of them", t->name);
     if (q->raw_input_contents[i].len != t->nbytes)
       return vr_errf(err, VR_ESHAPE, "input '%s': raw_input_contents has %zu bytes,"
                      " shape and datatype need %zu", t->name,

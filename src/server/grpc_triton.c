@@ -3,6 +3,7 @@
  * statistics, repository index, load and unload). The call lifecycle and
  * the core KServe methods are in grpc.c.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -216,8 +217,72 @@ void vr__grpc_repository_index(gcall *c) {
   vr_free(a.r.models);
 }
 
-/* Load/unload run on this thread: they are rare, and the HTTP front end
- * keeps answering meanwhile. */
+/* A load or unload that passed its checks: it runs, and is answered, on
+ * its own thread. */
+typedef struct load_job {
+  gcall *c;
+  int load;
+  char name[VR_NAME_MAX];
+} load_job;
+
+static void *load_main(void *arg) {
+  load_job *j = arg;
+  gcall *c = j->c;
+  vr_grpc *g = c->g;
+  vr_server *s = g->s;
+  vr_errbuf err = {0};
+  int rc = j->load ? vr_server_load(s, j->name, &err) : vr_rt_unload(s->rt, j->name, &err);
+  if (!rc || !j->load || rc != VR_ENOENT) vr__srv_expect(s, j->name, j->load);
+  if (rc) {
+    vr__grpc_fail(c, rc, err.msg);
+  } else {
+    Inference__RepositoryModelLoadResponse lr = INFERENCE__REPOSITORY_MODEL_LOAD_RESPONSE__INIT;
+    Inference__RepositoryModelUnloadResponse ur = INFERENCE__REPOSITORY_MODEL_UNLOAD_RESPONSE__INIT;
+    vr__grpc_reply(c, j->load ? &lr.base : &ur.base);
+  }
+  vr_free(j);
+  __atomic_fetch_sub(&s->admin_jobs, 1, __ATOMIC_SEQ_CST);
+  __atomic_fetch_sub(&g->inflight, 1, __ATOMIC_SEQ_CST); /* g may go after this */
+  return NULL;
+}
+
+/* Starts the job's thread, counted as HTTP's are (shutdown waits for
+ * admin jobs; max_admin_jobs at once) and as in flight (the queue stays
+ * open for its answer). Answers the call itself when it cannot. */
+static void load_spawn(gcall *c, int load, const char *name) {
+  vr_server *s = c->g->s;
+  int max = s->o.max_admin_jobs > 0 ? s->o.max_admin_jobs : 4;
+  load_job *j = VR_NEW(load_job);
+  if (!j) return vr__grpc_fail(c, VR_ENOMEM, "out of memory");
+  j->c = c;
+  j->load = load;
+  snprintf(j->name, sizeof j->name, "%s", name);
+  if (__atomic_add_fetch(&s->admin_jobs, 1, __ATOMIC_SEQ_CST) > max) {
+    __atomic_fetch_sub(&s->admin_jobs, 1, __ATOMIC_SEQ_CST);
+    vr_free(j);
+    char msg[128];
+    snprintf(msg, sizeof msg, "%d admin jobs (loads, registrations) are already running;"
+             " retry later", max);
+    return vr__grpc_fail(c, VR_EBUSY, msg);
+  }
+  __atomic_fetch_add(&c->g->inflight, 1, __ATOMIC_SEQ_CST);
+  pthread_t t;
+  pthread_attr_t a;
+  pthread_attr_init(&a);
+  pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+  int rc = pthread_create(&t, &a, load_main, j);
+  pthread_attr_destroy(&a);
+  if (rc) {
+    vr_free(j);
+    __atomic_fetch_sub(&s->admin_jobs, 1, __ATOMIC_SEQ_CST);
+    __atomic_fetch_sub(&c->g->inflight, 1, __ATOMIC_SEQ_CST);
+    vr__grpc_fail(c, VR_EINTERNAL, "cannot start a thread");
+  }
+}
+
+/* Load/unload do not run on the queue thread: it is also the one that
+ * polls the gRPC sockets, so while a load ran there every other call
+ * (ServerLive included) waited for it. The checks are quick and stay. */
 void vr__grpc_repository_load(gcall *c, int load) {
   const ProtobufCMessageDescriptor *d =
       load ? &inference__repository_model_load_request__descriptor
@@ -245,16 +310,7 @@ void vr__grpc_repository_load(gcall *c, int load) {
                  " repository (--repo); leave it empty", repo);
   if (!rc && !vr__srv_valid_name(name)) /* the HTTP route's rule */
     rc = vr_errf(&err, VR_EINVAL, "model names use only [A-Za-z0-9_.-]");
-  if (!rc) {
-    rc = load ? vr_server_load(c->g->s, name, &err) : vr_rt_unload(c->g->s->rt, name, &err);
-    if (!rc || !load || rc != VR_ENOENT) vr__srv_expect(c->g->s, name, load);
-  }
+  if (rc) vr__grpc_fail(c, rc, err.msg);
+  else load_spawn(c, load, name);
   protobuf_c_message_free_unpacked(m, NULL);
-  if (rc) {
-    vr__grpc_fail(c, rc, err.msg);
-    return;
-  }
-  Inference__RepositoryModelLoadResponse lr = INFERENCE__REPOSITORY_MODEL_LOAD_RESPONSE__INIT;
-  Inference__RepositoryModelUnloadResponse ur = INFERENCE__REPOSITORY_MODEL_UNLOAD_RESPONSE__INIT;
-  vr__grpc_reply(c, load ? &lr.base : &ur.base);
 }

@@ -108,8 +108,12 @@ int vr__srv_submit(vr_server *s, const char *model, vr_ks_request *ks,
    * unknown models itself, so the common case skips the config copy). */
   if (ks->n_out > 0) {
     vr_model_config cfg;
+    /* During shutdown the runtime has let its models go: that is a 503 a
+     * client retries elsewhere (as the runtime answers), not a 404. */
     if (vr_rt_model_config(s->rt, model, &cfg))
-      rc = vr_errf(err, VR_ENOENT, "model '%.128s' is not loaded", model);
+      rc = __atomic_load_n(&s->shutting_down, __ATOMIC_SEQ_CST)
+               ? vr_errf(err, VR_ESHUTDOWN, "server is shutting down")
+               : vr_errf(err, VR_ENOENT, "model '%.128s' is not loaded", model);
     else
       rc = vr_ks_check_outputs(ks, &cfg, err);
     /* Labels travel with the request: the model may be unloaded before

@@ -4,7 +4,8 @@ python3-grpcio; messages compiled from Vario's proto by Debian's protoc, not
 by the server's code): ServerLive/Ready/Metadata, ModelReady/Metadata,
 ModelInfer with raw_input_contents (and typed contents, classification,
 refused parameters), ModelConfig, ModelStatistics, RepositoryIndex and
-RepositoryModelLoad/Unload, and HTTP and gRPC answering the same model alike.
+RepositoryModelLoad/Unload, HTTP and gRPC answering the same model alike, and
+SIGTERM with hundreds of gRPC calls in flight.
 
 usage: grpc_client.py VARIO SOURCE_DIR   (exit 77 = skipped: no grpcio/protoc)
 """
@@ -15,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 
@@ -63,8 +65,123 @@ def main():
     out = log.read()
     check("stopped" in out and p.returncode == 0 and "Sanitizer" not in out,
           f"server stops cleanly with gRPC clients connected (exit {p.returncode})")
+    shutdown_rounds()
+    tls_round()
     shutil.rmtree(TMP, ignore_errors=True)
     print("grpc: all checks passed")
+
+
+def start(args, name):
+    """A server on free ports: (process, log, HTTP port, gRPC port)."""
+    log = open(os.path.join(TMP, name), "w+")
+    p = subprocess.Popen([VARIO, "serve", "--repo", REPO, "--port", "0"] + args, stdout=log,
+                         stderr=log, env=dict(os.environ, VARIO_ADMIN_TOKEN=TOKEN))
+    for _ in range(600):
+        log.seek(0)
+        m = re.search(r"listening on https?://[0-9.]+:(\d+).*gRPC port (\d+)", log.read())
+        if m:
+            return p, log, int(m.group(1)), int(m.group(2))
+        if p.poll() is not None:
+            break
+        time.sleep(0.05)
+    p.kill()
+    check(False, f"{name}: server up")
+
+
+def tls_round():
+    """With --tls-cert/--tls-key the gRPC port speaks TLS with the same
+    certificate: it served plaintext beside HTTPS, bearer token included."""
+    if not shutil.which("openssl"):
+        print("skip: TLS round (no openssl)")
+        return
+    key, cert = os.path.join(TMP, "key.pem"), os.path.join(TMP, "cert.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key, "-out", cert,
+                    "-days", "1", "-subj", "/CN=127.0.0.1", "-addext",
+                    "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+    p, log, _, gport = start(["--tls-cert", cert, "--tls-key", key], "tls.log")
+    try:
+        def live(ch):
+            f = ch.unary_unary("/inference.GRPCInferenceService/ServerLive",
+                               request_serializer=lambda m: m.SerializeToString(),
+                               response_deserializer=pb.ServerLiveResponse.FromString)
+            try:
+                return f(pb.ServerLiveRequest(), timeout=10).live, None
+            except grpc.RpcError as e:
+                return None, e.code()
+        plain = grpc.insecure_channel(f"127.0.0.1:{gport}")
+        ok, code = live(plain)
+        check(ok is None, f"plaintext gRPC to the TLS server refused ({code})")
+        plain.close()
+        with open(cert, "rb") as f:
+            creds = grpc.ssl_channel_credentials(root_certificates=f.read())
+        sec = grpc.secure_channel(f"127.0.0.1:{gport}", creds)
+        ok, code = live(sec)
+        check(ok is True, f"gRPC over TLS answers ServerLive ({code})")
+        sec.close()
+    finally:
+        p.terminate()
+        p.wait(timeout=30)
+    log.seek(0)
+    out = log.read()
+    check(p.returncode == 0 and "Sanitizer" not in out, f"TLS server stops cleanly ({p.returncode})")
+
+
+def shutdown_rounds():
+    """SIGTERM with calls at every stage (queued in the runtime, being
+    accepted, being read, an open stream): the server's shutdown tag does
+    not wait for their completions, and one that surfaced after the queue
+    was shut down started a batch on it (gRPC aborted the process). It is
+    a race, so a few rounds."""
+    x = np.random.rand(64, 1, 28, 28).astype(np.float32)
+    req = pb.ModelInferRequest(model_name="fmnist_mlp")
+    t = req.inputs.add()
+    t.name, t.datatype = "input", "FP32"
+    t.shape.extend(x.shape)
+    req.raw_input_contents.append(x.tobytes())
+    req.outputs.add(name="logits")  # as tritonclient does: the output is checked first
+    for rnd in range(4):
+        p, log, _, gport = start([], f"sigterm{rnd}.log")
+        chs = [grpc.insecure_channel(f"127.0.0.1:{gport}",
+                                     options=[("grpc.use_local_subchannel_pool", 1)])
+               for _ in range(2)]
+        infer = [c.unary_unary("/inference.GRPCInferenceService/ModelInfer",
+                               request_serializer=lambda m: m.SerializeToString(),
+                               response_deserializer=pb.ModelInferResponse.FromString)
+                 for c in chs]
+        stream = chs[0].stream_stream("/inference.GRPCInferenceService/ModelStreamInfer",
+                                      request_serializer=lambda m: m.SerializeToString(),
+                                      response_deserializer=pb.ModelInferResponse.FromString)
+        idle = threading.Event()
+        open_stream = stream(iter(idle.wait, True), timeout=60)  # sends nothing
+        futs = [f.future(req, timeout=60) for _ in range(200) for f in infer]
+        time.sleep(0.3)
+        p.terminate()
+        codes = {}
+        for f in futs:
+            try:
+                f.result()
+            except grpc.RpcError as e:
+                codes[e.code()] = e.details()
+        # a model let go during shutdown is a retryable UNAVAILABLE, not NOT_FOUND
+        check(grpc.StatusCode.NOT_FOUND not in codes,
+              f"round {rnd}: calls refused during shutdown are not NOT_FOUND {codes}")
+        try:
+            for _ in open_stream:
+                pass
+        except grpc.RpcError:
+            pass
+        idle.set()
+        for c in chs:
+            c.close()
+        p.wait(timeout=30)
+        log.seek(0)
+        out = log.read()
+        if p.returncode != 0 or "stopped" not in out or "Sanitizer" in out:
+            print(out[-2000:])
+        check(p.returncode == 0 and "stopped" in out and "Sanitizer" not in out,
+              f"round {rnd}: SIGTERM with {len(futs)} calls in flight stops cleanly"
+              f" (exit {p.returncode})")
 
 
 def run(p, log):
@@ -174,6 +291,14 @@ def run(p, log):
     long_t.parameters["timeout"].int64_param = (2**63 - 1) // 1000 + 1
     code, msg = error("ModelInfer", long_t, pb.ModelInferResponse)
     check(code == grpc.StatusCode.INVALID_ARGUMENT and "timeout" in msg, f"timeout too long: {msg}")
+    # the spec: contents must not be given with raw_input_contents (the
+    # typed values were silently ignored)
+    both = pb.ModelInferRequest()
+    both.CopyFrom(req)
+    both.inputs[0].contents.fp32_contents.extend(x.ravel().tolist())
+    code, msg = error("ModelInfer", both, pb.ModelInferResponse)
+    check(code == grpc.StatusCode.INVALID_ARGUMENT and "raw_input_contents" in msg,
+          f"contents and raw_input_contents together refused: {code} {msg}")
     short = pb.ModelInferRequest()
     short.CopyFrom(req)
     short.raw_input_contents[0] = x.tobytes()[:100]
@@ -233,6 +358,35 @@ def run(p, log):
     call("RepositoryModelUnload", ur, pb.RepositoryModelUnloadResponse)
     check(not call("ModelReady", pb.ModelReadyRequest(name="fmnist_cnn_s"), pb.ModelReadyResponse).ready,
           "RepositoryModelUnload with unload_dependents")
+    # a load runs off the queue thread, which also polls the sockets:
+    # while a slow load (four instances, each profiled) ran on it, every
+    # other call (ServerLive too) waited for it
+    slow = os.path.join(REPO, "slow_resnet")
+    shutil.copytree(os.path.join(SRC, "models/fmnist/fmnist_resnet"), slow)
+    with open(os.path.join(slow, "config.json")) as f:
+        sc = json.load(f)
+    sc.update(name="slow_resnet", instances=4)
+    with open(os.path.join(slow, "config.json"), "w") as f:
+        json.dump(sc, f)
+    load = ch.unary_unary("/inference.GRPCInferenceService/RepositoryModelLoad",
+                          request_serializer=lambda m: m.SerializeToString(),
+                          response_deserializer=pb.RepositoryModelLoadResponse.FromString)
+    t0 = time.time()
+    lf = load.future(pb.RepositoryModelLoadRequest(model_name="slow_resnet"), timeout=60,
+                     metadata=[("authorization", "Bearer " + TOKEN)])
+    time.sleep(0.1)
+    t1 = time.time()
+    call("ServerLive", pb.ServerLiveRequest(), pb.ServerLiveResponse)
+    live_s = time.time() - t1
+    lf.result()
+    load_s = time.time() - t0
+    check(live_s < load_s / 2, f"ServerLive answered during a load ({live_s:.3f} s, the load"
+          f" {load_s:.3f} s)")
+    check(call("ModelReady", pb.ModelReadyRequest(name="slow_resnet"), pb.ModelReadyResponse).ready,
+          "the slow load succeeded")
+    call("RepositoryModelUnload", pb.RepositoryModelUnloadRequest(model_name="slow_resnet"),
+         pb.RepositoryModelUnloadResponse)
+    shutil.rmtree(slow)  # the shutdown rounds' servers need not load it
     code, _ = error("Nope", pb.ServerLiveRequest(), pb.ServerLiveResponse)
     check(code == grpc.StatusCode.UNIMPLEMENTED, f"unknown method -> {code}")
     # a Triton extension Vario lacks is named (the request bytes do not
