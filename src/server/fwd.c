@@ -296,6 +296,16 @@ static void busy_del(vr_fwd *f, conn *k) {
 static void fail_try(vr_fwd *f, conn *k, const char *why);
 static int read_some(vr_fwd *f, conn *k);
 
+/* Writing the request failed. A worker may answer before it has read the
+ * whole body (413: past its body limit) and close, which fails the write:
+ * that answer, when it came whole, is the request's, not a failure of the
+ * worker (failing the try marked every worker of the key down and retried
+ * the body on each). With nothing sent the connect itself failed. */
+static void write_failed(vr_fwd *f, conn *k, const char *why) {
+  if (k->sent > 0 && read_some(f, k) != 0) return;
+  fail_try(f, k, why);
+}
+
 /* Arms k for the I/O thread (EPOLLOUT while the request is not all sent). */
 static int arm(vr_fwd *f, conn *k, int want_out) {
   struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT |
@@ -427,8 +437,9 @@ void vr_fwd_send(vr_fwd *f, const char *key, vr_fwd_call *c) {
         if (rr != 0) return; /* answered, or failed (and retried) */
       }
     }
-    if (w < 0 || arm(f, k, w == 0)) {
-      fail_try(f, k, w < 0 ? "send failed" : "epoll");
+    if (w < 0) return write_failed(f, k, "send failed");
+    if (arm(f, k, w == 0)) {
+      fail_try(f, k, "epoll");
       return;
     }
     return;
@@ -483,7 +494,10 @@ static void complete(vr_fwd *f, conn *k, const vr_http_head *h) {
     snprintf(c->msg, sizeof c->msg, "out of memory");
     c->resp_len = 0;
   }
-  int keep = !h->close && k->len == h->head_len + cl;
+  /* an answer that came before the whole request was sent (write_failed,
+   * on_event) leaves the rest of the body unread: the connection is spent */
+  int keep = !h->close && k->len == h->head_len + cl &&
+             k->sent == k->head_len + c->body_len;
   fworker *x = k->w;
   pthread_mutex_lock(&f->mu);
   busy_del(f, k);
@@ -537,8 +551,14 @@ static int read_some(vr_fwd *f, conn *k) {
 static void on_event(vr_fwd *f, conn *k, uint32_t ev) {
   vr_fwd_call *c = k->call;
   if (k->sent < k->head_len + c->body_len) {
+    /* the worker answered before it read the whole body: that answer is
+     * the request's (write_failed) */
+    if ((ev & EPOLLIN) && k->sent > 0) {
+      int rr = read_some(f, k);
+      if (rr != 0) return;
+    }
     int w = conn_write(k);
-    if (w < 0) return fail_try(f, k, "connection refused or reset");
+    if (w < 0) return write_failed(f, k, "connection refused or reset");
     if (w == 0) {
       if (arm(f, k, 1)) fail_try(f, k, "epoll");
       return;

@@ -72,8 +72,9 @@ try:
     cfg = json.load(open(cfg_path))
     cfg["queue_policy"] = {"default_timeout_microseconds": 60000000}
     json.dump(cfg, open(cfg_path, "w"))
-    w1, p1 = start(["worker", "--repo", repo, "--id", "w1"], "w1")
-    w2, p2 = start(["worker", "--repo", repo, "--id", "w2"], "w2")
+    # A body limit below the front end's (64 MiB): see the 413 check.
+    w1, p1 = start(["worker", "--repo", repo, "--id", "w1", "--max-body-mb", "1"], "w1")
+    w2, p2 = start(["worker", "--repo", repo, "--id", "w2", "--max-body-mb", "1"], "w2")
     fe, pf = start(["frontend", "--worker", f"w1=127.0.0.1:{p1}",
                     "--worker", f"w2=127.0.0.1:{p2}", "--timeout-ms", "60000"], "fe")
     for port in (p1, p2):
@@ -120,6 +121,17 @@ try:
     check(st == 404 and b"nosuch" in b, f"unknown model: {st} {b[:200]}")
     st, b, _ = req(pf, "GET", "/v2/nothing")
     check(st == 404, f"unknown path {st}")
+
+    # A body past the workers' limit: each answers 413 before reading it
+    # and closes. That answer reaches the client, and the workers stay up
+    # (the failed write marked every worker down and retried the body on
+    # each: 502, then 503 for everyone else's requests).
+    st, b, _ = req(pf, "POST", "/v2/models/fmnist_linear/infer", b"x" * (8 << 20),
+                   {"Content-Type": "application/json"})
+    check(st == 413 and b"larger than" in b, f"body past the worker's limit: {st} {b[:200]}")
+    st, b, _ = req(pf, "POST", "/v2/models/fmnist_linear/infer", js,
+                   {"Content-Type": "application/json"})
+    check(st == 200, f"after a 413, the workers are still up: {st} {b[:200]}")
 
     # HEAD is answered at once with the GET's headers (it hung until the
     # timeout: the worker's HEAD answer has a Content-Length and no body).
