@@ -29,7 +29,7 @@ typedef struct fe_req {
   vr_http_req *http;
   vr_fwd_call call;
   char path[1024];
-  char headers[512];
+  char *headers; /* vr_malloc'd: a bearer token alone may be kilobytes */
   int64_t sent_ns, done_ns;
   int state; /* RUNNING -> DONE or PARKED, as in server_infer.c */
 } fe_req;
@@ -45,6 +45,7 @@ void vr_frontend_opts_init(vr_frontend_opts *o) {
 static void req_free(void *p) {
   fe_req *q = p;
   vr_fwd_call_clear(&q->call);
+  vr_free(q->headers);
   vr_free(q);
 }
 
@@ -113,16 +114,19 @@ static void forward(vr_frontend *fe, vr_http_req *r, const char *key) {
     return reply_error(fe, r, 414, "request target too long to forward");
   /* The headers a worker needs: the binary extension's split, the body's
    * type, and the client's credentials (a worker may require them). */
-  size_t hl = 0;
   static const char *const pass[] = {"Inference-Header-Content-Length",
                                      "Content-Type", "Authorization"};
+  size_t cap = 1; /* sized to what the client sent (its head is bounded) */
   for (int i = 0; i < 3; i++) {
     const char *v = vr_http_header(r, pass[i]);
-    if (!v) continue;
-    int n = snprintf(q->headers + hl, sizeof q->headers - hl, "%s: %s\r\n", pass[i], v);
-    if (n < 0 || (size_t)n >= sizeof q->headers - hl)
-      return reply_error(fe, r, 431, "request header too large to forward");
-    hl += (size_t)n;
+    if (v) cap += strlen(pass[i]) + strlen(v) + 4;
+  }
+  if (!(q->headers = vr_malloc(cap))) return reply_error(fe, r, 500, "out of memory");
+  size_t hl = 0;
+  q->headers[0] = 0;
+  for (int i = 0; i < 3; i++) {
+    const char *v = vr_http_header(r, pass[i]);
+    if (v) hl += (size_t)snprintf(q->headers + hl, cap - hl, "%s: %s\r\n", pass[i], v);
   }
   vr_fwd_call *c = &q->call;
   /* HEAD goes on as GET: the worker's Content-Length then comes with its

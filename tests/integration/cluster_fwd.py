@@ -143,11 +143,12 @@ try:
 
     # The request target goes on as sent: query string kept (registration
     # and jobs read their fields from it), escapes kept escaped.
-    seen_target = []
+    seen_target, seen_auth = [], []
 
     class Echo(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
             seen_target.append(self.path)
+            seen_auth.append(self.headers.get("Authorization"))
             self.send_response(200)
             self.send_header("Content-Length", "2")
             self.end_headers()
@@ -163,6 +164,12 @@ try:
     target = "/v2/apps/fashion/jobs/a%20b%3Fc?min_accuracy=90&x=%26y&flag"
     st, b, _ = req(pf2, "GET", target, timeout=30)
     check(st == 200 and seen_target == [target], f"target forwarded as {seen_target}")
+    # A long bearer token goes on as it is (past 512 bytes of forwarded
+    # headers the front end answered 431).
+    token = "Bearer " + "k" * 3000
+    st, b, _ = req(pf2, "GET", "/v2/models/m", headers={"Authorization": token}, timeout=30)
+    check(st == 200 and seen_auth[-1] == token,
+          f"long Authorization: {st} {b[:100]}, forwarded {len(seen_auth[-1] or '')} bytes")
     fe2.terminate()
     fe2.wait(60)
     echo.shutdown()
