@@ -68,6 +68,20 @@ static void reply_json(vr_frontend *fe, vr_http_req *r, int status, vr_sbuf *b) 
   reply(fe, r, status, "application/json", body, len, (size_t)-1);
 }
 
+/* The worker's answer headers the client needs too (fwd.h resp_headers:
+ * Content-Type, WWW-Authenticate, Retry-After). */
+static void pass_headers(vr_http_req *r, const char *lines) {
+  for (const char *p = lines; p && *p;) {
+    const char *colon = strchr(p, ':'), *eol = strstr(p, "\r\n");
+    if (!colon || !eol || colon > eol) break;
+    char name[64], value[1024];
+    snprintf(name, sizeof name, "%.*s", (int)(colon - p), p);
+    snprintf(value, sizeof value, "%.*s", (int)(eol - colon - 2), colon + 2);
+    vr_http_add_header(r, name, value);
+    p = eol + 2;
+  }
+}
+
 /* Event thread: the worker answered (or no worker could). */
 static void on_resume(vr_http_req *r, void *user) {
   vr_frontend *fe = user;
@@ -76,11 +90,15 @@ static void on_resume(vr_http_req *r, void *user) {
   if (!c->resp) {
     reply_error(fe, r, c->status ? c->status : 502, c->msg[0] ? c->msg : "no answer");
   } else {
+    /* the worker's Content-Type (none for an empty answer), else a guess */
     const char *ct = c->resp_ihcl != (size_t)-1 ? "application/octet-stream"
                                                  : "application/json";
+    if (!c->resp_len || (c->resp_headers && !strncmp(c->resp_headers, "Content-Type:", 13)))
+      ct = NULL;
     char *body = c->resp;
     c->resp = NULL; /* vr_http_respond takes it */
     reply(fe, r, c->status, ct, body, c->resp_len, c->resp_ihcl);
+    pass_headers(r, c->resp_headers);
   }
   if (c->worker[0]) vr_http_add_header(r, "Vario-Worker", c->worker);
   if (c->resp_len || c->status < 500) {

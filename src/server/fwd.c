@@ -89,6 +89,8 @@ void vr_fwd_call_clear(vr_fwd_call *c) {
   vr_free(c->resp);
   c->resp = NULL;
   c->resp_len = 0;
+  vr_free(c->resp_headers);
+  c->resp_headers = NULL;
 }
 
 void vr_fwd_get_stats(vr_fwd *f, vr_fwd_stats *s) {
@@ -353,6 +355,7 @@ void vr_fwd_send(vr_fwd *f, const char *key, vr_fwd_call *c) {
     c->resp = NULL;
     c->resp_len = 0;
     c->resp_ihcl = (size_t)-1;
+    c->resp_headers = NULL;
     __atomic_fetch_add(&f->st.sent, 1, __ATOMIC_RELAXED);
   }
   for (;;) {
@@ -493,6 +496,20 @@ static void complete(vr_fwd *f, conn *k, const vr_http_head *h) {
     c->status = 500;
     snprintf(c->msg, sizeof c->msg, "out of memory");
     c->resp_len = 0;
+  }
+  static const char *const pass[] = {"Content-Type", "WWW-Authenticate", "Retry-After"};
+  size_t vl[3], need = 0;
+  const char *v[3];
+  for (int i = 0; i < 3; i++) {
+    v[i] = vr__http_head_value(k->buf, h->head_len, pass[i], &vl[i]);
+    if (v[i]) need += strlen(pass[i]) + vl[i] + 4;
+  }
+  if (need && (c->resp_headers = vr_malloc(need + 1))) {
+    size_t o = 0;
+    for (int i = 0; i < 3; i++)
+      if (v[i])
+        o += (size_t)snprintf(c->resp_headers + o, need + 1 - o, "%s: %.*s\r\n", pass[i],
+                              (int)vl[i], v[i]);
   }
   /* an answer that came before the whole request was sent (write_failed,
    * on_event) leaves the rest of the body unread: the connection is spent */

@@ -121,6 +121,10 @@ struct vr_fwd_call {
   char *resp;          /* body (vr_malloc'd; the call owns it) */
   size_t resp_len;
   size_t resp_ihcl;    /* Inference-Header-Content-Length or (size_t)-1 */
+  /* the worker's headers its client needs as they are: Content-Type,
+   * WWW-Authenticate (a 401's challenge), Retry-After (429/503), as
+   * "Name: value\r\n" lines (vr_malloc'd; the call owns it), or NULL */
+  char *resp_headers;
   char worker[VR_FWD_ID_MAX]; /* who answered */
   int tries;
   /* private */

@@ -149,6 +149,15 @@ try:
         def do_GET(self):
             seen_target.append(self.path)
             seen_auth.append(self.headers.get("Authorization"))
+            if self.path.endswith("/challenge"):
+                self.send_response(401)
+                self.send_header("WWW-Authenticate", 'Bearer realm="w"')
+                self.send_header("Retry-After", "7")
+                self.send_header("Content-Type", "text/plain")
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"no")
+                return
             self.send_response(200)
             self.send_header("Content-Length", "2")
             self.end_headers()
@@ -170,6 +179,12 @@ try:
     st, b, _ = req(pf2, "GET", "/v2/models/m", headers={"Authorization": token}, timeout=30)
     check(st == 200 and seen_auth[-1] == token,
           f"long Authorization: {st} {b[:100]}, forwarded {len(seen_auth[-1] or '')} bytes")
+    # The worker's answer headers a client acts on come back as they are
+    # (they were dropped, and the Content-Type replaced by JSON's).
+    st, b, h = req(pf2, "GET", "/v2/models/m/challenge", timeout=30)
+    check(st == 401 and b == b"no" and h.get("WWW-Authenticate") == 'Bearer realm="w"'
+          and h.get("Retry-After") == "7" and h.get("Content-Type") == "text/plain",
+          f"answer headers: {st} {b[:100]} {dict(h)}")
     fe2.terminate()
     fe2.wait(60)
     echo.shutdown()
