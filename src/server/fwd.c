@@ -259,7 +259,9 @@ static void finish(vr_fwd *f, vr_fwd_call *c, int status, const char *msg) {
       memmove(c->msg, msg, l);
       c->msg[l] = 0;
     }
-    __atomic_fetch_add(&f->st.failed, 1, __ATOMIC_RELAXED);
+    /* a timeout counts as one, not as failed too (fail_try): the
+     * outcomes of vario_frontend_forwarded_total partition the requests */
+    if (status != 504) __atomic_fetch_add(&f->st.failed, 1, __ATOMIC_RELAXED);
   }
   c->done(c, c->user);
 }

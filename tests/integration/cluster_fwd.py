@@ -149,6 +149,8 @@ try:
         def do_GET(self):
             seen_target.append(self.path)
             seen_auth.append(self.headers.get("Authorization"))
+            if self.path.endswith("/hang"):
+                time.sleep(2)
             if self.path.endswith("/challenge"):
                 self.send_response(401)
                 self.send_header("WWW-Authenticate", 'Bearer realm="w"')
@@ -166,7 +168,7 @@ try:
         def log_message(self, *a):
             pass
 
-    echo = http.server.HTTPServer(("127.0.0.1", 0), Echo)
+    echo = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Echo)
     threading.Thread(target=echo.serve_forever, daemon=True).start()
     fe2, pf2 = start(["frontend", "--worker", f"e=127.0.0.1:{echo.server_address[1]}",
                       "--timeout-ms", "20000"], "fe2")
@@ -185,6 +187,17 @@ try:
     check(st == 401 and b == b"no" and h.get("WWW-Authenticate") == 'Bearer realm="w"'
           and h.get("Retry-After") == "7" and h.get("Content-Type") == "text/plain",
           f"answer headers: {st} {b[:100]} {dict(h)}")
+    # A worker that does not answer in time: 504, counted once, as a
+    # timeout (it was counted as failed too).
+    fe3, pf3 = start(["frontend", "--worker", f"e=127.0.0.1:{echo.server_address[1]}",
+                      "--timeout-ms", "300"], "fe3")
+    st, b, _ = req(pf3, "GET", "/v2/models/m/hang", timeout=30)
+    check(st == 504 and b"no answer in time" in b, f"timeout: {st} {b[:200]}")
+    m = req(pf3, "GET", "/metrics")[1].decode()
+    check('outcome="timeout"} 1\n' in m and 'outcome="failed"} 0\n' in m,
+          "a timeout counted once: " + " ".join(l for l in m.splitlines() if "outcome" in l))
+    fe3.terminate()
+    fe3.wait(60)
     fe2.terminate()
     fe2.wait(60)
     echo.shutdown()
