@@ -218,9 +218,9 @@ char *vr_fwd_table_current_json(vr_fwd *f) {
 
 /* ---- calls -------------------------------------------------------------- */
 
-static int tried(const vr_fwd_call *c, int wi) {
+static int tried(const vr_fwd_call *c, const fworker *x) {
   for (int i = 0; i < c->tries && i < 4; i++)
-    if (c->tried[i] == wi) return 1;
+    if (c->tried[i] == x) return 1;
   return 0;
 }
 
@@ -243,7 +243,7 @@ static int pick(vr_fwd *f, const char *key, const vr_fwd_call *c, int64_t now,
   for (int k = 0; k < n; k++) {
     int wi = r->workers[(start + (unsigned)k) % (unsigned)n];
     fworker *x = f->tw[wi];
-    if (tried(c, wi) || x->down_until > now) continue;
+    if (tried(c, x) || x->down_until > now) continue;
     if (best < 0 || vr_route_lighter(0, x->outstanding, 1, 0,
                                      f->tw[best]->outstanding, 1))
       best = wi;
@@ -381,7 +381,7 @@ void vr_fwd_send(vr_fwd *f, const char *key, vr_fwd_call *c) {
     fworker *x = f->tw[wi];
     conn *k = x->n_idle ? x->idle[--x->n_idle] : NULL;
     x->outstanding++;
-    if (c->tries < 4) c->tried[c->tries] = wi;
+    if (c->tries < 4) c->tried[c->tries] = x;
     c->tries++;
     snprintf(c->worker, sizeof c->worker, "%s", x->w.id);
     pthread_mutex_unlock(&f->mu);

@@ -129,7 +129,10 @@ struct vr_fwd_call {
   int tries;
   /* private */
   int64_t deadline_ns;
-  int tried[4];
+  /* the workers tried, by identity (fwd.c's own record of a worker, kept
+   * until vr_fwd_free): a table index names another worker once a new
+   * table is in force */
+  const void *tried[4];
   char key[VR_FWD_KEY_MAX];
 };
 
