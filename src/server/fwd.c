@@ -33,6 +33,7 @@ struct fworker {
   vr_fwd_worker w;
   int in_table;          /* in the current table */
   int64_t down_until;    /* ns; skipped until then */
+  unsigned gen;          /* bumped when a table moves it to a new address */
   long outstanding;      /* requests sent and not answered */
   conn **idle;
   int n_idle;
@@ -44,6 +45,7 @@ struct fworker {
 struct conn {
   int fd;
   fworker *w;
+  unsigned gen;          /* w->gen when it connected: the address it leads to */
   vr_fwd_call *call;
   char head[1024];
   char *head_big;        /* when extra headers do not fit head[] */
@@ -132,6 +134,7 @@ static fworker *worker_get(vr_fwd *f, const vr_fwd_worker *w) {
         for (int i = 0; i < x->n_idle; i++) conn_free(x->idle[i]);
         x->n_idle = 0;
         x->w = *w;
+        x->gen++; /* its connections under way lead there too */
         x->down_until = 0;
       }
       return x;
@@ -319,13 +322,17 @@ static int arm(vr_fwd *f, conn *k, int want_out) {
   return epoll_ctl(f->ep, EPOLL_CTL_ADD, k->fd, &ev);
 }
 
-static conn *conn_new(vr_fwd *f, fworker *x, char *why, size_t wlen) {
+/* A connection to x at addr (x's address when it was picked, read under
+ * mu, and gen its generation). */
+static conn *conn_new(vr_fwd *f, fworker *x, const vr_fwd_worker *addr, unsigned gen,
+                      char *why, size_t wlen) {
   conn *k = VR_NEW(conn);
   if (!k) {
     snprintf(why, wlen, "out of memory");
     return NULL;
   }
   k->w = x;
+  k->gen = gen;
   k->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (k->fd < 0) {
     snprintf(why, wlen, "socket: %s", strerror(errno));
@@ -334,10 +341,10 @@ static conn *conn_new(vr_fwd *f, fworker *x, char *why, size_t wlen) {
   }
   int one = 1;
   setsockopt(k->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)x->w.port)};
-  inet_pton(AF_INET, x->w.host, &sa.sin_addr);
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)addr->port)};
+  inet_pton(AF_INET, addr->host, &sa.sin_addr);
   if (connect(k->fd, (struct sockaddr *)&sa, sizeof sa) && errno != EINPROGRESS) {
-    snprintf(why, wlen, "connect %s:%d: %s", x->w.host, x->w.port, strerror(errno));
+    snprintf(why, wlen, "connect %s:%d: %s", addr->host, addr->port, strerror(errno));
     conn_free(k);
     return NULL;
   }
@@ -381,13 +388,15 @@ void vr_fwd_send(vr_fwd *f, const char *key, vr_fwd_call *c) {
     fworker *x = f->tw[wi];
     conn *k = x->n_idle ? x->idle[--x->n_idle] : NULL;
     x->outstanding++;
+    vr_fwd_worker addr = x->w;
+    unsigned gen = x->gen;
     if (c->tries < 4) c->tried[c->tries] = x;
     c->tries++;
     snprintf(c->worker, sizeof c->worker, "%s", x->w.id);
     pthread_mutex_unlock(&f->mu);
     char why[200] = "";
     if (k) k->reused = 1;
-    else k = conn_new(f, x, why, sizeof why);
+    else k = conn_new(f, x, &addr, gen, why, sizeof why);
     if (!k) {
       pthread_mutex_lock(&f->mu);
       x->outstanding--;
@@ -408,13 +417,13 @@ void vr_fwd_send(vr_fwd *f, const char *key, vr_fwd_call *c) {
     const char *hx = c->headers ? c->headers : "";
     int n = snprintf(k->head, sizeof k->head,
                      "%s %s HTTP/1.1\r\nHost: %s:%d\r\nContent-Length: %zu\r\n%s\r\n",
-                     c->method, c->path, x->w.host, x->w.port, c->body_len, hx);
+                     c->method, c->path, addr.host, addr.port, c->body_len, hx);
     if (n >= (int)sizeof k->head) {
       k->head_big = vr_malloc((size_t)n + 1);
       if (k->head_big)
         snprintf(k->head_big, (size_t)n + 1,
                  "%s %s HTTP/1.1\r\nHost: %s:%d\r\nContent-Length: %zu\r\n%s\r\n",
-                 c->method, c->path, x->w.host, x->w.port, c->body_len, hx);
+                 c->method, c->path, addr.host, addr.port, c->body_len, hx);
     }
     k->head_len = (size_t)n;
     c->deadline_ns = now + (int64_t)f->o.timeout_ms * 1000000;
@@ -522,7 +531,9 @@ static void complete(vr_fwd *f, conn *k, const vr_http_head *h) {
   busy_del(f, k);
   x->outstanding--;
   k->call = NULL;
-  if (keep && x->in_table && x->n_idle < f->o.max_idle && !f->stop) {
+  /* not to the pool of a worker that moved meanwhile: it leads to the old
+   * address */
+  if (keep && x->in_table && k->gen == x->gen && x->n_idle < f->o.max_idle && !f->stop) {
     x->idle[x->n_idle++] = k;
     k = NULL;
   }

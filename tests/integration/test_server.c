@@ -826,6 +826,40 @@ static void test_fwd_retry_after_table_change(void **st) {
   fake_stop(&b);
 }
 
+/* A worker that moved (same id, new address) while a request was under
+ * way there: later requests go to the new address (the old connection
+ * went back to the pool of the moved worker and was used again). */
+static void test_fwd_moved_worker(void **st) {
+  (void)st;
+  static fake_worker a, b;
+  fake_start(&a, "A", 300, 0);
+  fake_start(&b, "B", 0, 0);
+  vr_fwd *f;
+  vr_errbuf err = {0};
+  assert_int_equal(vr_fwd_create(NULL, &f, &err), 0);
+  const char *ids[] = {"w"};
+  int p1[] = {a.port}, p2[] = {b.port};
+  int r[] = {0};
+  fwd_table(f, 1, 1, ids, p1, "*", 1, r);
+  vr_fwd_call c;
+  int flag;
+  fwd_get(f, "m:m", &c, &flag);
+  usleep(100 * 1000);
+  fwd_table(f, 2, 1, ids, p2, "*", 1, r); /* w moved to b */
+  fwd_wait(&flag);
+  assert_int_equal(c.status, 200);
+  assert_true(c.resp_len == 1 && c.resp[0] == 'A'); /* sent before the move */
+  vr_fwd_call_clear(&c);
+  fwd_get(f, "m:m", &c, &flag);
+  fwd_wait(&flag);
+  assert_int_equal(c.status, 200);
+  assert_true(c.resp_len == 1 && c.resp[0] == 'B');
+  vr_fwd_call_clear(&c);
+  vr_fwd_free(f);
+  fake_stop(&a);
+  fake_stop(&b);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_health_and_metadata),
@@ -846,6 +880,7 @@ int main(void) {
       cmocka_unit_test(test_connection_limit),
       cmocka_unit_test(test_path_segments),
       cmocka_unit_test(test_fwd_retry_after_table_change),
+      cmocka_unit_test(test_fwd_moved_worker),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
