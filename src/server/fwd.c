@@ -153,6 +153,12 @@ static fworker *worker_get(vr_fwd *f, const vr_fwd_worker *w) {
 }
 
 int vr_fwd_set_table(vr_fwd *f, const vr_fwd_table *t, vr_errbuf *err) {
+  /* a worker is known by its id: two addresses under one id would be one
+   * worker at the last of them, the other never sent a request */
+  for (int i = 0; i < t->n_workers; i++)
+    for (int k = 0; k < i; k++)
+      if (!strcmp(t->workers[i].id, t->workers[k].id))
+        return vr_errf(err, VR_EINVAL, "worker '%.64s' listed twice", t->workers[i].id);
   for (int r = 0; r < t->n_routes; r++)
     for (int i = 0; i < t->routes[r].n; i++)
       if (t->routes[r].workers[i] < 0 || t->routes[r].workers[i] >= t->n_workers)

@@ -76,8 +76,8 @@ typedef struct vr_fwd_table {
 } vr_fwd_table;
 
 /* Replaces the table (copied). Connections to workers that stay (same id,
- * host and port) are kept. 0, VR_EINVAL (a route names no worker) or
- * VR_ENOMEM. */
+ * host and port) are kept. 0, VR_EINVAL (a route names no worker, or two
+ * workers share an id) or VR_ENOMEM. */
 int vr_fwd_set_table(vr_fwd *f, const vr_fwd_table *t, vr_errbuf *err);
 int64_t vr_fwd_table_version(vr_fwd *f);
 /* The table in use as JSON (vr_malloc'd; with "version"), or NULL. */

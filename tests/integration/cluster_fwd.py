@@ -202,6 +202,16 @@ try:
     fe2.wait(60)
     echo.shutdown()
 
+    # Two workers under one id: refused at start (the first was never sent
+    # a request: the id named one worker, at the last address).
+    try:
+        r = subprocess.run([vario, "frontend", "--port", "0", "--worker", f"w=127.0.0.1:{p1}",
+                            "--worker", f"w=127.0.0.1:{p2}"], capture_output=True, timeout=20)
+        rc, err = r.returncode, r.stderr
+    except subprocess.TimeoutExpired:
+        rc, err = None, b"it started and served"
+    check(rc not in (0, None) and b"listed twice" in err, f"duplicate worker id: {rc} {err[-300:]}")
+
     # SIGKILL one worker under load: 8 client threads, none may hang.
     results, lock, stop = [], threading.Lock(), threading.Event()
 
