@@ -313,8 +313,12 @@ static int read_some(vr_fwd *f, conn *k);
  * whole body (413: past its body limit) and close, which fails the write:
  * that answer, when it came whole, is the request's, not a failure of the
  * worker (failing the try marked every worker of the key down and retried
- * the body on each). With nothing sent the connect itself failed. */
-static void write_failed(vr_fwd *f, conn *k, const char *why) {
+ * the body on each). With nothing sent the connect itself failed. The
+ * reason names that step and the system's error e ("connect: Connection
+ * refused": "send failed" did not say that no worker listened there). */
+static void write_failed(vr_fwd *f, conn *k, int e) {
+  char why[128];
+  snprintf(why, sizeof why, "%s: %s", k->sent ? "send" : "connect", strerror(e));
   if (k->sent > 0 && read_some(f, k) != 0) return;
   fail_try(f, k, why);
 }
@@ -457,7 +461,7 @@ void vr_fwd_send(vr_fwd *f, const char *key, vr_fwd_call *c) {
         if (rr != 0) return; /* answered, or failed (and retried) */
       }
     }
-    if (w < 0) return write_failed(f, k, "send failed");
+    if (w < 0) return write_failed(f, k, errno);
     if (arm(f, k, w == 0)) {
       fail_try(f, k, "epoll");
       return;
@@ -594,7 +598,7 @@ static void on_event(vr_fwd *f, conn *k, uint32_t ev) {
       if (rr != 0) return;
     }
     int w = conn_write(k);
-    if (w < 0) return write_failed(f, k, "connection refused or reset");
+    if (w < 0) return write_failed(f, k, errno);
     if (w == 0) {
       if (arm(f, k, 1)) fail_try(f, k, "epoll");
       return;

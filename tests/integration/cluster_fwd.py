@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import struct
 import subprocess
 import sys
@@ -211,6 +212,19 @@ try:
     except subprocess.TimeoutExpired:
         rc, err = None, b"it started and served"
     check(rc not in (0, None) and b"listed twice" in err, f"duplicate worker id: {rc} {err[-300:]}")
+
+    # A worker address where nothing listens: the error says so (it said
+    # "send failed").
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    closed_port = s.getsockname()[1]
+    s.close()
+    fe4, pf4 = start(["frontend", "--worker", f"gone=127.0.0.1:{closed_port}"], "fe4")
+    st, b, _ = req(pf4, "GET", "/v2/models/m", timeout=30)
+    check(st == 502 and b"worker gone" in b and b"connect: Connection refused" in b,
+          f"nothing listening: {st} {b[:200]}")
+    fe4.terminate()
+    fe4.wait(60)
 
     # SIGKILL one worker under load: 8 client threads, none may hang.
     results, lock, stop = [], threading.Lock(), threading.Event()
