@@ -37,6 +37,8 @@ struct fworker {
   long outstanding;      /* requests sent and not answered */
   conn **idle;
   int n_idle;
+  int open;              /* connections open to it, busy or idle */
+  vr_fwd_call *wq, *wq_tail; /* calls waiting for one (max_conns) */
   fworker *next;
 };
 
@@ -65,6 +67,7 @@ struct vr_fwd {
   fworker **tw;          /* t.workers[i] -> its fworker */
   unsigned rr;
   conn *busy;
+  vr_fwd_call *ready, *ready_tail; /* waiters to send again (I/O thread) */
   int ep, evfd, stop;
   pthread_t io;
   vr_fwd_stats st;
@@ -76,6 +79,7 @@ void vr_fwd_opts_init(vr_fwd_opts *o) {
   o->max_tries = 3;
   o->down_ms = 1000;
   o->max_idle = 64;
+  o->max_conns = 256;
 }
 
 static void conn_free(conn *c) {
@@ -124,6 +128,35 @@ int vr_fwd_parse_worker(const char *s, vr_fwd_worker *w, vr_errbuf *err) {
   return 0;
 }
 
+/* ---- calls waiting for a connection (max_conns) ---------------------------- */
+
+static void wq_push(vr_fwd_call **head, vr_fwd_call **tail, vr_fwd_call *c) {
+  c->wq_next = NULL;
+  if (*tail) (*tail)->wq_next = c;
+  else *head = c;
+  *tail = c;
+}
+
+/* Under mu: n of x's waiting calls (all when n < 0) go to the ready list,
+ * which the I/O thread sends again (wake_io). -> how many. */
+static int wq_release(vr_fwd *f, fworker *x, int n) {
+  int moved = 0;
+  while (x->wq && (n < 0 || moved < n)) {
+    vr_fwd_call *c = x->wq;
+    x->wq = c->wq_next;
+    if (!x->wq) x->wq_tail = NULL;
+    wq_push(&f->ready, &f->ready_tail, c);
+    moved++;
+  }
+  return moved;
+}
+
+static void wake_io(vr_fwd *f) {
+  if (pthread_equal(pthread_self(), f->io)) return; /* it sends them next */
+  uint64_t one = 1;
+  if (write(f->evfd, &one, sizeof one) < 0) { /* the 100 ms poll sends them */ }
+}
+
 /* ---- table -------------------------------------------------------------- */
 
 static fworker *worker_get(vr_fwd *f, const vr_fwd_worker *w) {
@@ -132,6 +165,7 @@ static fworker *worker_get(vr_fwd *f, const vr_fwd_worker *w) {
       if (strcmp(x->w.host, w->host) || x->w.port != w->port) {
         /* moved: its pooled connections lead to the old address */
         for (int i = 0; i < x->n_idle; i++) conn_free(x->idle[i]);
+        x->open -= x->n_idle;
         x->n_idle = 0;
         x->w = *w;
         x->gen++; /* its connections under way lead there too */
@@ -194,13 +228,18 @@ int vr_fwd_set_table(vr_fwd *f, const vr_fwd_table *t, vr_errbuf *err) {
   for (fworker *x = f->workers; x; x = x->next)
     if (!x->in_table) { /* gone: no new requests, no idle connections */
       for (int i = 0; i < x->n_idle; i++) conn_free(x->idle[i]);
+      x->open -= x->n_idle;
       x->n_idle = 0;
     }
   vr_fwd_table_free(&f->t);
   vr_free(f->tw);
   f->t = c;
   f->tw = tw;
+  /* calls waiting for a connection pick again in the new table */
+  int moved = 0;
+  for (fworker *x = f->workers; x; x = x->next) moved += wq_release(f, x, -1);
   pthread_mutex_unlock(&f->mu);
+  if (moved) wake_io(f);
   return 0;
 }
 
@@ -361,8 +400,9 @@ static conn *conn_new(vr_fwd *f, fworker *x, const vr_fwd_worker *addr, unsigned
   return k;
 }
 
+static void send_try(vr_fwd *f, vr_fwd_call *c);
+
 void vr_fwd_send(vr_fwd *f, const char *key, vr_fwd_call *c) {
-  int64_t now = vr_now_ns();
   if (c->tries == 0) {
     if (key != c->key) {
       size_t kl = strnlen(key, sizeof c->key - 1);
@@ -375,8 +415,16 @@ void vr_fwd_send(vr_fwd *f, const char *key, vr_fwd_call *c) {
     c->resp_len = 0;
     c->resp_ihcl = (size_t)-1;
     c->resp_headers = NULL;
+    c->wq_until = 0;
     __atomic_fetch_add(&f->st.sent, 1, __ATOMIC_RELAXED);
   }
+  send_try(f, c);
+}
+
+/* Sends c (key, tries set) to the lightest worker of its key, or answers
+ * it, or has it wait for a connection (max_conns). */
+static void send_try(vr_fwd *f, vr_fwd_call *c) {
+  int64_t now = vr_now_ns();
   for (;;) {
     pthread_mutex_lock(&f->mu);
     int any = 0;
@@ -396,7 +444,20 @@ void vr_fwd_send(vr_fwd *f, const char *key, vr_fwd_call *c) {
       return;
     }
     fworker *x = f->tw[wi];
+    if (!x->n_idle && x->open >= f->o.max_conns) {
+      /* pick took the lightest: every worker of the key has max_conns
+       * requests under way. Wait for one of x's connections to come free
+       * rather than open one more, which a worker closes at accept past
+       * its per-client cap (that failed the request and marked the
+       * worker down, and then the next, until every request failed). */
+      if (!c->wq_until) c->wq_until = now + (int64_t)f->o.timeout_ms * 1000000;
+      c->sync_us = 0; /* the I/O thread sends it again: it must not wait */
+      wq_push(&x->wq, &x->wq_tail, c);
+      pthread_mutex_unlock(&f->mu);
+      return;
+    }
     conn *k = x->n_idle ? x->idle[--x->n_idle] : NULL;
+    if (!k) x->open++;
     x->outstanding++;
     vr_fwd_worker addr = x->w;
     unsigned gen = x->gen;
@@ -410,8 +471,11 @@ void vr_fwd_send(vr_fwd *f, const char *key, vr_fwd_call *c) {
     if (!k) {
       pthread_mutex_lock(&f->mu);
       x->outstanding--;
+      x->open--;
       x->down_until = now + (int64_t)f->o.down_ms * 1000000;
+      int moved = wq_release(f, x, -1); /* down: they pick again */
       pthread_mutex_unlock(&f->mu);
+      if (moved) wake_io(f);
       snprintf(c->msg, sizeof c->msg, "worker %s: %s", x->w.id, why);
       if (c->tries > 1) __atomic_fetch_add(&f->st.retried, 1, __ATOMIC_RELAXED);
       if (c->tries < f->o.max_tries) continue;
@@ -436,7 +500,9 @@ void vr_fwd_send(vr_fwd *f, const char *key, vr_fwd_call *c) {
                  c->method, c->path, addr.host, addr.port, c->body_len, hx);
     }
     k->head_len = (size_t)n;
-    c->deadline_ns = now + (int64_t)f->o.timeout_ms * 1000000;
+    /* the time it waited for a connection counts */
+    c->deadline_ns = c->wq_until ? c->wq_until : now + (int64_t)f->o.timeout_ms * 1000000;
+    c->wq_until = 0;
     pthread_mutex_lock(&f->mu);
     k->next = f->busy;
     if (f->busy) f->busy->prev = k;
@@ -481,12 +547,16 @@ static void fail_try(vr_fwd *f, conn *k, const char *why) {
   pthread_mutex_lock(&f->mu);
   busy_del(f, k);
   x->outstanding--;
+  x->open--;
   if (!stale) x->down_until = vr_now_ns() + (int64_t)f->o.down_ms * 1000000;
+  /* a connection came free; down, all its waiters pick again */
+  int moved = wq_release(f, x, stale ? 1 : -1);
   pthread_mutex_unlock(&f->mu);
   conn_free(k);
+  if (moved) wake_io(f);
   if (stale) { /* the worker closed an idle connection: same worker again */
     c->tries--;
-    vr_fwd_send(f, c->key, c);
+    send_try(f, c);
     return;
   }
   snprintf(c->msg, sizeof c->msg, "worker %s (%s:%d): %s", x->w.id, x->w.host,
@@ -498,7 +568,7 @@ static void fail_try(vr_fwd *f, conn *k, const char *why) {
   }
   if (c->tries < f->o.max_tries) {
     __atomic_fetch_add(&f->st.retried, 1, __ATOMIC_RELAXED);
-    vr_fwd_send(f, c->key, c);
+    send_try(f, c);
     return;
   }
   finish(f, c, 502, c->msg);
@@ -546,9 +616,13 @@ static void complete(vr_fwd *f, conn *k, const vr_http_head *h) {
   if (keep && x->in_table && k->gen == x->gen && x->n_idle < f->o.max_idle && !f->stop) {
     x->idle[x->n_idle++] = k;
     k = NULL;
+  } else {
+    x->open--;
   }
+  int moved = wq_release(f, x, 1); /* a connection came free */
   pthread_mutex_unlock(&f->mu);
   conn_free(k);
+  if (moved) wake_io(f);
   __atomic_fetch_add(&f->st.ok, 1, __ATOMIC_RELAXED);
   c->done(c, c->user);
 }
@@ -622,6 +696,14 @@ static void *io_main(void *arg) {
       on_event(f, evs[i].data.ptr, evs[i].events);
     }
     if (__atomic_load_n(&f->stop, __ATOMIC_ACQUIRE)) break;
+    for (;;) { /* calls whose wait for a connection is over: again */
+      pthread_mutex_lock(&f->mu);
+      vr_fwd_call *c = f->ready;
+      if (c && !(f->ready = c->wq_next)) f->ready_tail = NULL;
+      pthread_mutex_unlock(&f->mu);
+      if (!c) break;
+      send_try(f, c);
+    }
     int64_t now = vr_now_ns();
     if (now < next_scan) continue;
     next_scan = now + 100000000;
@@ -633,7 +715,31 @@ static void *io_main(void *arg) {
         k->timed_out = 1;
         shutdown(k->fd, SHUT_RDWR);
       }
+    /* and calls that waited for a connection past their timeout */
+    vr_fwd_call *late = NULL, *late_tail = NULL;
+    for (fworker *x = f->workers; x; x = x->next) {
+      vr_fwd_call **pp = &x->wq, *last = NULL;
+      while (*pp) {
+        vr_fwd_call *c = *pp;
+        if (c->wq_until < now) {
+          *pp = c->wq_next;
+          wq_push(&late, &late_tail, c);
+        } else {
+          last = c;
+          pp = &c->wq_next;
+        }
+      }
+      x->wq_tail = last;
+    }
     pthread_mutex_unlock(&f->mu);
+    while (late) {
+      vr_fwd_call *c = late;
+      late = c->wq_next;
+      snprintf(c->msg, sizeof c->msg, "no connection to a worker of '%.100s' came free in"
+               " time (%d per worker)", c->key, f->o.max_conns);
+      __atomic_fetch_add(&f->st.timeouts, 1, __ATOMIC_RELAXED);
+      finish(f, c, 504, c->msg);
+    }
   }
   return NULL;
 }
@@ -647,6 +753,7 @@ int vr_fwd_create(const vr_fwd_opts *o, vr_fwd **out, vr_errbuf *err) {
     if (o->max_tries > 0) f->o.max_tries = o->max_tries;
     if (o->down_ms > 0) f->o.down_ms = o->down_ms;
     if (o->max_idle > 0) f->o.max_idle = o->max_idle;
+    if (o->max_conns > 0) f->o.max_conns = o->max_conns;
   }
   pthread_mutex_init(&f->mu, NULL);
   f->ep = epoll_create1(EPOLL_CLOEXEC);
@@ -681,6 +788,15 @@ void vr_fwd_free(vr_fwd *f) {
     if (!k) break;
     vr_fwd_call *c = k->call;
     conn_free(k);
+    finish(f, c, 503, "front end shutting down");
+  }
+  for (;;) { /* and those waiting for a connection */
+    pthread_mutex_lock(&f->mu);
+    for (fworker *x = f->workers; x; x = x->next) wq_release(f, x, -1);
+    vr_fwd_call *c = f->ready;
+    if (c && !(f->ready = c->wq_next)) f->ready_tail = NULL;
+    pthread_mutex_unlock(&f->mu);
+    if (!c) break;
     finish(f, c, 503, "front end shutting down");
   }
   while (f->workers) {

@@ -47,6 +47,11 @@ typedef struct vr_fwd_opts {
   int max_tries;    /* workers tried per request; default 3 */
   int down_ms;      /* a failed worker is skipped this long; default 1000 */
   int max_idle;     /* idle connections kept per worker; default 64 */
+  int max_conns;    /* connections per worker, busy or idle; default 256:
+                       a worker closes those past its per-client cap
+                       (vario serve --max-conns-per-client, 256) at
+                       accept, so requests past it wait for one to come
+                       free (in the timeout) */
 } vr_fwd_opts;
 
 void vr_fwd_opts_init(vr_fwd_opts *o);
@@ -129,6 +134,8 @@ struct vr_fwd_call {
   int tries;
   /* private */
   int64_t deadline_ns;
+  int64_t wq_until;       /* waiting for a connection (max_conns) until */
+  vr_fwd_call *wq_next;
   /* the workers tried, by identity (fwd.c's own record of a worker, kept
    * until vr_fwd_free): a table index names another worker once a new
    * table is in force */

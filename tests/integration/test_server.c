@@ -671,6 +671,7 @@ typedef struct fake_worker {
   int lfd, port;
   const char *name;
   int delay_ms, close_ms;
+  int max_conns, open; /* > 0: more connections are closed at accept */
   pthread_t th;
 } fake_worker;
 
@@ -713,6 +714,7 @@ static void *fake_conn(void *arg) {
   }
 out:
   close(a.fd);
+  __atomic_fetch_sub(&a.w->open, 1, __ATOMIC_SEQ_CST);
   return NULL;
 }
 
@@ -721,15 +723,23 @@ static void *fake_accept(void *arg) {
   for (;;) {
     int fd = accept(w->lfd, NULL, NULL);
     if (fd < 0) return NULL; /* fake_stop */
+    /* as vario serve's per-client cap (--max-conns-per-client) does */
+    if (w->max_conns && __atomic_load_n(&w->open, __ATOMIC_SEQ_CST) >= w->max_conns) {
+      close(fd);
+      continue;
+    }
+    __atomic_fetch_add(&w->open, 1, __ATOMIC_SEQ_CST);
     fake_conn_arg *a = malloc(sizeof *a);
     pthread_t t;
     if (!a) {
       close(fd);
+      __atomic_fetch_sub(&w->open, 1, __ATOMIC_SEQ_CST);
       continue;
     }
     *a = (fake_conn_arg){w, fd};
     if (pthread_create(&t, NULL, fake_conn, a)) {
       close(fd);
+      __atomic_fetch_sub(&w->open, 1, __ATOMIC_SEQ_CST);
       free(a);
       continue;
     }
@@ -860,6 +870,58 @@ static void test_fwd_moved_worker(void **st) {
   fake_stop(&b);
 }
 
+/* A worker that closes connections past its cap at accept, as vario serve
+ * does past --max-conns-per-client (256) for one address, i.e. for a front
+ * end on another host. The forwarder keeps at most max_conns connections
+ * to a worker and has the requests past them wait for one to come free:
+ * they failed, the worker was marked down, and then every request failed
+ * with 503 until down_ms had passed. One that waits past timeout_ms is
+ * answered 504. */
+static void test_fwd_conn_cap(void **st) {
+  (void)st;
+  static fake_worker a;
+  fake_start(&a, "A", 30, 0);
+  a.max_conns = 2;
+  vr_fwd_opts o;
+  vr_fwd_opts_init(&o);
+  o.max_conns = 2;
+  vr_fwd *f;
+  vr_errbuf err = {0};
+  assert_int_equal(vr_fwd_create(&o, &f, &err), 0);
+  const char *ids[] = {"w"};
+  int ports[] = {a.port}, r[] = {0};
+  fwd_table(f, 1, 1, ids, ports, "*", 1, r);
+  enum { N = 12 };
+  static vr_fwd_call c[N];
+  static int flag[N];
+  for (int i = 0; i < N; i++) fwd_get(f, "m:m", &c[i], &flag[i]);
+  for (int i = 0; i < N; i++) {
+    fwd_wait(&flag[i]);
+    if (c[i].status != 200) fprintf(stderr, "call %d: %d %s\n", i, c[i].status, c[i].msg);
+    assert_int_equal(c[i].status, 200);
+    assert_true(c[i].resp_len == 1 && c[i].resp[0] == 'A');
+    vr_fwd_call_clear(&c[i]);
+  }
+  vr_fwd_free(f);
+  /* waiting counts toward the timeout (once the worker has seen the
+   * connections above closed) */
+  for (int i = 0; i < 5000 && __atomic_load_n(&a.open, __ATOMIC_SEQ_CST) > 0; i++) usleep(1000);
+  a.delay_ms = 400;
+  o.max_conns = 1;
+  o.timeout_ms = 200;
+  assert_int_equal(vr_fwd_create(&o, &f, &err), 0);
+  fwd_table(f, 1, 1, ids, ports, "*", 1, r);
+  fwd_get(f, "m:m", &c[0], &flag[0]);
+  fwd_get(f, "m:m", &c[1], &flag[1]);
+  fwd_wait(&flag[1]);
+  assert_int_equal(c[1].status, 504);
+  assert_non_null(strstr(c[1].msg, "came free"));
+  fwd_wait(&flag[0]);
+  vr_fwd_call_clear(&c[0]);
+  vr_fwd_free(f);
+  fake_stop(&a);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_health_and_metadata),
@@ -881,6 +943,7 @@ int main(void) {
       cmocka_unit_test(test_path_segments),
       cmocka_unit_test(test_fwd_retry_after_table_change),
       cmocka_unit_test(test_fwd_moved_worker),
+      cmocka_unit_test(test_fwd_conn_cap),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
