@@ -29,7 +29,7 @@ typedef struct fe_req {
   vr_http_req *http;
   vr_fwd_call call;
   char path[1024];
-  char headers[512];
+  char *headers; /* vr_malloc'd: a bearer token alone may be kilobytes */
   int64_t sent_ns, done_ns;
   int state; /* RUNNING -> DONE or PARKED, as in server_infer.c */
 } fe_req;
@@ -45,6 +45,7 @@ void vr_frontend_opts_init(vr_frontend_opts *o) {
 static void req_free(void *p) {
   fe_req *q = p;
   vr_fwd_call_clear(&q->call);
+  vr_free(q->headers);
   vr_free(q);
 }
 
@@ -67,6 +68,20 @@ static void reply_json(vr_frontend *fe, vr_http_req *r, int status, vr_sbuf *b) 
   reply(fe, r, status, "application/json", body, len, (size_t)-1);
 }
 
+/* The worker's answer headers the client needs too (fwd.h resp_headers:
+ * Content-Type, WWW-Authenticate, Retry-After). */
+static void pass_headers(vr_http_req *r, const char *lines) {
+  for (const char *p = lines; p && *p;) {
+    const char *colon = strchr(p, ':'), *eol = strstr(p, "\r\n");
+    if (!colon || !eol || colon > eol) break;
+    char name[64], value[1024];
+    snprintf(name, sizeof name, "%.*s", (int)(colon - p), p);
+    snprintf(value, sizeof value, "%.*s", (int)(eol - colon - 2), colon + 2);
+    vr_http_add_header(r, name, value);
+    p = eol + 2;
+  }
+}
+
 /* Event thread: the worker answered (or no worker could). */
 static void on_resume(vr_http_req *r, void *user) {
   vr_frontend *fe = user;
@@ -75,11 +90,15 @@ static void on_resume(vr_http_req *r, void *user) {
   if (!c->resp) {
     reply_error(fe, r, c->status ? c->status : 502, c->msg[0] ? c->msg : "no answer");
   } else {
+    /* the worker's Content-Type (none for an empty answer), else a guess */
     const char *ct = c->resp_ihcl != (size_t)-1 ? "application/octet-stream"
                                                  : "application/json";
+    if (!c->resp_len || (c->resp_headers && !strncmp(c->resp_headers, "Content-Type:", 13)))
+      ct = NULL;
     char *body = c->resp;
     c->resp = NULL; /* vr_http_respond takes it */
     reply(fe, r, c->status, ct, body, c->resp_len, c->resp_ihcl);
+    pass_headers(r, c->resp_headers);
   }
   if (c->worker[0]) vr_http_add_header(r, "Vario-Worker", c->worker);
   if (c->resp_len || c->status < 500) {
@@ -113,16 +132,19 @@ static void forward(vr_frontend *fe, vr_http_req *r, const char *key) {
     return reply_error(fe, r, 414, "request target too long to forward");
   /* The headers a worker needs: the binary extension's split, the body's
    * type, and the client's credentials (a worker may require them). */
-  size_t hl = 0;
   static const char *const pass[] = {"Inference-Header-Content-Length",
                                      "Content-Type", "Authorization"};
+  size_t cap = 1; /* sized to what the client sent (its head is bounded) */
   for (int i = 0; i < 3; i++) {
     const char *v = vr_http_header(r, pass[i]);
-    if (!v) continue;
-    int n = snprintf(q->headers + hl, sizeof q->headers - hl, "%s: %s\r\n", pass[i], v);
-    if (n < 0 || (size_t)n >= sizeof q->headers - hl)
-      return reply_error(fe, r, 431, "request header too large to forward");
-    hl += (size_t)n;
+    if (v) cap += strlen(pass[i]) + strlen(v) + 4;
+  }
+  if (!(q->headers = vr_malloc(cap))) return reply_error(fe, r, 500, "out of memory");
+  size_t hl = 0;
+  q->headers[0] = 0;
+  for (int i = 0; i < 3; i++) {
+    const char *v = vr_http_header(r, pass[i]);
+    if (v) hl += (size_t)snprintf(q->headers + hl, cap - hl, "%s: %s\r\n", pass[i], v);
   }
   vr_fwd_call *c = &q->call;
   /* HEAD goes on as GET: the worker's Content-Length then comes with its

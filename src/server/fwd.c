@@ -33,9 +33,12 @@ struct fworker {
   vr_fwd_worker w;
   int in_table;          /* in the current table */
   int64_t down_until;    /* ns; skipped until then */
+  unsigned gen;          /* bumped when a table moves it to a new address */
   long outstanding;      /* requests sent and not answered */
   conn **idle;
   int n_idle;
+  int open;              /* connections open to it, busy or idle */
+  vr_fwd_call *wq, *wq_tail; /* calls waiting for one (max_conns) */
   fworker *next;
 };
 
@@ -44,6 +47,7 @@ struct fworker {
 struct conn {
   int fd;
   fworker *w;
+  unsigned gen;          /* w->gen when it connected: the address it leads to */
   vr_fwd_call *call;
   char head[1024];
   char *head_big;        /* when extra headers do not fit head[] */
@@ -63,6 +67,7 @@ struct vr_fwd {
   fworker **tw;          /* t.workers[i] -> its fworker */
   unsigned rr;
   conn *busy;
+  vr_fwd_call *ready, *ready_tail; /* waiters to send again (I/O thread) */
   int ep, evfd, stop;
   pthread_t io;
   vr_fwd_stats st;
@@ -74,6 +79,7 @@ void vr_fwd_opts_init(vr_fwd_opts *o) {
   o->max_tries = 3;
   o->down_ms = 1000;
   o->max_idle = 64;
+  o->max_conns = 256;
 }
 
 static void conn_free(conn *c) {
@@ -89,6 +95,8 @@ void vr_fwd_call_clear(vr_fwd_call *c) {
   vr_free(c->resp);
   c->resp = NULL;
   c->resp_len = 0;
+  vr_free(c->resp_headers);
+  c->resp_headers = NULL;
 }
 
 void vr_fwd_get_stats(vr_fwd *f, vr_fwd_stats *s) {
@@ -120,6 +128,35 @@ int vr_fwd_parse_worker(const char *s, vr_fwd_worker *w, vr_errbuf *err) {
   return 0;
 }
 
+/* ---- calls waiting for a connection (max_conns) ---------------------------- */
+
+static void wq_push(vr_fwd_call **head, vr_fwd_call **tail, vr_fwd_call *c) {
+  c->wq_next = NULL;
+  if (*tail) (*tail)->wq_next = c;
+  else *head = c;
+  *tail = c;
+}
+
+/* Under mu: n of x's waiting calls (all when n < 0) go to the ready list,
+ * which the I/O thread sends again (wake_io). -> how many. */
+static int wq_release(vr_fwd *f, fworker *x, int n) {
+  int moved = 0;
+  while (x->wq && (n < 0 || moved < n)) {
+    vr_fwd_call *c = x->wq;
+    x->wq = c->wq_next;
+    if (!x->wq) x->wq_tail = NULL;
+    wq_push(&f->ready, &f->ready_tail, c);
+    moved++;
+  }
+  return moved;
+}
+
+static void wake_io(vr_fwd *f) {
+  if (pthread_equal(pthread_self(), f->io)) return; /* it sends them next */
+  uint64_t one = 1;
+  if (write(f->evfd, &one, sizeof one) < 0) { /* the 100 ms poll sends them */ }
+}
+
 /* ---- table -------------------------------------------------------------- */
 
 static fworker *worker_get(vr_fwd *f, const vr_fwd_worker *w) {
@@ -128,8 +165,10 @@ static fworker *worker_get(vr_fwd *f, const vr_fwd_worker *w) {
       if (strcmp(x->w.host, w->host) || x->w.port != w->port) {
         /* moved: its pooled connections lead to the old address */
         for (int i = 0; i < x->n_idle; i++) conn_free(x->idle[i]);
+        x->open -= x->n_idle;
         x->n_idle = 0;
         x->w = *w;
+        x->gen++; /* its connections under way lead there too */
         x->down_until = 0;
       }
       return x;
@@ -148,6 +187,12 @@ static fworker *worker_get(vr_fwd *f, const vr_fwd_worker *w) {
 }
 
 int vr_fwd_set_table(vr_fwd *f, const vr_fwd_table *t, vr_errbuf *err) {
+  /* a worker is known by its id: two addresses under one id would be one
+   * worker at the last of them, the other never sent a request */
+  for (int i = 0; i < t->n_workers; i++)
+    for (int k = 0; k < i; k++)
+      if (!strcmp(t->workers[i].id, t->workers[k].id))
+        return vr_errf(err, VR_EINVAL, "worker '%.64s' listed twice", t->workers[i].id);
   for (int r = 0; r < t->n_routes; r++)
     for (int i = 0; i < t->routes[r].n; i++)
       if (t->routes[r].workers[i] < 0 || t->routes[r].workers[i] >= t->n_workers)
@@ -183,13 +228,18 @@ int vr_fwd_set_table(vr_fwd *f, const vr_fwd_table *t, vr_errbuf *err) {
   for (fworker *x = f->workers; x; x = x->next)
     if (!x->in_table) { /* gone: no new requests, no idle connections */
       for (int i = 0; i < x->n_idle; i++) conn_free(x->idle[i]);
+      x->open -= x->n_idle;
       x->n_idle = 0;
     }
   vr_fwd_table_free(&f->t);
   vr_free(f->tw);
   f->t = c;
   f->tw = tw;
+  /* calls waiting for a connection pick again in the new table */
+  int moved = 0;
+  for (fworker *x = f->workers; x; x = x->next) moved += wq_release(f, x, -1);
   pthread_mutex_unlock(&f->mu);
+  if (moved) wake_io(f);
   return 0;
 }
 
@@ -216,9 +266,9 @@ char *vr_fwd_table_current_json(vr_fwd *f) {
 
 /* ---- calls -------------------------------------------------------------- */
 
-static int tried(const vr_fwd_call *c, int wi) {
+static int tried(const vr_fwd_call *c, const fworker *x) {
   for (int i = 0; i < c->tries && i < 4; i++)
-    if (c->tried[i] == wi) return 1;
+    if (c->tried[i] == x) return 1;
   return 0;
 }
 
@@ -241,7 +291,7 @@ static int pick(vr_fwd *f, const char *key, const vr_fwd_call *c, int64_t now,
   for (int k = 0; k < n; k++) {
     int wi = r->workers[(start + (unsigned)k) % (unsigned)n];
     fworker *x = f->tw[wi];
-    if (tried(c, wi) || x->down_until > now) continue;
+    if (tried(c, x) || x->down_until > now) continue;
     if (best < 0 || vr_route_lighter(0, x->outstanding, 1, 0,
                                      f->tw[best]->outstanding, 1))
       best = wi;
@@ -257,7 +307,9 @@ static void finish(vr_fwd *f, vr_fwd_call *c, int status, const char *msg) {
       memmove(c->msg, msg, l);
       c->msg[l] = 0;
     }
-    __atomic_fetch_add(&f->st.failed, 1, __ATOMIC_RELAXED);
+    /* a timeout counts as one, not as failed too (fail_try): the
+     * outcomes of vario_frontend_forwarded_total partition the requests */
+    if (status != 504) __atomic_fetch_add(&f->st.failed, 1, __ATOMIC_RELAXED);
   }
   c->done(c, c->user);
 }
@@ -296,6 +348,20 @@ static void busy_del(vr_fwd *f, conn *k) {
 static void fail_try(vr_fwd *f, conn *k, const char *why);
 static int read_some(vr_fwd *f, conn *k);
 
+/* Writing the request failed. A worker may answer before it has read the
+ * whole body (413: past its body limit) and close, which fails the write:
+ * that answer, when it came whole, is the request's, not a failure of the
+ * worker (failing the try marked every worker of the key down and retried
+ * the body on each). With nothing sent the connect itself failed. The
+ * reason names that step and the system's error e ("connect: Connection
+ * refused": "send failed" did not say that no worker listened there). */
+static void write_failed(vr_fwd *f, conn *k, int e) {
+  char why[128];
+  snprintf(why, sizeof why, "%s: %s", k->sent ? "send" : "connect", strerror(e));
+  if (k->sent > 0 && read_some(f, k) != 0) return;
+  fail_try(f, k, why);
+}
+
 /* Arms k for the I/O thread (EPOLLOUT while the request is not all sent). */
 static int arm(vr_fwd *f, conn *k, int want_out) {
   struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT |
@@ -305,13 +371,17 @@ static int arm(vr_fwd *f, conn *k, int want_out) {
   return epoll_ctl(f->ep, EPOLL_CTL_ADD, k->fd, &ev);
 }
 
-static conn *conn_new(vr_fwd *f, fworker *x, char *why, size_t wlen) {
+/* A connection to x at addr (x's address when it was picked, read under
+ * mu, and gen its generation). */
+static conn *conn_new(vr_fwd *f, fworker *x, const vr_fwd_worker *addr, unsigned gen,
+                      char *why, size_t wlen) {
   conn *k = VR_NEW(conn);
   if (!k) {
     snprintf(why, wlen, "out of memory");
     return NULL;
   }
   k->w = x;
+  k->gen = gen;
   k->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (k->fd < 0) {
     snprintf(why, wlen, "socket: %s", strerror(errno));
@@ -320,18 +390,19 @@ static conn *conn_new(vr_fwd *f, fworker *x, char *why, size_t wlen) {
   }
   int one = 1;
   setsockopt(k->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)x->w.port)};
-  inet_pton(AF_INET, x->w.host, &sa.sin_addr);
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)addr->port)};
+  inet_pton(AF_INET, addr->host, &sa.sin_addr);
   if (connect(k->fd, (struct sockaddr *)&sa, sizeof sa) && errno != EINPROGRESS) {
-    snprintf(why, wlen, "connect %s:%d: %s", x->w.host, x->w.port, strerror(errno));
+    snprintf(why, wlen, "connect %s:%d: %s", addr->host, addr->port, strerror(errno));
     conn_free(k);
     return NULL;
   }
   return k;
 }
 
+static void send_try(vr_fwd *f, vr_fwd_call *c);
+
 void vr_fwd_send(vr_fwd *f, const char *key, vr_fwd_call *c) {
-  int64_t now = vr_now_ns();
   if (c->tries == 0) {
     if (key != c->key) {
       size_t kl = strnlen(key, sizeof c->key - 1);
@@ -343,8 +414,17 @@ void vr_fwd_send(vr_fwd *f, const char *key, vr_fwd_call *c) {
     c->resp = NULL;
     c->resp_len = 0;
     c->resp_ihcl = (size_t)-1;
+    c->resp_headers = NULL;
+    c->wq_until = 0;
     __atomic_fetch_add(&f->st.sent, 1, __ATOMIC_RELAXED);
   }
+  send_try(f, c);
+}
+
+/* Sends c (key, tries set) to the lightest worker of its key, or answers
+ * it, or has it wait for a connection (max_conns). */
+static void send_try(vr_fwd *f, vr_fwd_call *c) {
+  int64_t now = vr_now_ns();
   for (;;) {
     pthread_mutex_lock(&f->mu);
     int any = 0;
@@ -364,20 +444,38 @@ void vr_fwd_send(vr_fwd *f, const char *key, vr_fwd_call *c) {
       return;
     }
     fworker *x = f->tw[wi];
+    if (!x->n_idle && x->open >= f->o.max_conns) {
+      /* pick took the lightest: every worker of the key has max_conns
+       * requests under way. Wait for one of x's connections to come free
+       * rather than open one more, which a worker closes at accept past
+       * its per-client cap (that failed the request and marked the
+       * worker down, and then the next, until every request failed). */
+      if (!c->wq_until) c->wq_until = now + (int64_t)f->o.timeout_ms * 1000000;
+      c->sync_us = 0; /* the I/O thread sends it again: it must not wait */
+      wq_push(&x->wq, &x->wq_tail, c);
+      pthread_mutex_unlock(&f->mu);
+      return;
+    }
     conn *k = x->n_idle ? x->idle[--x->n_idle] : NULL;
+    if (!k) x->open++;
     x->outstanding++;
-    if (c->tries < 4) c->tried[c->tries] = wi;
+    vr_fwd_worker addr = x->w;
+    unsigned gen = x->gen;
+    if (c->tries < 4) c->tried[c->tries] = x;
     c->tries++;
     snprintf(c->worker, sizeof c->worker, "%s", x->w.id);
     pthread_mutex_unlock(&f->mu);
     char why[200] = "";
     if (k) k->reused = 1;
-    else k = conn_new(f, x, why, sizeof why);
+    else k = conn_new(f, x, &addr, gen, why, sizeof why);
     if (!k) {
       pthread_mutex_lock(&f->mu);
       x->outstanding--;
+      x->open--;
       x->down_until = now + (int64_t)f->o.down_ms * 1000000;
+      int moved = wq_release(f, x, -1); /* down: they pick again */
       pthread_mutex_unlock(&f->mu);
+      if (moved) wake_io(f);
       snprintf(c->msg, sizeof c->msg, "worker %s: %s", x->w.id, why);
       if (c->tries > 1) __atomic_fetch_add(&f->st.retried, 1, __ATOMIC_RELAXED);
       if (c->tries < f->o.max_tries) continue;
@@ -393,16 +491,18 @@ void vr_fwd_send(vr_fwd *f, const char *key, vr_fwd_call *c) {
     const char *hx = c->headers ? c->headers : "";
     int n = snprintf(k->head, sizeof k->head,
                      "%s %s HTTP/1.1\r\nHost: %s:%d\r\nContent-Length: %zu\r\n%s\r\n",
-                     c->method, c->path, x->w.host, x->w.port, c->body_len, hx);
+                     c->method, c->path, addr.host, addr.port, c->body_len, hx);
     if (n >= (int)sizeof k->head) {
       k->head_big = vr_malloc((size_t)n + 1);
       if (k->head_big)
         snprintf(k->head_big, (size_t)n + 1,
                  "%s %s HTTP/1.1\r\nHost: %s:%d\r\nContent-Length: %zu\r\n%s\r\n",
-                 c->method, c->path, x->w.host, x->w.port, c->body_len, hx);
+                 c->method, c->path, addr.host, addr.port, c->body_len, hx);
     }
     k->head_len = (size_t)n;
-    c->deadline_ns = now + (int64_t)f->o.timeout_ms * 1000000;
+    /* the time it waited for a connection counts */
+    c->deadline_ns = c->wq_until ? c->wq_until : now + (int64_t)f->o.timeout_ms * 1000000;
+    c->wq_until = 0;
     pthread_mutex_lock(&f->mu);
     k->next = f->busy;
     if (f->busy) f->busy->prev = k;
@@ -427,8 +527,9 @@ void vr_fwd_send(vr_fwd *f, const char *key, vr_fwd_call *c) {
         if (rr != 0) return; /* answered, or failed (and retried) */
       }
     }
-    if (w < 0 || arm(f, k, w == 0)) {
-      fail_try(f, k, w < 0 ? "send failed" : "epoll");
+    if (w < 0) return write_failed(f, k, errno);
+    if (arm(f, k, w == 0)) {
+      fail_try(f, k, "epoll");
       return;
     }
     return;
@@ -446,12 +547,16 @@ static void fail_try(vr_fwd *f, conn *k, const char *why) {
   pthread_mutex_lock(&f->mu);
   busy_del(f, k);
   x->outstanding--;
+  x->open--;
   if (!stale) x->down_until = vr_now_ns() + (int64_t)f->o.down_ms * 1000000;
+  /* a connection came free; down, all its waiters pick again */
+  int moved = wq_release(f, x, stale ? 1 : -1);
   pthread_mutex_unlock(&f->mu);
   conn_free(k);
+  if (moved) wake_io(f);
   if (stale) { /* the worker closed an idle connection: same worker again */
     c->tries--;
-    vr_fwd_send(f, c->key, c);
+    send_try(f, c);
     return;
   }
   snprintf(c->msg, sizeof c->msg, "worker %s (%s:%d): %s", x->w.id, x->w.host,
@@ -463,7 +568,7 @@ static void fail_try(vr_fwd *f, conn *k, const char *why) {
   }
   if (c->tries < f->o.max_tries) {
     __atomic_fetch_add(&f->st.retried, 1, __ATOMIC_RELAXED);
-    vr_fwd_send(f, c->key, c);
+    send_try(f, c);
     return;
   }
   finish(f, c, 502, c->msg);
@@ -483,18 +588,41 @@ static void complete(vr_fwd *f, conn *k, const vr_http_head *h) {
     snprintf(c->msg, sizeof c->msg, "out of memory");
     c->resp_len = 0;
   }
-  int keep = !h->close && k->len == h->head_len + cl;
+  static const char *const pass[] = {"Content-Type", "WWW-Authenticate", "Retry-After"};
+  size_t vl[3], need = 0;
+  const char *v[3];
+  for (int i = 0; i < 3; i++) {
+    v[i] = vr__http_head_value(k->buf, h->head_len, pass[i], &vl[i]);
+    if (v[i]) need += strlen(pass[i]) + vl[i] + 4;
+  }
+  if (need && (c->resp_headers = vr_malloc(need + 1))) {
+    size_t o = 0;
+    for (int i = 0; i < 3; i++)
+      if (v[i])
+        o += (size_t)snprintf(c->resp_headers + o, need + 1 - o, "%s: %.*s\r\n", pass[i],
+                              (int)vl[i], v[i]);
+  }
+  /* an answer that came before the whole request was sent (write_failed,
+   * on_event) leaves the rest of the body unread: the connection is spent */
+  int keep = !h->close && k->len == h->head_len + cl &&
+             k->sent == k->head_len + c->body_len;
   fworker *x = k->w;
   pthread_mutex_lock(&f->mu);
   busy_del(f, k);
   x->outstanding--;
   k->call = NULL;
-  if (keep && x->in_table && x->n_idle < f->o.max_idle && !f->stop) {
+  /* not to the pool of a worker that moved meanwhile: it leads to the old
+   * address */
+  if (keep && x->in_table && k->gen == x->gen && x->n_idle < f->o.max_idle && !f->stop) {
     x->idle[x->n_idle++] = k;
     k = NULL;
+  } else {
+    x->open--;
   }
+  int moved = wq_release(f, x, 1); /* a connection came free */
   pthread_mutex_unlock(&f->mu);
   conn_free(k);
+  if (moved) wake_io(f);
   __atomic_fetch_add(&f->st.ok, 1, __ATOMIC_RELAXED);
   c->done(c, c->user);
 }
@@ -537,8 +665,14 @@ static int read_some(vr_fwd *f, conn *k) {
 static void on_event(vr_fwd *f, conn *k, uint32_t ev) {
   vr_fwd_call *c = k->call;
   if (k->sent < k->head_len + c->body_len) {
+    /* the worker answered before it read the whole body: that answer is
+     * the request's (write_failed) */
+    if ((ev & EPOLLIN) && k->sent > 0) {
+      int rr = read_some(f, k);
+      if (rr != 0) return;
+    }
     int w = conn_write(k);
-    if (w < 0) return fail_try(f, k, "connection refused or reset");
+    if (w < 0) return write_failed(f, k, errno);
     if (w == 0) {
       if (arm(f, k, 1)) fail_try(f, k, "epoll");
       return;
@@ -562,6 +696,14 @@ static void *io_main(void *arg) {
       on_event(f, evs[i].data.ptr, evs[i].events);
     }
     if (__atomic_load_n(&f->stop, __ATOMIC_ACQUIRE)) break;
+    for (;;) { /* calls whose wait for a connection is over: again */
+      pthread_mutex_lock(&f->mu);
+      vr_fwd_call *c = f->ready;
+      if (c && !(f->ready = c->wq_next)) f->ready_tail = NULL;
+      pthread_mutex_unlock(&f->mu);
+      if (!c) break;
+      send_try(f, c);
+    }
     int64_t now = vr_now_ns();
     if (now < next_scan) continue;
     next_scan = now + 100000000;
@@ -573,7 +715,31 @@ static void *io_main(void *arg) {
         k->timed_out = 1;
         shutdown(k->fd, SHUT_RDWR);
       }
+    /* and calls that waited for a connection past their timeout */
+    vr_fwd_call *late = NULL, *late_tail = NULL;
+    for (fworker *x = f->workers; x; x = x->next) {
+      vr_fwd_call **pp = &x->wq, *last = NULL;
+      while (*pp) {
+        vr_fwd_call *c = *pp;
+        if (c->wq_until < now) {
+          *pp = c->wq_next;
+          wq_push(&late, &late_tail, c);
+        } else {
+          last = c;
+          pp = &c->wq_next;
+        }
+      }
+      x->wq_tail = last;
+    }
     pthread_mutex_unlock(&f->mu);
+    while (late) {
+      vr_fwd_call *c = late;
+      late = c->wq_next;
+      snprintf(c->msg, sizeof c->msg, "no connection to a worker of '%.100s' came free in"
+               " time (%d per worker)", c->key, f->o.max_conns);
+      __atomic_fetch_add(&f->st.timeouts, 1, __ATOMIC_RELAXED);
+      finish(f, c, 504, c->msg);
+    }
   }
   return NULL;
 }
@@ -587,6 +753,7 @@ int vr_fwd_create(const vr_fwd_opts *o, vr_fwd **out, vr_errbuf *err) {
     if (o->max_tries > 0) f->o.max_tries = o->max_tries;
     if (o->down_ms > 0) f->o.down_ms = o->down_ms;
     if (o->max_idle > 0) f->o.max_idle = o->max_idle;
+    if (o->max_conns > 0) f->o.max_conns = o->max_conns;
   }
   pthread_mutex_init(&f->mu, NULL);
   f->ep = epoll_create1(EPOLL_CLOEXEC);
@@ -621,6 +788,15 @@ void vr_fwd_free(vr_fwd *f) {
     if (!k) break;
     vr_fwd_call *c = k->call;
     conn_free(k);
+    finish(f, c, 503, "front end shutting down");
+  }
+  for (;;) { /* and those waiting for a connection */
+    pthread_mutex_lock(&f->mu);
+    for (fworker *x = f->workers; x; x = x->next) wq_release(f, x, -1);
+    vr_fwd_call *c = f->ready;
+    if (c && !(f->ready = c->wq_next)) f->ready_tail = NULL;
+    pthread_mutex_unlock(&f->mu);
+    if (!c) break;
     finish(f, c, 503, "front end shutting down");
   }
   while (f->workers) {

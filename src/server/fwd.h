@@ -47,6 +47,11 @@ typedef struct vr_fwd_opts {
   int max_tries;    /* workers tried per request; default 3 */
   int down_ms;      /* a failed worker is skipped this long; default 1000 */
   int max_idle;     /* idle connections kept per worker; default 64 */
+  int max_conns;    /* connections per worker, busy or idle; default 256:
+                       a worker closes those past its per-client cap
+                       (vario serve --max-conns-per-client, 256) at
+                       accept, so requests past it wait for one to come
+                       free (in the timeout) */
 } vr_fwd_opts;
 
 void vr_fwd_opts_init(vr_fwd_opts *o);
@@ -76,8 +81,8 @@ typedef struct vr_fwd_table {
 } vr_fwd_table;
 
 /* Replaces the table (copied). Connections to workers that stay (same id,
- * host and port) are kept. 0, VR_EINVAL (a route names no worker) or
- * VR_ENOMEM. */
+ * host and port) are kept. 0, VR_EINVAL (a route names no worker, or two
+ * workers share an id) or VR_ENOMEM. */
 int vr_fwd_set_table(vr_fwd *f, const vr_fwd_table *t, vr_errbuf *err);
 int64_t vr_fwd_table_version(vr_fwd *f);
 /* The table in use as JSON (vr_malloc'd; with "version"), or NULL. */
@@ -121,11 +126,20 @@ struct vr_fwd_call {
   char *resp;          /* body (vr_malloc'd; the call owns it) */
   size_t resp_len;
   size_t resp_ihcl;    /* Inference-Header-Content-Length or (size_t)-1 */
+  /* the worker's headers its client needs as they are: Content-Type,
+   * WWW-Authenticate (a 401's challenge), Retry-After (429/503), as
+   * "Name: value\r\n" lines (vr_malloc'd; the call owns it), or NULL */
+  char *resp_headers;
   char worker[VR_FWD_ID_MAX]; /* who answered */
   int tries;
   /* private */
   int64_t deadline_ns;
-  int tried[4];
+  int64_t wq_until;       /* waiting for a connection (max_conns) until */
+  vr_fwd_call *wq_next;
+  /* the workers tried, by identity (fwd.c's own record of a worker, kept
+   * until vr_fwd_free): a table index names another worker once a new
+   * table is in force */
+  const void *tried[4];
   char key[VR_FWD_KEY_MAX];
 };
 

@@ -44,6 +44,11 @@ static const char *header(const char *buf, const char *end, const char *name,
   return NULL;
 }
 
+const char *vr__http_head_value(const char *buf, size_t head_len, const char *name,
+                                size_t *vlen) {
+  return header(buf, buf + head_len, name, vlen);
+}
+
 static size_t num_header(const char *buf, const char *end, const char *name) {
   size_t vlen;
   const char *v = header(buf, end, name, &vlen);

@@ -33,6 +33,10 @@ typedef struct vr_http_head {
  * 0 = need more bytes, VR_EFORMAT = not HTTP (or a Content-Length past
  * VR_HTTP_MAX_RESP_BODY). */
 int vr_http_parse_head(const char *buf, size_t len, vr_http_head *h);
+/* The value of header `name` (case-insensitive) in a parsed head
+ * buf[0..head_len), trimmed, *vlen bytes (not NUL-terminated); or NULL. */
+const char *vr__http_head_value(const char *buf, size_t head_len, const char *name,
+                                size_t *vlen);
 
 typedef struct vr_httpc {
   int fd;

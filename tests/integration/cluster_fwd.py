@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import struct
 import subprocess
 import sys
@@ -72,8 +73,9 @@ try:
     cfg = json.load(open(cfg_path))
     cfg["queue_policy"] = {"default_timeout_microseconds": 60000000}
     json.dump(cfg, open(cfg_path, "w"))
-    w1, p1 = start(["worker", "--repo", repo, "--id", "w1"], "w1")
-    w2, p2 = start(["worker", "--repo", repo, "--id", "w2"], "w2")
+    # A body limit below the front end's (64 MiB): see the 413 check.
+    w1, p1 = start(["worker", "--repo", repo, "--id", "w1", "--max-body-mb", "1"], "w1")
+    w2, p2 = start(["worker", "--repo", repo, "--id", "w2", "--max-body-mb", "1"], "w2")
     fe, pf = start(["frontend", "--worker", f"w1=127.0.0.1:{p1}",
                     "--worker", f"w2=127.0.0.1:{p2}", "--timeout-ms", "60000"], "fe")
     for port in (p1, p2):
@@ -121,6 +123,17 @@ try:
     st, b, _ = req(pf, "GET", "/v2/nothing")
     check(st == 404, f"unknown path {st}")
 
+    # A body past the workers' limit: each answers 413 before reading it
+    # and closes. That answer reaches the client, and the workers stay up
+    # (the failed write marked every worker down and retried the body on
+    # each: 502, then 503 for everyone else's requests).
+    st, b, _ = req(pf, "POST", "/v2/models/fmnist_linear/infer", b"x" * (8 << 20),
+                   {"Content-Type": "application/json"})
+    check(st == 413 and b"larger than" in b, f"body past the worker's limit: {st} {b[:200]}")
+    st, b, _ = req(pf, "POST", "/v2/models/fmnist_linear/infer", js,
+                   {"Content-Type": "application/json"})
+    check(st == 200, f"after a 413, the workers are still up: {st} {b[:200]}")
+
     # HEAD is answered at once with the GET's headers (it hung until the
     # timeout: the worker's HEAD answer has a Content-Length and no body).
     st_g, b_g, _ = req(pf, "GET", "/v2/models/fmnist_linear")
@@ -131,11 +144,23 @@ try:
 
     # The request target goes on as sent: query string kept (registration
     # and jobs read their fields from it), escapes kept escaped.
-    seen_target = []
+    seen_target, seen_auth = [], []
 
     class Echo(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
             seen_target.append(self.path)
+            seen_auth.append(self.headers.get("Authorization"))
+            if self.path.endswith("/hang"):
+                time.sleep(2)
+            if self.path.endswith("/challenge"):
+                self.send_response(401)
+                self.send_header("WWW-Authenticate", 'Bearer realm="w"')
+                self.send_header("Retry-After", "7")
+                self.send_header("Content-Type", "text/plain")
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"no")
+                return
             self.send_response(200)
             self.send_header("Content-Length", "2")
             self.end_headers()
@@ -144,16 +169,62 @@ try:
         def log_message(self, *a):
             pass
 
-    echo = http.server.HTTPServer(("127.0.0.1", 0), Echo)
+    echo = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Echo)
     threading.Thread(target=echo.serve_forever, daemon=True).start()
     fe2, pf2 = start(["frontend", "--worker", f"e=127.0.0.1:{echo.server_address[1]}",
                       "--timeout-ms", "20000"], "fe2")
     target = "/v2/apps/fashion/jobs/a%20b%3Fc?min_accuracy=90&x=%26y&flag"
     st, b, _ = req(pf2, "GET", target, timeout=30)
     check(st == 200 and seen_target == [target], f"target forwarded as {seen_target}")
+    # A long bearer token goes on as it is (past 512 bytes of forwarded
+    # headers the front end answered 431).
+    token = "Bearer " + "k" * 3000
+    st, b, _ = req(pf2, "GET", "/v2/models/m", headers={"Authorization": token}, timeout=30)
+    check(st == 200 and seen_auth[-1] == token,
+          f"long Authorization: {st} {b[:100]}, forwarded {len(seen_auth[-1] or '')} bytes")
+    # The worker's answer headers a client acts on come back as they are
+    # (they were dropped, and the Content-Type replaced by JSON's).
+    st, b, h = req(pf2, "GET", "/v2/models/m/challenge", timeout=30)
+    check(st == 401 and b == b"no" and h.get("WWW-Authenticate") == 'Bearer realm="w"'
+          and h.get("Retry-After") == "7" and h.get("Content-Type") == "text/plain",
+          f"answer headers: {st} {b[:100]} {dict(h)}")
+    # A worker that does not answer in time: 504, counted once, as a
+    # timeout (it was counted as failed too).
+    fe3, pf3 = start(["frontend", "--worker", f"e=127.0.0.1:{echo.server_address[1]}",
+                      "--timeout-ms", "300"], "fe3")
+    st, b, _ = req(pf3, "GET", "/v2/models/m/hang", timeout=30)
+    check(st == 504 and b"no answer in time" in b, f"timeout: {st} {b[:200]}")
+    m = req(pf3, "GET", "/metrics")[1].decode()
+    check('outcome="timeout"} 1\n' in m and 'outcome="failed"} 0\n' in m,
+          "a timeout counted once: " + " ".join(l for l in m.splitlines() if "outcome" in l))
+    fe3.terminate()
+    fe3.wait(60)
     fe2.terminate()
     fe2.wait(60)
     echo.shutdown()
+
+    # Two workers under one id: refused at start (the first was never sent
+    # a request: the id named one worker, at the last address).
+    try:
+        r = subprocess.run([vario, "frontend", "--port", "0", "--worker", f"w=127.0.0.1:{p1}",
+                            "--worker", f"w=127.0.0.1:{p2}"], capture_output=True, timeout=20)
+        rc, err = r.returncode, r.stderr
+    except subprocess.TimeoutExpired:
+        rc, err = None, b"it started and served"
+    check(rc not in (0, None) and b"listed twice" in err, f"duplicate worker id: {rc} {err[-300:]}")
+
+    # A worker address where nothing listens: the error says so (it said
+    # "send failed").
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    closed_port = s.getsockname()[1]
+    s.close()
+    fe4, pf4 = start(["frontend", "--worker", f"gone=127.0.0.1:{closed_port}"], "fe4")
+    st, b, _ = req(pf4, "GET", "/v2/models/m", timeout=30)
+    check(st == 502 and b"worker gone" in b and b"connect: Connection refused" in b,
+          f"nothing listening: {st} {b[:200]}")
+    fe4.terminate()
+    fe4.wait(60)
 
     # SIGKILL one worker under load: 8 client threads, none may hang.
     results, lock, stop = [], threading.Lock(), threading.Event()

@@ -16,6 +16,7 @@
 
 #include "../unit/rt_fake.h"
 #include "base/alloc.h"
+#include "server/fwd.h"
 #include "server/http.h"
 #include "srv_util.h"
 
@@ -660,6 +661,267 @@ static void test_path_segments(void **st) {
   assert_string_equal(seg[0], "abcd");
 }
 
+/* ---- the front end's forwarder (server/fwd.h) against fake workers ----- */
+
+/* A fake worker on loopback: it answers each request (keep-alive) with its
+ * name as the body after delay_ms, or, with close_ms > 0, closes the
+ * connection that long after a request without answering (a worker that
+ * dies mid-request). Static: its connection threads may outlive a test. */
+typedef struct fake_worker {
+  int lfd, port;
+  const char *name;
+  int delay_ms, close_ms;
+  int max_conns, open; /* > 0: more connections are closed at accept */
+  pthread_t th;
+} fake_worker;
+
+typedef struct {
+  fake_worker *w;
+  int fd;
+} fake_conn_arg;
+
+static void *fake_conn(void *arg) {
+  fake_conn_arg a = *(fake_conn_arg *)arg;
+  free(arg);
+  char buf[8192];
+  size_t len = 0;
+  for (;;) {
+    char *end;
+    while (!(end = memmem(buf, len, "\r\n\r\n", 4))) {
+      ssize_t r = len < sizeof buf ? recv(a.fd, buf + len, sizeof buf - len, 0) : -1;
+      if (r <= 0) goto out;
+      len += (size_t)r;
+    }
+    size_t head = (size_t)(end + 4 - buf);
+    const char *cl = strcasestr(buf, "Content-Length:");
+    size_t n = cl && cl < end ? strtoul(cl + 15, NULL, 10) : 0;
+    while (len < head + n) {
+      ssize_t r = len < sizeof buf ? recv(a.fd, buf + len, sizeof buf - len, 0) : -1;
+      if (r <= 0) goto out;
+      len += (size_t)r;
+    }
+    memmove(buf, buf + head + n, len - head - n);
+    len -= head + n;
+    if (a.w->close_ms) {
+      usleep((useconds_t)a.w->close_ms * 1000);
+      goto out;
+    }
+    usleep((useconds_t)a.w->delay_ms * 1000);
+    char resp[256];
+    int m = snprintf(resp, sizeof resp, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\n%s",
+                     strlen(a.w->name), a.w->name);
+    if (send(a.fd, resp, (size_t)m, MSG_NOSIGNAL) != m) goto out;
+  }
+out:
+  close(a.fd);
+  __atomic_fetch_sub(&a.w->open, 1, __ATOMIC_SEQ_CST);
+  return NULL;
+}
+
+static void *fake_accept(void *arg) {
+  fake_worker *w = arg;
+  for (;;) {
+    int fd = accept(w->lfd, NULL, NULL);
+    if (fd < 0) return NULL; /* fake_stop */
+    /* as vario serve's per-client cap (--max-conns-per-client) does */
+    if (w->max_conns && __atomic_load_n(&w->open, __ATOMIC_SEQ_CST) >= w->max_conns) {
+      close(fd);
+      continue;
+    }
+    __atomic_fetch_add(&w->open, 1, __ATOMIC_SEQ_CST);
+    fake_conn_arg *a = malloc(sizeof *a);
+    pthread_t t;
+    if (!a) {
+      close(fd);
+      __atomic_fetch_sub(&w->open, 1, __ATOMIC_SEQ_CST);
+      continue;
+    }
+    *a = (fake_conn_arg){w, fd};
+    if (pthread_create(&t, NULL, fake_conn, a)) {
+      close(fd);
+      __atomic_fetch_sub(&w->open, 1, __ATOMIC_SEQ_CST);
+      free(a);
+      continue;
+    }
+    pthread_detach(t);
+  }
+}
+
+static void fake_start(fake_worker *w, const char *name, int delay_ms, int close_ms) {
+  *w = (fake_worker){.name = name, .delay_ms = delay_ms, .close_ms = close_ms};
+  w->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  assert_true(w->lfd >= 0);
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t sl = sizeof sa;
+  assert_int_equal(bind(w->lfd, (struct sockaddr *)&sa, sizeof sa), 0);
+  assert_int_equal(listen(w->lfd, 16), 0);
+  assert_int_equal(getsockname(w->lfd, (struct sockaddr *)&sa, &sl), 0);
+  w->port = ntohs(sa.sin_port);
+  assert_int_equal(pthread_create(&w->th, NULL, fake_accept, w), 0);
+}
+
+static void fake_stop(fake_worker *w) {
+  shutdown(w->lfd, SHUT_RDWR); /* accept() returns */
+  pthread_join(w->th, NULL);
+  close(w->lfd);
+}
+
+/* A table of nw workers (ids[i] at 127.0.0.1:ports[i]) with one route. */
+static void fwd_table(vr_fwd *f, int64_t version, int nw, const char *const *ids,
+                      const int *ports, const char *key, int nr, int *route) {
+  vr_fwd_worker ws[4];
+  for (int i = 0; i < nw; i++) {
+    memset(&ws[i], 0, sizeof ws[i]);
+    snprintf(ws[i].id, sizeof ws[i].id, "%s", ids[i]);
+    snprintf(ws[i].host, sizeof ws[i].host, "127.0.0.1");
+    ws[i].port = ports[i];
+  }
+  vr_fwd_route r = {.n = nr, .workers = route};
+  snprintf(r.key, sizeof r.key, "%s", key);
+  vr_fwd_table t = {version, nw, 1, ws, &r};
+  vr_errbuf err = {0};
+  assert_int_equal(vr_fwd_set_table(f, &t, &err), 0);
+}
+
+static void fwd_done(vr_fwd_call *c, void *user) {
+  (void)c;
+  __atomic_store_n((int *)user, 1, __ATOMIC_RELEASE);
+}
+
+/* Sends a GET of key on a fresh call; returns at once (done sets *flag). */
+static void fwd_get(vr_fwd *f, const char *key, vr_fwd_call *c, int *flag) {
+  memset(c, 0, sizeof *c);
+  *flag = 0;
+  c->method = "GET";
+  c->path = "/v2/models/m";
+  c->done = fwd_done;
+  c->user = flag;
+  vr_fwd_send(f, key, c);
+}
+
+static void fwd_wait(int *flag) {
+  for (int i = 0; i < 10000 && !__atomic_load_n(flag, __ATOMIC_ACQUIRE); i++) usleep(1000);
+  assert_true(__atomic_load_n(flag, __ATOMIC_ACQUIRE));
+}
+
+/* A new routing table while a request is under way: the worker it was
+ * sent to leaves the table and then fails it. The retry goes to a worker
+ * of the new table (it was refused as "no other worker left": the workers
+ * it had tried were remembered by their index in the old table, which
+ * names another worker in the new one). */
+static void test_fwd_retry_after_table_change(void **st) {
+  (void)st;
+  static fake_worker a, b;
+  fake_start(&a, "A", 0, 300);
+  fake_start(&b, "B", 0, 0);
+  vr_fwd *f;
+  vr_errbuf err = {0};
+  assert_int_equal(vr_fwd_create(NULL, &f, &err), 0);
+  const char *ids1[] = {"a", "b"}, *ids2[] = {"b"};
+  int ports1[] = {a.port, b.port}, ports2[] = {b.port};
+  int r1[] = {0}, r2[] = {0};
+  fwd_table(f, 1, 2, ids1, ports1, "m:m", 1, r1);
+  vr_fwd_call c;
+  int flag;
+  fwd_get(f, "m:m", &c, &flag);
+  usleep(100 * 1000);
+  fwd_table(f, 2, 1, ids2, ports2, "m:m", 1, r2); /* a left; b is worker 0 */
+  fwd_wait(&flag);
+  assert_int_equal(c.status, 200);
+  assert_string_equal(c.worker, "b");
+  assert_true(c.resp_len == 1 && c.resp[0] == 'B');
+  vr_fwd_call_clear(&c);
+  vr_fwd_free(f);
+  fake_stop(&a);
+  fake_stop(&b);
+}
+
+/* A worker that moved (same id, new address) while a request was under
+ * way there: later requests go to the new address (the old connection
+ * went back to the pool of the moved worker and was used again). */
+static void test_fwd_moved_worker(void **st) {
+  (void)st;
+  static fake_worker a, b;
+  fake_start(&a, "A", 300, 0);
+  fake_start(&b, "B", 0, 0);
+  vr_fwd *f;
+  vr_errbuf err = {0};
+  assert_int_equal(vr_fwd_create(NULL, &f, &err), 0);
+  const char *ids[] = {"w"};
+  int p1[] = {a.port}, p2[] = {b.port};
+  int r[] = {0};
+  fwd_table(f, 1, 1, ids, p1, "*", 1, r);
+  vr_fwd_call c;
+  int flag;
+  fwd_get(f, "m:m", &c, &flag);
+  usleep(100 * 1000);
+  fwd_table(f, 2, 1, ids, p2, "*", 1, r); /* w moved to b */
+  fwd_wait(&flag);
+  assert_int_equal(c.status, 200);
+  assert_true(c.resp_len == 1 && c.resp[0] == 'A'); /* sent before the move */
+  vr_fwd_call_clear(&c);
+  fwd_get(f, "m:m", &c, &flag);
+  fwd_wait(&flag);
+  assert_int_equal(c.status, 200);
+  assert_true(c.resp_len == 1 && c.resp[0] == 'B');
+  vr_fwd_call_clear(&c);
+  vr_fwd_free(f);
+  fake_stop(&a);
+  fake_stop(&b);
+}
+
+/* A worker that closes connections past its cap at accept, as vario serve
+ * does past --max-conns-per-client (256) for one address, i.e. for a front
+ * end on another host. The forwarder keeps at most max_conns connections
+ * to a worker and has the requests past them wait for one to come free:
+ * they failed, the worker was marked down, and then every request failed
+ * with 503 until down_ms had passed. One that waits past timeout_ms is
+ * answered 504. */
+static void test_fwd_conn_cap(void **st) {
+  (void)st;
+  static fake_worker a;
+  fake_start(&a, "A", 30, 0);
+  a.max_conns = 2;
+  vr_fwd_opts o;
+  vr_fwd_opts_init(&o);
+  o.max_conns = 2;
+  vr_fwd *f;
+  vr_errbuf err = {0};
+  assert_int_equal(vr_fwd_create(&o, &f, &err), 0);
+  const char *ids[] = {"w"};
+  int ports[] = {a.port}, r[] = {0};
+  fwd_table(f, 1, 1, ids, ports, "*", 1, r);
+  enum { N = 12 };
+  static vr_fwd_call c[N];
+  static int flag[N];
+  for (int i = 0; i < N; i++) fwd_get(f, "m:m", &c[i], &flag[i]);
+  for (int i = 0; i < N; i++) {
+    fwd_wait(&flag[i]);
+    if (c[i].status != 200) fprintf(stderr, "call %d: %d %s\n", i, c[i].status, c[i].msg);
+    assert_int_equal(c[i].status, 200);
+    assert_true(c[i].resp_len == 1 && c[i].resp[0] == 'A');
+    vr_fwd_call_clear(&c[i]);
+  }
+  vr_fwd_free(f);
+  /* waiting counts toward the timeout (once the worker has seen the
+   * connections above closed) */
+  for (int i = 0; i < 5000 && __atomic_load_n(&a.open, __ATOMIC_SEQ_CST) > 0; i++) usleep(1000);
+  a.delay_ms = 400;
+  o.max_conns = 1;
+  o.timeout_ms = 200;
+  assert_int_equal(vr_fwd_create(&o, &f, &err), 0);
+  fwd_table(f, 1, 1, ids, ports, "*", 1, r);
+  fwd_get(f, "m:m", &c[0], &flag[0]);
+  fwd_get(f, "m:m", &c[1], &flag[1]);
+  fwd_wait(&flag[1]);
+  assert_int_equal(c[1].status, 504);
+  assert_non_null(strstr(c[1].msg, "came free"));
+  fwd_wait(&flag[0]);
+  vr_fwd_call_clear(&c[0]);
+  vr_fwd_free(f);
+  fake_stop(&a);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_health_and_metadata),
@@ -679,6 +941,9 @@ int main(void) {
       cmocka_unit_test(test_graceful_shutdown),
       cmocka_unit_test(test_connection_limit),
       cmocka_unit_test(test_path_segments),
+      cmocka_unit_test(test_fwd_retry_after_table_change),
+      cmocka_unit_test(test_fwd_moved_worker),
+      cmocka_unit_test(test_fwd_conn_cap),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
