@@ -402,6 +402,17 @@ static conn *conn_new(vr_fwd *f, fworker *x, const vr_fwd_worker *addr, unsigned
 
 static void send_try(vr_fwd *f, vr_fwd_call *c);
 
+/* May c be sent again after a worker may have acted on it? Reads and
+ * inference (no side effects) may; the other writes a front end forwards
+ * (registering or removing a model or a pipeline, an app's settings)
+ * may not: sent twice, the first could have taken effect and the second
+ * would then be refused (409) or act twice. */
+static int replayable(const vr_fwd_call *c) {
+  if (!strcmp(c->method, "GET") || !strcmp(c->method, "HEAD")) return 1;
+  size_t n = strcspn(c->path, "?");
+  return n >= 6 && !memcmp(c->path + n - 6, "/infer", 6);
+}
+
 void vr_fwd_send(vr_fwd *f, const char *key, vr_fwd_call *c) {
   if (c->tries == 0) {
     if (key != c->key) {
@@ -416,6 +427,7 @@ void vr_fwd_send(vr_fwd *f, const char *key, vr_fwd_call *c) {
     c->resp_ihcl = (size_t)-1;
     c->resp_headers = NULL;
     c->wq_until = 0;
+    c->once = !replayable(c);
     __atomic_fetch_add(&f->st.sent, 1, __ATOMIC_RELAXED);
   }
   send_try(f, c);
@@ -444,6 +456,13 @@ static void send_try(vr_fwd *f, vr_fwd_call *c) {
       return;
     }
     fworker *x = f->tw[wi];
+    if (c->once && x->n_idle) {
+      /* a fresh connection: on a pooled one, the worker closing it as idle
+       * and a request it received look alike (no answer), and only the
+       * first may be sent again */
+      conn_free(x->idle[--x->n_idle]);
+      x->open--;
+    }
     if (!x->n_idle && x->open >= f->o.max_conns) {
       /* pick took the lightest: every worker of the key has max_conns
        * requests under way. Wait for one of x's connections to come free
@@ -544,6 +563,7 @@ static void fail_try(vr_fwd *f, conn *k, const char *why) {
   fworker *x = k->w;
   int stale = k->reused && k->len == 0 && !k->timed_out;
   int timed_out = k->timed_out;
+  int sent = k->sent > 0; /* the worker may have the request */
   pthread_mutex_lock(&f->mu);
   busy_del(f, k);
   x->outstanding--;
@@ -564,6 +584,12 @@ static void fail_try(vr_fwd *f, conn *k, const char *why) {
   if (timed_out) {
     __atomic_fetch_add(&f->st.timeouts, 1, __ATOMIC_RELAXED);
     finish(f, c, 504, c->msg); /* the time is spent: no retry */
+    return;
+  }
+  if (c->once && sent) {
+    size_t l = strlen(c->msg);
+    snprintf(c->msg + l, sizeof c->msg - l, " (not sent again: the worker may have acted on it)");
+    finish(f, c, 502, c->msg);
     return;
   }
   if (c->tries < f->o.max_tries) {

@@ -17,7 +17,9 @@
  * `down_ms` and the request is sent to another worker of its key (up to
  * `max_tries` workers), since inference has no side effects; when none is
  * left it is answered 502/503 with a message naming the worker and the
- * reason. A worker that does not answer within `timeout_ms` gets the
+ * reason. Other writes (a registration, a removal: anything but GET,
+ * HEAD and .../infer) go on a fresh connection and are sent again only
+ * when no byte of them reached a worker; otherwise they are answered 502. A worker that does not answer within `timeout_ms` gets the
  * request answered 504. No request waits forever.
  *
  * Threads: vr_fwd_send from any thread (it writes on the caller's thread
@@ -135,6 +137,7 @@ struct vr_fwd_call {
   /* private */
   int64_t deadline_ns;
   int64_t wq_until;       /* waiting for a connection (max_conns) until */
+  int once;               /* not replayable: at most one worker may get it */
   vr_fwd_call *wq_next;
   /* the workers tried, by identity (fwd.c's own record of a worker, kept
    * until vr_fwd_free): a table index names another worker once a new

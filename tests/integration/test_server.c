@@ -672,6 +672,7 @@ typedef struct fake_worker {
   const char *name;
   int delay_ms, close_ms;
   int max_conns, open; /* > 0: more connections are closed at accept */
+  int requests;        /* requests read whole (atomic) */
   pthread_t th;
 } fake_worker;
 
@@ -702,6 +703,7 @@ static void *fake_conn(void *arg) {
     }
     memmove(buf, buf + head + n, len - head - n);
     len -= head + n;
+    __atomic_fetch_add(&a.w->requests, 1, __ATOMIC_SEQ_CST);
     if (a.w->close_ms) {
       usleep((useconds_t)a.w->close_ms * 1000);
       goto out;
@@ -836,6 +838,50 @@ static void test_fwd_retry_after_table_change(void **st) {
   fake_stop(&b);
 }
 
+/* Workers that close the connection after reading a request (killed
+ * mid-request). Inference goes to the next worker; a registration, which
+ * the first worker may have carried out, is not sent again (it was, and
+ * the second answered 409 "already registered" for a model that the first
+ * had registered, or registered it twice). */
+static void test_fwd_no_replay_of_writes(void **st) {
+  (void)st;
+  static fake_worker a, b;
+  fake_start(&a, "A", 0, 50);
+  fake_start(&b, "B", 0, 50);
+  vr_fwd *f;
+  vr_errbuf err = {0};
+  assert_int_equal(vr_fwd_create(NULL, &f, &err), 0);
+  const char *ids[] = {"a", "b"};
+  int ports[] = {a.port, b.port}, r[] = {0, 1};
+  fwd_table(f, 1, 2, ids, ports, "a:x", 2, r);
+  static const char *const paths[] = {"/v2/apps/x/models?name=n", "/v2/apps/x/infer"};
+  for (int i = 0; i < 2; i++) {
+    vr_fwd_call c;
+    int flag = 0;
+    memset(&c, 0, sizeof c);
+    c.method = "POST";
+    c.path = paths[i];
+    c.body = "{}";
+    c.body_len = 2;
+    c.done = fwd_done;
+    c.user = &flag;
+    int before = __atomic_load_n(&a.requests, __ATOMIC_SEQ_CST) +
+                 __atomic_load_n(&b.requests, __ATOMIC_SEQ_CST);
+    vr_fwd_send(f, "a:x", &c);
+    fwd_wait(&flag);
+    int got = __atomic_load_n(&a.requests, __ATOMIC_SEQ_CST) +
+              __atomic_load_n(&b.requests, __ATOMIC_SEQ_CST) - before;
+    assert_int_equal(c.status, 502);
+    assert_int_equal(got, i == 0 ? 1 : 2); /* the write once, inference on each */
+    if (i == 0) assert_non_null(strstr(c.msg, "not sent again"));
+    vr_fwd_call_clear(&c);
+    usleep(1100 * 1000); /* down_ms: both workers up again */
+  }
+  vr_fwd_free(f);
+  fake_stop(&a);
+  fake_stop(&b);
+}
+
 /* A worker that moved (same id, new address) while a request was under
  * way there: later requests go to the new address (the old connection
  * went back to the pool of the moved worker and was used again). */
@@ -943,6 +989,7 @@ int main(void) {
       cmocka_unit_test(test_path_segments),
       cmocka_unit_test(test_fwd_retry_after_table_change),
       cmocka_unit_test(test_fwd_moved_worker),
+      cmocka_unit_test(test_fwd_no_replay_of_writes),
       cmocka_unit_test(test_fwd_conn_cap),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
