@@ -170,6 +170,8 @@ typedef struct vr_pipe_query {
   const char *pipeline;
   double latency_ms;   /* end to end; <= 0: the pipeline's own SLO */
   double min_accuracy; /* end to end, percent; 0 none */
+  int64_t arrived_ns;  /* > 0: when it arrived (the pipeline's clock), if
+                          before now; the deadline counts from there */
   int n_in;
   vr_tensor in[VR_RT_MAX_IO]; /* the root task's inputs; borrowed until done */
 } vr_pipe_query;

@@ -432,7 +432,8 @@ void vr_pipes_infer(vr_pipes *p, const vr_pipe_query *q, vr_pipe_done_fn done, v
   r->ps = p;
   r->pp = pp;
   r->q = *q;
-  r->arrival_ns = vr_clock_now(p->clock);
+  int64_t at = vr_clock_now(p->clock);
+  r->arrival_ns = q->arrived_ns > 0 && q->arrived_ns < at ? q->arrived_ns : at;
   double slo = q->latency_ms > 0 ? q->latency_ms : pp->spec->slo_ms;
   r->deadline_ns = r->arrival_ns + (int64_t)(slo * 1e6);
   r->min_acc = q->min_accuracy;

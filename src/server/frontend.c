@@ -153,6 +153,7 @@ static void forward(vr_frontend *fe, vr_http_req *r, const char *key) {
   c->path = q->path;
   c->headers = q->headers;
   c->body = vr_http_body(r, &c->body_len);
+  c->origin_ns = vr_http_arrived_ns(r);
   c->done = on_done;
   c->user = q;
   q->sent_ns = vr_now_ns();

@@ -21,6 +21,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "policy/route.h"
+#include "server/http.h"
 #include "server/httpc.h"
 
 typedef struct fworker fworker;
@@ -508,15 +509,21 @@ static void send_try(vr_fwd *f, vr_fwd_call *c) {
     vr_free(k->head_big);
     k->head_big = NULL;
     const char *hx = c->headers ? c->headers : "";
+    /* the time spent here so far (queued, waiting, earlier tries): the
+     * worker counts the query's deadline from its arrival here */
+    char up[64] = "";
+    if (c->origin_ns > 0)
+      snprintf(up, sizeof up, VR_HTTP_UPSTREAM_HEADER ": %lld\r\n",
+               (long long)(now > c->origin_ns ? (now - c->origin_ns) / 1000 : 0));
     int n = snprintf(k->head, sizeof k->head,
-                     "%s %s HTTP/1.1\r\nHost: %s:%d\r\nContent-Length: %zu\r\n%s\r\n",
-                     c->method, c->path, addr.host, addr.port, c->body_len, hx);
+                     "%s %s HTTP/1.1\r\nHost: %s:%d\r\nContent-Length: %zu\r\n%s%s\r\n",
+                     c->method, c->path, addr.host, addr.port, c->body_len, up, hx);
     if (n >= (int)sizeof k->head) {
       k->head_big = vr_malloc((size_t)n + 1);
       if (k->head_big)
         snprintf(k->head_big, (size_t)n + 1,
-                 "%s %s HTTP/1.1\r\nHost: %s:%d\r\nContent-Length: %zu\r\n%s\r\n",
-                 c->method, c->path, addr.host, addr.port, c->body_len, hx);
+                 "%s %s HTTP/1.1\r\nHost: %s:%d\r\nContent-Length: %zu\r\n%s%s\r\n",
+                 c->method, c->path, addr.host, addr.port, c->body_len, up, hx);
     }
     k->head_len = (size_t)n;
     /* the time it waited for a connection counts */

@@ -115,6 +115,9 @@ struct vr_fwd_call {
   const char *headers;       /* extra "Name: value\r\n" lines, or NULL */
   const void *body;
   size_t body_len;
+  /* > 0: when the request reached the front end (monotonic ns); each try
+   * tells the worker how long ago that was (http.h, Vario-Upstream-Us) */
+  int64_t origin_ns;
   vr_fwd_done done;
   void *user;
   /* > 0: the caller has nothing else to do, so vr_fwd_send waits up to

@@ -303,7 +303,7 @@ static void model_infer(gcall *c) {
   }
   c->has_rt = 1;
   __atomic_fetch_add(&c->g->inflight, 1, __ATOMIC_SEQ_CST);
-  rc = vr__srv_submit(c->g->s, c->model, &c->ks, &c->rt, on_infer_done, c, &err);
+  rc = vr__srv_submit(c->g->s, c->model, &c->ks, &c->rt, 0, on_infer_done, c, &err);
   if (rc) {
     c->has_rt = 0;
     __atomic_fetch_sub(&c->g->inflight, 1, __ATOMIC_SEQ_CST);

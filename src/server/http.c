@@ -81,6 +81,13 @@ struct vr_http_req {
 };
 
 const char *vr_http_method(const vr_http_req *r) { return r->method; }
+
+int64_t vr_http_arrived_ns(const vr_http_req *r) {
+  const char *v = vr_http_header(r, VR_HTTP_UPSTREAM_HEADER);
+  if (!v || !*v || strspn(v, "0123456789") != strlen(v) || strlen(v) > 8) return r->t0;
+  long long us = atoll(v);
+  return us <= 60000000 ? r->t0 - us * 1000 : r->t0;
+}
 const char *vr_http_url(const vr_http_req *r) { return r->url; }
 const char *vr_http_header(const vr_http_req *r, const char *name) {
   return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);

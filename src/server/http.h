@@ -89,6 +89,12 @@ int vr_http_path_segments(const char *url, char *buf, size_t cap, char **seg, in
 void vr_http_set_state(vr_http_req *r, void *state, void (*state_free)(void *));
 /* Monotonic time at which the request's headers were complete. */
 int64_t vr_http_started_ns(const vr_http_req *r);
+/* When the query arrived, for its deadline: vr_http_started_ns less the
+ * time a Vario front end spent on it before forwarding it here, which it
+ * sends as `Vario-Upstream-Us: N` (whole microseconds, 0..60 s; anything
+ * else is ignored). A client can only shorten its own deadline with it. */
+#define VR_HTTP_UPSTREAM_HEADER "Vario-Upstream-Us"
+int64_t vr_http_arrived_ns(const vr_http_req *r);
 void *vr_http_state(const vr_http_req *r);
 
 /* Responds (event thread). Takes ownership of body (vr_malloc'd, may be

@@ -165,7 +165,7 @@ static void app_infer(vr_server *s, vr_http_req *r, const char *app) {
   if (!c) return fail(s, r, 500, "out of memory");
   c->s = s;
   c->http = r;
-  c->arrived_ns = vr_http_started_ns(r); /* headers in: the query arrived */
+  c->arrived_ns = vr_http_arrived_ns(r); /* headers in (less a front end's time) */
   vr_http_set_state(r, c, ctx_free);
   vr_errbuf err = {0};
   size_t hlen, blen;

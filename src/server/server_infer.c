@@ -101,8 +101,8 @@ static void fill_rt(const vr_ks_request *ks, vr_rt_request *q) {
 }
 
 int vr__srv_submit(vr_server *s, const char *model, vr_ks_request *ks,
-                   vr_rt_request *q, void (*done)(vr_rt_request *, void *),
-                   void *user, vr_errbuf *err) {
+                   vr_rt_request *q, int64_t arrived_ns,
+                   void (*done)(vr_rt_request *, void *), void *user, vr_errbuf *err) {
   int rc = 0;
   /* Named outputs are checked before queueing (the runtime answers for
    * unknown models itself, so the common case skips the config copy). */
@@ -127,6 +127,7 @@ int vr__srv_submit(vr_server *s, const char *model, vr_ks_request *ks,
     return rc;
   }
   fill_rt(ks, q);
+  q->arrived_ns = arrived_ns;
   q->done = done;
   q->user = user;
   vr_rt_submit(s->rt, model, q);
@@ -151,7 +152,7 @@ void vr_server_infer(vr_server *s, vr_http_req *r, const char *model) {
   if (rc) __atomic_fetch_add(&s->invalid, 1, __ATOMIC_RELAXED);
   else {
     c->version = vr__srv_version(s, model);
-    rc = vr__srv_submit(s, model, &c->ks, &c->rt, on_done, c, &err);
+    rc = vr__srv_submit(s, model, &c->ks, &c->rt, vr_http_arrived_ns(r), on_done, c, &err);
   }
   if (rc) return fail(s, r, vr_server_http_status(rc), err.msg);
   /* Low-load fast path: when this is the only request in the server, the

@@ -154,7 +154,7 @@ void vr__srv_repo_list(vr_server *s, vr__srv_repo_fn fn, void *u);
  * submitted when it returns an error. */
 struct vr_ks_request;
 int vr__srv_submit(vr_server *s, const char *model, struct vr_ks_request *ks,
-                   vr_rt_request *q, void (*done)(vr_rt_request *, void *),
-                   void *user, vr_errbuf *err);
+                   vr_rt_request *q, int64_t arrived_ns,
+                   void (*done)(vr_rt_request *, void *), void *user, vr_errbuf *err);
 
 #endif

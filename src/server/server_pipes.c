@@ -163,7 +163,8 @@ static void infer(vr_server *s, vr_http_req *r, const char *name) {
    * given); end to end here. */
   vr_pipe_query q = {.pipeline = name,
                      .latency_ms = c->ks.latency_ms > 0 ? c->ks.latency_ms : 0,
-                     .min_accuracy = c->ks.min_accuracy > 0 ? c->ks.min_accuracy : 0};
+                     .min_accuracy = c->ks.min_accuracy > 0 ? c->ks.min_accuracy : 0,
+                     .arrived_ns = vr_http_arrived_ns(r)};
   q.n_in = c->ks.n_in;
   for (int i = 0; i < c->ks.n_in; i++) {
     const vr_ks_input *t = &c->ks.in[i];

@@ -387,6 +387,31 @@ static void test_deadline_504(void **st) {
   assert_int_equal(req("GET", "/metrics", NULL, NULL, 0, b, sizeof b), 200);
 }
 
+/* A front end's time on a query counts toward its deadline: it sends
+ * Vario-Upstream-Us, and the worker counts the deadline from the query's
+ * arrival at the front end (it counted from its own headers-in, so a
+ * query that waited at the front end could be served after its deadline). */
+static void test_upstream_wait(void **st) {
+  (void)st;
+  char b[2048];
+  const char *j = "{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\","
+                  "\"shape\":[1,4],\"data\":[1,2,3,4]}],\"parameters\":"
+                  "{\"timeout\":300000}}";
+  static const struct {
+    const char *value;
+    int status;
+  } cases[] = {{"400000", 504}, /* 400 ms upstream of a 300-ms timeout */
+               {"1000", 200},   {"abc", 200}, {"-5", 200}, {"99999999999", 200}};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    char h[256];
+    snprintf(h, sizeof h, "Content-Type: application/json\r\nVario-Upstream-Us: %s\r\n",
+             cases[i].value);
+    int st_ = req("POST", "/v2/models/m/infer", h, j, strlen(j), b, sizeof b);
+    if (st_ != cases[i].status) fail_msg("upstream %s: %d %s", cases[i].value, st_, b);
+    if (cases[i].status == 504) assert_non_null(strstr(b, "deadline"));
+  }
+}
+
 static void test_stats_metrics_repo(void **st) {
   (void)st;
   char *b = vr_malloc(1 << 16);
@@ -673,6 +698,7 @@ typedef struct fake_worker {
   int delay_ms, close_ms;
   int max_conns, open; /* > 0: more connections are closed at accept */
   int requests;        /* requests read whole (atomic) */
+  long long upstream_us; /* the last request's Vario-Upstream-Us, or -1 */
   pthread_t th;
 } fake_worker;
 
@@ -701,6 +727,8 @@ static void *fake_conn(void *arg) {
       if (r <= 0) goto out;
       len += (size_t)r;
     }
+    const char *up = memmem(buf, head, "Vario-Upstream-Us:", 18);
+    __atomic_store_n(&a.w->upstream_us, up ? strtoll(up + 18, NULL, 10) : -1, __ATOMIC_SEQ_CST);
     memmove(buf, buf + head + n, len - head - n);
     len -= head + n;
     __atomic_fetch_add(&a.w->requests, 1, __ATOMIC_SEQ_CST);
@@ -843,6 +871,35 @@ static void test_fwd_retry_after_table_change(void **st) {
  * the first worker may have carried out, is not sent again (it was, and
  * the second answered 409 "already registered" for a model that the first
  * had registered, or registered it twice). */
+/* Each try tells the worker how long the front end has had the query. */
+static void test_fwd_upstream_header(void **st) {
+  (void)st;
+  static fake_worker a;
+  fake_start(&a, "A", 0, 0);
+  vr_fwd *f;
+  vr_errbuf err = {0};
+  assert_int_equal(vr_fwd_create(NULL, &f, &err), 0);
+  const char *ids[] = {"a"};
+  int ports[] = {a.port}, r[] = {0};
+  fwd_table(f, 1, 1, ids, ports, "*", 1, r);
+  vr_fwd_call c;
+  int flag = 0;
+  memset(&c, 0, sizeof c);
+  c.method = "GET";
+  c.path = "/v2/models/m";
+  c.origin_ns = vr_now_ns() - 20 * 1000000LL; /* it came in 20 ms ago */
+  c.done = fwd_done;
+  c.user = &flag;
+  vr_fwd_send(f, "m:m", &c);
+  fwd_wait(&flag);
+  assert_int_equal(c.status, 200);
+  long long up = __atomic_load_n(&a.upstream_us, __ATOMIC_SEQ_CST);
+  if (up < 20000 || up > 20000000) fail_msg("Vario-Upstream-Us: %lld", up);
+  vr_fwd_call_clear(&c);
+  vr_fwd_free(f);
+  fake_stop(&a);
+}
+
 static void test_fwd_no_replay_of_writes(void **st) {
   (void)st;
   static fake_worker a, b;
@@ -978,6 +1035,7 @@ int main(void) {
       cmocka_unit_test(test_oversized_body),
       cmocka_unit_test(test_content_encoding),
       cmocka_unit_test(test_deadline_504),
+      cmocka_unit_test(test_upstream_wait),
       cmocka_unit_test(test_stats_metrics_repo),
       cmocka_unit_test(test_dashboard_files),
       cmocka_unit_test(test_http_head_limits),
@@ -990,6 +1048,7 @@ int main(void) {
       cmocka_unit_test(test_fwd_retry_after_table_change),
       cmocka_unit_test(test_fwd_moved_worker),
       cmocka_unit_test(test_fwd_no_replay_of_writes),
+      cmocka_unit_test(test_fwd_upstream_header),
       cmocka_unit_test(test_fwd_conn_cap),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
