@@ -1,7 +1,7 @@
 /*
  * vario frontend [--port N] [--host ADDR] --worker ID=HOST:PORT ...
  *                [--route KEY=ID,ID...] [--timeout-ms N] [--port-file F]
- *                [--max-conns-per-worker N]
+ *                [--max-conns-per-worker N] [--max-body-mb N]
  *        | --registry URL
  * A cluster front end (issue 18): KServe v2 HTTP in, forwarded to workers
  * over keep-alive connections. With --registry it follows the routing
@@ -28,7 +28,7 @@ static void usage(FILE *f) {
           "       vario frontend [--port N] [--host ADDR] --worker ID=HOST:PORT...\n"
           "                      [--route KEY=ID[,ID...]]... [--timeout-ms N]\n"
           "                      [--tries N] [--spin-us N] [--port-file F]\n"
-          "                      [--max-conns-per-worker N]\n"
+          "                      [--max-conns-per-worker N] [--max-body-mb N]\n"
           "  --registry URL   redis://HOST:PORT: follow the controller's routing\n"
           "                   table (table \"main\")\n"
           "  --worker ID=HOST:PORT  a worker (repeatable; static table)\n"
@@ -40,6 +40,8 @@ static void usage(FILE *f) {
           "  --max-conns-per-worker N  connections to one worker (default 256,\n"
           "                   its --max-conns-per-client); requests past them wait\n"
           "                   for one to come free\n"
+          "  --max-body-mb N  largest request body it forwards (default 64; 413\n"
+          "                   past it); match the workers' --max-body-mb\n"
           "  --spin-us N      idle fast path (default 500; -1 = never)\n"
           "  --port-file F    write the bound port to F once listening\n");
 }
@@ -106,6 +108,10 @@ int vr_cmd_frontend(int argc, char **argv) {
     } else if (!strcmp(a, "--max-conns-per-worker") && has &&
                !vr__cli_parse_ll(argv[i + 1], 1, 65535, &v)) {
       o.fwd.max_conns = (int)v;
+      i++;
+    } else if (!strcmp(a, "--max-body-mb") && has &&
+               !vr__cli_parse_ll(argv[i + 1], 1, 4096, &v)) {
+      o.max_body = (size_t)v << 20;
       i++;
     } else if (!strcmp(a, "--spin-us") && has &&
                !vr__cli_parse_ll(argv[i + 1], -1, 10000, &v)) {

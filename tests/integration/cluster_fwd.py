@@ -191,7 +191,12 @@ try:
     # A worker that does not answer in time: 504, counted once, as a
     # timeout (it was counted as failed too).
     fe3, pf3 = start(["frontend", "--worker", f"e=127.0.0.1:{echo.server_address[1]}",
-                      "--timeout-ms", "300"], "fe3")
+                      "--timeout-ms", "300", "--max-body-mb", "1"], "fe3")
+    # Its own body limit (--max-body-mb; it was fixed at 64 MiB, so workers
+    # set to take more could not get it through the front end).
+    st, b, _ = req(pf3, "POST", "/v2/models/m/infer", b"x" * (2 << 20),
+                   {"Content-Type": "application/json"}, timeout=30)
+    check(st == 413, f"body past the front end's --max-body-mb: {st} {b[:200]}")
     st, b, _ = req(pf3, "GET", "/v2/models/m/hang", timeout=30)
     check(st == 504 and b"no answer in time" in b, f"timeout: {st} {b[:200]}")
     m = req(pf3, "GET", "/metrics")[1].decode()
