@@ -244,6 +244,13 @@ int vr_fwd_set_table(vr_fwd *f, const vr_fwd_table *t, vr_errbuf *err) {
   return 0;
 }
 
+int vr_fwd_table_workers(vr_fwd *f) {
+  pthread_mutex_lock(&f->mu);
+  int n = f->t.n_workers;
+  pthread_mutex_unlock(&f->mu);
+  return n;
+}
+
 int64_t vr_fwd_table_version(vr_fwd *f) {
   pthread_mutex_lock(&f->mu);
   int64_t v = f->t.version;

@@ -87,6 +87,8 @@ typedef struct vr_fwd_table {
  * workers share an id) or VR_ENOMEM. */
 int vr_fwd_set_table(vr_fwd *f, const vr_fwd_table *t, vr_errbuf *err);
 int64_t vr_fwd_table_version(vr_fwd *f);
+/* Workers the table in use names. */
+int vr_fwd_table_workers(vr_fwd *f);
 /* The table in use as JSON (vr_malloc'd; with "version"), or NULL. */
 char *vr_fwd_table_current_json(vr_fwd *f);
 /* Parses "ID=HOST:PORT" into w. 0 or VR_EINVAL. */

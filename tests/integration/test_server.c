@@ -16,6 +16,7 @@
 
 #include "../unit/rt_fake.h"
 #include "base/alloc.h"
+#include "server/frontend.h"
 #include "server/fwd.h"
 #include "server/http.h"
 #include "srv_util.h"
@@ -871,6 +872,36 @@ static void test_fwd_retry_after_table_change(void **st) {
  * the first worker may have carried out, is not sent again (it was, and
  * the second answered 409 "already registered" for a model that the first
  * had registered, or registered it twice). */
+/* A front end is ready while its table names a worker (frontend.h); a
+ * table with none (every worker gone) said ready too. */
+static void test_frontend_ready(void **st) {
+  (void)st;
+  vr_frontend_opts o;
+  vr_frontend_opts_init(&o);
+  o.port = 0;
+  vr_frontend *fe;
+  vr_errbuf err = {0};
+  if (vr_frontend_create(&o, &fe, &err)) fail_msg("%s", err.msg);
+  int port = vr_frontend_port(fe);
+  static const int want[3] = {503, 503, 200}; /* no table, no worker, one */
+  for (int i = 0; i < 3; i++) {
+    if (i > 0) {
+      const char *ids[] = {"w"};
+      int ports[] = {1}, r[] = {0};
+      fwd_table(vr_frontend_fwd(fe), i, i - 1, ids, ports, "*", i - 1, r);
+    }
+    vr_httpc c;
+    vr_httpc_resp resp;
+    if (vr_httpc_open(&c, "127.0.0.1", port, &err)) fail_msg("%s", err.msg);
+    if (vr_httpc_request(&c, "GET", "/v2/health/ready", NULL, NULL, 0, &resp, &err))
+      fail_msg("%s", err.msg);
+    if (resp.head.status != want[i]) fail_msg("table %d: ready %d", i, resp.head.status);
+    vr_httpc_close(&c);
+  }
+  vr_frontend_shutdown(fe);
+  vr_frontend_free(fe);
+}
+
 /* Each try tells the worker how long the front end has had the query. */
 static void test_fwd_upstream_header(void **st) {
   (void)st;
@@ -1049,6 +1080,7 @@ int main(void) {
       cmocka_unit_test(test_fwd_moved_worker),
       cmocka_unit_test(test_fwd_no_replay_of_writes),
       cmocka_unit_test(test_fwd_upstream_header),
+      cmocka_unit_test(test_frontend_ready),
       cmocka_unit_test(test_fwd_conn_cap),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
