@@ -285,6 +285,24 @@ static void on_infer_done(vr_rt_request *q, void *user) {
   __atomic_fetch_sub(&g->inflight, 1, __ATOMIC_SEQ_CST);
 }
 
+/* The call's gRPC deadline is the request's too: past it the client has
+ * gone (gRPC cancels the call), so serving it would only take capacity
+ * from queries that can still be answered. It tightens parameters'
+ * timeout and stands in for a missing one; a call already past it is
+ * answered DEADLINE_EXCEEDED at once. 1 = answered. */
+static int call_deadline(gcall *c) {
+  gpr_timespec d = gpr_convert_clock_type(c->details.deadline, GPR_CLOCK_MONOTONIC);
+  if (gpr_time_cmp(d, gpr_inf_future(GPR_CLOCK_MONOTONIC)) == 0) return 0;
+  gpr_timespec left = gpr_time_sub(d, gpr_now(GPR_CLOCK_MONOTONIC));
+  int64_t us = (int64_t)left.tv_sec * 1000000 + left.tv_nsec / 1000;
+  if (us <= 0) {
+    vr__grpc_fail(c, VR_EDEADLINE, "the call's deadline has passed");
+    return 1;
+  }
+  if (c->ks.timeout_us <= 0 || us < c->ks.timeout_us) c->ks.timeout_us = us;
+  return 0;
+}
+
 static void model_infer(gcall *c) {
   c->req = (void *)vr__grpc_unpack(c, &inference__model_infer_request__descriptor);
   if (!c->req) return;
@@ -301,6 +319,7 @@ static void model_infer(gcall *c) {
     vr__grpc_fail(c, rc, err.msg);
     return;
   }
+  if (call_deadline(c)) return;
   c->has_rt = 1;
   __atomic_fetch_add(&c->g->inflight, 1, __ATOMIC_SEQ_CST);
   rc = vr__srv_submit(c->g->s, c->model, &c->ks, &c->rt, 0, on_infer_done, c, &err);

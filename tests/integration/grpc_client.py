@@ -244,6 +244,40 @@ def run(p, log):
             f"http://127.0.0.1:{port}/v2/models/fmnist_mlp/infer", data=body), timeout=30) as h:
         yh = np.array(json.loads(h.read())["outputs"][0]["data"], dtype=np.float32).reshape(4, 10)
     check(np.abs(yh - y).max() < 1e-5, "HTTP and gRPC give the same logits")
+    # The call's gRPC deadline is the request's: one the model cannot meet
+    # is not served (the client has gone: gRPC cancels the call there), so
+    # it takes no capacity. It was served to nobody.
+    def outcomes(model):
+        m = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30).read().decode()
+        n = {}
+        for line in m.splitlines():
+            if line.startswith("vario_requests_total{") and f'model="{model}"' in line:
+                o = re.search(r'outcome="(\w+)"', line).group(1)
+                n[o] = n.get(o, 0) + float(line.split()[-1])
+        return n
+    xb = np.random.rand(64, 1, 28, 28).astype(np.float32)
+    big = pb.ModelInferRequest(model_name="fmnist_cnn_s")
+    t = big.inputs.add()
+    t.name, t.datatype = "input", "FP32"
+    t.shape.extend(xb.shape)
+    big.raw_input_contents.append(xb.tobytes())
+    call("ModelInfer", big, pb.ModelInferResponse)  # warm, and the profile learnt
+    before = outcomes("fmnist_cnn_s")
+    infer = ch.unary_unary("/inference.GRPCInferenceService/ModelInfer",
+                           request_serializer=lambda m: m.SerializeToString(),
+                           response_deserializer=pb.ModelInferResponse.FromString)
+    codes = []
+    for _ in range(5):
+        try:
+            infer(big, timeout=0.0002)
+            codes.append("OK")
+        except grpc.RpcError as e:
+            codes.append(e.code().name)
+    time.sleep(0.5)  # a call served after its deadline would be counted by now
+    after = outcomes("fmnist_cnn_s")
+    check(after.get("ok", 0) == before.get("ok", 0) and codes.count("OK") == 0,
+          f"calls past their gRPC deadline are not served: {codes}, ok "
+          f"{before.get('ok', 0)} -> {after.get('ok', 0)}")
     # an id or a name too long for the server is refused, as over HTTP, not
     # cut (a cut id could end mid-character: the echo is then a string
     # protobuf clients reject)
