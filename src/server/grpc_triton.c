@@ -116,8 +116,8 @@ static void stats_one(const vr_rt_variant_stats *v, void *u) {
   char *ver = keep(a, 16);
   Inference__ModelStatistics **arr =
       vr_realloc(a->r.model_stats, (a->r.n_model_stats + 1) * sizeof *arr);
+  if (arr) a->r.model_stats = arr; /* realloc may have freed the old array */
   if (!m || !is || !ver || !arr) return;
-  a->r.model_stats = arr;
   inference__model_statistics__init(m);
   inference__infer_statistics__init(is);
   snprintf(ver, 16, "%d", vr__srv_version(a->s, v->model));
@@ -190,8 +190,8 @@ static void index_one(void *u, const char *name, int version, int ready,
        *why = keep(&a->k, strlen(reason) + 1);
   Inference__RepositoryIndexResponse__ModelIndex **arr =
       vr_realloc(a->r.models, (a->r.n_models + 1) * sizeof *arr);
+  if (arr) a->r.models = arr; /* realloc may have freed the old array */
   if (!m || !nm || !ver || !why || !arr) return;
-  a->r.models = arr;
   inference__repository_index_response__model_index__init(m);
   memcpy(nm, name, strlen(name) + 1);
   memcpy(why, reason, strlen(reason) + 1);
