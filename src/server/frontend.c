@@ -1,6 +1,7 @@
 /* `vario frontend` (frontend.h): KServe v2 HTTP in, forwarded to workers. */
 #include "server/frontend.h"
 
+#include <jansson.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +33,7 @@ typedef struct fe_req {
   char *headers; /* vr_malloc'd: a bearer token alone may be kilobytes */
   int64_t sent_ns, done_ns;
   int state; /* RUNNING -> DONE or PARKED, as in server_infer.c */
+  int job;   /* a job's creation or record: its id is made WORKER.N */
 } fe_req;
 
 enum { RUNNING = 0, DONE = 1, PARKED = 2 };
@@ -82,6 +84,39 @@ static void pass_headers(vr_http_req *r, const char *lines) {
   }
 }
 
+/* ---- offline jobs -----------------------------------------------------
+ * A job runs, and keeps its record and output, on the worker that took it,
+ * whose ids (1, 2, ...) mean nothing to another worker. Through a front end
+ * a job's id is "WORKER.N" (the worker's id, its own number): the answers
+ * that carry one (201 of POST /v2/apps/{app}/jobs, 200 of GET /v2/jobs/{id})
+ * are rewritten so, and GET /v2/jobs/WORKER.N[/output] goes to WORKER as
+ * /v2/jobs/N[/output]. */
+
+static int id_chars_ok(const char *s) {
+  return *s && strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-") ==
+                   strlen(s);
+}
+
+/* The worker's job JSON with "id" and "output" naming WORKER.N; NULL when
+ * it has no integer id (then it goes to the client as it is). */
+static char *job_rewrite(const vr_fwd_call *c, size_t *len) {
+  json_t *j = json_loadb(c->resp, c->resp_len, 0, NULL);
+  json_t *id = json_is_object(j) ? json_object_get(j, "id") : NULL;
+  char *out = NULL;
+  if (json_is_integer(id) && id_chars_ok(c->worker)) {
+    char gid[VR_FWD_ID_MAX + 24], url[VR_FWD_ID_MAX + 48];
+    snprintf(gid, sizeof gid, "%s.%lld", c->worker, (long long)json_integer_value(id));
+    snprintf(url, sizeof url, "/v2/jobs/%s/output", gid);
+    json_object_set_new(j, "id", json_string(gid));
+    if (json_object_get(j, "output")) json_object_set_new(j, "output", json_string(url));
+    char *t = json_dumps(j, JSON_COMPACT);
+    if (t && (out = vr_strdup(t))) *len = strlen(out);
+    free(t);
+  }
+  json_decref(j);
+  return out;
+}
+
 /* Event thread: the worker answered (or no worker could). */
 static void on_resume(vr_http_req *r, void *user) {
   vr_frontend *fe = user;
@@ -96,8 +131,16 @@ static void on_resume(vr_http_req *r, void *user) {
     if (!c->resp_len || (c->resp_headers && !strncmp(c->resp_headers, "Content-Type:", 13)))
       ct = NULL;
     char *body = c->resp;
+    size_t len = c->resp_len;
+    char *job = q->job && (c->status == 200 || c->status == 201) && c->resp_ihcl == (size_t)-1
+                    ? job_rewrite(c, &len)
+                    : NULL;
+    if (job) { /* the worker's body goes; the rewritten one is answered */
+      vr_free(body);
+      body = job;
+    }
     c->resp = NULL; /* vr_http_respond takes it */
-    reply(fe, r, c->status, ct, body, c->resp_len, c->resp_ihcl);
+    reply(fe, r, c->status, ct, body, len, c->resp_ihcl);
     pass_headers(r, c->resp_headers);
   }
   if (c->worker[0]) vr_http_add_header(r, "Vario-Worker", c->worker);
@@ -120,15 +163,20 @@ static void on_done(vr_fwd_call *c, void *user) {
     vr_http_wake(q->http);
 }
 
-static void forward(vr_frontend *fe, vr_http_req *r, const char *key) {
+/* Forwards r to a worker of key: to path, or (NULL) to the target as the
+ * client sent it. job: the answer may carry a job id (rewritten). */
+static void forward_to(vr_frontend *fe, vr_http_req *r, const char *key, const char *path,
+                       int job) {
   fe_req *q = VR_NEW(fe_req);
   if (!q) return reply_error(fe, r, 500, "out of memory");
   q->fe = fe;
   q->http = r;
+  q->job = job;
   vr_http_set_state(r, q, req_free);
   /* The target as the client sent it: path encoded again, query kept
    * (registration and jobs take their fields from it). */
-  if (vr_http_target(r, q->path, sizeof q->path))
+  if (path) snprintf(q->path, sizeof q->path, "%s", path);
+  else if (vr_http_target(r, q->path, sizeof q->path))
     return reply_error(fe, r, 414, "request target too long to forward");
   /* The headers a worker needs: the binary extension's split, the body's
    * type, and the client's credentials (a worker may require them). */
@@ -168,6 +216,24 @@ static void forward(vr_frontend *fe, vr_http_req *r, const char *key) {
   if (!__atomic_compare_exchange_n(&q->state, &expect, PARKED, 0, __ATOMIC_ACQ_REL,
                                    __ATOMIC_ACQUIRE))
     vr_http_wake(r);
+}
+
+static void forward(vr_frontend *fe, vr_http_req *r, const char *key) {
+  forward_to(fe, r, key, NULL, 0);
+}
+
+/* GET /v2/jobs/WORKER.N[/output] -> WORKER's /v2/jobs/N[/output]. */
+static void forward_job(vr_frontend *fe, vr_http_req *r, const char *gid, int output) {
+  const char *dot = strrchr(gid, '.');
+  char key[VR_FWD_KEY_MAX], path[96];
+  if (!dot || dot == gid || !dot[1] || strspn(dot + 1, "0123456789") != strlen(dot + 1) ||
+      strlen(dot + 1) > 10 || (size_t)(dot - gid) >= VR_FWD_ID_MAX)
+    return reply_error(fe, r, 404, "no such job (a front end's job ids are WORKER.N)");
+  snprintf(key, sizeof key, "w:%.*s", (int)(dot - gid), gid);
+  if (!vr_fwd_has_worker(fe->fwd, key + 2)) /* its record went with it */
+    return reply_error(fe, r, 404, "no such job (its worker is not in the routing table)");
+  snprintf(path, sizeof path, "/v2/jobs/%s%s", dot + 1, output ? "/output" : "");
+  forward_to(fe, r, key, path, !output);
 }
 
 static void routes_json(vr_frontend *fe, vr_http_req *r) {
@@ -246,10 +312,14 @@ static void handle(vr_http_req *r, void *user) {
   /* /v2/models/{m}[/...], /v2/apps/{app}[/...] and /v2/pipelines[/{p}...]:
    * the workers of m, app or p (a pipeline request runs on one worker with
    * a control plane; its hops go where the controller's plan put them) */
+  if ((n == 3 || (n == 4 && !strcmp(seg[3], "output"))) && !strcmp(seg[1], "jobs") && get)
+    return forward_job(fe, r, seg[2], n == 4);
   if (n >= 3 && (!strcmp(seg[1], "models") || !strcmp(seg[1], "apps") ||
                  !strcmp(seg[1], "pipelines"))) {
     snprintf(key, sizeof key, "%c:%s", seg[1][0], seg[2]);
-    return forward(fe, r, key);
+    /* an app's job: the answer's id names the worker that took it */
+    int job = n == 4 && seg[1][0] == 'a' && !strcmp(seg[3], "jobs");
+    return forward_to(fe, r, key, NULL, job);
   }
   if (n == 2 && !strcmp(seg[1], "pipelines")) return forward(fe, r, "p:*");
   reply_error(fe, r, 404, "unknown path (a front end forwards /v2/models/...,"

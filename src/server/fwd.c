@@ -244,6 +244,14 @@ int vr_fwd_set_table(vr_fwd *f, const vr_fwd_table *t, vr_errbuf *err) {
   return 0;
 }
 
+int vr_fwd_has_worker(vr_fwd *f, const char *id) {
+  pthread_mutex_lock(&f->mu);
+  int found = 0;
+  for (int i = 0; i < f->t.n_workers && !found; i++) found = !strcmp(f->t.workers[i].id, id);
+  pthread_mutex_unlock(&f->mu);
+  return found;
+}
+
 int vr_fwd_table_workers(vr_fwd *f) {
   pthread_mutex_lock(&f->mu);
   int n = f->t.n_workers;
@@ -283,6 +291,16 @@ static int tried(const vr_fwd_call *c, const fworker *x) {
 /* The lightest usable worker of key (under mu); -1 when none. */
 static int pick(vr_fwd *f, const char *key, const vr_fwd_call *c, int64_t now,
                 int *any_in_route) {
+  /* "w:<id>": that worker alone (what lives on one worker: a job) */
+  if (key[0] == 'w' && key[1] == ':') {
+    *any_in_route = 0;
+    for (int i = 0; i < f->t.n_workers; i++)
+      if (!strcmp(f->t.workers[i].id, key + 2)) {
+        *any_in_route = 1;
+        return tried(c, f->tw[i]) || f->tw[i]->down_until > now ? -1 : i;
+      }
+    return -1;
+  }
   /* exact key, else "<kind>:*" (e.g. every app), else "*" */
   const vr_fwd_route *r = NULL, *kind = NULL, *star = NULL;
   for (int i = 0; i < f->t.n_routes; i++) {

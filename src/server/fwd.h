@@ -7,7 +7,7 @@
  *
  * Routing table: keys ("m:<model>", "a:<app>", or "*" for any request)
  * map to the workers that serve them; workers are named by id with a
- * host:port. A request goes to the lightest worker of its key
+ * host:port, and key "w:<id>" is that worker alone. A request goes to the lightest worker of its key
  * (vr_route_lighter over outstanding requests, ties round-robin), skipping
  * workers marked down. The table is replaced whole (vr_fwd_set_table);
  * requests under way keep the worker they were sent to.
@@ -87,8 +87,9 @@ typedef struct vr_fwd_table {
  * workers share an id) or VR_ENOMEM. */
 int vr_fwd_set_table(vr_fwd *f, const vr_fwd_table *t, vr_errbuf *err);
 int64_t vr_fwd_table_version(vr_fwd *f);
-/* Workers the table in use names. */
+/* Workers the table in use names; whether it names worker id. */
 int vr_fwd_table_workers(vr_fwd *f);
+int vr_fwd_has_worker(vr_fwd *f, const char *id);
 /* The table in use as JSON (vr_malloc'd; with "version"), or NULL. */
 char *vr_fwd_table_current_json(vr_fwd *f);
 /* Parses "ID=HOST:PORT" into w. 0 or VR_EINVAL. */

@@ -147,9 +147,25 @@ try:
     seen_target, seen_auth = [], []
 
     class Echo(http.server.BaseHTTPRequestHandler):
+        def answer(self, st, body):
+            self.send_response(st)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_POST(self):  # an app's offline job: this worker's id 7
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            seen_target.append(self.path)
+            self.answer(201, b'{"id":7,"state":"queued"}')
+
         def do_GET(self):
             seen_target.append(self.path)
             seen_auth.append(self.headers.get("Authorization"))
+            if self.path == "/v2/jobs/7":
+                return self.answer(200, b'{"id":7,"state":"done","output":"/v2/jobs/7/output"}')
+            if self.path == "/v2/jobs/7/output":
+                return self.answer(200, b"NPY")
             if self.path.endswith("/hang"):
                 time.sleep(2)
             if self.path.endswith("/challenge"):
@@ -173,6 +189,24 @@ try:
     threading.Thread(target=echo.serve_forever, daemon=True).start()
     fe2, pf2 = start(["frontend", "--worker", f"e=127.0.0.1:{echo.server_address[1]}",
                       "--timeout-ms", "20000"], "fe2")
+    # Offline jobs: one lives on the worker that took it, so through a front
+    # end its id is WORKER.N and GET /v2/jobs/WORKER.N[/output] goes there
+    # (GET /v2/jobs/... was not forwarded at all: 404).
+    st, b, _ = req(pf2, "POST", "/v2/apps/fashion/jobs?min_accuracy=90", b"x",
+                   {"Content-Type": "application/octet-stream"}, timeout=30)
+    j = json.loads(b) if st == 201 else {}
+    check(st == 201 and j.get("id") == "e.7", f"a job's id names its worker: {st} {b[:200]}")
+    st, b, _ = req(pf2, "GET", "/v2/jobs/e.7", timeout=30)
+    j = json.loads(b) if st == 200 else {}
+    check(st == 200 and j.get("id") == "e.7" and j.get("output") == "/v2/jobs/e.7/output"
+          and seen_target[-1] == "/v2/jobs/7", f"the job's record: {st} {b[:200]}")
+    st, b, _ = req(pf2, "GET", j.get("output", "/v2/jobs/e.7/output"), timeout=30)
+    check(st == 200 and b == b"NPY" and seen_target[-1] == "/v2/jobs/7/output",
+          f"the job's output: {st} {b[:100]}")
+    for bad in ("/v2/jobs/7", "/v2/jobs/gone.7", "/v2/jobs/e.x"):
+        st, b, _ = req(pf2, "GET", bad, timeout=30)
+        check(st == 404 and b"no such job" in b, f"{bad}: {st} {b[:200]}")
+    seen_target.clear()
     target = "/v2/apps/fashion/jobs/a%20b%3Fc?min_accuracy=90&x=%26y&flag"
     st, b, _ = req(pf2, "GET", target, timeout=30)
     check(st == 200 and seen_target == [target], f"target forwarded as {seen_target}")
