@@ -19,7 +19,8 @@
  * on whichever thread finished its last hop (an executor, the control
  * plane's loader, or the caller's own thread when nothing could start);
  * it owns the result and frees it with vr_pipe_result_free. A pipeline
- * deleted while requests are in flight stays alive until they finish.
+ * deleted while requests are in flight stays alive until their results are
+ * freed.
  * vr_pipes_free requires that no request is in flight.
  */
 #ifndef VR_CONTROL_PIPES_H
@@ -208,6 +209,9 @@ typedef struct vr_pipe_result {
   int64_t arrival_ns, end_ns, deadline_ns;
   int n_hops;
   vr_pipe_hop_rec **hops; /* in creation order; hops[0] is the root */
+  void *pin; /* internal: a reference to the pipeline, whose task and label
+                names the hops point to, held until vr_pipe_result_free
+                (the pipeline may be deleted before the caller is done) */
 } vr_pipe_result;
 
 typedef void (*vr_pipe_done_fn)(vr_pipe_result *res, void *tag);

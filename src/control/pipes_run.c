@@ -60,6 +60,7 @@ void vr_pipe_result_free(vr_pipe_result *r) {
     vr_free(h);
   }
   vr_free(r->hops);
+  if (r->pin) vr__pipe_unref(r->pin);
   vr_free(r);
 }
 
@@ -77,6 +78,7 @@ static void finish_request(preq *q) {
     }
     if (r) vr_free(r);
     q->done(&k_oom, q->tag);
+    vr__pipe_unref(q->pp);
     goto out;
   }
   snprintf(r->pipeline, sizeof r->pipeline, "%s", q->pp->spec->name);
@@ -95,11 +97,11 @@ static void finish_request(preq *q) {
     }
   }
   vr__pipe_count_request(q->pp, r);
+  r->pin = q->pp; /* the request's reference moves to the result */
   q->done(r, q->tag);
 out:
   vr_vec_free(&q->hops);
   pthread_mutex_destroy(&q->mu);
-  vr__pipe_unref(q->pp);
   vr_free(q);
 }
 

@@ -408,6 +408,48 @@ static void test_drop_at_next_hop(void **st) {
   drop_all(p);
 }
 
+/* A clock whose first read (the request's arrival, inside vr_pipes_infer)
+ * deletes the pipeline: the request is then in flight on a pipeline no
+ * longer registered. */
+static vr_pipes *g_del_p;
+static int64_t deleting_now(vr_clock *c) {
+  (void)c;
+  if (g_del_p) {
+    vr_errbuf e = {0};
+    assert_int_equal(vr_pipes_delete(g_del_p, "fashion_scenes", &e), 0);
+    g_del_p = NULL;
+  }
+  return vr_clock_now(vr_clock_monotonic());
+}
+
+/* A pipeline deleted while a request is in flight: the request ends as
+ * usual and its result (task names, labels) stays readable until freed,
+ * after the pipeline itself is gone. */
+static void test_delete_in_flight(void **st) {
+  (void)st;
+  vr_pipes *p = registered();
+  vr_pipe_result *warm = infer(p, 0, 1, 10000, 0);
+  assert_int_equal(warm->outcome, VR_POUT_OK);
+  assert_true(warm->hops[0]->fanout > 0);
+  vr_pipe_result_free(warm);
+  vr_clock clk = {deleting_now, 0};
+  g_del_p = p;
+  vr_pipes_set_clock(p, &clk);
+  vr_pipe_result *r = infer(p, 0, 1, 10000, 0);
+  assert_null(g_del_p);
+  assert_int_equal(count_pipelines(p), 0);
+  if (r->outcome != VR_POUT_OK) fail_msg("%s", r->msg);
+  assert_string_equal(r->hops[0]->task_name, "detect");
+  assert_true(r->n_hops > 1);
+  for (int i = 1; i < r->n_hops; i++) {
+    assert_string_equal(r->hops[i]->task_name, r->hops[i]->label);
+    assert_int_equal(r->hops[i]->outcome, VR_POUT_OK);
+  }
+  vr_pipe_result_free(r);
+  vr_pipes_set_clock(p, NULL);
+  vr_pipes_free(p);
+}
+
 /* The plan text (pipe_plan.h "as text") giving every variant of every
  * task two instances (every instance held here has a slot) at batch b. */
 static char *plan_at_batch(int b) {
@@ -497,6 +539,7 @@ int main(void) {
       cmocka_unit_test(test_bad_specs),
       cmocka_unit_test(test_matches_by_hand),
       cmocka_unit_test(test_drop_at_next_hop),
+      cmocka_unit_test(test_delete_in_flight),
       cmocka_unit_test(test_follow_batch_caps),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
