@@ -43,13 +43,16 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "cli/ctl_int.h"
+#include "control/pipes.h"
 #include "control/store.h"
 #include "policy/cluster_plan.h"
 #include "policy/il_tick.h"
 #include "policy/pipe_policy.h"
 #include "sim/il_sim.h"
 
-#define CP_MAX 16
+/* every pipeline a server registers (VR_PIPES_MAX): past 16 the rest were
+ * never planned, without a word */
+#define CP_MAX VR_PIPES_MAX
 #define CP_INST 512
 #define CP_ARR 4096
 #define CP_MODELS (VR_PIPE_MAX_TASKS * 2)

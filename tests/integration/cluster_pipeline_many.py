@@ -1,0 +1,77 @@
+"""The controller plans every stored pipeline, up to VR_PIPES_MAX (64, the
+most a server registers and a worker follows): redis-server, the example
+pipeline's models registered in the Redis store, 17 copies of the example
+pipeline registered through `vario serve` on that store, then `vario
+controller --store --pipeline-policy loki` (no workers, no provider): its
+state lists all 17 (it kept 16 and ignored the 17th without a word, so
+that one was never planned).
+Usage: cluster_pipeline_many.py VARIO SOURCE_DIR (exit 77: no redis-server)"""
+import json
+import os
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cluster_harness as H  # noqa: E402
+import vr_http  # noqa: E402
+from cluster_harness import fail, portfile, procs, state  # noqa: E402
+
+vario, src, redis_bin, tmp, _ = H.setup("vario-cpmany-")
+P = os.path.join(src, "models/pipelines/fashion_scenes")
+DATA = os.path.join(src, "models/fmnist-data")
+FAST = ["--threads", "1", "--max-batch", "1", "--runs", "2", "--precisions", "fp32", "--quiet"]
+N = 17
+
+
+def run(cmd):
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode:
+        fail(f"{' '.join(cmd[:4])}: {r.stderr.strip()[-800:]}")
+    return r
+
+
+try:
+    url = H.start_redis(redis_bin)
+    repo = os.path.join(tmp, "repo")
+    run([vario, "register", "--store", url, "--repo", repo, "--app", "fashion", "--model",
+         f"{src}/models/fmnist/fmnist_linear/model.onnx", "--input", f"{DATA}/val_inputs.npy",
+         "--labels", f"{DATA}/val_labels.npy"] + FAST)
+    run([vario, "register", "--store", url, "--repo", repo, "--app", "fscenes_detect",
+         "--name", "fscenes_det_tiny", "--model", f"{P}/fscenes_det_tiny/model.onnx",
+         "--declared-accuracy", "90"] + FAST)
+    spec = json.load(open(f"{P}/pipeline.json"))
+    srv, port = vr_http.start_server([vario, "serve", "--repo", repo, "--store", url, "--port",
+                                      "0", "--insecure-admin"], os.path.join(tmp, "serve.log"))
+    procs.append(srv)
+    names = [f"fs_{i}" for i in range(N)]
+    for nm in names:
+        spec["name"] = nm
+        st, j = vr_http.request(port, "POST", "/v2/pipelines", spec)
+        if st != 201:
+            fail(f"register {nm}: {st} {j}")
+    srv.terminate()
+    if srv.wait(60) != 0:
+        fail("vario serve exit code")
+    procs.remove(srv)
+    print(f"1. {N} pipelines stored")
+
+    log = open(os.path.join(tmp, "ctl.log"), "w")
+    procs.append(subprocess.Popen(
+        [vario, "controller", "--registry", url, "--repo", repo, "--port", "0", "--port-file",
+         os.path.join(tmp, "ctl.port"), "--store", url, "--pipeline-policy", "loki"],
+        stdout=log, stderr=log))
+    cp = portfile("ctl")
+    end, got = time.time() + 60, []
+    while time.time() < end:
+        got = sorted(p["name"] for p in state(cp).get("pipelines", {}).get("pipelines", []))
+        if len(got) >= N:
+            break
+        time.sleep(0.5)
+    if got != sorted(names):
+        fail(f"the controller plans {len(got)} of the {N} stored pipelines: {got}")
+    print(f"2. the controller plans all {N}")
+    H.stop_clean()
+    print("PASS")
+finally:
+    H.cleanup()
