@@ -36,6 +36,7 @@ struct preq {
   pthread_mutex_t mu;
   int pending;  /* hops started and not finished */
   int lost;     /* a hop could not even be allocated */
+  int bad_input; /* the runtime refused the root's inputs: its status */
   vr_vec hops;  /* phop*, creation order (under mu) */
   vr_pipe_done_fn done;
   void *tag;
@@ -96,6 +97,8 @@ static void finish_request(preq *q) {
       snprintf(r->msg, sizeof r->msg, "task '%.64s': %.500s", h->task_name, h->msg);
     }
   }
+  if (q->bad_input) /* as pipes.h says of bad inputs: failed, with the status */
+    r->outcome = VR_POUT_FAILED, r->status = q->bad_input;
   vr__pipe_count_request(q->pp, r);
   r->pin = q->pp; /* the request's reference moves to the result */
   q->done(r, q->tag);
@@ -231,6 +234,16 @@ static void on_done(vr_rt_request *r, void *user) {
     vr_pipe_outcome o = r->outcome == VR_OUT_DROPPED    ? VR_POUT_DROPPED
                         : r->outcome == VR_OUT_REJECTED ? VR_POUT_REJECTED
                                                         : VR_POUT_FAILED;
+    /* The runtime refused the hop's inputs, not its queue (name, count,
+     * type, shape, rows past the max batch): at the root they are the
+     * client's, a bad request (400, as /v2/apps answers it); below it
+     * they are the adapter's crops, a failure. Neither is "rejected"
+     * (503: try again later, which would fail again). */
+    int bad = r->outcome == VR_OUT_REJECTED &&
+              (r->status == VR_EINVAL || r->status == VR_ETYPE ||
+               r->status == VR_ESHAPE || r->status == VR_ELIMIT);
+    if (bad && !h->par) q->bad_input = r->status; /* read once every hop finished */
+    else if (bad) o = VR_POUT_FAILED;
     return finish_hop(h, o, r->err.msg);
   }
   vr_errbuf err = {0};

@@ -450,6 +450,29 @@ static void test_delete_in_flight(void **st) {
   vr_pipes_free(p);
 }
 
+/* Inputs the root's model refuses (here: under another name) are the
+ * client's error: the request ends with status VR_EINVAL (the server
+ * answers 400 with the runtime's reason), not "rejected" (503, which says
+ * try again later). */
+static void test_bad_root_input(void **st) {
+  (void)st;
+  vr_pipes *p = registered();
+  waiter w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL};
+  vr_pipe_query q = {.pipeline = "fashion_scenes", .latency_ms = 10000, .n_in = 1};
+  q.in[0] = (vr_tensor){"image", VR_DT_F32, 4, {1, 1, 84, 84}, g_x.data,
+                        84 * 84 * sizeof(float)};
+  vr_pipes_infer(p, &q, on_done, &w);
+  pthread_mutex_lock(&w.mu);
+  while (!w.res) pthread_cond_wait(&w.cv, &w.mu);
+  pthread_mutex_unlock(&w.mu);
+  vr_pipe_result *r = w.res;
+  assert_int_equal(r->status, VR_EINVAL);
+  assert_int_equal(r->outcome, VR_POUT_FAILED);
+  if (!strstr(r->msg, "missing input 'input'")) fail_msg("%s", r->msg);
+  vr_pipe_result_free(r);
+  drop_all(p);
+}
+
 /* The plan text (pipe_plan.h "as text") giving every variant of every
  * task two instances (every instance held here has a slot) at batch b. */
 static char *plan_at_batch(int b) {
@@ -539,6 +562,7 @@ int main(void) {
       cmocka_unit_test(test_bad_specs),
       cmocka_unit_test(test_matches_by_hand),
       cmocka_unit_test(test_drop_at_next_hop),
+      cmocka_unit_test(test_bad_root_input),
       cmocka_unit_test(test_delete_in_flight),
       cmocka_unit_test(test_follow_batch_caps),
   };
