@@ -73,6 +73,22 @@ static int setup(void **st) {
     snprintf(p, sizeof p, "%s/models/fmnist/%s/model.onnx", g_src, fm[i]);
     if (reg(p, fm[i], "fashion", 0)) return -1;
   }
+  /* App fscenes_mixed: fscenes_det_large, and fscenes_det_tiny with its
+   * output "scores" renamed "scoreZ" (same length: the ONNX bytes stay
+   * valid): the same input, not the adapter's outputs. */
+  snprintf(p, sizeof p, "%s/models/pipelines/fashion_scenes/fscenes_det_large/model.onnx", g_src);
+  if (reg(p, "fscenes_det_large2", "fscenes_mixed", 91)) return -1;
+  snprintf(p, sizeof p, "%s/models/pipelines/fashion_scenes/fscenes_det_tiny/model.onnx", g_src);
+  char *onnx = NULL;
+  size_t on = 0;
+  if (vr_read_file(p, &onnx, &on, &e)) return -1;
+  for (size_t i = 0; i + 6 <= on; i++)
+    if (!memcmp(onnx + i, "scores", 6)) onnx[i + 5] = 'Z';
+  snprintf(p, sizeof p, "%s/fscenes_det_renamed.onnx", g_tmp);
+  FILE *f = fopen(p, "wb");
+  int wrote = f && fwrite(onnx, 1, on, f) == on;
+  vr_free(onnx);
+  if ((f && fclose(f)) || !wrote || reg(p, "fscenes_det_renamed", "fscenes_mixed", 90)) return -1;
   const char *det[] = {"fscenes_det_tiny", "fscenes_det_large"};
   for (int i = 0; i < 2; i++) {
     snprintf(p, sizeof p, "%s/models/pipelines/fashion_scenes/%s/model.onnx", g_src, det[i]);
@@ -185,6 +201,10 @@ static void test_bad_specs(void **st) {
   expect_reject(p, edited("\"grid\": [3, 3]", "\"grid\": [4, 4]"), VR_ESHAPE, "scores");
   expect_reject(p, edited("\"kind\": \"grid_crop\"", "\"kind\": \"boxes\""), VR_EINVAL,
                 "unknown kind");
+  /* every model of the app has the adapter's outputs, not only the most
+   * accurate one (a request routed to another failed at its fan-out) */
+  expect_reject(p, edited("\"app\": \"fscenes_detect\"", "\"app\": \"fscenes_mixed\""),
+                VR_ESHAPE, "model 'fscenes_det_renamed' has no output 'scores' [N,9]");
   char loki[1200];
   snprintf(loki, sizeof loki, "%s/../shared/data/loki/apps/traffic_analysis.json", g_src);
   char *lt = NULL;
