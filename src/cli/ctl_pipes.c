@@ -352,7 +352,7 @@ static void publish(ctl *c, cpipe *p, double t) {
     return;
   }
   char table[VR_REG_ID_MAX];
-  snprintf(table, sizeof table, "pipe.%.58s", p->name);
+  vr_pipe_plan_table(p->name, table);
   int64_t ver = 0;
   vr_errbuf err = {0};
   if (vr_registry_put_routes(c->reg, table, text, -1, &ver, &err)) {

@@ -4,13 +4,18 @@ pipeline's models registered in the Redis store, 17 copies of the example
 pipeline registered through `vario serve` on that store, then `vario
 controller --store --pipeline-policy loki` (no workers, no provider): its
 state lists all 17 (it kept 16 and ignored the 17th without a word, so
-that one was never planned).
+that one was never planned). The 17th is named "fs 16 q%" (a space and a
+'%', and so no registry id): once the others are deleted and a worker
+joins, the worker follows the plan the controller made for it (the plan
+went to registry table "pipe.fs 16 q%", which the registry refused, and
+the worker served it without a plan, without a word).
 Usage: cluster_pipeline_many.py VARIO SOURCE_DIR (exit 77: no redis-server)"""
 import json
 import os
 import subprocess
 import sys
 import time
+import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cluster_harness as H  # noqa: E402
@@ -44,7 +49,7 @@ try:
     srv, port = vr_http.start_server([vario, "serve", "--repo", repo, "--store", url, "--port",
                                       "0", "--insecure-admin"], os.path.join(tmp, "serve.log"))
     procs.append(srv)
-    names = [f"fs_{i}" for i in range(N)]
+    names = [f"fs_{i}" for i in range(N - 1)] + [f"fs {N - 1} q%"]
     for nm in names:
         spec["name"] = nm
         st, j = vr_http.request(port, "POST", "/v2/pipelines", spec)
@@ -71,6 +76,28 @@ try:
     if got != sorted(names):
         fail(f"the controller plans {len(got)} of the {N} stored pipelines: {got}")
     print(f"2. the controller plans all {N}")
+
+    log = open(os.path.join(tmp, "w1.log"), "w")
+    procs.append(subprocess.Popen(
+        [vario, "worker", "--registry", url, "--store", url, "--repo", repo, "--port", "0",
+         "--port-file", os.path.join(tmp, "w1.port"), "--worker-id", "w1", "--heartbeat-ms",
+         "300", "--insecure-admin"], stdout=log, stderr=log))
+    wp = portfile("w1")
+    for nm in names[:-1]:
+        st, j = vr_http.request(wp, "DELETE", "/v2/pipelines/" + nm)
+        if st != 200:
+            fail(f"delete {nm}: {st} {j}")
+    path = "/v2/pipelines/" + urllib.parse.quote(names[-1], safe="")
+    end, pol = time.time() + 90, {}
+    while time.time() < end:
+        st, j = vr_http.request(wp, "GET", path)
+        pol = j.get("policy", {}) if st == 200 else {}
+        if pol.get("name") == "controller" and pol.get("state") == "planned":
+            break
+        time.sleep(0.5)
+    else:
+        fail(f"the worker does not follow a plan for {names[-1]!r}: {pol}")
+    print(f"3. the worker follows the controller's plan for {names[-1]!r}")
     H.stop_clean()
     print("PASS")
 finally:
