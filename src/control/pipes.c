@@ -387,11 +387,18 @@ int vr_pipes_register(vr_pipes *p, const char *json, size_t len, char *name_out,
 int vr_pipes_delete(vr_pipes *p, const char *name, vr_errbuf *err) {
   pthread_mutex_lock(&p->mu);
   pl_pipe *pp = vr_map_get(&p->by_name, name);
-  int rc = pp ? vr_store_del_doc(p->store, DOC_KIND, name, err)
-              : vr_errf(err, VR_ENOENT, "no registered pipeline named '%.100s'", name);
-  if (!rc) vr_map_del(&p->by_name, name);
+  /* By the store, which processes share (a cluster's front end sends a
+   * DELETE to any worker): one stored but not served here (registered by
+   * another process since this one read the store, or its apps gone) is
+   * deleted, and one served here that another process deleted stops
+   * being served. */
+  int rc = vr_store_del_doc(p->store, DOC_KIND, name, err);
+  if (rc == VR_ENOENT && pp) rc = 0;
+  else if (rc == VR_ENOENT)
+    rc = vr_errf(err, VR_ENOENT, "no registered pipeline named '%.100s'", name);
+  if (!rc && pp) vr_map_del(&p->by_name, name);
   pthread_mutex_unlock(&p->mu);
-  if (!rc) vr__pipe_unref(pp);
+  if (!rc && pp) vr__pipe_unref(pp);
   return rc;
 }
 

@@ -262,6 +262,34 @@ static void test_bad_specs(void **st) {
   vr_free(good);
 }
 
+/* DELETE names a pipeline of the store, wherever it was registered: one
+ * another process stored since this one last read the store is deleted
+ * (it answered "no registered pipeline"), and one this process serves but
+ * another deleted meanwhile stops being served here (it answered the same
+ * and kept serving it). */
+static void test_delete_shared_store(void **st) {
+  (void)st;
+  vr_pipes *p, *q;
+  vr_errbuf e = {0};
+  char name[64], *good = spec_text();
+  assert_int_equal(vr_pipes_create(g_ctl, g_rt, g_store, &p, &e), 0);
+  assert_int_equal(vr_pipes_create(g_ctl, g_rt, g_store, &q, &e), 0);
+  assert_int_equal(vr_pipes_register(q, good, strlen(good), name, &e), 0);
+  assert_int_equal(count_docs(), 1);
+  if (vr_pipes_delete(p, "fashion_scenes", &e)) fail_msg("%s", e.msg);
+  assert_int_equal(count_docs(), 0);
+  assert_int_equal(count_pipelines(p), 0);
+  /* q still serves it: its own DELETE ends that, with success */
+  assert_int_equal(count_pipelines(q), 1);
+  if (vr_pipes_delete(q, "fashion_scenes", &e)) fail_msg("%s", e.msg);
+  assert_int_equal(count_pipelines(q), 0);
+  assert_int_equal(vr_pipes_delete(q, "fashion_scenes", &e), VR_ENOENT);
+  assert_non_null(strstr(e.msg, "no registered pipeline named 'fashion_scenes'"));
+  vr_pipes_free(p);
+  vr_pipes_free(q);
+  vr_free(good);
+}
+
 /* ---- requests ------------------------------------------------------------ */
 
 typedef struct waiter {
@@ -580,6 +608,7 @@ static void test_follow_batch_caps(void **st) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bad_specs),
+      cmocka_unit_test(test_delete_shared_store),
       cmocka_unit_test(test_matches_by_hand),
       cmocka_unit_test(test_drop_at_next_hop),
       cmocka_unit_test(test_bad_root_input),
