@@ -50,6 +50,22 @@ pl_pipe *vr__pipes_get(vr_pipes *p, const char *name) {
   return pp;
 }
 
+pl_pipe *vr__pipes_get_synced(vr_pipes *p, const char *name) {
+  pl_pipe *pp = vr__pipes_get(p, name);
+  vr_errbuf serr = {0};
+  /* stored elsewhere? The store is read at most ten times a second for
+   * names this process does not serve: a client sending made-up names
+   * would otherwise stall the event thread on store I/O with every one */
+  int64_t now = vr_clock_now(vr_clock_monotonic());
+  int64_t synced = __atomic_load_n(&p->miss_sync_ns, __ATOMIC_RELAXED);
+  if (!pp && (synced == 0 || now - synced >= 100000000LL) &&
+      __atomic_compare_exchange_n(&p->miss_sync_ns, &synced, now, 0, __ATOMIC_RELAXED,
+                                  __ATOMIC_RELAXED) &&
+      !vr_pipes_sync(p, &serr))
+    pp = vr__pipes_get(p, name);
+  return pp;
+}
+
 /* ---- registration checks ------------------------------------------------- */
 
 static const vr_tensor_info *cfg_output(const vr_model_config *c, const char *name) {
@@ -555,8 +571,8 @@ static char *dump(json_t *j) {
 }
 
 char *vr_pipes_describe(vr_pipes *p, const char *name) {
-  if (name) {
-    pl_pipe *pp = vr__pipes_get(p, name);
+  if (name) { /* stored by another process since the last read: as a request */
+    pl_pipe *pp = vr__pipes_get_synced(p, name);
     if (!pp) return NULL;
     char *out = dump(pipe_json(p, pp, 1));
     vr__pipe_unref(pp);

@@ -111,6 +111,9 @@ static inline void vr__pipe_note_arrival(pl_pipe *pp, int64_t t_ns) {
 
 /* Takes a reference to the named pipeline, or NULL. */
 pl_pipe *vr__pipes_get(vr_pipes *p, const char *name);
+/* The same, reading the store (at most ten times a second) for a name not
+ * served here: another process may have stored it since the last read. */
+pl_pipe *vr__pipes_get_synced(vr_pipes *p, const char *name);
 void vr__pipe_unref(pl_pipe *pp);
 /* Up to cap registered pipelines into out, each with a reference the
  * caller drops (vr__pipe_unref): a pipeline deleted meanwhile stays alive

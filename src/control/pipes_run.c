@@ -421,18 +421,7 @@ static int check_root_input(const pl_pipe *pp, const vr_pipe_query *q, vr_errbuf
 
 void vr_pipes_infer(vr_pipes *p, const vr_pipe_query *q, vr_pipe_done_fn done, void *tag) {
   char msg[256];
-  pl_pipe *pp = vr__pipes_get(p, q->pipeline);
-  vr_errbuf serr = {0};
-  /* stored elsewhere? The store is read at most ten times a second for
-   * names this process does not serve: a client sending made-up names
-   * would otherwise stall the event thread on store I/O with every one */
-  int64_t now = vr_clock_now(vr_clock_monotonic());
-  int64_t synced = __atomic_load_n(&p->miss_sync_ns, __ATOMIC_RELAXED);
-  if (!pp && (synced == 0 || now - synced >= 100000000LL) &&
-      __atomic_compare_exchange_n(&p->miss_sync_ns, &synced, now, 0, __ATOMIC_RELAXED,
-                                  __ATOMIC_RELAXED) &&
-      !vr_pipes_sync(p, &serr))
-    pp = vr__pipes_get(p, q->pipeline);
+  pl_pipe *pp = vr__pipes_get_synced(p, q->pipeline);
   if (!pp) {
     snprintf(msg, sizeof msg, "no registered pipeline named '%.100s'", q->pipeline);
     return fail_now(q->pipeline, VR_ENOENT, msg, done, tag);

@@ -262,11 +262,12 @@ static void test_bad_specs(void **st) {
   vr_free(good);
 }
 
-/* DELETE names a pipeline of the store, wherever it was registered: one
- * another process stored since this one last read the store is deleted
- * (it answered "no registered pipeline"), and one this process serves but
- * another deleted meanwhile stops being served here (it answered the same
- * and kept serving it). */
+/* GET and DELETE name a pipeline of the store, wherever it was
+ * registered. One another process stored since this one last read the
+ * store is described and deleted (both answered "no registered
+ * pipeline", and it stayed stored); one this process serves but another
+ * deleted meanwhile stops being served here (DELETE answered the same and
+ * it kept serving it). */
 static void test_delete_shared_store(void **st) {
   (void)st;
   vr_pipes *p, *q;
@@ -276,6 +277,11 @@ static void test_delete_shared_store(void **st) {
   assert_int_equal(vr_pipes_create(g_ctl, g_rt, g_store, &q, &e), 0);
   assert_int_equal(vr_pipes_register(q, good, strlen(good), name, &e), 0);
   assert_int_equal(count_docs(), 1);
+  /* GET reads the store for a name this process does not serve, as a
+   * request does (it answered 404 while requests were served) */
+  char *d = vr_pipes_describe(p, "fashion_scenes");
+  assert_non_null(d);
+  vr_free(d);
   if (vr_pipes_delete(p, "fashion_scenes", &e)) fail_msg("%s", e.msg);
   assert_int_equal(count_docs(), 0);
   assert_int_equal(count_pipelines(p), 0);
