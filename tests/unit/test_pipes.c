@@ -270,10 +270,11 @@ static void test_bad_specs(void **st) {
  * it kept serving it). */
 static void test_delete_shared_store(void **st) {
   (void)st;
-  vr_pipes *p, *q;
+  vr_pipes *p, *p0, *q; /* p and p0 read the store before q registers */
   vr_errbuf e = {0};
   char name[64], *good = spec_text();
   assert_int_equal(vr_pipes_create(g_ctl, g_rt, g_store, &p, &e), 0);
+  assert_int_equal(vr_pipes_create(g_ctl, g_rt, g_store, &p0, &e), 0);
   assert_int_equal(vr_pipes_create(g_ctl, g_rt, g_store, &q, &e), 0);
   assert_int_equal(vr_pipes_register(q, good, strlen(good), name, &e), 0);
   assert_int_equal(count_docs(), 1);
@@ -282,16 +283,20 @@ static void test_delete_shared_store(void **st) {
   char *d = vr_pipes_describe(p, "fashion_scenes");
   assert_non_null(d);
   vr_free(d);
-  if (vr_pipes_delete(p, "fashion_scenes", &e)) fail_msg("%s", e.msg);
+  assert_int_equal(count_pipelines(p), 1);
+  /* DELETE of one stored, not served here */
+  assert_int_equal(count_pipelines(p0), 0);
+  if (vr_pipes_delete(p0, "fashion_scenes", &e)) fail_msg("%s", e.msg);
   assert_int_equal(count_docs(), 0);
+  /* p and q still serve it: their own DELETE ends that, with success */
+  if (vr_pipes_delete(p, "fashion_scenes", &e)) fail_msg("%s", e.msg);
   assert_int_equal(count_pipelines(p), 0);
-  /* q still serves it: its own DELETE ends that, with success */
-  assert_int_equal(count_pipelines(q), 1);
   if (vr_pipes_delete(q, "fashion_scenes", &e)) fail_msg("%s", e.msg);
   assert_int_equal(count_pipelines(q), 0);
   assert_int_equal(vr_pipes_delete(q, "fashion_scenes", &e), VR_ENOENT);
   assert_non_null(strstr(e.msg, "no registered pipeline named 'fashion_scenes'"));
   vr_pipes_free(p);
+  vr_pipes_free(p0);
   vr_pipes_free(q);
   vr_free(good);
 }
