@@ -136,8 +136,16 @@ int vr_pipes_follow(vr_pipes *ps, const char *name, const char *plan, size_t len
   if (!pp) return vr_errf(err, VR_ENOENT, "no registered pipeline named '%.100s'", name);
   int rc = pp->pol ? 0 : start_follow(ps, pp, err);
   pl_pol *pol = pp->pol;
-  if (!rc && vr__pipe_pol_refresh_slots(ps, pp, pol))
-    rc = vr_errf(err, VR_ENOENT, "pipeline '%s': a variant is no longer served", name);
+  if (!rc && vr__pipe_pol_refresh_slots(ps, pp, pol)) {
+    /* a variant of the view went away (its model unregistered): the view
+     * is built again from what is served, or no plan was ever followed
+     * again (the controller's views lack it, too) */
+    vr__pipe_pol_drop(pp);
+    rc = start_follow(ps, pp, err);
+    pol = pp->pol;
+    if (!rc && vr__pipe_pol_refresh_slots(ps, pp, pol))
+      rc = vr_errf(err, VR_ENOENT, "pipeline '%s': a variant is no longer served", name);
+  }
   vr_pipe_plan next = {0};
   vr_pipe_routes routes = {0};
   double ewma = 0;

@@ -41,6 +41,8 @@ struct pl_pol; /* pipes_policy.c: the pipeline policy's live state */
 typedef struct pl_pipe {
   vr_pipeline *spec; /* owned */
   struct pl_pol *pol; /* owned; NULL: every hop routed by INFaaS selection */
+  int pol_gen;        /* bumped when pol is dropped (under mu): a hop's slot
+                         is an index into the view of its generation */
   uint64_t arrivals;  /* root rows received (the policy's demand) */
   uint64_t requests;  /* root requests started (open = requests - the
                          sum of outcomes) */
@@ -127,6 +129,11 @@ void vr__pipe_count_request(pl_pipe *pp, const vr_pipe_result *r);
 void vr__pipes_stop_policy(vr_pipes *p);
 /* pipes_policy.c: frees a pipeline's policy state (NULL is fine). */
 void vr__pipe_pol_free(struct pl_pol *pol);
+/* pipes_policy.c: drops pp's policy state when a variant of its planning
+ * view went away (its model unregistered): the next tick (or followed
+ * plan) builds the view again from what the control plane serves, and
+ * hops are routed by INFaaS selection meanwhile. Without pp->mu. */
+void vr__pipe_pol_drop(pl_pipe *pp);
 /* The request path under a pipeline policy: whether pp routes by its
  * plan now. */
 int vr__pipe_pol_active(pl_pipe *pp);

@@ -21,6 +21,7 @@ struct phop {
   vr_ctl_route route;
   phop *par;         /* the parent hop (alive until the request ends) */
   int slot;          /* under a pipeline policy: the plan's slot, or -1 */
+  int pol_gen;       /* the generation of the view slot indexes (pl_pipe) */
   double budget_sum; /* budgets of the path so far (pipe_plan.h) */
   /* the crop's input name: the runtime reads it after submit() returns
    * (a held request is checked when the batch that made it ends) */
@@ -347,11 +348,16 @@ static int policy_hop(phop *h, int64_t now) {
                    .u = unif()};
   pl_pick pk;
   pthread_mutex_lock(&pp->mu);
-  /* a parent routed by INFaaS (before the first plan): its child too */
-  int rc = par && par->slot < 0 ? -1 : vr__pipe_pol_pick(pp, &in, &pk);
+  /* a parent routed by INFaaS (before the first plan), or by a view
+   * dropped since (its slot indexes another view): its child by INFaaS */
+  int rc = par && (par->slot < 0 || par->pol_gen != pp->pol_gen)
+               ? -1
+               : vr__pipe_pol_pick(pp, &in, &pk);
+  int gen = pp->pol_gen;
   pthread_mutex_unlock(&pp->mu);
   if (rc < 0) return 0;
   h->pub.planned = 1;
+  h->pol_gen = gen;
   h->slot = pk.slot;
   h->budget_sum = pk.budget_sum;
   char msg[200];

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/alloc.h"
 #include "base/clock.h"
@@ -616,6 +617,67 @@ static void test_follow_batch_caps(void **st) {
   vr_pipes_free(p);
 }
 
+/* A model that the plan in force uses is unregistered: hops are routed
+ * by what is served (the plan's tables kept sending them to it, every one
+ * rejected, and the policy never planned again), the policy plans afresh
+ * without it, and a worker following the controller follows its plans
+ * again (each was refused: "a variant is no longer served"). */
+static void test_model_unregistered(void **st) {
+  (void)st;
+  /* fmnist_mlp2 in app fashion, declared 99%: Loki's plan takes it */
+  char path[1200];
+  snprintf(path, sizeof path, "%s/models/fmnist/fmnist_mlp/model.onnx", g_src);
+  assert_int_equal(reg(path, "fmnist_mlp2", "fashion", 99), 0);
+  vr_errbuf e = {0};
+  assert_int_equal(vr_control_reload_store(g_ctl, &e), 0);
+  vr_pipes *p = registered(), *f = NULL;
+  vr_pipes_policy_opts po = {.policy = "loki", .period_s = 3600, .tick_s = 3600};
+  assert_int_equal(vr_pipes_set_policy(p, &po, &e), 0);
+  vr_pipes_policy_tick(p); /* the first plan, its instances loaded */
+  vr_pipes_policy_tick(p); /* ... and routed to */
+  char *d = vr_pipes_describe(p, "fashion_scenes");
+  if (!strstr(d, "\"state\":\"planned\"") || !strstr(d, "\"variant\":\"fmnist_mlp2"))
+    fail_msg("no plan with fmnist_mlp2: %.3000s", d);
+  vr_free(d);
+  int on_it = 0; /* hops served by it (the plan may not fit every instance here) */
+  for (int row = 0; row < 8; row++) {
+    vr_pipe_result *r = infer(p, row, 1, 10000, 0);
+    for (int i = 1; i < r->n_hops; i++)
+      on_it += !strcmp(r->hops[i]->model, "fmnist_mlp2") && r->hops[i]->outcome == VR_POUT_OK;
+    vr_pipe_result_free(r);
+  }
+  assert_true(on_it > 0);
+  /* a worker following a plan (another vr_pipes on the store) */
+  assert_int_equal(vr_pipes_create(g_ctl, g_rt, g_store, &f, &e), 0);
+  char *plan = plan_at_batch(2);
+  if (vr_pipes_follow(f, "fashion_scenes", plan, strlen(plan), &e)) fail_msg("%s", e.msg);
+  vr_free(plan);
+  assert_int_equal(vr_control_unregister(g_ctl, "fmnist_mlp2", &e), 0);
+  vr_model_config cfg; /* its instances drained and gone */
+  for (int i = 0; i < 1000 && !vr_rt_model_config(g_rt, "fmnist_mlp2", &cfg); i++)
+    nanosleep(&(struct timespec){0, 10 * VR_NS_PER_MS}, NULL);
+  assert_int_not_equal(vr_rt_model_config(g_rt, "fmnist_mlp2", &cfg), 0);
+  vr_pipes_policy_tick(p);
+  for (int row = 0; row < 8; row++) {
+    vr_pipe_result *r = infer(p, row, 1, 10000, 0);
+    if (r->outcome != VR_POUT_OK) fail_msg("row %d: %s", row, r->msg);
+    vr_pipe_result_free(r);
+  }
+  vr_pipes_policy_tick(p); /* plans afresh, without it */
+  d = vr_pipes_describe(p, "fashion_scenes");
+  const char *pol = strstr(d, "\"policy\""); /* (the tasks' stats name it: it served) */
+  if (!pol || !strstr(pol, "\"state\":\"planned\"") || strstr(pol, "fmnist_mlp2"))
+    fail_msg("no plan without fmnist_mlp2: %.3000s", pol ? pol : d);
+  vr_free(d);
+  plan = plan_at_batch(4);
+  if (vr_pipes_follow(f, "fashion_scenes", plan, strlen(plan), &e)) fail_msg("%s", e.msg);
+  vr_free(plan);
+  assert_int_equal(vr_pipes_delete(f, "fashion_scenes", &e), 0);
+  vr_pipes_follow_manage(f);
+  vr_pipes_free(f);
+  vr_pipes_free(p);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bad_specs),
@@ -625,6 +687,7 @@ int main(void) {
       cmocka_unit_test(test_bad_root_input),
       cmocka_unit_test(test_delete_in_flight),
       cmocka_unit_test(test_follow_batch_caps),
+      cmocka_unit_test(test_model_unregistered),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
