@@ -463,6 +463,28 @@ void vr__ctl_pipes_step(ctl *c, const vr_worker_info *ws, size_t n, int starting
     int changed = 0;
     if (vr_store_refresh(cp->store, &changed, &err))
       vr_warn("controller: store: %s", err.msg);
+    /* A pipeline whose view names a variant no longer stored (its model
+     * unregistered) is planned afresh, its view built again below as for
+     * a new one: the old view kept planning the gone model. */
+    for (int i = cp->n - 1; changed && i >= 0; i--) {
+      cpipe *p = cp->p[i];
+      const char *gone = NULL;
+      vr_store_rdlock(cp->store);
+      for (int k = 0; k < p->view->ntasks && !gone; k++)
+        for (int v = 0; v < p->view->tasks[k].nvariants && !gone; v++)
+          if (!vr_store_variant(cp->store, p->view->tasks[k].variants[v].name))
+            gone = p->view->tasks[k].variants[v].name;
+      vr_store_unlock(cp->store);
+      if (!gone) continue;
+      pthread_mutex_lock(&c->mu);
+      vr__ctl_event(c, "pipeline %s: variant %s of its view was unregistered: planned afresh",
+                    p->name, gone);
+      pthread_mutex_unlock(&c->mu);
+      pthread_mutex_lock(&c->pp_mu);
+      cp->p[i] = cp->p[--cp->n];
+      pthread_mutex_unlock(&c->pp_mu);
+      cpipe_free(cp, p);
+    }
     doc_ctx d = {c, cp, {0}}; /* on_doc runs under the store's read lock */
     if (vr_store_load_docs(cp->store, "pipeline", on_doc, &d, &err)) {
       vr_warn("controller: pipelines: %s", err.msg);

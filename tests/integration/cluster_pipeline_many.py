@@ -8,7 +8,9 @@ that one was never planned). The 17th is named "fs 16 q%" (a space and a
 '%', and so no registry id): once the others are deleted and a worker
 joins, the worker follows the plan the controller made for it (the plan
 went to registry table "pipe.fs 16 q%", which the registry refused, and
-the worker served it without a plan, without a word).
+the worker served it without a plan, without a word). Then the model its
+plan takes for the garment tasks is unregistered: the controller plans
+afresh over the models left (it kept planning the gone one).
 Usage: cluster_pipeline_many.py VARIO SOURCE_DIR (exit 77: no redis-server)"""
 import json
 import os
@@ -39,9 +41,10 @@ def run(cmd):
 try:
     url = H.start_redis(redis_bin)
     repo = os.path.join(tmp, "repo")
-    run([vario, "register", "--store", url, "--repo", repo, "--app", "fashion", "--model",
-         f"{src}/models/fmnist/fmnist_linear/model.onnx", "--input", f"{DATA}/val_inputs.npy",
-         "--labels", f"{DATA}/val_labels.npy"] + FAST)
+    for m in ["fmnist_linear", "fmnist_mlp"]:
+        run([vario, "register", "--store", url, "--repo", repo, "--app", "fashion", "--model",
+             f"{src}/models/fmnist/{m}/model.onnx", "--input", f"{DATA}/val_inputs.npy",
+             "--labels", f"{DATA}/val_labels.npy"] + FAST)
     run([vario, "register", "--store", url, "--repo", repo, "--app", "fscenes_detect",
          "--name", "fscenes_det_tiny", "--model", f"{P}/fscenes_det_tiny/model.onnx",
          "--declared-accuracy", "90"] + FAST)
@@ -98,6 +101,27 @@ try:
     else:
         fail(f"the worker does not follow a plan for {names[-1]!r}: {pol}")
     print(f"3. the worker follows the controller's plan for {names[-1]!r}")
+
+    def plan_models():
+        ps = state(cp).get("pipelines", {}).get("pipelines", [])
+        return {s["model"] for p in ps for s in p.get("plan", {}).get("slots", [])}
+    end = time.time() + 60
+    while time.time() < end and "fmnist_mlp" not in plan_models():
+        time.sleep(0.5)
+    if "fmnist_mlp" not in plan_models():
+        fail(f"the plan does not take fmnist_mlp (the most accurate): {plan_models()}")
+    st, j = vr_http.request(wp, "DELETE", "/v2/apps/fashion/models/fmnist_mlp")
+    if st != 200:
+        fail(f"unregister fmnist_mlp: {st} {j}")
+    def planned():
+        ps = state(cp).get("pipelines", {}).get("pipelines", [])
+        return any(p["name"] == names[-1] and "plan" in p for p in ps)
+    end = time.time() + 60
+    while time.time() < end and ("fmnist_mlp" in plan_models() or not planned()):
+        time.sleep(0.5)
+    if "fmnist_mlp" in plan_models() or not planned():
+        fail(f"the controller still plans the unregistered fmnist_mlp: {plan_models()}")
+    print("4. a model unregistered: the controller plans afresh without it")
     H.stop_clean()
     print("PASS")
 finally:
