@@ -43,13 +43,16 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "cli/ctl_int.h"
+#include "control/pipes.h"
 #include "control/store.h"
 #include "policy/cluster_plan.h"
 #include "policy/il_tick.h"
 #include "policy/pipe_policy.h"
 #include "sim/il_sim.h"
 
-#define CP_MAX 16
+/* every pipeline a server registers (VR_PIPES_MAX): past 16 the rest were
+ * never planned, without a word */
+#define CP_MAX VR_PIPES_MAX
 #define CP_INST 512
 #define CP_ARR 4096
 #define CP_MODELS (VR_PIPE_MAX_TASKS * 2)
@@ -349,7 +352,7 @@ static void publish(ctl *c, cpipe *p, double t) {
     return;
   }
   char table[VR_REG_ID_MAX];
-  snprintf(table, sizeof table, "pipe.%.58s", p->name);
+  vr_pipe_plan_table(p->name, table);
   int64_t ver = 0;
   vr_errbuf err = {0};
   if (vr_registry_put_routes(c->reg, table, text, -1, &ver, &err)) {
@@ -460,6 +463,28 @@ void vr__ctl_pipes_step(ctl *c, const vr_worker_info *ws, size_t n, int starting
     int changed = 0;
     if (vr_store_refresh(cp->store, &changed, &err))
       vr_warn("controller: store: %s", err.msg);
+    /* A pipeline whose view names a variant no longer stored (its model
+     * unregistered) is planned afresh, its view built again below as for
+     * a new one: the old view kept planning the gone model. */
+    for (int i = cp->n - 1; changed && i >= 0; i--) {
+      cpipe *p = cp->p[i];
+      const char *gone = NULL;
+      vr_store_rdlock(cp->store);
+      for (int k = 0; k < p->view->ntasks && !gone; k++)
+        for (int v = 0; v < p->view->tasks[k].nvariants && !gone; v++)
+          if (!vr_store_variant(cp->store, p->view->tasks[k].variants[v].name))
+            gone = p->view->tasks[k].variants[v].name;
+      vr_store_unlock(cp->store);
+      if (!gone) continue;
+      pthread_mutex_lock(&c->mu);
+      vr__ctl_event(c, "pipeline %s: variant %s of its view was unregistered: planned afresh",
+                    p->name, gone);
+      pthread_mutex_unlock(&c->mu);
+      pthread_mutex_lock(&c->pp_mu);
+      cp->p[i] = cp->p[--cp->n];
+      pthread_mutex_unlock(&c->pp_mu);
+      cpipe_free(cp, p);
+    }
     doc_ctx d = {c, cp, {0}}; /* on_doc runs under the store's read lock */
     if (vr_store_load_docs(cp->store, "pipeline", on_doc, &d, &err)) {
       vr_warn("controller: pipelines: %s", err.msg);

@@ -253,7 +253,7 @@ static void sync_tables(worker_pipes *w, int pipes_too) {
   }
   for (int i = 0; i < n; i++) {
     char table[VR_REG_ID_MAX];
-    snprintf(table, sizeof table, "pipe.%.58s", names[i]);
+    vr_pipe_plan_table(names[i], table);
     int64_t v = 0;
     char *body = NULL;
     err.msg[0] = 0;

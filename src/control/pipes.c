@@ -50,12 +50,59 @@ pl_pipe *vr__pipes_get(vr_pipes *p, const char *name) {
   return pp;
 }
 
+pl_pipe *vr__pipes_get_synced(vr_pipes *p, const char *name) {
+  pl_pipe *pp = vr__pipes_get(p, name);
+  vr_errbuf serr = {0};
+  /* stored elsewhere? The store is read at most ten times a second for
+   * names this process does not serve: a client sending made-up names
+   * would otherwise stall the event thread on store I/O with every one */
+  int64_t now = vr_clock_now(vr_clock_monotonic());
+  int64_t synced = __atomic_load_n(&p->miss_sync_ns, __ATOMIC_RELAXED);
+  if (!pp && (synced == 0 || now - synced >= 100000000LL) &&
+      __atomic_compare_exchange_n(&p->miss_sync_ns, &synced, now, 0, __ATOMIC_RELAXED,
+                                  __ATOMIC_RELAXED) &&
+      !vr_pipes_sync(p, &serr))
+    pp = vr__pipes_get(p, name);
+  return pp;
+}
+
 /* ---- registration checks ------------------------------------------------- */
 
+static const vr_tensor_info *cfg_output(const vr_model_config *c, const char *name) {
+  for (int i = 0; i < c->n_outputs; i++)
+    if (!strcmp(c->outputs[i].name, name)) return &c->outputs[i];
+  return NULL;
+}
+
+/* The adapter's tensors among a model's outputs, with the grid's shapes. */
+static int adapter_outputs(const vr_pipe_task *task, const vr_fanout *fan,
+                           const vr_model_config *cfg, vr_errbuf *err) {
+  int R = fan->grid_h * fan->grid_w;
+  const vr_tensor_info *s = cfg_output(cfg, fan->scores), *lb = cfg_output(cfg, fan->labels);
+  if (!s || s->ndim != 2 || s->shape[1] != R)
+    return vr_errf(err, VR_ESHAPE, "task '%s': model '%s' has no output '%s' [N,%d]",
+                   task->name, cfg->name, fan->scores, R);
+  if (!lb || lb->ndim != 3 || lb->shape[1] != R || lb->shape[2] != fan->n_labels)
+    return vr_errf(err, VR_ESHAPE, "task '%s': model '%s' has no output '%s' [N,%d,%d]",
+                   task->name, cfg->name, fan->labels, R, fan->n_labels);
+  return 0;
+}
+
+/* The task's adapter, parsed (kind NONE: none, or one resolve_adapter
+ * will refuse with its reason). */
+static void parse_adapter(const vr_pipe_task *task, vr_fanout *fan) {
+  char *text = task->adapter ? json_dumps(task->adapter, JSON_COMPACT) : NULL;
+  if (!text || vr_fanout_parse(text, strlen(text), fan, NULL)) memset(fan, 0, sizeof *fan);
+  free(text);
+}
+
 /* The first input [C,H,W] shared by every model of the app, and the app's
- * variants as the task's candidates. Called under the store's read lock. */
+ * variants as the task's candidates; every model has the outputs the
+ * task's adapter reads (an app's models share their inputs, not their
+ * outputs: checking the first only let requests routed to another fail at
+ * the fan-out). Called under the store's read lock. */
 static int resolve_app(vr_pipes *p, vr_pipeline *sp, int t, pl_task *pt,
-                       vr_model_config *cfg0, vr_errbuf *err) {
+                       vr_errbuf *err) {
   int64_t *chw = pt->in_chw;
   vr_tensor_info pt_in0;
   const vr_pipe_task *task = &sp->tasks[t];
@@ -73,6 +120,8 @@ static int resolve_app(vr_pipes *p, vr_pipeline *sp, int t, pl_task *pt,
   const char *names[VR_PIPE_MAX_VARIANTS];
   double acc[VR_PIPE_MAX_VARIANTS];
   int nv = 0;
+  vr_fanout fan;
+  parse_adapter(task, &fan);
   for (size_t i = 0; i < n; i++) {
     const vr_model_rec *m = vr_store_model(p->store, v[i]->model);
     vr_model_config cfg;
@@ -85,7 +134,6 @@ static int resolve_app(vr_pipes *p, vr_pipeline *sp, int t, pl_task *pt,
                      task->name, v[i]->model, x->ndim);
     if (i == 0) {
       memcpy(chw, &x->shape[1], 3 * sizeof *chw);
-      *cfg0 = cfg;
       pt_in0 = *x;
     } else if (memcmp(chw, &x->shape[1], 3 * sizeof *chw)) {
       return vr_errf(err, VR_ESHAPE, "task '%s': the models of app '%s' take different inputs "
@@ -94,6 +142,8 @@ static int resolve_app(vr_pipes *p, vr_pipeline *sp, int t, pl_task *pt,
                      (long long)chw[2], v[i]->model, (long long)x->shape[1],
                      (long long)x->shape[2], (long long)x->shape[3]);
     }
+    int rc = fan.kind == VR_FANOUT_NONE ? 0 : adapter_outputs(task, &fan, &cfg, err);
+    if (rc) return rc;
     if (nv < VR_PIPE_MAX_VARIANTS) {
       names[nv] = v[i]->name;
       acc[nv++] = v[i]->accuracy;
@@ -103,16 +153,9 @@ static int resolve_app(vr_pipes *p, vr_pipeline *sp, int t, pl_task *pt,
   return vr_pipe_task_set_variants(sp, t, names, acc, nv, err);
 }
 
-static const vr_tensor_info *cfg_output(const vr_model_config *c, const char *name) {
-  for (int i = 0; i < c->n_outputs; i++)
-    if (!strcmp(c->outputs[i].name, name)) return &c->outputs[i];
-  return NULL;
-}
-
 /* The task's adapter: parsed, its tensors present in the models' outputs
  * with the grid's shapes, every child edge labelled with one of its labels. */
-static int resolve_adapter(const vr_pipeline *sp, int t, const vr_model_config *cfg,
-                           pl_task *pt, vr_errbuf *err) {
+static int resolve_adapter(const vr_pipeline *sp, int t, pl_task *pt, vr_errbuf *err) {
   const vr_pipe_task *task = &sp->tasks[t];
   for (int l = 0; l < VR_FANOUT_MAX_LABELS; l++) pt->child_of_label[l] = -1;
   if (!task->adapter) {
@@ -127,14 +170,7 @@ static int resolve_adapter(const vr_pipeline *sp, int t, const vr_model_config *
   int rc = vr_fanout_parse(text, strlen(text), &pt->fan, &e2);
   free(text);
   if (rc) return vr_errf(err, rc, "task '%s': %s", task->name, e2.msg);
-  int R = pt->fan.grid_h * pt->fan.grid_w;
-  const vr_tensor_info *s = cfg_output(cfg, pt->fan.scores), *lb = cfg_output(cfg, pt->fan.labels);
-  if (!s || s->ndim != 2 || s->shape[1] != R)
-    return vr_errf(err, VR_ESHAPE, "task '%s': model '%s' has no output '%s' [N,%d]",
-                   task->name, cfg->name, pt->fan.scores, R);
-  if (!lb || lb->ndim != 3 || lb->shape[1] != R || lb->shape[2] != pt->fan.n_labels)
-    return vr_errf(err, VR_ESHAPE, "task '%s': model '%s' has no output '%s' [N,%d,%d]",
-                   task->name, cfg->name, pt->fan.labels, R, pt->fan.n_labels);
+  /* (its outputs in every model of the app: resolve_app) */
   int64_t crop[3];
   if ((rc = vr_fanout_crop_shape(&pt->fan, pt->in_chw, crop, &e2)))
     return vr_errf(err, rc, "task '%s': %s", task->name, e2.msg);
@@ -170,17 +206,14 @@ static int compile(vr_pipes *p, const char *json, size_t len, pl_pipe **out, vr_
   int n = pp->spec->ntasks;
   pp->t = vr_calloc((size_t)n, sizeof *pp->t);
   pp->spec_text = vr_strndup(json, len);
-  vr_model_config *cfg = vr_calloc((size_t)n, sizeof *cfg);
-  if (!pp->t || !pp->spec_text || !cfg) {
-    vr_free(cfg);
+  if (!pp->t || !pp->spec_text) {
     rc = vr_errf(err, VR_ENOMEM, "out of memory");
     goto fail;
   }
   vr_store_rdlock(p->store);
-  for (int t = 0; t < n && !rc; t++) rc = resolve_app(p, pp->spec, t, &pp->t[t], &cfg[t], err);
+  for (int t = 0; t < n && !rc; t++) rc = resolve_app(p, pp->spec, t, &pp->t[t], err);
   vr_store_unlock(p->store);
-  for (int t = 0; t < n && !rc; t++) rc = resolve_adapter(pp->spec, t, &cfg[t], &pp->t[t], err);
-  vr_free(cfg);
+  for (int t = 0; t < n && !rc; t++) rc = resolve_adapter(pp->spec, t, &pp->t[t], err);
   /* A child takes its parent's crops. */
   for (int t = 1; t < n && !rc; t++) {
     const pl_task *par = &pp->t[pp->spec->tasks[t].parent];
@@ -370,11 +403,18 @@ int vr_pipes_register(vr_pipes *p, const char *json, size_t len, char *name_out,
 int vr_pipes_delete(vr_pipes *p, const char *name, vr_errbuf *err) {
   pthread_mutex_lock(&p->mu);
   pl_pipe *pp = vr_map_get(&p->by_name, name);
-  int rc = pp ? vr_store_del_doc(p->store, DOC_KIND, name, err)
-              : vr_errf(err, VR_ENOENT, "no registered pipeline named '%.100s'", name);
-  if (!rc) vr_map_del(&p->by_name, name);
+  /* By the store, which processes share (a cluster's front end sends a
+   * DELETE to any worker): one stored but not served here (registered by
+   * another process since this one read the store, or its apps gone) is
+   * deleted, and one served here that another process deleted stops
+   * being served. */
+  int rc = vr_store_del_doc(p->store, DOC_KIND, name, err);
+  if (rc == VR_ENOENT && pp) rc = 0;
+  else if (rc == VR_ENOENT)
+    rc = vr_errf(err, VR_ENOENT, "no registered pipeline named '%.100s'", name);
+  if (!rc && pp) vr_map_del(&p->by_name, name);
   pthread_mutex_unlock(&p->mu);
-  if (!rc) vr__pipe_unref(pp);
+  if (!rc && pp) vr__pipe_unref(pp);
   return rc;
 }
 
@@ -531,8 +571,8 @@ static char *dump(json_t *j) {
 }
 
 char *vr_pipes_describe(vr_pipes *p, const char *name) {
-  if (name) {
-    pl_pipe *pp = vr__pipes_get(p, name);
+  if (name) { /* stored by another process since the last read: as a request */
+    pl_pipe *pp = vr__pipes_get_synced(p, name);
     if (!pp) return NULL;
     char *out = dump(pipe_json(p, pp, 1));
     vr__pipe_unref(pp);

@@ -19,7 +19,8 @@
  * on whichever thread finished its last hop (an executor, the control
  * plane's loader, or the caller's own thread when nothing could start);
  * it owns the result and frees it with vr_pipe_result_free. A pipeline
- * deleted while requests are in flight stays alive until they finish.
+ * deleted while requests are in flight stays alive until their results are
+ * freed.
  * vr_pipes_free requires that no request is in flight.
  */
 #ifndef VR_CONTROL_PIPES_H
@@ -122,6 +123,14 @@ void vr_pipes_set_remote(vr_pipes *p, vr_pipes_remote_fn fn, vr_pipes_remote_has
  * force stays), VR_ESTATE (a local policy runs). */
 int vr_pipes_follow(vr_pipes *p, const char *name, const char *plan, size_t len,
                     vr_errbuf *err);
+/* The registry table that carries the controller's plan of pipeline
+ * `name` to the workers (written by one, read by the others): "pipe." and
+ * the name when that is a registry id (1..63 of [A-Za-z0-9._-]); else
+ * "pipe.", the name's id characters (at most 40), '-' and a hash of the
+ * whole name. A pipeline name may hold any other character and up to 63:
+ * "pipe.<name>" was refused by the registry (the pipeline then ran without
+ * its plan), or cut to a prefix two pipelines could share. out: 64 bytes. */
+void vr_pipe_plan_table(const char *name, char *out);
 /* Following also applies the plan's batch caps to the instances this
  * worker holds, and leaves the followed pipelines' apps to the controller
  * (this server's control loop neither loads, unloads nor re-caps their
@@ -210,6 +219,9 @@ typedef struct vr_pipe_result {
   int64_t arrival_ns, end_ns, deadline_ns;
   int n_hops;
   vr_pipe_hop_rec **hops; /* in creation order; hops[0] is the root */
+  void *pin; /* internal: a reference to the pipeline, whose task and label
+                names the hops point to, held until vr_pipe_result_free
+                (the pipeline may be deleted before the caller is done) */
 } vr_pipe_result;
 
 typedef void (*vr_pipe_done_fn)(vr_pipe_result *res, void *tag);

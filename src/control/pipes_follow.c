@@ -136,8 +136,16 @@ int vr_pipes_follow(vr_pipes *ps, const char *name, const char *plan, size_t len
   if (!pp) return vr_errf(err, VR_ENOENT, "no registered pipeline named '%.100s'", name);
   int rc = pp->pol ? 0 : start_follow(ps, pp, err);
   pl_pol *pol = pp->pol;
-  if (!rc && vr__pipe_pol_refresh_slots(ps, pp, pol))
-    rc = vr_errf(err, VR_ENOENT, "pipeline '%s': a variant is no longer served", name);
+  if (!rc && vr__pipe_pol_refresh_slots(ps, pp, pol)) {
+    /* a variant of the view went away (its model unregistered): the view
+     * is built again from what is served, or no plan was ever followed
+     * again (the controller's views lack it, too) */
+    vr__pipe_pol_drop(pp);
+    rc = start_follow(ps, pp, err);
+    pol = pp->pol;
+    if (!rc && vr__pipe_pol_refresh_slots(ps, pp, pol))
+      rc = vr_errf(err, VR_ENOENT, "pipeline '%s': a variant is no longer served", name);
+  }
   vr_pipe_plan next = {0};
   vr_pipe_routes routes = {0};
   double ewma = 0;
@@ -169,6 +177,29 @@ int vr_pipes_follow(vr_pipes *ps, const char *name, const char *plan, size_t len
   }
   vr__pipe_unref(pp);
   return rc;
+}
+
+static int id_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+         c == '.' || c == '_' || c == '-';
+}
+
+void vr_pipe_plan_table(const char *name, char *out) {
+  size_t n = strlen(name), ok = n > 0 && n <= 58;
+  for (size_t i = 0; ok && i < n; i++) ok = id_char(name[i]);
+  if (ok) {
+    snprintf(out, 64, "pipe.%s", name);
+    return;
+  }
+  uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+  char keep[41];
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++) {
+    h = (h ^ (unsigned char)name[i]) * 1099511628211ULL;
+    if (k < sizeof keep - 1 && id_char(name[i])) keep[k++] = name[i];
+  }
+  keep[k] = 0;
+  snprintf(out, 64, "pipe.%s-%016llx", keep, (unsigned long long)h);
 }
 
 int vr_pipes_names(vr_pipes *p, char (*names)[VR_PIPE_NAME_MAX], int cap) {

@@ -41,6 +41,8 @@ struct pl_pol; /* pipes_policy.c: the pipeline policy's live state */
 typedef struct pl_pipe {
   vr_pipeline *spec; /* owned */
   struct pl_pol *pol; /* owned; NULL: every hop routed by INFaaS selection */
+  int pol_gen;        /* bumped when pol is dropped (under mu): a hop's slot
+                         is an index into the view of its generation */
   uint64_t arrivals;  /* root rows received (the policy's demand) */
   uint64_t requests;  /* root requests started (open = requests - the
                          sum of outcomes) */
@@ -111,6 +113,9 @@ static inline void vr__pipe_note_arrival(pl_pipe *pp, int64_t t_ns) {
 
 /* Takes a reference to the named pipeline, or NULL. */
 pl_pipe *vr__pipes_get(vr_pipes *p, const char *name);
+/* The same, reading the store (at most ten times a second) for a name not
+ * served here: another process may have stored it since the last read. */
+pl_pipe *vr__pipes_get_synced(vr_pipes *p, const char *name);
 void vr__pipe_unref(pl_pipe *pp);
 /* Up to cap registered pipelines into out, each with a reference the
  * caller drops (vr__pipe_unref): a pipeline deleted meanwhile stays alive
@@ -124,6 +129,11 @@ void vr__pipe_count_request(pl_pipe *pp, const vr_pipe_result *r);
 void vr__pipes_stop_policy(vr_pipes *p);
 /* pipes_policy.c: frees a pipeline's policy state (NULL is fine). */
 void vr__pipe_pol_free(struct pl_pol *pol);
+/* pipes_policy.c: drops pp's policy state when a variant of its planning
+ * view went away (its model unregistered): the next tick (or followed
+ * plan) builds the view again from what the control plane serves, and
+ * hops are routed by INFaaS selection meanwhile. Without pp->mu. */
+void vr__pipe_pol_drop(pl_pipe *pp);
 /* The request path under a pipeline policy: whether pp routes by its
  * plan now. */
 int vr__pipe_pol_active(pl_pipe *pp);

@@ -36,6 +36,15 @@ void vr__pipe_pol_free(pl_pol *pol) {
   vr_free(pol);
 }
 
+void vr__pipe_pol_drop(pl_pipe *pp) {
+  pthread_mutex_lock(&pp->mu);
+  pl_pol *old = pp->pol;
+  pp->pol = NULL;
+  pp->pol_gen++;
+  pthread_mutex_unlock(&pp->mu);
+  vr__pipe_pol_free(old);
+}
+
 /* ---- the planning view ------------------------------------------------------ */
 
 /* Whether another candidate of the task is the same model, precision and
@@ -400,7 +409,12 @@ static void pol_tick(vr_pipes *ps, pl_pipe *pp, double now_s, double dt) {
   }
   pl_pol *pol = pp->pol;
   if (vr__pipe_pol_refresh_slots(ps, pp, pol)) {
-    vr_warn("pipeline '%s': a variant is no longer served; policy paused", pp->spec->name);
+    /* Its model was unregistered: the plan's tables would keep sending
+     * hops to it (every one rejected) and no plan could be made again on
+     * this view. The next tick builds the view from what is served. */
+    vr_warn("pipeline '%s': a variant of its planning view is no longer served: planning "
+            "afresh", pp->spec->name);
+    vr__pipe_pol_drop(pp);
     return;
   }
   pthread_mutex_lock(&pp->mu);

@@ -21,6 +21,7 @@ struct phop {
   vr_ctl_route route;
   phop *par;         /* the parent hop (alive until the request ends) */
   int slot;          /* under a pipeline policy: the plan's slot, or -1 */
+  int pol_gen;       /* the generation of the view slot indexes (pl_pipe) */
   double budget_sum; /* budgets of the path so far (pipe_plan.h) */
   /* the crop's input name: the runtime reads it after submit() returns
    * (a held request is checked when the batch that made it ends) */
@@ -36,6 +37,7 @@ struct preq {
   pthread_mutex_t mu;
   int pending;  /* hops started and not finished */
   int lost;     /* a hop could not even be allocated */
+  int bad_input; /* the runtime refused the root's inputs: its status */
   vr_vec hops;  /* phop*, creation order (under mu) */
   vr_pipe_done_fn done;
   void *tag;
@@ -60,6 +62,7 @@ void vr_pipe_result_free(vr_pipe_result *r) {
     vr_free(h);
   }
   vr_free(r->hops);
+  if (r->pin) vr__pipe_unref(r->pin);
   vr_free(r);
 }
 
@@ -77,6 +80,7 @@ static void finish_request(preq *q) {
     }
     if (r) vr_free(r);
     q->done(&k_oom, q->tag);
+    vr__pipe_unref(q->pp);
     goto out;
   }
   snprintf(r->pipeline, sizeof r->pipeline, "%s", q->pp->spec->name);
@@ -94,12 +98,14 @@ static void finish_request(preq *q) {
       snprintf(r->msg, sizeof r->msg, "task '%.64s': %.500s", h->task_name, h->msg);
     }
   }
+  if (q->bad_input) /* as pipes.h says of bad inputs: failed, with the status */
+    r->outcome = VR_POUT_FAILED, r->status = q->bad_input;
   vr__pipe_count_request(q->pp, r);
+  r->pin = q->pp; /* the request's reference moves to the result */
   q->done(r, q->tag);
 out:
   vr_vec_free(&q->hops);
   pthread_mutex_destroy(&q->mu);
-  vr__pipe_unref(q->pp);
   vr_free(q);
 }
 
@@ -229,6 +235,16 @@ static void on_done(vr_rt_request *r, void *user) {
     vr_pipe_outcome o = r->outcome == VR_OUT_DROPPED    ? VR_POUT_DROPPED
                         : r->outcome == VR_OUT_REJECTED ? VR_POUT_REJECTED
                                                         : VR_POUT_FAILED;
+    /* The runtime refused the hop's inputs, not its queue (name, count,
+     * type, shape, rows past the max batch): at the root they are the
+     * client's, a bad request (400, as /v2/apps answers it); below it
+     * they are the adapter's crops, a failure. Neither is "rejected"
+     * (503: try again later, which would fail again). */
+    int bad = r->outcome == VR_OUT_REJECTED &&
+              (r->status == VR_EINVAL || r->status == VR_ETYPE ||
+               r->status == VR_ESHAPE || r->status == VR_ELIMIT);
+    if (bad && !h->par) q->bad_input = r->status; /* read once every hop finished */
+    else if (bad) o = VR_POUT_FAILED;
     return finish_hop(h, o, r->err.msg);
   }
   vr_errbuf err = {0};
@@ -332,11 +348,16 @@ static int policy_hop(phop *h, int64_t now) {
                    .u = unif()};
   pl_pick pk;
   pthread_mutex_lock(&pp->mu);
-  /* a parent routed by INFaaS (before the first plan): its child too */
-  int rc = par && par->slot < 0 ? -1 : vr__pipe_pol_pick(pp, &in, &pk);
+  /* a parent routed by INFaaS (before the first plan), or by a view
+   * dropped since (its slot indexes another view): its child by INFaaS */
+  int rc = par && (par->slot < 0 || par->pol_gen != pp->pol_gen)
+               ? -1
+               : vr__pipe_pol_pick(pp, &in, &pk);
+  int gen = pp->pol_gen;
   pthread_mutex_unlock(&pp->mu);
   if (rc < 0) return 0;
   h->pub.planned = 1;
+  h->pol_gen = gen;
   h->slot = pk.slot;
   h->budget_sum = pk.budget_sum;
   char msg[200];
@@ -406,18 +427,7 @@ static int check_root_input(const pl_pipe *pp, const vr_pipe_query *q, vr_errbuf
 
 void vr_pipes_infer(vr_pipes *p, const vr_pipe_query *q, vr_pipe_done_fn done, void *tag) {
   char msg[256];
-  pl_pipe *pp = vr__pipes_get(p, q->pipeline);
-  vr_errbuf serr = {0};
-  /* stored elsewhere? The store is read at most ten times a second for
-   * names this process does not serve: a client sending made-up names
-   * would otherwise stall the event thread on store I/O with every one */
-  int64_t now = vr_clock_now(vr_clock_monotonic());
-  int64_t synced = __atomic_load_n(&p->miss_sync_ns, __ATOMIC_RELAXED);
-  if (!pp && (synced == 0 || now - synced >= 100000000LL) &&
-      __atomic_compare_exchange_n(&p->miss_sync_ns, &synced, now, 0, __ATOMIC_RELAXED,
-                                  __ATOMIC_RELAXED) &&
-      !vr_pipes_sync(p, &serr))
-    pp = vr__pipes_get(p, q->pipeline);
+  pl_pipe *pp = vr__pipes_get_synced(p, q->pipeline);
   if (!pp) {
     snprintf(msg, sizeof msg, "no registered pipeline named '%.100s'", q->pipeline);
     return fail_now(q->pipeline, VR_ENOENT, msg, done, tag);

@@ -2,6 +2,7 @@
 #include "policy/pipeline.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -80,6 +81,14 @@ static int name_ok(const char *s) {
   return 1;
 }
 
+/* Why name_ok refused s: the error said "a name is required" or "a bad
+ * name" of a name that was given, not which rule it broke. */
+static int bad_name(vr_errbuf *err, const char *what, const char *s) {
+  if (!s[0]) return vr_errf(err, VR_EINVAL, "%s: a name is required", what);
+  return vr_errf(err, VR_EINVAL, "%s: name '%s' holds '/' or a control character (names "
+                 "are URL path segments)", what, s);
+}
+
 static int check_variants(const vr_pipe_task *t, vr_errbuf *err) {
   if (t->nvariants < 0 || t->nvariants > VR_PIPE_MAX_VARIANTS)
     return vr_errf(err, VR_EINVAL, "task '%s': %d variants (max %d)", t->name,
@@ -89,9 +98,11 @@ static int check_variants(const vr_pipe_task *t, vr_errbuf *err) {
                    "task '%s' has no model: give an app or variants", t->name);
   for (int v = 0; v < t->nvariants; v++) {
     const vr_pipe_variant *pv = &t->variants[v];
-    if (!name_ok(pv->name))
-      return vr_errf(err, VR_EINVAL, "task '%s': variant %d has a bad name",
-                     t->name, v);
+    if (!name_ok(pv->name)) {
+      char what[VR_PIPE_NAME_MAX + 32];
+      snprintf(what, sizeof what, "task '%s' variant %d", t->name, v);
+      return bad_name(err, what, pv->name);
+    }
     for (int w = 0; w < v; w++)
       if (!strcmp(t->variants[w].name, pv->name))
         return vr_errf(err, VR_EINVAL, "task '%s': variant '%s' listed twice",
@@ -143,8 +154,7 @@ static int check_links(const vr_pipeline *p, int i, vr_errbuf *err) {
 }
 
 int vr_pipeline_validate(const vr_pipeline *p, vr_errbuf *err) {
-  if (!name_ok(p->name))
-    return vr_errf(err, VR_EINVAL, "pipeline: a name is required");
+  if (!name_ok(p->name)) return bad_name(err, "pipeline", p->name);
   if (!(p->slo_ms > 0 && p->slo_ms <= 3.6e6))
     return vr_errf(err, VR_EINVAL, "pipeline '%s': SLO %g ms not in "
                    "(0, 3600000]", p->name, p->slo_ms);
@@ -153,9 +163,11 @@ int vr_pipeline_validate(const vr_pipeline *p, vr_errbuf *err) {
                    p->ntasks, VR_PIPE_MAX_TASKS);
   for (int i = 0; i < p->ntasks; i++) {
     const vr_pipe_task *t = &p->tasks[i];
-    if (!name_ok(t->name))
-      return vr_errf(err, VR_EINVAL, "pipeline '%s': task %d has a bad name",
-                     p->name, i);
+    if (!name_ok(t->name)) {
+      char what[VR_PIPE_NAME_MAX + 32];
+      snprintf(what, sizeof what, "pipeline '%s' task %d", p->name, i);
+      return bad_name(err, what, t->name);
+    }
     for (int j = 0; j < i; j++)
       if (!strcmp(p->tasks[j].name, t->name))
         return vr_errf(err, VR_EINVAL, "pipeline '%s': task '%s' defined "

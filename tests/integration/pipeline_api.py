@@ -231,6 +231,25 @@ try:
     st, j = http(port, "DELETE", "/v2/pipelines/" + urllib.parse.quote(awk, safe=""))
     check(st == 200 and j.get("deleted") == awk, f"DELETE answers JSON naming it: {st} {j}")
 
+    # -- `vario pipeline show/delete NAME` names exactly that pipeline: the
+    # name went into the path raw, and the server decoded "fs a%62" to
+    # "fs ab", another pipeline, and deleted that one ---------------------
+    for nm in ("fs a%62", "fs ab"):
+        st, j = http(port, "POST", "/v2/pipelines",
+                     raw=SPEC.replace('"name": "fashion_scenes"', '"name": ' + json.dumps(nm)).encode())
+        check(st == 201, f"{nm!r} registered: {st} {j.get('error')}")
+    r = run([VARIO, "pipeline", "show", "fs a%62", "--port", port_s])
+    check(r.returncode == 0 and json.loads(r.stdout)["name"] == "fs a%62",
+          f"vario pipeline show 'fs a%62': {r.stdout[:80]} {r.stderr.strip()}")
+    r = run([VARIO, "pipeline", "delete", "fs a%62", "--port", port_s])
+    check(r.returncode == 0 and json.loads(r.stdout).get("deleted") == "fs a%62",
+          f"vario pipeline delete 'fs a%62': {r.stdout.strip()} {r.stderr.strip()}")
+    st, j = http(port, "GET", "/v2/pipelines")
+    names = [p["name"] for p in j["pipelines"]]
+    check("fs ab" in names and "fs a%62" not in names, f"only 'fs a%62' deleted: {names}")
+    st, j = http(port, "DELETE", "/v2/pipelines/" + urllib.parse.quote("fs ab", safe=""))
+    check(st == 200, f"'fs ab' deleted: {st}")
+
     # -- restart: still registered; DELETE ----------------------------------
     srv.terminate()
     srv.wait(30)

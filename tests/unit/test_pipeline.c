@@ -209,6 +209,16 @@ static void test_errors(void **st) {
   expect_err("{\"name\":\"c\",\"latency_ms\":100,\"tasks\":["
              "{\"name\":\"a\",\"app\":\"x\",\"adapter\":[1]}]}", VR_EINVAL,
              "\"adapter\" must be an object");
+  /* a name given but refused says why, not that none was given */
+  expect_err("{\"name\":\"a/b\",\"latency_ms\":100,\"tasks\":["
+             "{\"name\":\"a\",\"app\":\"x\"}]}", VR_EINVAL,
+             "pipeline: name 'a/b' holds '/' or a control character");
+  expect_err("{\"name\":\"c\",\"latency_ms\":100,\"tasks\":["
+             "{\"name\":\"t/1\",\"app\":\"x\"}]}", VR_EINVAL,
+             "task 0: name 't/1' holds '/'");
+  expect_err("{\"name\":\"c\",\"latency_ms\":100,\"tasks\":["
+             "{\"name\":\"a\",\"variants\":[\"v/2\"]}]}", VR_EINVAL,
+             "name 'v/2' holds '/'");
   expect_err("{\"name\":", VR_EFORMAT, "bad JSON");
   expect_err("{\"appName\":\"l\",\"latencySLOInMSec\":100,\"root\":"
              "{\"task\":\"a\",\"model_variants\":[\"m\"],\"children\":["

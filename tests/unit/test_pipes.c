@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/alloc.h"
 #include "base/clock.h"
@@ -73,6 +74,22 @@ static int setup(void **st) {
     snprintf(p, sizeof p, "%s/models/fmnist/%s/model.onnx", g_src, fm[i]);
     if (reg(p, fm[i], "fashion", 0)) return -1;
   }
+  /* App fscenes_mixed: fscenes_det_large, and fscenes_det_tiny with its
+   * output "scores" renamed "scoreZ" (same length: the ONNX bytes stay
+   * valid): the same input, not the adapter's outputs. */
+  snprintf(p, sizeof p, "%s/models/pipelines/fashion_scenes/fscenes_det_large/model.onnx", g_src);
+  if (reg(p, "fscenes_det_large2", "fscenes_mixed", 91)) return -1;
+  snprintf(p, sizeof p, "%s/models/pipelines/fashion_scenes/fscenes_det_tiny/model.onnx", g_src);
+  char *onnx = NULL;
+  size_t on = 0;
+  if (vr_read_file(p, &onnx, &on, &e)) return -1;
+  for (size_t i = 0; i + 6 <= on; i++)
+    if (!memcmp(onnx + i, "scores", 6)) onnx[i + 5] = 'Z';
+  snprintf(p, sizeof p, "%s/fscenes_det_renamed.onnx", g_tmp);
+  FILE *f = fopen(p, "wb");
+  int wrote = f && fwrite(onnx, 1, on, f) == on;
+  vr_free(onnx);
+  if ((f && fclose(f)) || !wrote || reg(p, "fscenes_det_renamed", "fscenes_mixed", 90)) return -1;
   const char *det[] = {"fscenes_det_tiny", "fscenes_det_large"};
   for (int i = 0; i < 2; i++) {
     snprintf(p, sizeof p, "%s/models/pipelines/fashion_scenes/%s/model.onnx", g_src, det[i]);
@@ -185,6 +202,10 @@ static void test_bad_specs(void **st) {
   expect_reject(p, edited("\"grid\": [3, 3]", "\"grid\": [4, 4]"), VR_ESHAPE, "scores");
   expect_reject(p, edited("\"kind\": \"grid_crop\"", "\"kind\": \"boxes\""), VR_EINVAL,
                 "unknown kind");
+  /* every model of the app has the adapter's outputs, not only the most
+   * accurate one (a request routed to another failed at its fan-out) */
+  expect_reject(p, edited("\"app\": \"fscenes_detect\"", "\"app\": \"fscenes_mixed\""),
+                VR_ESHAPE, "model 'fscenes_det_renamed' has no output 'scores' [N,9]");
   char loki[1200];
   snprintf(loki, sizeof loki, "%s/../shared/data/loki/apps/traffic_analysis.json", g_src);
   char *lt = NULL;
@@ -239,6 +260,45 @@ static void test_bad_specs(void **st) {
   assert_int_equal(count_pipelines(p), 0);
   assert_int_equal(count_docs(), 0);
   vr_pipes_free(p);
+  vr_free(good);
+}
+
+/* GET and DELETE name a pipeline of the store, wherever it was
+ * registered. One another process stored since this one last read the
+ * store is described and deleted (both answered "no registered
+ * pipeline", and it stayed stored); one this process serves but another
+ * deleted meanwhile stops being served here (DELETE answered the same and
+ * it kept serving it). */
+static void test_delete_shared_store(void **st) {
+  (void)st;
+  vr_pipes *p, *p0, *q; /* p and p0 read the store before q registers */
+  vr_errbuf e = {0};
+  char name[64], *good = spec_text();
+  assert_int_equal(vr_pipes_create(g_ctl, g_rt, g_store, &p, &e), 0);
+  assert_int_equal(vr_pipes_create(g_ctl, g_rt, g_store, &p0, &e), 0);
+  assert_int_equal(vr_pipes_create(g_ctl, g_rt, g_store, &q, &e), 0);
+  assert_int_equal(vr_pipes_register(q, good, strlen(good), name, &e), 0);
+  assert_int_equal(count_docs(), 1);
+  /* GET reads the store for a name this process does not serve, as a
+   * request does (it answered 404 while requests were served) */
+  char *d = vr_pipes_describe(p, "fashion_scenes");
+  assert_non_null(d);
+  vr_free(d);
+  assert_int_equal(count_pipelines(p), 1);
+  /* DELETE of one stored, not served here */
+  assert_int_equal(count_pipelines(p0), 0);
+  if (vr_pipes_delete(p0, "fashion_scenes", &e)) fail_msg("%s", e.msg);
+  assert_int_equal(count_docs(), 0);
+  /* p and q still serve it: their own DELETE ends that, with success */
+  if (vr_pipes_delete(p, "fashion_scenes", &e)) fail_msg("%s", e.msg);
+  assert_int_equal(count_pipelines(p), 0);
+  if (vr_pipes_delete(q, "fashion_scenes", &e)) fail_msg("%s", e.msg);
+  assert_int_equal(count_pipelines(q), 0);
+  assert_int_equal(vr_pipes_delete(q, "fashion_scenes", &e), VR_ENOENT);
+  assert_non_null(strstr(e.msg, "no registered pipeline named 'fashion_scenes'"));
+  vr_pipes_free(p);
+  vr_pipes_free(p0);
+  vr_pipes_free(q);
   vr_free(good);
 }
 
@@ -408,6 +468,71 @@ static void test_drop_at_next_hop(void **st) {
   drop_all(p);
 }
 
+/* A clock whose first read (the request's arrival, inside vr_pipes_infer)
+ * deletes the pipeline: the request is then in flight on a pipeline no
+ * longer registered. */
+static vr_pipes *g_del_p;
+static int64_t deleting_now(vr_clock *c) {
+  (void)c;
+  if (g_del_p) {
+    vr_errbuf e = {0};
+    assert_int_equal(vr_pipes_delete(g_del_p, "fashion_scenes", &e), 0);
+    g_del_p = NULL;
+  }
+  return vr_clock_now(vr_clock_monotonic());
+}
+
+/* A pipeline deleted while a request is in flight: the request ends as
+ * usual and its result (task names, labels) stays readable until freed,
+ * after the pipeline itself is gone. */
+static void test_delete_in_flight(void **st) {
+  (void)st;
+  vr_pipes *p = registered();
+  vr_pipe_result *warm = infer(p, 0, 1, 10000, 0);
+  assert_int_equal(warm->outcome, VR_POUT_OK);
+  assert_true(warm->hops[0]->fanout > 0);
+  vr_pipe_result_free(warm);
+  vr_clock clk = {deleting_now, 0};
+  g_del_p = p;
+  vr_pipes_set_clock(p, &clk);
+  vr_pipe_result *r = infer(p, 0, 1, 10000, 0);
+  assert_null(g_del_p);
+  assert_int_equal(count_pipelines(p), 0);
+  if (r->outcome != VR_POUT_OK) fail_msg("%s", r->msg);
+  assert_string_equal(r->hops[0]->task_name, "detect");
+  assert_true(r->n_hops > 1);
+  for (int i = 1; i < r->n_hops; i++) {
+    assert_string_equal(r->hops[i]->task_name, r->hops[i]->label);
+    assert_int_equal(r->hops[i]->outcome, VR_POUT_OK);
+  }
+  vr_pipe_result_free(r);
+  vr_pipes_set_clock(p, NULL);
+  vr_pipes_free(p);
+}
+
+/* Inputs the root's model refuses (here: under another name) are the
+ * client's error: the request ends with status VR_EINVAL (the server
+ * answers 400 with the runtime's reason), not "rejected" (503, which says
+ * try again later). */
+static void test_bad_root_input(void **st) {
+  (void)st;
+  vr_pipes *p = registered();
+  waiter w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL};
+  vr_pipe_query q = {.pipeline = "fashion_scenes", .latency_ms = 10000, .n_in = 1};
+  q.in[0] = (vr_tensor){"image", VR_DT_F32, 4, {1, 1, 84, 84}, g_x.data,
+                        84 * 84 * sizeof(float)};
+  vr_pipes_infer(p, &q, on_done, &w);
+  pthread_mutex_lock(&w.mu);
+  while (!w.res) pthread_cond_wait(&w.cv, &w.mu);
+  pthread_mutex_unlock(&w.mu);
+  vr_pipe_result *r = w.res;
+  assert_int_equal(r->status, VR_EINVAL);
+  assert_int_equal(r->outcome, VR_POUT_FAILED);
+  if (!strstr(r->msg, "missing input 'input'")) fail_msg("%s", r->msg);
+  vr_pipe_result_free(r);
+  drop_all(p);
+}
+
 /* The plan text (pipe_plan.h "as text") giving every variant of every
  * task two instances (every instance held here has a slot) at batch b. */
 static char *plan_at_batch(int b) {
@@ -492,12 +617,77 @@ static void test_follow_batch_caps(void **st) {
   vr_pipes_free(p);
 }
 
+/* A model that the plan in force uses is unregistered: hops are routed
+ * by what is served (the plan's tables kept sending them to it, every one
+ * rejected, and the policy never planned again), the policy plans afresh
+ * without it, and a worker following the controller follows its plans
+ * again (each was refused: "a variant is no longer served"). */
+static void test_model_unregistered(void **st) {
+  (void)st;
+  /* fmnist_mlp2 in app fashion, declared 99%: Loki's plan takes it */
+  char path[1200];
+  snprintf(path, sizeof path, "%s/models/fmnist/fmnist_mlp/model.onnx", g_src);
+  assert_int_equal(reg(path, "fmnist_mlp2", "fashion", 99), 0);
+  vr_errbuf e = {0};
+  assert_int_equal(vr_control_reload_store(g_ctl, &e), 0);
+  vr_pipes *p = registered(), *f = NULL;
+  vr_pipes_policy_opts po = {.policy = "loki", .period_s = 3600, .tick_s = 3600};
+  assert_int_equal(vr_pipes_set_policy(p, &po, &e), 0);
+  vr_pipes_policy_tick(p); /* the first plan, its instances loaded */
+  vr_pipes_policy_tick(p); /* ... and routed to */
+  char *d = vr_pipes_describe(p, "fashion_scenes");
+  if (!strstr(d, "\"state\":\"planned\"") || !strstr(d, "\"variant\":\"fmnist_mlp2"))
+    fail_msg("no plan with fmnist_mlp2: %.3000s", d);
+  vr_free(d);
+  int on_it = 0; /* hops served by it (the plan may not fit every instance here) */
+  for (int row = 0; row < 8; row++) {
+    vr_pipe_result *r = infer(p, row, 1, 10000, 0);
+    for (int i = 1; i < r->n_hops; i++)
+      on_it += !strcmp(r->hops[i]->model, "fmnist_mlp2") && r->hops[i]->outcome == VR_POUT_OK;
+    vr_pipe_result_free(r);
+  }
+  assert_true(on_it > 0);
+  /* a worker following a plan (another vr_pipes on the store) */
+  assert_int_equal(vr_pipes_create(g_ctl, g_rt, g_store, &f, &e), 0);
+  char *plan = plan_at_batch(2);
+  if (vr_pipes_follow(f, "fashion_scenes", plan, strlen(plan), &e)) fail_msg("%s", e.msg);
+  vr_free(plan);
+  assert_int_equal(vr_control_unregister(g_ctl, "fmnist_mlp2", &e), 0);
+  vr_model_config cfg; /* its instances drained and gone */
+  for (int i = 0; i < 1000 && !vr_rt_model_config(g_rt, "fmnist_mlp2", &cfg); i++)
+    nanosleep(&(struct timespec){0, 10 * VR_NS_PER_MS}, NULL);
+  assert_int_not_equal(vr_rt_model_config(g_rt, "fmnist_mlp2", &cfg), 0);
+  vr_pipes_policy_tick(p);
+  for (int row = 0; row < 8; row++) {
+    vr_pipe_result *r = infer(p, row, 1, 10000, 0);
+    if (r->outcome != VR_POUT_OK) fail_msg("row %d: %s", row, r->msg);
+    vr_pipe_result_free(r);
+  }
+  vr_pipes_policy_tick(p); /* plans afresh, without it */
+  d = vr_pipes_describe(p, "fashion_scenes");
+  const char *pol = strstr(d, "\"policy\""); /* (the tasks' stats name it: it served) */
+  if (!pol || !strstr(pol, "\"state\":\"planned\"") || strstr(pol, "fmnist_mlp2"))
+    fail_msg("no plan without fmnist_mlp2: %.3000s", pol ? pol : d);
+  vr_free(d);
+  plan = plan_at_batch(4);
+  if (vr_pipes_follow(f, "fashion_scenes", plan, strlen(plan), &e)) fail_msg("%s", e.msg);
+  vr_free(plan);
+  assert_int_equal(vr_pipes_delete(f, "fashion_scenes", &e), 0);
+  vr_pipes_follow_manage(f);
+  vr_pipes_free(f);
+  vr_pipes_free(p);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bad_specs),
+      cmocka_unit_test(test_delete_shared_store),
       cmocka_unit_test(test_matches_by_hand),
       cmocka_unit_test(test_drop_at_next_hop),
+      cmocka_unit_test(test_bad_root_input),
+      cmocka_unit_test(test_delete_in_flight),
       cmocka_unit_test(test_follow_batch_caps),
+      cmocka_unit_test(test_model_unregistered),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
