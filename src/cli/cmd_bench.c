@@ -16,6 +16,7 @@
 #include "base/npy.h"
 #include "cli/commands.h"
 #include "runtime/runtime.h"
+#include "server/http.h"
 #include "server/httpc.h"
 #include "server/loadgen.h"
 #include "sim/rng.h"
@@ -121,9 +122,13 @@ static int fetch_input(bench_args *a, vr_errbuf *err) {
   vr_httpc c;
   int rc = vr_httpc_open(&c, a->lg.host, a->lg.port, err);
   if (rc) return rc;
-  char path[512];
-  snprintf(path, sizeof path, "/v2/%s/%s", vr_lg_target_kind(&a->lg),
-           a->lg.model);
+  char path[1024];
+  int pn = snprintf(path, sizeof path, "/v2/%s/", vr_lg_target_kind(&a->lg));
+  size_t pl = (size_t)pn;
+  if (vr_http_pct_encode(path, sizeof path, &pl, a->lg.model, 0)) { /* one segment */
+    vr_httpc_close(&c);
+    return vr_errf(err, VR_EINVAL, "name too long");
+  }
   vr_httpc_resp r;
   rc = vr_httpc_request(&c, "GET", path, NULL, NULL, 0, &r, err);
   json_t *root = NULL;

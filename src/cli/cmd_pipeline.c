@@ -12,6 +12,7 @@
 #include "base/alloc.h"
 #include "cli/commands.h"
 #include "control/fsutil.h"
+#include "server/http.h"
 #include "server/httpc.h"
 
 static void usage(FILE *f) {
@@ -46,29 +47,6 @@ static int call(const char *host, int port, const char *method, const char *path
   int ok = r.head.status / 100 == 2;
   vr_httpc_close(&c);
   return ok ? 0 : 1;
-}
-
-/* The name as one path segment: percent-encoded but for RFC 3986's
- * unreserved characters. The server decodes the path, so a name holding
- * '%', a space, '?' or '#' sent raw named another pipeline (or none):
- * `delete "a%62"` deleted "ab". -1 when it does not fit. */
-static int put_name(char *b, size_t cap, const char *name) {
-  static const char hex[] = "0123456789ABCDEF";
-  size_t n = strlen(b);
-  for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
-    int plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-                (*p >= '0' && *p <= '9') || strchr("-._~", *p);
-    if (n + (plain ? 1 : 3) >= cap) return -1;
-    if (plain) {
-      b[n++] = (char)*p;
-    } else {
-      b[n++] = '%';
-      b[n++] = hex[*p >> 4];
-      b[n++] = hex[*p & 15];
-    }
-  }
-  b[n] = 0;
-  return 0;
 }
 
 int vr_cmd_pipeline(int argc, char **argv) {
@@ -106,7 +84,10 @@ int vr_cmd_pipeline(int argc, char **argv) {
   char path[512];
   if (!strcmp(verb, "list")) return call(host, port, "GET", "/v2/pipelines", NULL, 0);
   snprintf(path, sizeof path, "/v2/pipelines/");
-  if (strcmp(verb, "register") && put_name(path, sizeof path, arg)) {
+  /* one path segment: the server decodes the path, so a name holding '%',
+   * a space, '?' or '#' sent raw named another pipeline (or none) */
+  size_t pl = strlen(path);
+  if (strcmp(verb, "register") && vr_http_pct_encode(path, sizeof path, &pl, arg, 0)) {
     fprintf(stderr, "vario pipeline: name too long\n");
     return 2;
   }

@@ -95,9 +95,7 @@ const char *vr_http_header(const vr_http_req *r, const char *name) {
 const char *vr_http_query(const vr_http_req *r, const char *name) {
   return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
 }
-/* Appends s percent-encoded (all but RFC 3986's unreserved characters,
- * and '/' when keep_slash) to b[*n..cap); -1 when it does not fit. */
-static int put_encoded(char *b, size_t cap, size_t *n, const char *s, int keep_slash) {
+int vr_http_pct_encode(char *b, size_t cap, size_t *n, const char *s, int keep_slash) {
   static const char hex[] = "0123456789ABCDEF";
   for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
     int plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
@@ -131,8 +129,8 @@ static enum MHD_Result put_arg(void *cls, enum MHD_ValueKind kind, const char *k
                                const char *value) {
   (void)kind;
   target_acc *t = cls;
-  if (put_char(t, t->args++ ? '&' : '?') || put_encoded(t->b, t->cap, &t->n, key, 0) ||
-      (value && (put_char(t, '=') || put_encoded(t->b, t->cap, &t->n, value, 0)))) {
+  if (put_char(t, t->args++ ? '&' : '?') || vr_http_pct_encode(t->b, t->cap, &t->n, key, 0) ||
+      (value && (put_char(t, '=') || vr_http_pct_encode(t->b, t->cap, &t->n, value, 0)))) {
     t->bad = 1;
     return MHD_NO;
   }
@@ -143,7 +141,7 @@ int vr_http_target(const vr_http_req *r, char *out, size_t cap) {
   target_acc t = {out, cap, 0, 0, 0};
   if (!cap) return -1;
   out[0] = 0;
-  if (put_encoded(out, cap, &t.n, r->url, 1)) return -1;
+  if (vr_http_pct_encode(out, cap, &t.n, r->url, 1)) return -1;
   MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, put_arg, &t);
   return t.bad ? -1 : 0;
 }

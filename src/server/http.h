@@ -80,6 +80,10 @@ const char *vr_http_body(const vr_http_req *r, size_t *len);
  * query arguments percent-encoded again, "/v2/x%20y?name=a%26b". 0, or -1
  * when it does not fit in cap bytes. */
 int vr_http_target(const vr_http_req *r, char *out, size_t cap);
+/* Appends s percent-encoded (all but RFC 3986's unreserved characters,
+ * and '/' when keep_slash) to b[*n..cap), NUL-terminated; -1 when it does
+ * not fit. A name put in a path as one segment: keep_slash 0. */
+int vr_http_pct_encode(char *b, size_t cap, size_t *n, const char *s, int keep_slash);
 
 /* Splits a URL's path ("/v2/models/m/infer?x=1" -> "v2" "models" "m"
  * "infer") into seg[0..n), pointing into buf (cap bytes, the URL copied

@@ -17,6 +17,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/hist.h"
+#include "server/http.h"
 #include "server/httpc.h"
 #include "server/kserve.h"
 #include "server/sbuf.h"
@@ -192,9 +193,15 @@ static void build_into(lg *g, vr_sbuf *b, size_t i) {
     vr_sbuf_puts(&body, "}]}");
     json_len = body.len;
   }
+  /* the name is one path segment: a space or a '%' in it, sent raw,
+   * named another target (the server decodes the path) */
+  char name[1024];
+  size_t nl = 0;
+  if (vr_http_pct_encode(name, sizeof name, &nl, o->model, 0))
+    snprintf(name, sizeof name, "%s", o->model); /* setup refused longer names */
   vr_sbuf_printf(b, "POST /v2/%s/%s/infer HTTP/1.1\r\nHost: %s\r\n"
                  "Content-Length: %zu\r\n", vr_lg_target_kind(o),
-                 o->model, o->host, body.len);
+                 name, o->host, body.len);
   if (o->binary)
     vr_sbuf_printf(b, "Content-Type: application/octet-stream\r\n"
                    "Inference-Header-Content-Length: %zu\r\n", json_len);
@@ -531,6 +538,8 @@ static int setup(lg *g, const vr_lg_opts *o, vr_errbuf *err) {
   if (inet_pton(AF_INET, o->host, &g->sa.sin_addr) != 1)
     return vr_errf(err, VR_EINVAL, "'%s' is not an IPv4 address", o->host);
   if (o->model) {
+    if (strlen(o->model) > 300)
+      return vr_errf(err, VR_EINVAL, "name of %zu bytes: at most 300", strlen(o->model));
     if (!o->input_name || !o->data || o->ndim < 1 ||
         !vr_dtype_size(o->dtype))
       return vr_errf(err, VR_EINVAL, "infer mode needs an input tensor");

@@ -249,6 +249,19 @@ try:
     check("fs ab" in names and "fs a%62" not in names, f"only 'fs a%62' deleted: {names}")
     st, j = http(port, "DELETE", "/v2/pipelines/" + urllib.parse.quote("fs ab", safe=""))
     check(st == 200, f"'fs ab' deleted: {st}")
+    # `vario bench --pipeline NAME` too: the name went into the path raw, and
+    # the server decoded "fs a%63" to "fs ac", which does not exist
+    st, j = http(port, "POST", "/v2/pipelines",
+                 raw=SPEC.replace('"name": "fashion_scenes"', '"name": "fs a%63"').encode())
+    check(st == 201, f"'fs a%63' registered: {st} {j.get('error')}")
+    r = run([VARIO, "bench", "--port", port_s, "--pipeline", "fs a%63", "--rate", "20",
+             "--duration", "1", "--binary", "--payloads", "8", "--input", f"{P}/sample.npy",
+             "--json", "--no-progress"])
+    b = json.loads(r.stdout) if r.returncode == 0 and r.stdout.strip() else {}
+    check(b.get("sent", 0) > 0 and b.get("ok") == b.get("sent"),
+          f"vario bench --pipeline 'fs a%63': {r.stdout[:200]} {r.stderr.strip()[:200]}")
+    st, j = http(port, "DELETE", "/v2/pipelines/" + urllib.parse.quote("fs a%63", safe=""))
+    check(st == 200, f"'fs a%63' deleted: {st}")
 
     # -- restart: still registered; DELETE ----------------------------------
     srv.terminate()
