@@ -20,7 +20,10 @@ char *vr_pipe_plan_text(const vr_pipeline *view, const vr_pipe_plan *plan, doubl
   int w = snprintf(b, cap, HEAD "ewma %.3f drop %d accuracy %.6g scaled %d feasible %d "
                    "demand %.3f fill %.6g\n", ewma, drop_mode, plan->accuracy,
                    plan->accuracy_scaled, plan->feasible, plan->demand_qps, plan->fill);
-  off = w > 0 ? (size_t)w : 0;
+  /* a header cut short (absurd rates print hundreds of digits) ends the
+   * text there: off past cap made the next cap - off wrap, and the lines
+   * were written beyond the buffer */
+  off = w < 0 ? 0 : (size_t)w < cap ? (size_t)w : cap - 1;
   for (int t = 0; t < view->ntasks && t < plan->ntasks; t++)
     for (int k = 0; k < view->tasks[t].nvariants; k++) {
       const vr_pipe_alloc *a = &plan->a[plan->off[t] + k];
