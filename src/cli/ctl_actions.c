@@ -10,6 +10,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/thread.h"
 #include "cli/ctl_int.h"
 #include "policy/asyfunc.h"
 #include "runtime/config.h"
@@ -172,12 +173,7 @@ int vr__ctl_pending_for(ctl *c, const char *model, const char *worker, int64_t n
 
 /* Runs j on a detached thread (which frees it); -1 when none started. */
 static int spawn(load_job *j) {
-  pthread_t t;
-  pthread_attr_t a;
-  pthread_attr_init(&a);
-  pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-  int rc = pthread_create(&t, &a, load_main, j);
-  pthread_attr_destroy(&a);
+  int rc = vr_thread_detached(load_main, j);
   if (rc) {
     vr_free(j->body);
     vr_free(j);

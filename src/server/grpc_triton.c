@@ -3,12 +3,12 @@
  * statistics, repository index, load and unload). The call lifecycle and
  * the core KServe methods are in grpc.c.
  */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/thread.h"
 #include "server/grpc_int.h"
 
 static Inference__DataType data_type(vr_dtype dt) {
@@ -266,13 +266,7 @@ static void load_spawn(gcall *c, int load, const char *name) {
     return vr__grpc_fail(c, VR_EBUSY, msg);
   }
   __atomic_fetch_add(&c->g->inflight, 1, __ATOMIC_SEQ_CST);
-  pthread_t t;
-  pthread_attr_t a;
-  pthread_attr_init(&a);
-  pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-  int rc = pthread_create(&t, &a, load_main, j);
-  pthread_attr_destroy(&a);
-  if (rc) {
+  if (vr_thread_detached(load_main, j)) {
     vr_free(j);
     __atomic_fetch_sub(&s->admin_jobs, 1, __ATOMIC_SEQ_CST);
     __atomic_fetch_sub(&c->g->inflight, 1, __ATOMIC_SEQ_CST);

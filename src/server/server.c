@@ -13,6 +13,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/thread.h"
 #include "server/kserve.h"
 #include "server/grpc.h"
 #include "server/server_int.h"
@@ -63,13 +64,7 @@ int vr_server_spawn_admin(vr_server *s, vr_http_req *r, vr_http_handler done,
     return 1;
   }
   vr_http_defer(r, done);
-  pthread_t t;
-  pthread_attr_t a;
-  pthread_attr_init(&a);
-  pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-  int rc = pthread_create(&t, &a, fn, arg);
-  pthread_attr_destroy(&a);
-  if (rc) {
+  if (vr_thread_detached(fn, arg)) {
     __atomic_fetch_sub(&s->admin_jobs, 1, __ATOMIC_SEQ_CST);
     vr_http_wake(r);
     return -1;
