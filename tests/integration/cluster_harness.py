@@ -49,6 +49,24 @@ def fail(msg):
     sys.exit(1)
 
 
+def run(cmd):
+    """A command that must succeed (else the test fails with its stderr)."""
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode:
+        fail(f"{' '.join(cmd[:4])}: {r.stderr.strip()[-800:]}")
+    return r
+
+
+def register_fashion(vario, store, repo, src, fast):
+    """fmnist_linear and fmnist_mlp for app "fashion", with their
+    validation set (fast: the profiling options)."""
+    data = os.path.join(src, "models/fmnist-data")
+    for m in ["fmnist_linear", "fmnist_mlp"]:
+        run([vario, "register", "--store", store, "--repo", repo, "--app", "fashion", "--model",
+             f"{src}/models/fmnist/{m}/model.onnx", "--input", f"{data}/val_inputs.npy",
+             "--labels", f"{data}/val_labels.npy"] + fast)
+
+
 def req(port, method, path, body=None, timeout=120):
     r = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=body, method=method,
                                headers={"Content-Type": "application/json"})

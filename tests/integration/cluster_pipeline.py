@@ -54,7 +54,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cluster_harness as H  # noqa: E402
-from cluster_harness import fail, portfile, req, state, wait  # noqa: E402
+from cluster_harness import fail, portfile, req, run, state, wait  # noqa: E402
 
 
 
@@ -74,17 +74,9 @@ def load_npy(path):
 vario, src, redis_bin, tmp, procs = H.setup("vario-cpipe-")
 POLICY = sys.argv[3] if len(sys.argv) > 3 else "loki"
 P = os.path.join(src, "models/pipelines/fashion_scenes")
-DATA = os.path.join(src, "models/fmnist-data")
 FAST = ["--threads", "1", "--max-batch", "1", "--runs", "5", "--precisions", "fp32", "--quiet"]
 PER_CORE = 10.0  # canvases/s the large detector carries per instance, by Loki's plan
 MODELS = {"fmnist_linear", "fmnist_mlp", "fscenes_det_tiny", "fscenes_det_large"}
-
-
-def run(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode:
-        fail(f"{' '.join(cmd[:4])}: {r.stderr.strip()[-800:]}")
-    return r
 
 
 def pstate(cp):
@@ -111,10 +103,7 @@ def served(port):
 try:
     url = H.start_redis(redis_bin)
     repo = os.path.join(tmp, "repo")
-    for m in ["fmnist_linear", "fmnist_mlp"]:
-        run([vario, "register", "--store", url, "--repo", repo, "--app", "fashion", "--model",
-             f"{src}/models/fmnist/{m}/model.onnx", "--input", f"{DATA}/val_inputs.npy",
-             "--labels", f"{DATA}/val_labels.npy"] + FAST)
+    H.register_fashion(vario, url, repo, src, FAST)
     for m in ["fscenes_det_tiny", "fscenes_det_large"]:
         acc = json.load(open(f"{P}/{m}/config.json"))["accuracy"]
         run([vario, "register", "--store", url, "--repo", repo, "--app", "fscenes_detect",

@@ -22,29 +22,18 @@ import urllib.parse
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cluster_harness as H  # noqa: E402
 import vr_http  # noqa: E402
-from cluster_harness import fail, portfile, procs, state  # noqa: E402
+from cluster_harness import fail, portfile, procs, run, state  # noqa: E402
 
 vario, src, redis_bin, tmp, _ = H.setup("vario-cpmany-")
 P = os.path.join(src, "models/pipelines/fashion_scenes")
-DATA = os.path.join(src, "models/fmnist-data")
 FAST = ["--threads", "1", "--max-batch", "1", "--runs", "2", "--precisions", "fp32", "--quiet"]
 N = 17
-
-
-def run(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode:
-        fail(f"{' '.join(cmd[:4])}: {r.stderr.strip()[-800:]}")
-    return r
 
 
 try:
     url = H.start_redis(redis_bin)
     repo = os.path.join(tmp, "repo")
-    for m in ["fmnist_linear", "fmnist_mlp"]:
-        run([vario, "register", "--store", url, "--repo", repo, "--app", "fashion", "--model",
-             f"{src}/models/fmnist/{m}/model.onnx", "--input", f"{DATA}/val_inputs.npy",
-             "--labels", f"{DATA}/val_labels.npy"] + FAST)
+    H.register_fashion(vario, url, repo, src, FAST)
     run([vario, "register", "--store", url, "--repo", repo, "--app", "fscenes_detect",
          "--name", "fscenes_det_tiny", "--model", f"{P}/fscenes_det_tiny/model.onnx",
          "--declared-accuracy", "90"] + FAST)
