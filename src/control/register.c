@@ -17,6 +17,7 @@
 #include "base/cpus.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/proc.h"
 #include "control/fsutil.h"
 #include "runtime/config.h"
 #include "policy/profile.h"
@@ -85,22 +86,12 @@ static void default_name(char *out, const char *path) {
  * API serves such models) and is never touched. */
 #define MARKER ".vario-registering"
 
-/* Start time of pid in clock ticks since boot (/proc/PID/stat field 22),
- * 0 when there is no such process: with the pid, it names one process. */
+/* Start time of a live pid (clock ticks since boot), 0 when there is no
+ * such process or it is a zombie: with the pid, it names one process. */
 static unsigned long long proc_start(long pid) {
-  char path[64], buf[1024];
-  snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-  FILE *f = fopen(path, "r");
-  if (!f) return 0;
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[n] = 0;
-  const char *p = strrchr(buf, ')'); /* the command may hold spaces */
+  char st = 0;
   unsigned long long start = 0;
-  if (p && sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
-                         "%*d %*d %*d %llu", &start) != 1)
-    start = 0;
-  return start;
+  return vr_proc_stat(pid, &st, &start) || st == 'Z' || st == 'X' ? 0 : start;
 }
 
 /* Which kernel run and which host (container) a pid belongs to: a

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/proc.h"
 #include "base/alloc.h"
 #include "base/clock.h"
 
@@ -77,15 +78,9 @@ static void lock(shm_hdr *h) {
  * /proc/PID/stat). */
 static int peer_alive(int32_t pid) {
   if (pid <= 0 || (kill((pid_t)pid, 0) && errno != EPERM)) return 0;
-  char path[64], buf[256];
-  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-  FILE *f = fopen(path, "r");
-  if (!f) return 1;
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[n] = 0;
-  const char *rp = strrchr(buf, ')'); /* the command name may hold anything */
-  return !(rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X'));
+  char st = 0;
+  if (vr_proc_stat(pid, &st, NULL)) return 1;
+  return st != 'Z' && st != 'X';
 }
 
 /* Waits on cv for at most SHM_POLL_NS (the cv uses CLOCK_MONOTONIC). */

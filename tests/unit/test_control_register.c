@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "base/npy.h"
+#include "base/proc.h"
 #include "control/fsutil.h"
 #include "control/register.h"
 #include "runtime/config.h"
@@ -141,21 +142,10 @@ static void test_stray_entry(void **st) {
   vr_store_close(s);
 }
 
-/* Field 22 of /proc/PID/stat: what the marker records besides the pid. */
+/* What the marker records besides the pid. */
 static unsigned long long start_of(pid_t pid) {
-  char path[64], buf[1024];
-  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-  FILE *f = fopen(path, "r");
-  if (!f) return 0;
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[n] = 0;
   unsigned long long t = 0;
-  const char *p = strrchr(buf, ')');
-  if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
-                          "%*d %*d %*d %llu", &t) != 1)
-    return 0;
-  return t;
+  return vr_proc_stat(pid, NULL, &t) ? 0 : t;
 }
 
 static void boot_and_host(char *boot, size_t bcap, char *host, size_t hcap) {
