@@ -127,18 +127,23 @@ def tls_round():
     check(p.returncode == 0 and "Sanitizer" not in out, f"TLS server stops cleanly ({p.returncode})")
 
 
+def infer_request(model, x, **kw):
+    """A ModelInferRequest of x (float32) as input "input", raw contents."""
+    req = pb.ModelInferRequest(model_name=model, **kw)
+    t = req.inputs.add()
+    t.name, t.datatype = "input", "FP32"
+    t.shape.extend(x.shape)
+    req.raw_input_contents.append(x.tobytes())
+    return req
+
+
 def shutdown_rounds():
     """SIGTERM with calls at every stage (queued in the runtime, being
     accepted, being read, an open stream): the server's shutdown tag does
     not wait for their completions, and one that surfaced after the queue
     was shut down started a batch on it (gRPC aborted the process). It is
     a race, so a few rounds."""
-    x = np.random.rand(64, 1, 28, 28).astype(np.float32)
-    req = pb.ModelInferRequest(model_name="fmnist_mlp")
-    t = req.inputs.add()
-    t.name, t.datatype = "input", "FP32"
-    t.shape.extend(x.shape)
-    req.raw_input_contents.append(x.tobytes())
+    req = infer_request("fmnist_mlp", np.random.rand(64, 1, 28, 28).astype(np.float32))
     req.outputs.add(name="logits")  # as tritonclient does: the output is checked first
     for rnd in range(4):
         p, log, _, gport = start([], f"sigterm{rnd}.log")
@@ -228,11 +233,7 @@ def run(p, log):
 
     x = np.load(os.path.join(DATA, "val_inputs.npy"))[:4].astype(np.float32)
     ref = np.load(os.path.join(DATA, "ref", "fmnist_mlp.npy"))[:4]
-    req = pb.ModelInferRequest(model_name="fmnist_mlp", id="g1")
-    t = req.inputs.add()
-    t.name, t.datatype = "input", "FP32"
-    t.shape.extend(x.shape)
-    req.raw_input_contents.append(x.tobytes())
+    req = infer_request("fmnist_mlp", x, id="g1")
     r = call("ModelInfer", req, pb.ModelInferResponse)
     y = np.frombuffer(r.raw_output_contents[0], dtype=np.float32).reshape(4, 10)
     check(r.id == "g1" and r.outputs[0].name == "logits" and list(r.outputs[0].shape) == [4, 10]
@@ -255,12 +256,7 @@ def run(p, log):
                 o = re.search(r'outcome="(\w+)"', line).group(1)
                 n[o] = n.get(o, 0) + float(line.split()[-1])
         return n
-    xb = np.random.rand(64, 1, 28, 28).astype(np.float32)
-    big = pb.ModelInferRequest(model_name="fmnist_cnn_s")
-    t = big.inputs.add()
-    t.name, t.datatype = "input", "FP32"
-    t.shape.extend(xb.shape)
-    big.raw_input_contents.append(xb.tobytes())
+    big = infer_request("fmnist_cnn_s", np.random.rand(64, 1, 28, 28).astype(np.float32))
     call("ModelInfer", big, pb.ModelInferResponse)  # warm, and the profile learnt
     before = outcomes("fmnist_cnn_s")
     infer = ch.unary_unary("/inference.GRPCInferenceService/ModelInfer",
