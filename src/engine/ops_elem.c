@@ -282,7 +282,9 @@ static int64_t ibin(int k, int64_t a, int64_t b) {
     case B_ADD: return a + b;
     case B_SUB: return a - b;
     case B_MUL: return a * b;
-    case B_DIV: return b ? a / b : 0;
+    /* INT64_MIN / -1 traps (SIGFPE) on x86: a request's values must not
+     * kill the server. It wraps to INT64_MIN (two's complement). */
+    case B_DIV: return !b ? 0 : b == -1 ? (int64_t)(0 - (uint64_t)a) : a / b;
     case B_POW: {
       int64_t r = 1;
       for (int64_t i = 0; i < b && i < 64; i++) r *= a;
@@ -291,7 +293,7 @@ static int64_t ibin(int k, int64_t a, int64_t b) {
     case B_MIN: return a < b ? a : b;
     case B_MAX: return a > b ? a : b;
     case B_MOD: {
-      if (!b) return 0;
+      if (!b || b == -1) return 0; /* INT64_MIN % -1 traps like the division */
       int64_t r = a % b;
       if (r != 0 && ((r < 0) != (b < 0))) r += b;
       return r;

@@ -32,6 +32,9 @@ int8_gemm_scalar_c: Gemm with a 0-d C, for int8: the per-column bias check
                read C's shape[-1] (UBSan).
 bf16_rt_matmul_relu: MatMul of two runtime tensors (x and its transpose)
                + Relu, for bf16: was refused ("no kernel").
+int_div_min:   int64 Div and Mod of INT64_MIN by -1 at run time (the input
+               cast to int64): the division trapped (SIGFPE); it wraps.
+               The output subtracts the input again to stay small.
 Fixed seed: re-running reproduces the same files.
 """
 import os
@@ -178,3 +181,15 @@ save("bf16_rt_matmul_relu",
      [h.make_node("Transpose", ["x"], ["xt"], perm=[0, 2, 1]), h.make_node("MatMul", ["x", "xt"], ["m"]),
       h.make_node("Relu", ["m"], ["y"])],
      "x", [("y", ["N", 3, 3])], {}, x, np.maximum(x @ x.transpose(0, 2, 1), 0))
+
+x = np.array([[-2.0 ** 63, 7], [5, -7], [-9, 9]], np.float32)
+c = np.array([-1, 2], np.int64)
+xi = [[int(v) for v in row] for row in x]
+q = [[-2 ** 63 if (a == -2 ** 63 and b == -1) else int(a / b) for a, b in zip(row, c)] for row in xi]
+r = [[a % int(b) for a, b in zip(row, c)] for row in xi]
+ref = np.array([[qq + rr - a for qq, rr, a in zip(*t)] for t in zip(q, r, xi)], np.float32)
+save("int_div_min",
+     [h.make_node("Cast", ["x"], ["xi"], to=T.INT64), h.make_node("Div", ["xi", "c"], ["q"]),
+      h.make_node("Mod", ["xi", "c"], ["r"]), h.make_node("Add", ["q", "r"], ["s"]),
+      h.make_node("Sub", ["s", "xi"], ["d"]), h.make_node("Cast", ["d"], ["y"], to=T.FLOAT)],
+     "x", [("y", ["N", 2])], {"c": c}, x, ref)
