@@ -383,20 +383,26 @@ static int slice_params(const vr_node *n, const vr_tview *in, vr_tview *o,
     int d = vr_axis(ax[i], r);
     if (d < 0 || seen[d]++) return vr_bad(err, n, VR_EINVAL, "bad axis");
     if (sp[i] == 0) return vr_bad(err, n, VR_EINVAL, "step 0");
-    int64_t dim = in[0].shape[d], s = st[i], e = en[i];
+    int64_t dim = in[0].shape[d], s = st[i], e = en[i], step = sp[i];
+    /* A step beyond the dim takes at most one element, as a step of the
+     * dim itself does: clamped, (e - s + step - 1) and the kernel's
+     * step * stride cannot overflow (a step of INT64_MAX or INT64_MIN
+     * gave an empty or wrong slice). */
+    if (step > dim) step = dim > 0 ? dim : 1;
+    if (step < -dim) step = dim > 0 ? -dim : -1;
     if (s < 0) s += dim;
     if (e < 0) e += dim;
-    if (sp[i] > 0) {
+    if (step > 0) {
       s = s < 0 ? 0 : s > dim ? dim : s;
       e = e < 0 ? 0 : e > dim ? dim : e;
-      o->shape[d] = e > s ? (e - s + sp[i] - 1) / sp[i] : 0;
+      o->shape[d] = e > s ? (e - s + step - 1) / step : 0;
     } else {
       s = s < 0 ? -1 : s > dim - 1 ? dim - 1 : s;
       e = e < -1 ? -1 : e > dim - 1 ? dim - 1 : e;
-      o->shape[d] = s > e ? (s - e + (-sp[i]) - 1) / (-sp[i]) : 0;
+      o->shape[d] = s > e ? (s - e + (-step) - 1) / (-step) : 0;
     }
     p->start[d] = s;
-    p->step[d] = sp[i];
+    p->step[d] = step;
   }
   return 0;
 }

@@ -35,6 +35,8 @@ bf16_rt_matmul_relu: MatMul of two runtime tensors (x and its transpose)
 int_div_min:   int64 Div and Mod of INT64_MIN by -1 at run time (the input
                cast to int64): the division trapped (SIGFPE); it wraps.
                The output subtracts the input again to stay small.
+slice_big_step: Slice with steps INT64_MAX and INT64_MIN (one element per
+               axis): the output length overflowed (UBSan; empty slice).
 Fixed seed: re-running reproduces the same files.
 """
 import os
@@ -193,3 +195,10 @@ save("int_div_min",
       h.make_node("Mod", ["xi", "c"], ["r"]), h.make_node("Add", ["q", "r"], ["s"]),
       h.make_node("Sub", ["s", "xi"], ["d"]), h.make_node("Cast", ["d"], ["y"], to=T.FLOAT)],
      "x", [("y", ["N", 2])], {"c": c}, x, ref)
+
+x = rng.standard_normal((2, 5, 3)).astype(np.float32)
+i64 = np.iinfo(np.int64)
+save("slice_big_step", [h.make_node("Slice", ["x", "st", "en", "ax", "sp"], ["y"])], "x",
+     [("y", ["N", 1, 1])], {"st": np.array([1, -1], np.int64), "en": np.array([i64.max, i64.min], np.int64),
+                            "ax": np.array([1, 2], np.int64), "sp": np.array([i64.max, i64.min], np.int64)},
+     x, x[:, 1::i64.max, -1::i64.min])
