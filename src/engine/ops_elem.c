@@ -117,8 +117,9 @@ static int eval_unary(const vr_node *n, const vr_tview *in, vr_tview *out,
   /* Integer Abs / Neg / Identity / Relu / Sign. */
   for (int64_t i = 0; i < cnt; i++) {
     int64_t v = vr_tview_geti(&in[0], i);
-    if (!strcmp(n->op, "Abs")) v = v < 0 ? -v : v;
-    else if (!strcmp(n->op, "Neg")) v = -v;
+    /* Negated through uint64: -INT64_MIN wraps to itself (signed: UB). */
+    if (!strcmp(n->op, "Abs")) v = v < 0 ? (int64_t)(0 - (uint64_t)v) : v;
+    else if (!strcmp(n->op, "Neg")) v = (int64_t)(0 - (uint64_t)v);
     else if (!strcmp(n->op, "Relu")) v = v > 0 ? v : 0;
     else if (!strcmp(n->op, "Sign")) v = (v > 0) - (v < 0);
     vr_tview_seti(&out[0], i, v);
@@ -277,18 +278,23 @@ static double fbin(int k, double a, double b, int fmod_) {
   }
 }
 
+/* Integer arithmetic wraps (two's complement), computed in uint64:
+ * signed overflow is undefined, and a request's values or a folded
+ * Shape -> Mul chain can overflow int64. */
 static int64_t ibin(int k, int64_t a, int64_t b) {
+  uint64_t ua = (uint64_t)a, ub = (uint64_t)b;
   switch (k) {
-    case B_ADD: return a + b;
-    case B_SUB: return a - b;
-    case B_MUL: return a * b;
+    case B_ADD: return (int64_t)(ua + ub);
+    case B_SUB: return (int64_t)(ua - ub);
+    case B_MUL: return (int64_t)(ua * ub);
     /* INT64_MIN / -1 traps (SIGFPE) on x86: a request's values must not
      * kill the server. It wraps to INT64_MIN (two's complement). */
     case B_DIV: return !b ? 0 : b == -1 ? (int64_t)(0 - (uint64_t)a) : a / b;
-    case B_POW: {
-      int64_t r = 1;
-      for (int64_t i = 0; i < b && i < 64; i++) r *= a;
-      return r;
+    case B_POW: { /* by squaring: exact modulo 2^64 for any exponent */
+      uint64_t r = 1;
+      for (int64_t e = b; e > 0; e >>= 1, ua *= ua)
+        if (e & 1) r *= ua;
+      return (int64_t)r;
     }
     case B_MIN: return a < b ? a : b;
     case B_MAX: return a > b ? a : b;

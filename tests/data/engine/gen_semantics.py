@@ -37,6 +37,9 @@ int_div_min:   int64 Div and Mod of INT64_MIN by -1 at run time (the input
                The output subtracts the input again to stay small.
 slice_big_step: Slice with steps INT64_MAX and INT64_MIN (one element per
                axis): the output length overflowed (UBSan; empty slice).
+int_wrap:      int64 Mul, Neg, Add that overflow, and Pow with an exponent
+               past 64, at run time: signed overflow (UBSan) and
+               (-1)^65 = 1; they wrap (two's complement).
 Fixed seed: re-running reproduces the same files.
 """
 import os
@@ -202,3 +205,19 @@ save("slice_big_step", [h.make_node("Slice", ["x", "st", "en", "ax", "sp"], ["y"
      [("y", ["N", 1, 1])], {"st": np.array([1, -1], np.int64), "en": np.array([i64.max, i64.min], np.int64),
                             "ax": np.array([1, 2], np.int64), "sp": np.array([i64.max, i64.min], np.int64)},
      x, x[:, 1::i64.max, -1::i64.min])
+
+
+def wrap(v):
+    return (v + 2 ** 63) % 2 ** 64 - 2 ** 63
+
+
+x = np.array([[2.0 ** 62, 5], [-1, -2], [2, 7]], np.float32)
+c, e = np.array([2, 3], np.int64), np.array([65, 3], np.int64)
+ref = np.array([[wrap(wrap(-wrap(int(a) * int(k)) + 2 * int(a)) + wrap(int(a) ** int(p)))
+                 for a, k, p in zip(row, c, e)] for row in x], np.float32)
+save("int_wrap",
+     [h.make_node("Cast", ["x"], ["xi"], to=T.INT64), h.make_node("Mul", ["xi", "c"], ["m"]),
+      h.make_node("Neg", ["m"], ["n"]), h.make_node("Add", ["n", "xi"], ["a1"]),
+      h.make_node("Add", ["a1", "xi"], ["a2"]), h.make_node("Pow", ["xi", "e"], ["p"]),
+      h.make_node("Add", ["a2", "p"], ["s"]), h.make_node("Cast", ["s"], ["y"], to=T.FLOAT)],
+     "x", [("y", ["N", 2])], {"c": c, "e": e}, x, ref)
