@@ -164,6 +164,7 @@ static void clip_bounds(const vr_node *n, const vr_tview *in, double *lo,
   *hi = vr_attr_f(n, "max", INFINITY);
   if (n->nin > 1 && in[1].dt && in[1].data) *lo = vr_tview_getf(&in[1], 0);
   if (n->nin > 2 && in[2].dt && in[2].data) *hi = vr_tview_getf(&in[2], 0);
+  if (*lo > *hi) *lo = *hi; /* ONNX: min > max sets every value to max */
 }
 
 static int infer_clip(const vr_node *n, const vr_tview *in, vr_tview *out,

@@ -40,6 +40,10 @@ slice_big_step: Slice with steps INT64_MAX and INT64_MIN (one element per
 int_wrap:      int64 Mul, Neg, Add that overflow, and Pow with an exponent
                past 64, at run time: signed overflow (UBSan) and
                (-1)^65 = 1; they wrap (two's complement).
+clip_min_gt_max: Clip with min 0.5 > max -0.5, alone (reference kernel)
+               and after a Conv (a oneDNN post-op): every value is max
+               (ONNX). The kernel gave min to the values below it, the
+               post-op left the values unclipped.
 Fixed seed: re-running reproduces the same files.
 """
 import os
@@ -221,3 +225,11 @@ save("int_wrap",
       h.make_node("Add", ["a1", "xi"], ["a2"]), h.make_node("Pow", ["xi", "e"], ["p"]),
       h.make_node("Add", ["a2", "p"], ["s"]), h.make_node("Cast", ["s"], ["y"], to=T.FLOAT)],
      "x", [("y", ["N", 2])], {"c": c, "e": e}, x, ref)
+
+x = rng.standard_normal((3, 2, 2, 2)).astype(np.float32)
+save("clip_min_gt_max",
+     [h.make_node("Clip", ["x", "lo", "hi"], ["a"]), h.make_node("Conv", ["x", "W"], ["c"]),
+      h.make_node("Clip", ["c", "lo", "hi"], ["b"]), h.make_node("Mul", ["a", "b"], ["y"])],
+     "x", [("y", ["N", 2, 2, 2])], {"lo": np.array(0.5, np.float32), "hi": np.array(-0.5, np.float32),
+                                    "W": rng.standard_normal((2, 2, 1, 1)).astype(np.float32)},
+     x, np.full_like(x, 0.25))
