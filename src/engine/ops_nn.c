@@ -653,6 +653,12 @@ int vr_infer_pad(const vr_node *n, const vr_tview *in, vr_tview *out,
   out[0] = in[0];
   out[0].data = NULL;
   for (int i = 0; i < in[0].ndim; i++) {
+    /* bounded before the sum: absurd pads overflowed int64 (two could
+     * wrap to a small, wrong dim) */
+    for (int k = 0; k < 2; k++)
+      if (pads[i + k * in[0].ndim] > VR_MAX_TENSOR_ELEMS || pads[i + k * in[0].ndim] < -VR_MAX_TENSOR_ELEMS)
+        return vr_bad(err, n, VR_ELIMIT, "pad %lld of dim %d: too large",
+                      (long long)pads[i + k * in[0].ndim], i);
     out[0].shape[i] += pads[i] + pads[in[0].ndim + i];
     if (out[0].shape[i] < 0) return vr_bad(err, n, VR_ESHAPE, "negative output dim");
     int64_t dim = in[0].shape[i], lo = pads[i], hi = pads[in[0].ndim + i];

@@ -524,6 +524,10 @@ static int infer_tile(const vr_node *n, const vr_tview *in, vr_tview *out,
   for (int i = 0; i < in[0].ndim; i++) {
     int64_t k = vr_tview_geti(&in[1], i);
     if (k < 0) return vr_bad(err, n, VR_EINVAL, "negative repeat");
+    /* bounded before the product: an absurd repeat overflowed int64 (and
+     * could wrap to a small, wrong dim) */
+    if (k && out[0].shape[i] > VR_MAX_TENSOR_ELEMS / k)
+      return vr_bad(err, n, VR_ELIMIT, "repeat %lld of dim %d: too large", (long long)k, i);
     out[0].shape[i] *= k;
   }
   return 0;

@@ -308,6 +308,11 @@ static void test_bad_models(void **st) {
   expect_load_error("tests/data/engine/bad_undefined_input.onnx", VR_EFORMAT, "'ghost'");
   expect_load_error("tests/data/engine/bad_rank.onnx", VR_EUNSUPPORTED, "node 'conv' (Conv)");
   expect_load_error("tests/data/engine/does_not_exist.onnx", VR_ENOENT, "does_not_exist");
+  /* Output dims that overflowed int64 and wrapped to small ones. */
+  expect_load_error("tests/data/engine/bad_tile_wrap.onnx", VR_ELIMIT,
+                    "node 'tile' (Tile): repeat 6148914691236517206 of dim 1: too large");
+  expect_load_error("tests/data/engine/bad_pad_wrap.onnx", VR_ELIMIT,
+                    "node 'pad' (Pad): pad 9223372036854775807 of dim 1: too large");
   assert_int_equal(vr_mem_blocks(), before);
 }
 

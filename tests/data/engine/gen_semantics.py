@@ -44,6 +44,10 @@ clip_min_gt_max: Clip with min 0.5 > max -0.5, alone (reference kernel)
                and after a Conv (a oneDNN post-op): every value is max
                (ONNX). The kernel gave min to the values below it, the
                post-op left the values unclipped.
+bad_tile_wrap, bad_pad_wrap: a Tile repeat of (2^64 + 2) / 3 on a dim of 3,
+               pads of INT64_MAX on both sides of a dim of 3: the output
+               dim overflowed int64 and wrapped to 2 (Tile) and 1 (Pad);
+               refused at load (written without the reference: no run).
 Fixed seed: re-running reproduces the same files.
 """
 import os
@@ -233,3 +237,19 @@ save("clip_min_gt_max",
      "x", [("y", ["N", 2, 2, 2])], {"lo": np.array(0.5, np.float32), "hi": np.array(-0.5, np.float32),
                                     "W": rng.standard_normal((2, 2, 1, 1)).astype(np.float32)},
      x, np.full_like(x, 0.25))
+
+
+def save_bad(name, node, inits):
+    """A model that must fail to load: x [N, 3] -> node -> y."""
+    g = h.make_graph([node], name, [h.make_tensor_value_info("x", T.FLOAT, ["N", 3])],
+                     [h.make_tensor_value_info("y", T.FLOAT, None)],
+                     [nh.from_array(v, k) for k, v in inits.items()])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
+    m.ir_version = 8
+    onnx.save(m, os.path.join(D, name + ".onnx"))
+
+
+save_bad("bad_tile_wrap", h.make_node("Tile", ["x", "r"], ["y"], name="tile"),
+         {"r": np.array([1, (2 ** 64 + 2) // 3], np.int64)})
+save_bad("bad_pad_wrap", h.make_node("Pad", ["x", "p"], ["y"], name="pad"),
+         {"p": np.array([0, i64.max, 0, i64.max], np.int64)})
