@@ -584,6 +584,16 @@ static int infer_range(const vr_node *n, const vr_tview *in, vr_tview *out,
   double s = vr_tview_getf(&in[0], 0), l = vr_tview_getf(&in[1], 0), d = vr_tview_getf(&in[2], 0);
   if (d == 0) return vr_bad(err, n, VR_EINVAL, "delta 0");
   double c = ceil((l - s) / d);
+  if (!vr_is_float(in[0].dt)) {
+    /* Integers counted exactly: through double, int64 bounds past 2^53
+     * rounded (Range(2^60, 2^60 + 3, 1) was empty). The span between
+     * the bounds fits in uint64 whatever they are. */
+    int64_t si = vr_tview_geti(&in[0], 0), li = vr_tview_geti(&in[1], 0),
+            di = vr_tview_geti(&in[2], 0);
+    uint64_t span = di > 0 ? (uint64_t)li - (uint64_t)si : (uint64_t)si - (uint64_t)li;
+    uint64_t step = di > 0 ? (uint64_t)di : 0 - (uint64_t)di;
+    c = (di > 0 ? li > si : li < si) ? (double)((span - 1) / step + 1) : 0;
+  }
   out[0].dt = in[0].dt;
   out[0].ndim = 1;
   out[0].shape[0] = c > 0 ? (int64_t)c : 0;
@@ -596,8 +606,9 @@ static int eval_range(const vr_node *n, const vr_tview *in, vr_tview *out,
   for (int64_t i = 0; i < out[0].shape[0]; i++) {
     if (vr_is_float(out[0].dt))
       vr_tview_setf(&out[0], i, vr_tview_getf(&in[0], 0) + i * vr_tview_getf(&in[2], 0));
-    else
-      vr_tview_seti(&out[0], i, vr_tview_geti(&in[0], 0) + i * vr_tview_geti(&in[2], 0));
+    else /* in uint64: i * delta alone may pass int64 where the sum does not */
+      vr_tview_seti(&out[0], i, (int64_t)((uint64_t)vr_tview_geti(&in[0], 0) +
+                                          (uint64_t)i * (uint64_t)vr_tview_geti(&in[2], 0)));
   }
   return 0;
 }

@@ -44,6 +44,8 @@ clip_min_gt_max: Clip with min 0.5 > max -0.5, alone (reference kernel)
                and after a Conv (a oneDNN post-op): every value is max
                (ONNX). The kernel gave min to the values below it, the
                post-op left the values unclipped.
+range_big:     int64 Range(2^60, 2^60 + 3, 1) - 2^60 added to the input: the
+               count went through double (2^60 + 3 rounds to 2^60): empty.
 bad_tile_wrap, bad_pad_wrap: a Tile repeat of (2^64 + 2) / 3 on a dim of 3,
                pads of INT64_MAX on both sides of a dim of 3: the output
                dim overflowed int64 and wrapped to 2 (Tile) and 1 (Pad);
@@ -237,6 +239,13 @@ save("clip_min_gt_max",
      "x", [("y", ["N", 2, 2, 2])], {"lo": np.array(0.5, np.float32), "hi": np.array(-0.5, np.float32),
                                     "W": rng.standard_normal((2, 2, 1, 1)).astype(np.float32)},
      x, np.full_like(x, 0.25))
+
+x = rng.standard_normal((2, 3)).astype(np.float32)
+b60 = np.array(2 ** 60, np.int64)
+save("range_big",
+     [h.make_node("Range", ["s", "l", "d"], ["r"]), h.make_node("Sub", ["r", "s"], ["o"]),
+      h.make_node("Cast", ["o"], ["of"], to=T.FLOAT), h.make_node("Add", ["x", "of"], ["y"])],
+     "x", [("y", ["N", 3])], {"s": b60, "l": b60 + 3, "d": np.array(1, np.int64)}, x, x + np.arange(3))
 
 
 def save_bad(name, node, inits):
