@@ -180,6 +180,18 @@ static int eval_clip(const vr_node *n, const vr_tview *in, vr_tview *out,
   double lo, hi;
   clip_bounds(n, in, &lo, &hi);
   int64_t c = vr_tview_numel(&in[0]);
+  int ib = 1; /* integer bounds too (ONNX types them as the input) */
+  for (int i = 1; i < n->nin && i < 3; i++) ib &= !in[i].dt || vr_is_int(in[i].dt);
+  if (vr_is_int(in[0].dt) && ib) { /* in int64: through double, values past 2^53 round */
+    int64_t ilo = n->nin > 1 && in[1].dt && in[1].data ? vr_tview_geti(&in[1], 0) : INT64_MIN;
+    int64_t ihi = n->nin > 2 && in[2].dt && in[2].data ? vr_tview_geti(&in[2], 0) : INT64_MAX;
+    if (ilo > ihi) ilo = ihi;
+    for (int64_t i = 0; i < c; i++) {
+      int64_t v = vr_tview_geti(&in[0], i);
+      vr_tview_seti(&out[0], i, v < ilo ? ilo : v > ihi ? ihi : v);
+    }
+    return 0;
+  }
   for (int64_t i = 0; i < c; i++) {
     double v = vr_tview_getf(&in[0], i);
     vr_tview_setf(&out[0], i, v < lo ? lo : v > hi ? hi : v);
@@ -305,6 +317,13 @@ static int64_t ibin(int k, int64_t a, int64_t b) {
       if (r != 0 && ((r < 0) != (b < 0))) r += b;
       return r;
     }
+    /* compared as integers: through double, int64 values past 2^53 round
+     * (2^53 + 1 == 2^53) */
+    case B_EQ: return a == b;
+    case B_LT: return a < b;
+    case B_GT: return a > b;
+    case B_LE: return a <= b;
+    case B_GE: return a >= b;
     default: return (int64_t)fbin(k, (double)a, (double)b, 0);
   }
 }
@@ -411,14 +430,23 @@ static int eval_variadic(const vr_node *n, const vr_tview *in, vr_tview *out,
   const vr_tview *o = &out[0];
   int64_t cnt = vr_tview_numel(o);
   int k = !strcmp(n->op, "Max") ? 0 : !strcmp(n->op, "Min") ? 1 : !strcmp(n->op, "Sum") ? 2 : 3;
+  /* Max / Min / Sum of integers in int64: through double, values past
+   * 2^53 round. */
+  int integer = vr_is_int(o->dt) && k < 3;
   for (int64_t i = 0; i < cnt; i++) {
     double acc = 0;
+    int64_t iacc = 0;
     for (int j = 0; j < n->nin; j++) {
       int64_t st[VR_MAX_DIMS], off = 0, rem = i;
       vr_bstrides(&in[j], o, st);
       for (int d = o->ndim - 1; d >= 0; d--) {
         off += (rem % o->shape[d]) * st[d];
         rem /= o->shape[d];
+      }
+      if (integer) {
+        int64_t v = vr_tview_geti(&in[j], off);
+        iacc = j == 0 ? v : ibin(k == 0 ? B_MAX : k == 1 ? B_MIN : B_ADD, iacc, v);
+        continue;
       }
       double v = vr_tview_getf(&in[j], off);
       if (j == 0) acc = v;
@@ -427,7 +455,8 @@ static int eval_variadic(const vr_node *n, const vr_tview *in, vr_tview *out,
       else acc += v;
     }
     if (k == 3) acc /= n->nin;
-    vr_tview_setf(&out[0], i, acc);
+    if (integer) vr_tview_seti(&out[0], i, iacc);
+    else vr_tview_setf(&out[0], i, acc);
   }
   return 0;
 }

@@ -84,7 +84,8 @@ static void check_fixed(const char *name, double tol) {
  * LRN of even size; int64 INT64_MIN / -1 and % -1 at run time (SIGFPE);
  * Slice steps of INT64_MAX / INT64_MIN (overflowed length); int64 + * -
  * and Pow that overflow wrap (UBSan; Pow stopped at 64 factors); Clip
- * with min > max gives max; int64 Range past 2^53 (counted in double). */
+ * with min > max gives max; int64 Range, Equal, Max, Clip past 2^53
+ * (computed in double). */
 static void test_semantics(void **st) {
   check_model("alias_branch", 1, VR_PREC_FP32, 1e-5);
   check_model("alias_output", 1, VR_PREC_FP32, 1e-5);
@@ -101,6 +102,7 @@ static void test_semantics(void **st) {
   check_model("int_wrap", 1, VR_PREC_FP32, 1e-6);
   check_model("clip_min_gt_max", 1, VR_PREC_FP32, 1e-6);
   check_model("range_big", 1, VR_PREC_FP32, 1e-6);
+  check_model("int_big", 1, VR_PREC_FP32, 1e-6);
 }
 
 /* int8 with the input itself as calibration set, against the fp32

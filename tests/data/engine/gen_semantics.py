@@ -46,6 +46,9 @@ clip_min_gt_max: Clip with min 0.5 > max -0.5, alone (reference kernel)
                post-op left the values unclipped.
 range_big:     int64 Range(2^60, 2^60 + 3, 1) - 2^60 added to the input: the
                count went through double (2^60 + 3 rounds to 2^60): empty.
+int_big:       int64 Equal, Max and Clip of 2^53 + the input against
+               2^53 + 1 .. 2^53 + 3: they went through double (2^53 + 1
+               == 2^53, 2^53 + 3 became 2^53 + 4).
 bad_tile_wrap, bad_pad_wrap: a Tile repeat of (2^64 + 2) / 3 on a dim of 3,
                pads of INT64_MAX on both sides of a dim of 3: the output
                dim overflowed int64 and wrapped to 2 (Tile) and 1 (Pad);
@@ -246,6 +249,18 @@ save("range_big",
      [h.make_node("Range", ["s", "l", "d"], ["r"]), h.make_node("Sub", ["r", "s"], ["o"]),
       h.make_node("Cast", ["o"], ["of"], to=T.FLOAT), h.make_node("Add", ["x", "of"], ["y"])],
      "x", [("y", ["N", 3])], {"s": b60, "l": b60 + 3, "d": np.array(1, np.int64)}, x, x + np.arange(3))
+
+x = np.array([[0, 3], [1, 2], [5, -1]], np.float32)
+xi = x.astype(np.int64)
+ref = np.concatenate([(xi == 1), np.maximum(xi, 1), np.clip(xi, 1, 3)], 1).astype(np.float32)
+save("int_big",
+     [h.make_node("Cast", ["x"], ["xi"], to=T.INT64), h.make_node("Add", ["xi", "B"], ["big"]),
+      h.make_node("Equal", ["big", "B1"], ["e"]), h.make_node("Cast", ["e"], ["ei"], to=T.INT64),
+      h.make_node("Max", ["big", "B1"], ["mx"]), h.make_node("Sub", ["mx", "B"], ["m"]),
+      h.make_node("Clip", ["big", "B1", "B3"], ["cl"]), h.make_node("Sub", ["cl", "B"], ["c"]),
+      h.make_node("Concat", ["ei", "m", "c"], ["o"], axis=1), h.make_node("Cast", ["o"], ["y"], to=T.FLOAT)],
+     "x", [("y", ["N", 6])], {"B": np.array(2 ** 53, np.int64), "B1": np.array(2 ** 53 + 1, np.int64),
+                             "B3": np.array(2 ** 53 + 3, np.int64)}, x, ref)
 
 
 def save_bad(name, node, inits):
