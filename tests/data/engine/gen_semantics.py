@@ -49,6 +49,9 @@ range_big:     int64 Range(2^60, 2^60 + 3, 1) - 2^60 added to the input: the
 int_big:       int64 Equal, Max and Clip of 2^53 + the input against
                2^53 + 1 .. 2^53 + 3: they went through double (2^53 + 1
                == 2^53, 2^53 + 3 became 2^53 + 4).
+batch_min:     x + Min(batch, 3), at batch 5 (not batch independent: the
+               test runs the whole batch): the three probe batches made
+               Min(B, 3) look like B (x + 5).
 bad_tile_wrap, bad_pad_wrap: a Tile repeat of (2^64 + 2) / 3 on a dim of 3,
                pads of INT64_MAX on both sides of a dim of 3: the output
                dim overflowed int64 and wrapped to 2 (Tile) and 1 (Pad);
@@ -261,6 +264,13 @@ save("int_big",
       h.make_node("Concat", ["ei", "m", "c"], ["o"], axis=1), h.make_node("Cast", ["o"], ["y"], to=T.FLOAT)],
      "x", [("y", ["N", 6])], {"B": np.array(2 ** 53, np.int64), "B1": np.array(2 ** 53 + 1, np.int64),
                              "B3": np.array(2 ** 53 + 3, np.int64)}, x, ref)
+
+x = rng.standard_normal((5, 4)).astype(np.float32)
+save("batch_min",
+     [h.make_node("Shape", ["x"], ["s"]), h.make_node("Gather", ["s", "z"], ["b"]),
+      h.make_node("Min", ["b", "three"], ["m"]), h.make_node("Cast", ["m"], ["mf"], to=T.FLOAT),
+      h.make_node("Add", ["x", "mf"], ["y"])],
+     "x", [("y", ["N", 4])], {"z": np.array(0, np.int64), "three": np.array(3, np.int64)}, x, x + 3)
 
 
 def save_bad(name, node, inits):
