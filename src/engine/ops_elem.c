@@ -169,9 +169,14 @@ static void clip_bounds(const vr_node *n, const vr_tview *in, double *lo,
 
 static int infer_clip(const vr_node *n, const vr_tview *in, vr_tview *out,
                       vr_errbuf *err) {
-  for (int i = 1; i < n->nin && i < 3; i++)
+  for (int i = 1; i < n->nin && i < 3; i++) {
     if (in[i].dt && !in[i].data)
       return vr_bad(err, n, VR_EUNSUPPORTED, "input %d (min/max) must be a constant", i);
+    /* a scalar: element 0 is read (an empty one read past its data) */
+    if (in[i].dt && vr_tview_numel(&in[i]) != 1)
+      return vr_bad(err, n, VR_ESHAPE, "input %d (min/max) must be a scalar, has %lld "
+                    "elements", i, (long long)vr_tview_numel(&in[i]));
+  }
   return infer_num_same(n, in, out, err);
 }
 

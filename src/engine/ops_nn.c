@@ -632,6 +632,8 @@ static int pad_params(const vr_node *n, const vr_tview *in, int64_t *pads,
     for (int i = 0; i < k; i++) pads[i] = vr_tview_geti(&in[1], i);
     if (n->nin > 2 && in[2].dt) {
       if (!in[2].data) return vr_bad(err, n, VR_EUNSUPPORTED, "input 'constant_value' must be a constant");
+      if (vr_tview_numel(&in[2]) != 1) /* element 0 is read */
+        return vr_bad(err, n, VR_ESHAPE, "input 'constant_value' must be a scalar");
       *val = vr_tview_getf(&in[2], 0);
     }
   } else {

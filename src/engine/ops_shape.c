@@ -579,8 +579,13 @@ static int infer_cos(const vr_node *n, const vr_tview *in, vr_tview *out,
 
 static int infer_range(const vr_node *n, const vr_tview *in, vr_tview *out,
                        vr_errbuf *err) {
-  for (int i = 0; i < 3; i++)
+  for (int i = 0; i < 3; i++) {
     if (!in[i].data) return vr_bad(err, n, VR_EUNSUPPORTED, "inputs must be a constant");
+    /* scalars: element 0 is read (an empty one read past its data) */
+    if (vr_tview_numel(&in[i]) != 1)
+      return vr_bad(err, n, VR_ESHAPE, "input %d must be a scalar, has %lld elements", i,
+                    (long long)vr_tview_numel(&in[i]));
+  }
   double s = vr_tview_getf(&in[0], 0), l = vr_tview_getf(&in[1], 0), d = vr_tview_getf(&in[2], 0);
   if (d == 0) return vr_bad(err, n, VR_EINVAL, "delta 0");
   double c = ceil((l - s) / d);
@@ -615,6 +620,8 @@ static int eval_range(const vr_node *n, const vr_tview *in, vr_tview *out,
 
 static int infer_dropout(const vr_node *n, const vr_tview *in, vr_tview *out,
                          vr_errbuf *err) {
+  if (n->nin > 2 && in[2].dt && vr_tview_numel(&in[2]) != 1)
+    return vr_bad(err, n, VR_ESHAPE, "training_mode must be a scalar");
   if (n->nin > 2 && in[2].dt && (!in[2].data || vr_tview_geti(&in[2], 0)))
     return vr_bad(err, n, VR_EUNSUPPORTED, "training mode is not supported");
   out[0] = in[0];

@@ -340,6 +340,11 @@ static void test_bad_models(void **st) {
                     "node 'tile' (Tile): repeat 6148914691236517206 of dim 1: too large");
   expect_load_error("tests/data/engine/bad_pad_wrap.onnx", VR_ELIMIT,
                     "node 'pad' (Pad): pad 9223372036854775807 of dim 1: too large");
+  /* Scalars without an element (element 0 was read past the data). */
+  expect_load_error("tests/data/engine/bad_clip_empty_min.onnx", VR_ESHAPE,
+                    "node 'clip' (Clip): input 1 (min/max) must be a scalar, has 0 elements");
+  expect_load_error("tests/data/engine/bad_range_empty.onnx", VR_ESHAPE,
+                    "node 'range' (Range): input 0 must be a scalar, has 0 elements");
   assert_int_equal(vr_mem_blocks(), before);
 }
 

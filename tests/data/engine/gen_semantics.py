@@ -56,6 +56,9 @@ bad_tile_wrap, bad_pad_wrap: a Tile repeat of (2^64 + 2) / 3 on a dim of 3,
                pads of INT64_MAX on both sides of a dim of 3: the output
                dim overflowed int64 and wrapped to 2 (Tile) and 1 (Pad);
                refused at load (written without the reference: no run).
+bad_clip_empty_min, bad_range_empty: a Clip min, a Range start with no
+               element (scalars): element 0 was read past the data (Clip
+               clipped at whatever lay there); refused at load.
 Fixed seed: re-running reproduces the same files.
 """
 import os
@@ -287,3 +290,7 @@ save_bad("bad_tile_wrap", h.make_node("Tile", ["x", "r"], ["y"], name="tile"),
          {"r": np.array([1, (2 ** 64 + 2) // 3], np.int64)})
 save_bad("bad_pad_wrap", h.make_node("Pad", ["x", "p"], ["y"], name="pad"),
          {"p": np.array([0, i64.max, 0, i64.max], np.int64)})
+save_bad("bad_clip_empty_min", h.make_node("Clip", ["x", "lo", "hi"], ["y"], name="clip"),
+         {"lo": np.zeros(0, np.float32), "hi": np.array(6, np.float32)})
+save_bad("bad_range_empty", h.make_node("Range", ["s", "l", "d"], ["y"], name="range"),
+         {"s": np.zeros(0, np.float32), "l": np.array(3, np.float32), "d": np.array(1, np.float32)})
