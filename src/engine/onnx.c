@@ -182,6 +182,10 @@ static int tensor_from_proto(const Onnx__TensorProto *tp, const char *base_dir,
                      (long long)length, bytes);
     if (bytes > ((size_t)1 << 36))
       return vr_errf(err, VR_ELIMIT, "initializer '%s': %zu bytes", tname, bytes);
+    /* no directory, or a location outside it: read_external's refusal,
+     * before the claimed size is allocated */
+    if (!base_dir || loc[0] == '/' || strstr(loc, ".."))
+      return read_external(base_dir, loc, off, length, bytes, NULL, tname, err);
   }
   /* raw_data was allocated 64-byte aligned by pb_alloc (vr_onnx_parse_model):
    * take it over instead of copying (a model's weights are most of its file). */
@@ -192,13 +196,18 @@ static int tensor_from_proto(const Onnx__TensorProto *tp, const char *base_dir,
     w->raw_data.len = 0;
     return 0;
   }
-  if (external && base_dir && loc[0] != '/' && !strstr(loc, "..")) {
+  if (external) {
     /* a file shorter than the tensor claims is an error before the
      * tensor's memory is taken (a tiny model may claim 64 GiB) */
     char path[4096];
     struct stat st;
-    if (snprintf(path, sizeof path, "%s/%s", base_dir, loc) < (int)sizeof path &&
-        !stat(path, &st) && (!S_ISREG(st.st_mode) || (uint64_t)off + bytes > (uint64_t)st.st_size))
+    int fits = snprintf(path, sizeof path, "%s/%s", base_dir, loc) < (int)sizeof path;
+    /* a missing file too: the claimed size was allocated first and its
+     * failure ("N bytes", ENOMEM) hid the missing file */
+    if (fits && stat(path, &st))
+      return vr_errf(err, errno == ENOENT ? VR_ENOENT : VR_EIO,
+                     "initializer '%s': external data %s: %s", tname, path, strerror(errno));
+    if (fits && (!S_ISREG(st.st_mode) || (uint64_t)off + bytes > (uint64_t)st.st_size))
       return vr_errf(err, VR_EFORMAT,
                      "initializer '%s': external data '%s' holds %lld bytes, the tensor needs "
                      "%zu from offset %lld", tname, loc, (long long)st.st_size, bytes,

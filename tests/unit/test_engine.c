@@ -459,6 +459,17 @@ static void test_external_data(void **st) {
   assert_non_null(strstr(e.msg, "holds 4 bytes"));
   unlink(wpath);
   rmdir(dir);
+  /* A missing file behind a 64 GiB tensor: the missing file is the error
+   * (the allocation of the claimed size came first and failed). */
+  expect_load_error("tests/data/engine/bad_ext_missing.onnx", VR_ENOENT,
+                    "initializer 'w': external data");
+  /* The same from memory: no directory is the error, before the 64 GiB. */
+  fp = fopen(src_path("tests/data/engine/bad_ext_missing.onnx"), "rb");
+  assert_non_null(fp);
+  n = fread(buf, 1, sizeof buf, fp);
+  fclose(fp);
+  assert_int_equal(vr_model_load_buffer(buf, n, NULL, &m, &e), VR_EINVAL);
+  assert_non_null(strstr(e.msg, "no model directory"));
   /* A location outside the model's directory is refused. */
   expect_load_error("tests/data/engine/bad_ext_path.onnx", VR_EFORMAT,
                     "must be relative to the model directory");

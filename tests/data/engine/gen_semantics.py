@@ -56,6 +56,9 @@ bad_tile_wrap, bad_pad_wrap: a Tile repeat of (2^64 + 2) / 3 on a dim of 3,
                pads of INT64_MAX on both sides of a dim of 3: the output
                dim overflowed int64 and wrapped to 2 (Tile) and 1 (Pad);
                refused at load (written without the reference: no run).
+bad_ext_missing: an initializer of 2^34 floats (64 GiB) in an external file
+               that does not exist: the claimed size was allocated before
+               the file was looked for, and the error was that allocation's.
 bad_clip_empty_min, bad_range_empty: a Clip min, a Range start with no
                element (scalars): element 0 was read past the data (Clip
                clipped at whatever lay there); refused at load.
@@ -294,3 +297,14 @@ save_bad("bad_clip_empty_min", h.make_node("Clip", ["x", "lo", "hi"], ["y"], nam
          {"lo": np.zeros(0, np.float32), "hi": np.array(6, np.float32)})
 save_bad("bad_range_empty", h.make_node("Range", ["s", "l", "d"], ["y"], name="range"),
          {"s": np.zeros(0, np.float32), "l": np.array(3, np.float32), "d": np.array(1, np.float32)})
+
+w = onnx.TensorProto()
+w.name, w.data_type, w.data_location = "w", T.FLOAT, onnx.TensorProto.EXTERNAL
+w.dims.append(2 ** 34)
+w.external_data.add(key="location", value="bad_ext_missing.bin")
+m = h.make_model(h.make_graph([h.make_node("Add", ["x", "w"], ["y"], name="add")], "bad_ext_missing",
+                              [h.make_tensor_value_info("x", T.FLOAT, [1])],
+                              [h.make_tensor_value_info("y", T.FLOAT, None)], [w]),
+                 opset_imports=[h.make_opsetid("", 13)])
+m.ir_version = 8
+onnx.save(m, os.path.join(D, "bad_ext_missing.onnx"))
