@@ -86,6 +86,12 @@ static void input_view(const vr_val *v, int64_t batch, vr_tview *t) {
   t->data = NULL;
 }
 
+/* data + slope x (batch - 1) in uint64: integer ops wrap, so a value
+ * may be affine modulo 2^64 only (B x 2^62), and int64 would overflow. */
+static int64_t affine_at(int64_t data, int64_t slope, int64_t batch) {
+  return (int64_t)((uint64_t)data + (uint64_t)slope * (uint64_t)(batch - 1));
+}
+
 static void *materialize(const vr_val *v, int64_t batch) {
   int64_t cnt = vr_numel(v->ndim, v->shape);
   size_t es = vr_dtype_size(v->dtype);
@@ -94,7 +100,7 @@ static void *materialize(const vr_val *v, int64_t batch) {
   vr_tview t = {v->dtype, v->ndim, {0}, d};
   vr_tview s = {v->dtype, v->ndim, {0}, v->data};
   for (int64_t i = 0; i < cnt; i++)
-    vr_tview_seti(&t, i, vr_tview_geti(&s, i) + v->slope[i] * (batch - 1));
+    vr_tview_seti(&t, i, affine_at(vr_tview_geti(&s, i), v->slope[i], batch));
   return d;
 }
 
@@ -200,7 +206,7 @@ static int holds_at_all_batches(const vr_graph *g, const vr_node *n, const vr_tv
       vr_tview t = in[i], s0 = in[i];
       t.data = in[i].data = tmp[i];
       for (int64_t k = 0; k < vr_numel(v->ndim, v->shape); k++)
-        vr_tview_seti(&t, k, vr_tview_geti(&s0, k) + v->slope[k] * (b - 1));
+        vr_tview_seti(&t, k, affine_at(vr_tview_geti(&s0, k), v->slope[k], b));
     }
     if (ok <= 0) break;
     /* the shape first: the kernel writes r0's (Slice(x, B, B + 2) keeps
@@ -212,8 +218,7 @@ static int holds_at_all_batches(const vr_graph *g, const vr_node *n, const vr_tv
       break;
     }
     for (int64_t i = 0; i < cnt && ok; i++)
-      if (slope ? vr_tview_geti(&ov, i) != (int64_t)((uint64_t)vr_tview_geti(r0, i) +
-                                                     (uint64_t)slope[i] * (uint64_t)(b - 1))
+      if (slope ? vr_tview_geti(&ov, i) != affine_at(vr_tview_geti(r0, i), slope[i], b)
                 : memcmp((char *)ov.data + i * vr_dtype_size(r0->dt),
                          (char *)r0->data + i * vr_dtype_size(r0->dt), vr_dtype_size(r0->dt)))
         ok = 0;
@@ -280,12 +285,12 @@ static int try_fold(vr_graph *g, int ni, probe *pr, vr_errbuf *err) {
     if (!v->slope) return vr_errf(err, VR_ENOMEM, "out of memory");
     for (int64_t i = 0; i < cnt; i++) {
       int64_t a = vr_tview_geti(&r[0], i), b = vr_tview_geti(&r[1], i), c = vr_tview_geti(&r[2], i);
-      if (b - a != c - b) {
+      if ((uint64_t)b - (uint64_t)a != (uint64_t)c - (uint64_t)b) { /* see affine_at */
         vr_free(v->slope);
         v->slope = NULL;
         goto keep;
       }
-      v->slope[i] = b - a;
+      v->slope[i] = (int64_t)((uint64_t)b - (uint64_t)a);
     }
     if (!shape_op && !affine_exact(g, n)) {
       int h = holds_at_all_batches(g, n, &r[0], v->slope, err);

@@ -52,6 +52,9 @@ int_big:       int64 Equal, Max and Clip of 2^53 + the input against
 batch_min:     x + Min(batch, 3), at batch 5 (not batch independent: the
                test runs the whole batch): the three probe batches made
                Min(B, 3) look like B (x + 5).
+batch_wrap:    x + (B x 2^62 - B x (2^62 - 1) - B): B x 2^62 wraps (int64), so
+               its differences between the probe batches overflowed
+               (UBSan) when the fold classified it.
 bad_tile_wrap, bad_pad_wrap: a Tile repeat of (2^64 + 2) / 3 on a dim of 3,
                pads of INT64_MAX on both sides of a dim of 3: the output
                dim overflowed int64 and wrapped to 2 (Tile) and 1 (Pad);
@@ -308,3 +311,12 @@ m = h.make_model(h.make_graph([h.make_node("Add", ["x", "w"], ["y"], name="add")
                  opset_imports=[h.make_opsetid("", 13)])
 m.ir_version = 8
 onnx.save(m, os.path.join(D, "bad_ext_missing.onnx"))
+
+x = rng.standard_normal((3, 4)).astype(np.float32)
+save("batch_wrap",
+     [h.make_node("Shape", ["x"], ["s"]), h.make_node("Gather", ["s", "z"], ["b"]),
+      h.make_node("Mul", ["b", "k"], ["p"]), h.make_node("Mul", ["b", "k1"], ["q"]),
+      h.make_node("Sub", ["p", "q"], ["d"]), h.make_node("Sub", ["d", "b"], ["o"]),
+      h.make_node("Cast", ["o"], ["of"], to=T.FLOAT), h.make_node("Add", ["x", "of"], ["y"])],
+     "x", [("y", ["N", 4])], {"z": np.array(0, np.int64), "k": np.array(2 ** 62, np.int64),
+                             "k1": np.array(2 ** 62 - 1, np.int64)}, x, x)
