@@ -484,9 +484,92 @@ static int parse_graph(const Onnx__GraphProto *gp, const char *base_dir,
   return 0;
 }
 
+/* ---- nesting depth, before protobuf-c ------------------------------------
+ * protobuf-c unpacks nested messages recursively, and ONNX messages can
+ * nest without bound: a graph in a node's attribute (If, Loop), in a
+ * function or training info; a TypeProto in a sequence, map or optional.
+ * A 650 KB model nested 30 000 deep overflowed the stack. This walks the
+ * wire format of those fields iteratively and refuses deep nesting; the
+ * engine runs none of these ops anyway. */
+#define MAX_NEST 100
+enum { M_MODEL, M_GRAPH, M_NODE, M_ATTR, M_VINFO, M_TYPE, M_TELEM, M_TMAP, M_FUNC, M_TRAIN,
+       M_SKIP };
+
+/* The kind of field `f` of a message of kind `k` when it may nest, else
+ * M_SKIP (onnx.proto's field numbers). */
+static int nest_kind(int k, uint64_t f) {
+  switch (k) {
+    case M_MODEL: return f == 7 ? M_GRAPH : f == 20 ? M_TRAIN : f == 25 ? M_FUNC : M_SKIP;
+    case M_GRAPH: return f == 1 ? M_NODE : f >= 11 && f <= 13 ? M_VINFO : M_SKIP;
+    case M_NODE: return f == 5 ? M_ATTR : M_SKIP;
+    case M_ATTR: return f == 6 || f == 11 ? M_GRAPH : f == 14 || f == 15 ? M_TYPE : M_SKIP;
+    case M_VINFO: return f == 2 ? M_TYPE : M_SKIP;
+    case M_TYPE: return f == 4 || f == 9 ? M_TELEM : f == 5 ? M_TMAP : M_SKIP;
+    case M_TELEM: return f == 1 ? M_TYPE : M_SKIP; /* Sequence / Optional elem_type */
+    case M_TMAP: return f == 2 ? M_TYPE : M_SKIP;  /* value_type */
+    case M_FUNC: return f == 7 ? M_NODE : f == 11 ? M_ATTR : f == 12 ? M_VINFO : M_SKIP;
+    case M_TRAIN: return f == 1 || f == 2 ? M_GRAPH : M_SKIP;
+  }
+  return M_SKIP;
+}
+
+static const uint8_t *get_varint(const uint8_t *p, const uint8_t *end, uint64_t *v) {
+  uint64_t r = 0;
+  for (int s = 0; s < 64 && p < end; s += 7) {
+    uint8_t b = *p++;
+    r |= (uint64_t)(b & 0x7f) << s;
+    if (!(b & 0x80)) {
+      *v = r;
+      return p;
+    }
+  }
+  return NULL;
+}
+
+/* 1 if messages nest deeper than MAX_NEST; malformed input is left to
+ * protobuf-c to report (0). */
+static int nests_too_deep(const uint8_t *buf, size_t len) {
+  struct { const uint8_t *end; int kind; } st[MAX_NEST + 1];
+  int top = 0;
+  st[0].end = buf + len;
+  st[0].kind = M_MODEL;
+  const uint8_t *p = buf;
+  while (top >= 0) {
+    const uint8_t *end = st[top].end;
+    if (p >= end) { /* this message is done: back to its parent */
+      top--;
+      continue;
+    }
+    uint64_t tag, v;
+    if (!(p = get_varint(p, end, &tag))) return 0;
+    switch (tag & 7) {
+      case 0: if (!(p = get_varint(p, end, &v))) return 0; break;
+      case 1: if (end - p < 8) return 0; p += 8; break;
+      case 5: if (end - p < 4) return 0; p += 4; break;
+      case 2: {
+        if (!(p = get_varint(p, end, &v)) || v > (uint64_t)(end - p)) return 0;
+        int k = nest_kind(st[top].kind, tag >> 3);
+        if (k == M_SKIP) {
+          p += v;
+        } else {
+          if (top == MAX_NEST) return 1;
+          st[++top].end = p + v;
+          st[top].kind = k;
+        }
+        break;
+      }
+      default: return 0;
+    }
+  }
+  return 0;
+}
+
 int vr_onnx_parse_model(const void *buf, size_t len, const char *base_dir,
                         vr_graph *g, vr_errbuf *err) {
   if (!buf || len == 0) return vr_errf(err, VR_EFORMAT, "empty model file");
+  if (nests_too_deep(buf, len))
+    return vr_errf(err, VR_EFORMAT, "model nests graphs or types more than %d messages "
+                   "deep (subgraphs of subgraphs...)", MAX_NEST);
   Onnx__ModelProto *mp = onnx__model_proto__unpack(&pb_allocator, len, buf);
   if (!mp)
     return vr_errf(err, VR_EFORMAT, "not a valid ONNX model (protobuf parse "

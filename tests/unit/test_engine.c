@@ -377,6 +377,64 @@ static void test_truncated_and_garbage(void **st) {
   assert_int_equal(vr_mem_blocks(), before);
 }
 
+/* Prepends a varint before p; returns the new start. */
+static unsigned char *pre_varint(unsigned char *p, uint64_t v) {
+  unsigned char t[10];
+  int n = 0;
+  do {
+    t[n++] = (unsigned char)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+    v >>= 7;
+  } while (v);
+  p -= n;
+  memcpy(p, t, (size_t)n);
+  return p;
+}
+
+/* Prepends the key and length of field `num` holding [p, end). */
+static unsigned char *pre_len(unsigned char *p, const unsigned char *end, int num) {
+  p = pre_varint(p, (uint64_t)(end - p));
+  return pre_varint(p, (uint64_t)num << 3 | 2);
+}
+
+/* A model whose graph holds an If node whose attribute holds a graph
+ * holding an If node... `depth` times, built inside out at the end of buf. */
+static unsigned char *nested_model(unsigned char *buf, size_t cap, int depth, size_t *len) {
+  unsigned char *end = buf + cap, *p = end;
+  for (int i = 0; i < depth; i++) {
+    p = pre_len(p, end, 6);                       /* AttributeProto.g */
+    p = pre_varint(pre_varint(p, 5), 20 << 3);    /* .type = GRAPH */
+    p -= 3, memcpy(p, "\x0a\x01g", 3);              /* .name = "g" */
+    p = pre_len(p, end, 5);                       /* NodeProto.attribute */
+    p -= 4, memcpy(p, "\x22\x02If", 4);             /* .op_type = "If" */
+    p = pre_len(p, end, 1);                       /* GraphProto.node */
+  }
+  p = pre_len(p, end, 7);                         /* ModelProto.graph */
+  p -= 4, memcpy(p, "\x42\x02\x10\x0d", 4);         /* .opset_import {version 13} */
+  p -= 2, memcpy(p, "\x08\x08", 2);                 /* .ir_version = 8 */
+  *len = (size_t)(end - p);
+  return p;
+}
+
+/* Subgraphs nested 100 000 deep (2 MB): protobuf-c's recursive unpack
+ * overflowed the stack. Refused before it; a few levels still parse (and
+ * fail later: the top graph has no outputs). */
+static void test_deep_nesting(void **st) {
+  size_t cap = 4 << 20, len;
+  unsigned char *buf = malloc(cap);
+  assert_non_null(buf);
+  vr_model *m = NULL;
+  vr_errbuf e = {0};
+  unsigned char *p = nested_model(buf, cap, 100000, &len);
+  int rc = vr_model_load_buffer(p, len, NULL, &m, &e);
+  if (rc != VR_EFORMAT || !strstr(e.msg, "more than 100 messages deep"))
+    fail_msg("rc %d: %s", rc, e.msg);
+  p = nested_model(buf, cap, 5, &len);
+  rc = vr_model_load_buffer(p, len, NULL, &m, &e);
+  if (rc != VR_EFORMAT || !strstr(e.msg, "graph has no outputs")) fail_msg("rc %d: %s", rc, e.msg);
+  assert_null(m);
+  free(buf);
+}
+
 static void test_bad_run_inputs(void **st) {
   fixture f = {0};
   load_fixture(&f, "tiny_cnn");
@@ -505,6 +563,7 @@ int main(void) {
       cmocka_unit_test(test_fusions_and_info),
       cmocka_unit_test(test_partial_chain),     cmocka_unit_test(test_profiling),
       cmocka_unit_test(test_bad_models),        cmocka_unit_test(test_truncated_and_garbage),
+      cmocka_unit_test(test_deep_nesting),
       cmocka_unit_test(test_bad_run_inputs),    cmocka_unit_test(test_static_batch),
       cmocka_unit_test(test_external_data),
   };
