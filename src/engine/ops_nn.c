@@ -538,6 +538,8 @@ static int reduce_axes(const vr_node *n, const vr_tview *in, int *red,
   int64_t tmp[VR_MAX_DIMS];
   if (k < 0 && n->nin > 1 && in[1].dt) {
     if (!in[1].data) return vr_bad(err, n, VR_EUNSUPPORTED, "input 'axes' must be a constant");
+    /* as ONNX types it: a float's conversion was undefined past int64 */
+    if (!vr_is_int(in[1].dt)) return vr_bad(err, n, VR_ETYPE, "input 'axes' must be integer");
     k = (int)vr_tview_numel(&in[1]);
     if (k > VR_MAX_DIMS) return vr_bad(err, n, VR_EINVAL, "too many axes");
     for (int i = 0; i < k; i++) tmp[i] = vr_tview_geti(&in[1], i);
@@ -627,6 +629,8 @@ static int pad_params(const vr_node *n, const vr_tview *in, int64_t *pads,
   if (k < 0) {
     if (n->nin < 2 || !in[1].data) return vr_bad(err, n, VR_EUNSUPPORTED, "input 'pads' must be a constant");
     if (n->nin > 3 && in[3].dt) return vr_bad(err, n, VR_EUNSUPPORTED, "the axes input");
+    /* as ONNX types it: a float's conversion was undefined past int64 */
+    if (!vr_is_int(in[1].dt)) return vr_bad(err, n, VR_ETYPE, "input 'pads' must be integer");
     k = (int)vr_tview_numel(&in[1]);
     if (k != 2 * r) return vr_bad(err, n, VR_EINVAL, "pads needs %d values", 2 * r);
     for (int i = 0; i < k; i++) pads[i] = vr_tview_geti(&in[1], i);

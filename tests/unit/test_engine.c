@@ -341,6 +341,11 @@ static void test_bad_models(void **st) {
                     "node 'tile' (Tile): repeat 6148914691236517206 of dim 1: too large");
   expect_load_error("tests/data/engine/bad_pad_wrap.onnx", VR_ELIMIT,
                     "node 'pad' (Pad): pad 9223372036854775807 of dim 1: too large");
+  /* Float pads / axes (their conversion to int64 was undefined). */
+  expect_load_error("tests/data/engine/bad_pad_float.onnx", VR_ETYPE,
+                    "node 'pad' (Pad): input 'pads' must be integer");
+  expect_load_error("tests/data/engine/bad_reduce_float_axes.onnx", VR_ETYPE,
+                    "node 'sum' (ReduceSum): input 'axes' must be integer");
   /* Scalars without an element (element 0 was read past the data). */
   expect_load_error("tests/data/engine/bad_clip_empty_min.onnx", VR_ESHAPE,
                     "node 'clip' (Clip): input 1 (min/max) must be a scalar, has 0 elements");

@@ -62,6 +62,9 @@ bad_tile_wrap, bad_pad_wrap: a Tile repeat of (2^64 + 2) / 3 on a dim of 3,
 bad_ext_missing: an initializer of 2^34 floats (64 GiB) in an external file
                that does not exist: the claimed size was allocated before
                the file was looked for, and the error was that allocation's.
+bad_pad_float, bad_reduce_float_axes: Pad's pads, ReduceSum's axes as
+               float (1e30): converted to int64 with undefined behaviour
+               (UBSan); refused at load (ONNX types them int64).
 bad_clip_empty_min, bad_range_empty: a Clip min, a Range start with no
                element (scalars): element 0 was read past the data (Clip
                clipped at whatever lay there); refused at load.
@@ -320,3 +323,7 @@ save("batch_wrap",
       h.make_node("Cast", ["o"], ["of"], to=T.FLOAT), h.make_node("Add", ["x", "of"], ["y"])],
      "x", [("y", ["N", 4])], {"z": np.array(0, np.int64), "k": np.array(2 ** 62, np.int64),
                              "k1": np.array(2 ** 62 - 1, np.int64)}, x, x)
+save_bad("bad_pad_float", h.make_node("Pad", ["x", "p"], ["y"], name="pad"),
+         {"p": np.array([0, 1e30, 0, 1], np.float32)})
+save_bad("bad_reduce_float_axes", h.make_node("ReduceSum", ["x", "a"], ["y"], name="sum"),
+         {"a": np.array([1e30], np.float32)})
