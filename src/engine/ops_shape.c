@@ -622,6 +622,9 @@ static int infer_dropout(const vr_node *n, const vr_tview *in, vr_tview *out,
                          vr_errbuf *err) {
   if (n->nin > 2 && in[2].dt && vr_tview_numel(&in[2]) != 1)
     return vr_bad(err, n, VR_ESHAPE, "training_mode must be a scalar");
+  /* as ONNX types it: a float's conversion was undefined past int64 */
+  if (n->nin > 2 && in[2].dt && in[2].dt != VR_DT_BOOL)
+    return vr_bad(err, n, VR_ETYPE, "training_mode must be bool");
   if (n->nin > 2 && in[2].dt && (!in[2].data || vr_tview_geti(&in[2], 0)))
     return vr_bad(err, n, VR_EUNSUPPORTED, "training mode is not supported");
   out[0] = in[0];

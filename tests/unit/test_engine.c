@@ -346,6 +346,8 @@ static void test_bad_models(void **st) {
                     "node 'pad' (Pad): input 'pads' must be integer");
   expect_load_error("tests/data/engine/bad_reduce_float_axes.onnx", VR_ETYPE,
                     "node 'sum' (ReduceSum): input 'axes' must be integer");
+  expect_load_error("tests/data/engine/bad_dropout_float.onnx", VR_ETYPE,
+                    "node 'drop' (Dropout): training_mode must be bool");
   /* Scalars without an element (element 0 was read past the data). */
   expect_load_error("tests/data/engine/bad_clip_empty_min.onnx", VR_ESHAPE,
                     "node 'clip' (Clip): input 1 (min/max) must be a scalar, has 0 elements");

@@ -65,6 +65,8 @@ bad_ext_missing: an initializer of 2^34 floats (64 GiB) in an external file
 bad_pad_float, bad_reduce_float_axes: Pad's pads, ReduceSum's axes as
                float (1e30): converted to int64 with undefined behaviour
                (UBSan); refused at load (ONNX types them int64).
+bad_dropout_float: Dropout's training_mode as float 1e30, the same
+               (ONNX types it bool).
 bad_clip_empty_min, bad_range_empty: a Clip min, a Range start with no
                element (scalars): element 0 was read past the data (Clip
                clipped at whatever lay there); refused at load.
@@ -327,3 +329,5 @@ save_bad("bad_pad_float", h.make_node("Pad", ["x", "p"], ["y"], name="pad"),
          {"p": np.array([0, 1e30, 0, 1], np.float32)})
 save_bad("bad_reduce_float_axes", h.make_node("ReduceSum", ["x", "a"], ["y"], name="sum"),
          {"a": np.array([1e30], np.float32)})
+save_bad("bad_dropout_float", h.make_node("Dropout", ["x", "", "t"], ["y"], name="drop"),
+         {"t": np.array(1e30, np.float32)})
