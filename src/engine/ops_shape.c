@@ -601,8 +601,9 @@ static int infer_range(const vr_node *n, const vr_tview *in, vr_tview *out,
   }
   out[0].dt = in[0].dt;
   out[0].ndim = 1;
-  out[0].shape[0] = c > 0 ? (int64_t)c : 0;
+  /* bounded before the conversion: a double past int64 has none */
   if (c > (double)(1 << 30)) return vr_bad(err, n, VR_ELIMIT, "range too long");
+  out[0].shape[0] = c > 0 ? (int64_t)c : 0;
   return 0;
 }
 

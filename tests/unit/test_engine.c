@@ -348,6 +348,9 @@ static void test_bad_models(void **st) {
                     "node 'sum' (ReduceSum): input 'axes' must be integer");
   expect_load_error("tests/data/engine/bad_dropout_float.onnx", VR_ETYPE,
                     "node 'drop' (Dropout): training_mode must be bool");
+  /* A length of 1e30 (converted to int64 before the limit was checked). */
+  expect_load_error("tests/data/engine/bad_range_huge.onnx", VR_ELIMIT,
+                    "node 'range' (Range): range too long");
   /* Scalars without an element (element 0 was read past the data). */
   expect_load_error("tests/data/engine/bad_clip_empty_min.onnx", VR_ESHAPE,
                     "node 'clip' (Clip): input 1 (min/max) must be a scalar, has 0 elements");

@@ -67,6 +67,8 @@ bad_pad_float, bad_reduce_float_axes: Pad's pads, ReduceSum's axes as
                (UBSan); refused at load (ONNX types them int64).
 bad_dropout_float: Dropout's training_mode as float 1e30, the same
                (ONNX types it bool).
+bad_range_huge: float Range(0, 1e30, 1): its length was converted to int64
+               before the limit was checked (undefined, UBSan).
 bad_clip_empty_min, bad_range_empty: a Clip min, a Range start with no
                element (scalars): element 0 was read past the data (Clip
                clipped at whatever lay there); refused at load.
@@ -331,3 +333,5 @@ save_bad("bad_reduce_float_axes", h.make_node("ReduceSum", ["x", "a"], ["y"], na
          {"a": np.array([1e30], np.float32)})
 save_bad("bad_dropout_float", h.make_node("Dropout", ["x", "", "t"], ["y"], name="drop"),
          {"t": np.array(1e30, np.float32)})
+save_bad("bad_range_huge", h.make_node("Range", ["s", "l", "d"], ["y"], name="range"),
+         {"s": np.array(0, np.float32), "l": np.array(1e30, np.float32), "d": np.array(1, np.float32)})
