@@ -371,6 +371,13 @@ static int parse_constant(vr_graph *g, const Onnx__NodeProto *np,
   else
     return vr_errf(err, VR_EUNSUPPORTED, "node '%s' (Constant): attribute '%s' "
                    "not supported", nname, an);
+  /* the value is read from the field the name implies: an attribute of
+   * another type (value_ints holding floats) gave an empty tensor */
+  int want = ndim ? (dt == VR_DT_F32 ? VR_ATTR_FLOATS : VR_ATTR_INTS)
+                  : (dt == VR_DT_F32 ? VR_ATTR_FLOAT : VR_ATTR_INT);
+  if (!a->has_type || (int)a->type != want)
+    return vr_errf(err, VR_EFORMAT, "node '%s' (Constant): attribute '%s' has type %d, "
+                   "not %d", nname, an, a->has_type ? (int)a->type : 0, want);
   void *d = vr_aligned_alloc(64, (size_t)(n ? n : 1) * 8);
   if (!d) return VR_ENOMEM;
   for (int64_t i = 0; i < n; i++) {

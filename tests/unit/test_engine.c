@@ -348,6 +348,9 @@ static void test_bad_models(void **st) {
                     "node 'sum' (ReduceSum): input 'axes' must be integer");
   expect_load_error("tests/data/engine/bad_dropout_float.onnx", VR_ETYPE,
                     "node 'drop' (Dropout): training_mode must be bool");
+  /* value_ints holding floats (read as an empty shape: x became a scalar). */
+  expect_load_error("tests/data/engine/bad_const_type.onnx", VR_EFORMAT,
+                    "node 'shape' (Constant): attribute 'value_ints' has type 6, not 7");
   /* A length of 1e30 (converted to int64 before the limit was checked). */
   expect_load_error("tests/data/engine/bad_range_huge.onnx", VR_ELIMIT,
                     "node 'range' (Range): range too long");

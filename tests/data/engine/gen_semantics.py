@@ -69,6 +69,9 @@ bad_dropout_float: Dropout's training_mode as float 1e30, the same
                (ONNX types it bool).
 bad_range_huge: float Range(0, 1e30, 1): its length was converted to int64
                before the limit was checked (undefined, UBSan).
+bad_const_type: a Constant whose value_ints holds floats (type FLOATS), the
+               shape of a Reshape: read as an empty shape, x [1, 1] became
+               a scalar; refused at load.
 bad_clip_empty_min, bad_range_empty: a Clip min, a Range start with no
                element (scalars): element 0 was read past the data (Clip
                clipped at whatever lay there); refused at load.
@@ -335,3 +338,13 @@ save_bad("bad_dropout_float", h.make_node("Dropout", ["x", "", "t"], ["y"], name
          {"t": np.array(1e30, np.float32)})
 save_bad("bad_range_huge", h.make_node("Range", ["s", "l", "d"], ["y"], name="range"),
          {"s": np.array(0, np.float32), "l": np.array(1e30, np.float32), "d": np.array(1, np.float32)})
+a = h.make_attribute("value_ints", [1.0])
+a.type = onnx.AttributeProto.FLOATS
+c = h.make_node("Constant", [], ["shp"], name="shape")
+c.attribute.append(a)
+m = h.make_model(h.make_graph([c, h.make_node("Reshape", ["x", "shp"], ["y"], name="reshape")],
+                              "bad_const_type", [h.make_tensor_value_info("x", T.FLOAT, [1, 1])],
+                              [h.make_tensor_value_info("y", T.FLOAT, None)]),
+                 opset_imports=[h.make_opsetid("", 13)])
+m.ir_version = 8
+onnx.save(m, os.path.join(D, "bad_const_type.onnx"))
