@@ -335,6 +335,10 @@ static int parse_value_info(vr_graph *g, const Onnx__ValueInfoProto *vi,
     } else if (i == 0 && !fixed) {
       v->shape[i] = 1;
       v->dyn_batch = 1;
+    } else if (fixed) { /* was told "must be a fixed size": it is one, out of range */
+      return vr_errf(err, VR_EUNSUPPORTED, "graph input '%s': dim %zu is %lld (a size must "
+                     "be 0..2^30; only dim 0 may be symbolic: the batch)", name, i,
+                     (long long)d->dim_value);
     } else {
       return vr_errf(err, VR_EUNSUPPORTED,
                      "graph input '%s': dim %zu must be a fixed size (only "

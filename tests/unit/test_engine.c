@@ -351,6 +351,9 @@ static void test_bad_models(void **st) {
   /* value_ints holding floats (read as an empty shape: x became a scalar). */
   expect_load_error("tests/data/engine/bad_const_type.onnx", VR_EFORMAT,
                     "node 'shape' (Constant): attribute 'value_ints' has type 6, not 7");
+  /* A dim_value of -1: the value and the range, not "must be a fixed size". */
+  expect_load_error("tests/data/engine/bad_input_dim.onnx", VR_EUNSUPPORTED,
+                    "graph input 'x': dim 1 is -1 (a size must be 0..2^30");
   /* A length of 1e30 (converted to int64 before the limit was checked). */
   expect_load_error("tests/data/engine/bad_range_huge.onnx", VR_ELIMIT,
                     "node 'range' (Range): range too long");

@@ -72,6 +72,9 @@ bad_range_huge: float Range(0, 1e30, 1): its length was converted to int64
 bad_const_type: a Constant whose value_ints holds floats (type FLOATS), the
                shape of a Reshape: read as an empty shape, x [1, 1] became
                a scalar; refused at load.
+bad_input_dim: an input of shape [N, -1] (-1 as a dim_value): refused with
+               "must be a fixed size", which it is; the message gives the
+               value and the range.
 bad_clip_empty_min, bad_range_empty: a Clip min, a Range start with no
                element (scalars): element 0 was read past the data (Clip
                clipped at whatever lay there); refused at load.
@@ -348,3 +351,9 @@ m = h.make_model(h.make_graph([c, h.make_node("Reshape", ["x", "shp"], ["y"], na
                  opset_imports=[h.make_opsetid("", 13)])
 m.ir_version = 8
 onnx.save(m, os.path.join(D, "bad_const_type.onnx"))
+m = h.make_model(h.make_graph([h.make_node("Relu", ["x"], ["y"], name="relu")], "bad_input_dim",
+                              [h.make_tensor_value_info("x", T.FLOAT, ["N", -1])],
+                              [h.make_tensor_value_info("y", T.FLOAT, None)]),
+                 opset_imports=[h.make_opsetid("", 13)])
+m.ir_version = 8
+onnx.save(m, os.path.join(D, "bad_input_dim.onnx"))
