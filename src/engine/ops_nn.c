@@ -196,7 +196,11 @@ static int infer_gemm(const vr_node *n, const vr_tview *in, vr_tview *out,
   const vr_tview *a = &in[0], *b = &in[1];
   if (a->ndim != 2 || b->ndim != 2 || a->dt != VR_DT_F32 || b->dt != VR_DT_F32)
     return vr_bad(err, n, VR_EUNSUPPORTED, "A and B must be 2-D float32");
-  int ta = (int)vr_attr_i(n, "transA", 0), tb = (int)vr_attr_i(n, "transB", 0);
+  int64_t ta = vr_attr_i(n, "transA", 0), tb = vr_attr_i(n, "transB", 0);
+  /* they index the shapes here, in the kernel and the lowering */
+  if ((ta != 0 && ta != 1) || (tb != 0 && tb != 1))
+    return vr_bad(err, n, VR_EINVAL, "transA / transB must be 0 or 1 (%lld, %lld)",
+                  (long long)ta, (long long)tb);
   int64_t m = a->shape[ta], k = a->shape[1 - ta], k2 = b->shape[tb], nn = b->shape[1 - tb];
   if (k != k2) return vr_bad(err, n, VR_ESHAPE, "inner dims %lld vs %lld",
                              (long long)k, (long long)k2);

@@ -354,6 +354,9 @@ static void test_bad_models(void **st) {
   /* A dim_value of -1: the value and the range, not "must be a fixed size". */
   expect_load_error("tests/data/engine/bad_input_dim.onnx", VR_EUNSUPPORTED,
                     "graph input 'x': dim 1 is -1 (a size must be 0..2^30");
+  /* transB = 17 indexed B's shape past its dims. */
+  expect_load_error("tests/data/engine/bad_gemm_trans.onnx", VR_EINVAL,
+                    "node 'gemm' (Gemm): transA / transB must be 0 or 1 (0, 17)");
   /* A length of 1e30 (converted to int64 before the limit was checked). */
   expect_load_error("tests/data/engine/bad_range_huge.onnx", VR_ELIMIT,
                     "node 'range' (Range): range too long");

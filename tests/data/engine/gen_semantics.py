@@ -75,6 +75,8 @@ bad_const_type: a Constant whose value_ints holds floats (type FLOATS), the
 bad_input_dim: an input of shape [N, -1] (-1 as a dim_value): refused with
                "must be a fixed size", which it is; the message gives the
                value and the range.
+bad_gemm_trans: Gemm with transB = 17: it indexed B's shape (shape[17],
+               past its 8 dims; UBSan, found by fuzz_onnx); refused.
 bad_clip_empty_min, bad_range_empty: a Clip min, a Range start with no
                element (scalars): element 0 was read past the data (Clip
                clipped at whatever lay there); refused at load.
@@ -357,3 +359,5 @@ m = h.make_model(h.make_graph([h.make_node("Relu", ["x"], ["y"], name="relu")], 
                  opset_imports=[h.make_opsetid("", 13)])
 m.ir_version = 8
 onnx.save(m, os.path.join(D, "bad_input_dim.onnx"))
+save_bad("bad_gemm_trans", h.make_node("Gemm", ["x", "w"], ["y"], name="gemm", transB=17),
+         {"w": np.zeros((3, 3), np.float32)})
