@@ -109,6 +109,9 @@ static int act_post(const vr_graph *g, const vr_node *n, vr_post *p) {
       if (!is_const(g, n->in[2])) return 0;
       hi = *(const float *)g->vals[n->in[2]].data;
     }
+    /* ONNX: min > max sets every value to max; clip_v2 then passed the
+     * values through unclipped. */
+    if (lo > hi) lo = hi;
     p->alg = dnnl_eltwise_clip_v2;
     p->alpha = lo;
     p->beta = hi;

@@ -182,6 +182,10 @@ static int tensor_from_proto(const Onnx__TensorProto *tp, const char *base_dir,
                      (long long)length, bytes);
     if (bytes > ((size_t)1 << 36))
       return vr_errf(err, VR_ELIMIT, "initializer '%s': %zu bytes", tname, bytes);
+    /* no directory, or a location outside it: read_external's refusal,
+     * before the claimed size is allocated */
+    if (!base_dir || loc[0] == '/' || strstr(loc, ".."))
+      return read_external(base_dir, loc, off, length, bytes, NULL, tname, err);
   }
   /* raw_data was allocated 64-byte aligned by pb_alloc (vr_onnx_parse_model):
    * take it over instead of copying (a model's weights are most of its file). */
@@ -192,13 +196,18 @@ static int tensor_from_proto(const Onnx__TensorProto *tp, const char *base_dir,
     w->raw_data.len = 0;
     return 0;
   }
-  if (external && base_dir && loc[0] != '/' && !strstr(loc, "..")) {
+  if (external) {
     /* a file shorter than the tensor claims is an error before the
      * tensor's memory is taken (a tiny model may claim 64 GiB) */
     char path[4096];
     struct stat st;
-    if (snprintf(path, sizeof path, "%s/%s", base_dir, loc) < (int)sizeof path &&
-        !stat(path, &st) && (!S_ISREG(st.st_mode) || (uint64_t)off + bytes > (uint64_t)st.st_size))
+    int fits = snprintf(path, sizeof path, "%s/%s", base_dir, loc) < (int)sizeof path;
+    /* a missing file too: the claimed size was allocated first and its
+     * failure ("N bytes", ENOMEM) hid the missing file */
+    if (fits && stat(path, &st))
+      return vr_errf(err, errno == ENOENT ? VR_ENOENT : VR_EIO,
+                     "initializer '%s': external data %s: %s", tname, path, strerror(errno));
+    if (fits && (!S_ISREG(st.st_mode) || (uint64_t)off + bytes > (uint64_t)st.st_size))
       return vr_errf(err, VR_EFORMAT,
                      "initializer '%s': external data '%s' holds %lld bytes, the tensor needs "
                      "%zu from offset %lld", tname, loc, (long long)st.st_size, bytes,
@@ -326,6 +335,10 @@ static int parse_value_info(vr_graph *g, const Onnx__ValueInfoProto *vi,
     } else if (i == 0 && !fixed) {
       v->shape[i] = 1;
       v->dyn_batch = 1;
+    } else if (fixed) { /* was told "must be a fixed size": it is one, out of range */
+      return vr_errf(err, VR_EUNSUPPORTED, "graph input '%s': dim %zu is %lld (a size must "
+                     "be 0..2^30; only dim 0 may be symbolic: the batch)", name, i,
+                     (long long)d->dim_value);
     } else {
       return vr_errf(err, VR_EUNSUPPORTED,
                      "graph input '%s': dim %zu must be a fixed size (only "
@@ -362,6 +375,13 @@ static int parse_constant(vr_graph *g, const Onnx__NodeProto *np,
   else
     return vr_errf(err, VR_EUNSUPPORTED, "node '%s' (Constant): attribute '%s' "
                    "not supported", nname, an);
+  /* the value is read from the field the name implies: an attribute of
+   * another type (value_ints holding floats) gave an empty tensor */
+  int want = ndim ? (dt == VR_DT_F32 ? VR_ATTR_FLOATS : VR_ATTR_INTS)
+                  : (dt == VR_DT_F32 ? VR_ATTR_FLOAT : VR_ATTR_INT);
+  if (!a->has_type || (int)a->type != want)
+    return vr_errf(err, VR_EFORMAT, "node '%s' (Constant): attribute '%s' has type %d, "
+                   "not %d", nname, an, a->has_type ? (int)a->type : 0, want);
   void *d = vr_aligned_alloc(64, (size_t)(n ? n : 1) * 8);
   if (!d) return VR_ENOMEM;
   for (int64_t i = 0; i < n; i++) {
@@ -475,9 +495,92 @@ static int parse_graph(const Onnx__GraphProto *gp, const char *base_dir,
   return 0;
 }
 
+/* ---- nesting depth, before protobuf-c ------------------------------------
+ * protobuf-c unpacks nested messages recursively, and ONNX messages can
+ * nest without bound: a graph in a node's attribute (If, Loop), in a
+ * function or training info; a TypeProto in a sequence, map or optional.
+ * A 650 KB model nested 30 000 deep overflowed the stack. This walks the
+ * wire format of those fields iteratively and refuses deep nesting; the
+ * engine runs none of these ops anyway. */
+#define MAX_NEST 100
+enum { M_MODEL, M_GRAPH, M_NODE, M_ATTR, M_VINFO, M_TYPE, M_TELEM, M_TMAP, M_FUNC, M_TRAIN,
+       M_SKIP };
+
+/* The kind of field `f` of a message of kind `k` when it may nest, else
+ * M_SKIP (onnx.proto's field numbers). */
+static int nest_kind(int k, uint64_t f) {
+  switch (k) {
+    case M_MODEL: return f == 7 ? M_GRAPH : f == 20 ? M_TRAIN : f == 25 ? M_FUNC : M_SKIP;
+    case M_GRAPH: return f == 1 ? M_NODE : f >= 11 && f <= 13 ? M_VINFO : M_SKIP;
+    case M_NODE: return f == 5 ? M_ATTR : M_SKIP;
+    case M_ATTR: return f == 6 || f == 11 ? M_GRAPH : f == 14 || f == 15 ? M_TYPE : M_SKIP;
+    case M_VINFO: return f == 2 ? M_TYPE : M_SKIP;
+    case M_TYPE: return f == 4 || f == 9 ? M_TELEM : f == 5 ? M_TMAP : M_SKIP;
+    case M_TELEM: return f == 1 ? M_TYPE : M_SKIP; /* Sequence / Optional elem_type */
+    case M_TMAP: return f == 2 ? M_TYPE : M_SKIP;  /* value_type */
+    case M_FUNC: return f == 7 ? M_NODE : f == 11 ? M_ATTR : f == 12 ? M_VINFO : M_SKIP;
+    case M_TRAIN: return f == 1 || f == 2 ? M_GRAPH : M_SKIP;
+  }
+  return M_SKIP;
+}
+
+static const uint8_t *get_varint(const uint8_t *p, const uint8_t *end, uint64_t *v) {
+  uint64_t r = 0;
+  for (int s = 0; s < 64 && p < end; s += 7) {
+    uint8_t b = *p++;
+    r |= (uint64_t)(b & 0x7f) << s;
+    if (!(b & 0x80)) {
+      *v = r;
+      return p;
+    }
+  }
+  return NULL;
+}
+
+/* 1 if messages nest deeper than MAX_NEST; malformed input is left to
+ * protobuf-c to report (0). */
+static int nests_too_deep(const uint8_t *buf, size_t len) {
+  struct { const uint8_t *end; int kind; } st[MAX_NEST + 1];
+  int top = 0;
+  st[0].end = buf + len;
+  st[0].kind = M_MODEL;
+  const uint8_t *p = buf;
+  while (top >= 0) {
+    const uint8_t *end = st[top].end;
+    if (p >= end) { /* this message is done: back to its parent */
+      top--;
+      continue;
+    }
+    uint64_t tag, v;
+    if (!(p = get_varint(p, end, &tag))) return 0;
+    switch (tag & 7) {
+      case 0: if (!(p = get_varint(p, end, &v))) return 0; break;
+      case 1: if (end - p < 8) return 0; p += 8; break;
+      case 5: if (end - p < 4) return 0; p += 4; break;
+      case 2: {
+        if (!(p = get_varint(p, end, &v)) || v > (uint64_t)(end - p)) return 0;
+        int k = nest_kind(st[top].kind, tag >> 3);
+        if (k == M_SKIP) {
+          p += v;
+        } else {
+          if (top == MAX_NEST) return 1;
+          st[++top].end = p + v;
+          st[top].kind = k;
+        }
+        break;
+      }
+      default: return 0;
+    }
+  }
+  return 0;
+}
+
 int vr_onnx_parse_model(const void *buf, size_t len, const char *base_dir,
                         vr_graph *g, vr_errbuf *err) {
   if (!buf || len == 0) return vr_errf(err, VR_EFORMAT, "empty model file");
+  if (nests_too_deep(buf, len))
+    return vr_errf(err, VR_EFORMAT, "model nests graphs or types more than %d messages "
+                   "deep (subgraphs of subgraphs...)", MAX_NEST);
   Onnx__ModelProto *mp = onnx__model_proto__unpack(&pb_allocator, len, buf);
   if (!mp)
     return vr_errf(err, VR_EFORMAT, "not a valid ONNX model (protobuf parse "

@@ -117,8 +117,9 @@ static int eval_unary(const vr_node *n, const vr_tview *in, vr_tview *out,
   /* Integer Abs / Neg / Identity / Relu / Sign. */
   for (int64_t i = 0; i < cnt; i++) {
     int64_t v = vr_tview_geti(&in[0], i);
-    if (!strcmp(n->op, "Abs")) v = v < 0 ? -v : v;
-    else if (!strcmp(n->op, "Neg")) v = -v;
+    /* Negated through uint64: -INT64_MIN wraps to itself (signed: UB). */
+    if (!strcmp(n->op, "Abs")) v = v < 0 ? (int64_t)(0 - (uint64_t)v) : v;
+    else if (!strcmp(n->op, "Neg")) v = (int64_t)(0 - (uint64_t)v);
     else if (!strcmp(n->op, "Relu")) v = v > 0 ? v : 0;
     else if (!strcmp(n->op, "Sign")) v = (v > 0) - (v < 0);
     vr_tview_seti(&out[0], i, v);
@@ -163,13 +164,19 @@ static void clip_bounds(const vr_node *n, const vr_tview *in, double *lo,
   *hi = vr_attr_f(n, "max", INFINITY);
   if (n->nin > 1 && in[1].dt && in[1].data) *lo = vr_tview_getf(&in[1], 0);
   if (n->nin > 2 && in[2].dt && in[2].data) *hi = vr_tview_getf(&in[2], 0);
+  if (*lo > *hi) *lo = *hi; /* ONNX: min > max sets every value to max */
 }
 
 static int infer_clip(const vr_node *n, const vr_tview *in, vr_tview *out,
                       vr_errbuf *err) {
-  for (int i = 1; i < n->nin && i < 3; i++)
+  for (int i = 1; i < n->nin && i < 3; i++) {
     if (in[i].dt && !in[i].data)
       return vr_bad(err, n, VR_EUNSUPPORTED, "input %d (min/max) must be a constant", i);
+    /* a scalar: element 0 is read (an empty one read past its data) */
+    if (in[i].dt && vr_tview_numel(&in[i]) != 1)
+      return vr_bad(err, n, VR_ESHAPE, "input %d (min/max) must be a scalar, has %lld "
+                    "elements", i, (long long)vr_tview_numel(&in[i]));
+  }
   return infer_num_same(n, in, out, err);
 }
 
@@ -178,6 +185,18 @@ static int eval_clip(const vr_node *n, const vr_tview *in, vr_tview *out,
   double lo, hi;
   clip_bounds(n, in, &lo, &hi);
   int64_t c = vr_tview_numel(&in[0]);
+  int ib = 1; /* integer bounds too (ONNX types them as the input) */
+  for (int i = 1; i < n->nin && i < 3; i++) ib &= !in[i].dt || vr_is_int(in[i].dt);
+  if (vr_is_int(in[0].dt) && ib) { /* in int64: through double, values past 2^53 round */
+    int64_t ilo = n->nin > 1 && in[1].dt && in[1].data ? vr_tview_geti(&in[1], 0) : INT64_MIN;
+    int64_t ihi = n->nin > 2 && in[2].dt && in[2].data ? vr_tview_geti(&in[2], 0) : INT64_MAX;
+    if (ilo > ihi) ilo = ihi;
+    for (int64_t i = 0; i < c; i++) {
+      int64_t v = vr_tview_geti(&in[0], i);
+      vr_tview_seti(&out[0], i, v < ilo ? ilo : v > ihi ? ihi : v);
+    }
+    return 0;
+  }
   for (int64_t i = 0; i < c; i++) {
     double v = vr_tview_getf(&in[0], i);
     vr_tview_setf(&out[0], i, v < lo ? lo : v > hi ? hi : v);
@@ -277,25 +296,39 @@ static double fbin(int k, double a, double b, int fmod_) {
   }
 }
 
+/* Integer arithmetic wraps (two's complement), computed in uint64:
+ * signed overflow is undefined, and a request's values or a folded
+ * Shape -> Mul chain can overflow int64. */
 static int64_t ibin(int k, int64_t a, int64_t b) {
+  uint64_t ua = (uint64_t)a, ub = (uint64_t)b;
   switch (k) {
-    case B_ADD: return a + b;
-    case B_SUB: return a - b;
-    case B_MUL: return a * b;
-    case B_DIV: return b ? a / b : 0;
-    case B_POW: {
-      int64_t r = 1;
-      for (int64_t i = 0; i < b && i < 64; i++) r *= a;
-      return r;
+    case B_ADD: return (int64_t)(ua + ub);
+    case B_SUB: return (int64_t)(ua - ub);
+    case B_MUL: return (int64_t)(ua * ub);
+    /* INT64_MIN / -1 traps (SIGFPE) on x86: a request's values must not
+     * kill the server. It wraps to INT64_MIN (two's complement). */
+    case B_DIV: return !b ? 0 : b == -1 ? (int64_t)(0 - (uint64_t)a) : a / b;
+    case B_POW: { /* by squaring: exact modulo 2^64 for any exponent */
+      uint64_t r = 1;
+      for (int64_t e = b; e > 0; e >>= 1, ua *= ua)
+        if (e & 1) r *= ua;
+      return (int64_t)r;
     }
     case B_MIN: return a < b ? a : b;
     case B_MAX: return a > b ? a : b;
     case B_MOD: {
-      if (!b) return 0;
+      if (!b || b == -1) return 0; /* INT64_MIN % -1 traps like the division */
       int64_t r = a % b;
       if (r != 0 && ((r < 0) != (b < 0))) r += b;
       return r;
     }
+    /* compared as integers: through double, int64 values past 2^53 round
+     * (2^53 + 1 == 2^53) */
+    case B_EQ: return a == b;
+    case B_LT: return a < b;
+    case B_GT: return a > b;
+    case B_LE: return a <= b;
+    case B_GE: return a >= b;
     default: return (int64_t)fbin(k, (double)a, (double)b, 0);
   }
 }
@@ -402,14 +435,23 @@ static int eval_variadic(const vr_node *n, const vr_tview *in, vr_tview *out,
   const vr_tview *o = &out[0];
   int64_t cnt = vr_tview_numel(o);
   int k = !strcmp(n->op, "Max") ? 0 : !strcmp(n->op, "Min") ? 1 : !strcmp(n->op, "Sum") ? 2 : 3;
+  /* Max / Min / Sum of integers in int64: through double, values past
+   * 2^53 round. */
+  int integer = vr_is_int(o->dt) && k < 3;
   for (int64_t i = 0; i < cnt; i++) {
     double acc = 0;
+    int64_t iacc = 0;
     for (int j = 0; j < n->nin; j++) {
       int64_t st[VR_MAX_DIMS], off = 0, rem = i;
       vr_bstrides(&in[j], o, st);
       for (int d = o->ndim - 1; d >= 0; d--) {
         off += (rem % o->shape[d]) * st[d];
         rem /= o->shape[d];
+      }
+      if (integer) {
+        int64_t v = vr_tview_geti(&in[j], off);
+        iacc = j == 0 ? v : ibin(k == 0 ? B_MAX : k == 1 ? B_MIN : B_ADD, iacc, v);
+        continue;
       }
       double v = vr_tview_getf(&in[j], off);
       if (j == 0) acc = v;
@@ -418,7 +460,8 @@ static int eval_variadic(const vr_node *n, const vr_tview *in, vr_tview *out,
       else acc += v;
     }
     if (k == 3) acc /= n->nin;
-    vr_tview_setf(&out[0], i, acc);
+    if (integer) vr_tview_seti(&out[0], i, iacc);
+    else vr_tview_setf(&out[0], i, acc);
   }
   return 0;
 }

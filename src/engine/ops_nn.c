@@ -196,7 +196,11 @@ static int infer_gemm(const vr_node *n, const vr_tview *in, vr_tview *out,
   const vr_tview *a = &in[0], *b = &in[1];
   if (a->ndim != 2 || b->ndim != 2 || a->dt != VR_DT_F32 || b->dt != VR_DT_F32)
     return vr_bad(err, n, VR_EUNSUPPORTED, "A and B must be 2-D float32");
-  int ta = (int)vr_attr_i(n, "transA", 0), tb = (int)vr_attr_i(n, "transB", 0);
+  int64_t ta = vr_attr_i(n, "transA", 0), tb = vr_attr_i(n, "transB", 0);
+  /* they index the shapes here, in the kernel and the lowering */
+  if ((ta != 0 && ta != 1) || (tb != 0 && tb != 1))
+    return vr_bad(err, n, VR_EINVAL, "transA / transB must be 0 or 1 (%lld, %lld)",
+                  (long long)ta, (long long)tb);
   int64_t m = a->shape[ta], k = a->shape[1 - ta], k2 = b->shape[tb], nn = b->shape[1 - tb];
   if (k != k2) return vr_bad(err, n, VR_ESHAPE, "inner dims %lld vs %lld",
                              (long long)k, (long long)k2);
@@ -538,6 +542,8 @@ static int reduce_axes(const vr_node *n, const vr_tview *in, int *red,
   int64_t tmp[VR_MAX_DIMS];
   if (k < 0 && n->nin > 1 && in[1].dt) {
     if (!in[1].data) return vr_bad(err, n, VR_EUNSUPPORTED, "input 'axes' must be a constant");
+    /* as ONNX types it: a float's conversion was undefined past int64 */
+    if (!vr_is_int(in[1].dt)) return vr_bad(err, n, VR_ETYPE, "input 'axes' must be integer");
     k = (int)vr_tview_numel(&in[1]);
     if (k > VR_MAX_DIMS) return vr_bad(err, n, VR_EINVAL, "too many axes");
     for (int i = 0; i < k; i++) tmp[i] = vr_tview_geti(&in[1], i);
@@ -627,11 +633,15 @@ static int pad_params(const vr_node *n, const vr_tview *in, int64_t *pads,
   if (k < 0) {
     if (n->nin < 2 || !in[1].data) return vr_bad(err, n, VR_EUNSUPPORTED, "input 'pads' must be a constant");
     if (n->nin > 3 && in[3].dt) return vr_bad(err, n, VR_EUNSUPPORTED, "the axes input");
+    /* as ONNX types it: a float's conversion was undefined past int64 */
+    if (!vr_is_int(in[1].dt)) return vr_bad(err, n, VR_ETYPE, "input 'pads' must be integer");
     k = (int)vr_tview_numel(&in[1]);
     if (k != 2 * r) return vr_bad(err, n, VR_EINVAL, "pads needs %d values", 2 * r);
     for (int i = 0; i < k; i++) pads[i] = vr_tview_geti(&in[1], i);
     if (n->nin > 2 && in[2].dt) {
       if (!in[2].data) return vr_bad(err, n, VR_EUNSUPPORTED, "input 'constant_value' must be a constant");
+      if (vr_tview_numel(&in[2]) != 1) /* element 0 is read */
+        return vr_bad(err, n, VR_ESHAPE, "input 'constant_value' must be a scalar");
       *val = vr_tview_getf(&in[2], 0);
     }
   } else {
@@ -653,6 +663,12 @@ int vr_infer_pad(const vr_node *n, const vr_tview *in, vr_tview *out,
   out[0] = in[0];
   out[0].data = NULL;
   for (int i = 0; i < in[0].ndim; i++) {
+    /* bounded before the sum: absurd pads overflowed int64 (two could
+     * wrap to a small, wrong dim) */
+    for (int k = 0; k < 2; k++)
+      if (pads[i + k * in[0].ndim] > VR_MAX_TENSOR_ELEMS || pads[i + k * in[0].ndim] < -VR_MAX_TENSOR_ELEMS)
+        return vr_bad(err, n, VR_ELIMIT, "pad %lld of dim %d: too large",
+                      (long long)pads[i + k * in[0].ndim], i);
     out[0].shape[i] += pads[i] + pads[in[0].ndim + i];
     if (out[0].shape[i] < 0) return vr_bad(err, n, VR_ESHAPE, "negative output dim");
     int64_t dim = in[0].shape[i], lo = pads[i], hi = pads[in[0].ndim + i];

@@ -383,20 +383,26 @@ static int slice_params(const vr_node *n, const vr_tview *in, vr_tview *o,
     int d = vr_axis(ax[i], r);
     if (d < 0 || seen[d]++) return vr_bad(err, n, VR_EINVAL, "bad axis");
     if (sp[i] == 0) return vr_bad(err, n, VR_EINVAL, "step 0");
-    int64_t dim = in[0].shape[d], s = st[i], e = en[i];
+    int64_t dim = in[0].shape[d], s = st[i], e = en[i], step = sp[i];
+    /* A step beyond the dim takes at most one element, as a step of the
+     * dim itself does: clamped, (e - s + step - 1) and the kernel's
+     * step * stride cannot overflow (a step of INT64_MAX or INT64_MIN
+     * gave an empty or wrong slice). */
+    if (step > dim) step = dim > 0 ? dim : 1;
+    if (step < -dim) step = dim > 0 ? -dim : -1;
     if (s < 0) s += dim;
     if (e < 0) e += dim;
-    if (sp[i] > 0) {
+    if (step > 0) {
       s = s < 0 ? 0 : s > dim ? dim : s;
       e = e < 0 ? 0 : e > dim ? dim : e;
-      o->shape[d] = e > s ? (e - s + sp[i] - 1) / sp[i] : 0;
+      o->shape[d] = e > s ? (e - s + step - 1) / step : 0;
     } else {
       s = s < 0 ? -1 : s > dim - 1 ? dim - 1 : s;
       e = e < -1 ? -1 : e > dim - 1 ? dim - 1 : e;
-      o->shape[d] = s > e ? (s - e + (-sp[i]) - 1) / (-sp[i]) : 0;
+      o->shape[d] = s > e ? (s - e + (-step) - 1) / (-step) : 0;
     }
     p->start[d] = s;
-    p->step[d] = sp[i];
+    p->step[d] = step;
   }
   return 0;
 }
@@ -518,6 +524,10 @@ static int infer_tile(const vr_node *n, const vr_tview *in, vr_tview *out,
   for (int i = 0; i < in[0].ndim; i++) {
     int64_t k = vr_tview_geti(&in[1], i);
     if (k < 0) return vr_bad(err, n, VR_EINVAL, "negative repeat");
+    /* bounded before the product: an absurd repeat overflowed int64 (and
+     * could wrap to a small, wrong dim) */
+    if (k && out[0].shape[i] > VR_MAX_TENSOR_ELEMS / k)
+      return vr_bad(err, n, VR_ELIMIT, "repeat %lld of dim %d: too large", (long long)k, i);
     out[0].shape[i] *= k;
   }
   return 0;
@@ -569,15 +579,31 @@ static int infer_cos(const vr_node *n, const vr_tview *in, vr_tview *out,
 
 static int infer_range(const vr_node *n, const vr_tview *in, vr_tview *out,
                        vr_errbuf *err) {
-  for (int i = 0; i < 3; i++)
+  for (int i = 0; i < 3; i++) {
     if (!in[i].data) return vr_bad(err, n, VR_EUNSUPPORTED, "inputs must be a constant");
+    /* scalars: element 0 is read (an empty one read past its data) */
+    if (vr_tview_numel(&in[i]) != 1)
+      return vr_bad(err, n, VR_ESHAPE, "input %d must be a scalar, has %lld elements", i,
+                    (long long)vr_tview_numel(&in[i]));
+  }
   double s = vr_tview_getf(&in[0], 0), l = vr_tview_getf(&in[1], 0), d = vr_tview_getf(&in[2], 0);
   if (d == 0) return vr_bad(err, n, VR_EINVAL, "delta 0");
   double c = ceil((l - s) / d);
+  if (!vr_is_float(in[0].dt)) {
+    /* Integers counted exactly: through double, int64 bounds past 2^53
+     * rounded (Range(2^60, 2^60 + 3, 1) was empty). The span between
+     * the bounds fits in uint64 whatever they are. */
+    int64_t si = vr_tview_geti(&in[0], 0), li = vr_tview_geti(&in[1], 0),
+            di = vr_tview_geti(&in[2], 0);
+    uint64_t span = di > 0 ? (uint64_t)li - (uint64_t)si : (uint64_t)si - (uint64_t)li;
+    uint64_t step = di > 0 ? (uint64_t)di : 0 - (uint64_t)di;
+    c = (di > 0 ? li > si : li < si) ? (double)((span - 1) / step + 1) : 0;
+  }
   out[0].dt = in[0].dt;
   out[0].ndim = 1;
-  out[0].shape[0] = c > 0 ? (int64_t)c : 0;
+  /* bounded before the conversion: a double past int64 has none */
   if (c > (double)(1 << 30)) return vr_bad(err, n, VR_ELIMIT, "range too long");
+  out[0].shape[0] = c > 0 ? (int64_t)c : 0;
   return 0;
 }
 
@@ -586,14 +612,20 @@ static int eval_range(const vr_node *n, const vr_tview *in, vr_tview *out,
   for (int64_t i = 0; i < out[0].shape[0]; i++) {
     if (vr_is_float(out[0].dt))
       vr_tview_setf(&out[0], i, vr_tview_getf(&in[0], 0) + i * vr_tview_getf(&in[2], 0));
-    else
-      vr_tview_seti(&out[0], i, vr_tview_geti(&in[0], 0) + i * vr_tview_geti(&in[2], 0));
+    else /* in uint64: i * delta alone may pass int64 where the sum does not */
+      vr_tview_seti(&out[0], i, (int64_t)((uint64_t)vr_tview_geti(&in[0], 0) +
+                                          (uint64_t)i * (uint64_t)vr_tview_geti(&in[2], 0)));
   }
   return 0;
 }
 
 static int infer_dropout(const vr_node *n, const vr_tview *in, vr_tview *out,
                          vr_errbuf *err) {
+  if (n->nin > 2 && in[2].dt && vr_tview_numel(&in[2]) != 1)
+    return vr_bad(err, n, VR_ESHAPE, "training_mode must be a scalar");
+  /* as ONNX types it: a float's conversion was undefined past int64 */
+  if (n->nin > 2 && in[2].dt && in[2].dt != VR_DT_BOOL)
+    return vr_bad(err, n, VR_ETYPE, "training_mode must be bool");
   if (n->nin > 2 && in[2].dt && (!in[2].data || vr_tview_geti(&in[2], 0)))
     return vr_bad(err, n, VR_EUNSUPPORTED, "training mode is not supported");
   out[0] = in[0];

@@ -86,6 +86,12 @@ static void input_view(const vr_val *v, int64_t batch, vr_tview *t) {
   t->data = NULL;
 }
 
+/* data + slope x (batch - 1) in uint64: integer ops wrap, so a value
+ * may be affine modulo 2^64 only (B x 2^62), and int64 would overflow. */
+static int64_t affine_at(int64_t data, int64_t slope, int64_t batch) {
+  return (int64_t)((uint64_t)data + (uint64_t)slope * (uint64_t)(batch - 1));
+}
+
 static void *materialize(const vr_val *v, int64_t batch) {
   int64_t cnt = vr_numel(v->ndim, v->shape);
   size_t es = vr_dtype_size(v->dtype);
@@ -94,7 +100,7 @@ static void *materialize(const vr_val *v, int64_t batch) {
   vr_tview t = {v->dtype, v->ndim, {0}, d};
   vr_tview s = {v->dtype, v->ndim, {0}, v->data};
   for (int64_t i = 0; i < cnt; i++)
-    vr_tview_seti(&t, i, vr_tview_geti(&s, i) + v->slope[i] * (batch - 1));
+    vr_tview_seti(&t, i, affine_at(vr_tview_geti(&s, i), v->slope[i], batch));
   return d;
 }
 
@@ -143,6 +149,85 @@ static int same_shape(const vr_tview *a, const vr_tview *b) {
   return 1;
 }
 
+/* A session runs batches 1..4096 (vr_session_opts.max_batch's limit). */
+#define MAX_BATCH 4096
+
+/* Whether node n's output is affine in the batch wherever its inputs are:
+ * sums, products (a product of two affine values is quadratic, which
+ * three probes tell apart) and rearrangements whose positions do not
+ * depend on the batch. Three probes then decide for every batch. Other
+ * ops (Min, Mod, Div, comparisons, ...) or batch-dependent indices and
+ * conditions are piecewise: Min(B, 3) is B at the probes, not at B = 5. */
+static int affine_exact(const vr_graph *g, const vr_node *n) {
+  static const char *const any[] = {"Add", "Sub", "Mul", "Neg", "Identity", "Cast", "Concat",
+                                    "Transpose", "Flatten", "Unsqueeze", "Squeeze", "Reshape",
+                                    "Expand", "Tile", NULL};
+  for (int i = 0; any[i]; i++)
+    if (!strcmp(n->op, any[i])) return 1; /* their other inputs only shape the output */
+  if (!strcmp(n->op, "Where")) /* a constant condition selects positions */
+    return g->vals[n->in[0]].kind == VR_VAL_CONST;
+  if (strcmp(n->op, "Gather") && strcmp(n->op, "Slice")) return 0;
+  for (int i = 1; i < n->nin; i++) /* the indices / starts, ends, axes, steps */
+    if (n->in[i] >= 0 && g->vals[n->in[i]].kind != VR_VAL_CONST) return 0;
+  return 1;
+}
+
+/* Evaluates n at every batch past the probes, its inputs materialised
+ * there (exact: they were folded the same way), and compares with the
+ * classification r[0] (+ slope x (B - 1)). 1 if it holds everywhere, 0 if
+ * not (or the kernel fails at some batch: it is left to run time), <0 on
+ * error. */
+static int holds_at_all_batches(const vr_graph *g, const vr_node *n, const vr_tview *r0,
+                                const int64_t *slope, vr_errbuf *err) {
+  const vr_op *op = vr_op_get(n->op_id);
+  int64_t cnt = vr_tview_numel(r0);
+  size_t bytes = (size_t)(cnt ? cnt : 1) * vr_dtype_size(r0->dt);
+  vr_tview in[64], ov = *r0;
+  void *tmp[64] = {0};
+  int ok = 1;
+  /* bounds the work (4093 evaluations): a big value is rarely a shape */
+  int64_t work = cnt;
+  for (int i = 0; i < n->nin; i++)
+    if (n->in[i] >= 0) work += vr_numel(g->vals[n->in[i]].ndim, g->vals[n->in[i]].shape);
+  if (work > 4 * MAX_BATCH) return 0;
+  if (!(ov.data = vr_aligned_alloc(64, bytes))) return vr_errf(err, VR_ENOMEM, "out of memory");
+  for (int64_t b = NPROBE + 1; ok > 0 && b <= MAX_BATCH; b++) {
+    for (int i = 0; ok > 0 && i < n->nin; i++) {
+      memset(&in[i], 0, sizeof in[i]);
+      if (n->in[i] < 0) continue;
+      const vr_val *v = &g->vals[n->in[i]];
+      input_view(v, 1, &in[i]);
+      in[i].data = v->data;
+      if (v->kind != VR_VAL_AFFINE) continue;
+      if (!tmp[i] && !(tmp[i] = materialize(v, b))) { /* then refilled in place */
+        ok = vr_errf(err, VR_ENOMEM, "out of memory");
+        break;
+      }
+      vr_tview t = in[i], s0 = in[i];
+      t.data = in[i].data = tmp[i];
+      for (int64_t k = 0; k < vr_numel(v->ndim, v->shape); k++)
+        vr_tview_seti(&t, k, affine_at(vr_tview_geti(&s0, k), v->slope[k], b));
+    }
+    if (ok <= 0) break;
+    /* the shape first: the kernel writes r0's (Slice(x, B, B + 2) keeps
+     * two elements until the end of x clamps it) */
+    vr_errbuf quiet = {0};
+    vr_tview o = {0};
+    if (op->infer(n, in, &o, &quiet) || !same_shape(&o, r0) || op->eval(n, in, &ov, &quiet)) {
+      ok = 0;
+      break;
+    }
+    for (int64_t i = 0; i < cnt && ok; i++)
+      if (slope ? vr_tview_geti(&ov, i) != affine_at(vr_tview_geti(r0, i), slope[i], b)
+                : memcmp((char *)ov.data + i * vr_dtype_size(r0->dt),
+                         (char *)r0->data + i * vr_dtype_size(r0->dt), vr_dtype_size(r0->dt)))
+        ok = 0;
+  }
+  for (int i = 0; i < n->nin && i < 64; i++) vr_aligned_free(tmp[i]);
+  vr_aligned_free(ov.data);
+  return ok;
+}
+
 /* Evaluates node n at each probe into freshly allocated outputs and
  * classifies them. Returns 1 if folded, 0 if kept, <0 on error. */
 static int try_fold(vr_graph *g, int ni, probe *pr, vr_errbuf *err) {
@@ -186,6 +271,11 @@ static int try_fold(vr_graph *g, int ni, probe *pr, vr_errbuf *err) {
                                !memcmp(r[0].data, r[1].data, bytes) &&
                                !memcmp(r[0].data, r[2].data, bytes));
   if (is_const) {
+    if (!all_const && !shape_op && !affine_exact(g, n)) {
+      int h = holds_at_all_batches(g, n, &r[0], NULL, err);
+      if (h < 0) return h;
+      if (!h) goto keep;
+    }
     v->kind = VR_VAL_CONST;
   } else {
     if (!vr_is_int(r[0].dt) || !same_shape(&r[0], &r[1]) || !same_shape(&r[0], &r[2]))
@@ -195,12 +285,21 @@ static int try_fold(vr_graph *g, int ni, probe *pr, vr_errbuf *err) {
     if (!v->slope) return vr_errf(err, VR_ENOMEM, "out of memory");
     for (int64_t i = 0; i < cnt; i++) {
       int64_t a = vr_tview_geti(&r[0], i), b = vr_tview_geti(&r[1], i), c = vr_tview_geti(&r[2], i);
-      if (b - a != c - b) {
+      if ((uint64_t)b - (uint64_t)a != (uint64_t)c - (uint64_t)b) { /* see affine_at */
         vr_free(v->slope);
         v->slope = NULL;
         goto keep;
       }
-      v->slope[i] = b - a;
+      v->slope[i] = (int64_t)((uint64_t)b - (uint64_t)a);
+    }
+    if (!shape_op && !affine_exact(g, n)) {
+      int h = holds_at_all_batches(g, n, &r[0], v->slope, err);
+      if (h <= 0) {
+        vr_free(v->slope);
+        v->slope = NULL;
+        if (h < 0) return h;
+        goto keep;
+      }
     }
     v->kind = VR_VAL_AFFINE;
   }

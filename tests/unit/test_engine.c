@@ -81,7 +81,11 @@ static void check_fixed(const char *name, double tol) {
  * a fused Conv+Add whose addend is a view of the conv's own input;
  * a bias on a MatMul that runs on the reference kernel (1-D input);
  * a LayerNorm pattern whose "gamma" broadcasts along another axis;
- * LRN of even size. */
+ * LRN of even size; int64 INT64_MIN / -1 and % -1 at run time (SIGFPE);
+ * Slice steps of INT64_MAX / INT64_MIN (overflowed length); int64 + * -
+ * and Pow that overflow wrap (UBSan; Pow stopped at 64 factors); Clip
+ * with min > max gives max; int64 Range, Equal, Max, Clip past 2^53
+ * (computed in double); a batch-derived value that wraps (folding). */
 static void test_semantics(void **st) {
   check_model("alias_branch", 1, VR_PREC_FP32, 1e-5);
   check_model("alias_output", 1, VR_PREC_FP32, 1e-5);
@@ -93,6 +97,37 @@ static void test_semantics(void **st) {
   check_fixed("matmul1d_bias", 1e-6);
   check_model("ln_gamma_col", 1, VR_PREC_FP32, 1e-5);
   check_model("lrn_even", 1, VR_PREC_FP32, 1e-5);
+  check_model("int_div_min", 1, VR_PREC_FP32, 1e-6);
+  check_model("slice_big_step", 1, VR_PREC_FP32, 1e-6);
+  check_model("int_wrap", 1, VR_PREC_FP32, 1e-6);
+  check_model("clip_min_gt_max", 1, VR_PREC_FP32, 1e-6);
+  check_model("range_big", 1, VR_PREC_FP32, 1e-6);
+  check_model("int_big", 1, VR_PREC_FP32, 1e-6);
+  check_model("batch_wrap", 1, VR_PREC_FP32, 1e-6);
+}
+
+/* x + Min(batch, 3) at batches 5 and 1: the three probe batches (1, 2, 3)
+ * made Min(B, 3) look like B, which gave x + 5 at batch 5. */
+static void test_batch_piecewise(void **st) {
+  fixture f = {0};
+  load_fixture(&f, "batch_min");
+  vr_session_opts o;
+  vr_session_opts_init(&o);
+  o.max_batch = 5;
+  vr_session *s;
+  vr_errbuf e = {0};
+  if (vr_session_create(f.m, &o, &s, &e)) fail_msg("%s", e.msg);
+  vr_tensor in = tensor_of(vr_model_input(f.m, 0)->name, &f.in), out[1];
+  if (vr_session_run(s, 5, &in, 1, out, 1, &e)) fail_msg("%s", e.msg);
+  double r = rel_err(out[0].data, f.out.data, 20);
+  if (r > 1e-6) fail_msg("batch 5: relative error %g", r);
+  in.shape[0] = 1;
+  in.nbytes = 16;
+  if (vr_session_run(s, 1, &in, 1, out, 1, &e)) fail_msg("%s", e.msg);
+  for (int i = 0; i < 4; i++) /* Min(1, 3) = 1 */
+    assert_float_equal(((float *)out[0].data)[i], ((float *)f.in.data)[i] + 1, 1e-6);
+  vr_session_free(s);
+  free_fixture(&f);
 }
 
 /* int8 with the input itself as calibration set, against the fp32
@@ -301,6 +336,35 @@ static void test_bad_models(void **st) {
   expect_load_error("tests/data/engine/bad_undefined_input.onnx", VR_EFORMAT, "'ghost'");
   expect_load_error("tests/data/engine/bad_rank.onnx", VR_EUNSUPPORTED, "node 'conv' (Conv)");
   expect_load_error("tests/data/engine/does_not_exist.onnx", VR_ENOENT, "does_not_exist");
+  /* Output dims that overflowed int64 and wrapped to small ones. */
+  expect_load_error("tests/data/engine/bad_tile_wrap.onnx", VR_ELIMIT,
+                    "node 'tile' (Tile): repeat 6148914691236517206 of dim 1: too large");
+  expect_load_error("tests/data/engine/bad_pad_wrap.onnx", VR_ELIMIT,
+                    "node 'pad' (Pad): pad 9223372036854775807 of dim 1: too large");
+  /* Float pads / axes (their conversion to int64 was undefined). */
+  expect_load_error("tests/data/engine/bad_pad_float.onnx", VR_ETYPE,
+                    "node 'pad' (Pad): input 'pads' must be integer");
+  expect_load_error("tests/data/engine/bad_reduce_float_axes.onnx", VR_ETYPE,
+                    "node 'sum' (ReduceSum): input 'axes' must be integer");
+  expect_load_error("tests/data/engine/bad_dropout_float.onnx", VR_ETYPE,
+                    "node 'drop' (Dropout): training_mode must be bool");
+  /* value_ints holding floats (read as an empty shape: x became a scalar). */
+  expect_load_error("tests/data/engine/bad_const_type.onnx", VR_EFORMAT,
+                    "node 'shape' (Constant): attribute 'value_ints' has type 6, not 7");
+  /* A dim_value of -1: the value and the range, not "must be a fixed size". */
+  expect_load_error("tests/data/engine/bad_input_dim.onnx", VR_EUNSUPPORTED,
+                    "graph input 'x': dim 1 is -1 (a size must be 0..2^30");
+  /* transB = 17 indexed B's shape past its dims. */
+  expect_load_error("tests/data/engine/bad_gemm_trans.onnx", VR_EINVAL,
+                    "node 'gemm' (Gemm): transA / transB must be 0 or 1 (0, 17)");
+  /* A length of 1e30 (converted to int64 before the limit was checked). */
+  expect_load_error("tests/data/engine/bad_range_huge.onnx", VR_ELIMIT,
+                    "node 'range' (Range): range too long");
+  /* Scalars without an element (element 0 was read past the data). */
+  expect_load_error("tests/data/engine/bad_clip_empty_min.onnx", VR_ESHAPE,
+                    "node 'clip' (Clip): input 1 (min/max) must be a scalar, has 0 elements");
+  expect_load_error("tests/data/engine/bad_range_empty.onnx", VR_ESHAPE,
+                    "node 'range' (Range): input 0 must be a scalar, has 0 elements");
   assert_int_equal(vr_mem_blocks(), before);
 }
 
@@ -330,6 +394,64 @@ static void test_truncated_and_garbage(void **st) {
   }
   assert_int_equal(vr_model_load_buffer(NULL, 0, NULL, &m, &e), VR_EFORMAT);
   assert_int_equal(vr_mem_blocks(), before);
+}
+
+/* Prepends a varint before p; returns the new start. */
+static unsigned char *pre_varint(unsigned char *p, uint64_t v) {
+  unsigned char t[10];
+  int n = 0;
+  do {
+    t[n++] = (unsigned char)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+    v >>= 7;
+  } while (v);
+  p -= n;
+  memcpy(p, t, (size_t)n);
+  return p;
+}
+
+/* Prepends the key and length of field `num` holding [p, end). */
+static unsigned char *pre_len(unsigned char *p, const unsigned char *end, int num) {
+  p = pre_varint(p, (uint64_t)(end - p));
+  return pre_varint(p, (uint64_t)num << 3 | 2);
+}
+
+/* A model whose graph holds an If node whose attribute holds a graph
+ * holding an If node... `depth` times, built inside out at the end of buf. */
+static unsigned char *nested_model(unsigned char *buf, size_t cap, int depth, size_t *len) {
+  unsigned char *end = buf + cap, *p = end;
+  for (int i = 0; i < depth; i++) {
+    p = pre_len(p, end, 6);                       /* AttributeProto.g */
+    p = pre_varint(pre_varint(p, 5), 20 << 3);    /* .type = GRAPH */
+    p -= 3, memcpy(p, "\x0a\x01g", 3);              /* .name = "g" */
+    p = pre_len(p, end, 5);                       /* NodeProto.attribute */
+    p -= 4, memcpy(p, "\x22\x02If", 4);             /* .op_type = "If" */
+    p = pre_len(p, end, 1);                       /* GraphProto.node */
+  }
+  p = pre_len(p, end, 7);                         /* ModelProto.graph */
+  p -= 4, memcpy(p, "\x42\x02\x10\x0d", 4);         /* .opset_import {version 13} */
+  p -= 2, memcpy(p, "\x08\x08", 2);                 /* .ir_version = 8 */
+  *len = (size_t)(end - p);
+  return p;
+}
+
+/* Subgraphs nested 100 000 deep (2 MB): protobuf-c's recursive unpack
+ * overflowed the stack. Refused before it; a few levels still parse (and
+ * fail later: the top graph has no outputs). */
+static void test_deep_nesting(void **st) {
+  size_t cap = 4 << 20, len;
+  unsigned char *buf = malloc(cap);
+  assert_non_null(buf);
+  vr_model *m = NULL;
+  vr_errbuf e = {0};
+  unsigned char *p = nested_model(buf, cap, 100000, &len);
+  int rc = vr_model_load_buffer(p, len, NULL, &m, &e);
+  if (rc != VR_EFORMAT || !strstr(e.msg, "more than 100 messages deep"))
+    fail_msg("rc %d: %s", rc, e.msg);
+  p = nested_model(buf, cap, 5, &len);
+  rc = vr_model_load_buffer(p, len, NULL, &m, &e);
+  if (rc != VR_EFORMAT || !strstr(e.msg, "graph has no outputs")) fail_msg("rc %d: %s", rc, e.msg);
+  assert_null(m);
+  free(buf);
 }
 
 static void test_bad_run_inputs(void **st) {
@@ -415,6 +537,17 @@ static void test_external_data(void **st) {
   assert_non_null(strstr(e.msg, "holds 4 bytes"));
   unlink(wpath);
   rmdir(dir);
+  /* A missing file behind a 64 GiB tensor: the missing file is the error
+   * (the allocation of the claimed size came first and failed). */
+  expect_load_error("tests/data/engine/bad_ext_missing.onnx", VR_ENOENT,
+                    "initializer 'w': external data");
+  /* The same from memory: no directory is the error, before the 64 GiB. */
+  fp = fopen(src_path("tests/data/engine/bad_ext_missing.onnx"), "rb");
+  assert_non_null(fp);
+  n = fread(buf, 1, sizeof buf, fp);
+  fclose(fp);
+  assert_int_equal(vr_model_load_buffer(buf, n, NULL, &m, &e), VR_EINVAL);
+  assert_non_null(strstr(e.msg, "no model directory"));
   /* A location outside the model's directory is refused. */
   expect_load_error("tests/data/engine/bad_ext_path.onnx", VR_EFORMAT,
                     "must be relative to the model directory");
@@ -443,12 +576,13 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_tiny_cnn),          cmocka_unit_test(test_tiny_tf),
       cmocka_unit_test(test_lazy_plans),        cmocka_unit_test(test_tiny_deconv),
-      cmocka_unit_test(test_semantics),
+      cmocka_unit_test(test_semantics),         cmocka_unit_test(test_batch_piecewise),
       cmocka_unit_test(test_int8_clip_chain),   cmocka_unit_test(test_int8_gemm_scalar_c),
       cmocka_unit_test(test_bf16),              cmocka_unit_test(test_int8),
       cmocka_unit_test(test_fusions_and_info),
       cmocka_unit_test(test_partial_chain),     cmocka_unit_test(test_profiling),
       cmocka_unit_test(test_bad_models),        cmocka_unit_test(test_truncated_and_garbage),
+      cmocka_unit_test(test_deep_nesting),
       cmocka_unit_test(test_bad_run_inputs),    cmocka_unit_test(test_static_batch),
       cmocka_unit_test(test_external_data),
   };

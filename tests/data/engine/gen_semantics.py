@@ -32,6 +32,54 @@ int8_gemm_scalar_c: Gemm with a 0-d C, for int8: the per-column bias check
                read C's shape[-1] (UBSan).
 bf16_rt_matmul_relu: MatMul of two runtime tensors (x and its transpose)
                + Relu, for bf16: was refused ("no kernel").
+int_div_min:   int64 Div and Mod of INT64_MIN by -1 at run time (the input
+               cast to int64): the division trapped (SIGFPE); it wraps.
+               The output subtracts the input again to stay small.
+slice_big_step: Slice with steps INT64_MAX and INT64_MIN (one element per
+               axis): the output length overflowed (UBSan; empty slice).
+int_wrap:      int64 Mul, Neg, Add that overflow, and Pow with an exponent
+               past 64, at run time: signed overflow (UBSan) and
+               (-1)^65 = 1; they wrap (two's complement).
+clip_min_gt_max: Clip with min 0.5 > max -0.5, alone (reference kernel)
+               and after a Conv (a oneDNN post-op): every value is max
+               (ONNX). The kernel gave min to the values below it, the
+               post-op left the values unclipped.
+range_big:     int64 Range(2^60, 2^60 + 3, 1) - 2^60 added to the input: the
+               count went through double (2^60 + 3 rounds to 2^60): empty.
+int_big:       int64 Equal, Max and Clip of 2^53 + the input against
+               2^53 + 1 .. 2^53 + 3: they went through double (2^53 + 1
+               == 2^53, 2^53 + 3 became 2^53 + 4).
+batch_min:     x + Min(batch, 3), at batch 5 (not batch independent: the
+               test runs the whole batch): the three probe batches made
+               Min(B, 3) look like B (x + 5).
+batch_wrap:    x + (B x 2^62 - B x (2^62 - 1) - B): B x 2^62 wraps (int64), so
+               its differences between the probe batches overflowed
+               (UBSan) when the fold classified it.
+bad_tile_wrap, bad_pad_wrap: a Tile repeat of (2^64 + 2) / 3 on a dim of 3,
+               pads of INT64_MAX on both sides of a dim of 3: the output
+               dim overflowed int64 and wrapped to 2 (Tile) and 1 (Pad);
+               refused at load (written without the reference: no run).
+bad_ext_missing: an initializer of 2^34 floats (64 GiB) in an external file
+               that does not exist: the claimed size was allocated before
+               the file was looked for, and the error was that allocation's.
+bad_pad_float, bad_reduce_float_axes: Pad's pads, ReduceSum's axes as
+               float (1e30): converted to int64 with undefined behaviour
+               (UBSan); refused at load (ONNX types them int64).
+bad_dropout_float: Dropout's training_mode as float 1e30, the same
+               (ONNX types it bool).
+bad_range_huge: float Range(0, 1e30, 1): its length was converted to int64
+               before the limit was checked (undefined, UBSan).
+bad_const_type: a Constant whose value_ints holds floats (type FLOATS), the
+               shape of a Reshape: read as an empty shape, x [1, 1] became
+               a scalar; refused at load.
+bad_input_dim: an input of shape [N, -1] (-1 as a dim_value): refused with
+               "must be a fixed size", which it is; the message gives the
+               value and the range.
+bad_gemm_trans: Gemm with transB = 17: it indexed B's shape (shape[17],
+               past its 8 dims; UBSan, found by fuzz_onnx); refused.
+bad_clip_empty_min, bad_range_empty: a Clip min, a Range start with no
+               element (scalars): element 0 was read past the data (Clip
+               clipped at whatever lay there); refused at load.
 Fixed seed: re-running reproduces the same files.
 """
 import os
@@ -178,3 +226,138 @@ save("bf16_rt_matmul_relu",
      [h.make_node("Transpose", ["x"], ["xt"], perm=[0, 2, 1]), h.make_node("MatMul", ["x", "xt"], ["m"]),
       h.make_node("Relu", ["m"], ["y"])],
      "x", [("y", ["N", 3, 3])], {}, x, np.maximum(x @ x.transpose(0, 2, 1), 0))
+
+x = np.array([[-2.0 ** 63, 7], [5, -7], [-9, 9]], np.float32)
+c = np.array([-1, 2], np.int64)
+xi = [[int(v) for v in row] for row in x]
+q = [[-2 ** 63 if (a == -2 ** 63 and b == -1) else int(a / b) for a, b in zip(row, c)] for row in xi]
+r = [[a % int(b) for a, b in zip(row, c)] for row in xi]
+ref = np.array([[qq + rr - a for qq, rr, a in zip(*t)] for t in zip(q, r, xi)], np.float32)
+save("int_div_min",
+     [h.make_node("Cast", ["x"], ["xi"], to=T.INT64), h.make_node("Div", ["xi", "c"], ["q"]),
+      h.make_node("Mod", ["xi", "c"], ["r"]), h.make_node("Add", ["q", "r"], ["s"]),
+      h.make_node("Sub", ["s", "xi"], ["d"]), h.make_node("Cast", ["d"], ["y"], to=T.FLOAT)],
+     "x", [("y", ["N", 2])], {"c": c}, x, ref)
+
+x = rng.standard_normal((2, 5, 3)).astype(np.float32)
+i64 = np.iinfo(np.int64)
+save("slice_big_step", [h.make_node("Slice", ["x", "st", "en", "ax", "sp"], ["y"])], "x",
+     [("y", ["N", 1, 1])], {"st": np.array([1, -1], np.int64), "en": np.array([i64.max, i64.min], np.int64),
+                            "ax": np.array([1, 2], np.int64), "sp": np.array([i64.max, i64.min], np.int64)},
+     x, x[:, 1::i64.max, -1::i64.min])
+
+
+def wrap(v):
+    return (v + 2 ** 63) % 2 ** 64 - 2 ** 63
+
+
+x = np.array([[2.0 ** 62, 5], [-1, -2], [2, 7]], np.float32)
+c, e = np.array([2, 3], np.int64), np.array([65, 3], np.int64)
+ref = np.array([[wrap(wrap(-wrap(int(a) * int(k)) + 2 * int(a)) + wrap(int(a) ** int(p)))
+                 for a, k, p in zip(row, c, e)] for row in x], np.float32)
+save("int_wrap",
+     [h.make_node("Cast", ["x"], ["xi"], to=T.INT64), h.make_node("Mul", ["xi", "c"], ["m"]),
+      h.make_node("Neg", ["m"], ["n"]), h.make_node("Add", ["n", "xi"], ["a1"]),
+      h.make_node("Add", ["a1", "xi"], ["a2"]), h.make_node("Pow", ["xi", "e"], ["p"]),
+      h.make_node("Add", ["a2", "p"], ["s"]), h.make_node("Cast", ["s"], ["y"], to=T.FLOAT)],
+     "x", [("y", ["N", 2])], {"c": c, "e": e}, x, ref)
+
+x = rng.standard_normal((3, 2, 2, 2)).astype(np.float32)
+save("clip_min_gt_max",
+     [h.make_node("Clip", ["x", "lo", "hi"], ["a"]), h.make_node("Conv", ["x", "W"], ["c"]),
+      h.make_node("Clip", ["c", "lo", "hi"], ["b"]), h.make_node("Mul", ["a", "b"], ["y"])],
+     "x", [("y", ["N", 2, 2, 2])], {"lo": np.array(0.5, np.float32), "hi": np.array(-0.5, np.float32),
+                                    "W": rng.standard_normal((2, 2, 1, 1)).astype(np.float32)},
+     x, np.full_like(x, 0.25))
+
+x = rng.standard_normal((2, 3)).astype(np.float32)
+b60 = np.array(2 ** 60, np.int64)
+save("range_big",
+     [h.make_node("Range", ["s", "l", "d"], ["r"]), h.make_node("Sub", ["r", "s"], ["o"]),
+      h.make_node("Cast", ["o"], ["of"], to=T.FLOAT), h.make_node("Add", ["x", "of"], ["y"])],
+     "x", [("y", ["N", 3])], {"s": b60, "l": b60 + 3, "d": np.array(1, np.int64)}, x, x + np.arange(3))
+
+x = np.array([[0, 3], [1, 2], [5, -1]], np.float32)
+xi = x.astype(np.int64)
+ref = np.concatenate([(xi == 1), np.maximum(xi, 1), np.clip(xi, 1, 3)], 1).astype(np.float32)
+save("int_big",
+     [h.make_node("Cast", ["x"], ["xi"], to=T.INT64), h.make_node("Add", ["xi", "B"], ["big"]),
+      h.make_node("Equal", ["big", "B1"], ["e"]), h.make_node("Cast", ["e"], ["ei"], to=T.INT64),
+      h.make_node("Max", ["big", "B1"], ["mx"]), h.make_node("Sub", ["mx", "B"], ["m"]),
+      h.make_node("Clip", ["big", "B1", "B3"], ["cl"]), h.make_node("Sub", ["cl", "B"], ["c"]),
+      h.make_node("Concat", ["ei", "m", "c"], ["o"], axis=1), h.make_node("Cast", ["o"], ["y"], to=T.FLOAT)],
+     "x", [("y", ["N", 6])], {"B": np.array(2 ** 53, np.int64), "B1": np.array(2 ** 53 + 1, np.int64),
+                             "B3": np.array(2 ** 53 + 3, np.int64)}, x, ref)
+
+x = rng.standard_normal((5, 4)).astype(np.float32)
+save("batch_min",
+     [h.make_node("Shape", ["x"], ["s"]), h.make_node("Gather", ["s", "z"], ["b"]),
+      h.make_node("Min", ["b", "three"], ["m"]), h.make_node("Cast", ["m"], ["mf"], to=T.FLOAT),
+      h.make_node("Add", ["x", "mf"], ["y"])],
+     "x", [("y", ["N", 4])], {"z": np.array(0, np.int64), "three": np.array(3, np.int64)}, x, x + 3)
+
+
+def save_bad(name, node, inits):
+    """A model that must fail to load: x [N, 3] -> node -> y."""
+    g = h.make_graph([node], name, [h.make_tensor_value_info("x", T.FLOAT, ["N", 3])],
+                     [h.make_tensor_value_info("y", T.FLOAT, None)],
+                     [nh.from_array(v, k) for k, v in inits.items()])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 13)])
+    m.ir_version = 8
+    onnx.save(m, os.path.join(D, name + ".onnx"))
+
+
+save_bad("bad_tile_wrap", h.make_node("Tile", ["x", "r"], ["y"], name="tile"),
+         {"r": np.array([1, (2 ** 64 + 2) // 3], np.int64)})
+save_bad("bad_pad_wrap", h.make_node("Pad", ["x", "p"], ["y"], name="pad"),
+         {"p": np.array([0, i64.max, 0, i64.max], np.int64)})
+save_bad("bad_clip_empty_min", h.make_node("Clip", ["x", "lo", "hi"], ["y"], name="clip"),
+         {"lo": np.zeros(0, np.float32), "hi": np.array(6, np.float32)})
+save_bad("bad_range_empty", h.make_node("Range", ["s", "l", "d"], ["y"], name="range"),
+         {"s": np.zeros(0, np.float32), "l": np.array(3, np.float32), "d": np.array(1, np.float32)})
+
+w = onnx.TensorProto()
+w.name, w.data_type, w.data_location = "w", T.FLOAT, onnx.TensorProto.EXTERNAL
+w.dims.append(2 ** 34)
+w.external_data.add(key="location", value="bad_ext_missing.bin")
+m = h.make_model(h.make_graph([h.make_node("Add", ["x", "w"], ["y"], name="add")], "bad_ext_missing",
+                              [h.make_tensor_value_info("x", T.FLOAT, [1])],
+                              [h.make_tensor_value_info("y", T.FLOAT, None)], [w]),
+                 opset_imports=[h.make_opsetid("", 13)])
+m.ir_version = 8
+onnx.save(m, os.path.join(D, "bad_ext_missing.onnx"))
+
+x = rng.standard_normal((3, 4)).astype(np.float32)
+save("batch_wrap",
+     [h.make_node("Shape", ["x"], ["s"]), h.make_node("Gather", ["s", "z"], ["b"]),
+      h.make_node("Mul", ["b", "k"], ["p"]), h.make_node("Mul", ["b", "k1"], ["q"]),
+      h.make_node("Sub", ["p", "q"], ["d"]), h.make_node("Sub", ["d", "b"], ["o"]),
+      h.make_node("Cast", ["o"], ["of"], to=T.FLOAT), h.make_node("Add", ["x", "of"], ["y"])],
+     "x", [("y", ["N", 4])], {"z": np.array(0, np.int64), "k": np.array(2 ** 62, np.int64),
+                             "k1": np.array(2 ** 62 - 1, np.int64)}, x, x)
+save_bad("bad_pad_float", h.make_node("Pad", ["x", "p"], ["y"], name="pad"),
+         {"p": np.array([0, 1e30, 0, 1], np.float32)})
+save_bad("bad_reduce_float_axes", h.make_node("ReduceSum", ["x", "a"], ["y"], name="sum"),
+         {"a": np.array([1e30], np.float32)})
+save_bad("bad_dropout_float", h.make_node("Dropout", ["x", "", "t"], ["y"], name="drop"),
+         {"t": np.array(1e30, np.float32)})
+save_bad("bad_range_huge", h.make_node("Range", ["s", "l", "d"], ["y"], name="range"),
+         {"s": np.array(0, np.float32), "l": np.array(1e30, np.float32), "d": np.array(1, np.float32)})
+a = h.make_attribute("value_ints", [1.0])
+a.type = onnx.AttributeProto.FLOATS
+c = h.make_node("Constant", [], ["shp"], name="shape")
+c.attribute.append(a)
+m = h.make_model(h.make_graph([c, h.make_node("Reshape", ["x", "shp"], ["y"], name="reshape")],
+                              "bad_const_type", [h.make_tensor_value_info("x", T.FLOAT, [1, 1])],
+                              [h.make_tensor_value_info("y", T.FLOAT, None)]),
+                 opset_imports=[h.make_opsetid("", 13)])
+m.ir_version = 8
+onnx.save(m, os.path.join(D, "bad_const_type.onnx"))
+m = h.make_model(h.make_graph([h.make_node("Relu", ["x"], ["y"], name="relu")], "bad_input_dim",
+                              [h.make_tensor_value_info("x", T.FLOAT, ["N", -1])],
+                              [h.make_tensor_value_info("y", T.FLOAT, None)]),
+                 opset_imports=[h.make_opsetid("", 13)])
+m.ir_version = 8
+onnx.save(m, os.path.join(D, "bad_input_dim.onnx"))
+save_bad("bad_gemm_trans", h.make_node("Gemm", ["x", "w"], ["y"], name="gemm", transB=17),
+         {"w": np.zeros((3, 3), np.float32)})
