@@ -64,7 +64,8 @@ static void on_answer(vr_fwd_call *c, void *user) {
      * no worker left; 404: the model left that worker (a plan moved it
      * after the table was read): rejected, as by a draining queue */
     vr_rt_outcome o = c->status == 504 ? VR_OUT_DROPPED
-                      : c->status == 503 || c->status == 429 || c->status == 404
+                      : c->status == 503 || c->status == 429 || c->status == 404 ||
+                              c->status == 400
                           ? VR_OUT_REJECTED
                           : VR_OUT_FAILED;
     snprintf(msg, sizeof msg, "worker %s: HTTP %d %.*s", c->worker[0] ? c->worker : "?",
@@ -73,7 +74,10 @@ static void on_answer(vr_fwd_call *c, void *user) {
     static int logged; /* the first few: a plan change shows here */
     if (o != VR_OUT_DROPPED && __atomic_fetch_add(&logged, 1, __ATOMIC_RELAXED) < 8)
       vr_info("remote pipeline hop: %s", msg);
-    fail(r, o == VR_OUT_DROPPED ? VR_EDEADLINE : VR_EIO, o, msg);
+    /* 400: that runtime refused the hop's inputs, as the local one would
+     * (VR_EINVAL, rejected): at the root the client's (400), below it the
+     * adapter's crops (failed), as pipes_run.c classifies both */
+    fail(r, o == VR_OUT_DROPPED ? VR_EDEADLINE : c->status == 400 ? VR_EINVAL : VR_EIO, o, msg);
   } else {
     vr_ks_request a;
     vr_errbuf err = {0};
