@@ -461,8 +461,8 @@ int vr_grpc_start(vr_server *s, const char *host, int port, vr_grpc **out,
   if (!g) return vr_errf(err, VR_ENOMEM, "out of memory");
   g->s = s;
   grpc_init();
-  grpc_arg args[4];
-  for (int i = 0; i < 4; i++) args[i].type = GRPC_ARG_INTEGER;
+  grpc_arg args[5];
+  for (int i = 0; i < 5; i++) args[i].type = GRPC_ARG_INTEGER;
   args[0].key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
   size_t max = s->o.max_body ? s->o.max_body : (size_t)64 << 20; /* as HTTP */
   args[0].value.integer = max > (size_t)INT32_MAX ? INT32_MAX : (int)max;
@@ -476,7 +476,12 @@ int vr_grpc_start(vr_server *s, const char *host, int port, vr_grpc **out,
   args[2].value.integer = 30000;
   args[3].key = GRPC_ARG_MAX_CONCURRENT_STREAMS;
   args[3].value.integer = 256;
-  grpc_channel_args ca = {4, args};
+  /* and one that never completes its handshake goes when HTTP's would for
+   * its headers (--header-timeout-ms), not after gRPC's 120 s: a flood of
+   * silent connections held descriptors both ports share 12x longer */
+  args[4].key = GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS;
+  args[4].value.integer = s->o.header_timeout_ms ? (int)s->o.header_timeout_ms : 10000;
+  grpc_channel_args ca = {5, args};
   g->cq = grpc_completion_queue_create_for_next(NULL);
   g->srv = grpc_server_create(&ca, NULL);
   grpc_server_register_completion_queue(g->srv, g->cq, NULL);

@@ -67,6 +67,7 @@ def main():
           f"server stops cleanly with gRPC clients connected (exit {p.returncode})")
     shutdown_rounds()
     tls_round()
+    silent_round()
     shutil.rmtree(TMP, ignore_errors=True)
     print("grpc: all checks passed")
 
@@ -86,6 +87,32 @@ def start(args, name):
         time.sleep(0.05)
     p.kill()
     check(False, f"{name}: server up")
+
+
+def silent_round():
+    """A connection that never completes its handshake is closed after
+    --header-timeout-ms, as an HTTP one without its headers (gRPC held it
+    120 s: a flood of them took the descriptors both ports share)."""
+    import socket
+    p, log, _, gport = start(["--header-timeout-ms", "1000"], "silent.log")
+    try:
+        sk = socket.create_connection(("127.0.0.1", gport), timeout=10)
+        t0 = time.time()
+        closed = False
+        try:  # the server may greet first (its SETTINGS): read to the end
+            while sk.recv(4096):
+                pass
+            closed = True
+        except ConnectionResetError:
+            closed = True
+        except socket.timeout:
+            pass
+        took = time.time() - t0
+        sk.close()
+        check(closed and took < 8, f"a silent gRPC connection is closed ({took:.1f} s)")
+    finally:
+        p.terminate()
+        p.wait(timeout=30)
 
 
 def tls_round():
