@@ -20,59 +20,10 @@
 
 #include "base/alloc.h"
 #include "base/clock.h"
-#include "policy/route.h"
+#include "server/fwd_int.h"
 #include "server/http.h"
 #include "server/httpc.h"
 
-typedef struct fworker fworker;
-typedef struct conn conn;
-
-/* A worker ever named by a table. Kept until vr_fwd_free (a connection
- * under way may point at it after a table drops it); a worker that comes
- * back under the same id is reused. */
-struct fworker {
-  vr_fwd_worker w;
-  int in_table;          /* in the current table */
-  int64_t down_until;    /* ns; skipped until then */
-  unsigned gen;          /* bumped when a table moves it to a new address */
-  long outstanding;      /* requests sent and not answered */
-  conn **idle;
-  int n_idle;
-  int open;              /* connections open to it, busy or idle */
-  vr_fwd_call *wq, *wq_tail; /* calls waiting for one (max_conns) */
-  fworker *next;
-};
-
-/* One connection; owned by the sender until it arms it in epoll, then by
- * the I/O thread until it is idle again. */
-struct conn {
-  int fd;
-  fworker *w;
-  unsigned gen;          /* w->gen when it connected: the address it leads to */
-  vr_fwd_call *call;
-  char head[1024];
-  char *head_big;        /* when extra headers do not fit head[] */
-  size_t head_len, sent; /* bytes of head + body sent */
-  char *buf;             /* response */
-  size_t cap, len;
-  int reused;            /* came from the idle pool */
-  int timed_out;
-  conn *prev, *next;     /* busy list (under mu) */
-};
-
-struct vr_fwd {
-  vr_fwd_opts o;
-  pthread_mutex_t mu;
-  fworker *workers;      /* every worker seen */
-  vr_fwd_table t;        /* current table; route entries index t.workers */
-  fworker **tw;          /* t.workers[i] -> its fworker */
-  unsigned rr;
-  conn *busy;
-  vr_fwd_call *ready, *ready_tail; /* waiters to send again (I/O thread) */
-  int ep, evfd, stop;
-  pthread_t io;
-  vr_fwd_stats st;
-};
 
 void vr_fwd_opts_init(vr_fwd_opts *o) {
   memset(o, 0, sizeof *o);
@@ -83,7 +34,7 @@ void vr_fwd_opts_init(vr_fwd_opts *o) {
   o->max_conns = 256;
 }
 
-static void conn_free(conn *c) {
+void vr__fwd_conn_free(conn *c) {
   if (!c) return;
   if (c->fd >= 0) close(c->fd);
   vr_free(c->buf);
@@ -138,9 +89,7 @@ static void wq_push(vr_fwd_call **head, vr_fwd_call **tail, vr_fwd_call *c) {
   *tail = c;
 }
 
-/* Under mu: n of x's waiting calls (all when n < 0) go to the ready list,
- * which the I/O thread sends again (wake_io). -> how many. */
-static int wq_release(vr_fwd *f, fworker *x, int n) {
+int vr__fwd_wq_release(vr_fwd *f, fworker *x, int n) {
   int moved = 0;
   while (x->wq && (n < 0 || moved < n)) {
     vr_fwd_call *c = x->wq;
@@ -152,178 +101,13 @@ static int wq_release(vr_fwd *f, fworker *x, int n) {
   return moved;
 }
 
-static void wake_io(vr_fwd *f) {
+void vr__fwd_wake_io(vr_fwd *f) {
   if (pthread_equal(pthread_self(), f->io)) return; /* it sends them next */
   uint64_t one = 1;
   if (write(f->evfd, &one, sizeof one) < 0) { /* the 100 ms poll sends them */ }
 }
 
-/* ---- table -------------------------------------------------------------- */
-
-static fworker *worker_get(vr_fwd *f, const vr_fwd_worker *w) {
-  for (fworker *x = f->workers; x; x = x->next)
-    if (!strcmp(x->w.id, w->id)) {
-      if (strcmp(x->w.host, w->host) || x->w.port != w->port) {
-        /* moved: its pooled connections lead to the old address */
-        for (int i = 0; i < x->n_idle; i++) conn_free(x->idle[i]);
-        x->open -= x->n_idle;
-        x->n_idle = 0;
-        x->w = *w;
-        x->gen++; /* its connections under way lead there too */
-        x->down_until = 0;
-      }
-      return x;
-    }
-  fworker *x = VR_NEW(fworker);
-  if (!x) return NULL;
-  x->idle = vr_calloc((size_t)f->o.max_idle, sizeof *x->idle);
-  if (!x->idle) {
-    vr_free(x);
-    return NULL;
-  }
-  x->w = *w;
-  x->next = f->workers;
-  f->workers = x;
-  return x;
-}
-
-int vr_fwd_set_table(vr_fwd *f, const vr_fwd_table *t, vr_errbuf *err) {
-  /* a worker is known by its id: two addresses under one id would be one
-   * worker at the last of them, the other never sent a request */
-  for (int i = 0; i < t->n_workers; i++)
-    for (int k = 0; k < i; k++)
-      if (!strcmp(t->workers[i].id, t->workers[k].id))
-        return vr_errf(err, VR_EINVAL, "worker '%.64s' listed twice", t->workers[i].id);
-  for (int r = 0; r < t->n_routes; r++)
-    for (int i = 0; i < t->routes[r].n; i++)
-      if (t->routes[r].workers[i] < 0 || t->routes[r].workers[i] >= t->n_workers)
-        return vr_errf(err, VR_EINVAL, "route '%.100s' names worker %d of %d",
-                       t->routes[r].key, t->routes[r].workers[i], t->n_workers);
-  vr_fwd_table c = {t->version, t->n_workers, t->n_routes, NULL, NULL};
-  c.workers = vr_calloc((size_t)t->n_workers + 1, sizeof *c.workers);
-  c.routes = vr_calloc((size_t)t->n_routes + 1, sizeof *c.routes);
-  fworker **tw = vr_calloc((size_t)t->n_workers + 1, sizeof *tw);
-  int oom = !c.workers || !c.routes || !tw;
-  for (int r = 0; !oom && r < t->n_routes; r++) {
-    c.routes[r] = t->routes[r];
-    c.routes[r].workers = vr_calloc((size_t)t->routes[r].n + 1, sizeof(int));
-    if (!c.routes[r].workers) {
-      c.n_routes = r;
-      oom = 1;
-      break;
-    }
-    memcpy(c.routes[r].workers, t->routes[r].workers, sizeof(int) * (size_t)t->routes[r].n);
-  }
-  if (!oom) memcpy(c.workers, t->workers, sizeof *c.workers * (size_t)t->n_workers);
-  pthread_mutex_lock(&f->mu);
-  for (int i = 0; !oom && i < t->n_workers; i++)
-    if (!(tw[i] = worker_get(f, &t->workers[i]))) oom = 1;
-  if (oom) {
-    pthread_mutex_unlock(&f->mu);
-    vr_fwd_table_free(&c);
-    vr_free(tw);
-    return vr_errf(err, VR_ENOMEM, "out of memory");
-  }
-  for (fworker *x = f->workers; x; x = x->next) x->in_table = 0;
-  for (int i = 0; i < t->n_workers; i++) tw[i]->in_table = 1;
-  for (fworker *x = f->workers; x; x = x->next)
-    if (!x->in_table) { /* gone: no new requests, no idle connections */
-      for (int i = 0; i < x->n_idle; i++) conn_free(x->idle[i]);
-      x->open -= x->n_idle;
-      x->n_idle = 0;
-    }
-  vr_fwd_table_free(&f->t);
-  vr_free(f->tw);
-  f->t = c;
-  f->tw = tw;
-  /* calls waiting for a connection pick again in the new table */
-  int moved = 0;
-  for (fworker *x = f->workers; x; x = x->next) moved += wq_release(f, x, -1);
-  pthread_mutex_unlock(&f->mu);
-  if (moved) wake_io(f);
-  return 0;
-}
-
-int vr_fwd_has_worker(vr_fwd *f, const char *id) {
-  pthread_mutex_lock(&f->mu);
-  int found = 0;
-  for (int i = 0; i < f->t.n_workers && !found; i++) found = !strcmp(f->t.workers[i].id, id);
-  pthread_mutex_unlock(&f->mu);
-  return found;
-}
-
-int vr_fwd_table_workers(vr_fwd *f) {
-  pthread_mutex_lock(&f->mu);
-  int n = f->t.n_workers;
-  pthread_mutex_unlock(&f->mu);
-  return n;
-}
-
-int64_t vr_fwd_table_version(vr_fwd *f) {
-  pthread_mutex_lock(&f->mu);
-  int64_t v = f->t.version;
-  pthread_mutex_unlock(&f->mu);
-  return v;
-}
-
-char *vr_fwd_table_current_json(vr_fwd *f) {
-  pthread_mutex_lock(&f->mu);
-  char *j = vr_fwd_table_json(&f->t);
-  int64_t v = f->t.version;
-  pthread_mutex_unlock(&f->mu);
-  if (!j) return NULL;
-  /* {"version":N, + the rest of the object */
-  size_t n = strlen(j) + 40;
-  char *out = vr_malloc(n);
-  if (out) snprintf(out, n, "{\"version\":%lld,%s", (long long)v, j + 1);
-  vr_free(j);
-  return out;
-}
-
 /* ---- calls -------------------------------------------------------------- */
-
-static int tried(const vr_fwd_call *c, const fworker *x) {
-  for (int i = 0; i < c->tries && i < 4; i++)
-    if (c->tried[i] == x) return 1;
-  return 0;
-}
-
-/* The lightest usable worker of key (under mu); -1 when none. */
-static int pick(vr_fwd *f, const char *key, const vr_fwd_call *c, int64_t now,
-                int *any_in_route) {
-  /* "w:<id>": that worker alone (what lives on one worker: a job) */
-  if (key[0] == 'w' && key[1] == ':') {
-    *any_in_route = 0;
-    for (int i = 0; i < f->t.n_workers; i++)
-      if (!strcmp(f->t.workers[i].id, key + 2)) {
-        *any_in_route = 1;
-        return tried(c, f->tw[i]) || f->tw[i]->down_until > now ? -1 : i;
-      }
-    return -1;
-  }
-  /* exact key, else "<kind>:*" (e.g. every app), else "*" */
-  const vr_fwd_route *r = NULL, *kind = NULL, *star = NULL;
-  for (int i = 0; i < f->t.n_routes; i++) {
-    const char *k = f->t.routes[i].key;
-    if (!strcmp(k, key)) r = &f->t.routes[i];
-    else if (k[0] == key[0] && k[1] == ':' && k[2] == '*' && !k[3]) kind = &f->t.routes[i];
-    else if (!strcmp(k, "*")) star = &f->t.routes[i];
-  }
-  if (!r || r->n == 0) r = kind && kind->n ? kind : star;
-  *any_in_route = r && r->n > 0;
-  if (!r) return -1;
-  int best = -1, n = r->n;
-  unsigned start = f->rr++;
-  for (int k = 0; k < n; k++) {
-    int wi = r->workers[(start + (unsigned)k) % (unsigned)n];
-    fworker *x = f->tw[wi];
-    if (tried(c, x) || x->down_until > now) continue;
-    if (best < 0 || vr_route_lighter(0, x->outstanding, 1, 0,
-                                     f->tw[best]->outstanding, 1))
-      best = wi;
-  }
-  return best;
-}
 
 static void finish(vr_fwd *f, vr_fwd_call *c, int status, const char *msg) {
   if (status >= 500 && msg) {
@@ -420,7 +204,7 @@ static conn *conn_new(vr_fwd *f, fworker *x, const vr_fwd_worker *addr, unsigned
   inet_pton(AF_INET, addr->host, &sa.sin_addr);
   if (connect(k->fd, (struct sockaddr *)&sa, sizeof sa) && errno != EINPROGRESS) {
     snprintf(why, wlen, "connect %s:%d: %s", addr->host, addr->port, strerror(errno));
-    conn_free(k);
+    vr__fwd_conn_free(k);
     return NULL;
   }
   return k;
@@ -466,7 +250,7 @@ static void send_try(vr_fwd *f, vr_fwd_call *c) {
   for (;;) {
     pthread_mutex_lock(&f->mu);
     int any = 0;
-    int wi = __atomic_load_n(&f->stop, __ATOMIC_ACQUIRE) ? -1 : pick(f, c->key, c, now, &any);
+    int wi = __atomic_load_n(&f->stop, __ATOMIC_ACQUIRE) ? -1 : vr__fwd_pick(f, c->key, c, now, &any);
     if (wi < 0) {
       pthread_mutex_unlock(&f->mu);
       char msg[512];
@@ -486,7 +270,7 @@ static void send_try(vr_fwd *f, vr_fwd_call *c) {
       /* a fresh connection: on a pooled one, the worker closing it as idle
        * and a request it received look alike (no answer), and only the
        * first may be sent again */
-      conn_free(x->idle[--x->n_idle]);
+      vr__fwd_conn_free(x->idle[--x->n_idle]);
       x->open--;
     }
     if (!x->n_idle && x->open >= f->o.max_conns) {
@@ -518,9 +302,9 @@ static void send_try(vr_fwd *f, vr_fwd_call *c) {
       x->outstanding--;
       x->open--;
       x->down_until = now + (int64_t)f->o.down_ms * 1000000;
-      int moved = wq_release(f, x, -1); /* down: they pick again */
+      int moved = vr__fwd_wq_release(f, x, -1); /* down: they pick again */
       pthread_mutex_unlock(&f->mu);
-      if (moved) wake_io(f);
+      if (moved) vr__fwd_wake_io(f);
       snprintf(c->msg, sizeof c->msg, "worker %s: %s", x->w.id, why);
       if (c->tries > 1) __atomic_fetch_add(&f->st.retried, 1, __ATOMIC_RELAXED);
       if (c->tries < f->o.max_tries) continue;
@@ -602,10 +386,10 @@ static void fail_try(vr_fwd *f, conn *k, const char *why) {
   x->open--;
   if (!stale) x->down_until = vr_now_ns() + (int64_t)f->o.down_ms * 1000000;
   /* a connection came free; down, all its waiters pick again */
-  int moved = wq_release(f, x, stale ? 1 : -1);
+  int moved = vr__fwd_wq_release(f, x, stale ? 1 : -1);
   pthread_mutex_unlock(&f->mu);
-  conn_free(k);
-  if (moved) wake_io(f);
+  vr__fwd_conn_free(k);
+  if (moved) vr__fwd_wake_io(f);
   if (stale) { /* the worker closed an idle connection: same worker again */
     c->tries--;
     send_try(f, c);
@@ -677,10 +461,10 @@ static void complete(vr_fwd *f, conn *k, const vr_http_head *h) {
   } else {
     x->open--;
   }
-  int moved = wq_release(f, x, 1); /* a connection came free */
+  int moved = vr__fwd_wq_release(f, x, 1); /* a connection came free */
   pthread_mutex_unlock(&f->mu);
-  conn_free(k);
-  if (moved) wake_io(f);
+  vr__fwd_conn_free(k);
+  if (moved) vr__fwd_wake_io(f);
   __atomic_fetch_add(&f->st.ok, 1, __ATOMIC_RELAXED);
   c->done(c, c->user);
 }
@@ -845,12 +629,12 @@ void vr_fwd_free(vr_fwd *f) {
     pthread_mutex_unlock(&f->mu);
     if (!k) break;
     vr_fwd_call *c = k->call;
-    conn_free(k);
+    vr__fwd_conn_free(k);
     finish(f, c, 503, "front end shutting down");
   }
   for (;;) { /* and those waiting for a connection */
     pthread_mutex_lock(&f->mu);
-    for (fworker *x = f->workers; x; x = x->next) wq_release(f, x, -1);
+    for (fworker *x = f->workers; x; x = x->next) vr__fwd_wq_release(f, x, -1);
     vr_fwd_call *c = f->ready;
     if (c && !(f->ready = c->wq_next)) f->ready_tail = NULL;
     pthread_mutex_unlock(&f->mu);
@@ -860,7 +644,7 @@ void vr_fwd_free(vr_fwd *f) {
   while (f->workers) {
     fworker *x = f->workers;
     f->workers = x->next;
-    for (int i = 0; i < x->n_idle; i++) conn_free(x->idle[i]);
+    for (int i = 0; i < x->n_idle; i++) vr__fwd_conn_free(x->idle[i]);
     vr_free(x->idle);
     vr_free(x);
   }
