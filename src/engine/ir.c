@@ -138,6 +138,17 @@ int vr_attr_ints(const vr_node *n, const char *name, const int64_t **v) {
   return a->n;
 }
 
+/* A float as an integer index, shape or count: saturated, and NaN as 0.
+ * A plain cast of a value past int64 is undefined (UBSan aborts on it),
+ * and such values reach here from a model's constants and a request's
+ * data alike; every caller bounds what it reads. */
+static int64_t sat_i64(double x) {
+  if (!(x == x)) return 0;
+  if (x >= 9223372036854775808.0) return INT64_MAX;
+  if (x < -9223372036854775808.0) return INT64_MIN;
+  return (int64_t)x;
+}
+
 int64_t vr_tview_geti(const vr_tview *t, int64_t i) {
   switch (t->dt) {
     case VR_DT_I64: return ((const int64_t *)t->data)[i];
@@ -149,8 +160,8 @@ int64_t vr_tview_geti(const vr_tview *t, int64_t i) {
     case VR_DT_I8: return ((const int8_t *)t->data)[i];
     case VR_DT_U8:
     case VR_DT_BOOL: return ((const uint8_t *)t->data)[i];
-    case VR_DT_F32: return (int64_t)((const float *)t->data)[i];
-    case VR_DT_F64: return (int64_t)((const double *)t->data)[i];
+    case VR_DT_F32: return sat_i64(((const float *)t->data)[i]);
+    case VR_DT_F64: return sat_i64(((const double *)t->data)[i]);
     default: return 0;
   }
 }
