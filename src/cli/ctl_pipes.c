@@ -176,6 +176,37 @@ static int build_view(vr_store *st, const vr_pipeline *spec, cpipe *p, vr_errbuf
   return rc;
 }
 
+/* Whether the view build_view would make now differs from p's: a variant
+ * of it unregistered (the old view kept planning the gone model), or one
+ * registered into a task's app that the view would take (a new candidate:
+ * a worker's view takes it too, vr_pipes_refresh). `what` says which.
+ * Under the store's read lock. */
+static void view_changed(vr_store *st, const cpipe *p, char *what, size_t cap) {
+  const vr_pipeline *view = p->view;
+  for (int k = 0; k < view->ntasks; k++) {
+    for (int v = 0; v < view->tasks[k].nvariants; v++)
+      if (!vr_store_variant(st, view->tasks[k].variants[v].name)) {
+        snprintf(what, cap, "variant %s of its view was unregistered",
+                 view->tasks[k].variants[v].name);
+        return;
+      }
+    size_t n;
+    const vr_variant_rec *const *v = vr_store_app_variants(st, view->tasks[k].app,
+                                                           VR_ORDER_ACCURACY, &n);
+    int taken = 0; /* as build_view takes them: the first VR_PIPE_MAX_VARIANTS */
+    for (size_t i = 0; i < n && taken < VR_PIPE_MAX_VARIANTS; i++) {
+      int take = v[i]->threads == p->threads && !dominated(v, n, v[i]);
+      if (v[i]->threads < p->threads ||
+          (take && vr_pipe_task_variant(&view->tasks[k], v[i]->name) < 0)) {
+        snprintf(what, cap, "variant %s was registered into app %s", v[i]->name,
+                 view->tasks[k].app);
+        return;
+      }
+      taken += take;
+    }
+  }
+}
+
 typedef struct doc_ctx {
   ctl *c;
   ctl_pipes *cp;
@@ -463,22 +494,18 @@ void vr__ctl_pipes_step(ctl *c, const vr_worker_info *ws, size_t n, int starting
     int changed = 0;
     if (vr_store_refresh(cp->store, &changed, &err))
       vr_warn("controller: store: %s", err.msg);
-    /* A pipeline whose view names a variant no longer stored (its model
-     * unregistered) is planned afresh, its view built again below as for
-     * a new one: the old view kept planning the gone model. */
+    /* A pipeline whose view is not the one build_view makes now (a model
+     * unregistered or registered into one of its apps) is planned afresh,
+     * its view built again below as for a new one. */
     for (int i = cp->n - 1; changed && i >= 0; i--) {
       cpipe *p = cp->p[i];
-      const char *gone = NULL;
+      char what[512] = "";
       vr_store_rdlock(cp->store);
-      for (int k = 0; k < p->view->ntasks && !gone; k++)
-        for (int v = 0; v < p->view->tasks[k].nvariants && !gone; v++)
-          if (!vr_store_variant(cp->store, p->view->tasks[k].variants[v].name))
-            gone = p->view->tasks[k].variants[v].name;
+      view_changed(cp->store, p, what, sizeof what);
       vr_store_unlock(cp->store);
-      if (!gone) continue;
+      if (!what[0]) continue;
       pthread_mutex_lock(&c->mu);
-      vr__ctl_event(c, "pipeline %s: variant %s of its view was unregistered: planned afresh",
-                    p->name, gone);
+      vr__ctl_event(c, "pipeline %s: %s: planned afresh", p->name, what);
       pthread_mutex_unlock(&c->mu);
       pthread_mutex_lock(&c->pp_mu);
       cp->p[i] = cp->p[--cp->n];

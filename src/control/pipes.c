@@ -14,12 +14,14 @@
 
 static void pipe_free(pl_pipe *pp) {
   if (!pp) return;
+  pl_pipe *next = pp->next;
   vr__pipe_pol_free(pp->pol);
   vr_pipeline_free(pp->spec);
   vr_free(pp->spec_text);
   vr_free(pp->t);
   pthread_mutex_destroy(&pp->mu);
   vr_free(pp);
+  if (next) vr__pipe_unref(next);
 }
 
 void vr__pipe_unref(pl_pipe *pp) {
@@ -188,7 +190,7 @@ static int resolve_adapter(const vr_pipeline *sp, int t, pl_task *pt, vr_errbuf 
 }
 
 /* Parses and resolves a spec against the registry. */
-static int compile(vr_pipes *p, const char *json, size_t len, pl_pipe **out, vr_errbuf *err) {
+int vr__pipe_compile(vr_pipes *p, const char *json, size_t len, pl_pipe **out, vr_errbuf *err) {
   *out = NULL;
   pl_pipe *pp = vr_calloc(1, sizeof *pp);
   if (!pp) return vr_errf(err, VR_ENOMEM, "out of memory");
@@ -312,7 +314,7 @@ static int load_stored(vr_pipes *p, int warn, int sync, vr_errbuf *err) {
     pl_pipe *pp, *old = NULL;
     vr_errbuf e2 = {0};
     /* A stored pipeline whose apps are gone stays stored (not lost), unserved. */
-    if (!rc && (!known || changed) && compile(p, body, strlen(body), &pp, &e2) == 0) {
+    if (!rc && (!known || changed) && vr__pipe_compile(p, body, strlen(body), &pp, &e2) == 0) {
       pthread_mutex_lock(&p->mu);
       const pl_pipe *now = vr_map_get(&p->by_name, pp->spec->name);
       /* another thread served it meanwhile: keep that one */
@@ -335,7 +337,11 @@ static int load_stored(vr_pipes *p, int warn, int sync, vr_errbuf *err) {
   return rc;
 }
 
-int vr_pipes_sync(vr_pipes *p, vr_errbuf *err) { return load_stored(p, 0, 1, err); }
+int vr_pipes_sync(vr_pipes *p, vr_errbuf *err) {
+  int rc = load_stored(p, 0, 1, err);
+  vr_pipes_refresh(p); /* models registered or unregistered by another process */
+  return rc;
+}
 
 int vr_pipes_create(vr_control *ctl, vr_runtime *rt, vr_store *store, vr_pipes **out,
                     vr_errbuf *err) {
@@ -346,6 +352,7 @@ int vr_pipes_create(vr_control *ctl, vr_runtime *rt, vr_store *store, vr_pipes *
   p->store = store;
   p->clock = vr_clock_monotonic();
   pthread_mutex_init(&p->mu, NULL);
+  pthread_mutex_init(&p->refresh_mu, NULL);
   pthread_cond_init(&p->pcv, NULL);
   vr_map_init(&p->by_name);
   int rc = load_stored(p, 1, 0, err);
@@ -372,13 +379,14 @@ void vr_pipes_free(vr_pipes *p) {
   while (vr_map_next(&p->by_name, &it, &k, &v)) vr__pipe_unref(v);
   vr_map_free(&p->by_name);
   pthread_mutex_destroy(&p->mu);
+  pthread_mutex_destroy(&p->refresh_mu);
   vr_free(p);
 }
 
 int vr_pipes_register(vr_pipes *p, const char *json, size_t len, char *name_out,
                       vr_errbuf *err) {
   pl_pipe *pp;
-  int rc = compile(p, json, len, &pp, err);
+  int rc = vr__pipe_compile(p, json, len, &pp, err);
   if (rc) return rc;
   pthread_mutex_lock(&p->mu);
   if (vr_map_has(&p->by_name, pp->spec->name))
@@ -420,10 +428,21 @@ int vr_pipes_delete(vr_pipes *p, const char *name, vr_errbuf *err) {
 
 /* ---- statistics --------------------------------------------------------- */
 
-void vr__pipe_count_hop(pl_pipe *pp, const vr_pipe_hop_rec *h) {
-  pl_task *pt = &pp->t[h->task];
-  uint64_t rows = h->outcome == VR_POUT_OK && h->rt.n_in ? (uint64_t)h->rt.in[0].shape[0] : 1;
+pl_pipe *vr__pipe_lock_current(pl_pipe *pp) {
   pthread_mutex_lock(&pp->mu);
+  while (pp->next) { /* pp holds a reference to next */
+    pl_pipe *n = pp->next;
+    pthread_mutex_unlock(&pp->mu);
+    pp = n;
+    pthread_mutex_lock(&pp->mu);
+  }
+  return pp;
+}
+
+void vr__pipe_count_hop(pl_pipe *pp, const vr_pipe_hop_rec *h) {
+  uint64_t rows = h->outcome == VR_POUT_OK && h->rt.n_in ? (uint64_t)h->rt.in[0].shape[0] : 1;
+  pp = vr__pipe_lock_current(pp); /* the same spec text: the same tasks */
+  pl_task *pt = &pp->t[h->task];
   pt->in += rows;
   pt->out += (uint64_t)h->fanout;
   pt->outcomes[h->outcome]++;
@@ -443,7 +462,7 @@ void vr__pipe_count_hop(pl_pipe *pp, const vr_pipe_hop_rec *h) {
 }
 
 void vr__pipe_count_request(pl_pipe *pp, const vr_pipe_result *r) {
-  pthread_mutex_lock(&pp->mu);
+  pp = vr__pipe_lock_current(pp);
   pp->outcomes[r->outcome]++;
   pp->met += r->outcome == VR_POUT_OK && r->end_ns <= r->deadline_ns;
   if (r->outcome == VR_POUT_OK && r->n_hops > 0) {

@@ -141,6 +141,16 @@ void vr_pipes_follow_manage(vr_pipes *p);
 /* Serves the pipelines other processes stored since, and stops serving
  * those they deleted (a shared store). 0 or the store's error. */
 int vr_pipes_sync(vr_pipes *p, vr_errbuf *err);
+/* A task's candidates are its app's registered variants: after a model
+ * of one of their apps was registered or unregistered (here, or by
+ * another process sharing the store, once the control plane reloaded
+ * it), each pipeline whose apps' variants changed is compiled again and
+ * served in place of the old one, its statistics carried over; its
+ * policy plans on the new candidates. One whose new models fail its
+ * checks (e.g. they lack its adapter's outputs) keeps its candidates,
+ * with a warning. Called by vr_pipes_sync and the policy's tick; call it
+ * after a registration. */
+void vr_pipes_refresh(vr_pipes *p);
 /* Names of the served pipelines (up to cap); returns how many there are. */
 int vr_pipes_names(vr_pipes *p, char (*names)[VR_PIPE_NAME_MAX], int cap);
 

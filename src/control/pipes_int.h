@@ -69,6 +69,18 @@ typedef struct pl_pipe {
   vr_hist win[2];
   int cur;
   int64_t win_start;
+  /* The pipeline that replaced this one when its apps' variants changed
+   * (pipes_refresh.c), with a reference: requests in flight here, or
+   * started on a reference taken before the swap, count there. Set under
+   * mu, never cleared. */
+  struct pl_pipe *next;
+  /* The apps' variants (a signature) a recompile failed on: not tried
+   * again until they change (policy/refresh thread only). */
+  uint64_t stale_sig;
+  /* Made by a refresh: its policy's first tick routes by INFaaS selection
+   * (loading what the apps' variants now need) and plans at the next, as
+   * after a dropped view (vr__pipe_pol_drop). Policy thread only. */
+  int refreshed;
 } pl_pipe;
 
 #define PL_WIN_NS 2000000000LL
@@ -93,6 +105,7 @@ struct vr_pipes {
   void *remote_user;
   vr_clock *clock;    /* monotonic, or a test's */
   int64_t miss_sync_ns; /* last store read for a name not served (atomic) */
+  pthread_mutex_t refresh_mu; /* vr_pipes_refresh (pipes_refresh.c) */
   pthread_mutex_t mu; /* the map */
   vr_map by_name;     /* name -> pl_pipe* */
 };
@@ -110,6 +123,13 @@ static inline void vr__pipe_note_arrival(pl_pipe *pp, int64_t t_ns) {
   }
   pp->arr_t[(pp->arr_head + pp->arr_n++) % PL_ARR_RING] = t_ns;
 }
+
+/* Parses and resolves a spec against the registry: a new pipeline with
+ * one reference, not served yet. */
+int vr__pipe_compile(vr_pipes *p, const char *json, size_t len, pl_pipe **out, vr_errbuf *err);
+/* Locks and returns the pipeline that counts what happens on pp: pp, or
+ * the newest that replaced it (pl_pipe.next). Caller unlocks its mu. */
+pl_pipe *vr__pipe_lock_current(pl_pipe *pp);
 
 /* Takes a reference to the named pipeline, or NULL. */
 pl_pipe *vr__pipes_get(vr_pipes *p, const char *name);

@@ -394,6 +394,10 @@ static void publish(vr_pipes *ps, pl_pipe *pp, pl_pol *pol, vr_pipe_snap *s,
 
 static void pol_tick(vr_pipes *ps, pl_pipe *pp, double now_s, double dt) {
   vr_errbuf err = {0};
+  if (!pp->pol && pp->refreshed) { /* as after a dropped view: planned next tick */
+    pp->refreshed = 0;
+    return;
+  }
   if (!pp->pol) {
     pl_pol *pol = NULL;
     if (vr__pipe_pol_build_view(ps, pp, &pol, &err)) {
@@ -550,6 +554,7 @@ void vr__pipes_manage_apps(vr_pipes *p, pl_pipe **pipes, int n) {
 
 void vr_pipes_policy_tick(vr_pipes *p) {
   if (!p->pdef) return;
+  vr_pipes_refresh(p); /* a model registered into an app: a new candidate */
   /* references: a pipeline deleted meanwhile stays alive until we finish */
   pl_pipe *pipes[VR_PIPES_MAX];
   int n = vr__pipes_ref_all(p, pipes, VR_PIPES_MAX, 0);

@@ -454,11 +454,11 @@ void vr_pipes_infer(vr_pipes *p, const vr_pipe_query *q, vr_pipe_done_fn done, v
   /* Hold one pending count across the root's start so that a root that
    * finishes inline cannot end the request under us. */
   r->pending = 1;
-  pthread_mutex_lock(&pp->mu);
-  pp->arrivals += (uint64_t)(q->in[0].shape[0] > 0 ? q->in[0].shape[0] : 1);
-  pp->requests++;
-  vr__pipe_note_arrival(pp, r->arrival_ns);
-  pthread_mutex_unlock(&pp->mu);
+  pl_pipe *cur = vr__pipe_lock_current(pp); /* replaced since we took it: counts there */
+  cur->arrivals += (uint64_t)(q->in[0].shape[0] > 0 ? q->in[0].shape[0] : 1);
+  cur->requests++;
+  vr__pipe_note_arrival(cur, r->arrival_ns);
+  pthread_mutex_unlock(&cur->mu);
   phop *root = new_hop(r, 0, NULL, -1);
   if (root) start_hop(root);
   pthread_mutex_lock(&r->mu);

@@ -29,6 +29,7 @@
 
 #include "base/alloc.h"
 #include "control/jobs.h"
+#include "control/pipes.h"
 #include "control/register.h"
 #include "server/multipart.h"
 #include "server/server_int.h"
@@ -235,6 +236,8 @@ static void *reg_main(void *arg) {
   vr_register_result res;
   if (!rc) rc = vr_register(j->s->store, &rq, &res, &err);
   if (!rc) rc = vr_control_reload_store(j->s->ctl, &err);
+  /* a pipeline on this app takes the new model as a candidate */
+  if (!rc && j->s->pipes) vr_pipes_refresh(j->s->pipes);
   if (j->dir[0]) {
     char pre[4300];
     snprintf(pre, sizeof pre, "%s/", j->dir);
@@ -483,6 +486,7 @@ typedef struct unreg_job {
 static void *unreg_main(void *arg) {
   unreg_job *j = arg;
   j->rc = vr_control_unregister(j->s->ctl, j->model, &j->err);
+  if (!j->rc && j->s->pipes) vr_pipes_refresh(j->s->pipes); /* no longer a candidate */
   vr_server *s = j->s;
   /* Released before the answer goes out: a client that sends its next
    * admin request on seeing it must find the slot free. (Shutdown still

@@ -197,6 +197,32 @@ try:
           and 'vario_pipeline_fanout_total{pipeline="fashion_scenes",task="detect"}' in text
           and "vario_pipeline_multiplicative_factor" in text, "pipeline metrics")
 
+    # -- a model registered into a task's app after the pipeline: one of
+    # its candidates from then on, the counters kept (the candidates were
+    # those of the pipeline's registration until the server restarted);
+    # unregistered: no longer one ------------------------------------------
+    def candidates(task):
+        st, j = http(port, "GET", "/v2/pipelines/fashion_scenes")
+        return {v["name"].split("-")[0] for t in j["tasks"] if t["name"] == task
+                for v in t["candidate_variants"]}
+    ok_before = show["requests"]["ok"]
+    with open(f"{H.SRC}/models/fmnist/fmnist_mlp/model.onnx", "rb") as f:
+        onnx = f.read()
+    st, j = H.vr_http.request(port, "POST", "/v2/apps/fashion/models?name=fmnist_late&"
+                              "declared_accuracy=95&threads=1&max_batch=4&runs=3", raw=onnx,
+                              ctype="application/octet-stream", token=H.TOKEN)
+    check(st == 201, f"fmnist_late registered into app fashion: {st} {j}")
+    check("fmnist_late" in candidates("garment") and "fmnist_late" in candidates("footwear_bag"),
+          f"a candidate of the pipeline once registered: {candidates('garment')}")
+    st, j = http(port, "GET", "/v2/pipelines/fashion_scenes")
+    check(j["requests"]["ok"] == ok_before, f"counters kept: {j['requests']} vs {ok_before}")
+    st, j = infer(port, [0], {"latency_ms": 5000})
+    check(st == 200 and j["outcome"] == "ok", f"served after the refresh: {st} {j.get('error')}")
+    st, j = http(port, "DELETE", "/v2/apps/fashion/models/fmnist_late")
+    check(st == 200, f"fmnist_late unregistered: {st} {j}")
+    check("fmnist_late" not in candidates("garment") and "fmnist_mlp" in candidates("garment"),
+          f"no longer a candidate once unregistered: {candidates('garment')}")
+
     # -- children whose models name their inputs differently: each crop
     # goes in under its own model's input name (a held child request read
     # the name from a stack frame that was gone: every fan-out with both

@@ -678,6 +678,80 @@ static void test_model_unregistered(void **st) {
   vr_pipes_free(p);
 }
 
+/* Whether a task of the description lists a variant of model m among its
+ * candidates (arrays of {"name","accuracy"}: up to the first ']'). */
+static int is_candidate(const char *d, const char *m) {
+  char want[160];
+  snprintf(want, sizeof want, "\"%s-", m);
+  for (const char *c = strstr(d, "\"candidate_variants\""); c;
+       c = strstr(c + 1, "\"candidate_variants\"")) {
+    const char *end = strchr(c, ']'), *hit = strstr(c, want);
+    if (hit && end && hit < end) return 1;
+  }
+  return 0;
+}
+
+/* A model registered into an app after its pipeline: a candidate from then
+ * on (the pipeline kept the variants of its first compile until the
+ * server restarted: neither the policy nor a worker following a plan
+ * ever used it), with the pipeline's statistics carried over. */
+static void test_model_registered(void **st) {
+  (void)st;
+  vr_errbuf e = {0};
+  vr_pipes *p = registered(), *f = NULL;
+  assert_int_equal(vr_pipes_create(g_ctl, g_rt, g_store, &f, &e), 0); /* a worker's */
+  for (int row = 0; row < 3; row++) {
+    vr_pipe_result *r = infer(p, row, 1, 10000, 0);
+    if (r->outcome != VR_POUT_OK) fail_msg("row %d: %s", row, r->msg);
+    vr_pipe_result_free(r);
+  }
+  char *d = vr_pipes_describe(p, "fashion_scenes");
+  assert_true(is_candidate(d, "fmnist_mlp"));
+  assert_false(is_candidate(d, "fmnist_mlp3"));
+  vr_free(d);
+  vr_pipes_refresh(p); /* nothing changed: the same pipeline */
+  char path[1200];
+  snprintf(path, sizeof path, "%s/models/fmnist/fmnist_mlp/model.onnx", g_src);
+  assert_int_equal(reg(path, "fmnist_mlp3", "fashion", 99), 0);
+  assert_int_equal(vr_control_reload_store(g_ctl, &e), 0);
+  vr_pipes_refresh(p);
+  d = vr_pipes_describe(p, "fashion_scenes");
+  if (!is_candidate(d, "fmnist_mlp3")) fail_msg("not a candidate: %.3000s", d);
+  vr_free(d);
+  for (int row = 0; row < 2; row++) { /* on the new pipeline */
+    vr_pipe_result *r = infer(p, row, 1, 10000, 0);
+    if (r->outcome != VR_POUT_OK) fail_msg("row %d: %s", row, r->msg);
+    vr_pipe_result_free(r);
+  }
+  char *m = vr_pipes_prometheus(p); /* the 3 counted before the refresh are kept */
+  if (!strstr(m, "vario_pipeline_requests_total{pipeline=\"fashion_scenes\",outcome=\"ok\"} 5"))
+    fail_msg("%.2000s", m);
+  vr_free(m);
+  /* the policy plans with it: declared 99%, the most accurate */
+  vr_pipes_policy_opts po = {.policy = "loki", .period_s = 3600, .tick_s = 3600};
+  assert_int_equal(vr_pipes_set_policy(p, &po, &e), 0);
+  vr_pipes_policy_tick(p); /* INFaaS routes this tick, as after a dropped view */
+  vr_pipes_policy_tick(p); /* the plan */
+  d = vr_pipes_describe(p, "fashion_scenes");
+  const char *pol = strstr(d, "\"policy\"");
+  if (!pol || !strstr(pol, "\"variant\":\"fmnist_mlp3")) fail_msg("not planned: %.3000s", d);
+  vr_free(d);
+  /* a worker takes it at its next sync with the store */
+  assert_int_equal(vr_pipes_sync(f, &e), 0);
+  d = vr_pipes_describe(f, "fashion_scenes");
+  if (!is_candidate(d, "fmnist_mlp3")) fail_msg("worker: not a candidate: %.3000s", d);
+  vr_free(d);
+  /* unregistered: no longer one */
+  assert_int_equal(vr_control_unregister(g_ctl, "fmnist_mlp3", &e), 0);
+  vr_pipes_refresh(p);
+  d = vr_pipes_describe(p, "fashion_scenes");
+  assert_true(is_candidate(d, "fmnist_mlp"));
+  if (is_candidate(d, "fmnist_mlp3")) fail_msg("still a candidate: %.3000s", d);
+  vr_free(d);
+  vr_pipes_free(f);
+  drop_all(p);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bad_specs),
@@ -688,6 +762,7 @@ int main(void) {
       cmocka_unit_test(test_delete_in_flight),
       cmocka_unit_test(test_follow_batch_caps),
       cmocka_unit_test(test_model_unregistered),
+      cmocka_unit_test(test_model_registered),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
