@@ -82,7 +82,7 @@ static int replace(vr_pipes *ps, pl_pipe *pp, vr_errbuf *err) {
   if (served) { /* np is reached only through the map, whose lock we hold */
     pthread_mutex_lock(&pp->mu);
     carry_stats(np, pp);
-    np->refs++; /* pp's, for forwarding */
+    __atomic_add_fetch(&np->refs, 1, __ATOMIC_ACQ_REL); /* pp's, for forwarding */
     pp->next = np;
     pthread_mutex_unlock(&pp->mu);
   }
