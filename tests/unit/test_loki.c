@@ -229,6 +229,33 @@ static void test_infeasible(void **st) {
   vr_pipe_data_free(&d);
 }
 
+/* An SLO no path can meet at any load (a2 + b2 = 7 ms > 10 / 2) is an
+ * error naming the bottleneck stage, not an empty best-effort plan (which
+ * unloads the pipeline's every instance and drops every request); too
+ * few workers for the tasks stays a best effort. */
+static void test_slo_infeasible(void **st) {
+  (void)st;
+  vr_pipe_data d;
+  make(&d);
+  vr_pipe_plan plan;
+  assert_int_equal(vr_pipe_plan_init(&plan, d.pipe), 0);
+  vr_errbuf err = {0};
+  d.pipe->slo_ms = 10;
+  assert_int_equal(vr_loki_plan(d.pipe, d.prof, 100, 4, NULL, &plan, NULL,
+                                &err), VR_EINFEASIBLE);
+  assert_non_null(strstr(err.msg, "SLO 10.0 ms is infeasible"));
+  assert_non_null(strstr(err.msg, "bottleneck stage 'a' (4.0 ms on 'a2')"));
+  d.pipe->slo_ms = 60;
+  memset(&err, 0, sizeof err);
+  vr_loki_stats ls;
+  assert_int_equal(vr_loki_plan(d.pipe, d.prof, 100, 1, NULL, &plan, &ls,
+                                &err), 0);
+  assert_false(plan.feasible);
+  assert_true(ls.served < 1e-9);
+  vr_pipe_plan_free(&plan);
+  vr_pipe_data_free(&d);
+}
+
 /* Proteus-like: per-task demand, whole cluster, accuracy lowered where a
  * task alone cannot keep up; unaware of the detector's fan-out. */
 static void test_proteus(void **st) {
@@ -261,6 +288,7 @@ int main(void) {
       cmocka_unit_test(test_accuracy_vs_brute),
       cmocka_unit_test(test_accuracy_single_milp_vs_brute),
       cmocka_unit_test(test_infeasible),
+      cmocka_unit_test(test_slo_infeasible),
       cmocka_unit_test(test_proteus),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
