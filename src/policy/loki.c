@@ -602,28 +602,40 @@ out:
 }
 
 /* A quick lower bound: the most accurate variants at their best batch
- * within half the SLO already need more workers than the cluster has. */
+ * within half the SLO already need more workers than the cluster has.
+ * Every variant tied at the top accuracy counts (Vario's variants of one
+ * model at other thread counts or precisions tie): the fastest of them per
+ * task, and below it the fewest requests any of them sends on; one
+ * variant alone made a bound above the MILP's optimum and skipped
+ * hardware scaling. */
 static int hw_hopeless(const vr_pipeline *p, const vr_profile *prof,
                        double demand, int workers, const vr_loki_opts *o) {
-  int choice[VR_PIPE_MAX_TASKS], off = 0;
+  int off = 0;
   double rate[VR_PIPE_MAX_TASKS], need = 0;
   for (int t = 0; t < p->ntasks; t++) {
     const vr_pipe_task *tk = &p->tasks[t];
-    choice[t] = 0;
-    for (int v = 1; v < tk->nvariants; v++)
-      if (acc01(&tk->variants[v]) > acc01(&tk->variants[choice[t]]))
-        choice[t] = v;
-  }
-  vr_pipeline_rates(p, choice, NULL, demand * o->slack, rate);
-  for (int t = 0; t < p->ntasks; t++) {
-    const vr_profile *pr = &prof[off + choice[t]];
+    int par = tk->parent;
+    rate[t] = demand * o->slack;
+    if (par >= 0) {
+      const vr_pipe_task *pt = &p->tasks[par];
+      int c = 0;
+      while (pt->children[c] != t) c++;
+      double m = INFINITY;
+      for (int v = 0; v < pt->nvariants; v++)
+        if (allowed(p, par, v, 1) && pt->variants[v].mult * pt->variants[v].share[c] < m)
+          m = pt->variants[v].mult * pt->variants[v].share[c];
+      rate[t] = m > 0 ? rate[par] * m : 0; /* no 0 x inf */
+    }
     double best = 0;
-    for (int b = 1; b <= pr->max_batch && b <= o->max_batch; b *= 2) {
-      double l = vr_profile_latency_ms(pr, b, 0.5);
-      if (l <= p->slo_ms / 2 && b * 1000.0 / l > best) best = b * 1000.0 / l;
+    for (int v = 0; v < tk->nvariants; v++) {
+      const vr_profile *pr = &prof[off + v];
+      for (int b = 1; allowed(p, t, v, 1) && b <= pr->max_batch && b <= o->max_batch; b *= 2) {
+        double l = vr_profile_latency_ms(pr, b, 0.5);
+        if (l <= p->slo_ms / 2 && b * 1000.0 / l > best) best = b * 1000.0 / l;
+      }
     }
     need += best > 0 ? ceil(rate[t] / best - 1e-9) : 1e9;
-    off += p->tasks[t].nvariants;
+    off += tk->nvariants;
   }
   return need > workers;
 }
