@@ -678,7 +678,7 @@ static int slo_infeasible(const vr_pipeline *p, const vr_profile *prof,
   for (int t = leaf; t >= 0; t = p->tasks[t].parent)
     if (fast[t] > fast[slow]) slow = t;
   return vr_errf(err, VR_EINFEASIBLE,
-                 "loki: SLO %.1f ms is infeasible: the fastest variants take "
+                 "SLO %.1f ms is infeasible: the fastest variants take "
                  "%.1f ms at batch 1 from the root to task '%s', over the "
                  "%.1f ms a path may take (half the SLO%s); bottleneck stage "
                  "'%s' (%.1f ms on '%s')", p->slo_ms, worst,
