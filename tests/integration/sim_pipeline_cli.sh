@@ -64,6 +64,13 @@ sed 's/"latencySLOInMSec": 150/"latencySLOInMSec": 8/' "$T/app.json" > "$T/tight
 [ $? -eq 1 ] || fail "infeasible SLO exit: $(cat "$T/out")"
 grep -q "SLO 8.0 ms is infeasible.*bottleneck stage 'det' (4.0 ms on 'd2')" "$T/err" \
   || fail "infeasible SLO message: $(cat "$T/err")"
+# InferLine plans at the demand's first rate: none is a clear error, not
+# a hint at vario serve's --inferline-rate
+"$VARIO" sim --pipeline "$T/app.json" --runtimes "$T/rt.csv" --accel gpu --policy inferline \
+  --demand 0:0,10:20 > /dev/null 2> "$T/err"
+[ $? -eq 1 ] || fail "inferline at 0 q/s exit"
+grep -q "rate at t = 0, and the first --demand point is 0 q/s" "$T/err" \
+  || fail "inferline at 0 q/s message: $(cat "$T/err")"
 
 # the published artifact, when present
 D="$SRC/../shared/data/loki"
