@@ -141,6 +141,10 @@ static int run_policy(const opts *o, const vr_pipe_data *d, vr_workload *wl,
   /* InferLine's policies plan once, at t = 0, on a Gamma CV 1 sample at
    * the demand's starting rate (sim/il_sim.h), then tick every period */
   vr_il_live_opts ilo = {.rate_qps = vr_wl_rate_at(wl, 0), .cv = 1};
+  /* (il_sim's own message names vario serve's --inferline-rate) */
+  if (vr_pipe_policies[ctl.kind].ctx_new && !(ilo.rate_qps > 0))
+    return vr_errf(err, VR_EINVAL, "InferLine's planner samples the demand's "
+                   "rate at t = 0, and the first --demand point is 0 q/s");
   vr_il_pipe_arg ila = {.configure = vr_il_sim_configure, .self = &ilo};
   ctl.arg = &ila;
   if (!(o->slack >= 1 && o->slack <= 10))

@@ -171,8 +171,9 @@ static int feasible(planner *pl, vr_il_config *c) {
 static int min_replicas(const planner *pl, const vr_il_config *c, int m) {
   double mu = vr_il_stage_qps(pl->pb, c, m);
   double need = mu > 0 ? pl->pb->rate_qps * pl->pb->st[m].scale / mu : 1e9;
-  int k = (int)floor(need) + 1;
-  return k > pl->max_k ? pl->max_k : k;
+  /* the cap first: a need past int (a huge rate or fan-out) is no cast */
+  if (!(need < pl->max_k)) return pl->max_k;
+  return (int)floor(need) + 1;
 }
 
 static double utilisation(const planner *pl, const vr_il_config *c, int m) {
@@ -387,8 +388,9 @@ int vr_il_coarse(const vr_il_problem *pb, double target_qps,
                  vr_il_config *out, vr_errbuf *err) {
   int rc = vr_il_problem_validate(pb, err);
   if (rc) return rc;
-  if (!(target_qps > 0))
-    return vr_errf(err, VR_EINVAL, "coarse: target rate must be positive");
+  if (!(target_qps > 0) || !isfinite(target_qps))
+    return vr_errf(err, VR_EINVAL, "coarse: target rate must be positive "
+                   "and finite");
   vr_il_config c = {.nstages = pb->nstages};
   int maxb = VR_PROF_MAX_BATCH;
   for (int m = 0; m < pb->nstages; m++) {
@@ -416,8 +418,10 @@ int vr_il_coarse(const vr_il_problem *pb, double target_qps,
     double q = vr_il_stage_qps(pb, &c, m) / pb->st[m].scale;
     if (q < unit) unit = q;
   }
-  int units = (int)ceil(target_qps / unit - 1e-9);
-  if (units < 1) units = 1;
+  /* at most 1e6 units, as AutoScale's tick caps them (il_tick.c): a
+   * count past int is no cast */
+  double need = ceil(target_qps / unit - 1e-9);
+  int units = need < 1 ? 1 : need > 1e6 ? 1000000 : (int)need;
   for (int m = 0; m < pb->nstages; m++) c.st[m].replicas = units;
   c.cost_per_s = vr_il_cost(pb, &c);
   c.p99_ms = -1;

@@ -602,30 +602,90 @@ out:
 }
 
 /* A quick lower bound: the most accurate variants at their best batch
- * within half the SLO already need more workers than the cluster has. */
+ * within half the SLO already need more workers than the cluster has.
+ * Every variant tied at the top accuracy counts (Vario's variants of one
+ * model at other thread counts or precisions tie): the fastest of them per
+ * task, and below it the fewest requests any of them sends on; one
+ * variant alone made a bound above the MILP's optimum and skipped
+ * hardware scaling. */
 static int hw_hopeless(const vr_pipeline *p, const vr_profile *prof,
                        double demand, int workers, const vr_loki_opts *o) {
-  int choice[VR_PIPE_MAX_TASKS], off = 0;
+  int off = 0;
   double rate[VR_PIPE_MAX_TASKS], need = 0;
   for (int t = 0; t < p->ntasks; t++) {
     const vr_pipe_task *tk = &p->tasks[t];
-    choice[t] = 0;
-    for (int v = 1; v < tk->nvariants; v++)
-      if (acc01(&tk->variants[v]) > acc01(&tk->variants[choice[t]]))
-        choice[t] = v;
-  }
-  vr_pipeline_rates(p, choice, NULL, demand * o->slack, rate);
-  for (int t = 0; t < p->ntasks; t++) {
-    const vr_profile *pr = &prof[off + choice[t]];
+    int par = tk->parent;
+    rate[t] = demand * o->slack;
+    if (par >= 0) {
+      const vr_pipe_task *pt = &p->tasks[par];
+      int c = 0;
+      while (pt->children[c] != t) c++;
+      double m = INFINITY;
+      for (int v = 0; v < pt->nvariants; v++)
+        if (allowed(p, par, v, 1) && pt->variants[v].mult * pt->variants[v].share[c] < m)
+          m = pt->variants[v].mult * pt->variants[v].share[c];
+      rate[t] = m > 0 ? rate[par] * m : 0; /* no 0 x inf */
+    }
     double best = 0;
-    for (int b = 1; b <= pr->max_batch && b <= o->max_batch; b *= 2) {
-      double l = vr_profile_latency_ms(pr, b, 0.5);
-      if (l <= p->slo_ms / 2 && b * 1000.0 / l > best) best = b * 1000.0 / l;
+    for (int v = 0; v < tk->nvariants; v++) {
+      const vr_profile *pr = &prof[off + v];
+      for (int b = 1; allowed(p, t, v, 1) && b <= pr->max_batch && b <= o->max_batch; b *= 2) {
+        double l = vr_profile_latency_ms(pr, b, 0.5);
+        if (l <= p->slo_ms / 2 && b * 1000.0 / l > best) best = b * 1000.0 / l;
+      }
     }
     need += best > 0 ? ceil(rate[t] / best - 1e-9) : 1e9;
-    off += p->tasks[t].nvariants;
+    off += tk->nvariants;
   }
   return need > workers;
+}
+
+/* Called when the best effort serves nothing: is the SLO itself the cause
+ * (no load or cluster would do)? Along the tasks requests must reach
+ * (some parent variant sends them outputs), the fastest allowed variants
+ * at batch 1 are summed root to task; past the MILP's latency bound
+ * (SLO/2 less the hops' communication) on any of them, VR_EINFEASIBLE
+ * naming the slowest task of the worst path. 0 otherwise (too few
+ * workers: the best effort stands). */
+static int slo_infeasible(const vr_pipeline *p, const vr_profile *prof,
+                          const vr_pipe_plan *shape, const vr_loki_opts *o,
+                          vr_errbuf *err) {
+  double fast[VR_PIPE_MAX_TASKS], at[VR_PIPE_MAX_TASKS], worst = -1;
+  int fv[VR_PIPE_MAX_TASKS], hops[VR_PIPE_MAX_TASKS], reached[VR_PIPE_MAX_TASKS];
+  int depth = 0, leaf = -1;
+  for (int t = 0; t < p->ntasks; t++) {
+    const vr_pipe_task *tk = &p->tasks[t];
+    int par = tk->parent;
+    reached[t] = par < 0;
+    for (int v = 0; par >= 0 && reached[par] && v < p->tasks[par].nvariants; v++) {
+      const vr_pipe_variant *pv = &p->tasks[par].variants[v];
+      for (int c = 0; c < p->tasks[par].nchildren; c++)
+        if (p->tasks[par].children[c] == t && pv->mult * pv->share[c] > 0) reached[t] = 1;
+    }
+    fast[t] = INFINITY, fv[t] = 0;
+    for (int v = 0; v < tk->nvariants; v++) {
+      double l = vr_profile_latency_ms(&prof[shape->off[t] + v], 1, 0.5);
+      if (allowed(p, t, v, o->hw_only) && l < fast[t]) fast[t] = l, fv[t] = v;
+    }
+    at[t] = fast[t] + (par >= 0 ? at[par] : 0);
+    hops[t] = 1 + (par >= 0 ? hops[par] : 0);
+    if (hops[t] > depth) depth = hops[t];
+    if (reached[t] && at[t] > worst) worst = at[t], leaf = t;
+  }
+  double half = p->slo_ms / 2 - o->comm_ms * depth;
+  if (leaf < 0 || worst <= half) return 0;
+  int slow = leaf;
+  for (int t = leaf; t >= 0; t = p->tasks[t].parent)
+    if (fast[t] > fast[slow]) slow = t;
+  return vr_errf(err, VR_EINFEASIBLE,
+                 "SLO %.1f ms is infeasible: the fastest variants take "
+                 "%.1f ms at batch 1 from the root to task '%s', over the "
+                 "%.1f ms a path may take (half the SLO%s); bottleneck stage "
+                 "'%s' (%.1f ms on '%s')", p->slo_ms, worst,
+                 p->tasks[leaf].name, half,
+                 o->comm_ms > 0 ? ", less communication" : "",
+                 p->tasks[slow].name, fast[slow],
+                 p->tasks[slow].variants[fv[slow]].name);
 }
 
 int vr_loki_plan(const vr_pipeline *p, const vr_profile *prof,
@@ -651,6 +711,9 @@ int vr_loki_plan(const vr_pipeline *p, const vr_profile *prof,
   if (rc == VR_EINFEASIBLE) /* not even the fastest paths: best effort */
     rc = solve(p, prof, demand_qps, workers, o, 3, o->hw_only, plan, st,
                err);
+  /* an empty plan would unload every instance of the pipeline: when no
+   * load could be served within the SLO, that is an error to report */
+  if (!rc && !(st->served > 1e-9)) rc = slo_infeasible(p, prof, plan, o, err);
   if (!rc) plan->accuracy_scaled = !o->hw_only;
   return rc;
 }

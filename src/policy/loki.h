@@ -28,7 +28,10 @@
  *     product of the path's accuracies ((12)). The root's served fraction
  *     alpha = sum F(root) <= 1 carries a weight of 1000, so when even the
  *     least accurate variants cannot keep up the result is the best effort
- *     (most demand served) with feasible = 0, never an error.
+ *     (most demand served) with feasible = 0, never an error; but when it
+     serves nothing because even the fastest variants miss the SLO along
+     a path requests must take (no load or cluster would do), the SLO is
+     VR_EINFEASIBLE, naming the bottleneck stage.
  *     Solved by latency levels: each task with children takes one of its
  *     (variant, batch) latencies as L(t), which fixes every variant's best
  *     batch; the LP relaxation of each level vector ranks them, and the
@@ -78,8 +81,9 @@ void vr_loki_opts_default(vr_loki_opts *o);
 
 /* Plans for demand_qps at the root on at most `workers` workers. plan must
  * be initialised for p (vr_pipe_plan_init); it is overwritten. 0, VR_ENOMEM,
- * VR_ELIMIT (augmented graph too large: > 20000 prefixes) or VR_EBACKEND
- * (CBC found no solution in time). */
+ * VR_ELIMIT (augmented graph too large: > 20000 prefixes), VR_EBACKEND
+ * (CBC found no solution in time) or VR_EINFEASIBLE (the SLO is below the
+ * fastest path; err names the bottleneck stage). */
 int vr_loki_plan(const vr_pipeline *p, const vr_profile *prof,
                  double demand_qps, int workers, const vr_loki_opts *o,
                  vr_pipe_plan *plan, vr_loki_stats *st, vr_errbuf *err);

@@ -130,7 +130,9 @@ const vr_pipe_policy_def *vr_pipe_policy_find(const char *name, vr_errbuf *err) 
 int vr_pipe_replan_due(int first, double now_s, double next_s, double ewma,
                        double planned_for, double change) {
   if (first || now_s + 1e-9 >= next_s) return 1;
-  return change > 0 && planned_for > 0 && fabs(ewma - planned_for) > change * planned_for;
+  /* a plan for no demand (an idle start) changes with the first demand:
+   * any rate is more than `change` times none */
+  return change > 0 && fabs(ewma - planned_for) > change * (planned_for > 0 ? planned_for : 0);
 }
 
 /* ---- plan -> actions ------------------------------------------------------ */

@@ -99,7 +99,8 @@ const vr_pipe_policy_def *vr_pipe_policy_find(const char *name, vr_errbuf *err);
 
 /* Whether to replan now: the first time, when the period is due
  * (now_s >= next_s), or on a significant demand change (|ewma -
- * planned_for| > change x planned_for, change > 0). */
+ * planned_for| > change x planned_for, change > 0; after a plan for no
+ * demand, any demand). */
 int vr_pipe_replan_due(int first, double now_s, double next_s, double ewma,
                        double planned_for, double change);
 

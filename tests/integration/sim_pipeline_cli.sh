@@ -56,6 +56,21 @@ grep -q "unknown pipeline policy 'nope'" "$T/err" || fail "policy message"
 [ $? -eq 2 ] || fail "bad demand exit"
 "$VARIO" sim --loki "$T/none" --app x > /dev/null 2>&1
 [ $? -eq 77 ] || fail "missing data exit"
+# an SLO no path meets (d2 + c2 = 5 ms > 8 / 2): an error naming the
+# bottleneck, not a run that drops every query
+sed 's/"latencySLOInMSec": 150/"latencySLOInMSec": 8/' "$T/app.json" > "$T/tight.json"
+"$VARIO" sim --pipeline "$T/tight.json" --runtimes "$T/rt.csv" --accel gpu --policy loki \
+  --demand 0:20,10:20 > "$T/out" 2> "$T/err"
+[ $? -eq 1 ] || fail "infeasible SLO exit: $(cat "$T/out")"
+grep -q "SLO 8.0 ms is infeasible.*bottleneck stage 'det' (4.0 ms on 'd2')" "$T/err" \
+  || fail "infeasible SLO message: $(cat "$T/err")"
+# InferLine plans at the demand's first rate: none is a clear error, not
+# a hint at vario serve's --inferline-rate
+"$VARIO" sim --pipeline "$T/app.json" --runtimes "$T/rt.csv" --accel gpu --policy inferline \
+  --demand 0:0,10:20 > /dev/null 2> "$T/err"
+[ $? -eq 1 ] || fail "inferline at 0 q/s exit"
+grep -q "rate at t = 0, and the first --demand point is 0 q/s" "$T/err" \
+  || fail "inferline at 0 q/s message: $(cat "$T/err")"
 
 # the published artifact, when present
 D="$SRC/../shared/data/loki"

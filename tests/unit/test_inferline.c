@@ -246,6 +246,14 @@ static void test_plan_infeasible_names_stage(void **st) {
   mkpb(&pb, 100, 10);
   pb.slo_ms = INFINITY;
   assert_int_equal(vr_il_plan(&pb, &c, NULL, &err), VR_EINVAL);
+  /* a finite rate whose replica need passes int (1e13 q/s, or a huge
+   * fan-out): the replica limit, not an out-of-range cast (UBSan) */
+  mkpb(&pb, 100, 1e13);
+  assert_int_equal(vr_il_plan(&pb, &c, NULL, &err), VR_EINFEASIBLE);
+  assert_non_null(strstr(err.msg, "the replica limit"));
+  assert_int_equal(vr_il_coarse(&pb, 1e13, &c, &err), 0);
+  assert_int_equal(c.st[0].replicas, 1000000);
+  assert_int_equal(vr_il_coarse(&pb, INFINITY, &c, &err), VR_EINVAL);
 }
 
 static void test_coarse_and_peak(void **st) {

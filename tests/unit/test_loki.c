@@ -229,6 +229,69 @@ static void test_infeasible(void **st) {
   vr_pipe_data_free(&d);
 }
 
+/* An SLO no path can meet at any load (a2 + b2 = 7 ms > 10 / 2) is an
+ * error naming the bottleneck stage, not an empty best-effort plan (which
+ * unloads the pipeline's every instance and drops every request); too
+ * few workers for the tasks stays a best effort. */
+static void test_slo_infeasible(void **st) {
+  (void)st;
+  vr_pipe_data d;
+  make(&d);
+  vr_pipe_plan plan;
+  assert_int_equal(vr_pipe_plan_init(&plan, d.pipe), 0);
+  vr_errbuf err = {0};
+  d.pipe->slo_ms = 10;
+  assert_int_equal(vr_loki_plan(d.pipe, d.prof, 100, 4, NULL, &plan, NULL,
+                                &err), VR_EINFEASIBLE);
+  assert_non_null(strstr(err.msg, "SLO 10.0 ms is infeasible"));
+  assert_non_null(strstr(err.msg, "bottleneck stage 'a' (4.0 ms on 'a2')"));
+  d.pipe->slo_ms = 60;
+  memset(&err, 0, sizeof err);
+  vr_loki_stats ls;
+  assert_int_equal(vr_loki_plan(d.pipe, d.prof, 100, 1, NULL, &plan, &ls,
+                                &err), 0);
+  assert_false(plan.feasible);
+  assert_true(ls.served < 1e-9);
+  vr_pipe_plan_free(&plan);
+  vr_pipe_data_free(&d);
+}
+
+/* Variants tied at the top accuracy (one model at two thread counts, as
+ * Vario registers them) are all hardware scaling's: 300 req/s fit one
+ * worker of the fast one (2 ms), so step 1 plans 1 worker, not accuracy
+ * scaling over the whole cluster (the quick bound once looked at the slow
+ * one alone: 10 ms, 3 workers > 2). */
+static void test_hw_scaling_ties(void **st) {
+  (void)st;
+  static const char *TIE =
+      "{\"name\":\"tie\",\"latency_ms\":60,\"tasks\":[{\"name\":\"a\","
+      "\"variants\":[{\"name\":\"a_1thr\",\"accuracy\":90},{\"name\":"
+      "\"a_2thr\",\"accuracy\":90},{\"name\":\"a_small\",\"accuracy\":60}]}]}";
+  vr_pipe_data d;
+  memset(&d, 0, sizeof d);
+  vr_errbuf err = {0};
+  assert_int_equal(vr_pipeline_parse(TIE, strlen(TIE), &d.pipe, &err), 0);
+  vr_pipe_data_index(&d);
+  const double lat[3] = {10, 2, 1};
+  d.prof = VR_NEWN(vr_profile, 3);
+  for (int i = 0; i < 3; i++) {
+    vr_profile_init(&d.prof[i]);
+    d.prof[i].lat.p50_ms[0] = lat[i];
+    d.prof[i].max_batch = 1;
+  }
+  vr_pipe_plan plan;
+  assert_int_equal(vr_pipe_plan_init(&plan, d.pipe), 0);
+  vr_loki_stats ls;
+  assert_int_equal(vr_loki_plan(d.pipe, d.prof, 300, 2, NULL, &plan, &ls,
+                                &err), 0);
+  assert_int_equal(ls.step, 1);
+  assert_int_equal(plan.workers, 1);
+  assert_int_equal(plan.a[1].inst, 1);
+  assert_false(plan.accuracy_scaled);
+  vr_pipe_plan_free(&plan);
+  vr_pipe_data_free(&d);
+}
+
 /* Proteus-like: per-task demand, whole cluster, accuracy lowered where a
  * task alone cannot keep up; unaware of the detector's fan-out. */
 static void test_proteus(void **st) {
@@ -261,6 +324,8 @@ int main(void) {
       cmocka_unit_test(test_accuracy_vs_brute),
       cmocka_unit_test(test_accuracy_single_milp_vs_brute),
       cmocka_unit_test(test_infeasible),
+      cmocka_unit_test(test_slo_infeasible),
+      cmocka_unit_test(test_hw_scaling_ties),
       cmocka_unit_test(test_proteus),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -129,6 +129,10 @@ static void test_replan_due(void **st) {
   assert_true(vr_pipe_replan_due(0, 5, 10, 131, 100, 0.3)); /* +31% */
   assert_true(vr_pipe_replan_due(0, 5, 10, 69, 100, 0.3));  /* -31% */
   assert_false(vr_pipe_replan_due(0, 5, 10, 500, 100, 0)); /* no trigger */
+  /* planned for no demand (an idle start): the first demand is a change,
+   * not a wait for the period (it was, with the minimal plan meanwhile) */
+  assert_true(vr_pipe_replan_due(0, 5, 10, 50, 0, 0.3));
+  assert_false(vr_pipe_replan_due(0, 5, 10, 0, 0, 0.3));
 }
 
 static void test_table(void **st) {
