@@ -209,6 +209,7 @@ static int initialise(planner *pl, vr_il_config *c, vr_errbuf *err) {
                    pb->st[slow].hw[c->st[slow].hw].variant);
   for (int m = 0; m < pb->nstages; m++)
     c->st[m].replicas = min_replicas(pl, c, m);
+  int tried_limit = 0;
   for (;;) {
     int ok = feasible(pl, c);
     if (ok < 0) return ok;
@@ -216,6 +217,25 @@ static int initialise(planner *pl, vr_il_config *c, vr_errbuf *err) {
     int b = 0;
     for (int m = 1; m < pb->nstages; m++)
       if (utilisation(pl, c, m) > utilisation(pl, c, b)) b = m;
+    /* Little queueing left even at the bottleneck: if the replica limit
+     * on every stage misses too, the service times alone do (their tail,
+     * not the median the check above takes), and adding replicas one by
+     * one up to the limit only took long (seconds) to name a stage that
+     * waits for nothing. */
+    if (!tried_limit && utilisation(pl, c, b) < 0.3) {
+      tried_limit = 1;
+      vr_il_config all = *c;
+      for (int m = 0; m < pb->nstages; m++) all.st[m].replicas = pl->max_k;
+      int okl = feasible(pl, &all);
+      if (okl < 0) return okl;
+      if (!okl)
+        return vr_errf(err, VR_EINFEASIBLE,
+                       "SLO %.1f ms is infeasible: estimated P99 %.1f ms even with %d "
+                       "replicas of every stage (the service times alone miss it, batch 1 "
+                       "on the fastest hardware); bottleneck stage '%s' (%.1f ms on '%s')",
+                       pb->slo_ms, all.p99_ms, pl->max_k, pb->st[slow].name,
+                       vr_il_stage_ms(pb, c, slow), pb->st[slow].hw[c->st[slow].hw].variant);
+    }
     if (c->st[b].replicas >= pl->max_k)
       return vr_errf(err, VR_EINFEASIBLE,
                      "SLO %.1f ms is infeasible: estimated P99 %.1f ms with "

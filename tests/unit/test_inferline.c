@@ -223,6 +223,16 @@ static void test_plan_infeasible_names_stage(void **st) {
   pb.max_replicas = 4;
   assert_int_equal(vr_il_plan(&pb, &c, NULL, &err), VR_EINFEASIBLE);
   assert_non_null(strstr(err.msg, "bottleneck stage 'classify'"));
+  /* the median path fits (8.5 ms) but the tail does not (P99 twice it,
+   * whatever the replicas): said at once, naming the slowest stage, not
+   * after adding replicas one by one up to the limit */
+  mkpb(&pb, 9, 10);
+  int calls = 0;
+  pb.ctx = &calls;
+  assert_int_equal(vr_il_plan(&pb, &c, NULL, &err), VR_EINFEASIBLE);
+  assert_non_null(strstr(err.msg, "even with 512 replicas of every stage"));
+  assert_non_null(strstr(err.msg, "bottleneck stage 'detect'"));
+  assert_true(calls < 10);
   /* coarse: twice the batch-1 service time must fit */
   mkpb(&pb, 12, 10);
   assert_int_equal(vr_il_coarse(&pb, 10, &c, &err), VR_EINFEASIBLE);
