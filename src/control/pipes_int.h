@@ -51,6 +51,7 @@ typedef struct pl_pipe {
    * the newest PL_ARR_RING when a tick is late */
   int64_t arr_t[PL_ARR_RING];
   int arr_head, arr_n;
+  int64_t arr_last; /* the newest time recorded, taken or not */
   char *spec_text;   /* owned: the canonical spec as persisted */
   pl_task *t;        /* spec->ntasks, owned */
   pthread_mutex_t mu;
@@ -110,13 +111,13 @@ struct vr_pipes {
   vr_map by_name;     /* name -> pl_pipe* */
 };
 
-/* Records a root arrival in pp->arr_t (kept non-decreasing: threads take
- * the mutex in any order). Caller holds pp->mu. */
+/* Records a root arrival in pp->arr_t, kept non-decreasing across the
+ * policy's takes too: threads take the mutex in any order, and one that
+ * read its clock before a tick took the ring and records after it made the
+ * tuner refuse that tick's arrivals as out of order. Caller holds pp->mu. */
 static inline void vr__pipe_note_arrival(pl_pipe *pp, int64_t t_ns) {
-  if (pp->arr_n) {
-    int64_t last = pp->arr_t[(pp->arr_head + pp->arr_n - 1) % PL_ARR_RING];
-    if (t_ns < last) t_ns = last;
-  }
+  if (t_ns < pp->arr_last) t_ns = pp->arr_last;
+  pp->arr_last = t_ns;
   if (pp->arr_n == PL_ARR_RING) { /* full: drop the oldest */
     pp->arr_head = (pp->arr_head + 1) % PL_ARR_RING;
     pp->arr_n--;

@@ -49,6 +49,7 @@ static void carry_stats(pl_pipe *to, const pl_pipe *from) {
   memcpy(to->arr_t, from->arr_t, sizeof to->arr_t);
   to->arr_head = from->arr_head;
   to->arr_n = from->arr_n;
+  to->arr_last = from->arr_last;
   memcpy(to->outcomes, from->outcomes, sizeof to->outcomes);
   to->lat = from->lat;
   to->met = from->met;
