@@ -141,6 +141,9 @@ void vr_pipes_follow_manage(vr_pipes *p);
 /* Serves the pipelines other processes stored since, and stops serving
  * those they deleted (a shared store). 0 or the store's error. */
 int vr_pipes_sync(vr_pipes *p, vr_errbuf *err);
+/* 1 when this process serves the pipeline now; reads no store (a name
+ * it does not serve makes vr_pipes_infer / vr_pipes_describe read it). */
+int vr_pipes_serves(vr_pipes *p, const char *name);
 /* Names of the served pipelines (up to cap); returns how many there are. */
 int vr_pipes_names(vr_pipes *p, char (*names)[VR_PIPE_NAME_MAX], int cap);
 

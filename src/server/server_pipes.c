@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/thread.h"
 #include "control/pipes.h"
 #include "server/kserve.h"
 #include "server/server_int.h"
@@ -29,12 +30,19 @@ typedef struct pipe_ctx {
   vr_http_req *http;
   vr_ks_request ks;
   vr_pipe_result *res;
+  char *name;      /* the pipeline (the URL's copy is gone once deferred) */
+  vr_pipe_query q; /* infer: the query, for the lookup thread */
+  int describe;    /* a GET, not an infer */
+  char *json;      /* describe: the answer the lookup thread found */
+  int no_thread;   /* the lookup thread could not start */
 } pipe_ctx;
 
 static void ctx_free(void *p) {
   pipe_ctx *c = p;
   vr_ks_request_free(&c->ks);
   vr_pipe_result_free(c->res);
+  vr_free(c->name);
+  vr_free(c->json);
   vr_free(c);
 }
 
@@ -125,9 +133,23 @@ static int outcome_status(vr_pipe_outcome o) {
   }
 }
 
+static void not_found(vr_server *s, vr_http_req *r, const char *name) {
+  char msg[200];
+  snprintf(msg, sizeof msg, "no registered pipeline named '%.100s'", name);
+  fail(s, r, 404, msg);
+}
+
+static void reply_text(vr_server *s, vr_http_req *r, int status, char *json);
+
 static void on_resume(vr_http_req *r, void *user) {
   vr_server *s = user;
   pipe_ctx *c = vr_http_state(r);
+  if (c->no_thread) return fail(s, r, 503, "cannot start a thread; retry later");
+  if (c->describe) {
+    char *j = c->json;
+    c->json = NULL;
+    return j ? reply_text(s, r, 200, j) : not_found(s, r, c->name);
+  }
   vr_pipe_result *res = c->res;
   if (res->status) /* never started: unknown pipeline, bad input */
     return fail(s, r, vr_server_http_status(res->status), res->msg);
@@ -145,12 +167,53 @@ static void on_done(vr_pipe_result *res, void *tag) {
   vr_http_wake(c->http);
 }
 
-static void infer(vr_server *s, vr_http_req *r, const char *name) {
+/* A name this process does not serve is looked for in the store (another
+ * server sharing it may have registered the pipeline) on a thread of its
+ * own: a store read can block (a SQLite file another process holds locked
+ * waits out the busy timeout, Redis away its retries), and on the event
+ * thread it stalled every connection, probes included. */
+static void *lookup_main(void *arg) {
+  pipe_ctx *c = arg;
+  vr_server *s = c->s; /* c may be freed once answered */
+  if (c->describe) {
+    c->json = vr_pipes_describe(s->pipes, c->name);
+    vr_http_wake(c->http);
+  } else {
+    vr_pipes_infer(s->pipes, &c->q, on_done, c);
+  }
+  __atomic_fetch_sub(&s->pipe_lookups, 1, __ATOMIC_SEQ_CST); /* shutdown waits */
+  return NULL;
+}
+
+/* One lookup at a time: while one runs, a name not served is answered 404
+ * without a read, as the pipes' own limit on these reads (ten a second)
+ * answers past it. */
+static void lookup(vr_server *s, vr_http_req *r, pipe_ctx *c) {
+  int idle = 0;
+  if (!__atomic_compare_exchange_n(&s->pipe_lookups, &idle, 1, 0, __ATOMIC_SEQ_CST,
+                                   __ATOMIC_SEQ_CST))
+    return not_found(s, r, c->name);
+  vr_http_defer(r, on_resume);
+  if (vr_thread_detached(lookup_main, c)) {
+    __atomic_fetch_sub(&s->pipe_lookups, 1, __ATOMIC_SEQ_CST);
+    c->no_thread = 1;
+    vr_http_wake(r);
+  }
+}
+
+static pipe_ctx *new_ctx(vr_server *s, vr_http_req *r, const char *name) {
   pipe_ctx *c = VR_NEW(pipe_ctx);
-  if (!c) return fail(s, r, 500, "out of memory");
+  if (c && !(c->name = vr_strdup(name))) vr_free(c), c = NULL;
+  if (!c) return NULL;
   c->s = s;
   c->http = r;
   vr_http_set_state(r, c, ctx_free);
+  return c;
+}
+
+static void infer(vr_server *s, vr_http_req *r, const char *name) {
+  pipe_ctx *c = new_ctx(s, r, name);
+  if (!c) return fail(s, r, 500, "out of memory");
   vr_errbuf err = {0};
   size_t hlen, blen;
   const char *body = vr_http_body(r, &blen);
@@ -161,7 +224,7 @@ static void infer(vr_server *s, vr_http_req *r, const char *name) {
   if (rc) return fail(s, r, vr_server_http_status(rc), err.msg);
   /* latency_ms / min_accuracy are checked by the KServe parser (< 0: not
    * given); end to end here. */
-  vr_pipe_query q = {.pipeline = name,
+  vr_pipe_query q = {.pipeline = c->name,
                      .latency_ms = c->ks.latency_ms > 0 ? c->ks.latency_ms : 0,
                      .min_accuracy = c->ks.min_accuracy > 0 ? c->ks.min_accuracy : 0,
                      .arrived_ns = vr_http_arrived_ns(r)};
@@ -171,8 +234,10 @@ static void infer(vr_server *s, vr_http_req *r, const char *name) {
     q.in[i] = (vr_tensor){t->name, t->dtype, t->ndim, {0}, t->data, t->nbytes};
     memcpy(q.in[i].shape, t->shape, sizeof t->shape);
   }
+  c->q = q;
+  if (!vr_pipes_serves(s->pipes, name)) return lookup(s, r, c);
   vr_http_defer(r, on_resume); /* hops finish on other threads */
-  vr_pipes_infer(s->pipes, &q, on_done, c);
+  vr_pipes_infer(s->pipes, &c->q, on_done, c);
 }
 
 static void reply_text(vr_server *s, vr_http_req *r, int status, char *json) {
@@ -182,12 +247,14 @@ static void reply_text(vr_server *s, vr_http_req *r, int status, char *json) {
 }
 
 static void describe(vr_server *s, vr_http_req *r, const char *name) {
-  char *j = vr_pipes_describe(s->pipes, name);
-  if (!j && name) {
-    char msg[200];
-    snprintf(msg, sizeof msg, "no registered pipeline named '%.100s'", name);
-    return fail(s, r, 404, msg);
+  if (name && !vr_pipes_serves(s->pipes, name)) {
+    pipe_ctx *c = new_ctx(s, r, name);
+    if (!c) return fail(s, r, 500, "out of memory");
+    c->describe = 1;
+    return lookup(s, r, c);
   }
+  char *j = vr_pipes_describe(s->pipes, name);
+  if (!j && name) return not_found(s, r, name);
   reply_text(s, r, 200, j);
 }
 
