@@ -258,29 +258,68 @@ static void describe(vr_server *s, vr_http_req *r, const char *name) {
   reply_text(s, r, 200, j);
 }
 
-/* Registration checks only the store and configs (no model loads), so it
- * runs on the event thread. */
-static void do_register(vr_server *s, vr_http_req *r) {
-  size_t len;
-  const char *body = vr_http_body(r, &len);
-  char name[64];
-  vr_errbuf err = {0};
-  int rc = vr_pipes_register(s->pipes, body ? body : "", body ? len : 0, name, &err);
-  if (rc) return fail(s, r, rc == VR_EEXIST ? 409 : vr_server_http_status(rc), err.msg);
-  char *out = vr_pipes_describe(s->pipes, name);
-  reply_text(s, r, 201, out);
+/* Registration and deletion write the store, which can block (a SQLite
+ * file another process holds locked, Redis away): as the other admin
+ * jobs, on a thread of their own; on the event thread they stalled every
+ * connection. */
+typedef struct pipe_job {
+  vr_server *s;
+  vr_http_req *http;
+  char *name; /* delete: the pipeline (the URL's copy is gone once deferred) */
+  int rc;
+  vr_errbuf err;
+  char *out;  /* the answer's JSON */
+} pipe_job;
+
+static void job_free(void *p) {
+  pipe_job *j = p;
+  vr_free(j->name);
+  vr_free(j->out);
+  vr_free(j);
 }
 
-static void do_delete(vr_server *s, vr_http_req *r, const char *name) {
-  vr_errbuf err = {0};
-  int rc = vr_pipes_delete(s->pipes, name, &err);
-  if (rc) return fail(s, r, vr_server_http_status(rc), err.msg);
-  vr_sbuf b;
-  vr_sbuf_init(&b);
-  vr_sbuf_puts(&b, "{\"deleted\":");
-  vr_sbuf_json_str(&b, name); /* names may hold quotes and backslashes */
-  vr_sbuf_puts(&b, "}");
-  reply_text(s, r, 200, vr_sbuf_take(&b, NULL));
+static void *job_main(void *arg) {
+  pipe_job *j = arg;
+  vr_server *s = j->s;
+  if (j->name) { /* delete */
+    j->rc = vr_pipes_delete(s->pipes, j->name, &j->err);
+    vr_sbuf b;
+    vr_sbuf_init(&b);
+    vr_sbuf_puts(&b, "{\"deleted\":");
+    vr_sbuf_json_str(&b, j->name); /* names may hold quotes and backslashes */
+    vr_sbuf_puts(&b, "}");
+    if (!j->rc) j->out = vr_sbuf_take(&b, NULL);
+    else vr_sbuf_free(&b);
+  } else {
+    size_t len;
+    const char *body = vr_http_body(j->http, &len); /* the request's, until answered */
+    char name[64];
+    j->rc = vr_pipes_register(s->pipes, body, len, name, &j->err);
+    if (!j->rc) j->out = vr_pipes_describe(s->pipes, name);
+  }
+  __atomic_fetch_sub(&s->admin_jobs, 1, __ATOMIC_SEQ_CST); /* as unreg_main */
+  vr_http_wake(j->http);
+  return NULL;
+}
+
+static void job_done(vr_http_req *r, void *user) {
+  vr_server *s = user;
+  pipe_job *j = vr_http_state(r);
+  if (j->rc) return fail(s, r, vr_server_http_status(j->rc), j->err.msg);
+  char *out = j->out;
+  j->out = NULL;
+  reply_text(s, r, j->name ? 200 : 201, out);
+}
+
+static void admin_job(vr_server *s, vr_http_req *r, const char *del_name) {
+  pipe_job *j = VR_NEW(pipe_job);
+  if (j && del_name && !(j->name = vr_strdup(del_name))) vr_free(j), j = NULL;
+  if (!j) return fail(s, r, 500, "out of memory");
+  j->s = s;
+  j->http = r;
+  vr_http_set_state(r, j, job_free);
+  if (vr_server_spawn_admin(s, r, job_done, job_main, j) < 0)
+    j->rc = vr_errf(&j->err, VR_EINTERNAL, "cannot start a thread");
 }
 
 void vr_server_pipes(vr_server *s, vr_http_req *r, const char *method, char **seg, int n) {
@@ -288,9 +327,9 @@ void vr_server_pipes(vr_server *s, vr_http_req *r, const char *method, char **se
   int get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
   int post = !strcmp(method, "POST"), del = !strcmp(method, "DELETE");
   if (n == 2 && get) return describe(s, r, NULL);
-  if (n == 2 && post) return do_register(s, r);
+  if (n == 2 && post) return admin_job(s, r, NULL);
   if (n == 3 && get) return describe(s, r, seg[2]);
-  if (n == 3 && del) return do_delete(s, r, seg[2]);
+  if (n == 3 && del) return admin_job(s, r, seg[2]);
   if (n == 4 && post && !strcmp(seg[3], "infer")) return infer(s, r, seg[2]);
   if (n == 4 && strcmp(seg[3], "infer")) return fail(s, r, 404, "unknown path");
   if (n <= 4) return fail(s, r, 405, "method not allowed");

@@ -2,10 +2,11 @@
 """A store another process holds locked (SQLite BEGIN EXCLUSIVE) must not
 stall the server: requests naming pipelines it does not serve read the
 store (another server may have registered them), and each such read waits
-up to the store's busy timeout (2 s). Those reads ran on the HTTP event
-thread, so health probes and every other connection waited behind them.
-Now: the probes answer at once, the lookups answer explicitly (404), and
-the server serves again once the lock is gone.
+up to the store's busy timeout (2 s), and a pipeline's registration or
+deletion writes it. Those ran on the HTTP event thread, so health probes
+and every other connection waited behind them. Now: the probes answer at
+once, the lookups answer explicitly (404), a deletion 503 (the store is
+locked), and the server serves again once the lock is gone.
 
 usage: store_locked.py VARIO SOURCE_DIR
 """
@@ -41,7 +42,8 @@ def check(cond, what):
 BODY = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 1], "data": [0]}]}
 try:
     proc, port = vr_http.start_server([VARIO, "serve", "--repo", REPO, "--store", DB,
-                                       "--port", "0", "--grpc-port", "-1"],
+                                       "--port", "0", "--grpc-port", "-1",
+                                       "--insecure-admin"],
                                       os.path.join(TMP, "serve.log"))
     for _ in range(200):
         try:
@@ -74,10 +76,25 @@ try:
     for t in ths:
         t.join()
     check(sorted(answers) == [404, 404, 404], f"every lookup answered 404: {answers}")
+    deleted = []
+    th = threading.Thread(target=lambda: deleted.append(
+        vr_http.request(port, "DELETE", "/v2/pipelines/nope")))
+    th.start()
+    time.sleep(0.2)
+    t0 = time.time()
+    st, _ = vr_http.request(port, "GET", "/v2/health/live")
+    took = time.time() - t0
+    check(st == 200 and took < 1.5,
+          f"a probe is answered while a deletion waits for the store ({took:.2f} s)")
+    th.join()
+    check(deleted[0][0] == 503 and "locked" in deleted[0][1].get("error", ""),
+          f"the deletion is answered 503: {deleted}")
     lock.execute("ROLLBACK")
     lock.close()
     st, b = vr_http.request(port, "GET", "/v2/pipelines/nope")
     check(st == 404 and "nope" in b.get("error", ""), f"the store read again: {st} {b}")
+    st, b = vr_http.request(port, "DELETE", "/v2/pipelines/nope")
+    check(st == 404, f"and written again: {st} {b}")
     proc.terminate()
     check(proc.wait(timeout=30) == 0, "the server drains and exits 0")
     proc = None
