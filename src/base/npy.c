@@ -193,8 +193,9 @@ int vr_npy_write(const char *path, vr_dtype dt, const int64_t *shape, int ndim,
   ok = ok && fputc('\n', f) != EOF;
   size_t bytes = count * vr_dtype_size(dt);
   ok = ok && fwrite(data, 1, bytes, f) == bytes;
-  if (fclose(f) != 0) ok = 0;
-  return ok ? 0 : vr_errf(err, VR_EIO, "%s: write failed", path);
+  int e = ok ? 0 : errno; /* the first failure's reason (a full disk, a size limit) */
+  if (fclose(f) != 0 && ok) ok = 0, e = errno;
+  return ok ? 0 : vr_errf(err, VR_EIO, "%s: write failed: %s", path, strerror(e ? e : EIO));
 }
 
 void vr_npy_free(vr_npy *n) {

@@ -241,6 +241,10 @@ int vr_cli_serve(int argc, char **argv, const vr_cli_role *role) {
   sigaddset(&set, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &set, NULL);
   signal(SIGPIPE, SIG_IGN);
+  /* Past a file size limit (ulimit -f, systemd's LimitFSIZE) a write is
+   * an error (EFBIG) for the request that made it; by default the signal
+   * killed the server on a client's large upload. */
+  signal(SIGXFSZ, SIG_IGN);
   vr_server *s = NULL;
   vr_errbuf err = {0};
   if (ctl.store_path) o.load_all = 0; /* the control plane loads variants */

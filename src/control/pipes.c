@@ -52,6 +52,12 @@ pl_pipe *vr__pipes_get(vr_pipes *p, const char *name) {
   return pp;
 }
 
+int vr_pipes_serves(vr_pipes *p, const char *name) {
+  pl_pipe *pp = vr__pipes_get(p, name);
+  if (pp) vr__pipe_unref(pp);
+  return pp != NULL;
+}
+
 pl_pipe *vr__pipes_get_synced(vr_pipes *p, const char *name) {
   pl_pipe *pp = vr__pipes_get(p, name);
   vr_errbuf serr = {0};

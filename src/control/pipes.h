@@ -151,6 +151,9 @@ int vr_pipes_sync(vr_pipes *p, vr_errbuf *err);
  * with a warning. Called by vr_pipes_sync and the policy's tick; call it
  * after a registration. */
 void vr_pipes_refresh(vr_pipes *p);
+/* 1 when this process serves the pipeline now; reads no store (a name
+ * it does not serve makes vr_pipes_infer / vr_pipes_describe read it). */
+int vr_pipes_serves(vr_pipes *p, const char *name);
 /* Names of the served pipelines (up to cap); returns how many there are. */
 int vr_pipes_names(vr_pipes *p, char (*names)[VR_PIPE_NAME_MAX], int cap);
 

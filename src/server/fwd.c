@@ -238,6 +238,7 @@ void vr_fwd_send(vr_fwd *f, const char *key, vr_fwd_call *c) {
     c->resp_headers = NULL;
     c->wq_until = 0;
     c->once = !replayable(c);
+    c->refused = 0;
     __atomic_fetch_add(&f->st.sent, 1, __ATOMIC_RELAXED);
   }
   send_try(f, c);
@@ -262,9 +263,11 @@ static void send_try(vr_fwd *f, vr_fwd_call *c) {
                  c->msg[0] ? c->msg : "worker failed", c->key);
       else
         snprintf(msg, sizeof msg, "every worker of '%.100s' is down", c->key);
-      finish(f, c, any && c->tries ? 502 : 503, msg);
+      /* a refusal with no other worker left stays a 503 (retry later) */
+      finish(f, c, any && c->tries && !c->refused ? 502 : 503, msg);
       return;
     }
+    c->refused = 0;
     fworker *x = f->tw[wi];
     if (c->once && x->n_idle) {
       /* a fresh connection: on a pooled one, the worker closing it as idle
@@ -419,6 +422,16 @@ static void fail_try(vr_fwd *f, conn *k, const char *why) {
 /* A whole response is in k->buf: hand it to the call, pool the conn. */
 static void complete(vr_fwd *f, conn *k, const vr_http_head *h) {
   vr_fwd_call *c = k->call;
+  /* 503 with Connection: close is a worker refusing work (draining after
+   * SIGTERM: the 503s of the keep-alive connections it still has until
+   * its last requests are answered; or past its connections): a request
+   * that may go again goes to another worker, as when its connection
+   * fails, not back to the client while another worker can serve it */
+  if (h->status == 503 && h->close && !c->once && c->tries < f->o.max_tries) {
+    c->refused = 1;
+    fail_try(f, k, "503, closing: shutting down or at its connection limit");
+    return;
+  }
   size_t cl = h->content_len;
   c->status = h->status;
   c->resp_ihcl = h->ihcl;

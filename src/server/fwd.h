@@ -144,6 +144,7 @@ struct vr_fwd_call {
   int64_t deadline_ns;
   int64_t wq_until;       /* waiting for a connection (max_conns) until */
   int once;               /* not replayable: at most one worker may get it */
+  int refused;            /* the last try was a worker's refusal (503) */
   vr_fwd_call *wq_next;
   /* the workers tried, by identity (fwd.c's own record of a worker, kept
    * until vr_fwd_free): a table index names another worker once a new

@@ -21,12 +21,26 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "grpc_service.pb-c.h"
 #include "server/kserve.h"
 #include "server/server_int.h"
 
+/* A call leaves g->reading once its message came (or the call ended). */
+static void read_unlink(gcall *c) {
+  if (!c->in_reading) return;
+  vr_grpc *g = c->g;
+  if (c->rprev) c->rprev->rnext = c->rnext;
+  else g->reading = c->rnext;
+  if (c->rnext) c->rnext->rprev = c->rprev;
+  else g->reading_tail = c->rprev;
+  c->rprev = c->rnext = NULL;
+  c->in_reading = 0;
+}
+
 static void call_free(gcall *c) {
+  read_unlink(c);
   if (c->call) grpc_call_unref(c->call);
   grpc_call_details_destroy(&c->details);
   grpc_metadata_array_destroy(&c->md);
@@ -403,7 +417,34 @@ static void start_read(gcall *c) {
   ops[1].op = GRPC_OP_RECV_MESSAGE;
   ops[1].data.recv_message.recv_message = &c->recv;
   c->stage = ST_READ;
-  if (grpc_call_start_batch(c->call, ops, 2, c, NULL) != GRPC_CALL_OK) call_free(c);
+  if (grpc_call_start_batch(c->call, ops, 2, c, NULL) != GRPC_CALL_OK) {
+    call_free(c);
+    return;
+  }
+  vr_grpc *g = c->g;
+  c->read_since = vr_now_ns();
+  c->in_reading = 1;
+  c->rprev = g->reading_tail;
+  if (g->reading_tail) g->reading_tail->rnext = c;
+  else g->reading = c;
+  g->reading_tail = c;
+}
+
+/* A call whose request message has not come within --body-timeout-ms of
+ * its start is cancelled, as HTTP closes a connection whose body has not
+ * come within it: gRPC waits for the message for ever, so a client that
+ * sent half of one held its call, and its connection (never idle), for
+ * good. The calls are oldest first: the scan stops at one still in time. */
+static void cut_slow_reads(vr_grpc *g) {
+  unsigned ms = g->s->o.body_timeout_ms ? g->s->o.body_timeout_ms : 30000;
+  int64_t old = vr_now_ns() - (int64_t)ms * VR_NS_PER_MS;
+  char msg[128];
+  for (gcall *c = g->reading; c && c->read_since < old; c = c->rnext) {
+    if (c->cut) continue;
+    c->cut = 1;
+    snprintf(msg, sizeof msg, "the request message did not arrive within %u ms", ms);
+    grpc_call_cancel_with_status(c->call, GRPC_STATUS_DEADLINE_EXCEEDED, msg, NULL);
+  }
 }
 
 static void on_event(vr_grpc *g, gcall *c, int ok) {
@@ -426,6 +467,7 @@ static void on_event(vr_grpc *g, gcall *c, int ok) {
     start_read(c);
     return;
   case ST_READ:
+    read_unlink(c);
     if (!ok) finish(c, GRPC_STATUS_CANCELLED, "", NULL);
     else dispatch(c);
     return;
@@ -445,6 +487,7 @@ static void *loop(void *arg) {
       if (ev.tag == &g->shutdown_tag) g->server_down = 1;
       else on_event(g, ev.tag, ev.success);
     }
+    if (!g->cq_down) cut_slow_reads(g);
     /* The queue closes once the server is down and no runtime callback
      * may still start a batch on one of its calls. */
     if (g->server_down && !g->cq_down && !__atomic_load_n(&g->inflight, __ATOMIC_SEQ_CST)) {

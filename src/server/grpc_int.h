@@ -26,6 +26,8 @@ struct vr_grpc {
   int cq_down;         /* queue shut down: no batch may start (loop thread) */
   int inflight;        /* calls another thread will answer: infers waiting for
                         * the runtime, loads/unloads (atomic) */
+  struct gcall *reading, *reading_tail; /* calls waiting for their request
+                        * message, oldest first (loop thread) */
   char shutdown_tag;
 };
 
@@ -34,6 +36,9 @@ enum { ST_NEW, ST_READ, ST_DONE };
 typedef struct gcall {
   vr_grpc *g;
   int stage;
+  struct gcall *rprev, *rnext; /* in g->reading while its message is due */
+  int in_reading, cut;
+  int64_t read_since;          /* its read started (monotonic ns) */
   grpc_call *call;
   grpc_call_details details;
   grpc_metadata_array md;

@@ -455,8 +455,9 @@ void vr_server_shutdown(vr_server *s) {
   if (!s || s->shutting_down) return;
   __atomic_store_n(&s->shutting_down, 1, __ATOMIC_SEQ_CST);
   vr_http_drain(s->http);        /* 1. stop accepting */
-  while (__atomic_load_n(&s->admin_jobs, __ATOMIC_SEQ_CST) > 0)
-    usleep(1000);                /* 2. let loads/unloads finish */
+  while (__atomic_load_n(&s->admin_jobs, __ATOMIC_SEQ_CST) > 0 ||
+         __atomic_load_n(&s->pipe_lookups, __ATOMIC_SEQ_CST) > 0)
+    usleep(1000);                /* 2. let loads/unloads, lookups finish */
   vr_rt_shutdown(s->rt);         /* 3. answer every queued request */
   vr_grpc_stop(s->grpc);         /*    gRPC: send those answers, close */
   s->grpc = NULL;

@@ -44,6 +44,8 @@ static int has_prefix_ci(const char *s, const char *p) {
 }
 
 /* Writes n bytes to a new file path (0600); -1 on error. */
+/* -1 with errno set (the reason goes into the client's error: a full
+ * disk or a file size limit is the operator's to fix, and says so). */
 static int write_file(const char *path, const char *p, size_t n) {
   int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) return -1;
@@ -51,7 +53,9 @@ static int write_file(const char *path, const char *p, size_t n) {
     ssize_t w = write(fd, p, n);
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) {
+      int e = w < 0 ? errno : ENOSPC;
       close(fd);
+      errno = e;
       return -1;
     }
     p += w;
@@ -209,7 +213,8 @@ static int reg_stage(reg_job *j, char paths[F_N][4400], vr_errbuf *err) {
     snprintf(paths[i], sizeof paths[i], "%s/%s%s", j->dir, k_files[i],
              i ? ".npy" : ".onnx");
     if (write_file(paths[i], j->data[i], j->len[i]))
-      return vr_errf(err, VR_EIO, "cannot store the uploaded %s", k_files[i]);
+      return vr_errf(err, VR_EIO, "cannot store the uploaded %s: %s", k_files[i],
+                     strerror(errno));
   }
   return 0;
 }
@@ -389,7 +394,7 @@ void vr__server_job_submit(vr_server *s, vr_http_req *r, const char *app) {
       unlink(tmpl);
       uploaded = 1;
       if (write_file(tmpl, bin, bin_len))
-        rc = vr_errf(&err, VR_EIO, "cannot store the uploaded input");
+        rc = vr_errf(&err, VR_EIO, "cannot store the uploaded input: %s", strerror(errno));
       snprintf(in, sizeof in, "%s", tmpl);
     } else if (!rc) {
       unlink(tmpl); /* a --data-root input is read where it is */

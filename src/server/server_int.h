@@ -21,6 +21,7 @@ struct vr_server {
   vr_http *http;
   vr_runtime *rt;
   int admin_jobs;   /* running load/unload threads (atomic) */
+  int pipe_lookups; /* store lookups of unserved pipelines running (atomic) */
   int shutting_down;
   uint64_t http_status[6]; /* responses by class: [2]=2xx ... (atomic) */
   uint64_t invalid;        /* infer requests rejected before routing */

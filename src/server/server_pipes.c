@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/thread.h"
 #include "control/pipes.h"
 #include "server/kserve.h"
 #include "server/server_int.h"
@@ -29,12 +30,19 @@ typedef struct pipe_ctx {
   vr_http_req *http;
   vr_ks_request ks;
   vr_pipe_result *res;
+  char *name;      /* the pipeline (the URL's copy is gone once deferred) */
+  vr_pipe_query q; /* infer: the query, for the lookup thread */
+  int describe;    /* a GET, not an infer */
+  char *json;      /* describe: the answer the lookup thread found */
+  int no_thread;   /* the lookup thread could not start */
 } pipe_ctx;
 
 static void ctx_free(void *p) {
   pipe_ctx *c = p;
   vr_ks_request_free(&c->ks);
   vr_pipe_result_free(c->res);
+  vr_free(c->name);
+  vr_free(c->json);
   vr_free(c);
 }
 
@@ -125,9 +133,23 @@ static int outcome_status(vr_pipe_outcome o) {
   }
 }
 
+static void not_found(vr_server *s, vr_http_req *r, const char *name) {
+  char msg[200];
+  snprintf(msg, sizeof msg, "no registered pipeline named '%.100s'", name);
+  fail(s, r, 404, msg);
+}
+
+static void reply_text(vr_server *s, vr_http_req *r, int status, char *json);
+
 static void on_resume(vr_http_req *r, void *user) {
   vr_server *s = user;
   pipe_ctx *c = vr_http_state(r);
+  if (c->no_thread) return fail(s, r, 503, "cannot start a thread; retry later");
+  if (c->describe) {
+    char *j = c->json;
+    c->json = NULL;
+    return j ? reply_text(s, r, 200, j) : not_found(s, r, c->name);
+  }
   vr_pipe_result *res = c->res;
   if (res->status) /* never started: unknown pipeline, bad input */
     return fail(s, r, vr_server_http_status(res->status), res->msg);
@@ -145,12 +167,53 @@ static void on_done(vr_pipe_result *res, void *tag) {
   vr_http_wake(c->http);
 }
 
-static void infer(vr_server *s, vr_http_req *r, const char *name) {
+/* A name this process does not serve is looked for in the store (another
+ * server sharing it may have registered the pipeline) on a thread of its
+ * own: a store read can block (a SQLite file another process holds locked
+ * waits out the busy timeout, Redis away its retries), and on the event
+ * thread it stalled every connection, probes included. */
+static void *lookup_main(void *arg) {
+  pipe_ctx *c = arg;
+  vr_server *s = c->s; /* c may be freed once answered */
+  if (c->describe) {
+    c->json = vr_pipes_describe(s->pipes, c->name);
+    vr_http_wake(c->http);
+  } else {
+    vr_pipes_infer(s->pipes, &c->q, on_done, c);
+  }
+  __atomic_fetch_sub(&s->pipe_lookups, 1, __ATOMIC_SEQ_CST); /* shutdown waits */
+  return NULL;
+}
+
+/* One lookup at a time: while one runs, a name not served is answered 404
+ * without a read, as the pipes' own limit on these reads (ten a second)
+ * answers past it. */
+static void lookup(vr_server *s, vr_http_req *r, pipe_ctx *c) {
+  int idle = 0;
+  if (!__atomic_compare_exchange_n(&s->pipe_lookups, &idle, 1, 0, __ATOMIC_SEQ_CST,
+                                   __ATOMIC_SEQ_CST))
+    return not_found(s, r, c->name);
+  vr_http_defer(r, on_resume);
+  if (vr_thread_detached(lookup_main, c)) {
+    __atomic_fetch_sub(&s->pipe_lookups, 1, __ATOMIC_SEQ_CST);
+    c->no_thread = 1;
+    vr_http_wake(r);
+  }
+}
+
+static pipe_ctx *new_ctx(vr_server *s, vr_http_req *r, const char *name) {
   pipe_ctx *c = VR_NEW(pipe_ctx);
-  if (!c) return fail(s, r, 500, "out of memory");
+  if (c && !(c->name = vr_strdup(name))) vr_free(c), c = NULL;
+  if (!c) return NULL;
   c->s = s;
   c->http = r;
   vr_http_set_state(r, c, ctx_free);
+  return c;
+}
+
+static void infer(vr_server *s, vr_http_req *r, const char *name) {
+  pipe_ctx *c = new_ctx(s, r, name);
+  if (!c) return fail(s, r, 500, "out of memory");
   vr_errbuf err = {0};
   size_t hlen, blen;
   const char *body = vr_http_body(r, &blen);
@@ -161,7 +224,7 @@ static void infer(vr_server *s, vr_http_req *r, const char *name) {
   if (rc) return fail(s, r, vr_server_http_status(rc), err.msg);
   /* latency_ms / min_accuracy are checked by the KServe parser (< 0: not
    * given); end to end here. */
-  vr_pipe_query q = {.pipeline = name,
+  vr_pipe_query q = {.pipeline = c->name,
                      .latency_ms = c->ks.latency_ms > 0 ? c->ks.latency_ms : 0,
                      .min_accuracy = c->ks.min_accuracy > 0 ? c->ks.min_accuracy : 0,
                      .arrived_ns = vr_http_arrived_ns(r)};
@@ -171,8 +234,10 @@ static void infer(vr_server *s, vr_http_req *r, const char *name) {
     q.in[i] = (vr_tensor){t->name, t->dtype, t->ndim, {0}, t->data, t->nbytes};
     memcpy(q.in[i].shape, t->shape, sizeof t->shape);
   }
+  c->q = q;
+  if (!vr_pipes_serves(s->pipes, name)) return lookup(s, r, c);
   vr_http_defer(r, on_resume); /* hops finish on other threads */
-  vr_pipes_infer(s->pipes, &q, on_done, c);
+  vr_pipes_infer(s->pipes, &c->q, on_done, c);
 }
 
 static void reply_text(vr_server *s, vr_http_req *r, int status, char *json) {
@@ -182,38 +247,79 @@ static void reply_text(vr_server *s, vr_http_req *r, int status, char *json) {
 }
 
 static void describe(vr_server *s, vr_http_req *r, const char *name) {
-  char *j = vr_pipes_describe(s->pipes, name);
-  if (!j && name) {
-    char msg[200];
-    snprintf(msg, sizeof msg, "no registered pipeline named '%.100s'", name);
-    return fail(s, r, 404, msg);
+  if (name && !vr_pipes_serves(s->pipes, name)) {
+    pipe_ctx *c = new_ctx(s, r, name);
+    if (!c) return fail(s, r, 500, "out of memory");
+    c->describe = 1;
+    return lookup(s, r, c);
   }
+  char *j = vr_pipes_describe(s->pipes, name);
+  if (!j && name) return not_found(s, r, name);
   reply_text(s, r, 200, j);
 }
 
-/* Registration checks only the store and configs (no model loads), so it
- * runs on the event thread. */
-static void do_register(vr_server *s, vr_http_req *r) {
-  size_t len;
-  const char *body = vr_http_body(r, &len);
-  char name[64];
-  vr_errbuf err = {0};
-  int rc = vr_pipes_register(s->pipes, body ? body : "", body ? len : 0, name, &err);
-  if (rc) return fail(s, r, rc == VR_EEXIST ? 409 : vr_server_http_status(rc), err.msg);
-  char *out = vr_pipes_describe(s->pipes, name);
-  reply_text(s, r, 201, out);
+/* Registration and deletion write the store, which can block (a SQLite
+ * file another process holds locked, Redis away): as the other admin
+ * jobs, on a thread of their own; on the event thread they stalled every
+ * connection. */
+typedef struct pipe_job {
+  vr_server *s;
+  vr_http_req *http;
+  char *name; /* delete: the pipeline (the URL's copy is gone once deferred) */
+  int rc;
+  vr_errbuf err;
+  char *out;  /* the answer's JSON */
+} pipe_job;
+
+static void job_free(void *p) {
+  pipe_job *j = p;
+  vr_free(j->name);
+  vr_free(j->out);
+  vr_free(j);
 }
 
-static void do_delete(vr_server *s, vr_http_req *r, const char *name) {
-  vr_errbuf err = {0};
-  int rc = vr_pipes_delete(s->pipes, name, &err);
-  if (rc) return fail(s, r, vr_server_http_status(rc), err.msg);
-  vr_sbuf b;
-  vr_sbuf_init(&b);
-  vr_sbuf_puts(&b, "{\"deleted\":");
-  vr_sbuf_json_str(&b, name); /* names may hold quotes and backslashes */
-  vr_sbuf_puts(&b, "}");
-  reply_text(s, r, 200, vr_sbuf_take(&b, NULL));
+static void *job_main(void *arg) {
+  pipe_job *j = arg;
+  vr_server *s = j->s;
+  if (j->name) { /* delete */
+    j->rc = vr_pipes_delete(s->pipes, j->name, &j->err);
+    vr_sbuf b;
+    vr_sbuf_init(&b);
+    vr_sbuf_puts(&b, "{\"deleted\":");
+    vr_sbuf_json_str(&b, j->name); /* names may hold quotes and backslashes */
+    vr_sbuf_puts(&b, "}");
+    if (!j->rc) j->out = vr_sbuf_take(&b, NULL);
+    else vr_sbuf_free(&b);
+  } else {
+    size_t len;
+    const char *body = vr_http_body(j->http, &len); /* the request's, until answered */
+    char name[64];
+    j->rc = vr_pipes_register(s->pipes, body, len, name, &j->err);
+    if (!j->rc) j->out = vr_pipes_describe(s->pipes, name);
+  }
+  __atomic_fetch_sub(&s->admin_jobs, 1, __ATOMIC_SEQ_CST); /* as unreg_main */
+  vr_http_wake(j->http);
+  return NULL;
+}
+
+static void job_done(vr_http_req *r, void *user) {
+  vr_server *s = user;
+  pipe_job *j = vr_http_state(r);
+  if (j->rc) return fail(s, r, vr_server_http_status(j->rc), j->err.msg);
+  char *out = j->out;
+  j->out = NULL;
+  reply_text(s, r, j->name ? 200 : 201, out);
+}
+
+static void admin_job(vr_server *s, vr_http_req *r, const char *del_name) {
+  pipe_job *j = VR_NEW(pipe_job);
+  if (j && del_name && !(j->name = vr_strdup(del_name))) vr_free(j), j = NULL;
+  if (!j) return fail(s, r, 500, "out of memory");
+  j->s = s;
+  j->http = r;
+  vr_http_set_state(r, j, job_free);
+  if (vr_server_spawn_admin(s, r, job_done, job_main, j) < 0)
+    j->rc = vr_errf(&j->err, VR_EINTERNAL, "cannot start a thread");
 }
 
 void vr_server_pipes(vr_server *s, vr_http_req *r, const char *method, char **seg, int n) {
@@ -221,9 +327,9 @@ void vr_server_pipes(vr_server *s, vr_http_req *r, const char *method, char **se
   int get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
   int post = !strcmp(method, "POST"), del = !strcmp(method, "DELETE");
   if (n == 2 && get) return describe(s, r, NULL);
-  if (n == 2 && post) return do_register(s, r);
+  if (n == 2 && post) return admin_job(s, r, NULL);
   if (n == 3 && get) return describe(s, r, seg[2]);
-  if (n == 3 && del) return do_delete(s, r, seg[2]);
+  if (n == 3 && del) return admin_job(s, r, seg[2]);
   if (n == 4 && post && !strcmp(seg[3], "infer")) return infer(s, r, seg[2]);
   if (n == 4 && strcmp(seg[3], "infer")) return fail(s, r, 404, "unknown path");
   if (n <= 4) return fail(s, r, 405, "method not allowed");

@@ -270,6 +270,48 @@ try:
     fe4.terminate()
     fe4.wait(60)
 
+    # SIGTERM: a draining worker answers 503 "server is shutting down" (with
+    # Connection: close) on the keep-alive connections it still has, until
+    # the requests it accepted are answered (here one it holds open: a body
+    # that never comes, 5 s). Those refusals ran nothing: the front end
+    # sends the request to another worker (the client got the 503).
+    w3, p3 = start(["worker", "--repo", repo, "--id", "w3"], "w3")
+    fe5, pf5 = start(["frontend", "--worker", f"w2=127.0.0.1:{p2}",
+                      "--worker", f"w3=127.0.0.1:{p3}"], "fe5")
+    for _ in range(1200):
+        if req(p3, "GET", "/v2/health/ready")[0] == 200:
+            break
+        time.sleep(0.05)
+    used = set()
+    for _ in range(16):  # keep-alive connections to both in fe5's pool
+        st, b, h = req(pf5, "POST", "/v2/models/fmnist_linear/infer", js,
+                       {"Content-Type": "application/json"})
+        used.add(h.get("Vario-Worker"))
+    check(used == {"w2", "w3"}, f"fe5 uses both workers: {used}")
+    fe6, pf6 = start(["frontend", "--worker", f"w3=127.0.0.1:{p3}"], "fe6")
+    st, _, _ = req(pf6, "POST", "/v2/models/fmnist_linear/infer", js,
+                   {"Content-Type": "application/json"})
+    check(st == 200, f"fe6 (w3 alone) answers: {st}")
+    held = socket.create_connection(("127.0.0.1", p3))
+    held.sendall(b"POST /v2/models/fmnist_linear/infer HTTP/1.1\r\nHost: x\r\n"
+                 b"Content-Length: 100\r\n\r\n{")
+    time.sleep(0.3)
+    w3.send_signal(signal.SIGTERM)
+    time.sleep(0.5)
+    drained = [req(pf5, "POST", "/v2/models/fmnist_linear/infer", js,
+                   {"Content-Type": "application/json"}) for _ in range(16)]
+    check(all(st == 200 and h.get("Vario-Worker") == "w2" for st, _, h in drained),
+          f"requests while a worker drains go to the other one: "
+          f"{[(st, h.get('Vario-Worker'), b[:80]) for st, b, h in drained if st != 200][:4]}")
+    st, b, _ = req(pf6, "POST", "/v2/models/fmnist_linear/infer", js,
+                   {"Content-Type": "application/json"})
+    check(st == 503, f"with no other worker, the refusal stays a 503: {st} {b[:200]}")
+    held.close()
+    check(w3.wait(60) == 0, "the drained worker exits 0")
+    for p in (fe5, fe6):
+        p.terminate()
+        p.wait(60)
+
     # SIGKILL one worker under load: 8 client threads, none may hang.
     results, lock, stop = [], threading.Lock(), threading.Event()
 

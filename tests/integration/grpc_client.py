@@ -68,6 +68,7 @@ def main():
     shutdown_rounds()
     tls_round()
     silent_round()
+    stalled_round()
     shutil.rmtree(TMP, ignore_errors=True)
     print("grpc: all checks passed")
 
@@ -110,6 +111,53 @@ def silent_round():
         took = time.time() - t0
         sk.close()
         check(closed and took < 8, f"a silent gRPC connection is closed ({took:.1f} s)")
+    finally:
+        p.terminate()
+        p.wait(timeout=30)
+
+
+def stalled_round():
+    """A call whose request message never all comes is ended after
+    --body-timeout-ms, as an HTTP body that never completes (gRPC waited
+    for it for ever: the call, and its connection, never idle, were held
+    for good). Raw HTTP/2: headers, then 3 bytes of a 100-byte message."""
+    import socket
+    import struct
+
+    def frame(kind, flags, sid, payload=b""):
+        return struct.pack(">I", len(payload))[1:] + bytes([kind, flags]) + \
+            struct.pack(">I", sid) + payload
+
+    def literal(name, value):  # HPACK, not indexed, no Huffman
+        return b"\x00" + bytes([len(name)]) + name.encode() + bytes([len(value)]) + \
+            value.encode()
+    head = b"".join(literal(k, v) for k, v in [
+        (":method", "POST"), (":scheme", "http"), (":authority", "x"),
+        (":path", "/inference.GRPCInferenceService/ModelInfer"),
+        ("content-type", "application/grpc"), ("te", "trailers")])
+    p, log, _, gport = start(["--body-timeout-ms", "1000"], "stalled.log")
+    try:
+        sk = socket.create_connection(("127.0.0.1", gport), timeout=10)
+        sk.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + frame(4, 0, 0) + frame(4, 1, 0) +
+                   frame(1, 4, 1, head) + frame(0, 0, 1, b"\x00" + struct.pack(">I", 100) + b"abc"))
+        t0, buf, ended = time.time(), b"", False
+        while not ended and time.time() - t0 < 8:
+            try:
+                d = sk.recv(65536)
+            except socket.timeout:
+                break
+            if not d:
+                break
+            buf += d
+            while len(buf) >= 9 and len(buf) >= 9 + int.from_bytes(buf[:3], "big"):
+                n, kind, flags, sid = int.from_bytes(buf[:3], "big"), buf[3], buf[4], \
+                    int.from_bytes(buf[5:9], "big") & 0x7fffffff
+                # stream 1 reset, or its trailers (HEADERS with END_STREAM)
+                ended |= sid == 1 and (kind == 3 or (kind == 1 and flags & 1))
+                buf = buf[9 + n:]
+        took = time.time() - t0
+        sk.close()
+        check(ended and took < 8, f"a gRPC call whose message never completes is ended ({took:.1f} s)")
     finally:
         p.terminate()
         p.wait(timeout=30)

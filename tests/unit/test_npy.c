@@ -99,11 +99,24 @@ static void test_numpy_file(void **st) {
   unlink("/tmp/vr_np_t.npy");
 }
 
+/* A write that fails (a full disk: /dev/full) names the system's reason;
+ * it said only "write failed" (an offline job's record on a full disk). */
+static void test_write_full(void **st) {
+  (void)st;
+  if (access("/dev/full", W_OK)) skip();
+  float data[1024] = {0};
+  int64_t shape[] = {1024};
+  vr_errbuf e = {0};
+  assert_int_equal(vr_npy_write("/dev/full", VR_DT_F32, shape, 1, data, &e), VR_EIO);
+  if (!strstr(e.msg, "No space left on device")) fail_msg("error: %s", e.msg);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_roundtrip),
       cmocka_unit_test(test_malformed),
       cmocka_unit_test(test_numpy_file),
+      cmocka_unit_test(test_write_full),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
