@@ -8,6 +8,7 @@
 #include "base/clock.h"
 #include "base/vec.h"
 #include "control/pipes_pol.h"
+#include "policy/drop.h"
 
 typedef struct preq preq;
 
@@ -66,6 +67,26 @@ void vr_pipe_result_free(vr_pipe_result *r) {
   vr_free(r);
 }
 
+/* The last point a request can be dropped (policy/drop.h, the rule a
+ * model-less query's answer keeps): every hop was admitted only when its
+ * batch fitted before the end-to-end deadline, so an answer later than
+ * the deadline plus the batch of the hop that ended last was delayed
+ * after that batch. It was answered 200 "ok", later than the SLO. */
+static void drop_if_late(vr_pipe_result *r) {
+  if (r->outcome != VR_POUT_OK || r->end_ns <= r->deadline_ns) return;
+  int64_t last_end = -1, batch_ns = 0;
+  for (int i = 0; i < r->n_hops; i++) {
+    const vr_pipe_hop_rec *h = r->hops[i];
+    int64_t end = h->start_ns + h->queue_ns + h->compute_ns;
+    if (h->outcome == VR_POUT_OK && end > last_end) last_end = end, batch_ns = h->compute_ns;
+  }
+  if (!vr_drop_answer_due(r->end_ns, r->deadline_ns, batch_ns)) return;
+  r->outcome = VR_POUT_DROPPED;
+  snprintf(r->msg, sizeof r->msg, "dropped: the deadline cannot be met (the answer was ready "
+           "%.3f ms after it, more than the last hop's batch's %.3f ms)",
+           (r->end_ns - r->deadline_ns) / 1e6, batch_ns / 1e6);
+}
+
 /* Moves the hops into a result and hands it to the caller. */
 static void finish_request(preq *q) {
   vr_pipe_result *r = vr_calloc(1, sizeof *r);
@@ -100,6 +121,7 @@ static void finish_request(preq *q) {
   }
   if (q->bad_input) /* as pipes.h says of bad inputs: failed, with the status */
     r->outcome = VR_POUT_FAILED, r->status = q->bad_input;
+  drop_if_late(r);
   vr__pipe_count_request(q->pp, r);
   r->pin = q->pp; /* the request's reference moves to the result */
   q->done(r, q->tag);

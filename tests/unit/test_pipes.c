@@ -469,6 +469,52 @@ static void test_drop_at_next_hop(void **st) {
   drop_all(p);
 }
 
+/* An answer later than the deadline plus the batch of the hop that ended
+ * last is dropped, as a model-less query's (policy/drop.h): with the
+ * stepping clock a one-task pipeline's request arrives at t, its hop
+ * starts at t+100 ms and is queued at t+200 ms with 50 ms left, and the
+ * answer is ready at t+300 ms: 50 ms past the deadline after a batch of
+ * microseconds. It was answered "ok" (200), 50 ms late. */
+static void test_late_answer_dropped(void **st) {
+  (void)st;
+  vr_pipes *p = NULL;
+  vr_errbuf e = {0};
+  char name[64];
+  const char *solo = "{\"name\": \"solo\", \"latency_ms\": 250, "
+                     "\"tasks\": [{\"name\": \"garment\", \"app\": \"fashion\"}]}";
+  assert_int_equal(vr_pipes_create(g_ctl, g_rt, g_store, &p, &e), 0);
+  if (vr_pipes_register(p, solo, strlen(solo), name, &e)) fail_msg("%s", e.msg);
+  static float x[784];
+  for (int k = 0; k < 2; k++) {
+    waiter w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL};
+    vr_pipe_query q = {.pipeline = "solo", .latency_ms = k ? 250 : 10000, .n_in = 1};
+    q.in[0] = (vr_tensor){"input", VR_DT_F32, 4, {1, 1, 28, 28}, x, sizeof x};
+    vr_clock clk = {stepping_now, 0};
+    if (k) vr_pipes_set_clock(p, &clk); /* after a warm-up: the variant loaded */
+    vr_pipes_infer(p, &q, on_done, &w);
+    pthread_mutex_lock(&w.mu);
+    while (!w.res) pthread_cond_wait(&w.cv, &w.mu);
+    pthread_mutex_unlock(&w.mu);
+    vr_pipes_set_clock(p, NULL);
+    vr_pipe_result *r = w.res;
+    if (!k) {
+      if (r->outcome != VR_POUT_OK) fail_msg("warm-up: %s", r->msg);
+    } else {
+      assert_int_equal(r->n_hops, 1);
+      assert_int_equal(r->hops[0]->outcome, VR_POUT_OK); /* served in its batch */
+      assert_true(r->end_ns > r->deadline_ns);
+      if (r->outcome != VR_POUT_DROPPED || !strstr(r->msg, "deadline cannot be met"))
+        fail_msg("late answer: outcome %d, %s", (int)r->outcome, r->msg);
+    }
+    vr_pipe_result_free(r);
+  }
+  char *m = vr_pipes_prometheus(p);
+  assert_non_null(strstr(m, "vario_pipeline_requests_total{pipeline=\"solo\",outcome=\"dropped\"} 1"));
+  vr_free(m);
+  assert_int_equal(vr_pipes_delete(p, "solo", &e), 0);
+  vr_pipes_free(p);
+}
+
 /* A clock whose first read (the request's arrival, inside vr_pipes_infer)
  * deletes the pipeline: the request is then in flight on a pipeline no
  * longer registered. */
@@ -780,6 +826,7 @@ int main(void) {
       cmocka_unit_test(test_delete_shared_store),
       cmocka_unit_test(test_matches_by_hand),
       cmocka_unit_test(test_drop_at_next_hop),
+      cmocka_unit_test(test_late_answer_dropped),
       cmocka_unit_test(test_bad_root_input),
       cmocka_unit_test(test_delete_in_flight),
       cmocka_unit_test(test_follow_batch_caps),
