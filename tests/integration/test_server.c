@@ -440,6 +440,14 @@ static void test_stats_metrics_repo(void **st) {
   assert_non_null(strstr(b, "\"broken\",\"version\":\"1\",\"state\":\"UNAVAILABLE\""));
   assert_null(strstr(b, "tab"));
   assert_non_null(strstr(b, "inputs"));
+  /* Triton's {"ready": true} lists only the models ready for inference */
+  assert_int_equal(post_json("/v2/repository/index", "{\"ready\":true}", b, 1 << 16), 200);
+  assert_non_null(strstr(b, "{\"name\":\"m\",\"version\":\"1\",\"state\":\"READY\""));
+  assert_null(strstr(b, "UNAVAILABLE"));
+  assert_int_equal(post_json("/v2/repository/index", "{\"ready\":false}", b, 1 << 16), 200);
+  assert_non_null(strstr(b, "\"broken\",\"version\":\"1\",\"state\":\"UNAVAILABLE\""));
+  assert_int_equal(post_json("/v2/repository/index", "{\"ready\":1}", b, 1 << 16), 400);
+  assert_non_null(strstr(b, "must be a boolean"));
   vr_free(b);
 }
 
