@@ -185,6 +185,13 @@ int vr_ks_refuse_param(const char *key, const char *where, vr_errbuf *err) {
                  where);
 }
 
+int vr_ks_bad_dtype(const char *input, const char *dt, vr_errbuf *err) {
+  if (!strcmp(dt, "BYTES"))
+    return vr_errf(err, VR_EUNSUPPORTED, "input '%s': datatype BYTES (strings) is not"
+                   " supported: the models served take numeric tensors", input);
+  return vr_errf(err, VR_ETYPE, "input '%s': unknown datatype '%.32s'", input, dt);
+}
+
 static int refuse_param(vr_kj *j, const char *where, const char *key) {
   return vr_ks_refuse_param(key, where, j->err);
 }
@@ -235,8 +242,7 @@ static int input_members(vr_kj *j, vr_ks_input *t, const char **ds,
       if (rc == VR_EFORMAT) return rc;
       t->dtype = rc ? VR_DT_UNDEFINED : vr_dtype_from_kserve(dt);
       if (t->dtype == VR_DT_UNDEFINED)
-        return vr_errf(j->err, VR_ETYPE, "input '%s': unknown datatype '%s'",
-                       t->name, rc ? "?" : dt);
+        return vr_ks_bad_dtype(t->name, rc ? "?" : dt, j->err);
     } else if (bit == K_SHAPE) {
       rc = parse_shape(j, t);
     } else if (bit == K_DATA) {

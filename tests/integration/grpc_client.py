@@ -361,6 +361,13 @@ def run(p, log):
     short.raw_input_contents[0] = x.tobytes()[:100]
     code, msg = error("ModelInfer", short, pb.ModelInferResponse)
     check(code == grpc.StatusCode.INVALID_ARGUMENT and "raw_input_contents" in msg, f"short raw data: {msg}")
+    # KServe's string tensors: refused as such, not as an unknown datatype
+    strs = pb.ModelInferRequest()
+    strs.CopyFrom(req)
+    strs.inputs[0].datatype = "BYTES"
+    code, msg = error("ModelInfer", strs, pb.ModelInferResponse)
+    check(code == grpc.StatusCode.INVALID_ARGUMENT and "BYTES (strings) is not supported" in msg,
+          f"BYTES input refused by name: {code} {msg}")
 
     cfg = call("ModelConfig", pb.ModelConfigRequest(name="fmnist_mlp"), pb.ModelConfigResponse).config
     check(cfg.name == "fmnist_mlp" and cfg.max_batch_size == 64 and list(cfg.input[0].dims) == [1, 28, 28]

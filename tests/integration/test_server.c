@@ -212,6 +212,9 @@ static void test_bad_inputs(void **st) {
        "\"shape\":[1,5],\"data\":[1,2,3,4,5]}]}", 400, "dim 1"},
       {"/v2/models/m/infer", "{\"inputs\":[{\"name\":\"x\",\"datatype\":\"INT32\","
        "\"shape\":[1,4],\"data\":[1,2,3,4]}]}", 400, "datatype"},
+      /* KServe's string tensors are a known datatype, refused as such */
+      {"/v2/models/m/infer", "{\"inputs\":[{\"name\":\"x\",\"datatype\":\"BYTES\","
+       "\"shape\":[1],\"data\":[\"a\"]}]}", 400, "BYTES (strings) is not supported"},
       {"/v2/models/m/infer", "{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\","
        "\"shape\":[1,4],\"data\":[1,2,3]}]}", 400, "3 data elements"},
       {"/v2/models/m/infer", "{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\","
