@@ -516,6 +516,23 @@ int vr_ks_header_len(const char *h, size_t *out, vr_errbuf *err) {
   return 0;
 }
 
+/* A body refused on its content may not be JSON at all, or be cut short
+ * (an Inference-Header-Content-Length too small cuts it anywhere): its
+ * syntax error, when it has one, is the message (not the member that
+ * happened to be missing where the text stopped). Only on the error path. */
+static int syntax_first(const char *text, size_t len, int bin, int rc,
+                        vr_errbuf *err) {
+  vr_errbuf e = {0};
+  vr_kj j;
+  vr_kj_init(&j, text, len, &e);
+  if (!vr_kj_skip(&j) && !vr_kj_finish(&j)) return rc;
+  if (err) *err = e;
+  if (bin)
+    return vr_errctx(err, VR_EFORMAT, "the JSON header (%zu bytes by"
+                     " Inference-Header-Content-Length)", len);
+  return VR_EFORMAT;
+}
+
 static int parse_body(const char *body, size_t len, size_t header_len,
                       vr_ks_request *out, int resp, vr_errbuf *err) {
   memset(out, 0, sizeof *out);
@@ -533,7 +550,10 @@ static int parse_body(const char *body, size_t len, size_t header_len,
   vr_kj j;
   vr_kj_init(&j, body, json_len, err);
   int rc = parse_root(&j, bin, bin_len, out, resp);
-  if (rc) vr_ks_request_free(out);
+  if (rc) {
+    vr_ks_request_free(out);
+    rc = syntax_first(body, json_len, bin != NULL, rc, err);
+  }
   return rc;
 }
 

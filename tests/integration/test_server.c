@@ -208,6 +208,12 @@ static void test_bad_inputs(void **st) {
   struct { const char *path, *body; int status; const char *msg; } cases[] = {
       {"/v2/models/m/infer", "{\"inputs\":[", 400, "malformed JSON"},
       {"/v2/models/m/infer", "[1,2]", 400, "JSON object"},
+      /* not JSON, or cut short: the syntax error, not a member's */
+      {"/v2/models/m/infer", "", 400, "malformed JSON at byte 0: the text ends before a value"},
+      {"/v2/models/m/infer", "hello", 400, "malformed JSON at byte 0: expected a value"},
+      {"/v2/models/m/infer", "{\"inputs\":[{\"name\":", 400, "malformed JSON at byte 19"},
+      {"/v2/models/m/infer", "{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":",
+       400, "malformed JSON"},
       {"/v2/models/m/infer", "{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\","
        "\"shape\":[1,5],\"data\":[1,2,3,4,5]}]}", 400, "dim 1"},
       {"/v2/models/m/infer", "{\"inputs\":[{\"name\":\"x\",\"datatype\":\"INT32\","
@@ -265,8 +271,11 @@ static void test_lying_binary(void **st) {
   /* header length past the body */
   assert_int_equal(post_binary(j, n + 100, x, 16, b, sizeof b), 400);
   assert_non_null(strstr(b, "exceeds the body"));
-  /* header length cutting the JSON */
+  /* header length cutting the JSON: said so, wherever the cut falls */
   assert_int_equal(post_binary(j, n - 5, x, 16, b, sizeof b), 400);
+  assert_non_null(strstr(b, "Inference-Header-Content-Length): malformed JSON"));
+  assert_int_equal(post_binary(j, 19, x, 16, b, sizeof b), 400);
+  assert_non_null(strstr(b, "(19 bytes by Inference-Header-Content-Length): malformed JSON"));
   /* fewer bytes than declared */
   assert_int_equal(post_binary(j, n, x, 12, b, sizeof b), 400);
   /* more bytes than declared */
