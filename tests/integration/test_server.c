@@ -521,6 +521,7 @@ static void test_load_unload(void **st) {
   assert_int_equal(post_json("/v2/repository/models/broken/load", "", b, sizeof b), 400);
   assert_non_null(strstr(b, "inputs"));
   assert_int_equal(post_json("/v2/repository/models/absent/load", "", b, sizeof b), 404);
+  assert_non_null(strstr(b, "absent: no such model directory"));
   assert_int_equal(post_json("/v2/repository/models/a%20b/load", "", b, sizeof b), 400);
   /* readiness: 'broken' is still wanted; unloading it says it is not */
   assert_int_equal(req("GET", "/v2/health/ready", NULL, NULL, 0, b, sizeof b), 503);
