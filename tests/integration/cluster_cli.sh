@@ -50,6 +50,9 @@ grep -q '^routes fashion v2 {"routes":{}}' "$T/watch.out" || fail "watch v2"
 [ "$(head -1 "$T/get.out")" = "version 2" ] || fail "routes version"
 "$VARIO" cluster --redis "$U" routes nothing 2> "$T/err" && fail "missing table found"
 grep -q "no routing table 'nothing'" "$T/err" || fail "missing table message"
+"$VARIO" cluster --registry "$U" instances nobody > /dev/null 2> "$T/err"; rc=$?
+[ $rc -eq 1 ] || fail "instances of a worker not in the registry: exit $rc"
+grep -q "no live worker 'nobody'" "$T/err" || fail "missing worker message: $(cat "$T/err")"
 
 # The metadata store in the same Redis (db 1), seen by another process.
 "$VARIO" register --store "$U/1" --repo "$T/repo" --app fashion \
