@@ -149,7 +149,7 @@ int vr_cmd_cluster(int argc, char **argv) {
              : !strcmp(cmd, "instances") || !strcmp(cmd, "routes") ? 2
              : !strcmp(cmd, "put-routes") ? 3 : -1;
   if (!url || want != npos) {
-    fprintf(stderr, "vario cluster: %s\n", !url ? "--redis is required" : "bad command");
+    fprintf(stderr, "vario cluster: %s\n", !url ? "--registry URL is required" : "bad command");
     usage(stderr);
     return 2;
   }
