@@ -398,6 +398,9 @@ void vr__server_job_submit(vr_server *s, vr_http_req *r, const char *app) {
   char mbuf[128];
   if (model && strlen(model) >= sizeof mbuf) /* no such model: not cut to one */
     rc = vr_errf(&err, VR_ENOENT, "no registered model named '%.64s...'", model), model = NULL;
+  if (!rc && !app && !model) /* the server names the input and output itself */
+    rc = vr_errf(&err, VR_EINVAL, "POST /v2/jobs needs \"model\" (query parameter,"
+                 " multipart part or JSON field); or POST /v2/apps/{app}/jobs");
   if (model) snprintf(mbuf, sizeof mbuf, "%s", model);
   q.model = model ? mbuf : NULL;
   q.min_accuracy = acc;

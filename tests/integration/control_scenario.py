@@ -202,6 +202,11 @@ try:
     res = np.load(io.BytesIO(out)) if st == 200 else None
     check(res is not None and (res.argmax(1) == Y).mean() >= 0.89,
           f"job done by {j['variant']}: accuracy {(res.argmax(1) == Y).mean() if res is not None else j}")
+    # a named model's job without the name: said so (the server names the
+    # input and output files itself, so they are not what is missing)
+    st, r = http(port, "POST", "/v2/jobs", raw=open(f"{DATA}/val_inputs.npy", "rb").read(),
+                 ctype="application/octet-stream")
+    check(st == 400 and 'needs "model"' in r.get("error", ""), f"job without a model -> {st} {r}")
 
     # HTTP registration, then a query that needs it.
     body, ct = multipart({"name": "lin2", "declared_accuracy": 99, "threads": 1,
