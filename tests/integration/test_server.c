@@ -919,6 +919,16 @@ static void test_frontend_ready(void **st) {
     if (resp.head.status != want[i]) fail_msg("table %d: ready %d", i, resp.head.status);
     vr_httpc_close(&c);
   }
+  /* every model's statistics are per worker: said so, not routed as a
+   * model named "stats" (503 "no worker serves 'm:stats'") */
+  vr_httpc c;
+  vr_httpc_resp resp;
+  if (vr_httpc_open(&c, "127.0.0.1", port, &err) ||
+      vr_httpc_request(&c, "GET", "/v2/models/stats", NULL, NULL, 0, &resp, &err))
+    fail_msg("%s", err.msg);
+  assert_int_equal(resp.head.status, 404);
+  assert_non_null(memmem(resp.body, resp.body_len, "/v2/models/{m}/stats", 20));
+  vr_httpc_close(&c);
   vr_frontend_shutdown(fe);
   vr_frontend_free(fe);
 }
