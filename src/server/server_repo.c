@@ -37,11 +37,14 @@ void vr__srv_repo_list(vr_server *s, vr__srv_repo_fn fn, void *u) {
       fn(u, e->d_name, vr__srv_version(s, e->d_name), 1, "");
       continue;
     }
-    /* Say why it is not loaded: a config error is the common reason. */
+    /* Say why it is not loaded: a config error is the common reason;
+     * else what its last load failed on (the engine refusing the graph). */
     vr_model_config c;
     vr_errbuf err = {0};
     int rc = vr_model_dir_load(dir, &c, &err);
-    fn(u, e->d_name, rc || !c.version ? 1 : c.version, 0, rc ? err.msg : "unloaded");
+    if (!rc && !vr__srv_load_error_get(s, e->d_name, err.msg, sizeof err.msg))
+      snprintf(err.msg, sizeof err.msg, "unloaded");
+    fn(u, e->d_name, rc || !c.version ? 1 : c.version, 0, err.msg);
   }
   if (d) closedir(d);
 }

@@ -529,6 +529,34 @@ static void test_load_unload(void **st) {
   assert_int_equal(req("GET", "/v2/health/ready", NULL, NULL, 0, b, sizeof b), 200);
 }
 
+/* A model whose config reads fine but which the backend refuses (here an
+ * INT32 input): the index gives that reason, not "unloaded", until it is
+ * unloaded. */
+static void test_index_load_error(void **st) {
+  (void)st;
+  char p[600], b[1 << 14];
+  snprintf(p, sizeof p, "%s/int_in", g_repo);
+  mkdir(p, 0755);
+  snprintf(p, sizeof p, "%s/int_in/model.onnx", g_repo);
+  srv_write_file(p, "");
+  snprintf(p, sizeof p, "%s/int_in/config.json", g_repo);
+  srv_write_file(p, "{\"name\":\"int_in\",\"inputs\":[{\"name\":\"x\",\"datatype\":"
+                    "\"INT32\",\"shape\":[-1,4]}],\"outputs\":[{\"name\":\"y\","
+                    "\"datatype\":\"FP32\",\"shape\":[-1,3]}],\"max_batch_size\":4}");
+  assert_true(post_json("/v2/repository/models/int_in/load", "", b, sizeof b) >= 400);
+  assert_int_equal(post_json("/v2/repository/index", "", b, sizeof b), 200);
+  const char *e = strstr(b, "\"int_in\"");
+  assert_non_null(e);
+  assert_non_null(strstr(e, "\"state\":\"UNAVAILABLE\",\"reason\":\"fake backend: FP32 only"));
+  /* unloaded on purpose: that is the reason now */
+  post_json("/v2/repository/models/int_in/unload", "", b, sizeof b);
+  assert_int_equal(post_json("/v2/repository/index", "", b, sizeof b), 200);
+  assert_non_null(strstr(b, "\"int_in\",\"version\":\"1\",\"state\":\"UNAVAILABLE\","
+                            "\"reason\":\"unloaded\""));
+  snprintf(p, sizeof p, "%s/int_in", g_repo);
+  srv_rmtree(p);
+}
+
 static int connect_raw(void) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   struct sockaddr_in sa = {0};
@@ -1121,6 +1149,7 @@ int main(void) {
       cmocka_unit_test(test_dashboard_files),
       cmocka_unit_test(test_http_head_limits),
       cmocka_unit_test(test_load_unload),
+      cmocka_unit_test(test_index_load_error),
       cmocka_unit_test(test_disconnects),
       cmocka_unit_test(test_unload_in_flight),
       cmocka_unit_test(test_graceful_shutdown),
