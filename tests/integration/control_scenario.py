@@ -202,6 +202,12 @@ try:
     res = np.load(io.BytesIO(out)) if st == 200 else None
     check(res is not None and (res.argmax(1) == Y).mean() >= 0.89,
           f"job done by {j['variant']}: accuracy {(res.argmax(1) == Y).mean() if res is not None else j}")
+    # a path that is not there is 404; one there for the other method 405
+    for method, path, want in [("GET", "/v2/apps/fashion/nope", 404),
+                               ("GET", "/v2/apps/fashion/infer", 405),
+                               ("POST", "/v2/apps/fashion", 405)]:
+        st, r = http(port, method, path, {} if method == "POST" else None)
+        check(st == want, f"{method} {path} -> {st} {r}")
     # a misspelt field is refused, as an unknown multipart part is (it was
     # ignored: the job ran at the default accuracy, 0)
     st, r = http(port, "POST", "/v2/apps/fashion/jobs?min_acuracy=89",
