@@ -315,8 +315,10 @@ void vr_server_model_instances(vr_server *s, vr_http_req *r,
   vr_rt_instance_stats is[VR_RT_MAX_INSTANCES];
   int n = vr_rt_instances(s->rt, model, is, VR_RT_MAX_INSTANCES);
   if (n == 0 && !vr_rt_model_ready(s->rt, model)) {
+    char msg[200]; /* named, as the other model endpoints do */
+    snprintf(msg, sizeof msg, "model '%.128s' is not loaded", model);
     vr_server_count(s, 404);
-    vr_http_error(r, 404, "model is not loaded");
+    vr_http_error(r, 404, msg);
     return;
   }
   if (n > VR_RT_MAX_INSTANCES) n = VR_RT_MAX_INSTANCES;

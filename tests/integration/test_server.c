@@ -435,6 +435,8 @@ static void test_stats_metrics_repo(void **st) {
   assert_int_equal(req("GET", "/v2/models/stats", NULL, NULL, 0, b, 1 << 16), 200);
   assert_int_equal(req("GET", "/v2/models/m/instances", NULL, NULL, 0, b, 1 << 16), 200);
   assert_non_null(strstr(b, "\"profile_us\""));
+  assert_int_equal(req("GET", "/v2/models/nope/instances", NULL, NULL, 0, b, 1 << 16), 404);
+  assert_non_null(strstr(b, "model 'nope' is not loaded"));
   assert_int_equal(req("GET", "/metrics", NULL, NULL, 0, b, 1 << 16), 200);
   const char *names[] = {"vario_requests_total{model=\"m\"",
                          "vario_request_duration_seconds_bucket",
