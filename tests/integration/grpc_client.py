@@ -255,8 +255,13 @@ def run(p, log):
     mm = call("ModelMetadata", pb.ModelMetadataRequest(name="fmnist_mlp"), pb.ModelMetadataResponse)
     check(mm.inputs[0].name == "input" and list(mm.inputs[0].shape) == [-1, 1, 28, 28]
           and mm.outputs[0].datatype == "FP32", "ModelMetadata")
-    code, _ = error("ModelMetadata", pb.ModelMetadataRequest(name="nope"), pb.ModelMetadataResponse)
-    check(code == grpc.StatusCode.NOT_FOUND, f"unknown model -> {code}")
+    code, msg = error("ModelMetadata", pb.ModelMetadataRequest(name="nope"), pb.ModelMetadataResponse)
+    check(code == grpc.StatusCode.NOT_FOUND and msg == "model 'nope' is not loaded",
+          f"unknown model -> {code} {msg}")
+    code, msg = error("ModelConfig", pb.ModelConfigRequest(name="fmnist_mlp", version="7"),
+                      pb.ModelConfigResponse)
+    check(code == grpc.StatusCode.NOT_FOUND and "version '7'" in msg,
+          f"unknown version -> {code} {msg}")
 
     x = np.load(os.path.join(DATA, "val_inputs.npy"))[:4].astype(np.float32)
     ref = np.load(os.path.join(DATA, "ref", "fmnist_mlp.npy"))[:4]
