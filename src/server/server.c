@@ -375,6 +375,12 @@ static int load_pair(vr_server *s, const char *name, int pair_begin, int pair_en
                    " (model-less serving); it is not reloaded from the repository", name);
   int rc = vr_model_dir_load(dir, &c, err);
   if (rc) return rc;
+  /* 0 is the control plane's (it adds instances itself): from the
+   * repository it made a model that never served, kept the server not
+   * ready, and could not be reloaded (taken for the control plane's) */
+  if (c.instances == 0)
+    return vr_errf(err, VR_EINVAL, "%s: \"instances\" is 0: a repository model needs"
+                   " 1..%d", dir, VR_RT_MAX_INSTANCES);
   /* The directory names the model (as Triton); an auto-completed config
    * (bare model.onnx) has no name of its own to differ. */
   if (c.name[0] && strcmp(c.name, name))

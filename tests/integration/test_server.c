@@ -559,6 +559,26 @@ static void test_index_load_error(void **st) {
   srv_rmtree(p);
 }
 
+/* "instances": 0 in a repository config is refused by name, not loaded
+ * as a model that never serves (and then taken for the control plane's). */
+static void test_load_zero_instances(void **st) {
+  (void)st;
+  char p[600], b[2048];
+  srv_write_model(g_repo, "zero", 4, 3, 4, 0);
+  snprintf(p, sizeof p, "%s/zero/config.json", g_repo);
+  srv_write_file(p, "{\"name\":\"zero\",\"inputs\":[{\"name\":\"x\",\"datatype\":"
+                    "\"FP32\",\"shape\":[-1,4]}],\"outputs\":[{\"name\":\"y\","
+                    "\"datatype\":\"FP32\",\"shape\":[-1,3]}],\"max_batch_size\":4,"
+                    "\"instances\":0}");
+  for (int i = 0; i < 2; i++) { /* the second: not "managed by the control plane" */
+    assert_int_equal(post_json("/v2/repository/models/zero/load", "", b, sizeof b), 400);
+    assert_non_null(strstr(b, "instances"));
+  }
+  post_json("/v2/repository/models/zero/unload", "", b, sizeof b);
+  snprintf(p, sizeof p, "%s/zero", g_repo);
+  srv_rmtree(p);
+}
+
 static int connect_raw(void) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   struct sockaddr_in sa = {0};
@@ -1152,6 +1172,7 @@ int main(void) {
       cmocka_unit_test(test_http_head_limits),
       cmocka_unit_test(test_load_unload),
       cmocka_unit_test(test_index_load_error),
+      cmocka_unit_test(test_load_zero_instances),
       cmocka_unit_test(test_disconnects),
       cmocka_unit_test(test_unload_in_flight),
       cmocka_unit_test(test_graceful_shutdown),
