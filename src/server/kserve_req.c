@@ -398,7 +398,8 @@ int vr_ks_only_app_params(const vr_ks_request *r, unsigned allowed, const char *
                  for_route);
 }
 
-/* latency_ms (> 0), min_accuracy ([0, 100]), max_cost (>= 0). */
+/* latency_ms (> 0), min_accuracy ([0, 100]), max_cost (> 0: a 0 was taken
+ * for "no limit" below, the opposite of what it says). */
 static int app_param(vr_kj *j, const char *key, vr_ks_request *r) {
   double d;
   int64_t i;
@@ -418,9 +419,9 @@ static int app_param(vr_kj *j, const char *key, vr_ks_request *r) {
                      " percentage in [0, 100]");
     r->min_accuracy = d;
   } else {
-    if (rc || !(d >= 0) || d > 1e18)
+    if (rc || !(d > 0) || d > 1e18)
       return vr_errf(j->err, VR_EINVAL, "parameter \"max_cost\" must be a"
-                     " non-negative number (dollars per 1000 queries)");
+                     " positive number (dollars per 1000 queries)");
     r->max_cost = d;
   }
   return 0;
