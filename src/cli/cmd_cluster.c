@@ -17,6 +17,18 @@
 #include "cli/commands.h"
 #include "cluster/registry.h"
 
+/* 0 when the registry lists worker id as live: a mistyped or gone worker
+ * is an error (exit 1), not an empty table of instances. */
+static int live_worker(vr_registry *r, const char *id, vr_errbuf *e) {
+  vr_worker_info *w;
+  size_t n;
+  int rc = vr_registry_workers(r, &w, &n, e), found = 0;
+  if (rc) return rc;
+  for (size_t i = 0; i < n && !found; i++) found = !strcmp(w[i].id, id);
+  vr_free(w);
+  return found ? 0 : vr_errf(e, VR_ENOENT, "no live worker '%s' in the registry", id);
+}
+
 static void usage(FILE *f) {
   fprintf(f,
           "usage: vario cluster --registry URL workers\n"
@@ -137,7 +149,7 @@ int vr_cmd_cluster(int argc, char **argv) {
              : !strcmp(cmd, "instances") || !strcmp(cmd, "routes") ? 2
              : !strcmp(cmd, "put-routes") ? 3 : -1;
   if (!url || want != npos) {
-    fprintf(stderr, "vario cluster: %s\n", !url ? "--redis is required" : "bad command");
+    fprintf(stderr, "vario cluster: %s\n", !url ? "--registry URL is required" : "bad command");
     usage(stderr);
     return 2;
   }
@@ -173,7 +185,8 @@ int vr_cmd_cluster(int argc, char **argv) {
   } else if (!strcmp(cmd, "instances")) {
     vr_instance_info *v;
     size_t n;
-    rc = vr_registry_instances(r, pos[1], &v, &n, &e);
+    rc = live_worker(r, pos[1], &e);
+    if (!rc) rc = vr_registry_instances(r, pos[1], &v, &n, &e);
     if (!rc) {
       printf("%-24s %-40s %-10s %5s %5s %9s %9s %6s %9s %8s %6s\n", "instance", "variant",
              "state", "cores", "batch", "in/s", "out/s", "queue", "p50@1 ms", "slowdown",

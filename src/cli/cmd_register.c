@@ -16,7 +16,6 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
-#include "cluster/redis.h"
 #include "control/fsutil.h"
 #include "control/register.h"
 
@@ -77,7 +76,7 @@ typedef struct new_store {
 
 static void note_new_store(const char *path, new_store *ns) {
   memset(ns, 0, sizeof *ns);
-  if (vr_redis_is_url(path) || !access(path, F_OK)) return;
+  if (vr_store_is_url(path) || !access(path, F_OK)) return;
   char dir[1024];
   snprintf(dir, sizeof dir, "%s", path);
   for (char *p = dir + 1; (p = strchr(p, '/')); p++) {
@@ -171,7 +170,7 @@ int vr_cmd_register(int argc, char **argv) {
   vr_errbuf err = {0};
   vr_store *s;
   /* Reading or removing never creates a store (or its directories). */
-  if ((list || remove) && !vr_redis_is_url(store_path) && access(store_path, F_OK)) {
+  if ((list || remove) && !vr_store_is_url(store_path) && access(store_path, F_OK)) {
     fprintf(stderr, "vario register: no store at '%s'\n", store_path);
     return 1;
   }

@@ -79,10 +79,13 @@ typedef struct opts {
 static int parse_args(int argc, char **argv, opts *o) {
   *o = (opts){.policies = "hw", .workers = 20, .demand = "0:20,300:20",
               .duration = -1, .period = 10, .seed = 1, .slack = 1.0};
+  /* anywhere: `vario sim --loki --help` (as `vario sim --help` says) would
+   * take --help for the data directory */
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return 1;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--noise")) { o->noise = 1; continue; }
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) return 1;
     if (!v) return -1;
     i++;
     if (!strcmp(a, "--loki")) o->loki = v;

@@ -86,6 +86,10 @@ static int pick_variant(vr_jobs *j, const vr_job_req *r, job *jb, vr_errbuf *err
   const vr_variant_rec *const *v =
       r->app ? vr_store_app_variants(s, r->app, VR_ORDER_ACCURACY, &n)
              : vr_store_model_variants(s, r->model, &n);
+  if (r->app && !n) { /* a typo is not an accuracy no variant reaches */
+    vr_store_unlock(s);
+    return vr_errf(err, VR_ENOENT, "no registered app named '%s'", r->app);
+  }
   if (r->app) n = vr_store_app_count_accurate(s, r->app, acc);
   for (size_t i = 0; i < n; i++) {
     if (v[i]->threads != 1 || v[i]->precision == VR_PREC_INT8) continue;

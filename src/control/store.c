@@ -6,6 +6,7 @@
  */
 #include "control/store.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -375,10 +376,19 @@ int vr_store_refresh(vr_store *s, int *changed, vr_errbuf *err) {
   return 0;
 }
 
+int vr_store_is_url(const char *path) {
+  const char *p = path;
+  while (isalpha((unsigned char)*p)) p++;
+  return p > path && !strncmp(p, "://", 3);
+}
+
 int vr_store_open_path(const char *path, vr_store **out, vr_errbuf *err) {
   void *be = NULL;
   *out = NULL;
-  if (vr_redis_is_url(path)) {
+  /* Any URL goes to the Redis backend, whose parser refuses the schemes
+   * it lacks by name (rediss://): one must not become a SQLite file in
+   * a directory named after its scheme. */
+  if (vr_store_is_url(path)) {
     int rc = vr_store_redis_open(path, &be, err);
     return rc ? rc : vr_store_open(&vr_store_redis_ops, be, out, err);
   }

@@ -128,9 +128,12 @@ typedef struct vr_store vr_store;
 int vr_store_open(const vr_store_ops *ops, void *be, vr_store **out,
                   vr_errbuf *err);
 /* Convenience: the backend `where` names + vr_store_open. A redis:// URL
- * opens the Redis backend; anything else is a SQLite file path (its
+ * opens the Redis backend; another URL (SCHEME://..., e.g. rediss://) is
+ * refused with the reason; anything else is a SQLite file path (its
  * directory is created when missing). */
 int vr_store_open_path(const char *path, vr_store **out, vr_errbuf *err);
+/* 1 when path names a store by URL (SCHEME://...), not a SQLite file. */
+int vr_store_is_url(const char *path);
 void vr_store_close(vr_store *s);
 
 /* Registers a model with its variants (copied, profile text included). */

@@ -164,6 +164,11 @@ static int load_triton(const char *dir, vr_model_config *c, vr_errbuf *err) {
 
 int vr_model_dir_load(const char *dir, vr_model_config *out, vr_errbuf *err) {
   char path[4096];
+  struct stat st;
+  /* said as such: the layouts' own messages (no model.onnx in a version
+   * directory) read as if the directory were there */
+  if (stat(dir, &st) || !S_ISDIR(st.st_mode))
+    return vr_errf(err, VR_ENOENT, "%s: no such model directory", dir);
   snprintf(path, sizeof path, "%s/config.json", dir);
   if (is_file(path)) return vr_model_config_load(dir, out, err); /* Vario's */
   return load_triton(dir, out, err);

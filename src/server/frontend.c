@@ -312,6 +312,11 @@ static void handle(vr_http_req *r, void *user) {
   /* /v2/models/{m}[/...], /v2/apps/{app}[/...] and /v2/pipelines[/{p}...]:
    * the workers of m, app or p (a pipeline request runs on one worker with
    * a control plane; its hops go where the controller's plan put them) */
+  /* Triton's every-model statistics: each worker has its own, and none
+   * serves a model named "stats" (it would be the key) */
+  if (n == 3 && !strcmp(seg[1], "models") && !strcmp(seg[2], "stats") && get)
+    return reply_error(fe, r, 404, "a front end does not merge the workers' statistics:"
+                                   " ask for /v2/models/{m}/stats, or a worker's /v2/models/stats");
   if ((n == 3 || (n == 4 && !strcmp(seg[3], "output"))) && !strcmp(seg[1], "jobs") && get)
     return forward_job(fe, r, seg[2], n == 4);
   if (n >= 3 && (!strcmp(seg[1], "models") || !strcmp(seg[1], "apps") ||

@@ -179,8 +179,11 @@ int vr__grpc_config_of(gcall *c, const char *name, const char *version,
                      vr_model_config *cfg) {
   char msg[256];
   if (vr_rt_model_config(c->g->s->rt, name, cfg) || !version_ok(c, name, version)) {
-    snprintf(msg, sizeof msg, "model '%.128s' (version '%.16s') is not loaded", name,
-             version ? version : "");
+    if (version && *version) /* no version asked: none to name */
+      snprintf(msg, sizeof msg, "model '%.128s' (version '%.16s') is not loaded", name,
+               version);
+    else
+      snprintf(msg, sizeof msg, "model '%.128s' is not loaded", name);
     vr__grpc_fail(c, VR_ENOENT, msg);
     return -1;
   }

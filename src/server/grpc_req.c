@@ -77,8 +77,7 @@ static int one_input(Inference__ModelInferRequest *q, size_t i, vr_ks_input *t,
   snprintf(t->name, sizeof t->name, "%s", in->name);
   t->dtype = vr_dtype_from_kserve(in->datatype);
   if (t->dtype == VR_DT_UNDEFINED)
-    return vr_errf(err, VR_ETYPE, "input '%s': unknown datatype '%.32s'", t->name,
-                   in->datatype);
+    return vr_ks_bad_dtype(t->name, in->datatype, err);
   if (in->n_shape < 1 || in->n_shape > VR_MAX_DIMS)
     return vr_errf(err, VR_ESHAPE, "input '%s': shape must have 1..%d dims", t->name,
                    VR_MAX_DIMS);

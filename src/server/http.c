@@ -95,6 +95,27 @@ const char *vr_http_header(const vr_http_req *r, const char *name) {
 const char *vr_http_query(const vr_http_req *r, const char *name) {
   return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
 }
+typedef struct query_scan {
+  const char *const *known;
+  size_t n;
+  const char *bad;
+} query_scan;
+
+static enum MHD_Result scan_arg(void *cls, enum MHD_ValueKind kind, const char *key,
+                                const char *value) {
+  (void)kind, (void)value;
+  query_scan *q = cls;
+  for (size_t i = 0; i < q->n; i++)
+    if (!strcmp(key, q->known[i])) return MHD_YES;
+  q->bad = key;
+  return MHD_NO;
+}
+
+const char *vr_http_query_unknown(const vr_http_req *r, const char *const *known, size_t n) {
+  query_scan q = {known, n, NULL};
+  MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, scan_arg, &q);
+  return q.bad;
+}
 int vr_http_pct_encode(char *b, size_t cap, size_t *n, const char *s, int keep_slash) {
   static const char hex[] = "0123456789ABCDEF";
   for (const unsigned char *p = (const unsigned char *)s; *p; p++) {

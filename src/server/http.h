@@ -75,6 +75,9 @@ const char *vr_http_url(const vr_http_req *r);
 const char *vr_http_header(const vr_http_req *r, const char *name);
 /* A query-string argument (decoded), or NULL. */
 const char *vr_http_query(const vr_http_req *r, const char *name);
+/* The first query-string argument whose name is not among known[0..n),
+ * or NULL. */
+const char *vr_http_query_unknown(const vr_http_req *r, const char *const *known, size_t n);
 const char *vr_http_body(const vr_http_req *r, size_t *len);
 /* The request target to send on (a proxy's): the decoded path and the
  * query arguments percent-encoded again, "/v2/x%20y?name=a%26b". 0, or -1

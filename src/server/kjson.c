@@ -306,6 +306,8 @@ int vr_kj_skip(vr_kj *j) {
   case 'f': return literal(j, "false");
   case 'n': return literal(j, "null");
   default: {
+    if (c != '-' && (c < '0' || c > '9')) /* not a number either */
+      return vr_kj_fail(j, c < 0 ? "the text ends before a value" : "expected a value");
     double d;
     int64_t i;
     int is_int;

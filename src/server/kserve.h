@@ -121,6 +121,11 @@ int vr_ks_check_outputs(const vr_ks_request *req, const vr_model_config *c,
  * parameters, the extension; `where` reads like " in outputs[0]". */
 int vr_ks_refuse_param(const char *key, const char *where, vr_errbuf *err);
 
+/* An input datatype that is not one of vr_dtype's: BYTES (KServe's string
+ * tensors; the engine runs numeric tensors only) is refused as such, not
+ * as unknown; anything else is unknown. */
+int vr_ks_bad_dtype(const char *input, const char *dt, vr_errbuf *err);
+
 /* Triton's classification extension on FP32 scores t: per row (dim 0) the
  * k best as "score:index" strings, best first, "score:index:label" where
  * labels (may be NULL) name the class; JSON strings appended to js

@@ -185,6 +185,13 @@ int vr_ks_refuse_param(const char *key, const char *where, vr_errbuf *err) {
                  where);
 }
 
+int vr_ks_bad_dtype(const char *input, const char *dt, vr_errbuf *err) {
+  if (!strcmp(dt, "BYTES"))
+    return vr_errf(err, VR_EUNSUPPORTED, "input '%s': datatype BYTES (strings) is not"
+                   " supported: the models served take numeric tensors", input);
+  return vr_errf(err, VR_ETYPE, "input '%s': unknown datatype '%.32s'", input, dt);
+}
+
 static int refuse_param(vr_kj *j, const char *where, const char *key) {
   return vr_ks_refuse_param(key, where, j->err);
 }
@@ -235,8 +242,7 @@ static int input_members(vr_kj *j, vr_ks_input *t, const char **ds,
       if (rc == VR_EFORMAT) return rc;
       t->dtype = rc ? VR_DT_UNDEFINED : vr_dtype_from_kserve(dt);
       if (t->dtype == VR_DT_UNDEFINED)
-        return vr_errf(j->err, VR_ETYPE, "input '%s': unknown datatype '%s'",
-                       t->name, rc ? "?" : dt);
+        return vr_ks_bad_dtype(t->name, rc ? "?" : dt, j->err);
     } else if (bit == K_SHAPE) {
       rc = parse_shape(j, t);
     } else if (bit == K_DATA) {
@@ -392,7 +398,8 @@ int vr_ks_only_app_params(const vr_ks_request *r, unsigned allowed, const char *
                  for_route);
 }
 
-/* latency_ms (> 0), min_accuracy ([0, 100]), max_cost (>= 0). */
+/* latency_ms (> 0), min_accuracy ([0, 100]), max_cost (> 0: a 0 was taken
+ * for "no limit" below, the opposite of what it says). */
 static int app_param(vr_kj *j, const char *key, vr_ks_request *r) {
   double d;
   int64_t i;
@@ -412,9 +419,9 @@ static int app_param(vr_kj *j, const char *key, vr_ks_request *r) {
                      " percentage in [0, 100]");
     r->min_accuracy = d;
   } else {
-    if (rc || !(d >= 0) || d > 1e18)
+    if (rc || !(d > 0) || d > 1e18)
       return vr_errf(j->err, VR_EINVAL, "parameter \"max_cost\" must be a"
-                     " non-negative number (dollars per 1000 queries)");
+                     " positive number (dollars per 1000 queries)");
     r->max_cost = d;
   }
   return 0;
@@ -510,6 +517,23 @@ int vr_ks_header_len(const char *h, size_t *out, vr_errbuf *err) {
   return 0;
 }
 
+/* A body refused on its content may not be JSON at all, or be cut short
+ * (an Inference-Header-Content-Length too small cuts it anywhere): its
+ * syntax error, when it has one, is the message (not the member that
+ * happened to be missing where the text stopped). Only on the error path. */
+static int syntax_first(const char *text, size_t len, int bin, int rc,
+                        vr_errbuf *err) {
+  vr_errbuf e = {0};
+  vr_kj j;
+  vr_kj_init(&j, text, len, &e);
+  if (!vr_kj_skip(&j) && !vr_kj_finish(&j)) return rc;
+  if (err) *err = e;
+  if (bin)
+    return vr_errctx(err, VR_EFORMAT, "the JSON header (%zu bytes by"
+                     " Inference-Header-Content-Length)", len);
+  return VR_EFORMAT;
+}
+
 static int parse_body(const char *body, size_t len, size_t header_len,
                       vr_ks_request *out, int resp, vr_errbuf *err) {
   memset(out, 0, sizeof *out);
@@ -527,7 +551,10 @@ static int parse_body(const char *body, size_t len, size_t header_len,
   vr_kj j;
   vr_kj_init(&j, body, json_len, err);
   int rc = parse_root(&j, bin, bin_len, out, resp);
-  if (rc) vr_ks_request_free(out);
+  if (rc) {
+    vr_ks_request_free(out);
+    rc = syntax_first(body, json_len, bin != NULL, rc, err);
+  }
   return rc;
 }
 

@@ -357,8 +357,8 @@ int vr_server_load(vr_server *s, const char *name, vr_errbuf *err) {
   return vr_server_load_pair(s, name, 0, 0, err);
 }
 
-int vr_server_load_pair(vr_server *s, const char *name, int pair_begin, int pair_end,
-                        vr_errbuf *err) {
+static int load_pair(vr_server *s, const char *name, int pair_begin, int pair_end,
+                     vr_errbuf *err) {
   if (!s->repo) return vr_errf(err, VR_ENOENT, "no model repository");
   char dir[4096];
   snprintf(dir, sizeof dir, "%s/%s", s->repo, name);
@@ -375,6 +375,12 @@ int vr_server_load_pair(vr_server *s, const char *name, int pair_begin, int pair
                    " (model-less serving); it is not reloaded from the repository", name);
   int rc = vr_model_dir_load(dir, &c, err);
   if (rc) return rc;
+  /* 0 is the control plane's (it adds instances itself): from the
+   * repository it made a model that never served, kept the server not
+   * ready, and could not be reloaded (taken for the control plane's) */
+  if (c.instances == 0)
+    return vr_errf(err, VR_EINVAL, "%s: \"instances\" is 0: a repository model needs"
+                   " 1..%d", dir, VR_RT_MAX_INSTANCES);
   /* The directory names the model (as Triton); an auto-completed config
    * (bare model.onnx) has no name of its own to differ. */
   if (c.name[0] && strcmp(c.name, name))
@@ -386,6 +392,17 @@ int vr_server_load_pair(vr_server *s, const char *name, int pair_begin, int pair
   /* Triton: loading a loaded model reloads it (new versions, a changed
    * config), without a gap; a config that fails leaves the old one. */
   return vr_rt_reload(s->rt, &c, err);
+}
+
+int vr_server_load_pair(vr_server *s, const char *name, int pair_begin, int pair_end,
+                        vr_errbuf *err) {
+  vr_errbuf mine = {0};
+  if (!err) err = &mine;
+  int rc = load_pair(s, name, pair_begin, pair_end, err);
+  /* kept for the repository index; a model the control plane manages
+   * (VR_EEXIST) was not refused for what it is */
+  if (rc != VR_EEXIST) vr__srv_load_error(s, name, rc ? err->msg : NULL);
+  return rc;
 }
 
 int vr_server_create(const vr_server_opts *o, vr_server **out,
@@ -417,6 +434,7 @@ int vr_server_create(const vr_server_opts *o, vr_server **out,
   }
   pthread_mutex_init(&s->expect_mu, NULL);
   vr_map_init(&s->expected);
+  vr_map_init(&s->load_errors);
   s->t0_ns = vr_now_ns();
   /* Listen first, load after (as Triton): a taken port fails at once, not
    * after every model loaded, and /v2/health/ready says 503 while loading. */
@@ -433,6 +451,7 @@ int vr_server_create(const vr_server_opts *o, vr_server **out,
     vr_http_stop(s->http);
   if (rc) {
     vr_map_free(&s->expected);
+    vr_map_free(&s->load_errors);
     pthread_mutex_destroy(&s->expect_mu);
     vr_runtime_free(s->rt);
     vr_free(s->overhead);
@@ -476,6 +495,11 @@ void vr_server_free(vr_server *s) {
   vr_http_stop(s->http);
   vr_runtime_free(s->rt);
   vr_map_free(&s->expected);
+  size_t it = 0;
+  const char *k;
+  void *why;
+  while (vr_map_next(&s->load_errors, &it, &k, &why)) vr_free(why);
+  vr_map_free(&s->load_errors);
   pthread_mutex_destroy(&s->expect_mu);
   vr_free(s->overhead);
   vr_free(s->data_root);

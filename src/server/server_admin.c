@@ -128,6 +128,22 @@ static int count_field(fields *f, const char *k, double lo, double hi, double *o
   return rc;
 }
 
+/* The first field named in the query string (binary body) or the JSON
+ * body that is not among known[0..n), as an unknown multipart part is
+ * refused: a misspelt max_batch or min_accuracy was ignored there and its
+ * default used. NULL when none. */
+static const char *unknown_field(fields *f, const char *const *known, size_t n) {
+  if (f->binary) return vr_http_query_unknown(f->r, known, n);
+  const char *k;
+  json_t *v;
+  json_object_foreach(f->json, k, v) {
+    size_t i = 0;
+    while (i < n && strcmp(k, known[i])) i++;
+    if (i == n) return k;
+  }
+  return NULL;
+}
+
 /* Reads the body's shape: multipart / binary / JSON object. */
 static int read_fields(vr_http_req *r, fields *f, const char **bin, size_t *bin_len,
                        vr_errbuf *err) {
@@ -305,6 +321,12 @@ static int reg_read(vr_server *s, vr_http_req *r, reg_job *j, vr_errbuf *err) {
       known |= !strcmp(f.parts[i].name, text[k]);
     if (!known) rc = vr_errf(err, VR_EINVAL, "unknown part '%s'", f.parts[i].name);
   }
+  static const char *const known[] = {"model", "val_inputs", "val_labels", "calibration",
+                                      "name", "declared_accuracy", "threads",
+                                      "max_batch", "runs"};
+  const char *bad =
+      rc || f.multipart ? NULL : unknown_field(&f, known, sizeof known / sizeof *known);
+  if (bad) rc = vr_errf(err, VR_EINVAL, "unknown field '%.64s'", bad);
   if (!rc && f.binary) {
     j->data[F_MODEL] = bin;
     j->len[F_MODEL] = bin_len;
@@ -374,6 +396,10 @@ void vr__server_job_submit(vr_server *s, vr_http_req *r, const char *app) {
   if (!rc && f.json && json_object_get(f.json, "output"))
     rc = vr_errf(&err, VR_EINVAL, "\"output\" is not accepted: the server keeps the"
                  " result; fetch it with GET /v2/jobs/{id}/output");
+  static const char *const known[] = {"input", "model", "min_accuracy"};
+  const char *bad =
+      rc || f.multipart ? NULL : unknown_field(&f, known, sizeof known / sizeof *known);
+  if (bad) rc = vr_errf(&err, VR_EINVAL, "unknown field '%.64s'", bad);
   if (!rc && f.json) {
     json_t *v = json_object_get(f.json, "input");
     rc = !json_is_string(v)
@@ -406,6 +432,9 @@ void vr__server_job_submit(vr_server *s, vr_http_req *r, const char *app) {
   char mbuf[128];
   if (model && strlen(model) >= sizeof mbuf) /* no such model: not cut to one */
     rc = vr_errf(&err, VR_ENOENT, "no registered model named '%.64s...'", model), model = NULL;
+  if (!rc && !app && !model) /* the server names the input and output itself */
+    rc = vr_errf(&err, VR_EINVAL, "POST /v2/jobs needs \"model\" (query parameter,"
+                 " multipart part or JSON field); or POST /v2/apps/{app}/jobs");
   if (model) snprintf(mbuf, sizeof mbuf, "%s", model);
   q.model = model ? mbuf : NULL;
   q.min_accuracy = acc;

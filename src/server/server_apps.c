@@ -225,7 +225,11 @@ void vr_server_apps(vr_server *s, vr_http_req *r, int get, char **seg, int n) {
   if (n == 3 && get) return describe(s, r, seg[2]);
   if (n == 4 && !get && !strcmp(seg[3], "infer")) return app_infer(s, r, seg[2]);
   if (n == 4 && !get && !strcmp(seg[3], "models")) return vr__server_app_register(s, r, seg[2]);
-  fail(s, r, n == 4 && get ? 405 : 404, n == 4 && get ? "method not allowed" : "unknown path");
+  /* 405 only for a path that exists for the other method */
+  int exists = n == 2 || n == 3 ||
+               (n == 4 && (!strcmp(seg[3], "infer") || !strcmp(seg[3], "models") ||
+                           (!strcmp(seg[3], "jobs") && s->jobs)));
+  fail(s, r, exists ? 405 : 404, exists ? "method not allowed" : "unknown path");
 }
 
 void vr_server_set_jobs(vr_server *s, struct vr_jobs *jobs) { s->jobs = jobs; }

@@ -39,6 +39,7 @@ struct vr_server {
    * unloads); ready when all of them are loaded and start-up finished. */
   pthread_mutex_t expect_mu;
   vr_map expected;         /* name -> (void *)1 */
+  vr_map load_errors;      /* name -> why its last load failed (owned) */
   int started;             /* start-up loading finished (atomic) */
   struct vr_grpc *grpc;    /* KServe v2 gRPC front end, or NULL */
   int64_t t0_ns;           /* created (monotonic) */
@@ -133,6 +134,13 @@ void vr_server_model_instances(vr_server *s, vr_http_req *r,
 #define VR_SRV_VERSION "0.1.0"
 extern const char *const vr__srv_extensions[];
 void vr__srv_expect(vr_server *s, const char *name, int on);
+/* Why model name's last load failed (msg NULL: it loaded); an unload
+ * (vr__srv_expect off) forgets it. The repository index shows it: only a
+ * config's own errors are found again by reading the directory, not what
+ * the engine refused (a config the graph does not match). */
+void vr__srv_load_error(vr_server *s, const char *name, const char *msg);
+/* Copies that reason into buf; 0 when there is none. */
+int vr__srv_load_error_get(vr_server *s, const char *name, char *buf, size_t cap);
 int vr__srv_ready(vr_server *s);
 int vr__srv_version(vr_server *s, const char *model);
 /* A repository load/unload parameter (Triton's model-control API): 0 for

@@ -37,11 +37,14 @@ void vr__srv_repo_list(vr_server *s, vr__srv_repo_fn fn, void *u) {
       fn(u, e->d_name, vr__srv_version(s, e->d_name), 1, "");
       continue;
     }
-    /* Say why it is not loaded: a config error is the common reason. */
+    /* Say why it is not loaded: a config error is the common reason;
+     * else what its last load failed on (the engine refusing the graph). */
     vr_model_config c;
     vr_errbuf err = {0};
     int rc = vr_model_dir_load(dir, &c, &err);
-    fn(u, e->d_name, rc || !c.version ? 1 : c.version, 0, rc ? err.msg : "unloaded");
+    if (!rc && !vr__srv_load_error_get(s, e->d_name, err.msg, sizeof err.msg))
+      snprintf(err.msg, sizeof err.msg, "unloaded");
+    fn(u, e->d_name, rc || !c.version ? 1 : c.version, 0, err.msg);
   }
   if (d) closedir(d);
 }
@@ -49,11 +52,13 @@ void vr__srv_repo_list(vr_server *s, vr__srv_repo_fn fn, void *u) {
 typedef struct index_acc {
   vr_sbuf *b;
   int first;
+  int ready_only;
 } index_acc;
 
 static void index_entry(void *u, const char *name, int version, int ready,
                         const char *reason) {
   index_acc *a = u;
+  if (a->ready_only && !ready) return;
   vr_sbuf_puts(a->b, a->first ? "{\"name\":" : ",{\"name\":");
   a->first = 0;
   vr_sbuf_json_str(a->b, name);
@@ -63,11 +68,43 @@ static void index_entry(void *u, const char *name, int version, int ready,
   vr_sbuf_puts(a->b, "}");
 }
 
+/* The optional body of Triton's index request, {"ready": bool}: true
+ * lists only the models ready for inference (as gRPC's RepositoryIndex). */
+static int index_body(const vr_http_req *r, int *ready_only, vr_errbuf *err) {
+  size_t len;
+  const char *body = vr_http_body(r, &len);
+  *ready_only = 0;
+  if (!body || !len) return 0;
+  json_error_t je;
+  json_t *j = json_loadb(body, len, 0, &je), *v;
+  const char *k;
+  int rc = json_is_object(j) ? 0
+           : vr_errf(err, VR_EFORMAT, "request body must be a JSON object");
+  json_object_foreach(j, k, v) {
+    if (rc) break;
+    if (strcmp(k, "ready"))
+      rc = vr_errf(err, VR_EUNSUPPORTED, "unknown field \"%.64s\"", k);
+    else if (!json_is_boolean(v))
+      rc = vr_errf(err, VR_EFORMAT, "\"ready\" must be a boolean");
+    else
+      *ready_only = json_is_true(v);
+  }
+  json_decref(j);
+  return rc;
+}
+
 void vr_server_repo_index(vr_server *s, vr_http_req *r) {
+  vr_errbuf err = {0};
+  int ready_only;
+  if (index_body(r, &ready_only, &err)) {
+    vr_server_count(s, 400);
+    vr_http_error(r, 400, err.msg);
+    return;
+  }
   vr_sbuf b;
   vr_sbuf_init(&b);
   vr_sbuf_puts(&b, "[");
-  index_acc a = {&b, 1};
+  index_acc a = {&b, 1, ready_only};
   vr__srv_repo_list(s, index_entry, &a);
   vr_sbuf_puts(&b, "]");
   vr_server_count(s, 200);
@@ -278,8 +315,10 @@ void vr_server_model_instances(vr_server *s, vr_http_req *r,
   vr_rt_instance_stats is[VR_RT_MAX_INSTANCES];
   int n = vr_rt_instances(s->rt, model, is, VR_RT_MAX_INSTANCES);
   if (n == 0 && !vr_rt_model_ready(s->rt, model)) {
+    char msg[200]; /* named, as the other model endpoints do */
+    snprintf(msg, sizeof msg, "model '%.128s' is not loaded", model);
     vr_server_count(s, 404);
-    vr_http_error(r, 404, "model is not loaded");
+    vr_http_error(r, 404, msg);
     return;
   }
   if (n > VR_RT_MAX_INSTANCES) n = VR_RT_MAX_INSTANCES;

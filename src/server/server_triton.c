@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "server/kserve.h"
 #include "server/server_int.h"
 
@@ -16,10 +17,37 @@ const char *const vr__srv_extensions[] = {
     NULL};
 
 void vr__srv_expect(vr_server *s, const char *name, int on) {
+  void *old = NULL;
   pthread_mutex_lock(&s->expect_mu);
-  if (on) vr_map_put(&s->expected, name, (void *)1, NULL);
-  else vr_map_del(&s->expected, name);
+  if (on) {
+    vr_map_put(&s->expected, name, (void *)1, NULL);
+  } else {
+    vr_map_del(&s->expected, name);
+    old = vr_map_del(&s->load_errors, name);
+  }
   pthread_mutex_unlock(&s->expect_mu);
+  vr_free(old);
+}
+
+void vr__srv_load_error(vr_server *s, const char *name, const char *msg) {
+  char *copy = msg ? vr_strdup(msg) : NULL;
+  void *old = NULL;
+  pthread_mutex_lock(&s->expect_mu);
+  if (copy && vr_map_put(&s->load_errors, name, copy, &old)) {
+    vr_free(copy); /* no memory to say why: the index says "unloaded" */
+    copy = NULL;
+  }
+  if (!copy) old = vr_map_del(&s->load_errors, name);
+  pthread_mutex_unlock(&s->expect_mu);
+  vr_free(old);
+}
+
+int vr__srv_load_error_get(vr_server *s, const char *name, char *buf, size_t cap) {
+  pthread_mutex_lock(&s->expect_mu);
+  const char *why = vr_map_get(&s->load_errors, name);
+  if (why) snprintf(buf, cap, "%s", why);
+  pthread_mutex_unlock(&s->expect_mu);
+  return why != NULL;
 }
 
 int vr__srv_ready(vr_server *s) {

@@ -20,6 +20,9 @@ for c in $cmds; do
         grep -vE 'alias|old spelling')
   [ -z "$old" ] || fail "vario help $c offers an old flag spelling: $old"
 done
+# the pipeline simulator's help, as `vario sim --help` tells one to ask for it
+"$V" sim --loki --help > /dev/null 2>&1 || fail "vario sim --loki --help exits $?"
+"$V" sim --pipeline --help > /dev/null 2>&1 || fail "vario sim --pipeline --help exits $?"
 old=$("$V" sim --loki --help 2>&1 | grep -E -- '(^|[^-a-z])--out([^-a-z]|$)' | grep -v alias)
 [ -z "$old" ] || fail "vario sim --loki --help offers --out: $old"
 "$V" nosuchcmd > /dev/null 2>&1; [ $? -eq 2 ] || fail "unknown command must exit 2"

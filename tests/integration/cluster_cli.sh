@@ -50,6 +50,9 @@ grep -q '^routes fashion v2 {"routes":{}}' "$T/watch.out" || fail "watch v2"
 [ "$(head -1 "$T/get.out")" = "version 2" ] || fail "routes version"
 "$VARIO" cluster --redis "$U" routes nothing 2> "$T/err" && fail "missing table found"
 grep -q "no routing table 'nothing'" "$T/err" || fail "missing table message"
+"$VARIO" cluster --registry "$U" instances nobody > /dev/null 2> "$T/err"; rc=$?
+[ $rc -eq 1 ] || fail "instances of a worker not in the registry: exit $rc"
+grep -q "no live worker 'nobody'" "$T/err" || fail "missing worker message: $(cat "$T/err")"
 
 # The metadata store in the same Redis (db 1), seen by another process.
 "$VARIO" register --store "$U/1" --repo "$T/repo" --app fashion \
@@ -69,5 +72,6 @@ grep -q fmnist_mlp "$T/list.out" && fail "removed model still listed"
 "$VARIO" cluster --redis "redis://127.0.0.1:0" workers 2> "$T/err"; [ $? -eq 2 ] || fail "bad port exit"
 grep -q "port must be 1..65535" "$T/err" || fail "bad port message"
 "$VARIO" cluster --redis "$U" frobnicate 2> /dev/null; [ $? -eq 2 ] || fail "bad command exit"
-"$VARIO" cluster workers 2> /dev/null; [ $? -eq 2 ] || fail "missing --redis exit"
+"$VARIO" cluster workers 2> "$T/err"; [ $? -eq 2 ] || fail "missing --registry exit"
+grep -q -- "--registry URL is required" "$T/err" || fail "missing --registry message: $(cat "$T/err")"
 echo "cluster_cli: ok"

@@ -202,6 +202,23 @@ try:
     res = np.load(io.BytesIO(out)) if st == 200 else None
     check(res is not None and (res.argmax(1) == Y).mean() >= 0.89,
           f"job done by {j['variant']}: accuracy {(res.argmax(1) == Y).mean() if res is not None else j}")
+    # a path that is not there is 404; one there for the other method 405
+    for method, path, want in [("GET", "/v2/apps/fashion/nope", 404),
+                               ("GET", "/v2/apps/fashion/infer", 405),
+                               ("POST", "/v2/apps/fashion", 405)]:
+        st, r = http(port, method, path, {} if method == "POST" else None)
+        check(st == want, f"{method} {path} -> {st} {r}")
+    # a misspelt field is refused, as an unknown multipart part is (it was
+    # ignored: the job ran at the default accuracy, 0)
+    st, r = http(port, "POST", "/v2/apps/fashion/jobs?min_acuracy=89",
+                 raw=open(f"{DATA}/val_inputs.npy", "rb").read(), ctype="application/octet-stream")
+    check(st == 400 and "unknown field 'min_acuracy'" in r.get("error", ""),
+          f"job with a misspelt query field -> {st} {r}")
+    # a named model's job without the name: said so (the server names the
+    # input and output files itself, so they are not what is missing)
+    st, r = http(port, "POST", "/v2/jobs", raw=open(f"{DATA}/val_inputs.npy", "rb").read(),
+                 ctype="application/octet-stream")
+    check(st == 400 and 'needs "model"' in r.get("error", ""), f"job without a model -> {st} {r}")
 
     # HTTP registration, then a query that needs it.
     body, ct = multipart({"name": "lin2", "declared_accuracy": 99, "threads": 1,
@@ -211,6 +228,11 @@ try:
     check(st == 201 and r["variants"] == 2, f"POST /v2/apps/fashion/models -> {st} {r}")
     st, r = infer(port, {"latency_ms": 100, "min_accuracy": 98})
     check(st == 200 and r["parameters"]["model"] == "lin2", "the new model serves what it claims")
+    st, r = http(port, "POST", "/v2/apps/fashion/models?name=lin3&declared_accuracy=99&max_bach=2",
+                 raw=open(f"{SRC}/models/fmnist/fmnist_linear/model.onnx", "rb").read(),
+                 ctype="application/octet-stream")
+    check(st == 400 and "unknown field 'max_bach'" in r.get("error", ""),
+          f"registration with a misspelt query field -> {st} {r}")
     body, ct = multipart({"name": "bad4"}, {"model": bad_onnx})
     st, r = http(port, "POST", "/v2/apps/fashion/models", raw=body, ctype=ct)
     check(st == 400, f"bad HTTP registration -> {st}: {r.get('error')}")

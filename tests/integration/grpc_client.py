@@ -303,8 +303,13 @@ def run(p, log):
     mm = call("ModelMetadata", pb.ModelMetadataRequest(name="fmnist_mlp"), pb.ModelMetadataResponse)
     check(mm.inputs[0].name == "input" and list(mm.inputs[0].shape) == [-1, 1, 28, 28]
           and mm.outputs[0].datatype == "FP32", "ModelMetadata")
-    code, _ = error("ModelMetadata", pb.ModelMetadataRequest(name="nope"), pb.ModelMetadataResponse)
-    check(code == grpc.StatusCode.NOT_FOUND, f"unknown model -> {code}")
+    code, msg = error("ModelMetadata", pb.ModelMetadataRequest(name="nope"), pb.ModelMetadataResponse)
+    check(code == grpc.StatusCode.NOT_FOUND and msg == "model 'nope' is not loaded",
+          f"unknown model -> {code} {msg}")
+    code, msg = error("ModelConfig", pb.ModelConfigRequest(name="fmnist_mlp", version="7"),
+                      pb.ModelConfigResponse)
+    check(code == grpc.StatusCode.NOT_FOUND and "version '7'" in msg,
+          f"unknown version -> {code} {msg}")
 
     x = np.load(os.path.join(DATA, "val_inputs.npy"))[:4].astype(np.float32)
     ref = np.load(os.path.join(DATA, "ref", "fmnist_mlp.npy"))[:4]
@@ -409,6 +414,13 @@ def run(p, log):
     short.raw_input_contents[0] = x.tobytes()[:100]
     code, msg = error("ModelInfer", short, pb.ModelInferResponse)
     check(code == grpc.StatusCode.INVALID_ARGUMENT and "raw_input_contents" in msg, f"short raw data: {msg}")
+    # KServe's string tensors: refused as such, not as an unknown datatype
+    strs = pb.ModelInferRequest()
+    strs.CopyFrom(req)
+    strs.inputs[0].datatype = "BYTES"
+    code, msg = error("ModelInfer", strs, pb.ModelInferResponse)
+    check(code == grpc.StatusCode.INVALID_ARGUMENT and "BYTES (strings) is not supported" in msg,
+          f"BYTES input refused by name: {code} {msg}")
 
     cfg = call("ModelConfig", pb.ModelConfigRequest(name="fmnist_mlp"), pb.ModelConfigResponse).config
     check(cfg.name == "fmnist_mlp" and cfg.max_batch_size == 64 and list(cfg.input[0].dims) == [1, 28, 28]

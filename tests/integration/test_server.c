@@ -208,10 +208,19 @@ static void test_bad_inputs(void **st) {
   struct { const char *path, *body; int status; const char *msg; } cases[] = {
       {"/v2/models/m/infer", "{\"inputs\":[", 400, "malformed JSON"},
       {"/v2/models/m/infer", "[1,2]", 400, "JSON object"},
+      /* not JSON, or cut short: the syntax error, not a member's */
+      {"/v2/models/m/infer", "", 400, "malformed JSON at byte 0: the text ends before a value"},
+      {"/v2/models/m/infer", "hello", 400, "malformed JSON at byte 0: expected a value"},
+      {"/v2/models/m/infer", "{\"inputs\":[{\"name\":", 400, "malformed JSON at byte 19"},
+      {"/v2/models/m/infer", "{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":",
+       400, "malformed JSON"},
       {"/v2/models/m/infer", "{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\","
        "\"shape\":[1,5],\"data\":[1,2,3,4,5]}]}", 400, "dim 1"},
       {"/v2/models/m/infer", "{\"inputs\":[{\"name\":\"x\",\"datatype\":\"INT32\","
        "\"shape\":[1,4],\"data\":[1,2,3,4]}]}", 400, "datatype"},
+      /* KServe's string tensors are a known datatype, refused as such */
+      {"/v2/models/m/infer", "{\"inputs\":[{\"name\":\"x\",\"datatype\":\"BYTES\","
+       "\"shape\":[1],\"data\":[\"a\"]}]}", 400, "BYTES (strings) is not supported"},
       {"/v2/models/m/infer", "{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\","
        "\"shape\":[1,4],\"data\":[1,2,3]}]}", 400, "3 data elements"},
       {"/v2/models/m/infer", "{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\","
@@ -262,8 +271,11 @@ static void test_lying_binary(void **st) {
   /* header length past the body */
   assert_int_equal(post_binary(j, n + 100, x, 16, b, sizeof b), 400);
   assert_non_null(strstr(b, "exceeds the body"));
-  /* header length cutting the JSON */
+  /* header length cutting the JSON: said so, wherever the cut falls */
   assert_int_equal(post_binary(j, n - 5, x, 16, b, sizeof b), 400);
+  assert_non_null(strstr(b, "Inference-Header-Content-Length): malformed JSON"));
+  assert_int_equal(post_binary(j, 19, x, 16, b, sizeof b), 400);
+  assert_non_null(strstr(b, "(19 bytes by Inference-Header-Content-Length): malformed JSON"));
   /* fewer bytes than declared */
   assert_int_equal(post_binary(j, n, x, 12, b, sizeof b), 400);
   /* more bytes than declared */
@@ -423,6 +435,8 @@ static void test_stats_metrics_repo(void **st) {
   assert_int_equal(req("GET", "/v2/models/stats", NULL, NULL, 0, b, 1 << 16), 200);
   assert_int_equal(req("GET", "/v2/models/m/instances", NULL, NULL, 0, b, 1 << 16), 200);
   assert_non_null(strstr(b, "\"profile_us\""));
+  assert_int_equal(req("GET", "/v2/models/nope/instances", NULL, NULL, 0, b, 1 << 16), 404);
+  assert_non_null(strstr(b, "model 'nope' is not loaded"));
   assert_int_equal(req("GET", "/metrics", NULL, NULL, 0, b, 1 << 16), 200);
   const char *names[] = {"vario_requests_total{model=\"m\"",
                          "vario_request_duration_seconds_bucket",
@@ -440,6 +454,14 @@ static void test_stats_metrics_repo(void **st) {
   assert_non_null(strstr(b, "\"broken\",\"version\":\"1\",\"state\":\"UNAVAILABLE\""));
   assert_null(strstr(b, "tab"));
   assert_non_null(strstr(b, "inputs"));
+  /* Triton's {"ready": true} lists only the models ready for inference */
+  assert_int_equal(post_json("/v2/repository/index", "{\"ready\":true}", b, 1 << 16), 200);
+  assert_non_null(strstr(b, "{\"name\":\"m\",\"version\":\"1\",\"state\":\"READY\""));
+  assert_null(strstr(b, "UNAVAILABLE"));
+  assert_int_equal(post_json("/v2/repository/index", "{\"ready\":false}", b, 1 << 16), 200);
+  assert_non_null(strstr(b, "\"broken\",\"version\":\"1\",\"state\":\"UNAVAILABLE\""));
+  assert_int_equal(post_json("/v2/repository/index", "{\"ready\":1}", b, 1 << 16), 400);
+  assert_non_null(strstr(b, "must be a boolean"));
   vr_free(b);
 }
 
@@ -501,11 +523,60 @@ static void test_load_unload(void **st) {
   assert_int_equal(post_json("/v2/repository/models/broken/load", "", b, sizeof b), 400);
   assert_non_null(strstr(b, "inputs"));
   assert_int_equal(post_json("/v2/repository/models/absent/load", "", b, sizeof b), 404);
+  assert_non_null(strstr(b, "absent: no such model directory"));
   assert_int_equal(post_json("/v2/repository/models/a%20b/load", "", b, sizeof b), 400);
   /* readiness: 'broken' is still wanted; unloading it says it is not */
   assert_int_equal(req("GET", "/v2/health/ready", NULL, NULL, 0, b, sizeof b), 503);
   post_json("/v2/repository/models/broken/unload", "", b, sizeof b);
   assert_int_equal(req("GET", "/v2/health/ready", NULL, NULL, 0, b, sizeof b), 200);
+}
+
+/* A model whose config reads fine but which the backend refuses (here an
+ * INT32 input): the index gives that reason, not "unloaded", until it is
+ * unloaded. */
+static void test_index_load_error(void **st) {
+  (void)st;
+  char p[600], b[1 << 14];
+  snprintf(p, sizeof p, "%s/int_in", g_repo);
+  mkdir(p, 0755);
+  snprintf(p, sizeof p, "%s/int_in/model.onnx", g_repo);
+  srv_write_file(p, "");
+  snprintf(p, sizeof p, "%s/int_in/config.json", g_repo);
+  srv_write_file(p, "{\"name\":\"int_in\",\"inputs\":[{\"name\":\"x\",\"datatype\":"
+                    "\"INT32\",\"shape\":[-1,4]}],\"outputs\":[{\"name\":\"y\","
+                    "\"datatype\":\"FP32\",\"shape\":[-1,3]}],\"max_batch_size\":4}");
+  assert_true(post_json("/v2/repository/models/int_in/load", "", b, sizeof b) >= 400);
+  assert_int_equal(post_json("/v2/repository/index", "", b, sizeof b), 200);
+  const char *e = strstr(b, "\"int_in\"");
+  assert_non_null(e);
+  assert_non_null(strstr(e, "\"state\":\"UNAVAILABLE\",\"reason\":\"fake backend: FP32 only"));
+  /* unloaded on purpose: that is the reason now */
+  post_json("/v2/repository/models/int_in/unload", "", b, sizeof b);
+  assert_int_equal(post_json("/v2/repository/index", "", b, sizeof b), 200);
+  assert_non_null(strstr(b, "\"int_in\",\"version\":\"1\",\"state\":\"UNAVAILABLE\","
+                            "\"reason\":\"unloaded\""));
+  snprintf(p, sizeof p, "%s/int_in", g_repo);
+  srv_rmtree(p);
+}
+
+/* "instances": 0 in a repository config is refused by name, not loaded
+ * as a model that never serves (and then taken for the control plane's). */
+static void test_load_zero_instances(void **st) {
+  (void)st;
+  char p[600], b[2048];
+  srv_write_model(g_repo, "zero", 4, 3, 4, 0);
+  snprintf(p, sizeof p, "%s/zero/config.json", g_repo);
+  srv_write_file(p, "{\"name\":\"zero\",\"inputs\":[{\"name\":\"x\",\"datatype\":"
+                    "\"FP32\",\"shape\":[-1,4]}],\"outputs\":[{\"name\":\"y\","
+                    "\"datatype\":\"FP32\",\"shape\":[-1,3]}],\"max_batch_size\":4,"
+                    "\"instances\":0}");
+  for (int i = 0; i < 2; i++) { /* the second: not "managed by the control plane" */
+    assert_int_equal(post_json("/v2/repository/models/zero/load", "", b, sizeof b), 400);
+    assert_non_null(strstr(b, "instances"));
+  }
+  post_json("/v2/repository/models/zero/unload", "", b, sizeof b);
+  snprintf(p, sizeof p, "%s/zero", g_repo);
+  srv_rmtree(p);
 }
 
 static int connect_raw(void) {
@@ -898,6 +969,16 @@ static void test_frontend_ready(void **st) {
     if (resp.head.status != want[i]) fail_msg("table %d: ready %d", i, resp.head.status);
     vr_httpc_close(&c);
   }
+  /* every model's statistics are per worker: said so, not routed as a
+   * model named "stats" (503 "no worker serves 'm:stats'") */
+  vr_httpc c;
+  vr_httpc_resp resp;
+  if (vr_httpc_open(&c, "127.0.0.1", port, &err) ||
+      vr_httpc_request(&c, "GET", "/v2/models/stats", NULL, NULL, 0, &resp, &err))
+    fail_msg("%s", err.msg);
+  assert_int_equal(resp.head.status, 404);
+  assert_non_null(memmem(resp.body, resp.body_len, "/v2/models/{m}/stats", 20));
+  vr_httpc_close(&c);
   vr_frontend_shutdown(fe);
   vr_frontend_free(fe);
 }
@@ -1090,6 +1171,8 @@ int main(void) {
       cmocka_unit_test(test_dashboard_files),
       cmocka_unit_test(test_http_head_limits),
       cmocka_unit_test(test_load_unload),
+      cmocka_unit_test(test_index_load_error),
+      cmocka_unit_test(test_load_zero_instances),
       cmocka_unit_test(test_disconnects),
       cmocka_unit_test(test_unload_in_flight),
       cmocka_unit_test(test_graceful_shutdown),

@@ -147,7 +147,8 @@ try:
     check(st == 200, f"ordinary queries to the app still served -> {st}")
 
     # 6. Model-less parameters that used to mean something else silently.
-    for bad in [{"latency_ms": 0}, {"latency_ms": -5}, {"max_cost": -1}]:
+    # max_cost 0 was read as "no limit"
+    for bad in [{"latency_ms": 0}, {"latency_ms": -5}, {"max_cost": -1}, {"max_cost": 0}]:
         st, r = http(port, "POST", "/v2/apps/fashion/infer", dict(q, parameters=bad), token=None)
         check(st == 400 and "error" in r, f"{bad} -> {st} {r.get('error')}")
 

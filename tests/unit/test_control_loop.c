@@ -314,6 +314,10 @@ static void test_offline_job(void **st) {
            getenv("VR_SOURCE_DIR") ? getenv("VR_SOURCE_DIR") : ".");
   vr_job_req bad = {.app = "fashion", .min_accuracy = 99, .input = in, .output = out};
   assert_int_equal(vr_jobs_submit(j, &bad, &e), VR_EINFEASIBLE);
+  /* an app nobody registered is unknown (404), not one no variant fits */
+  vr_job_req none = {.app = "nope", .min_accuracy = 0, .input = in, .output = out};
+  assert_int_equal(vr_jobs_submit(j, &none, &e), VR_ENOENT);
+  assert_non_null(strstr(e.msg, "no registered app named 'nope'"));
   bad.min_accuracy = 50;
   bad.input = "/nonexistent.npy";
   assert_true(vr_jobs_submit(j, &bad, &e) < 0);

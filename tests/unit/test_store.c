@@ -656,6 +656,24 @@ static void test_load_one_snapshot(void **st) {
   unlink(path);
 }
 
+/* A URL of another scheme is refused with the reason, not taken for a
+ * SQLite path: rediss:// made ./rediss:/HOST:PORT, a store nobody shared. */
+static void test_other_url_schemes(void **st) {
+  (void)st;
+  vr_errbuf e = {0};
+  vr_store *s = NULL;
+  assert_int_equal(vr_store_open_path("rediss://127.0.0.1:1", &s, &e), VR_EUNSUPPORTED);
+  assert_non_null(strstr(e.msg, "TLS (rediss://) is not supported"));
+  assert_int_not_equal(access("rediss:", F_OK), 0);
+  assert_int_equal(vr_store_open_path("mysql://127.0.0.1:1/x", &s, &e), VR_EINVAL);
+  assert_non_null(strstr(e.msg, "must start with redis://"));
+  assert_int_not_equal(access("mysql:", F_OK), 0);
+  assert_null(s);
+  assert_true(vr_store_is_url("redis://h"));
+  assert_false(vr_store_is_url("/tmp/x://y.db"));
+  assert_false(vr_store_is_url("store.db"));
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest common[] = {
       cmocka_unit_test(test_index_and_restart),
@@ -670,6 +688,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_corrupted_file),
       cmocka_unit_test(test_foreign_schema),
       cmocka_unit_test(test_load_one_snapshot),
+      cmocka_unit_test(test_other_url_schemes),
   };
   const struct CMUnitTest redis_only[] = {
       cmocka_unit_test(test_redis_foreign_schema),
