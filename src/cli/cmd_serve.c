@@ -296,9 +296,11 @@ int vr_cli_serve(int argc, char **argv, const vr_cli_role *role) {
     free(token), free(tls_cert), free(tls_key);
     return 1;
   }
+  char grpc[32] = "gRPC off"; /* --grpc-port -1 */
+  if (vr_server_grpc_port(s) > 0) snprintf(grpc, sizeof grpc, "gRPC port %d", vr_server_grpc_port(s));
   fprintf(stderr, "%s: listening on %s://%s:%d (KServe v2;"
-          " metrics at /metrics; gRPC port %d)\n", prog, tls_cert ? "https" : "http",
-          o.host ? o.host : "127.0.0.1", vr_server_port(s), vr_server_grpc_port(s));
+          " metrics at /metrics; %s)\n", prog, tls_cert ? "https" : "http",
+          o.host ? o.host : "127.0.0.1", vr_server_port(s), grpc);
   int sig = 0;
   sigwait(&set, &sig);
   fprintf(stderr, "%s: signal %d, draining\n", prog, sig);
