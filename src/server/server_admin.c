@@ -181,6 +181,20 @@ static void scrub(char *msg, const char *prefix) {
   while (n && (p = strstr(msg, prefix))) memmove(p, p + n, strlen(p + n) + 1);
 }
 
+/* After scrub of the jobs directory: an uploaded input's file name
+ * (in-XXXXXX.npy, the server's) becomes "the uploaded input". */
+static void name_upload(char *msg, size_t cap) {
+  static const char k_name[] = "the uploaded input";
+  for (char *p = strstr(msg, "in-"); p; p = strstr(p + 1, "in-")) {
+    if (strlen(p) < 13 || memcmp(p + 9, ".npy", 4) || (p > msg && p[-1] != ' ' && p[-1] != '\''))
+      continue;
+    size_t tail = strlen(p + 13), at = (size_t)(p - msg);
+    if (at + sizeof k_name - 1 + tail >= cap) return;
+    memmove(p + sizeof k_name - 1, p + 13, tail + 1);
+    memcpy(p, k_name, sizeof k_name - 1);
+  }
+}
+
 /* ---- registration (runs on its own thread) ------------------------------- */
 
 enum { F_MODEL, F_VAL_IN, F_VAL_LAB, F_CALIB, F_N };
@@ -447,6 +461,7 @@ void vr__server_job_submit(vr_server *s, vr_http_req *r, const char *app) {
     char pre[4200];
     snprintf(pre, sizeof pre, "%s/", owned);
     scrub(err.msg, pre);
+    name_upload(err.msg, sizeof err.msg);
     return fail(s, r, vr_server_http_status(id), err.msg);
   }
   char *o = vr_malloc(64);
@@ -475,6 +490,7 @@ void vr__server_job_get(vr_server *s, vr_http_req *r, const char *id_s) {
     char pre[4200];
     if (s->repo) snprintf(pre, sizeof pre, "%s/.jobs/", s->repo);
     if (s->repo) scrub(ji.error, pre);
+    name_upload(ji.error, sizeof ji.error);
     json_object_set_new(o, "error", json_string(ji.error));
   }
   char *t = o ? json_dumps(o, JSON_COMPACT) : NULL;

@@ -214,6 +214,20 @@ try:
                  raw=open(f"{DATA}/val_inputs.npy", "rb").read(), ctype="application/octet-stream")
     check(st == 400 and "unknown field 'min_acuracy'" in r.get("error", ""),
           f"job with a misspelt query field -> {st} {r}")
+    # an upload that is no .npy: said of "the uploaded input", not of the
+    # server's own file for it (in-XXXXXX.npy)
+    st, r = http(port, "POST", "/v2/apps/fashion/jobs", raw=b"not an npy file at all",
+                 ctype="application/octet-stream")
+    err = r.get("error", "") if st != 201 else ""
+    if st == 201:
+        for _ in range(600):
+            st2, j = http(port, "GET", f"/v2/jobs/{r['id']}")
+            if j["state"] in ("done", "failed"):
+                break
+            time.sleep(0.05)
+        err = j.get("error", "")
+    check("the uploaded input" in err and not re.search(r"in-\w{6}\.npy", err),
+          f"a bad upload names the upload: {st} {err}")
     # a named model's job without the name: said so (the server names the
     # input and output files itself, so they are not what is missing)
     st, r = http(port, "POST", "/v2/jobs", raw=open(f"{DATA}/val_inputs.npy", "rb").read(),
