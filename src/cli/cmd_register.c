@@ -54,12 +54,18 @@ static int parse_precisions(const char *s, unsigned *mask) {
 }
 
 static int list_models(vr_store *s) {
-  printf("%-24s %-12s %9s %8s  %s\n", "model", "app", "accuracy", "variants", "dir");
+  int wm = 24, wa = 12; /* columns as wide as the longest name */
+  for (size_t i = 0; i < vr_store_num_models(s); i++) {
+    const vr_model_rec *m = vr_store_model_at(s, i);
+    if ((int)strlen(m->name) > wm) wm = (int)strlen(m->name);
+    if ((int)strlen(m->app) > wa) wa = (int)strlen(m->app);
+  }
+  printf("%-*s %-*s %9s %8s  %s\n", wm, "model", wa, "app", "accuracy", "variants", "dir");
   for (size_t i = 0; i < vr_store_num_models(s); i++) {
     const vr_model_rec *m = vr_store_model_at(s, i);
     size_t n;
     vr_store_model_variants(s, m->name, &n);
-    printf("%-24s %-12s %8.2f%% %8zu  %s\n", m->name, m->app, m->accuracy, n, m->dir);
+    printf("%-*s %-*s %8.2f%% %8zu  %s\n", wm, m->name, wa, m->app, m->accuracy, n, m->dir);
   }
   return 0;
 }
