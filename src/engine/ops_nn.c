@@ -550,7 +550,9 @@ static int reduce_axes(const vr_node *n, const vr_tview *in, int *red,
     a = tmp;
   }
   for (int i = 0; i < r; i++) red[i] = k <= 0;
-  if (k == 0 && vr_attr_i(n, "noop_with_empty_axes", 0))
+  /* axes left out count as empty (ONNX: an Identity then, not a full
+   * reduction) */
+  if (k <= 0 && vr_attr_i(n, "noop_with_empty_axes", 0))
     for (int i = 0; i < r; i++) red[i] = 0;
   for (int i = 0; i < k; i++) {
     int ax = vr_axis(a[i], r);

@@ -85,7 +85,8 @@ static void check_fixed(const char *name, double tol) {
  * Slice steps of INT64_MAX / INT64_MIN (overflowed length); int64 + * -
  * and Pow that overflow wrap (UBSan; Pow stopped at 64 factors); Clip
  * with min > max gives max; int64 Range, Equal, Max, Clip past 2^53
- * (computed in double); a batch-derived value that wraps (folding). */
+ * (computed in double); a batch-derived value that wraps (folding);
+ * a Reduce with noop_with_empty_axes and no axes is an Identity. */
 static void test_semantics(void **st) {
   check_model("alias_branch", 1, VR_PREC_FP32, 1e-5);
   check_model("alias_output", 1, VR_PREC_FP32, 1e-5);
@@ -104,6 +105,7 @@ static void test_semantics(void **st) {
   check_model("range_big", 1, VR_PREC_FP32, 1e-6);
   check_model("int_big", 1, VR_PREC_FP32, 1e-6);
   check_model("batch_wrap", 1, VR_PREC_FP32, 1e-6);
+  check_model("reduce_noop", 1, VR_PREC_FP32, 1e-6);
 }
 
 /* x + Min(batch, 3) at batches 5 and 1: the three probe batches (1, 2, 3)

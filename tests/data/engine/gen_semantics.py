@@ -77,6 +77,8 @@ bad_input_dim: an input of shape [N, -1] (-1 as a dim_value): refused with
                value and the range.
 bad_gemm_trans: Gemm with transB = 17: it indexed B's shape (shape[17],
                past its 8 dims; UBSan, found by fuzz_onnx); refused.
+reduce_noop:   ReduceSum with noop_with_empty_axes=1 and no axes input: an
+               Identity (ONNX); it reduced every axis ([1, 1]).
 bad_clip_empty_min, bad_range_empty: a Clip min, a Range start with no
                element (scalars): element 0 was read past the data (Clip
                clipped at whatever lay there); refused at load.
@@ -361,3 +363,6 @@ m.ir_version = 8
 onnx.save(m, os.path.join(D, "bad_input_dim.onnx"))
 save_bad("bad_gemm_trans", h.make_node("Gemm", ["x", "w"], ["y"], name="gemm", transB=17),
          {"w": np.zeros((3, 3), np.float32)})
+x = rng.standard_normal((3, 4)).astype(np.float32)
+save("reduce_noop", [h.make_node("ReduceSum", ["x"], ["y"], noop_with_empty_axes=1)],
+     "x", [("y", ["N", 4])], {}, x, x)
