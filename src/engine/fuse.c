@@ -339,7 +339,8 @@ static int fuse_layernorm(vr_graph *g, vr_node *dv, const int *uses, vr_errbuf *
 static int fuse_gelu(vr_graph *g, vr_node *m2, const int *uses, vr_errbuf *err) {
   if (strcmp(m2->op, "Mul") || m2->nin != 2) return 0;
   for (int s = 0; s < 2; s++) {
-    if (fabsf(const_scalar(g, m2->in[1 - s]) - 0.5f) > 1e-6f) continue;
+    /* written so that NAN (not a one-value constant) fails the test too */
+    if (!(fabsf(const_scalar(g, m2->in[1 - s]) - 0.5f) <= 1e-6f)) continue;
     vr_node *m1 = prod_op(g, m2->in[s], "Mul");
     if (!m1 || uses[m2->in[s]] != 1) continue;
     for (int t = 0; t < 2; t++) {
@@ -352,7 +353,7 @@ static int fuse_gelu(vr_graph *g, vr_node *m2, const int *uses, vr_errbuf *err) 
       if (!ef || uses[ad->in[1 - one]] != 1) continue;
       vr_node *dv = prod_op(g, ef->in[0], "Div");
       if (!dv || dv->in[0] != x || uses[ef->in[0]] != 1 ||
-          fabsf(const_scalar(g, dv->in[1]) - 1.41421356f) > 1e-4f)
+          !(fabsf(const_scalar(g, dv->in[1]) - 1.41421356f) <= 1e-4f))
         continue;
       int rc = set_attrs(m2, "Gelu", NAN, err);
       if (rc) return rc;

@@ -86,7 +86,8 @@ static void check_fixed(const char *name, double tol) {
  * and Pow that overflow wrap (UBSan; Pow stopped at 64 factors); Clip
  * with min > max gives max; int64 Range, Equal, Max, Clip past 2^53
  * (computed in double); a batch-derived value that wraps (folding);
- * a Reduce with noop_with_empty_axes and no axes is an Identity. */
+ * a Reduce with noop_with_empty_axes and no axes is an Identity; the
+ * erf-GELU pattern with a vector for its 0.5 or its sqrt(2) is no GELU. */
 static void test_semantics(void **st) {
   check_model("alias_branch", 1, VR_PREC_FP32, 1e-5);
   check_model("alias_output", 1, VR_PREC_FP32, 1e-5);
@@ -106,6 +107,8 @@ static void test_semantics(void **st) {
   check_model("int_big", 1, VR_PREC_FP32, 1e-6);
   check_model("batch_wrap", 1, VR_PREC_FP32, 1e-6);
   check_model("reduce_noop", 1, VR_PREC_FP32, 1e-6);
+  check_model("gelu_vec_half", 1, VR_PREC_FP32, 1e-5);
+  check_model("gelu_vec_div", 1, VR_PREC_FP32, 1e-5);
 }
 
 /* x + Min(batch, 3) at batches 5 and 1: the three probe batches (1, 2, 3)

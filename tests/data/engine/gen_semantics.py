@@ -79,6 +79,11 @@ bad_gemm_trans: Gemm with transB = 17: it indexed B's shape (shape[17],
                past its 8 dims; UBSan, found by fuzz_onnx); refused.
 reduce_noop:   ReduceSum with noop_with_empty_axes=1 and no axes input: an
                Identity (ONNX); it reduced every axis ([1, 1]).
+gelu_vec_half, gelu_vec_div: the erf-GELU pattern whose 0.5 is a vector
+               [0.5, 0.5, 0.5, 0.25], or whose sqrt(2) is [sqrt(2), sqrt(2),
+               1, 2]: a tensor that is not a one-value constant passed the
+               constant's check (NAN compares false) and the pattern became
+               a Gelu (wrong values in the columns that differ).
 bad_clip_empty_min, bad_range_empty: a Clip min, a Range start with no
                element (scalars): element 0 was read past the data (Clip
                clipped at whatever lay there); refused at load.
@@ -366,3 +371,13 @@ save_bad("bad_gemm_trans", h.make_node("Gemm", ["x", "w"], ["y"], name="gemm", t
 x = rng.standard_normal((3, 4)).astype(np.float32)
 save("reduce_noop", [h.make_node("ReduceSum", ["x"], ["y"], noop_with_empty_axes=1)],
      "x", [("y", ["N", 4])], {}, x, x)
+import math
+x = rng.standard_normal((3, 4)).astype(np.float32)
+erf = np.vectorize(math.erf)
+for name, r2, half in [("gelu_vec_half", np.float32(math.sqrt(2)), np.array([0.5, 0.5, 0.5, 0.25], np.float32)),
+                       ("gelu_vec_div", np.array([math.sqrt(2), math.sqrt(2), 1, 2], np.float32), np.float32(0.5))]:
+    save(name, [h.make_node("Div", ["x", "r2"], ["a"]), h.make_node("Erf", ["a"], ["b"]),
+                h.make_node("Add", ["b", "one"], ["c"]), h.make_node("Mul", ["x", "c"], ["d"]),
+                h.make_node("Mul", ["d", "half"], ["y"])],
+         "x", [("y", ["N", 4])], {"r2": np.array(r2), "one": np.array(1, np.float32), "half": np.array(half)},
+         x, x.astype(np.float64) * (1 + erf(x / r2.astype(np.float64))) * half)
