@@ -84,6 +84,9 @@ gelu_vec_half, gelu_vec_div: the erf-GELU pattern whose 0.5 is a vector
                1, 2]: a tensor that is not a one-value constant passed the
                constant's check (NAN compares false) and the pattern became
                a Gelu (wrong values in the columns that differ).
+matmul_m0:     Concat(MatMul(x[0:0], W), MatMul(x, W)): a MatMul with no
+               rows (M = 0) killed the process with SIGFPE while oneDNN
+               created its primitive.
 bad_clip_empty_min, bad_range_empty: a Clip min, a Range start with no
                element (scalars): element 0 was read past the data (Clip
                clipped at whatever lay there); refused at load.
@@ -381,3 +384,8 @@ for name, r2, half in [("gelu_vec_half", np.float32(math.sqrt(2)), np.array([0.5
                 h.make_node("Mul", ["d", "half"], ["y"])],
          "x", [("y", ["N", 4])], {"r2": np.array(r2), "one": np.array(1, np.float32), "half": np.array(half)},
          x, x.astype(np.float64) * (1 + erf(x / r2.astype(np.float64))) * half)
+x = rng.standard_normal((3, 4)).astype(np.float32)
+W = rng.standard_normal((4, 5)).astype(np.float32)
+save("matmul_m0", [h.make_node("Slice", ["x", "z", "z"], ["e"]), h.make_node("MatMul", ["e", "W"], ["m0"]),
+                   h.make_node("MatMul", ["x", "W"], ["m"]), h.make_node("Concat", ["m0", "m"], ["y"], axis=0)],
+     "x", [("y", ["N", 5])], {"z": np.array([0], np.int64), "W": W}, x, x @ W)
