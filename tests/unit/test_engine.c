@@ -179,11 +179,12 @@ static void test_lazy_plans(void **st) {
 
 /* bf16, and a MatMul of two runtime tensors with a fused Relu (was
  * refused: no bf16 kernel for f32 runtime weights, no reference kernel
- * with a post-op). */
+ * with a post-op); a MatMul with K = 0 (SIGFPE in oneDNN's bf16 matmul). */
 static void test_bf16(void **st) {
   if (!vr_precision_supported(VR_PREC_BF16)) skip();
   check_model("tiny_cnn", 1, VR_PREC_BF16, 3e-2);
   check_model("bf16_rt_matmul_relu", 1, VR_PREC_BF16, 3e-2);
+  check_model("matmul_k0", 1, VR_PREC_BF16, 1e-6);
 }
 
 /* int8 with the inputs themselves as calibration set: close to fp32, same

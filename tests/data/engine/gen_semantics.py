@@ -87,6 +87,8 @@ gelu_vec_half, gelu_vec_div: the erf-GELU pattern whose 0.5 is a vector
 matmul_m0:     Concat(MatMul(x[0:0], W), MatMul(x, W)): a MatMul with no
                rows (M = 0) killed the process with SIGFPE while oneDNN
                created its primitive.
+matmul_k0:     MatMul(x[:, 0:0], W0 [0, 4]) + x: an empty inner dim (K = 0),
+               zeros; in bf16 oneDNN raised SIGFPE creating the matmul.
 bad_clip_empty_min, bad_range_empty: a Clip min, a Range start with no
                element (scalars): element 0 was read past the data (Clip
                clipped at whatever lay there); refused at load.
@@ -389,3 +391,8 @@ W = rng.standard_normal((4, 5)).astype(np.float32)
 save("matmul_m0", [h.make_node("Slice", ["x", "z", "z"], ["e"]), h.make_node("MatMul", ["e", "W"], ["m0"]),
                    h.make_node("MatMul", ["x", "W"], ["m"]), h.make_node("Concat", ["m0", "m"], ["y"], axis=0)],
      "x", [("y", ["N", 5])], {"z": np.array([0], np.int64), "W": W}, x, x @ W)
+x = rng.standard_normal((3, 4)).astype(np.float32)
+save("matmul_k0", [h.make_node("Slice", ["x", "z", "z", "one"], ["e"]), h.make_node("MatMul", ["e", "W0"], ["m"]),
+                   h.make_node("Add", ["m", "x"], ["y"])],
+     "x", [("y", ["N", 4])], {"z": np.array([0], np.int64), "one": np.array([1], np.int64),
+                               "W0": np.zeros((0, 4), np.float32)}, x, x)
