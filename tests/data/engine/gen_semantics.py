@@ -89,6 +89,9 @@ matmul_m0:     Concat(MatMul(x[0:0], W), MatMul(x, W)): a MatMul with no
                created its primitive.
 matmul_k0:     MatMul(x[:, 0:0], W0 [0, 4]) + x: an empty inner dim (K = 0),
                zeros; in bf16 oneDNN raised SIGFPE creating the matmul.
+int_pow_neg:   int64 Pow with negative exponents at run time: 1 / a^-b
+               truncated (0 unless |a| is 1; (-1)^-1 = -1), as ORT; it
+               was 1 for every base.
 bad_clip_empty_min, bad_range_empty: a Clip min, a Range start with no
                element (scalars): element 0 was read past the data (Clip
                clipped at whatever lay there); refused at load.
@@ -396,3 +399,18 @@ save("matmul_k0", [h.make_node("Slice", ["x", "z", "z", "one"], ["e"]), h.make_n
                    h.make_node("Add", ["m", "x"], ["y"])],
      "x", [("y", ["N", 4])], {"z": np.array([0], np.int64), "one": np.array([1], np.int64),
                                "W0": np.zeros((0, 4), np.float32)}, x, x)
+x = np.array([[2, 1, -1, 3, -2, 4], [-1, 0, 5, 1, 7, -3]], np.float32)
+e = np.array([-1, -1, -1, -2, -3, 0], np.int64)
+
+
+def ipow(a, b):
+    if b >= 0:
+        return a ** b
+    return 1 if a == 1 else (-1 if b % 2 else 1) if a == -1 else 0
+
+
+save("int_pow_neg",
+     [h.make_node("Cast", ["x"], ["xi"], to=T.INT64), h.make_node("Pow", ["xi", "e"], ["p"]),
+      h.make_node("Cast", ["p"], ["y"], to=T.FLOAT)],
+     "x", [("y", ["N", 6])], {"e": e}, x,
+     np.array([[ipow(int(a), int(b)) for a, b in zip(r, e)] for r in x], np.float32))
