@@ -89,7 +89,8 @@ static void check_fixed(const char *name, double tol) {
  * a Reduce with noop_with_empty_axes and no axes is an Identity; the
  * erf-GELU pattern with a vector for its 0.5 or its sqrt(2) is no GELU;
  * a MatMul of an empty slice (M = 0) runs (SIGFPE in oneDNN); int Pow
- * with a negative exponent truncates 1 / a^-b (it gave 1). */
+ * with a negative exponent truncates 1 / a^-b (it gave 1); a Slice with
+ * a negative step clamps its start into [0, dim - 1]. */
 static void test_semantics(void **st) {
   check_model("alias_branch", 1, VR_PREC_FP32, 1e-5);
   check_model("alias_output", 1, VR_PREC_FP32, 1e-5);
@@ -113,6 +114,7 @@ static void test_semantics(void **st) {
   check_model("gelu_vec_div", 1, VR_PREC_FP32, 1e-5);
   check_model("matmul_m0", 1, VR_PREC_FP32, 1e-5);
   check_model("int_pow_neg", 1, VR_PREC_FP32, 1e-6);
+  check_model("slice_neg_start", 1, VR_PREC_FP32, 1e-6);
 }
 
 /* x + Min(batch, 3) at batches 5 and 1: the three probe batches (1, 2, 3)

@@ -92,6 +92,9 @@ matmul_k0:     MatMul(x[:, 0:0], W0 [0, 4]) + x: an empty inner dim (K = 0),
 int_pow_neg:   int64 Pow with negative exponents at run time: 1 / a^-b
                truncated (0 unless |a| is 1; (-1)^-1 = -1), as ORT; it
                was 1 for every base.
+slice_neg_start: Slice(x, starts -10, ends -100, steps -1) on a dim of 5:
+               ONNX clamps the start into [0, 4] for negative steps, so it
+               takes x[:, 0]; the start became -1 (empty).
 bad_clip_empty_min, bad_range_empty: a Clip min, a Range start with no
                element (scalars): element 0 was read past the data (Clip
                clipped at whatever lay there); refused at load.
@@ -414,3 +417,7 @@ save("int_pow_neg",
       h.make_node("Cast", ["p"], ["y"], to=T.FLOAT)],
      "x", [("y", ["N", 6])], {"e": e}, x,
      np.array([[ipow(int(a), int(b)) for a, b in zip(r, e)] for r in x], np.float32))
+x = rng.standard_normal((3, 5)).astype(np.float32)
+save("slice_neg_start", [h.make_node("Slice", ["x", "s", "e", "a", "p"], ["y"])], "x", [("y", ["N", 1])],
+     {"s": np.array([-10], np.int64), "e": np.array([-100], np.int64), "a": np.array([1], np.int64),
+      "p": np.array([-1], np.int64)}, x, x[:, :1])
