@@ -141,6 +141,31 @@ static void test_batch_piecewise(void **st) {
   free_fixture(&f);
 }
 
+/* x + dim 0 of x[0:3] + dim 2 of a stride-3 MaxPool over x's rows, at
+ * batches 5 and 1: min(B, 3) + ceil(B / 3). The Shapes were folded from
+ * the probe batches (1, 2, 3) as B and 1: x + 6 at batch 5. */
+static void test_batch_shape_piecewise(void **st) {
+  fixture f = {0};
+  load_fixture(&f, "batch_shape_min");
+  vr_session_opts o;
+  vr_session_opts_init(&o);
+  o.max_batch = 5;
+  vr_session *s;
+  vr_errbuf e = {0};
+  if (vr_session_create(f.m, &o, &s, &e)) fail_msg("%s", e.msg);
+  vr_tensor in = tensor_of(vr_model_input(f.m, 0)->name, &f.in), out[1];
+  if (vr_session_run(s, 5, &in, 1, out, 1, &e)) fail_msg("%s", e.msg);
+  double r = rel_err(out[0].data, f.out.data, 20);
+  if (r > 1e-6) fail_msg("batch 5: relative error %g", r);
+  in.shape[0] = 1;
+  in.nbytes = 16;
+  if (vr_session_run(s, 1, &in, 1, out, 1, &e)) fail_msg("%s", e.msg);
+  for (int i = 0; i < 4; i++) /* min(1, 3) + ceil(1 / 3) = 2 */
+    assert_float_equal(((float *)out[0].data)[i], ((float *)f.in.data)[i] + 2, 1e-6);
+  vr_session_free(s);
+  free_fixture(&f);
+}
+
 /* int8 with the input itself as calibration set, against the fp32
  * reference. */
 static void check_int8(const char *name, double tol) {
@@ -589,6 +614,7 @@ int main(void) {
       cmocka_unit_test(test_tiny_cnn),          cmocka_unit_test(test_tiny_tf),
       cmocka_unit_test(test_lazy_plans),        cmocka_unit_test(test_tiny_deconv),
       cmocka_unit_test(test_semantics),         cmocka_unit_test(test_batch_piecewise),
+      cmocka_unit_test(test_batch_shape_piecewise),
       cmocka_unit_test(test_int8_clip_chain),   cmocka_unit_test(test_int8_gemm_scalar_c),
       cmocka_unit_test(test_bf16),              cmocka_unit_test(test_int8),
       cmocka_unit_test(test_fusions_and_info),

@@ -95,6 +95,10 @@ int_pow_neg:   int64 Pow with negative exponents at run time: 1 / a^-b
 slice_neg_start: Slice(x, starts -10, ends -100, steps -1) on a dim of 5:
                ONNX clamps the start into [0, 4] for negative steps, so it
                takes x[:, 0]; the start became -1 (empty).
+batch_shape_min: x + dim 0 of Slice(x, 0:3) + dim 2 of MaxPool(stride 3)
+               over x's rows, at batch 5 (min(B, 3) + ceil(B / 3) = 5): the
+               Shapes folded from the three probe batches, as B and as 1
+               (x + 6); a Shape of such a value is checked at every batch.
 bad_clip_empty_min, bad_range_empty: a Clip min, a Range start with no
                element (scalars): element 0 was read past the data (Clip
                clipped at whatever lay there); refused at load.
@@ -421,3 +425,14 @@ x = rng.standard_normal((3, 5)).astype(np.float32)
 save("slice_neg_start", [h.make_node("Slice", ["x", "s", "e", "a", "p"], ["y"])], "x", [("y", ["N", 1])],
      {"s": np.array([-10], np.int64), "e": np.array([-100], np.int64), "a": np.array([1], np.int64),
       "p": np.array([-1], np.int64)}, x, x[:, :1])
+x = rng.standard_normal((5, 4)).astype(np.float32)
+z = np.array(0, np.int64)
+save("batch_shape_min",
+     [h.make_node("Slice", ["x", "s0", "e0", "a0"], ["sl"]), h.make_node("Shape", ["sl"], ["ss"]),
+      h.make_node("Gather", ["ss", "z"], ["d1"]),
+      h.make_node("Transpose", ["x"], ["t"], perm=[1, 0]), h.make_node("Unsqueeze", ["t", "a0"], ["u"]),
+      h.make_node("MaxPool", ["u"], ["p"], kernel_shape=[1], strides=[3]), h.make_node("Shape", ["p"], ["ps"]),
+      h.make_node("Gather", ["ps", "two"], ["d2"]), h.make_node("Add", ["d1", "d2"], ["d"]),
+      h.make_node("Cast", ["d"], ["df"], to=T.FLOAT), h.make_node("Add", ["x", "df"], ["y"])],
+     "x", [("y", ["N", 4])], {"s0": np.array([0], np.int64), "e0": np.array([3], np.int64),
+                             "a0": np.array([0], np.int64), "z": z, "two": np.array(2, np.int64)}, x, x + 5)
