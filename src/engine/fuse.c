@@ -125,8 +125,8 @@ static int act_post(const vr_graph *g, const vr_node *n, vr_post *p) {
  * Gemm with constant C, MatMul of matrices. */
 static int is_gemm_like(const vr_graph *g, const vr_node *p) {
   if (!strcmp(p->op, "Conv")) return is_const(g, p->in[1]);
-  if (!strcmp(p->op, "Gemm"))
-    return p->nin < 3 || p->in[2] < 0 || is_const(g, p->in[2]);
+  if (!strcmp(p->op, "Gemm")) /* alpha 0 with a C runs on the reference kernel (lower_matmul) */
+    return p->nin < 3 || p->in[2] < 0 || (is_const(g, p->in[2]) && vr_attr_f(p, "alpha", 1) != 0);
   if (!strcmp(p->op, "MatMul"))
     return g->vals[p->in[0]].ndim >= 2 && g->vals[p->in[1]].ndim >= 2;
   return 0;

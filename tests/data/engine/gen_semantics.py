@@ -99,6 +99,9 @@ batch_shape_min: x + dim 0 of Slice(x, 0:3) + dim 2 of MaxPool(stride 3)
                over x's rows, at batch 5 (min(B, 3) + ceil(B / 3) = 5): the
                Shapes folded from the three probe batches, as B and as 1
                (x + 6); a Shape of such a value is checked at every batch.
+gemm_alpha0_relu: Gemm alpha=0 with C, then Relu: the Relu was fused into
+               the Gemm, which runs on the reference kernel (alpha 0) that
+               takes no post-op: refused ("no kernel").
 bad_clip_empty_min, bad_range_empty: a Clip min, a Range start with no
                element (scalars): element 0 was read past the data (Clip
                clipped at whatever lay there); refused at load.
@@ -436,3 +439,9 @@ save("batch_shape_min",
       h.make_node("Cast", ["d"], ["df"], to=T.FLOAT), h.make_node("Add", ["x", "df"], ["y"])],
      "x", [("y", ["N", 4])], {"s0": np.array([0], np.int64), "e0": np.array([3], np.int64),
                              "a0": np.array([0], np.int64), "z": z, "two": np.array(2, np.int64)}, x, x + 5)
+x = rng.standard_normal((3, 4)).astype(np.float32)
+B = rng.standard_normal((4, 5)).astype(np.float32)
+C = rng.standard_normal((5,)).astype(np.float32)
+save("gemm_alpha0_relu", [h.make_node("Gemm", ["x", "B", "C"], ["g"], alpha=0.0, beta=0.5),
+                          h.make_node("Relu", ["g"], ["y"])],
+     "x", [("y", ["N", 5])], {"B": B, "C": C}, x, np.broadcast_to(np.maximum(0.5 * C, 0), (3, 5)))
