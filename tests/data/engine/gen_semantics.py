@@ -102,6 +102,9 @@ batch_shape_min: x + dim 0 of Slice(x, 0:3) + dim 2 of MaxPool(stride 3)
 gemm_alpha0_relu: Gemm alpha=0 with C, then Relu: the Relu was fused into
                the Gemm, which runs on the reference kernel (alpha 0) that
                takes no post-op: refused ("no kernel").
+matmul_m0_relu: matmul_m0 with a Relu after the empty MatMul: fused into
+               it, and the reference kernel that an empty MatMul takes
+               refused the post-op ("no kernel").
 bad_clip_empty_min, bad_range_empty: a Clip min, a Range start with no
                element (scalars): element 0 was read past the data (Clip
                clipped at whatever lay there); refused at load.
@@ -445,3 +448,9 @@ C = rng.standard_normal((5,)).astype(np.float32)
 save("gemm_alpha0_relu", [h.make_node("Gemm", ["x", "B", "C"], ["g"], alpha=0.0, beta=0.5),
                           h.make_node("Relu", ["g"], ["y"])],
      "x", [("y", ["N", 5])], {"B": B, "C": C}, x, np.broadcast_to(np.maximum(0.5 * C, 0), (3, 5)))
+x = rng.standard_normal((3, 4)).astype(np.float32)
+W = rng.standard_normal((4, 5)).astype(np.float32)
+save("matmul_m0_relu", [h.make_node("Slice", ["x", "z", "z"], ["e"]), h.make_node("MatMul", ["e", "W"], ["m0"]),
+                        h.make_node("Relu", ["m0"], ["r0"]), h.make_node("MatMul", ["x", "W"], ["m"]),
+                        h.make_node("Concat", ["r0", "m"], ["y"], axis=0)],
+     "x", [("y", ["N", 5])], {"z": np.array([0], np.int64), "W": W}, x, x @ W)
