@@ -92,7 +92,8 @@ static void check_fixed(const char *name, double tol) {
  * with a negative exponent truncates 1 / a^-b (it gave 1); a Slice with
  * a negative step clamps its start into [0, dim - 1]; Gemm alpha 0 with
  * C, then Relu, loads (the Relu was fused where no kernel takes it), and
- * so does an empty MatMul with a fused Relu. */
+ * so does an empty MatMul with a fused Relu; ConvTranspose with an
+ * output_shape and auto_pad NOTSET puts the odd pad at the start. */
 static void test_semantics(void **st) {
   check_model("alias_branch", 1, VR_PREC_FP32, 1e-5);
   check_model("alias_output", 1, VR_PREC_FP32, 1e-5);
@@ -119,6 +120,7 @@ static void test_semantics(void **st) {
   check_model("slice_neg_start", 1, VR_PREC_FP32, 1e-6);
   check_model("gemm_alpha0_relu", 1, VR_PREC_FP32, 1e-6);
   check_model("matmul_m0_relu", 1, VR_PREC_FP32, 1e-5);
+  check_model("deconv_outshape", 1, VR_PREC_FP32, 1e-5);
 }
 
 /* x + Min(batch, 3) at batches 5 and 1: the three probe batches (1, 2, 3)

@@ -105,6 +105,10 @@ gemm_alpha0_relu: Gemm alpha=0 with C, then Relu: the Relu was fused into
 matmul_m0_relu: matmul_m0 with a Relu after the empty MatMul: fused into
                it, and the reference kernel that an empty MatMul takes
                refused the post-op ("no kernel").
+deconv_outshape: ConvTranspose stride 2 with output_shape [6, 6] (the full
+               output is 7 x 7) and explicit pads, which ONNX ignores then:
+               auto_pad NOTSET puts the odd pad at the start (crops row and
+               column 0), as ORT; it was put at the end.
 bad_clip_empty_min, bad_range_empty: a Clip min, a Range start with no
                element (scalars): element 0 was read past the data (Clip
                clipped at whatever lay there); refused at load.
@@ -454,3 +458,12 @@ save("matmul_m0_relu", [h.make_node("Slice", ["x", "z", "z"], ["e"]), h.make_nod
                         h.make_node("Relu", ["m0"], ["r0"]), h.make_node("MatMul", ["x", "W"], ["m"]),
                         h.make_node("Concat", ["r0", "m"], ["y"], axis=0)],
      "x", [("y", ["N", 5])], {"z": np.array([0], np.int64), "W": W}, x, x @ W)
+x = rng.standard_normal((2, 2, 3, 3)).astype(np.float32)
+W = rng.standard_normal((2, 3, 3, 3)).astype(np.float32)
+full = np.zeros((2, 3, 7, 7))
+for i in range(3):
+    for j in range(3):
+        full[:, :, 2 * i:2 * i + 3, 2 * j:2 * j + 3] += np.einsum("nc,cokl->nokl", x[:, :, i, j], W)
+save("deconv_outshape", [h.make_node("ConvTranspose", ["x", "W"], ["y"], strides=[2, 2], output_shape=[6, 6],
+                                     pads=[0, 0, 1, 1])],
+     "x", [("y", ["N", 3, 6, 6])], {"W": W}, x, full[:, :, 1:, 1:])
