@@ -457,9 +457,11 @@ static int eval_variadic(const vr_node *n, const vr_tview *in, vr_tview *out,
         continue;
       }
       double v = vr_tview_getf(&in[j], off);
+      /* a NaN wins, as in numpy's maximum / minimum (ONNX, ORT); the
+       * plain comparison kept the other operand */
       if (j == 0) acc = v;
-      else if (k == 0) acc = v > acc ? v : acc;
-      else if (k == 1) acc = v < acc ? v : acc;
+      else if (k == 0) acc = v > acc || v != v ? v : acc;
+      else if (k == 1) acc = v < acc || v != v ? v : acc;
       else acc += v;
     }
     if (k == 3) acc /= n->nin;

@@ -93,7 +93,8 @@ static void check_fixed(const char *name, double tol) {
  * a negative step clamps its start into [0, dim - 1]; Gemm alpha 0 with
  * C, then Relu, loads (the Relu was fused where no kernel takes it), and
  * so does an empty MatMul with a fused Relu; ConvTranspose with an
- * output_shape and auto_pad NOTSET puts the odd pad at the start. */
+ * output_shape and auto_pad NOTSET puts the odd pad at the start; Max
+ * and Min propagate a NaN. */
 static void test_semantics(void **st) {
   check_model("alias_branch", 1, VR_PREC_FP32, 1e-5);
   check_model("alias_output", 1, VR_PREC_FP32, 1e-5);
@@ -121,6 +122,7 @@ static void test_semantics(void **st) {
   check_model("gemm_alpha0_relu", 1, VR_PREC_FP32, 1e-6);
   check_model("matmul_m0_relu", 1, VR_PREC_FP32, 1e-5);
   check_model("deconv_outshape", 1, VR_PREC_FP32, 1e-5);
+  check_model("max_nan", 1, VR_PREC_FP32, 1e-6);
 }
 
 /* x + Min(batch, 3) at batches 5 and 1: the three probe batches (1, 2, 3)

@@ -109,6 +109,10 @@ deconv_outshape: ConvTranspose stride 2 with output_shape [6, 6] (the full
                output is 7 x 7) and explicit pads, which ONNX ignores then:
                auto_pad NOTSET puts the odd pad at the start (crops row and
                column 0), as ORT; it was put at the end.
+max_nan:       Max(x, c) and Min(x, c) with NaNs in x and in c, each
+               mapped to 1 where not NaN (Equal(m, m)), summed: a NaN
+               propagates (numpy, ORT); the NaN operand was dropped
+               (Max(NaN, 1) = 1, Max(1, NaN) = 1).
 bad_clip_empty_min, bad_range_empty: a Clip min, a Range start with no
                element (scalars): element 0 was read past the data (Clip
                clipped at whatever lay there); refused at load.
@@ -467,3 +471,11 @@ for i in range(3):
 save("deconv_outshape", [h.make_node("ConvTranspose", ["x", "W"], ["y"], strides=[2, 2], output_shape=[6, 6],
                                      pads=[0, 0, 1, 1])],
      "x", [("y", ["N", 3, 6, 6])], {"W": W}, x, full[:, :, 1:, 1:])
+x = np.array([[1, np.nan, 3, -2], [np.nan, 0, 5, 7]], np.float32)
+c = np.array([np.nan, 2, 1, np.nan], np.float32)
+nn = (~np.isnan(np.maximum(x, c))).astype(np.float32)
+save("max_nan", [h.make_node("Max", ["x", "c"], ["mx"]), h.make_node("Min", ["x", "c"], ["mn"]),
+                 h.make_node("Equal", ["mx", "mx"], ["e1"]), h.make_node("Equal", ["mn", "mn"], ["e2"]),
+                 h.make_node("Cast", ["e1"], ["f1"], to=T.FLOAT), h.make_node("Cast", ["e2"], ["f2"], to=T.FLOAT),
+                 h.make_node("Add", ["f1", "f2"], ["y"])],
+     "x", [("y", ["N", 4])], {"c": c}, x, 2 * nn)
