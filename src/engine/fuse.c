@@ -125,8 +125,8 @@ static int act_post(const vr_graph *g, const vr_node *n, vr_post *p) {
  * Gemm with constant C, MatMul of matrices. */
 static int is_gemm_like(const vr_graph *g, const vr_node *p) {
   if (!strcmp(p->op, "Conv")) return is_const(g, p->in[1]);
-  if (!strcmp(p->op, "Gemm"))
-    return p->nin < 3 || p->in[2] < 0 || is_const(g, p->in[2]);
+  if (!strcmp(p->op, "Gemm")) /* alpha 0 with a C runs on the reference kernel (lower_matmul) */
+    return p->nin < 3 || p->in[2] < 0 || (is_const(g, p->in[2]) && vr_attr_f(p, "alpha", 1) != 0);
   if (!strcmp(p->op, "MatMul"))
     return g->vals[p->in[0]].ndim >= 2 && g->vals[p->in[1]].ndim >= 2;
   return 0;
@@ -339,7 +339,8 @@ static int fuse_layernorm(vr_graph *g, vr_node *dv, const int *uses, vr_errbuf *
 static int fuse_gelu(vr_graph *g, vr_node *m2, const int *uses, vr_errbuf *err) {
   if (strcmp(m2->op, "Mul") || m2->nin != 2) return 0;
   for (int s = 0; s < 2; s++) {
-    if (fabsf(const_scalar(g, m2->in[1 - s]) - 0.5f) > 1e-6f) continue;
+    /* written so that NAN (not a one-value constant) fails the test too */
+    if (!(fabsf(const_scalar(g, m2->in[1 - s]) - 0.5f) <= 1e-6f)) continue;
     vr_node *m1 = prod_op(g, m2->in[s], "Mul");
     if (!m1 || uses[m2->in[s]] != 1) continue;
     for (int t = 0; t < 2; t++) {
@@ -352,7 +353,7 @@ static int fuse_gelu(vr_graph *g, vr_node *m2, const int *uses, vr_errbuf *err) 
       if (!ef || uses[ad->in[1 - one]] != 1) continue;
       vr_node *dv = prod_op(g, ef->in[0], "Div");
       if (!dv || dv->in[0] != x || uses[ef->in[0]] != 1 ||
-          fabsf(const_scalar(g, dv->in[1]) - 1.41421356f) > 1e-4f)
+          !(fabsf(const_scalar(g, dv->in[1]) - 1.41421356f) <= 1e-4f))
         continue;
       int rc = set_attrs(m2, "Gelu", NAN, err);
       if (rc) return rc;

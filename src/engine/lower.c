@@ -288,6 +288,10 @@ static int lower_matmul(vr_pb *b, int ni, int gemm) {
   vr_tview yv = b->vt[n->out[0]];
   const vr_tview *y = &yv;
   if (a.ndim < 2 || w.ndim < 2 || y->ndim > 6) return 1;
+  /* oneDNN 2.6 divides by M while it creates a matmul: M = 0 (an empty
+   * slice as input) raised SIGFPE, and so did K = 0 in bf16. An empty
+   * operand needs no GEMM: the reference kernel writes nothing, or C. */
+  if (vr_tview_numel(y) == 0 || vr_tview_numel(&a) == 0 || vr_tview_numel(&w) == 0) return 1;
   /* [..., M, K] x [K, N]: fold the batch dims into M, one big GEMM instead
    * of many small ones (plain buffers make both views the same bytes). */
   int collapsed = 0;

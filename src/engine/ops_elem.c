@@ -309,6 +309,9 @@ static int64_t ibin(int k, int64_t a, int64_t b) {
      * kill the server. It wraps to INT64_MIN (two's complement). */
     case B_DIV: return !b ? 0 : b == -1 ? (int64_t)(0 - (uint64_t)a) : a / b;
     case B_POW: { /* by squaring: exact modulo 2^64 for any exponent */
+      /* a negative exponent: 1 / a^-b truncated, 0 unless |a| is 1 (the
+       * loop gave 1); 0^-b divides by zero, 0 as for Div */
+      if (b < 0) return a == 1 ? 1 : a == -1 ? ((b & 1) ? -1 : 1) : 0;
       uint64_t r = 1;
       for (int64_t e = b; e > 0; e >>= 1, ua *= ua)
         if (e & 1) r *= ua;
@@ -454,9 +457,11 @@ static int eval_variadic(const vr_node *n, const vr_tview *in, vr_tview *out,
         continue;
       }
       double v = vr_tview_getf(&in[j], off);
+      /* a NaN wins, as in numpy's maximum / minimum (ONNX, ORT); the
+       * plain comparison kept the other operand */
       if (j == 0) acc = v;
-      else if (k == 0) acc = v > acc ? v : acc;
-      else if (k == 1) acc = v < acc ? v : acc;
+      else if (k == 0) acc = v > acc || v != v ? v : acc;
+      else if (k == 1) acc = v < acc || v != v ? v : acc;
       else acc += v;
     }
     if (k == 3) acc /= n->nin;

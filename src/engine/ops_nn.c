@@ -148,10 +148,12 @@ int vr_deconv_geom(const vr_node *n, const vr_tview *x, const vr_tview *w, vr_ge
                    : (!strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER")) ? in * g->s[i] : -1;
     if (want >= 0) {
       int64_t tot = full - want;
-      /* ONNX: SAME_UPPER puts the extra pad at the end; a negative total
-       * (output_shape larger than the kernel reach) extends the end with
-       * zeros, i.e. a negative right pad. */
-      g->pl[i] = tot < 0 ? 0 : !strcmp(ap, "SAME_LOWER") ? tot - tot / 2 : tot / 2;
+      /* ONNX: SAME_UPPER puts the extra pad at the end, any other
+       * auto_pad (SAME_LOWER, and NOTSET with an output_shape, whose pads
+       * are ignored) at the start; a negative total (output_shape larger
+       * than the kernel reach) extends the end with zeros, i.e. a
+       * negative right pad. */
+      g->pl[i] = tot < 0 ? 0 : strcmp(ap, "SAME_UPPER") ? tot - tot / 2 : tot / 2;
       g->pr[i] = tot - g->pl[i];
     } else {
       g->pl[i] = pads[i];
@@ -550,7 +552,9 @@ static int reduce_axes(const vr_node *n, const vr_tview *in, int *red,
     a = tmp;
   }
   for (int i = 0; i < r; i++) red[i] = k <= 0;
-  if (k == 0 && vr_attr_i(n, "noop_with_empty_axes", 0))
+  /* axes left out count as empty (ONNX: an Identity then, not a full
+   * reduction) */
+  if (k <= 0 && vr_attr_i(n, "noop_with_empty_axes", 0))
     for (int i = 0; i < r; i++) red[i] = 0;
   for (int i = 0; i < k; i++) {
     int ax = vr_axis(a[i], r);

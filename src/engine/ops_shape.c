@@ -397,7 +397,10 @@ static int slice_params(const vr_node *n, const vr_tview *in, vr_tview *o,
       e = e < 0 ? 0 : e > dim ? dim : e;
       o->shape[d] = e > s ? (e - s + step - 1) / step : 0;
     } else {
-      s = s < 0 ? -1 : s > dim - 1 ? dim - 1 : s;
+      /* ONNX clamps the start into [0, dim - 1] (a start before the
+       * first element still takes it), -1 for an empty dim */
+      s = s < 0 ? 0 : s;
+      if (s > dim - 1) s = dim - 1;
       e = e < -1 ? -1 : e > dim - 1 ? dim - 1 : e;
       o->shape[d] = s > e ? (s - e + (-step) - 1) / (-step) : 0;
     }

@@ -228,9 +228,115 @@ static int holds_at_all_batches(const vr_graph *g, const vr_node *n, const vr_tv
   return ok;
 }
 
+/* Whether the dims of n's outputs may be piecewise in the batch, where
+ * three probes cannot tell: a Slice or Split of an axis that grows with
+ * the batch (x[0:3] is min(B, 3)), a strided window over one (ceil(B /
+ * 3)), clamped or rounded lengths from batch-derived values (Slice
+ * bounds, Range), or any input already so. A Shape of such a value is
+ * checked at every batch before it folds. */
+static int varies(const vr_tview *t, int d) {
+  return d >= 0 && d < t[0].ndim && t[0].ndim == t[1].ndim && t[1].ndim == t[2].ndim &&
+         (t[0].shape[d] != t[1].shape[d] || t[1].shape[d] != t[2].shape[d]);
+}
+
+static int dims_piecewise(const vr_graph *g, const vr_node *n, const probe *pr,
+                          const char *taint) {
+  for (int i = 0; i < n->nin; i++)
+    if (n->in[i] >= 0 && taint[n->in[i]]) return 1;
+  if (n->nin < 1 || n->in[0] < 0) return 0;
+  const vr_tview *x = pr[n->in[0]].vt;
+  int r = x[0].ndim;
+  if (!strcmp(n->op, "Conv") || !strcmp(n->op, "ConvTranspose") ||
+      !strcmp(n->op, "MaxPool") || !strcmp(n->op, "AveragePool")) {
+    for (int d = 2; d < r; d++)
+      if (varies(x, d)) return 1;
+    return 0;
+  }
+  if (!strcmp(n->op, "Split")) return varies(x, vr_axis(vr_attr_i(n, "axis", 0), r));
+  if (strcmp(n->op, "Slice") && strcmp(n->op, "Range")) return 0;
+  for (int i = strcmp(n->op, "Range") ? 1 : 0; i < n->nin; i++)
+    if (n->in[i] >= 0 && g->vals[n->in[i]].kind != VR_VAL_CONST) return 1;
+  if (!strcmp(n->op, "Range")) return 0;
+  const int64_t *a;
+  int k = vr_attr_ints(n, "axes", &a);
+  if (k >= 0) { /* opset < 10 */
+    for (int i = 0; i < k; i++)
+      if (varies(x, vr_axis(a[i], r))) return 1;
+    return 0;
+  }
+  if (n->nin > 3 && n->in[3] >= 0) {
+    const vr_tview *ax = &pr[n->in[3]].vt[0];
+    for (int64_t i = 0; i < vr_tview_numel(ax); i++)
+      if (varies(x, vr_axis(vr_tview_geti(ax, i), r))) return 1;
+    return 0;
+  }
+  int64_t ks = vr_attr_ints(n, "starts", &a);
+  if (ks < 0 && n->nin > 1 && n->in[1] >= 0) ks = vr_tview_numel(&pr[n->in[1]].vt[0]);
+  for (int d = 0; d < ks && d < r; d++) /* axes left out: 0 .. k - 1 */
+    if (varies(x, d)) return 1;
+  return 0;
+}
+
+/* Shape / Size node ni, folded as r0 (+ slope x (B - 1)) from the probes,
+ * checked at every batch past them: the nodes before it are inferred
+ * there (the folded ones materialised). A batch whose inference fails
+ * has no plan either and is skipped. 1 if it holds, 0 if not, <0 on
+ * error. */
+static int shape_holds(const vr_graph *g, int ni, const vr_tview *r0, const int64_t *slope,
+                       int64_t *budget, vr_errbuf *err) {
+  const vr_node *n = &g->nodes[ni];
+  /* bounds the work of a load (a hostile model of many such Shapes):
+   * past it the Shape runs at run time */
+  int64_t work = (int64_t)(ni + 1) * (MAX_BATCH - NPROBE);
+  if (work > *budget) return 0;
+  *budget -= work;
+  int64_t cnt = vr_tview_numel(r0);
+  vr_tview ov = *r0;
+  vr_tview *vt = vr_calloc((size_t)g->nvals + 1, sizeof(vr_tview));
+  void **owned = vr_calloc((size_t)g->nvals + 1, sizeof(void *));
+  ov.data = vr_aligned_alloc(64, (size_t)(cnt ? cnt : 1) * sizeof(int64_t));
+  int ok = vt && owned && ov.data ? 1 : vr_errf(err, VR_ENOMEM, "out of memory");
+  for (int64_t b = NPROBE + 1; ok > 0 && b <= MAX_BATCH; b++) {
+    int skip = 0;
+    for (int i = 0; i < g->nvals && ok > 0; i++) {
+      const vr_val *v = &g->vals[i];
+      memset(&vt[i], 0, sizeof vt[i]);
+      if (v->kind == VR_VAL_CONST) {
+        input_view(v, 1, &vt[i]);
+        vt[i].data = v->data;
+      } else if (v->kind == VR_VAL_AFFINE && v->data) {
+        input_view(v, 1, &vt[i]);
+        if (!(owned[i] = vt[i].data = materialize(v, b))) ok = vr_errf(err, VR_ENOMEM, "out of memory");
+      } else if (v->is_input) {
+        input_view(v, b, &vt[i]);
+      }
+    }
+    for (int k = 0; ok > 0 && !skip && k < ni; k++) {
+      vr_errbuf quiet = {0};
+      if (!g->nodes[k].dead && vr_graph_infer_node(g, k, vt, &quiet)) skip = 1;
+    }
+    vr_errbuf quiet = {0};
+    if (ok > 0 && !skip) {
+      if (vr_op_get(n->op_id)->eval(n, &vt[n->in[0]], &ov, &quiet)) ok = 0;
+      for (int64_t i = 0; i < cnt && ok > 0; i++)
+        if (vr_tview_geti(&ov, i) != affine_at(vr_tview_geti(r0, i), slope ? slope[i] : 0, b))
+          ok = 0;
+    }
+    for (int i = 0; owned && i < g->nvals; i++) {
+      vr_aligned_free(owned[i]);
+      owned[i] = NULL;
+    }
+  }
+  vr_free(vt);
+  vr_free(owned);
+  vr_aligned_free(ov.data);
+  return ok;
+}
+
 /* Evaluates node n at each probe into freshly allocated outputs and
  * classifies them. Returns 1 if folded, 0 if kept, <0 on error. */
-static int try_fold(vr_graph *g, int ni, probe *pr, vr_errbuf *err) {
+static int try_fold(vr_graph *g, int ni, probe *pr, const char *taint, int64_t *budget,
+                    vr_errbuf *err) {
   vr_node *n = &g->nodes[ni];
   const vr_op *op = vr_op_get(n->op_id);
   if (!op->eval || n->nout != 1 || n->out[0] < 0) return 0;
@@ -270,9 +376,15 @@ static int try_fold(vr_graph *g, int ni, probe *pr, vr_errbuf *err) {
   int is_const = all_const || (same_shape(&r[0], &r[1]) && same_shape(&r[0], &r[2]) &&
                                !memcmp(r[0].data, r[1].data, bytes) &&
                                !memcmp(r[0].data, r[2].data, bytes));
+  int piecewise_in = shape_op && taint[n->in[0]];
   if (is_const) {
     if (!all_const && !shape_op && !affine_exact(g, n)) {
       int h = holds_at_all_batches(g, n, &r[0], NULL, err);
+      if (h < 0) return h;
+      if (!h) goto keep;
+    }
+    if (piecewise_in) {
+      int h = shape_holds(g, ni, &r[0], NULL, budget, err);
       if (h < 0) return h;
       if (!h) goto keep;
     }
@@ -292,8 +404,9 @@ static int try_fold(vr_graph *g, int ni, probe *pr, vr_errbuf *err) {
       }
       v->slope[i] = (int64_t)((uint64_t)b - (uint64_t)a);
     }
-    if (!shape_op && !affine_exact(g, n)) {
-      int h = holds_at_all_batches(g, n, &r[0], v->slope, err);
+    if ((!shape_op && !affine_exact(g, n)) || piecewise_in) {
+      int h = shape_op ? shape_holds(g, ni, &r[0], v->slope, budget, err)
+                       : holds_at_all_batches(g, n, &r[0], v->slope, err);
       if (h <= 0) {
         vr_free(v->slope);
         v->slope = NULL;
@@ -338,7 +451,9 @@ static int fold_pass(vr_graph *g, vr_errbuf *err) {
     }
   }
   vr_tview *vt = vr_calloc((size_t)g->nvals + 1, sizeof(vr_tview));
-  if (!vt) rc = vr_errf(err, VR_ENOMEM, "out of memory");
+  char *taint = vr_calloc((size_t)g->nvals + 1, 1); /* dims_piecewise, per value */
+  int64_t budget = (int64_t)1 << 23; /* node inferences for shape_holds */
+  if (!vt || !taint) rc = vr_errf(err, VR_ENOMEM, "out of memory");
   for (int ni = 0; !rc && ni < g->nnodes; ni++) {
     vr_node *n = &g->nodes[ni];
     for (int p = 0; p < NPROBE && !rc; p++) {
@@ -355,8 +470,11 @@ static int fold_pass(vr_graph *g, vr_errbuf *err) {
           pr[n->out[k]].vt[p].data = NULL;
         }
     }
+    if (!rc && dims_piecewise(g, n, pr, taint))
+      for (int k = 0; k < n->nout; k++)
+        if (n->out[k] >= 0) taint[n->out[k]] = 1;
     if (!rc) {
-      int f = try_fold(g, ni, pr, err);
+      int f = try_fold(g, ni, pr, taint, &budget, err);
       if (f < 0) rc = f;
     }
   }
@@ -373,6 +491,7 @@ static int fold_pass(vr_graph *g, vr_errbuf *err) {
     memcpy(v->shape, t[0].shape, sizeof v->shape);
   }
   vr_free(vt);
+  vr_free(taint);
   probe_free(pr, g->nvals);
   vr_free(pr);
   return rc;

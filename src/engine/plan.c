@@ -256,7 +256,12 @@ int vr_pb_def_alias(vr_pb *b, int v, const dnnl_memory_desc_t *md, int alias) {
 int vr_pb_ref(vr_pb *b, int ni) {
   const vr_node *n = &b->g->nodes[ni];
   const vr_op *op = vr_op_get(n->op_id);
-  if (!op->eval || n->npost)
+  /* post-ops of an empty output have nothing to change (a MatMul of an
+   * empty slice with a fused Relu) */
+  int empty = 1;
+  for (int k = 0; k < n->nout; k++)
+    if (n->out[k] >= 0 && vr_tview_numel(&b->vt[n->out[k]])) empty = 0;
+  if (!op->eval || (n->npost && !empty))
     return vr_bad(b->err, n, VR_EUNSUPPORTED, "no kernel for this configuration");
   int ipv[64];
   if (n->nin > 64) return vr_bad(b->err, n, VR_EUNSUPPORTED, "too many inputs");

@@ -85,7 +85,16 @@ static void check_fixed(const char *name, double tol) {
  * Slice steps of INT64_MAX / INT64_MIN (overflowed length); int64 + * -
  * and Pow that overflow wrap (UBSan; Pow stopped at 64 factors); Clip
  * with min > max gives max; int64 Range, Equal, Max, Clip past 2^53
- * (computed in double); a batch-derived value that wraps (folding). */
+ * (computed in double); a batch-derived value that wraps (folding);
+ * a Reduce with noop_with_empty_axes and no axes is an Identity; the
+ * erf-GELU pattern with a vector for its 0.5 or its sqrt(2) is no GELU;
+ * a MatMul of an empty slice (M = 0) runs (SIGFPE in oneDNN); int Pow
+ * with a negative exponent truncates 1 / a^-b (it gave 1); a Slice with
+ * a negative step clamps its start into [0, dim - 1]; Gemm alpha 0 with
+ * C, then Relu, loads (the Relu was fused where no kernel takes it), and
+ * so does an empty MatMul with a fused Relu; ConvTranspose with an
+ * output_shape and auto_pad NOTSET puts the odd pad at the start; Max
+ * and Min propagate a NaN. */
 static void test_semantics(void **st) {
   check_model("alias_branch", 1, VR_PREC_FP32, 1e-5);
   check_model("alias_output", 1, VR_PREC_FP32, 1e-5);
@@ -104,6 +113,16 @@ static void test_semantics(void **st) {
   check_model("range_big", 1, VR_PREC_FP32, 1e-6);
   check_model("int_big", 1, VR_PREC_FP32, 1e-6);
   check_model("batch_wrap", 1, VR_PREC_FP32, 1e-6);
+  check_model("reduce_noop", 1, VR_PREC_FP32, 1e-6);
+  check_model("gelu_vec_half", 1, VR_PREC_FP32, 1e-5);
+  check_model("gelu_vec_div", 1, VR_PREC_FP32, 1e-5);
+  check_model("matmul_m0", 1, VR_PREC_FP32, 1e-5);
+  check_model("int_pow_neg", 1, VR_PREC_FP32, 1e-6);
+  check_model("slice_neg_start", 1, VR_PREC_FP32, 1e-6);
+  check_model("gemm_alpha0_relu", 1, VR_PREC_FP32, 1e-6);
+  check_model("matmul_m0_relu", 1, VR_PREC_FP32, 1e-5);
+  check_model("deconv_outshape", 1, VR_PREC_FP32, 1e-5);
+  check_model("max_nan", 1, VR_PREC_FP32, 1e-6);
 }
 
 /* x + Min(batch, 3) at batches 5 and 1: the three probe batches (1, 2, 3)
@@ -126,6 +145,31 @@ static void test_batch_piecewise(void **st) {
   if (vr_session_run(s, 1, &in, 1, out, 1, &e)) fail_msg("%s", e.msg);
   for (int i = 0; i < 4; i++) /* Min(1, 3) = 1 */
     assert_float_equal(((float *)out[0].data)[i], ((float *)f.in.data)[i] + 1, 1e-6);
+  vr_session_free(s);
+  free_fixture(&f);
+}
+
+/* x + dim 0 of x[0:3] + dim 2 of a stride-3 MaxPool over x's rows, at
+ * batches 5 and 1: min(B, 3) + ceil(B / 3). The Shapes were folded from
+ * the probe batches (1, 2, 3) as B and 1: x + 6 at batch 5. */
+static void test_batch_shape_piecewise(void **st) {
+  fixture f = {0};
+  load_fixture(&f, "batch_shape_min");
+  vr_session_opts o;
+  vr_session_opts_init(&o);
+  o.max_batch = 5;
+  vr_session *s;
+  vr_errbuf e = {0};
+  if (vr_session_create(f.m, &o, &s, &e)) fail_msg("%s", e.msg);
+  vr_tensor in = tensor_of(vr_model_input(f.m, 0)->name, &f.in), out[1];
+  if (vr_session_run(s, 5, &in, 1, out, 1, &e)) fail_msg("%s", e.msg);
+  double r = rel_err(out[0].data, f.out.data, 20);
+  if (r > 1e-6) fail_msg("batch 5: relative error %g", r);
+  in.shape[0] = 1;
+  in.nbytes = 16;
+  if (vr_session_run(s, 1, &in, 1, out, 1, &e)) fail_msg("%s", e.msg);
+  for (int i = 0; i < 4; i++) /* min(1, 3) + ceil(1 / 3) = 2 */
+    assert_float_equal(((float *)out[0].data)[i], ((float *)f.in.data)[i] + 2, 1e-6);
   vr_session_free(s);
   free_fixture(&f);
 }
@@ -172,11 +216,12 @@ static void test_lazy_plans(void **st) {
 
 /* bf16, and a MatMul of two runtime tensors with a fused Relu (was
  * refused: no bf16 kernel for f32 runtime weights, no reference kernel
- * with a post-op). */
+ * with a post-op); a MatMul with K = 0 (SIGFPE in oneDNN's bf16 matmul). */
 static void test_bf16(void **st) {
   if (!vr_precision_supported(VR_PREC_BF16)) skip();
   check_model("tiny_cnn", 1, VR_PREC_BF16, 3e-2);
   check_model("bf16_rt_matmul_relu", 1, VR_PREC_BF16, 3e-2);
+  check_model("matmul_k0", 1, VR_PREC_BF16, 1e-6);
 }
 
 /* int8 with the inputs themselves as calibration set: close to fp32, same
@@ -577,6 +622,7 @@ int main(void) {
       cmocka_unit_test(test_tiny_cnn),          cmocka_unit_test(test_tiny_tf),
       cmocka_unit_test(test_lazy_plans),        cmocka_unit_test(test_tiny_deconv),
       cmocka_unit_test(test_semantics),         cmocka_unit_test(test_batch_piecewise),
+      cmocka_unit_test(test_batch_shape_piecewise),
       cmocka_unit_test(test_int8_clip_chain),   cmocka_unit_test(test_int8_gemm_scalar_c),
       cmocka_unit_test(test_bf16),              cmocka_unit_test(test_int8),
       cmocka_unit_test(test_fusions_and_info),

@@ -77,6 +77,42 @@ bad_input_dim: an input of shape [N, -1] (-1 as a dim_value): refused with
                value and the range.
 bad_gemm_trans: Gemm with transB = 17: it indexed B's shape (shape[17],
                past its 8 dims; UBSan, found by fuzz_onnx); refused.
+reduce_noop:   ReduceSum with noop_with_empty_axes=1 and no axes input: an
+               Identity (ONNX); it reduced every axis ([1, 1]).
+gelu_vec_half, gelu_vec_div: the erf-GELU pattern whose 0.5 is a vector
+               [0.5, 0.5, 0.5, 0.25], or whose sqrt(2) is [sqrt(2), sqrt(2),
+               1, 2]: a tensor that is not a one-value constant passed the
+               constant's check (NAN compares false) and the pattern became
+               a Gelu (wrong values in the columns that differ).
+matmul_m0:     Concat(MatMul(x[0:0], W), MatMul(x, W)): a MatMul with no
+               rows (M = 0) killed the process with SIGFPE while oneDNN
+               created its primitive.
+matmul_k0:     MatMul(x[:, 0:0], W0 [0, 4]) + x: an empty inner dim (K = 0),
+               zeros; in bf16 oneDNN raised SIGFPE creating the matmul.
+int_pow_neg:   int64 Pow with negative exponents at run time: 1 / a^-b
+               truncated (0 unless |a| is 1; (-1)^-1 = -1), as ORT; it
+               was 1 for every base.
+slice_neg_start: Slice(x, starts -10, ends -100, steps -1) on a dim of 5:
+               ONNX clamps the start into [0, 4] for negative steps, so it
+               takes x[:, 0]; the start became -1 (empty).
+batch_shape_min: x + dim 0 of Slice(x, 0:3) + dim 2 of MaxPool(stride 3)
+               over x's rows, at batch 5 (min(B, 3) + ceil(B / 3) = 5): the
+               Shapes folded from the three probe batches, as B and as 1
+               (x + 6); a Shape of such a value is checked at every batch.
+gemm_alpha0_relu: Gemm alpha=0 with C, then Relu: the Relu was fused into
+               the Gemm, which runs on the reference kernel (alpha 0) that
+               takes no post-op: refused ("no kernel").
+matmul_m0_relu: matmul_m0 with a Relu after the empty MatMul: fused into
+               it, and the reference kernel that an empty MatMul takes
+               refused the post-op ("no kernel").
+deconv_outshape: ConvTranspose stride 2 with output_shape [6, 6] (the full
+               output is 7 x 7) and explicit pads, which ONNX ignores then:
+               auto_pad NOTSET puts the odd pad at the start (crops row and
+               column 0), as ORT; it was put at the end.
+max_nan:       Max(x, c) and Min(x, c) with NaNs in x and in c, each
+               mapped to 1 where not NaN (Equal(m, m)), summed: a NaN
+               propagates (numpy, ORT); the NaN operand was dropped
+               (Max(NaN, 1) = 1, Max(1, NaN) = 1).
 bad_clip_empty_min, bad_range_empty: a Clip min, a Range start with no
                element (scalars): element 0 was read past the data (Clip
                clipped at whatever lay there); refused at load.
@@ -361,3 +397,85 @@ m.ir_version = 8
 onnx.save(m, os.path.join(D, "bad_input_dim.onnx"))
 save_bad("bad_gemm_trans", h.make_node("Gemm", ["x", "w"], ["y"], name="gemm", transB=17),
          {"w": np.zeros((3, 3), np.float32)})
+x = rng.standard_normal((3, 4)).astype(np.float32)
+save("reduce_noop", [h.make_node("ReduceSum", ["x"], ["y"], noop_with_empty_axes=1)],
+     "x", [("y", ["N", 4])], {}, x, x)
+import math
+x = rng.standard_normal((3, 4)).astype(np.float32)
+erf = np.vectorize(math.erf)
+for name, r2, half in [("gelu_vec_half", np.float32(math.sqrt(2)), np.array([0.5, 0.5, 0.5, 0.25], np.float32)),
+                       ("gelu_vec_div", np.array([math.sqrt(2), math.sqrt(2), 1, 2], np.float32), np.float32(0.5))]:
+    save(name, [h.make_node("Div", ["x", "r2"], ["a"]), h.make_node("Erf", ["a"], ["b"]),
+                h.make_node("Add", ["b", "one"], ["c"]), h.make_node("Mul", ["x", "c"], ["d"]),
+                h.make_node("Mul", ["d", "half"], ["y"])],
+         "x", [("y", ["N", 4])], {"r2": np.array(r2), "one": np.array(1, np.float32), "half": np.array(half)},
+         x, x.astype(np.float64) * (1 + erf(x / r2.astype(np.float64))) * half)
+x = rng.standard_normal((3, 4)).astype(np.float32)
+W = rng.standard_normal((4, 5)).astype(np.float32)
+save("matmul_m0", [h.make_node("Slice", ["x", "z", "z"], ["e"]), h.make_node("MatMul", ["e", "W"], ["m0"]),
+                   h.make_node("MatMul", ["x", "W"], ["m"]), h.make_node("Concat", ["m0", "m"], ["y"], axis=0)],
+     "x", [("y", ["N", 5])], {"z": np.array([0], np.int64), "W": W}, x, x @ W)
+x = rng.standard_normal((3, 4)).astype(np.float32)
+save("matmul_k0", [h.make_node("Slice", ["x", "z", "z", "one"], ["e"]), h.make_node("MatMul", ["e", "W0"], ["m"]),
+                   h.make_node("Add", ["m", "x"], ["y"])],
+     "x", [("y", ["N", 4])], {"z": np.array([0], np.int64), "one": np.array([1], np.int64),
+                               "W0": np.zeros((0, 4), np.float32)}, x, x)
+x = np.array([[2, 1, -1, 3, -2, 4], [-1, 0, 5, 1, 7, -3]], np.float32)
+e = np.array([-1, -1, -1, -2, -3, 0], np.int64)
+
+
+def ipow(a, b):
+    if b >= 0:
+        return a ** b
+    return 1 if a == 1 else (-1 if b % 2 else 1) if a == -1 else 0
+
+
+save("int_pow_neg",
+     [h.make_node("Cast", ["x"], ["xi"], to=T.INT64), h.make_node("Pow", ["xi", "e"], ["p"]),
+      h.make_node("Cast", ["p"], ["y"], to=T.FLOAT)],
+     "x", [("y", ["N", 6])], {"e": e}, x,
+     np.array([[ipow(int(a), int(b)) for a, b in zip(r, e)] for r in x], np.float32))
+x = rng.standard_normal((3, 5)).astype(np.float32)
+save("slice_neg_start", [h.make_node("Slice", ["x", "s", "e", "a", "p"], ["y"])], "x", [("y", ["N", 1])],
+     {"s": np.array([-10], np.int64), "e": np.array([-100], np.int64), "a": np.array([1], np.int64),
+      "p": np.array([-1], np.int64)}, x, x[:, :1])
+x = rng.standard_normal((5, 4)).astype(np.float32)
+z = np.array(0, np.int64)
+save("batch_shape_min",
+     [h.make_node("Slice", ["x", "s0", "e0", "a0"], ["sl"]), h.make_node("Shape", ["sl"], ["ss"]),
+      h.make_node("Gather", ["ss", "z"], ["d1"]),
+      h.make_node("Transpose", ["x"], ["t"], perm=[1, 0]), h.make_node("Unsqueeze", ["t", "a0"], ["u"]),
+      h.make_node("MaxPool", ["u"], ["p"], kernel_shape=[1], strides=[3]), h.make_node("Shape", ["p"], ["ps"]),
+      h.make_node("Gather", ["ps", "two"], ["d2"]), h.make_node("Add", ["d1", "d2"], ["d"]),
+      h.make_node("Cast", ["d"], ["df"], to=T.FLOAT), h.make_node("Add", ["x", "df"], ["y"])],
+     "x", [("y", ["N", 4])], {"s0": np.array([0], np.int64), "e0": np.array([3], np.int64),
+                             "a0": np.array([0], np.int64), "z": z, "two": np.array(2, np.int64)}, x, x + 5)
+x = rng.standard_normal((3, 4)).astype(np.float32)
+B = rng.standard_normal((4, 5)).astype(np.float32)
+C = rng.standard_normal((5,)).astype(np.float32)
+save("gemm_alpha0_relu", [h.make_node("Gemm", ["x", "B", "C"], ["g"], alpha=0.0, beta=0.5),
+                          h.make_node("Relu", ["g"], ["y"])],
+     "x", [("y", ["N", 5])], {"B": B, "C": C}, x, np.broadcast_to(np.maximum(0.5 * C, 0), (3, 5)))
+x = rng.standard_normal((3, 4)).astype(np.float32)
+W = rng.standard_normal((4, 5)).astype(np.float32)
+save("matmul_m0_relu", [h.make_node("Slice", ["x", "z", "z"], ["e"]), h.make_node("MatMul", ["e", "W"], ["m0"]),
+                        h.make_node("Relu", ["m0"], ["r0"]), h.make_node("MatMul", ["x", "W"], ["m"]),
+                        h.make_node("Concat", ["r0", "m"], ["y"], axis=0)],
+     "x", [("y", ["N", 5])], {"z": np.array([0], np.int64), "W": W}, x, x @ W)
+x = rng.standard_normal((2, 2, 3, 3)).astype(np.float32)
+W = rng.standard_normal((2, 3, 3, 3)).astype(np.float32)
+full = np.zeros((2, 3, 7, 7))
+for i in range(3):
+    for j in range(3):
+        full[:, :, 2 * i:2 * i + 3, 2 * j:2 * j + 3] += np.einsum("nc,cokl->nokl", x[:, :, i, j], W)
+save("deconv_outshape", [h.make_node("ConvTranspose", ["x", "W"], ["y"], strides=[2, 2], output_shape=[6, 6],
+                                     pads=[0, 0, 1, 1])],
+     "x", [("y", ["N", 3, 6, 6])], {"W": W}, x, full[:, :, 1:, 1:])
+x = np.array([[1, np.nan, 3, -2], [np.nan, 0, 5, 7]], np.float32)
+c = np.array([np.nan, 2, 1, np.nan], np.float32)
+nn = (~np.isnan(np.maximum(x, c))).astype(np.float32)
+save("max_nan", [h.make_node("Max", ["x", "c"], ["mx"]), h.make_node("Min", ["x", "c"], ["mn"]),
+                 h.make_node("Equal", ["mx", "mx"], ["e1"]), h.make_node("Equal", ["mn", "mn"], ["e2"]),
+                 h.make_node("Cast", ["e1"], ["f1"], to=T.FLOAT), h.make_node("Cast", ["e2"], ["f2"], to=T.FLOAT),
+                 h.make_node("Add", ["f1", "f2"], ["y"])],
+     "x", [("y", ["N", 4])], {"c": c}, x, 2 * nn)
