@@ -125,11 +125,11 @@ static void test_semantics(void **st) {
   check_model("max_nan", 1, VR_PREC_FP32, 1e-6);
 }
 
-/* x + Min(batch, 3) at batches 5 and 1: the three probe batches (1, 2, 3)
- * made Min(B, 3) look like B, which gave x + 5 at batch 5. */
-static void test_batch_piecewise(void **st) {
+/* Model `name` (x plus something of the batch, x of 4 values a row) at
+ * batch 5 against its reference, then at batch 1, where it adds plus1. */
+static void check_batch_5_then_1(const char *name, float plus1) {
   fixture f = {0};
-  load_fixture(&f, "batch_min");
+  load_fixture(&f, name);
   vr_session_opts o;
   vr_session_opts_init(&o);
   o.max_batch = 5;
@@ -139,39 +139,29 @@ static void test_batch_piecewise(void **st) {
   vr_tensor in = tensor_of(vr_model_input(f.m, 0)->name, &f.in), out[1];
   if (vr_session_run(s, 5, &in, 1, out, 1, &e)) fail_msg("%s", e.msg);
   double r = rel_err(out[0].data, f.out.data, 20);
-  if (r > 1e-6) fail_msg("batch 5: relative error %g", r);
+  if (r > 1e-6) fail_msg("%s, batch 5: relative error %g", name, r);
   in.shape[0] = 1;
   in.nbytes = 16;
   if (vr_session_run(s, 1, &in, 1, out, 1, &e)) fail_msg("%s", e.msg);
-  for (int i = 0; i < 4; i++) /* Min(1, 3) = 1 */
-    assert_float_equal(((float *)out[0].data)[i], ((float *)f.in.data)[i] + 1, 1e-6);
+  for (int i = 0; i < 4; i++)
+    assert_float_equal(((float *)out[0].data)[i], ((float *)f.in.data)[i] + plus1, 1e-6);
   vr_session_free(s);
   free_fixture(&f);
+}
+
+/* x + Min(batch, 3) at batches 5 and 1: the three probe batches (1, 2, 3)
+ * made Min(B, 3) look like B, which gave x + 5 at batch 5. */
+static void test_batch_piecewise(void **st) {
+  (void)st;
+  check_batch_5_then_1("batch_min", 1); /* Min(1, 3) = 1 */
 }
 
 /* x + dim 0 of x[0:3] + dim 2 of a stride-3 MaxPool over x's rows, at
  * batches 5 and 1: min(B, 3) + ceil(B / 3). The Shapes were folded from
  * the probe batches (1, 2, 3) as B and 1: x + 6 at batch 5. */
 static void test_batch_shape_piecewise(void **st) {
-  fixture f = {0};
-  load_fixture(&f, "batch_shape_min");
-  vr_session_opts o;
-  vr_session_opts_init(&o);
-  o.max_batch = 5;
-  vr_session *s;
-  vr_errbuf e = {0};
-  if (vr_session_create(f.m, &o, &s, &e)) fail_msg("%s", e.msg);
-  vr_tensor in = tensor_of(vr_model_input(f.m, 0)->name, &f.in), out[1];
-  if (vr_session_run(s, 5, &in, 1, out, 1, &e)) fail_msg("%s", e.msg);
-  double r = rel_err(out[0].data, f.out.data, 20);
-  if (r > 1e-6) fail_msg("batch 5: relative error %g", r);
-  in.shape[0] = 1;
-  in.nbytes = 16;
-  if (vr_session_run(s, 1, &in, 1, out, 1, &e)) fail_msg("%s", e.msg);
-  for (int i = 0; i < 4; i++) /* min(1, 3) + ceil(1 / 3) = 2 */
-    assert_float_equal(((float *)out[0].data)[i], ((float *)f.in.data)[i] + 2, 1e-6);
-  vr_session_free(s);
-  free_fixture(&f);
+  (void)st;
+  check_batch_5_then_1("batch_shape_min", 2); /* min(1, 3) + ceil(1 / 3) = 2 */
 }
 
 /* int8 with the input itself as calibration set, against the fp32
