@@ -52,8 +52,10 @@ static const char k_register[] =
     "redis.call('HSET',k,'addr',ARGV[4],'cores',ARGV[5],'memory_bytes',ARGV[6],'meta',ARGV[7],"
     "'owner',ARGV[3],'registered_ms',string.format('%d',ms),'heartbeat_ms',string.format('%d',ms),"
     "'lease_ms',ARGV[8])\n"
-    "redis.call('PEXPIRE',k,ARGV[8]) redis.call('PEXPIRE',k..':instances',ARGV[8])\n"
-    "redis.call('SADD',ARGV[1]..'workers',ARGV[2])\n"
+    "redis.call('PEXPIRE',k,ARGV[8]) local ik=k..':instances'\n"
+    "if #ARGV>8 then redis.call('DEL',ik)\n"
+    "  for i=9,#ARGV,2 do redis.call('HSET',ik,ARGV[i],ARGV[i+1]) end end\n"
+    "redis.call('PEXPIRE',ik,ARGV[8]) redis.call('SADD',ARGV[1]..'workers',ARGV[2])\n"
     "redis.call('PUBLISH',ARGV[1]..'workers','up '..ARGV[2]) return {0,0}\n";
 
 /* ARGV: prefix id owner lease. 1 = refreshed, 0 = gone, -1 = not ours. */
@@ -188,15 +190,36 @@ static own_worker *own_find(vr_registry *r, const char *id) {
   return NULL;
 }
 
-static int run_register(vr_registry *r, const vr_worker_info *w, int lease_ms, vr_errbuf *err) {
+/* Registers w; with instances (n > 0) its instance records too, in the
+ * same script: a reader that sees the worker sees them. */
+static int run_register(vr_registry *r, const vr_worker_info *w, int lease_ms,
+                        const vr_instance_info *inst, size_t n, vr_errbuf *err) {
   char cores[24], mem[24], lease[24];
   snprintf(cores, sizeof cores, "%d", w->cores);
   snprintf(mem, sizeof mem, "%" PRId64, w->memory_bytes);
   snprintf(lease, sizeof lease, "%d", lease_ms);
-  const char *a[] = {VR_REG_PREFIX, w->id, r->owner, w->addr, cores, mem, w->meta, lease};
-  redisReply *rep = vr_redis_eval(r->r, k_register, 8, a, NULL, NULL, err);
-  if (!rep) return reply_rc(err);
+  size_t argc = 8 + 2 * n;
+  const char **a = vr_calloc(argc, sizeof *a);
+  char **js = vr_calloc(n ? n : 1, sizeof *js);
+  if (!a || !js) {
+    vr_free(a);
+    vr_free(js);
+    return vr_errf(err, VR_ENOMEM, "out of memory");
+  }
+  const char *head[] = {VR_REG_PREFIX, w->id, r->owner, w->addr, cores, mem, w->meta, lease};
+  memcpy(a, head, sizeof head);
   int rc = 0;
+  for (size_t i = 0; !rc && i < n; i++) {
+    if (!(js[i] = vr__reg_inst_json(&inst[i]))) rc = vr_errf(err, VR_ENOMEM, "out of memory");
+    a[8 + 2 * i] = inst[i].id;
+    a[9 + 2 * i] = js[i];
+  }
+  redisReply *rep = rc ? NULL : vr_redis_eval(r->r, k_register, (int)argc, a, NULL, NULL, err);
+  for (size_t i = 0; i < n; i++) free(js[i]); /* jansson's malloc */
+  vr_free(js);
+  vr_free(a);
+  if (rc) return rc;
+  if (!rep) return reply_rc(err);
   if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
       rep->element[0]->type != REDIS_REPLY_INTEGER)
     rc = unexpected(r, err);
@@ -215,7 +238,7 @@ int vr_registry_worker_register(vr_registry *r, const vr_worker_info *w, int lea
   if (lease_ms < 10) return vr_errf(err, VR_EINVAL, "registry: lease must be >= 10 ms");
   if (!memchr(w->addr, 0, sizeof w->addr) || !memchr(w->meta, 0, sizeof w->meta))
     return vr_errf(err, VR_EINVAL, "registry: worker address or meta not terminated");
-  int rc = run_register(r, w, lease_ms, err);
+  int rc = run_register(r, w, lease_ms, NULL, 0, err);
   if (rc) return rc;
   pthread_mutex_lock(&r->mu);
   own_worker *o = own_find(r, w->id);
@@ -234,9 +257,6 @@ int vr_registry_worker_register(vr_registry *r, const vr_worker_info *w, int lea
   pthread_mutex_unlock(&r->mu);
   return o ? 0 : vr_errf(err, VR_ENOMEM, "out of memory");
 }
-
-static int run_put_instances(vr_registry *r, const char *worker, const vr_instance_info *v,
-                             size_t n, vr_errbuf *err);
 
 int vr_registry_worker_heartbeat(vr_registry *r, const char *id, int *recreated,
                                  vr_errbuf *err) {
@@ -263,9 +283,11 @@ int vr_registry_worker_heartbeat(vr_registry *r, const char *id, int *recreated,
                    "ended)",
                    vr_redis_name(r->r), id);
   if (st == 1) return 0;
-  /* Gone: the lease ended between heartbeats, or Redis lost its data. */
-  int rc = run_register(r, &copy.info, copy.lease_ms, err);
-  if (rc) return rc;
+  /* Gone: the lease ended between heartbeats, or Redis lost its data.
+   * The worker comes back with its instances in one script: registered
+   * first and its instances a round trip later, a controller reading in
+   * between saw a worker that held nothing, published a table without it
+   * serving (the front end answered 503) and placed its models again. */
   pthread_mutex_lock(&r->mu);
   o = own_find(r, id);
   size_t n = o ? o->ninst : 0;
@@ -273,7 +295,7 @@ int vr_registry_worker_heartbeat(vr_registry *r, const char *id, int *recreated,
   if (inst) memcpy(inst, o->inst, n * sizeof *inst);
   pthread_mutex_unlock(&r->mu);
   if (n && !inst) return vr_errf(err, VR_ENOMEM, "out of memory");
-  rc = n ? run_put_instances(r, id, inst, n, err) : 0;
+  int rc = run_register(r, &copy.info, copy.lease_ms, inst, n, err);
   vr_free(inst);
   if (!rc && recreated) *recreated = 1;
   return rc;

@@ -542,11 +542,81 @@ static void test_route_msg(void **st) {
                      VR_EFORMAT);
 }
 
+/* A reader that, like the controller, lists the workers and then reads
+ * each one's instances: counts the times it saw w1 without them. */
+typedef struct seer {
+  vr_registry *r;
+  int stop;
+  int flushes; /* odd while a FLUSHALL runs: looks across one do not count */
+  int looks, bare;
+} seer;
+
+static void *seer_main(void *arg) {
+  seer *s = arg;
+  while (!__atomic_load_n(&s->stop, __ATOMIC_SEQ_CST)) {
+    int f0 = __atomic_load_n(&s->flushes, __ATOMIC_SEQ_CST);
+    vr_worker_info *ws = NULL;
+    size_t n = 0;
+    vr_errbuf e = {0};
+    if (vr_registry_workers(s->r, &ws, &n, &e)) continue;
+    int listed = n == 1 && !strcmp(ws[0].id, "w1");
+    vr_free(ws);
+    if (!listed) continue;
+    vr_instance_info *in = NULL;
+    size_t ni = 0;
+    if (vr_registry_instances(s->r, "w1", &in, &ni, &e)) continue;
+    vr_free(in);
+    if (f0 % 2 || __atomic_load_n(&s->flushes, __ATOMIC_SEQ_CST) != f0) continue;
+    s->looks++;
+    s->bare += ni == 0;
+  }
+  return NULL;
+}
+
+/* Redis loses its data (FLUSHALL) and a heartbeat re-creates the worker:
+ * with its instances in one go. Registered first and its instances a
+ * round trip later, a controller reading in between saw a worker that
+ * held nothing, published a routing table without it serving (the front
+ * end answered 503: integration_cluster_registry, once in CI) and placed
+ * its models again. */
+static void test_recreated_with_instances(void **st) {
+  (void)st;
+  flush();
+  vr_registry *w = open_reg();
+  seer s = {.r = open_reg()};
+  vr_errbuf e = {0};
+  vr_worker_info wi = mk_worker("w1", 1);
+  assert_int_equal(vr_registry_worker_register(w, &wi, 5000, &e), 0);
+  vr_instance_info in[2] = {{.id = "i1", .variant = "m-fp32-t1-b1", .state = "ready", .cores = 1,
+                             .max_batch = 1},
+                            {.id = "i2", .variant = "n-fp32-t1-b1", .state = "ready", .cores = 1,
+                             .max_batch = 1}};
+  assert_int_equal(vr_registry_put_instances(w, "w1", in, 2, &e), 0);
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, seer_main, &s), 0);
+  for (int i = 0; i < 2000; i++) {
+    __atomic_add_fetch(&s.flushes, 1, __ATOMIC_SEQ_CST);
+    flush();
+    __atomic_add_fetch(&s.flushes, 1, __ATOMIC_SEQ_CST);
+    int re = 0;
+    if (vr_registry_worker_heartbeat(w, "w1", &re, &e)) fail_msg("heartbeat: %s", e.msg);
+    assert_int_equal(re, 1);
+    if (i % 8 == 0) vr__redis_sleep_ms(1); /* the reader looks at a settled worker too */
+  }
+  __atomic_store_n(&s.stop, 1, __ATOMIC_SEQ_CST);
+  pthread_join(th, NULL);
+  assert_true(s.looks > 0);
+  if (s.bare) fail_msg("the worker was listed without its instances %d times of %d", s.bare, s.looks);
+  vr_registry_close(s.r);
+  vr_registry_close(w);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_route_msg),     cmocka_unit_test(test_workers),
       cmocka_unit_test(test_lease_expiry),  cmocka_unit_test(test_instances),
       cmocka_unit_test(test_routes),        cmocka_unit_test(test_redis_restart),
+      cmocka_unit_test(test_recreated_with_instances),
       cmocka_unit_test(test_redis_down),    cmocka_unit_test(test_lost_reply),
       cmocka_unit_test(test_auth),          cmocka_unit_test(test_store_starts_over),
       cmocka_unit_test(test_subscribe_refused),
