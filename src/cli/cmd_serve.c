@@ -247,7 +247,10 @@ int vr_cli_serve(int argc, char **argv, const vr_cli_role *role) {
   signal(SIGXFSZ, SIG_IGN);
   vr_server *s = NULL;
   vr_errbuf err = {0};
-  if (ctl.store_path) o.load_all = 0; /* the control plane loads variants */
+  if (ctl.store_path) { /* the control plane loads variants */
+    o.load_all = 0;
+    o.control_later = 1; /* ready once vr_cli_control_open attached it */
+  }
   if (role && role->cores && *role->cores > 0 && ctl.cores == 0) ctl.cores = *role->cores;
   /* Triton's pair of ports: HTTP 8000, gRPC 8001 — next to --port. */
   o.grpc_port = grpc_set ? grpc_port : o.port > 0 ? (o.port < 65535 ? o.port + 1 : -1) : 0;
@@ -287,6 +290,7 @@ int vr_cli_serve(int argc, char **argv, const vr_cli_role *role) {
     free(token), free(tls_cert), free(tls_key);
     return 1;
   }
+  if (ctl.store_path) vr_server_attached(s);
   if (role && role->start && role->start(role->self, s, &err)) {
     fprintf(stderr, "%s: %s\n", prog, err.msg);
     vr_cli_control_close(&ctl);

@@ -72,6 +72,8 @@ typedef struct cpipe {
   void *ctx;
   double ctx_retry_s, ewma, last_qps, planned_for, next_s, last_s;
   double task_ewma[VR_PIPE_MAX_TASKS];
+  /* What vr__ctl_pipes_json shows: written under pp_mu (the tick thread
+   * writes, the HTTP thread reads). */
   int replans, solve_fail, capacity, ninst, nworkers_used;
   char last_err[200];
   char *published;
@@ -91,6 +93,21 @@ struct ctl_pipes {
 };
 
 static double now_s(void) { return (double)vr_now_ns() / 1e9; }
+
+/* One more of a counter vr__ctl_pipes_json shows (under pp_mu). */
+static void bump(ctl *c, uint64_t *n) {
+  pthread_mutex_lock(&c->pp_mu);
+  (*n)++;
+  pthread_mutex_unlock(&c->pp_mu);
+}
+
+/* A failed solve, and why: shown by vr__ctl_pipes_json (under pp_mu). */
+static void solve_failed(ctl *c, cpipe *p, const char *msg) {
+  pthread_mutex_lock(&c->pp_mu);
+  p->solve_fail++;
+  snprintf(p->last_err, sizeof p->last_err, "%.199s", msg);
+  pthread_mutex_unlock(&c->pp_mu);
+}
 
 static void cpipe_free(const ctl_pipes *cp, cpipe *p) {
   if (!p) return;
@@ -294,7 +311,7 @@ static void place(ctl *c, cpipe *p, cview *v, int m, const char *why) {
     vr__ctl_start_load(c, p->models[m], &v->ws[best], vr_now_ns());
     v->free_cores[best] -= p->threads;
     if (v->ninst < CP_INST) v->inst_w[v->ninst++] = best; /* counted for the spread */
-    p->loads++;
+    bump(c, &p->loads);
   }
   pthread_mutex_unlock(&c->mu);
   if (best >= 0) return;
@@ -303,9 +320,9 @@ static void place(ctl *c, cpipe *p, cview *v, int m, const char *why) {
   if (can_grow) {
     char w[160];
     snprintf(w, sizeof w, "pipeline %s: no worker has room for %s", p->name, p->models[m]);
-    if (!vr__ctl_start_worker(c, w)) v->added = 1, p->adds++;
+    if (!vr__ctl_start_worker(c, w)) v->added = 1, bump(c, &p->adds);
   } else {
-    p->no_room++;
+    bump(c, &p->no_room);
   }
 }
 
@@ -365,9 +382,9 @@ static void apply(ctl *c, cpipe *p, cview *v, const vr_actions *acts) {
       snprintf(who, sizeof who, "pipeline %s", p->name);
       if (!vr__ctl_unload_routed(c, c->vinst[k][idx].variant, v->ws[k].id, who,
                                  "not in the plan"))
-        p->unloads++;
+        bump(c, &p->unloads);
     } else if (a->kind == VR_ACT_SET_BATCH) { /* the workers follow the plan's batch */
-      p->batch_by_workers++;
+      bump(c, &p->batch_by_workers);
     }
   }
 }
@@ -406,8 +423,10 @@ static void pipe_tick(ctl *c, cpipe *p, cview *v, double t) {
   p->last_s = t;
   snap_instances(c, p, v);
   double qps = task_rate(c, v, p, 0);
+  pthread_mutex_lock(&c->pp_mu);
   p->last_qps = qps;
   p->ewma = p->replans || p->have_plan ? 0.5 * p->ewma + 0.5 * qps : qps;
+  pthread_mutex_unlock(&c->pp_mu);
   vr_pipe_snap s = {.now_s = t, .p = p->view, .prof = p->prof, .slot_var = p->slot_var,
                     .inst = v->inst, .ninst = v->ninst, .demand_ewma = p->ewma,
                     .demand_last = qps, .slack = c->pipe_slack > 0 ? c->pipe_slack : 1.25,
@@ -422,7 +441,9 @@ static void pipe_tick(ctl *c, cpipe *p, cview *v, double t) {
   for (size_t k = 0; k < v->n; k++) cap += v->ws[k].cores / p->threads;
   if (c->prov && c->max_workers > (int)v->n)
     cap += (c->max_workers - (int)v->n) * (c->worker_cores / p->threads);
+  pthread_mutex_lock(&c->pp_mu);
   s.workers = p->capacity = cap;
+  pthread_mutex_unlock(&c->pp_mu);
   /* a tuner's arrivals: evenly spaced at the last tick's rate */
   static int64_t arr[CP_ARR];
   int na = (int)fmin(CP_ARR, round(qps * dt));
@@ -435,8 +456,7 @@ static void pipe_tick(ctl *c, cpipe *p, cview *v, double t) {
     if (cp->def->ctx_new(&s, &cp->il_arg, &p->ctx, &err)) {
       p->ctx = NULL;
       p->ctx_retry_s = t + (c->pipe_period_ms > 0 ? c->pipe_period_ms / 1e3 : 10);
-      p->solve_fail++;
-      snprintf(p->last_err, sizeof p->last_err, "%.199s", err.msg);
+      solve_failed(c, p, err.msg);
       vr_warn("controller: pipeline '%s': %s: %s", p->name, cp->def->name, err.msg);
     }
   }
@@ -447,8 +467,7 @@ static void pipe_tick(ctl *c, cpipe *p, cview *v, double t) {
     vr_pipe_plan next = {0};
     vr_pipe_plan_init(&next, p->view);
     if (cp->def->plan(p->ctx, &s, &next, &err)) {
-      p->solve_fail++;
-      snprintf(p->last_err, sizeof p->last_err, "%.199s", err.msg);
+      solve_failed(c, p, err.msg);
       vr_pipe_plan_free(&next);
     } else {
       if (!p->have_plan || next.workers != p->plan.workers) {
@@ -479,8 +498,10 @@ static void pipe_tick(ctl *c, cpipe *p, cview *v, double t) {
     for (int i = 0; i < v->ninst; i++) on |= v->inst_w[i] == (int)k;
     used += on;
   }
+  pthread_mutex_lock(&c->pp_mu);
   p->ninst = v->ninst;
   p->nworkers_used = used;
+  pthread_mutex_unlock(&c->pp_mu);
   publish(c, p, t);
 }
 

@@ -247,7 +247,7 @@ static vr_rt_request *take_infeasible(vr_rt_instance *in, int64_t now) {
     vr_rt_request *r = *pp;
     if (vr_drop_due(now, r->deadline_ns, &in->prof, r->rows)) {
       *pp = r->next;
-      in->queue_rows -= r->rows;
+      __atomic_store_n(&in->queue_rows, in->queue_rows - r->rows, __ATOMIC_RELAXED);
       in->queue_len--;
       in->dropped++;
       in->dropped_rows += (uint64_t)r->rows;
@@ -330,7 +330,7 @@ static vr_rt_request *unlink_head(vr_rt_instance *in, size_t n, int *rows) {
   if (!last) return NULL;
   in->head = last->next;
   last->next = NULL;
-  in->queue_rows -= *rows;
+  __atomic_store_n(&in->queue_rows, in->queue_rows - *rows, __ATOMIC_RELAXED);
   in->queue_len -= (int)n;
   return list;
 }
@@ -354,7 +354,7 @@ static vr_rt_request *pop_batch(vr_rt_instance *in, const vr_batch_state *s,
     r->start_ns = vr_batch_est_ns(&in->prof, r->rows);
   }
   vr_rt_request *list = unlink_head(in, p.take, rows_out);
-  in->busy_rows = *rows_out;
+  __atomic_store_n(&in->busy_rows, *rows_out, __ATOMIC_RELAXED);
   return list;
 }
 

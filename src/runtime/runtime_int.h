@@ -45,7 +45,8 @@ typedef struct vr_rt_instance {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   vr_rt_request *head; /* sorted by (prio_key, arrival) */
-  int queue_rows, busy_rows;
+  int queue_rows, busy_rows; /* stored atomically: vr_inst_load reads them
+                                without mu */
   int queue_len;       /* requests in the queue */
   int batch_cap;       /* rows per batch now: 1..opts.max_batch (SET_BATCH) */
   int stopping;

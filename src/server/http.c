@@ -55,7 +55,7 @@ struct vr_http {
   size_t nwake, capwake;
   vr_http_opts o;
   int port;
-  int draining;
+  int draining; /* atomic: set by vr_http_drain, read by the event thread */
   int inflight; /* atomic */
   int conns;    /* open connections (atomic) */
   uint64_t own[6]; /* answers this layer gave itself, by status class (atomic) */
@@ -214,7 +214,8 @@ void vr_http_respond(vr_http_req *r, int status, const char *ctype, char *body,
     snprintf(v, sizeof v, "%zu", header_len);
     MHD_add_response_header(resp, "Inference-Header-Content-Length", v);
   }
-  if (r->h->draining) MHD_add_response_header(resp, "Connection", "close");
+  if (__atomic_load_n(&r->h->draining, __ATOMIC_SEQ_CST))
+    MHD_add_response_header(resp, "Connection", "close");
   r->resp = resp;
   r->status = status;
 }
@@ -556,7 +557,7 @@ static enum MHD_Result ahc(void *cls, struct MHD_Connection *conn,
     r->started = 1;
     if (r->too_big)
       own_error(r, 413, "request body too large");
-    else if (h->draining)
+    else if (__atomic_load_n(&h->draining, __ATOMIC_SEQ_CST))
       own_error(r, 503, "server is shutting down");
     else if (!decode_body(h, r))
       h->o.handler(r, h->o.user);

@@ -297,6 +297,12 @@ static void handle(vr_http_req *r, void *user) {
   int open_path = n >= 1 && (!strcmp(seg[0], "metrics") ||
                              (n >= 2 && !strcmp(seg[1], "health")));
   if (!(open_path && !admin) && vr__access_check(s, r, admin)) return;
+  /* The control plane, jobs and pipelines are attached after the listener
+   * starts; the handlers read them unlocked, so nothing but the probes runs
+   * before they are (the acquire pairs with vr_server_attached). */
+  if (s->o.control_later && !(n >= 2 && !strcmp(seg[1], "health")) &&
+      !__atomic_load_n(&s->started, __ATOMIC_ACQUIRE))
+    return reply_error(s, r, 503, "the server is starting (its control plane is not attached yet)");
   if (!strcmp(method, "DELETE") && n == 5 && !strcmp(seg[0], "v2") &&
       !strcmp(seg[1], "apps") && !strcmp(seg[3], "models"))
     return vr__server_app_unregister(s, r, seg[2], seg[4]);
@@ -461,7 +467,7 @@ int vr_server_create(const vr_server_opts *o, vr_server **out,
     return rc;
   }
   if (s->repo && o->load_all) load_all(s);
-  __atomic_store_n(&s->started, 1, __ATOMIC_SEQ_CST);
+  if (!o->control_later) __atomic_store_n(&s->started, 1, __ATOMIC_SEQ_CST);
   *out = s;
   return 0;
 }

@@ -27,6 +27,10 @@ typedef struct vr_server_opts {
   size_t max_body;     /* default 64 MiB */
   unsigned max_conns;  /* default 1024 */
   int load_all;        /* load every model of the repository at start */
+  int control_later;   /* a control plane is attached after create
+                          (vr_server_set_control, _jobs, _pipes): until
+                          vr_server_attached, not ready and only the health
+                          endpoints answer (503 "starting") */
   int spin_us;         /* idle fast path: the event thread waits up to this
                           long for an answer before parking (default 50;
                           negative = never) */
@@ -78,6 +82,9 @@ void vr_server_free(vr_server *s);
  * server's HTTP thread): mounts /v2/apps (server_apps.c, written with the
  * control plane; docs/API.md "Model-less API"). */
 void vr_server_set_control(vr_server *s, vr_control *ctl, vr_store *store);
+/* With control_later: everything is attached, start-up is finished (the
+ * server may report ready and serves every endpoint). */
+void vr_server_attached(vr_server *s);
 /* Whether a model-less control plane is attached. */
 int vr_server_has_control(const vr_server *s);
 /* Attaches offline jobs (borrowed): mounts /v2/apps/{app}/jobs, /v2/jobs. */

@@ -239,4 +239,8 @@ void vr_server_set_control(vr_server *s, vr_control *ctl, vr_store *store) {
   s->store = store;
 }
 
+void vr_server_attached(vr_server *s) {
+  __atomic_store_n(&s->started, 1, __ATOMIC_SEQ_CST); /* publishes ctl, jobs, pipes */
+}
+
 int vr_server_has_control(const vr_server *s) { return s->ctl != NULL; }

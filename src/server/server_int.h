@@ -40,7 +40,8 @@ struct vr_server {
   pthread_mutex_t expect_mu;
   vr_map expected;         /* name -> (void *)1 */
   vr_map load_errors;      /* name -> why its last load failed (owned) */
-  int started;             /* start-up loading finished (atomic) */
+  int started;             /* start-up finished: loading, and with
+                              control_later the attaching (atomic) */
   struct vr_grpc *grpc;    /* KServe v2 gRPC front end, or NULL */
   int64_t t0_ns;           /* created (monotonic) */
   /* Lateness of model-less responses (server_apps.c, /metrics

@@ -6,12 +6,16 @@ up to the store's busy timeout (2 s), and a pipeline's registration or
 deletion writes it. Those ran on the HTTP event thread, so health probes
 and every other connection waited behind them. Now: the probes answer at
 once, the lookups answer explicitly (404), a deletion 503 (the store is
-locked), and the server serves again once the lock is gone.
+locked), and the server serves again once the lock is gone. A server
+started on a locked store is not ready, and answers 503 "starting" (not
+404 "no control plane") until its control plane is attached.
 
 usage: store_locked.py VARIO SOURCE_DIR
 """
+import http.client
 import os
 import shutil
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -37,6 +41,16 @@ def check(cond, what):
             print(open(os.path.join(TMP, "serve.log")).read()[-3000:])
         sys.exit(1)
     print("ok:", what)
+
+
+def ready_status(port):
+    """GET /v2/health/ready's status (its 503 has no body to parse)."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        c.request("GET", "/v2/health/ready")
+        return c.getresponse().status
+    finally:
+        c.close()
 
 
 BODY = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 1], "data": [0]}]}
@@ -95,6 +109,43 @@ try:
     check(st == 404 and "nope" in b.get("error", ""), f"the store read again: {st} {b}")
     st, b = vr_http.request(port, "DELETE", "/v2/pipelines/nope")
     check(st == 404, f"and written again: {st} {b}")
+    proc.terminate()
+    check(proc.wait(timeout=30) == 0, "the server drains and exits 0")
+    proc = None
+
+    # Started on a locked store: it listens before the control plane can
+    # read the store (up to the 2-s busy timeout); /v2/health/ready said
+    # 200 and /v2/apps 404 "no control plane (start vario serve with
+    # --store)" meanwhile.
+    sk = socket.socket()
+    sk.bind(("127.0.0.1", 0))
+    fixed = sk.getsockname()[1]
+    sk.close()
+    lock = sqlite3.connect(DB, isolation_level=None, timeout=10)
+    lock.execute("BEGIN EXCLUSIVE")
+    proc = subprocess.Popen([VARIO, "serve", "--repo", REPO, "--store", DB, "--port",
+                             str(fixed), "--grpc-port", "-1", "--insecure-admin"],
+                            stderr=open(os.path.join(TMP, "serve.log"), "w"),
+                            stdout=subprocess.DEVNULL)
+    ready = None
+    for _ in range(400):
+        try:
+            ready = ready_status(fixed)
+            break
+        except OSError:
+            time.sleep(0.005)
+    st, b = vr_http.request(fixed, "GET", "/v2/apps")
+    lock.execute("ROLLBACK")
+    lock.close()
+    check(ready == 503, f"not ready before the control plane is attached: {ready}")
+    check(st == 503 and "starting" in b.get("error", ""),
+          f"/v2/apps answers 503 'starting' meanwhile: {st} {b}")
+    for _ in range(200):
+        if ready_status(fixed) == 200:
+            break
+        time.sleep(0.05)
+    st, b = vr_http.request(fixed, "GET", "/v2/apps")
+    check(st == 200 and "apps" in b, f"ready, and /v2/apps served, once attached: {st} {b}")
     proc.terminate()
     check(proc.wait(timeout=30) == 0, "the server drains and exits 0")
     proc = None
