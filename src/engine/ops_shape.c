@@ -589,6 +589,10 @@ static int infer_range(const vr_node *n, const vr_tview *in, vr_tview *out,
       return vr_bad(err, n, VR_ESHAPE, "input %d must be a scalar, has %lld elements", i,
                     (long long)vr_tview_numel(&in[i]));
   }
+  /* ONNX types start, limit and delta alike: an integer start with a
+   * float delta of 0.5 read the delta as the integer 0 and divided by it */
+  if (in[1].dt != in[0].dt || in[2].dt != in[0].dt)
+    return vr_bad(err, n, VR_EINVAL, "start, limit and delta must have one type");
   double s = vr_tview_getf(&in[0], 0), l = vr_tview_getf(&in[1], 0), d = vr_tview_getf(&in[2], 0);
   if (d == 0) return vr_bad(err, n, VR_EINVAL, "delta 0");
   double c = ceil((l - s) / d);
