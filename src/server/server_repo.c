@@ -68,18 +68,30 @@ static void index_entry(void *u, const char *name, int version, int ready,
   vr_sbuf_puts(a->b, "}");
 }
 
+/* A repository request's optional body: *out the JSON object (the
+ * caller's), or NULL when there is none; an error when it is not one. */
+static int body_object(const vr_http_req *r, json_t **out, vr_errbuf *err) {
+  size_t len;
+  const char *body = vr_http_body(r, &len);
+  *out = NULL;
+  if (!body || !len) return 0;
+  json_error_t je;
+  json_t *j = json_loadb(body, len, 0, &je);
+  if (json_is_object(j)) {
+    *out = j;
+    return 0;
+  }
+  json_decref(j);
+  return vr_errf(err, VR_EFORMAT, "request body must be a JSON object");
+}
+
 /* The optional body of Triton's index request, {"ready": bool}: true
  * lists only the models ready for inference (as gRPC's RepositoryIndex). */
 static int index_body(const vr_http_req *r, int *ready_only, vr_errbuf *err) {
-  size_t len;
-  const char *body = vr_http_body(r, &len);
   *ready_only = 0;
-  if (!body || !len) return 0;
-  json_error_t je;
-  json_t *j = json_loadb(body, len, 0, &je), *v;
+  json_t *j, *v;
+  int rc = body_object(r, &j, err);
   const char *k;
-  int rc = json_is_object(j) ? 0
-           : vr_errf(err, VR_EFORMAT, "request body must be a JSON object");
   json_object_foreach(j, k, v) {
     if (rc) break;
     if (strcmp(k, "ready"))
@@ -165,16 +177,9 @@ int vr__srv_repo_param(int load, const char *key, int is_bool, vr_errbuf *err) {
 /* The optional request body: {"parameters": {...}} as Triton's; a load
  * may carry Vario's "pair_range" (server_shadow.c) into *pb, *pe. */
 static int check_body(const vr_http_req *r, int load, int *pb, int *pe, vr_errbuf *err) {
-  size_t len;
-  const char *body = vr_http_body(r, &len);
-  if (!body || !len) return 0;
-  json_error_t je;
-  json_t *j = json_loadb(body, len, 0, &je);
-  int rc = 0;
-  if (!json_is_object(j))
-    rc = vr_errf(err, VR_EFORMAT, "request body must be a JSON object");
+  json_t *j, *v;
+  int rc = body_object(r, &j, err);
   const char *k;
-  json_t *v;
   json_object_foreach(j, k, v) {
     if (rc) break;
     if (strcmp(k, "parameters"))
