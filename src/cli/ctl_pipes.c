@@ -141,6 +141,20 @@ static int slot_profile(vr_store *st, const char *variant, vr_profile *pr, vr_er
   return rc;
 }
 
+/* The view's candidates of app `app` at `threads` per instance (the
+ * largest max batch of equal ones, in accuracy order, the first
+ * VR_PIPE_MAX_VARIANTS) into v_out; returns how many. Under the store's
+ * read lock: the records are the store's. */
+static int view_candidates(vr_store *st, const char *app, int threads,
+                           const vr_variant_rec **v_out) {
+  size_t n;
+  const vr_variant_rec *const *v = vr_store_app_variants(st, app, VR_ORDER_ACCURACY, &n);
+  int k = 0;
+  for (size_t i = 0; i < n && k < VR_PIPE_MAX_VARIANTS; i++)
+    if (v[i]->threads == threads && !dominated(v, n, v[i])) v_out[k++] = v[i];
+  return k;
+}
+
 /* Each task's variants of its app at the fewest threads among them (one
  * instance = `threads` cores), the largest max batch of equal ones: the
  * view a worker builds (control/pipes_policy.c), so slots match by name.
@@ -159,16 +173,11 @@ static int build_view(vr_store *st, const vr_pipeline *spec, cpipe *p, vr_errbuf
   if (!(p->view = vr_pipeline_dup(spec))) return vr_errf(err, VR_ENOMEM, "out of memory");
   int rc = 0;
   for (int t = 0; t < spec->ntasks && !rc; t++) {
-    size_t n;
-    const vr_variant_rec *const *v = vr_store_app_variants(st, spec->tasks[t].app, VR_ORDER_ACCURACY, &n);
+    const vr_variant_rec *v[VR_PIPE_MAX_VARIANTS];
     const char *names[VR_PIPE_MAX_VARIANTS];
     double acc[VR_PIPE_MAX_VARIANTS];
-    int k = 0;
-    for (size_t i = 0; i < n && k < VR_PIPE_MAX_VARIANTS; i++)
-      if (v[i]->threads == p->threads && !dominated(v, n, v[i])) {
-        names[k] = v[i]->name;
-        acc[k++] = v[i]->accuracy;
-      }
+    int k = view_candidates(st, spec->tasks[t].app, p->threads, v);
+    for (int i = 0; i < k; i++) names[i] = v[i]->name, acc[i] = v[i]->accuracy;
     rc = vr_pipe_task_set_variants(p->view, t, names, acc, k, err);
   }
   if (!rc) rc = vr_pipe_plan_init(&p->plan, p->view);
@@ -207,20 +216,24 @@ static void view_changed(vr_store *st, const cpipe *p, char *what, size_t cap) {
                  view->tasks[k].variants[v].name);
         return;
       }
+    /* one at fewer threads changes every task's view */
     size_t n;
-    const vr_variant_rec *const *v = vr_store_app_variants(st, view->tasks[k].app,
-                                                           VR_ORDER_ACCURACY, &n);
-    int taken = 0; /* as build_view takes them: the first VR_PIPE_MAX_VARIANTS */
-    for (size_t i = 0; i < n && taken < VR_PIPE_MAX_VARIANTS; i++) {
-      int take = v[i]->threads == p->threads && !dominated(v, n, v[i]);
-      if (v[i]->threads < p->threads ||
-          (take && vr_pipe_task_variant(&view->tasks[k], v[i]->name) < 0)) {
+    const vr_variant_rec *const *all =
+        vr_store_app_variants(st, view->tasks[k].app, VR_ORDER_ACCURACY, &n);
+    for (size_t i = 0; i < n; i++)
+      if (all[i]->threads < p->threads) {
+        snprintf(what, cap, "variant %s was registered into app %s", all[i]->name,
+                 view->tasks[k].app);
+        return;
+      }
+    const vr_variant_rec *v[VR_PIPE_MAX_VARIANTS];
+    int c = view_candidates(st, view->tasks[k].app, p->threads, v);
+    for (int i = 0; i < c; i++)
+      if (vr_pipe_task_variant(&view->tasks[k], v[i]->name) < 0) {
         snprintf(what, cap, "variant %s was registered into app %s", v[i]->name,
                  view->tasks[k].app);
         return;
       }
-      taken += take;
-    }
   }
 }
 
