@@ -14,13 +14,14 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "base/map.h"
 #include "control/pipes_pol.h"
 
-/* FNV-1a over each task's app variants as a compile would take them
+/* A hash of each task's app variants as a compile would take them
  * (accuracy order, the first VR_PIPE_MAX_VARIANTS); *same: whether they
  * are the spec's candidates. Under the store's read lock. */
 static uint64_t app_variants_sig(vr_store *st, const vr_pipeline *sp, int *same) {
-  uint64_t h = 1469598103934665603ULL;
+  uint64_t h = 0;
   *same = 1;
   for (int t = 0; t < sp->ntasks; t++) {
     const vr_pipe_task *task = &sp->tasks[t];
@@ -30,13 +31,12 @@ static uint64_t app_variants_sig(vr_store *st, const vr_pipeline *sp, int *same)
     if (n > VR_PIPE_MAX_VARIANTS) n = VR_PIPE_MAX_VARIANTS;
     if ((int)n != task->nvariants) *same = 0;
     for (size_t i = 0; i < n; i++) {
-      for (const char *c = v[i]->name; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ULL;
-      h = (h ^ 0xff) * 1099511628211ULL;
+      h = h * 31 + vr_hash_bytes(v[i]->name, strlen(v[i]->name));
       if (*same && (strcmp(v[i]->name, task->variants[i].name) ||
                     (v[i]->accuracy >= 0 ? v[i]->accuracy : -1) != task->variants[i].accuracy))
         *same = 0;
     }
-    h = (h ^ 0xfe) * 1099511628211ULL;
+    h = h * 31 + 1; /* the task's end */
   }
   return h;
 }
