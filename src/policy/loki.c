@@ -1,18 +1,17 @@
-/* Loki's MILPs and the Proteus-like per-task MILP (loki.h). */
+/* Loki's MILPs (loki.h); the Proteus-like per-task MILP, which shares
+ * their columns and rows (loki_int.h), is in proteus_plan.c. */
 #include "policy/loki.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "policy/loki_int.h"
 #include "policy/milp.h"
 
-#define MAX_PREFIXES 20000
-#define BIG_SERVED 1000.0
 /* accuracy modes stop within this of the best bound: objective units
  * (mean end-to-end accuracy in 0..1), i.e. 0.01 accuracy points */
 #define LOKI_ACC_GAP 1e-4
-#define NB VR_PROF_NB
 
 void vr_loki_opts_default(vr_loki_opts *o) {
   memset(o, 0, sizeof *o);
@@ -21,36 +20,13 @@ void vr_loki_opts_default(vr_loki_opts *o) {
   o->max_batch = 64;
 }
 
-/* One prefix of an augmented root-to-leaf path: its last vertex. */
-typedef struct prefix {
-  int task, slot, parent; /* parent prefix, -1 at the root */
-  double m;               /* requests per root request reaching it */
-  double acc;             /* product of accuracies (0..1) along it */
-  int hops;
-  int col;                /* F column */
-} prefix;
-
-typedef struct model {
-  const vr_pipeline *p;
-  const vr_profile *prof;
-  const vr_pipe_plan *shape; /* slot offsets */
-  prefix *pre;
-  int npre;
-  int w[VR_PIPE_MAX_TASKS * VR_PIPE_MAX_VARIANTS][NB]; /* columns, -1 */
-  int z[VR_PIPE_MAX_TASKS * VR_PIPE_MAX_VARIANTS][NB];
-  int rows;
-} model;
-
-static double acc01(const vr_pipe_variant *v) {
-  return v->accuracy >= 0 ? v->accuracy / 100 : 1;
-}
-
 /* Is slot (t,v) allowed (hw_only: only the most accurate variants)? */
 static int allowed(const vr_pipeline *p, int t, int v, int hw_only) {
   if (!hw_only) return 1;
   const vr_pipe_task *tk = &p->tasks[t];
   for (int k = 0; k < tk->nvariants; k++)
-    if (acc01(&tk->variants[k]) > acc01(&tk->variants[v])) return 0;
+    if (vr__loki_acc01(&tk->variants[k]) > vr__loki_acc01(&tk->variants[v]))
+      return 0;
   return 1;
 }
 
@@ -85,7 +61,7 @@ static int build_prefixes(model *md, int hw_only, vr_errbuf *err) {
                          MAX_PREFIXES);
         md->pre[n] = (prefix){.task = t, .slot = md->shape->off[t] + v,
                               .parent = pq ? first[par] + q : -1, .m = m,
-                              .acc = acc * acc01(&tk->variants[v]),
+                              .acc = acc * vr__loki_acc01(&tk->variants[v]),
                               .hops = pq ? pq->hops + 1 : 1};
         n++, count[t]++;
       }
@@ -109,10 +85,10 @@ static int batch_ok(const model *md, const vr_loki_opts *o, double half,
 /* Columns w/z for every allowed (slot, batch); -1 where not allowed. With
  * fixb (the level decomposition) only w at batch fixb[s] (-1: none) and no
  * z. relax: continuous columns (the LP relaxation). */
-static void add_batch_cols(model *md, vr_milp *m, const vr_loki_opts *o,
-                           double half, int workers, int hw_only,
-                           double w_obj, const double *maxload,
-                           const int *fixb, int relax) {
+void vr__loki_add_batch_cols(model *md, vr_milp *m, const vr_loki_opts *o,
+                             double half, int workers, int hw_only,
+                             double w_obj, const double *maxload,
+                             const int *fixb, int relax) {
   const vr_pipeline *p = md->p;
   for (int t = 0; t < p->ntasks; t++)
     for (int v = 0; v < p->tasks[t].nvariants; v++) {
@@ -136,27 +112,17 @@ static void add_batch_cols(model *md, vr_milp *m, const vr_loki_opts *o,
     }
 }
 
-/* Row helper buffers. */
-typedef struct rowbuf {
-  int *idx;
-  double *k;
-  int n;
-} rowbuf;
-
-static void rb_add(rowbuf *r, int col, double k) {
-  r->idx[r->n] = col, r->k[r->n++] = k;
-}
-
 /* Closes a capacity row whose load terms are already in rb (load <= sum
  * of w(b) x throughput(b)) and adds the slot's one-batch row. */
-static void capacity_rows(model *md, vr_milp *m, rowbuf *rb, int s) {
+void vr__loki_capacity_rows(model *md, vr_milp *m, rowbuf *rb, int s) {
   for (int b = 0; b < NB; b++)
     if (md->w[s][b] >= 0)
-      rb_add(rb, md->w[s][b], -vr_prof_batch(b) * 1000.0 / lat_b(md, s, b));
+      vr__loki_rb_add(rb, md->w[s][b],
+                      -vr_prof_batch(b) * 1000.0 / lat_b(md, s, b));
   vr_milp_row(m, rb->n, rb->idx, rb->k, 'L', 0), md->rows++;
   rb->n = 0;
   for (int b = 0; b < NB; b++)
-    if (md->z[s][b] >= 0) rb_add(rb, md->z[s][b], 1);
+    if (md->z[s][b] >= 0) vr__loki_rb_add(rb, md->z[s][b], 1);
   if (rb->n) vr_milp_row(m, rb->n, rb->idx, rb->k, 'L', 1), md->rows++;
 }
 
@@ -168,8 +134,8 @@ static int build_rows(model *md, vr_milp *m, double demand, double half,
   /* root: sum F(root prefixes) - alpha = 0 ; alpha column is col 0 */
   rb->n = 0;
   for (int i = 0; i < md->npre && md->pre[i].task == 0; i++)
-    rb_add(rb, md->pre[i].col, 1);
-  rb_add(rb, 0, -1);
+    vr__loki_rb_add(rb, md->pre[i].col, 1);
+  vr__loki_rb_add(rb, 0, -1);
   vr_milp_row(m, rb->n, rb->idx, rb->k, 'E', 0), md->rows++;
   /* conservation per prefix and child task */
   for (int q = 0; q < md->npre; q++) {
@@ -178,8 +144,8 @@ static int build_rows(model *md, vr_milp *m, double demand, double half,
       rb->n = 0;
       for (int i = q + 1; i < md->npre; i++)
         if (md->pre[i].parent == q && md->pre[i].task == tk->children[c])
-          rb_add(rb, md->pre[i].col, 1);
-      rb_add(rb, md->pre[q].col, -1);
+          vr__loki_rb_add(rb, md->pre[i].col, 1);
+      vr__loki_rb_add(rb, md->pre[q].col, -1);
       vr_milp_row(m, rb->n, rb->idx, rb->k, 'E', 0), md->rows++;
     }
   }
@@ -188,14 +154,14 @@ static int build_rows(model *md, vr_milp *m, double demand, double half,
     rb->n = 0;
     for (int i = 0; i < md->npre; i++)
       if (md->pre[i].slot == s && md->pre[i].m > 0)
-        rb_add(rb, md->pre[i].col, demand * o->slack * md->pre[i].m);
-    if (rb->n) capacity_rows(md, m, rb, s);
+        vr__loki_rb_add(rb, md->pre[i].col, demand * o->slack * md->pre[i].m);
+    if (rb->n) vr__loki_capacity_rows(md, m, rb, s);
   }
   /* workers */
   rb->n = 0;
   for (int s = 0; s < ns; s++)
     for (int b = 0; b < NB; b++)
-      if (md->w[s][b] >= 0) rb_add(rb, md->w[s][b], 1);
+      if (md->w[s][b] >= 0) vr__loki_rb_add(rb, md->w[s][b], 1);
   if (rb->n) vr_milp_row(m, rb->n, rb->idx, rb->k, 'L', workers), md->rows++;
   if (!latency) return 0; /* fixed batches: the levels hold it */
   /* latency of every leaf path whose variants are all hosted (routing may
@@ -212,16 +178,17 @@ static int build_rows(model *md, vr_milp *m, double demand, double half,
       int s = md->shape->off[t] + v;
       rb->n = 0;
       for (int b = 0; b < NB; b++)
-        if (md->z[s][b] >= 0) rb_add(rb, md->z[s][b], lat_b(md, s, b));
+        if (md->z[s][b] >= 0) vr__loki_rb_add(rb, md->z[s][b], lat_b(md, s, b));
       if (!rb->n) continue;
-      rb_add(rb, lcol[t], -1);
+      vr__loki_rb_add(rb, lcol[t], -1);
       vr_milp_row(m, rb->n, rb->idx, rb->k, 'L', 0), md->rows++;
     }
   }
   for (int t = 0; t < p->ntasks; t++) {
     if (p->tasks[t].nchildren) continue;
     rb->n = 0;
-    for (int a = t; a >= 0; a = p->tasks[a].parent) rb_add(rb, lcol[a], 1);
+    for (int a = t; a >= 0; a = p->tasks[a].parent)
+      vr__loki_rb_add(rb, lcol[a], 1);
     vr_milp_row(m, rb->n, rb->idx, rb->k, 'L', half), md->rows++;
   }
   return 0;
@@ -229,8 +196,8 @@ static int build_rows(model *md, vr_milp *m, double demand, double half,
 
 /* Idle workers become headroom on the variants in use, one at a time to
  * the one with the highest load per instance. */
-static void spread_idle(vr_pipe_plan *plan, const vr_profile *prof,
-                        const double *load, int workers) {
+void vr__loki_spread_idle(vr_pipe_plan *plan, const vr_profile *prof,
+                          const double *load, int workers) {
   int ns = plan->off[plan->ntasks];
   while (plan->workers < workers) {
     int best = -1;
@@ -268,9 +235,9 @@ static int settle_batch(const model *md, int s, int n, int bs, double load) {
 
 /* Reads w into the plan; load[slot] = expected qps. settle: lower each
  * batch as far as capacity for load x slack allows (settle_batch). */
-static void extract(const model *md, const double *x, double demand,
-                    double slack, int settle, vr_pipe_plan *plan,
-                    double *load) {
+void vr__loki_extract(const model *md, const double *x, double demand,
+                      double slack, int settle, vr_pipe_plan *plan,
+                      double *load) {
   int ns = md->shape->off[md->p->ntasks];
   for (int s = 0; s < ns; s++) plan->a[s] = (vr_pipe_alloc){0}, load[s] = 0;
   plan->workers = 0;
@@ -320,7 +287,7 @@ static vr_milp *build(ctx *c, model *md, const int *fixb, int relax) {
   }
   /* mode 1 minimises workers; accuracy modes leave idle ones to
    * spread_idle (a tie-break weight would only slow CBC's proof) */
-  add_batch_cols(md, m, c->o, c->half, c->workers, c->hw_only,
+  vr__loki_add_batch_cols(md, m, c->o, c->half, c->workers, c->hw_only,
                  c->mode == 1 ? 1 : 0, c->maxload, fixb, relax);
   /* mode 1: workers are integers, so < 1 proves the optimum */
   vr_milp_set_gap(m, c->mode == 1 ? 0.5 : LOKI_ACC_GAP);
@@ -520,7 +487,7 @@ static int finish(ctx *c, const model *md, vr_milp *m, vr_pipe_plan *plan,
   /* hardware scaling leaves the batch free where capacity is slack; on a
    * full cluster (accuracy scaling) the largest batch's throughput is
    * headroom for bursts, so it stays */
-  extract(md, x, c->demand, c->o->slack, c->mode == 1, plan, load);
+  vr__loki_extract(md, x, c->demand, c->o->slack, c->mode == 1, plan, load);
   double acc = 0;
   for (int q = 0; q < c->npre; q++)
     if (!p->tasks[c->pre[q].task].nchildren)
@@ -532,7 +499,7 @@ static int finish(ctx *c, const model *md, vr_milp *m, vr_pipe_plan *plan,
   plan->feasible = x[0] >= 0.999;
   plan->demand_qps = c->demand;
   plan->fill = 1 / c->o->slack;
-  if (c->mode >= 2) spread_idle(plan, c->prof, load, c->workers);
+  if (c->mode >= 2) vr__loki_spread_idle(plan, c->prof, load, c->workers);
   free(load);
   return 0;
 }
@@ -715,118 +682,5 @@ int vr_loki_plan(const vr_pipeline *p, const vr_profile *prof,
    * load could be served within the SLO, that is an error to report */
   if (!rc && !(st->served > 1e-9)) rc = slo_infeasible(p, prof, plan, o, err);
   if (!rc) plan->accuracy_scaled = !o->hw_only;
-  return rc;
-}
-
-/* Proteus-like: one prefix per (task, variant) with m = the task's demand,
- * flows are the fractions of each task's own demand. */
-static int proteus_rows(model *md, vr_milp *m, const double *task_qps,
-                        int workers, const vr_loki_opts *o, rowbuf *rb,
-                        const int *alpha) {
-  const vr_pipeline *p = md->p;
-  int ns = md->shape->off[p->ntasks];
-  for (int t = 0; t < p->ntasks; t++) {
-    rb->n = 0;
-    for (int q = 0; q < md->npre; q++)
-      if (md->pre[q].task == t) rb_add(rb, md->pre[q].col, 1);
-    rb_add(rb, alpha[t], -1);
-    vr_milp_row(m, rb->n, rb->idx, rb->k, 'E', 0), md->rows++;
-  }
-  for (int q = 0; q < md->npre; q++) {
-    int s = md->pre[q].slot;
-    rb->n = 0;
-    rb_add(rb, md->pre[q].col, o->slack * task_qps[md->pre[q].task]);
-    capacity_rows(md, m, rb, s);
-  }
-  rb->n = 0;
-  for (int s = 0; s < ns; s++)
-    for (int b = 0; b < NB; b++)
-      if (md->w[s][b] >= 0) rb_add(rb, md->w[s][b], 1);
-  if (rb->n) vr_milp_row(m, rb->n, rb->idx, rb->k, 'L', workers), md->rows++;
-  return 0;
-}
-
-int vr_proteus_plan(const vr_pipeline *p, const vr_profile *prof,
-                    const double *task_qps, int workers,
-                    const vr_loki_opts *o, vr_pipe_plan *plan,
-                    vr_loki_stats *st, vr_errbuf *err) {
-  vr_loki_opts def;
-  if (!o) vr_loki_opts_default(&def), o = &def;
-  vr_loki_stats tmp;
-  if (!st) st = &tmp;
-  memset(st, 0, sizeof *st);
-  st->step = 2;
-  model *md = calloc(1, sizeof *md);
-  vr_milp *m = vr_milp_new(1);
-  rowbuf rb = {0};
-  double *load = NULL, total = 0, q[VR_PIPE_MAX_TASKS];
-  int rc = 0, depth = 0, alpha[VR_PIPE_MAX_TASKS];
-  if (!md || !m || !(md->pre = malloc((plan->off[p->ntasks] + 1) *
-                                      sizeof *md->pre))) {
-    rc = vr_errf(err, VR_ENOMEM, "proteus: out of memory");
-    goto out;
-  }
-  md->p = p, md->prof = prof, md->shape = plan;
-  for (int t = 0; t < p->ntasks; t++) {
-    int d = 1;
-    for (int a = p->tasks[t].parent; a >= 0; a = p->tasks[a].parent) d++;
-    if (d > depth) depth = d;
-    q[t] = task_qps[t] > 0.01 ? task_qps[t] : 0.01;
-    total += q[t];
-  }
-  for (int t = 0; t < p->ntasks; t++) {
-    alpha[t] = vr_milp_col(m, 0, 1, BIG_SERVED * q[t] / total, 0);
-    for (int v = 0; v < p->tasks[t].nvariants; v++) {
-      prefix *pr = &md->pre[md->npre++];
-      *pr = (prefix){.task = t, .slot = plan->off[t] + v, .parent = -1,
-                     .m = q[t], .acc = acc01(&p->tasks[t].variants[v]),
-                     .hops = 1};
-      pr->col = vr_milp_col(m, 0, 1, q[t] / total * pr->acc, 0);
-    }
-  }
-  double half = (p->slo_ms / depth - o->comm_ms) / 2;
-  double *maxload = calloc(plan->off[p->ntasks] + 1, sizeof *maxload);
-  if (!maxload) {
-    rc = vr_errf(err, VR_ENOMEM, "proteus: out of memory");
-    goto out;
-  }
-  for (int k = 0; k < md->npre; k++)
-    maxload[md->pre[k].slot] = o->slack * md->pre[k].m;
-  add_batch_cols(md, m, o, half, workers, 0, 0, maxload, NULL, 0);
-  free(maxload);
-  int maxrow = md->npre + 2 * VR_PIPE_MAX_TASKS * VR_PIPE_MAX_VARIANTS * NB + 8;
-  rb.idx = malloc(maxrow * sizeof *rb.idx);
-  rb.k = malloc(maxrow * sizeof *rb.k);
-  load = calloc(plan->off[p->ntasks] + 1, sizeof *load);
-  if (!rb.idx || !rb.k || !load) {
-    rc = vr_errf(err, VR_ENOMEM, "proteus: out of memory");
-    goto out;
-  }
-  proteus_rows(md, m, q, workers, o, &rb, alpha);
-  int status = vr_milp_solve(m, o->time_limit_s);
-  st->status = status, st->cols = vr_milp_ncols(m), st->rows = md->rows;
-  st->prefixes = md->npre;
-  if (status != VR_MILP_OPTIMAL && status != VR_MILP_FEASIBLE) {
-    rc = vr_errf(err, VR_EBACKEND, "proteus: CBC found no plan");
-    goto out;
-  }
-  const double *x = vr_milp_x(m);
-  extract(md, x, 1, o->slack, 0, plan, load);
-  double served = 0, acc = 0;
-  for (int t = 0; t < p->ntasks; t++) served += x[alpha[t]] * q[t] / total;
-  for (int k = 0; k < md->npre; k++)
-    acc += x[md->pre[k].col] * md->pre[k].m / total * md->pre[k].acc;
-  st->served = served;
-  st->accuracy = served > 0 ? 100 * acc / served : 0;
-  plan->accuracy = st->accuracy;
-  plan->feasible = served >= 0.999;
-  plan->accuracy_scaled = 1;
-  plan->fill = 1 / o->slack;
-  spread_idle(plan, prof, load, workers);
-out:
-  free(rb.idx), free(rb.k), free(load);
-  if (md) free(md->pre);
-  free(md);
-  vr_milp_free(m);
   return rc;
 }

@@ -1,0 +1,77 @@
+/* What the Loki MILPs (loki.c) and the Proteus-like per-task MILP
+ * (proteus_plan.c) share: the prefixes of the augmented graph, the per-(slot,
+ * batch) instance columns with their capacity and one-batch rows, and
+ * reading a solution into a plan. Internal to src/policy. */
+#ifndef VR_POLICY_LOKI_INT_H
+#define VR_POLICY_LOKI_INT_H
+
+#include "policy/loki.h"
+#include "policy/milp.h"
+
+#define MAX_PREFIXES 20000
+#define BIG_SERVED 1000.0
+#define NB VR_PROF_NB
+
+/* One prefix of an augmented root-to-leaf path: its last vertex. */
+typedef struct prefix {
+  int task, slot, parent; /* parent prefix, -1 at the root */
+  double m;               /* requests per root request reaching it */
+  double acc;             /* product of accuracies (0..1) along it */
+  int hops;
+  int col;                /* F column */
+} prefix;
+
+typedef struct model {
+  const vr_pipeline *p;
+  const vr_profile *prof;
+  const vr_pipe_plan *shape; /* slot offsets */
+  prefix *pre;
+  int npre;
+  int w[VR_PIPE_MAX_TASKS * VR_PIPE_MAX_VARIANTS][NB]; /* columns, -1 */
+  int z[VR_PIPE_MAX_TASKS * VR_PIPE_MAX_VARIANTS][NB];
+  int rows;
+} model;
+
+/* Row helper buffers. */
+typedef struct rowbuf {
+  int *idx;
+  double *k;
+  int n;
+} rowbuf;
+
+static inline void vr__loki_rb_add(rowbuf *r, int col, double k) {
+  r->idx[r->n] = col, r->k[r->n++] = k;
+}
+
+/* A variant's accuracy in 0..1 (1 when unknown). */
+static inline double vr__loki_acc01(const vr_pipe_variant *v) {
+  return v->accuracy >= 0 ? v->accuracy / 100 : 1;
+}
+
+/* Columns w (instances) and z (the one max batch) for every allowed
+ * (slot, batch) of md, -1 where not allowed (a batch over max_batch or
+ * whose latency exceeds half). maxload[slot] bounds w. With fixb (the
+ * level decomposition) only w at batch fixb[s] (-1: none) and no z.
+ * relax: continuous columns (the LP relaxation). */
+void vr__loki_add_batch_cols(model *md, vr_milp *m, const vr_loki_opts *o,
+                             double half, int workers, int hw_only,
+                             double w_obj, const double *maxload,
+                             const int *fixb, int relax);
+
+/* Closes a capacity row whose load terms are already in rb (load <= sum
+ * of w(b) x throughput(b)) and adds slot s's one-batch row. */
+void vr__loki_capacity_rows(model *md, vr_milp *m, rowbuf *rb, int s);
+
+/* Reads the w columns of solution x into plan; load[slot] = expected qps
+ * (demand x flows). settle: lower each batch as far as capacity for load x
+ * slack allows. */
+void vr__loki_extract(const model *md, const double *x, double demand,
+                      double slack, int settle, vr_pipe_plan *plan,
+                      double *load);
+
+/* Idle workers (up to `workers`) become headroom on the variants in use,
+ * one at a time to the one with the highest load per instance. */
+void vr__loki_spread_idle(vr_pipe_plan *plan, const vr_profile *prof,
+                          const double *load, int workers);
+
+#endif
