@@ -230,6 +230,9 @@ typedef struct vr_pipe_result {
   int status;              /* VR_ENOENT / VR_EINVAL when it never started */
   char msg[640];
   int64_t arrival_ns, end_ns, deadline_ns;
+  /* the batch of the hop that ended last: how late past the deadline the
+   * answer may still be (policy/drop.h vr_drop_answer_due) */
+  int64_t batch_ns;
   int n_hops;
   vr_pipe_hop_rec **hops; /* in creation order; hops[0] is the root */
   void *pin; /* internal: a reference to the pipeline, whose task and label

@@ -73,13 +73,14 @@ void vr_pipe_result_free(vr_pipe_result *r) {
  * the deadline plus the batch of the hop that ended last was delayed
  * after that batch. It was answered 200 "ok", later than the SLO. */
 static void drop_if_late(vr_pipe_result *r) {
-  if (r->outcome != VR_POUT_OK || r->end_ns <= r->deadline_ns) return;
   int64_t last_end = -1, batch_ns = 0;
   for (int i = 0; i < r->n_hops; i++) {
     const vr_pipe_hop_rec *h = r->hops[i];
     int64_t end = h->start_ns + h->queue_ns + h->compute_ns;
     if (h->outcome == VR_POUT_OK && end > last_end) last_end = end, batch_ns = h->compute_ns;
   }
+  r->batch_ns = batch_ns; /* a front end's allowance too (server_pipes.c) */
+  if (r->outcome != VR_POUT_OK || r->end_ns <= r->deadline_ns) return;
   if (!vr_drop_answer_due(r->end_ns, r->deadline_ns, batch_ns)) return;
   r->outcome = VR_POUT_DROPPED;
   snprintf(r->msg, sizeof r->msg, "dropped: the deadline cannot be met (the answer was ready "

@@ -253,6 +253,7 @@ static void metrics(vr_frontend *fe, vr_http_req *r) {
                  "vario_frontend_forwarded_total{outcome=\"answered\"} %llu\n"
                  "vario_frontend_forwarded_total{outcome=\"failed\"} %llu\n"
                  "vario_frontend_forwarded_total{outcome=\"timeout\"} %llu\n"
+                 "vario_frontend_forwarded_total{outcome=\"dropped\"} %llu\n"
                  "# HELP vario_frontend_retries_total Requests sent again to another worker.\n"
                  "# TYPE vario_frontend_retries_total counter\n"
                  "vario_frontend_retries_total %llu\n"
@@ -260,7 +261,8 @@ static void metrics(vr_frontend *fe, vr_http_req *r) {
                  "# TYPE vario_frontend_routing_version gauge\n"
                  "vario_frontend_routing_version %lld\n",
                  (unsigned long long)st.ok, (unsigned long long)st.failed,
-                 (unsigned long long)st.timeouts, (unsigned long long)st.retried,
+                 (unsigned long long)st.timeouts, (unsigned long long)st.dropped,
+                 (unsigned long long)st.retried,
                  (long long)vr_fwd_table_version(fe->fwd));
   static const double qs[] = {0.5, 0.9, 0.99};
   const char *names[2] = {"vario_frontend_overhead_seconds", "vario_frontend_worker_seconds"};

@@ -20,6 +20,7 @@
 
 #include "base/alloc.h"
 #include "base/clock.h"
+#include "policy/drop.h"
 #include "server/fwd_int.h"
 #include "server/http.h"
 #include "server/httpc.h"
@@ -57,6 +58,7 @@ void vr_fwd_get_stats(vr_fwd *f, vr_fwd_stats *s) {
   s->retried = __atomic_load_n(&f->st.retried, __ATOMIC_RELAXED);
   s->failed = __atomic_load_n(&f->st.failed, __ATOMIC_RELAXED);
   s->timeouts = __atomic_load_n(&f->st.timeouts, __ATOMIC_RELAXED);
+  s->dropped = __atomic_load_n(&f->st.dropped, __ATOMIC_RELAXED);
 }
 
 int vr_fwd_parse_worker(const char *s, vr_fwd_worker *w, vr_errbuf *err) {
@@ -419,6 +421,31 @@ static void fail_try(vr_fwd *f, conn *k, const char *why) {
   finish(f, c, 502, c->msg);
 }
 
+/* Is the answer in k->buf later than its worker allows (http.h,
+ * Vario-Due-Us: its deadline plus its batch's time, counted from the
+ * query's origin here)? The worker starts that count when it reads the
+ * query, less the time it spent here (Vario-Upstream-Us), so the time
+ * the query waited unread in its socket (a worker hung or stopped) is on
+ * this clock only. Then it is answered as dropped, not passed on late:
+ * the rule of policy/drop.h (the worker folded the batch into its due).
+ * The reason goes to c->msg. */
+static int answer_late(vr_fwd_call *c, const conn *k, const vr_http_head *h, int64_t now) {
+  size_t vl;
+  const char *v = vr__http_head_value(k->buf, h->head_len, VR_HTTP_DUE_HEADER, &vl);
+  if (c->origin_ns <= 0 || h->status != 200 || !v || vl == 0 || vl > 15) return 0;
+  int64_t due_us = 0;
+  for (size_t i = 0; i < vl; i++) {
+    if (v[i] < '0' || v[i] > '9') return 0; /* not one of ours: passed on */
+    due_us = due_us * 10 + (v[i] - '0');
+  }
+  int64_t due = c->origin_ns + due_us * 1000;
+  if (!vr_drop_answer_due(now, due, 0)) return 0;
+  snprintf(c->msg, sizeof c->msg, "dropped: the deadline cannot be met (worker %s answered "
+           "%.3f ms after the query reached the front end, more than its deadline and its "
+           "batch's time, %.3f ms)", c->worker, (now - c->origin_ns) / 1e6, due_us / 1e3);
+  return 1;
+}
+
 /* A whole response is in k->buf: hand it to the call, pool the conn. */
 static void complete(vr_fwd *f, conn *k, const vr_http_head *h) {
   vr_fwd_call *c = k->call;
@@ -432,13 +459,14 @@ static void complete(vr_fwd *f, conn *k, const vr_http_head *h) {
     fail_try(f, k, "503, closing: shutting down or at its connection limit");
     return;
   }
+  int late = answer_late(c, k, h, vr_now_ns());
   size_t cl = h->content_len;
-  c->status = h->status;
-  c->resp_ihcl = h->ihcl;
-  c->resp_len = cl;
-  c->resp = vr_malloc(cl ? cl : 1);
+  c->status = late ? 504 : h->status;
+  c->resp_ihcl = late ? (size_t)-1 : h->ihcl;
+  c->resp_len = late ? 0 : cl;
+  c->resp = late ? NULL : vr_malloc(cl ? cl : 1);
   if (c->resp) memcpy(c->resp, k->buf + h->head_len, cl);
-  else {
+  else if (!late) {
     c->status = 500;
     snprintf(c->msg, sizeof c->msg, "out of memory");
     c->resp_len = 0;
@@ -450,7 +478,7 @@ static void complete(vr_fwd *f, conn *k, const vr_http_head *h) {
     v[i] = vr__http_head_value(k->buf, h->head_len, pass[i], &vl[i]);
     if (v[i]) need += strlen(pass[i]) + vl[i] + 4;
   }
-  if (need && (c->resp_headers = vr_malloc(need + 1))) {
+  if (need && !late && (c->resp_headers = vr_malloc(need + 1))) {
     size_t o = 0;
     for (int i = 0; i < 3; i++)
       if (v[i])
@@ -478,7 +506,7 @@ static void complete(vr_fwd *f, conn *k, const vr_http_head *h) {
   pthread_mutex_unlock(&f->mu);
   vr__fwd_conn_free(k);
   if (moved) vr__fwd_wake_io(f);
-  __atomic_fetch_add(&f->st.ok, 1, __ATOMIC_RELAXED);
+  __atomic_fetch_add(late ? &f->st.dropped : &f->st.ok, 1, __ATOMIC_RELAXED);
   c->done(c, c->user);
 }
 

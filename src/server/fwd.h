@@ -160,9 +160,10 @@ void vr_fwd_send(vr_fwd *f, const char *key, vr_fwd_call *c);
 /* Frees a call's response body. */
 void vr_fwd_call_clear(vr_fwd_call *c);
 
-/* Counters (atomic reads). */
+/* Counters (atomic reads). dropped: answers later than their worker's
+ * Vario-Due-Us (http.h), given to done() as 504 "dropped: ..." instead. */
 typedef struct vr_fwd_stats {
-  uint64_t sent, ok, retried, failed, timeouts;
+  uint64_t sent, ok, retried, failed, timeouts, dropped;
 } vr_fwd_stats;
 void vr_fwd_get_stats(vr_fwd *f, vr_fwd_stats *s);
 

@@ -102,6 +102,15 @@ int64_t vr_http_started_ns(const vr_http_req *r);
  * else is ignored). A client can only shorten its own deadline with it. */
 #define VR_HTTP_UPSTREAM_HEADER "Vario-Upstream-Us"
 int64_t vr_http_arrived_ns(const vr_http_req *r);
+/* A server's 200 answer to a query with a deadline carries `Vario-Due-Us:
+ * N`: how long after the query's arrival (vr_http_arrived_ns: at a front
+ * end, when one forwarded it) the answer stays due by the server's rule,
+ * its deadline plus the batch's execution time (policy/drop.h
+ * vr_drop_answer_due), in whole microseconds. A front end, which knows
+ * when the query reached it, drops an answer that comes later (fwd.c):
+ * the time a query waited in the server's socket, unread (a hung or
+ * stopped server), is not on the server's clock. */
+#define VR_HTTP_DUE_HEADER "Vario-Due-Us"
 void *vr_http_state(const vr_http_req *r);
 
 /* Responds (event thread). Takes ownership of body (vr_malloc'd, may be

@@ -14,6 +14,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/thread.h"
+#include "policy/batch.h"
 #include "server/kserve.h"
 #include "server/grpc.h"
 #include "server/server_int.h"
@@ -80,6 +81,15 @@ void vr_server_reply_json(vr_http_req *r, int status, vr_sbuf *b) {
     return;
   }
   vr_http_respond(r, status, "application/json", p, len, (size_t)-1);
+}
+
+void vr__srv_add_due(vr_http_req *r, int64_t deadline_ns, int64_t batch_ns) {
+  if (deadline_ns <= 0 || deadline_ns == VR_NO_DEADLINE) return;
+  /* rounded up: the front end must not drop what this server would serve */
+  int64_t due = deadline_ns - vr_http_arrived_ns(r) + (batch_ns > 0 ? batch_ns : 0);
+  char v[32];
+  snprintf(v, sizeof v, "%lld", (long long)(due > 0 ? (due + 999) / 1000 : 0));
+  vr_http_add_header(r, VR_HTTP_DUE_HEADER, v);
 }
 
 static void reply_error(vr_server *s, vr_http_req *r, int status,

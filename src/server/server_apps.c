@@ -93,6 +93,7 @@ static void on_resume(vr_http_req *r, void *user) {
   vr_server_app_lateness(s, q->deadline_ns, q->start_ns, q->end_ns, now);
   vr_http_respond(r, 200, binary ? "application/octet-stream" : "application/json",
                   body, len, binary ? json_len : (size_t)-1);
+  vr__srv_add_due(r, q->deadline_ns, q->end_ns - q->start_ns);
 }
 
 static void route(app_ctx *c);

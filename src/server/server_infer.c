@@ -79,6 +79,7 @@ static void on_resume(vr_http_req *r, void *user) {
   vr_http_respond(r, 200, binary ? "application/octet-stream"
                                  : "application/json",
                   body, len, binary ? json_len : (size_t)-1);
+  vr__srv_add_due(r, q->deadline_ns, q->end_ns - q->start_ns);
   int64_t over = vr_now_ns() - vr_http_started_ns(r) - (q->end_ns - q->start_ns);
   if (s->overhead) vr_hist_record(s->overhead, (uint64_t)(over > 0 ? over : 0));
 }

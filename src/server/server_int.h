@@ -72,6 +72,9 @@ void vr_server_app_lateness(vr_server *s, int64_t deadline_ns, int64_t start_ns,
 int vr_server_http_status(int code);
 /* Responds with sb's contents as JSON (takes the buffer). */
 void vr_server_reply_json(vr_http_req *r, int status, vr_sbuf *b);
+/* Adds Vario-Due-Us (http.h) to the 200 just given to r: deadline_ns
+ * (VR_NO_DEADLINE: none, nothing added) plus batch_ns, from r's arrival. */
+void vr__srv_add_due(vr_http_req *r, int64_t deadline_ns, int64_t batch_ns);
 void vr_server_count(vr_server *s, int status);
 /* Runs fn(arg) on a detached thread as an admin job of r: counts it in
  * s->admin_jobs (shutdown waits for them) and defers r until the thread

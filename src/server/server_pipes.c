@@ -159,6 +159,7 @@ static void on_resume(vr_http_req *r, void *user) {
   int status = outcome_status(res->outcome);
   vr_server_count(s, status);
   vr_server_reply_json(r, status, &b);
+  if (status == 200) vr__srv_add_due(r, res->deadline_ns, res->batch_ns);
 }
 
 static void on_done(vr_pipe_result *res, void *tag) {

@@ -151,6 +151,18 @@ try:
         check(all(h["queue_ms"] >= 0 and h["compute_ms"] >= 0 and "variant" in h
                   and len(h["outputs"][0]["data"]) == 10 for h in j["hops"][1:]),
               f"canvas {row}: every child answered with variant, times and logits")
+    # A front end's allowance (Vario-Due-Us): the end-to-end deadline (+ the
+    # last hop's batch) from the query's arrival.
+    x = X[[0]]
+    body = json.dumps({"inputs": [{"name": "input", "datatype": "FP32", "shape": list(x.shape),
+                                   "data": x.ravel().tolist()}],
+                       "parameters": {"latency_ms": 5000}}).encode()
+    with urllib.request.urlopen(urllib.request.Request(
+            f"http://127.0.0.1:{port}/v2/pipelines/fashion_scenes/infer", data=body,
+            headers={"Content-Type": "application/json"}), timeout=60) as resp:
+        due = resp.headers.get("Vario-Due-Us")
+        check(resp.status == 200 and due and int(due) >= 5000000,
+              f"a pipeline's answer carries Vario-Due-Us: {resp.status} {due}")
     st, j = infer(port, [0, 1], {"latency_ms": 5000, "min_accuracy": 50})
     check(st in (200, 400, 503) and (st != 200 or {h["row"] for h in j["hops"][1:]} <= {0, 1}),
           f"two canvases in one request: {st}")
