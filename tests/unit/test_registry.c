@@ -132,6 +132,7 @@ static void test_workers(void **st) {
   assert_true(ws[0].registered_ms > 1600000000000LL);
   assert_true(ws[0].heartbeat_ms >= ws[0].registered_ms);
   assert_true(ws[0].lease_left_ms > 0 && ws[0].lease_left_ms <= 5000);
+  assert_true(ws[0].lease_ms == 5000); /* the controller's grace after an outage */
   assert_string_equal(ws[1].id, "w2");
   vr_free(ws);
 
