@@ -265,6 +265,19 @@ static size_t keep_missing(ctl *c, vr_worker_info *ws, size_t n, int *prev, int6
   return n;
 }
 
+/* Whether Redis kept the controller waiting long enough (waited_ns, its
+ * longest call since the last period) that a lease may have ended
+ * meanwhile for want of a heartbeat getting through: a worker's key
+ * outlives any stall shorter than its lease less its heartbeat period
+ * (a vario worker beats twice a lease, registry.h asks at least that),
+ * so a quarter of the shortest lease leaves room for a heartbeat that
+ * was itself late. Under mu. */
+static int stalled(const ctl *c, int64_t waited_ns) {
+  for (size_t i = 0; i < c->nw; i++)
+    if (waited_ns > c->w[i].lease_ms * 1000000 / 4) return 1;
+  return 0;
+}
+
 /* Starts one worker through the provider (outside c->mu). 0 or -1. */
 static void tick(ctl *c) {
   vr_errbuf err = {0};
@@ -275,6 +288,7 @@ static void tick(ctl *c) {
   if (room) ws = room;
   else if (!rc) rc = vr_errf(&err, VR_ENOMEM, "out of memory");
   uint64_t reconnects = vr_redis_reconnects(vr_registry_redis(c->reg));
+  int64_t waited = vr_redis_take_wait_ns(vr_registry_redis(c->reg));
   pthread_mutex_lock(&c->mu);
   if (rc) {
     vr_free(ws);
@@ -283,10 +297,11 @@ static void tick(ctl *c) {
     pthread_mutex_unlock(&c->mu);
     return;
   }
-  /* Back after a failed read, or on a new connection (Redis restarted,
-   * maybe empty, or the old one broke): what the registry lists now may
-   * lack workers that had no chance to heartbeat yet (keep_missing). */
-  int back = !c->registry_ok || reconnects != c->reconnects;
+  /* Back after a failed read, on a new connection (Redis restarted, maybe
+   * empty, or the old one broke) or after a stall (Redis paused): what the
+   * registry lists now may lack workers that had no chance to heartbeat
+   * yet (keep_missing). */
+  int back = !c->registry_ok || reconnects != c->reconnects || stalled(c, waited);
   if (back) c->back_ns = vr_now_ns();
   c->reconnects = reconnects;
   int recheck = back || ++c->ticks % 16 == 0;
