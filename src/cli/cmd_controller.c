@@ -265,6 +265,26 @@ static size_t keep_missing(ctl *c, vr_worker_info *ws, size_t n, int *prev, int6
   return n;
 }
 
+/* The instance lists of the listed workers ws[k] (prev[k] < 0; a kept
+ * one is not in the registry) into got/ngot. All or none when Redis
+ * cannot be read (it went away after the listing): that list is unknown,
+ * not empty, and taken as empty it routed the worker nothing and placed
+ * its models again. A damaged list is one worker's fault: it holds
+ * nothing, as before. */
+static int read_instances(ctl *c, const vr_worker_info *ws, size_t n, const int *prev,
+                          vr_instance_info **got, size_t *ngot, vr_errbuf *err) {
+  int rc = 0;
+  for (size_t k = 0; k < n; k++) {
+    got[k] = NULL;
+    ngot[k] = 0;
+    if (!rc && prev[k] < 0 &&
+        vr_registry_instances(c->reg, ws[k].id, &got[k], &ngot[k], err) == VR_EIO)
+      rc = VR_EIO;
+  }
+  for (size_t k = 0; rc && k < n; k++) vr_free(got[k]);
+  return rc;
+}
+
 /* Whether Redis kept the controller waiting long enough (waited_ns, its
  * longest call since the last period) that a lease may have ended
  * meanwhile for want of a heartbeat getting through: a worker's key
@@ -374,6 +394,16 @@ static void tick(ctl *c) {
   }
   pthread_mutex_unlock(&c->mu);
   /* their models (read outside the lock: network); kept for the policy */
+  static vr_instance_info *got[MAXW];
+  static size_t ngot[MAXW];
+  if (read_instances(c, ws, n, prev, got, ngot, &err)) {
+    pthread_mutex_lock(&c->mu);
+    if (c->registry_ok) vr__ctl_event(c, "registry unreachable (%s); keeping the last state", err.msg);
+    c->registry_ok = 0;
+    pthread_mutex_unlock(&c->mu);
+    vr_free(ws);
+    return;
+  }
   static char wm[MAXW][1024];
   static int wa[MAXW];
   static vr_instance_info *old[MAXW]; /* last period's, aligned with c->w */
@@ -385,8 +415,8 @@ static void tick(ctl *c) {
     c->nvinst[k] = 0;
   }
   for (size_t k = 0; k < n; k++) {
-    vr_instance_info *in = NULL;
-    size_t ni = 0;
+    vr_instance_info *in = got[k];
+    size_t ni = ngot[k];
     wm[k][0] = 0;
     wa[k] = strstr(ws[k].meta, "\"apps\":1") != NULL;
     if (prev[k] >= 0) { /* kept: what it held when last listed */
@@ -397,7 +427,6 @@ static void tick(ctl *c) {
       old[prev[k]] = NULL;
       continue;
     }
-    if (vr_registry_instances(c->reg, ws[k].id, &in, &ni, &err)) continue;
     size_t off = 0;
     for (size_t i = 0; i < ni; i++)
       if (!strcmp(in[i].state, "ready")) {

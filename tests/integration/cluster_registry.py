@@ -15,7 +15,8 @@ Checks, in order:
      reloads nothing;
   5. Redis restarted: serving goes on, workers re-register, no process
      crashes; the front end's table keeps the worker throughout (the
-     controller does not take it for gone before its next heartbeat).
+     controller does not take it for gone before its next heartbeat);
+  6. an instance list the controller cannot read is not taken for empty.
 Waits are generous (ASan, a loaded 2-core machine); latencies are printed.
 Usage: cluster_registry.py VARIO SOURCE_DIR   (exit 77: no redis-server)"""
 import json
@@ -295,6 +296,27 @@ try:
     check(not any(e["what"].startswith("worker w2 gone") for e in s["events"]),
           "the controller took w2 for gone across the Redis restart")
     print("5. Redis restarted: workers re-registered, nothing crashed")
+
+    # 6. The controller lists w2 and then cannot read its instance list
+    # (Redis went away in between; injected here by refusing HGETALL, the
+    # read of instances, with an ACL for a second): that list is unknown,
+    # not empty. Read as empty it routed w2 nothing and placed its models
+    # again; the controller keeps its last state instead.
+    check(redis_cmd(rport, "ACL SETUSER default -hgetall") == b"+OK\r\n", "ACL refused")
+    t0 = time.time()
+    while time.time() - t0 < 1.0:
+        rt = routes(fport).get("routes", {})
+        check(rt.get("m:fmnist_linear") == ["w2"] and rt.get("m:fmnist_mlp") == ["w2"],
+              f"front end's table while instances cannot be read: {rt}")
+        st, b, h = infer(fport)
+        check(st == 200, f"serving while instances cannot be read: {st} {b[:200]}")
+    check(redis_cmd(rport, "ACL SETUSER default +hgetall") == b"+OK\r\n", "ACL refused")
+    wait(lambda: (s := state(cport2)) and s["registry_ok"], "the controller to read again")
+    s = state(cport2)
+    check(any("NOPERM" in e["what"] for e in s["events"]), "the failed read was not seen")
+    check(s["loads"]["ok"] == 0 and s["loads"]["failed"] == 0,
+          f"models placed again while instances could not be read: {s['loads']}")
+    print("6. instances unreadable for 1 s: last state kept, nothing placed again")
 
     for name in ("fe", "w2", "ctl"):
         procs[name].send_signal(signal.SIGTERM)
