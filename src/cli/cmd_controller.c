@@ -218,20 +218,113 @@ static char *build_routes(ctl *c, char models[][128], int nm) {
   return vr_fwd_table_json(&t);
 }
 
+static int has_id(const vr_worker_info *ws, size_t n, const char *id) {
+  for (size_t k = 0; k < n; k++)
+    if (!strcmp(ws[k].id, id)) return 1;
+  return 0;
+}
+
+static int is_dead(const ctl *c, const char *id) {
+  for (int i = 0; i < c->n_dead; i++)
+    if (!strcmp(c->dead[i], id)) return 1;
+  return 0;
+}
+
+/* Workers the last period saw that the registry no longer lists, within
+ * one of their leases from when the registry came back (c->back_ns):
+ * after Redis restarted empty, or stalled past the leases, a live worker
+ * is registered again by its next heartbeat (a lease spans two or more),
+ * and a controller that read the registry before that published a table
+ * without the worker (front ends answered 503 "no worker serves") and
+ * placed its models again. They are kept as they were, appended to ws (room
+ * for MAXW), until then; one not back by the end of its lease is gone like
+ * any expired lease. prev[k]: the index in c->w of a kept ws[k], -1 for a
+ * listed one. Under mu. */
+static size_t keep_missing(ctl *c, vr_worker_info *ws, size_t n, int *prev, int64_t now) {
+  for (size_t k = 0; k < n; k++) prev[k] = -1;
+  for (size_t i = 0; c->back_ns && i < c->nw && n < MAXW; i++) {
+    int64_t end = c->back_ns + c->w[i].lease_ms * 1000000;
+    if (now >= end || has_id(ws, n, c->w[i].id) || is_dead(c, c->w[i].id)) continue;
+    if (!c->wkept[i])
+      vr__ctl_event(c, "worker %s missing from the registry since it came back: kept for up to "
+                    "%lld ms (a lease) to register again", c->w[i].id,
+                    (long long)((end - now) / 1000000));
+    ws[n] = c->w[i];
+    ws[n].lease_left_ms = (end - now) / 1000000;
+    prev[n++] = (int)i;
+  }
+  for (size_t i = 1; i < n; i++) /* by id, as listed (a stable table) */
+    for (size_t j = i; j > 0 && strcmp(ws[j - 1].id, ws[j].id) > 0; j--) {
+      vr_worker_info t = ws[j];
+      ws[j] = ws[j - 1];
+      ws[j - 1] = t;
+      int p = prev[j];
+      prev[j] = prev[j - 1];
+      prev[j - 1] = p;
+    }
+  return n;
+}
+
+/* The instance lists of the listed workers ws[k] (prev[k] < 0; a kept
+ * one is not in the registry) into got/ngot. All or none when Redis
+ * cannot be read (it went away after the listing): that list is unknown,
+ * not empty, and taken as empty it routed the worker nothing and placed
+ * its models again. A damaged list is one worker's fault: it holds
+ * nothing, as before. */
+static int read_instances(ctl *c, const vr_worker_info *ws, size_t n, const int *prev,
+                          vr_instance_info **got, size_t *ngot, vr_errbuf *err) {
+  int rc = 0;
+  for (size_t k = 0; k < n; k++) {
+    got[k] = NULL;
+    ngot[k] = 0;
+    if (!rc && prev[k] < 0 &&
+        vr_registry_instances(c->reg, ws[k].id, &got[k], &ngot[k], err) == VR_EIO)
+      rc = VR_EIO;
+  }
+  for (size_t k = 0; rc && k < n; k++) vr_free(got[k]);
+  return rc;
+}
+
+/* Whether Redis kept the controller waiting long enough (waited_ns, its
+ * longest call since the last period) that a lease may have ended
+ * meanwhile for want of a heartbeat getting through: a worker's key
+ * outlives any stall shorter than its lease less its heartbeat period
+ * (a vario worker beats twice a lease, registry.h asks at least that),
+ * so a quarter of the shortest lease leaves room for a heartbeat that
+ * was itself late. Under mu. */
+static int stalled(const ctl *c, int64_t waited_ns) {
+  for (size_t i = 0; i < c->nw; i++)
+    if (waited_ns > c->w[i].lease_ms * 1000000 / 4) return 1;
+  return 0;
+}
+
 /* Starts one worker through the provider (outside c->mu). 0 or -1. */
 static void tick(ctl *c) {
   vr_errbuf err = {0};
   vr_worker_info *ws = NULL;
   size_t n = 0;
   int rc = vr_registry_workers(c->reg, &ws, &n, &err);
+  vr_worker_info *room = rc ? NULL : vr_realloc(ws, MAXW * sizeof *ws); /* keep_missing */
+  if (room) ws = room;
+  else if (!rc) rc = vr_errf(&err, VR_ENOMEM, "out of memory");
+  uint64_t reconnects = vr_redis_reconnects(vr_registry_redis(c->reg));
+  int64_t waited = vr_redis_take_wait_ns(vr_registry_redis(c->reg));
   pthread_mutex_lock(&c->mu);
   if (rc) {
+    vr_free(ws);
     if (c->registry_ok) vr__ctl_event(c, "registry unreachable (%s); keeping the last state", err.msg);
     c->registry_ok = 0;
     pthread_mutex_unlock(&c->mu);
     return;
   }
-  int recheck = !c->registry_ok || ++c->ticks % 16 == 0;
+  /* Back after a failed read, on a new connection (Redis restarted, maybe
+   * empty, or the old one broke) or after a stall (Redis paused): what the
+   * registry lists now may lack workers that had no chance to heartbeat
+   * yet (keep_missing). */
+  int back = !c->registry_ok || reconnects != c->reconnects || stalled(c, waited);
+  if (back) c->back_ns = vr_now_ns();
+  c->reconnects = reconnects;
+  int recheck = back || ++c->ticks % 16 == 0;
   if (!c->registry_ok) vr__ctl_event(c, "registry reachable");
   c->registry_ok = 1;
   if (n > MAXW) n = MAXW;
@@ -284,39 +377,56 @@ static void tick(ctl *c) {
     if (!listed) memmove(c->dead[i], c->dead[--c->n_dead], 64);
     else i++;
   }
-  size_t kept = 0;
-  for (size_t k = 0; k < n; k++) {
-    int dead = 0;
-    for (int i = 0; i < c->n_dead; i++) dead |= !strcmp(c->dead[i], ws[k].id);
-    if (!dead) ws[kept++] = ws[k];
-  }
-  n = kept;
+  size_t alive = 0;
+  for (size_t k = 0; k < n; k++)
+    if (!is_dead(c, ws[k].id)) ws[alive++] = ws[k];
+  static int prev[MAXW]; /* the tick thread only */
+  n = keep_missing(c, ws, alive, prev, vr_now_ns());
   /* who came, who went (a lease that ended: the worker stopped heartbeating) */
-  for (size_t i = 0; i < c->nw; i++) {
-    int still = 0;
-    for (size_t k = 0; k < n; k++) still |= !strcmp(ws[k].id, c->w[i].id);
-    if (!still) vr__ctl_event(c, "worker %s gone (lease ended or deregistered)", c->w[i].id);
-  }
+  for (size_t i = 0; i < c->nw; i++)
+    if (!has_id(ws, n, c->w[i].id))
+      vr__ctl_event(c, "worker %s gone (lease ended or deregistered)", c->w[i].id);
   for (size_t k = 0; k < n; k++) {
-    int known = 0;
-    for (size_t i = 0; i < c->nw; i++) known |= !strcmp(ws[k].id, c->w[i].id);
-    if (!known) vr__ctl_event(c, "worker %s up at %s", ws[k].id, ws[k].addr);
+    size_t i = 0;
+    while (i < c->nw && strcmp(ws[k].id, c->w[i].id)) i++;
+    if (i == c->nw) vr__ctl_event(c, "worker %s up at %s", ws[k].id, ws[k].addr);
+    else if (c->wkept[i] && prev[k] < 0) vr__ctl_event(c, "worker %s registered again", ws[k].id);
   }
   pthread_mutex_unlock(&c->mu);
   /* their models (read outside the lock: network); kept for the policy */
+  static vr_instance_info *got[MAXW];
+  static size_t ngot[MAXW];
+  if (read_instances(c, ws, n, prev, got, ngot, &err)) {
+    pthread_mutex_lock(&c->mu);
+    if (c->registry_ok) vr__ctl_event(c, "registry unreachable (%s); keeping the last state", err.msg);
+    c->registry_ok = 0;
+    pthread_mutex_unlock(&c->mu);
+    vr_free(ws);
+    return;
+  }
   static char wm[MAXW][1024];
   static int wa[MAXW];
+  static vr_instance_info *old[MAXW]; /* last period's, aligned with c->w */
+  static size_t nold[MAXW];
   for (size_t k = 0; k < MAXW; k++) {
-    vr_free(c->vinst[k]);
+    old[k] = c->vinst[k];
+    nold[k] = c->nvinst[k];
     c->vinst[k] = NULL;
     c->nvinst[k] = 0;
   }
   for (size_t k = 0; k < n; k++) {
-    vr_instance_info *in = NULL;
-    size_t ni = 0;
+    vr_instance_info *in = got[k];
+    size_t ni = ngot[k];
     wm[k][0] = 0;
     wa[k] = strstr(ws[k].meta, "\"apps\":1") != NULL;
-    if (vr_registry_instances(c->reg, ws[k].id, &in, &ni, &err)) continue;
+    if (prev[k] >= 0) { /* kept: what it held when last listed */
+      memcpy(wm[k], c->wmodels[prev[k]], sizeof wm[k]);
+      wa[k] = c->wapps[prev[k]];
+      c->vinst[k] = old[prev[k]];
+      c->nvinst[k] = nold[prev[k]];
+      old[prev[k]] = NULL;
+      continue;
+    }
     size_t off = 0;
     for (size_t i = 0; i < ni; i++)
       if (!strcmp(in[i].state, "ready")) {
@@ -326,6 +436,7 @@ static void tick(ctl *c) {
     c->vinst[k] = in;
     c->nvinst[k] = ni;
   }
+  for (size_t k = 0; k < MAXW; k++) vr_free(old[k]);
   static char models[MAXM][128];
   int nm = scan_models(c, models, MAXM);
   nm = vr__ctl_pipes_exclude(c, models, nm); /* a pipeline policy's own */
@@ -335,6 +446,7 @@ static void tick(ctl *c) {
   for (size_t k = 0; k < n; k++) {
     memcpy(c->wmodels[k], wm[k], sizeof wm[k]);
     c->wapps[k] = wa[k];
+    c->wkept[k] = prev[k] >= 0;
   }
   c->starting = starting;
   /* placement (a body under AsyFunc: the policy's model facts first) */

@@ -70,6 +70,13 @@ typedef struct ctl {
   size_t nw;
   char wmodels[MAXW][1024]; /* comma-joined ready models per worker */
   int wapps[MAXW];
+  int wkept[MAXW]; /* w[i] is missing from the registry, kept through the grace */
+  /* When the registry last answered again after the controller could not
+   * rely on it (a failed read, a new connection: Redis restarted or went
+   * away); a worker missing since is not taken for dead for one lease
+   * (cmd_controller.c, keep_missing). 0: none yet. */
+  int64_t back_ns;
+  uint64_t reconnects; /* the registry connection's, at the last tick */
   pending pend[MAXM * 4];
   unrouting unr[MAXM];
   int64_t routes_version;

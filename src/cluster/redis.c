@@ -136,6 +136,7 @@ struct vr_redis {
   vr_redis_opts o;
   char name[VR_REDIS_HOST_MAX + 32];
   uint64_t connects;
+  int64_t max_wait_ns; /* the longest call since vr_redis_take_wait_ns */
 };
 
 void vr_redis_opts_default(vr_redis_opts *o) {
@@ -276,7 +277,7 @@ static redisReply *call_formatted(vr_redis *r, const char *cmd, size_t len, int 
                                   vr_errbuf *err) {
   if (resent) *resent = 0;
   pthread_mutex_lock(&r->mu);
-  int64_t deadline = vr_now_ns() + (int64_t)r->o.retry_ms * 1000000;
+  int64_t t0 = vr_now_ns(), deadline = t0 + (int64_t)r->o.retry_ms * 1000000;
   int maybe_sent = 0;
   redisReply *rep = NULL;
   for (;;) {
@@ -299,6 +300,8 @@ static redisReply *call_formatted(vr_redis *r, const char *cmd, size_t len, int 
       break;
     }
   }
+  int64_t waited = vr_now_ns() - t0;
+  if (waited > r->max_wait_ns) r->max_wait_ns = waited;
   pthread_mutex_unlock(&r->mu);
   if (rep && rep->type == REDIS_REPLY_ERROR) {
     vr_errf(err, VR_EIO, "%s: %s", r->name, rep->str);
@@ -364,6 +367,14 @@ uint64_t vr_redis_reconnects(vr_redis *r) {
   uint64_t n = r->connects > 0 ? r->connects - 1 : 0;
   pthread_mutex_unlock(&r->mu);
   return n;
+}
+
+int64_t vr_redis_take_wait_ns(vr_redis *r) {
+  pthread_mutex_lock(&r->mu);
+  int64_t w = r->max_wait_ns;
+  r->max_wait_ns = 0;
+  pthread_mutex_unlock(&r->mu);
+  return w;
 }
 
 const char *vr_redis_name(const vr_redis *r) { return r->name; }

@@ -89,6 +89,11 @@ redisReply *vr_redis_eval(vr_redis *r, const char *script, int argc, const char 
 
 /* Connections established after the first (how often Redis went away). */
 uint64_t vr_redis_reconnects(vr_redis *r);
+/* The longest one call of r waited on Redis (reconnects and retries
+ * included, the wait for r's lock not) since the previous take, which
+ * this resets: a Redis that stalled (paused, swapping, restarting) shows
+ * here though every call succeeded on its first connection. */
+int64_t vr_redis_take_wait_ns(vr_redis *r);
 /* The URL without password, for messages. */
 const char *vr_redis_name(const vr_redis *r);
 const vr_redis_opts *vr_redis_options(const vr_redis *r);

@@ -70,15 +70,15 @@ static const char k_deregister[] =
     "redis.call('DEL',k,k..':instances') redis.call('SREM',ARGV[1]..'workers',ARGV[2])\n"
     "if n==1 then redis.call('PUBLISH',ARGV[1]..'workers','down '..ARGV[2]) end return n\n";
 
-/* Per live worker: id addr cores memory meta registered heartbeat pttl. */
+/* Per live worker: id addr cores memory meta registered heartbeat lease pttl. */
 static const char k_workers[] =
     "local ids=redis.call('SMEMBERS',ARGV[1]..'workers') table.sort(ids) local o={}\n"
     "for _,id in ipairs(ids) do local k=ARGV[1]..'worker:'..id\n"
     "  local f=redis.call('HMGET',k,'addr','cores','memory_bytes','meta','registered_ms',"
-    "'heartbeat_ms')\n"
+    "'heartbeat_ms','lease_ms')\n"
     "  if not f[1] then redis.call('SREM',ARGV[1]..'workers',id)\n"
     "    redis.call('PUBLISH',ARGV[1]..'workers','down '..id)\n"
-    "  else o[#o+1]=id for i=1,6 do o[#o+1]=f[i] or '' end\n"
+    "  else o[#o+1]=id for i=1,7 do o[#o+1]=f[i] or '' end\n"
     "    o[#o+1]=tostring(redis.call('PTTL',k)) end end return o\n";
 
 /* ARGV: prefix worker (id json)... */
@@ -324,12 +324,12 @@ int vr_registry_workers(vr_registry *r, vr_worker_info **out, size_t *n, vr_errb
   redisReply *rep = vr_redis_eval(r->r, k_workers, 1, a, NULL, NULL, err);
   if (!rep) return reply_rc(err);
   int rc = 0;
-  size_t cnt = rep->type == REDIS_REPLY_ARRAY ? rep->elements / 8 : 0;
-  if (rep->type != REDIS_REPLY_ARRAY || rep->elements % 8) rc = unexpected(r, err);
+  size_t cnt = rep->type == REDIS_REPLY_ARRAY ? rep->elements / 9 : 0;
+  if (rep->type != REDIS_REPLY_ARRAY || rep->elements % 9) rc = unexpected(r, err);
   vr_worker_info *w = NULL;
   if (!rc && cnt && !(w = VR_NEWN(vr_worker_info, cnt))) rc = vr_errf(err, VR_ENOMEM, "out of memory");
   for (size_t i = 0; !rc && i < cnt; i++) {
-    redisReply **e = rep->element + i * 8;
+    redisReply **e = rep->element + i * 9;
     int64_t cores = 0;
     if (get_str(e[0], w[i].id, sizeof w[i].id) || get_str(e[1], w[i].addr, sizeof w[i].addr) ||
         vr__reg_get_i64(e[2], 0, 1 << 20, &cores) ||
@@ -337,8 +337,8 @@ int vr_registry_workers(vr_registry *r, vr_worker_info **out, size_t *n, vr_errb
         get_str(e[4], w[i].meta, sizeof w[i].meta) ||
         vr__reg_get_i64(e[5], 0, INT64_MAX, &w[i].registered_ms) ||
         vr__reg_get_i64(e[6], 0, INT64_MAX, &w[i].heartbeat_ms) ||
-        e[7]->type != REDIS_REPLY_STRING ||
-        vr__reg_get_i64(e[7], INT64_MIN, INT64_MAX, &w[i].lease_left_ms))
+        vr__reg_get_i64(e[7], 10, INT64_MAX, &w[i].lease_ms) ||
+        vr__reg_get_i64(e[8], INT64_MIN, INT64_MAX, &w[i].lease_left_ms))
       rc = vr_errf(err, VR_EFORMAT, "registry %s: damaged worker record '%.64s'",
                    vr_redis_name(r->r), e[0]->type == REDIS_REPLY_STRING ? e[0]->str : "?");
     w[i].cores = (int)cores;

@@ -83,6 +83,7 @@ typedef struct vr_worker_info {
   int64_t registered_ms;
   int64_t heartbeat_ms;
   int64_t lease_left_ms; /* time to live at the read */
+  int64_t lease_ms;      /* the lease it registered with */
 } vr_worker_info;
 
 /* Registers (or re-registers) worker w->id with a lease of lease_ms

@@ -132,6 +132,7 @@ static void test_workers(void **st) {
   assert_true(ws[0].registered_ms > 1600000000000LL);
   assert_true(ws[0].heartbeat_ms >= ws[0].registered_ms);
   assert_true(ws[0].lease_left_ms > 0 && ws[0].lease_left_ms <= 5000);
+  assert_true(ws[0].lease_ms == 5000); /* the controller's grace after an outage */
   assert_string_equal(ws[1].id, "w2");
   vr_free(ws);
 
@@ -463,6 +464,39 @@ static void test_redis_down(void **st) {
   assert_int_equal(vr_test_redis_spawn(&g_srv), 0);
 }
 
+static void *cont_later(void *arg) {
+  vr__redis_sleep_ms(400);
+  kill(*(pid_t *)arg, SIGCONT);
+  return NULL;
+}
+
+/* A Redis that stalls (SIGSTOP) shorter than the I/O timeout: the call
+ * just waits and succeeds on its connection, and the wait is what tells
+ * the controller that leases may have ended meanwhile for want of a
+ * heartbeat getting through (vr_redis_take_wait_ns). */
+static void test_stall_seen(void **st) {
+  (void)st;
+  flush();
+  vr_registry *r = open_reg();
+  vr_redis *rd = vr_registry_redis(r);
+  vr_errbuf e = {0};
+  vr_worker_info *ws = NULL;
+  size_t n = 0;
+  assert_int_equal(vr_registry_workers(r, &ws, &n, &e), 0);
+  vr_free(ws);
+  assert_true(vr_redis_take_wait_ns(rd) < 300000000LL);
+  assert_true(vr_redis_take_wait_ns(rd) == 0); /* taken */
+  assert_int_equal(kill(g_srv.pid, SIGSTOP), 0);
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, cont_later, &g_srv.pid), 0);
+  assert_int_equal(vr_registry_workers(r, &ws, &n, &e), 0);
+  vr_free(ws);
+  pthread_join(th, NULL);
+  assert_int_equal(vr_redis_reconnects(rd), 0); /* no failure, no new connection ... */
+  assert_true(vr_redis_take_wait_ns(rd) >= 350000000LL); /* ... only the wait shows it */
+  vr_registry_close(r);
+}
+
 /* A password-protected Redis: the URL's credentials are used on every
  * (re)connection; a wrong or missing one is a clear error. */
 static void test_auth(void **st) {
@@ -617,7 +651,8 @@ int main(void) {
       cmocka_unit_test(test_lease_expiry),  cmocka_unit_test(test_instances),
       cmocka_unit_test(test_routes),        cmocka_unit_test(test_redis_restart),
       cmocka_unit_test(test_recreated_with_instances),
-      cmocka_unit_test(test_redis_down),    cmocka_unit_test(test_lost_reply),
+      cmocka_unit_test(test_redis_down),    cmocka_unit_test(test_stall_seen),
+      cmocka_unit_test(test_lost_reply),
       cmocka_unit_test(test_auth),          cmocka_unit_test(test_store_starts_over),
       cmocka_unit_test(test_subscribe_refused),
   };
