@@ -120,10 +120,7 @@ int64_t vr_attr_i(const vr_node *n, const char *name, int64_t dflt) {
 
 float vr_attr_f(const vr_node *n, const char *name, float dflt) {
   const vr_attr *a = vr_node_attr(n, name);
-  if (!a) return dflt;
-  if (a->type == VR_ATTR_FLOAT) return a->f;
-  if (a->type == VR_ATTR_INT) return (float)a->i;
-  return dflt;
+  return a && a->type == VR_ATTR_FLOAT ? a->f : dflt;
 }
 
 const char *vr_attr_s(const vr_node *n, const char *name, const char *dflt) {

@@ -400,6 +400,14 @@ static void test_bad_models(void **st) {
                     "node 'clip' (Clip): input 1 (min/max) must be a scalar, has 0 elements");
   expect_load_error("tests/data/engine/bad_range_empty.onnx", VR_ESHAPE,
                     "node 'range' (Range): input 0 must be a scalar, has 0 elements");
+  /* An attribute of another type than ONNX's: it took the default (the
+   * perm reversed the dims) or was converted (alpha); ORT refuses it. */
+  expect_load_error("tests/data/engine/bad_attr_perm_int.onnx", VR_EFORMAT,
+                    "node 'tr' (Transpose): attribute 'perm' is INT, ONNX types it INTS");
+  expect_load_error("tests/data/engine/bad_attr_alpha_int.onnx", VR_EFORMAT,
+                    "node 'lrelu' (LeakyRelu): attribute 'alpha' is INT, ONNX types it FLOAT");
+  expect_load_error("tests/data/engine/bad_attr_axis_string.onnx", VR_EFORMAT,
+                    "node 'sm' (Softmax): attribute 'axis' is STRING, ONNX types it INT");
   assert_int_equal(vr_mem_blocks(), before);
 }
 

@@ -116,6 +116,11 @@ max_nan:       Max(x, c) and Min(x, c) with NaNs in x and in c, each
 bad_clip_empty_min, bad_range_empty: a Clip min, a Range start with no
                element (scalars): element 0 was read past the data (Clip
                clipped at whatever lay there); refused at load.
+bad_attr_perm_int, bad_attr_alpha_int, bad_attr_axis_string: Transpose's
+               perm as INT, LeakyRelu's alpha as INT, Softmax's axis as
+               STRING (ONNX: INTS, FLOAT, INT): the accessors took the
+               default (perm reversed the dims, the axis -1) or converted
+               the INT; refused at load, as ORT does.
 Fixed seed: re-running reproduces the same files.
 """
 import os
@@ -479,3 +484,6 @@ save("max_nan", [h.make_node("Max", ["x", "c"], ["mx"]), h.make_node("Min", ["x"
                  h.make_node("Cast", ["e1"], ["f1"], to=T.FLOAT), h.make_node("Cast", ["e2"], ["f2"], to=T.FLOAT),
                  h.make_node("Add", ["f1", "f2"], ["y"])],
      "x", [("y", ["N", 4])], {"c": c}, x, 2 * nn)
+save_bad("bad_attr_perm_int", h.make_node("Transpose", ["x"], ["y"], name="tr", perm=1), {})
+save_bad("bad_attr_alpha_int", h.make_node("LeakyRelu", ["x"], ["y"], name="lrelu", alpha=1), {})
+save_bad("bad_attr_axis_string", h.make_node("Softmax", ["x"], ["y"], name="sm", axis="0"), {})
