@@ -167,6 +167,8 @@ double vr_tview_getf(const vr_tview *t, int64_t i) {
   switch (t->dt) {
     case VR_DT_F32: return ((const float *)t->data)[i];
     case VR_DT_F64: return ((const double *)t->data)[i];
+    /* past 2^63 through vr_tview_geti it is negative */
+    case VR_DT_U64: return (double)((const uint64_t *)t->data)[i];
     default: return (double)vr_tview_geti(t, i);
   }
 }

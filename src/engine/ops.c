@@ -180,6 +180,13 @@ void vr_tview_setf(vr_tview *t, int64_t i, double v) {
     case VR_DT_F32: ((float *)t->data)[i] = (float)v; break;
     case VR_DT_F64: ((double *)t->data)[i] = v; break;
     case VR_DT_BOOL: ((uint8_t *)t->data)[i] = v != 0; break;
+    /* 2^63 .. 2^64 fit a uint64 (sat_i64 stopped them at 2^63 - 1) */
+    case VR_DT_U64:
+      if (v >= 9223372036854775808.0) {
+        ((uint64_t *)t->data)[i] = v >= 18446744073709551616.0 ? UINT64_MAX : (uint64_t)v;
+        break;
+      }
+      /* fall through */
     default: vr_tview_seti(t, i, sat_i64(v)); break;
   }
 }

@@ -94,7 +94,8 @@ static void check_fixed(const char *name, double tol) {
  * C, then Relu, loads (the Relu was fused where no kernel takes it), and
  * so does an empty MatMul with a fused Relu; ConvTranspose with an
  * output_shape and auto_pad NOTSET puts the odd pad at the start; Max
- * and Min propagate a NaN. */
+ * and Min propagate a NaN; uint64 past 2^63 compares, divides, clips and
+ * casts as unsigned (it was read as a negative int64). */
 static void test_semantics(void **st) {
   check_model("alias_branch", 1, VR_PREC_FP32, 1e-5);
   check_model("alias_output", 1, VR_PREC_FP32, 1e-5);
@@ -123,6 +124,7 @@ static void test_semantics(void **st) {
   check_model("matmul_m0_relu", 1, VR_PREC_FP32, 1e-5);
   check_model("deconv_outshape", 1, VR_PREC_FP32, 1e-5);
   check_model("max_nan", 1, VR_PREC_FP32, 1e-6);
+  check_model("uint64_big", 1, VR_PREC_FP32, 1e-6);
 }
 
 /* Model `name` (x plus something of the batch, x of 4 values a row) at

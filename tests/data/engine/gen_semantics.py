@@ -121,6 +121,12 @@ bad_attr_perm_int, bad_attr_alpha_int, bad_attr_axis_string: Transpose's
                STRING (ONNX: INTS, FLOAT, INT): the accessors took the
                default (perm reversed the dims, the axis -1) or converted
                the INT; refused at load, as ORT does.
+uint64_big:    x (0..3) cast to uint64 plus 2^63, against uint64 constants
+               on both sides of 2^63: Greater, Less, Max, Min, Div, Mod,
+               Clip, Cast to float, and float 2^63 + 2^60 x cast to uint64.
+               uint64 was read as int64, so the values past 2^63 were
+               negative (Greater false, Cast -9.2e18, Max the other one)
+               and a float past 2^63 saturated at 2^63 - 1.
 Fixed seed: re-running reproduces the same files.
 """
 import os
@@ -487,3 +493,31 @@ save("max_nan", [h.make_node("Max", ["x", "c"], ["mx"]), h.make_node("Min", ["x"
 save_bad("bad_attr_perm_int", h.make_node("Transpose", ["x"], ["y"], name="tr", perm=1), {})
 save_bad("bad_attr_alpha_int", h.make_node("LeakyRelu", ["x"], ["y"], name="lrelu", alpha=1), {})
 save_bad("bad_attr_axis_string", h.make_node("Softmax", ["x"], ["y"], name="sm", axis="0"), {})
+x = rng.integers(0, 4, (3, 4)).astype(np.float32)
+K = np.uint64(2 ** 63)
+u = x.astype(np.uint64) + K
+cs = np.array([1, 2, 3, 4], np.uint64)
+cb = np.array([2 ** 63 + 1, 1, 2 ** 64 - 1, 2 ** 63 + 2], np.uint64)
+U, F = T.UINT64, T.FLOAT
+cols = [(u > cb), (u < cb), (np.maximum(u, cs) - K), np.minimum(u, cs), u // np.uint64(2 ** 62),
+        u % np.uint64(10), np.clip(u, np.uint64(1), K + np.uint64(1)) - K, u.astype(np.float64) / 2.0 ** 63,
+        ((x * 2.0 ** 60 + 2.0 ** 63).astype(np.uint64) - K).astype(np.float64) / 2.0 ** 60]
+save("uint64_big",
+     [h.make_node("Cast", ["x"], ["xu"], to=U), h.make_node("Add", ["xu", "K"], ["u"]),
+      h.make_node("Greater", ["u", "cb"], ["gt"]), h.make_node("Less", ["u", "cb"], ["lt"]),
+      h.make_node("Max", ["u", "cs"], ["mx"]), h.make_node("Sub", ["mx", "K"], ["mxk"]),
+      h.make_node("Min", ["u", "cs"], ["mn"]), h.make_node("Div", ["u", "q"], ["dv"]),
+      h.make_node("Mod", ["u", "ten"], ["md"]), h.make_node("Clip", ["u", "one", "K1"], ["cl"]),
+      h.make_node("Sub", ["cl", "K"], ["clk"]), h.make_node("Cast", ["u"], ["uf"], to=F),
+      h.make_node("Mul", ["uf", "r63"], ["ufs"]),
+      h.make_node("Mul", ["x", "p60"], ["xp"]), h.make_node("Add", ["xp", "p63"], ["xb"]),
+      h.make_node("Cast", ["xb"], ["xbu"], to=U), h.make_node("Sub", ["xbu", "K"], ["xbk"]),
+      h.make_node("Cast", ["xbk"], ["xbf"], to=F), h.make_node("Mul", ["xbf", "r60"], ["fu"])]
+     + [h.make_node("Cast", [a], [a + "f"], to=F) for a in ["gt", "lt", "mxk", "mn", "dv", "md", "clk"]]
+     + [h.make_node("Concat", ["gtf", "ltf", "mxkf", "mnf", "dvf", "mdf", "clkf", "ufs", "fu"], ["y"], axis=1)],
+     "x", [("y", ["N", 36])],
+     {"K": np.array(K), "cb": cb, "cs": cs, "q": np.array(2 ** 62, np.uint64),
+      "ten": np.array(10, np.uint64), "one": np.array(1, np.uint64), "K1": np.array(K + np.uint64(1)),
+      "r63": np.array(2.0 ** -63, np.float32), "r60": np.array(2.0 ** -60, np.float32),
+      "p60": np.array(2.0 ** 60, np.float32), "p63": np.array(2.0 ** 63, np.float32)},
+     x, np.concatenate([c.astype(np.float64) for c in cols], 1))
