@@ -272,8 +272,6 @@ static int infer_binary(const vr_node *n, const vr_tview *in, vr_tview *out,
     return vr_bad(err, n, VR_EUNSUPPORTED, "type %s not supported",
                   vr_dtype_name(in[0].dt));
   }
-  if (k == B_MOD && vr_attr_i(n, "fmod", 0) && !vr_is_float(in[0].dt))
-    return vr_bad(err, n, VR_EUNSUPPORTED, "fmod on integers");
   if (vr_broadcast(&in[0], &in[1], &out[0]))
     return vr_bad(err, n, VR_ESHAPE, "shapes cannot be broadcast");
   out[0].data = NULL;
@@ -369,6 +367,10 @@ static int64_t ubin(int k, uint64_t a, uint64_t b) {
   }
 }
 
+/* Mod with fmod=1 on integers: C's remainder, with the dividend's sign
+ * (ibin's has the divisor's); 0 for b = 0 and -1 as there. */
+static int64_t imod_c(int64_t a, int64_t b) { return !b || b == -1 ? 0 : a % b; }
+
 /* Walks the output index space keeping the two broadcast input offsets. */
 static int eval_binary(const vr_node *n, const vr_tview *in, vr_tview *out,
                        vr_errbuf *err) {
@@ -392,7 +394,8 @@ static int eval_binary(const vr_node *n, const vr_tview *in, vr_tview *out,
                                      vr_tview_getf(&in[1], ib), fm));
     } else {
       int64_t a = vr_tview_geti(&in[0], ia), b = vr_tview_geti(&in[1], ib);
-      vr_tview_seti(&out[0], i, uns ? ubin(k, (uint64_t)a, (uint64_t)b) : ibin(k, a, b));
+      vr_tview_seti(&out[0], i, uns ? ubin(k, (uint64_t)a, (uint64_t)b)
+                                : k == B_MOD && fm ? imod_c(a, b) : ibin(k, a, b));
     }
     for (int d = o->ndim - 1; d >= 0; d--) {
       ia += sa[d];

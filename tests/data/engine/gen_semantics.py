@@ -127,6 +127,9 @@ uint64_big:    x (0..3) cast to uint64 plus 2^63, against uint64 constants
                uint64 was read as int64, so the values past 2^63 were
                negative (Greater false, Cast -9.2e18, Max the other one)
                and a float past 2^63 saturated at 2^63 - 1.
+int_fmod:      int64 Mod with fmod=1 of signed values by [3, -3, 5, -5]: C's
+               remainder, the sign of the dividend (ONNX allows fmod=1 on
+               integers); it was refused ("fmod on integers").
 Fixed seed: re-running reproduces the same files.
 """
 import os
@@ -521,3 +524,8 @@ save("uint64_big",
       "r63": np.array(2.0 ** -63, np.float32), "r60": np.array(2.0 ** -60, np.float32),
       "p60": np.array(2.0 ** 60, np.float32), "p63": np.array(2.0 ** 63, np.float32)},
      x, np.concatenate([c.astype(np.float64) for c in cols], 1))
+x = np.array([[-7, 7, -7, 7], [5, -5, -4, 4], [-1, 1, 2, -2]], np.float32)
+c = np.array([3, -3, 5, -5], np.int64)
+save("int_fmod", [h.make_node("Cast", ["x"], ["xi"], to=T.INT64), h.make_node("Mod", ["xi", "c"], ["m"], fmod=1),
+                  h.make_node("Cast", ["m"], ["y"], to=T.FLOAT)],
+     "x", [("y", ["N", 4])], {"c": c}, x, np.fmod(x.astype(np.int64), c))
