@@ -25,6 +25,10 @@ static int infer_float_same(const vr_node *n, const vr_tview *in, vr_tview *out,
   return infer_same(n, in, out, err);
 }
 
+/* A NaN stays NaN, as in ONNX and ORT: fmax / fmin give the number of a
+ * NaN and a number (HardSigmoid(NaN) was 1). */
+static double hsig(double v) { return v <= 0 ? 0 : v >= 1 ? 1 : v; }
+
 static double unary_f(const vr_node *n, double x) {
   const char *op = n->op;
   switch (op[0]) {
@@ -46,7 +50,7 @@ static double unary_f(const vr_node *n, double x) {
     case 'H':
       if (!strcmp(op, "HardSigmoid")) {
         double a = vr_attr_f(n, "alpha", 0.2f), b = vr_attr_f(n, "beta", 0.5f);
-        return fmax(0, fmin(1, a * x + b));
+        return hsig(a * x + b);
       }
       return x * fmax(0, fmin(1, x / 6 + 0.5)); /* HardSwish */
     case 'I': return x; /* Identity */
@@ -58,7 +62,7 @@ static double unary_f(const vr_node *n, double x) {
       }
     case 'N': return -x;
     case 'R':
-      if (!strcmp(op, "Relu")) return x > 0 ? x : 0;
+      if (!strcmp(op, "Relu")) return x <= 0 ? 0 : x; /* NaN stays NaN */
       if (!strcmp(op, "Reciprocal")) return 1.0 / x;
       return nearbyint(x); /* Round: half to even */
     case 'S':
@@ -89,11 +93,15 @@ static int eval_unary(const vr_node *n, const vr_tview *in, vr_tview *out,
     /* Hot activations get tight loops (the generic path re-dispatches on
      * the op name per element). */
     const char *op = n->op;
+    /* written so that a NaN stays NaN (a comparison with it is false) */
     if (!strcmp(op, "Relu")) {
-      for (int64_t i = 0; i < cnt; i++) y[i] = x[i] > 0 ? x[i] : 0;
+      for (int64_t i = 0; i < cnt; i++) y[i] = x[i] <= 0 ? 0 : x[i];
     } else if (!strcmp(op, "HardSigmoid")) {
       float a = vr_attr_f(n, "alpha", 0.2f), b = vr_attr_f(n, "beta", 0.5f);
-      for (int64_t i = 0; i < cnt; i++) y[i] = fmaxf(0.f, fminf(1.f, a * x[i] + b));
+      for (int64_t i = 0; i < cnt; i++) {
+        float v = a * x[i] + b;
+        y[i] = v <= 0 ? 0.f : v >= 1 ? 1.f : v;
+      }
     } else if (!strcmp(op, "HardSwish")) {
       for (int64_t i = 0; i < cnt; i++) y[i] = x[i] * fmaxf(0.f, fminf(1.f, x[i] / 6 + 0.5f));
     } else if (!strcmp(op, "Sigmoid")) {

@@ -130,6 +130,11 @@ uint64_big:    x (0..3) cast to uint64 plus 2^63, against uint64 constants
 int_fmod:      int64 Mod with fmod=1 of signed values by [3, -3, 5, -5]: C's
                remainder, the sign of the dividend (ONNX allows fmod=1 on
                integers); it was refused ("fmod on integers").
+act_nan:       HardSigmoid of float32 and Relu of float64 (the reference
+               kernels; float32 Relu runs on oneDNN) with NaNs in x, each
+               NaN mapped to -7 (Where(Equal(v, v), v, -7)): a NaN stays
+               NaN (ONNX, ORT); the kernels gave 1 and 0 (fminf / fmaxf
+               and a comparison with 0 drop it).
 Fixed seed: re-running reproduces the same files.
 """
 import os
@@ -529,3 +534,14 @@ c = np.array([3, -3, 5, -5], np.int64)
 save("int_fmod", [h.make_node("Cast", ["x"], ["xi"], to=T.INT64), h.make_node("Mod", ["xi", "c"], ["m"], fmod=1),
                   h.make_node("Cast", ["m"], ["y"], to=T.FLOAT)],
      "x", [("y", ["N", 4])], {"c": c}, x, np.fmod(x.astype(np.int64), c))
+x = np.array([[np.nan, -1, 2, 30], [-20, np.nan, -0.5, 7]], np.float32)
+hs = np.clip(0.2 * x.astype(np.float64) + 0.5, 0, 1)
+hs[np.isnan(x)] = np.nan
+rl = np.where(np.isnan(x), np.nan, np.maximum(x, 0))
+save("act_nan", [h.make_node("HardSigmoid", ["x"], ["hs"]), h.make_node("Cast", ["x"], ["xd"], to=T.DOUBLE),
+                 h.make_node("Relu", ["xd"], ["rd"]), h.make_node("Cast", ["rd"], ["rl"], to=T.FLOAT),
+                 h.make_node("Equal", ["hs", "hs"], ["e1"]), h.make_node("Equal", ["rl", "rl"], ["e2"]),
+                 h.make_node("Where", ["e1", "hs", "m7"], ["w1"]), h.make_node("Where", ["e2", "rl", "m7"], ["w2"]),
+                 h.make_node("Concat", ["w1", "w2"], ["y"], axis=1)],
+     "x", [("y", ["N", 8])], {"m7": np.array(-7, np.float32)}, x,
+     np.concatenate([np.where(np.isnan(v), -7, v) for v in (hs, rl)], 1))
