@@ -97,7 +97,8 @@ static void check_fixed(const char *name, double tol) {
  * and Min propagate a NaN; uint64 past 2^63 compares, divides, clips and
  * casts as unsigned (it was read as a negative int64); integer Mod with
  * fmod=1 takes the dividend's sign (it was refused); HardSigmoid and
- * float64 Relu (reference kernels) keep a NaN. */
+ * float64 Relu (reference kernels) keep a NaN, and so do ReduceMax and
+ * ReduceMin. */
 static void test_semantics(void **st) {
   check_model("alias_branch", 1, VR_PREC_FP32, 1e-5);
   check_model("alias_output", 1, VR_PREC_FP32, 1e-5);
@@ -129,6 +130,7 @@ static void test_semantics(void **st) {
   check_model("uint64_big", 1, VR_PREC_FP32, 1e-6);
   check_model("int_fmod", 1, VR_PREC_FP32, 1e-6);
   check_model("act_nan", 1, VR_PREC_FP32, 1e-6);
+  check_model("reduce_nan", 1, VR_PREC_FP32, 1e-6);
 }
 
 /* Model `name` (x plus something of the batch, x of 4 values a row) at

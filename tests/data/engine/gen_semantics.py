@@ -135,6 +135,9 @@ act_nan:       HardSigmoid of float32 and Relu of float64 (the reference
                NaN mapped to -7 (Where(Equal(v, v), v, -7)): a NaN stays
                NaN (ONNX, ORT); the kernels gave 1 and 0 (fminf / fmaxf
                and a comparison with 0 drop it).
+reduce_nan:    ReduceMax and ReduceMin over rows with and without a NaN, the
+               NaN mapped to -7: a row with a NaN reduces to NaN (ONNX's
+               reference, numpy); fmax / fmin dropped it.
 Fixed seed: re-running reproduces the same files.
 """
 import os
@@ -545,3 +548,10 @@ save("act_nan", [h.make_node("HardSigmoid", ["x"], ["hs"]), h.make_node("Cast", 
                  h.make_node("Concat", ["w1", "w2"], ["y"], axis=1)],
      "x", [("y", ["N", 8])], {"m7": np.array(-7, np.float32)}, x,
      np.concatenate([np.where(np.isnan(v), -7, v) for v in (hs, rl)], 1))
+x = np.array([[np.nan, -1, 2, 3], [-2, 5, -0.5, 7], [4, 1, np.nan, -3]], np.float32)
+red = [np.max(x, 1, keepdims=True), np.min(x, 1, keepdims=True)]
+save("reduce_nan", [h.make_node("ReduceMax", ["x"], ["mx"], axes=[1]), h.make_node("ReduceMin", ["x"], ["mn"], axes=[1]),
+                    h.make_node("Concat", ["mx", "mn"], ["r"], axis=1), h.make_node("Equal", ["r", "r"], ["e"]),
+                    h.make_node("Where", ["e", "r", "m7"], ["y"])],
+     "x", [("y", ["N", 2])], {"m7": np.array(-7, np.float32)}, x,
+     np.where(np.isnan(np.concatenate(red, 1)), -7, np.concatenate(red, 1)))
