@@ -120,10 +120,7 @@ int64_t vr_attr_i(const vr_node *n, const char *name, int64_t dflt) {
 
 float vr_attr_f(const vr_node *n, const char *name, float dflt) {
   const vr_attr *a = vr_node_attr(n, name);
-  if (!a) return dflt;
-  if (a->type == VR_ATTR_FLOAT) return a->f;
-  if (a->type == VR_ATTR_INT) return (float)a->i;
-  return dflt;
+  return a && a->type == VR_ATTR_FLOAT ? a->f : dflt;
 }
 
 const char *vr_attr_s(const vr_node *n, const char *name, const char *dflt) {
@@ -170,6 +167,8 @@ double vr_tview_getf(const vr_tview *t, int64_t i) {
   switch (t->dt) {
     case VR_DT_F32: return ((const float *)t->data)[i];
     case VR_DT_F64: return ((const double *)t->data)[i];
+    /* past 2^63 through vr_tview_geti it is negative */
+    case VR_DT_U64: return (double)((const uint64_t *)t->data)[i];
     default: return (double)vr_tview_geti(t, i);
   }
 }

@@ -106,7 +106,9 @@ void vr_val_set_const(vr_val *v, vr_dtype dt, int ndim, const int64_t *shape,
                       void *data);
 int64_t vr_numel(int ndim, const int64_t *shape);
 
-/* Attribute lookup on a node; NULL if absent. */
+/* Attribute lookup on a node; NULL if absent. The typed accessors give
+ * dflt for an absent attribute; one of another type than ONNX's was
+ * refused at load (vr__attr_check, ops.h). */
 const vr_attr *vr_node_attr(const vr_node *n, const char *name);
 int64_t vr_attr_i(const vr_node *n, const char *name, int64_t dflt);
 float vr_attr_f(const vr_node *n, const char *name, float dflt);

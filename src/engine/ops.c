@@ -32,6 +32,69 @@ int vr_op_lookup(const char *name) {
   return -1;
 }
 
+/* The type ONNX's schemas give each attribute of the ops in the tables
+ * above, by name: one name has one type across these ops, except "value"
+ * (Pad's pad value, ConstantOfShape's tensor). The accessors (ir.c) give
+ * the default for an attribute of another type, which ran a malformed
+ * model with a default stride, perm or alpha; ORT refuses it at load. */
+static const struct attr_type {
+  const char *op; /* NULL: any op */
+  const char *name;
+  int type;
+} attr_types[] = {
+    {"ConstantOfShape", "value", VR_ATTR_TENSOR}, {NULL, "value", VR_ATTR_FLOAT},
+    {NULL, "alpha", VR_ATTR_FLOAT},  {NULL, "beta", VR_ATTR_FLOAT},
+    {NULL, "gamma", VR_ATTR_FLOAT},  {NULL, "bias", VR_ATTR_FLOAT},
+    {NULL, "epsilon", VR_ATTR_FLOAT}, {NULL, "momentum", VR_ATTR_FLOAT},
+    {NULL, "min", VR_ATTR_FLOAT},    {NULL, "max", VR_ATTR_FLOAT},
+    {NULL, "ratio", VR_ATTR_FLOAT},
+    {NULL, "axis", VR_ATTR_INT},     {NULL, "keepdims", VR_ATTR_INT},
+    {NULL, "group", VR_ATTR_INT},    {NULL, "transA", VR_ATTR_INT},
+    {NULL, "transB", VR_ATTR_INT},   {NULL, "ceil_mode", VR_ATTR_INT},
+    {NULL, "count_include_pad", VR_ATTR_INT}, {NULL, "storage_order", VR_ATTR_INT},
+    {NULL, "size", VR_ATTR_INT},     {NULL, "to", VR_ATTR_INT},
+    {NULL, "saturate", VR_ATTR_INT}, {NULL, "fmod", VR_ATTR_INT},
+    {NULL, "training_mode", VR_ATTR_INT}, {NULL, "spatial", VR_ATTR_INT},
+    {NULL, "is_test", VR_ATTR_INT},  {NULL, "stash_type", VR_ATTR_INT},
+    {NULL, "noop_with_empty_axes", VR_ATTR_INT}, {NULL, "select_last_index", VR_ATTR_INT},
+    {NULL, "start", VR_ATTR_INT},    {NULL, "end", VR_ATTR_INT},
+    {NULL, "allowzero", VR_ATTR_INT}, {NULL, "num_outputs", VR_ATTR_INT},
+    {NULL, "seed", VR_ATTR_INT},     {NULL, "broadcast", VR_ATTR_INT},
+    {NULL, "auto_pad", VR_ATTR_STRING}, {NULL, "mode", VR_ATTR_STRING},
+    {NULL, "approximate", VR_ATTR_STRING},
+    {NULL, "axes", VR_ATTR_INTS},    {NULL, "pads", VR_ATTR_INTS},
+    {NULL, "perm", VR_ATTR_INTS},    {NULL, "kernel_shape", VR_ATTR_INTS},
+    {NULL, "strides", VR_ATTR_INTS}, {NULL, "dilations", VR_ATTR_INTS},
+    {NULL, "output_shape", VR_ATTR_INTS}, {NULL, "output_padding", VR_ATTR_INTS},
+    {NULL, "split", VR_ATTR_INTS},   {NULL, "starts", VR_ATTR_INTS},
+    {NULL, "ends", VR_ATTR_INTS},    {NULL, "shape", VR_ATTR_INTS},
+    {NULL, "consumed_inputs", VR_ATTR_INTS},
+};
+
+static const char *attr_type_name(int t) {
+  static const char *const names[] = {"UNDEFINED", "FLOAT", "INT", "STRING", "TENSOR",
+                                      "GRAPH", "FLOATS", "INTS", "STRINGS"};
+  return t >= 0 && t < (int)(sizeof names / sizeof *names) ? names[t] : "another type";
+}
+
+static int attr_want(const char *op, const char *name) {
+  for (size_t i = 0; i < sizeof attr_types / sizeof *attr_types; i++)
+    if (!strcmp(attr_types[i].name, name) && (!attr_types[i].op || !strcmp(attr_types[i].op, op)))
+      return attr_types[i].type;
+  return 0;
+}
+
+int vr__attr_check(const vr_node *n, vr_errbuf *err) {
+  for (int i = 0; i < n->nattr; i++) {
+    const vr_attr *a = &n->attrs[i];
+    int want = attr_want(n->op, a->name);
+    if (want && a->type != want)
+      return vr_bad(err, n, VR_EFORMAT, "attribute '%s' is %s, ONNX types it %s", a->name,
+                    attr_type_name(a->type), attr_type_name(want));
+  }
+  return 0;
+}
+
 int vr_bad(vr_errbuf *err, const vr_node *n, int code, const char *fmt, ...) {
   if (!err) return code;
   char msg[400];
@@ -117,6 +180,13 @@ void vr_tview_setf(vr_tview *t, int64_t i, double v) {
     case VR_DT_F32: ((float *)t->data)[i] = (float)v; break;
     case VR_DT_F64: ((double *)t->data)[i] = v; break;
     case VR_DT_BOOL: ((uint8_t *)t->data)[i] = v != 0; break;
+    /* 2^63 .. 2^64 fit a uint64 (sat_i64 stopped them at 2^63 - 1) */
+    case VR_DT_U64:
+      if (v >= 9223372036854775808.0) {
+        ((uint64_t *)t->data)[i] = v >= 18446744073709551616.0 ? UINT64_MAX : (uint64_t)v;
+        break;
+      }
+      /* fall through */
     default: vr_tview_seti(t, i, sat_i64(v)); break;
   }
 }

@@ -39,6 +39,10 @@ int vr_op_lookup(const char *name);
 const vr_op *vr_op_get(int id);
 int vr_op_count(void);
 
+/* VR_EFORMAT, naming node, op and attribute, when an attribute has
+ * another type than ONNX gives it (an INT strides, a STRING axis). */
+int vr__attr_check(const vr_node *n, vr_errbuf *err);
+
 /* Shared helpers for op implementations. */
 /* Fills err with "node 'NAME' (OP): <message>" and returns code. */
 int vr_bad(vr_errbuf *err, const vr_node *n, int code, const char *fmt, ...)

@@ -25,6 +25,10 @@ static int infer_float_same(const vr_node *n, const vr_tview *in, vr_tview *out,
   return infer_same(n, in, out, err);
 }
 
+/* A NaN stays NaN, as in ONNX and ORT: fmax / fmin give the number of a
+ * NaN and a number (HardSigmoid(NaN) was 1). */
+static double hsig(double v) { return v <= 0 ? 0 : v >= 1 ? 1 : v; }
+
 static double unary_f(const vr_node *n, double x) {
   const char *op = n->op;
   switch (op[0]) {
@@ -46,7 +50,7 @@ static double unary_f(const vr_node *n, double x) {
     case 'H':
       if (!strcmp(op, "HardSigmoid")) {
         double a = vr_attr_f(n, "alpha", 0.2f), b = vr_attr_f(n, "beta", 0.5f);
-        return fmax(0, fmin(1, a * x + b));
+        return hsig(a * x + b);
       }
       return x * fmax(0, fmin(1, x / 6 + 0.5)); /* HardSwish */
     case 'I': return x; /* Identity */
@@ -58,7 +62,7 @@ static double unary_f(const vr_node *n, double x) {
       }
     case 'N': return -x;
     case 'R':
-      if (!strcmp(op, "Relu")) return x > 0 ? x : 0;
+      if (!strcmp(op, "Relu")) return x <= 0 ? 0 : x; /* NaN stays NaN */
       if (!strcmp(op, "Reciprocal")) return 1.0 / x;
       return nearbyint(x); /* Round: half to even */
     case 'S':
@@ -89,11 +93,15 @@ static int eval_unary(const vr_node *n, const vr_tview *in, vr_tview *out,
     /* Hot activations get tight loops (the generic path re-dispatches on
      * the op name per element). */
     const char *op = n->op;
+    /* written so that a NaN stays NaN (a comparison with it is false) */
     if (!strcmp(op, "Relu")) {
-      for (int64_t i = 0; i < cnt; i++) y[i] = x[i] > 0 ? x[i] : 0;
+      for (int64_t i = 0; i < cnt; i++) y[i] = x[i] <= 0 ? 0 : x[i];
     } else if (!strcmp(op, "HardSigmoid")) {
       float a = vr_attr_f(n, "alpha", 0.2f), b = vr_attr_f(n, "beta", 0.5f);
-      for (int64_t i = 0; i < cnt; i++) y[i] = fmaxf(0.f, fminf(1.f, a * x[i] + b));
+      for (int64_t i = 0; i < cnt; i++) {
+        float v = a * x[i] + b;
+        y[i] = v <= 0 ? 0.f : v >= 1 ? 1.f : v;
+      }
     } else if (!strcmp(op, "HardSwish")) {
       for (int64_t i = 0; i < cnt; i++) y[i] = x[i] * fmaxf(0.f, fminf(1.f, x[i] / 6 + 0.5f));
     } else if (!strcmp(op, "Sigmoid")) {
@@ -188,12 +196,18 @@ static int eval_clip(const vr_node *n, const vr_tview *in, vr_tview *out,
   int ib = 1; /* integer bounds too (ONNX types them as the input) */
   for (int i = 1; i < n->nin && i < 3; i++) ib &= !in[i].dt || vr_is_int(in[i].dt);
   if (vr_is_int(in[0].dt) && ib) { /* in int64: through double, values past 2^53 round */
-    int64_t ilo = n->nin > 1 && in[1].dt && in[1].data ? vr_tview_geti(&in[1], 0) : INT64_MIN;
-    int64_t ihi = n->nin > 2 && in[2].dt && in[2].data ? vr_tview_geti(&in[2], 0) : INT64_MAX;
+    /* uint64 is read as int64: flipping the top bit maps its order onto
+     * int64's (past 2^63 it compared as negative) */
+    uint64_t flip = in[0].dt == VR_DT_U64 ? (uint64_t)1 << 63 : 0;
+    int64_t ilo = n->nin > 1 && in[1].dt && in[1].data
+                      ? (int64_t)((uint64_t)vr_tview_geti(&in[1], 0) ^ flip) : INT64_MIN;
+    int64_t ihi = n->nin > 2 && in[2].dt && in[2].data
+                      ? (int64_t)((uint64_t)vr_tview_geti(&in[2], 0) ^ flip) : INT64_MAX;
     if (ilo > ihi) ilo = ihi;
     for (int64_t i = 0; i < c; i++) {
-      int64_t v = vr_tview_geti(&in[0], i);
-      vr_tview_seti(&out[0], i, v < ilo ? ilo : v > ihi ? ihi : v);
+      int64_t v = (int64_t)((uint64_t)vr_tview_geti(&in[0], i) ^ flip);
+      v = v < ilo ? ilo : v > ihi ? ihi : v;
+      vr_tview_seti(&out[0], i, (int64_t)((uint64_t)v ^ flip));
     }
     return 0;
   }
@@ -227,6 +241,10 @@ static int eval_cast(const vr_node *n, const vr_tview *in, vr_tview *out,
   int64_t c = vr_tview_numel(&in[0]);
   if (vr_is_float(in[0].dt))
     for (int64_t i = 0; i < c; i++) vr_tview_setf(&out[0], i, vr_tview_getf(&in[0], i));
+  else if (in[0].dt == VR_DT_U64 && out[0].dt == VR_DT_F32) /* as int64 past 2^63: negative */
+    for (int64_t i = 0; i < c; i++) ((float *)out[0].data)[i] = (float)((const uint64_t *)in[0].data)[i];
+  else if (in[0].dt == VR_DT_U64 && out[0].dt == VR_DT_F64)
+    for (int64_t i = 0; i < c; i++) ((double *)out[0].data)[i] = (double)((const uint64_t *)in[0].data)[i];
   else
     for (int64_t i = 0; i < c; i++) vr_tview_seti(&out[0], i, vr_tview_geti(&in[0], i));
   return 0;
@@ -262,8 +280,6 @@ static int infer_binary(const vr_node *n, const vr_tview *in, vr_tview *out,
     return vr_bad(err, n, VR_EUNSUPPORTED, "type %s not supported",
                   vr_dtype_name(in[0].dt));
   }
-  if (k == B_MOD && vr_attr_i(n, "fmod", 0) && !vr_is_float(in[0].dt))
-    return vr_bad(err, n, VR_EUNSUPPORTED, "fmod on integers");
   if (vr_broadcast(&in[0], &in[1], &out[0]))
     return vr_bad(err, n, VR_ESHAPE, "shapes cannot be broadcast");
   out[0].data = NULL;
@@ -336,6 +352,33 @@ static int64_t ibin(int k, int64_t a, int64_t b) {
   }
 }
 
+/* uint64 is read as int64 (vr_tview_geti), so a value past 2^63 is
+ * negative: sums, differences and products wrap to the same bits, but
+ * order, quotient, remainder and a Pow exponent must be unsigned. */
+static int64_t ubin(int k, uint64_t a, uint64_t b) {
+  switch (k) {
+    case B_DIV: return b ? (int64_t)(a / b) : 0;
+    case B_MOD: return b ? (int64_t)(a % b) : 0;
+    case B_MIN: return (int64_t)(a < b ? a : b);
+    case B_MAX: return (int64_t)(a > b ? a : b);
+    case B_LT: return a < b;
+    case B_GT: return a > b;
+    case B_LE: return a <= b;
+    case B_GE: return a >= b;
+    case B_POW: {
+      uint64_t r = 1;
+      for (; b; b >>= 1, a *= a)
+        if (b & 1) r *= a;
+      return (int64_t)r;
+    }
+    default: return ibin(k, (int64_t)a, (int64_t)b);
+  }
+}
+
+/* Mod with fmod=1 on integers: C's remainder, with the dividend's sign
+ * (ibin's has the divisor's); 0 for b = 0 and -1 as there. */
+static int64_t imod_c(int64_t a, int64_t b) { return !b || b == -1 ? 0 : a % b; }
+
 /* Walks the output index space keeping the two broadcast input offsets. */
 static int eval_binary(const vr_node *n, const vr_tview *in, vr_tview *out,
                        vr_errbuf *err) {
@@ -347,6 +390,8 @@ static int eval_binary(const vr_node *n, const vr_tview *in, vr_tview *out,
   int64_t cnt = vr_tview_numel(o), ia = 0, ib = 0;
   int fl = vr_is_float(in[0].dt) || vr_is_float(in[1].dt), fm = (int)vr_attr_i(n, "fmod", 0);
   int fast = in[0].dt == VR_DT_F32 && in[1].dt == VR_DT_F32 && k <= B_DIV;
+  /* Pow's exponent may be of another type than its base */
+  int uns = in[k == B_POW].dt == VR_DT_U64;
   for (int64_t i = 0; i < cnt; i++) {
     if (fast) {
       float a = ((const float *)in[0].data)[ia], b = ((const float *)in[1].data)[ib];
@@ -356,8 +401,9 @@ static int eval_binary(const vr_node *n, const vr_tview *in, vr_tview *out,
       vr_tview_setf(&out[0], i, fbin(k, vr_tview_getf(&in[0], ia),
                                      vr_tview_getf(&in[1], ib), fm));
     } else {
-      vr_tview_seti(&out[0], i, ibin(k, vr_tview_geti(&in[0], ia),
-                                     vr_tview_geti(&in[1], ib)));
+      int64_t a = vr_tview_geti(&in[0], ia), b = vr_tview_geti(&in[1], ib);
+      vr_tview_seti(&out[0], i, uns ? ubin(k, (uint64_t)a, (uint64_t)b)
+                                : k == B_MOD && fm ? imod_c(a, b) : ibin(k, a, b));
     }
     for (int d = o->ndim - 1; d >= 0; d--) {
       ia += sa[d];
@@ -453,7 +499,9 @@ static int eval_variadic(const vr_node *n, const vr_tview *in, vr_tview *out,
       }
       if (integer) {
         int64_t v = vr_tview_geti(&in[j], off);
-        iacc = j == 0 ? v : ibin(k == 0 ? B_MAX : k == 1 ? B_MIN : B_ADD, iacc, v);
+        int op = k == 0 ? B_MAX : k == 1 ? B_MIN : B_ADD;
+        iacc = j == 0 ? v : o->dt == VR_DT_U64 ? ubin(op, (uint64_t)iacc, (uint64_t)v)
+                                               : ibin(op, iacc, v);
         continue;
       }
       double v = vr_tview_getf(&in[j], off);

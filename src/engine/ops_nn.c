@@ -602,7 +602,9 @@ static int eval_reduce(const vr_node *n, const vr_tview *in, vr_tview *out,
   for (int64_t i = 0; i < tot; i++) {
     double v = vr_tview_getf(&in[0], i);
     switch (op[0]) {
-      case 'M': acc[o] = op[1] == 'a' ? fmax(acc[o], v) : op[1] == 'i' ? fmin(acc[o], v) : acc[o] + v; break;
+      /* a NaN wins, as in ONNX's reference (numpy); fmax / fmin dropped it */
+      case 'M': acc[o] = op[1] == 'a' ? (v > acc[o] || v != v ? v : acc[o])
+                         : op[1] == 'i' ? (v < acc[o] || v != v ? v : acc[o]) : acc[o] + v; break;
       case 'P': acc[o] *= v; break;
       case 'L': acc[o] += op[1] == '1' ? fabs(v) : v * v; break; /* ReduceL1 / L2 */
       case 'S': acc[o] += op[3] == 'S' ? v * v : v; break;      /* Sum / SumSquare */

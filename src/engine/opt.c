@@ -15,6 +15,8 @@ static int lookup_ops(vr_graph *g, vr_errbuf *err) {
     if (n->op_id < 0)
       return vr_errf(err, VR_EUNSUPPORTED, "node '%s': unsupported op '%s'",
                      n->name, n->op);
+    int rc = vr__attr_check(n, err);
+    if (rc) return rc;
     const vr_op *op = vr_op_get(n->op_id);
     int nin = n->nin;
     while (nin > 0 && n->in[nin - 1] < 0) nin--;

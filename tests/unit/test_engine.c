@@ -94,7 +94,11 @@ static void check_fixed(const char *name, double tol) {
  * C, then Relu, loads (the Relu was fused where no kernel takes it), and
  * so does an empty MatMul with a fused Relu; ConvTranspose with an
  * output_shape and auto_pad NOTSET puts the odd pad at the start; Max
- * and Min propagate a NaN. */
+ * and Min propagate a NaN; uint64 past 2^63 compares, divides, clips and
+ * casts as unsigned (it was read as a negative int64); integer Mod with
+ * fmod=1 takes the dividend's sign (it was refused); HardSigmoid and
+ * float64 Relu (reference kernels) keep a NaN, and so do ReduceMax and
+ * ReduceMin. */
 static void test_semantics(void **st) {
   check_model("alias_branch", 1, VR_PREC_FP32, 1e-5);
   check_model("alias_output", 1, VR_PREC_FP32, 1e-5);
@@ -123,6 +127,10 @@ static void test_semantics(void **st) {
   check_model("matmul_m0_relu", 1, VR_PREC_FP32, 1e-5);
   check_model("deconv_outshape", 1, VR_PREC_FP32, 1e-5);
   check_model("max_nan", 1, VR_PREC_FP32, 1e-6);
+  check_model("uint64_big", 1, VR_PREC_FP32, 1e-6);
+  check_model("int_fmod", 1, VR_PREC_FP32, 1e-6);
+  check_model("act_nan", 1, VR_PREC_FP32, 1e-6);
+  check_model("reduce_nan", 1, VR_PREC_FP32, 1e-6);
 }
 
 /* Model `name` (x plus something of the batch, x of 4 values a row) at
@@ -400,6 +408,14 @@ static void test_bad_models(void **st) {
                     "node 'clip' (Clip): input 1 (min/max) must be a scalar, has 0 elements");
   expect_load_error("tests/data/engine/bad_range_empty.onnx", VR_ESHAPE,
                     "node 'range' (Range): input 0 must be a scalar, has 0 elements");
+  /* An attribute of another type than ONNX's: it took the default (the
+   * perm reversed the dims) or was converted (alpha); ORT refuses it. */
+  expect_load_error("tests/data/engine/bad_attr_perm_int.onnx", VR_EFORMAT,
+                    "node 'tr' (Transpose): attribute 'perm' is INT, ONNX types it INTS");
+  expect_load_error("tests/data/engine/bad_attr_alpha_int.onnx", VR_EFORMAT,
+                    "node 'lrelu' (LeakyRelu): attribute 'alpha' is INT, ONNX types it FLOAT");
+  expect_load_error("tests/data/engine/bad_attr_axis_string.onnx", VR_EFORMAT,
+                    "node 'sm' (Softmax): attribute 'axis' is STRING, ONNX types it INT");
   assert_int_equal(vr_mem_blocks(), before);
 }
 

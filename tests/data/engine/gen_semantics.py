@@ -116,6 +116,28 @@ max_nan:       Max(x, c) and Min(x, c) with NaNs in x and in c, each
 bad_clip_empty_min, bad_range_empty: a Clip min, a Range start with no
                element (scalars): element 0 was read past the data (Clip
                clipped at whatever lay there); refused at load.
+bad_attr_perm_int, bad_attr_alpha_int, bad_attr_axis_string: Transpose's
+               perm as INT, LeakyRelu's alpha as INT, Softmax's axis as
+               STRING (ONNX: INTS, FLOAT, INT): the accessors took the
+               default (perm reversed the dims, the axis -1) or converted
+               the INT; refused at load, as ORT does.
+uint64_big:    x (0..3) cast to uint64 plus 2^63, against uint64 constants
+               on both sides of 2^63: Greater, Less, Max, Min, Div, Mod,
+               Clip, Cast to float, and float 2^63 + 2^60 x cast to uint64.
+               uint64 was read as int64, so the values past 2^63 were
+               negative (Greater false, Cast -9.2e18, Max the other one)
+               and a float past 2^63 saturated at 2^63 - 1.
+int_fmod:      int64 Mod with fmod=1 of signed values by [3, -3, 5, -5]: C's
+               remainder, the sign of the dividend (ONNX allows fmod=1 on
+               integers); it was refused ("fmod on integers").
+act_nan:       HardSigmoid of float32 and Relu of float64 (the reference
+               kernels; float32 Relu runs on oneDNN) with NaNs in x, each
+               NaN mapped to -7 (Where(Equal(v, v), v, -7)): a NaN stays
+               NaN (ONNX, ORT); the kernels gave 1 and 0 (fminf / fmaxf
+               and a comparison with 0 drop it).
+reduce_nan:    ReduceMax and ReduceMin over rows with and without a NaN, the
+               NaN mapped to -7: a row with a NaN reduces to NaN (ONNX's
+               reference, numpy); fmax / fmin dropped it.
 Fixed seed: re-running reproduces the same files.
 """
 import os
@@ -479,3 +501,57 @@ save("max_nan", [h.make_node("Max", ["x", "c"], ["mx"]), h.make_node("Min", ["x"
                  h.make_node("Cast", ["e1"], ["f1"], to=T.FLOAT), h.make_node("Cast", ["e2"], ["f2"], to=T.FLOAT),
                  h.make_node("Add", ["f1", "f2"], ["y"])],
      "x", [("y", ["N", 4])], {"c": c}, x, 2 * nn)
+save_bad("bad_attr_perm_int", h.make_node("Transpose", ["x"], ["y"], name="tr", perm=1), {})
+save_bad("bad_attr_alpha_int", h.make_node("LeakyRelu", ["x"], ["y"], name="lrelu", alpha=1), {})
+save_bad("bad_attr_axis_string", h.make_node("Softmax", ["x"], ["y"], name="sm", axis="0"), {})
+x = rng.integers(0, 4, (3, 4)).astype(np.float32)
+K = np.uint64(2 ** 63)
+u = x.astype(np.uint64) + K
+cs = np.array([1, 2, 3, 4], np.uint64)
+cb = np.array([2 ** 63 + 1, 1, 2 ** 64 - 1, 2 ** 63 + 2], np.uint64)
+U, F = T.UINT64, T.FLOAT
+cols = [(u > cb), (u < cb), (np.maximum(u, cs) - K), np.minimum(u, cs), u // np.uint64(2 ** 62),
+        u % np.uint64(10), np.clip(u, np.uint64(1), K + np.uint64(1)) - K, u.astype(np.float64) / 2.0 ** 63,
+        ((x * 2.0 ** 60 + 2.0 ** 63).astype(np.uint64) - K).astype(np.float64) / 2.0 ** 60]
+save("uint64_big",
+     [h.make_node("Cast", ["x"], ["xu"], to=U), h.make_node("Add", ["xu", "K"], ["u"]),
+      h.make_node("Greater", ["u", "cb"], ["gt"]), h.make_node("Less", ["u", "cb"], ["lt"]),
+      h.make_node("Max", ["u", "cs"], ["mx"]), h.make_node("Sub", ["mx", "K"], ["mxk"]),
+      h.make_node("Min", ["u", "cs"], ["mn"]), h.make_node("Div", ["u", "q"], ["dv"]),
+      h.make_node("Mod", ["u", "ten"], ["md"]), h.make_node("Clip", ["u", "one", "K1"], ["cl"]),
+      h.make_node("Sub", ["cl", "K"], ["clk"]), h.make_node("Cast", ["u"], ["uf"], to=F),
+      h.make_node("Mul", ["uf", "r63"], ["ufs"]),
+      h.make_node("Mul", ["x", "p60"], ["xp"]), h.make_node("Add", ["xp", "p63"], ["xb"]),
+      h.make_node("Cast", ["xb"], ["xbu"], to=U), h.make_node("Sub", ["xbu", "K"], ["xbk"]),
+      h.make_node("Cast", ["xbk"], ["xbf"], to=F), h.make_node("Mul", ["xbf", "r60"], ["fu"])]
+     + [h.make_node("Cast", [a], [a + "f"], to=F) for a in ["gt", "lt", "mxk", "mn", "dv", "md", "clk"]]
+     + [h.make_node("Concat", ["gtf", "ltf", "mxkf", "mnf", "dvf", "mdf", "clkf", "ufs", "fu"], ["y"], axis=1)],
+     "x", [("y", ["N", 36])],
+     {"K": np.array(K), "cb": cb, "cs": cs, "q": np.array(2 ** 62, np.uint64),
+      "ten": np.array(10, np.uint64), "one": np.array(1, np.uint64), "K1": np.array(K + np.uint64(1)),
+      "r63": np.array(2.0 ** -63, np.float32), "r60": np.array(2.0 ** -60, np.float32),
+      "p60": np.array(2.0 ** 60, np.float32), "p63": np.array(2.0 ** 63, np.float32)},
+     x, np.concatenate([c.astype(np.float64) for c in cols], 1))
+x = np.array([[-7, 7, -7, 7], [5, -5, -4, 4], [-1, 1, 2, -2]], np.float32)
+c = np.array([3, -3, 5, -5], np.int64)
+save("int_fmod", [h.make_node("Cast", ["x"], ["xi"], to=T.INT64), h.make_node("Mod", ["xi", "c"], ["m"], fmod=1),
+                  h.make_node("Cast", ["m"], ["y"], to=T.FLOAT)],
+     "x", [("y", ["N", 4])], {"c": c}, x, np.fmod(x.astype(np.int64), c))
+x = np.array([[np.nan, -1, 2, 30], [-20, np.nan, -0.5, 7]], np.float32)
+hs = np.clip(0.2 * x.astype(np.float64) + 0.5, 0, 1)
+hs[np.isnan(x)] = np.nan
+rl = np.where(np.isnan(x), np.nan, np.maximum(x, 0))
+save("act_nan", [h.make_node("HardSigmoid", ["x"], ["hs"]), h.make_node("Cast", ["x"], ["xd"], to=T.DOUBLE),
+                 h.make_node("Relu", ["xd"], ["rd"]), h.make_node("Cast", ["rd"], ["rl"], to=T.FLOAT),
+                 h.make_node("Equal", ["hs", "hs"], ["e1"]), h.make_node("Equal", ["rl", "rl"], ["e2"]),
+                 h.make_node("Where", ["e1", "hs", "m7"], ["w1"]), h.make_node("Where", ["e2", "rl", "m7"], ["w2"]),
+                 h.make_node("Concat", ["w1", "w2"], ["y"], axis=1)],
+     "x", [("y", ["N", 8])], {"m7": np.array(-7, np.float32)}, x,
+     np.concatenate([np.where(np.isnan(v), -7, v) for v in (hs, rl)], 1))
+x = np.array([[np.nan, -1, 2, 3], [-2, 5, -0.5, 7], [4, 1, np.nan, -3]], np.float32)
+red = [np.max(x, 1, keepdims=True), np.min(x, 1, keepdims=True)]
+save("reduce_nan", [h.make_node("ReduceMax", ["x"], ["mx"], axes=[1]), h.make_node("ReduceMin", ["x"], ["mn"], axes=[1]),
+                    h.make_node("Concat", ["mx", "mn"], ["r"], axis=1), h.make_node("Equal", ["r", "r"], ["e"]),
+                    h.make_node("Where", ["e", "r", "m7"], ["y"])],
+     "x", [("y", ["N", 2])], {"m7": np.array(-7, np.float32)}, x,
+     np.where(np.isnan(np.concatenate(red, 1)), -7, np.concatenate(red, 1)))
