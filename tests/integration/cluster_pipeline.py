@@ -48,6 +48,7 @@ import json
 import os
 import re
 import struct
+import shutil
 import subprocess
 import sys
 import time
@@ -424,3 +425,4 @@ finally:
     for proc in procs:
         if proc.poll() is None:
             proc.kill()
+    shutil.rmtree(tmp, ignore_errors=True)  # a failure prints its logs first (H.fail)
