@@ -253,6 +253,12 @@ static void test_hop(void **st) {
   assert_int_equal(vr_pipe_hop(p, &plan, &r, 1, a, &h, &alt), VR_HOP_DROP);
   h.child_is_leaf = 0;
   assert_int_equal(vr_pipe_hop(p, &plan, &r, 1, a, &h, &alt), VR_HOP_FORWARD);
+  /* where a queue may drop what cannot meet its deadline */
+  assert_false(vr_edrop_deadline_drops(VR_EDROP_NONE, 1));
+  assert_false(vr_edrop_deadline_drops(VR_EDROP_LAST, 0));
+  assert_true(vr_edrop_deadline_drops(VR_EDROP_LAST, 1));
+  assert_true(vr_edrop_deadline_drops(VR_EDROP_PER_TASK, 0));
+  assert_true(vr_edrop_deadline_drops(VR_EDROP_REROUTE, 0));
   assert_int_equal(vr_edrop_parse("reroute"), VR_EDROP_REROUTE);
   assert_int_equal(vr_edrop_parse("bogus"), -1);
   vr_pipe_routes_free(&r);
@@ -338,6 +344,13 @@ static void test_sim_overload(void **st) {
     if (mode == VR_EDROP_NONE) {
       assert_int_equal(s.task[0].drops[VR_PDROP_EXPIRED], 0);
       assert_true(s.late > 0);
+    } else if (mode == VR_EDROP_LAST) {
+      /* nothing is dropped before the last task (Loki §5.2); the
+       * detector's queue dropped what could not finish in time, a rule of
+       * the per-task modes */
+      assert_int_equal(s.task[0].drops[VR_PDROP_EXPIRED], 0);
+      assert_int_equal(s.task[0].drops[VR_PDROP_EARLY], 0);
+      assert_true(s.dropped > 0);
     } else {
       assert_true(s.dropped > s.late);
     }
