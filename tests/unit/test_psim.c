@@ -114,6 +114,34 @@ static void test_loader(void **st) {
   vr_pipe_data_free(&d);
 }
 
+/* An unlabelled child beside a labelled one, with no branching column of
+ * its own, gets what the labelled child's share leaves: each detection
+ * goes to one child (pipeline.h). */
+static void test_loader_unlabelled_rest(void **st) {
+  (void)st;
+  put("apps/mixed.json",
+      "{\"appName\":\"mixed\",\"latencySLOInMSec\":200,\"root\":{"
+      "\"task\":\"det\",\"model_variants\":[\"det_s\",\"det_l\"],"
+      "\"children\":[{\"task\":\"cls\",\"label\":1,"
+      "\"model_variants\":[\"cls_a\"],\"children\":[]},"
+      "{\"task\":\"face\",\"model_variants\":[\"face_a\"],"
+      "\"children\":[]}]}}");
+  put("profiling/branching_cls.csv",
+      ",model,mult_factor,cls\n0,det_s,2.0,0.75\n1,det_l,4.0,0.5\n");
+  char app[512], rt[512], br[512];
+  snprintf(app, sizeof app, "%s/apps/mixed.json", dir);
+  snprintf(rt, sizeof rt, "%s/profiling/simulator_runtimes.csv", dir);
+  snprintf(br, sizeof br, "%s/profiling/branching_cls.csv", dir);
+  vr_pipe_data d;
+  vr_errbuf err = {0};
+  assert_int_equal(vr_loki_load_files(app, NULL, rt, br, "gpu", &d, &err), 0);
+  const vr_pipe_task *det = &d.pipe->tasks[0];
+  assert_true(det->variants[0].share[0] == 0.75);
+  assert_true(fabs(det->variants[0].share[1] - 0.25) < 1e-12);
+  assert_true(fabs(det->variants[1].share[1] - 0.5) < 1e-12);
+  vr_pipe_data_free(&d);
+}
+
 static void test_loader_errors(void **st) {
   (void)st;
   vr_pipe_data d;
@@ -504,6 +532,7 @@ int main(void) {
       cmocka_unit_test(test_sort_floats),
       cmocka_unit_test(test_loader),
       cmocka_unit_test(test_loader_errors),
+      cmocka_unit_test(test_loader_unlabelled_rest),
       cmocka_unit_test(test_most_accurate_first),
       cmocka_unit_test(test_hop),
       cmocka_unit_test(test_sim_light),
