@@ -94,6 +94,7 @@ typedef struct pl_pick_in {
   double spent_ms;          /* at the parent's task (queue + run) */
   double slo_ms;            /* the request's end-to-end SLO */
   int drop_mode;            /* vr_edrop_mode */
+  int expired;              /* the hop starts past the request's deadline */
   double u;                 /* uniform in [0,1) */
 } pl_pick_in;
 
@@ -101,6 +102,10 @@ typedef struct pl_pick {
   int slot;        /* view slot chosen (after a reroute), -1 none */
   int instance_id; /* -1: no instance serves the task now */
   int verdict;     /* vr_hop_verdict */
+  int deadline_drops; /* the hop may be dropped for its deadline at its
+                         queue (vr_edrop_deadline_drops) */
+  int expired;        /* 1: drop it, it starts past its deadline and
+                         deadline_drops (nothing else is filled) */
   double budget_sum, behind_ms;
   char model[64];
   char variant[128];

@@ -214,6 +214,9 @@ int vr__pipe_pol_pick(pl_pipe *pp, const pl_pick_in *in, pl_pick *out) {
   if (!pol || !pol->have_routes) return -1;
   const vr_pipeline *v = pol->view;
   int t = in->task;
+  int mode = pol->follow ? pol->drop_mode : in->drop_mode;
+  out->deadline_drops = vr_edrop_deadline_drops(mode, v->tasks[t].nchildren == 0);
+  if (in->expired && out->deadline_drops) return out->expired = 1, 0;
   if (in->parent_slot < 0) {
     out->slot = vr_pipe_route_pick(v, &pol->routes, 0, -1, in->u);
   } else {
@@ -221,7 +224,7 @@ int vr__pipe_pol_pick(pl_pipe *pp, const pl_pick_in *in, pl_pick *out) {
     out->budget_sum = in->parent_budget_sum + budget;
     out->slot = vr_pipe_route_pick(v, &pol->routes, t, in->parent_slot, in->u);
     if (out->slot >= 0) {
-      vr_hop h = {.mode = pol->follow ? pol->drop_mode : in->drop_mode,
+      vr_hop h = {.mode = mode,
                   .elapsed_ms = in->elapsed_ms,
                   .spent_ms = in->spent_ms,
                   .budget_ms = budget,

@@ -282,7 +282,7 @@ static void abandon(phop *h, vr_pipe_outcome o, const char *msg) {
   finish_hop(h, o, msg);
 }
 
-static void submit(phop *h, const char *model, int instance_id);
+static void submit(phop *h, const char *model, int instance_id, int deadline_drops);
 
 static void on_routed(void *tag, const vr_ctl_route *route) {
   phop *h = tag;
@@ -296,15 +296,17 @@ static void on_routed(void *tag, const vr_ctl_route *route) {
                                                         : VR_POUT_FAILED;
     return finish_hop(h, o, route->msg);
   }
-  submit(h, route->model, route->instance_id);
+  submit(h, route->model, route->instance_id, 1);
 }
 
-/* Queues the hop on an instance of model. */
-static void submit(phop *h, const char *model, int instance_id) {
+/* Queues the hop on an instance of model; with deadline_drops 0 (a
+ * pipeline policy's drop mode keeps the hop: vr_edrop_deadline_drops) it
+ * is neither dropped for its deadline here nor by the queue. */
+static void submit(phop *h, const char *model, int instance_id, int deadline_drops) {
   preq *q = h->q;
   char msg[160];
   int64_t now = vr_clock_now(q->ps->clock);
-  if (vr_fanout_hop_expired(now, q->deadline_ns)) { /* e.g. after a load */
+  if (deadline_drops && vr_fanout_hop_expired(now, q->deadline_ns)) { /* e.g. after a load */
     snprintf(msg, sizeof msg, "end-to-end deadline passed %.3f ms before the hop was queued",
              (now - q->deadline_ns) / 1e6);
     return abandon(h, VR_POUT_DROPPED, msg);
@@ -338,7 +340,9 @@ static void submit(phop *h, const char *model, int instance_id) {
     r->n_in = q->q.n_in;
     memcpy(r->in, q->q.in, sizeof q->q.in);
   }
-  r->timeout_ns = q->deadline_ns - now; /* the queue orders and drops by it */
+  /* the queue drops by it and sizes batches to it; none: the answer-time
+   * check (vr_drop_answer_due) still keeps a late answer from the client */
+  r->timeout_ns = deadline_drops ? q->deadline_ns - now : 0;
   r->done = on_done;
   r->user = h;
   if (remote) q->ps->remote(q->ps->remote_user, model, r, h->pub.worker);
@@ -352,6 +356,14 @@ static double unif(void) {
   if (!x) x = (uint64_t)vr_clock_now(vr_clock_monotonic()) ^ (uint64_t)(uintptr_t)&x;
   x ^= x << 13, x ^= x >> 7, x ^= x << 17;
   return (double)(x >> 11) / 9007199254740992.0;
+}
+
+/* Ends a hop that starts past the request's deadline (vr_fanout_hop_expired). */
+static void end_expired(phop *h, int64_t now) {
+  char msg[160];
+  snprintf(msg, sizeof msg, "end-to-end deadline passed %.3f ms before this hop",
+           (now - h->q->deadline_ns) / 1e6);
+  finish_hop(h, VR_POUT_DROPPED, msg);
 }
 
 /* Under a pipeline policy with a plan in force: routes the hop by the
@@ -368,6 +380,7 @@ static int policy_hop(phop *h, int64_t now) {
                    .spent_ms = par ? (par->pub.queue_ns + par->pub.compute_ns) / 1e6 : 0,
                    .slo_ms = (q->deadline_ns - q->arrival_ns) / 1e6,
                    .drop_mode = q->ps->pdef ? q->ps->pdef->drop_mode : 0,
+                   .expired = vr_fanout_hop_expired(now, q->deadline_ns),
                    .u = unif()};
   pl_pick pk;
   pthread_mutex_lock(&pp->mu);
@@ -384,6 +397,10 @@ static int policy_hop(phop *h, int64_t now) {
   h->slot = pk.slot;
   h->budget_sum = pk.budget_sum;
   char msg[200];
+  if (pk.expired) {
+    end_expired(h, now);
+    return 1;
+  }
   if (pk.verdict == VR_HOP_DROP) {
     snprintf(msg, sizeof msg, "early drop: %.3f ms behind the path's budget and no backup "
              "variant fits", pk.behind_ms);
@@ -398,7 +415,7 @@ static int policy_hop(phop *h, int64_t now) {
   snprintf(h->pub.model, sizeof h->pub.model, "%s", pk.model);
   snprintf(h->pub.variant, sizeof h->pub.variant, "%s", pk.variant);
   h->pub.accuracy = pk.accuracy;
-  submit(h, pk.model, pk.instance_id);
+  submit(h, pk.model, pk.instance_id, pk.deadline_drops);
   return 1;
 }
 
@@ -408,13 +425,8 @@ static void start_hop(phop *h) {
   const vr_pipe_task *t = &sp->tasks[h->pub.task];
   int64_t now = vr_clock_now(q->ps->clock);
   h->pub.start_ns = now - q->arrival_ns;
-  if (vr_fanout_hop_expired(now, q->deadline_ns)) {
-    char msg[160];
-    snprintf(msg, sizeof msg, "end-to-end deadline passed %.3f ms before this hop",
-             (now - q->deadline_ns) / 1e6);
-    return finish_hop(h, VR_POUT_DROPPED, msg);
-  }
-  if (policy_hop(h, now)) return;
+  if (policy_hop(h, now)) return; /* its drop mode says whether it expires */
+  if (vr_fanout_hop_expired(now, q->deadline_ns)) return end_expired(h, now);
   const pl_task *pt = &q->pp->t[h->pub.task];
   vr_ctl_query cq = {.app = t->app};
   cq.latency_ms = vr_fanout_hop_slo_ms((q->deadline_ns - now) / 1e6, pt->levels);

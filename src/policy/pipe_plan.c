@@ -202,6 +202,10 @@ int vr_edrop_parse(const char *s) {
   return -1;
 }
 
+int vr_edrop_deadline_drops(int mode, int last_task) {
+  return mode == VR_EDROP_LAST ? last_task : mode != VR_EDROP_NONE;
+}
+
 int vr_pipe_hop(const vr_pipeline *p, const vr_pipe_plan *plan,
                 const vr_pipe_routes *r, int c, int to, const vr_hop *h,
                 int *alt) {

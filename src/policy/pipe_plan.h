@@ -174,6 +174,15 @@ typedef enum {
 const char *vr_edrop_name(int mode);
 int vr_edrop_parse(const char *s); /* -1 if unknown */
 
+/* Whether a hop at a task may be dropped for its deadline besides
+ * vr_pipe_hop's verdict: by its queue (policy/drop.h vr_drop_due, at
+ * admission and before each batch) or when it is queued past the
+ * deadline. Loki's modes say where requests may be dropped (§5.2, §6.3):
+ * none never, last_task only at the last task (a leaf: no task after it),
+ * per_task and reroute at every task. The live request path and psim both
+ * ask here. */
+int vr_edrop_deadline_drops(int mode, int last_task);
+
 /* One hop: a request finished task t (slot `from`, -1 at the front end)
  * and the routing table chose variant `to` (a slot of child task c). */
 typedef struct vr_hop {

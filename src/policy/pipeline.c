@@ -65,13 +65,24 @@ int vr_pipe_task_route_label(const vr_pipeline *p, const vr_pipe_task *t,
   return any;
 }
 
+/* Each output goes to one child (vr_pipe_task_route_label), so the
+ * unlabelled child (siblings' labels are unique: at most one) gets what its
+ * labelled siblings do not: a share of 1 beside theirs would have planners
+ * provision it for every output while it receives only the rest. */
+void vr_pipe_rest_share(const vr_pipeline *p, int t, double *share) {
+  const vr_pipe_task *tk = &p->tasks[t];
+  int rest = vr_pipe_task_route_label(p, tk, NULL);
+  if (rest < 0) return;
+  double taken = 0;
+  for (int c = 0; c < tk->nchildren; c++)
+    if (c != rest) taken += share[c];
+  share[rest] = taken < 1 ? 1 - taken : 0;
+}
+
+/* Nothing measured yet: an output is as likely to go to any child. */
 void vr_pipe_default_shares(const vr_pipeline *p, int t, double *share) {
   const vr_pipe_task *tk = &p->tasks[t];
-  int labelled = 0;
-  for (int c = 0; c < tk->nchildren; c++)
-    labelled += p->tasks[tk->children[c]].label[0] != 0;
-  for (int c = 0; c < tk->nchildren; c++)
-    share[c] = p->tasks[tk->children[c]].label[0] ? 1.0 / labelled : 1.0;
+  for (int c = 0; c < tk->nchildren; c++) share[c] = 1.0 / tk->nchildren;
 }
 
 static int name_ok(const char *s) {
@@ -113,11 +124,18 @@ static int check_variants(const vr_pipe_task *t, vr_errbuf *err) {
     if (!(pv->mult >= 0 && pv->mult <= 1e6))
       return vr_errf(err, VR_EINVAL, "task '%s' variant '%s': mult %g not in "
                      "[0,1e6]", t->name, pv->name, pv->mult);
-    for (int c = 0; c < t->nchildren; c++)
+    double sum = 0;
+    for (int c = 0; c < t->nchildren; c++) {
       if (!(pv->share[c] >= 0 && pv->share[c] <= 1))
         return vr_errf(err, VR_EINVAL, "task '%s' variant '%s': share %g of "
                        "child %d not in [0,1]", t->name, pv->name,
                        pv->share[c], c);
+      sum += pv->share[c];
+    }
+    if (sum > 1 + 1e-9) /* the planners would provision outputs twice */
+      return vr_errf(err, VR_EINVAL, "task '%s' variant '%s': shares sum to "
+                     "%g > 1 (each output goes to one child)", t->name,
+                     pv->name, sum);
   }
   return 0;
 }

@@ -11,7 +11,10 @@
  *    parents before children (demand propagation, path accuracy).
  *  - The edge from a task to a child may carry a label: only outputs of the
  *    parent with that label go to the child (Loki: COCO class 2 "car" to
- *    car_classification). An empty label means every output goes there.
+ *    car_classification). An empty label means every output that no
+ *    labelled sibling takes goes there (siblings' labels are unique, so a
+ *    task has at most one unlabelled child); each output goes to one
+ *    child.
  *    Labels are strings; Loki's integer labels are kept as their decimal
  *    text.
  *  - One end-to-end latency SLO (slo_ms) for the whole tree.
@@ -20,8 +23,10 @@
  *    branching.csv mult_factor, or measured live) and per child the share
  *    of those outgoing requests that go to it (Loki's per-child branch
  *    probabilities). Requests to child c per request served by variant v:
- *    mult x share[c]. Until measured, mult = 1 and shares are 1 for an
- *    unlabelled child and split evenly among labelled children.
+ *    mult x share[c]; a variant's shares sum to at most 1 (the rest of
+ *    its outputs leave the pipeline). Until measured, mult = 1 and the
+ *    shares split evenly among the children; the unlabelled child's share,
+ *    when not given, is what its labelled siblings leave (1 - their sum).
  *  - Leaves are the pipeline's outputs. Loki writes them as a pseudo-task
  *    "sink" (variants ["sink"], no children) under each leaf; the Loki parser
  *    drops those markers, so the tree holds only real tasks (a sink repeated
@@ -117,7 +122,8 @@ json_t *vr_pipeline_to_json(const vr_pipeline *p);
 /* Structural checks on a pipeline built by hand or by a parser: the tree
  * (preorder, parent/child links agree, no cycles), unique task names,
  * every task has an app or at least one variant, unique variant names per
- * task, numbers in range, unique labels among siblings. */
+ * task, numbers in range (a variant's shares sum to at most 1), unique
+ * labels among siblings. */
 int vr_pipeline_validate(const vr_pipeline *p, vr_errbuf *err);
 
 /* Deep copy; NULL on allocation failure. */
@@ -141,6 +147,10 @@ int vr_pipe_task_set_variants(vr_pipeline *p, int t, const char *const *names,
 
 /* Default shares of task t (see the model above) into share[nchildren]. */
 void vr_pipe_default_shares(const vr_pipeline *p, int t, double *share);
+
+/* Sets the share of task t's unlabelled child, if it has one, to what the
+ * other children's shares leave: 1 - their sum, at least 0. */
+void vr_pipe_rest_share(const vr_pipeline *p, int t, double *share);
 
 /* Expected request rates per task when the root receives root_qps and task
  * i is served by variant choice[i] (an index into its variants; a value

@@ -180,6 +180,9 @@ static int parse_variant(vr_pipeline *p, int ti, const json_t *e,
                      v->name);
     v->share[c] = json_number_value(val);
   }
+  int rest = vr_pipe_task_route_label(p, t, NULL);
+  if (rest >= 0 && !json_object_get(sh, p->tasks[t->children[rest]].name))
+    vr_pipe_rest_share(p, ti, v->share);
   return 0;
 }
 

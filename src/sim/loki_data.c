@@ -220,6 +220,9 @@ static int load_branching(const char *path, vr_pipe_data *d, vr_errbuf *err) {
       int v = vr_pipe_task_variant(tk, fl[cm]);
       if (v < 0) continue;
       tk->variants[v].mult = m;
+      /* an unlabelled child without a column takes what the others leave */
+      int rest = vr_pipe_task_route_label(p, tk, NULL);
+      int fill = rest >= 0 && col(h, nh, p->tasks[tk->children[rest]].name) < 0;
       for (int c = 0; c < tk->nchildren; c++) {
         int k = col(h, nh, p->tasks[tk->children[c]].name);
         double s;
@@ -231,6 +234,7 @@ static int load_branching(const char *path, vr_pipe_data *d, vr_errbuf *err) {
         }
         tk->variants[v].share[c] = s;
       }
+      if (fill) vr_pipe_rest_share(p, t, tk->variants[v].share);
     }
   }
   fclose(f);

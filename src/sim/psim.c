@@ -199,8 +199,10 @@ int vr__psim_start(psim *s, int ii) {
     in->head = REQ(s, ri)->next;
     in->qlen--;
     /* the request path's rule (policy/drop.h), with the end-to-end
-     * deadline the request carries */
-    if (s->cfg->drop_mode != VR_EDROP_NONE &&
+     * deadline the request carries, where the drop mode drops (last_task:
+     * not before the last task) */
+    if (vr_edrop_deadline_drops(s->cfg->drop_mode,
+                                s->p->tasks[in->task].nchildren == 0) &&
         vr_drop_due(s->now, QRY(s, REQ(s, ri)->q)->deadline_ns,
                     &s->prof[in->slot].lat, 1)) {
       vr__psim_end(s, ri, VR_PDROP_EXPIRED);

@@ -9,7 +9,8 @@
  *    arrival + the pipeline SLO.
  *  - Each instance has a FIFO queue and serves dynamic batches (whatever is
  *    queued, up to its plan's max batch; each request that cannot meet its
- *    deadline even alone is dropped instead) with service times from the
+ *    deadline even alone is dropped instead, where the drop mode drops:
+ *    vr_edrop_deadline_drops) with service times from the
  *    variant's profile (p50, or drawn from the percentiles with `noise`).
  *    (With live_rules, the live server's rules instead: see the config.)
  *  - When a request finishes task t on variant v, it emits K ~ Poisson(mult
@@ -54,7 +55,9 @@
 typedef enum {
   VR_PDROP_QUEUE_FULL = 0, /* instance queue at max_queue */
   VR_PDROP_EXPIRED,        /* at batch start, could not meet its deadline
-                              even alone (vr_drop_due, policy/drop.h) */
+                              even alone (vr_drop_due, policy/drop.h; not
+                              in mode none, nor before the last task in
+                              last_task) */
   VR_PDROP_EARLY,          /* vr_pipe_hop said drop (behind its budget) */
   VR_PDROP_NO_INSTANCE,    /* the task had no instance to route to */
   VR_PDROP_PAST_DEADLINE,  /* live rules: the hop started at or after its

@@ -318,6 +318,77 @@ static void test_proteus(void **st) {
   vr_pipe_data_free(&d);
 }
 
+/* One labelled and one unlabelled child: each detection goes to one child
+ * (its label's, else the unlabelled one), so until shares are measured the
+ * two split the detector's outputs (1/2 each), and what the planner and
+ * MostAccurateFirst expect at each child is what the simulator sends. The
+ * unlabelled child's default share was 1 beside the labelled child's 1:
+ * the planner provisioned both for every output (2 instances each here),
+ * while each output reached one child. */
+static void test_labelled_and_unlabelled_child(void **st) {
+  (void)st;
+  static const char *FORK =
+      "{\"name\":\"fork\",\"latency_ms\":100,\"tasks\":["
+      "{\"name\":\"det\",\"variants\":[{\"name\":\"d1\",\"accuracy\":100,"
+      "\"mult\":2}],\"children\":[{\"task\":\"car\",\"label\":\"car\"},"
+      "\"rest\"]},"
+      "{\"name\":\"car\",\"variants\":[{\"name\":\"c1\",\"accuracy\":100}]},"
+      "{\"name\":\"rest\",\"variants\":[{\"name\":\"r1\",\"accuracy\":100}]}]}";
+  vr_pipe_data d;
+  memset(&d, 0, sizeof d);
+  vr_errbuf err = {0};
+  assert_int_equal(vr_pipeline_parse(FORK, strlen(FORK), &d.pipe, &err), 0);
+  const vr_pipeline *p = d.pipe;
+  /* the live router: "car" to car, any other label to rest */
+  assert_int_equal(vr_pipe_task_route_label(p, &p->tasks[0], "car"), 0);
+  assert_int_equal(vr_pipe_task_route_label(p, &p->tasks[0], "person"), 1);
+  vr_pipe_data_index(&d);
+  d.prof = VR_NEWN(vr_profile, 3);
+  for (int i = 0; i < 3; i++) { /* 10 ms alone: 100/s per instance */
+    vr_profile_init(&d.prof[i]);
+    d.prof[i].lat.p50_ms[0] = 10;
+    d.prof[i].max_batch = 1;
+  }
+  /* 80 frames/s, 160 detections/s: 80/s to each child, one instance each */
+  double rate[3];
+  int choice[3] = {0, 0, 0};
+  vr_pipeline_rates(p, choice, NULL, 80, rate);
+  assert_true(fabs(rate[1] + rate[2] - 160) < 1e-9);
+  vr_pipe_plan plan;
+  assert_int_equal(vr_pipe_plan_init(&plan, p), 0);
+  vr_loki_stats ls;
+  assert_int_equal(vr_loki_plan(p, d.prof, 80, 8, NULL, &plan, &ls, &err), 0);
+  assert_int_equal(ls.step, 1);
+  assert_int_equal(plan.a[1].inst, 1);
+  assert_int_equal(plan.a[2].inst, 1);
+  vr_pipe_routes r;
+  memset(&r, 0, sizeof r);
+  assert_int_equal(vr_pipe_route_build(p, &plan, 80, &r), 0);
+  assert_true(fabs(r.incoming[1] + r.incoming[2] - 160) < 1e-9);
+  /* the simulator, exactly 2 detections per frame: what reaches each
+   * child is what was planned for it */
+  vr_workload wl;
+  memset(&wl, 0, sizeof wl);
+  wl.kind = VR_WL_CONSTANT;
+  wl.rate = 80;
+  vr_psim_cfg cfg = {.data = &d, .arrivals = &wl, .workers = 8,
+                     .duration_s = 20, .tick_s = 1, .seed = 5,
+                     .max_queue = 256, .drop_mode = VR_EDROP_NONE,
+                     .plan = &plan, .ctl_period_s = 10, .fanout_exact = 1};
+  vr_psim_summary s;
+  assert_int_equal(vr_psim_run(&cfg, NULL, &s, &err), 0);
+  assert_int_equal(s.task[1].requests + s.task[2].requests, 2 * s.task[0].served);
+  for (int c = 1; c <= 2; c++) {
+    double sent = (double)s.task[c].requests / cfg.duration_s;
+    assert_true(fabs(sent - r.incoming[c]) < 0.1 * r.incoming[c]);
+    assert_true(fabs(sent - rate[c]) < 0.1 * rate[c]);
+  }
+  vr_psim_summary_free(&s);
+  vr_pipe_routes_free(&r);
+  vr_pipe_plan_free(&plan);
+  vr_pipe_data_free(&d);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_hw_vs_brute),
@@ -327,6 +398,7 @@ int main(void) {
       cmocka_unit_test(test_slo_infeasible),
       cmocka_unit_test(test_hw_scaling_ties),
       cmocka_unit_test(test_proteus),
+      cmocka_unit_test(test_labelled_and_unlabelled_child),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -226,6 +226,35 @@ static void test_errors(void **st) {
              VR_EINVAL, "task 'a' defined twice");
 }
 
+/* An unlabelled child beside a labelled one takes the outputs no labelled
+ * sibling does (one child per output): its share is the remainder, and a
+ * variant's shares cannot sum past 1. It defaulted to 1 beside the
+ * labelled child's 1, so planners provisioned twice the outputs. */
+static void test_unlabelled_sibling_share(void **st) {
+  (void)st;
+  static const char *FORK =
+      "{\"name\":\"f\",\"latency_ms\":100,\"tasks\":["
+      "{\"name\":\"a\",\"variants\":[\"v\",{\"name\":\"w\",\"shares\":"
+      "{\"car\":0.8}}],\"children\":[{\"task\":\"car\",\"label\":\"car\"},"
+      "\"rest\"]},"
+      "{\"name\":\"car\",\"app\":\"x\"},{\"name\":\"rest\",\"app\":\"x\"}]}";
+  vr_pipeline *p = parse_ok(FORK);
+  const vr_pipe_task *a = &p->tasks[0];
+  assert_true(a->variants[0].share[0] == 0.5 && a->variants[0].share[1] == 0.5);
+  assert_true(fabs(a->variants[1].share[1] - 0.2) < 1e-12);
+  int choice[3] = {0, 0, 0};
+  double rate[3];
+  vr_pipeline_rates(p, choice, NULL, 100, rate);
+  assert_true(fabs(rate[1] + rate[2] - 100) < 1e-9);
+  vr_pipeline_free(p);
+  expect_err("{\"name\":\"f\",\"latency_ms\":100,\"tasks\":["
+             "{\"name\":\"a\",\"variants\":[{\"name\":\"v\",\"shares\":"
+             "{\"car\":0.8,\"rest\":0.5}}],\"children\":["
+             "{\"task\":\"car\",\"label\":\"car\"},\"rest\"]},"
+             "{\"name\":\"car\",\"app\":\"x\"},{\"name\":\"rest\",\"app\":\"x\"}]}",
+             VR_EINVAL, "shares sum to 1.3 > 1");
+}
+
 static void test_rates(void **st) {
   (void)st;
   vr_pipeline *p = parse_ok(SPEC);
@@ -272,7 +301,7 @@ int main(void) {
       cmocka_unit_test(test_loki_app),   cmocka_unit_test(test_loki_published),
       cmocka_unit_test(test_spec),       cmocka_unit_test(test_round_trip),
       cmocka_unit_test(test_errors),     cmocka_unit_test(test_rates),
-      cmocka_unit_test(test_set_variants),
+      cmocka_unit_test(test_set_variants), cmocka_unit_test(test_unlabelled_sibling_share),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -114,6 +114,34 @@ static void test_loader(void **st) {
   vr_pipe_data_free(&d);
 }
 
+/* An unlabelled child beside a labelled one, with no branching column of
+ * its own, gets what the labelled child's share leaves: each detection
+ * goes to one child (pipeline.h). */
+static void test_loader_unlabelled_rest(void **st) {
+  (void)st;
+  put("apps/mixed.json",
+      "{\"appName\":\"mixed\",\"latencySLOInMSec\":200,\"root\":{"
+      "\"task\":\"det\",\"model_variants\":[\"det_s\",\"det_l\"],"
+      "\"children\":[{\"task\":\"cls\",\"label\":1,"
+      "\"model_variants\":[\"cls_a\"],\"children\":[]},"
+      "{\"task\":\"face\",\"model_variants\":[\"face_a\"],"
+      "\"children\":[]}]}}");
+  put("profiling/branching_cls.csv",
+      ",model,mult_factor,cls\n0,det_s,2.0,0.75\n1,det_l,4.0,0.5\n");
+  char app[512], rt[512], br[512];
+  snprintf(app, sizeof app, "%s/apps/mixed.json", dir);
+  snprintf(rt, sizeof rt, "%s/profiling/simulator_runtimes.csv", dir);
+  snprintf(br, sizeof br, "%s/profiling/branching_cls.csv", dir);
+  vr_pipe_data d;
+  vr_errbuf err = {0};
+  assert_int_equal(vr_loki_load_files(app, NULL, rt, br, "gpu", &d, &err), 0);
+  const vr_pipe_task *det = &d.pipe->tasks[0];
+  assert_true(det->variants[0].share[0] == 0.75);
+  assert_true(fabs(det->variants[0].share[1] - 0.25) < 1e-12);
+  assert_true(fabs(det->variants[1].share[1] - 0.5) < 1e-12);
+  vr_pipe_data_free(&d);
+}
+
 static void test_loader_errors(void **st) {
   (void)st;
   vr_pipe_data d;
@@ -253,6 +281,12 @@ static void test_hop(void **st) {
   assert_int_equal(vr_pipe_hop(p, &plan, &r, 1, a, &h, &alt), VR_HOP_DROP);
   h.child_is_leaf = 0;
   assert_int_equal(vr_pipe_hop(p, &plan, &r, 1, a, &h, &alt), VR_HOP_FORWARD);
+  /* where a queue may drop what cannot meet its deadline */
+  assert_false(vr_edrop_deadline_drops(VR_EDROP_NONE, 1));
+  assert_false(vr_edrop_deadline_drops(VR_EDROP_LAST, 0));
+  assert_true(vr_edrop_deadline_drops(VR_EDROP_LAST, 1));
+  assert_true(vr_edrop_deadline_drops(VR_EDROP_PER_TASK, 0));
+  assert_true(vr_edrop_deadline_drops(VR_EDROP_REROUTE, 0));
   assert_int_equal(vr_edrop_parse("reroute"), VR_EDROP_REROUTE);
   assert_int_equal(vr_edrop_parse("bogus"), -1);
   vr_pipe_routes_free(&r);
@@ -338,6 +372,13 @@ static void test_sim_overload(void **st) {
     if (mode == VR_EDROP_NONE) {
       assert_int_equal(s.task[0].drops[VR_PDROP_EXPIRED], 0);
       assert_true(s.late > 0);
+    } else if (mode == VR_EDROP_LAST) {
+      /* nothing is dropped before the last task (Loki §5.2); the
+       * detector's queue dropped what could not finish in time, a rule of
+       * the per-task modes */
+      assert_int_equal(s.task[0].drops[VR_PDROP_EXPIRED], 0);
+      assert_int_equal(s.task[0].drops[VR_PDROP_EARLY], 0);
+      assert_true(s.dropped > 0);
     } else {
       assert_true(s.dropped > s.late);
     }
@@ -491,6 +532,7 @@ int main(void) {
       cmocka_unit_test(test_sort_floats),
       cmocka_unit_test(test_loader),
       cmocka_unit_test(test_loader_errors),
+      cmocka_unit_test(test_loader_unlabelled_rest),
       cmocka_unit_test(test_most_accurate_first),
       cmocka_unit_test(test_hop),
       cmocka_unit_test(test_sim_light),
