@@ -799,6 +799,39 @@ static void test_model_registered(void **st) {
   drop_all(p);
 }
 
+/* A worker following the controller's plan keeps following it after its
+ * pipeline is compiled again (a model registered into one of its apps):
+ * the worker hands the plan's text over only when its version changes,
+ * and a controller whose view the model does not change (more threads, a
+ * dominated batch size) publishes none, so the replacement started with
+ * no plan and the worker routed by INFaaS selection from then on. */
+static void test_follow_kept_across_refresh(void **st) {
+  (void)st;
+  vr_errbuf e = {0};
+  vr_pipes *f = registered();
+  char *plan = plan_at_batch(2);
+  if (vr_pipes_follow(f, "fashion_scenes", plan, strlen(plan), &e)) fail_msg("%s", e.msg);
+  vr_free(plan);
+  char path[1200];
+  snprintf(path, sizeof path, "%s/models/fmnist/fmnist_mlp/model.onnx", g_src);
+  assert_int_equal(reg(path, "fmnist_mlp6", "fashion", 98), 0);
+  assert_int_equal(vr_control_reload_store(g_ctl, &e), 0);
+  assert_int_equal(vr_pipes_sync(f, &e), 0); /* the worker's sync: compiled again */
+  char *d = vr_pipes_describe(f, "fashion_scenes");
+  if (!is_candidate(d, "fmnist_mlp6")) fail_msg("not refreshed: %.3000s", d);
+  vr_free(d);
+  /* the plan's version is the one seen: no text */
+  if (vr_pipes_follow(f, "fashion_scenes", NULL, 0, &e)) fail_msg("%s", e.msg);
+  d = vr_pipes_describe(f, "fashion_scenes");
+  const char *pol = strstr(d, "\"policy\"");
+  if (!pol || !strstr(pol, "\"state\":\"planned\"")) fail_msg("plan lost: %.3000s", pol ? pol : d);
+  vr_free(d);
+  assert_int_equal(vr_control_unregister(g_ctl, "fmnist_mlp6", &e), 0);
+  assert_int_equal(vr_pipes_delete(f, "fashion_scenes", &e), 0);
+  vr_pipes_follow_manage(f);
+  vr_pipes_free(f);
+}
+
 /* Root arrival times stay non-decreasing across the policy's takes: a
  * request that read its clock before a tick took the ring and recorded
  * after it made the tuner refuse the next tick's arrivals ("out of
@@ -832,6 +865,7 @@ int main(void) {
       cmocka_unit_test(test_follow_batch_caps),
       cmocka_unit_test(test_model_unregistered),
       cmocka_unit_test(test_model_registered),
+      cmocka_unit_test(test_follow_kept_across_refresh),
       cmocka_unit_test(test_arrivals_ordered_across_takes),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
