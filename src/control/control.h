@@ -134,6 +134,13 @@ int vr_control_set_managed(vr_control *c, const char *app, int on);
  * or int8 without calibration). Indexes change when the store reloads:
  * look them up every period. */
 int vr_control_variant(vr_control *c, const char *name, vr_profile *prof);
+/* Keeps the indexes valid until vr_control_release_indexes: a store
+ * reload waits (as during the control plane's own tick). A pipeline
+ * policy's tick looks its slots up before it plans and loads and
+ * publishes by them after: a reload in between made them name other
+ * variants. */
+void vr_control_hold_indexes(vr_control *c);
+void vr_control_release_indexes(vr_control *c);
 
 typedef struct vr_ctl_inst_info {
   int id;

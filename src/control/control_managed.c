@@ -56,6 +56,10 @@ int vr_control_variant(vr_control *c, const char *name, vr_profile *prof) {
   return i ? (int)i - 1 : -1;
 }
 
+void vr_control_hold_indexes(vr_control *c) { pthread_rwlock_rdlock(&c->reload_rw); }
+
+void vr_control_release_indexes(vr_control *c) { pthread_rwlock_unlock(&c->reload_rw); }
+
 static int by_id(const void *a, const void *b) {
   return ((const vr_ctl_inst_info *)a)->id - ((const vr_ctl_inst_info *)b)->id;
 }

@@ -18,6 +18,7 @@ static void pipe_free(pl_pipe *pp) {
   vr__pipe_pol_free(pp->pol);
   vr_pipeline_free(pp->spec);
   vr_free(pp->spec_text);
+  vr_free(pp->follow_plan);
   vr_free(pp->t);
   pthread_mutex_destroy(&pp->mu);
   vr_free(pp);

@@ -134,6 +134,14 @@ int vr_pipes_follow(vr_pipes *ps, const char *name, const char *plan, size_t len
   if (ps->pdef) return vr_errf(err, VR_ESTATE, "this server runs its own pipeline policy");
   pl_pipe *pp = vr__pipes_get(ps, name);
   if (!pp) return vr_errf(err, VR_ENOENT, "no registered pipeline named '%.100s'", name);
+  /* The version seen, but no plan here: a replacement of the pipeline
+   * that followed it (pipes_refresh.c) follows its text. */
+  char *kept = NULL;
+  pthread_mutex_lock(&pp->mu);
+  if (!plan && pp->follow_plan && !(pp->pol && pp->pol->have_plan))
+    kept = vr_strdup(pp->follow_plan);
+  pthread_mutex_unlock(&pp->mu);
+  if (kept) plan = kept, len = strlen(kept);
   int rc = pp->pol ? 0 : start_follow(ps, pp, err);
   pl_pol *pol = pp->pol;
   if (!rc && vr__pipe_pol_refresh_slots(ps, pp, pol)) {
@@ -157,7 +165,12 @@ int vr_pipes_follow(vr_pipes *ps, const char *name, const char *plan, size_t len
       rc = vr_errf(err, VR_ENOMEM, "out of memory");
     have = !rc;
   }
+  char *text = have && plan != kept ? vr_strndup(plan, len) : NULL;
   pthread_mutex_lock(&pp->mu);
+  if (text) {
+    vr_free(pp->follow_plan);
+    pp->follow_plan = text;
+  }
   if (have) {
     vr_pipe_plan_free(&pol->plan);
     pol->plan = next; /* moved */
@@ -175,6 +188,7 @@ int vr_pipes_follow(vr_pipes *ps, const char *name, const char *plan, size_t len
     manage_followed(ps); /* before the caps: the control loop must not undo them */
     apply_batches(ps, pp, pol);
   }
+  vr_free(kept);
   vr__pipe_unref(pp);
   return rc;
 }

@@ -82,6 +82,10 @@ typedef struct pl_pipe {
    * (loading what the apps' variants now need) and plans at the next, as
    * after a dropped view (vr__pipe_pol_drop). Policy thread only. */
   int refreshed;
+  /* The text of the controller's plan followed last (pipes_follow.c),
+   * carried to a replacement (under mu): a worker hands a plan over once
+   * per version, and a replacement starts with no plan of its own. */
+  char *follow_plan;
 } pl_pipe;
 
 #define PL_WIN_NS 2000000000LL

@@ -558,6 +558,9 @@ void vr__pipes_manage_apps(vr_pipes *p, pl_pipe **pipes, int n) {
 void vr_pipes_policy_tick(vr_pipes *p) {
   if (!p->pdef) return;
   vr_pipes_refresh(p); /* a model registered into an app: a new candidate */
+  /* the slots' variant indexes stay those of the view until its loads and
+   * lists are made: a store reload (a registration) waits for the tick */
+  vr_control_hold_indexes(p->ctl);
   /* references: a pipeline deleted meanwhile stays alive until we finish */
   pl_pipe *pipes[VR_PIPES_MAX];
   int n = vr__pipes_ref_all(p, pipes, VR_PIPES_MAX, 0);
@@ -570,6 +573,7 @@ void vr_pipes_policy_tick(vr_pipes *p) {
     pol_tick(p, pipes[i], now_s, dt);
     vr__pipe_unref(pipes[i]);
   }
+  vr_control_release_indexes(p->ctl);
 }
 
 /* ---- the thread ------------------------------------------------------------ */

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "base/log.h"
 #include "base/map.h"
 #include "control/pipes_pol.h"
@@ -59,6 +60,9 @@ static void carry_stats(pl_pipe *to, const pl_pipe *from) {
   to->win[1] = from->win[1];
   to->cur = from->cur;
   to->win_start = from->win_start;
+  /* followed again by the replacement (NULL when out of memory: the
+   * controller's next plan, as before) */
+  to->follow_plan = from->follow_plan ? vr_strdup(from->follow_plan) : NULL;
   for (int t = 0; t < from->spec->ntasks; t++) {
     pl_task *a = &to->t[t];
     const pl_task *b = &from->t[t];

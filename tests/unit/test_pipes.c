@@ -846,6 +846,95 @@ static void test_model_registered(void **st) {
   drop_all(p);
 }
 
+/* A worker following the controller's plan keeps following it after its
+ * pipeline is compiled again (a model registered into one of its apps):
+ * the worker hands the plan's text over only when its version changes,
+ * and a controller whose view the model does not change (more threads, a
+ * dominated batch size) publishes none, so the replacement started with
+ * no plan and the worker routed by INFaaS selection from then on. */
+static void test_follow_kept_across_refresh(void **st) {
+  (void)st;
+  vr_errbuf e = {0};
+  vr_pipes *f = registered();
+  char *plan = plan_at_batch(2);
+  if (vr_pipes_follow(f, "fashion_scenes", plan, strlen(plan), &e)) fail_msg("%s", e.msg);
+  vr_free(plan);
+  char path[1200];
+  snprintf(path, sizeof path, "%s/models/fmnist/fmnist_mlp/model.onnx", g_src);
+  assert_int_equal(reg(path, "fmnist_mlp6", "fashion", 98), 0);
+  assert_int_equal(vr_control_reload_store(g_ctl, &e), 0);
+  assert_int_equal(vr_pipes_sync(f, &e), 0); /* the worker's sync: compiled again */
+  char *d = vr_pipes_describe(f, "fashion_scenes");
+  if (!is_candidate(d, "fmnist_mlp6")) fail_msg("not refreshed: %.3000s", d);
+  vr_free(d);
+  /* the plan's version is the one seen: no text */
+  if (vr_pipes_follow(f, "fashion_scenes", NULL, 0, &e)) fail_msg("%s", e.msg);
+  d = vr_pipes_describe(f, "fashion_scenes");
+  const char *pol = strstr(d, "\"policy\"");
+  if (!pol || !strstr(pol, "\"state\":\"planned\"")) fail_msg("plan lost: %.3000s", pol ? pol : d);
+  vr_free(d);
+  assert_int_equal(vr_control_unregister(g_ctl, "fmnist_mlp6", &e), 0);
+  assert_int_equal(vr_pipes_delete(f, "fashion_scenes", &e), 0);
+  vr_pipes_follow_manage(f);
+  vr_pipes_free(f);
+}
+
+/* The control plane reloads the store (a model registered into one of
+ * the pipeline's apps) while the policy plans: the tick looked its slots'
+ * variant indexes up before the solve and loaded and published by them
+ * after it, when they named other variants (fmnist_mlp7's, ahead of
+ * every other, push the rest along): it loaded a variant it never chose,
+ * and listed instances on the slots of other models (a detection hop
+ * went to a classifier, a classification hop to a detector). */
+static void *reload_main(void *arg) {
+  (void)arg;
+  nanosleep(&(struct timespec){0, 50 * VR_NS_PER_MS}, NULL); /* into the solve */
+  vr_errbuf e = {0};
+  assert_int_equal(vr_control_reload_store(g_ctl, &e), 0);
+  return NULL;
+}
+
+static void test_reload_during_tick(void **st) {
+  (void)st;
+  vr_errbuf e = {0};
+  vr_pipes *p = registered();
+  char path[1200];
+  snprintf(path, sizeof path, "%s/models/fmnist/fmnist_mlp/model.onnx", g_src);
+  assert_int_equal(reg(path, "fmnist_mlp7", "fashion", 99.5), 0); /* the store only */
+  vr_pipes_policy_opts po = {.policy = "loki", .period_s = 3600, .tick_s = 3600};
+  assert_int_equal(vr_pipes_set_policy(p, &po, &e), 0);
+  vr_pipes_policy_tick(p); /* compiled again (a new candidate): INFaaS this tick */
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, reload_main, NULL), 0);
+  vr_pipes_policy_tick(p); /* the plan, solved while the store reloads */
+  pthread_join(th, NULL);
+  /* loaded only if planned (the control thread's own store sync may have
+   * reloaded before the view was built: then it is a candidate) */
+  vr_rt_instance_stats st7[8];
+  char *d = vr_pipes_describe(p, "fashion_scenes");
+  const char *pol = strstr(d, "\"policy\"");
+  if (vr_rt_instances(g_rt, "fmnist_mlp7", st7, 8) > 0 &&
+      (!pol || !strstr(pol, "\"variant\":\"fmnist_mlp7")))
+    fail_msg("fmnist_mlp7 loaded, not in the plan: %.3000s", pol ? pol : d);
+  vr_free(d);
+  for (int row = 0; row < 8; row++) {
+    vr_pipe_result *r = infer(p, row, 1, 10000, 0);
+    for (int i = 0; i < r->n_hops; i++) {
+      const vr_pipe_hop_rec *h = r->hops[i];
+      if (h->outcome == VR_POUT_FAILED) fail_msg("task '%s': %s", h->task_name, h->msg);
+      if (!h->rt.variant[0]) continue; /* never ran */
+      size_t n = strlen(h->model); /* the instance that ran it is of the model picked */
+      if (strncmp(h->rt.variant, h->model, n) || h->rt.variant[n] != '-' ||
+          strncmp(h->model, h->task == 0 ? "fscenes_det" : "fmnist", h->task == 0 ? 11 : 6))
+        fail_msg("task '%s' picked model '%s', ran on '%s'", h->task_name, h->model,
+                 h->rt.variant);
+    }
+    vr_pipe_result_free(r);
+  }
+  assert_int_equal(vr_control_unregister(g_ctl, "fmnist_mlp7", &e), 0);
+  drop_all(p);
+}
+
 /* Root arrival times stay non-decreasing across the policy's takes: a
  * request that read its clock before a tick took the ring and recorded
  * after it made the tuner refuse the next tick's arrivals ("out of
@@ -879,6 +968,8 @@ int main(void) {
       cmocka_unit_test(test_follow_batch_caps),
       cmocka_unit_test(test_model_unregistered),
       cmocka_unit_test(test_model_registered),
+      cmocka_unit_test(test_follow_kept_across_refresh),
+      cmocka_unit_test(test_reload_during_tick),
       cmocka_unit_test(test_arrivals_ordered_across_takes),
       /* last: the plan's instances stay loaded, on cores later tests need */
       cmocka_unit_test(test_policy_mode_keeps_late_hops),
