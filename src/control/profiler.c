@@ -6,6 +6,7 @@
 
 #include "base/alloc.h"
 #include "base/clock.h"
+#include "runtime/runtime.h"
 
 #define MAX_ROWS 64
 #define MAX_SAMPLES 1000
@@ -148,7 +149,10 @@ static int run_batch(vr_session *s, const vr_prof_inputs *in, int b,
   }
   int n_out = vr_session_num_outputs(s);
   if (n_out > 16) return vr_errf(err, VR_EUNSUPPORTED, "model has %d outputs", n_out);
-  return vr_session_run(s, b, x, in->n, y, n_out, err);
+  int rc = vr_session_run(s, b, x, in->n, y, n_out, err);
+  /* the runtime would refuse to load the variant (it splits a batch into
+   * requests by dim 0): registration refuses it first */
+  return rc ? rc : vr_rt_check_batch_major(y, n_out, b, err);
 }
 
 int vr_prof_latency_sweep(vr_session *s, const vr_prof_inputs *in,
@@ -215,6 +219,8 @@ int vr_prof_accuracy(vr_session *s, const vr_valset *vs, double *acc,
     if (n_out > 16) return vr_errf(err, VR_EUNSUPPORTED, "model has %d outputs", n_out);
     int rc = vr_session_run(s, b, &x, 1, y, n_out, err);
     if (rc != 0) return vr_errctx(err, rc, "accuracy run");
+    /* rows are read by dim 0 below: past the end of an output without it */
+    if ((rc = vr_rt_check_batch_major(y, n_out, b, err))) return rc;
     if (predicted(&y[0], 0) < 0)
       return vr_errf(err, VR_EUNSUPPORTED,
                      "output '%s' is neither class scores nor class ids", y[0].name);

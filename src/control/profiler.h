@@ -60,7 +60,9 @@ int vr_prof_open(const vr_model *m, const vr_prof_inputs *in, vr_precision p,
                  int threads, int max_batch, vr_session **out,
                  double *create_ms, int64_t *mem_bytes, vr_errbuf *err);
 
-/* Latency sweep over batch sizes 1..vr_session_max_batch(s) (powers of 2). */
+/* Latency sweep over batch sizes 1..vr_session_max_batch(s) (powers of 2).
+ * VR_EUNSUPPORTED when an output does not carry the batch in dim 0 (as
+ * vr_prof_accuracy): the runtime would not load the variant. */
 int vr_prof_latency_sweep(vr_session *s, const vr_prof_inputs *in,
                           const vr_prof_opts *o, vr_latency *out,
                           vr_errbuf *err);

@@ -101,11 +101,42 @@ static int cmp_i64(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+int vr_rt_check_batch_major(const vr_tensor *out, int n_out, int batch, vr_errbuf *err) {
+  for (int o = 0; o < n_out; o++) {
+    const vr_tensor *t = &out[o];
+    if (t->ndim >= 1 && t->shape[0] == batch) continue;
+    char sh[160];
+    int k = snprintf(sh, sizeof sh, "[");
+    for (int d = 0; d < t->ndim && k > 0 && (size_t)k < sizeof sh; d++)
+      k += snprintf(sh + k, sizeof sh - (size_t)k, "%s%lld", d ? "," : "",
+                    (long long)t->shape[d]);
+    if (k > 0 && (size_t)k < sizeof sh) snprintf(sh + k, sizeof sh - (size_t)k, "]");
+    return vr_errf(err, VR_EUNSUPPORTED,
+                   "output '%s' has shape %s at batch %d: its dim 0 is not the batch, as"
+                   " every output of a model served in batches must be",
+                   t->name ? t->name : "", sh, batch);
+  }
+  return 0;
+}
+
+/* A profile run: its outputs must carry the batch in dim 0 (run_batch
+ * splits a result into requests by it), so a model whose output does not
+ * (a Reshape folding the batch into rows, one row whatever the batch) is
+ * refused at load naming the output, not loaded to fail every request. */
+static int profile_run(vr_rt_instance *in, int b, vr_tensor *tin, vr_tensor *tout,
+                       vr_errbuf *err) {
+  const vr_rt_backend *be = in->rt->be;
+  const vr_model_config *c = &in->model->cfg;
+  int rc = be->run(be->self, in->sess, b, tin, c->n_inputs, tout, VR_RT_MAX_IO, err);
+  if (rc) return vr_errctx(err, rc, "profiling batch %d", b);
+  rc = vr_rt_check_batch_major(tout, c->n_outputs, b, err);
+  return rc ? vr_errctx(err, rc, "model '%s'", c->name) : 0;
+}
+
 /* Median latency of a few runs per power-of-two batch size up to the max
  * batch (and 64, the profile's largest slot; larger batches are
  * extrapolated per row), so the batch rule knows what a batch costs. */
 static int profile(vr_rt_instance *in, vr_errbuf *err) {
-  const vr_rt_backend *be = in->rt->be;
   int runs = in->rt->opts.profile_runs;
   int limit = in->rt->opts.profile_max_batch;
   if (limit <= 0 || limit > in->opts.max_batch) limit = in->opts.max_batch;
@@ -118,15 +149,17 @@ static int profile(vr_rt_instance *in, vr_errbuf *err) {
     stage_tensors(in, b, tin);
     for (int r = 0; r <= runs; r++) { /* run 0 warms up */
       int64_t t0 = vr_rt_now(in->rt);
-      int rc = be->run(be->self, in->sess, b, tin, in->model->cfg.n_inputs,
-                       tout, VR_RT_MAX_IO, err);
-      if (rc) return vr_errctx(err, rc, "profiling batch %d", b);
+      int rc = profile_run(in, b, tin, tout, err);
+      if (rc) return rc;
       if (r) t[r - 1] = vr_rt_now(in->rt) - t0;
     }
     qsort(t, (size_t)runs, sizeof t[0], cmp_i64);
     in->prof.p50_ms[k] = (t[runs / 2] > 0 ? t[runs / 2] : 1) / 1e6;
   }
-  return 0;
+  if (limit >= 2 || in->opts.max_batch < 2) return 0;
+  /* batch 1 cannot show an output of one row whatever the batch */
+  stage_tensors(in, 2, tin);
+  return profile_run(in, 2, tin, tout, err);
 }
 
 static void *executor(void *arg);
@@ -428,9 +461,11 @@ static int scatter(vr_rt_instance *in, vr_rt_request *r, int row0, int rows,
 
 static int check_outputs(const vr_tensor *out, int n_out, int rows,
                          vr_errbuf *err) {
+  /* refused at load; a server fault, not the client's, if seen here */
+  if (vr_rt_check_batch_major(out, n_out, rows, err))
+    return vr_errctx(err, VR_EINTERNAL, "backend");
   for (int o = 0; o < n_out; o++)
-    if (out[o].ndim < 1 || out[o].shape[0] != rows || !out[o].data ||
-        out[o].nbytes % (size_t)rows)
+    if (!out[o].data || out[o].nbytes % (size_t)rows)
       return vr_errf(err, VR_EINTERNAL, "backend output %d has bad shape", o);
   return 0;
 }

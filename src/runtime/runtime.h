@@ -287,6 +287,13 @@ int vr_rt_submit(vr_runtime *rt, const char *model, vr_rt_request *req);
  * one instant (the pipeline simulator's rule too, sim/psim.h). */
 int vr_rt_submit_to(vr_runtime *rt, int instance_id, vr_rt_request *req);
 
+/* Whether the outputs of a run of `batch` rows carry the batch in dim 0,
+ * as the runtime needs to split a batched result into its requests' rows
+ * (Triton's rule for a model with max_batch_size > 0). 0, or
+ * VR_EUNSUPPORTED naming the first output that does not, with its shape:
+ * the runtime refuses such a model at load, registration refuses it too. */
+int vr_rt_check_batch_major(const vr_tensor *out, int n_out, int batch, vr_errbuf *err);
+
 /* ---- per-variant statistics (survive unload) ---------------------------- */
 
 #define VR_RT_PROM_BUCKETS 18

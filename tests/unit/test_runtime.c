@@ -1,10 +1,12 @@
-/* Runtime: batching decisions (pure), config validation, and instances
- * with an injected fake backend of known latency. */
+/* Runtime: batching decisions (pure), config validation, instances
+ * with an injected fake backend of known latency, and engine models whose
+ * outputs do not carry the batch (refused at load). */
 #include "vr_test.h"
 
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -708,6 +710,102 @@ static void test_rt_answer_dropped(void **st) {
   vr_runtime_free(rt);
 }
 
+/* ---- outputs that do not carry the batch (engine models) --------------- */
+
+/* A config for tests/data/engine/<file>.onnx: input "x" [-1, in...], the
+ * outputs given as names with their non-batch dims. */
+typedef struct eng_out {
+  const char *name;
+  int ndim;
+  int64_t dims[4];
+} eng_out;
+
+static void engine_config(vr_model_config *c, const char *file, int in_ndim,
+                          const int64_t *in_dims, const eng_out *outs, int n_out,
+                          int max_batch) {
+  const char *root = getenv("VR_SOURCE_DIR") ? getenv("VR_SOURCE_DIR") : ".";
+  memset(c, 0, sizeof *c);
+  snprintf(c->name, sizeof c->name, "%s", file);
+  snprintf(c->model_path, sizeof c->model_path, "%s/tests/data/engine/%s.onnx", root, file);
+  c->accuracy = -1;
+  c->n_inputs = 1;
+  strcpy(c->inputs[0].name, "x");
+  c->inputs[0].dtype = VR_DT_F32;
+  c->inputs[0].ndim = in_ndim;
+  c->inputs[0].shape[0] = -1;
+  for (int d = 1; d < in_ndim; d++) c->inputs[0].shape[d] = in_dims[d - 1];
+  c->n_outputs = n_out;
+  for (int o = 0; o < n_out; o++) {
+    vr_tensor_info *t = &c->outputs[o];
+    snprintf(t->name, sizeof t->name, "%s", outs[o].name);
+    t->dtype = VR_DT_F32;
+    t->ndim = outs[o].ndim;
+    t->shape[0] = -1;
+    for (int d = 1; d < t->ndim; d++) t->shape[d] = outs[o].dims[d - 1];
+  }
+  c->max_batch_size = max_batch;
+  c->instances = 1;
+  c->threads = 1;
+}
+
+static vr_runtime *engine_rt(void) {
+  vr_runtime_opts o;
+  vr_runtime_opts_init(&o);
+  o.profile_runs = 1;
+  vr_runtime *rt = NULL;
+  vr_errbuf err = {0};
+  assert_int_equal(vr_runtime_create(&o, &rt, &err), 0);
+  return rt;
+}
+
+static void expect_refused(vr_runtime *rt, const vr_model_config *c, const char *want) {
+  vr_errbuf err = {0};
+  int rc = vr_rt_load(rt, c, &err);
+  if (rc == 0) fail_msg("%s loaded; its requests would all fail", c->name);
+  assert_int_equal(rc, VR_EUNSUPPORTED);
+  if (!strstr(err.msg, want)) fail_msg("'%s' does not say '%s'", err.msg, want);
+  assert_false(vr_rt_model_ready(rt, c->name));
+}
+
+/* alias_output's 'y' is its [N, 8] input reshaped to [2N, 4]; reduce_rows'
+ * 'y' is one row whatever the batch. The runtime splits a batched result
+ * into the requests' rows by dim 0, so such a model was loaded and then
+ * failed every request ("backend output 1 has bad shape"); it is refused
+ * at load, naming the output and its shape (Triton refuses it too for a
+ * max_batch_size > 0). reduce_rows at max batch 1 has one row for the one
+ * request, and serves. */
+static void test_rt_outputs_not_batch_major(void **st) {
+  (void)st;
+  if (!vr_rt_backend_engine()) skip();
+  vr_runtime *rt = engine_rt();
+  vr_model_config c;
+  int64_t in8[] = {8}, img[] = {1, 28, 28};
+  eng_out alias[] = {{"a", 2, {8}}, {"y", 2, {4}}}, rows[] = {{"y", 4, {1, 28, 28}}};
+  engine_config(&c, "alias_output", 2, in8, alias, 2, 4);
+  expect_refused(rt, &c, "output 'y' has shape [2,4] at batch 1");
+  c.max_batch_size = 1; /* batch 1 shows it already */
+  expect_refused(rt, &c, "output 'y' has shape [2,4] at batch 1");
+  engine_config(&c, "reduce_rows", 4, img, rows, 1, 4);
+  expect_refused(rt, &c, "output 'y' has shape [1,1,28,28] at batch 2");
+  c.max_batch_size = 1;
+  vr_errbuf err = {0};
+  if (vr_rt_load(rt, &c, &err)) fail_msg("reduce_rows at max batch 1: %s", err.msg);
+  static float x[28 * 28];
+  for (int i = 0; i < 28 * 28; i++) x[i] = (float)i;
+  vr_rt_request r;
+  reset_waiter();
+  set_input(&r, x, 1, 28 * 28);
+  r.in[0].ndim = 4;
+  r.in[0].shape[1] = 1;
+  r.in[0].shape[2] = r.in[0].shape[3] = 28;
+  assert_int_equal(vr_rt_submit(rt, "reduce_rows", &r), 0);
+  wait_done(1);
+  if (r.status) fail_msg("reduce_rows request: %s", r.err.msg);
+  assert_true(((const float *)r.out[0].data)[5] == 5.0f);
+  vr_rt_request_clear(&r);
+  vr_runtime_free(rt);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_batch_full),
@@ -729,6 +827,7 @@ int main(void) {
       cmocka_unit_test(test_rt_instances_api),
       cmocka_unit_test(test_rt_stats_survive_unload),
       cmocka_unit_test(test_rt_answer_dropped),
+      cmocka_unit_test(test_rt_outputs_not_batch_major),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
