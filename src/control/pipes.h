@@ -44,7 +44,8 @@ typedef enum vr_pipe_outcome {
   VR_POUT_OK = 0,
   VR_POUT_DROPPED,    /* past the end-to-end deadline at a hop (or in its queue) */
   VR_POUT_INFEASIBLE, /* no variant of a task meets the time left / accuracy */
-  VR_POUT_REJECTED,   /* a queue was full or the model was unloading */
+  VR_POUT_REJECTED,   /* a queue was full, the model was unloading, or a task's app
+                         has no registered model (HTTP 503) */
   VR_POUT_FAILED,     /* model error, out of memory */
   VR_POUT_COUNT
 } vr_pipe_outcome;

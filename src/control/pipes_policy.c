@@ -404,9 +404,13 @@ static void pol_tick(vr_pipes *ps, pl_pipe *pp, double now_s, double dt) {
   if (!pp->pol) {
     pl_pol *pol = NULL;
     if (vr__pipe_pol_build_view(ps, pp, &pol, &err)) {
-      vr_warn("pipeline '%s': no policy: %s", pp->spec->name, err.msg);
+      if (strcmp(pp->nopol, err.msg))
+        vr_warn("pipeline '%s': no policy (its hops are routed by selection): %s",
+                pp->spec->name, err.msg);
+      snprintf(pp->nopol, sizeof pp->nopol, "%s", err.msg);
       return;
     }
+    pp->nopol[0] = '\0';
     pol->t0_s = now_s;
     pthread_mutex_lock(&pp->mu);
     pol->arr_seen = pp->arrivals;

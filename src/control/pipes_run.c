@@ -284,12 +284,26 @@ static void abandon(phop *h, vr_pipe_outcome o, const char *msg) {
 
 static void submit(phop *h, const char *model, int instance_id, int deadline_drops);
 
+/* The hop's app has no registered model (every one unregistered since
+ * the pipeline was compiled; it keeps its candidates, pipes_refresh.c):
+ * the pipeline cannot be served now, which is no server fault (500) but
+ * a state the operator can end (503, as VR_ESTATE). */
+static void app_gone(phop *h) {
+  const pl_pipe *pp = h->q->pp;
+  char msg[400];
+  snprintf(msg, sizeof msg, "app '%.64s' has no registered model: pipeline '%.64s' cannot "
+           "be served until one is registered into it",
+           pp->spec->tasks[h->pub.task].app, pp->spec->name);
+  finish_hop(h, VR_POUT_REJECTED, msg);
+}
+
 static void on_routed(void *tag, const vr_ctl_route *route) {
   phop *h = tag;
   h->route = *route;
   snprintf(h->pub.model, sizeof h->pub.model, "%s", route->model);
   snprintf(h->pub.variant, sizeof h->pub.variant, "%s", route->variant_name);
   h->pub.accuracy = route->accuracy;
+  if (route->status == VR_ENOENT) return app_gone(h); /* no such app: see app_gone */
   if (route->status) {
     vr_pipe_outcome o = route->status == VR_EINFEASIBLE ? VR_POUT_INFEASIBLE
                         : route->status == VR_EBUSY     ? VR_POUT_REJECTED

@@ -6,7 +6,8 @@ bad specs answered 400/404/409 with the reason and nothing registered;
 inference on every sample canvas with the fan-out matching the detector's
 own scores; a bad input shape and an unknown pipeline answered 400/404; a
 request with a deadline it cannot meet answered 504 "dropped"; the
-pipeline metrics exported; the registration surviving a restart; DELETE.
+pipeline metrics exported; a task's app left without models answered 503
+"rejected"; the registration surviving a restart; DELETE.
 
 usage: pipeline_api.py VARIO SOURCE_DIR
 """
@@ -253,6 +254,21 @@ try:
         kids = [(h["task"], h["outcome"]) for h in j.get("hops", [])[1:]]
         check(st == 200 and {k for k, _ in kids} == {"garment", "footwear_bag"}
               and all(o == "ok" for _, o in kids), f"mixed inputs, canvas {row}: {st} {kids}")
+
+    # -- a task's app left without models (fmnist_renamed, fashion_b's
+    # only one, unregistered): the pipeline keeps its candidates, and a
+    # request reaching that task is 503 "rejected" naming the app and the
+    # pipeline (it was 500 "failed: no registered app named ...") ----------
+    st, j = http(port, "DELETE", "/v2/apps/fashion_b/models/fmnist_renamed")
+    check(st == 200, f"fmnist_renamed unregistered: {st} {j}")
+    x = X[[0]]
+    t = {"name": "input", "datatype": "FP32", "shape": list(x.shape), "data": x.ravel().tolist()}
+    st, j = http(port, "POST", "/v2/pipelines/mixed_inputs/infer",
+                 {"inputs": [t], "parameters": {"latency_ms": 5000}})
+    err = j.get("error", "")
+    check(st == 503 and j.get("outcome") == "rejected" and "task 'footwear_bag'" in err
+          and "app 'fashion_b' has no registered model" in err and "'mixed_inputs'" in err,
+          f"a task's app without models: {st} {j.get('outcome')} {err}")
     http(port, "DELETE", "/v2/pipelines/mixed_inputs")
 
     # -- a name with a quote and a backslash: escaped in /metrics (the

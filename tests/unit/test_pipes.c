@@ -12,16 +12,21 @@
  *    dropped at the next hop with an explicit outcome;
  *  - following a plan made elsewhere (a worker under `vario controller
  *    --pipeline-policy`): the plan's per-slot batch caps the instances
- *    held here, and a new plan re-caps them. */
+ *    held here, and a new plan re-caps them;
+ *  - a task's app left without models: requests reaching it are rejected
+ *    (503) naming the app and the pipeline, the policy says so once. */
+#include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "base/alloc.h"
 #include "base/clock.h"
+#include "base/log.h"
 #include "base/npy.h"
 #include "control/control.h"
 #include "control/fsutil.h"
@@ -935,6 +940,82 @@ static void test_reload_during_tick(void **st) {
   drop_all(p);
 }
 
+/* Runs fn(p) with stderr (the log) in a file; how many lines name `what`. */
+static int logged(void (*fn)(vr_pipes *), vr_pipes *p, const char *what) {
+  char path[300];
+  snprintf(path, sizeof path, "%s/stderr.log", g_tmp);
+  int level = vr_log_level(), saved = dup(2), fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0600);
+  assert_true(saved >= 0 && fd >= 0);
+  vr_log_set_level(VR_LOG_WARN);
+  dup2(fd, 2);
+  close(fd);
+  fn(p);
+  dup2(saved, 2);
+  close(saved);
+  vr_log_set_level(level);
+  char *text = NULL;
+  size_t n = 0;
+  vr_errbuf e = {0};
+  assert_int_equal(vr_read_file(path, &text, &n, &e), 0);
+  int k = 0;
+  for (const char *s = text; (s = strstr(s, what)); s++) k++;
+  vr_free(text);
+  return k;
+}
+
+/* Every model of a task's app unregistered: the pipeline keeps its
+ * candidates (by design), but each request that reaches the task got a
+ * 500 ("failed: no registered app named ...", as a server fault) and the
+ * policy warned "no policy" at every tick. The hop is now "rejected"
+ * (503) naming the app and the pipeline (the result names the task), and
+ * the policy says why it has no view once. */
+static void test_app_lost_its_models(void **st) {
+  (void)st;
+  char path[1200];
+  snprintf(path, sizeof path, "%s/models/fmnist/fmnist_mlp/model.onnx", g_src);
+  assert_int_equal(reg(path, "fmnist_solo", "fashion_solo", 90), 0);
+  vr_errbuf e = {0};
+  assert_int_equal(vr_control_reload_store(g_ctl, &e), 0);
+  vr_pipes *p = NULL;
+  char name[64], *spec = edited("{\"name\": \"garment\", \"app\": \"fashion\"}",
+                                "{\"name\": \"garment\", \"app\": \"fashion_solo\"}");
+  assert_int_equal(vr_pipes_create(g_ctl, g_rt, g_store, &p, &e), 0);
+  if (vr_pipes_register(p, spec, strlen(spec), name, &e)) fail_msg("%s", e.msg);
+  vr_free(spec);
+  int served = 0;
+  for (int row = 0; row < 8; row++) {
+    vr_pipe_result *r = infer(p, row, 1, 10000, 0);
+    if (r->outcome != VR_POUT_OK) fail_msg("row %d: %s", row, r->msg);
+    for (int i = 0; i < r->n_hops; i++) served += !strcmp(r->hops[i]->task_name, "garment");
+    vr_pipe_result_free(r);
+  }
+  assert_true(served > 0);
+  assert_int_equal(vr_control_unregister(g_ctl, "fmnist_solo", &e), 0);
+  vr_pipes_refresh(p); /* it keeps its candidates, with a warning */
+  int refused = 0;
+  for (int row = 0; row < 8; row++) {
+    vr_pipe_result *r = infer(p, row, 1, 10000, 0);
+    int garment = 0;
+    for (int i = 0; i < r->n_hops; i++) garment |= !strcmp(r->hops[i]->task_name, "garment");
+    if (garment) {
+      if (r->outcome != VR_POUT_REJECTED || !strstr(r->msg, "task 'garment'") ||
+          !strstr(r->msg, "app 'fashion_solo' has no registered model") ||
+          !strstr(r->msg, "pipeline 'fashion_scenes'"))
+        fail_msg("row %d: %s: %s", row, vr_pipe_outcome_name(r->outcome), r->msg);
+      refused++;
+    }
+    vr_pipe_result_free(r);
+  }
+  assert_true(refused > 0);
+  vr_pipes_policy_opts po = {.policy = "loki", .period_s = 3600, .tick_s = 3600};
+  assert_int_equal(vr_pipes_set_policy(p, &po, &e), 0);
+  int said = logged(vr_pipes_policy_tick, p, "no policy");
+  said += logged(vr_pipes_policy_tick, p, "no policy");
+  assert_int_equal(said, 1);
+  assert_int_equal(vr_pipes_delete(p, "fashion_scenes", &e), 0);
+  vr_pipes_free(p);
+}
+
 /* Root arrival times stay non-decreasing across the policy's takes: a
  * request that read its clock before a tick took the ring and recorded
  * after it made the tuner refuse the next tick's arrivals ("out of
@@ -970,6 +1051,7 @@ int main(void) {
       cmocka_unit_test(test_model_registered),
       cmocka_unit_test(test_follow_kept_across_refresh),
       cmocka_unit_test(test_reload_during_tick),
+      cmocka_unit_test(test_app_lost_its_models),
       cmocka_unit_test(test_arrivals_ordered_across_takes),
       /* last: the plan's instances stay loaded, on cores later tests need */
       cmocka_unit_test(test_policy_mode_keeps_late_hops),
