@@ -1,5 +1,6 @@
 /* See worker_pipes.h. */
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -118,7 +119,11 @@ static char *encode(const vr_rt_request *r, size_t *len, size_t *hlen) {
     vr_sbuf_printf(&h, "],\"parameters\":{\"binary_data_size\":%zu}}", t->nbytes);
     bytes += t->nbytes;
   }
-  long long us = r->timeout_ns > 0 ? r->timeout_ns / 1000 : 1;
+  /* A hop its pipeline's drop mode keeps (timeout 0: no deadline) must
+   * not take the remote model's default queue timeout, nor be sent as 1 us
+   * (every such hop was dropped there): the largest timeout a server
+   * accepts is no deadline there (runtime.c deadline_after). */
+  long long us = r->timeout_ns > 0 ? r->timeout_ns / 1000 : INT64_MAX / 1000;
   vr_sbuf_printf(&h, "],\"parameters\":{\"binary_data_output\":true,\"timeout\":%lld}}",
                  us > 0 ? us : 1);
   size_t off;
