@@ -147,6 +147,7 @@ typedef struct vr_ctl_inst_info {
   int var;       /* control variant index */
   int batch_cap; /* rows per batch now */
   int ready;     /* serving: active / overloaded / interfered, not removing */
+  char app[VR_PROF_NAME_MAX]; /* its variant's app */
 } vr_ctl_inst_info;
 
 /* The control plane's instances now (from the runtime), sorted by id:

@@ -79,6 +79,7 @@ int vr_control_instances(vr_control *c, vr_ctl_inst_info *out, int cap) {
                                   (st[i].state == VR_INST_ACTIVE ||
                                    st[i].state == VR_INST_OVERLOADED) &&
                                       !(in && in->removing)};
+      snprintf(out[k].app, sizeof out[k].app, "%s", c->var[v].prof.app);
     }
     k++;
   }

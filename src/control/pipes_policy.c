@@ -331,16 +331,28 @@ static void row_plan(pl_pol *pol) {
   fmt_variants(pol, &pol->plan, row->variants, sizeof row->variants);
 }
 
-/* The instances of the view's variants, sorted by id. */
-static int held_instances(vr_pipes *ps, pl_pol *pol, vr_pipe_snap_inst *out, int *ready,
-                          int cap) {
+/* Whether an instance is the plan's to keep, replace or unload: one of a
+ * view's variant, or of any other variant of the pipeline's apps (another
+ * batch size or thread count, loaded by INFaaS selection before the first
+ * plan or by a view since dropped). The control loop leaves those alone
+ * (managed) and vr_control_managed_cores counts their cores as the plan's:
+ * left out, nobody ever unloaded them and the plan's loads found no room. */
+static int plan_holds(const pl_pipe *pp, const pl_pol *pol, const vr_ctl_inst_info *in) {
+  for (int s = 0; s < pol->nslots; s++)
+    if (pol->slot_var[s] == in->var) return 1;
+  for (int t = 0; t < pp->spec->ntasks; t++)
+    if (!strcmp(pp->spec->tasks[t].app, in->app)) return 1;
+  return 0;
+}
+
+/* The instances the plan holds (plan_holds), sorted by id. */
+static int held_instances(vr_pipes *ps, const pl_pipe *pp, pl_pol *pol, vr_pipe_snap_inst *out,
+                          int *ready, int cap) {
   vr_ctl_inst_info info[256];
   int n = vr_control_instances(ps->ctl, info, 256), k = 0;
   if (n > 256) n = 256;
   for (int i = 0; i < n && k < cap; i++) {
-    int mine = 0;
-    for (int s = 0; s < pol->nslots && !mine; s++) mine = pol->slot_var[s] == info[i].var;
-    if (!mine) continue;
+    if (!plan_holds(pp, pol, &info[i])) continue;
     ready[k] = info[i].ready;
     out[k++] = (vr_pipe_snap_inst){info[i].id, info[i].var, info[i].batch_cap};
   }
@@ -371,7 +383,7 @@ static void publish(vr_pipes *ps, pl_pipe *pp, pl_pol *pol, vr_pipe_snap *s,
                     vr_pipe_snap_inst *inst, const vr_actions *acts) {
   int ready[256], assign[256];
   s->inst = inst;
-  s->ninst = held_instances(ps, pol, inst, ready, 256);
+  s->ninst = held_instances(ps, pp, pol, inst, ready, 256);
   vr_actions scratch;
   vr_actions_init(&scratch);
   int rc = vr_pipe_plan_actions(s, &pol->plan, assign, &scratch);
@@ -443,7 +455,7 @@ static void pol_tick(vr_pipes *ps, pl_pipe *pp, double now_s, double dt) {
   vr_pipe_snap_inst inst[256];
   int ready[256];
   s.inst = inst;
-  s.ninst = held_instances(ps, pol, inst, ready, 256);
+  s.ninst = held_instances(ps, pp, pol, inst, ready, 256);
 
   vr_pipe_plan next = {0};
   int have_next = 0;

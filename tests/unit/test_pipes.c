@@ -935,6 +935,64 @@ static void test_reload_during_tick(void **st) {
   drop_all(p);
 }
 
+/* Cores held by the runtime's instances now. */
+static int cores_held(void) {
+  vr_rt_instance_stats st[64];
+  int n = vr_rt_instances(g_rt, NULL, st, 64), k = 0;
+  for (int i = 0; i < n && i < 64; i++) k += st[i].threads + st[i].shadow_threads;
+  return k;
+}
+
+/* Instances of a policy's apps outside its planning view (max batch under
+ * 8: the view keeps the largest batch of each model), here loaded by
+ * INFaaS selection before the first plan and by hand, fill the fixture's
+ * cores: the plan replaces or unloads them and every task of it serves.
+ * They were invisible to the plan (never unloaded) while counted as its
+ * free cores, so its loads were refused for want of room and every hop
+ * of a task left without an instance ended "no instance serves the task
+ * under the plan now". */
+static void test_policy_frees_off_view_cores(void **st) {
+  (void)st;
+  vr_ctl_inst_info in[64]; /* a clean worker: earlier tests' instances go */
+  int n = vr_control_instances(g_ctl, in, 64);
+  for (int i = 0; i < n && i < 64; i++) {
+    vr_action a = {.kind = VR_ACT_UNLOAD, .variant = in[i].var, .instance = in[i].id};
+    assert_int_equal(vr_control_apply(g_ctl, &a), 0);
+  }
+  assert_int_equal(cores_held(), 0);
+  vr_pipes *p = registered();
+  for (int row = 0; row < 2; row++) {
+    vr_pipe_result *r = infer(p, row, 1, 10000, 0);
+    if (r->outcome != VR_POUT_OK) fail_msg("row %d before the plan: %s", row, r->msg);
+    vr_pipe_result_free(r);
+  }
+  static const char *off[] = {"fmnist_mlp-fp32-t1-b4", "fscenes_det_large-fp32-t1-b4",
+                              "fmnist_linear-fp32-t1-b4", "fscenes_det_tiny-fp32-t1-b4"};
+  for (int i = 0; i < 4 && cores_held() < 4; i++) load(off[i]);
+  assert_int_equal(cores_held(), 4);
+  vr_errbuf e = {0};
+  vr_pipes_policy_opts po = {.policy = "loki", .period_s = 3600, .tick_s = 3600};
+  assert_int_equal(vr_pipes_set_policy(p, &po, &e), 0);
+  vr_pipes_policy_tick(p); /* the plan: its instances in the others' room */
+  vr_pipes_policy_tick(p);
+  int seen[3] = {0};
+  for (int row = 0; row < 8; row++) {
+    vr_pipe_result *r = infer(p, row, 1, 10000, 0);
+    for (int i = 0; i < r->n_hops; i++) {
+      const vr_pipe_hop_rec *h = r->hops[i];
+      if (h->outcome != VR_POUT_OK) fail_msg("row %d, task '%s': %s", row, h->task_name, h->msg);
+      seen[h->task]++;
+    }
+    vr_pipe_result_free(r);
+  }
+  for (int t = 0; t < 3; t++) assert_true(seen[t] > 0);
+  char *d = vr_pipes_describe(p, "fashion_scenes");
+  const char *pol = strstr(d, "\"policy\"");
+  if (!pol || strstr(pol, "\"serving\":0")) fail_msg("a planned variant serves not: %.3000s", d);
+  vr_free(d);
+  drop_all(p);
+}
+
 /* Root arrival times stay non-decreasing across the policy's takes: a
  * request that read its clock before a tick took the ring and recorded
  * after it made the tuner refuse the next tick's arrivals ("out of
@@ -971,6 +1029,7 @@ int main(void) {
       cmocka_unit_test(test_follow_kept_across_refresh),
       cmocka_unit_test(test_reload_during_tick),
       cmocka_unit_test(test_arrivals_ordered_across_takes),
+      cmocka_unit_test(test_policy_frees_off_view_cores),
       /* last: the plan's instances stay loaded, on cores later tests need */
       cmocka_unit_test(test_policy_mode_keeps_late_hops),
   };
