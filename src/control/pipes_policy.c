@@ -374,6 +374,21 @@ static void note_solve(pl_pipe *pp, pl_pol *pol, double ms, const char *failed) 
   pthread_mutex_unlock(&pp->mu);
 }
 
+/* An action of the plan the control plane did not carry out (a load with
+ * no room on the worker, a failed load): logged, and counted with its
+ * reason for GET, so a task left without an instance says why. */
+static void note_act_failed(pl_pipe *pp, pl_pol *pol, const vr_action *a, int rc,
+                            const vr_errbuf *err) {
+  const char *why = err->msg[0] ? err->msg : vr_strerror(rc);
+  vr_warn("pipeline '%s': plan's %s not carried out: %s", pp->spec->name,
+          vr_action_name(a->kind), why);
+  if (a->kind != VR_ACT_LOAD && a->kind != VR_ACT_MIGRATE) return;
+  pthread_mutex_lock(&pp->mu);
+  pol->loads_failed++;
+  snprintf(pol->load_err, sizeof pol->load_err, "%s", why);
+  pthread_mutex_unlock(&pp->mu);
+}
+
 /* Re-reads the instances (into s) and publishes the slot -> instance
  * lists for the plan in force (inst: 256 entries, s->inst's buffer): each instance on the slot the plan assigns
  * it; one the plan replaces stays listed on every slot of its variant
@@ -530,8 +545,9 @@ static void pol_tick(vr_pipes *ps, pl_pipe *pp, double now_s, double dt) {
     publish(ps, pp, pol, &s, inst, &acts);
     for (size_t i = 0; i < acts.len; i++) {
       const vr_action *a = vr_actions_at(&acts, i);
-      int rc = vr_control_apply(ps->ctl, a);
-      if (rc) vr_warn("pipeline policy: %s: %s", vr_action_name(a->kind), vr_strerror(rc));
+      vr_errbuf aerr = {0};
+      int rc = vr_control_apply(ps->ctl, a, &aerr);
+      if (rc) note_act_failed(pp, pol, a, rc, &aerr);
       if (a->kind == VR_ACT_LOAD || a->kind == VR_ACT_MIGRATE)
         publish(ps, pp, pol, &s, inst, &acts); /* use it now; forget the replaced */
     }
@@ -756,6 +772,8 @@ json_t *vr__pipe_pol_json(vr_pipes *ps, pl_pipe *pp) {
   json_object_set_new(j, "solve_failures", json_integer(pol->solve_fail));
   json_object_set_new(j, "last_solve_ms", json_real(pol->last_solve_ms));
   if (pol->last_err[0]) json_object_set_new(j, "last_error", json_string(pol->last_err));
+  json_object_set_new(j, "loads_failed", json_integer((json_int_t)pol->loads_failed));
+  if (pol->load_err[0]) json_object_set_new(j, "last_load_error", json_string(pol->load_err));
   json_object_set_new(j, "early_dropped", json_integer((json_int_t)pol->early));
   json_object_set_new(j, "rerouted", json_integer((json_int_t)pol->rerouted));
   json_object_set_new(j, "no_instance", json_integer((json_int_t)pol->no_instance));

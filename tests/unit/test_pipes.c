@@ -677,7 +677,7 @@ static void load(const char *name) {
   vr_actions a;
   vr_actions_init(&a);
   assert_int_equal(vr_actions_push(&a, VR_ACT_LOAD, v, -1, 0, -1, 8, "test"), 0);
-  assert_int_equal(vr_control_apply(g_ctl, vr_actions_at(&a, 0)), 0);
+  assert_int_equal(vr_control_apply(g_ctl, vr_actions_at(&a, 0), NULL), 0);
   vr_actions_free(&a);
 }
 
@@ -951,15 +951,20 @@ static int cores_held(void) {
  * free cores, so its loads were refused for want of room and every hop
  * of a task left without an instance ended "no instance serves the task
  * under the plan now". */
-static void test_policy_frees_off_view_cores(void **st) {
-  (void)st;
-  vr_ctl_inst_info in[64]; /* a clean worker: earlier tests' instances go */
+/* Unloads every instance (a clean worker: earlier tests' instances go). */
+static void unload_all(void) {
+  vr_ctl_inst_info in[64];
   int n = vr_control_instances(g_ctl, in, 64);
   for (int i = 0; i < n && i < 64; i++) {
     vr_action a = {.kind = VR_ACT_UNLOAD, .variant = in[i].var, .instance = in[i].id};
-    assert_int_equal(vr_control_apply(g_ctl, &a), 0);
+    assert_int_equal(vr_control_apply(g_ctl, &a, NULL), 0);
   }
   assert_int_equal(cores_held(), 0);
+}
+
+static void test_policy_frees_off_view_cores(void **st) {
+  (void)st;
+  unload_all();
   vr_pipes *p = registered();
   for (int row = 0; row < 2; row++) {
     vr_pipe_result *r = infer(p, row, 1, 10000, 0);
@@ -991,6 +996,53 @@ static void test_policy_frees_off_view_cores(void **st) {
   if (!pol || strstr(pol, "\"serving\":0")) fail_msg("a planned variant serves not: %.3000s", d);
   vr_free(d);
   drop_all(p);
+}
+
+/* A planned load the worker has no room for is said: in the pipeline's
+ * description (loads_failed, last_load_error with the cores it needs and
+ * those free) and the control plane's events. Two pipelines on disjoint
+ * apps each plan with the cores other apps leave (here 3: an instance of
+ * an app no pipeline uses holds one), 3 + 1 instances: the last load
+ * finds none free. It was skipped without a word, its task without an
+ * instance. */
+static void test_policy_refused_load_said(void **st) {
+  (void)st;
+  unload_all();
+  char path[1200];
+  snprintf(path, sizeof path, "%s/models/fmnist/fmnist_linear/model.onnx", g_src);
+  assert_int_equal(reg(path, "fmnist_spare", "spare", 80), 0);
+  vr_errbuf e = {0};
+  assert_int_equal(vr_control_reload_store(g_ctl, &e), 0);
+  load("fmnist_spare-fp32-t1-b8");
+  assert_int_equal(cores_held(), 1);
+  vr_pipes *p = registered();
+  char name[64];
+  const char *mixed = "{\"name\": \"mixed\", \"latency_ms\": 100, "
+                      "\"tasks\": [{\"name\": \"det\", \"app\": \"fscenes_mixed\"}]}";
+  if (vr_pipes_register(p, mixed, strlen(mixed), name, &e)) fail_msg("%s", e.msg);
+  vr_pipes_policy_opts po = {.policy = "loki", .period_s = 3600, .tick_s = 3600};
+  assert_int_equal(vr_pipes_set_policy(p, &po, &e), 0);
+  vr_pipes_policy_tick(p);
+  int said = 0;
+  for (int k = 0; k < 2; k++) {
+    char *d = vr_pipes_describe(p, k ? "mixed" : "fashion_scenes");
+    const char *le = strstr(d, "\"last_load_error\"");
+    if (le) {
+      if (!strstr(d, "\"loads_failed\":1") || !strstr(le, "refused: it needs 1 core(s)") ||
+          !strstr(le, "the worker has 0 core(s)"))
+        fail_msg("%.3000s", d);
+      said++;
+    }
+    vr_free(d);
+  }
+  assert_int_equal(said, 1);
+  char *h = vr_control_history(g_ctl, 0);
+  if (!strstr(h, "\"load refused\"")) fail_msg("no event: %.3000s", h);
+  vr_free(h);
+  assert_int_equal(vr_pipes_delete(p, "mixed", &e), 0);
+  drop_all(p);
+  assert_int_equal(vr_control_unregister(g_ctl, "fmnist_spare", &e), 0);
+  unload_all(); /* the next test's pipeline has the cores */
 }
 
 /* Root arrival times stay non-decreasing across the policy's takes: a
@@ -1030,6 +1082,7 @@ int main(void) {
       cmocka_unit_test(test_reload_during_tick),
       cmocka_unit_test(test_arrivals_ordered_across_takes),
       cmocka_unit_test(test_policy_frees_off_view_cores),
+      cmocka_unit_test(test_policy_refused_load_said),
       /* last: the plan's instances stay loaded, on cores later tests need */
       cmocka_unit_test(test_policy_mode_keeps_late_hops),
   };
