@@ -80,6 +80,7 @@ int vr_control_instances(vr_control *c, vr_ctl_inst_info *out, int cap) {
                                    st[i].state == VR_INST_OVERLOADED) &&
                                       !(in && in->removing)};
       snprintf(out[k].app, sizeof out[k].app, "%s", c->var[v].prof.app);
+      out[k].cores = st[i].threads + st[i].shadow_threads;
     }
     k++;
   }
@@ -99,7 +100,7 @@ int vr_control_managed_cores(vr_control *c) {
     if (v < 0 || !app_managed(c, c->var[v].prof.app))
       used += st[i].threads + st[i].shadow_threads;
   }
-  int free_cores = c->o.cores - used;
+  int free_cores = c->o.cores - used - c->loading_cores;
   pthread_mutex_unlock(&c->mu);
   return free_cores > 0 ? free_cores : 0;
 }

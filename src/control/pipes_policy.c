@@ -345,6 +345,22 @@ static int plan_holds(const pl_pipe *pp, const pl_pol *pol, const vr_ctl_inst_in
   return 0;
 }
 
+/* Cores this pipeline's plan may fill: those the managed apps may fill
+ * (vr_control_managed_cores) less those the instances of another
+ * pipeline's apps hold. Every pipeline planned with all of them, and the
+ * loads of the one applied last found no room. */
+static int plan_cores(vr_pipes *ps, const pl_pipe *pp, const pl_pol *pol) {
+  vr_ctl_inst_info info[256];
+  int n = vr_control_instances(ps->ctl, info, 256), cores = vr_control_managed_cores(ps->ctl);
+  if (n > 256) n = 256;
+  for (int i = 0; i < n; i++) {
+    int managed = 0;
+    for (int j = 0; j < ps->nmanaged && !managed; j++) managed = !strcmp(ps->managed[j], info[i].app);
+    if (managed && !plan_holds(pp, pol, &info[i])) cores -= info[i].cores;
+  }
+  return cores > 0 ? cores : 0;
+}
+
 /* The instances the plan holds (plan_holds), sorted by id. */
 static int held_instances(vr_pipes *ps, const pl_pipe *pp, pl_pol *pol, vr_pipe_snap_inst *out,
                           int *ready, int cap) {
@@ -463,7 +479,7 @@ static void pol_tick(vr_pipes *ps, pl_pipe *pp, double now_s, double dt) {
   for (int o = 0; o < VR_POUT_COUNT; o++) done += pp->outcomes[o];
   s.open_queries = pp->requests > done ? (int64_t)(pp->requests - done) : 0;
   pthread_mutex_unlock(&pp->mu);
-  s.workers = vr_control_managed_cores(ps->ctl) / pol->threads;
+  s.workers = plan_cores(ps, pp, pol) / pol->threads;
   pthread_mutex_lock(&pp->mu); /* what GET reads, under the lock it reads it */
   pol->workers = s.workers;
   pthread_mutex_unlock(&pp->mu);
