@@ -346,7 +346,14 @@ static void apply_unload(vr_control *c, int64_t id) {
               (long long)id);
   }
   pthread_mutex_unlock(&c->mu);
-  if (in) unload(c, id);
+  if (!in) return;
+  unload(c, id);
+  /* Its room counts at once: the count above still held it, and a load
+   * decided before the next tick (a pipeline plan's) was refused. */
+  pthread_mutex_lock(&c->mu);
+  if (ctl_refresh_locked(c, c->last_tick_ns, 1.0))
+    vr_warn("control: could not count the room of unloaded %lld", (long long)id);
+  pthread_mutex_unlock(&c->mu);
 }
 
 /* ---- the live actuator table (policy/driver.h) ---- */

@@ -1052,6 +1052,33 @@ static void test_policies_share_cores(void **st) {
   unload_all(); /* the next test's pipeline has the cores */
 }
 
+/* The room an unload gives back counts at once: on a full worker, a load
+ * right after an unload fits. The control plane counted the worker's room
+ * before the instance left, so until its next tick a load into that room
+ * was refused (a pipeline plan's, or a tuner's a tick after it shrank the
+ * plan). */
+static void test_unload_frees_room_at_once(void **st) {
+  (void)st;
+  static const char *v[] = {"fmnist_mlp-fp32-t1-b8", "fmnist_linear-fp32-t1-b8",
+                            "fmnist_mlp-fp32-t1-b4", "fmnist_linear-fp32-t1-b4",
+                            "fmnist_mlp-fp32-t1-b2"};
+  unload_all();
+  for (int i = 0; i < 5; i++) {
+    if (i == 4) { /* full: one goes */
+      vr_ctl_inst_info in[8];
+      assert_int_equal(vr_control_instances(g_ctl, in, 8), 4);
+      vr_action un = {.kind = VR_ACT_UNLOAD, .variant = in[0].var, .instance = in[0].id};
+      assert_int_equal(vr_control_apply(g_ctl, &un, NULL), 0);
+    }
+    vr_errbuf e = {0};
+    vr_action a = {.kind = VR_ACT_LOAD, .variant = vr_control_variant(g_ctl, v[i], NULL),
+                   .instance = -1, .why = "test"};
+    if (vr_control_apply(g_ctl, &a, &e)) fail_msg("%s: %s", v[i], e.msg);
+  }
+  assert_int_equal(cores_held(), 4);
+  unload_all(); /* the next test's pipeline has the cores */
+}
+
 /* Root arrival times stay non-decreasing across the policy's takes: a
  * request that read its clock before a tick took the ring and recorded
  * after it made the tuner refuse the next tick's arrivals ("out of
@@ -1090,6 +1117,7 @@ int main(void) {
       cmocka_unit_test(test_arrivals_ordered_across_takes),
       cmocka_unit_test(test_policy_frees_off_view_cores),
       cmocka_unit_test(test_policies_share_cores),
+      cmocka_unit_test(test_unload_frees_room_at_once),
       /* last: the plan's instances stay loaded, on cores later tests need */
       cmocka_unit_test(test_policy_mode_keeps_late_hops),
   };
