@@ -270,34 +270,57 @@ static void unload(vr_control *c, int64_t id) {
     vr_info("control: unloaded instance %lld", (long long)id);
 }
 
+/* A load the worker has no room for is said, never skipped silently: in
+ * the log, the control plane's events (the dashboard) and c->act_err
+ * (vr_control_apply hands it on; a pipeline shows it). `freed`: cores an
+ * instance it replaces gives up. Caller holds mu. Returns VR_EBUSY. */
+static int refuse_load(vr_control *c, const vr_profile *p, int freed, const char *why) {
+  if (!p)
+    snprintf(c->act_err, sizeof c->act_err, "load refused: the variant is no longer served");
+  else
+    snprintf(c->act_err, sizeof c->act_err,
+             "load of %s refused: it needs %d core(s) and %lld MiB, the worker has %d "
+             "core(s) and %lld MiB free", p->variant, p->threads,
+             (long long)(p->mem_bytes >> 20), c->worker.free_cores + freed,
+             (long long)(c->worker.free_mem >> 20));
+  vr_warn("control: %s (%s)", c->act_err, why ? why : "");
+  if (c->hist)
+    vr__hist_add_act(c->hist, (vr_clock_now(c->o.clock) - c->t0_ns) / 1e9, "load refused",
+                     p ? p->variant : "", c->act_err);
+  return VR_EBUSY;
+}
+
 /* Loads decided by the policy: re-checked against the worker first, since
  * query-path loads may have taken the room meanwhile. `replaces` (an
  * instance id, or -1) is an instance about to give up its room (an
  * upgrade in place): its cores count as free (memory does not: both are
- * resident while the new one loads), and it keeps serving meanwhile. Returns whether the load succeeded. */
+ * resident while the new one loads), and it keeps serving meanwhile.
+ * 0 when loaded, else VR_E* with c->act_err saying why. */
 static int apply_load(vr_control *c, const vr_action *a, int64_t replaces) {
   pthread_mutex_lock(&c->mu);
-  int ok = a->variant >= 0 && (size_t)a->variant < c->nvar;
+  int ok = a->variant >= 0 && (size_t)a->variant < c->nvar, freed = 0;
   const vr_profile *p = ok ? &c->var[a->variant].prof : NULL;
   if (ok) {
     ctl_inst *old = replaces > 0 ? ctl_inst_by_id(c, (int)replaces) : NULL;
     const vr_profile *q = old && !old->removing ? &c->var[old->var].prof : NULL;
+    freed = q ? q->threads : 0;
     /* cores are shared for the overlap; memory must hold both */
-    ok = c->worker.free_cores + (q ? q->threads : 0) >= p->threads &&
-         c->worker.free_mem >= p->mem_bytes;
+    ok = c->worker.free_cores + freed >= p->threads && c->worker.free_mem >= p->mem_bytes;
   }
-  if (ok) {
-    c->loading_cores += p->threads;
-    c->loading_mem += p->mem_bytes;
-    c->worker.free_cores -= p->threads;
-    c->worker.free_mem -= p->mem_bytes;
+  if (!ok) {
+    int rc = refuse_load(c, p, freed, a->why);
+    pthread_mutex_unlock(&c->mu);
+    return rc;
   }
-  int threads = p ? p->threads : 0;
-  int64_t mem = p ? p->mem_bytes : 0;
-  char vname[VR_VARIANT_MAX] = "";
-  if (p) snprintf(vname, sizeof vname, "%s", p->variant);
+  c->loading_cores += p->threads;
+  c->loading_mem += p->mem_bytes;
+  c->worker.free_cores -= p->threads;
+  c->worker.free_mem -= p->mem_bytes;
+  int threads = p->threads;
+  int64_t mem = p->mem_bytes;
+  char vname[VR_VARIANT_MAX];
+  snprintf(vname, sizeof vname, "%s", p->variant);
   pthread_mutex_unlock(&c->mu);
-  if (!ok) return 0;
   vr_errbuf err = {0};
   int id = ctl_load_variant_named(c, vname, &err);
   if (id < 0)
@@ -305,8 +328,9 @@ static int apply_load(vr_control *c, const vr_action *a, int64_t replaces) {
   pthread_mutex_lock(&c->mu);
   c->loading_cores -= threads;
   c->loading_mem -= mem;
+  if (id < 0) snprintf(c->act_err, sizeof c->act_err, "load of %.100s failed: %.130s", vname, err.msg);
   pthread_mutex_unlock(&c->mu);
-  return id > 0;
+  return id > 0 ? 0 : id < 0 ? id : VR_EINTERNAL;
 }
 
 static void apply_unload(vr_control *c, int64_t id) {
@@ -322,22 +346,28 @@ static void apply_unload(vr_control *c, int64_t id) {
               (long long)id);
   }
   pthread_mutex_unlock(&c->mu);
-  if (in) unload(c, id);
+  if (!in) return;
+  unload(c, id);
+  /* Its room counts at once: the count above still held it, and a load
+   * decided before the next tick (a pipeline plan's) was refused. */
+  pthread_mutex_lock(&c->mu);
+  if (ctl_refresh_locked(c, c->last_tick_ns, 1.0))
+    vr_warn("control: could not count the room of unloaded %lld", (long long)id);
+  pthread_mutex_unlock(&c->mu);
 }
 
 /* ---- the live actuator table (policy/driver.h) ---- */
 
 static int act_load(void *self, const vr_action *a) {
-  if (a->worker == 0) apply_load(self, a, -1);
-  return 0;
+  return a->worker == 0 ? apply_load(self, a, -1) : 0;
 }
 
 static int act_migrate(void *self, const vr_action *a) {
   /* load the replacement first (the old instance serves meanwhile), then
    * drain the old one; a failed load keeps the old instance */
-  if (a->worker == 0 && apply_load(self, a, a->instance))
-    apply_unload(self, a->instance);
-  return 0;
+  int rc = a->worker == 0 ? apply_load(self, a, a->instance) : 0;
+  if (a->worker == 0 && !rc) apply_unload(self, a->instance);
+  return rc;
 }
 
 static int act_unload(void *self, const vr_action *a) {

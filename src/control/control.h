@@ -147,19 +147,25 @@ typedef struct vr_ctl_inst_info {
   int var;       /* control variant index */
   int batch_cap; /* rows per batch now */
   int ready;     /* serving: active / overloaded / interfered, not removing */
+  char app[VR_PROF_NAME_MAX]; /* its variant's app */
+  int cores;     /* held: its threads and its shadow's */
 } vr_ctl_inst_info;
 
 /* The control plane's instances now (from the runtime), sorted by id:
  * fills up to cap, returns how many there are. */
 int vr_control_instances(vr_control *c, vr_ctl_inst_info *out, int cap);
 /* Cores the managed apps may fill: the worker's cores minus those held by
- * instances of unmanaged variants and by instances loaded by name. */
+ * instances of unmanaged variants, by instances loaded by name and by
+ * loads in progress (query-path loads reserve theirs: a load decided now
+ * finds them taken). */
 int vr_control_managed_cores(vr_control *c);
 /* Carries out one action decided outside the tick (a pipeline policy)
- * through the live actuator table, recorded in the history. A LOAD with no
- * room is skipped (0; the next period tries again). Blocks while a load
- * or a drain runs. 0 or VR_E*. */
-int vr_control_apply(vr_control *c, const vr_action *a);
+ * through the live actuator table, recorded in the history. A LOAD or
+ * MIGRATE the worker has no room for is not carried out: VR_EBUSY, logged,
+ * recorded as a "load refused" event and said in err (may be NULL), as a
+ * failed load is (the caller's next period may try again). Blocks while
+ * a load or a drain runs. 0 or VR_E*. */
+int vr_control_apply(vr_control *c, const vr_action *a, vr_errbuf *err);
 
 /* Prometheus text (vr_malloc'd) of the control plane:
  * vario_scaling_actions_total{kind}, vario_variant_state{variant,state},

@@ -110,6 +110,8 @@ struct vr_control {
   vr_vec insts;       /* ctl_inst */
   int loading_cores;  /* threads of loads in progress */
   int64_t loading_mem;
+  char act_err[256];  /* why the last LOAD / MIGRATE applied was refused or
+                       * failed (vr_control_apply's err) */
 
   /* policy, its state, selection index, actions, snapshot buffers; the
    * actuator table is control.c's */

@@ -79,6 +79,8 @@ int vr_control_instances(vr_control *c, vr_ctl_inst_info *out, int cap) {
                                   (st[i].state == VR_INST_ACTIVE ||
                                    st[i].state == VR_INST_OVERLOADED) &&
                                       !(in && in->removing)};
+      snprintf(out[k].app, sizeof out[k].app, "%s", c->var[v].prof.app);
+      out[k].cores = st[i].threads + st[i].shadow_threads;
     }
     k++;
   }
@@ -98,12 +100,12 @@ int vr_control_managed_cores(vr_control *c) {
     if (v < 0 || !app_managed(c, c->var[v].prof.app))
       used += st[i].threads + st[i].shadow_threads;
   }
-  int free_cores = c->o.cores - used;
+  int free_cores = c->o.cores - used - c->loading_cores;
   pthread_mutex_unlock(&c->mu);
   return free_cores > 0 ? free_cores : 0;
 }
 
-int vr_control_apply(vr_control *c, const vr_action *a) {
+int vr_control_apply(vr_control *c, const vr_action *a, vr_errbuf *err) {
   pthread_mutex_lock(&c->mu);
   const char *vn = a->variant >= 0 && (size_t)a->variant < c->nvar
                        ? c->var[a->variant].prof.variant : "";
@@ -119,9 +121,10 @@ int vr_control_apply(vr_control *c, const vr_action *a) {
     vr_info("control: pipeline policy: %s %s (%s)", vr_action_name(a->kind), name,
             a->why ? a->why : "");
   int rc = vr_driver_apply(&c->drv, a);
-  if (a->kind == VR_ACT_LOAD) { /* route to it (and count its room) at once */
+  if (a->kind == VR_ACT_LOAD || a->kind == VR_ACT_MIGRATE) {
     pthread_mutex_lock(&c->mu);
-    int r2 = ctl_refresh_locked(c, c->last_tick_ns, 1.0);
+    if (rc) vr_errf(err, rc, "%s", c->act_err); /* refused or failed: why */
+    int r2 = ctl_refresh_locked(c, c->last_tick_ns, 1.0); /* route to it, count its room */
     pthread_mutex_unlock(&c->mu);
     if (!rc) rc = r2;
   }

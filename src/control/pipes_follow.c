@@ -84,7 +84,7 @@ static void apply_batches(vr_pipes *ps, pl_pipe *pp, pl_pol *pol) {
   if (vr_pipe_plan_actions(&s, &pol->plan, assign, &acts) == 0) {
     for (size_t k = 0; k < acts.len; k++) {
       const vr_action *a = vr_actions_at(&acts, k);
-      if (a->kind != VR_ACT_SET_BATCH || vr_control_apply(ps->ctl, a)) continue;
+      if (a->kind != VR_ACT_SET_BATCH || vr_control_apply(ps->ctl, a, NULL)) continue;
       set++;
       for (int i = 0; i < s.ninst; i++)
         if (inst[i].id == a->instance) inst[i].batch = a->value;

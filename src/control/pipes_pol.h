@@ -48,6 +48,8 @@ struct pl_pol {
   int replans, solve_fail;
   double last_solve_ms;
   char last_err[200];
+  uint64_t loads_failed;  /* the plan's loads the control plane refused or failed */
+  char load_err[256];     /* the last one's reason */
   /* the policy's per-pipeline memory (pipe_policy.h ctx_new) */
   void *ctx;
   void (*ctx_free)(void *);

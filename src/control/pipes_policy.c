@@ -331,16 +331,44 @@ static void row_plan(pl_pol *pol) {
   fmt_variants(pol, &pol->plan, row->variants, sizeof row->variants);
 }
 
-/* The instances of the view's variants, sorted by id. */
-static int held_instances(vr_pipes *ps, pl_pol *pol, vr_pipe_snap_inst *out, int *ready,
-                          int cap) {
+/* Whether an instance is the plan's to keep, replace or unload: one of a
+ * view's variant, or of any other variant of the pipeline's apps (another
+ * batch size or thread count, loaded by INFaaS selection before the first
+ * plan or by a view since dropped). The control loop leaves those alone
+ * (managed) and vr_control_managed_cores counts their cores as the plan's:
+ * left out, nobody ever unloaded them and the plan's loads found no room. */
+static int plan_holds(const pl_pipe *pp, const pl_pol *pol, const vr_ctl_inst_info *in) {
+  for (int s = 0; s < pol->nslots; s++)
+    if (pol->slot_var[s] == in->var) return 1;
+  for (int t = 0; t < pp->spec->ntasks; t++)
+    if (!strcmp(pp->spec->tasks[t].app, in->app)) return 1;
+  return 0;
+}
+
+/* Cores this pipeline's plan may fill: those the managed apps may fill
+ * (vr_control_managed_cores) less those the instances of another
+ * pipeline's apps hold. Every pipeline planned with all of them, and the
+ * loads of the one applied last found no room. */
+static int plan_cores(vr_pipes *ps, const pl_pipe *pp, const pl_pol *pol) {
+  vr_ctl_inst_info info[256];
+  int n = vr_control_instances(ps->ctl, info, 256), cores = vr_control_managed_cores(ps->ctl);
+  if (n > 256) n = 256;
+  for (int i = 0; i < n; i++) {
+    int managed = 0;
+    for (int j = 0; j < ps->nmanaged && !managed; j++) managed = !strcmp(ps->managed[j], info[i].app);
+    if (managed && !plan_holds(pp, pol, &info[i])) cores -= info[i].cores;
+  }
+  return cores > 0 ? cores : 0;
+}
+
+/* The instances the plan holds (plan_holds), sorted by id. */
+static int held_instances(vr_pipes *ps, const pl_pipe *pp, pl_pol *pol, vr_pipe_snap_inst *out,
+                          int *ready, int cap) {
   vr_ctl_inst_info info[256];
   int n = vr_control_instances(ps->ctl, info, 256), k = 0;
   if (n > 256) n = 256;
   for (int i = 0; i < n && k < cap; i++) {
-    int mine = 0;
-    for (int s = 0; s < pol->nslots && !mine; s++) mine = pol->slot_var[s] == info[i].var;
-    if (!mine) continue;
+    if (!plan_holds(pp, pol, &info[i])) continue;
     ready[k] = info[i].ready;
     out[k++] = (vr_pipe_snap_inst){info[i].id, info[i].var, info[i].batch_cap};
   }
@@ -362,6 +390,21 @@ static void note_solve(pl_pipe *pp, pl_pol *pol, double ms, const char *failed) 
   pthread_mutex_unlock(&pp->mu);
 }
 
+/* An action of the plan the control plane did not carry out (a load with
+ * no room on the worker, a failed load): logged, and counted with its
+ * reason for GET, so a task left without an instance says why. */
+static void note_act_failed(pl_pipe *pp, pl_pol *pol, const vr_action *a, int rc,
+                            const vr_errbuf *err) {
+  const char *why = err->msg[0] ? err->msg : vr_strerror(rc);
+  vr_warn("pipeline '%s': plan's %s not carried out: %s", pp->spec->name,
+          vr_action_name(a->kind), why);
+  if (a->kind != VR_ACT_LOAD && a->kind != VR_ACT_MIGRATE) return;
+  pthread_mutex_lock(&pp->mu);
+  pol->loads_failed++;
+  snprintf(pol->load_err, sizeof pol->load_err, "%.*s", (int)sizeof pol->load_err - 1, why);
+  pthread_mutex_unlock(&pp->mu);
+}
+
 /* Re-reads the instances (into s) and publishes the slot -> instance
  * lists for the plan in force (inst: 256 entries, s->inst's buffer): each instance on the slot the plan assigns
  * it; one the plan replaces stays listed on every slot of its variant
@@ -371,7 +414,7 @@ static void publish(vr_pipes *ps, pl_pipe *pp, pl_pol *pol, vr_pipe_snap *s,
                     vr_pipe_snap_inst *inst, const vr_actions *acts) {
   int ready[256], assign[256];
   s->inst = inst;
-  s->ninst = held_instances(ps, pol, inst, ready, 256);
+  s->ninst = held_instances(ps, pp, pol, inst, ready, 256);
   vr_actions scratch;
   vr_actions_init(&scratch);
   int rc = vr_pipe_plan_actions(s, &pol->plan, assign, &scratch);
@@ -440,14 +483,14 @@ static void pol_tick(vr_pipes *ps, pl_pipe *pp, double now_s, double dt) {
   for (int o = 0; o < VR_POUT_COUNT; o++) done += pp->outcomes[o];
   s.open_queries = pp->requests > done ? (int64_t)(pp->requests - done) : 0;
   pthread_mutex_unlock(&pp->mu);
-  s.workers = vr_control_managed_cores(ps->ctl) / pol->threads;
+  s.workers = plan_cores(ps, pp, pol) / pol->threads;
   pthread_mutex_lock(&pp->mu); /* what GET reads, under the lock it reads it */
   pol->workers = s.workers;
   pthread_mutex_unlock(&pp->mu);
   vr_pipe_snap_inst inst[256];
   int ready[256];
   s.inst = inst;
-  s.ninst = held_instances(ps, pol, inst, ready, 256);
+  s.ninst = held_instances(ps, pp, pol, inst, ready, 256);
 
   vr_pipe_plan next = {0};
   int have_next = 0;
@@ -522,8 +565,9 @@ static void pol_tick(vr_pipes *ps, pl_pipe *pp, double now_s, double dt) {
     publish(ps, pp, pol, &s, inst, &acts);
     for (size_t i = 0; i < acts.len; i++) {
       const vr_action *a = vr_actions_at(&acts, i);
-      int rc = vr_control_apply(ps->ctl, a);
-      if (rc) vr_warn("pipeline policy: %s: %s", vr_action_name(a->kind), vr_strerror(rc));
+      vr_errbuf aerr = {0};
+      int rc = vr_control_apply(ps->ctl, a, &aerr);
+      if (rc) note_act_failed(pp, pol, a, rc, &aerr);
       if (a->kind == VR_ACT_LOAD || a->kind == VR_ACT_MIGRATE)
         publish(ps, pp, pol, &s, inst, &acts); /* use it now; forget the replaced */
     }
@@ -748,6 +792,8 @@ json_t *vr__pipe_pol_json(vr_pipes *ps, pl_pipe *pp) {
   json_object_set_new(j, "solve_failures", json_integer(pol->solve_fail));
   json_object_set_new(j, "last_solve_ms", json_real(pol->last_solve_ms));
   if (pol->last_err[0]) json_object_set_new(j, "last_error", json_string(pol->last_err));
+  json_object_set_new(j, "loads_failed", json_integer((json_int_t)pol->loads_failed));
+  if (pol->load_err[0]) json_object_set_new(j, "last_load_error", json_string(pol->load_err));
   json_object_set_new(j, "early_dropped", json_integer((json_int_t)pol->early));
   json_object_set_new(j, "rerouted", json_integer((json_int_t)pol->rerouted));
   json_object_set_new(j, "no_instance", json_integer((json_int_t)pol->no_instance));

@@ -479,10 +479,10 @@ static void test_drop_at_next_hop(void **st) {
  * Loki's "none" nothing is, so the children that start past the deadline
  * (the stepping clock above) still run (the request still answers
  * dropped, late). They ended "deadline passed", a rule the mode excludes.
- * (footwear_bag's children may end "no instance serves the task under
- * the plan now": the fixture's 4 cores also hold instances earlier tests
- * loaded, and a planned load without room is skipped; so the test counts
- * the children served.) */
+ * Every child is served: the plan holds every instance of its apps, those
+ * earlier tests loaded included (a planned load without room was skipped
+ * and footwear_bag's children ended "no instance serves the task under
+ * the plan now"). */
 static int children_served(const vr_pipe_result *r) {
   int n = 0;
   for (int i = 1; i < r->n_hops; i++) n += r->hops[i]->outcome == VR_POUT_OK;
@@ -499,7 +499,7 @@ static void test_policy_mode_keeps_late_hops(void **st) {
   for (int i = 0;; i++) { /* until the plan's instances serve */
     vr_pipes_policy_tick(p);
     vr_pipe_result *warm = infer(p, 0, 1, 10000, 0);
-    int ok = children_served(warm) > 0;
+    int ok = children_served(warm) == warm->n_hops - 1;
     if (!ok && i == 200) fail_msg("warm-up: %s", warm->msg);
     vr_pipe_result_free(warm);
     if (ok) break;
@@ -515,7 +515,7 @@ static void test_policy_mode_keeps_late_hops(void **st) {
     assert_true(r->hops[i]->start_ns > 250 * VR_NS_PER_MS);
     if (strstr(r->hops[i]->msg, "deadline")) fail_msg("hop %d: %s", i, r->hops[i]->msg);
   }
-  assert_true(children_served(r) > 0);
+  assert_int_equal(children_served(r), r->n_hops - 1);
   vr_pipe_result_free(r);
   vr_pipes_set_clock(p, NULL);
   drop_all(p);
@@ -682,7 +682,7 @@ static void load(const char *name) {
   vr_actions a;
   vr_actions_init(&a);
   assert_int_equal(vr_actions_push(&a, VR_ACT_LOAD, v, -1, 0, -1, 8, "test"), 0);
-  assert_int_equal(vr_control_apply(g_ctl, vr_actions_at(&a, 0)), 0);
+  assert_int_equal(vr_control_apply(g_ctl, vr_actions_at(&a, 0), NULL), 0);
   vr_actions_free(&a);
 }
 
@@ -1016,6 +1016,150 @@ static void test_app_lost_its_models(void **st) {
   vr_pipes_free(p);
 }
 
+/* Cores held by the runtime's instances now. */
+static int cores_held(void) {
+  vr_rt_instance_stats st[64];
+  int n = vr_rt_instances(g_rt, NULL, st, 64), k = 0;
+  for (int i = 0; i < n && i < 64; i++) k += st[i].threads + st[i].shadow_threads;
+  return k;
+}
+
+/* Instances of a policy's apps outside its planning view (max batch under
+ * 8: the view keeps the largest batch of each model), here loaded by
+ * INFaaS selection before the first plan and by hand, fill the fixture's
+ * cores: the plan replaces or unloads them and every task of it serves.
+ * They were invisible to the plan (never unloaded) while counted as its
+ * free cores, so its loads were refused for want of room and every hop
+ * of a task left without an instance ended "no instance serves the task
+ * under the plan now". */
+/* Unloads every instance (a clean worker: earlier tests' instances go). */
+static void unload_all(void) {
+  vr_ctl_inst_info in[64];
+  int n = vr_control_instances(g_ctl, in, 64);
+  for (int i = 0; i < n && i < 64; i++) {
+    vr_action a = {.kind = VR_ACT_UNLOAD, .variant = in[i].var, .instance = in[i].id};
+    assert_int_equal(vr_control_apply(g_ctl, &a, NULL), 0);
+  }
+  assert_int_equal(cores_held(), 0);
+}
+
+static void test_policy_frees_off_view_cores(void **st) {
+  (void)st;
+  unload_all();
+  vr_pipes *p = registered();
+  for (int row = 0; row < 2; row++) {
+    vr_pipe_result *r = infer(p, row, 1, 10000, 0);
+    if (r->outcome != VR_POUT_OK) fail_msg("row %d before the plan: %s", row, r->msg);
+    vr_pipe_result_free(r);
+  }
+  static const char *off[] = {"fmnist_mlp-fp32-t1-b4", "fscenes_det_large-fp32-t1-b4",
+                              "fmnist_linear-fp32-t1-b4", "fscenes_det_tiny-fp32-t1-b4"};
+  for (int i = 0; i < 4 && cores_held() < 4; i++) load(off[i]);
+  assert_int_equal(cores_held(), 4);
+  vr_errbuf e = {0};
+  vr_pipes_policy_opts po = {.policy = "loki", .period_s = 3600, .tick_s = 3600};
+  assert_int_equal(vr_pipes_set_policy(p, &po, &e), 0);
+  vr_pipes_policy_tick(p); /* the plan: its instances in the others' room */
+  vr_pipes_policy_tick(p);
+  int seen[3] = {0};
+  for (int row = 0; row < 8; row++) {
+    vr_pipe_result *r = infer(p, row, 1, 10000, 0);
+    for (int i = 0; i < r->n_hops; i++) {
+      const vr_pipe_hop_rec *h = r->hops[i];
+      if (h->outcome != VR_POUT_OK) fail_msg("row %d, task '%s': %s", row, h->task_name, h->msg);
+      seen[h->task]++;
+    }
+    vr_pipe_result_free(r);
+  }
+  for (int t = 0; t < 3; t++) assert_true(seen[t] > 0);
+  char *d = vr_pipes_describe(p, "fashion_scenes");
+  const char *pol = strstr(d, "\"policy\"");
+  if (!pol || strstr(pol, "\"serving\":0")) fail_msg("a planned variant serves not: %.3000s", d);
+  vr_free(d);
+  drop_all(p);
+}
+
+/* The policy plan of each pipeline under a policy: its "workers" in
+ * the description (-1 without a plan in force). */
+static int plan_workers(vr_pipes *p, const char *name) {
+  char *d = vr_pipes_describe(p, name);
+  const char *pl = strstr(d, "\"plan\": {"), *w = pl ? strstr(pl, "\"workers\": ") : NULL;
+  if (!w) pl = strstr(d, "\"plan\":{"), w = pl ? strstr(pl, "\"workers\":") : NULL;
+  int n = w ? atoi(strchr(w, ':') + 1) : -1;
+  if (strstr(d, "\"last_load_error\"")) fail_msg("a load was refused: %.3000s", d);
+  vr_free(d);
+  return n;
+}
+
+/* Two pipelines on disjoint apps share the cores other apps leave (here
+ * 3: an instance of an app no pipeline uses holds one): the one planned
+ * second plans with what the first's instances leave. Each planned with
+ * all 3 (3 + 1 instances), and the last load found no core free. Such a
+ * load is said, never skipped silently: VR_EBUSY with the cores it needs
+ * and those free, and a "load refused" event of the control plane. */
+static void test_policies_share_cores(void **st) {
+  (void)st;
+  unload_all();
+  char path[1200];
+  snprintf(path, sizeof path, "%s/models/fmnist/fmnist_linear/model.onnx", g_src);
+  assert_int_equal(reg(path, "fmnist_spare", "spare", 80), 0);
+  vr_errbuf e = {0};
+  assert_int_equal(vr_control_reload_store(g_ctl, &e), 0);
+  load("fmnist_spare-fp32-t1-b8");
+  assert_int_equal(cores_held(), 1);
+  vr_pipes *p = registered();
+  char name[64];
+  const char *mixed = "{\"name\": \"mixed\", \"latency_ms\": 100, "
+                      "\"tasks\": [{\"name\": \"det\", \"app\": \"fscenes_mixed\"}]}";
+  if (vr_pipes_register(p, mixed, strlen(mixed), name, &e)) fail_msg("%s", e.msg);
+  vr_pipes_policy_opts po = {.policy = "loki", .period_s = 3600, .tick_s = 3600};
+  assert_int_equal(vr_pipes_set_policy(p, &po, &e), 0);
+  vr_pipes_policy_tick(p);
+  int a = plan_workers(p, "fashion_scenes"), b = plan_workers(p, "mixed");
+  if (a < 1 || b < 1 || a + b > 3) fail_msg("plans on %d and %d of 3 cores", a, b);
+  /* the worker full: a load is refused, with its reason */
+  assert_int_equal(cores_held(), 4);
+  vr_action ld = {.kind = VR_ACT_LOAD, .variant = vr_control_variant(g_ctl,
+                  "fmnist_spare-fp32-t1-b8", NULL), .instance = -1, .why = "test"};
+  assert_int_equal(vr_control_apply(g_ctl, &ld, &e), VR_EBUSY);
+  if (!strstr(e.msg, "refused: it needs 1 core(s)") || !strstr(e.msg, "has 0 core(s)"))
+    fail_msg("%s", e.msg);
+  char *h = vr_control_history(g_ctl, 0);
+  if (!strstr(h, "\"load refused\"")) fail_msg("no event: %.3000s", h);
+  vr_free(h);
+  assert_int_equal(vr_pipes_delete(p, "mixed", &e), 0);
+  drop_all(p);
+  assert_int_equal(vr_control_unregister(g_ctl, "fmnist_spare", &e), 0);
+  unload_all(); /* the next test's pipeline has the cores */
+}
+
+/* The room an unload gives back counts at once: on a full worker, a load
+ * right after an unload fits. The control plane counted the worker's room
+ * before the instance left, so until its next tick a load into that room
+ * was refused (a pipeline plan's, or a tuner's a tick after it shrank the
+ * plan). */
+static void test_unload_frees_room_at_once(void **st) {
+  (void)st;
+  static const char *v[] = {"fmnist_mlp-fp32-t1-b8", "fmnist_linear-fp32-t1-b8",
+                            "fmnist_mlp-fp32-t1-b4", "fmnist_linear-fp32-t1-b4",
+                            "fmnist_mlp-fp32-t1-b2"};
+  unload_all();
+  for (int i = 0; i < 5; i++) {
+    if (i == 4) { /* full: one goes */
+      vr_ctl_inst_info in[8];
+      assert_int_equal(vr_control_instances(g_ctl, in, 8), 4);
+      vr_action un = {.kind = VR_ACT_UNLOAD, .variant = in[0].var, .instance = in[0].id};
+      assert_int_equal(vr_control_apply(g_ctl, &un, NULL), 0);
+    }
+    vr_errbuf e = {0};
+    vr_action a = {.kind = VR_ACT_LOAD, .variant = vr_control_variant(g_ctl, v[i], NULL),
+                   .instance = -1, .why = "test"};
+    if (vr_control_apply(g_ctl, &a, &e)) fail_msg("%s: %s", v[i], e.msg);
+  }
+  assert_int_equal(cores_held(), 4);
+  unload_all(); /* the next test's pipeline has the cores */
+}
+
 /* Root arrival times stay non-decreasing across the policy's takes: a
  * request that read its clock before a tick took the ring and recorded
  * after it made the tuner refuse the next tick's arrivals ("out of
@@ -1053,6 +1197,9 @@ int main(void) {
       cmocka_unit_test(test_reload_during_tick),
       cmocka_unit_test(test_app_lost_its_models),
       cmocka_unit_test(test_arrivals_ordered_across_takes),
+      cmocka_unit_test(test_policy_frees_off_view_cores),
+      cmocka_unit_test(test_policies_share_cores),
+      cmocka_unit_test(test_unload_frees_room_at_once),
       /* last: the plan's instances stay loaded, on cores later tests need */
       cmocka_unit_test(test_policy_mode_keeps_late_hops),
   };
