@@ -224,6 +224,12 @@ static int has_id(const vr_worker_info *ws, size_t n, const char *id) {
   return 0;
 }
 
+static int has_left(const vr_worker_left *left, size_t n, const char *id) {
+  for (size_t k = 0; k < n; k++)
+    if (!strcmp(left[k].id, id)) return 1;
+  return 0;
+}
+
 static int is_dead(const ctl *c, const char *id) {
   for (int i = 0; i < c->n_dead; i++)
     if (!strcmp(c->dead[i], id)) return 1;
@@ -238,13 +244,17 @@ static int is_dead(const ctl *c, const char *id) {
  * without the worker (front ends answered 503 "no worker serves") and
  * placed its models again. They are kept as they were, appended to ws (room
  * for MAXW), until then; one not back by the end of its lease is gone like
- * any expired lease. prev[k]: the index in c->w of a kept ws[k], -1 for a
- * listed one. Under mu. */
-static size_t keep_missing(ctl *c, vr_worker_info *ws, size_t n, int *prev, int64_t now) {
+ * any expired lease. One that deregistered (its tombstone is in left) is
+ * gone at once: it said so. prev[k]: the index in c->w of a kept ws[k], -1
+ * for a listed one. Under mu. */
+static size_t keep_missing(ctl *c, vr_worker_info *ws, size_t n, int *prev,
+                           const vr_worker_left *left, size_t nleft, int64_t now) {
   for (size_t k = 0; k < n; k++) prev[k] = -1;
   for (size_t i = 0; c->back_ns && i < c->nw && n < MAXW; i++) {
     int64_t end = c->back_ns + c->w[i].lease_ms * 1000000;
-    if (now >= end || has_id(ws, n, c->w[i].id) || is_dead(c, c->w[i].id)) continue;
+    if (now >= end || has_id(ws, n, c->w[i].id) || is_dead(c, c->w[i].id) ||
+        has_left(left, nleft, c->w[i].id))
+      continue;
     if (!c->wkept[i])
       vr__ctl_event(c, "worker %s missing from the registry since it came back: kept for up to "
                     "%lld ms (a lease) to register again", c->w[i].id,
@@ -302,8 +312,9 @@ static int stalled(const ctl *c, int64_t waited_ns) {
 static void tick(ctl *c) {
   vr_errbuf err = {0};
   vr_worker_info *ws = NULL;
-  size_t n = 0;
-  int rc = vr_registry_workers(c->reg, &ws, &n, &err);
+  size_t n = 0, nleft = 0;
+  vr_worker_left *left = NULL; /* deregistered: not kept (keep_missing) */
+  int rc = vr_registry_workers_left(c->reg, &ws, &n, &left, &nleft, &err);
   vr_worker_info *room = rc ? NULL : vr_realloc(ws, MAXW * sizeof *ws); /* keep_missing */
   if (room) ws = room;
   else if (!rc) rc = vr_errf(&err, VR_ENOMEM, "out of memory");
@@ -312,6 +323,7 @@ static void tick(ctl *c) {
   pthread_mutex_lock(&c->mu);
   if (rc) {
     vr_free(ws);
+    vr_free(left);
     if (c->registry_ok) vr__ctl_event(c, "registry unreachable (%s); keeping the last state", err.msg);
     c->registry_ok = 0;
     pthread_mutex_unlock(&c->mu);
@@ -381,7 +393,8 @@ static void tick(ctl *c) {
   for (size_t k = 0; k < n; k++)
     if (!is_dead(c, ws[k].id)) ws[alive++] = ws[k];
   static int prev[MAXW]; /* the tick thread only */
-  n = keep_missing(c, ws, alive, prev, vr_now_ns());
+  n = keep_missing(c, ws, alive, prev, left, nleft, vr_now_ns());
+  vr_free(left);
   /* who came, who went (a lease that ended: the worker stopped heartbeating) */
   for (size_t i = 0; i < c->nw; i++)
     if (!has_id(ws, n, c->w[i].id))
