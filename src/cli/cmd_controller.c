@@ -255,10 +255,6 @@ static size_t keep_missing(ctl *c, vr_worker_info *ws, size_t n, int *prev,
     if (now >= end || has_id(ws, n, c->w[i].id) || is_dead(c, c->w[i].id) ||
         has_left(left, nleft, c->w[i].id))
       continue;
-    if (!c->wkept[i])
-      vr__ctl_event(c, "worker %s missing from the registry since it came back: kept for up to "
-                    "%lld ms (a lease) to register again", c->w[i].id,
-                    (long long)((end - now) / 1000000));
     ws[n] = c->w[i];
     ws[n].lease_left_ms = (end - now) / 1000000;
     prev[n++] = (int)i;
@@ -273,6 +269,29 @@ static size_t keep_missing(ctl *c, vr_worker_info *ws, size_t n, int *prev,
       prev[j - 1] = p;
     }
   return n;
+}
+
+/* Who came, who went (a lease that ended: the worker stopped heartbeating;
+ * kept: missing within the grace), against the last period's c->w. Only
+ * for a period that is taken: a dropped one is read again, and logged
+ * then. Under mu. */
+static void log_changes(ctl *c, const vr_worker_info *ws, size_t n, const int *prev) {
+  for (size_t i = 0; i < c->nw; i++)
+    if (!has_id(ws, n, c->w[i].id))
+      vr__ctl_event(c, "worker %s gone (lease ended or deregistered)", c->w[i].id);
+  for (size_t k = 0; k < n; k++) {
+    if (prev[k] >= 0) {
+      if (!c->wkept[prev[k]])
+        vr__ctl_event(c, "worker %s missing from the registry since it came back: kept for up "
+                      "to %lld ms (a lease) to register again", ws[k].id,
+                      (long long)ws[k].lease_left_ms);
+      continue;
+    }
+    size_t i = 0;
+    while (i < c->nw && strcmp(ws[k].id, c->w[i].id)) i++;
+    if (i == c->nw) vr__ctl_event(c, "worker %s up at %s", ws[k].id, ws[k].addr);
+    else if (c->wkept[i]) vr__ctl_event(c, "worker %s registered again", ws[k].id);
+  }
 }
 
 /* The instance lists of the listed workers ws[k] (prev[k] < 0; a kept
@@ -395,16 +414,6 @@ static void tick(ctl *c) {
   static int prev[MAXW]; /* the tick thread only */
   n = keep_missing(c, ws, alive, prev, left, nleft, vr_now_ns());
   vr_free(left);
-  /* who came, who went (a lease that ended: the worker stopped heartbeating) */
-  for (size_t i = 0; i < c->nw; i++)
-    if (!has_id(ws, n, c->w[i].id))
-      vr__ctl_event(c, "worker %s gone (lease ended or deregistered)", c->w[i].id);
-  for (size_t k = 0; k < n; k++) {
-    size_t i = 0;
-    while (i < c->nw && strcmp(ws[k].id, c->w[i].id)) i++;
-    if (i == c->nw) vr__ctl_event(c, "worker %s up at %s", ws[k].id, ws[k].addr);
-    else if (c->wkept[i] && prev[k] < 0) vr__ctl_event(c, "worker %s registered again", ws[k].id);
-  }
   pthread_mutex_unlock(&c->mu);
   /* their models (read outside the lock: network); kept for the policy */
   static vr_instance_info *got[MAXW];
@@ -454,6 +463,7 @@ static void tick(ctl *c) {
   int nm = scan_models(c, models, MAXM);
   nm = vr__ctl_pipes_exclude(c, models, nm); /* a pipeline policy's own */
   pthread_mutex_lock(&c->mu);
+  log_changes(c, ws, n, prev);
   if (n) memcpy(c->w, ws, n * sizeof *ws);
   c->nw = n;
   for (size_t k = 0; k < n; k++) {
