@@ -401,10 +401,13 @@ static void tick(ctl *c) {
     vr_registry_worker_deregister(c->reg, died[i], &e2); /* its lease ends anyway */
   }
   pthread_mutex_lock(&c->mu);
-  /* forget the dead once the registry no longer lists them */
+  /* forget the dead once neither the registry lists them nor the last
+   * state holds them: one still in c->w and not listed is kept through a
+   * grace by keep_missing, unless it is known dead */
   for (int i = 0; i < c->n_dead;) {
     int listed = 0;
     for (size_t k = 0; k < n; k++) listed |= !strcmp(c->dead[i], ws[k].id);
+    for (size_t k = 0; k < c->nw; k++) listed |= !strcmp(c->dead[i], c->w[k].id);
     if (!listed) memmove(c->dead[i], c->dead[--c->n_dead], 64);
     else i++;
   }
