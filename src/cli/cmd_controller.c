@@ -236,6 +236,15 @@ static int is_dead(const ctl *c, const char *id) {
   return 0;
 }
 
+/* When the grace of c->w[i], missing from the registry, ends: a lease
+ * from when the registry came back, or from when it first went missing
+ * within a grace, if it was kept already. Not renewed by the registry
+ * coming back again while it is kept: a Redis that stalls again and again
+ * kept a dead worker for as long. */
+static int64_t grace_end(const ctl *c, size_t i) {
+  return c->wkept_end[i] ? c->wkept_end[i] : c->back_ns + c->w[i].lease_ms * 1000000;
+}
+
 /* Workers the last period saw that the registry no longer lists, within
  * one of their leases from when the registry came back (c->back_ns):
  * after Redis restarted empty, or stalled past the leases, a live worker
@@ -251,7 +260,7 @@ static size_t keep_missing(ctl *c, vr_worker_info *ws, size_t n, int *prev,
                            const vr_worker_left *left, size_t nleft, int64_t now) {
   for (size_t k = 0; k < n; k++) prev[k] = -1;
   for (size_t i = 0; c->back_ns && i < c->nw && n < MAXW; i++) {
-    int64_t end = c->back_ns + c->w[i].lease_ms * 1000000;
+    int64_t end = grace_end(c, i);
     if (now >= end || has_id(ws, n, c->w[i].id) || is_dead(c, c->w[i].id) ||
         has_left(left, nleft, c->w[i].id))
       continue;
@@ -281,7 +290,7 @@ static void log_changes(ctl *c, const vr_worker_info *ws, size_t n, const int *p
       vr__ctl_event(c, "worker %s gone (lease ended or deregistered)", c->w[i].id);
   for (size_t k = 0; k < n; k++) {
     if (prev[k] >= 0) {
-      if (!c->wkept[prev[k]])
+      if (!c->wkept_end[prev[k]])
         vr__ctl_event(c, "worker %s missing from the registry since it came back: kept for up "
                       "to %lld ms (a lease) to register again", ws[k].id,
                       (long long)ws[k].lease_left_ms);
@@ -290,7 +299,7 @@ static void log_changes(ctl *c, const vr_worker_info *ws, size_t n, const int *p
     size_t i = 0;
     while (i < c->nw && strcmp(ws[k].id, c->w[i].id)) i++;
     if (i == c->nw) vr__ctl_event(c, "worker %s up at %s", ws[k].id, ws[k].addr);
-    else if (c->wkept[i]) vr__ctl_event(c, "worker %s registered again", ws[k].id);
+    else if (c->wkept_end[i]) vr__ctl_event(c, "worker %s registered again", ws[k].id);
   }
 }
 
@@ -431,6 +440,7 @@ static void tick(ctl *c) {
   }
   static char wm[MAXW][1024];
   static int wa[MAXW];
+  static int64_t ke[MAXW]; /* c->wkept_end to be */
   static vr_instance_info *old[MAXW]; /* last period's, aligned with c->w */
   static size_t nold[MAXW];
   for (size_t k = 0; k < MAXW; k++) {
@@ -444,6 +454,7 @@ static void tick(ctl *c) {
     size_t ni = ngot[k];
     wm[k][0] = 0;
     wa[k] = strstr(ws[k].meta, "\"apps\":1") != NULL;
+    ke[k] = prev[k] >= 0 ? grace_end(c, (size_t)prev[k]) : 0;
     if (prev[k] >= 0) { /* kept: what it held when last listed */
       memcpy(wm[k], c->wmodels[prev[k]], sizeof wm[k]);
       wa[k] = c->wapps[prev[k]];
@@ -472,7 +483,7 @@ static void tick(ctl *c) {
   for (size_t k = 0; k < n; k++) {
     memcpy(c->wmodels[k], wm[k], sizeof wm[k]);
     c->wapps[k] = wa[k];
-    c->wkept[k] = prev[k] >= 0;
+    c->wkept_end[k] = ke[k];
   }
   c->starting = starting;
   /* placement (a body under AsyFunc: the policy's model facts first) */
