@@ -224,10 +224,25 @@ static int has_id(const vr_worker_info *ws, size_t n, const char *id) {
   return 0;
 }
 
+static int has_left(const vr_worker_left *left, size_t n, const char *id) {
+  for (size_t k = 0; k < n; k++)
+    if (!strcmp(left[k].id, id)) return 1;
+  return 0;
+}
+
 static int is_dead(const ctl *c, const char *id) {
   for (int i = 0; i < c->n_dead; i++)
     if (!strcmp(c->dead[i], id)) return 1;
   return 0;
+}
+
+/* When the grace of c->w[i], missing from the registry, ends: a lease
+ * from when the registry came back, or from when it first went missing
+ * within a grace, if it was kept already. Not renewed by the registry
+ * coming back again while it is kept: a Redis that stalls again and again
+ * kept a dead worker for as long. */
+static int64_t grace_end(const ctl *c, size_t i) {
+  return c->wkept_end[i] ? c->wkept_end[i] : c->back_ns + c->w[i].lease_ms * 1000000;
 }
 
 /* Workers the last period saw that the registry no longer lists, within
@@ -238,17 +253,17 @@ static int is_dead(const ctl *c, const char *id) {
  * without the worker (front ends answered 503 "no worker serves") and
  * placed its models again. They are kept as they were, appended to ws (room
  * for MAXW), until then; one not back by the end of its lease is gone like
- * any expired lease. prev[k]: the index in c->w of a kept ws[k], -1 for a
- * listed one. Under mu. */
-static size_t keep_missing(ctl *c, vr_worker_info *ws, size_t n, int *prev, int64_t now) {
+ * any expired lease. One that deregistered (its tombstone is in left) is
+ * gone at once: it said so. prev[k]: the index in c->w of a kept ws[k], -1
+ * for a listed one. Under mu. */
+static size_t keep_missing(ctl *c, vr_worker_info *ws, size_t n, int *prev,
+                           const vr_worker_left *left, size_t nleft, int64_t now) {
   for (size_t k = 0; k < n; k++) prev[k] = -1;
   for (size_t i = 0; c->back_ns && i < c->nw && n < MAXW; i++) {
-    int64_t end = c->back_ns + c->w[i].lease_ms * 1000000;
-    if (now >= end || has_id(ws, n, c->w[i].id) || is_dead(c, c->w[i].id)) continue;
-    if (!c->wkept[i])
-      vr__ctl_event(c, "worker %s missing from the registry since it came back: kept for up to "
-                    "%lld ms (a lease) to register again", c->w[i].id,
-                    (long long)((end - now) / 1000000));
+    int64_t end = grace_end(c, i);
+    if (now >= end || has_id(ws, n, c->w[i].id) || is_dead(c, c->w[i].id) ||
+        has_left(left, nleft, c->w[i].id))
+      continue;
     ws[n] = c->w[i];
     ws[n].lease_left_ms = (end - now) / 1000000;
     prev[n++] = (int)i;
@@ -263,6 +278,29 @@ static size_t keep_missing(ctl *c, vr_worker_info *ws, size_t n, int *prev, int6
       prev[j - 1] = p;
     }
   return n;
+}
+
+/* Who came, who went (a lease that ended: the worker stopped heartbeating;
+ * kept: missing within the grace), against the last period's c->w. Only
+ * for a period that is taken: a dropped one is read again, and logged
+ * then. Under mu. */
+static void log_changes(ctl *c, const vr_worker_info *ws, size_t n, const int *prev) {
+  for (size_t i = 0; i < c->nw; i++)
+    if (!has_id(ws, n, c->w[i].id))
+      vr__ctl_event(c, "worker %s gone (lease ended or deregistered)", c->w[i].id);
+  for (size_t k = 0; k < n; k++) {
+    if (prev[k] >= 0) {
+      if (!c->wkept_end[prev[k]])
+        vr__ctl_event(c, "worker %s missing from the registry since it came back: kept for up "
+                      "to %lld ms (a lease) to register again", ws[k].id,
+                      (long long)ws[k].lease_left_ms);
+      continue;
+    }
+    size_t i = 0;
+    while (i < c->nw && strcmp(ws[k].id, c->w[i].id)) i++;
+    if (i == c->nw) vr__ctl_event(c, "worker %s up at %s", ws[k].id, ws[k].addr);
+    else if (c->wkept_end[i]) vr__ctl_event(c, "worker %s registered again", ws[k].id);
+  }
 }
 
 /* The instance lists of the listed workers ws[k] (prev[k] < 0; a kept
@@ -302,8 +340,9 @@ static int stalled(const ctl *c, int64_t waited_ns) {
 static void tick(ctl *c) {
   vr_errbuf err = {0};
   vr_worker_info *ws = NULL;
-  size_t n = 0;
-  int rc = vr_registry_workers(c->reg, &ws, &n, &err);
+  size_t n = 0, nleft = 0;
+  vr_worker_left *left = NULL; /* deregistered: not kept (keep_missing) */
+  int rc = vr_registry_workers_left(c->reg, &ws, &n, &left, &nleft, &err);
   vr_worker_info *room = rc ? NULL : vr_realloc(ws, MAXW * sizeof *ws); /* keep_missing */
   if (room) ws = room;
   else if (!rc) rc = vr_errf(&err, VR_ENOMEM, "out of memory");
@@ -312,6 +351,7 @@ static void tick(ctl *c) {
   pthread_mutex_lock(&c->mu);
   if (rc) {
     vr_free(ws);
+    vr_free(left);
     if (c->registry_ok) vr__ctl_event(c, "registry unreachable (%s); keeping the last state", err.msg);
     c->registry_ok = 0;
     pthread_mutex_unlock(&c->mu);
@@ -370,10 +410,13 @@ static void tick(ctl *c) {
     vr_registry_worker_deregister(c->reg, died[i], &e2); /* its lease ends anyway */
   }
   pthread_mutex_lock(&c->mu);
-  /* forget the dead once the registry no longer lists them */
+  /* forget the dead once neither the registry lists them nor the last
+   * state holds them: one still in c->w and not listed is kept through a
+   * grace by keep_missing, unless it is known dead */
   for (int i = 0; i < c->n_dead;) {
     int listed = 0;
     for (size_t k = 0; k < n; k++) listed |= !strcmp(c->dead[i], ws[k].id);
+    for (size_t k = 0; k < c->nw; k++) listed |= !strcmp(c->dead[i], c->w[k].id);
     if (!listed) memmove(c->dead[i], c->dead[--c->n_dead], 64);
     else i++;
   }
@@ -381,17 +424,8 @@ static void tick(ctl *c) {
   for (size_t k = 0; k < n; k++)
     if (!is_dead(c, ws[k].id)) ws[alive++] = ws[k];
   static int prev[MAXW]; /* the tick thread only */
-  n = keep_missing(c, ws, alive, prev, vr_now_ns());
-  /* who came, who went (a lease that ended: the worker stopped heartbeating) */
-  for (size_t i = 0; i < c->nw; i++)
-    if (!has_id(ws, n, c->w[i].id))
-      vr__ctl_event(c, "worker %s gone (lease ended or deregistered)", c->w[i].id);
-  for (size_t k = 0; k < n; k++) {
-    size_t i = 0;
-    while (i < c->nw && strcmp(ws[k].id, c->w[i].id)) i++;
-    if (i == c->nw) vr__ctl_event(c, "worker %s up at %s", ws[k].id, ws[k].addr);
-    else if (c->wkept[i] && prev[k] < 0) vr__ctl_event(c, "worker %s registered again", ws[k].id);
-  }
+  n = keep_missing(c, ws, alive, prev, left, nleft, vr_now_ns());
+  vr_free(left);
   pthread_mutex_unlock(&c->mu);
   /* their models (read outside the lock: network); kept for the policy */
   static vr_instance_info *got[MAXW];
@@ -406,6 +440,7 @@ static void tick(ctl *c) {
   }
   static char wm[MAXW][1024];
   static int wa[MAXW];
+  static int64_t ke[MAXW]; /* c->wkept_end to be */
   static vr_instance_info *old[MAXW]; /* last period's, aligned with c->w */
   static size_t nold[MAXW];
   for (size_t k = 0; k < MAXW; k++) {
@@ -419,6 +454,7 @@ static void tick(ctl *c) {
     size_t ni = ngot[k];
     wm[k][0] = 0;
     wa[k] = strstr(ws[k].meta, "\"apps\":1") != NULL;
+    ke[k] = prev[k] >= 0 ? grace_end(c, (size_t)prev[k]) : 0;
     if (prev[k] >= 0) { /* kept: what it held when last listed */
       memcpy(wm[k], c->wmodels[prev[k]], sizeof wm[k]);
       wa[k] = c->wapps[prev[k]];
@@ -441,12 +477,13 @@ static void tick(ctl *c) {
   int nm = scan_models(c, models, MAXM);
   nm = vr__ctl_pipes_exclude(c, models, nm); /* a pipeline policy's own */
   pthread_mutex_lock(&c->mu);
+  log_changes(c, ws, n, prev);
   if (n) memcpy(c->w, ws, n * sizeof *ws);
   c->nw = n;
   for (size_t k = 0; k < n; k++) {
     memcpy(c->wmodels[k], wm[k], sizeof wm[k]);
     c->wapps[k] = wa[k];
-    c->wkept[k] = prev[k] >= 0;
+    c->wkept_end[k] = ke[k];
   }
   c->starting = starting;
   /* placement (a body under AsyFunc: the policy's model facts first) */

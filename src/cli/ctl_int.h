@@ -70,7 +70,9 @@ typedef struct ctl {
   size_t nw;
   char wmodels[MAXW][1024]; /* comma-joined ready models per worker */
   int wapps[MAXW];
-  int wkept[MAXW]; /* w[i] is missing from the registry, kept through the grace */
+  /* w[i] is missing from the registry, kept through its grace until then
+   * (vr_now_ns); 0: listed */
+  int64_t wkept_end[MAXW];
   /* When the registry last answered again after the controller could not
    * rely on it (a failed read, a new connection: Redis restarted or went
    * away); a worker missing since is not taken for dead for one lease

@@ -56,6 +56,7 @@ static const char k_register[] =
     "if #ARGV>8 then redis.call('DEL',ik)\n"
     "  for i=9,#ARGV,2 do redis.call('HSET',ik,ARGV[i],ARGV[i+1]) end end\n"
     "redis.call('PEXPIRE',ik,ARGV[8]) redis.call('SADD',ARGV[1]..'workers',ARGV[2])\n"
+    "redis.call('ZREM',ARGV[1]..'deregistered',ARGV[2])\n"
     "redis.call('PUBLISH',ARGV[1]..'workers','up '..ARGV[2]) return {0,0}\n";
 
 /* ARGV: prefix id owner lease. 1 = refreshed, 0 = gone, -1 = not ours. */
@@ -65,12 +66,20 @@ static const char k_heartbeat[] =
     "redis.call('HSET',k,'heartbeat_ms',string.format('%d',ms))\n"
     "redis.call('PEXPIRE',k,ARGV[4]) redis.call('PEXPIRE',k..':instances',ARGV[4]) return 1\n";
 
+/* ARGV: prefix id lease (0: unknown). Leaves a tombstone for a lease: the
+ * worker's own, else the caller's (Redis may have lost the worker). The
+ * set expires with its last tombstone. */
 static const char k_deregister[] =
     "local k=ARGV[1]..'worker:'..ARGV[2] local n=redis.call('EXISTS',k)\n"
+    "local ttl=tonumber(redis.call('HGET',k,'lease_ms') or ARGV[3]) or 0\n"
     "redis.call('DEL',k,k..':instances') redis.call('SREM',ARGV[1]..'workers',ARGV[2])\n"
+    "if ttl>0 then " NOW_MS "  local g=ARGV[1]..'deregistered'\n"
+    "  redis.call('ZADD',g,string.format('%d',ms+ttl),ARGV[2])\n"
+    "  redis.call('PEXPIREAT',g,redis.call('ZRANGE',g,-1,-1,'WITHSCORES')[2]) end\n"
     "if n==1 then redis.call('PUBLISH',ARGV[1]..'workers','down '..ARGV[2]) end return n\n";
 
-/* Per live worker: id addr cores memory meta registered heartbeat lease pttl. */
+/* {per live worker: id addr cores memory meta registered heartbeat lease
+ * pttl, the ids with a live tombstone (deregistered within a lease)}. */
 static const char k_workers[] =
     "local ids=redis.call('SMEMBERS',ARGV[1]..'workers') table.sort(ids) local o={}\n"
     "for _,id in ipairs(ids) do local k=ARGV[1]..'worker:'..id\n"
@@ -79,7 +88,10 @@ static const char k_workers[] =
     "  if not f[1] then redis.call('SREM',ARGV[1]..'workers',id)\n"
     "    redis.call('PUBLISH',ARGV[1]..'workers','down '..id)\n"
     "  else o[#o+1]=id for i=1,7 do o[#o+1]=f[i] or '' end\n"
-    "    o[#o+1]=tostring(redis.call('PTTL',k)) end end return o\n";
+    "    o[#o+1]=tostring(redis.call('PTTL',k)) end end\n" NOW_MS
+    "local g=ARGV[1]..'deregistered'\n"
+    "redis.call('ZREMRANGEBYSCORE',g,'-inf',string.format('%d',ms))\n"
+    "return {o,redis.call('ZRANGE',g,0,-1)}\n";
 
 /* ARGV: prefix worker (id json)... */
 static const char k_put_instances[] =
@@ -303,12 +315,18 @@ int vr_registry_worker_heartbeat(vr_registry *r, const char *id, int *recreated,
 
 int vr_registry_worker_deregister(vr_registry *r, const char *id, vr_errbuf *err) {
   if (!vr_registry_valid_id(id)) return bad_id("worker id", id, err);
-  const char *a[] = {VR_REG_PREFIX, id};
-  redisReply *rep = vr_redis_eval(r->r, k_deregister, 2, a, NULL, NULL, err);
+  /* our lease for the tombstone, should Redis have lost the worker */
+  pthread_mutex_lock(&r->mu);
+  own_worker *o = own_find(r, id);
+  char lease[24];
+  snprintf(lease, sizeof lease, "%d", o ? o->lease_ms : 0);
+  pthread_mutex_unlock(&r->mu);
+  const char *a[] = {VR_REG_PREFIX, id, lease};
+  redisReply *rep = vr_redis_eval(r->r, k_deregister, 3, a, NULL, NULL, err);
   if (!rep) return reply_rc(err);
   freeReplyObject(rep);
   pthread_mutex_lock(&r->mu);
-  own_worker *o = own_find(r, id);
+  o = own_find(r, id);
   if (o) {
     vr_free(o->inst);
     *o = r->own[--r->nown];
@@ -317,12 +335,9 @@ int vr_registry_worker_deregister(vr_registry *r, const char *id, vr_errbuf *err
   return 0;
 }
 
-int vr_registry_workers(vr_registry *r, vr_worker_info **out, size_t *n, vr_errbuf *err) {
-  *out = NULL;
-  *n = 0;
-  const char *a[] = {VR_REG_PREFIX};
-  redisReply *rep = vr_redis_eval(r->r, k_workers, 1, a, NULL, NULL, err);
-  if (!rep) return reply_rc(err);
+/* The live workers of a listing reply (element 0 of k_workers'). */
+static int parse_workers(vr_registry *r, const redisReply *rep, vr_worker_info **out, size_t *n,
+                         vr_errbuf *err) {
   int rc = 0;
   size_t cnt = rep->type == REDIS_REPLY_ARRAY ? rep->elements / 9 : 0;
   if (rep->type != REDIS_REPLY_ARRAY || rep->elements % 9) rc = unexpected(r, err);
@@ -343,7 +358,6 @@ int vr_registry_workers(vr_registry *r, vr_worker_info **out, size_t *n, vr_errb
                    vr_redis_name(r->r), e[0]->type == REDIS_REPLY_STRING ? e[0]->str : "?");
     w[i].cores = (int)cores;
   }
-  freeReplyObject(rep);
   if (rc) {
     vr_free(w);
     return rc;
@@ -351,6 +365,47 @@ int vr_registry_workers(vr_registry *r, vr_worker_info **out, size_t *n, vr_errb
   *out = w;
   *n = cnt;
   return 0;
+}
+
+/* The tombstoned ids of a listing reply (element 1). */
+static int parse_left(vr_registry *r, const redisReply *rep, vr_worker_left **out, size_t *n,
+                      vr_errbuf *err) {
+  if (rep->type != REDIS_REPLY_ARRAY) return unexpected(r, err);
+  vr_worker_left *g = rep->elements ? VR_NEWN(vr_worker_left, rep->elements) : NULL;
+  if (rep->elements && !g) return vr_errf(err, VR_ENOMEM, "out of memory");
+  for (size_t i = 0; i < rep->elements; i++)
+    if (get_str(rep->element[i], g[i].id, sizeof g[i].id)) {
+      vr_free(g);
+      return vr_errf(err, VR_EFORMAT, "registry %s: damaged deregistration record",
+                     vr_redis_name(r->r));
+    }
+  *out = g;
+  *n = rep->elements;
+  return 0;
+}
+
+int vr_registry_workers_left(vr_registry *r, vr_worker_info **out, size_t *n,
+                             vr_worker_left **left, size_t *nleft, vr_errbuf *err) {
+  *out = NULL;
+  *n = 0;
+  if (left) *left = NULL;
+  if (nleft) *nleft = 0;
+  const char *a[] = {VR_REG_PREFIX};
+  redisReply *rep = vr_redis_eval(r->r, k_workers, 1, a, NULL, NULL, err);
+  if (!rep) return reply_rc(err);
+  int rc = rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 ? 0 : unexpected(r, err);
+  if (!rc) rc = parse_workers(r, rep->element[0], out, n, err);
+  if (!rc && left && (rc = parse_left(r, rep->element[1], left, nleft, err))) {
+    vr_free(*out);
+    *out = NULL;
+    *n = 0;
+  }
+  freeReplyObject(rep);
+  return rc;
+}
+
+int vr_registry_workers(vr_registry *r, vr_worker_info **out, size_t *n, vr_errbuf *err) {
+  return vr_registry_workers_left(r, out, n, NULL, NULL, err);
 }
 
 /* ---- instances -------------------------------------------------------------- */

@@ -22,6 +22,9 @@
  *   vario:worker:<id>               HASH addr cores memory_bytes meta owner
  *                                   registered_ms heartbeat_ms lease_ms; PEXPIRE = lease
  *   vario:worker:<id>:instances     HASH instance id -> JSON; same lease
+ *   vario:deregistered              ZSET worker id -> end of its tombstone
+ *                                   (ms): deregistered within a lease, not
+ *                                   registered again; PEXPIREAT = the last
  *   vario:routes                    SET of routing-table names
  *   vario:routes:<table>            HASH version body
  * Channels:
@@ -96,12 +99,27 @@ int vr_registry_worker_register(vr_registry *r, const vr_worker_info *w, int lea
  * is set to 1. */
 int vr_registry_worker_heartbeat(vr_registry *r, const char *id, int *recreated,
                                  vr_errbuf *err);
-/* Removes the worker and its instances now (announced "down <id>"). */
+/* Removes the worker and its instances now (announced "down <id>") and
+ * leaves a tombstone for its lease (vr_registry_workers_left), also when
+ * Redis had lost the worker (then with the lease this handle registered). */
 int vr_registry_worker_deregister(vr_registry *r, const char *id, vr_errbuf *err);
 /* Live workers, by id. *out (vr_free) may be NULL when *n is 0. Workers
  * whose lease ended are dropped from vario:workers here (announced
  * "down <id>"). */
 int vr_registry_workers(vr_registry *r, vr_worker_info **out, size_t *n, vr_errbuf *err);
+
+/* A worker that deregistered: its tombstone lasts its lease. */
+typedef struct vr_worker_left {
+  char id[VR_REG_ID_MAX];
+} vr_worker_left;
+
+/* vr_registry_workers, and in the same read the workers that deregistered
+ * within their lease and have not registered again since (*left, vr_free;
+ * may be NULL when *nleft is 0; left NULL: not wanted). A worker missing
+ * from the listing may be alive and not yet registered again (Redis lost
+ * it, or paused past its lease); one in *left is gone for good. */
+int vr_registry_workers_left(vr_registry *r, vr_worker_info **out, size_t *n,
+                             vr_worker_left **left, size_t *nleft, vr_errbuf *err);
 
 /* ---- instances ------------------------------------------------------------- */
 

@@ -2,7 +2,10 @@
 controller --provider local --min-workers 2` starts two workers itself;
 one is killed with SIGKILL under load through a `vario frontend`; no
 request hangs, failures are explicit, the controller removes it and the
-provider's replacement registers, gets the model placed and serves.
+provider's replacement registers, gets the model placed and serves. Last,
+a worker killed while Redis is paused past the leases leaves at once (the
+provider saw it exit), not after the grace the controller gives workers
+missing after the pause.
 Usage: cluster_autoscale.py VARIO SOURCE_DIR   (exit 77: no redis-server)"""
 import json
 import os
@@ -110,6 +113,25 @@ try:
     os.kill(pids[orphan], signal.SIGKILL)
     wait(lambda: state(cp)["workers_died"] >= 1, "the adopted worker's death seen by the provider")
     wait(two_serving, "a replacement for the adopted worker serving")
+    # Redis paused past the leases (1 s) and a worker killed meanwhile: the
+    # controller keeps a worker missing from the registry after the pause
+    # for a lease (it may just not have heartbeaten yet), but not one the
+    # provider saw exit: it leaves the table at once, not a lease later.
+    pids = {w["id"]: json.loads(w["meta"])["pid"] for w in state(cp)["workers"]}
+    dead = sorted(pids)[0]
+    procs[0].send_signal(signal.SIGSTOP)
+    time.sleep(0.3)  # the controller's period in flight is past its provider poll
+    os.kill(pids[dead], signal.SIGKILL)
+    time.sleep(2.2)
+    procs[0].send_signal(signal.SIGCONT)
+    t_out = wait(lambda: dead not in [w["id"] for w in state(cp)["workers"]],
+                 "the worker killed during the pause to leave the controller's state")
+    evs = [e["what"] for e in state(cp)["events"]]
+    if not any(e.startswith(f"worker {dead} exited unexpectedly") for e in evs):
+        fail(f"the provider did not see {dead} exit: {evs[-12:]}")
+    if any(e.startswith(f"worker {dead} missing") for e in evs):
+        fail(f"{dead}, seen dead by the provider, kept through the grace: {evs[-12:]}")
+    print(f"Redis paused 2.5 s, {dead} killed meanwhile: out {t_out:.2f}s after the pause")
     print(f"ok: killed {victim['id']}; removed after {t_gone:.2f}s, replacement serving after"
           f" {t_gone + t_back:.2f}s; {len(results)} requests, {len(bad)} explicit errors;"
           f" workers now {[w['id'] for w in s1['workers']]}; a restarted controller adopted"

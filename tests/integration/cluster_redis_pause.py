@@ -12,6 +12,13 @@ front end answers 200 during and after each pause (a killed w1 in the
 table is retried on w2; a table without w2 is a 503 "no worker serves");
 the front end's table keeps w2 throughout; w1 leaves the table within
 the grace the controller gives after a pause (a lease) plus margin.
+  c. a third worker w3 (lease 4 s) deregisters (SIGTERM) right after a
+     pause, while the controller keeps missing workers: it leaves the front
+     end's table within about a controller period, not its lease.
+  d. Redis stalls again and again (250 ms pauses, 200 ms apart, for 4 s)
+     and a worker w4 is killed as it starts: each stall starts a grace,
+     but w4 leaves the table a lease after it went missing, not only once
+     the stalls stop; w2 stays in the table throughout.
 Usage: cluster_redis_pause.py VARIO SOURCE_DIR   (exit 77: no redis-server)"""
 import json
 import os
@@ -94,6 +101,11 @@ def wait(cond, what, timeout=120):
             return time.time() - t0
         time.sleep(0.02)
     fail("timed out waiting for " + what)
+
+
+def table_workers(fport):
+    st, b = req(fport, "GET", "/v2/cluster/routes", timeout=10)
+    return sorted(w["id"] for w in json.loads(b).get("workers", [])) if st == 200 else None
 
 
 def served_by(fport):
@@ -187,6 +199,56 @@ try:
     t = pause(fport, 3.0)
     serving_checked(fport, 4 * HB / 1000 + 1.0, "after a 3 s pause")
     print(f"b. paused {t:.2f} s: served throughout")
+
+    # c. a worker that deregisters during the grace after a pause said it
+    # is gone: not kept like one whose lease ended while Redis was paused
+    HB3 = 2000
+    os.makedirs(os.path.join(tmp, "repo-w3"))
+    start("w3", ["worker", "--worker-id", "w3", "--registry", url, "--controller",
+                 f"http://127.0.0.1:{cport}", "--repo", os.path.join(tmp, "repo-w3"),
+                 "--heartbeat-ms", str(HB3), "--admin-token-file", tokf])
+    wait(lambda: sorted(served_by(fport) or []) == ["w2", "w3"], "w3 in the table")
+    t = pause(fport, 1.0)
+    time.sleep(0.3)  # the controller's read waited out the pause: its grace runs
+    t0 = time.time()
+    procs["w3"].send_signal(signal.SIGTERM)
+    gone = serving_checked(fport, 2 * HB3 / 1000 + 2.0, "w3 deregistered after a pause",
+                           until=lambda: table_workers(fport) == ["w2"])
+    check(gone is not None, "w3, deregistered after the pause, still in the table after a lease")
+    # a controller period (100 ms) and a table, with margin; the grace
+    # (w3's lease, 4 s) would end about 3.7 s after the SIGTERM
+    check(gone < 1.5, f"w3 left the table only {gone:.2f} s after it deregistered")
+    check(procs["w3"].wait(60) == 0, f"w3 exit code {procs['w3'].returncode}")
+    st, b = req(cport, "GET", "/v2/cluster/state", timeout=10)
+    check(not any(e["what"].startswith("worker w3 missing") for e in json.loads(b)["events"]),
+          "the controller kept w3 after it deregistered")
+    print(f"c. paused {t:.2f} s: w3 deregistered, out of the table {gone:.2f} s after "
+          f"(lease {2 * HB3} ms)")
+
+    # d. a grace is not renewed by the next stall while a worker is kept
+    os.makedirs(os.path.join(tmp, "repo-w4"))
+    start("w4", ["worker", "--worker-id", "w4", "--registry", url, "--controller",
+                 f"http://127.0.0.1:{cport}", "--repo", os.path.join(tmp, "repo-w4"),
+                 "--heartbeat-ms", str(HB), "--admin-token-file", tokf])
+    wait(lambda: sorted(served_by(fport) or []) == ["w2", "w4"], "w4 in the table")
+    procs["w4"].send_signal(signal.SIGKILL)
+    procs["w4"].wait()
+    t0, gone = time.time(), None
+    while time.time() - t0 < 4.0:
+        procs["redis"].send_signal(signal.SIGSTOP)
+        time.sleep(0.25)
+        procs["redis"].send_signal(signal.SIGCONT)
+        time.sleep(0.2)
+        tw = table_workers(fport)
+        check(tw is not None and "w2" in tw, f"table without w2 while Redis stalls: {tw}")
+        if gone is None and "w4" not in tw:
+            gone = time.time() - t0
+    check(gone is not None, "w4, killed, still in the table after 4 s of stalls")
+    # its lease (400 ms) to go missing, a grace (a lease), periods and
+    # stalls between: well under the 4 s of stalls, with margin
+    check(gone < 2.5, f"w4 left the table only {gone:.2f} s after it was killed")
+    serving_checked(fport, 4 * HB / 1000 + 1.0, "after the stalls")
+    print(f"d. Redis stalled 250 ms every 450 ms: killed w4 out of the table {gone:.2f} s after")
 
     st, b = req(cport, "GET", "/v2/cluster/state", timeout=10)
     s = json.loads(b)

@@ -196,6 +196,57 @@ static void test_lease_expiry(void **st) {
   vr_registry_close(ctl);
 }
 
+/* A deregistered worker leaves a tombstone for its lease, also when Redis
+ * had already lost it: the controller tells it from one not yet registered
+ * again after a restart (that one it keeps for a lease). Registering the id
+ * again takes the tombstone off at once. */
+static void test_deregistered(void **st) {
+  (void)st;
+  flush();
+  vr_registry *a = open_reg(), *ctl = open_reg();
+  vr_errbuf e = {0};
+  vr_worker_info w1 = mk_worker("w1", 1), w2 = mk_worker("w2", 2);
+  assert_int_equal(vr_registry_worker_register(a, &w1, 600, &e), 0);
+  assert_int_equal(vr_registry_worker_register(a, &w2, 5000, &e), 0);
+  vr_worker_info *ws;
+  vr_worker_left *left;
+  size_t n, nleft;
+  assert_int_equal(vr_registry_workers_left(ctl, &ws, &n, &left, &nleft, &e), 0);
+  assert_int_equal(n, 2);
+  assert_int_equal(nleft, 0);
+  vr_free(ws);
+  vr_free(left);
+  assert_int_equal(vr_registry_worker_deregister(a, "w1", &e), 0);
+  /* w2 lost by Redis (as after a restart), then deregistered */
+  assert_int_equal(vr_test_redis_simple(g_srv.port, "DEL vario:worker:w2"), 0);
+  assert_int_equal(vr_registry_worker_deregister(a, "w2", &e), 0);
+  assert_int_equal(vr_registry_workers_left(ctl, &ws, &n, &left, &nleft, &e), 0);
+  assert_int_equal(n, 0);
+  assert_int_equal(nleft, 2);
+  assert_string_equal(left[0].id, "w1");
+  assert_string_equal(left[1].id, "w2");
+  vr_free(ws);
+  vr_free(left);
+  /* w2 comes back at once: listed, no tombstone */
+  assert_int_equal(vr_registry_worker_register(a, &w2, 5000, &e), 0);
+  assert_int_equal(vr_registry_workers_left(ctl, &ws, &n, &left, &nleft, &e), 0);
+  assert_int_equal(n, 1);
+  assert_string_equal(ws[0].id, "w2");
+  assert_int_equal(nleft, 1);
+  assert_string_equal(left[0].id, "w1");
+  vr_free(ws);
+  vr_free(left);
+  /* w1's tombstone ends with its lease (600 ms), and the set with it */
+  vr__redis_sleep_ms(800);
+  assert_int_equal(vr_registry_workers_left(ctl, &ws, &n, &left, &nleft, &e), 0);
+  assert_int_equal(n, 1);
+  assert_int_equal(nleft, 0);
+  vr_free(ws);
+  vr_free(left);
+  vr_registry_close(a);
+  vr_registry_close(ctl);
+}
+
 static void test_instances(void **st) {
   flush();
   vr_registry *a = open_reg();
@@ -648,7 +699,8 @@ static void test_recreated_with_instances(void **st) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_route_msg),     cmocka_unit_test(test_workers),
-      cmocka_unit_test(test_lease_expiry),  cmocka_unit_test(test_instances),
+      cmocka_unit_test(test_lease_expiry),  cmocka_unit_test(test_deregistered),
+      cmocka_unit_test(test_instances),
       cmocka_unit_test(test_routes),        cmocka_unit_test(test_redis_restart),
       cmocka_unit_test(test_recreated_with_instances),
       cmocka_unit_test(test_redis_down),    cmocka_unit_test(test_stall_seen),
