@@ -113,8 +113,11 @@ def served_by(fport):
     return json.loads(b).get("routes", {}).get("m:fmnist_linear", []) if st == 200 else None
 
 
+# A 30-s queue timeout: the test is about the registry, and the model's
+# default (100 ms) dropped a request now and then on a loaded ASan box.
 JS = json.dumps({"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 1, 28, 28],
-                             "data": [0.5] * 784}]}).encode()
+                             "data": [0.5] * 784}],
+                 "parameters": {"timeout": 30000000}}).encode()
 
 
 def serving_checked(fport, secs, what, until=None):
