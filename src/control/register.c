@@ -274,6 +274,14 @@ static int max_threads(const reg_ctx *c) {
   return t < 1 ? 1 : t;
 }
 
+/* The largest variant's max batch: the accuracy runs take no more rows,
+ * or a model that only works at the batches asked for would be refused
+ * there. Out of 1..64 the generator refuses the request after. */
+static int max_batch(const reg_ctx *c) {
+  int b = c->r->gen.max_batch;
+  return b >= 1 && b <= VR_GEN_MAX_BATCH ? b : VR_GEN_MAX_BATCH;
+}
+
 /* Variants of the precisions that survived the accuracy step. */
 static int generate(reg_ctx *c, vr_errbuf *err) {
   vr_gen_opts g = c->r->gen;
@@ -310,7 +318,7 @@ static int measure_accuracy(reg_ctx *c, vr_errbuf *err) {
     double ms;
     int64_t mem;
     vr_errbuf e2 = {0};
-    int rc = vr_prof_open(c->model, &c->in, (vr_precision)p, max_threads(c), 64, &s,
+    int rc = vr_prof_open(c->model, &c->in, (vr_precision)p, max_threads(c), max_batch(c), &s,
                           &ms, &mem, &e2);
     if (rc == VR_EUNSUPPORTED && p != VR_PREC_FP32) {
       say(c, "register %s: no %s variants: %s\n", c->name, vr_precision_name(p), e2.msg);

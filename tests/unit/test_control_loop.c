@@ -388,6 +388,17 @@ static void test_register_output_rows(void **st) {
   vr_store_rdlock(g_store);
   assert_null(vr_store_model(g_store, "reduce_rows"));
   vr_store_unlock(g_store);
+  /* At max batch 1 its one output row is the batch's: it registers, with
+   * a validation set too. The accuracy run took 64 rows at a time whatever
+   * the max batch, and refused it there. */
+  char vin[1200], vlab[1200];
+  snprintf(vin, sizeof vin, "%s/models/fmnist-data/val_inputs.npy", src);
+  snprintf(vlab, sizeof vlab, "%s/models/fmnist-data/val_labels.npy", src);
+  r.val_inputs = vin;
+  r.val_labels = vlab;
+  r.gen.max_batch = 1;
+  if (vr_register(g_store, &r, NULL, &e) != 0) fail_msg("%s", e.msg);
+  assert_int_equal(vr_unregister(g_store, "reduce_rows", &e), 0);
 }
 
 /* The dashboard's history keeps every app and variant of a row, however
