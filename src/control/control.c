@@ -177,7 +177,7 @@ static void fill_instance(vr_control *c, ctl_inst *in, const vr_rt_instance_stat
   x->body = st->body;
   x->shadow_cores = st->shadow_threads;
   in->cap = st->batch_cap;
-  in->paired = st->shadow_threads > 0;
+  in->paired = st->shadow_threads > 0 ? st->shadow_threads : 0;
 }
 
 int ctl_refresh_locked(vr_control *c, int64_t now_ns, double dt) {
@@ -293,8 +293,9 @@ static int refuse_load(vr_control *c, const vr_profile *p, int freed, const char
 /* Loads decided by the policy: re-checked against the worker first, since
  * query-path loads may have taken the room meanwhile. `replaces` (an
  * instance id, or -1) is an instance about to give up its room (an
- * upgrade in place): its cores count as free (memory does not: both are
- * resident while the new one loads), and it keeps serving meanwhile.
+ * upgrade in place): its cores, and its shadow's, count as free (memory
+ * does not: both are resident while the new one loads), and it keeps
+ * serving meanwhile.
  * 0 when loaded, else VR_E* with c->act_err saying why. */
 static int apply_load(vr_control *c, const vr_action *a, int64_t replaces) {
   pthread_mutex_lock(&c->mu);
@@ -303,7 +304,8 @@ static int apply_load(vr_control *c, const vr_action *a, int64_t replaces) {
   if (ok) {
     ctl_inst *old = replaces > 0 ? ctl_inst_by_id(c, (int)replaces) : NULL;
     const vr_profile *q = old && !old->removing ? &c->var[old->var].prof : NULL;
-    freed = q ? q->threads : 0;
+    /* a body's shadow goes with it: its cores are freed too */
+    freed = q ? q->threads + old->paired : 0;
     /* cores are shared for the overlap; memory must hold both */
     ok = c->worker.free_cores + freed >= p->threads && c->worker.free_mem >= p->mem_bytes;
   }
