@@ -374,7 +374,7 @@ static void tick(ctl *c) {
    * take it out of the registry at once (front ends stop routing to it
    * with the next table) and out of this period's live set. */
   int starting = 0, n_died = 0;
-  char died[16][64];
+  static char died[MAXW][64]; /* the tick thread only */
   /* Workers an earlier controller started and left running when it
    * crashed: adopted, so that they can be scaled in, their cores are not
    * handed out twice and their death is seen at once. */
@@ -391,15 +391,14 @@ static void tick(ctl *c) {
     const char *live[MAXW];
     for (size_t k = 0; k < n && k < MAXW; k++) live[k] = ws[k].id;
     if (ctl_prov_poll(c->prov, live, n < MAXW ? n : MAXW, (int64_t)c->start_timeout_s * 1000,
-                      &starting, died, &n_died,
-                      16, &err))
+                      &starting, died, &n_died, MAXW, &err))
       vr_warn("controller: provider: %s", err.msg);
   }
   pthread_mutex_lock(&c->mu);
   for (int i = 0; i < n_died; i++) {
     c->workers_died++;
     vr__ctl_event(c, "worker %s exited unexpectedly (provider): removing it", died[i]);
-    if (c->n_dead < 16) {
+    if (c->n_dead < MAXW) {
       memcpy(c->dead[c->n_dead], died[i], 63);
       c->dead[c->n_dead++][63] = 0;
     }

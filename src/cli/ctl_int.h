@@ -90,7 +90,9 @@ typedef struct ctl {
   int registry_ok, starting, next_worker;
   int adopt; /* the provider adopts workers left running (until it says it cannot) */
   unsigned ticks;
-  char dead[16][64]; /* exited per the provider, maybe still leased */
+  /* exited per the provider, maybe still leased: room for every worker
+   * (16 kept the 17th of one period's deaths in the table for a lease) */
+  char dead[MAXW][64];
   int n_dead;
   unsigned long loads_ok, loads_failed, workers_started, workers_died;
   unsigned long unloads_ok, unloads_failed, workers_removed;
