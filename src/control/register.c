@@ -434,7 +434,7 @@ static int write_config(reg_ctx *c, const char *dir, vr_errbuf *err) {
       "{s:s, s:s, s:s, s:f, s:b, s:o, s:o, s:i, s:i, s:i, s:s, s:i, s:I}", "name",
       c->name, "app", c->r->app, "task", "classification", "accuracy",
       100 * c->acc[VR_PREC_FP32], "accuracy_declared", !c->have_vs, "inputs", in, "outputs",
-      out, "max_batch_size", 64, "instances", 1, "threads", 1, "precision", "fp32",
+      out, "max_batch_size", max_batch(c), "instances", 1, "threads", 1, "precision", "fp32",
       "max_queue_delay_us", 0, "flops", (json_int_t)vr_model_flops(c->model));
   /* int8 variants are served live: the runtime quantises with the same
    * calibration rows the profiler used, kept next to the model. */

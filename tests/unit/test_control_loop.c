@@ -473,6 +473,14 @@ static void test_register_output_rows(void **st) {
   r.val_labels = vlab;
   r.gen.max_batch = 1;
   if (vr_register(g_store, &r, NULL, &e) != 0) fail_msg("%s", e.msg);
+  /* and its config.json says so: it said 64 whatever --max-batch, and a
+   * load of the repository's model at that batch is refused */
+  char cfgp[1300];
+  snprintf(cfgp, sizeof cfgp, "%s/reduce_rows/config.json", repo);
+  json_t *cfg = json_load_file(cfgp, 0, NULL);
+  if (!cfg) fail_msg("no %s", cfgp);
+  assert_int_equal(json_integer_value(json_object_get(cfg, "max_batch_size")), 1);
+  json_decref(cfg);
   assert_int_equal(vr_unregister(g_store, "reduce_rows", &e), 0);
 }
 
