@@ -73,11 +73,20 @@ try:
                        capture_output=True, text=True)
     if r.returncode:
         fail("vario perf --blocks: " + r.stderr)
+    prof = json.loads(r.stdout.splitlines()[0])
+    # A shadow must load within the SLO (LLS counts a block's load_ms
+    # against it): with none that can, the controller rightly loads the
+    # model plain, no body, and this test waits for one in vain. An ASan
+    # build on a loaded box measured blocks loading in 170-310 ms (a quiet
+    # one well under 100); that is the box, not what is tested here, so
+    # each block's load time is capped at a tenth of the SLO. Latencies,
+    # memory and sensitivities stay as measured.
+    for bl in prof["blocks"]:
+        bl["load_ms"] = min(bl["load_ms"], 10.0)
     with open(os.path.join(mdir, "blocks.json"), "w") as f:
-        f.write(r.stdout.splitlines()[0])
+        json.dump(prof, f)
     # one 1-core body's R_max as the policy computes it (vr_af_rmax: the
     # best b / t_l over the profiled batches within the SLO, 100 ms)
-    prof = json.loads(r.stdout.splitlines()[0])
     rmax = max(b / sum(bl["lat_ms"][0][b - 1] for bl in prof["blocks"]) * 1000.0
                for b in range(1, prof["bmax"] + 1))
     wrepo = os.path.join(tmp, "wrepo")
