@@ -32,6 +32,7 @@
 #include "control/fsutil.h"
 #include "control/pipes.h"
 #include "control/pipes_int.h"
+#include "control/pipes_pol.h"
 #include "control/register.h"
 #include "vr_test.h"
 
@@ -1169,6 +1170,27 @@ static void test_unload_frees_room_at_once(void **st) {
   unload_all(); /* the next test's pipeline has the cores */
 }
 
+/* Freeing a vr_pipes hands its apps back to the control loop. A policy
+ * tick marks them managed (the control loop leaves their instances to the
+ * pipeline policy), and after vr_pipes_free they stayed so with no policy
+ * left: the control loop never managed them again. Seen here through the
+ * cores the managed apps may fill, which leave out instances of unmanaged
+ * apps only. */
+static void test_free_releases_apps(void **st) {
+  (void)st;
+  unload_all();
+  load("fmnist_mlp-fp32-t1-b8"); /* app fashion: fashion_scenes' children */
+  vr_pipes *p = registered();
+  pl_pipe *pipes[VR_PIPES_MAX];
+  int n = vr__pipes_ref_all(p, pipes, VR_PIPES_MAX, 0);
+  vr__pipes_manage_apps(p, pipes, n); /* what a policy tick does */
+  for (int i = 0; i < n; i++) vr__pipe_unref(pipes[i]);
+  assert_int_equal(vr_control_managed_cores(g_ctl), 4);
+  drop_all(p);
+  assert_int_equal(vr_control_managed_cores(g_ctl), 3);
+  unload_all(); /* the next test's pipeline has the cores */
+}
+
 /* Root arrival times stay non-decreasing across the policy's takes: a
  * request that read its clock before a tick took the ring and recorded
  * after it made the tuner refuse the next tick's arrivals ("out of
@@ -1209,6 +1231,7 @@ int main(void) {
       cmocka_unit_test(test_policy_frees_off_view_cores),
       cmocka_unit_test(test_policies_share_cores),
       cmocka_unit_test(test_unload_frees_room_at_once),
+      cmocka_unit_test(test_free_releases_apps),
       /* last: the plan's instances stay loaded, on cores later tests need */
       cmocka_unit_test(test_policy_mode_keeps_late_hops),
   };
