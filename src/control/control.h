@@ -109,6 +109,9 @@ typedef void (*vr_ctl_route_cb)(void *tag, const vr_ctl_route *r);
  * infeasible), or from the loader thread after loading a variant. */
 void vr_control_route(vr_control *c, const vr_ctl_query *q, vr_ctl_route_cb cb,
                       void *tag);
+/* Whether vr_control_route knows app (a query on it does not end
+ * VR_ENOENT): some model is registered into it. */
+int vr_control_has_app(vr_control *c, const char *app);
 /* A request routed by vr_control_route that will not run (refused after
  * routing, or dropped before its instance): its in-flight count is given
  * back, and it counts as not served. */

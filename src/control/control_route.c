@@ -226,6 +226,13 @@ static int decide(vr_control *c, const vr_ctl_query *q, vr_ctl_route *r,
   return 1;
 }
 
+int vr_control_has_app(vr_control *c, const char *app) {
+  pthread_mutex_lock(&c->mu);
+  int has = vr_select_group(c->drv.ix, 'a', app) >= 0; /* as decide() */
+  pthread_mutex_unlock(&c->mu);
+  return has;
+}
+
 void vr_control_route(vr_control *c, const vr_ctl_query *q, vr_ctl_route_cb cb,
                       void *tag) {
   vr_ctl_route r;

@@ -378,6 +378,9 @@ void vr_pipes_set_clock(vr_pipes *p, vr_clock *clock) {
 void vr_pipes_free(vr_pipes *p) {
   if (!p) return;
   vr__pipes_stop_policy(p);
+  /* no policy of ours is left to manage these apps: the control loop
+   * does again (the control plane outlives us, serve_control.c) */
+  for (int j = 0; j < p->nmanaged; j++) vr_control_set_managed(p->ctl, p->managed[j], 0);
   vr_free(p->managed);
   pthread_cond_destroy(&p->pcv);
   size_t it = 0;

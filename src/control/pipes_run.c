@@ -284,16 +284,21 @@ static void abandon(phop *h, vr_pipe_outcome o, const char *msg) {
 
 static void submit(phop *h, const char *model, int instance_id, int deadline_drops);
 
-/* The hop's app has no registered model (every one unregistered since
+/* Why a task's app has no registered model (every one unregistered since
  * the pipeline was compiled; it keeps its candidates, pipes_refresh.c):
  * the pipeline cannot be served now, which is no server fault (500) but
  * a state the operator can end (503, as VR_ESTATE). */
-static void app_gone(phop *h) {
-  const pl_pipe *pp = h->q->pp;
-  char msg[400];
-  snprintf(msg, sizeof msg, "app '%.64s' has no registered model: pipeline '%.64s' cannot "
+static void app_gone_msg(const pl_pipe *pp, int t, char *msg, size_t size) {
+  snprintf(msg, size, "app '%.64s' has no registered model: pipeline '%.64s' cannot "
            "be served until one is registered into it",
-           pp->spec->tasks[h->pub.task].app, pp->spec->name);
+           pp->spec->tasks[t].app, pp->spec->name);
+}
+
+/* The hop's app went after the request started (vr_pipes_infer checks
+ * every task's at its start). */
+static void app_gone(phop *h) {
+  char msg[400];
+  app_gone_msg(h->q->pp, h->pub.task, msg, sizeof msg);
   finish_hop(h, VR_POUT_REJECTED, msg);
 }
 
@@ -459,6 +464,39 @@ static void fail_now(const char *pipeline, int status, const char *msg, vr_pipe_
   done(r, tag);
 }
 
+/* A task whose app has no registered model: the request is rejected
+ * before any task runs, as the hop reaching that task would be (app_gone)
+ * once the root detector and the tasks before it had spent their work.
+ * The result has no hops; it counts as a request of the pipeline. */
+static int reject_if_app_gone(vr_pipes *p, pl_pipe *pp, const vr_pipe_query *q,
+                              int64_t arrival_ns, vr_pipe_done_fn done, void *tag) {
+  const vr_pipeline *sp = pp->spec;
+  int t = 0;
+  while (t < sp->ntasks && vr_control_has_app(p->ctl, sp->tasks[t].app)) t++;
+  if (t == sp->ntasks) return 0;
+  vr_pipe_result *r = vr_calloc(1, sizeof *r);
+  if (!r) {
+    vr__pipe_unref(pp);
+    done(&k_oom, tag);
+    return 1;
+  }
+  char msg[400];
+  app_gone_msg(pp, t, msg, sizeof msg);
+  snprintf(r->pipeline, sizeof r->pipeline, "%s", sp->name);
+  snprintf(r->msg, sizeof r->msg, "task '%.64s': %.400s", sp->tasks[t].name, msg);
+  r->outcome = VR_POUT_REJECTED;
+  r->arrival_ns = arrival_ns;
+  r->deadline_ns = arrival_ns + (int64_t)((q->latency_ms > 0 ? q->latency_ms : sp->slo_ms) * 1e6);
+  r->end_ns = vr_clock_now(p->clock);
+  pl_pipe *cur = vr__pipe_lock_current(pp);
+  cur->requests++;
+  pthread_mutex_unlock(&cur->mu);
+  vr__pipe_count_request(pp, r);
+  r->pin = pp; /* our reference moves to the result */
+  done(r, tag);
+  return 1;
+}
+
 /* The root input must be a float image batch the adapter can crop. */
 static int check_root_input(const pl_pipe *pp, const vr_pipe_query *q, vr_errbuf *err) {
   const pl_task *rt = &pp->t[0];
@@ -483,7 +521,11 @@ void vr_pipes_infer(vr_pipes *p, const vr_pipe_query *q, vr_pipe_done_fn done, v
   }
   vr_errbuf err = {0};
   preq *r = NULL;
-  if (check_root_input(pp, q, &err) || !(r = vr_calloc(1, sizeof *r))) {
+  int64_t at = vr_clock_now(p->clock);
+  int64_t arrival = q->arrived_ns > 0 && q->arrived_ns < at ? q->arrived_ns : at;
+  if (!check_root_input(pp, q, &err) && reject_if_app_gone(p, pp, q, arrival, done, tag))
+    return;
+  if (err.code || !(r = vr_calloc(1, sizeof *r))) {
     vr__pipe_unref(pp);
     return fail_now(q->pipeline, err.code ? err.code : VR_ENOMEM,
                     err.msg[0] ? err.msg : "out of memory", done, tag);
@@ -491,8 +533,7 @@ void vr_pipes_infer(vr_pipes *p, const vr_pipe_query *q, vr_pipe_done_fn done, v
   r->ps = p;
   r->pp = pp;
   r->q = *q;
-  int64_t at = vr_clock_now(p->clock);
-  r->arrival_ns = q->arrived_ns > 0 && q->arrived_ns < at ? q->arrived_ns : at;
+  r->arrival_ns = arrival;
   double slo = q->latency_ms > 0 ? q->latency_ms : pp->spec->slo_ms;
   r->deadline_ns = r->arrival_ns + (int64_t)(slo * 1e6);
   r->min_acc = q->min_accuracy;

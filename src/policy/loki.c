@@ -655,6 +655,49 @@ static int slo_infeasible(const vr_pipeline *p, const vr_profile *prof,
                  p->tasks[slow].variants[fv[slow]].name);
 }
 
+/* A request served takes an instance of the root and of every task the
+ * root's variant sends outputs to, and so on down: with fewer workers
+ * than the cheapest such tree of tasks, no plan serves anything. The
+ * best effort then had alpha = 0 and worker columns of no cost, so the
+ * solver left instances anywhere (the leaves', none of the root's) and
+ * the plan, returned as a best effort, served nothing. VR_EINFEASIBLE
+ * naming the tasks; 0 when the workers can host them. Children come
+ * after their parent in the task order (build_prefixes). */
+static int too_few_workers(const vr_pipeline *p, int workers, int hw_only,
+                           vr_errbuf *err) {
+  int need[VR_PIPE_MAX_TASKS], pick[VR_PIPE_MAX_TASKS];
+  for (int t = p->ntasks - 1; t >= 0; t--) {
+    const vr_pipe_task *tk = &p->tasks[t];
+    need[t] = p->ntasks + 1, pick[t] = 0; /* above any tree */
+    for (int v = 0; v < tk->nvariants; v++) {
+      if (!allowed(p, t, v, hw_only)) continue;
+      int n = 1;
+      for (int c = 0; c < tk->nchildren; c++)
+        if (tk->variants[v].mult * tk->variants[v].share[c] > 0)
+          n += need[tk->children[c]];
+      if (n < need[t]) need[t] = n, pick[t] = v;
+    }
+  }
+  if (need[0] <= workers) return 0;
+  /* the tasks of that tree, root first */
+  char names[256] = "";
+  int reach[VR_PIPE_MAX_TASKS] = {1};
+  for (int t = 0; t < p->ntasks; t++) {
+    if (!reach[t]) continue;
+    const vr_pipe_task *tk = &p->tasks[t];
+    const vr_pipe_variant *pv = &tk->variants[pick[t]];
+    for (int c = 0; c < tk->nchildren; c++)
+      if (pv->mult * pv->share[c] > 0) reach[tk->children[c]] = 1;
+    size_t len = strlen(names);
+    snprintf(names + len, sizeof names - len, "%s'%s'", len ? ", " : "",
+             tk->name);
+  }
+  return vr_errf(err, VR_EINFEASIBLE,
+                 "%d worker(s) cannot host pipeline '%s': a request needs "
+                 "an instance of each task it reaches (%s), %d at least",
+                 workers, p->name, names, need[0]);
+}
+
 int vr_loki_plan(const vr_pipeline *p, const vr_profile *prof,
                  double demand_qps, int workers, const vr_loki_opts *o,
                  vr_pipe_plan *plan, vr_loki_stats *st, vr_errbuf *err) {
@@ -664,7 +707,9 @@ int vr_loki_plan(const vr_pipeline *p, const vr_profile *prof,
   if (!st) st = &tmp;
   memset(st, 0, sizeof *st);
   if (demand_qps < 0.01) demand_qps = 0.01; /* keep one path alive */
-  int rc = VR_EINFEASIBLE;
+  int rc = too_few_workers(p, workers, o->hw_only, err);
+  if (rc) return rc;
+  rc = VR_EINFEASIBLE;
   if (!o->no_hw_scaling && !hw_hopeless(p, prof, demand_qps, workers, o)) {
     st->step = 1;
     rc = solve(p, prof, demand_qps, workers, o, 1, 1, plan, st, err);

@@ -29,9 +29,12 @@
  *     alpha = sum F(root) <= 1 carries a weight of 1000, so when even the
  *     least accurate variants cannot keep up the result is the best effort
  *     (most demand served) with feasible = 0, never an error; but when it
-     serves nothing because even the fastest variants miss the SLO along
-     a path requests must take (no load or cluster would do), the SLO is
-     VR_EINFEASIBLE, naming the bottleneck stage.
+ *     serves nothing because even the fastest variants miss the SLO along
+ *     a path requests must take (no load or cluster would do), the SLO is
+ *     VR_EINFEASIBLE, naming the bottleneck stage. Fewer workers than the
+ *     tasks a request reaches (an instance of each) are VR_EINFEASIBLE
+ *     too, naming those tasks, before any MILP: with alpha = 0 the
+ *     solver's workers, free in these modes, landed anywhere.
  *     Solved by latency levels: each task with children takes one of its
  *     (variant, batch) latencies as L(t), which fixes every variant's best
  *     batch; the LP relaxation of each level vector ranks them, and the
