@@ -73,7 +73,11 @@ try:
     procs.append(subprocess.Popen(
         [vario, "worker", "--registry", url, "--store", url, "--repo", repo, "--port", "0",
          "--port-file", os.path.join(tmp, "w1.port"), "--worker-id", "w1", "--heartbeat-ms",
-         "300", "--insecure-admin"], stdout=log, stderr=log))
+         "300", "--insecure-admin",
+         # 4 cores whatever the machine: Loki cannot host the example
+         # pipeline's 3 tasks on fewer (a 2-core box: "2 worker(s) cannot
+         # host pipeline ..."), and this test is about the plan reaching it
+         "--cores", "0-3"], stdout=log, stderr=log))
     wp = portfile("w1")
     for nm in names[:-1]:
         st, j = vr_http.request(wp, "DELETE", "/v2/pipelines/" + nm)
