@@ -430,15 +430,10 @@ static void fail_try(vr_fwd *f, conn *k, const char *why) {
  * the rule of policy/drop.h (the worker folded the batch into its due).
  * The reason goes to c->msg. */
 static int answer_late(vr_fwd_call *c, const conn *k, const vr_http_head *h, int64_t now) {
-  size_t vl;
-  const char *v = vr__http_head_value(k->buf, h->head_len, VR_HTTP_DUE_HEADER, &vl);
-  if (c->origin_ns <= 0 || h->status != 200 || !v || vl == 0 || vl > 15) return 0;
-  int64_t due_us = 0;
-  for (size_t i = 0; i < vl; i++) {
-    if (v[i] < '0' || v[i] > '9') return 0; /* not one of ours: passed on */
-    due_us = due_us * 10 + (v[i] - '0');
-  }
-  int64_t due = c->origin_ns + due_us * 1000;
+  if (c->origin_ns <= 0 || h->status != 200) return 0;
+  size_t x = vr__http_head_num(k->buf, h->head_len, VR_HTTP_DUE_HEADER);
+  if (x > 999999999999999) return 0; /* none, or not one of ours: passed on */
+  int64_t due_us = (int64_t)x, due = c->origin_ns + due_us * 1000;
   if (!vr_drop_answer_due(now, due, 0)) return 0;
   snprintf(c->msg, sizeof c->msg, "dropped: the deadline cannot be met (worker %s answered "
            "%.3f ms after the query reached the front end, more than its deadline and its "

@@ -61,6 +61,10 @@ static size_t num_header(const char *buf, const char *end, const char *name) {
   return x;
 }
 
+size_t vr__http_head_num(const char *buf, size_t head_len, const char *name) {
+  return num_header(buf, buf + head_len, name);
+}
+
 int vr_http_parse_head(const char *buf, size_t len, vr_http_head *h) {
   if (len >= 5 && memcmp(buf, "HTTP/", 5)) return VR_EFORMAT;
   const char *end = find_blank(buf, len);

@@ -37,6 +37,9 @@ int vr_http_parse_head(const char *buf, size_t len, vr_http_head *h);
  * buf[0..head_len), trimmed, *vlen bytes (not NUL-terminated); or NULL. */
 const char *vr__http_head_value(const char *buf, size_t head_len, const char *name,
                                 size_t *vlen);
+/* The value of header `name` there as a whole decimal number (at most 19
+ * digits, nothing else); (size_t)-1 when absent or not one. */
+size_t vr__http_head_num(const char *buf, size_t head_len, const char *name);
 
 typedef struct vr_httpc {
   int fd;
