@@ -336,6 +336,13 @@ static int stalled(const ctl *c, int64_t waited_ns) {
   return 0;
 }
 
+/* The registry could not be read this period: the last state stands (said
+ * once, when it was reachable). Under mu. */
+static void registry_lost(ctl *c, const char *why) {
+  if (c->registry_ok) vr__ctl_event(c, "registry unreachable (%s); keeping the last state", why);
+  c->registry_ok = 0;
+}
+
 /* Starts one worker through the provider (outside c->mu). 0 or -1. */
 static void tick(ctl *c) {
   vr_errbuf err = {0};
@@ -352,8 +359,7 @@ static void tick(ctl *c) {
   if (rc) {
     vr_free(ws);
     vr_free(left);
-    if (c->registry_ok) vr__ctl_event(c, "registry unreachable (%s); keeping the last state", err.msg);
-    c->registry_ok = 0;
+    registry_lost(c, err.msg);
     pthread_mutex_unlock(&c->mu);
     return;
   }
@@ -431,8 +437,7 @@ static void tick(ctl *c) {
   static size_t ngot[MAXW];
   if (read_instances(c, ws, n, prev, got, ngot, &err)) {
     pthread_mutex_lock(&c->mu);
-    if (c->registry_ok) vr__ctl_event(c, "registry unreachable (%s); keeping the last state", err.msg);
-    c->registry_ok = 0;
+    registry_lost(c, err.msg);
     pthread_mutex_unlock(&c->mu);
     vr_free(ws);
     return;
