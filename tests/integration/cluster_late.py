@@ -132,10 +132,17 @@ try:
     for t in ths:
         t.join(90)
     check(len(out) == 5, f"answers: {sorted(out)}")
-    for i in range(2):  # Triton's timeout: the queue's, which they skipped
+    for i in range(2):  # Triton's timeout: the queue's
+        # Unread in the worker's socket it is served (not queue time); kept
+        # at the front end for want of a free connection to the worker it
+        # is the worker's own 504 (Vario-Upstream-Us counts the front end's
+        # wait). Which one depends on the connection pool; the front end's
+        # answer-time drop is never applied on this path.
         st, b, h = out[i]
-        check(st == 200, f"model query {i} with a 200 ms queue timeout after a 3 s stop: {st} "
-              f"{b[:300]}")
+        err = json.loads(b).get("error", "") if st == 504 else ""
+        check(st == 200 or (st == 504 and err.startswith("dropped: the deadline cannot be met")
+                            and "reached the front end" not in err),
+              f"model query {i} with a 200 ms queue timeout after a 3 s stop: {st} {b[:300]}")
         check(h.get("Vario-Due-Us") is None, f"model query {i}: Vario-Due-Us passed on")
     for i in range(2, 4):
         st, b, h = out[i]
