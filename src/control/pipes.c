@@ -141,6 +141,13 @@ static int resolve_app(vr_pipes *p, vr_pipeline *sp, int t, pl_task *pt,
     if (x->ndim != 4)
       return vr_errf(err, VR_ESHAPE, "task '%s': model '%s' takes a %d-D input, not [N,C,H,W]",
                      task->name, v[i]->model, x->ndim);
+    /* Crops are cut from, and sent as, FP32 images (vr_fanout_crop): a
+     * task that crops or is fed crops with another input type would be
+     * registered and then fail at every hop. */
+    if ((t > 0 || task->adapter) && x->dtype != VR_DT_F32)
+      return vr_errf(err, VR_EINVAL, "task '%s': model '%s' takes %s, but a task that %s "
+                     "FP32 images", task->name, v[i]->model, vr_dtype_kserve(x->dtype),
+                     t > 0 ? "is fed its parent's crops takes" : "crops its input takes");
     if (i == 0) {
       memcpy(chw, &x->shape[1], 3 * sizeof *chw);
       pt_in0 = *x;

@@ -2,7 +2,8 @@
  * committed example (models/pipelines/fashion_scenes):
  *  - bad specs (cycle, unknown task, missing model, a child whose input is
  *    not the adapter's crop, a label the adapter never emits, children
- *    without an adapter, a Loki definition) are rejected with a clear
+ *    without an adapter, a Loki definition, a child whose model takes
+ *    another type than the FP32 crops) are rejected with a clear
  *    error and nothing registered or stored; a good one persists across a
  *    reopen of the store and goes with DELETE;
  *  - a pipeline response equals running the models by hand (the engine,
@@ -34,6 +35,7 @@
 #include "control/pipes_int.h"
 #include "control/pipes_pol.h"
 #include "control/register.h"
+#include "onnx.pb-c.h"
 #include "vr_test.h"
 
 static char g_tmp[256], g_src[1024];
@@ -64,6 +66,83 @@ static int reg(const char *path, const char *name, const char *app, double decla
   int rc = vr_register(g_store, &r, NULL, &e);
   if (rc) fprintf(stderr, "register %s: %s\n", name, e.msg);
   return rc;
+}
+
+/* value_info "name": elem_type [N, dims...] (N symbolic). */
+static Onnx__ValueInfoProto *u8_vi(const char *name, int elem, int nd, const int64_t *dims,
+                                   Onnx__TensorShapeProto__Dimension *d,
+                                   Onnx__TensorShapeProto__Dimension **dp,
+                                   Onnx__TensorShapeProto *shp, Onnx__TypeProto__Tensor *tt,
+                                   Onnx__TypeProto *tp, Onnx__ValueInfoProto *vi) {
+  for (int i = 0; i <= nd; i++) {
+    onnx__tensor_shape_proto__dimension__init(&d[i]);
+    if (i == 0) {
+      d[i].value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM;
+      d[i].dim_param = "N";
+    } else {
+      d[i].value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+      d[i].dim_value = dims[i - 1];
+    }
+    dp[i] = &d[i];
+  }
+  onnx__tensor_shape_proto__init(shp);
+  shp->n_dim = (size_t)nd + 1;
+  shp->dim = dp;
+  onnx__type_proto__tensor__init(tt);
+  tt->has_elem_type = 1;
+  tt->elem_type = elem;
+  tt->shape = shp;
+  onnx__type_proto__init(tp);
+  tp->value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
+  tp->tensor_type = tt;
+  onnx__value_info_proto__init(vi);
+  vi->name = (char *)name;
+  vi->type = tp;
+  return vi;
+}
+
+/* A model that takes UINT8 [N,1,28,28] (Cast to float, Flatten: [N,784]),
+ * i.e. a child that could take a crop's shape but not its FP32 type. */
+static int write_u8_model(const char *path) {
+  Onnx__TensorShapeProto__Dimension d[2][4], *dp[2][4];
+  Onnx__TensorShapeProto shp[2];
+  Onnx__TypeProto__Tensor tt[2];
+  Onnx__TypeProto tp[2];
+  Onnx__ValueInfoProto vi[2], *in[1], *out[1];
+  const int64_t xd[] = {1, 28, 28}, yd[] = {784};
+  in[0] = u8_vi("x", ONNX__TENSOR_PROTO__DATA_TYPE__UINT8, 3, xd, d[0], dp[0], &shp[0], &tt[0],
+                &tp[0], &vi[0]);
+  out[0] = u8_vi("y", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, yd, d[1], dp[1], &shp[1], &tt[1],
+                 &tp[1], &vi[1]);
+  Onnx__AttributeProto to = ONNX__ATTRIBUTE_PROTO__INIT, ax = ONNX__ATTRIBUTE_PROTO__INIT;
+  Onnx__AttributeProto *cast_at[] = {&to}, *flat_at[] = {&ax};
+  to.name = "to", to.has_type = 1, to.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
+  to.has_i = 1, to.i = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+  ax.name = "axis", ax.has_type = 1, ax.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
+  ax.has_i = 1, ax.i = 1;
+  char *cin[] = {"x"}, *cout[] = {"xf"}, *fout[] = {"y"};
+  Onnx__NodeProto cast = ONNX__NODE_PROTO__INIT, flat = ONNX__NODE_PROTO__INIT;
+  cast.op_type = "Cast", cast.n_input = 1, cast.input = cin, cast.n_output = 1;
+  cast.output = cout, cast.n_attribute = 1, cast.attribute = cast_at;
+  flat.op_type = "Flatten", flat.n_input = 1, flat.input = cout, flat.n_output = 1;
+  flat.output = fout, flat.n_attribute = 1, flat.attribute = flat_at;
+  Onnx__NodeProto *nodes[] = {&cast, &flat};
+  Onnx__GraphProto g = ONNX__GRAPH_PROTO__INIT;
+  g.name = "u8", g.n_node = 2, g.node = nodes, g.n_input = 1, g.input = in;
+  g.n_output = 1, g.output = out;
+  Onnx__OperatorSetIdProto ops = ONNX__OPERATOR_SET_ID_PROTO__INIT, *opsp[] = {&ops};
+  ops.domain = "", ops.has_version = 1, ops.version = 13;
+  Onnx__ModelProto m = ONNX__MODEL_PROTO__INIT;
+  m.has_ir_version = 1, m.ir_version = 7, m.n_opset_import = 1, m.opset_import = opsp;
+  m.graph = &g;
+  size_t n = onnx__model_proto__get_packed_size(&m);
+  uint8_t *buf = vr_malloc(n);
+  if (!buf) return -1;
+  onnx__model_proto__pack(&m, buf);
+  FILE *f = fopen(path, "wb");
+  int ok = f && fwrite(buf, 1, n, f) == n;
+  vr_free(buf);
+  return (f && fclose(f)) || !ok ? -1 : 0;
 }
 
 static int setup(void **st) {
@@ -97,6 +176,8 @@ static int setup(void **st) {
   int wrote = f && fwrite(onnx, 1, on, f) == on;
   vr_free(onnx);
   if ((f && fclose(f)) || !wrote || reg(p, "fscenes_det_renamed", "fscenes_mixed", 90)) return -1;
+  snprintf(p, sizeof p, "%s/fmnist_u8.onnx", g_tmp);
+  if (write_u8_model(p) || reg(p, "fmnist_u8", "fashion_u8", 80)) return -1;
   const char *det[] = {"fscenes_det_tiny", "fscenes_det_large"};
   for (int i = 0; i < 2; i++) {
     snprintf(p, sizeof p, "%s/models/pipelines/fashion_scenes/%s/model.onnx", g_src, det[i]);
@@ -209,6 +290,11 @@ static void test_bad_specs(void **st) {
   expect_reject(p, edited("\"grid\": [3, 3]", "\"grid\": [4, 4]"), VR_ESHAPE, "scores");
   expect_reject(p, edited("\"kind\": \"grid_crop\"", "\"kind\": \"boxes\""), VR_EINVAL,
                 "unknown kind");
+  /* a child takes the adapter's FP32 crops: one whose model takes UINT8
+   * of the crop's shape was registered, and every crop then failed */
+  expect_reject(p, edited("{\"name\": \"garment\", \"app\": \"fashion\"}",
+                          "{\"name\": \"garment\", \"app\": \"fashion_u8\"}"),
+                VR_EINVAL, "model 'fmnist_u8' takes UINT8");
   /* every model of the app has the adapter's outputs, not only the most
    * accurate one (a request routed to another failed at its fan-out) */
   expect_reject(p, edited("\"app\": \"fscenes_detect\"", "\"app\": \"fscenes_mixed\""),
