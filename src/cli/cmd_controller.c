@@ -72,8 +72,10 @@ static void state_json(ctl *c, vr_sbuf *b) {
     vr_sbuf_json_str(b, c->w[i].id);
     vr_sbuf_puts(b, ",\"addr\":");
     vr_sbuf_json_str(b, c->w[i].addr);
-    vr_sbuf_printf(b, ",\"cores\":%d,\"lease_left_ms\":%lld,\"models\":", c->w[i].cores,
-                   (long long)c->w[i].lease_left_ms);
+    /* kept: missing from the registry, listed through its grace */
+    vr_sbuf_printf(b, ",\"cores\":%d,\"lease_left_ms\":%lld,\"kept\":%s,\"models\":",
+                   c->w[i].cores, (long long)c->w[i].lease_left_ms,
+                   c->wkept_end[i] ? "true" : "false");
     vr_sbuf_json_str(b, c->wmodels[i]);
     vr_sbuf_puts(b, ",\"meta\":");
     vr_sbuf_json_str(b, c->w[i].meta);

@@ -188,12 +188,23 @@ try:
         procs["w1"].send_signal(signal.SIGKILL)
         procs["w1"].wait()
     t = pause(fport, 1.5, kill_w1)
-    gone = serving_checked(fport, 6.0, "after a 1.5 s pause",
-                           until=lambda: served_by(fport) == ["w2"])
+    kept = {}  # what /v2/cluster/state said of each worker while w1 was kept
+
+    def w1_gone():
+        st, b = req(cport, "GET", "/v2/cluster/state", timeout=10)
+        if st == 200:
+            for w in json.loads(b)["workers"]:
+                kept.setdefault(w["id"], set()).add(w["kept"])
+        return served_by(fport) == ["w2"]
+    gone = serving_checked(fport, 6.0, "after a 1.5 s pause", until=w1_gone)
     check(gone is not None, "w1, killed during the pause, still in the table 6 s after it")
     # the grace is a lease (2 HB) from when Redis answered again; margin for
     # a loaded machine (ASan, 2 cores)
     check(gone < 2 * HB / 1000 + 3.0, f"w1 left the table only {gone:.2f} s after the pause")
+    # the state marks the worker it keeps (w2, alive, may be kept too until
+    # its next heartbeat: its lease also ended during the pause)
+    check(True in kept.get("w1", set()), f"w1 never shown kept in /v2/cluster/state: {kept}")
+    check(False in kept.get("w2", set()), f"w2 never shown listed in /v2/cluster/state: {kept}")
     serving_checked(fport, 4 * HB / 1000 + 1.0, "after a 1.5 s pause")
     print(f"a. paused {t:.2f} s (lease {2 * HB} ms): served throughout; killed w1 out of the "
           f"table {gone:.2f} s after")
