@@ -82,9 +82,14 @@ typedef struct pl_pipe {
    * (loading what the apps' variants now need) and plans at the next, as
    * after a dropped view (vr__pipe_pol_drop). Policy thread only. */
   int refreshed;
-  /* Why the policy has no view of this pipeline, as last warned (policy
-   * thread only): said once, not every tick, until the reason changes. */
+  /* Why the policy has no view of this pipeline, as last warned (written
+   * by the policy thread under mu; GET reads it): said once, not every
+   * tick, until the reason changes. */
   char nopol[512];
+  /* Not planned because another pipeline's plan holds one of its apps
+   * (policy thread only): its apps are left to the control loop, but for
+   * those the other plan holds. */
+  int shared_out;
   /* The text of the controller's plan followed last (pipes_follow.c),
    * carried to a replacement (under mu): a worker hands a plan over once
    * per version, and a replacement starts with no plan of its own. */

@@ -113,8 +113,10 @@ json_t *vr__pipe_pol_json(vr_pipes *ps, pl_pipe *pp) {
                         vr_edrop_name(ps->pdef->drop_mode), "period_s", ps->popts.period_s,
                         "tick_s", ps->popts.tick_s, "change", ps->popts.change, "slack",
                         ps->popts.slack);
-  if (!pol) {
-    json_object_set_new(j, "state", json_string("waiting for the first tick"));
+  if (!pol) { /* (pp->mu held: nopol is written under it) */
+    json_object_set_new(j, "state", json_string(pp->nopol[0] ? "not planned (hops routed by "
+                                                "selection)" : "waiting for the first tick"));
+    if (pp->nopol[0]) json_object_set_new(j, "reason", json_string(pp->nopol));
     return j;
   }
   json_object_set_new(j, "state", json_string(pol->have_routes ? "planned" : "no plan yet"));

@@ -439,22 +439,50 @@ static void publish(vr_pipes *ps, pl_pipe *pp, pl_pol *pol, vr_pipe_snap *s,
   pthread_mutex_unlock(&pp->mu);
 }
 
-static void pol_tick(vr_pipes *ps, pl_pipe *pp, double now_s, double dt) {
+/* Whether an app of pipes[i] is one a plan of another pipeline holds
+ * (VR_EEXIST, naming both). Two plans holding one app's instances fought:
+ * each unloaded what the other loaded, every tick. The pipeline planned
+ * first keeps it; this one waits until it is deleted. */
+static int planned_elsewhere(pl_pipe **pipes, int n, int i, vr_errbuf *err) {
+  const vr_pipeline *a = pipes[i]->spec;
+  for (int j = 0; j < n; j++) {
+    if (j == i || !pipes[j]->pol) continue;
+    const vr_pipeline *b = pipes[j]->spec;
+    for (int t = 0; t < a->ntasks; t++)
+      for (int u = 0; u < b->ntasks; u++)
+        if (!strcmp(a->tasks[t].app, b->tasks[u].app))
+          return vr_errf(err, VR_EEXIST,
+                         "app '%s' (task '%s') is planned by pipeline '%s': a pipeline policy "
+                         "plans an app for one pipeline (register the models under another "
+                         "app for this one)",
+                         a->tasks[t].app, a->tasks[t].name, b->name);
+  }
+  return 0;
+}
+
+static void pol_tick(vr_pipes *ps, pl_pipe **pipes, int n, int i, double now_s, double dt) {
   vr_errbuf err = {0};
+  pl_pipe *pp = pipes[i];
   if (!pp->pol && pp->refreshed) { /* as after a dropped view: planned next tick */
     pp->refreshed = 0;
     return;
   }
   if (!pp->pol) {
     pl_pol *pol = NULL;
-    if (vr__pipe_pol_build_view(ps, pp, &pol, &err)) {
+    int shared = planned_elsewhere(pipes, n, i, &err);
+    pp->shared_out = shared != 0;
+    if (shared || vr__pipe_pol_build_view(ps, pp, &pol, &err)) {
       if (strcmp(pp->nopol, err.msg))
         vr_warn("pipeline '%s': no policy (its hops are routed by selection): %s",
                 pp->spec->name, err.msg);
+      pthread_mutex_lock(&pp->mu);
       snprintf(pp->nopol, sizeof pp->nopol, "%s", err.msg);
+      pthread_mutex_unlock(&pp->mu);
       return;
     }
+    pthread_mutex_lock(&pp->mu);
     pp->nopol[0] = '\0';
+    pthread_mutex_unlock(&pp->mu);
     pol->t0_s = now_s;
     pthread_mutex_lock(&pp->mu);
     pol->arr_seen = pp->arrivals;
@@ -585,7 +613,7 @@ void vr__pipes_manage_apps(vr_pipes *p, pl_pipe **pipes, int n) {
   if (!now) return;
   int k = 0;
   for (int i = 0; i < n; i++)
-    for (int t = 0; t < pipes[i]->spec->ntasks; t++) {
+    for (int t = 0; t < pipes[i]->spec->ntasks && !pipes[i]->shared_out; t++) {
       const char *app = pipes[i]->spec->tasks[t].app;
       int seen = 0;
       for (int j = 0; j < k && !seen; j++) seen = !strcmp(now[j], app);
@@ -619,7 +647,7 @@ void vr_pipes_policy_tick(vr_pipes *p) {
   p->plast = now_s;
   vr__pipes_manage_apps(p, pipes, n);
   for (int i = 0; i < n; i++) {
-    pol_tick(p, pipes[i], now_s, dt);
+    pol_tick(p, pipes, n, i, now_s, dt);
     vr__pipe_unref(pipes[i]);
   }
   vr_control_release_indexes(p->ctl);

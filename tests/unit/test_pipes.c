@@ -1230,6 +1230,51 @@ static void test_policies_share_cores(void **st) {
   unload_all(); /* the next test's pipeline has the cores */
 }
 
+/* Two pipelines sharing an app: the plan of the one planned first holds
+ * its instances, the other is not planned and says why (each plan held
+ * every instance of the app, so each unloaded what the other loaded);
+ * once the first is deleted, the other is planned. */
+static const char *pol_state(vr_pipes *p, const char *name, char *buf, size_t cap) {
+  char *d = vr_pipes_describe(p, name);
+  const char *pol = d ? strstr(d, "\"policy\"") : NULL;
+  const char *st = pol ? strstr(pol, "\"state\"") : NULL;
+  snprintf(buf, cap, "%s", st ? st : "(no state)");
+  vr_free(d);
+  return buf;
+}
+
+static void test_shared_app_planned_once(void **st) {
+  (void)st;
+  unload_all();
+  vr_pipes *p = registered();
+  vr_errbuf e = {0};
+  char name[64], a[4096], b[4096];
+  const char *cls = "{\"name\": \"cls\", \"latency_ms\": 100, "
+                    "\"tasks\": [{\"name\": \"c\", \"app\": \"fashion\"}]}";
+  if (vr_pipes_register(p, cls, strlen(cls), name, &e)) fail_msg("%s", e.msg);
+  vr_pipes_policy_opts po = {.policy = "loki", .period_s = 3600, .tick_s = 3600};
+  assert_int_equal(vr_pipes_set_policy(p, &po, &e), 0);
+  vr_pipes_policy_tick(p);
+  vr_pipes_policy_tick(p);
+  pol_state(p, "fashion_scenes", a, sizeof a);
+  pol_state(p, "cls", b, sizeof b);
+  int a_out = strstr(a, "not planned") != NULL, b_out = strstr(b, "not planned") != NULL;
+  if (a_out == b_out) fail_msg("one of them planned:\n%.2000s\n%.2000s", a, b);
+  const char *out = a_out ? a : b, *other = a_out ? "cls" : "fashion_scenes";
+  char want[128];
+  snprintf(want, sizeof want, "app 'fashion' (task '%s') is planned by pipeline '%s'",
+           a_out ? "garment" : "c", other);
+  if (!strstr(out, want)) fail_msg("no reason '%s': %.2000s", want, out);
+  assert_int_equal(vr_pipes_delete(p, other, &e), 0);
+  vr_pipes_policy_tick(p);
+  const char *left = a_out ? "fashion_scenes" : "cls";
+  if (strstr(pol_state(p, left, a, sizeof a), "not planned"))
+    fail_msg("'%s' still not planned: %.2000s", left, a);
+  assert_int_equal(vr_pipes_delete(p, left, &e), 0);
+  vr_pipes_free(p);
+  unload_all();
+}
+
 /* The room an unload gives back counts at once: on a full worker, a load
  * right after an unload fits. The control plane counted the worker's room
  * before the instance left, so until its next tick a load into that room
@@ -1317,6 +1362,7 @@ int main(void) {
       cmocka_unit_test(test_arrivals_ordered_across_takes),
       cmocka_unit_test(test_policy_frees_off_view_cores),
       cmocka_unit_test(test_policies_share_cores),
+      cmocka_unit_test(test_shared_app_planned_once),
       cmocka_unit_test(test_unload_frees_room_at_once),
       cmocka_unit_test(test_free_releases_apps),
       /* last: the plan's instances stay loaded, on cores later tests need */
