@@ -1,5 +1,6 @@
 /* Internals of the pipeline simulator shared by psim.c (the engine, Loki's
- * rules) and psim_live.c (the live executor's rules, cfg->live_rules). Not
+ * rules), psim_live.c (the live executor's rules, cfg->live_rules) and
+ * psim_summary.c (the summary). Not
  * for use outside src/sim/. */
 #ifndef VR_SIM_PSIM_INT_H
 #define VR_SIM_PSIM_INT_H
@@ -111,8 +112,13 @@ void vr__psim_task_rng(vr_rng *r, uint64_t seed, int task);
 void vr__psim_depths(const vr_pipeline *p, uint32_t *depth);
 double vr__psim_route_u(uint64_t id);
 
-/* Sorts n floats (no NaN) ascending in linear time; tmp holds n. */
+/* The row (tick) of time t_ns; the last row for a later one. */
+int vr__psim_row_of(const psim *s, int64_t t_ns);
+
+/* psim_summary.c: sorts n floats (no NaN) ascending in linear time (tmp
+ * holds n); fills s->sum from the run, and the per-tick CSV if csv. */
 void vr__psim_sort_floats(float *a, float *tmp, size_t n);
+void vr__psim_summarise(psim *s, FILE *csv);
 
 /* psim_live.c */
 int vr__psim_live_index(psim *s);
