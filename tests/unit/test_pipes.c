@@ -1179,6 +1179,21 @@ static int plan_workers(vr_pipes *p, const char *name) {
   return n;
 }
 
+/* The example pipeline and a one-task pipeline `name` on `app` under
+ * Loki, after its first tick. */
+static vr_pipes *with_one_task(const char *name, const char *app) {
+  vr_pipes *p = registered();
+  vr_errbuf e = {0};
+  char spec[256], got[64];
+  snprintf(spec, sizeof spec, "{\"name\": \"%s\", \"latency_ms\": 100, \"tasks\": "
+           "[{\"name\": \"t0\", \"app\": \"%s\"}]}", name, app);
+  if (vr_pipes_register(p, spec, strlen(spec), got, &e)) fail_msg("%s", e.msg);
+  vr_pipes_policy_opts po = {.policy = "loki", .period_s = 3600, .tick_s = 3600};
+  assert_int_equal(vr_pipes_set_policy(p, &po, &e), 0);
+  vr_pipes_policy_tick(p);
+  return p;
+}
+
 /* Two pipelines on disjoint apps share the cores other apps leave (here
  * 3: an instance of an app no pipeline uses holds one): the one planned
  * second plans with what the first's instances leave. Each planned with
@@ -1199,14 +1214,7 @@ static void test_policies_share_cores(void **st) {
   assert_int_equal(vr_control_reload_store(g_ctl, &e), 0);
   load("fmnist_spare-fp32-t1-b8");
   assert_int_equal(cores_held(), 1);
-  vr_pipes *p = registered();
-  char name[64];
-  const char *mixed = "{\"name\": \"mixed\", \"latency_ms\": 100, "
-                      "\"tasks\": [{\"name\": \"det\", \"app\": \"fscenes_mixed\"}]}";
-  if (vr_pipes_register(p, mixed, strlen(mixed), name, &e)) fail_msg("%s", e.msg);
-  vr_pipes_policy_opts po = {.policy = "loki", .period_s = 3600, .tick_s = 3600};
-  assert_int_equal(vr_pipes_set_policy(p, &po, &e), 0);
-  vr_pipes_policy_tick(p);
+  vr_pipes *p = with_one_task("mixed", "fscenes_mixed");
   int a = plan_workers(p, "fashion_scenes"), b = plan_workers(p, "mixed");
   if (a != -1 || b != 1) fail_msg("plans on %d and %d of 3 cores", a, b);
   char *d = vr_pipes_describe(p, "fashion_scenes");
@@ -1246,15 +1254,9 @@ static const char *pol_state(vr_pipes *p, const char *name, char *buf, size_t ca
 static void test_shared_app_planned_once(void **st) {
   (void)st;
   unload_all();
-  vr_pipes *p = registered();
+  vr_pipes *p = with_one_task("cls", "fashion");
   vr_errbuf e = {0};
-  char name[64], a[4096], b[4096];
-  const char *cls = "{\"name\": \"cls\", \"latency_ms\": 100, "
-                    "\"tasks\": [{\"name\": \"c\", \"app\": \"fashion\"}]}";
-  if (vr_pipes_register(p, cls, strlen(cls), name, &e)) fail_msg("%s", e.msg);
-  vr_pipes_policy_opts po = {.policy = "loki", .period_s = 3600, .tick_s = 3600};
-  assert_int_equal(vr_pipes_set_policy(p, &po, &e), 0);
-  vr_pipes_policy_tick(p);
+  char a[4096], b[4096];
   vr_pipes_policy_tick(p);
   pol_state(p, "fashion_scenes", a, sizeof a);
   pol_state(p, "cls", b, sizeof b);
@@ -1263,7 +1265,7 @@ static void test_shared_app_planned_once(void **st) {
   const char *out = a_out ? a : b, *other = a_out ? "cls" : "fashion_scenes";
   char want[128];
   snprintf(want, sizeof want, "app 'fashion' (task '%s') is planned by pipeline '%s'",
-           a_out ? "garment" : "c", other);
+           a_out ? "garment" : "t0", other);
   if (!strstr(out, want)) fail_msg("no reason '%s': %.2000s", want, out);
   assert_int_equal(vr_pipes_delete(p, other, &e), 0);
   vr_pipes_policy_tick(p);
