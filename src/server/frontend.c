@@ -302,11 +302,12 @@ static void handle(vr_http_req *r, void *user) {
     if (!strcmp(seg[2], "live")) return reply(fe, r, 200, NULL, NULL, 0, (size_t)-1);
     if (!strcmp(seg[2], "ready"))
       /* a table with no worker (all of them gone, none started yet) can
-       * serve nothing: a load balancer should send clients elsewhere */
+       * serve nothing: a load balancer should send clients elsewhere. Not
+       * ready is 400, as a worker's (KServe v2: 4xx = false; Triton). */
       return reply(fe, r,
                    vr_fwd_table_version(fe->fwd) > 0 && vr_fwd_table_workers(fe->fwd) > 0
                        ? 200
-                       : 503,
+                       : 400,
                    NULL, NULL, 0, (size_t)-1);
   }
   if (n == 3 && !strcmp(seg[1], "cluster") && !strcmp(seg[2], "routes") && get)

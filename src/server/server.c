@@ -175,6 +175,17 @@ static void metrics(vr_server *s, vr_http_req *r) {
   vr_http_respond(r, 200, "text/plain; version=0.0.4", p, len, (size_t)-1);
 }
 
+/* GET /v2/models/{m}/ready: 200 ready, 400 not (unknown, loading, no
+ * instance). KServe v2 says 4xx means false and Triton answers 400 with an
+ * error body (http_server.cc HandleModelReady); a 5xx would read as the
+ * server failing, not as the model's answer. */
+static void model_ready(vr_server *s, vr_http_req *r, const char *m) {
+  if (vr_rt_model_ready(s->rt, m)) return reply_empty(s, r, 200);
+  char msg[256];
+  snprintf(msg, sizeof msg, "model '%.128s' is not ready", m);
+  reply_error(s, r, 400, msg);
+}
+
 /* Routes /v2/models/{m}[/versions/{v}]/<rest>. */
 static void route_model(vr_server *s, vr_http_req *r, int get, char **seg,
                         int n) {
@@ -183,6 +194,13 @@ static void route_model(vr_server *s, vr_http_req *r, int get, char **seg,
   if (n >= 5 && !strcmp(seg[3], "versions")) {
     char want[16];
     snprintf(want, sizeof want, "%d", vr__srv_version(s, m));
+    if (strcmp(seg[4], want) && n == 6 && !strcmp(seg[5], "ready") && get) {
+      /* a readiness question answered false, as for any model not ready */
+      char msg[300];
+      snprintf(msg, sizeof msg, "model '%.128s' version '%.64s' is not ready", m, seg[4]);
+      reply_error(s, r, 400, msg);
+      return;
+    }
     if (strcmp(seg[4], want)) {
       char msg[300];
       snprintf(msg, sizeof msg, "model '%.128s' has no version '%.64s' (only"
@@ -199,7 +217,7 @@ static void route_model(vr_server *s, vr_http_req *r, int get, char **seg,
   }
   if (!*rest && get) model_metadata(s, r, m);
   else if (!strcmp(rest, "ready") && get)
-    reply_empty(s, r, vr_rt_model_ready(s->rt, m) ? 200 : 503);
+    model_ready(s, r, m);
   else if (!strcmp(rest, "infer") && !get) vr_server_infer(s, r, m);
   else if (!strcmp(rest, "stats") && get) vr_server_model_stats(s, r, m);
   else if (!strcmp(rest, "config") && get) vr_server_model_config(s, r, m);
@@ -283,7 +301,9 @@ static void run_fixed(vr_server *s, vr_http_req *r, int id, char **seg) {
   case RT_DASH_DATA: return vr_server_dashboard_data(s, r);
   case RT_META: return server_metadata(s, r);
   case RT_LIVE: return reply_empty(s, r, 200);
-  case RT_READY: return reply_empty(s, r, vr__srv_ready(s) ? 200 : 503);
+  /* not ready is 400 with no body, as Triton (HandleServerHealth) and
+   * KServe v2 (4xx = false); probes and curl -f fail on it all the same */
+  case RT_READY: return reply_empty(s, r, vr__srv_ready(s) ? 200 : 400);
   case RT_STATS: return vr_server_model_stats(s, r, NULL);
   case RT_INDEX: return vr_server_repo_index(s, r);
   case RT_LOAD: case RT_UNLOAD: return vr_server_repo_load(s, r, seg[3], id == RT_LOAD);
@@ -453,7 +473,7 @@ int vr_server_create(const vr_server_opts *o, vr_server **out,
   vr_map_init(&s->load_errors);
   s->t0_ns = vr_now_ns();
   /* Listen first, load after (as Triton): a taken port fails at once, not
-   * after every model loaded, and /v2/health/ready says 503 while loading. */
+   * after every model loaded, and /v2/health/ready says 400 while loading. */
   vr_http_opts ho = {.host = o->host, .port = o->port, .max_body = o->max_body,
                      .max_conns = o->max_conns, .handler = handle, .user = s,
                      .header_timeout_ms = o->header_timeout_ms,

@@ -98,8 +98,9 @@ static void test_health_and_metadata(void **st) {
   char b[4096];
   assert_int_equal(req("GET", "/v2/health/live", NULL, NULL, 0, b, sizeof b), 200);
   /* the repository holds 'broken', which failed to load: as Triton, the
-   * server is live but not ready */
-  assert_int_equal(req("GET", "/v2/health/ready", NULL, NULL, 0, b, sizeof b), 503);
+   * server is live but not ready: 400, Triton's answer and KServe v2's
+   * "4xx = false" (a 503 read as the server failing) */
+  assert_int_equal(req("GET", "/v2/health/ready", NULL, NULL, 0, b, sizeof b), 400);
   assert_int_equal(req("GET", "/v2", NULL, NULL, 0, b, sizeof b), 200);
   assert_non_null(strstr(b, "binary_tensor_data"));
   assert_int_equal(req("GET", "/v2/models/m", NULL, NULL, 0, b, sizeof b), 200);
@@ -110,7 +111,12 @@ static void test_health_and_metadata(void **st) {
   assert_int_equal(req("GET", "/v2/models/nope", NULL, NULL, 0, b, sizeof b), 404);
   assert_non_null(strstr(b, "\"error\""));
   assert_int_equal(req("GET", "/v2/models/m/versions/2", NULL, NULL, 0, b, sizeof b), 404);
-  assert_int_equal(req("GET", "/v2/models/nope/ready", NULL, NULL, 0, b, sizeof b), 503);
+  /* a model not ready: 400 with an error body, as Triton; also for a
+   * version it does not have (gRPC ModelReady says ready=false there) */
+  assert_int_equal(req("GET", "/v2/models/nope/ready", NULL, NULL, 0, b, sizeof b), 400);
+  assert_non_null(strstr(b, "\"error\":\"model 'nope' is not ready\""));
+  assert_int_equal(req("GET", "/v2/models/m/versions/2/ready", NULL, NULL, 0, b, sizeof b), 400);
+  assert_non_null(strstr(b, "\"error\""));
   assert_int_equal(req("GET", "/nothing", NULL, NULL, 0, b, sizeof b), 404);
   assert_int_equal(req("DELETE", "/v2/models/m", NULL, NULL, 0, b, sizeof b), 401);
   assert_int_equal(req("DELETE", "/v2/models/m", "Authorization: Bearer test-token\r\n",
@@ -526,7 +532,7 @@ static void test_load_unload(void **st) {
   assert_non_null(strstr(b, "absent: no such model directory"));
   assert_int_equal(post_json("/v2/repository/models/a%20b/load", "", b, sizeof b), 400);
   /* readiness: 'broken' is still wanted; unloading it says it is not */
-  assert_int_equal(req("GET", "/v2/health/ready", NULL, NULL, 0, b, sizeof b), 503);
+  assert_int_equal(req("GET", "/v2/health/ready", NULL, NULL, 0, b, sizeof b), 400);
   post_json("/v2/repository/models/broken/unload", "", b, sizeof b);
   assert_int_equal(req("GET", "/v2/health/ready", NULL, NULL, 0, b, sizeof b), 200);
 }
@@ -954,7 +960,8 @@ static void test_frontend_ready(void **st) {
   vr_errbuf err = {0};
   if (vr_frontend_create(&o, &fe, &err)) fail_msg("%s", err.msg);
   int port = vr_frontend_port(fe);
-  static const int want[3] = {503, 503, 200}; /* no table, no worker, one */
+  /* no table, no worker, one; not ready is 400 as a worker's */
+  static const int want[3] = {400, 400, 200};
   for (int i = 0; i < 3; i++) {
     if (i > 0) {
       const char *ids[] = {"w"};
