@@ -282,6 +282,29 @@ static void metrics(vr_frontend *fe, vr_http_req *r) {
   reply(fe, r, 200, "text/plain; version=0.0.4", body, len, (size_t)-1);
 }
 
+/* Whether r is GET (HEAD) /v2/models/{m}[/versions/{v}]/ready. */
+static int is_model_ready(vr_http_req *r) {
+  char buf[1024], *seg[10];
+  int n = vr_http_path_segments(vr_http_url(r), buf, sizeof buf, seg, 10);
+  const char *m = vr_http_method(r);
+  return (!strcmp(m, "GET") || !strcmp(m, "HEAD")) && n >= 4 && !strcmp(seg[1], "models") &&
+         !strcmp(seg[n - 1], "ready") && (n == 4 || (n == 6 && !strcmp(seg[3], "versions")));
+}
+
+/* A model the table has no route for: unknown to the whole cluster (a
+ * controller's table names every model of its repository, even with no
+ * worker up, which stays 503 "no worker serves"). Answered as a worker
+ * answers a model it does not have, so that a Triton client sees the same
+ * code through the front end: 400 for readiness (false), else 404. */
+static void unknown_model(vr_frontend *fe, vr_http_req *r, const char *model) {
+  char msg[300];
+  int ready = is_model_ready(r);
+  snprintf(msg, sizeof msg, ready ? "model '%.128s' is not ready (unknown to the cluster)"
+                                  : "model '%.128s' is not loaded (unknown to the cluster)",
+           model);
+  reply_error(fe, r, ready ? 400 : 404, msg);
+}
+
 static void handle(vr_http_req *r, void *user) {
   vr_frontend *fe = user;
   const char *method = vr_http_method(r);
@@ -325,6 +348,9 @@ static void handle(vr_http_req *r, void *user) {
   if (n >= 3 && (!strcmp(seg[1], "models") || !strcmp(seg[1], "apps") ||
                  !strcmp(seg[1], "pipelines"))) {
     snprintf(key, sizeof key, "%c:%s", seg[1][0], seg[2]);
+    if (seg[1][0] == 'm' && vr_fwd_table_version(fe->fwd) > 0 &&
+        !vr_fwd_table_routes(fe->fwd, key))
+      return unknown_model(fe, r, seg[2]);
     /* an app's job: the answer's id names the worker that took it */
     int job = n == 4 && seg[1][0] == 'a' && !strcmp(seg[3], "jobs");
     return forward_to(fe, r, key, NULL, job);

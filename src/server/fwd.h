@@ -90,6 +90,11 @@ int64_t vr_fwd_table_version(vr_fwd *f);
 /* Workers the table in use names; whether it names worker id. */
 int vr_fwd_table_workers(vr_fwd *f);
 int vr_fwd_has_worker(vr_fwd *f, const char *id);
+/* Whether the table has a route that may take key (its own, "<kind>:*" or
+ * "*"), with or without a worker in it: a controller's table names every
+ * model of its repository, so no route at all means a name the cluster
+ * does not know, an empty one a model with no worker up. */
+int vr_fwd_table_routes(vr_fwd *f, const char *key);
 /* The table in use as JSON (vr_malloc'd; with "version"), or NULL. */
 char *vr_fwd_table_current_json(vr_fwd *f);
 /* Parses "ID=HOST:PORT" into w. 0 or VR_EINVAL. */

@@ -944,6 +944,53 @@ static void test_fwd_retry_after_table_change(void **st) {
   fake_stop(&b);
 }
 
+/* GET path on a fresh connection to port; the status, the body in out. */
+static int fe_get(int port, const char *path, char *out, size_t cap) {
+  vr_httpc c;
+  vr_httpc_resp resp;
+  vr_errbuf err = {0};
+  if (vr_httpc_open(&c, "127.0.0.1", port, &err) ||
+      vr_httpc_request(&c, "GET", path, NULL, NULL, 0, &resp, &err))
+    fail_msg("%s: %s", path, err.msg);
+  size_t n = resp.body_len < cap - 1 ? resp.body_len : cap - 1;
+  memcpy(out, resp.body, n);
+  out[n] = 0;
+  int st = resp.head.status;
+  vr_httpc_close(&c);
+  return st;
+}
+
+/* Through a front end, a model the table has no route for is unknown to
+ * the cluster: answered as a worker answers a model it does not have (404;
+ * readiness 400), not 503 "no worker serves", which a Triton client takes
+ * for the server failing. A model the table names with no worker up stays
+ * 503, except its readiness: not ready, 400. */
+static void test_frontend_unknown_model(void **st) {
+  (void)st;
+  vr_frontend_opts o;
+  vr_frontend_opts_init(&o);
+  o.port = 0;
+  vr_frontend *fe;
+  vr_errbuf err = {0};
+  if (vr_frontend_create(&o, &fe, &err)) fail_msg("%s", err.msg);
+  int port = vr_frontend_port(fe);
+  char b[1024];
+  /* no table yet: the cluster cannot say what it knows (503) */
+  assert_int_equal(fe_get(port, "/v2/models/nope", b, sizeof b), 503);
+  const char *ids[] = {"w"};
+  int ports[] = {1}, none[] = {0};
+  fwd_table(vr_frontend_fwd(fe), 1, 1, ids, ports, "m:known", 0, none);
+  assert_int_equal(fe_get(port, "/v2/models/nope", b, sizeof b), 404);
+  assert_non_null(strstr(b, "model 'nope' is not loaded (unknown to the cluster)"));
+  assert_int_equal(fe_get(port, "/v2/models/nope/versions/1/infer", b, sizeof b), 404);
+  assert_int_equal(fe_get(port, "/v2/models/nope/ready", b, sizeof b), 400);
+  assert_int_equal(fe_get(port, "/v2/models/nope/versions/1/ready", b, sizeof b), 400);
+  assert_int_equal(fe_get(port, "/v2/models/known", b, sizeof b), 503);
+  assert_non_null(strstr(b, "no worker serves 'm:known'"));
+  vr_frontend_shutdown(fe);
+  vr_frontend_free(fe);
+}
+
 /* Workers that close the connection after reading a request (killed
  * mid-request). Inference goes to the next worker; a registration, which
  * the first worker may have carried out, is not sent again (it was, and
@@ -1190,6 +1237,7 @@ int main(void) {
       cmocka_unit_test(test_fwd_no_replay_of_writes),
       cmocka_unit_test(test_fwd_upstream_header),
       cmocka_unit_test(test_frontend_ready),
+      cmocka_unit_test(test_frontend_unknown_model),
       cmocka_unit_test(test_fwd_conn_cap),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
