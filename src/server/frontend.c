@@ -117,12 +117,27 @@ static char *job_rewrite(const vr_fwd_call *c, size_t *len) {
   return out;
 }
 
+/* Whether r is GET (HEAD) /v2/models/{m}[/versions/{v}]/ready. */
+static int is_model_ready(vr_http_req *r) {
+  char buf[1024], *seg[10];
+  int n = vr_http_path_segments(vr_http_url(r), buf, sizeof buf, seg, 10);
+  const char *m = vr_http_method(r);
+  return (!strcmp(m, "GET") || !strcmp(m, "HEAD")) && n >= 4 && !strcmp(seg[1], "models") &&
+         !strcmp(seg[n - 1], "ready") && (n == 4 || (n == 6 && !strcmp(seg[3], "versions")));
+}
+
 /* Event thread: the worker answered (or no worker could). */
 static void on_resume(vr_http_req *r, void *user) {
   vr_frontend *fe = user;
   fe_req *q = vr_http_state(r);
   vr_fwd_call *c = &q->call;
-  if (!c->resp) {
+  if (!c->resp && is_model_ready(r)) {
+    /* no worker of the model could say: it is not ready here (400, a
+     * worker's answer), not the front end failing (502/503/504) */
+    char msg[sizeof c->msg + 32];
+    snprintf(msg, sizeof msg, "not ready: %s", c->msg[0] ? c->msg : "no answer");
+    reply_error(fe, r, 400, msg);
+  } else if (!c->resp) {
     reply_error(fe, r, c->status ? c->status : 502, c->msg[0] ? c->msg : "no answer");
   } else {
     /* the worker's Content-Type (none for an empty answer), else a guess */
@@ -280,15 +295,6 @@ static void metrics(vr_frontend *fe, vr_http_req *r) {
   size_t len;
   char *body = vr_sbuf_take(&b, &len);
   reply(fe, r, 200, "text/plain; version=0.0.4", body, len, (size_t)-1);
-}
-
-/* Whether r is GET (HEAD) /v2/models/{m}[/versions/{v}]/ready. */
-static int is_model_ready(vr_http_req *r) {
-  char buf[1024], *seg[10];
-  int n = vr_http_path_segments(vr_http_url(r), buf, sizeof buf, seg, 10);
-  const char *m = vr_http_method(r);
-  return (!strcmp(m, "GET") || !strcmp(m, "HEAD")) && n >= 4 && !strcmp(seg[1], "models") &&
-         !strcmp(seg[n - 1], "ready") && (n == 4 || (n == 6 && !strcmp(seg[3], "versions")));
 }
 
 /* A model the table has no route for: unknown to the whole cluster (a

@@ -987,6 +987,14 @@ static void test_frontend_unknown_model(void **st) {
   assert_int_equal(fe_get(port, "/v2/models/nope/versions/1/ready", b, sizeof b), 400);
   assert_int_equal(fe_get(port, "/v2/models/known", b, sizeof b), 503);
   assert_non_null(strstr(b, "no worker serves 'm:known'"));
+  /* its readiness is an answer (false), not the front end failing */
+  assert_int_equal(fe_get(port, "/v2/models/known/ready", b, sizeof b), 400);
+  assert_non_null(strstr(b, "not ready: no worker serves 'm:known'"));
+  /* the same with its worker down (nothing listens on port 1) */
+  int one[] = {0};
+  fwd_table(vr_frontend_fwd(fe), 2, 1, ids, ports, "m:known", 1, one);
+  assert_int_equal(fe_get(port, "/v2/models/known/versions/1/ready", b, sizeof b), 400);
+  assert_int_equal(fe_get(port, "/v2/models/known", b, sizeof b), 503);
   vr_frontend_shutdown(fe);
   vr_frontend_free(fe);
 }
