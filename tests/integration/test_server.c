@@ -205,6 +205,19 @@ static void test_infer_binary(void **st) {
   float want[6] = {3, 5, 7, 11, 13, 15};
   assert_memory_equal(y, want, sizeof want);
   assert_non_null(memmem(r.body, r.head.ihcl, "\"binary_data_size\":24", 21));
+  /* Triton's raw binary request: Inference-Header-Content-Length: 0 and
+   * the one input's bytes alone, a batch of 1; every output binary (it
+   * was read as an empty JSON header: 400 "malformed JSON") */
+  const char *raw = "Inference-Header-Content-Length: 0\r\n";
+  assert_int_equal(vr_httpc_request(&c, "POST", "/v2/models/m/infer", raw, x, 16, &r, &err), 0);
+  assert_int_equal(r.head.status, 200);
+  assert_true(r.head.ihcl != (size_t)-1);
+  assert_int_equal(r.body_len - r.head.ihcl, 12);
+  assert_memory_equal(r.body + r.head.ihcl, want, 12);
+  assert_non_null(memmem(r.body, r.head.ihcl, "\"shape\":[1,3]", 13));
+  assert_int_equal(vr_httpc_request(&c, "POST", "/v2/models/m/infer", raw, x, 12, &r, &err), 0);
+  assert_int_equal(r.head.status, 400);
+  assert_non_null(memmem(r.body, r.body_len, "takes 4 FP32 elements (16 bytes); the body has 12", 49));
   vr_httpc_close(&c);
 }
 
