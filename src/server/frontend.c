@@ -71,7 +71,7 @@ static void reply_json(vr_frontend *fe, vr_http_req *r, int status, vr_sbuf *b) 
 }
 
 /* The worker's answer headers the client needs too (fwd.h resp_headers:
- * Content-Type, WWW-Authenticate, Retry-After). */
+ * Content-Type, WWW-Authenticate, Retry-After, Allow). */
 static void pass_headers(vr_http_req *r, const char *lines) {
   for (const char *p = lines; p && *p;) {
     const char *colon = strchr(p, ':'), *eol = strstr(p, "\r\n");

@@ -139,7 +139,7 @@ struct vr_fwd_call {
   char *resp;          /* body (vr_malloc'd; the call owns it) */
   size_t resp_len;
   size_t resp_ihcl;    /* Inference-Header-Content-Length or (size_t)-1 */
-  /* the worker's headers its client needs as they are: Content-Type,
+  /* the worker's headers its client needs as they are: Content-Type, Allow (a 405's),
    * WWW-Authenticate (a 401's challenge), Retry-After (429/503), as
    * "Name: value\r\n" lines (vr_malloc'd; the call owns it), or NULL */
   char *resp_headers;

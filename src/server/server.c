@@ -186,9 +186,30 @@ static void model_ready(vr_server *s, vr_http_req *r, const char *m) {
   reply_error(s, r, 400, msg);
 }
 
-/* Routes /v2/models/{m}[/versions/{v}]/<rest>. */
-static void route_model(vr_server *s, vr_http_req *r, int get, char **seg,
+enum { M_GET = 1, M_POST = 2 }; /* a request's method; a route's, or'ed */
+
+/* 405 with the methods the path takes in Allow, which HTTP requires of a
+ * 405 (RFC 9110 15.5.6); HEAD goes wherever GET does. */
+static void reply_405(vr_server *s, vr_http_req *r, int methods) {
+  reply_error(s, r, 405, "method not allowed");
+  vr_http_add_header(r, "Allow", methods == M_POST ? "POST"
+                                 : methods == M_GET ? "GET, HEAD"
+                                                    : "GET, HEAD, POST");
+}
+
+/* The methods /v2/models/{m}/<rest> takes; 0 for no such path. */
+static int model_methods(const char *rest) {
+  static const char *const gets[] = {"", "ready", "stats", "config", "instances"};
+  if (!strcmp(rest, "infer")) return M_POST;
+  for (size_t i = 0; i < sizeof gets / sizeof *gets; i++)
+    if (!strcmp(rest, gets[i])) return M_GET;
+  return 0;
+}
+
+/* Routes /v2/models/{m}[/versions/{v}]/<rest>; method: M_GET, M_POST or 0. */
+static void route_model(vr_server *s, vr_http_req *r, int method, char **seg,
                         int n) {
+  int get = method == M_GET;
   const char *m = seg[2];
   int k = 3;
   if (n >= 5 && !strcmp(seg[3], "versions")) {
@@ -215,20 +236,15 @@ static void route_model(vr_server *s, vr_http_req *r, int get, char **seg,
     reply_error(s, r, 404, "unknown path");
     return;
   }
-  if (!*rest && get) model_metadata(s, r, m);
-  else if (!strcmp(rest, "ready") && get)
-    model_ready(s, r, m);
-  else if (!strcmp(rest, "infer") && !get) vr_server_infer(s, r, m);
-  else if (!strcmp(rest, "stats") && get) vr_server_model_stats(s, r, m);
-  else if (!strcmp(rest, "config") && get) vr_server_model_config(s, r, m);
-  else if (!strcmp(rest, "instances") && get)
-    vr_server_model_instances(s, r, m);
-  else if (!*rest || !strcmp(rest, "ready") || !strcmp(rest, "infer") ||
-           !strcmp(rest, "stats") || !strcmp(rest, "instances") ||
-           !strcmp(rest, "config"))
-    reply_error(s, r, 405, "method not allowed");
-  else
-    reply_error(s, r, 404, "unknown path");
+  int takes = model_methods(rest);
+  if (!takes) reply_error(s, r, 404, "unknown path");
+  else if (!(takes & method)) reply_405(s, r, takes);
+  else if (!*rest) model_metadata(s, r, m);
+  else if (!strcmp(rest, "ready")) model_ready(s, r, m);
+  else if (!strcmp(rest, "infer")) vr_server_infer(s, r, m);
+  else if (!strcmp(rest, "stats")) vr_server_model_stats(s, r, m);
+  else if (!strcmp(rest, "config")) vr_server_model_config(s, r, m);
+  else vr_server_model_instances(s, r, m);
 }
 
 /* Triton's HTTP extensions Vario does not implement: a client that calls
@@ -255,7 +271,6 @@ static const char *unsupported_extension(char **seg, int n) {
  * is answered 405, as HTTP asks, from the same list that routes it. */
 enum { RT_METRICS, RT_DASH, RT_DASH_FILE, RT_DASH_DATA, RT_META, RT_LIVE, RT_READY, RT_STATS,
        RT_INDEX, RT_LOAD, RT_UNLOAD, RT_SHADOW, RT_UNSHADOW };
-enum { M_GET = 1, M_POST = 2 };
 static const struct fixed_route {
   const char *path;
   int methods, id;
@@ -339,11 +354,13 @@ static void handle(vr_http_req *r, void *user) {
   if (n >= 2 && !strcmp(seg[0], "v2") && !strcmp(seg[1], "pipelines"))
     return vr_server_pipes(s, r, method, seg, n);
   const struct fixed_route *fr = fixed_route(seg, n);
-  if (fr && (fr->methods & (get ? M_GET : post ? M_POST : 0)))
-    return run_fixed(s, r, fr->id, seg);
-  if (fr || (!get && !post)) return reply_error(s, r, 405, "method not allowed");
+  int m = get ? M_GET : post ? M_POST : 0;
+  if (fr && (fr->methods & m)) return run_fixed(s, r, fr->id, seg);
+  if (fr) return reply_405(s, r, fr->methods);
   if (n >= 3 && !strcmp(seg[0], "v2") && !strcmp(seg[1], "models"))
-    return route_model(s, r, get, seg, n);
+    return route_model(s, r, m, seg, n);
+  /* /v2/apps, /v2/jobs (their routers take GET and POST) and the rest */
+  if (!m) return reply_error(s, r, 405, "method not allowed");
   if (n >= 2 && !strcmp(seg[0], "v2") && (!strcmp(seg[1], "apps") || !strcmp(seg[1], "jobs")))
     return vr_server_apps(s, r, get, seg, n);
   reply_error(s, r, 404, "unknown path");

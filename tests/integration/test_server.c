@@ -84,6 +84,24 @@ static int req(const char *method, const char *path, const char *hdrs,
   return st;
 }
 
+/* method path with the admin token; the status, and its Allow header in
+ * allow ("" when absent). */
+static int req_allow(const char *method, const char *path, char *allow, size_t cap) {
+  vr_httpc c;
+  vr_errbuf err = {0};
+  vr_httpc_resp r;
+  if (vr_httpc_open(&c, "127.0.0.1", g_port, &err) ||
+      vr_httpc_request(&c, method, path, "Authorization: Bearer test-token\r\n", NULL, 0,
+                       &r, &err))
+    fail_msg("%s %s: %s", method, path, err.msg);
+  size_t vl = 0;
+  const char *v = vr__http_head_value(r.body - r.head.head_len, r.head.head_len, "Allow", &vl);
+  snprintf(allow, cap, "%.*s", v ? (int)vl : 0, v ? v : "");
+  int st = r.head.status;
+  vr_httpc_close(&c);
+  return st;
+}
+
 static int post_json(const char *path, const char *json, char *out, size_t cap) {
   return req("POST", path, "Content-Type: application/json\r\n"
              "Authorization: Bearer test-token\r\n", json, strlen(json), out, cap);
@@ -133,6 +151,26 @@ static void test_health_and_metadata(void **st) {
   assert_int_equal(req("POST", "/dashboard/app.js", tok, NULL, 0, b, sizeof b), 405);
   assert_int_equal(req("POST", "/v2/dashboard/data", tok, NULL, 0, b, sizeof b), 405);
   assert_int_equal(req("POST", "/v2/health/dead", tok, NULL, 0, b, sizeof b), 404);
+  /* a 405 says what the path takes (Allow: RFC 9110 requires it) */
+  static const struct { const char *method, *path, *allow; } allow[] = {
+      {"POST", "/v2/health/ready", "GET, HEAD"},
+      {"DELETE", "/v2/repository/index", "GET, HEAD, POST"},
+      {"GET", "/v2/repository/models/m/load", "POST"},
+      {"GET", "/v2/models/m/infer", "POST"},
+      {"PUT", "/v2/models/m/versions/1/infer", "POST"},
+      {"POST", "/v2/models/m/versions/1/ready", "GET, HEAD"},
+      {"DELETE", "/v2/models/m", "GET, HEAD"},
+      {"PUT", "/v2/models/m/config", "GET, HEAD"},
+  };
+  for (size_t i = 0; i < sizeof allow / sizeof *allow; i++) {
+    char a[64];
+    if (req_allow(allow[i].method, allow[i].path, a, sizeof a) != 405 ||
+        strcmp(a, allow[i].allow))
+      fail_msg("%s %s: Allow '%s', want '%s'", allow[i].method, allow[i].path, a,
+               allow[i].allow);
+  }
+  /* a path that does not exist is 404 whatever the method */
+  assert_int_equal(req("PUT", "/v2/models/m/bogus", tok, NULL, 0, b, sizeof b), 404);
   assert_int_equal(req("POST", "/v2/repository/models/m/reload", tok, NULL, 0, b, sizeof b),
                    404);
   assert_int_equal(req("GET", "/v2/repository/models/m/load/x", tok, NULL, 0, b, sizeof b), 404);
@@ -1012,6 +1050,34 @@ static void test_frontend_unknown_model(void **st) {
   vr_frontend_free(fe);
 }
 
+/* A worker's 405 keeps its Allow through a front end. */
+static void test_frontend_allow(void **st) {
+  (void)st;
+  vr_frontend_opts o;
+  vr_frontend_opts_init(&o);
+  o.port = 0;
+  vr_frontend *fe;
+  vr_errbuf err = {0};
+  if (vr_frontend_create(&o, &fe, &err)) fail_msg("%s", err.msg);
+  const char *ids[] = {"w"};
+  int ports[] = {g_port}, one[] = {0};
+  fwd_table(vr_frontend_fwd(fe), 1, 1, ids, ports, "*", 1, one);
+  vr_httpc c;
+  vr_httpc_resp r;
+  if (vr_httpc_open(&c, "127.0.0.1", vr_frontend_port(fe), &err) ||
+      vr_httpc_request(&c, "GET", "/v2/models/m/infer", NULL, NULL, 0, &r, &err))
+    fail_msg("%s", err.msg);
+  assert_int_equal(r.head.status, 405);
+  size_t vl = 0;
+  const char *v = vr__http_head_value(r.body - r.head.head_len, r.head.head_len, "Allow", &vl);
+  assert_non_null(v);
+  assert_int_equal(vl, 4);
+  assert_memory_equal(v, "POST", 4);
+  vr_httpc_close(&c);
+  vr_frontend_shutdown(fe);
+  vr_frontend_free(fe);
+}
+
 /* Workers that close the connection after reading a request (killed
  * mid-request). Inference goes to the next worker; a registration, which
  * the first worker may have carried out, is not sent again (it was, and
@@ -1259,6 +1325,7 @@ int main(void) {
       cmocka_unit_test(test_fwd_upstream_header),
       cmocka_unit_test(test_frontend_ready),
       cmocka_unit_test(test_frontend_unknown_model),
+      cmocka_unit_test(test_frontend_allow),
       cmocka_unit_test(test_fwd_conn_cap),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
