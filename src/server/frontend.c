@@ -323,8 +323,13 @@ static void handle(vr_http_req *r, void *user) {
   if (n == 1 && get) {
     vr_sbuf b;
     vr_sbuf_init(&b);
+    /* the extensions whose paths and parameters it forwards to the workers
+     * as they are; not model_repository (not forwarded) nor statistics
+     * (its every-model /v2/models/stats is not merged) */
     vr_sbuf_puts(&b, "{\"name\":\"vario-frontend\",\"version\":\"0.1.0\","
-                     "\"extensions\":[\"binary_tensor_data\",\"model_less\"]}");
+                     "\"extensions\":[\"binary_tensor_data\",\"classification\","
+                     "\"model_configuration\",\"schedule_policy\",\"vario_instances\","
+                     "\"model_less\"]}");
     return reply_json(fe, r, 200, &b);
   }
   if (n == 3 && !strcmp(seg[1], "health") && get) {

@@ -1110,6 +1110,12 @@ static void test_frontend_ready(void **st) {
     if (resp.head.status != want[i]) fail_msg("table %d: ready %d", i, resp.head.status);
     vr_httpc_close(&c);
   }
+  /* its server metadata claims what it forwards (classification, a
+   * model's config, ...), which a client may check before using it */
+  char mb[512];
+  assert_int_equal(fe_get(port, "/v2", mb, sizeof mb), 200);
+  assert_non_null(strstr(mb, "\"classification\",\"model_configuration\",\"schedule_policy\""));
+  assert_null(strstr(mb, "model_repository"));
   /* every model's statistics are per worker: said so, not routed as a
    * model named "stats" (503 "no worker serves 'm:stats'") */
   vr_httpc c;
