@@ -71,7 +71,7 @@ static void reply_json(vr_frontend *fe, vr_http_req *r, int status, vr_sbuf *b) 
 }
 
 /* The worker's answer headers the client needs too (fwd.h resp_headers:
- * Content-Type, WWW-Authenticate, Retry-After). */
+ * Content-Type, WWW-Authenticate, Retry-After, Allow). */
 static void pass_headers(vr_http_req *r, const char *lines) {
   for (const char *p = lines; p && *p;) {
     const char *colon = strchr(p, ':'), *eol = strstr(p, "\r\n");
@@ -117,12 +117,27 @@ static char *job_rewrite(const vr_fwd_call *c, size_t *len) {
   return out;
 }
 
+/* Whether r is GET (HEAD) /v2/models/{m}[/versions/{v}]/ready. */
+static int is_model_ready(vr_http_req *r) {
+  char buf[1024], *seg[10];
+  int n = vr_http_path_segments(vr_http_url(r), buf, sizeof buf, seg, 10);
+  const char *m = vr_http_method(r);
+  return (!strcmp(m, "GET") || !strcmp(m, "HEAD")) && n >= 4 && !strcmp(seg[1], "models") &&
+         !strcmp(seg[n - 1], "ready") && (n == 4 || (n == 6 && !strcmp(seg[3], "versions")));
+}
+
 /* Event thread: the worker answered (or no worker could). */
 static void on_resume(vr_http_req *r, void *user) {
   vr_frontend *fe = user;
   fe_req *q = vr_http_state(r);
   vr_fwd_call *c = &q->call;
-  if (!c->resp) {
+  if (!c->resp && is_model_ready(r)) {
+    /* no worker of the model could say: it is not ready here (400, a
+     * worker's answer), not the front end failing (502/503/504) */
+    char msg[sizeof c->msg + 32];
+    snprintf(msg, sizeof msg, "not ready: %s", c->msg[0] ? c->msg : "no answer");
+    reply_error(fe, r, 400, msg);
+  } else if (!c->resp) {
     reply_error(fe, r, c->status ? c->status : 502, c->msg[0] ? c->msg : "no answer");
   } else {
     /* the worker's Content-Type (none for an empty answer), else a guess */
@@ -282,6 +297,20 @@ static void metrics(vr_frontend *fe, vr_http_req *r) {
   reply(fe, r, 200, "text/plain; version=0.0.4", body, len, (size_t)-1);
 }
 
+/* A model the table has no route for: unknown to the whole cluster (a
+ * controller's table names every model of its repository, even with no
+ * worker up, which stays 503 "no worker serves"). Answered as a worker
+ * answers a model it does not have, so that a Triton client sees the same
+ * code through the front end: 400 for readiness (false), else 404. */
+static void unknown_model(vr_frontend *fe, vr_http_req *r, const char *model) {
+  char msg[300];
+  int ready = is_model_ready(r);
+  snprintf(msg, sizeof msg, ready ? "model '%.128s' is not ready (unknown to the cluster)"
+                                  : "model '%.128s' is not loaded (unknown to the cluster)",
+           model);
+  reply_error(fe, r, ready ? 400 : 404, msg);
+}
+
 static void handle(vr_http_req *r, void *user) {
   vr_frontend *fe = user;
   const char *method = vr_http_method(r);
@@ -294,19 +323,25 @@ static void handle(vr_http_req *r, void *user) {
   if (n == 1 && get) {
     vr_sbuf b;
     vr_sbuf_init(&b);
+    /* the extensions whose paths and parameters it forwards to the workers
+     * as they are; not model_repository (not forwarded) nor statistics
+     * (its every-model /v2/models/stats is not merged) */
     vr_sbuf_puts(&b, "{\"name\":\"vario-frontend\",\"version\":\"0.1.0\","
-                     "\"extensions\":[\"binary_tensor_data\",\"model_less\"]}");
+                     "\"extensions\":[\"binary_tensor_data\",\"classification\","
+                     "\"model_configuration\",\"schedule_policy\",\"vario_instances\","
+                     "\"model_less\"]}");
     return reply_json(fe, r, 200, &b);
   }
   if (n == 3 && !strcmp(seg[1], "health") && get) {
     if (!strcmp(seg[2], "live")) return reply(fe, r, 200, NULL, NULL, 0, (size_t)-1);
     if (!strcmp(seg[2], "ready"))
       /* a table with no worker (all of them gone, none started yet) can
-       * serve nothing: a load balancer should send clients elsewhere */
+       * serve nothing: a load balancer should send clients elsewhere. Not
+       * ready is 400, as a worker's (KServe v2: 4xx = false; Triton). */
       return reply(fe, r,
                    vr_fwd_table_version(fe->fwd) > 0 && vr_fwd_table_workers(fe->fwd) > 0
                        ? 200
-                       : 503,
+                       : 400,
                    NULL, NULL, 0, (size_t)-1);
   }
   if (n == 3 && !strcmp(seg[1], "cluster") && !strcmp(seg[2], "routes") && get)
@@ -324,6 +359,9 @@ static void handle(vr_http_req *r, void *user) {
   if (n >= 3 && (!strcmp(seg[1], "models") || !strcmp(seg[1], "apps") ||
                  !strcmp(seg[1], "pipelines"))) {
     snprintf(key, sizeof key, "%c:%s", seg[1][0], seg[2]);
+    if (seg[1][0] == 'm' && vr_fwd_table_version(fe->fwd) > 0 &&
+        !vr_fwd_table_routes(fe->fwd, key))
+      return unknown_model(fe, r, seg[2]);
     /* an app's job: the answer's id names the worker that took it */
     int job = n == 4 && seg[1][0] == 'a' && !strcmp(seg[3], "jobs");
     return forward_to(fe, r, key, NULL, job);

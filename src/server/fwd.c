@@ -466,16 +466,18 @@ static void complete(vr_fwd *f, conn *k, const vr_http_head *h) {
     snprintf(c->msg, sizeof c->msg, "out of memory");
     c->resp_len = 0;
   }
-  static const char *const pass[] = {"Content-Type", "WWW-Authenticate", "Retry-After"};
-  size_t vl[3], need = 0;
-  const char *v[3];
-  for (int i = 0; i < 3; i++) {
+  static const char *const pass[] = {"Content-Type", "WWW-Authenticate", "Retry-After",
+                                     "Allow"};
+  enum { NPASS = sizeof pass / sizeof *pass };
+  size_t vl[NPASS], need = 0;
+  const char *v[NPASS];
+  for (int i = 0; i < NPASS; i++) {
     v[i] = vr__http_head_value(k->buf, h->head_len, pass[i], &vl[i]);
     if (v[i]) need += strlen(pass[i]) + vl[i] + 4;
   }
   if (need && !late && (c->resp_headers = vr_malloc(need + 1))) {
     size_t o = 0;
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < NPASS; i++)
       if (v[i])
         o += (size_t)snprintf(c->resp_headers + o, need + 1 - o, "%s: %.*s\r\n", pass[i],
                               (int)vl[i], v[i]);

@@ -90,6 +90,11 @@ int64_t vr_fwd_table_version(vr_fwd *f);
 /* Workers the table in use names; whether it names worker id. */
 int vr_fwd_table_workers(vr_fwd *f);
 int vr_fwd_has_worker(vr_fwd *f, const char *id);
+/* Whether the table has a route that may take key (its own, "<kind>:*" or
+ * "*"), with or without a worker in it: a controller's table names every
+ * model of its repository, so no route at all means a name the cluster
+ * does not know, an empty one a model with no worker up. */
+int vr_fwd_table_routes(vr_fwd *f, const char *key);
 /* The table in use as JSON (vr_malloc'd; with "version"), or NULL. */
 char *vr_fwd_table_current_json(vr_fwd *f);
 /* Parses "ID=HOST:PORT" into w. 0 or VR_EINVAL. */
@@ -134,7 +139,7 @@ struct vr_fwd_call {
   char *resp;          /* body (vr_malloc'd; the call owns it) */
   size_t resp_len;
   size_t resp_ihcl;    /* Inference-Header-Content-Length or (size_t)-1 */
-  /* the worker's headers its client needs as they are: Content-Type,
+  /* the worker's headers its client needs as they are: Content-Type, Allow (a 405's),
    * WWW-Authenticate (a 401's challenge), Retry-After (429/503), as
    * "Name: value\r\n" lines (vr_malloc'd; the call owns it), or NULL */
   char *resp_headers;

@@ -137,6 +137,27 @@ static int tried(const vr_fwd_call *c, const fworker *x) {
   return 0;
 }
 
+/* The routes that may take key (under mu): the exact key, "<kind>:*"
+ * (e.g. every app) and "*"; NULL where the table has none. */
+static void routes_of(const vr_fwd *f, const char *key, const vr_fwd_route **exact,
+                      const vr_fwd_route **kind, const vr_fwd_route **star) {
+  *exact = *kind = *star = NULL;
+  for (int i = 0; i < f->t.n_routes; i++) {
+    const char *k = f->t.routes[i].key;
+    if (!strcmp(k, key)) *exact = &f->t.routes[i];
+    else if (k[0] == key[0] && k[1] == ':' && k[2] == '*' && !k[3]) *kind = &f->t.routes[i];
+    else if (!strcmp(k, "*")) *star = &f->t.routes[i];
+  }
+}
+
+int vr_fwd_table_routes(vr_fwd *f, const char *key) {
+  pthread_mutex_lock(&f->mu);
+  const vr_fwd_route *r, *kind, *star;
+  routes_of(f, key, &r, &kind, &star);
+  pthread_mutex_unlock(&f->mu);
+  return r || kind || star;
+}
+
 /* The lightest usable worker of key (under mu); -1 when none. */
 int vr__fwd_pick(vr_fwd *f, const char *key, const vr_fwd_call *c, int64_t now,
                  int *any_in_route) {
@@ -150,14 +171,8 @@ int vr__fwd_pick(vr_fwd *f, const char *key, const vr_fwd_call *c, int64_t now,
       }
     return -1;
   }
-  /* exact key, else "<kind>:*" (e.g. every app), else "*" */
-  const vr_fwd_route *r = NULL, *kind = NULL, *star = NULL;
-  for (int i = 0; i < f->t.n_routes; i++) {
-    const char *k = f->t.routes[i].key;
-    if (!strcmp(k, key)) r = &f->t.routes[i];
-    else if (k[0] == key[0] && k[1] == ':' && k[2] == '*' && !k[3]) kind = &f->t.routes[i];
-    else if (!strcmp(k, "*")) star = &f->t.routes[i];
-  }
+  const vr_fwd_route *r, *kind, *star;
+  routes_of(f, key, &r, &kind, &star);
   if (!r || r->n == 0) r = kind && kind->n ? kind : star;
   *any_in_route = r && r->n > 0;
   if (!r) return -1;

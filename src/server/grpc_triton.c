@@ -231,8 +231,8 @@ static void *load_main(void *arg) {
   vr_grpc *g = c->g;
   vr_server *s = g->s;
   vr_errbuf err = {0};
-  int rc = j->load ? vr_server_load(s, j->name, &err) : vr_rt_unload(s->rt, j->name, &err);
-  if (!rc || !j->load || rc != VR_ENOENT) vr__srv_expect(s, j->name, j->load);
+  int rc = j->load ? vr_server_load(s, j->name, &err) : vr__srv_unload(s, j->name, &err);
+  if (j->load && rc != VR_ENOENT) vr__srv_expect(s, j->name, 1);
   if (rc) {
     vr__grpc_fail(c, rc, err.msg);
   } else {

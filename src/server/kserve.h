@@ -78,6 +78,12 @@ int vr_ks_header_len(const char *h, size_t *out, vr_errbuf *err);
 int vr_ks_parse_request(const char *body, size_t len, size_t header_len,
                         vr_ks_request *out, vr_errbuf *err);
 void vr_ks_request_free(vr_ks_request *r);
+/* Triton's raw binary request (binary extension, header_len 0): the whole
+ * body is the data of model c's one input, with no JSON header; a batch of
+ * 1 when c batches, one other variable dimension (at most) deduced from
+ * len; every output answered binary. The input points into body. */
+int vr_ks_raw_request(const char *body, size_t len, const vr_model_config *c,
+                      vr_ks_request *out, vr_errbuf *err);
 /* A response (what a worker answered a request forwarded to it: a
  * pipeline hop on another worker): its "outputs" are parsed like inputs
  * into out->in / out->n_in (the same ownership), the rest skipped. */

@@ -567,3 +567,50 @@ int vr_ks_parse_response(const char *body, size_t len, size_t header_len,
                          vr_ks_request *out, vr_errbuf *err) {
   return parse_body(body, len, header_len, out, 1, err);
 }
+
+int vr_ks_raw_request(const char *body, size_t len, const vr_model_config *c,
+                      vr_ks_request *out, vr_errbuf *err) {
+  memset(out, 0, sizeof *out);
+  out->latency_ms = out->min_accuracy = out->max_cost = -1;
+  if (c->n_inputs != 1)
+    return vr_errf(err, VR_EINVAL, "a raw binary request (Inference-Header-Content-Length: 0)"
+                   " needs a model with one input; '%.128s' has %d", c->name, c->n_inputs);
+  const vr_tensor_info *t = &c->inputs[0];
+  vr_ks_input *in = &out->in[0];
+  size_t es = vr_dtype_size(t->dtype);
+  snprintf(in->name, sizeof in->name, "%s", t->name);
+  in->dtype = t->dtype;
+  in->ndim = t->ndim;
+  /* a batching model gets a batch of 1 (the header that would say more is
+   * absent); one other variable dimension is deduced from the size */
+  int var = -1;
+  int64_t fixed = 1;
+  for (int d = 0; d < t->ndim; d++) {
+    int64_t v = d == 0 && c->max_batch_size > 0 ? 1 : t->shape[d];
+    if (v < 0 && var >= 0)
+      return vr_errf(err, VR_ESHAPE, "a raw binary request needs input '%s' to have at most"
+                     " one variable dimension", t->name);
+    if (v < 0) var = d;
+    in->shape[d] = v < 0 ? 1 : v;
+    fixed *= in->shape[d];
+  }
+  const char *dt = vr_dtype_kserve(t->dtype);
+  if (!es)
+    return vr_errf(err, VR_EUNSUPPORTED, "raw binary request: input '%s' is %s, which has no"
+                   " fixed element size", t->name, dt);
+  int64_t n = (int64_t)(len / es);
+  if (var < 0 && (len % es || n != fixed))
+    return vr_errf(err, VR_ESHAPE, "raw binary request: input '%s' takes %lld %s elements"
+                   " (%lld bytes); the body has %zu bytes", t->name, (long long)fixed, dt,
+                   (long long)fixed * (long long)es, len);
+  if (var >= 0 && (len % es || (fixed ? n % fixed : n)))
+    return vr_errf(err, VR_ESHAPE, "raw binary request: %zu bytes are not a whole number of"
+                   " input '%s''s %lld-element %s steps (dim %d is variable)", len, t->name,
+                   (long long)fixed, dt, var);
+  if (var >= 0) in->shape[var] = fixed ? n / fixed : 0;
+  in->data = (void *)body; /* the caller's body, as binary inputs */
+  in->nbytes = len;
+  out->n_in = 1;
+  out->binary_output = 1; /* every output binary, as Triton answers it */
+  return 0;
+}

@@ -175,14 +175,53 @@ static void metrics(vr_server *s, vr_http_req *r) {
   vr_http_respond(r, 200, "text/plain; version=0.0.4", p, len, (size_t)-1);
 }
 
-/* Routes /v2/models/{m}[/versions/{v}]/<rest>. */
-static void route_model(vr_server *s, vr_http_req *r, int get, char **seg,
+/* GET /v2/models/{m}/ready: 200 ready, 400 not (unknown, loading, no
+ * instance). KServe v2 says 4xx means false and Triton answers 400 with an
+ * error body (http_server.cc HandleModelReady); a 5xx would read as the
+ * server failing, not as the model's answer. */
+static void model_ready(vr_server *s, vr_http_req *r, const char *m) {
+  if (vr_rt_model_ready(s->rt, m)) return reply_empty(s, r, 200);
+  char msg[256];
+  snprintf(msg, sizeof msg, "model '%.128s' is not ready", m);
+  reply_error(s, r, 400, msg);
+}
+
+enum { M_GET = 1, M_POST = 2 }; /* a request's method; a route's, or'ed */
+
+/* 405 with the methods the path takes in Allow, which HTTP requires of a
+ * 405 (RFC 9110 15.5.6); HEAD goes wherever GET does. */
+static void reply_405(vr_server *s, vr_http_req *r, int methods) {
+  reply_error(s, r, 405, "method not allowed");
+  vr_http_add_header(r, "Allow", methods == M_POST ? "POST"
+                                 : methods == M_GET ? "GET, HEAD"
+                                                    : "GET, HEAD, POST");
+}
+
+/* The methods /v2/models/{m}/<rest> takes; 0 for no such path. */
+static int model_methods(const char *rest) {
+  static const char *const gets[] = {"", "ready", "stats", "config", "instances"};
+  if (!strcmp(rest, "infer")) return M_POST;
+  for (size_t i = 0; i < sizeof gets / sizeof *gets; i++)
+    if (!strcmp(rest, gets[i])) return M_GET;
+  return 0;
+}
+
+/* Routes /v2/models/{m}[/versions/{v}]/<rest>; method: M_GET, M_POST or 0. */
+static void route_model(vr_server *s, vr_http_req *r, int method, char **seg,
                         int n) {
+  int get = method == M_GET;
   const char *m = seg[2];
   int k = 3;
   if (n >= 5 && !strcmp(seg[3], "versions")) {
     char want[16];
     snprintf(want, sizeof want, "%d", vr__srv_version(s, m));
+    if (strcmp(seg[4], want) && n == 6 && !strcmp(seg[5], "ready") && get) {
+      /* a readiness question answered false, as for any model not ready */
+      char msg[300];
+      snprintf(msg, sizeof msg, "model '%.128s' version '%.64s' is not ready", m, seg[4]);
+      reply_error(s, r, 400, msg);
+      return;
+    }
     if (strcmp(seg[4], want)) {
       char msg[300];
       snprintf(msg, sizeof msg, "model '%.128s' has no version '%.64s' (only"
@@ -197,20 +236,15 @@ static void route_model(vr_server *s, vr_http_req *r, int get, char **seg,
     reply_error(s, r, 404, "unknown path");
     return;
   }
-  if (!*rest && get) model_metadata(s, r, m);
-  else if (!strcmp(rest, "ready") && get)
-    reply_empty(s, r, vr_rt_model_ready(s->rt, m) ? 200 : 503);
-  else if (!strcmp(rest, "infer") && !get) vr_server_infer(s, r, m);
-  else if (!strcmp(rest, "stats") && get) vr_server_model_stats(s, r, m);
-  else if (!strcmp(rest, "config") && get) vr_server_model_config(s, r, m);
-  else if (!strcmp(rest, "instances") && get)
-    vr_server_model_instances(s, r, m);
-  else if (!*rest || !strcmp(rest, "ready") || !strcmp(rest, "infer") ||
-           !strcmp(rest, "stats") || !strcmp(rest, "instances") ||
-           !strcmp(rest, "config"))
-    reply_error(s, r, 405, "method not allowed");
-  else
-    reply_error(s, r, 404, "unknown path");
+  int takes = model_methods(rest);
+  if (!takes) reply_error(s, r, 404, "unknown path");
+  else if (!(takes & method)) reply_405(s, r, takes);
+  else if (!*rest) model_metadata(s, r, m);
+  else if (!strcmp(rest, "ready")) model_ready(s, r, m);
+  else if (!strcmp(rest, "infer")) vr_server_infer(s, r, m);
+  else if (!strcmp(rest, "stats")) vr_server_model_stats(s, r, m);
+  else if (!strcmp(rest, "config")) vr_server_model_config(s, r, m);
+  else vr_server_model_instances(s, r, m);
 }
 
 /* Triton's HTTP extensions Vario does not implement: a client that calls
@@ -237,7 +271,6 @@ static const char *unsupported_extension(char **seg, int n) {
  * is answered 405, as HTTP asks, from the same list that routes it. */
 enum { RT_METRICS, RT_DASH, RT_DASH_FILE, RT_DASH_DATA, RT_META, RT_LIVE, RT_READY, RT_STATS,
        RT_INDEX, RT_LOAD, RT_UNLOAD, RT_SHADOW, RT_UNSHADOW };
-enum { M_GET = 1, M_POST = 2 };
 static const struct fixed_route {
   const char *path;
   int methods, id;
@@ -283,7 +316,9 @@ static void run_fixed(vr_server *s, vr_http_req *r, int id, char **seg) {
   case RT_DASH_DATA: return vr_server_dashboard_data(s, r);
   case RT_META: return server_metadata(s, r);
   case RT_LIVE: return reply_empty(s, r, 200);
-  case RT_READY: return reply_empty(s, r, vr__srv_ready(s) ? 200 : 503);
+  /* not ready is 400 with no body, as Triton (HandleServerHealth) and
+   * KServe v2 (4xx = false); probes and curl -f fail on it all the same */
+  case RT_READY: return reply_empty(s, r, vr__srv_ready(s) ? 200 : 400);
   case RT_STATS: return vr_server_model_stats(s, r, NULL);
   case RT_INDEX: return vr_server_repo_index(s, r);
   case RT_LOAD: case RT_UNLOAD: return vr_server_repo_load(s, r, seg[3], id == RT_LOAD);
@@ -319,11 +354,13 @@ static void handle(vr_http_req *r, void *user) {
   if (n >= 2 && !strcmp(seg[0], "v2") && !strcmp(seg[1], "pipelines"))
     return vr_server_pipes(s, r, method, seg, n);
   const struct fixed_route *fr = fixed_route(seg, n);
-  if (fr && (fr->methods & (get ? M_GET : post ? M_POST : 0)))
-    return run_fixed(s, r, fr->id, seg);
-  if (fr || (!get && !post)) return reply_error(s, r, 405, "method not allowed");
+  int m = get ? M_GET : post ? M_POST : 0;
+  if (fr && (fr->methods & m)) return run_fixed(s, r, fr->id, seg);
+  if (fr) return reply_405(s, r, fr->methods);
   if (n >= 3 && !strcmp(seg[0], "v2") && !strcmp(seg[1], "models"))
-    return route_model(s, r, get, seg, n);
+    return route_model(s, r, m, seg, n);
+  /* /v2/apps, /v2/jobs (their routers take GET and POST) and the rest */
+  if (!m) return reply_error(s, r, 405, "method not allowed");
   if (n >= 2 && !strcmp(seg[0], "v2") && (!strcmp(seg[1], "apps") || !strcmp(seg[1], "jobs")))
     return vr_server_apps(s, r, get, seg, n);
   reply_error(s, r, 404, "unknown path");
@@ -453,7 +490,7 @@ int vr_server_create(const vr_server_opts *o, vr_server **out,
   vr_map_init(&s->load_errors);
   s->t0_ns = vr_now_ns();
   /* Listen first, load after (as Triton): a taken port fails at once, not
-   * after every model loaded, and /v2/health/ready says 503 while loading. */
+   * after every model loaded, and /v2/health/ready says 400 while loading. */
   vr_http_opts ho = {.host = o->host, .port = o->port, .max_body = o->max_body,
                      .max_conns = o->max_conns, .handler = handle, .user = s,
                      .header_timeout_ms = o->header_timeout_ms,

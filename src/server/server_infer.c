@@ -139,6 +139,18 @@ int vr__srv_submit(vr_server *s, const char *model, vr_ks_request *ks,
   return 0;
 }
 
+/* Inference-Header-Content-Length: 0 is Triton's raw binary request: the
+ * body is the one input's data, its shape the model's (kserve.h). */
+static int raw_request(vr_server *s, const char *model, const char *body, size_t len,
+                       vr_ks_request *ks, vr_errbuf *err) {
+  vr_model_config cfg;
+  if (vr_rt_model_config(s->rt, model, &cfg))
+    return __atomic_load_n(&s->shutting_down, __ATOMIC_SEQ_CST)
+               ? vr_errf(err, VR_ESHUTDOWN, "server is shutting down")
+               : vr_errf(err, VR_ENOENT, "model '%.128s' is not loaded", model);
+  return vr_ks_raw_request(body, len, &cfg, ks, err);
+}
+
 void vr_server_infer(vr_server *s, vr_http_req *r, const char *model) {
   infer_ctx *c = VR_NEW(infer_ctx);
   if (!c) return fail(s, r, 500, "out of memory");
@@ -151,7 +163,8 @@ void vr_server_infer(vr_server *s, vr_http_req *r, const char *model) {
   const char *body = vr_http_body(r, &blen);
   int rc = vr_ks_header_len(
       vr_http_header(r, "Inference-Header-Content-Length"), &hlen, &err);
-  if (!rc) rc = vr_ks_parse_request(body, blen, hlen, &c->ks, &err);
+  if (!rc && hlen == 0) rc = raw_request(s, model, body, blen, &c->ks, &err);
+  else if (!rc) rc = vr_ks_parse_request(body, blen, hlen, &c->ks, &err);
   if (!rc) rc = vr_ks_only_app_params(&c->ks, 0, "model-less queries (/v2/apps/{app}/infer)",
                                       &err);
   if (rc) __atomic_fetch_add(&s->invalid, 1, __ATOMIC_RELAXED);

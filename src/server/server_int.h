@@ -138,6 +138,9 @@ void vr_server_model_instances(vr_server *s, vr_http_req *r,
 #define VR_SRV_VERSION "0.1.0"
 extern const char *const vr__srv_extensions[];
 void vr__srv_expect(vr_server *s, const char *name, int on);
+/* A repository unload (HTTP and gRPC): the model leaves what readiness
+ * waits for; one that is not loaded is unloaded already (0, as Triton). */
+int vr__srv_unload(vr_server *s, const char *name, vr_errbuf *err);
 /* Why model name's last load failed (msg NULL: it loaded); an unload
  * (vr__srv_expect off) forgets it. The repository index shows it: only a
  * config's own errors are found again by reading the directory, not what

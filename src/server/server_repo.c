@@ -133,13 +133,23 @@ typedef struct admin_job {
   vr_errbuf err;
 } admin_job;
 
+/* Triton's unload of a model that is not loaded finds nothing to unload
+ * and succeeds (core model_repository_manager.cc: no ids for the name, no
+ * version left READY), so a client that unloads every model of the index,
+ * or one twice, does not fail on those not loaded. */
+int vr__srv_unload(vr_server *s, const char *name, vr_errbuf *err) {
+  int rc = vr_rt_unload(s->rt, name, err);
+  vr__srv_expect(s, name, 0);
+  return rc == VR_ENOENT ? 0 : rc;
+}
+
 static void *admin_main(void *arg) {
   admin_job *j = arg;
   j->rc = j->load ? vr_server_load_pair(j->s, j->name, j->pair_begin, j->pair_end, &j->err)
-                  : vr_rt_unload(j->s->rt, j->name, &j->err);
+                  : vr__srv_unload(j->s, j->name, &j->err);
   /* Triton: an explicit load adds the model to what readiness waits for
    * (even when it failed); an explicit unload takes it out. */
-  if (!j->load || j->rc != VR_ENOENT) vr__srv_expect(j->s, j->name, j->load);
+  if (j->load && j->rc != VR_ENOENT) vr__srv_expect(j->s, j->name, 1);
   vr_server *s = j->s;
   /* Released before the answer goes out: a client that sends its next
    * admin request on seeing it must find the slot free. (Shutdown still

@@ -2,7 +2,8 @@
  * binary tensor extension) and the response writer.
  * Input layout: a first byte 'B' selects the binary extension, followed by
  * a 4-byte little-endian Inference-Header-Content-Length and the body;
- * any other first byte means the whole input is a JSON body. */
+ * any other first byte means the whole input is a JSON body. The body is
+ * also read as a raw binary request (no JSON header). */
 #include <jansson.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -24,6 +25,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   vr_ks_request r;
   vr_errbuf err;
+  /* the same bytes as Triton's raw binary request to a model of one input
+   * [batch, 3, variable]: the shape it deduces covers the body exactly */
+  static vr_model_config raw;
+  raw.n_inputs = 1;
+  raw.max_batch_size = 4;
+  raw.inputs[0] = (vr_tensor_info){"x", VR_DT_F32, 3, {-1, 3, -1}};
+  if (!vr_ks_raw_request(body, len, &raw, &r, &err)) {
+    int64_t n = 1;
+    for (int d = 0; d < r.in[0].ndim; d++) n *= r.in[0].shape[d];
+    if (r.in[0].shape[0] != 1 || (size_t)n * 4 != len || r.in[0].nbytes != len) abort();
+    vr_ks_request_free(&r);
+  }
   /* the same bytes as a response (outputs parsed like inputs) */
   if (!vr_ks_parse_response(body, len, hlen, &r, &err)) vr_ks_request_free(&r);
   int rc = vr_ks_parse_request(body, len, hlen, &r, &err);

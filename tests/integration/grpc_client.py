@@ -475,6 +475,10 @@ def run(p, log):
     call("RepositoryModelUnload", ur, pb.RepositoryModelUnloadResponse)
     check(not call("ModelReady", pb.ModelReadyRequest(name="fmnist_cnn_s"), pb.ModelReadyResponse).ready,
           "RepositoryModelUnload with unload_dependents")
+    # nothing to unload (unloaded already): OK, as Triton (was NOT_FOUND)
+    code, msg = error("RepositoryModelUnload", pb.RepositoryModelUnloadRequest(model_name="fmnist_cnn_s"),
+                      pb.RepositoryModelUnloadResponse)
+    check(code is None, f"RepositoryModelUnload of a model not loaded -> {code} {msg}")
     # a load runs off the queue thread, which also polls the sockets:
     # while a slow load (four instances, each profiled) ran on it, every
     # other call (ServerLive too) waited for it

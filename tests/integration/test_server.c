@@ -84,6 +84,24 @@ static int req(const char *method, const char *path, const char *hdrs,
   return st;
 }
 
+/* method path with the admin token; the status, and its Allow header in
+ * allow ("" when absent). */
+static int req_allow(const char *method, const char *path, char *allow, size_t cap) {
+  vr_httpc c;
+  vr_errbuf err = {0};
+  vr_httpc_resp r;
+  if (vr_httpc_open(&c, "127.0.0.1", g_port, &err) ||
+      vr_httpc_request(&c, method, path, "Authorization: Bearer test-token\r\n", NULL, 0,
+                       &r, &err))
+    fail_msg("%s %s: %s", method, path, err.msg);
+  size_t vl = 0;
+  const char *v = vr__http_head_value(r.body - r.head.head_len, r.head.head_len, "Allow", &vl);
+  snprintf(allow, cap, "%.*s", v ? (int)vl : 0, v ? v : "");
+  int st = r.head.status;
+  vr_httpc_close(&c);
+  return st;
+}
+
 static int post_json(const char *path, const char *json, char *out, size_t cap) {
   return req("POST", path, "Content-Type: application/json\r\n"
              "Authorization: Bearer test-token\r\n", json, strlen(json), out, cap);
@@ -98,8 +116,9 @@ static void test_health_and_metadata(void **st) {
   char b[4096];
   assert_int_equal(req("GET", "/v2/health/live", NULL, NULL, 0, b, sizeof b), 200);
   /* the repository holds 'broken', which failed to load: as Triton, the
-   * server is live but not ready */
-  assert_int_equal(req("GET", "/v2/health/ready", NULL, NULL, 0, b, sizeof b), 503);
+   * server is live but not ready: 400, Triton's answer and KServe v2's
+   * "4xx = false" (a 503 read as the server failing) */
+  assert_int_equal(req("GET", "/v2/health/ready", NULL, NULL, 0, b, sizeof b), 400);
   assert_int_equal(req("GET", "/v2", NULL, NULL, 0, b, sizeof b), 200);
   assert_non_null(strstr(b, "binary_tensor_data"));
   assert_int_equal(req("GET", "/v2/models/m", NULL, NULL, 0, b, sizeof b), 200);
@@ -110,7 +129,12 @@ static void test_health_and_metadata(void **st) {
   assert_int_equal(req("GET", "/v2/models/nope", NULL, NULL, 0, b, sizeof b), 404);
   assert_non_null(strstr(b, "\"error\""));
   assert_int_equal(req("GET", "/v2/models/m/versions/2", NULL, NULL, 0, b, sizeof b), 404);
-  assert_int_equal(req("GET", "/v2/models/nope/ready", NULL, NULL, 0, b, sizeof b), 503);
+  /* a model not ready: 400 with an error body, as Triton; also for a
+   * version it does not have (gRPC ModelReady says ready=false there) */
+  assert_int_equal(req("GET", "/v2/models/nope/ready", NULL, NULL, 0, b, sizeof b), 400);
+  assert_non_null(strstr(b, "\"error\":\"model 'nope' is not ready\""));
+  assert_int_equal(req("GET", "/v2/models/m/versions/2/ready", NULL, NULL, 0, b, sizeof b), 400);
+  assert_non_null(strstr(b, "\"error\""));
   assert_int_equal(req("GET", "/nothing", NULL, NULL, 0, b, sizeof b), 404);
   assert_int_equal(req("DELETE", "/v2/models/m", NULL, NULL, 0, b, sizeof b), 401);
   assert_int_equal(req("DELETE", "/v2/models/m", "Authorization: Bearer test-token\r\n",
@@ -127,6 +151,26 @@ static void test_health_and_metadata(void **st) {
   assert_int_equal(req("POST", "/dashboard/app.js", tok, NULL, 0, b, sizeof b), 405);
   assert_int_equal(req("POST", "/v2/dashboard/data", tok, NULL, 0, b, sizeof b), 405);
   assert_int_equal(req("POST", "/v2/health/dead", tok, NULL, 0, b, sizeof b), 404);
+  /* a 405 says what the path takes (Allow: RFC 9110 requires it) */
+  static const struct { const char *method, *path, *allow; } allow[] = {
+      {"POST", "/v2/health/ready", "GET, HEAD"},
+      {"DELETE", "/v2/repository/index", "GET, HEAD, POST"},
+      {"GET", "/v2/repository/models/m/load", "POST"},
+      {"GET", "/v2/models/m/infer", "POST"},
+      {"PUT", "/v2/models/m/versions/1/infer", "POST"},
+      {"POST", "/v2/models/m/versions/1/ready", "GET, HEAD"},
+      {"DELETE", "/v2/models/m", "GET, HEAD"},
+      {"PUT", "/v2/models/m/config", "GET, HEAD"},
+  };
+  for (size_t i = 0; i < sizeof allow / sizeof *allow; i++) {
+    char a[64];
+    if (req_allow(allow[i].method, allow[i].path, a, sizeof a) != 405 ||
+        strcmp(a, allow[i].allow))
+      fail_msg("%s %s: Allow '%s', want '%s'", allow[i].method, allow[i].path, a,
+               allow[i].allow);
+  }
+  /* a path that does not exist is 404 whatever the method */
+  assert_int_equal(req("PUT", "/v2/models/m/bogus", tok, NULL, 0, b, sizeof b), 404);
   assert_int_equal(req("POST", "/v2/repository/models/m/reload", tok, NULL, 0, b, sizeof b),
                    404);
   assert_int_equal(req("GET", "/v2/repository/models/m/load/x", tok, NULL, 0, b, sizeof b), 404);
@@ -199,6 +243,19 @@ static void test_infer_binary(void **st) {
   float want[6] = {3, 5, 7, 11, 13, 15};
   assert_memory_equal(y, want, sizeof want);
   assert_non_null(memmem(r.body, r.head.ihcl, "\"binary_data_size\":24", 21));
+  /* Triton's raw binary request: Inference-Header-Content-Length: 0 and
+   * the one input's bytes alone, a batch of 1; every output binary (it
+   * was read as an empty JSON header: 400 "malformed JSON") */
+  const char *raw = "Inference-Header-Content-Length: 0\r\n";
+  assert_int_equal(vr_httpc_request(&c, "POST", "/v2/models/m/infer", raw, x, 16, &r, &err), 0);
+  assert_int_equal(r.head.status, 200);
+  assert_true(r.head.ihcl != (size_t)-1);
+  assert_int_equal(r.body_len - r.head.ihcl, 12);
+  assert_memory_equal(r.body + r.head.ihcl, want, 12);
+  assert_non_null(memmem(r.body, r.head.ihcl, "\"shape\":[1,3]", 13));
+  assert_int_equal(vr_httpc_request(&c, "POST", "/v2/models/m/infer", raw, x, 12, &r, &err), 0);
+  assert_int_equal(r.head.status, 400);
+  assert_non_null(memmem(r.body, r.body_len, "takes 4 FP32 elements (16 bytes); the body has 12", 49));
   vr_httpc_close(&c);
 }
 
@@ -514,7 +571,10 @@ static void test_load_unload(void **st) {
   char b[2048];
   assert_int_equal(post_json("/v2/repository/models/m/unload", "", b, sizeof b), 200);
   assert_int_equal(post_json("/v2/models/m/infer", k_infer, b, sizeof b), 404);
-  assert_int_equal(post_json("/v2/repository/models/m/unload", "", b, sizeof b), 404);
+  /* unloaded already, or never known: nothing to unload, 200 as Triton
+   * (a client unloading every model of the index must not fail) */
+  assert_int_equal(post_json("/v2/repository/models/m/unload", "", b, sizeof b), 200);
+  assert_int_equal(post_json("/v2/repository/models/never/unload", "", b, sizeof b), 200);
   assert_int_equal(post_json("/v2/repository/models/m/load", "", b, sizeof b), 200);
   assert_int_equal(post_json("/v2/models/m/infer", k_infer, b, sizeof b), 200);
   /* Triton: loading a loaded model reloads it (no 409); it keeps serving */
@@ -526,7 +586,7 @@ static void test_load_unload(void **st) {
   assert_non_null(strstr(b, "absent: no such model directory"));
   assert_int_equal(post_json("/v2/repository/models/a%20b/load", "", b, sizeof b), 400);
   /* readiness: 'broken' is still wanted; unloading it says it is not */
-  assert_int_equal(req("GET", "/v2/health/ready", NULL, NULL, 0, b, sizeof b), 503);
+  assert_int_equal(req("GET", "/v2/health/ready", NULL, NULL, 0, b, sizeof b), 400);
   post_json("/v2/repository/models/broken/unload", "", b, sizeof b);
   assert_int_equal(req("GET", "/v2/health/ready", NULL, NULL, 0, b, sizeof b), 200);
 }
@@ -938,6 +998,89 @@ static void test_fwd_retry_after_table_change(void **st) {
   fake_stop(&b);
 }
 
+/* GET path on a fresh connection to port; the status, the body in out. */
+static int fe_get(int port, const char *path, char *out, size_t cap) {
+  vr_httpc c;
+  vr_httpc_resp resp;
+  vr_errbuf err = {0};
+  if (vr_httpc_open(&c, "127.0.0.1", port, &err) ||
+      vr_httpc_request(&c, "GET", path, NULL, NULL, 0, &resp, &err))
+    fail_msg("%s: %s", path, err.msg);
+  size_t n = resp.body_len < cap - 1 ? resp.body_len : cap - 1;
+  memcpy(out, resp.body, n);
+  out[n] = 0;
+  int st = resp.head.status;
+  vr_httpc_close(&c);
+  return st;
+}
+
+/* Through a front end, a model the table has no route for is unknown to
+ * the cluster: answered as a worker answers a model it does not have (404;
+ * readiness 400), not 503 "no worker serves", which a Triton client takes
+ * for the server failing. A model the table names with no worker up stays
+ * 503, except its readiness: not ready, 400. */
+static void test_frontend_unknown_model(void **st) {
+  (void)st;
+  vr_frontend_opts o;
+  vr_frontend_opts_init(&o);
+  o.port = 0;
+  vr_frontend *fe;
+  vr_errbuf err = {0};
+  if (vr_frontend_create(&o, &fe, &err)) fail_msg("%s", err.msg);
+  int port = vr_frontend_port(fe);
+  char b[1024];
+  /* no table yet: the cluster cannot say what it knows (503) */
+  assert_int_equal(fe_get(port, "/v2/models/nope", b, sizeof b), 503);
+  const char *ids[] = {"w"};
+  int ports[] = {1}, none[] = {0};
+  fwd_table(vr_frontend_fwd(fe), 1, 1, ids, ports, "m:known", 0, none);
+  assert_int_equal(fe_get(port, "/v2/models/nope", b, sizeof b), 404);
+  assert_non_null(strstr(b, "model 'nope' is not loaded (unknown to the cluster)"));
+  assert_int_equal(fe_get(port, "/v2/models/nope/versions/1/infer", b, sizeof b), 404);
+  assert_int_equal(fe_get(port, "/v2/models/nope/ready", b, sizeof b), 400);
+  assert_int_equal(fe_get(port, "/v2/models/nope/versions/1/ready", b, sizeof b), 400);
+  assert_int_equal(fe_get(port, "/v2/models/known", b, sizeof b), 503);
+  assert_non_null(strstr(b, "no worker serves 'm:known'"));
+  /* its readiness is an answer (false), not the front end failing */
+  assert_int_equal(fe_get(port, "/v2/models/known/ready", b, sizeof b), 400);
+  assert_non_null(strstr(b, "not ready: no worker serves 'm:known'"));
+  /* the same with its worker down (nothing listens on port 1) */
+  int one[] = {0};
+  fwd_table(vr_frontend_fwd(fe), 2, 1, ids, ports, "m:known", 1, one);
+  assert_int_equal(fe_get(port, "/v2/models/known/versions/1/ready", b, sizeof b), 400);
+  assert_int_equal(fe_get(port, "/v2/models/known", b, sizeof b), 503);
+  vr_frontend_shutdown(fe);
+  vr_frontend_free(fe);
+}
+
+/* A worker's 405 keeps its Allow through a front end. */
+static void test_frontend_allow(void **st) {
+  (void)st;
+  vr_frontend_opts o;
+  vr_frontend_opts_init(&o);
+  o.port = 0;
+  vr_frontend *fe;
+  vr_errbuf err = {0};
+  if (vr_frontend_create(&o, &fe, &err)) fail_msg("%s", err.msg);
+  const char *ids[] = {"w"};
+  int ports[] = {g_port}, one[] = {0};
+  fwd_table(vr_frontend_fwd(fe), 1, 1, ids, ports, "*", 1, one);
+  vr_httpc c;
+  vr_httpc_resp r;
+  if (vr_httpc_open(&c, "127.0.0.1", vr_frontend_port(fe), &err) ||
+      vr_httpc_request(&c, "GET", "/v2/models/m/infer", NULL, NULL, 0, &r, &err))
+    fail_msg("%s", err.msg);
+  assert_int_equal(r.head.status, 405);
+  size_t vl = 0;
+  const char *v = vr__http_head_value(r.body - r.head.head_len, r.head.head_len, "Allow", &vl);
+  assert_non_null(v);
+  assert_int_equal(vl, 4);
+  assert_memory_equal(v, "POST", 4);
+  vr_httpc_close(&c);
+  vr_frontend_shutdown(fe);
+  vr_frontend_free(fe);
+}
+
 /* Workers that close the connection after reading a request (killed
  * mid-request). Inference goes to the next worker; a registration, which
  * the first worker may have carried out, is not sent again (it was, and
@@ -954,7 +1097,8 @@ static void test_frontend_ready(void **st) {
   vr_errbuf err = {0};
   if (vr_frontend_create(&o, &fe, &err)) fail_msg("%s", err.msg);
   int port = vr_frontend_port(fe);
-  static const int want[3] = {503, 503, 200}; /* no table, no worker, one */
+  /* no table, no worker, one; not ready is 400 as a worker's */
+  static const int want[3] = {400, 400, 200};
   for (int i = 0; i < 3; i++) {
     if (i > 0) {
       const char *ids[] = {"w"};
@@ -969,6 +1113,12 @@ static void test_frontend_ready(void **st) {
     if (resp.head.status != want[i]) fail_msg("table %d: ready %d", i, resp.head.status);
     vr_httpc_close(&c);
   }
+  /* its server metadata claims what it forwards (classification, a
+   * model's config, ...), which a client may check before using it */
+  char mb[512];
+  assert_int_equal(fe_get(port, "/v2", mb, sizeof mb), 200);
+  assert_non_null(strstr(mb, "\"classification\",\"model_configuration\",\"schedule_policy\""));
+  assert_null(strstr(mb, "model_repository"));
   /* every model's statistics are per worker: said so, not routed as a
    * model named "stats" (503 "no worker serves 'm:stats'") */
   vr_httpc c;
@@ -1183,6 +1333,8 @@ int main(void) {
       cmocka_unit_test(test_fwd_no_replay_of_writes),
       cmocka_unit_test(test_fwd_upstream_header),
       cmocka_unit_test(test_frontend_ready),
+      cmocka_unit_test(test_frontend_unknown_model),
+      cmocka_unit_test(test_frontend_allow),
       cmocka_unit_test(test_fwd_conn_cap),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
