@@ -233,8 +233,24 @@ static int settle_batch(const model *md, int s, int n, int bs, double load) {
   return bs;
 }
 
+/* Whether some flow reaches slot s: a prefix there that carries requests
+ * (m > 0) with a flow above the solver's noise (its primal tolerance is
+ * 1e-7). */
+static int slot_carries(const model *md, const double *x, int s) {
+  for (int q = 0; q < md->npre; q++)
+    if (md->pre[q].slot == s && md->pre[q].m > 0 && x[md->pre[q].col] > 1e-6)
+      return 1;
+  return 0;
+}
+
 /* Reads w into the plan; load[slot] = expected qps. settle: lower each
- * batch as far as capacity for load x slack allows (settle_batch). */
+ * batch as far as capacity for load x slack allows (settle_batch). A slot
+ * no flow uses gets no instances: the accuracy modes price workers at 0
+ * (Loki's (12) only bounds them), so the solver may leave w > 0 on a
+ * variant that serves nothing; those workers go to spread_idle, as
+ * headroom on the variants in use (the paper's accuracy scaling has every
+ * server take part in query processing). Dropping a hosted variant only
+ * loosens the latency rows. */
 void vr__loki_extract(const model *md, const double *x, double demand,
                       double slack, int settle, vr_pipe_plan *plan,
                       double *load) {
@@ -246,6 +262,7 @@ void vr__loki_extract(const model *md, const double *x, double demand,
   for (int t = 0; t < md->p->ntasks; t++)
     for (int v = 0; v < md->p->tasks[t].nvariants; v++) {
       int s = md->shape->off[t] + v, n = 0, bs = 1;
+      if (!slot_carries(md, x, s)) continue;
       for (int b = 0; b < NB; b++)
         if (md->w[s][b] >= 0 && lround(x[md->w[s][b]]) > 0)
           n += (int)lround(x[md->w[s][b]]), bs = vr_prof_batch(b);

@@ -45,7 +45,9 @@
  *     than 512 level vectors, or opts.single_milp: the one MILP.
  *     Workers the solution leaves idle are added to the variants in use in
  *     proportion to their load (headroom: all servers take part, as in the
- *     paper's accuracy-scaling phase).
+ *     paper's accuracy-scaling phase); so are the instances it left on
+ *     variants no flow uses (workers cost nothing in these modes), which a
+ *     plan never holds.
  *
  * Pure: no I/O, no clock, no globals. Outputs: the plan (instances and max
  * batch per variant; budgets follow from pipe_plan.h).

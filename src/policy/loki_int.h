@@ -64,7 +64,8 @@ void vr__loki_capacity_rows(model *md, vr_milp *m, rowbuf *rb, int s);
 
 /* Reads the w columns of solution x into plan; load[slot] = expected qps
  * (demand x flows). settle: lower each batch as far as capacity for load x
- * slack allows. */
+ * slack allows. A slot no flow reaches gets no instances (whatever w the
+ * solver left there: workers are free in the accuracy modes). */
 void vr__loki_extract(const model *md, const double *x, double demand,
                       double slack, int settle, vr_pipe_plan *plan,
                       double *load);

@@ -194,6 +194,43 @@ static void test_accuracy_single_milp_vs_brute(void **st) {
   acc_vs_brute(1);
 }
 
+/* Accuracy scaling prices workers at 0, so the solver could leave an
+ * instance on a variant no flow uses (a2 and b2 at light load, 4 workers:
+ * a1 + b1 carry it all); the plan held it, serving nothing (MostAccurateFirst
+ * routes it nothing). Every instance is on a variant that carries load, and
+ * the idle workers are headroom on those. */
+static void test_no_idle_variants(void **st) {
+  (void)st;
+  vr_pipe_data d;
+  make(&d);
+  vr_pipe_plan plan;
+  assert_int_equal(vr_pipe_plan_init(&plan, d.pipe), 0);
+  vr_errbuf err = {0};
+  vr_loki_stats ls;
+  vr_loki_opts o;
+  vr_loki_opts_default(&o);
+  o.no_hw_scaling = 1;
+  for (int single = 0; single < 2; single++)
+    for (int S = 4; S <= 6; S++)
+      for (double D = 10; D <= 60; D += 25) {
+        o.single_milp = single;
+        assert_int_equal(vr_loki_plan(d.pipe, d.prof, D, S, &o, &plan, &ls,
+                                      &err), 0);
+        assert_true(ls.served > 0.999);
+        assert_int_equal(plan.workers, S);
+        vr_pipe_routes r;
+        memset(&r, 0, sizeof r);
+        assert_int_equal(vr_pipe_route_build(d.pipe, &plan, D, &r), 0);
+        for (int i = 0; i < 4; i++)
+          if (plan.a[i].inst > 0 && !(r.incoming[i] > 0))
+            fail_msg("single=%d S=%d D=%g: %d idle instance(s) of slot %d",
+                     single, S, D, plan.a[i].inst, i);
+        vr_pipe_routes_free(&r);
+      }
+  vr_pipe_plan_free(&plan);
+  vr_pipe_data_free(&d);
+}
+
 /* Far beyond what even the fastest variants carry: a best-effort plan,
  * and the simulator drops the excess explicitly. */
 static void test_infeasible(void **st) {
@@ -449,6 +486,7 @@ int main(void) {
       cmocka_unit_test(test_hw_vs_brute),
       cmocka_unit_test(test_accuracy_vs_brute),
       cmocka_unit_test(test_accuracy_single_milp_vs_brute),
+      cmocka_unit_test(test_no_idle_variants),
       cmocka_unit_test(test_infeasible),
       cmocka_unit_test(test_slo_infeasible),
       cmocka_unit_test(test_hw_scaling_ties),
