@@ -3,6 +3,7 @@
 
 #include <coin/Cbc_C_Interface.h>
 #include <stdlib.h>
+#include <time.h>
 
 struct vr_milp {
   Cbc_Model *cbc;
@@ -49,10 +50,27 @@ void vr_milp_lean(vr_milp *m) {
   Cbc_setParameter(m->cbc, "heur", "off");
 }
 
+/* CPU seconds of the process since `start` (clock()): CBC's time limit
+ * counts the process's CPU time (its default timeMode; Vario never sets
+ * it), and this span holds CBC's, so a stop on the limit implies this is
+ * at least the limit. */
+static double cpu_since(clock_t start) {
+  return (double)(clock() - start) / CLOCKS_PER_SEC;
+}
+
 int vr_milp_solve(vr_milp *m, double time_limit_s) {
   if (time_limit_s > 0) Cbc_setMaximumSeconds(m->cbc, time_limit_s);
+  clock_t start = clock();
   Cbc_solve(m->cbc);
-  if (Cbc_isProvenInfeasible(m->cbc)) return VR_MILP_INFEASIBLE;
+  /* CBC stopped by its time limit in the root LP reports the LP
+   * relaxation infeasible (status 0, secondary 1: proven infeasible), as
+   * a real proof does, even for a model whose zero vector is feasible:
+   * once the limit has run out, "infeasible" is no proof */
+  int out_of_time = time_limit_s > 0 &&
+                    (Cbc_isSecondsLimitReached(m->cbc) ||
+                     cpu_since(start) >= 0.99 * time_limit_s);
+  if (Cbc_isProvenInfeasible(m->cbc) && !out_of_time)
+    return VR_MILP_INFEASIBLE;
   if (Cbc_isProvenOptimal(m->cbc)) return VR_MILP_OPTIMAL;
   return Cbc_numberSavedSolutions(m->cbc) > 0 ? VR_MILP_FEASIBLE
                                                 : VR_MILP_NONE;
