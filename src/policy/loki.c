@@ -631,21 +631,28 @@ static int hw_hopeless(const vr_pipeline *p, const vr_profile *prof,
  * (SLO/2 less the hops' communication) on any of them, VR_EINFEASIBLE
  * naming the slowest task of the worst path. 0 otherwise (too few
  * workers: the best effort stands). */
-static int slo_infeasible(const vr_pipeline *p, const vr_profile *prof,
-                          const vr_pipe_plan *shape, const vr_loki_opts *o,
-                          vr_errbuf *err) {
-  double fast[VR_PIPE_MAX_TASKS], at[VR_PIPE_MAX_TASKS], worst = -1;
-  int fv[VR_PIPE_MAX_TASKS], hops[VR_PIPE_MAX_TASKS], reached[VR_PIPE_MAX_TASKS];
-  int depth = 0, leaf = -1;
+void vr__loki_reached(const vr_pipeline *p, int *reached) {
   for (int t = 0; t < p->ntasks; t++) {
-    const vr_pipe_task *tk = &p->tasks[t];
-    int par = tk->parent;
+    int par = p->tasks[t].parent;
     reached[t] = par < 0;
     for (int v = 0; par >= 0 && reached[par] && v < p->tasks[par].nvariants; v++) {
       const vr_pipe_variant *pv = &p->tasks[par].variants[v];
       for (int c = 0; c < p->tasks[par].nchildren; c++)
         if (p->tasks[par].children[c] == t && pv->mult * pv->share[c] > 0) reached[t] = 1;
     }
+  }
+}
+
+static int slo_infeasible(const vr_pipeline *p, const vr_profile *prof,
+                          const vr_pipe_plan *shape, const vr_loki_opts *o,
+                          vr_errbuf *err) {
+  double fast[VR_PIPE_MAX_TASKS], at[VR_PIPE_MAX_TASKS], worst = -1;
+  int fv[VR_PIPE_MAX_TASKS], hops[VR_PIPE_MAX_TASKS], reached[VR_PIPE_MAX_TASKS];
+  int depth = 0, leaf = -1;
+  vr__loki_reached(p, reached);
+  for (int t = 0; t < p->ntasks; t++) {
+    const vr_pipe_task *tk = &p->tasks[t];
+    int par = tk->parent;
     fast[t] = INFINITY, fv[t] = 0;
     for (int v = 0; v < tk->nvariants; v++) {
       double l = vr_profile_latency_ms(&prof[shape->off[t] + v], 1, 0.5);
@@ -670,6 +677,62 @@ static int slo_infeasible(const vr_pipeline *p, const vr_profile *prof,
                  o->comm_ms > 0 ? ", less communication" : "",
                  p->tasks[slow].name, fast[slow],
                  p->tasks[slow].variants[fv[slow]].name);
+}
+
+int vr__loki_task_unservable(const vr_pipeline *p, const vr_profile *prof,
+                             const vr_pipe_plan *shape, const vr_loki_opts *o,
+                             int hw_only, double half, int t,
+                             const char *who, vr_errbuf *err) {
+  const vr_pipe_task *tk = &p->tasks[t];
+  int batches = 0, fv = -1, maxb = 0;
+  double fast = INFINITY;
+  for (int v = 0; v < tk->nvariants; v++) {
+    const vr_profile *pr = &prof[shape->off[t] + v];
+    if (!allowed(p, t, v, hw_only)) continue;
+    if (pr->max_batch > maxb) maxb = pr->max_batch;
+    for (int b = 0; b < NB; b++) {
+      int bs = vr_prof_batch(b);
+      if (bs > o->max_batch || bs > pr->max_batch) break;
+      batches++;
+      double l = vr_profile_latency_ms(pr, bs, 0.5);
+      if (l <= half) return 0;
+      if (l < fast) fast = l, fv = v;
+    }
+  }
+  if (!batches)
+    return vr_errf(err, VR_EINFEASIBLE,
+                   "%s: task '%s' cannot be served: no batch size fits its "
+                   "variants' max batch (%d in their profiles, %d the "
+                   "planner's)", who, tk->name, maxb, o->max_batch);
+  return vr_errf(err, VR_EINFEASIBLE,
+                 "%s: task '%s' cannot be served: every variant takes over "
+                 "the %.1f ms it may take at any batch (the fastest, '%s', "
+                 "%.1f ms)", who, tk->name, half, tk->variants[fv].name, fast);
+}
+
+/* Called when the best effort serves nothing and the SLO along the paths
+ * is not the cause: a task no variant and batch fits (the MILP has no
+ * column for it), else the plan itself: VR_EINFEASIBLE, never 0 (an empty
+ * plan would unload every instance of the pipeline). */
+static int serves_nothing(const vr_pipeline *p, const vr_profile *prof,
+                          const vr_pipe_plan *shape, const vr_loki_opts *o,
+                          vr_errbuf *err) {
+  int reached[VR_PIPE_MAX_TASKS], depth = 0;
+  vr__loki_reached(p, reached);
+  for (int t = 0; t < p->ntasks; t++) {
+    int d = 1;
+    for (int a = p->tasks[t].parent; a >= 0; a = p->tasks[a].parent) d++;
+    if (d > depth) depth = d;
+  }
+  double half = p->slo_ms / 2 - o->comm_ms * depth;
+  for (int t = 0; t < p->ntasks; t++) {
+    int rc = reached[t] ? vr__loki_task_unservable(p, prof, shape, o, o->hw_only,
+                                                   half, t, "loki", err)
+                        : 0;
+    if (rc) return rc;
+  }
+  return vr_errf(err, VR_EINFEASIBLE, "loki: no plan for pipeline '%s' "
+                 "serves any request", p->name);
 }
 
 /* A request served takes an instance of the root and of every task the
@@ -743,6 +806,8 @@ int vr_loki_plan(const vr_pipeline *p, const vr_profile *prof,
   /* an empty plan would unload every instance of the pipeline: when no
    * load could be served within the SLO, that is an error to report */
   if (!rc && !(st->served > 1e-9)) rc = slo_infeasible(p, prof, plan, o, err);
+  if (!rc && !(st->served > 1e-9))
+    rc = serves_nothing(p, prof, plan, o, err);
   if (!rc) plan->accuracy_scaled = !o->hw_only;
   return rc;
 }

@@ -31,10 +31,12 @@
  *     (most demand served) with feasible = 0, never an error; but when it
  *     serves nothing because even the fastest variants miss the SLO along
  *     a path requests must take (no load or cluster would do), the SLO is
- *     VR_EINFEASIBLE, naming the bottleneck stage. Fewer workers than the
- *     tasks a request reaches (an instance of each) are VR_EINFEASIBLE
- *     too, naming those tasks, before any MILP: with alpha = 0 the
- *     solver's workers, free in these modes, landed anywhere.
+ *     VR_EINFEASIBLE, naming the bottleneck stage; so is a task requests
+ *     reach that no variant and batch fits (no batch size within the max
+ *     batch, or none within SLO/2), naming the task and the cause. Fewer
+ *     workers than the tasks a request reaches (an instance of each) are
+ *     VR_EINFEASIBLE too, naming those tasks, before any MILP: with alpha
+ *     = 0 the solver's workers, free in these modes, landed anywhere.
  *     Solved by latency levels: each task with children takes one of its
  *     (variant, batch) latencies as L(t), which fixes every variant's best
  *     batch; the LP relaxation of each level vector ranks them, and the
@@ -88,7 +90,9 @@ void vr_loki_opts_default(vr_loki_opts *o);
  * be initialised for p (vr_pipe_plan_init); it is overwritten. 0, VR_ENOMEM,
  * VR_ELIMIT (augmented graph too large: > 20000 prefixes), VR_EBACKEND
  * (CBC found no solution in time) or VR_EINFEASIBLE (the SLO is below the
- * fastest path; err names the bottleneck stage). */
+ * fastest path, err naming the bottleneck stage; a task no variant and
+ * batch fits; too few workers for the tasks). Never 0 with a plan that
+ * serves nothing. */
 int vr_loki_plan(const vr_pipeline *p, const vr_profile *prof,
                  double demand_qps, int workers, const vr_loki_opts *o,
                  vr_pipe_plan *plan, vr_loki_stats *st, vr_errbuf *err);
@@ -98,7 +102,9 @@ int vr_loki_plan(const vr_pipeline *p, const vr_profile *prof,
  * share of the SLO (SLO / depth of the tree, halved for queueing); one
  * MILP over all tasks maximises the demand-weighted mean single-model
  * accuracy on the whole cluster (no hardware scaling; idle workers are
- * spread as headroom). Best effort as above. */
+ * spread as headroom). Best effort as above; a task requests reach that
+ * no variant and batch fits its share of the SLO (or its max batch) is
+ * VR_EINFEASIBLE naming it. */
 int vr_proteus_plan(const vr_pipeline *p, const vr_profile *prof,
                     const double *task_qps, int workers,
                     const vr_loki_opts *o, vr_pipe_plan *plan,

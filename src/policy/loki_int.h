@@ -75,4 +75,17 @@ void vr__loki_extract(const model *md, const double *x, double demand,
 void vr__loki_spread_idle(vr_pipe_plan *plan, const vr_profile *prof,
                           const double *load, int workers);
 
+/* reached[t]: whether requests can reach task t (every task above it
+ * has a variant that sends it outputs). */
+void vr__loki_reached(const vr_pipeline *p, int *reached);
+
+/* Whether task t has a (variant, batch) the MILPs may use: a batch within
+ * o->max_batch and the profile's, its latency within half. 0 if so, else
+ * VR_EINFEASIBLE naming the task and the cause (who: the message's
+ * prefix). */
+int vr__loki_task_unservable(const vr_pipeline *p, const vr_profile *prof,
+                             const vr_pipe_plan *shape, const vr_loki_opts *o,
+                             int hw_only, double half, int t,
+                             const char *who, vr_errbuf *err);
+
 #endif

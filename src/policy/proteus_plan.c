@@ -35,6 +35,29 @@ static int proteus_rows(model *md, vr_milp *m, const double *task_qps,
   return 0;
 }
 
+/* What no solve can change: a task no variant and batch fits its share
+ * of the SLO (SLO / depth, halved; the MILP has no column for it, and
+ * returned a plan without it that no request could pass): VR_EINFEASIBLE
+ * naming the task. */
+static int static_checks(const vr_pipeline *p, const vr_profile *prof,
+                         const vr_pipe_plan *shape, const vr_loki_opts *o,
+                         vr_errbuf *err) {
+  int rc = 0, depth = 0;
+  int reached[VR_PIPE_MAX_TASKS];
+  for (int t = 0; t < p->ntasks; t++) {
+    int d = 1;
+    for (int a = p->tasks[t].parent; a >= 0; a = p->tasks[a].parent) d++;
+    if (d > depth) depth = d;
+  }
+  double half = (p->slo_ms / depth - o->comm_ms) / 2;
+  vr__loki_reached(p, reached);
+  for (int t = 0; t < p->ntasks && !rc; t++)
+    if (reached[t])
+      rc = vr__loki_task_unservable(p, prof, shape, o, 0, half, t, "proteus",
+                                    err);
+  return rc;
+}
+
 int vr_proteus_plan(const vr_pipeline *p, const vr_profile *prof,
                     const double *task_qps, int workers,
                     const vr_loki_opts *o, vr_pipe_plan *plan,
@@ -45,11 +68,13 @@ int vr_proteus_plan(const vr_pipeline *p, const vr_profile *prof,
   if (!st) st = &tmp;
   memset(st, 0, sizeof *st);
   st->step = 2;
+  int rc = static_checks(p, prof, plan, o, err);
+  if (rc) return rc;
   model *md = calloc(1, sizeof *md);
   vr_milp *m = vr_milp_new(1);
   rowbuf rb = {0};
   double *load = NULL, total = 0, q[VR_PIPE_MAX_TASKS];
-  int rc = 0, depth = 0, alpha[VR_PIPE_MAX_TASKS];
+  int depth = 0, alpha[VR_PIPE_MAX_TASKS];
   if (!md || !m || !(md->pre = malloc((plan->off[p->ntasks] + 1) *
                                       sizeof *md->pre))) {
     rc = vr_errf(err, VR_ENOMEM, "proteus: out of memory");

@@ -292,6 +292,56 @@ static void test_slo_infeasible(void **st) {
   vr_pipe_data_free(&d);
 }
 
+/* A task no variant and batch can serve, for a cause other than the SLO
+ * along the paths or the workers: no batch size within the max batch (b's
+ * profiles allow none; the planner's max_batch 0), or, for the
+ * Proteus-like plan, every variant of a task over its own share of the SLO
+ * (SLO 14 over 2 tasks, halved: 3.5 ms < a2's 4 ms). Loki's best effort
+ * came back rc 0 with an empty plan, the Proteus-like one rc 0 with only
+ * the other task hosted; each is VR_EINFEASIBLE naming the task and the
+ * cause. */
+static void test_unservable_task(void **st) {
+  (void)st;
+  vr_pipe_data d;
+  make(&d);
+  vr_pipe_plan plan;
+  assert_int_equal(vr_pipe_plan_init(&plan, d.pipe), 0);
+  vr_errbuf err = {0};
+  double q[2] = {50, 100};
+  d.prof[2].max_batch = d.prof[3].max_batch = 0;
+  assert_int_equal(vr_loki_plan(d.pipe, d.prof, 50, 4, NULL, &plan, NULL,
+                                &err), VR_EINFEASIBLE);
+  assert_non_null(strstr(err.msg, "loki: task 'b' cannot be served: no "
+                                  "batch size fits"));
+  memset(&err, 0, sizeof err);
+  assert_int_equal(vr_proteus_plan(d.pipe, d.prof, q, 4, NULL, &plan, NULL,
+                                   &err), VR_EINFEASIBLE);
+  assert_non_null(strstr(err.msg, "proteus: task 'b' cannot be served: no "
+                                  "batch size fits"));
+  d.prof[2].max_batch = d.prof[3].max_batch = 2;
+  vr_loki_opts o;
+  vr_loki_opts_default(&o);
+  o.max_batch = 0;
+  memset(&err, 0, sizeof err);
+  assert_int_equal(vr_loki_plan(d.pipe, d.prof, 50, 4, &o, &plan, NULL,
+                                &err), VR_EINFEASIBLE);
+  assert_non_null(strstr(err.msg, "task 'a' cannot be served"));
+  assert_non_null(strstr(err.msg, "0 the planner's"));
+  d.pipe->slo_ms = 14; /* Loki: a2 + b2 = 7 ms within 7 ms, served */
+  vr_loki_stats ls;
+  assert_int_equal(vr_loki_plan(d.pipe, d.prof, 50, 4, NULL, &plan, &ls,
+                                &err), 0);
+  assert_true(ls.served > 0.999);
+  memset(&err, 0, sizeof err);
+  assert_int_equal(vr_proteus_plan(d.pipe, d.prof, q, 4, NULL, &plan, NULL,
+                                   &err), VR_EINFEASIBLE);
+  assert_non_null(strstr(err.msg, "proteus: task 'a' cannot be served: "
+                                  "every variant takes over the 3.5 ms"));
+  assert_non_null(strstr(err.msg, "'a2', 4.0 ms"));
+  vr_pipe_plan_free(&plan);
+  vr_pipe_data_free(&d);
+}
+
 /* Variants tied at the top accuracy (one model at two thread counts, as
  * Vario registers them) are all hardware scaling's: 300 req/s fit one
  * worker of the fast one (2 ms), so step 1 plans 1 worker, not accuracy
@@ -489,6 +539,7 @@ int main(void) {
       cmocka_unit_test(test_no_idle_variants),
       cmocka_unit_test(test_infeasible),
       cmocka_unit_test(test_slo_infeasible),
+      cmocka_unit_test(test_unservable_task),
       cmocka_unit_test(test_hw_scaling_ties),
       cmocka_unit_test(test_proteus),
       cmocka_unit_test(test_labelled_and_unlabelled_child),
