@@ -743,8 +743,8 @@ static int serves_nothing(const vr_pipeline *p, const vr_profile *prof,
  * the plan, returned as a best effort, served nothing. VR_EINFEASIBLE
  * naming the tasks; 0 when the workers can host them. Children come
  * after their parent in the task order (build_prefixes). */
-static int too_few_workers(const vr_pipeline *p, int workers, int hw_only,
-                           vr_errbuf *err) {
+int vr__loki_too_few_workers(const vr_pipeline *p, int workers, int hw_only,
+                             vr_errbuf *err) {
   int need[VR_PIPE_MAX_TASKS], pick[VR_PIPE_MAX_TASKS];
   for (int t = p->ntasks - 1; t >= 0; t--) {
     const vr_pipe_task *tk = &p->tasks[t];
@@ -787,7 +787,7 @@ int vr_loki_plan(const vr_pipeline *p, const vr_profile *prof,
   if (!st) st = &tmp;
   memset(st, 0, sizeof *st);
   if (demand_qps < 0.01) demand_qps = 0.01; /* keep one path alive */
-  int rc = too_few_workers(p, workers, o->hw_only, err);
+  int rc = vr__loki_too_few_workers(p, workers, o->hw_only, err);
   if (rc) return rc;
   rc = VR_EINFEASIBLE;
   if (!o->no_hw_scaling && !hw_hopeless(p, prof, demand_qps, workers, o)) {

@@ -103,8 +103,9 @@ int vr_loki_plan(const vr_pipeline *p, const vr_profile *prof,
  * MILP over all tasks maximises the demand-weighted mean single-model
  * accuracy on the whole cluster (no hardware scaling; idle workers are
  * spread as headroom). Best effort as above; a task requests reach that
- * no variant and batch fits its share of the SLO (or its max batch) is
- * VR_EINFEASIBLE naming it. */
+ * no variant and batch fits its share of the SLO (or its max batch), and
+ * fewer workers than the tasks a request reaches, are VR_EINFEASIBLE
+ * naming them. */
 int vr_proteus_plan(const vr_pipeline *p, const vr_profile *prof,
                     const double *task_qps, int workers,
                     const vr_loki_opts *o, vr_pipe_plan *plan,

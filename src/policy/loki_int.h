@@ -79,6 +79,11 @@ void vr__loki_spread_idle(vr_pipe_plan *plan, const vr_profile *prof,
  * has a variant that sends it outputs). */
 void vr__loki_reached(const vr_pipeline *p, int *reached);
 
+/* Fewer workers than the cheapest tree of tasks a request reaches (an
+ * instance of each): VR_EINFEASIBLE naming them; 0 otherwise. */
+int vr__loki_too_few_workers(const vr_pipeline *p, int workers, int hw_only,
+                             vr_errbuf *err);
+
 /* Whether task t has a (variant, batch) the MILPs may use: a batch within
  * o->max_batch and the profile's, its latency within half. 0 if so, else
  * VR_EINFEASIBLE naming the task and the cause (who: the message's

@@ -35,15 +35,17 @@ static int proteus_rows(model *md, vr_milp *m, const double *task_qps,
   return 0;
 }
 
-/* What no solve can change: a task no variant and batch fits its share
- * of the SLO (SLO / depth, halved; the MILP has no column for it, and
- * returned a plan without it that no request could pass): VR_EINFEASIBLE
- * naming the task. */
+/* What no solve can change: fewer workers than the tasks a request
+ * reaches (an instance of each; the MILP, each task on its own, placed
+ * them on some and returned a plan no request could pass), or a task no
+ * variant and batch fits its share of the SLO (SLO / depth, halved). The
+ * plan would serve nothing end to end: VR_EINFEASIBLE naming the tasks. */
 static int static_checks(const vr_pipeline *p, const vr_profile *prof,
-                         const vr_pipe_plan *shape, const vr_loki_opts *o,
-                         vr_errbuf *err) {
-  int rc = 0, depth = 0;
+                         const vr_pipe_plan *shape, int workers,
+                         const vr_loki_opts *o, vr_errbuf *err) {
+  int rc = vr__loki_too_few_workers(p, workers, 0, err), depth = 0;
   int reached[VR_PIPE_MAX_TASKS];
+  if (rc) return rc;
   for (int t = 0; t < p->ntasks; t++) {
     int d = 1;
     for (int a = p->tasks[t].parent; a >= 0; a = p->tasks[a].parent) d++;
@@ -68,7 +70,7 @@ int vr_proteus_plan(const vr_pipeline *p, const vr_profile *prof,
   if (!st) st = &tmp;
   memset(st, 0, sizeof *st);
   st->step = 2;
-  int rc = static_checks(p, prof, plan, o, err);
+  int rc = static_checks(p, prof, plan, workers, o, err);
   if (rc) return rc;
   model *md = calloc(1, sizeof *md);
   vr_milp *m = vr_milp_new(1);

@@ -404,6 +404,32 @@ static void test_proteus(void **st) {
   vr_pipe_data_free(&d);
 }
 
+/* Proteus-like on fewer workers than the tasks a request reaches: each
+ * task planned on its own, one worker went to one task and the plan (rc
+ * 0) passed no request; it is VR_EINFEASIBLE naming the tasks, as in
+ * vr_loki_plan. Two workers host both. */
+static void test_proteus_fewer_workers(void **st) {
+  (void)st;
+  vr_pipe_data d;
+  make(&d);
+  vr_pipe_plan plan;
+  assert_int_equal(vr_pipe_plan_init(&plan, d.pipe), 0);
+  vr_errbuf err = {0};
+  double q[2] = {50, 100};
+  assert_int_equal(vr_proteus_plan(d.pipe, d.prof, q, 1, NULL, &plan, NULL,
+                                   &err), VR_EINFEASIBLE);
+  assert_non_null(strstr(err.msg, "1 worker(s) cannot host pipeline "
+                                  "'chain': a request needs an instance of "
+                                  "each task it reaches ('a', 'b'), 2"));
+  vr_loki_stats ls;
+  assert_int_equal(vr_proteus_plan(d.pipe, d.prof, q, 2, NULL, &plan, &ls,
+                                   &err), 0);
+  assert_true(plan.a[0].inst + plan.a[1].inst > 0);
+  assert_true(plan.a[2].inst + plan.a[3].inst > 0);
+  vr_pipe_plan_free(&plan);
+  vr_pipe_data_free(&d);
+}
+
 /* One labelled and one unlabelled child: each detection goes to one child
  * (its label's, else the unlabelled one), so until shares are measured the
  * two split the detector's outputs (1/2 each), and what the planner and
@@ -542,6 +568,7 @@ int main(void) {
       cmocka_unit_test(test_unservable_task),
       cmocka_unit_test(test_hw_scaling_ties),
       cmocka_unit_test(test_proteus),
+      cmocka_unit_test(test_proteus_fewer_workers),
       cmocka_unit_test(test_labelled_and_unlabelled_child),
       cmocka_unit_test(test_fewer_workers_than_tasks),
   };
