@@ -450,7 +450,7 @@ static int solve_levels(ctx *c, model *cur, model *best, vr_milp **bm,
     rc = -1;
     goto out;
   }
-  int k = 0;
+  int k = 0, proven = 1;
   for (int i = 0; i < n; i++) { /* LP bounds; drop the infeasible */
     vr_milp *m = build(c, cur, vecs[i].fixb, 1);
     if (!m) {
@@ -461,11 +461,12 @@ static int solve_levels(ctx *c, model *cur, model *best, vr_milp **bm,
     st->subsolves++;
     if (s == VR_MILP_OPTIMAL)
       vecs[k].fixb = vecs[i].fixb, vecs[k++].bound = vr_milp_obj(m);
+    else if (s != VR_MILP_INFEASIBLE) /* out of time: dropped, unproven */
+      proven = 0;
     vr_milp_free(m);
   }
   qsort(vecs, k, sizeof *vecs, cmp_bound_desc);
   double inc = 0;
-  int proven = 1;
   for (int i = 0; i < k; i++) {
     if (*bm && vecs[i].bound <= inc + LOKI_ACC_GAP) break;
     vr_milp *m = build(c, cur, vecs[i].fixb, 0);
@@ -521,6 +522,15 @@ static int finish(ctx *c, const model *md, vr_milp *m, vr_pipe_plan *plan,
   return 0;
 }
 
+/* CBC stopped at its time limit: no plan in time (VR_EBACKEND), which is
+ * not the proof of infeasibility VR_EINFEASIBLE reports. */
+static int no_plan_in_time(const vr_loki_opts *o, const char *what,
+                           vr_errbuf *err) {
+  return vr_errf(err, VR_EBACKEND, "loki: CBC stopped at its time limit "
+                 "(%g s per solve) and %s; not a proof that none exists",
+                 o->time_limit_s, what);
+}
+
 /* Builds and solves one step: hardware scaling (mode 1) as one MILP;
  * accuracy scaling (modes 2, 3) by latency levels (loki_levels.inc) unless
  * o->single_milp or the levels are too many. */
@@ -573,8 +583,7 @@ static int solve(const vr_pipeline *p, const vr_profile *prof,
     goto out;
   }
   if (status == VR_MILP_NONE) {
-    rc = vr_errf(err, VR_EBACKEND, "loki: CBC found no plan in %g s",
-                 o->time_limit_s);
+    rc = no_plan_in_time(o, "found no plan", err);
     goto out;
   }
   rc = finish(&c, best, m, plan, st, err);
@@ -712,11 +721,12 @@ int vr__loki_task_unservable(const vr_pipeline *p, const vr_profile *prof,
 
 /* Called when the best effort serves nothing and the SLO along the paths
  * is not the cause: a task no variant and batch fits (the MILP has no
- * column for it), else the plan itself: VR_EINFEASIBLE, never 0 (an empty
- * plan would unload every instance of the pipeline). */
+ * column for it), then CBC's time limit (its incumbent may be the zero
+ * plan), else the plan itself: VR_EINFEASIBLE or VR_EBACKEND, never 0
+ * (an empty plan would unload every instance of the pipeline). */
 static int serves_nothing(const vr_pipeline *p, const vr_profile *prof,
                           const vr_pipe_plan *shape, const vr_loki_opts *o,
-                          vr_errbuf *err) {
+                          const vr_loki_stats *st, vr_errbuf *err) {
   int reached[VR_PIPE_MAX_TASKS], depth = 0;
   vr__loki_reached(p, reached);
   for (int t = 0; t < p->ntasks; t++) {
@@ -731,6 +741,8 @@ static int serves_nothing(const vr_pipeline *p, const vr_profile *prof,
                         : 0;
     if (rc) return rc;
   }
+  if (st->status != VR_MILP_OPTIMAL)
+    return no_plan_in_time(o, "its best plan serves nothing", err);
   return vr_errf(err, VR_EINFEASIBLE, "loki: no plan for pipeline '%s' "
                  "serves any request", p->name);
 }
@@ -807,7 +819,7 @@ int vr_loki_plan(const vr_pipeline *p, const vr_profile *prof,
    * load could be served within the SLO, that is an error to report */
   if (!rc && !(st->served > 1e-9)) rc = slo_infeasible(p, prof, plan, o, err);
   if (!rc && !(st->served > 1e-9))
-    rc = serves_nothing(p, prof, plan, o, err);
+    rc = serves_nothing(p, prof, plan, o, st, err);
   if (!rc) plan->accuracy_scaled = !o->hw_only;
   return rc;
 }

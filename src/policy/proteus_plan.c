@@ -122,14 +122,26 @@ int vr_proteus_plan(const vr_pipeline *p, const vr_profile *prof,
   int status = vr_milp_solve(m, o->time_limit_s);
   st->status = status, st->cols = vr_milp_ncols(m), st->rows = md->rows;
   st->prefixes = md->npre;
-  if (status != VR_MILP_OPTIMAL && status != VR_MILP_FEASIBLE) {
-    rc = vr_errf(err, VR_EBACKEND, "proteus: CBC found no plan");
+  if (status == VR_MILP_INFEASIBLE) { /* alpha = 0 is always feasible */
+    rc = vr_errf(err, VR_EINFEASIBLE, "proteus: CBC found the MILP "
+                 "infeasible");
     goto out;
   }
   const double *x = vr_milp_x(m);
-  vr__loki_extract(md, x, 1, o->slack, 0, plan, load);
   double served = 0, acc = 0;
-  for (int t = 0; t < p->ntasks; t++) served += x[alpha[t]] * q[t] / total;
+  for (int t = 0; status != VR_MILP_NONE && t < p->ntasks; t++)
+    served += x[alpha[t]] * q[t] / total;
+  if (!(served > 1e-9)) { /* the checks above passed: not the tasks */
+    rc = status == VR_MILP_OPTIMAL
+             ? vr_errf(err, VR_EINFEASIBLE, "proteus: no plan for pipeline "
+                       "'%s' serves any request", p->name)
+             : vr_errf(err, VR_EBACKEND, "proteus: CBC stopped at its time "
+                       "limit (%g s) %s; not a proof that none exists",
+                       o->time_limit_s, status == VR_MILP_NONE
+                           ? "with no plan" : "and its best plan serves nothing");
+    goto out;
+  }
+  vr__loki_extract(md, x, 1, o->slack, 0, plan, load);
   for (int k = 0; k < md->npre; k++)
     acc += x[md->pre[k].col] * md->pre[k].m / total * md->pre[k].acc;
   st->served = served;

@@ -430,6 +430,78 @@ static void test_proteus_fewer_workers(void **st) {
   vr_pipe_data_free(&d);
 }
 
+/* det (5 variants, fan-out 2..18) -> car (8) and face (5), Loki's traffic
+ * analysis in shape: large enough that CBC's root LP takes a millisecond
+ * or more. */
+static void make_big(vr_pipe_data *d) {
+  char js[4096];
+  int n = snprintf(js, sizeof js, "{\"name\":\"big\",\"latency_ms\":250,"
+                   "\"tasks\":[{\"name\":\"det\",\"variants\":[");
+  for (int v = 0; v < 5; v++)
+    n += snprintf(js + n, sizeof js - n, "%s{\"name\":\"d%d\",\"accuracy\":"
+                  "%d,\"mult\":%d}", v ? "," : "", v, 50 + 10 * v, 2 + 4 * v);
+  n += snprintf(js + n, sizeof js - n, "],\"children\":[{\"task\":\"car\","
+                "\"label\":\"car\"},{\"task\":\"face\",\"label\":\"face\"}]},"
+                "{\"name\":\"car\",\"variants\":[");
+  for (int v = 0; v < 8; v++)
+    n += snprintf(js + n, sizeof js - n, "%s{\"name\":\"c%d\",\"accuracy\":"
+                  "%d}", v ? "," : "", v, 60 + 5 * v);
+  n += snprintf(js + n, sizeof js - n, "]},{\"name\":\"face\",\"variants\":[");
+  for (int v = 0; v < 5; v++)
+    n += snprintf(js + n, sizeof js - n, "%s{\"name\":\"f%d\",\"accuracy\":"
+                  "%d}", v ? "," : "", v, 70 + 6 * v);
+  snprintf(js + n, sizeof js - n, "]}]}");
+  memset(d, 0, sizeof *d);
+  vr_errbuf err = {0};
+  assert_int_equal(vr_pipeline_parse(js, strlen(js), &d->pipe, &err), 0);
+  vr_pipe_data_index(d);
+  d->prof = VR_NEWN(vr_profile, 18);
+  for (int i = 0; i < 18; i++) {
+    int v = i < 5 ? i : i < 13 ? i - 5 : i - 13;
+    vr_profile_init(&d->prof[i]);
+    for (int b = 0; b < 7; b++)
+      d->prof[i].lat.p50_ms[b] = (2 + 3 * v) * (1 + 0.25 * (1 << b));
+    d->prof[i].max_batch = 64;
+  }
+}
+
+/* CBC's time limit: a plan CBC stopped with is used if it serves; no plan
+ * in time (or only one serving nothing: the best effort's zero vector) is
+ * VR_EBACKEND saying so, never VR_EINFEASIBLE (which the time limit once
+ * passed off as a proof, with no message) and never rc 0 with an empty
+ * plan. Limits from far too short to enough, every demand regime. */
+static void test_time_limit(void **st) {
+  (void)st;
+  vr_pipe_data d;
+  make_big(&d);
+  vr_pipe_plan plan;
+  assert_int_equal(vr_pipe_plan_init(&plan, d.pipe), 0);
+  double q[3];
+  int timed_out = 0;
+  for (double tl = 1e-6; tl < 0.005; tl *= 4)
+    for (int kind = 0; kind < 3; kind++) /* levels, one MILP, Proteus */
+      for (double D = 10; D <= 3000; D *= 6) {
+        vr_loki_opts o;
+        vr_loki_opts_default(&o);
+        o.time_limit_s = tl, o.single_milp = kind == 1, o.slack = 1.5;
+        vr_errbuf err = {0};
+        vr_loki_stats ls;
+        q[0] = D, q[1] = q[2] = 5 * D;
+        int rc = kind == 2 ? vr_proteus_plan(d.pipe, d.prof, q, 20, &o,
+                                             &plan, &ls, &err)
+                           : vr_loki_plan(d.pipe, d.prof, D, 20, &o, &plan,
+                                          &ls, &err);
+        if (rc == 0 && ls.served > 1e-9 && plan.workers > 0) continue;
+        if (rc != VR_EBACKEND || !strstr(err.msg, "time limit"))
+          fail_msg("limit %g s, kind %d, D=%g: rc %d, served %.3f, '%s'", tl,
+                   kind, D, rc, ls.served, err.msg);
+        timed_out++;
+      }
+  assert_true(timed_out > 0); /* the limits did bind */
+  vr_pipe_plan_free(&plan);
+  vr_pipe_data_free(&d);
+}
+
 /* One labelled and one unlabelled child: each detection goes to one child
  * (its label's, else the unlabelled one), so until shares are measured the
  * two split the detector's outputs (1/2 each), and what the planner and
@@ -569,6 +641,7 @@ int main(void) {
       cmocka_unit_test(test_hw_scaling_ties),
       cmocka_unit_test(test_proteus),
       cmocka_unit_test(test_proteus_fewer_workers),
+      cmocka_unit_test(test_time_limit),
       cmocka_unit_test(test_labelled_and_unlabelled_child),
       cmocka_unit_test(test_fewer_workers_than_tasks),
   };
