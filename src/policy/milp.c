@@ -8,6 +8,7 @@
 struct vr_milp {
   Cbc_Model *cbc;
   int ncols;
+  int status; /* of the last solve; -1 before */
 };
 
 vr_milp *vr_milp_new(int maximize) {
@@ -16,6 +17,7 @@ vr_milp *vr_milp_new(int maximize) {
     free(m);
     return NULL;
   }
+  m->status = -1;
   Cbc_setLogLevel(m->cbc, 0);
   Cbc_setObjSense(m->cbc, maximize ? -1 : 1);
   return m;
@@ -58,10 +60,8 @@ static double cpu_since(clock_t start) {
   return (double)(clock() - start) / CLOCKS_PER_SEC;
 }
 
-int vr_milp_solve(vr_milp *m, double time_limit_s) {
-  if (time_limit_s > 0) Cbc_setMaximumSeconds(m->cbc, time_limit_s);
-  clock_t start = clock();
-  Cbc_solve(m->cbc);
+/* The vr_milp_status of the solve that began at `start`. */
+static int classify(vr_milp *m, double time_limit_s, clock_t start) {
   /* CBC stopped by its time limit in the root LP reports the LP
    * relaxation infeasible (status 0, secondary 1: proven infeasible), as
    * a real proof does, even for a model whose zero vector is feasible:
@@ -76,6 +76,19 @@ int vr_milp_solve(vr_milp *m, double time_limit_s) {
                                                 : VR_MILP_NONE;
 }
 
-const double *vr_milp_x(vr_milp *m) { return Cbc_getColSolution(m->cbc); }
+int vr_milp_solve(vr_milp *m, double time_limit_s) {
+  if (time_limit_s > 0) Cbc_setMaximumSeconds(m->cbc, time_limit_s);
+  clock_t start = clock();
+  Cbc_solve(m->cbc);
+  return m->status = classify(m, time_limit_s, start);
+}
+
+/* CBC hands out its LP's last point whatever the status: only a solution
+ * is one */
+const double *vr_milp_x(vr_milp *m) {
+  return m->status == VR_MILP_OPTIMAL || m->status == VR_MILP_FEASIBLE
+             ? Cbc_getColSolution(m->cbc)
+             : NULL;
+}
 double vr_milp_obj(vr_milp *m) { return Cbc_getObjValue(m->cbc); }
 int vr_milp_ncols(const vr_milp *m) { return m->ncols; }

@@ -59,7 +59,9 @@ static void test_time_limit_is_not_infeasible(void **st) {
   vr_milp_free(m);
 }
 
-/* A real proof stands under a limit it did not reach: x >= 1 and x <= 0. */
+/* A real proof stands under a limit it did not reach: x >= 1 and x <= 0;
+ * and there is no solution to read (vr_milp_x handed out CBC's last LP
+ * point whatever the status, though milp.h promises NULL). */
 static void test_infeasible_within_limit(void **st) {
   (void)st;
   vr_milp *m = vr_milp_new(0);
@@ -68,7 +70,9 @@ static void test_infeasible_within_limit(void **st) {
   double one = 1;
   vr_milp_row(m, 1, &c, &one, 'G', 1);
   vr_milp_row(m, 1, &c, &one, 'L', 0);
+  assert_null(vr_milp_x(m)); /* before a solve */
   assert_int_equal(vr_milp_solve(m, 30), VR_MILP_INFEASIBLE);
+  assert_null(vr_milp_x(m)); /* no solution to read */
   vr_milp_free(m);
 }
 
