@@ -1,5 +1,6 @@
 /* Loki's MILPs (loki.h); the Proteus-like per-task MILP, which shares
- * their columns and rows (loki_int.h), is in proteus_plan.c. */
+ * their columns and rows (loki_int.h), is in proteus_plan.c, and why no
+ * plan serves (the errors) in loki_check.c. */
 #include "policy/loki.h"
 
 #include <math.h>
@@ -18,16 +19,6 @@ void vr_loki_opts_default(vr_loki_opts *o) {
   o->slack = 1.0;
   o->time_limit_s = 2;
   o->max_batch = 64;
-}
-
-/* Is slot (t,v) allowed (hw_only: only the most accurate variants)? */
-static int allowed(const vr_pipeline *p, int t, int v, int hw_only) {
-  if (!hw_only) return 1;
-  const vr_pipe_task *tk = &p->tasks[t];
-  for (int k = 0; k < tk->nvariants; k++)
-    if (vr__loki_acc01(&tk->variants[k]) > vr__loki_acc01(&tk->variants[v]))
-      return 0;
-  return 1;
 }
 
 static int build_prefixes(model *md, int hw_only, vr_errbuf *err) {
@@ -54,7 +45,7 @@ static int build_prefixes(model *md, int hw_only, vr_errbuf *err) {
         acc = pq->acc;
       }
       for (int v = 0; v < tk->nvariants; v++) {
-        if (!allowed(p, t, v, hw_only)) continue;
+        if (!vr__loki_allowed(p, t, v, hw_only)) continue;
         if (n >= MAX_PREFIXES)
           return vr_errf(err, VR_ELIMIT, "loki: the augmented graph has more "
                          "than %d paths; too large for the MILP",
@@ -78,7 +69,7 @@ static double lat_b(const model *md, int slot, int b) {
 static int batch_ok(const model *md, const vr_loki_opts *o, double half,
                     int hw_only, int t, int v, int b) {
   int s = md->shape->off[t] + v, bs = vr_prof_batch(b);
-  return allowed(md->p, t, v, hw_only) && bs <= o->max_batch &&
+  return vr__loki_allowed(md->p, t, v, hw_only) && bs <= o->max_batch &&
          bs <= md->prof[s].max_batch && lat_b(md, s, b) <= half;
 }
 
@@ -522,15 +513,6 @@ static int finish(ctx *c, const model *md, vr_milp *m, vr_pipe_plan *plan,
   return 0;
 }
 
-/* CBC stopped at its time limit: no plan in time (VR_EBACKEND), which is
- * not the proof of infeasibility VR_EINFEASIBLE reports. */
-static int no_plan_in_time(const vr_loki_opts *o, const char *what,
-                           vr_errbuf *err) {
-  return vr_errf(err, VR_EBACKEND, "loki: CBC stopped at its time limit "
-                 "(%g s per solve) and %s; not a proof that none exists",
-                 o->time_limit_s, what);
-}
-
 /* Builds and solves one step: hardware scaling (mode 1) as one MILP;
  * accuracy scaling (modes 2, 3) by latency levels (loki_levels.inc) unless
  * o->single_milp or the levels are too many. */
@@ -583,7 +565,7 @@ static int solve(const vr_pipeline *p, const vr_profile *prof,
     goto out;
   }
   if (status == VR_MILP_NONE) {
-    rc = no_plan_in_time(o, "found no plan", err);
+    rc = vr__loki_no_plan_in_time(o, "found no plan", err);
     goto out;
   }
   rc = finish(&c, best, m, plan, st, err);
@@ -615,14 +597,14 @@ static int hw_hopeless(const vr_pipeline *p, const vr_profile *prof,
       while (pt->children[c] != t) c++;
       double m = INFINITY;
       for (int v = 0; v < pt->nvariants; v++)
-        if (allowed(p, par, v, 1) && pt->variants[v].mult * pt->variants[v].share[c] < m)
+        if (vr__loki_allowed(p, par, v, 1) && pt->variants[v].mult * pt->variants[v].share[c] < m)
           m = pt->variants[v].mult * pt->variants[v].share[c];
       rate[t] = m > 0 ? rate[par] * m : 0; /* no 0 x inf */
     }
     double best = 0;
     for (int v = 0; v < tk->nvariants; v++) {
       const vr_profile *pr = &prof[off + v];
-      for (int b = 1; allowed(p, t, v, 1) && b <= pr->max_batch && b <= o->max_batch; b *= 2) {
+      for (int b = 1; vr__loki_allowed(p, t, v, 1) && b <= pr->max_batch && b <= o->max_batch; b *= 2) {
         double l = vr_profile_latency_ms(pr, b, 0.5);
         if (l <= p->slo_ms / 2 && b * 1000.0 / l > best) best = b * 1000.0 / l;
       }
@@ -631,163 +613,6 @@ static int hw_hopeless(const vr_pipeline *p, const vr_profile *prof,
     off += tk->nvariants;
   }
   return need > workers;
-}
-
-/* Called when the best effort serves nothing: is the SLO itself the cause
- * (no load or cluster would do)? Along the tasks requests must reach
- * (some parent variant sends them outputs), the fastest allowed variants
- * at batch 1 are summed root to task; past the MILP's latency bound
- * (SLO/2 less the hops' communication) on any of them, VR_EINFEASIBLE
- * naming the slowest task of the worst path. 0 otherwise (too few
- * workers: the best effort stands). */
-void vr__loki_reached(const vr_pipeline *p, int *reached) {
-  for (int t = 0; t < p->ntasks; t++) {
-    int par = p->tasks[t].parent;
-    reached[t] = par < 0;
-    for (int v = 0; par >= 0 && reached[par] && v < p->tasks[par].nvariants; v++) {
-      const vr_pipe_variant *pv = &p->tasks[par].variants[v];
-      for (int c = 0; c < p->tasks[par].nchildren; c++)
-        if (p->tasks[par].children[c] == t && pv->mult * pv->share[c] > 0) reached[t] = 1;
-    }
-  }
-}
-
-static int slo_infeasible(const vr_pipeline *p, const vr_profile *prof,
-                          const vr_pipe_plan *shape, const vr_loki_opts *o,
-                          vr_errbuf *err) {
-  double fast[VR_PIPE_MAX_TASKS], at[VR_PIPE_MAX_TASKS], worst = -1;
-  int fv[VR_PIPE_MAX_TASKS], hops[VR_PIPE_MAX_TASKS], reached[VR_PIPE_MAX_TASKS];
-  int depth = 0, leaf = -1;
-  vr__loki_reached(p, reached);
-  for (int t = 0; t < p->ntasks; t++) {
-    const vr_pipe_task *tk = &p->tasks[t];
-    int par = tk->parent;
-    fast[t] = INFINITY, fv[t] = 0;
-    for (int v = 0; v < tk->nvariants; v++) {
-      double l = vr_profile_latency_ms(&prof[shape->off[t] + v], 1, 0.5);
-      if (allowed(p, t, v, o->hw_only) && l < fast[t]) fast[t] = l, fv[t] = v;
-    }
-    at[t] = fast[t] + (par >= 0 ? at[par] : 0);
-    hops[t] = 1 + (par >= 0 ? hops[par] : 0);
-    if (hops[t] > depth) depth = hops[t];
-    if (reached[t] && at[t] > worst) worst = at[t], leaf = t;
-  }
-  double half = p->slo_ms / 2 - o->comm_ms * depth;
-  if (leaf < 0 || worst <= half) return 0;
-  int slow = leaf;
-  for (int t = leaf; t >= 0; t = p->tasks[t].parent)
-    if (fast[t] > fast[slow]) slow = t;
-  return vr_errf(err, VR_EINFEASIBLE,
-                 "SLO %.1f ms is infeasible: the fastest variants take "
-                 "%.1f ms at batch 1 from the root to task '%s', over the "
-                 "%.1f ms a path may take (half the SLO%s); bottleneck stage "
-                 "'%s' (%.1f ms on '%s')", p->slo_ms, worst,
-                 p->tasks[leaf].name, half,
-                 o->comm_ms > 0 ? ", less communication" : "",
-                 p->tasks[slow].name, fast[slow],
-                 p->tasks[slow].variants[fv[slow]].name);
-}
-
-int vr__loki_task_unservable(const vr_pipeline *p, const vr_profile *prof,
-                             const vr_pipe_plan *shape, const vr_loki_opts *o,
-                             int hw_only, double half, int t,
-                             const char *who, vr_errbuf *err) {
-  const vr_pipe_task *tk = &p->tasks[t];
-  int batches = 0, fv = -1, maxb = 0;
-  double fast = INFINITY;
-  for (int v = 0; v < tk->nvariants; v++) {
-    const vr_profile *pr = &prof[shape->off[t] + v];
-    if (!allowed(p, t, v, hw_only)) continue;
-    if (pr->max_batch > maxb) maxb = pr->max_batch;
-    for (int b = 0; b < NB; b++) {
-      int bs = vr_prof_batch(b);
-      if (bs > o->max_batch || bs > pr->max_batch) break;
-      batches++;
-      double l = vr_profile_latency_ms(pr, bs, 0.5);
-      if (l <= half) return 0;
-      if (l < fast) fast = l, fv = v;
-    }
-  }
-  if (!batches)
-    return vr_errf(err, VR_EINFEASIBLE,
-                   "%s: task '%s' cannot be served: no batch size fits its "
-                   "variants' max batch (%d in their profiles, %d the "
-                   "planner's)", who, tk->name, maxb, o->max_batch);
-  return vr_errf(err, VR_EINFEASIBLE,
-                 "%s: task '%s' cannot be served: every variant takes over "
-                 "the %.1f ms it may take at any batch (the fastest, '%s', "
-                 "%.1f ms)", who, tk->name, half, tk->variants[fv].name, fast);
-}
-
-/* Called when the best effort serves nothing and the SLO along the paths
- * is not the cause: a task no variant and batch fits (the MILP has no
- * column for it), then CBC's time limit (its incumbent may be the zero
- * plan), else the plan itself: VR_EINFEASIBLE or VR_EBACKEND, never 0
- * (an empty plan would unload every instance of the pipeline). */
-static int serves_nothing(const vr_pipeline *p, const vr_profile *prof,
-                          const vr_pipe_plan *shape, const vr_loki_opts *o,
-                          const vr_loki_stats *st, vr_errbuf *err) {
-  int reached[VR_PIPE_MAX_TASKS], depth = 0;
-  vr__loki_reached(p, reached);
-  for (int t = 0; t < p->ntasks; t++) {
-    int d = 1;
-    for (int a = p->tasks[t].parent; a >= 0; a = p->tasks[a].parent) d++;
-    if (d > depth) depth = d;
-  }
-  double half = p->slo_ms / 2 - o->comm_ms * depth;
-  for (int t = 0; t < p->ntasks; t++) {
-    int rc = reached[t] ? vr__loki_task_unservable(p, prof, shape, o, o->hw_only,
-                                                   half, t, "loki", err)
-                        : 0;
-    if (rc) return rc;
-  }
-  if (st->status != VR_MILP_OPTIMAL)
-    return no_plan_in_time(o, "its best plan serves nothing", err);
-  return vr_errf(err, VR_EINFEASIBLE, "loki: no plan for pipeline '%s' "
-                 "serves any request", p->name);
-}
-
-/* A request served takes an instance of the root and of every task the
- * root's variant sends outputs to, and so on down: with fewer workers
- * than the cheapest such tree of tasks, no plan serves anything. The
- * best effort then had alpha = 0 and worker columns of no cost, so the
- * solver left instances anywhere (the leaves', none of the root's) and
- * the plan, returned as a best effort, served nothing. VR_EINFEASIBLE
- * naming the tasks; 0 when the workers can host them. Children come
- * after their parent in the task order (build_prefixes). */
-int vr__loki_too_few_workers(const vr_pipeline *p, int workers, int hw_only,
-                             vr_errbuf *err) {
-  int need[VR_PIPE_MAX_TASKS], pick[VR_PIPE_MAX_TASKS];
-  for (int t = p->ntasks - 1; t >= 0; t--) {
-    const vr_pipe_task *tk = &p->tasks[t];
-    need[t] = p->ntasks + 1, pick[t] = 0; /* above any tree */
-    for (int v = 0; v < tk->nvariants; v++) {
-      if (!allowed(p, t, v, hw_only)) continue;
-      int n = 1;
-      for (int c = 0; c < tk->nchildren; c++)
-        if (tk->variants[v].mult * tk->variants[v].share[c] > 0)
-          n += need[tk->children[c]];
-      if (n < need[t]) need[t] = n, pick[t] = v;
-    }
-  }
-  if (need[0] <= workers) return 0;
-  /* the tasks of that tree, root first */
-  char names[256] = "";
-  int reach[VR_PIPE_MAX_TASKS] = {1};
-  for (int t = 0; t < p->ntasks; t++) {
-    if (!reach[t]) continue;
-    const vr_pipe_task *tk = &p->tasks[t];
-    const vr_pipe_variant *pv = &tk->variants[pick[t]];
-    for (int c = 0; c < tk->nchildren; c++)
-      if (pv->mult * pv->share[c] > 0) reach[tk->children[c]] = 1;
-    size_t len = strlen(names);
-    snprintf(names + len, sizeof names - len, "%s'%s'", len ? ", " : "",
-             tk->name);
-  }
-  return vr_errf(err, VR_EINFEASIBLE,
-                 "%d worker(s) cannot host pipeline '%s': a request needs "
-                 "an instance of each task it reaches (%s), %d at least",
-                 workers, p->name, names, need[0]);
 }
 
 int vr_loki_plan(const vr_pipeline *p, const vr_profile *prof,
@@ -817,9 +642,8 @@ int vr_loki_plan(const vr_pipeline *p, const vr_profile *prof,
                err);
   /* an empty plan would unload every instance of the pipeline: when no
    * load could be served within the SLO, that is an error to report */
-  if (!rc && !(st->served > 1e-9)) rc = slo_infeasible(p, prof, plan, o, err);
   if (!rc && !(st->served > 1e-9))
-    rc = serves_nothing(p, prof, plan, o, st, err);
+    rc = vr__loki_serves_nothing(p, prof, plan, o, st, err);
   if (!rc) plan->accuracy_scaled = !o->hw_only;
   return rc;
 }
