@@ -60,7 +60,7 @@ int vr_pol_consolidate(const vr_snapshot *s, vr_place *pl, vr_actions *out) {
       vr_place_release(pl, dst[k], &s->variants[in->variant].prof);
       continue;
     }
-    vr_place_release(pl, cand, &s->variants[in->variant].prof);
+    vr_place_release_inst(pl, k);
     pl->gone[k] = 1;
     if ((rc = vr_actions_push(out, VR_ACT_MIGRATE, in->variant, in->id,
                               dst[k], -1, 0, "consolidate workers")))

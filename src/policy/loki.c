@@ -1,5 +1,6 @@
 /* Loki's MILPs (loki.h); the Proteus-like per-task MILP, which shares
- * their columns and rows (loki_int.h), is in proteus_plan.c. */
+ * their columns and rows (loki_int.h), is in proteus_plan.c, and why no
+ * plan serves (the errors) in loki_check.c. */
 #include "policy/loki.h"
 
 #include <math.h>
@@ -18,16 +19,6 @@ void vr_loki_opts_default(vr_loki_opts *o) {
   o->slack = 1.0;
   o->time_limit_s = 2;
   o->max_batch = 64;
-}
-
-/* Is slot (t,v) allowed (hw_only: only the most accurate variants)? */
-static int allowed(const vr_pipeline *p, int t, int v, int hw_only) {
-  if (!hw_only) return 1;
-  const vr_pipe_task *tk = &p->tasks[t];
-  for (int k = 0; k < tk->nvariants; k++)
-    if (vr__loki_acc01(&tk->variants[k]) > vr__loki_acc01(&tk->variants[v]))
-      return 0;
-  return 1;
 }
 
 static int build_prefixes(model *md, int hw_only, vr_errbuf *err) {
@@ -54,7 +45,7 @@ static int build_prefixes(model *md, int hw_only, vr_errbuf *err) {
         acc = pq->acc;
       }
       for (int v = 0; v < tk->nvariants; v++) {
-        if (!allowed(p, t, v, hw_only)) continue;
+        if (!vr__loki_allowed(p, t, v, hw_only)) continue;
         if (n >= MAX_PREFIXES)
           return vr_errf(err, VR_ELIMIT, "loki: the augmented graph has more "
                          "than %d paths; too large for the MILP",
@@ -78,7 +69,7 @@ static double lat_b(const model *md, int slot, int b) {
 static int batch_ok(const model *md, const vr_loki_opts *o, double half,
                     int hw_only, int t, int v, int b) {
   int s = md->shape->off[t] + v, bs = vr_prof_batch(b);
-  return allowed(md->p, t, v, hw_only) && bs <= o->max_batch &&
+  return vr__loki_allowed(md->p, t, v, hw_only) && bs <= o->max_batch &&
          bs <= md->prof[s].max_batch && lat_b(md, s, b) <= half;
 }
 
@@ -233,8 +224,24 @@ static int settle_batch(const model *md, int s, int n, int bs, double load) {
   return bs;
 }
 
+/* Whether some flow reaches slot s: a prefix there that carries requests
+ * (m > 0) with a flow above the solver's noise (its primal tolerance is
+ * 1e-7). */
+static int slot_carries(const model *md, const double *x, int s) {
+  for (int q = 0; q < md->npre; q++)
+    if (md->pre[q].slot == s && md->pre[q].m > 0 && x[md->pre[q].col] > 1e-6)
+      return 1;
+  return 0;
+}
+
 /* Reads w into the plan; load[slot] = expected qps. settle: lower each
- * batch as far as capacity for load x slack allows (settle_batch). */
+ * batch as far as capacity for load x slack allows (settle_batch). A slot
+ * no flow uses gets no instances: the accuracy modes price workers at 0
+ * (Loki's (12) only bounds them), so the solver may leave w > 0 on a
+ * variant that serves nothing; those workers go to spread_idle, as
+ * headroom on the variants in use (the paper's accuracy scaling has every
+ * server take part in query processing). Dropping a hosted variant only
+ * loosens the latency rows. */
 void vr__loki_extract(const model *md, const double *x, double demand,
                       double slack, int settle, vr_pipe_plan *plan,
                       double *load) {
@@ -246,6 +253,7 @@ void vr__loki_extract(const model *md, const double *x, double demand,
   for (int t = 0; t < md->p->ntasks; t++)
     for (int v = 0; v < md->p->tasks[t].nvariants; v++) {
       int s = md->shape->off[t] + v, n = 0, bs = 1;
+      if (!slot_carries(md, x, s)) continue;
       for (int b = 0; b < NB; b++)
         if (md->w[s][b] >= 0 && lround(x[md->w[s][b]]) > 0)
           n += (int)lround(x[md->w[s][b]]), bs = vr_prof_batch(b);
@@ -433,7 +441,7 @@ static int solve_levels(ctx *c, model *cur, model *best, vr_milp **bm,
     rc = -1;
     goto out;
   }
-  int k = 0;
+  int k = 0, proven = 1;
   for (int i = 0; i < n; i++) { /* LP bounds; drop the infeasible */
     vr_milp *m = build(c, cur, vecs[i].fixb, 1);
     if (!m) {
@@ -444,11 +452,12 @@ static int solve_levels(ctx *c, model *cur, model *best, vr_milp **bm,
     st->subsolves++;
     if (s == VR_MILP_OPTIMAL)
       vecs[k].fixb = vecs[i].fixb, vecs[k++].bound = vr_milp_obj(m);
+    else if (s != VR_MILP_INFEASIBLE) /* out of time: dropped, unproven */
+      proven = 0;
     vr_milp_free(m);
   }
   qsort(vecs, k, sizeof *vecs, cmp_bound_desc);
   double inc = 0;
-  int proven = 1;
   for (int i = 0; i < k; i++) {
     if (*bm && vecs[i].bound <= inc + LOKI_ACC_GAP) break;
     vr_milp *m = build(c, cur, vecs[i].fixb, 0);
@@ -556,8 +565,7 @@ static int solve(const vr_pipeline *p, const vr_profile *prof,
     goto out;
   }
   if (status == VR_MILP_NONE) {
-    rc = vr_errf(err, VR_EBACKEND, "loki: CBC found no plan in %g s",
-                 o->time_limit_s);
+    rc = vr__loki_no_plan_in_time(o, "found no plan", err);
     goto out;
   }
   rc = finish(&c, best, m, plan, st, err);
@@ -589,14 +597,14 @@ static int hw_hopeless(const vr_pipeline *p, const vr_profile *prof,
       while (pt->children[c] != t) c++;
       double m = INFINITY;
       for (int v = 0; v < pt->nvariants; v++)
-        if (allowed(p, par, v, 1) && pt->variants[v].mult * pt->variants[v].share[c] < m)
+        if (vr__loki_allowed(p, par, v, 1) && pt->variants[v].mult * pt->variants[v].share[c] < m)
           m = pt->variants[v].mult * pt->variants[v].share[c];
       rate[t] = m > 0 ? rate[par] * m : 0; /* no 0 x inf */
     }
     double best = 0;
     for (int v = 0; v < tk->nvariants; v++) {
       const vr_profile *pr = &prof[off + v];
-      for (int b = 1; allowed(p, t, v, 1) && b <= pr->max_batch && b <= o->max_batch; b *= 2) {
+      for (int b = 1; vr__loki_allowed(p, t, v, 1) && b <= pr->max_batch && b <= o->max_batch; b *= 2) {
         double l = vr_profile_latency_ms(pr, b, 0.5);
         if (l <= p->slo_ms / 2 && b * 1000.0 / l > best) best = b * 1000.0 / l;
       }
@@ -605,97 +613,6 @@ static int hw_hopeless(const vr_pipeline *p, const vr_profile *prof,
     off += tk->nvariants;
   }
   return need > workers;
-}
-
-/* Called when the best effort serves nothing: is the SLO itself the cause
- * (no load or cluster would do)? Along the tasks requests must reach
- * (some parent variant sends them outputs), the fastest allowed variants
- * at batch 1 are summed root to task; past the MILP's latency bound
- * (SLO/2 less the hops' communication) on any of them, VR_EINFEASIBLE
- * naming the slowest task of the worst path. 0 otherwise (too few
- * workers: the best effort stands). */
-static int slo_infeasible(const vr_pipeline *p, const vr_profile *prof,
-                          const vr_pipe_plan *shape, const vr_loki_opts *o,
-                          vr_errbuf *err) {
-  double fast[VR_PIPE_MAX_TASKS], at[VR_PIPE_MAX_TASKS], worst = -1;
-  int fv[VR_PIPE_MAX_TASKS], hops[VR_PIPE_MAX_TASKS], reached[VR_PIPE_MAX_TASKS];
-  int depth = 0, leaf = -1;
-  for (int t = 0; t < p->ntasks; t++) {
-    const vr_pipe_task *tk = &p->tasks[t];
-    int par = tk->parent;
-    reached[t] = par < 0;
-    for (int v = 0; par >= 0 && reached[par] && v < p->tasks[par].nvariants; v++) {
-      const vr_pipe_variant *pv = &p->tasks[par].variants[v];
-      for (int c = 0; c < p->tasks[par].nchildren; c++)
-        if (p->tasks[par].children[c] == t && pv->mult * pv->share[c] > 0) reached[t] = 1;
-    }
-    fast[t] = INFINITY, fv[t] = 0;
-    for (int v = 0; v < tk->nvariants; v++) {
-      double l = vr_profile_latency_ms(&prof[shape->off[t] + v], 1, 0.5);
-      if (allowed(p, t, v, o->hw_only) && l < fast[t]) fast[t] = l, fv[t] = v;
-    }
-    at[t] = fast[t] + (par >= 0 ? at[par] : 0);
-    hops[t] = 1 + (par >= 0 ? hops[par] : 0);
-    if (hops[t] > depth) depth = hops[t];
-    if (reached[t] && at[t] > worst) worst = at[t], leaf = t;
-  }
-  double half = p->slo_ms / 2 - o->comm_ms * depth;
-  if (leaf < 0 || worst <= half) return 0;
-  int slow = leaf;
-  for (int t = leaf; t >= 0; t = p->tasks[t].parent)
-    if (fast[t] > fast[slow]) slow = t;
-  return vr_errf(err, VR_EINFEASIBLE,
-                 "SLO %.1f ms is infeasible: the fastest variants take "
-                 "%.1f ms at batch 1 from the root to task '%s', over the "
-                 "%.1f ms a path may take (half the SLO%s); bottleneck stage "
-                 "'%s' (%.1f ms on '%s')", p->slo_ms, worst,
-                 p->tasks[leaf].name, half,
-                 o->comm_ms > 0 ? ", less communication" : "",
-                 p->tasks[slow].name, fast[slow],
-                 p->tasks[slow].variants[fv[slow]].name);
-}
-
-/* A request served takes an instance of the root and of every task the
- * root's variant sends outputs to, and so on down: with fewer workers
- * than the cheapest such tree of tasks, no plan serves anything. The
- * best effort then had alpha = 0 and worker columns of no cost, so the
- * solver left instances anywhere (the leaves', none of the root's) and
- * the plan, returned as a best effort, served nothing. VR_EINFEASIBLE
- * naming the tasks; 0 when the workers can host them. Children come
- * after their parent in the task order (build_prefixes). */
-static int too_few_workers(const vr_pipeline *p, int workers, int hw_only,
-                           vr_errbuf *err) {
-  int need[VR_PIPE_MAX_TASKS], pick[VR_PIPE_MAX_TASKS];
-  for (int t = p->ntasks - 1; t >= 0; t--) {
-    const vr_pipe_task *tk = &p->tasks[t];
-    need[t] = p->ntasks + 1, pick[t] = 0; /* above any tree */
-    for (int v = 0; v < tk->nvariants; v++) {
-      if (!allowed(p, t, v, hw_only)) continue;
-      int n = 1;
-      for (int c = 0; c < tk->nchildren; c++)
-        if (tk->variants[v].mult * tk->variants[v].share[c] > 0)
-          n += need[tk->children[c]];
-      if (n < need[t]) need[t] = n, pick[t] = v;
-    }
-  }
-  if (need[0] <= workers) return 0;
-  /* the tasks of that tree, root first */
-  char names[256] = "";
-  int reach[VR_PIPE_MAX_TASKS] = {1};
-  for (int t = 0; t < p->ntasks; t++) {
-    if (!reach[t]) continue;
-    const vr_pipe_task *tk = &p->tasks[t];
-    const vr_pipe_variant *pv = &tk->variants[pick[t]];
-    for (int c = 0; c < tk->nchildren; c++)
-      if (pv->mult * pv->share[c] > 0) reach[tk->children[c]] = 1;
-    size_t len = strlen(names);
-    snprintf(names + len, sizeof names - len, "%s'%s'", len ? ", " : "",
-             tk->name);
-  }
-  return vr_errf(err, VR_EINFEASIBLE,
-                 "%d worker(s) cannot host pipeline '%s': a request needs "
-                 "an instance of each task it reaches (%s), %d at least",
-                 workers, p->name, names, need[0]);
 }
 
 int vr_loki_plan(const vr_pipeline *p, const vr_profile *prof,
@@ -707,7 +624,7 @@ int vr_loki_plan(const vr_pipeline *p, const vr_profile *prof,
   if (!st) st = &tmp;
   memset(st, 0, sizeof *st);
   if (demand_qps < 0.01) demand_qps = 0.01; /* keep one path alive */
-  int rc = too_few_workers(p, workers, o->hw_only, err);
+  int rc = vr__loki_too_few_workers(p, workers, o->hw_only, err);
   if (rc) return rc;
   rc = VR_EINFEASIBLE;
   if (!o->no_hw_scaling && !hw_hopeless(p, prof, demand_qps, workers, o)) {
@@ -725,7 +642,8 @@ int vr_loki_plan(const vr_pipeline *p, const vr_profile *prof,
                err);
   /* an empty plan would unload every instance of the pipeline: when no
    * load could be served within the SLO, that is an error to report */
-  if (!rc && !(st->served > 1e-9)) rc = slo_infeasible(p, prof, plan, o, err);
+  if (!rc && !(st->served > 1e-9))
+    rc = vr__loki_serves_nothing(p, prof, plan, o, st, err);
   if (!rc) plan->accuracy_scaled = !o->hw_only;
   return rc;
 }

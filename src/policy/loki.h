@@ -31,10 +31,12 @@
  *     (most demand served) with feasible = 0, never an error; but when it
  *     serves nothing because even the fastest variants miss the SLO along
  *     a path requests must take (no load or cluster would do), the SLO is
- *     VR_EINFEASIBLE, naming the bottleneck stage. Fewer workers than the
- *     tasks a request reaches (an instance of each) are VR_EINFEASIBLE
- *     too, naming those tasks, before any MILP: with alpha = 0 the
- *     solver's workers, free in these modes, landed anywhere.
+ *     VR_EINFEASIBLE, naming the bottleneck stage; so is a task requests
+ *     reach that no variant and batch fits (no batch size within the max
+ *     batch, or none within SLO/2), naming the task and the cause. Fewer
+ *     workers than the tasks a request reaches (an instance of each) are
+ *     VR_EINFEASIBLE too, naming those tasks, before any MILP: with alpha
+ *     = 0 the solver's workers, free in these modes, landed anywhere.
  *     Solved by latency levels: each task with children takes one of its
  *     (variant, batch) latencies as L(t), which fixes every variant's best
  *     batch; the LP relaxation of each level vector ranks them, and the
@@ -45,7 +47,9 @@
  *     than 512 level vectors, or opts.single_milp: the one MILP.
  *     Workers the solution leaves idle are added to the variants in use in
  *     proportion to their load (headroom: all servers take part, as in the
- *     paper's accuracy-scaling phase).
+ *     paper's accuracy-scaling phase); so are the instances it left on
+ *     variants no flow uses (workers cost nothing in these modes), which a
+ *     plan never holds.
  *
  * Pure: no I/O, no clock, no globals. Outputs: the plan (instances and max
  * batch per variant; budgets follow from pipe_plan.h).
@@ -85,8 +89,12 @@ void vr_loki_opts_default(vr_loki_opts *o);
 /* Plans for demand_qps at the root on at most `workers` workers. plan must
  * be initialised for p (vr_pipe_plan_init); it is overwritten. 0, VR_ENOMEM,
  * VR_ELIMIT (augmented graph too large: > 20000 prefixes), VR_EBACKEND
- * (CBC found no solution in time) or VR_EINFEASIBLE (the SLO is below the
- * fastest path; err names the bottleneck stage). */
+ * (CBC stopped at its time limit with no plan, or only one serving
+ * nothing; a plan it stopped with that serves is used, stats.status
+ * VR_MILP_FEASIBLE) or VR_EINFEASIBLE (the SLO is below the
+ * fastest path, err naming the bottleneck stage; a task no variant and
+ * batch fits; too few workers for the tasks). Never 0 with a plan that
+ * serves nothing. */
 int vr_loki_plan(const vr_pipeline *p, const vr_profile *prof,
                  double demand_qps, int workers, const vr_loki_opts *o,
                  vr_pipe_plan *plan, vr_loki_stats *st, vr_errbuf *err);
@@ -96,7 +104,10 @@ int vr_loki_plan(const vr_pipeline *p, const vr_profile *prof,
  * share of the SLO (SLO / depth of the tree, halved for queueing); one
  * MILP over all tasks maximises the demand-weighted mean single-model
  * accuracy on the whole cluster (no hardware scaling; idle workers are
- * spread as headroom). Best effort as above. */
+ * spread as headroom). Best effort as above; a task requests reach that
+ * no variant and batch fits its share of the SLO (or its max batch), and
+ * fewer workers than the tasks a request reaches, are VR_EINFEASIBLE
+ * naming them. */
 int vr_proteus_plan(const vr_pipeline *p, const vr_profile *prof,
                     const double *task_qps, int workers,
                     const vr_loki_opts *o, vr_pipe_plan *plan,

@@ -3,10 +3,12 @@
 
 #include <coin/Cbc_C_Interface.h>
 #include <stdlib.h>
+#include <time.h>
 
 struct vr_milp {
   Cbc_Model *cbc;
   int ncols;
+  int status; /* of the last solve; -1 before */
 };
 
 vr_milp *vr_milp_new(int maximize) {
@@ -15,6 +17,7 @@ vr_milp *vr_milp_new(int maximize) {
     free(m);
     return NULL;
   }
+  m->status = -1;
   Cbc_setLogLevel(m->cbc, 0);
   Cbc_setObjSense(m->cbc, maximize ? -1 : 1);
   return m;
@@ -49,15 +52,43 @@ void vr_milp_lean(vr_milp *m) {
   Cbc_setParameter(m->cbc, "heur", "off");
 }
 
-int vr_milp_solve(vr_milp *m, double time_limit_s) {
-  if (time_limit_s > 0) Cbc_setMaximumSeconds(m->cbc, time_limit_s);
-  Cbc_solve(m->cbc);
-  if (Cbc_isProvenInfeasible(m->cbc)) return VR_MILP_INFEASIBLE;
+/* CPU seconds of the process since `start` (clock()): CBC's time limit
+ * counts the process's CPU time (its default timeMode; Vario never sets
+ * it), and this span holds CBC's, so a stop on the limit implies this is
+ * at least the limit. */
+static double cpu_since(clock_t start) {
+  return (double)(clock() - start) / CLOCKS_PER_SEC;
+}
+
+/* The vr_milp_status of the solve that began at `start`. */
+static int classify(vr_milp *m, double time_limit_s, clock_t start) {
+  /* CBC stopped by its time limit in the root LP reports the LP
+   * relaxation infeasible (status 0, secondary 1: proven infeasible), as
+   * a real proof does, even for a model whose zero vector is feasible:
+   * once the limit has run out, "infeasible" is no proof */
+  int out_of_time = time_limit_s > 0 &&
+                    (Cbc_isSecondsLimitReached(m->cbc) ||
+                     cpu_since(start) >= 0.99 * time_limit_s);
+  if (Cbc_isProvenInfeasible(m->cbc) && !out_of_time)
+    return VR_MILP_INFEASIBLE;
   if (Cbc_isProvenOptimal(m->cbc)) return VR_MILP_OPTIMAL;
   return Cbc_numberSavedSolutions(m->cbc) > 0 ? VR_MILP_FEASIBLE
                                                 : VR_MILP_NONE;
 }
 
-const double *vr_milp_x(vr_milp *m) { return Cbc_getColSolution(m->cbc); }
+int vr_milp_solve(vr_milp *m, double time_limit_s) {
+  if (time_limit_s > 0) Cbc_setMaximumSeconds(m->cbc, time_limit_s);
+  clock_t start = clock();
+  Cbc_solve(m->cbc);
+  return m->status = classify(m, time_limit_s, start);
+}
+
+/* CBC hands out its LP's last point whatever the status: only a solution
+ * is one */
+const double *vr_milp_x(vr_milp *m) {
+  return m->status == VR_MILP_OPTIMAL || m->status == VR_MILP_FEASIBLE
+             ? Cbc_getColSolution(m->cbc)
+             : NULL;
+}
 double vr_milp_obj(vr_milp *m) { return Cbc_getObjValue(m->cbc); }
 int vr_milp_ncols(const vr_milp *m) { return m->ncols; }

@@ -4,8 +4,8 @@
  * reference ILP (sim/ilp.h). Columns and rows are added one at a time;
  * solve runs CBC silently (log level 0, one thread) within a time limit.
  *
- * Purity: no I/O (CBC's log is off), no threads, no globals; a solve is
- * deterministic for the same model.
+ * Purity: no I/O (CBC's log is off), no threads, no globals; a solve
+ * without a time limit is deterministic for the same model.
  *
  * Ownership: a vr_milp owns its CBC model; vr_milp_free releases it.
  */
@@ -31,7 +31,8 @@ void vr_milp_row(vr_milp *m, int n, const int *idx, const double *coef,
 typedef enum {
   VR_MILP_OPTIMAL = 0,   /* proven optimal */
   VR_MILP_FEASIBLE = 1,  /* a solution, optimality not proven in time */
-  VR_MILP_INFEASIBLE = 2,
+  VR_MILP_INFEASIBLE = 2, /* proven (or, with a cutoff, none beats it)
+                             before the time limit ran out */
   VR_MILP_NONE = 3,      /* no solution found in time */
 } vr_milp_status;
 
@@ -50,7 +51,11 @@ void vr_milp_set_cutoff(vr_milp *m, double obj);
  * heuristics cost more than the few nodes they save. */
 void vr_milp_lean(vr_milp *m);
 
-/* Solves; time_limit_s <= 0: none. Returns a vr_milp_status. */
+/* Solves; time_limit_s <= 0: none. Returns a vr_milp_status. The limit
+ * is CBC's: CPU seconds of the whole process. CBC stopped by it in its
+ * root LP says "proven infeasible" as a proof does; once the process's CPU
+ * time since the call reaches the limit, that is VR_MILP_NONE (so a
+ * limit also makes the answer depend on the clock). */
 int vr_milp_solve(vr_milp *m, double time_limit_s);
 
 /* The solution (ncols values) after VR_MILP_OPTIMAL/FEASIBLE, else NULL;

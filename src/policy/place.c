@@ -161,6 +161,20 @@ void vr_place_release(vr_place *p, int worker, const vr_profile *prof) {
   p->ninst[worker]--;
 }
 
+/* An AsyFunc body's shadow runs in the body (its cores are the worker's,
+ * counted held in free_cores) and ends with it. */
+static int shadow_cores(const vr_snap_instance *in) {
+  return in->shadow_cores > 0 ? in->shadow_cores : 0;
+}
+
+void vr_place_release_inst(vr_place *p, size_t i) {
+  const vr_snap_instance *in = &p->s->instances[i];
+  int w = in->worker;
+  if (w < 0 || (size_t)w >= p->s->nworkers) return;
+  vr_place_release(p, w, &p->s->variants[in->variant].prof);
+  p->free_cores[w] += shadow_cores(in);
+}
+
 int vr_place_swap(vr_place *p, size_t i, int u) {
   const vr_snapshot *s = p->s;
   const vr_snap_instance *in = &s->instances[i];
@@ -172,12 +186,13 @@ int vr_place_swap(vr_place *p, size_t i, int u) {
   const vr_profile *nw = &s->variants[u].prof;
   int gpu_old = needs_gpu(old), gpu_new = needs_gpu(nw);
   /* cores are time-shared during the short overlap (the old instance
-   * serves while the new one loads); memory must hold both at once */
-  if (p->free_cores[w] + old->threads < nw->threads ||
+   * serves while the new one loads), its shadow's with them; memory must
+   * hold both at once */
+  if (p->free_cores[w] + old->threads + shadow_cores(in) < nw->threads ||
       p->free_mem[w] < nw->mem_bytes ||
       (gpu_new && p->free_gpus[w] + gpu_old < 1))
     return -1;
-  vr_place_release(p, w, old);
+  vr_place_release_inst(p, i);
   p->free_mem[w] -= old->mem_bytes; /* freed only after the overlap */
   p->gone[i] = 1;
   p->free_cores[w] -= nw->threads;

@@ -62,14 +62,18 @@ int vr_place_fits_elsewhere(const vr_place *p, const vr_profile *prof,
 /* Emits LOAD for prof's variant v placed by vr_place_pick; returns 1 if
  * placed, 0 if not, or VR_ENOMEM. */
 int vr_place_load(vr_place *p, int v, vr_actions *out, const char *why);
-/* Gives back an unloaded instance's resources (so the worker may count as
- * empty in the same tick). */
+/* Gives back the resources of one instance of prof on worker (one this
+ * tick placed, so the worker may count as empty in the same tick). */
 void vr_place_release(vr_place *p, int worker, const vr_profile *prof);
+/* The same for snapshot instance i, unloaded or moved: its variant's
+ * resources and its AsyFunc shadow's cores (the worker's free cores count
+ * both as held; the shadow ends with its body). */
+void vr_place_release_inst(vr_place *p, size_t i);
 /* Whether snapshot instance i could make room, on its own worker, for one
- * instance of variant u if it went away (its cores count as free: they
- * are shared while u loads; memory must hold both); if so releases its
- * cores, deducts u, marks i gone and returns the worker, else -1 and
- * nothing changes. */
+ * instance of variant u if it went away (its cores and its shadow's count
+ * as free: they are shared while u loads; memory must hold both); if so
+ * releases them, deducts u, marks i gone and returns the worker, else -1
+ * and nothing changes. */
 int vr_place_swap(vr_place *p, size_t i, int u);
 /* Whether the cluster can still grow: some worker type below its cap. */
 int vr_place_growable(const vr_snapshot *s);

@@ -251,7 +251,7 @@ int vr_pol_unload_one(vr_place *pl, int v, vr_actions *out, const char *why) {
   }
   if (best < 0) return 0;
   pl->gone[best] = 1;
-  vr_place_release(pl, s->instances[best].worker, &s->variants[v].prof);
+  vr_place_release_inst(pl, (size_t)best);
   return vr_actions_push(out, VR_ACT_UNLOAD, v, s->instances[best].id,
                          s->instances[best].worker, -1, 0, why);
 }

@@ -35,6 +35,31 @@ static int proteus_rows(model *md, vr_milp *m, const double *task_qps,
   return 0;
 }
 
+/* What no solve can change: fewer workers than the tasks a request
+ * reaches (an instance of each; the MILP, each task on its own, placed
+ * them on some and returned a plan no request could pass), or a task no
+ * variant and batch fits its share of the SLO (SLO / depth, halved). The
+ * plan would serve nothing end to end: VR_EINFEASIBLE naming the tasks. */
+static int static_checks(const vr_pipeline *p, const vr_profile *prof,
+                         const vr_pipe_plan *shape, int workers,
+                         const vr_loki_opts *o, vr_errbuf *err) {
+  int rc = vr__loki_too_few_workers(p, workers, 0, err), depth = 0;
+  int reached[VR_PIPE_MAX_TASKS];
+  if (rc) return rc;
+  for (int t = 0; t < p->ntasks; t++) {
+    int d = 1;
+    for (int a = p->tasks[t].parent; a >= 0; a = p->tasks[a].parent) d++;
+    if (d > depth) depth = d;
+  }
+  double half = (p->slo_ms / depth - o->comm_ms) / 2;
+  vr__loki_reached(p, reached);
+  for (int t = 0; t < p->ntasks && !rc; t++)
+    if (reached[t])
+      rc = vr__loki_task_unservable(p, prof, shape, o, 0, half, t, "proteus",
+                                    err);
+  return rc;
+}
+
 int vr_proteus_plan(const vr_pipeline *p, const vr_profile *prof,
                     const double *task_qps, int workers,
                     const vr_loki_opts *o, vr_pipe_plan *plan,
@@ -45,11 +70,13 @@ int vr_proteus_plan(const vr_pipeline *p, const vr_profile *prof,
   if (!st) st = &tmp;
   memset(st, 0, sizeof *st);
   st->step = 2;
+  int rc = static_checks(p, prof, plan, workers, o, err);
+  if (rc) return rc;
   model *md = calloc(1, sizeof *md);
   vr_milp *m = vr_milp_new(1);
   rowbuf rb = {0};
   double *load = NULL, total = 0, q[VR_PIPE_MAX_TASKS];
-  int rc = 0, depth = 0, alpha[VR_PIPE_MAX_TASKS];
+  int depth = 0, alpha[VR_PIPE_MAX_TASKS];
   if (!md || !m || !(md->pre = malloc((plan->off[p->ntasks] + 1) *
                                       sizeof *md->pre))) {
     rc = vr_errf(err, VR_ENOMEM, "proteus: out of memory");
@@ -95,14 +122,26 @@ int vr_proteus_plan(const vr_pipeline *p, const vr_profile *prof,
   int status = vr_milp_solve(m, o->time_limit_s);
   st->status = status, st->cols = vr_milp_ncols(m), st->rows = md->rows;
   st->prefixes = md->npre;
-  if (status != VR_MILP_OPTIMAL && status != VR_MILP_FEASIBLE) {
-    rc = vr_errf(err, VR_EBACKEND, "proteus: CBC found no plan");
+  if (status == VR_MILP_INFEASIBLE) { /* alpha = 0 is always feasible */
+    rc = vr_errf(err, VR_EINFEASIBLE, "proteus: CBC found the MILP "
+                 "infeasible");
     goto out;
   }
   const double *x = vr_milp_x(m);
-  vr__loki_extract(md, x, 1, o->slack, 0, plan, load);
   double served = 0, acc = 0;
-  for (int t = 0; t < p->ntasks; t++) served += x[alpha[t]] * q[t] / total;
+  for (int t = 0; status != VR_MILP_NONE && t < p->ntasks; t++)
+    served += x[alpha[t]] * q[t] / total;
+  if (!(served > 1e-9)) { /* the checks above passed: not the tasks */
+    rc = status == VR_MILP_OPTIMAL
+             ? vr_errf(err, VR_EINFEASIBLE, "proteus: no plan for pipeline "
+                       "'%s' serves any request", p->name)
+             : vr_errf(err, VR_EBACKEND, "proteus: CBC stopped at its time "
+                       "limit (%g s) %s; not a proof that none exists",
+                       o->time_limit_s, status == VR_MILP_NONE
+                           ? "with no plan" : "and its best plan serves nothing");
+    goto out;
+  }
+  vr__loki_extract(md, x, 1, o->slack, 0, plan, load);
   for (int k = 0; k < md->npre; k++)
     acc += x[md->pre[k].col] * md->pre[k].m / total * md->pre[k].acc;
   st->served = served;

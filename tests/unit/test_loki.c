@@ -194,6 +194,43 @@ static void test_accuracy_single_milp_vs_brute(void **st) {
   acc_vs_brute(1);
 }
 
+/* Accuracy scaling prices workers at 0, so the solver could leave an
+ * instance on a variant no flow uses (a2 and b2 at light load, 4 workers:
+ * a1 + b1 carry it all); the plan held it, serving nothing (MostAccurateFirst
+ * routes it nothing). Every instance is on a variant that carries load, and
+ * the idle workers are headroom on those. */
+static void test_no_idle_variants(void **st) {
+  (void)st;
+  vr_pipe_data d;
+  make(&d);
+  vr_pipe_plan plan;
+  assert_int_equal(vr_pipe_plan_init(&plan, d.pipe), 0);
+  vr_errbuf err = {0};
+  vr_loki_stats ls;
+  vr_loki_opts o;
+  vr_loki_opts_default(&o);
+  o.no_hw_scaling = 1;
+  for (int single = 0; single < 2; single++)
+    for (int S = 4; S <= 6; S++)
+      for (double D = 10; D <= 60; D += 25) {
+        o.single_milp = single;
+        assert_int_equal(vr_loki_plan(d.pipe, d.prof, D, S, &o, &plan, &ls,
+                                      &err), 0);
+        assert_true(ls.served > 0.999);
+        assert_int_equal(plan.workers, S);
+        vr_pipe_routes r;
+        memset(&r, 0, sizeof r);
+        assert_int_equal(vr_pipe_route_build(d.pipe, &plan, D, &r), 0);
+        for (int i = 0; i < 4; i++)
+          if (plan.a[i].inst > 0 && !(r.incoming[i] > 0))
+            fail_msg("single=%d S=%d D=%g: %d idle instance(s) of slot %d",
+                     single, S, D, plan.a[i].inst, i);
+        vr_pipe_routes_free(&r);
+      }
+  vr_pipe_plan_free(&plan);
+  vr_pipe_data_free(&d);
+}
+
 /* Far beyond what even the fastest variants carry: a best-effort plan,
  * and the simulator drops the excess explicitly. */
 static void test_infeasible(void **st) {
@@ -251,6 +288,56 @@ static void test_slo_infeasible(void **st) {
   assert_int_equal(vr_loki_plan(d.pipe, d.prof, 100, 1, NULL, &plan, &ls,
                                 &err), VR_EINFEASIBLE);
   assert_non_null(strstr(err.msg, "1 worker(s) cannot host pipeline 'chain'"));
+  vr_pipe_plan_free(&plan);
+  vr_pipe_data_free(&d);
+}
+
+/* A task no variant and batch can serve, for a cause other than the SLO
+ * along the paths or the workers: no batch size within the max batch (b's
+ * profiles allow none; the planner's max_batch 0), or, for the
+ * Proteus-like plan, every variant of a task over its own share of the SLO
+ * (SLO 14 over 2 tasks, halved: 3.5 ms < a2's 4 ms). Loki's best effort
+ * came back rc 0 with an empty plan, the Proteus-like one rc 0 with only
+ * the other task hosted; each is VR_EINFEASIBLE naming the task and the
+ * cause. */
+static void test_unservable_task(void **st) {
+  (void)st;
+  vr_pipe_data d;
+  make(&d);
+  vr_pipe_plan plan;
+  assert_int_equal(vr_pipe_plan_init(&plan, d.pipe), 0);
+  vr_errbuf err = {0};
+  double q[2] = {50, 100};
+  d.prof[2].max_batch = d.prof[3].max_batch = 0;
+  assert_int_equal(vr_loki_plan(d.pipe, d.prof, 50, 4, NULL, &plan, NULL,
+                                &err), VR_EINFEASIBLE);
+  assert_non_null(strstr(err.msg, "loki: task 'b' cannot be served: no "
+                                  "batch size fits"));
+  memset(&err, 0, sizeof err);
+  assert_int_equal(vr_proteus_plan(d.pipe, d.prof, q, 4, NULL, &plan, NULL,
+                                   &err), VR_EINFEASIBLE);
+  assert_non_null(strstr(err.msg, "proteus: task 'b' cannot be served: no "
+                                  "batch size fits"));
+  d.prof[2].max_batch = d.prof[3].max_batch = 2;
+  vr_loki_opts o;
+  vr_loki_opts_default(&o);
+  o.max_batch = 0;
+  memset(&err, 0, sizeof err);
+  assert_int_equal(vr_loki_plan(d.pipe, d.prof, 50, 4, &o, &plan, NULL,
+                                &err), VR_EINFEASIBLE);
+  assert_non_null(strstr(err.msg, "task 'a' cannot be served"));
+  assert_non_null(strstr(err.msg, "0 the planner's"));
+  d.pipe->slo_ms = 14; /* Loki: a2 + b2 = 7 ms within 7 ms, served */
+  vr_loki_stats ls;
+  assert_int_equal(vr_loki_plan(d.pipe, d.prof, 50, 4, NULL, &plan, &ls,
+                                &err), 0);
+  assert_true(ls.served > 0.999);
+  memset(&err, 0, sizeof err);
+  assert_int_equal(vr_proteus_plan(d.pipe, d.prof, q, 4, NULL, &plan, NULL,
+                                   &err), VR_EINFEASIBLE);
+  assert_non_null(strstr(err.msg, "proteus: task 'a' cannot be served: "
+                                  "every variant takes over the 3.5 ms"));
+  assert_non_null(strstr(err.msg, "'a2', 4.0 ms"));
   vr_pipe_plan_free(&plan);
   vr_pipe_data_free(&d);
 }
@@ -313,6 +400,104 @@ static void test_proteus(void **st) {
                                    &err), 0);
   assert_true(plan.a[3].inst > 0);
   assert_true(ls.accuracy < 100 && ls.served > 0.999);
+  vr_pipe_plan_free(&plan);
+  vr_pipe_data_free(&d);
+}
+
+/* Proteus-like on fewer workers than the tasks a request reaches: each
+ * task planned on its own, one worker went to one task and the plan (rc
+ * 0) passed no request; it is VR_EINFEASIBLE naming the tasks, as in
+ * vr_loki_plan. Two workers host both. */
+static void test_proteus_fewer_workers(void **st) {
+  (void)st;
+  vr_pipe_data d;
+  make(&d);
+  vr_pipe_plan plan;
+  assert_int_equal(vr_pipe_plan_init(&plan, d.pipe), 0);
+  vr_errbuf err = {0};
+  double q[2] = {50, 100};
+  assert_int_equal(vr_proteus_plan(d.pipe, d.prof, q, 1, NULL, &plan, NULL,
+                                   &err), VR_EINFEASIBLE);
+  assert_non_null(strstr(err.msg, "1 worker(s) cannot host pipeline "
+                                  "'chain': a request needs an instance of "
+                                  "each task it reaches ('a', 'b'), 2"));
+  vr_loki_stats ls;
+  assert_int_equal(vr_proteus_plan(d.pipe, d.prof, q, 2, NULL, &plan, &ls,
+                                   &err), 0);
+  assert_true(plan.a[0].inst + plan.a[1].inst > 0);
+  assert_true(plan.a[2].inst + plan.a[3].inst > 0);
+  vr_pipe_plan_free(&plan);
+  vr_pipe_data_free(&d);
+}
+
+/* det (5 variants, fan-out 2..18) -> car (8) and face (5), Loki's traffic
+ * analysis in shape: large enough that CBC's root LP takes a millisecond
+ * or more. */
+static void make_big(vr_pipe_data *d) {
+  char js[4096];
+  int n = snprintf(js, sizeof js, "{\"name\":\"big\",\"latency_ms\":250,"
+                   "\"tasks\":[{\"name\":\"det\",\"variants\":[");
+  for (int v = 0; v < 5; v++)
+    n += snprintf(js + n, sizeof js - n, "%s{\"name\":\"d%d\",\"accuracy\":"
+                  "%d,\"mult\":%d}", v ? "," : "", v, 50 + 10 * v, 2 + 4 * v);
+  n += snprintf(js + n, sizeof js - n, "],\"children\":[{\"task\":\"car\","
+                "\"label\":\"car\"},{\"task\":\"face\",\"label\":\"face\"}]},"
+                "{\"name\":\"car\",\"variants\":[");
+  for (int v = 0; v < 8; v++)
+    n += snprintf(js + n, sizeof js - n, "%s{\"name\":\"c%d\",\"accuracy\":"
+                  "%d}", v ? "," : "", v, 60 + 5 * v);
+  n += snprintf(js + n, sizeof js - n, "]},{\"name\":\"face\",\"variants\":[");
+  for (int v = 0; v < 5; v++)
+    n += snprintf(js + n, sizeof js - n, "%s{\"name\":\"f%d\",\"accuracy\":"
+                  "%d}", v ? "," : "", v, 70 + 6 * v);
+  snprintf(js + n, sizeof js - n, "]}]}");
+  memset(d, 0, sizeof *d);
+  vr_errbuf err = {0};
+  assert_int_equal(vr_pipeline_parse(js, strlen(js), &d->pipe, &err), 0);
+  vr_pipe_data_index(d);
+  d->prof = VR_NEWN(vr_profile, 18);
+  for (int i = 0; i < 18; i++) {
+    int v = i < 5 ? i : i < 13 ? i - 5 : i - 13;
+    vr_profile_init(&d->prof[i]);
+    for (int b = 0; b < 7; b++)
+      d->prof[i].lat.p50_ms[b] = (2 + 3 * v) * (1 + 0.25 * (1 << b));
+    d->prof[i].max_batch = 64;
+  }
+}
+
+/* CBC's time limit: a plan CBC stopped with is used if it serves; no plan
+ * in time (or only one serving nothing: the best effort's zero vector) is
+ * VR_EBACKEND saying so, never VR_EINFEASIBLE (which the time limit once
+ * passed off as a proof, with no message) and never rc 0 with an empty
+ * plan. Limits from far too short to enough, every demand regime. */
+static void test_time_limit(void **st) {
+  (void)st;
+  vr_pipe_data d;
+  make_big(&d);
+  vr_pipe_plan plan;
+  assert_int_equal(vr_pipe_plan_init(&plan, d.pipe), 0);
+  double q[3];
+  int timed_out = 0;
+  for (double tl = 1e-6; tl < 0.005; tl *= 4)
+    for (int kind = 0; kind < 3; kind++) /* levels, one MILP, Proteus */
+      for (double D = 10; D <= 3000; D *= 6) {
+        vr_loki_opts o;
+        vr_loki_opts_default(&o);
+        o.time_limit_s = tl, o.single_milp = kind == 1, o.slack = 1.5;
+        vr_errbuf err = {0};
+        vr_loki_stats ls;
+        q[0] = D, q[1] = q[2] = 5 * D;
+        int rc = kind == 2 ? vr_proteus_plan(d.pipe, d.prof, q, 20, &o,
+                                             &plan, &ls, &err)
+                           : vr_loki_plan(d.pipe, d.prof, D, 20, &o, &plan,
+                                          &ls, &err);
+        if (rc == 0 && ls.served > 1e-9 && plan.workers > 0) continue;
+        if (rc != VR_EBACKEND || !strstr(err.msg, "time limit"))
+          fail_msg("limit %g s, kind %d, D=%g: rc %d, served %.3f, '%s'", tl,
+                   kind, D, rc, ls.served, err.msg);
+        timed_out++;
+      }
+  assert_true(timed_out > 0); /* the limits did bind */
   vr_pipe_plan_free(&plan);
   vr_pipe_data_free(&d);
 }
@@ -449,10 +634,14 @@ int main(void) {
       cmocka_unit_test(test_hw_vs_brute),
       cmocka_unit_test(test_accuracy_vs_brute),
       cmocka_unit_test(test_accuracy_single_milp_vs_brute),
+      cmocka_unit_test(test_no_idle_variants),
       cmocka_unit_test(test_infeasible),
       cmocka_unit_test(test_slo_infeasible),
+      cmocka_unit_test(test_unservable_task),
       cmocka_unit_test(test_hw_scaling_ties),
       cmocka_unit_test(test_proteus),
+      cmocka_unit_test(test_proteus_fewer_workers),
+      cmocka_unit_test(test_time_limit),
       cmocka_unit_test(test_labelled_and_unlabelled_child),
       cmocka_unit_test(test_fewer_workers_than_tasks),
   };

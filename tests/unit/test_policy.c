@@ -721,6 +721,40 @@ static void test_unload_prefers_loading(void **st) {
   }
 }
 
+/* An AsyFunc body's shadow holds cores of the worker (its free cores
+ * count them held) and ends with the body. The placement helpers counted
+ * only the body's threads: an unload gave back 1 core of 4, and an
+ * in-place upgrade the freed shadow made room for was refused (the
+ * controller's MIGRATE had the same fault, fixed in 3694d7e). */
+static void test_place_counts_shadow(void **st) {
+  (void)st;
+  for (int unload = 1; unload >= 0; unload--) {
+    fx f;
+    fx_init(&f);
+    f.v[0].prof.threads = 1, f.v[1].prof.threads = 4;
+    fx_inst(&f, 0, VR_IS_ACTIVE, 1);
+    f.in[0].worker = 0;
+    f.in[0].body = 1, f.in[0].shadow_cores = 3;
+    f.w[0].free_cores = 0; /* others hold the other 4 */
+    vr_place pl;
+    assert_int_equal(vr_place_init(&pl, &f.s), 0);
+    if (unload) {
+      vr_actions a;
+      vr_actions_init(&a);
+      assert_int_equal(vr_pol_unload_one(&pl, 0, &a, "test"), 0);
+      assert_int_equal(a.len, 1);
+      assert_int_equal(pl.free_cores[0], 4); /* body 1 + shadow 3 */
+      vr_vec_free(&a);
+    } else {
+      /* big (4 threads) in place of small: 0 free + 1 + 3 */
+      assert_int_equal(vr_place_swap(&pl, 0, 1), 0);
+      assert_int_equal(pl.free_cores[0], 0);
+      assert_true(pl.gone[0]);
+    }
+    vr_place_free(&pl);
+  }
+}
+
 static int fits_only_3(void *self, int v) {
   (void)self;
   return v == 3;
@@ -947,6 +981,7 @@ int main(void) {
       cmocka_unit_test(test_request_path_rules),
       cmocka_unit_test(test_route_fallback_describes_variant),
       cmocka_unit_test(test_unload_prefers_loading),
+      cmocka_unit_test(test_place_counts_shadow),
       cmocka_unit_test(test_spill_only),
       cmocka_unit_test(test_vm_autoscaler),
   };
