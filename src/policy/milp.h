@@ -52,10 +52,11 @@ void vr_milp_set_cutoff(vr_milp *m, double obj);
 void vr_milp_lean(vr_milp *m);
 
 /* Solves; time_limit_s <= 0: none. Returns a vr_milp_status. The limit
- * is CBC's: CPU seconds of the whole process. CBC stopped by it in its
- * root LP says "proven infeasible" as a proof does; once the process's CPU
- * time since the call reaches the limit, that is VR_MILP_NONE (so a
- * limit also makes the answer depend on the clock). */
+ * is CBC's, in wall seconds (not its default, the whole process's CPU
+ * time, which other threads spend too). CBC stopped by it in its root LP
+ * says "proven infeasible" as a proof does; once the wall time since the
+ * call reaches the limit, that is VR_MILP_NONE (so a limit also makes the
+ * answer depend on the clock). */
 int vr_milp_solve(vr_milp *m, double time_limit_s);
 
 /* The solution (ncols values) after VR_MILP_OPTIMAL/FEASIBLE, else NULL;
