@@ -1,0 +1,80 @@
+#!/usr/bin/python3
+"""Models whose Conv / ConvTranspose / pool geometry attributes are absurd,
+each refused at load. Written with protoc's Python classes for Debian's
+onnx.proto (python3-protobuf, protobuf-compiler), not the onnx package:
+
+    /usr/bin/python3 tests/data/engine/gen_geom.py
+
+bad_conv_dilation: Conv with dilations [2^62] on a kernel of 3: the
+               dilated kernel (k - 1) * d + 1 overflowed int64 (UBSan).
+bad_deconv_stride: ConvTranspose with strides [2^62] on an input of 5:
+               its full output s * (in - 1) overflowed int64 (UBSan).
+bad_pool_window: MaxPool with a 2^21 x 2^21 x 2^21 window (strides as
+               large, so the output stays small): the window's element
+               count 2^63, counted for the model's FLOPs, overflowed
+               int64 (UBSan).
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+D = os.path.dirname(os.path.abspath(__file__))
+tmp = tempfile.mkdtemp()
+subprocess.run(["protoc", "--proto_path=/usr/include/onnx", "--python_out=" + tmp, "onnx.proto"],
+               check=True)
+sys.path.insert(0, tmp)
+import onnx_pb2 as P  # noqa: E402
+
+FLOAT, INT64 = 1, 7
+
+
+def value_info(g, name, dims, out=False):
+    v = (g.output if out else g.input).add()
+    v.name = name
+    t = v.type.tensor_type
+    t.elem_type = FLOAT
+    for d in dims:
+        dim = t.shape.dim.add()
+        if isinstance(d, str):
+            dim.dim_param = d
+        else:
+            dim.dim_value = d
+
+
+def save(name, op, x_dims, attrs, w_dims=None):
+    m = P.ModelProto()
+    m.ir_version = 8
+    m.opset_import.add(domain="", version=13)
+    g = m.graph
+    g.name = name
+    node = g.node.add()
+    node.name, node.op_type = op.lower(), op
+    node.input.append("x")
+    if w_dims:
+        node.input.append("w")
+        w = g.initializer.add()
+        w.name, w.data_type = "w", FLOAT
+        w.dims.extend(w_dims)
+        n = 1
+        for d in w_dims:
+            n *= d
+        w.float_data.extend([0.5] * n)
+    node.output.append("y")
+    for k, v in attrs.items():
+        a = node.attribute.add()
+        a.name, a.type = k, P.AttributeProto.INTS
+        a.ints.extend(v)
+    value_info(g, "x", x_dims)
+    out = g.output.add()
+    out.name = "y"
+    out.type.tensor_type.elem_type = FLOAT
+    with open(os.path.join(D, name + ".onnx"), "wb") as f:
+        f.write(m.SerializeToString())
+
+
+save("bad_conv_dilation", "Conv", ["N", 1, 5], {"dilations": [2 ** 62]}, [1, 1, 3])
+save("bad_deconv_stride", "ConvTranspose", ["N", 1, 5], {"strides": [2 ** 62]}, [1, 1, 3])
+k = 2 ** 21
+save("bad_pool_window", "MaxPool", ["N", 1, 1, 1, 1],
+     {"kernel_shape": [k] * 3, "strides": [k] * 3, "pads": [k - 1] * 6})
