@@ -425,6 +425,9 @@ static void test_bad_models(void **st) {
                     "dim 0: too large");
   expect_load_error("tests/data/engine/bad_pool_window.onnx", VR_ELIMIT,
                     "node 'maxpool' (MaxPool): a window of more than 2147483648 elements");
+  /* Split sizes whose sum wrapped to the dim (UBSan). */
+  expect_load_error("tests/data/engine/bad_split_wrap.onnx", VR_ESHAPE,
+                    "node 'split' (Split): split 4611686018427387904 larger than the dim (3)");
   assert_int_equal(vr_mem_blocks(), before);
 }
 

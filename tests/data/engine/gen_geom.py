@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""Models whose Conv / ConvTranspose / pool geometry attributes are absurd,
-each refused at load. Written with protoc's Python classes for Debian's
+"""Models whose shape attributes are absurd (Conv / ConvTranspose / pool
+geometry, Split sizes), each refused at load. Written with protoc's Python classes for Debian's
 onnx.proto (python3-protobuf, protobuf-compiler), not the onnx package:
 
     /usr/bin/python3 tests/data/engine/gen_geom.py
@@ -13,6 +13,9 @@ bad_pool_window: MaxPool with a 2^21 x 2^21 x 2^21 window (strides as
                large, so the output stays small): the window's element
                count 2^63, counted for the model's FLOPs, overflowed
                int64 (UBSan).
+bad_split_wrap: Split (opset 11, sizes as an attribute) of a dim of 3 into
+               [2^62, 2^62, 2^62, 2^62 + 3]: the sizes' sum wrapped to 3 and
+               passed the check that they sum to the dim (UBSan).
 """
 import os
 import subprocess
@@ -42,10 +45,10 @@ def value_info(g, name, dims, out=False):
             dim.dim_value = d
 
 
-def save(name, op, x_dims, attrs, w_dims=None):
+def save(name, op, x_dims, attrs, w_dims=None, opset=13, nout=1):
     m = P.ModelProto()
     m.ir_version = 8
-    m.opset_import.add(domain="", version=13)
+    m.opset_import.add(domain="", version=opset)
     g = m.graph
     g.name = name
     node = g.node.add()
@@ -60,15 +63,20 @@ def save(name, op, x_dims, attrs, w_dims=None):
         for d in w_dims:
             n *= d
         w.float_data.extend([0.5] * n)
-    node.output.append("y")
+    outs = ["y"] if nout == 1 else ["y%d" % i for i in range(nout)]
+    node.output.extend(outs)
     for k, v in attrs.items():
         a = node.attribute.add()
-        a.name, a.type = k, P.AttributeProto.INTS
-        a.ints.extend(v)
+        if isinstance(v, list):
+            a.name, a.type = k, P.AttributeProto.INTS
+            a.ints.extend(v)
+        else:
+            a.name, a.type, a.i = k, P.AttributeProto.INT, v
     value_info(g, "x", x_dims)
-    out = g.output.add()
-    out.name = "y"
-    out.type.tensor_type.elem_type = FLOAT
+    for o in outs:
+        out = g.output.add()
+        out.name = o
+        out.type.tensor_type.elem_type = FLOAT
     with open(os.path.join(D, name + ".onnx"), "wb") as f:
         f.write(m.SerializeToString())
 
@@ -78,3 +86,5 @@ save("bad_deconv_stride", "ConvTranspose", ["N", 1, 5], {"strides": [2 ** 62]}, 
 k = 2 ** 21
 save("bad_pool_window", "MaxPool", ["N", 1, 1, 1, 1],
      {"kernel_shape": [k] * 3, "strides": [k] * 3, "pads": [k - 1] * 6})
+save("bad_split_wrap", "Split", ["N", 3], {"split": [2 ** 62] * 3 + [2 ** 62 + 3], "axis": 1},
+     opset=11, nout=4)
