@@ -745,14 +745,8 @@ int vr_cmd_controller(int argc, char **argv) {
     c.routes_version = ver;
     vr__ctl_event(&c, "recovered routing table v%lld from the registry", (long long)ver);
   }
-  if (c.port_file) {
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", c.port_file);
-    FILE *f = fopen(tmp, "w");
-    if (!f || fprintf(f, "%d\n", vr_http_port(c.http)) < 0 || fclose(f) ||
-        rename(tmp, c.port_file))
-      fprintf(stderr, "vario controller: --port-file %s: cannot write it\n", c.port_file);
-  }
+  if (c.port_file && vr__cli_write_port_file(c.port_file, vr_http_port(c.http)))
+    fprintf(stderr, "vario controller: --port-file %s: cannot write it\n", c.port_file);
   fprintf(stderr, "vario controller: listening on http://%s:%d (registry %s)\n",
           c.host ? c.host : "127.0.0.1", vr_http_port(c.http), c.registry);
   for (;;) {
