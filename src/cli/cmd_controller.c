@@ -159,9 +159,12 @@ static int scan_models(ctl *c, char names[][128], int cap) {
   struct dirent *e;
   while (d && (e = readdir(d)) && n < cap) {
     char dir[4096];
-    if (e->d_name[0] == '.' || strlen(e->d_name) >= 128) continue;
+    size_t len = strlen(e->d_name);
+    if (e->d_name[0] == '.' || len >= 128) continue;
     snprintf(dir, sizeof dir, "%s/%s", c->repo, e->d_name);
-    if (vr_model_dir_is_model(dir)) snprintf(names[n++], 128, "%s", e->d_name);
+    /* memcpy of the measured name: snprintf's truncation warning (gcc -O0,
+     * -Werror) cannot see the length check */
+    if (vr_model_dir_is_model(dir)) memcpy(names[n++], e->d_name, len + 1);
   }
   if (d) closedir(d);
   for (int i = 1; i < n; i++) /* sorted: a stable routing table */
