@@ -174,6 +174,7 @@ int vr_deconv_geom(const vr_node *n, const vr_tview *x, const vr_tview *w, vr_ge
     if (g->s[i] < 1 || g->d[i] < 1 || opad[i] < 0 || pads[i] < 0 || pads[nsp + i] < 0)
       return vr_bad(err, n, VR_EINVAL, "bad stride/dilation/padding values");
     if (opad[i] > GEOM_MAX) return too_large(n, "output padding", opad[i], i, err);
+    if (oshape[i] > VR_MAX_TENSOR_ELEMS) return too_large(n, "output size", oshape[i], i, err);
     int64_t full = g->s[i] * (in - 1) + opad[i] + ek;
     int64_t want = oshape[i] >= 0 ? oshape[i]
                    : (!strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER")) ? in * g->s[i] : -1;

@@ -423,6 +423,9 @@ static void test_bad_models(void **st) {
   expect_load_error("tests/data/engine/bad_deconv_stride.onnx", VR_ELIMIT,
                     "node 'convtranspose' (ConvTranspose): stride 4611686018427387904 of spatial "
                     "dim 0: too large");
+  expect_load_error("tests/data/engine/bad_deconv_oshape.onnx", VR_ELIMIT,
+                    "node 'convtranspose' (ConvTranspose): output size 9223372036854775807 of "
+                    "spatial dim 0: too large");
   expect_load_error("tests/data/engine/bad_pool_window.onnx", VR_ELIMIT,
                     "node 'maxpool' (MaxPool): a window of more than 2147483648 elements");
   /* Split sizes whose sum wrapped to the dim (UBSan). */

@@ -13,6 +13,9 @@ bad_pool_window: MaxPool with a 2^21 x 2^21 x 2^21 window (strides as
                large, so the output stays small): the window's element
                count 2^63, counted for the model's FLOPs, overflowed
                int64 (UBSan).
+bad_deconv_oshape: ConvTranspose of an empty spatial dim (stride 2^30) with
+               output_shape [2^63 - 1]: full output minus the wanted one
+               overflowed int64 (UBSan).
 bad_split_wrap: Split (opset 11, sizes as an attribute) of a dim of 3 into
                [2^62, 2^62, 2^62, 2^62 + 3]: the sizes' sum wrapped to 3 and
                passed the check that they sum to the dim (UBSan).
@@ -83,6 +86,8 @@ def save(name, op, x_dims, attrs, w_dims=None, opset=13, nout=1):
 
 save("bad_conv_dilation", "Conv", ["N", 1, 5], {"dilations": [2 ** 62]}, [1, 1, 3])
 save("bad_deconv_stride", "ConvTranspose", ["N", 1, 5], {"strides": [2 ** 62]}, [1, 1, 3])
+save("bad_deconv_oshape", "ConvTranspose", ["N", 1, 0],
+     {"strides": [2 ** 30], "output_shape": [2 ** 63 - 1]}, [1, 1, 1])
 k = 2 ** 21
 save("bad_pool_window", "MaxPool", ["N", 1, 1, 1, 1],
      {"kernel_shape": [k] * 3, "strides": [k] * 3, "pads": [k - 1] * 6})
