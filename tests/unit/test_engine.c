@@ -428,6 +428,13 @@ static void test_bad_models(void **st) {
                     "spatial dim 0: too large");
   expect_load_error("tests/data/engine/bad_pool_window.onnx", VR_ELIMIT,
                     "node 'maxpool' (MaxPool): a window of more than 2147483648 elements");
+  /* Empty tensors whose other dims multiply past int64 (UBSan). */
+  expect_load_error("tests/data/engine/bad_empty_input.onnx", VR_EUNSUPPORTED,
+                    "graph input 'x': its dims other than 0 multiply past 2^31");
+  expect_load_error("tests/data/engine/bad_empty_init.onnx", VR_EFORMAT,
+                    "initializer 'w': bad dim 4611686018427387904");
+  expect_load_error("tests/data/engine/bad_empty_expand.onnx", VR_ELIMIT,
+                    "node 'expand' (Expand): output 0: its dims other than 0 multiply past 2^31");
   /* Split sizes whose sum wrapped to the dim (UBSan). */
   expect_load_error("tests/data/engine/bad_split_wrap.onnx", VR_ESHAPE,
                     "node 'split' (Split): split 4611686018427387904 larger than the dim (3)");

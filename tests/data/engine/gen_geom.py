@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""Models whose shape attributes are absurd (Conv / ConvTranspose / pool
-geometry, Split sizes), each refused at load. Written with protoc's Python classes for Debian's
+"""Models whose shapes or shape attributes are absurd (Conv /
+ConvTranspose / pool geometry, Split sizes, empty tensors with huge
+dims), each refused at load. Written with protoc's Python classes for Debian's
 onnx.proto (python3-protobuf, protobuf-compiler), not the onnx package:
 
     /usr/bin/python3 tests/data/engine/gen_geom.py
@@ -16,6 +17,12 @@ bad_pool_window: MaxPool with a 2^21 x 2^21 x 2^21 window (strides as
 bad_deconv_oshape: ConvTranspose of an empty spatial dim (stride 2^30) with
                output_shape [2^63 - 1]: full output minus the wanted one
                overflowed int64 (UBSan).
+bad_empty_input, bad_empty_init, bad_empty_expand: a graph input
+               [N, 2^30, 2^30, 2^30, 0], an initializer [0, 2^62, 2^62]
+               (Flatten), an Expand of [1, 0] (fixed) to [2^40, 2^40, 0]: no
+               elements, so the element limit let them through, but the
+               product of their other dims overflowed int64 (UBSan) in
+               every element count and stride taken of them.
 bad_split_wrap: Split (opset 11, sizes as an attribute) of a dim of 3 into
                [2^62, 2^62, 2^62, 2^62 + 3]: the sizes' sum wrapped to 3 and
                passed the check that they sum to the dim (UBSan).
@@ -48,7 +55,7 @@ def value_info(g, name, dims, out=False):
             dim.dim_value = d
 
 
-def save(name, op, x_dims, attrs, w_dims=None, opset=13, nout=1):
+def save(name, op, x_dims, attrs, w_dims=None, opset=13, nout=1, inputs=("x", "w"), consts=()):
     m = P.ModelProto()
     m.ir_version = 8
     m.opset_import.add(domain="", version=opset)
@@ -56,9 +63,16 @@ def save(name, op, x_dims, attrs, w_dims=None, opset=13, nout=1):
     g.name = name
     node = g.node.add()
     node.name, node.op_type = op.lower(), op
-    node.input.append("x")
+    node.input.append(inputs[0])
+    for cname, cvals in consts:
+        c = g.initializer.add()
+        c.name, c.data_type = cname, INT64
+        c.dims.append(len(cvals))
+        c.int64_data.extend(cvals)
+        node.input.append(cname)
     if w_dims:
-        node.input.append("w")
+        if len(inputs) > 1:
+            node.input.append(inputs[1])
         w = g.initializer.add()
         w.name, w.data_type = "w", FLOAT
         w.dims.extend(w_dims)
@@ -93,3 +107,6 @@ save("bad_pool_window", "MaxPool", ["N", 1, 1, 1, 1],
      {"kernel_shape": [k] * 3, "strides": [k] * 3, "pads": [k - 1] * 6})
 save("bad_split_wrap", "Split", ["N", 3], {"split": [2 ** 62] * 3 + [2 ** 62 + 3], "axis": 1},
      opset=11, nout=4)
+save("bad_empty_input", "Relu", ["N", 2 ** 30, 2 ** 30, 2 ** 30, 0], {})
+save("bad_empty_init", "Flatten", ["N", 3], {"axis": 1}, [0, 2 ** 62, 2 ** 62], inputs=("w",))
+save("bad_empty_expand", "Expand", [1, 0], {}, consts=[("shape", [2 ** 40, 2 ** 40, 0])])
