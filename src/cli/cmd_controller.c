@@ -161,9 +161,12 @@ static int scan_models(ctl *c, char names[][128], int cap) {
   struct dirent *e;
   while (d && (e = readdir(d)) && n < cap) {
     char dir[4096];
-    if (e->d_name[0] == '.' || strlen(e->d_name) >= 128) continue;
+    size_t len = strlen(e->d_name);
+    if (e->d_name[0] == '.' || len >= 128) continue;
     snprintf(dir, sizeof dir, "%s/%s", c->repo, e->d_name);
-    if (vr_model_dir_is_model(dir)) snprintf(names[n++], 128, "%s", e->d_name);
+    /* memcpy of the measured name: snprintf's truncation warning (gcc -O0,
+     * -Werror) cannot see the length check */
+    if (vr_model_dir_is_model(dir)) memcpy(names[n++], e->d_name, len + 1);
   }
   if (d) closedir(d);
   for (int i = 1; i < n; i++) /* sorted: a stable routing table */
@@ -747,14 +750,8 @@ int vr_cmd_controller(int argc, char **argv) {
     c.routes_version = ver;
     vr__ctl_event(&c, "recovered routing table v%lld from the registry", (long long)ver);
   }
-  if (c.port_file) {
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", c.port_file);
-    FILE *f = fopen(tmp, "w");
-    if (!f || fprintf(f, "%d\n", vr_http_port(c.http)) < 0 || fclose(f) ||
-        rename(tmp, c.port_file))
-      fprintf(stderr, "vario controller: --port-file %s: cannot write it\n", c.port_file);
-  }
+  if (c.port_file && vr__cli_write_port_file(c.port_file, vr_http_port(c.http)))
+    fprintf(stderr, "vario controller: --port-file %s: cannot write it\n", c.port_file);
   fprintf(stderr, "vario controller: listening on http://%s:%d (registry %s)\n",
           c.host ? c.host : "127.0.0.1", vr_http_port(c.http), c.registry);
   for (;;) {

@@ -175,14 +175,8 @@ int vr_cmd_frontend(int argc, char **argv) {
     if (fe) vr_frontend_free(fe);
     return 1;
   }
-  if (port_file) {
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", port_file);
-    FILE *f = fopen(tmp, "w");
-    if (!f || fprintf(f, "%d\n", vr_frontend_port(fe)) < 0 || fclose(f) ||
-        rename(tmp, port_file))
-      fprintf(stderr, "vario frontend: --port-file %s: cannot write it\n", port_file);
-  }
+  if (port_file && vr__cli_write_port_file(port_file, vr_frontend_port(fe)))
+    fprintf(stderr, "vario frontend: --port-file %s: cannot write it\n", port_file);
   fprintf(stderr, "vario frontend: listening on http://%s:%d, %s\n",
           o.host ? o.host : "127.0.0.1", vr_frontend_port(fe),
           registry ? "routing table from the registry" : "static routing table");

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/log.h"
 #include "cli/commands.h"
@@ -120,6 +121,20 @@ size_t vr__cli_read_token(const char *path, char *buf, size_t cap) {
                t[n - 1] == '\t'))
     t[--n] = 0;
   return n;
+}
+
+int vr__cli_write_port_file(const char *path, int port) {
+  char tmp[4096];
+  if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) return -1;
+  FILE *f = fopen(tmp, "w");
+  if (!f) return -1;
+  /* fclose whatever fprintf did: `!f || fprintf(..) < 0 || fclose(f)`
+   * skipped it when fprintf failed (the FILE leaked) */
+  int bad = fprintf(f, "%d\n", port) < 0;
+  bad |= fclose(f) != 0;
+  if (!bad && !rename(tmp, path)) return 0;
+  unlink(tmp);
+  return -1;
 }
 
 static char *read_token(const char *path) {

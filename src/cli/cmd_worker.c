@@ -395,13 +395,8 @@ static int w_start(void *self, vr_server *s, vr_errbuf *err) {
   worker_role *w = self;
   w->s = s;
   int port = vr_server_port(s);
-  if (w->port_file) {
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", w->port_file);
-    FILE *f = fopen(tmp, "w");
-    if (!f || fprintf(f, "%d\n", port) < 0 || fclose(f) || rename(tmp, w->port_file))
-      return vr_errf(err, VR_EIO, "--port-file %s: cannot write it", w->port_file);
-  }
+  if (w->port_file && vr__cli_write_port_file(w->port_file, port))
+    return vr_errf(err, VR_EIO, "--port-file %s: cannot write it", w->port_file);
   if (!w->registry) return 0;
   int rc = vr_registry_open(w->registry, NULL, &w->reg, err);
   if (rc) return rc;

@@ -24,6 +24,11 @@ int vr_cmd_sim_pipe(int argc, char **argv); /* vario sim on a pipeline */
  * token. */
 size_t vr__cli_read_token(const char *path, char *buf, size_t cap);
 
+/* --port-file (frontend, controller, worker; cmd_serve.c): "PORT\n"
+ * written to path.tmp, then renamed onto path, so a reader never sees a
+ * partial file. -> 0, or -1 (nothing left open or behind). */
+int vr__cli_write_port_file(const char *path, int port);
+
 /* Option values (args.c): the whole of s a decimal integer / finite
  * number in [lo, hi] into *out, 0; else -1 after printing "vario CMD: OPT
  * wants ..., not 'S'" to stderr. */

@@ -331,7 +331,7 @@ static void place(ctl *c, cpipe *p, cview *v, int m, const char *why) {
   int can_grow = c->prov && !v->added && !v->starting &&
                  (!c->max_workers || (int)v->n < c->max_workers);
   if (can_grow) {
-    char w[160];
+    char w[256]; /* room for the longest names: the reason is logged whole */
     snprintf(w, sizeof w, "pipeline %s: no worker has room for %s", p->name, p->models[m]);
     if (!vr__ctl_start_worker(c, w)) v->added = 1, bump(c, &p->adds);
   } else {

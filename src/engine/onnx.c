@@ -84,6 +84,17 @@ static int read_external(const char *base_dir, const char *loc, int64_t off,
   return rc;
 }
 
+/* The product of a shape's dims other than 0, saturated past
+ * VR_MAX_TENSOR_ELEMS. An empty tensor has no elements, yet every element
+ * count and stride taken of it multiplies its other dims: these must stay
+ * within the element limit too, or they overflow int64. */
+static int64_t nonzero_numel(int ndim, const int64_t *shape) {
+  int64_t p = 1;
+  for (int i = 0; i < ndim; i++)
+    if (shape[i] > 0 && (p *= shape[i]) > VR_MAX_TENSOR_ELEMS) return VR_MAX_TENSOR_ELEMS + 1;
+  return p;
+}
+
 static int supported_dtype(int dt) {
   switch (dt) {
     case VR_DT_F32: case VR_DT_U8: case VR_DT_I8: case VR_DT_U16:
@@ -143,13 +154,14 @@ static int tensor_from_proto(const Onnx__TensorProto *tp, const char *base_dir,
   memset(out, 0, sizeof(*out));
   out->dt = (vr_dtype)dt;
   out->ndim = (int)tp->n_dims;
-  int64_t numel = 1;
+  int64_t numel = 1, nz = 1; /* nz: of the dims other than 0 (nonzero_numel) */
   for (size_t i = 0; i < tp->n_dims; i++) {
-    if (tp->dims[i] < 0 || (tp->dims[i] && numel > MAX_ELEMS / tp->dims[i]))
+    if (tp->dims[i] < 0 || (tp->dims[i] && nz > MAX_ELEMS / tp->dims[i]))
       return vr_errf(err, VR_EFORMAT, "initializer '%s': bad dim %lld", tname,
                      (long long)tp->dims[i]);
     out->shape[i] = tp->dims[i];
     numel *= tp->dims[i];
+    if (tp->dims[i]) nz *= tp->dims[i];
   }
   size_t esz = vr_dtype_size(out->dt);
   size_t bytes = (size_t)numel * esz;
@@ -345,6 +357,9 @@ static int parse_value_info(vr_graph *g, const Onnx__ValueInfoProto *vi,
                      "dim 0 may be symbolic: the batch)", name, i);
     }
   }
+  if (nonzero_numel(v->ndim, v->shape) > VR_MAX_TENSOR_ELEMS)
+    return vr_errf(err, VR_EUNSUPPORTED, "graph input '%s': its dims other than 0 multiply "
+                   "past 2^31", name);
   return idx;
 }
 

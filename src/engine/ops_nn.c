@@ -26,6 +26,35 @@ static int ints_or(const vr_node *n, const char *name, int cnt, int64_t dflt,
   return 0;
 }
 
+/* Geometry values are attributes and weight shapes of an untrusted model.
+ * Past these bounds they are refused: below them the geometry's products
+ * ((k - 1) * d, s * (in - 1), a window's element count) and their sums
+ * stay far inside int64, where absurd values overflowed (UBSan; a pool
+ * with a 2^63-element window loaded with negative FLOPs). */
+#define GEOM_MAX ((int64_t)1 << 30)
+
+static int too_large(const vr_node *n, const char *what, int64_t v, int i, vr_errbuf *err) {
+  return vr_bad(err, n, VR_ELIMIT, "%s %lld of spatial dim %d: too large", what, (long long)v, i);
+}
+
+static int geom_bounds(const vr_node *n, const vr_tview *x, const vr_geom *g,
+                       const int64_t *pads, vr_errbuf *err) {
+  int64_t window = 1;
+  for (int i = 0; i < g->nsp; i++) {
+    if (x->shape[2 + i] > VR_MAX_TENSOR_ELEMS) return too_large(n, "input size", x->shape[2 + i], i, err);
+    if (g->k[i] > VR_MAX_TENSOR_ELEMS) return too_large(n, "kernel size", g->k[i], i, err);
+    if (g->s[i] > GEOM_MAX) return too_large(n, "stride", g->s[i], i, err);
+    if (g->d[i] > GEOM_MAX) return too_large(n, "dilation", g->d[i], i, err);
+    for (int e = 0; e < 2; e++)
+      if (pads[e * g->nsp + i] > GEOM_MAX) return too_large(n, "pad", pads[e * g->nsp + i], i, err);
+    if (g->k[i] > 0) window *= g->k[i];
+    if (window > VR_MAX_TENSOR_ELEMS)
+      return vr_bad(err, n, VR_ELIMIT, "a window of more than %lld elements",
+                    (long long)VR_MAX_TENSOR_ELEMS);
+  }
+  return 0;
+}
+
 int vr_geom_compute(const vr_node *n, const vr_tview *x, const int64_t *kernel,
                     int ceil_mode, vr_geom *g, vr_errbuf *err) {
   int nsp = x->ndim - 2, rc;
@@ -42,7 +71,7 @@ int vr_geom_compute(const vr_node *n, const vr_tview *x, const int64_t *kernel,
   int64_t pads[2 * VR_MAX_SP];
   if ((rc = ints_or(n, "strides", nsp, 1, g->s, err)) ||
       (rc = ints_or(n, "dilations", nsp, 1, g->d, err)) ||
-      (rc = ints_or(n, "pads", 2 * nsp, 0, pads, err)))
+      (rc = ints_or(n, "pads", 2 * nsp, 0, pads, err)) || (rc = geom_bounds(n, x, g, pads, err)))
     return rc;
   const char *ap = vr_attr_s(n, "auto_pad", "NOTSET");
   for (int i = 0; i < nsp; i++) {
@@ -132,7 +161,8 @@ int vr_deconv_geom(const vr_node *n, const vr_tview *x, const vr_tview *w, vr_ge
       (rc = ints_or(n, "dilations", nsp, 1, g->d, err)) ||
       (rc = ints_or(n, "pads", 2 * nsp, 0, pads, err)) ||
       (rc = ints_or(n, "output_padding", nsp, 0, opad, err)) ||
-      (rc = ints_or(n, "output_shape", nsp, -1, oshape, err)))
+      (rc = ints_or(n, "output_shape", nsp, -1, oshape, err)) ||
+      (rc = geom_bounds(n, x, g, pads, err)))
     return rc;
   const int64_t *os;
   int nos = vr_attr_ints(n, "output_shape", &os);
@@ -143,6 +173,8 @@ int vr_deconv_geom(const vr_node *n, const vr_tview *x, const vr_tview *w, vr_ge
     int64_t in = x->shape[2 + i], ek = (g->k[i] - 1) * g->d[i] + 1;
     if (g->s[i] < 1 || g->d[i] < 1 || opad[i] < 0 || pads[i] < 0 || pads[nsp + i] < 0)
       return vr_bad(err, n, VR_EINVAL, "bad stride/dilation/padding values");
+    if (opad[i] > GEOM_MAX) return too_large(n, "output padding", opad[i], i, err);
+    if (oshape[i] > VR_MAX_TENSOR_ELEMS) return too_large(n, "output size", oshape[i], i, err);
     int64_t full = g->s[i] * (in - 1) + opad[i] + ek;
     int64_t want = oshape[i] >= 0 ? oshape[i]
                    : (!strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER")) ? in * g->s[i] : -1;

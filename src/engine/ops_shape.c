@@ -300,6 +300,10 @@ static int split_sizes(const vr_node *n, const vr_tview *in, int ax,
   }
   for (int i = 0; i < n->nout; i++) {
     if (sz[i] < 0) return vr_bad(err, n, VR_EINVAL, "negative split");
+    /* before the sum: absurd sizes wrapped it (UBSan), even to the dim */
+    if (sz[i] > total)
+      return vr_bad(err, n, VR_ESHAPE, "split %lld larger than the dim (%lld)",
+                    (long long)sz[i], (long long)total);
     sum += sz[i];
   }
   if (sum != total) return vr_bad(err, n, VR_ESHAPE, "splits sum to %lld, dim is %lld",

@@ -58,17 +58,21 @@ int vr_graph_infer_node(const vr_graph *g, int ni, vr_tview *vt, vr_errbuf *err)
       rc = vr_bad(err, n, VR_EINTERNAL, "output %d: bad inferred type/rank", i);
       break;
     }
+    /* the product of the dims other than 0: an empty output's other
+     * dims are multiplied too (its strides, the element counts of its
+     * slices), and past the limit they overflowed int64 */
     int64_t cnt = 1;
     for (int d = 0; d < pout[i].ndim; d++) {
       if (pout[i].shape[d] < 0 || pout[i].shape[d] > ((int64_t)1 << 40))
         rc = vr_bad(err, n, VR_ESHAPE, "output %d: bad inferred dim", i);
       else if (pout[i].shape[d] && cnt > VR_MAX_TENSOR_ELEMS / pout[i].shape[d])
         cnt = VR_MAX_TENSOR_ELEMS + 1;
-      else
+      else if (pout[i].shape[d])
         cnt *= pout[i].shape[d];
     }
     if (!rc && cnt > VR_MAX_TENSOR_ELEMS)
-      rc = vr_bad(err, n, VR_ELIMIT, "output %d has more than 2^31 elements", i);
+      rc = vr_bad(err, n, VR_ELIMIT, "output %d: its dims other than 0 multiply past 2^31 "
+                  "(the element limit)", i);
     if (n->out[i] >= 0) {
       vt[n->out[i]] = pout[i];
       vt[n->out[i]].data = NULL;

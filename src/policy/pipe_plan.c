@@ -20,11 +20,17 @@ void vr_pipe_plan_free(vr_pipe_plan *plan) {
 }
 
 int vr_pipe_plan_copy(vr_pipe_plan *dst, const vr_pipe_plan *src) {
-  vr_pipe_alloc *a = dst->a;
   size_t n = src->off[src->ntasks] + 1;
+  /* realloc's result in a local: gcc 12 at -O0 cannot tell that the old
+   * block is only freed when realloc failed (and fails -Werror) */
+  vr_pipe_alloc *a = realloc(dst->a, n * sizeof *a);
+  if (!a) {
+    free(dst->a);
+    dst->a = NULL;
+    return VR_ENOMEM;
+  }
   *dst = *src;
-  dst->a = realloc(a, n * sizeof *a);
-  if (!dst->a) return free(a), VR_ENOMEM;
+  dst->a = a;
   memcpy(dst->a, src->a, n * sizeof *a);
   return 0;
 }

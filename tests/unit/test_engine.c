@@ -416,6 +416,28 @@ static void test_bad_models(void **st) {
                     "node 'lrelu' (LeakyRelu): attribute 'alpha' is INT, ONNX types it FLOAT");
   expect_load_error("tests/data/engine/bad_attr_axis_string.onnx", VR_EFORMAT,
                     "node 'sm' (Softmax): attribute 'axis' is STRING, ONNX types it INT");
+  /* Geometry attributes whose products overflowed int64 (UBSan; the
+   * pool loaded, with negative FLOPs): gen_geom.py. */
+  expect_load_error("tests/data/engine/bad_conv_dilation.onnx", VR_ELIMIT,
+                    "node 'conv' (Conv): dilation 4611686018427387904 of spatial dim 0: too large");
+  expect_load_error("tests/data/engine/bad_deconv_stride.onnx", VR_ELIMIT,
+                    "node 'convtranspose' (ConvTranspose): stride 4611686018427387904 of spatial "
+                    "dim 0: too large");
+  expect_load_error("tests/data/engine/bad_deconv_oshape.onnx", VR_ELIMIT,
+                    "node 'convtranspose' (ConvTranspose): output size 9223372036854775807 of "
+                    "spatial dim 0: too large");
+  expect_load_error("tests/data/engine/bad_pool_window.onnx", VR_ELIMIT,
+                    "node 'maxpool' (MaxPool): a window of more than 2147483648 elements");
+  /* Empty tensors whose other dims multiply past int64 (UBSan). */
+  expect_load_error("tests/data/engine/bad_empty_input.onnx", VR_EUNSUPPORTED,
+                    "graph input 'x': its dims other than 0 multiply past 2^31");
+  expect_load_error("tests/data/engine/bad_empty_init.onnx", VR_EFORMAT,
+                    "initializer 'w': bad dim 4611686018427387904");
+  expect_load_error("tests/data/engine/bad_empty_expand.onnx", VR_ELIMIT,
+                    "node 'expand' (Expand): output 0: its dims other than 0 multiply past 2^31");
+  /* Split sizes whose sum wrapped to the dim (UBSan). */
+  expect_load_error("tests/data/engine/bad_split_wrap.onnx", VR_ESHAPE,
+                    "node 'split' (Split): split 4611686018427387904 larger than the dim (3)");
   assert_int_equal(vr_mem_blocks(), before);
 }
 
