@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static const vr_op *const tables[] = {vr_ops_elem, vr_ops_shape, vr_ops_nn};
+static const vr_op *const tables[] = {vr_ops_elem, vr_ops_shape, vr_ops_nn, vr_ops_reduce};
 
 static int count_ops(void) {
   int n = 0;

@@ -83,5 +83,6 @@ int vr_softmax_dims(const vr_node *n, const vr_tview *x, int64_t *outer,
 extern const vr_op vr_ops_elem[];
 extern const vr_op vr_ops_shape[];
 extern const vr_op vr_ops_nn[];
+extern const vr_op vr_ops_reduce[];
 
 #endif
