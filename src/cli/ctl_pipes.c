@@ -30,6 +30,10 @@
  * arrivals evenly spaced at the last tick's rate (no burstiness inside
  * one tick; the planner's sample trace keeps the configured CV).
  *
+ * A stored pipeline that shares a model with one planned is not planned
+ * (listed with why) until that one goes: each plan counts every instance
+ * of its models as its own.
+ *
  * Threads: vr__ctl_pipes_step on the tick thread; the JSON and the model
  * list from others (pp_mu).
  */
@@ -82,6 +86,13 @@ typedef struct cpipe {
   uint64_t loads, unloads, batch_by_workers, adds, no_room;
 } cpipe;
 
+/* A stored pipeline not planned because a planned one holds one of its
+ * models (the last read of the store's documents). */
+typedef struct cpipe_out {
+  char name[VR_PIPE_NAME_MAX];
+  char why[320];
+} cpipe_out;
+
 struct ctl_pipes {
   vr_store *store;
   const vr_pipe_policy_def *def;
@@ -89,6 +100,8 @@ struct ctl_pipes {
   vr_il_pipe_arg il_arg;
   cpipe *p[CP_MAX];
   int n;
+  cpipe_out out[CP_MAX], out_prev[CP_MAX]; /* (out: under pp_mu) */
+  int nout, nout_prev;
   double docs_s;
 };
 
@@ -243,6 +256,42 @@ typedef struct doc_ctx {
   unsigned char seen[CP_MAX]; /* cp->p[i] is still stored */
 } doc_ctx;
 
+/* Whether a planned pipeline other than `name` holds a model of p's view
+ * (-1: none; else its index, and the model in *model). Each plan counts
+ * every instance of its models as its own (snap_instances), so two plans
+ * of one model unloaded each other's instances. */
+static int held_elsewhere(const ctl_pipes *cp, const cpipe *p, const char *name,
+                          const char **model) {
+  for (int j = 0; j < cp->n; j++) {
+    if (!strcmp(cp->p[j]->name, name)) continue; /* its own older spec */
+    for (int m = 0; m < p->nmodels; m++)
+      for (int k = 0; k < cp->p[j]->nmodels; k++)
+        if (!strcmp(p->models[m], cp->p[j]->models[k])) {
+          *model = p->models[m];
+          return j;
+        }
+  }
+  return -1;
+}
+
+/* p, not planned: listed with why (an event the first time). */
+static void not_planned(doc_ctx *d, const char *name, const char *why) {
+  ctl_pipes *cp = d->cp;
+  int before = 0;
+  for (int i = 0; i < cp->nout_prev && !before; i++)
+    before = !strcmp(cp->out_prev[i].name, name) && !strcmp(cp->out_prev[i].why, why);
+  pthread_mutex_lock(&d->c->pp_mu);
+  if (cp->nout < CP_MAX) {
+    snprintf(cp->out[cp->nout].name, sizeof cp->out[0].name, "%s", name);
+    snprintf(cp->out[cp->nout++].why, sizeof cp->out[0].why, "%s", why);
+  }
+  pthread_mutex_unlock(&d->c->pp_mu);
+  if (before) return;
+  pthread_mutex_lock(&d->c->mu);
+  vr__ctl_event(d->c, "pipeline %s not planned: %s", name, why);
+  pthread_mutex_unlock(&d->c->mu);
+}
+
 /* A stored pipeline: served from now on if new (its view built). */
 static int on_doc(void *u, const char *name, const char *body) {
   doc_ctx *d = u;
@@ -272,6 +321,17 @@ static int on_doc(void *u, const char *name, const char *body) {
   if (rc) {
     cpipe_free(cp, p);
     vr_warn("controller: pipeline '%s' not planned yet: %s", name, err.msg);
+    return 0;
+  }
+  const char *model = NULL;
+  int j = held_elsewhere(cp, p, name, &model);
+  if (j >= 0) {
+    char why[320];
+    snprintf(why, sizeof why, "model '%.100s' is planned for pipeline '%.100s' (a plan holds "
+             "every instance of its models: register them under another app for this one)",
+             model, cp->p[j]->name);
+    cpipe_free(cp, p);
+    not_planned(d, name, why);
     return 0;
   }
   snprintf(p->name, sizeof p->name, "%s", name);
@@ -547,6 +607,11 @@ void vr__ctl_pipes_step(ctl *c, const vr_worker_info *ws, size_t n, int starting
       cpipe_free(cp, p);
     }
     doc_ctx d = {c, cp, {0}}; /* on_doc runs under the store's read lock */
+    memcpy(cp->out_prev, cp->out, sizeof cp->out); /* (this thread writes out) */
+    cp->nout_prev = cp->nout;
+    pthread_mutex_lock(&c->pp_mu);
+    cp->nout = 0;
+    pthread_mutex_unlock(&c->pp_mu);
     if (vr_store_load_docs(cp->store, "pipeline", on_doc, &d, &err)) {
       vr_warn("controller: pipelines: %s", err.msg);
     } else { /* deleted: no longer planned (their models stay where they are) */
@@ -617,11 +682,12 @@ void vr__ctl_pipes_json(ctl *c, vr_sbuf *b) {
     const cpipe *p = c->pp->p[i];
     vr_sbuf_puts(b, i ? ",{\"name\":" : "{\"name\":");
     vr_sbuf_json_str(b, p->name);
-    vr_sbuf_printf(b, ",\"demand_qps\":%.3f,\"demand_ewma\":%.3f,\"capacity\":%d,"
+    vr_sbuf_printf(b, ",\"state\":\"%s\",\"demand_qps\":%.3f,\"demand_ewma\":%.3f,\"capacity\":%d,"
                    "\"instances\":%d,\"workers_used\":%d,\"replans\":%d,\"solve_failures\":%d,"
                    "\"loads\":%llu,\"unloads\":%llu,\"set_batch_by_workers\":%llu,"
                    "\"workers_added\":%llu,\"no_room\":%llu,\"plan_version\":%lld",
-                   p->last_qps, p->ewma, p->capacity, p->ninst, p->nworkers_used, p->replans,
+                   p->have_plan ? "planned" : "no plan yet", p->last_qps, p->ewma, p->capacity,
+                   p->ninst, p->nworkers_used, p->replans,
                    p->solve_fail, (unsigned long long)p->loads, (unsigned long long)p->unloads,
                    (unsigned long long)p->batch_by_workers, (unsigned long long)p->adds,
                    (unsigned long long)p->no_room, (long long)p->pub_ver);
@@ -650,6 +716,13 @@ void vr__ctl_pipes_json(ctl *c, vr_sbuf *b) {
         }
       vr_sbuf_puts(b, "]}");
     }
+    vr_sbuf_puts(b, "}");
+  }
+  for (int i = 0; i < c->pp->nout; i++) {
+    vr_sbuf_puts(b, c->pp->n || i ? ",{\"name\":" : "{\"name\":");
+    vr_sbuf_json_str(b, c->pp->out[i].name);
+    vr_sbuf_puts(b, ",\"state\":\"not planned\",\"reason\":");
+    vr_sbuf_json_str(b, c->pp->out[i].why);
     vr_sbuf_puts(b, "}");
   }
   vr_sbuf_puts(b, "]}");

@@ -1,10 +1,12 @@
-"""The controller plans every stored pipeline, up to VR_PIPES_MAX (64, the
+"""The controller reads every stored pipeline, up to VR_PIPES_MAX (64, the
 most a server registers and a worker follows): redis-server, the example
 pipeline's models registered in the Redis store, 17 copies of the example
 pipeline registered through `vario serve` on that store, then `vario
 controller --store --pipeline-policy loki` (no workers, no provider): its
 state lists all 17 (it kept 16 and ignored the 17th without a word, so
-that one was never planned). The 17th is named "fs 16 q%" (a space and a
+that one was never planned), one planned and 16 not, with the reason (they
+share its models, and one plan holds a model's instances). Once the others
+are deleted, the one left is planned. The 17th is named "fs 16 q%" (a space and a
 '%', and so no registry id): once the others are deleted and a worker
 joins, the worker follows the plan the controller made for it (the plan
 went to registry table "pipe.fs 16 q%", which the registry refused, and
@@ -59,15 +61,22 @@ try:
          os.path.join(tmp, "ctl.port"), "--store", url, "--pipeline-policy", "loki"],
         stdout=log, stderr=log))
     cp = portfile("ctl")
-    end, got = time.time() + 60, []
+    end, got, ps = time.time() + 60, [], []
     while time.time() < end:
-        got = sorted(p["name"] for p in state(cp).get("pipelines", {}).get("pipelines", []))
+        ps = state(cp).get("pipelines", {}).get("pipelines", [])
+        got = sorted(p["name"] for p in ps)
         if len(got) >= N:
             break
         time.sleep(0.5)
     if got != sorted(names):
-        fail(f"the controller plans {len(got)} of the {N} stored pipelines: {got}")
-    print(f"2. the controller plans all {N}")
+        fail(f"the controller lists {len(got)} of the {N} stored pipelines: {got}")
+    # the copies share every model: one is planned, the others say why not
+    # (each plan held every instance of the models, so plans that differed
+    # unloaded each other's)
+    out = [p for p in ps if p.get("state") == "not planned"]
+    if len(out) != N - 1 or not all("is planned for pipeline" in p["reason"] for p in out):
+        fail(f"expected one planned and {N - 1} not planned, naming the other: {ps}")
+    print(f"2. the controller lists all {N}: one planned, {N - 1} not (they share its models)")
 
     log = open(os.path.join(tmp, "w1.log"), "w")
     procs.append(subprocess.Popen(
