@@ -359,10 +359,10 @@ static void handle(vr_http_req *r, void *user) {
   if (fr) return reply_405(s, r, fr->methods);
   if (n >= 3 && !strcmp(seg[0], "v2") && !strcmp(seg[1], "models"))
     return route_model(s, r, m, seg, n);
-  /* /v2/apps, /v2/jobs (their routers take GET and POST) and the rest */
-  if (!m) return reply_error(s, r, 405, "method not allowed");
+  /* /v2/apps and /v2/jobs: their routers take GET and POST; any other
+   * path is 404 whatever the method (a 405 says the path exists) */
   if (n >= 2 && !strcmp(seg[0], "v2") && (!strcmp(seg[1], "apps") || !strcmp(seg[1], "jobs")))
-    return vr_server_apps(s, r, get, seg, n);
+    return m ? vr_server_apps(s, r, get, seg, n) : reply_error(s, r, 405, "method not allowed");
   reply_error(s, r, 404, "unknown path");
 }
 

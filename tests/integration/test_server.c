@@ -169,8 +169,12 @@ static void test_health_and_metadata(void **st) {
       fail_msg("%s %s: Allow '%s', want '%s'", allow[i].method, allow[i].path, a,
                allow[i].allow);
   }
-  /* a path that does not exist is 404 whatever the method */
+  /* a path that does not exist is 404 whatever the method (a PUT or
+   * DELETE outside /v2/models was 405, with no Allow to say what) */
   assert_int_equal(req("PUT", "/v2/models/m/bogus", tok, NULL, 0, b, sizeof b), 404);
+  assert_int_equal(req("PUT", "/nothing", tok, NULL, 0, b, sizeof b), 404);
+  assert_int_equal(req("DELETE", "/v2/health/dead", tok, NULL, 0, b, sizeof b), 404);
+  assert_int_equal(req("PUT", "/v2/bogus/x", tok, NULL, 0, b, sizeof b), 404);
   assert_int_equal(req("POST", "/v2/repository/models/m/reload", tok, NULL, 0, b, sizeof b),
                    404);
   assert_int_equal(req("GET", "/v2/repository/models/m/load/x", tok, NULL, 0, b, sizeof b), 404);
