@@ -116,6 +116,9 @@ static void handle(vr_http_req *r, void *user) {
   const char *url = vr_http_url(r);
   if (strcmp(vr_http_method(r), "GET"))
     return vr_http_error(r, 405, "method not allowed");
+  /* the probes are answered while it drains too: not ready then */
+  if (!strcmp(url, "/v2/health/ready") && vr_http_draining(r))
+    return vr_http_respond(r, 400, NULL, NULL, 0, (size_t)-1);
   if (!strcmp(url, "/v2/health/live") || !strcmp(url, "/v2/health/ready"))
     return vr_http_respond(r, 200, NULL, NULL, 0, (size_t)-1);
   if (!strcmp(url, "/v2/cluster/state")) {

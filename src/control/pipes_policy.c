@@ -611,6 +611,11 @@ static void pol_tick(vr_pipes *ps, pl_pipe **pipes, int n, int i, double now_s, 
 void vr__pipes_manage_apps(vr_pipes *p, pl_pipe **pipes, int n) {
   char (*now)[VR_PIPE_NAME_MAX] = vr_calloc(VR_PIPE_MAX_TASKS * 64, sizeof *now);
   if (!now) return;
+  /* shared_out as of now, not as the last tick left it: once the plan
+   * that held its app is gone, a pipeline is planned this tick (pol_tick
+   * runs after this), and its apps are its plan's from this tick on */
+  for (int i = 0; i < n; i++)
+    if (!pipes[i]->pol) pipes[i]->shared_out = planned_elsewhere(pipes, n, i, NULL) != 0;
   int k = 0;
   for (int i = 0; i < n; i++)
     for (int t = 0; t < pipes[i]->spec->ntasks && !pipes[i]->shared_out; t++) {

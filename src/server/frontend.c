@@ -337,9 +337,12 @@ static void handle(vr_http_req *r, void *user) {
     if (!strcmp(seg[2], "ready"))
       /* a table with no worker (all of them gone, none started yet) can
        * serve nothing: a load balancer should send clients elsewhere. Not
-       * ready is 400, as a worker's (KServe v2: 4xx = false; Triton). */
+       * ready is 400, as a worker's (KServe v2: 4xx = false; Triton),
+       * and so while it drains (asked first: vr_frontend_free frees the
+       * forwarder before the HTTP server stops) */
       return reply(fe, r,
-                   vr_fwd_table_version(fe->fwd) > 0 && vr_fwd_table_workers(fe->fwd) > 0
+                   !vr_http_draining(r) && vr_fwd_table_version(fe->fwd) > 0 &&
+                           vr_fwd_table_workers(fe->fwd) > 0
                        ? 200
                        : 400,
                    NULL, NULL, 0, (size_t)-1);

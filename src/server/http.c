@@ -557,8 +557,8 @@ static enum MHD_Result ahc(void *cls, struct MHD_Connection *conn,
     r->started = 1;
     if (r->too_big)
       own_error(r, 413, "request body too large");
-    else if (__atomic_load_n(&h->draining, __ATOMIC_SEQ_CST))
-      own_error(r, 503, "server is shutting down");
+    else if (__atomic_load_n(&h->draining, __ATOMIC_SEQ_CST) && strncmp(r->url, "/v2/health/", 11))
+      own_error(r, 503, "server is shutting down"); /* probes: the handler says not ready */
     else if (!decode_body(h, r))
       h->o.handler(r, h->o.user);
   }
@@ -742,6 +742,10 @@ void vr_http_drain(vr_http *h) {
   (void)w;
   for (int i = 0; i < 2000 && __atomic_load_n(&h->quiesce, __ATOMIC_ACQUIRE) != 2; i++)
     usleep(500); /* the event thread closes the listening socket */
+}
+
+int vr_http_draining(const vr_http_req *r) {
+  return __atomic_load_n(&r->h->draining, __ATOMIC_SEQ_CST);
 }
 
 int vr_http_inflight(vr_http *h) {

@@ -56,8 +56,13 @@ typedef struct vr_http_opts {
 int vr_http_start(const vr_http_opts *o, vr_http **out, vr_errbuf *err);
 int vr_http_port(const vr_http *h);
 /* Graceful shutdown, step 1: stop accepting; new requests on open
- * connections get 503 and "Connection: close". */
+ * connections get 503 and "Connection: close", but for the probes
+ * (/v2/health/...), which the handler answers (live; ready says not: it
+ * reads vr_http_draining). */
 void vr_http_drain(vr_http *h);
+/* Whether r's server drains (of the request: a handler may run before
+ * vr_http_start has handed out the vr_http). */
+int vr_http_draining(const vr_http_req *r);
 /* Answers the HTTP layer gave itself (413 body limit, 415/400 encoding,
  * 400 bad head, 503 past the connection reserve or draining, 500 no
  * answer), by status class (out[k]: kxx); the server's handlers count

@@ -608,6 +608,11 @@ int vr_ks_raw_request(const char *body, size_t len, const vr_model_config *c,
                    " input '%s''s %lld-element %s steps (dim %d is variable)", len, t->name,
                    (long long)fixed, dt, var);
   if (var >= 0) in->shape[var] = fixed ? n / fixed : 0;
+  /* the bound a JSON request's shape has (parse_shape): the body's size
+   * alone, which --max-body-mb lets reach 4 GiB, is no bound on it */
+  if (fixed * (var >= 0 ? in->shape[var] : 1) > VR_KS_MAX_ELEMS)
+    return vr_errf(err, VR_ELIMIT, "raw binary request: input '%s': more than 2^28 elements",
+                   t->name);
   in->data = (void *)body; /* the caller's body, as binary inputs */
   in->nbytes = len;
   out->n_in = 1;

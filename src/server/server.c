@@ -188,13 +188,17 @@ static void model_ready(vr_server *s, vr_http_req *r, const char *m) {
 
 enum { M_GET = 1, M_POST = 2 }; /* a request's method; a route's, or'ed */
 
+void vr__srv_reply_405(vr_server *s, vr_http_req *r, const char *allow) {
+  reply_error(s, r, 405, "method not allowed");
+  vr_http_add_header(r, "Allow", allow);
+}
+
 /* 405 with the methods the path takes in Allow, which HTTP requires of a
  * 405 (RFC 9110 15.5.6); HEAD goes wherever GET does. */
 static void reply_405(vr_server *s, vr_http_req *r, int methods) {
-  reply_error(s, r, 405, "method not allowed");
-  vr_http_add_header(r, "Allow", methods == M_POST ? "POST"
-                                 : methods == M_GET ? "GET, HEAD"
-                                                    : "GET, HEAD, POST");
+  vr__srv_reply_405(s, r, methods == M_POST ? "POST"
+                          : methods == M_GET ? "GET, HEAD"
+                                             : "GET, HEAD, POST");
 }
 
 /* The methods /v2/models/{m}/<rest> takes; 0 for no such path. */
@@ -359,10 +363,10 @@ static void handle(vr_http_req *r, void *user) {
   if (fr) return reply_405(s, r, fr->methods);
   if (n >= 3 && !strcmp(seg[0], "v2") && !strcmp(seg[1], "models"))
     return route_model(s, r, m, seg, n);
-  /* /v2/apps, /v2/jobs (their routers take GET and POST) and the rest */
-  if (!m) return reply_error(s, r, 405, "method not allowed");
+  /* any other path is 404 whatever the method (a 405 says the path
+   * exists, and names its methods) */
   if (n >= 2 && !strcmp(seg[0], "v2") && (!strcmp(seg[1], "apps") || !strcmp(seg[1], "jobs")))
-    return vr_server_apps(s, r, get, seg, n);
+    return vr_server_apps(s, r, method, seg, n);
   reply_error(s, r, 404, "unknown path");
 }
 

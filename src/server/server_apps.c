@@ -211,26 +211,41 @@ static void describe(vr_server *s, vr_http_req *r, const char *app) {
   vr_http_respond(r, 200, "application/json", j, strlen(j), (size_t)-1);
 }
 
-void vr_server_apps(vr_server *s, vr_http_req *r, int get, char **seg, int n) {
+/* The methods a /v2/apps or /v2/jobs path takes (an Allow value); NULL
+ * where there is no such path. DELETE of an app's model is routed before
+ * (server.c). */
+static const char *apps_allow(const vr_server *s, char **seg, int n) {
+  if (!strcmp(seg[1], "jobs"))
+    return n == 2 ? "POST" : n == 3 || (n == 4 && !strcmp(seg[3], "output")) ? "GET, HEAD" : NULL;
+  if (n == 2 || n == 3) return "GET, HEAD";
+  if (n == 4 && (!strcmp(seg[3], "infer") || !strcmp(seg[3], "models") ||
+                 (!strcmp(seg[3], "jobs") && s->jobs)))
+    return "POST";
+  if (n == 5 && !strcmp(seg[3], "models")) return "DELETE";
+  return NULL;
+}
+
+void vr_server_apps(vr_server *s, vr_http_req *r, const char *method, char **seg, int n) {
+  int get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), post = !strcmp(method, "POST");
   if (!s->ctl) return fail(s, r, 404, "no control plane (start vario serve with --store)");
   if (!strcmp(seg[1], "jobs")) {
     if (!s->jobs) return fail(s, r, 404, "offline jobs are not enabled");
-    if (n == 2 && !get) return vr__server_job_submit(s, r, NULL);
+    if (n == 2 && post) return vr__server_job_submit(s, r, NULL);
     if (n == 3 && get) return vr__server_job_get(s, r, seg[2]);
     if (n == 4 && get && !strcmp(seg[3], "output"))
       return vr__server_job_output(s, r, seg[2]);
-    return fail(s, r, 404, "unknown path");
+  } else {
+    if (n == 4 && post && !strcmp(seg[3], "jobs") && s->jobs)
+      return vr__server_job_submit(s, r, seg[2]);
+    if (n == 2 && get) return describe(s, r, NULL);
+    if (n == 3 && get) return describe(s, r, seg[2]);
+    if (n == 4 && post && !strcmp(seg[3], "infer")) return app_infer(s, r, seg[2]);
+    if (n == 4 && post && !strcmp(seg[3], "models")) return vr__server_app_register(s, r, seg[2]);
   }
-  if (n == 4 && !get && !strcmp(seg[3], "jobs") && s->jobs) return vr__server_job_submit(s, r, seg[2]);
-  if (n == 2 && get) return describe(s, r, NULL);
-  if (n == 3 && get) return describe(s, r, seg[2]);
-  if (n == 4 && !get && !strcmp(seg[3], "infer")) return app_infer(s, r, seg[2]);
-  if (n == 4 && !get && !strcmp(seg[3], "models")) return vr__server_app_register(s, r, seg[2]);
-  /* 405 only for a path that exists for the other method */
-  int exists = n == 2 || n == 3 ||
-               (n == 4 && (!strcmp(seg[3], "infer") || !strcmp(seg[3], "models") ||
-                           (!strcmp(seg[3], "jobs") && s->jobs)));
-  fail(s, r, exists ? 405 : 404, exists ? "method not allowed" : "unknown path");
+  /* 405 only for a path that exists for other methods, saying which */
+  const char *allow = apps_allow(s, seg, n);
+  if (!allow) return fail(s, r, 404, "unknown path");
+  vr__srv_reply_405(s, r, allow);
 }
 
 void vr_server_set_jobs(vr_server *s, struct vr_jobs *jobs) { s->jobs = jobs; }

@@ -121,7 +121,7 @@ typedef struct vr__srv_shadow_req {
 int vr__srv_shadow_parse(const char *body, size_t len, vr__srv_shadow_req *q, vr_errbuf *err);
 void vr_server_model_stats(vr_server *s, vr_http_req *r, const char *model);
 /* /v2/apps[...]: the model-less API (server_apps.c). */
-void vr_server_apps(vr_server *s, vr_http_req *r, int get, char **seg, int n);
+void vr_server_apps(vr_server *s, vr_http_req *r, const char *method, char **seg, int n);
 /* /v2/pipelines[...] (server_pipes.c). */
 void vr_server_pipes(vr_server *s, vr_http_req *r, const char *method, char **seg, int n);
 /* server_admin.c: registration upload, offline jobs. */
@@ -141,6 +141,9 @@ void vr__srv_expect(vr_server *s, const char *name, int on);
 /* A repository unload (HTTP and gRPC): the model leaves what readiness
  * waits for; one that is not loaded is unloaded already (0, as Triton). */
 int vr__srv_unload(vr_server *s, const char *name, vr_errbuf *err);
+/* 405 for a path of other methods, with allow (what it takes, "GET, HEAD"
+ * for GET) in the Allow header HTTP requires of a 405 (RFC 9110 15.5.6). */
+void vr__srv_reply_405(vr_server *s, vr_http_req *r, const char *allow);
 /* Why model name's last load failed (msg NULL: it loaded); an unload
  * (vr__srv_expect off) forgets it. The repository index shows it: only a
  * config's own errors are found again by reading the directory, not what

@@ -333,7 +333,9 @@ void vr_server_pipes(vr_server *s, vr_http_req *r, const char *method, char **se
   if (n == 3 && del) return admin_job(s, r, seg[2]);
   if (n == 4 && post && !strcmp(seg[3], "infer")) return infer(s, r, seg[2]);
   if (n == 4 && strcmp(seg[3], "infer")) return fail(s, r, 404, "unknown path");
-  if (n <= 4) return fail(s, r, 405, "method not allowed");
+  if (n <= 4) /* what the path takes, as HTTP asks of a 405 */
+    return vr__srv_reply_405(s, r, n == 2 ? "GET, HEAD, POST" : n == 3 ? "GET, HEAD, DELETE"
+                                                                        : "POST");
   fail(s, r, 404, "unknown path");
 }
 

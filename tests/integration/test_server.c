@@ -169,8 +169,12 @@ static void test_health_and_metadata(void **st) {
       fail_msg("%s %s: Allow '%s', want '%s'", allow[i].method, allow[i].path, a,
                allow[i].allow);
   }
-  /* a path that does not exist is 404 whatever the method */
+  /* a path that does not exist is 404 whatever the method (a PUT or
+   * DELETE outside /v2/models was 405, with no Allow to say what) */
   assert_int_equal(req("PUT", "/v2/models/m/bogus", tok, NULL, 0, b, sizeof b), 404);
+  assert_int_equal(req("PUT", "/nothing", tok, NULL, 0, b, sizeof b), 404);
+  assert_int_equal(req("DELETE", "/v2/health/dead", tok, NULL, 0, b, sizeof b), 404);
+  assert_int_equal(req("PUT", "/v2/bogus/x", tok, NULL, 0, b, sizeof b), 404);
   assert_int_equal(req("POST", "/v2/repository/models/m/reload", tok, NULL, 0, b, sizeof b),
                    404);
   assert_int_equal(req("GET", "/v2/repository/models/m/load/x", tok, NULL, 0, b, sizeof b), 404);
@@ -767,6 +771,47 @@ static void test_graceful_shutdown(void **st) {
   g_port = saved;
 }
 
+/* While it drains (vr_server_shutdown), a server still answers probes on
+ * the connections it has: live 200, ready 400 (not ready, as Triton while
+ * it exits and KServe v2's 4xx = false); any other request 503. The
+ * probes were 503 "server is shutting down" there too, though the docs
+ * and bdcd68b say not ready is 400 while draining. */
+static void test_probes_while_draining(void **st) {
+  (void)st;
+  rt_fake f;
+  rt_fake_init(&f, 0, 0, 3);
+  vr_server_opts o;
+  vr_server_opts_init(&o);
+  o.rt.backend = &f.be;
+  vr_server *s;
+  vr_errbuf err = {0};
+  assert_int_equal(vr_server_create(&o, &s, &err), 0);
+  int saved = g_port;
+  g_port = vr_server_port(s);
+  const char *live = "GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n";
+  const char *ready = "GET /v2/health/ready HTTP/1.1\r\nHost: x\r\n\r\n";
+  const char *meta = "GET /v2 HTTP/1.1\r\nHost: x\r\n\r\n";
+  int fd[3];
+  for (int i = 0; i < 3; i++) { /* open and in use before the drain */
+    fd[i] = connect_raw();
+    send(fd[i], live, strlen(live), MSG_NOSIGNAL);
+    assert_int_equal(read_status(fd[i]), 200);
+  }
+  vr_server_shutdown(s);
+  const char *after[3] = {ready, live, meta};
+  int want[3] = {400, 200, 503}, got[3];
+  for (int i = 0; i < 3; i++) {
+    send(fd[i], after[i], strlen(after[i]), MSG_NOSIGNAL);
+    got[i] = read_status(fd[i]);
+    close(fd[i]);
+  }
+  vr_server_free(s);
+  g_port = saved; /* before any failure: the next tests use the shared server */
+  for (int i = 0; i < 3; i++)
+    if (got[i] != want[i])
+      fail_msg("draining: %.24s answered %d, want %d", after[i], got[i], want[i]);
+}
+
 /* --max-conns: connections beyond the limit are closed at once; the ones
  * inside it keep working. */
 static void test_connection_limit(void **st) {
@@ -1128,9 +1173,15 @@ static void test_frontend_ready(void **st) {
     fail_msg("%s", err.msg);
   assert_int_equal(resp.head.status, 404);
   assert_non_null(memmem(resp.body, resp.body_len, "/v2/models/{m}/stats", 20));
-  vr_httpc_close(&c);
+  /* draining, on a connection it has: not ready (its table with a worker
+   * said 200) */
   vr_frontend_shutdown(fe);
+  if (vr_httpc_request(&c, "GET", "/v2/health/ready", NULL, NULL, 0, &resp, &err))
+    fail_msg("%s", err.msg);
+  int drained = resp.head.status;
+  vr_httpc_close(&c);
   vr_frontend_free(fe);
+  assert_int_equal(drained, 400);
 }
 
 /* Each try tells the worker how long the front end has had the query. */
@@ -1327,6 +1378,7 @@ int main(void) {
       cmocka_unit_test(test_unload_in_flight),
       cmocka_unit_test(test_graceful_shutdown),
       cmocka_unit_test(test_connection_limit),
+      cmocka_unit_test(test_probes_while_draining),
       cmocka_unit_test(test_path_segments),
       cmocka_unit_test(test_fwd_retry_after_table_change),
       cmocka_unit_test(test_fwd_moved_worker),

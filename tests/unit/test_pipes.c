@@ -1268,6 +1268,17 @@ static void test_shared_app_planned_once(void **st) {
            a_out ? "garment" : "t0", other);
   if (!strstr(out, want)) fail_msg("no reason '%s': %.2000s", want, out);
   assert_int_equal(vr_pipes_delete(p, other, &e), 0);
+  /* What the next tick does first, before it plans the one left: that
+   * one's apps are managed from this tick on. They were handed to the
+   * control loop for a tick (the flag said 'not planned' until its plan),
+   * so its first plan counted its own app's instance as taken. */
+  unload_all();
+  load("fmnist_mlp-fp32-t1-b8"); /* app fashion, in both */
+  pl_pipe *pipes[VR_PIPES_MAX];
+  int n = vr__pipes_ref_all(p, pipes, VR_PIPES_MAX, 0);
+  vr__pipes_manage_apps(p, pipes, n);
+  for (int i = 0; i < n; i++) vr__pipe_unref(pipes[i]);
+  assert_int_equal(vr_control_managed_cores(g_ctl), 4);
   vr_pipes_policy_tick(p);
   const char *left = a_out ? "fashion_scenes" : "cls";
   if (strstr(pol_state(p, left, a, sizeof a), "not planned"))
