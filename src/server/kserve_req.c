@@ -595,6 +595,7 @@ int vr_ks_raw_request(const char *body, size_t len, const vr_model_config *c,
     fixed *= in->shape[d];
   }
   const char *dt = vr_dtype_kserve(t->dtype);
+  if (!dt) dt = vr_dtype_name(t->dtype); /* (a type KServe has no name for) */
   if (!es)
     return vr_errf(err, VR_EUNSUPPORTED, "raw binary request: input '%s' is %s, which has no"
                    " fixed element size", t->name, dt);
