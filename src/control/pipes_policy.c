@@ -442,7 +442,8 @@ static void publish(vr_pipes *ps, pl_pipe *pp, pl_pol *pol, vr_pipe_snap *s,
 /* Whether an app of pipes[i] is one a plan of another pipeline holds
  * (VR_EEXIST, naming both). Two plans holding one app's instances fought:
  * each unloaded what the other loaded, every tick. The pipeline planned
- * first keeps it; this one waits until it is deleted. */
+ * first keeps it while it holds a plan (until it is deleted or its view
+ * is dropped: then whichever builds a view first takes it). */
 static int planned_elsewhere(pl_pipe **pipes, int n, int i, vr_errbuf *err) {
   const vr_pipeline *a = pipes[i]->spec;
   for (int j = 0; j < n; j++) {
