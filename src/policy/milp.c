@@ -56,6 +56,10 @@ void vr_milp_lean(vr_milp *m) {
   Cbc_setParameter(m->cbc, "heur", "off");
 }
 
+void vr_milp_no_pump(vr_milp *m) {
+  Cbc_setParameter(m->cbc, "feasibilityPump", "off");
+}
+
 /* Wall seconds since `start`: CBC's time limit counts elapsed time
  * (timeMode, vr_milp_new), and this span holds CBC's, so a stop on the
  * limit implies this is at least the limit. */

@@ -51,6 +51,14 @@ void vr_milp_set_cutoff(vr_milp *m, double obj);
  * heuristics cost more than the few nodes they save. */
 void vr_milp_lean(vr_milp *m);
 
+/* No feasibility pump (CBC's "feasibilityPump off"). Clp 1.17 (Debian's
+ * CBC 2.10.8) can fail an assertion in the dual simplex of the pump's
+ * mini branch and bound (ClpSimplexDual.cpp:3626: a superbasic column
+ * where Clp has noted none) and abort the whole process. Branch and bound
+ * still proves the same optimum; only a tie between optima may resolve
+ * differently, which is why the models it was not seen on keep it. */
+void vr_milp_no_pump(vr_milp *m);
+
 /* Solves; time_limit_s <= 0: none. Returns a vr_milp_status. The limit
  * is CBC's, in wall seconds (not its default, the whole process's CPU
  * time, which other threads spend too). CBC stopped by it in its root LP
