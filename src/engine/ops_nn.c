@@ -161,13 +161,16 @@ int vr_deconv_geom(const vr_node *n, const vr_tview *x, const vr_tview *w, vr_ge
       (rc = ints_or(n, "dilations", nsp, 1, g->d, err)) ||
       (rc = ints_or(n, "pads", 2 * nsp, 0, pads, err)) ||
       (rc = ints_or(n, "output_padding", nsp, 0, opad, err)) ||
-      (rc = ints_or(n, "output_shape", nsp, -1, oshape, err)) ||
       (rc = geom_bounds(n, x, g, pads, err)))
     return rc;
+  /* output_shape: the spatial sizes or the full N, C, spatial form (ORT
+   * takes both) */
   const int64_t *os;
   int nos = vr_attr_ints(n, "output_shape", &os);
-  if (nos == x->ndim) /* full N,C,spatial form */
-    for (int i = 0; i < nsp; i++) oshape[i] = os[2 + i];
+  if (nos >= 0 && nos != nsp && nos != x->ndim)
+    return vr_bad(err, n, VR_EINVAL, "attribute 'output_shape' has %d values, expected %d "
+                  "(spatial) or %d (N, C, spatial)", nos, nsp, x->ndim);
+  for (int i = 0; i < nsp; i++) oshape[i] = nos < 0 ? -1 : os[nos - nsp + i];
   const char *ap = vr_attr_s(n, "auto_pad", "NOTSET");
   for (int i = 0; i < nsp; i++) {
     int64_t in = x->shape[2 + i], ek = (g->k[i] - 1) * g->d[i] + 1;

@@ -246,6 +246,7 @@ static int unknown(pt *p, const node *x, const char *where) {
 static int tensor(pt *p, const node *m, vr_tensor_info *t, const char *what,
                   char *label, size_t label_cap) {
   int rc = want(p, m, 1), have_dt = 0, nd = 0;
+  int64_t row = 1; /* elements of one sample, bounded as config.json's */
   memset(t, 0, sizeof *t);
   t->shape[0] = -1; /* the batch dimension Triton leaves out */
   for (const node *x = kid(p, m); !rc && x; x = sib(p, x)) {
@@ -269,6 +270,9 @@ static int tensor(pt *p, const node *m, vr_tensor_info *t, const char *what,
         rc = vr_errf(p->err, VR_EUNSUPPORTED, "line %d: %s dim %lld: Vario"
                      " needs fixed positive dims after the batch", x->line,
                      what, v);
+      if (!rc && (row *= v) > ((int64_t)1 << 28))
+        rc = vr_errf(p->err, VR_ELIMIT, "line %d: %s dims: sample of more than"
+                     " 2^28 elements", x->line, what);
       if (!rc) t->shape[++nd] = v;
     } else if (!strcmp(x->name, "format") && !strcmp(x->val, "FORMAT_NONE")) {
       continue;

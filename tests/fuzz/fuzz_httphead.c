@@ -19,6 +19,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   int rc = vr_http_parse_head(buf, size, &h);
   if (rc != 0 && rc != 1 && rc != VR_EFORMAT) abort();
   if (rc == 1 && (h.head_len < 4 || h.head_len > size)) abort();
+  /* the headers the forwarder passes on to its client: a value found lies
+   * inside the head, without its line end */
+  static const char *const names[] = {"Content-Type", "WWW-Authenticate", "Retry-After",
+                                      "Content-Length", "Vario-Due-Us", "Connection"};
+  for (size_t i = 0; rc == 1 && i < sizeof names / sizeof names[0]; i++) {
+    size_t vl = 0;
+    const char *v = vr__http_head_value(buf, h.head_len, names[i], &vl);
+    if (v && (v < buf || v + vl > buf + h.head_len || memchr(v, '\n', vl))) abort();
+    size_t x = vr__http_head_num(buf, h.head_len, names[i]);
+    if (x != (size_t)-1 && !v) abort();
+  }
   free(buf);
   return 0;
 }

@@ -27,5 +27,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (c.inputs[i].ndim < 1 || c.inputs[i].ndim > VR_MAX_DIMS ||
         c.inputs[i].shape[0] != -1)
       __builtin_trap();
+  /* a sample's size (vr_tensor_info_row_bytes, what the runtime allocates
+   * and checks requests by) is bounded as config.json's: 2^28 elements */
+  for (int i = 0; i < c.n_inputs + c.n_outputs; i++) {
+    const vr_tensor_info *t = i < c.n_inputs ? &c.inputs[i] : &c.outputs[i - c.n_inputs];
+    int64_t row = 1;
+    for (int d = 1; d < t->ndim; d++)
+      if (__builtin_mul_overflow(row, t->shape[d], &row) || row > ((int64_t)1 << 28))
+        __builtin_trap();
+  }
   return 0;
 }

@@ -126,6 +126,7 @@ static void test_semantics(void **st) {
   check_model("gemm_alpha0_relu", 1, VR_PREC_FP32, 1e-6);
   check_model("matmul_m0_relu", 1, VR_PREC_FP32, 1e-5);
   check_model("deconv_outshape", 1, VR_PREC_FP32, 1e-5);
+  check_model("deconv_outshape_full", 1, VR_PREC_FP32, 1e-5);
   check_model("max_nan", 1, VR_PREC_FP32, 1e-6);
   check_model("uint64_big", 1, VR_PREC_FP32, 1e-6);
   check_model("int_fmod", 1, VR_PREC_FP32, 1e-6);

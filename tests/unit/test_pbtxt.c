@@ -58,6 +58,11 @@ static void test_refusals(void **st) {
   expect_bad("max_batch_size: -2", "max_batch_size");
   expect_bad("max_batch_size: \"4\"", "max_batch_size");
   expect_bad("input [ { name: \"x\" data_type: TYPE_FP32 dims: [ -1 ] } ]", "dim -1");
+  /* each dim is below 2^28, their product (a sample's size) is not */
+  expect_bad("input [ { name: \"x\" data_type: TYPE_FP32 dims: [ 65536, 65536, 65536, 65536 ] } ]",
+             "line 1: input dims: sample of more than 2^28 elements");
+  expect_bad("output [ { name: \"y\" data_type: TYPE_FP32 dims: [ 16385, 16384 ] } ]",
+             "2^28");
   expect_bad("input [ { name: \"x\" data_type: TYPE_FOO dims: [ 1 ] } ]", "TYPE_FOO");
   expect_bad("input [ { name: \"x\" dims: [ 1 ] } ]", "data_type");
   expect_bad("input [ { name: \"x\" data_type: TYPE_FP32 reshape: { shape: [1] } } ]", "reshape");

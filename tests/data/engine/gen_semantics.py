@@ -109,6 +109,9 @@ deconv_outshape: ConvTranspose stride 2 with output_shape [6, 6] (the full
                output is 7 x 7) and explicit pads, which ONNX ignores then:
                auto_pad NOTSET puts the odd pad at the start (crops row and
                column 0), as ORT; it was put at the end.
+deconv_outshape_full: deconv_outshape with output_shape in its full N, C,
+               spatial form [2, 3, 6, 6] (ORT takes both forms): refused
+               ("has 4 values, expected 2").
 max_nan:       Max(x, c) and Min(x, c) with NaNs in x and in c, each
                mapped to 1 where not NaN (Equal(m, m)), summed: a NaN
                propagates (numpy, ORT); the NaN operand was dropped
@@ -492,6 +495,9 @@ for i in range(3):
         full[:, :, 2 * i:2 * i + 3, 2 * j:2 * j + 3] += np.einsum("nc,cokl->nokl", x[:, :, i, j], W)
 save("deconv_outshape", [h.make_node("ConvTranspose", ["x", "W"], ["y"], strides=[2, 2], output_shape=[6, 6],
                                      pads=[0, 0, 1, 1])],
+     "x", [("y", ["N", 3, 6, 6])], {"W": W}, x, full[:, :, 1:, 1:])
+save("deconv_outshape_full", [h.make_node("ConvTranspose", ["x", "W"], ["y"], strides=[2, 2],
+                                          output_shape=[2, 3, 6, 6], pads=[0, 0, 1, 1])],
      "x", [("y", ["N", 3, 6, 6])], {"W": W}, x, full[:, :, 1:, 1:])
 x = np.array([[1, np.nan, 3, -2], [np.nan, 0, 5, 7]], np.float32)
 c = np.array([np.nan, 2, 1, np.nan], np.float32)
