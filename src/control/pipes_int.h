@@ -86,10 +86,6 @@ typedef struct pl_pipe {
    * by the policy thread under mu; GET reads it): said once, not every
    * tick, until the reason changes. */
   char nopol[512];
-  /* Not planned because another pipeline's plan holds one of its apps
-   * (policy thread only): its apps are left to the control loop, but for
-   * those the other plan holds. */
-  int shared_out;
   /* The text of the controller's plan followed last (pipes_follow.c),
    * carried to a replacement (under mu): a worker hands a plan over once
    * per version, and a replacement starts with no plan of its own. */

@@ -470,9 +470,7 @@ static void pol_tick(vr_pipes *ps, pl_pipe **pipes, int n, int i, double now_s, 
   }
   if (!pp->pol) {
     pl_pol *pol = NULL;
-    int shared = planned_elsewhere(pipes, n, i, &err);
-    pp->shared_out = shared != 0;
-    if (shared || vr__pipe_pol_build_view(ps, pp, &pol, &err)) {
+    if (planned_elsewhere(pipes, n, i, &err) || vr__pipe_pol_build_view(ps, pp, &pol, &err)) {
       if (strcmp(pp->nopol, err.msg))
         vr_warn("pipeline '%s': no policy (its hops are routed by selection): %s",
                 pp->spec->name, err.msg);
@@ -612,14 +610,14 @@ static void pol_tick(vr_pipes *ps, pl_pipe **pipes, int n, int i, double now_s, 
 void vr__pipes_manage_apps(vr_pipes *p, pl_pipe **pipes, int n) {
   char (*now)[VR_PIPE_NAME_MAX] = vr_calloc(VR_PIPE_MAX_TASKS * 64, sizeof *now);
   if (!now) return;
-  /* shared_out as of now, not as the last tick left it: once the plan
-   * that held its app is gone, a pipeline is planned this tick (pol_tick
-   * runs after this), and its apps are its plan's from this tick on */
-  for (int i = 0; i < n; i++)
-    if (!pipes[i]->pol) pipes[i]->shared_out = planned_elsewhere(pipes, n, i, NULL) != 0;
   int k = 0;
-  for (int i = 0; i < n; i++)
-    for (int t = 0; t < pipes[i]->spec->ntasks && !pipes[i]->shared_out; t++) {
+  for (int i = 0; i < n; i++) {
+    /* A pipeline with an app another's plan holds (planned_elsewhere,
+     * as of now: once that plan is gone, it is planned this tick, pol_tick
+     * running after this, and its apps are its plan's from this tick on)
+     * leaves its apps to the control loop, but for the held ones. */
+    if (!pipes[i]->pol && planned_elsewhere(pipes, n, i, NULL)) continue;
+    for (int t = 0; t < pipes[i]->spec->ntasks; t++) {
       const char *app = pipes[i]->spec->tasks[t].app;
       int seen = 0;
       for (int j = 0; j < k && !seen; j++) seen = !strcmp(now[j], app);
@@ -628,6 +626,7 @@ void vr__pipes_manage_apps(vr_pipes *p, pl_pipe **pipes, int n) {
         vr_control_set_managed(p->ctl, app, 1);
       }
     }
+  }
   for (int j = 0; j < p->nmanaged; j++) {
     int kept = 0;
     for (int i = 0; i < k && !kept; i++) kept = !strcmp(now[i], p->managed[j]);
