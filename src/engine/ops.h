@@ -79,6 +79,10 @@ int vr_deconv_geom(const vr_node *n, const vr_tview *x, const vr_tview *w, vr_ge
 int vr_softmax_dims(const vr_node *n, const vr_tview *x, int64_t *outer,
                     int64_t *len, int64_t *inner);
 
+/* FLOPs of an op that touches each element of its first input once
+ * (ops_nn.c; the normalisations, Softmax, global pools, reductions, ArgMax). */
+int64_t vr_flops_in(const vr_node *n, const vr_tview *in, const vr_tview *out);
+
 /* Per-category tables (ops_*.c), merged by ops.c. */
 extern const vr_op vr_ops_elem[];
 extern const vr_op vr_ops_shape[];

@@ -402,7 +402,7 @@ static int eval_gpool(const vr_node *n, const vr_tview *in, vr_tview *out,
   return 0;
 }
 
-static int64_t flops_in(const vr_node *n, const vr_tview *in, const vr_tview *out) {
+int64_t vr_flops_in(const vr_node *n, const vr_tview *in, const vr_tview *out) {
   return vr_tview_numel(&in[0]);
 }
 
@@ -688,13 +688,13 @@ const vr_op vr_ops_nn[] = {
     {"MatMul", infer_matmul, eval_matmul, flops_matmul, 2, 2, 0},
     {"MaxPool", infer_pool, NULL, flops_pool, 1, 1, 0},
     {"AveragePool", infer_pool, NULL, flops_pool, 1, 1, 0},
-    {"GlobalAveragePool", infer_gpool, eval_gpool, flops_in, 1, 1, 0},
-    {"GlobalMaxPool", infer_gpool, eval_gpool, flops_in, 1, 1, 0},
-    {"BatchNormalization", infer_bn, eval_bn, flops_in, 5, 5, 0},
-    {"LayerNormalization", infer_ln, eval_ln, flops_in, 2, 3, 0},
-    {"LRN", infer_lrn, eval_lrn, flops_in, 1, 1, 0},
-    {"Softmax", infer_softmax, eval_softmax, flops_in, 1, 1, 0},
-    {"LogSoftmax", infer_softmax, eval_softmax, flops_in, 1, 1, 0},
-    {"Hardmax", infer_softmax, eval_softmax, flops_in, 1, 1, 0},
+    {"GlobalAveragePool", infer_gpool, eval_gpool, vr_flops_in, 1, 1, 0},
+    {"GlobalMaxPool", infer_gpool, eval_gpool, vr_flops_in, 1, 1, 0},
+    {"BatchNormalization", infer_bn, eval_bn, vr_flops_in, 5, 5, 0},
+    {"LayerNormalization", infer_ln, eval_ln, vr_flops_in, 2, 3, 0},
+    {"LRN", infer_lrn, eval_lrn, vr_flops_in, 1, 1, 0},
+    {"Softmax", infer_softmax, eval_softmax, vr_flops_in, 1, 1, 0},
+    {"LogSoftmax", infer_softmax, eval_softmax, vr_flops_in, 1, 1, 0},
+    {"Hardmax", infer_softmax, eval_softmax, vr_flops_in, 1, 1, 0},
     {NULL, NULL, NULL, NULL, 0, 0, 0},
 };

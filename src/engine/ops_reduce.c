@@ -8,11 +8,6 @@
 #include "base/alloc.h"
 #include "engine/ops.h"
 
-static int64_t flops_in(const vr_node *n, const vr_tview *in, const vr_tview *out) {
-  (void)n, (void)out;
-  return vr_tview_numel(&in[0]);
-}
-
 /* ---- reductions ----------------------------------------------------------- */
 
 static int reduce_axes(const vr_node *n, const vr_tview *in, int *red,
@@ -148,11 +143,11 @@ static int eval_arg(const vr_node *n, const vr_tview *in, vr_tview *out,
   return 0;
 }
 
-#define RED(name) {name, infer_reduce, eval_reduce, flops_in, 1, 2, 0}
+#define RED(name) {name, infer_reduce, eval_reduce, vr_flops_in, 1, 2, 0}
 
 const vr_op vr_ops_reduce[] = {
-    {"ArgMax", infer_arg, eval_arg, flops_in, 1, 1, 0},
-    {"ArgMin", infer_arg, eval_arg, flops_in, 1, 1, 0},
+    {"ArgMax", infer_arg, eval_arg, vr_flops_in, 1, 1, 0},
+    {"ArgMin", infer_arg, eval_arg, vr_flops_in, 1, 1, 0},
     RED("ReduceMean"), RED("ReduceSum"), RED("ReduceMax"), RED("ReduceMin"),
     RED("ReduceProd"), RED("ReduceL1"), RED("ReduceL2"), RED("ReduceSumSquare"),
     {NULL, NULL, NULL, NULL, 0, 0, 0},
