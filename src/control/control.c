@@ -177,7 +177,7 @@ static void fill_instance(vr_control *c, ctl_inst *in, const vr_rt_instance_stat
   x->body = st->body;
   x->shadow_cores = st->shadow_threads;
   in->cap = st->batch_cap;
-  in->paired = st->shadow_threads > 0 ? st->shadow_threads : 0;
+  in->shadow_cores = st->shadow_threads > 0 ? st->shadow_threads : 0;
 }
 
 int ctl_refresh_locked(vr_control *c, int64_t now_ns, double dt) {
@@ -305,7 +305,7 @@ static int apply_load(vr_control *c, const vr_action *a, int64_t replaces) {
     ctl_inst *old = replaces > 0 ? ctl_inst_by_id(c, (int)replaces) : NULL;
     const vr_profile *q = old && !old->removing ? &c->var[old->var].prof : NULL;
     /* a body's shadow goes with it: its cores are freed too */
-    freed = q ? q->threads + old->paired : 0;
+    freed = q ? q->threads + old->shadow_cores : 0;
     /* cores are shared for the overlap; memory must hold both */
     ok = c->worker.free_cores + freed >= p->threads && c->worker.free_mem >= p->mem_bytes;
   }

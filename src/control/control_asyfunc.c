@@ -110,7 +110,7 @@ void ctl_af_routed(vr_control *c, int v) {
     ctl_inst *in = vr_vec_at(&c->insts, i);
     if (in->var != v || in->removing) continue;
     n++;
-    unpaired += !in->paired;
+    unpaired += !in->shadow_cores;
     int q = in->inflight - (in->cap > 0 ? in->cap : 1);
     rows += q > 0 ? q : 0;
   }

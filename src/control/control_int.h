@@ -39,7 +39,7 @@ typedef struct ctl_inst {
   int removing;  /* unload decided: route nothing more to it */
   int inflight;  /* routed and not completed */
   int cap;       /* its batch cap at the last refresh (0 = unknown) */
-  int paired;    /* cores of its shadow at the last refresh (0: none) */
+  int shadow_cores; /* of its shadow at the last refresh (0: none, not paired) */
   uint64_t arrivals, items, batches; /* this period */
   int nlat;
   float lat[CTL_LAT_SAMPLES]; /* compute ms of requests this period */
