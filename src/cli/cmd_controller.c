@@ -351,7 +351,10 @@ static void registry_lost(ctl *c, const char *why) {
   c->registry_ok = 0;
 }
 
-/* Starts one worker through the provider (outside c->mu). 0 or -1. */
+/* One period: the registry's workers (a missing one kept through its
+ * grace), their instances, placement by the policy or the fixed replicas,
+ * the routing table (published when it changed), then the pipeline
+ * policy's step. On the tick thread. */
 static void tick(ctl *c) {
   vr_errbuf err = {0};
   vr_worker_info *ws = NULL;
