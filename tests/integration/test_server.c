@@ -1126,11 +1126,6 @@ static void test_frontend_allow(void **st) {
   vr_frontend_free(fe);
 }
 
-/* Workers that close the connection after reading a request (killed
- * mid-request). Inference goes to the next worker; a registration, which
- * the first worker may have carried out, is not sent again (it was, and
- * the second answered 409 "already registered" for a model that the first
- * had registered, or registered it twice). */
 /* A front end is ready while its table names a worker (frontend.h); a
  * table with none (every worker gone) said ready too. */
 static void test_frontend_ready(void **st) {
@@ -1213,6 +1208,11 @@ static void test_fwd_upstream_header(void **st) {
   fake_stop(&a);
 }
 
+/* Workers that close the connection after reading a request (killed
+ * mid-request). Inference goes to the next worker; a registration, which
+ * the first worker may have carried out, is not sent again (it was, and
+ * the second answered 409 "already registered" for a model that the first
+ * had registered, or registered it twice). */
 static void test_fwd_no_replay_of_writes(void **st) {
   (void)st;
   static fake_worker a, b;
