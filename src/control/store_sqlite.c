@@ -212,7 +212,7 @@ static int write_variant(sqlite_be *b, const vr_variant_rec *v, int replace,
   return rc;
 }
 
-static int be_put_model(void *be, const vr_model_rec *m,
+static int db_put_model(void *be, const vr_model_rec *m,
                         const vr_variant_rec *v, size_t n, vr_errbuf *err) {
   sqlite_be *b = be;
   int rc = exec(b, "BEGIN IMMEDIATE", err);
@@ -224,7 +224,7 @@ static int be_put_model(void *be, const vr_model_rec *m,
   return rc;
 }
 
-static int be_del_model(void *be, const char *name, vr_errbuf *err) {
+static int db_del_model(void *be, const char *name, vr_errbuf *err) {
   sqlite_be *b = be;
   sqlite3_stmt *st = NULL;
   if (sqlite3_prepare_v2(b->db, "DELETE FROM models WHERE name=?", -1, &st,
@@ -238,7 +238,7 @@ static int be_del_model(void *be, const char *name, vr_errbuf *err) {
   return rc;
 }
 
-static int be_put_profile(void *be, const vr_variant_rec *v, vr_errbuf *err) {
+static int db_put_profile(void *be, const vr_variant_rec *v, vr_errbuf *err) {
   return write_variant(be, v, 1, err);
 }
 
@@ -331,7 +331,7 @@ static int be_load(void *be, vr_store_model_cb on_model,
 
 /* ---- documents ------------------------------------------------------------ */
 
-static int be_put_doc(void *be, const char *kind, const char *name, const char *body,
+static int db_put_doc(void *be, const char *kind, const char *name, const char *body,
                       vr_errbuf *err) {
   sqlite_be *b = be;
   sqlite3_stmt *st = NULL;
@@ -345,7 +345,7 @@ static int be_put_doc(void *be, const char *kind, const char *name, const char *
   return rc;
 }
 
-static int be_del_doc(void *be, const char *kind, const char *name, vr_errbuf *err) {
+static int db_del_doc(void *be, const char *kind, const char *name, vr_errbuf *err) {
   sqlite_be *b = be;
   sqlite3_stmt *st = NULL;
   if (sqlite3_prepare_v2(b->db, "DELETE FROM docs WHERE kind=? AND name=?", -1, &st, NULL) !=
@@ -360,7 +360,7 @@ static int be_del_doc(void *be, const char *kind, const char *name, vr_errbuf *e
   return rc;
 }
 
-static int be_load_docs(void *be, const char *kind, vr_store_doc_cb cb, void *ctx,
+static int db_load_docs(void *be, const char *kind, vr_store_doc_cb cb, void *ctx,
                         vr_errbuf *err) {
   sqlite_be *b = be;
   sqlite3_stmt *st = NULL;
@@ -378,7 +378,7 @@ static int be_load_docs(void *be, const char *kind, vr_store_doc_cb cb, void *ct
 }
 
 /* PRAGMA data_version: changes when another connection commits. */
-static int be_data_version(void *be, int64_t *out, vr_errbuf *err) {
+static int db_data_version(void *be, int64_t *out, vr_errbuf *err) {
   sqlite_be *b = be;
   sqlite3_stmt *st = NULL;
   if (sqlite3_prepare_v2(b->db, "PRAGMA data_version", -1, &st, NULL) != SQLITE_OK)
@@ -387,6 +387,64 @@ static int be_data_version(void *be, int64_t *out, vr_errbuf *err) {
   if (!rc) *out = sqlite3_column_int64(st, 0);
   sqlite3_finalize(st);
   return rc;
+}
+
+/* ---- one operation at a time on db ------------------------------------------ */
+
+/* db is shared by a server's threads (a deletion on an HTTP worker, the
+ * control thread's data_version every period): each operation holds the
+ * connection's own mutex (recursive) across its calls, because
+ * sqlite3_errcode(), sqlite3_errmsg() and sqlite3_changes() describe the
+ * connection's last call, whichever thread made it, and a transaction
+ * spans calls. A deletion that found the store locked read the OK of the
+ * other thread's next call and answered 500 instead of 503. */
+static sqlite3_mutex *db_enter(void *be) {
+  sqlite3_mutex *mu = sqlite3_db_mutex(((sqlite_be *)be)->db);
+  sqlite3_mutex_enter(mu);
+  return mu;
+}
+
+static int db_leave(sqlite3_mutex *mu, int rc) {
+  sqlite3_mutex_leave(mu);
+  return rc;
+}
+
+static int be_put_doc(void *be, const char *kind, const char *name, const char *body,
+                      vr_errbuf *err) {
+  sqlite3_mutex *mu = db_enter(be);
+  return db_leave(mu, db_put_doc(be, kind, name, body, err));
+}
+
+static int be_del_doc(void *be, const char *kind, const char *name, vr_errbuf *err) {
+  sqlite3_mutex *mu = db_enter(be);
+  return db_leave(mu, db_del_doc(be, kind, name, err));
+}
+
+static int be_load_docs(void *be, const char *kind, vr_store_doc_cb cb, void *ctx,
+                        vr_errbuf *err) {
+  sqlite3_mutex *mu = db_enter(be);
+  return db_leave(mu, db_load_docs(be, kind, cb, ctx, err));
+}
+
+static int be_put_model(void *be, const vr_model_rec *m, const vr_variant_rec *v, size_t n,
+                        vr_errbuf *err) {
+  sqlite3_mutex *mu = db_enter(be);
+  return db_leave(mu, db_put_model(be, m, v, n, err));
+}
+
+static int be_del_model(void *be, const char *name, vr_errbuf *err) {
+  sqlite3_mutex *mu = db_enter(be);
+  return db_leave(mu, db_del_model(be, name, err));
+}
+
+static int be_put_profile(void *be, const vr_variant_rec *v, vr_errbuf *err) {
+  sqlite3_mutex *mu = db_enter(be);
+  return db_leave(mu, db_put_profile(be, v, err));
+}
+
+static int be_data_version(void *be, int64_t *out, vr_errbuf *err) {
+  sqlite3_mutex *mu = db_enter(be);
+  return db_leave(mu, db_data_version(be, out, err));
 }
 
 const vr_store_ops vr_store_sqlite_ops = {

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "base/alloc.h"
+#include "base/clock.h"
 #include "control/store.h"
 #include "cluster/redis.h"
 #include "redis_util.h"
@@ -656,6 +657,52 @@ static void test_load_one_snapshot(void **st) {
   unlink(path);
 }
 
+/* One backend's connection is shared by a server's threads (an HTTP
+ * worker's deletion, the control thread's data_version). An operation's
+ * outcome must be its own: sqlite3_changes() and the error code describe
+ * the connection's last call, whichever thread made it, so a deletion of
+ * a missing document beside another thread's writes was taken for done,
+ * and one that found the store locked answered 500 (it read the other
+ * call's OK) instead of 503. */
+typedef struct {
+  void *be;
+  volatile int stop;
+  int errors;
+} churn_ctx;
+
+static void *doc_churn(void *arg) {
+  churn_ctx *c = arg;
+  vr_errbuf e = {0};
+  while (!c->stop) {
+    c->errors += vr_store_sqlite_ops.put_doc(c->be, "pipeline", "churn", "{}", &e) != 0;
+    c->errors += vr_store_sqlite_ops.del_doc(c->be, "pipeline", "churn", &e) != 0;
+  }
+  return NULL;
+}
+
+static void test_shared_connection(void **st) {
+  (void)st;
+  char path[64];
+  tmp_db(path);
+  vr_errbuf e = {0};
+  churn_ctx c = {0};
+  assert_int_equal(vr_store_sqlite_open(path, &c.be, &e), 0);
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, doc_churn, &c), 0);
+  int wrong = 0, runs = 0;
+  for (int64_t t0 = vr_now_ns(); vr_now_ns() - t0 < 3000000000LL && runs < 20000; runs++) {
+    int rc = vr_store_sqlite_ops.del_doc(c.be, "pipeline", "absent", &e);
+    wrong += rc != VR_ENOENT;
+  }
+  c.stop = 1;
+  pthread_join(th, NULL);
+  vr_store_sqlite_ops.close(c.be);
+  unlink(path);
+  if (wrong || c.errors)
+    fail_msg("%d of %d deletions of a missing document not VR_ENOENT; %d churn errors",
+             wrong, runs, c.errors);
+}
+
 /* A URL of another scheme is refused with the reason, not taken for a
  * SQLite path: rediss:// made ./rediss:/HOST:PORT, a store nobody shared. */
 static void test_other_url_schemes(void **st) {
@@ -688,6 +735,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_corrupted_file),
       cmocka_unit_test(test_foreign_schema),
       cmocka_unit_test(test_load_one_snapshot),
+      cmocka_unit_test(test_shared_connection),
       cmocka_unit_test(test_other_url_schemes),
   };
   const struct CMUnitTest redis_only[] = {
