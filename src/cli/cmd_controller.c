@@ -360,12 +360,14 @@ static void tick(ctl *c) {
   vr_worker_info *ws = NULL;
   size_t n = 0, nleft = 0;
   vr_worker_left *left = NULL; /* deregistered: not kept (keep_missing) */
+  vr_redis *rd = vr_registry_redis(c->reg);
+  uint64_t r0 = vr_redis_reconnects(rd);
   int rc = vr_registry_workers_left(c->reg, &ws, &n, &left, &nleft, &err);
   vr_worker_info *room = rc ? NULL : vr_realloc(ws, MAXW * sizeof *ws); /* keep_missing */
   if (room) ws = room;
   else if (!rc) rc = vr_errf(&err, VR_ENOMEM, "out of memory");
-  uint64_t reconnects = vr_redis_reconnects(vr_registry_redis(c->reg));
-  int64_t waited = vr_redis_take_wait_ns(vr_registry_redis(c->reg));
+  uint64_t reconnects = vr_redis_reconnects(rd);
+  int64_t waited = vr_redis_take_wait_ns(rd);
   pthread_mutex_lock(&c->mu);
   if (rc) {
     vr_free(ws);
@@ -380,6 +382,7 @@ static void tick(ctl *c) {
    * yet (keep_missing). */
   int back = !c->registry_ok || reconnects != c->reconnects || stalled(c, waited);
   if (back) c->back_ns = vr_now_ns();
+  uint64_t had = c->reconnects;
   c->reconnects = reconnects;
   int recheck = back || ++c->ticks % 16 == 0;
   if (!c->registry_ok) vr__ctl_event(c, "registry reachable");
@@ -449,6 +452,18 @@ static void tick(ctl *c) {
   if (read_instances(c, ws, n, prev, got, ngot, &err)) {
     pthread_mutex_lock(&c->mu);
     registry_lost(c, err.msg);
+    pthread_mutex_unlock(&c->mu);
+    vr_free(ws);
+    return;
+  }
+  if (vr_redis_reconnects(rd) != r0) {
+    /* The reads spanned a new connection, maybe to a Redis that restarted
+     * empty after the listing: a listed worker's instances read there as
+     * none, and its models were placed again and routed nowhere. Dropped;
+     * the next period reads again as one that is back (keep_missing). */
+    for (size_t k = 0; k < n; k++) vr_free(got[k]);
+    pthread_mutex_lock(&c->mu);
+    c->reconnects = had;
     pthread_mutex_unlock(&c->mu);
     vr_free(ws);
     return;
