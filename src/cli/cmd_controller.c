@@ -344,6 +344,16 @@ static int stalled(const ctl *c, int64_t waited_ns) {
   return 0;
 }
 
+/* stalled() over the calls since the listing (their longest wait is
+ * taken: a period dropped for it is back anyway). */
+static int stalled_since(ctl *c, vr_redis *rd) {
+  int64_t waited = vr_redis_take_wait_ns(rd);
+  pthread_mutex_lock(&c->mu);
+  int s = stalled(c, waited);
+  pthread_mutex_unlock(&c->mu);
+  return s;
+}
+
 /* The registry could not be read this period: the last state stands (said
  * once, when it was reachable). Under mu. */
 static void registry_lost(ctl *c, const char *why) {
@@ -380,9 +390,9 @@ static void tick(ctl *c) {
    * empty, or the old one broke) or after a stall (Redis paused): what the
    * registry lists now may lack workers that had no chance to heartbeat
    * yet (keep_missing). */
-  int back = !c->registry_ok || reconnects != c->reconnects || stalled(c, waited);
+  int back = !c->registry_ok || reconnects != c->reconnects || stalled(c, waited) || c->reread;
+  c->reread = 0;
   if (back) c->back_ns = vr_now_ns();
-  uint64_t had = c->reconnects;
   c->reconnects = reconnects;
   int recheck = back || ++c->ticks % 16 == 0;
   if (!c->registry_ok) vr__ctl_event(c, "registry reachable");
@@ -446,6 +456,10 @@ static void tick(ctl *c) {
   n = keep_missing(c, ws, alive, prev, left, nleft, vr_now_ns());
   vr_free(left);
   pthread_mutex_unlock(&c->mu);
+  /* Fault injection for the tests (VARIO_FAULT_REGISTRY_GAP_MS): the
+   * window between the listing and the instance reads, where a Redis that
+   * restarted or stalled made them disagree, held open. */
+  if (c->fault_gap_ms) usleep((useconds_t)c->fault_gap_ms * 1000);
   /* their models (read outside the lock: network); kept for the policy */
   static vr_instance_info *got[MAXW];
   static size_t ngot[MAXW];
@@ -456,14 +470,15 @@ static void tick(ctl *c) {
     vr_free(ws);
     return;
   }
-  if (vr_redis_reconnects(rd) != r0) {
-    /* The reads spanned a new connection, maybe to a Redis that restarted
-     * empty after the listing: a listed worker's instances read there as
-     * none, and its models were placed again and routed nowhere. Dropped;
-     * the next period reads again as one that is back (keep_missing). */
+  if (vr_redis_reconnects(rd) != r0 || stalled_since(c, rd)) {
+    /* The reads spanned a new connection (to a Redis that restarted empty
+     * after the listing?) or a stall (Redis paused past the leases, which
+     * then ended): a listed worker's instances read as none, its models
+     * were placed again and the table routed them nowhere. Dropped; the
+     * next period reads again as one that is back (keep_missing). */
     for (size_t k = 0; k < n; k++) vr_free(got[k]);
     pthread_mutex_lock(&c->mu);
-    c->reconnects = had;
+    c->reread = 1;
     pthread_mutex_unlock(&c->mu);
     vr_free(ws);
     return;
@@ -729,6 +744,11 @@ int vr_cmd_controller(int argc, char **argv) {
   }
   const char *env = getenv("VARIO_ADMIN_TOKEN");
   if (!c.token && env && *env) c.token = vr_strdup(env);
+  env = getenv("VARIO_FAULT_REGISTRY_GAP_MS");
+  if (env && *env && vr__cli_parse_int(env, 0, 10000, &c.fault_gap_ms)) {
+    fprintf(stderr, "vario controller: VARIO_FAULT_REGISTRY_GAP_MS=%s: not 0..10000\n", env);
+    return 2;
+  }
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);

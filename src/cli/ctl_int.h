@@ -79,6 +79,9 @@ typedef struct ctl {
    * (cmd_controller.c, keep_missing). 0: none yet. */
   int64_t back_ns;
   uint64_t reconnects; /* the registry connection's, at the last tick */
+  int reread; /* the last period was dropped: its reads spanned a new
+               * connection or a stall; this one is back (cmd_controller.c) */
+  int fault_gap_ms; /* VARIO_FAULT_REGISTRY_GAP_MS: tests only (tick) */
   pending pend[MAXM * 4];
   unrouting unr[MAXM];
   int64_t routes_version;

@@ -19,7 +19,13 @@ the grace the controller gives after a pause (a lease) plus margin.
      and a worker w4 is killed as it starts: each stall starts a grace,
      but w4 leaves the table a lease after it went missing, not only once
      the stalls stop; w2 stays in the table throughout.
-Usage: cluster_redis_pause.py VARIO SOURCE_DIR   (exit 77: no redis-server)"""
+With "pauses" after SOURCE_DIR, instead of a-d: eight 1-s pauses, with
+the same checks after each (run with VARIO_FAULT_REGISTRY_GAP_MS, which
+holds the controller's period between listing the workers and reading
+their instances: a pause that fell there made a listed w2's instances,
+whose lease ended meanwhile, read as none, and its models were placed
+again and routed nowhere).
+Usage: cluster_redis_pause.py VARIO SOURCE_DIR [pauses]   (exit 77: no redis-server)"""
 import json
 import os
 import shutil
@@ -33,6 +39,7 @@ import urllib.error
 import urllib.request
 
 vario, src = sys.argv[1], sys.argv[2]
+PAUSES = sys.argv[3:] == ["pauses"]
 redis_bin = shutil.which("redis-server")
 if not redis_bin:
     print("skip: no redis-server")
@@ -182,6 +189,13 @@ try:
     wait(lambda: sorted(served_by(fport) or []) == ["w1", "w2"], "both workers in the table")
     serving_checked(fport, 1.0, "before the pauses")
     print("both workers serve")
+
+    if PAUSES:
+        for k in range(8):
+            t = pause(fport, 1.0)
+            serving_checked(fport, 4 * HB / 1000 + 0.5, f"after pause {k + 1}")
+        print("8 pauses of 1 s: served throughout, w2 in the table throughout")
+        sys.exit(0)
 
     # a. shorter than the controller's I/O timeout; w1 killed meanwhile
     def kill_w1():
