@@ -12,7 +12,7 @@
  * replaced), and publishes the routing table front ends follow (table
  * "main", server/fwd.h JSON). With --policy it then runs that policy over
  * the cluster (control/cluster_driver.h; the remote actions and the glue
- * are in ctl_actions.c). Under AsyFunc, models with a block profile
+ * are in ctl_actions.c; who is listed, kept or gone in ctl_registry.c). Under AsyFunc, models with a block profile
  * (<repo>/<model>/blocks.json) are loaded as bodies, MLS spreads bodies
  * over the workers with free cores, and LLS pairs shadows inside the
  * worker that holds the body (its repository API, server_shadow.c). It
@@ -226,141 +226,6 @@ static char *build_routes(ctl *c, char models[][128], int nm) {
   return vr_fwd_table_json(&t);
 }
 
-static int has_id(const vr_worker_info *ws, size_t n, const char *id) {
-  for (size_t k = 0; k < n; k++)
-    if (!strcmp(ws[k].id, id)) return 1;
-  return 0;
-}
-
-static int has_left(const vr_worker_left *left, size_t n, const char *id) {
-  for (size_t k = 0; k < n; k++)
-    if (!strcmp(left[k].id, id)) return 1;
-  return 0;
-}
-
-static int is_dead(const ctl *c, const char *id) {
-  for (int i = 0; i < c->n_dead; i++)
-    if (!strcmp(c->dead[i], id)) return 1;
-  return 0;
-}
-
-/* When the grace of c->w[i], missing from the registry, ends: a lease
- * from when the registry came back, or from when it first went missing
- * within a grace, if it was kept already. Not renewed by the registry
- * coming back again while it is kept: a Redis that stalls again and again
- * kept a dead worker for as long. */
-static int64_t grace_end(const ctl *c, size_t i) {
-  return c->wkept_end[i] ? c->wkept_end[i] : c->back_ns + c->w[i].lease_ms * 1000000;
-}
-
-/* Workers the last period saw that the registry no longer lists, within
- * one of their leases from when the registry came back (c->back_ns):
- * after Redis restarted empty, or stalled past the leases, a live worker
- * is registered again by its next heartbeat (a lease spans two or more),
- * and a controller that read the registry before that published a table
- * without the worker (front ends answered 503 "no worker serves") and
- * placed its models again. They are kept as they were, appended to ws (room
- * for MAXW), until then; one not back by the end of its lease is gone like
- * any expired lease. One that deregistered (its tombstone is in left) is
- * gone at once: it said so. prev[k]: the index in c->w of a kept ws[k], -1
- * for a listed one. Under mu. */
-static size_t keep_missing(ctl *c, vr_worker_info *ws, size_t n, int *prev,
-                           const vr_worker_left *left, size_t nleft, int64_t now) {
-  for (size_t k = 0; k < n; k++) prev[k] = -1;
-  for (size_t i = 0; c->back_ns && i < c->nw && n < MAXW; i++) {
-    int64_t end = grace_end(c, i);
-    if (now >= end || has_id(ws, n, c->w[i].id) || is_dead(c, c->w[i].id) ||
-        has_left(left, nleft, c->w[i].id))
-      continue;
-    ws[n] = c->w[i];
-    ws[n].lease_left_ms = (end - now) / 1000000;
-    prev[n++] = (int)i;
-  }
-  for (size_t i = 1; i < n; i++) /* by id, as listed (a stable table) */
-    for (size_t j = i; j > 0 && strcmp(ws[j - 1].id, ws[j].id) > 0; j--) {
-      vr_worker_info t = ws[j];
-      ws[j] = ws[j - 1];
-      ws[j - 1] = t;
-      int p = prev[j];
-      prev[j] = prev[j - 1];
-      prev[j - 1] = p;
-    }
-  return n;
-}
-
-/* Who came, who went (a lease that ended: the worker stopped heartbeating;
- * kept: missing within the grace), against the last period's c->w. Only
- * for a period that is taken: a dropped one is read again, and logged
- * then. Under mu. */
-static void log_changes(ctl *c, const vr_worker_info *ws, size_t n, const int *prev) {
-  for (size_t i = 0; i < c->nw; i++)
-    if (!has_id(ws, n, c->w[i].id))
-      vr__ctl_event(c, "worker %s gone (lease ended or deregistered)", c->w[i].id);
-  for (size_t k = 0; k < n; k++) {
-    if (prev[k] >= 0) {
-      if (!c->wkept_end[prev[k]])
-        vr__ctl_event(c, "worker %s missing from the registry since it came back: kept for up "
-                      "to %lld ms (a lease) to register again", ws[k].id,
-                      (long long)ws[k].lease_left_ms);
-      continue;
-    }
-    size_t i = 0;
-    while (i < c->nw && strcmp(ws[k].id, c->w[i].id)) i++;
-    if (i == c->nw) vr__ctl_event(c, "worker %s up at %s", ws[k].id, ws[k].addr);
-    else if (c->wkept_end[i]) vr__ctl_event(c, "worker %s registered again", ws[k].id);
-  }
-}
-
-/* The instance lists of the listed workers ws[k] (prev[k] < 0; a kept
- * one is not in the registry) into got/ngot. All or none when Redis
- * cannot be read (it went away after the listing): that list is unknown,
- * not empty, and taken as empty it routed the worker nothing and placed
- * its models again. A damaged list is one worker's fault: it holds
- * nothing, as before. */
-static int read_instances(ctl *c, const vr_worker_info *ws, size_t n, const int *prev,
-                          vr_instance_info **got, size_t *ngot, vr_errbuf *err) {
-  int rc = 0;
-  for (size_t k = 0; k < n; k++) {
-    got[k] = NULL;
-    ngot[k] = 0;
-    if (!rc && prev[k] < 0 &&
-        vr_registry_instances(c->reg, ws[k].id, &got[k], &ngot[k], err) == VR_EIO)
-      rc = VR_EIO;
-  }
-  for (size_t k = 0; rc && k < n; k++) vr_free(got[k]);
-  return rc;
-}
-
-/* Whether Redis kept the controller waiting long enough (waited_ns, its
- * longest call since the last period) that a lease may have ended
- * meanwhile for want of a heartbeat getting through: a worker's key
- * outlives any stall shorter than its lease less its heartbeat period
- * (a vario worker beats twice a lease, registry.h asks at least that),
- * so a quarter of the shortest lease leaves room for a heartbeat that
- * was itself late. Under mu. */
-static int stalled(const ctl *c, int64_t waited_ns) {
-  for (size_t i = 0; i < c->nw; i++)
-    if (waited_ns > c->w[i].lease_ms * 1000000 / 4) return 1;
-  return 0;
-}
-
-/* stalled() over the calls since the listing (their longest wait is
- * taken: a period dropped for it is back anyway). */
-static int stalled_since(ctl *c, vr_redis *rd) {
-  int64_t waited = vr_redis_take_wait_ns(rd);
-  pthread_mutex_lock(&c->mu);
-  int s = stalled(c, waited);
-  pthread_mutex_unlock(&c->mu);
-  return s;
-}
-
-/* The registry could not be read this period: the last state stands (said
- * once, when it was reachable). Under mu. */
-static void registry_lost(ctl *c, const char *why) {
-  if (c->registry_ok) vr__ctl_event(c, "registry unreachable (%s); keeping the last state", why);
-  c->registry_ok = 0;
-}
-
 /* One period: the registry's workers (a missing one kept through its
  * grace), their instances, placement by the policy or the fixed replicas,
  * the routing table (published when it changed), then the pipeline
@@ -382,7 +247,7 @@ static void tick(ctl *c) {
   if (rc) {
     vr_free(ws);
     vr_free(left);
-    registry_lost(c, err.msg);
+    vr__ctl_registry_lost(c, err.msg);
     pthread_mutex_unlock(&c->mu);
     return;
   }
@@ -390,7 +255,7 @@ static void tick(ctl *c) {
    * empty, or the old one broke) or after a stall (Redis paused): what the
    * registry lists now may lack workers that had no chance to heartbeat
    * yet (keep_missing). */
-  int back = !c->registry_ok || reconnects != c->reconnects || stalled(c, waited) || c->reread;
+  int back = !c->registry_ok || reconnects != c->reconnects || vr__ctl_stalled(c, waited) || c->reread;
   c->reread = 0;
   if (back) c->back_ns = vr_now_ns();
   c->reconnects = reconnects;
@@ -451,9 +316,9 @@ static void tick(ctl *c) {
   }
   size_t alive = 0;
   for (size_t k = 0; k < n; k++)
-    if (!is_dead(c, ws[k].id)) ws[alive++] = ws[k];
+    if (!vr__ctl_is_dead(c, ws[k].id)) ws[alive++] = ws[k];
   static int prev[MAXW]; /* the tick thread only */
-  n = keep_missing(c, ws, alive, prev, left, nleft, vr_now_ns());
+  n = vr__ctl_keep_missing(c, ws, alive, prev, left, nleft, vr_now_ns());
   vr_free(left);
   pthread_mutex_unlock(&c->mu);
   /* Fault injection for the tests (VARIO_FAULT_REGISTRY_GAP_MS): the
@@ -463,14 +328,14 @@ static void tick(ctl *c) {
   /* their models (read outside the lock: network); kept for the policy */
   static vr_instance_info *got[MAXW];
   static size_t ngot[MAXW];
-  if (read_instances(c, ws, n, prev, got, ngot, &err)) {
+  if (vr__ctl_read_instances(c, ws, n, prev, got, ngot, &err)) {
     pthread_mutex_lock(&c->mu);
-    registry_lost(c, err.msg);
+    vr__ctl_registry_lost(c, err.msg);
     pthread_mutex_unlock(&c->mu);
     vr_free(ws);
     return;
   }
-  if (vr_redis_reconnects(rd) != r0 || stalled_since(c, rd)) {
+  if (vr_redis_reconnects(rd) != r0 || vr__ctl_stalled_since(c, rd)) {
     /* The reads spanned a new connection (to a Redis that restarted empty
      * after the listing?) or a stall (Redis paused past the leases, which
      * then ended): a listed worker's instances read as none, its models
@@ -499,7 +364,7 @@ static void tick(ctl *c) {
     size_t ni = ngot[k];
     wm[k][0] = 0;
     wa[k] = strstr(ws[k].meta, "\"apps\":1") != NULL;
-    ke[k] = prev[k] >= 0 ? grace_end(c, (size_t)prev[k]) : 0;
+    ke[k] = prev[k] >= 0 ? vr__ctl_grace_end(c, (size_t)prev[k]) : 0;
     if (prev[k] >= 0) { /* kept: what it held when last listed */
       memcpy(wm[k], c->wmodels[prev[k]], sizeof wm[k]);
       wa[k] = c->wapps[prev[k]];
@@ -522,7 +387,7 @@ static void tick(ctl *c) {
   int nm = scan_models(c, models, MAXM);
   nm = vr__ctl_pipes_exclude(c, models, nm); /* a pipeline policy's own */
   pthread_mutex_lock(&c->mu);
-  log_changes(c, ws, n, prev);
+  vr__ctl_log_changes(c, ws, n, prev);
   if (n) memcpy(c->w, ws, n * sizeof *ws);
   c->nw = n;
   for (size_t k = 0; k < n; k++) {

@@ -118,6 +118,30 @@ typedef struct ctl {
 /* Logs what happened and keeps it for GET /v2/cluster/state (under mu). */
 void vr__ctl_event(ctl *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* ---- ctl_registry.c (each period's reading of the registry) ---- */
+/* Whether the provider saw worker id exit (under mu). */
+int vr__ctl_is_dead(const ctl *c, const char *id);
+/* When the grace of c->w[i], missing from the registry, ends (under mu). */
+int64_t vr__ctl_grace_end(const ctl *c, size_t i);
+/* Appends to ws[0..n) the workers of c->w missing within their grace
+ * (room for MAXW; sorted by id); prev[k]: a kept one's index in c->w, -1
+ * for a listed one. The new count (under mu). */
+size_t vr__ctl_keep_missing(ctl *c, vr_worker_info *ws, size_t n, int *prev,
+                            const vr_worker_left *left, size_t nleft, int64_t now);
+/* Events for who came, went or is kept, against c->w (under mu). */
+void vr__ctl_log_changes(ctl *c, const vr_worker_info *ws, size_t n, const int *prev);
+/* The listed workers' instances into got/ngot, all or none (VR_EIO: Redis
+ * went away after the listing). Not under mu. */
+int vr__ctl_read_instances(ctl *c, const vr_worker_info *ws, size_t n, const int *prev,
+                           vr_instance_info **got, size_t *ngot, vr_errbuf *err);
+/* Whether waiting waited_ns on Redis may have let a lease end (under mu). */
+int vr__ctl_stalled(const ctl *c, int64_t waited_ns);
+/* vr__ctl_stalled over the calls on rd since its wait was last taken
+ * (takes it, and mu). */
+int vr__ctl_stalled_since(ctl *c, vr_redis *rd);
+/* The registry could not be read: the last state stands (under mu). */
+void vr__ctl_registry_lost(ctl *c, const char *why);
+
 /* ---- ctl_actions.c ---- */
 /* Whether a load of model on worker is in flight (under mu; expires old
  * entries). */
