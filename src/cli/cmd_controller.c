@@ -111,11 +111,28 @@ static int token_ok(ctl *c, vr_http_req *r) {
   return d == 0;
 }
 
+/* The paths handle() serves (all GET and HEAD). */
+static int known_path(const char *url) {
+  static const char pre[] = "/v2/cluster/models/";
+  if (!strcmp(url, "/v2/health/live") || !strcmp(url, "/v2/health/ready") ||
+      !strcmp(url, "/v2/cluster/state"))
+    return 1;
+  if (strncmp(url, pre, sizeof pre - 1)) return 0;
+  const char *sl = strchr(url + (sizeof pre - 1), '/'); /* after the model */
+  return sl && !strncmp(sl, "/files", 6) && (sl[6] == 0 || sl[6] == '/');
+}
+
 static void handle(vr_http_req *r, void *user) {
   ctl *c = user;
   const char *url = vr_http_url(r);
-  if (strcmp(vr_http_method(r), "GET"))
-    return vr_http_error(r, 405, "method not allowed");
+  const char *m = vr_http_method(r);
+  /* HEAD as GET (the HTTP layer sends no body); a 405 names what the path
+   * takes (RFC 9110 15.5.6), a path that does not exist is 404 */
+  if (strcmp(m, "GET") && strcmp(m, "HEAD")) {
+    if (!known_path(url)) return vr_http_error(r, 404, "unknown path");
+    vr_http_error(r, 405, "method not allowed");
+    return vr_http_add_header(r, "Allow", "GET, HEAD");
+  }
   /* the probes are answered while it drains too: not ready then */
   if (!strcmp(url, "/v2/health/ready") && vr_http_draining(r))
     return vr_http_respond(r, 400, NULL, NULL, 0, (size_t)-1);

@@ -191,6 +191,16 @@ try:
                    for m in ("fmnist_linear", "fmnist_mlp"))
     t = wait(both_everywhere, "both workers in the controller and the front end's table")
     print(f"1. registered and placed, visible in controller and front end after {t:.2f}s")
+    # the controller's own HTTP: HEAD as GET, a 405 names what the path
+    # takes, an unknown path is 404 whatever the method
+    for method, path, want, allow in (
+            ("HEAD", "/v2/cluster/state", 200, None), ("HEAD", "/v2/health/ready", 200, None),
+            ("POST", "/v2/cluster/state", 405, "GET, HEAD"),
+            ("DELETE", "/v2/cluster/models/fmnist_mlp/files/model.onnx", 405, "GET, HEAD"),
+            ("PUT", "/v2/bogus", 404, None), ("POST", "/v2/cluster/models/x", 404, None)):
+        st, _, hd = req(cport, method, path, timeout=10)
+        check(st == want and (allow is None or hd.get("Allow") == allow),
+              f"controller {method} {path}: {st} Allow {hd.get('Allow')!r}, want {want} {allow!r}")
     for w in ("w1", "w2"):
         check(os.path.exists(os.path.join(tmp, "repo-" + w, "fmnist_mlp", "model.onnx")),
               f"{w} did not fetch fmnist_mlp")
