@@ -12,7 +12,8 @@
  * replaced), and publishes the routing table front ends follow (table
  * "main", server/fwd.h JSON). With --policy it then runs that policy over
  * the cluster (control/cluster_driver.h; the remote actions and the glue
- * are in ctl_actions.c; who is listed, kept or gone in ctl_registry.c). Under AsyFunc, models with a block profile
+ * are in ctl_actions.c; who is listed, kept or gone in ctl_registry.c).
+ * Under AsyFunc, models with a block profile
  * (<repo>/<model>/blocks.json) are loaded as bodies, MLS spreads bodies
  * over the workers with free cores, and LLS pairs shadows inside the
  * worker that holds the body (its repository API, server_shadow.c). It
@@ -272,7 +273,8 @@ static void tick(ctl *c) {
    * empty, or the old one broke) or after a stall (Redis paused): what the
    * registry lists now may lack workers that had no chance to heartbeat
    * yet (keep_missing). */
-  int back = !c->registry_ok || reconnects != c->reconnects || vr__ctl_stalled(c, waited) || c->reread;
+  int back = !c->registry_ok || reconnects != c->reconnects || vr__ctl_stalled(c, waited) ||
+             c->reread;
   c->reread = 0;
   if (back) c->back_ns = vr_now_ns();
   c->reconnects = reconnects;
