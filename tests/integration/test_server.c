@@ -1059,6 +1059,17 @@ static int fe_get(int port, const char *path, char *out, size_t cap) {
   return st;
 }
 
+/* A front end with the default options on a free port, no table yet. */
+static vr_frontend *fe_default(void) {
+  vr_frontend_opts o;
+  vr_frontend_opts_init(&o);
+  o.port = 0;
+  vr_frontend *fe;
+  vr_errbuf err = {0};
+  if (vr_frontend_create(&o, &fe, &err)) fail_msg("%s", err.msg);
+  return fe;
+}
+
 /* Through a front end, a model the table has no route for is unknown to
  * the cluster: answered as a worker answers a model it does not have (404;
  * readiness 400), not 503 "no worker serves", which a Triton client takes
@@ -1066,12 +1077,7 @@ static int fe_get(int port, const char *path, char *out, size_t cap) {
  * 503, except its readiness: not ready, 400. */
 static void test_frontend_unknown_model(void **st) {
   (void)st;
-  vr_frontend_opts o;
-  vr_frontend_opts_init(&o);
-  o.port = 0;
-  vr_frontend *fe;
-  vr_errbuf err = {0};
-  if (vr_frontend_create(&o, &fe, &err)) fail_msg("%s", err.msg);
+  vr_frontend *fe = fe_default();
   int port = vr_frontend_port(fe);
   char b[1024];
   /* no table yet: the cluster cannot say what it knows (503) */
@@ -1101,12 +1107,8 @@ static void test_frontend_unknown_model(void **st) {
 /* A worker's 405 keeps its Allow through a front end. */
 static void test_frontend_allow(void **st) {
   (void)st;
-  vr_frontend_opts o;
-  vr_frontend_opts_init(&o);
-  o.port = 0;
-  vr_frontend *fe;
+  vr_frontend *fe = fe_default();
   vr_errbuf err = {0};
-  if (vr_frontend_create(&o, &fe, &err)) fail_msg("%s", err.msg);
   const char *ids[] = {"w"};
   int ports[] = {g_port}, one[] = {0};
   fwd_table(vr_frontend_fwd(fe), 1, 1, ids, ports, "*", 1, one);
@@ -1130,12 +1132,8 @@ static void test_frontend_allow(void **st) {
  * table with none (every worker gone) said ready too. */
 static void test_frontend_ready(void **st) {
   (void)st;
-  vr_frontend_opts o;
-  vr_frontend_opts_init(&o);
-  o.port = 0;
-  vr_frontend *fe;
+  vr_frontend *fe = fe_default();
   vr_errbuf err = {0};
-  if (vr_frontend_create(&o, &fe, &err)) fail_msg("%s", err.msg);
   int port = vr_frontend_port(fe);
   /* no table, no worker, one; not ready is 400 as a worker's */
   static const int want[3] = {400, 400, 200};
