@@ -22,6 +22,40 @@ static int type_ok(const vr_snap_wtype *t, const vr_profile *v) {
   return vr_place_type_fits(t, v) && (v->device == VR_DEV_GPU || t->gpus == 0);
 }
 
+/* Instances cost nothing in the objective (workers do), so an optimum may
+ * hold more of them than the demand needs wherever a paid worker has room
+ * (with CBC's preprocessing off, 8 instances where 1 does). Removes them,
+ * lowest capacity first, while each model's demand stays covered: the
+ * reference provisions what it needs, whatever optimum CBC stopped at. */
+static void trim(const vr_cap_problem *p, size_t nw, long *n) {
+  size_t nv = p->nvariants;
+  for (size_t md = 0; md < p->nmodels; md++) {
+    double have = 0, need = p->slack * p->demand[md];
+    for (size_t v = 0; v < nv; v++)
+      if ((size_t)p->model_of[v] == md)
+        for (size_t w = 0; w < nw; w++) have += sat_of(p, v) * n[v * nw + w];
+    for (;;) { /* the variant with the least capacity that can go */
+      size_t best = nv;
+      for (size_t v = 0; v < nv; v++) {
+        if ((size_t)p->model_of[v] != md) continue;
+        double s = sat_of(p, v);
+        int any = 0;
+        for (size_t w = 0; w < nw && !any; w++) any = n[v * nw + w] > 0;
+        if (any && have - s >= need * (1 - 1e-9) &&
+            (best == nv || s < sat_of(p, best)))
+          best = v;
+      }
+      if (best == nv) break;
+      for (size_t w = nw; w-- > 0;) /* from the last worker of the order */
+        if (n[best * nw + w] > 0) {
+          n[best * nw + w]--;
+          break;
+        }
+      have -= sat_of(p, best);
+    }
+  }
+}
+
 int vr_ilp_solve(const vr_cap_problem *p, double time_limit_s,
                  vr_cap_solution *out, vr_errbuf *err) {
   memset(out, 0, sizeof *out);
@@ -96,17 +130,27 @@ int vr_ilp_solve(const vr_cap_problem *p, double time_limit_s,
   } else if (st == VR_MILP_NONE) {
     rc = vr_errf(err, VR_ETIMEDOUT, "ilp: no solution in time");
   } else {
-    const double *x = vr_milp_x(m);
-    out->optimal = st == VR_MILP_OPTIMAL;
-    out->feasible = 1;
-    for (size_t v = 0; v < nv; v++)
-      for (size_t w = 0; w < nw; w++)
-        out->inst[v] += (int)lround(x[v * nw + w]);
-    for (size_t w = 0; w < nw; w++)
-      if (x[nx + w] > 0.5) {
-        out->workers++;
-        out->cost += p->wtypes[wtype[w]].price_per_s;
+    long *n = VR_NEWN(long, nx + 1);
+    if (!n) {
+      rc = vr_errf(err, VR_ENOMEM, "ilp: out of memory");
+    } else {
+      const double *x = vr_milp_x(m);
+      for (size_t i = 0; i < nx; i++) n[i] = lround(x[i]);
+      out->optimal = st == VR_MILP_OPTIMAL;
+      out->feasible = 1;
+      trim(p, nw, n);
+      for (size_t v = 0; v < nv; v++)
+        for (size_t w = 0; w < nw; w++) out->inst[v] += (int)n[v * nw + w];
+      for (size_t w = 0; w < nw; w++) {
+        int used = 0;
+        for (size_t v = 0; v < nv; v++) used |= n[v * nw + w] > 0;
+        if (used) {
+          out->workers++;
+          out->cost += p->wtypes[wtype[w]].price_per_s;
+        }
       }
+      vr_free(n);
+    }
   }
   vr_milp_free(m);
   vr_free(wtype), vr_free(cols), vr_free(coef);
