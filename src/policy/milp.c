@@ -23,6 +23,13 @@ vr_milp *vr_milp_new(int maximize) {
    * which a live server's serving threads spend too (a 2-s limit ran out
    * after 0.36 of 0.6 s of wall time with one other busy thread) */
   Cbc_setParameter(m->cbc, "timeMode", "elapsed");
+  /* no preprocessing: CglPreProcess (Cgl 0.60.3) ends its passes when the
+   * time limit runs out but keeps their count, and post-processing a
+   * solution then calls into the passes that never ran (NULL): a segfault
+   * (test_milp's test_limit_during_preprocessing). Every live solve has a
+   * limit; on Loki's, the INFaaS and the Proteus-like models preprocessing
+   * changed no proven optimum (EXPERIMENTS, "CBC's preprocessing") */
+  Cbc_setParameter(m->cbc, "preprocess", "off");
   Cbc_setObjSense(m->cbc, maximize ? -1 : 1);
   return m;
 }

@@ -108,11 +108,99 @@ static void test_limit_is_wall_time(void **st) {
   vr_milp_free(m);
 }
 
+/* The shape of Loki's hardware scaling (policy/loki.c) on a root task
+ * feeding two children: per task one of five (batch) options, each with a
+ * per-worker throughput and a latency; workers w_i <= cap_i y_i, one
+ * option per task, capacity for the demand, at most 20 workers, and each
+ * path's latency within 125 ms; fewest workers. A model Loki built when a
+ * time limit crashed CBC (test_loki's test_time_limit). */
+static vr_milp *loki_like(void) {
+  static const double thr[3][5] = {
+      {57.1428571, 95.2380952, 142.857143, 190.47619, 228.571429},
+      {34.7826087, 57.9710145, 86.9565217, 115.942029, 139.130435},
+      {57.1428571, 95.2380952, 142.857143, 190.47619, 228.571429}};
+  static const double lat[3][5] = {{17.5, 21, 28, 42, 70},
+                                   {28.75, 34.5, 46, 69, 115},
+                                   {17.5, 21, 28, 42, 70}};
+  static const int cap[3][5] = {
+      {2, 1, 1, 1, 1}, {20, 14, 10, 7, 6}, {15, 9, 6, 5, 4}};
+  static const double demand[3] = {90, 810, 810};
+  vr_milp *m = vr_milp_new(0);
+  assert_non_null(m);
+  int served = vr_milp_col(m, 1, 1, 0, 0), x[3], w[3][5], y[3][5], l[3];
+  for (int t = 0; t < 3; t++) x[t] = vr_milp_col(m, 0, 1, 0, 0);
+  for (int t = 0; t < 3; t++)
+    for (int i = 0; i < 5; i++) {
+      w[t][i] = vr_milp_col(m, 0, cap[t][i], 1, 1);
+      y[t][i] = vr_milp_col(m, 0, 1, 0, 1);
+    }
+  for (int t = 0; t < 3; t++) l[t] = vr_milp_col(m, 0, 125, 0, 0);
+  int idx[16];
+  double k[16];
+  for (int t = 0; t < 3; t++) { /* the fraction served flows down */
+    idx[0] = t ? x[0] : served, idx[1] = x[t], k[0] = -1, k[1] = 1;
+    vr_milp_row(m, 2, idx, k, 'E', 0);
+  }
+  for (int t = 0; t < 3; t++) {
+    int n = 0;
+    idx[n] = x[t], k[n++] = demand[t];
+    for (int i = 0; i < 5; i++) idx[n] = w[t][i], k[n++] = -thr[t][i];
+    vr_milp_row(m, n, idx, k, 'L', 0); /* capacity */
+    for (int i = 0; i < 5; i++) {
+      int p[2] = {w[t][i], y[t][i]};
+      double c[2] = {1, -cap[t][i]};
+      vr_milp_row(m, 2, p, c, 'L', 0); /* workers only on the chosen */
+      idx[i] = y[t][i], k[i] = 1;
+    }
+    vr_milp_row(m, 5, idx, k, 'L', 1); /* one option */
+    for (int i = 0; i < 5; i++) idx[i] = y[t][i], k[i] = lat[t][i];
+    idx[5] = l[t], k[5] = -1;
+    vr_milp_row(m, 6, idx, k, 'L', 0); /* the task's latency */
+  }
+  for (int t = 0, n = 0; t < 3; t++)
+    for (int i = 0; i < 5; i++, n++) idx[n] = w[t][i], k[n] = 1;
+  vr_milp_row(m, 15, idx, k, 'L', 20); /* the cluster */
+  for (int c = 1; c < 3; c++) { /* each path within the SLO */
+    idx[0] = l[0], idx[1] = l[c], k[0] = k[1] = 1;
+    vr_milp_row(m, 2, idx, k, 'L', 125);
+  }
+  vr_milp_lean(m);
+  return m;
+}
+
+/* CBC's preprocessing (CglPreProcess, Cgl 0.60.3) stops its passes when
+ * the time limit runs out but keeps its pass count, so a solution found
+ * after it was post-processed through passes that never ran: a NULL model,
+ * a segfault that took the process with it. Over limits from before
+ * preprocessing to past the solve, every answer is a status; a solution
+ * is within its bounds. */
+static void test_limit_during_preprocessing(void **st) {
+  (void)st;
+  int solved = 0;
+  for (double tl = 1e-4; tl < 0.05; tl *= 1.03) {
+    vr_milp *m = loki_like();
+    int s = vr_milp_solve(m, tl);
+    assert_true(s >= VR_MILP_OPTIMAL && s <= VR_MILP_NONE);
+    if (s == VR_MILP_OPTIMAL || s == VR_MILP_FEASIBLE) {
+      const double *x = vr_milp_x(m);
+      assert_non_null(x);
+      assert_true(fabs(x[0] - 1) < 1e-6);
+      solved++;
+    }
+    vr_milp_free(m);
+  }
+  vr_milp *m = loki_like();
+  assert_int_equal(vr_milp_solve(m, 0), VR_MILP_OPTIMAL);
+  vr_milp_free(m);
+  assert_true(solved > 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_time_limit_is_not_infeasible),
       cmocka_unit_test(test_infeasible_within_limit),
       cmocka_unit_test(test_limit_is_wall_time),
+      cmocka_unit_test(test_limit_during_preprocessing),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
