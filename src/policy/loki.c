@@ -633,8 +633,15 @@ int vr_loki_plan(const vr_pipeline *p, const vr_profile *prof,
   rc = VR_EINFEASIBLE;
   if (!o->no_hw_scaling && !hw_hopeless(p, prof, demand_qps, workers, o)) {
     st->step = 1;
-    rc = solve(p, prof, demand_qps, workers, o, 1, 1, plan, st, err);
-    if (rc != VR_EINFEASIBLE) {
+    vr_errbuf hw_err = {0};
+    rc = solve(p, prof, demand_qps, workers, o, 1, 1, plan, st, &hw_err);
+    /* no plan in time is no plan found: Loki then scales accuracy, as
+     * after a proof; it used to end the whole plan with VR_EBACKEND, so
+     * the time one solve ran out decided the answer */
+    int none = rc == VR_EINFEASIBLE ||
+               (rc == VR_EBACKEND && st->status == VR_MILP_NONE);
+    if (!none) {
+      if (rc && err) *err = hw_err;
       plan->accuracy_scaled = 0;
       return rc;
     }
