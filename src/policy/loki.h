@@ -89,9 +89,10 @@ void vr_loki_opts_default(vr_loki_opts *o);
 /* Plans for demand_qps at the root on at most `workers` workers. plan must
  * be initialised for p (vr_pipe_plan_init); it is overwritten. 0, VR_ENOMEM,
  * VR_ELIMIT (augmented graph too large: > 20000 prefixes), VR_EBACKEND
- * (CBC stopped at its time limit with no plan, or only one serving
- * nothing; a plan it stopped with that serves is used, stats.status
- * VR_MILP_FEASIBLE) or VR_EINFEASIBLE (the SLO is below the
+ * (CBC stopped at its time limit in accuracy scaling with no plan, or
+ * only one serving nothing; a plan it stopped with that serves is used,
+ * stats.status VR_MILP_FEASIBLE; hardware scaling with no plan in time
+ * goes on to accuracy scaling, as with none at all) or VR_EINFEASIBLE (the SLO is below the
  * fastest path, err naming the bottleneck stage; a task no variant and
  * batch fits; too few workers for the tasks). Never 0 with a plan that
  * serves nothing. */

@@ -2,7 +2,8 @@
  * A thin MILP builder over COIN-OR CBC (its C interface), shared by the
  * control-plane planners (Loki's MILPs, policy/loki.h) and the simulator's
  * reference ILP (sim/ilp.h). Columns and rows are added one at a time;
- * solve runs CBC silently (log level 0, one thread) within a time limit.
+ * solve runs CBC silently (log level 0, one thread, no preprocessing:
+ * milp.c says why) within a time limit.
  *
  * Purity: no I/O (CBC's log is off), no threads, no globals; a solve
  * without a time limit is deterministic for the same model.

@@ -108,12 +108,13 @@ static void test_limit_is_wall_time(void **st) {
   vr_milp_free(m);
 }
 
-/* The shape of Loki's hardware scaling (policy/loki.c) on a root task
- * feeding two children: per task one of five (batch) options, each with a
- * per-worker throughput and a latency; workers w_i <= cap_i y_i, one
- * option per task, capacity for the demand, at most 20 workers, and each
- * path's latency within 125 ms; fewest workers. A model Loki built when a
- * time limit crashed CBC (test_loki's test_time_limit). */
+/* Loki's hardware scaling (policy/loki.c) of a root task feeding two
+ * children: per task one of five (batch) options, each with a per-worker
+ * throughput and a latency; workers w_i <= cap_i y_i, one option per task,
+ * capacity for the demand, at most 20 workers, and each path's latency
+ * within 125 ms; fewest workers. One of the models test_loki's
+ * test_time_limit builds, here solved lean (as accuracy scaling's
+ * sub-MILPs are), which is how a limit crashed CBC on it. */
 static vr_milp *loki_like(void) {
   static const double thr[3][5] = {
       {57.1428571, 95.2380952, 142.857143, 190.47619, 228.571429},
