@@ -556,10 +556,6 @@ static int solve(const vr_pipeline *p, const vr_profile *prof,
       rc = vr_errf(err, VR_ENOMEM, "loki: out of memory");
       goto out;
     }
-    /* accuracy scaling's one MILP (opts.single_milp, or too many
-     * levels): the pump's mini branch and bound aborted the process
-     * inside Clp on a 2-task chain (milp.h, test_loki's {340, 6}) */
-    if (mode >= 2) vr_milp_no_pump(m);
     status = vr_milp_solve(m, o->time_limit_s);
     st->cols = vr_milp_ncols(m), st->rows = best->rows;
   }

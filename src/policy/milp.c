@@ -30,6 +30,14 @@ vr_milp *vr_milp_new(int maximize) {
    * limit; on Loki's, the INFaaS and the Proteus-like models preprocessing
    * changed no proven optimum (EXPERIMENTS, "CBC's preprocessing") */
   Cbc_setParameter(m->cbc, "preprocess", "off");
+  /* no feasibility pump: Clp 1.17 (Debian's CBC 2.10.8) can fail an
+   * assertion in the dual simplex of the pump's mini branch and bound
+   * (ClpSimplexDual.cpp:3626: a superbasic column where Clp has noted
+   * none) and abort() the process (test_loki's {340, 6}). Branch and bound
+   * proves the same optimum; without the pump Loki's hardware scaling and
+   * the INFaaS ILP also solve 2x faster (EXPERIMENTS, "CBC's
+   * preprocessing") */
+  Cbc_setParameter(m->cbc, "feasibilityPump", "off");
   Cbc_setObjSense(m->cbc, maximize ? -1 : 1);
   return m;
 }
@@ -61,10 +69,6 @@ void vr_milp_set_cutoff(vr_milp *m, double obj) {
 void vr_milp_lean(vr_milp *m) {
   Cbc_setParameter(m->cbc, "cuts", "off");
   Cbc_setParameter(m->cbc, "heur", "off");
-}
-
-void vr_milp_no_pump(vr_milp *m) {
-  Cbc_setParameter(m->cbc, "feasibilityPump", "off");
 }
 
 /* Wall seconds since `start`: CBC's time limit counts elapsed time

@@ -2,8 +2,8 @@
  * A thin MILP builder over COIN-OR CBC (its C interface), shared by the
  * control-plane planners (Loki's MILPs, policy/loki.h) and the simulator's
  * reference ILP (sim/ilp.h). Columns and rows are added one at a time;
- * solve runs CBC silently (log level 0, one thread, no preprocessing:
- * milp.c says why) within a time limit.
+ * solve runs CBC silently (log level 0, one thread, no preprocessing and
+ * no feasibility pump: milp.c says why) within a time limit.
  *
  * Purity: no I/O (CBC's log is off), no threads, no globals; a solve
  * without a time limit is deterministic for the same model.
@@ -51,14 +51,6 @@ void vr_milp_set_cutoff(vr_milp *m, double obj);
  * only has to be proven unable to beat a cutoff, the root cut loop and the
  * heuristics cost more than the few nodes they save. */
 void vr_milp_lean(vr_milp *m);
-
-/* No feasibility pump (CBC's "feasibilityPump off"). Clp 1.17 (Debian's
- * CBC 2.10.8) can fail an assertion in the dual simplex of the pump's
- * mini branch and bound (ClpSimplexDual.cpp:3626: a superbasic column
- * where Clp has noted none) and abort the whole process. Branch and bound
- * still proves the same optimum; only a tie between optima may resolve
- * differently, which is why the models it was not seen on keep it. */
-void vr_milp_no_pump(vr_milp *m);
 
 /* Solves; time_limit_s <= 0: none. Returns a vr_milp_status. The limit
  * is CBC's, in wall seconds (not its default, the whole process's CPU

@@ -143,8 +143,7 @@ static void test_hw_vs_brute(void **st) {
  * as good as any allocation, and not better than the flows' grid allows.
  * The demands span every regime: a1/b1 only, mixes, the fast paths only,
  * and beyond them. {340, 6}: the one MILP aborted the process inside
- * Clp (an assertion in the feasibility pump's branch and bound, milp.h
- * vr_milp_no_pump). */
+ * Clp (an assertion in the feasibility pump's branch and bound, milp.c). */
 static void acc_vs_brute(int single) {
   vr_pipe_data d;
   make(&d);
