@@ -26,17 +26,15 @@ vr_milp *vr_milp_new(int maximize) {
   /* no preprocessing: CglPreProcess (Cgl 0.60.3) ends its passes when the
    * time limit runs out but keeps their count, and post-processing a
    * solution then calls into the passes that never ran (NULL): a segfault
-   * (test_milp's test_limit_during_preprocessing). Every live solve has a
-   * limit; on Loki's, the INFaaS and the Proteus-like models preprocessing
-   * changed no proven optimum (EXPERIMENTS, "CBC's preprocessing") */
+   * (test_milp's test_limit_during_preprocessing), and every live solve
+   * has a limit */
   Cbc_setParameter(m->cbc, "preprocess", "off");
   /* no feasibility pump: Clp 1.17 (Debian's CBC 2.10.8) can fail an
    * assertion in the dual simplex of the pump's mini branch and bound
    * (ClpSimplexDual.cpp:3626: a superbasic column where Clp has noted
-   * none) and abort() the process (test_loki's {340, 6}). Branch and bound
-   * proves the same optimum; without the pump Loki's hardware scaling and
-   * the INFaaS ILP also solve 2x faster (EXPERIMENTS, "CBC's
-   * preprocessing") */
+   * none) and abort() the process (test_loki's {340, 6}). Without both,
+   * the plans measured are the same and no slower (EXPERIMENTS, "CBC's
+   * preprocessing and feasibility pump") */
   Cbc_setParameter(m->cbc, "feasibilityPump", "off");
   Cbc_setObjSense(m->cbc, maximize ? -1 : 1);
   return m;
