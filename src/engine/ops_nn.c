@@ -173,9 +173,11 @@ int vr_deconv_geom(const vr_node *n, const vr_tview *x, const vr_tview *w, vr_ge
   for (int i = 0; i < nsp; i++) oshape[i] = nos < 0 ? -1 : os[nos - nsp + i];
   const char *ap = vr_attr_s(n, "auto_pad", "NOTSET");
   for (int i = 0; i < nsp; i++) {
+    /* checked before (k - 1) * d: a negative dilation overflowed it */
+    if (g->k[i] < 1 || g->s[i] < 1 || g->d[i] < 1 || opad[i] < 0 || pads[i] < 0 ||
+        pads[nsp + i] < 0)
+      return vr_bad(err, n, VR_EINVAL, "bad kernel/stride/dilation/padding values");
     int64_t in = x->shape[2 + i], ek = (g->k[i] - 1) * g->d[i] + 1;
-    if (g->s[i] < 1 || g->d[i] < 1 || opad[i] < 0 || pads[i] < 0 || pads[nsp + i] < 0)
-      return vr_bad(err, n, VR_EINVAL, "bad stride/dilation/padding values");
     if (opad[i] > GEOM_MAX) return too_large(n, "output padding", opad[i], i, err);
     if (oshape[i] > VR_MAX_TENSOR_ELEMS) return too_large(n, "output size", oshape[i], i, err);
     int64_t full = g->s[i] * (in - 1) + opad[i] + ek;

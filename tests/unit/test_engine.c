@@ -424,6 +424,10 @@ static void test_bad_models(void **st) {
   expect_load_error("tests/data/engine/bad_deconv_stride.onnx", VR_ELIMIT,
                     "node 'convtranspose' (ConvTranspose): stride 4611686018427387904 of spatial "
                     "dim 0: too large");
+  /* a negative dilation: (k - 1) * d overflowed before it was checked */
+  expect_load_error("tests/data/engine/bad_deconv_dilation.onnx", VR_EINVAL,
+                    "node 'convtranspose' (ConvTranspose): bad kernel/stride/dilation/padding "
+                    "values");
   expect_load_error("tests/data/engine/bad_deconv_oshape.onnx", VR_ELIMIT,
                     "node 'convtranspose' (ConvTranspose): output size 9223372036854775807 of "
                     "spatial dim 0: too large");

@@ -14,6 +14,10 @@ bad_pool_window: MaxPool with a 2^21 x 2^21 x 2^21 window (strides as
                large, so the output stays small): the window's element
                count 2^63, counted for the model's FLOPs, overflowed
                int64 (UBSan).
+bad_deconv_dilation: ConvTranspose with dilations [-2^63] on a kernel of
+               3: the dilated kernel (k - 1) * d + 1 was computed before
+               the dilation was checked and overflowed int64 (UBSan; found
+               by fuzz_onnx's structure-aware mutator).
 bad_deconv_oshape: ConvTranspose of an empty spatial dim (stride 2^30) with
                output_shape [2^63 - 1]: full output minus the wanted one
                overflowed int64 (UBSan).
@@ -100,6 +104,7 @@ def save(name, op, x_dims, attrs, w_dims=None, opset=13, nout=1, inputs=("x", "w
 
 save("bad_conv_dilation", "Conv", ["N", 1, 5], {"dilations": [2 ** 62]}, [1, 1, 3])
 save("bad_deconv_stride", "ConvTranspose", ["N", 1, 5], {"strides": [2 ** 62]}, [1, 1, 3])
+save("bad_deconv_dilation", "ConvTranspose", ["N", 1, 5], {"dilations": [-2 ** 63]}, [1, 1, 3])
 save("bad_deconv_oshape", "ConvTranspose", ["N", 1, 0],
      {"strides": [2 ** 30], "output_shape": [2 ** 63 - 1]}, [1, 1, 1])
 k = 2 ** 21
