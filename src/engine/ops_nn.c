@@ -634,7 +634,8 @@ int vr_eval_pad(const vr_node *n, const vr_tview *in, vr_tview *out,
                 vr_errbuf *err) {
   int64_t pads[2 * VR_MAX_DIMS];
   double v;
-  pad_params(n, in, pads, &v, err);
+  int rc = pad_params(n, in, pads, &v, err); /* checked at inference too */
+  if (rc) return rc;
   const char *mode = vr_attr_s(n, "mode", "constant");
   int r = in[0].ndim, refl = !strcmp(mode, "reflect"), edge = !strcmp(mode, "edge");
   int64_t ist[VR_MAX_DIMS], s = 1, idx[VR_MAX_DIMS] = {0};

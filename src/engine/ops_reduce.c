@@ -58,7 +58,8 @@ static int infer_reduce(const vr_node *n, const vr_tview *in, vr_tview *out,
 static int eval_reduce(const vr_node *n, const vr_tview *in, vr_tview *out,
                        vr_errbuf *err) {
   int red[VR_MAX_DIMS], r = in[0].ndim;
-  reduce_axes(n, in, red, err);
+  int rc = reduce_axes(n, in, red, err); /* checked at inference too */
+  if (rc) return rc;
   const char *op = n->op + 6; /* after "Reduce" */
   int64_t cnt = vr_tview_numel(&out[0]), tot = vr_tview_numel(&in[0]);
   int64_t ost[VR_MAX_DIMS], s = 1, idx[VR_MAX_DIMS] = {0};
