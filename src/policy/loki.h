@@ -92,10 +92,10 @@ void vr_loki_opts_default(vr_loki_opts *o);
  * (CBC stopped at its time limit in accuracy scaling with no plan, or
  * only one serving nothing; a plan it stopped with that serves is used,
  * stats.status VR_MILP_FEASIBLE; hardware scaling with no plan in time
- * goes on to accuracy scaling, as with none at all) or VR_EINFEASIBLE (the SLO is below the
- * fastest path, err naming the bottleneck stage; a task no variant and
- * batch fits; too few workers for the tasks). Never 0 with a plan that
- * serves nothing. */
+ * goes on to accuracy scaling, as with none at all) or VR_EINFEASIBLE
+ * (the SLO is below the fastest path, err naming the bottleneck stage; a
+ * task no variant and batch fits; too few workers for the tasks). Never 0
+ * with a plan that serves nothing. */
 int vr_loki_plan(const vr_pipeline *p, const vr_profile *prof,
                  double demand_qps, int workers, const vr_loki_opts *o,
                  vr_pipe_plan *plan, vr_loki_stats *st, vr_errbuf *err);
