@@ -18,6 +18,7 @@ void vr_loki_opts_default(vr_loki_opts *o) {
   memset(o, 0, sizeof *o);
   o->slack = 1.0;
   o->time_limit_s = 2;
+  o->plan_budget_s = 10;
   o->max_batch = 64;
 }
 
@@ -274,6 +275,7 @@ typedef struct ctx {
   int npre;
   double *maxload; /* slot: all of D through it */
   rowbuf rb;
+  vr_milp_budget *budget; /* the plan's, shared by its steps */
 } ctx;
 
 /* Builds into md/m the MILP of c's mode (1: min workers, alpha = 1; 2: max
@@ -418,6 +420,13 @@ static int level_vectors(const ctx *c, const model *md, level_vec *vecs,
   return n;
 }
 
+/* The plan's budget is used up: building the next model is wasted. */
+static int spent(const ctx *c) {
+  if (!c->budget->limited || c->budget->left_s > 0) return 0;
+  c->budget->ran_out = 1;
+  return 1;
+}
+
 /* Solves into *bm (built in best); a vr_milp_status, -1 when the levels
  * are too many (the caller solves one MILP) or LEVELS_NOMEM. */
 static int solve_levels(ctx *c, model *cur, model *best, vr_milp **bm,
@@ -443,12 +452,16 @@ static int solve_levels(ctx *c, model *cur, model *best, vr_milp **bm,
   }
   int k = 0, proven = 1;
   for (int i = 0; i < n; i++) { /* LP bounds; drop the infeasible */
+    if (spent(c)) {
+      proven = 0;
+      break;
+    }
     vr_milp *m = build(c, cur, vecs[i].fixb, 1);
     if (!m) {
       rc = LEVELS_NOMEM;
       goto out;
     }
-    int s = vr_milp_solve(m, c->o->time_limit_s);
+    int s = vr_milp_solve_budget(m, c->o->time_limit_s, c->budget);
     st->subsolves++;
     if (s == VR_MILP_OPTIMAL)
       vecs[k].fixb = vecs[i].fixb, vecs[k++].bound = vr_milp_obj(m);
@@ -460,6 +473,10 @@ static int solve_levels(ctx *c, model *cur, model *best, vr_milp **bm,
   double inc = 0;
   for (int i = 0; i < k; i++) {
     if (*bm && vecs[i].bound <= inc + LOKI_ACC_GAP) break;
+    if (spent(c)) {
+      proven = 0;
+      break;
+    }
     vr_milp *m = build(c, cur, vecs[i].fixb, 0);
     if (!m) {
       rc = LEVELS_NOMEM;
@@ -467,7 +484,7 @@ static int solve_levels(ctx *c, model *cur, model *best, vr_milp **bm,
     }
     vr_milp_lean(m);
     if (*bm) vr_milp_set_cutoff(m, inc + LOKI_ACC_GAP);
-    int s = vr_milp_solve(m, c->o->time_limit_s);
+    int s = vr_milp_solve_budget(m, c->o->time_limit_s, c->budget);
     st->subsolves++;
     if (s == VR_MILP_FEASIBLE || s == VR_MILP_NONE) proven = 0;
     if ((s == VR_MILP_OPTIMAL || s == VR_MILP_FEASIBLE) &&
@@ -518,9 +535,10 @@ static int finish(ctx *c, const model *md, vr_milp *m, vr_pipe_plan *plan,
  * o->single_milp or the levels are too many. */
 static int solve(const vr_pipeline *p, const vr_profile *prof,
                  double demand, int workers, const vr_loki_opts *o, int mode,
-                 int hw_only, vr_pipe_plan *plan, vr_loki_stats *st,
-                 vr_errbuf *err) {
+                 int hw_only, vr_milp_budget *budget, vr_pipe_plan *plan,
+                 vr_loki_stats *st, vr_errbuf *err) {
   ctx c = {.p = p, .prof = prof, .o = o, .shape = plan, .demand = demand,
+           .budget = budget,
            .workers = workers, .mode = mode, .hw_only = hw_only};
   model *md = calloc(1, sizeof *md), *best = calloc(1, sizeof *best);
   vr_milp *m = NULL;
@@ -556,16 +574,17 @@ static int solve(const vr_pipeline *p, const vr_profile *prof,
       rc = vr_errf(err, VR_ENOMEM, "loki: out of memory");
       goto out;
     }
-    status = vr_milp_solve(m, o->time_limit_s);
+    status = vr_milp_solve_budget(m, o->time_limit_s, budget);
     st->cols = vr_milp_ncols(m), st->rows = best->rows;
   }
   st->status = status;
+  st->budget_out = budget->ran_out;
   if (status == VR_MILP_INFEASIBLE) {
     rc = VR_EINFEASIBLE; /* modes 1, 2; mode 3 always has alpha = 0 */
     goto out;
   }
   if (status == VR_MILP_NONE) {
-    rc = vr__loki_no_plan_in_time(o, "found no plan", err);
+    rc = vr__loki_no_plan_in_time(o, st, "found no plan", err);
     goto out;
   }
   rc = finish(&c, best, m, plan, st, err);
@@ -627,10 +646,13 @@ int vr_loki_plan(const vr_pipeline *p, const vr_profile *prof,
   int rc = vr__loki_too_few_workers(p, workers, o->hw_only, err);
   if (rc) return rc;
   rc = VR_EINFEASIBLE;
+  vr_milp_budget budget;
+  vr_milp_budget_init(&budget, o->plan_budget_s);
   if (!o->no_hw_scaling && !hw_hopeless(p, prof, demand_qps, workers, o)) {
     st->step = 1;
     vr_errbuf hw_err = {0};
-    rc = solve(p, prof, demand_qps, workers, o, 1, 1, plan, st, &hw_err);
+    rc = solve(p, prof, demand_qps, workers, o, 1, 1, &budget, plan, st,
+               &hw_err);
     /* no plan in time is no plan found: Loki then scales accuracy, as
      * after a proof; it used to end the whole plan with VR_EBACKEND, so
      * the time one solve ran out decided the answer */
@@ -643,10 +665,11 @@ int vr_loki_plan(const vr_pipeline *p, const vr_profile *prof,
     }
   }
   st->step = 2;
-  rc = solve(p, prof, demand_qps, workers, o, 2, o->hw_only, plan, st, err);
+  rc = solve(p, prof, demand_qps, workers, o, 2, o->hw_only, &budget, plan,
+             st, err);
   if (rc == VR_EINFEASIBLE) /* not even the fastest paths: best effort */
-    rc = solve(p, prof, demand_qps, workers, o, 3, o->hw_only, plan, st,
-               err);
+    rc = solve(p, prof, demand_qps, workers, o, 3, o->hw_only, &budget,
+               plan, st, err);
   /* an empty plan would unload every instance of the pipeline: when no
    * load could be served within the SLO, that is an error to report */
   if (!rc && !(st->served > 1e-9))

@@ -51,7 +51,9 @@
  *     variants no flow uses (workers cost nothing in these modes), which a
  *     plan never holds.
  *
- * Pure: no I/O, no clock, no globals. Outputs: the plan (instances and max
+ * Pure: no I/O, no globals; the clock only through CBC's time limits and
+ * the plan's budget (milp.h), which bind only on slow solves (a plan that
+ * hits one depends on the machine). Outputs: the plan (instances and max
  * batch per variant; budgets follow from pipe_plan.h).
  */
 #ifndef VR_POLICY_LOKI_H
@@ -63,6 +65,10 @@ typedef struct vr_loki_opts {
   double slack;        /* demand multiplier for capacity (default 1.0) */
   double comm_ms;      /* per-hop communication latency (default 0) */
   double time_limit_s; /* CBC limit per solve (default 2) */
+  double plan_budget_s; /* wall time for all of vr_loki_plan's solves
+                           (default 10; <= 0: none): past it no solve
+                           starts, and the plan is the best found,
+                           unproven (the Proteus-like plan is one solve) */
   int max_batch;       /* largest batch considered (default 64) */
   int hw_only;         /* never lower accuracy (InferLine-like baseline):
                           step 2 keeps only the most accurate variants */
@@ -82,6 +88,7 @@ typedef struct vr_loki_stats {
   int prefixes;      /* augmented prefixes (paths and their heads) */
   int subsolves;     /* LPs and MILPs of the latency-level split (0: one
                         MILP) */
+  int budget_out;    /* opts.plan_budget_s cut or skipped a solve */
 } vr_loki_stats;
 
 void vr_loki_opts_default(vr_loki_opts *o);

@@ -8,8 +8,12 @@
 
 #include "policy/loki_int.h"
 
-int vr__loki_no_plan_in_time(const vr_loki_opts *o, const char *what,
-                             vr_errbuf *err) {
+int vr__loki_no_plan_in_time(const vr_loki_opts *o, const vr_loki_stats *st,
+                             const char *what, vr_errbuf *err) {
+  if (st->budget_out)
+    return vr_errf(err, VR_EBACKEND, "loki: the plan's solves used up its "
+                   "time limit (%g s per plan) and %s; not a proof that none "
+                   "exists", o->plan_budget_s, what);
   return vr_errf(err, VR_EBACKEND, "loki: CBC stopped at its time limit "
                  "(%g s per solve) and %s; not a proof that none exists",
                  o->time_limit_s, what);
@@ -119,7 +123,8 @@ int vr__loki_serves_nothing(const vr_pipeline *p, const vr_profile *prof,
                                     "loki", err);
   if (rc) return rc;
   if (st->status != VR_MILP_OPTIMAL)
-    return vr__loki_no_plan_in_time(o, "its best plan serves nothing", err);
+    return vr__loki_no_plan_in_time(o, st, "its best plan serves nothing",
+                                    err);
   return vr_errf(err, VR_EINFEASIBLE, "loki: no plan for pipeline '%s' "
                  "serves any request", p->name);
 }

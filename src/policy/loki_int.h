@@ -87,11 +87,11 @@ void vr__loki_extract(const model *md, const double *x, double demand,
 void vr__loki_spread_idle(vr_pipe_plan *plan, const vr_profile *prof,
                           const double *load, int workers);
 
-/* loki_check.c. CBC stopped at its time limit ("what" it ended with): no
- * plan in time, VR_EBACKEND, not the proof of infeasibility VR_EINFEASIBLE
- * reports. */
-int vr__loki_no_plan_in_time(const vr_loki_opts *o, const char *what,
-                             vr_errbuf *err);
+/* loki_check.c. CBC stopped at its time limit, or the plan's budget ran
+ * out (st->budget_out), with "what": no plan in time, VR_EBACKEND, not the
+ * proof of infeasibility VR_EINFEASIBLE reports. */
+int vr__loki_no_plan_in_time(const vr_loki_opts *o, const vr_loki_stats *st,
+                             const char *what, vr_errbuf *err);
 
 /* Why a best effort (stats st) serves nothing: the SLO along a path
  * requests must take (VR_EINFEASIBLE naming the bottleneck stage), a task

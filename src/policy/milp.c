@@ -102,6 +102,26 @@ int vr_milp_solve(vr_milp *m, double time_limit_s) {
   return m->status = classify(m, time_limit_s, &start);
 }
 
+void vr_milp_budget_init(vr_milp_budget *b, double total_s) {
+  *b = (vr_milp_budget){total_s > 0 ? total_s : 0, total_s > 0, 0};
+}
+
+int vr_milp_solve_budget(vr_milp *m, double time_limit_s, vr_milp_budget *b) {
+  if (!b || !b->limited) return vr_milp_solve(m, time_limit_s);
+  if (b->left_s <= 0) {
+    b->ran_out = 1;
+    return m->status = VR_MILP_NONE;
+  }
+  int cut = !(time_limit_s > 0) || b->left_s < time_limit_s;
+  double lim = cut ? b->left_s : time_limit_s;
+  struct timespec start;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  int s = vr_milp_solve(m, lim);
+  b->left_s -= wall_since(&start);
+  if (cut && (s == VR_MILP_FEASIBLE || s == VR_MILP_NONE)) b->ran_out = 1;
+  return s;
+}
+
 /* CBC hands out its LP's last point whatever the status: only a solution
  * is one */
 const double *vr_milp_x(vr_milp *m) {

@@ -60,6 +60,26 @@ void vr_milp_lean(vr_milp *m);
  * answer depend on the clock). */
 int vr_milp_solve(vr_milp *m, double time_limit_s);
 
+/* Wall time shared by the solves of one plan: a Loki plan runs up to a
+ * thousand (latency levels), each under its own limit, so the per-solve
+ * limit alone did not bound a plan (the live control loop waits for it).
+ * vr_milp_solve_budget gives a solve at most what is left, runs none once
+ * nothing is (VR_MILP_NONE, as a solve out of time), and takes each
+ * solve's wall time from it. Like the limit, a budget that binds makes the
+ * answer depend on the clock. */
+typedef struct vr_milp_budget {
+  double left_s; /* wall seconds left */
+  int limited;   /* 0: no budget (vr_milp_solve_budget is vr_milp_solve) */
+  int ran_out;   /* a solve was cut or skipped for it */
+} vr_milp_budget;
+
+/* total_s <= 0: no budget. */
+void vr_milp_budget_init(vr_milp_budget *b, double total_s);
+
+/* vr_milp_solve within min(time_limit_s, what b has left); b NULL: no
+ * budget. */
+int vr_milp_solve_budget(vr_milp *m, double time_limit_s, vr_milp_budget *b);
+
 /* The solution (ncols values) after VR_MILP_OPTIMAL/FEASIBLE, else NULL;
  * valid until the next call on m. */
 const double *vr_milp_x(vr_milp *m);

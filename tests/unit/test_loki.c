@@ -509,6 +509,46 @@ static void test_time_limit(void **st) {
   vr_pipe_data_free(&d);
 }
 
+/* The plan's budget (opts.plan_budget_s) bounds all its solves, where the
+ * per-solve limit let a plan of hundreds of solves run hundreds of times
+ * it: with a budget spent by the first solve, no other solve starts (the
+ * loop of latency levels stops) and the answer says the plan's limit ran
+ * out. Without a budget, or with the default one, plans are the same. */
+static void test_plan_budget(void **st) {
+  (void)st;
+  vr_pipe_data d;
+  make_big(&d);
+  vr_pipe_plan plan, ref;
+  assert_int_equal(vr_pipe_plan_init(&plan, d.pipe), 0);
+  assert_int_equal(vr_pipe_plan_init(&ref, d.pipe), 0);
+  for (double D = 10; D <= 3000; D *= 6) {
+    vr_loki_opts o;
+    vr_loki_opts_default(&o);
+    o.slack = 1.5, o.plan_budget_s = 1e-9;
+    vr_errbuf err = {0};
+    vr_loki_stats ls;
+    int rc = vr_loki_plan(d.pipe, d.prof, D, 20, &o, &plan, &ls, &err);
+    if (rc != VR_EBACKEND || !strstr(err.msg, "per plan") || !ls.budget_out ||
+        ls.subsolves > 1)
+      fail_msg("D=%g: rc %d, budget_out %d, %d subsolves, '%s'", D, rc,
+               ls.budget_out, ls.subsolves, err.msg);
+    double acc[2];
+    for (int k = 0; k < 2; k++) { /* no budget, the default budget */
+      vr_loki_opts_default(&o);
+      o.slack = 1.5, o.plan_budget_s = k ? o.plan_budget_s : 0;
+      assert_int_equal(vr_loki_plan(d.pipe, d.prof, D, 20, &o, k ? &plan : &ref,
+                                    &ls, &err), 0);
+      assert_false(ls.budget_out);
+      acc[k] = ls.accuracy;
+    }
+    assert_true(fabs(acc[0] - acc[1]) < 1e-9);
+    assert_int_equal(plan.workers, ref.workers);
+  }
+  vr_pipe_plan_free(&plan);
+  vr_pipe_plan_free(&ref);
+  vr_pipe_data_free(&d);
+}
+
 /* One labelled and one unlabelled child: each detection goes to one child
  * (its label's, else the unlabelled one), so until shares are measured the
  * two split the detector's outputs (1/2 each), and what the planner and
@@ -649,6 +689,7 @@ int main(void) {
       cmocka_unit_test(test_proteus),
       cmocka_unit_test(test_proteus_fewer_workers),
       cmocka_unit_test(test_time_limit),
+      cmocka_unit_test(test_plan_budget),
       cmocka_unit_test(test_labelled_and_unlabelled_child),
       cmocka_unit_test(test_fewer_workers_than_tasks),
   };

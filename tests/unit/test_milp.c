@@ -196,12 +196,36 @@ static void test_limit_during_preprocessing(void **st) {
   assert_true(solved > 0);
 }
 
+/* A budget shared by solves: the first takes what is left (here nothing
+ * worth a root LP), the next does not run; no budget is no limit. */
+static void test_budget(void **st) {
+  (void)st;
+  vr_milp_budget b;
+  vr_milp_budget_init(&b, 1e-9);
+  vr_milp *m = knapsack(400, 100);
+  int s = vr_milp_solve_budget(m, 30, &b);
+  assert_true(s != VR_MILP_INFEASIBLE);
+  vr_milp_free(m);
+  assert_true(b.left_s <= 0);
+  m = knapsack(60, 10);
+  assert_int_equal(vr_milp_solve_budget(m, 30, &b), VR_MILP_NONE);
+  assert_null(vr_milp_x(m));
+  assert_true(b.ran_out);
+  vr_milp_free(m);
+  vr_milp_budget_init(&b, 0);
+  m = knapsack(60, 10);
+  assert_int_equal(vr_milp_solve_budget(m, 0, &b), VR_MILP_OPTIMAL);
+  assert_false(b.ran_out);
+  vr_milp_free(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_time_limit_is_not_infeasible),
       cmocka_unit_test(test_infeasible_within_limit),
       cmocka_unit_test(test_limit_is_wall_time),
       cmocka_unit_test(test_limit_during_preprocessing),
+      cmocka_unit_test(test_budget),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
