@@ -1,7 +1,8 @@
 /*
  * Internals of `vario controller` shared by cmd_controller.c (HTTP,
- * the period, options) and ctl_actions.c (remote loads and unloads,
- * starting workers, the policy driver's glue). Not an API: one controller
+ * the period, options), ctl_registry.c (each period's reading of the
+ * registry) and ctl_actions.c (remote loads and unloads, starting
+ * workers, the policy driver's glue). Not an API: one controller
  * per process, its state in one ctl (static storage in vr_cmd_controller).
  * Locking: mu guards everything below it in ctl; pol_mu guards the policy
  * driver and is taken before mu, never while holding it.
@@ -76,7 +77,7 @@ typedef struct ctl {
   /* When the registry last answered again after the controller could not
    * rely on it (a failed read, a new connection: Redis restarted or went
    * away); a worker missing since is not taken for dead for one lease
-   * (cmd_controller.c, keep_missing). 0: none yet. */
+   * (ctl_registry.c, vr__ctl_keep_missing). 0: none yet. */
   int64_t back_ns;
   uint64_t reconnects; /* the registry connection's, at the last tick */
   int reread; /* the last period was dropped: its reads spanned a new
