@@ -420,13 +420,6 @@ static int level_vectors(const ctx *c, const model *md, level_vec *vecs,
   return n;
 }
 
-/* The plan's budget is used up: building the next model is wasted. */
-static int spent(const ctx *c) {
-  if (!c->budget->limited || c->budget->left_s > 0) return 0;
-  c->budget->ran_out = 1;
-  return 1;
-}
-
 /* Solves into *bm (built in best); a vr_milp_status, -1 when the levels
  * are too many (the caller solves one MILP) or LEVELS_NOMEM. */
 static int solve_levels(ctx *c, model *cur, model *best, vr_milp **bm,
@@ -452,7 +445,7 @@ static int solve_levels(ctx *c, model *cur, model *best, vr_milp **bm,
   }
   int k = 0, proven = 1;
   for (int i = 0; i < n; i++) { /* LP bounds; drop the infeasible */
-    if (spent(c)) {
+    if (vr_milp_budget_spent(c->budget)) { /* building it is wasted */
       proven = 0;
       break;
     }
@@ -473,7 +466,7 @@ static int solve_levels(ctx *c, model *cur, model *best, vr_milp **bm,
   double inc = 0;
   for (int i = 0; i < k; i++) {
     if (*bm && vecs[i].bound <= inc + LOKI_ACC_GAP) break;
-    if (spent(c)) {
+    if (vr_milp_budget_spent(c->budget)) { /* building it is wasted */
       proven = 0;
       break;
     }

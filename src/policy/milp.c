@@ -94,30 +94,39 @@ static int classify(vr_milp *m, double time_limit_s, const struct timespec *star
                                                 : VR_MILP_NONE;
 }
 
-int vr_milp_solve(vr_milp *m, double time_limit_s) {
+/* vr_milp_solve, and the wall seconds it took into *wall (the budget's
+ * accounting, from the same clock reads the status is judged by). */
+static int solve_timed(vr_milp *m, double time_limit_s, double *wall) {
   if (time_limit_s > 0) Cbc_setMaximumSeconds(m->cbc, time_limit_s);
   struct timespec start;
   clock_gettime(CLOCK_MONOTONIC, &start);
   Cbc_solve(m->cbc);
-  return m->status = classify(m, time_limit_s, &start);
+  m->status = classify(m, time_limit_s, &start);
+  if (wall) *wall = wall_since(&start);
+  return m->status;
+}
+
+int vr_milp_solve(vr_milp *m, double time_limit_s) {
+  return solve_timed(m, time_limit_s, NULL);
 }
 
 void vr_milp_budget_init(vr_milp_budget *b, double total_s) {
   *b = (vr_milp_budget){total_s > 0 ? total_s : 0, total_s > 0, 0};
 }
 
+int vr_milp_budget_spent(vr_milp_budget *b) {
+  if (!b || !b->limited || b->left_s > 0) return 0;
+  b->ran_out = 1;
+  return 1;
+}
+
 int vr_milp_solve_budget(vr_milp *m, double time_limit_s, vr_milp_budget *b) {
   if (!b || !b->limited) return vr_milp_solve(m, time_limit_s);
-  if (b->left_s <= 0) {
-    b->ran_out = 1;
-    return m->status = VR_MILP_NONE;
-  }
+  if (vr_milp_budget_spent(b)) return m->status = VR_MILP_NONE;
   int cut = !(time_limit_s > 0) || b->left_s < time_limit_s;
-  double lim = cut ? b->left_s : time_limit_s;
-  struct timespec start;
-  clock_gettime(CLOCK_MONOTONIC, &start);
-  int s = vr_milp_solve(m, lim);
-  b->left_s -= wall_since(&start);
+  double wall = 0;
+  int s = solve_timed(m, cut ? b->left_s : time_limit_s, &wall);
+  b->left_s -= wall;
   if (cut && (s == VR_MILP_FEASIBLE || s == VR_MILP_NONE)) b->ran_out = 1;
   return s;
 }

@@ -76,6 +76,10 @@ typedef struct vr_milp_budget {
 /* total_s <= 0: no budget. */
 void vr_milp_budget_init(vr_milp_budget *b, double total_s);
 
+/* Nothing is left (and b->ran_out is set): a caller about to build a
+ * model for a solve can skip it. 0 without a budget (b NULL too). */
+int vr_milp_budget_spent(vr_milp_budget *b);
+
 /* vr_milp_solve within min(time_limit_s, what b has left); b NULL: no
  * budget. */
 int vr_milp_solve_budget(vr_milp *m, double time_limit_s, vr_milp_budget *b);
