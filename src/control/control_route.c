@@ -358,11 +358,12 @@ void vr_control_completed(vr_control *c, const vr_ctl_route *r,
   if (in) {
     in->inflight--;
     if (req->status == 0) {
-      if (in->nlat < CTL_LAT_SAMPLES)
-        in->lat[in->nlat++] = (float)((req->end_ns - req->start_ns) / 1e6);
+      /* batch_ns, not end - start: a stuck shadow's wait is no sign that
+       * the variant runs slow (runtime.h) */
+      if (in->nlat < CTL_LAT_SAMPLES) in->lat[in->nlat++] = (float)(req->batch_ns / 1e6);
       int64_t ref = vr_batch_est_ns(&in->lp, req->batch_size);
       if (ref > 0 && in->nratio < CTL_LAT_SAMPLES)
-        in->ratio[in->nratio++] = (float)((double)(req->end_ns - req->start_ns) / ref);
+        in->ratio[in->nratio++] = (float)((double)req->batch_ns / ref);
       in->items += req->batch_size;
       in->batches++;
     }

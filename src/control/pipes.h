@@ -215,6 +215,7 @@ typedef struct vr_pipe_hop_rec {
   double accuracy;   /* percent */
   int64_t start_ns;  /* hop started (relative to the request's arrival) */
   int64_t queue_ns, compute_ns;
+  int64_t batch_ns;  /* its batch as the answer check counts it (runtime.h) */
   int fanout;        /* child hops it created */
   int fanout_to[VR_PIPE_MAX_CHILDREN]; /* of them, per child of the task */
   int planned;       /* routed by the pipeline policy's tables */

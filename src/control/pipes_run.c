@@ -77,7 +77,7 @@ static void drop_if_late(vr_pipe_result *r) {
   for (int i = 0; i < r->n_hops; i++) {
     const vr_pipe_hop_rec *h = r->hops[i];
     int64_t end = h->start_ns + h->queue_ns + h->compute_ns;
-    if (h->outcome == VR_POUT_OK && end > last_end) last_end = end, batch_ns = h->compute_ns;
+    if (h->outcome == VR_POUT_OK && end > last_end) last_end = end, batch_ns = h->batch_ns;
   }
   r->batch_ns = batch_ns; /* a front end's allowance too (server_pipes.c) */
   if (r->outcome != VR_POUT_OK || r->end_ns <= r->deadline_ns) return;
@@ -254,6 +254,7 @@ static void on_done(vr_rt_request *r, void *user) {
   int64_t left = ran ? r->start_ns : r->end_ns;
   h->pub.queue_ns = left > r->arrival_ns ? left - r->arrival_ns : 0;
   h->pub.compute_ns = ran && r->end_ns > r->start_ns ? r->end_ns - r->start_ns : 0;
+  h->pub.batch_ns = ran && r->batch_ns > 0 ? r->batch_ns : 0;
   if (r->status) {
     vr_pipe_outcome o = r->outcome == VR_OUT_DROPPED    ? VR_POUT_DROPPED
                         : r->outcome == VR_OUT_REJECTED ? VR_POUT_REJECTED

@@ -505,6 +505,14 @@ static void run_batch(vr_rt_instance *in, vr_rt_request *list, int rows) {
   if (!rc) rc = check_outputs(tout, n_out, rows, &err);
   int64_t t1 = vr_rt_now(in->rt);
   pthread_mutex_lock(&in->mu);
+  /* A batch whose shadow failed waited for it (pair.c's timeout on a stuck
+   * process): that wait is not the batch's execution, and an answer late
+   * by it is not the batch's own overrun (runtime.h, batch_ns). */
+  int64_t stall = 0;
+  if (srows < 0) {
+    int64_t est = vr_batch_est_ns(&in->prof, rows);
+    stall = t1 - t0 > est ? t1 - t0 - est : 0;
+  }
   /* not a run whose shadow failed: its time is the shadow's timeout, and
    * one such sample in the profile made the instance drop every request
    * whose deadline is below it, so that no batch of that size ever ran
@@ -547,6 +555,7 @@ static void run_batch(vr_rt_instance *in, vr_rt_request *list, int rows) {
     list = r->next;
     r->next = NULL;
     r->start_ns = t0;
+    r->batch_ns = r->end_ns - t0 - stall;
     r->batch_size = rows;
     if (rc) {
       vr_rt_fail(in->vs, in->rt, r, rc, VR_OUT_FAILED, "%s: %s", in->variant,

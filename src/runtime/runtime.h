@@ -77,6 +77,12 @@ struct vr_rt_request {
   int n_out;
   vr_tensor out[VR_RT_MAX_IO]; /* in the model's output order */
   int64_t arrival_ns, deadline_ns, start_ns, end_ns;
+  /* Served: its batch's execution time as the answer-time check counts it
+   * (policy/drop.h vr_drop_answer_due): end_ns - start_ns, except in a
+   * batch whose shadow failed (runtime/pair.h), where that includes up to
+   * the shadow's 2-s timeout spent waiting on a stuck process, which is no
+   * execution: then the profiled time of the batch plus its copy-out. */
+  int64_t batch_ns;
   int batch_size;  /* rows of the batch it ran in */
   int instance_id;
   char variant[VR_NAME_MAX];

@@ -175,9 +175,9 @@ static void atomic_max(int64_t *p, int64_t v) {
   }
 }
 
-void vr_server_app_lateness(vr_server *s, int64_t deadline_ns, int64_t start_ns,
-                            int64_t end_ns, int64_t answered_ns) {
-  int64_t late = answered_ns - deadline_ns, batch = end_ns - start_ns;
+void vr_server_app_lateness(vr_server *s, int64_t deadline_ns, int64_t batch_ns,
+                            int64_t answered_ns) {
+  int64_t late = answered_ns - deadline_ns, batch = batch_ns;
   double units = late <= 0 ? 0 : batch > 0 ? (double)late / (double)batch : INFINITY;
   int k = 0;
   while (k < VR_LATE_BUCKETS - 1 && units > vr_late_le[k]) k++;

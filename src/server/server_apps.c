@@ -78,7 +78,7 @@ static void on_resume(vr_http_req *r, void *user) {
   int binary = json_len < len;
   /* The response is complete: the last point it can still be dropped. */
   int64_t now = vr_now_ns();
-  if (vr_drop_answer_due(now, q->deadline_ns, q->end_ns - q->start_ns)) {
+  if (vr_drop_answer_due(now, q->deadline_ns, q->batch_ns)) {
     /* delayed after its batch beyond what the batch rule allows for */
     vr_free(body);
     vr_server_app_dropped_late(s, q->deadline_ns, q->start_ns);
@@ -86,14 +86,14 @@ static void on_resume(vr_http_req *r, void *user) {
     char msg[200];
     snprintf(msg, sizeof msg, "dropped: the deadline cannot be met (the answer was ready "
              "%.3f ms after it, more than its batch's %.3f ms)", (now - q->deadline_ns) / 1e6,
-             (q->end_ns - q->start_ns) / 1e6);
+             q->batch_ns / 1e6);
     return fail(s, r, 504, msg);
   }
   vr_server_count(s, 200);
-  vr_server_app_lateness(s, q->deadline_ns, q->start_ns, q->end_ns, now);
+  vr_server_app_lateness(s, q->deadline_ns, q->batch_ns, now);
   vr_http_respond(r, 200, binary ? "application/octet-stream" : "application/json",
                   body, len, binary ? json_len : (size_t)-1);
-  vr__srv_add_due(r, q->deadline_ns, q->end_ns - q->start_ns);
+  vr__srv_add_due(r, q->deadline_ns, q->batch_ns);
 }
 
 static void route(app_ctx *c);

@@ -65,8 +65,8 @@ struct vr_server {
 /* Records one model-less answer dropped by vr_drop_answer_due. */
 void vr_server_app_dropped_late(vr_server *s, int64_t deadline_ns, int64_t start_ns);
 /* Records one model-less response (server_apps.c). */
-void vr_server_app_lateness(vr_server *s, int64_t deadline_ns, int64_t start_ns,
-                            int64_t end_ns, int64_t answered_ns);
+void vr_server_app_lateness(vr_server *s, int64_t deadline_ns, int64_t batch_ns,
+                            int64_t answered_ns);
 
 /* HTTP status for a runtime / parser status code. */
 int vr_server_http_status(int code);

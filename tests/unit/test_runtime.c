@@ -12,6 +12,7 @@
 
 #include "base/alloc.h"
 #include "base/clock.h"
+#include "policy/drop.h"
 #include "rt_fake.h"
 #include "runtime/runtime.h"
 
@@ -710,6 +711,103 @@ static void test_rt_answer_dropped(void **st) {
   vr_runtime_free(rt);
 }
 
+/* ---- a body whose shadow gets stuck (AsyFunc, runtime/pair.h) ----------- */
+
+/* The fake as a body: a paired run sends rows to a "shadow" that, when
+ * g_stuck_us is set, answers nothing for that long and then counts as
+ * failed (pair.c's timeout on a stuck process): the body runs every row
+ * and reports -1. */
+static long g_stuck_us;
+
+static int stats_of_id(vr_runtime *rt, int id, vr_rt_instance_stats *s) {
+  vr_rt_instance_stats all[4];
+  int n = vr_rt_instances(rt, "m", all, 4);
+  for (int i = 0; i < n && i < 4; i++)
+    if (all[i].id == id) return *s = all[i], 1;
+  return 0;
+}
+
+static int stuck_body_open(void *self, void *model, vr_precision prec, int threads,
+                           int max_batch, int pb, int pe, void **sess, vr_errbuf *err) {
+  (void)pb;
+  (void)pe;
+  return rt_fake_session_open(self, model, prec, threads, max_batch, sess, err);
+}
+static int stuck_attach(void *self, void *sess, int threads, int process, double *load_ms,
+                        vr_errbuf *err) {
+  (void)self; (void)sess; (void)threads; (void)process; (void)err;
+  if (load_ms) *load_ms = 0;
+  return 0;
+}
+static void stuck_release(void *self, void *sess) {
+  (void)self;
+  (void)sess;
+}
+static int stuck_run_paired(void *self, void *sess, int batch, int bs, const vr_tensor *in,
+                            int n_in, vr_tensor *out, int n_out, int *shadow_rows,
+                            vr_errbuf *err) {
+  long us = __atomic_load_n(&g_stuck_us, __ATOMIC_RELAXED);
+  if (us) usleep((useconds_t)us);
+  *shadow_rows = us ? -1 : bs;
+  return rt_fake_run(self, sess, batch, in, n_in, out, n_out, err);
+}
+
+/* A batch whose shadow got stuck waited for it before the body re-ran its
+ * rows: its answers come that long after the batch started. The wait is
+ * no execution, so the answer-time check (policy/drop.h) must not excuse
+ * it: batch_ns is the batch's profiled time then, and an answer later than
+ * that past its deadline is due for dropping (a 504 at the server), not
+ * served up to the shadow's 2-s timeout late. A healthy paired batch keeps
+ * its measured time. */
+static void test_rt_stuck_shadow(void **st) {
+  (void)st;
+  rt_fake f;
+  rt_fake_init(&f, 2000, 0, 1); /* 2 ms a batch */
+  f.be.body_open = stuck_body_open;
+  f.be.shadow_attach = stuck_attach;
+  f.be.shadow_release = stuck_release;
+  f.be.run_paired = stuck_run_paired;
+  vr_runtime *rt = rt_with_m(&f, 1, 1, 4, 0);
+  vr_rt_instance_opts io = {.precision = VR_PREC_FP32, .threads = 1, .max_batch = 4,
+                            .pair_begin = 0, .pair_end = 1};
+  vr_errbuf e = {0};
+  int id = vr_rt_add_instance(rt, "m", &io, &e);
+  assert_true(id > 0);
+  static const int split[5] = {0, 1, 1, 1, 1}; /* the shadow takes a row */
+  vr_rt_shadow_opts so = {.threads = 1, .process = 0, .split = split};
+  assert_int_equal(vr_rt_pair_shadow(rt, id, &so, NULL, &e), 0);
+  float x = 1;
+  vr_rt_request r;
+  /* healthy: the measured time */
+  reset_waiter();
+  set_input(&r, &x, 1, 1);
+  r.timeout_ns = 100 * 1000000LL;
+  assert_int_equal(vr_rt_submit_to(rt, id, &r), 0);
+  wait_done(1);
+  assert_int_equal(r.status, 0);
+  assert_int_equal(r.batch_ns, r.end_ns - r.start_ns);
+  vr_rt_request_clear(&r);
+  /* stuck for 300 ms against a 100-ms deadline and a 2-ms batch */
+  __atomic_store_n(&g_stuck_us, 300 * 1000L, __ATOMIC_RELAXED);
+  reset_waiter();
+  set_input(&r, &x, 1, 1);
+  r.timeout_ns = 100 * 1000000LL;
+  assert_int_equal(vr_rt_submit_to(rt, id, &r), 0);
+  wait_done(1);
+  __atomic_store_n(&g_stuck_us, 0, __ATOMIC_RELAXED);
+  assert_int_equal(r.status, 0); /* the runtime served it; the answer is judged later */
+  int64_t took = r.end_ns - r.start_ns;
+  assert_true(took >= 300 * 1000000LL);
+  assert_true(r.batch_ns > 0 && r.batch_ns < took - 250 * 1000000LL);
+  assert_true(vr_drop_answer_due(r.end_ns, r.deadline_ns, r.batch_ns));
+  assert_false(vr_drop_answer_due(r.end_ns, r.deadline_ns, took)); /* what it was judged by */
+  vr_rt_instance_stats is;
+  assert_true(stats_of_id(rt, id, &is));
+  assert_int_equal(is.shadow_threads, 0); /* released after failing */
+  vr_rt_request_clear(&r);
+  vr_runtime_free(rt);
+}
+
 /* ---- outputs that do not carry the batch (engine models) --------------- */
 
 /* A config for tests/data/engine/<file>.onnx: input "x" [-1, in...], the
@@ -827,6 +925,7 @@ int main(void) {
       cmocka_unit_test(test_rt_instances_api),
       cmocka_unit_test(test_rt_stats_survive_unload),
       cmocka_unit_test(test_rt_answer_dropped),
+      cmocka_unit_test(test_rt_stuck_shadow),
       cmocka_unit_test(test_rt_outputs_not_batch_major),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
