@@ -7,7 +7,11 @@
  * body run each way, with and without a 1-core in-process shadow, and the
  * bytes one hand-off moves.
  *
- *   bench_pair_handoff MODEL.onnx [--batch B] [--runs R] [--threads T]
+ *   bench_pair_handoff MODEL.onnx [--batch B] [--runs R] [--threads T] [--process VARIO]
+ *
+ * --process VARIO: also with the shadow in a `VARIO shadow` process
+ * (runtime/shm_pair.h), rows through shared memory: the row
+ * "shadow=process" adds the cross-process hand-off and wake-ups.
  *
  * The range is the one between the model's first and last interior chain
  * cut (vr_model_chain_cuts), so both hand-offs carry a real activation.
@@ -28,15 +32,17 @@ static int cmp_d(const void *a, const void *b) {
 }
 
 int main(int argc, char **argv) {
-  const char *path = NULL;
+  const char *path = NULL, *vario = NULL;
   int batch = 8, runs = 30, threads = 1;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--batch") && i + 1 < argc) batch = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--runs") && i + 1 < argc) runs = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--process") && i + 1 < argc) vario = argv[++i];
     else if (argv[i][0] != '-' && !path) path = argv[i];
     else {
-      fprintf(stderr, "usage: bench_pair_handoff MODEL.onnx [--batch B] [--runs R] [--threads T]\n");
+      fprintf(stderr, "usage: bench_pair_handoff MODEL.onnx [--batch B] [--runs R] [--threads T]"
+                      " [--process VARIO]\n");
       return 2;
     }
   }
@@ -87,10 +93,16 @@ int main(int argc, char **argv) {
   printf("# %s: nodes %d, range [%d, %d), batch %d, %d thread(s), %d runs; "
          "hand-offs move %.1f KiB per run\n", path, n, pb, pe, batch, threads, runs,
          (double)hb / 1024.0);
-  double *t[2][2];
+  double *t[3][2];
   vr_tensor out[8];
-  for (int sh = 0; sh < 2; sh++) {
-    if (sh && vr_pair_attach(p, 1, NULL, &e)) {
+  static const char *shname[3] = {"no", "yes", "process"};
+  for (int sh = 0; sh < (vario ? 3 : 2); sh++) {
+    if (sh == 2) vr_pair_release(p);
+    if (sh == 1 && vr_pair_attach(p, 1, NULL, &e)) {
+      fprintf(stderr, "%s\n", e.msg);
+      return 1;
+    }
+    if (sh == 2 && vr_pair_attach_process(p, vario, path, 1, 30000000000LL, NULL, &e)) {
       fprintf(stderr, "%s\n", e.msg);
       return 1;
     }
@@ -107,7 +119,7 @@ int main(int argc, char **argv) {
       }
     for (int c = 0; c < 2; c++) {
       qsort(t[sh][c], (size_t)runs, sizeof(double), cmp_d);
-      printf("shadow=%s handoff=%s median_ms=%.4f p10_ms=%.4f p90_ms=%.4f\n", sh ? "yes" : "no",
+      printf("shadow=%s handoff=%s median_ms=%.4f p10_ms=%.4f p90_ms=%.4f\n", shname[sh],
              c ? "copy" : "zero-copy", t[sh][c][runs / 2], t[sh][c][runs / 10],
              t[sh][c][runs * 9 / 10]);
       vr_free(t[sh][c]);

@@ -4,12 +4,14 @@
 #include "runtime/shm_pair.h"
 
 #include <errno.h>
-#include <pthread.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -18,24 +20,34 @@
 #include "base/clock.h"
 
 #define SHM_MAGIC 0x56524d53u /* "VRMS" */
-#define SHM_VERSION 1u
+#define SHM_VERSION 2u
 #define SHM_POLL_NS (20 * 1000000LL) /* how often a waiter checks its peer */
 #define SHM_MAX_CAP ((uint64_t)4 << 30)
 
 enum { ST_LOADING = 0, ST_READY, ST_FAILED, ST_IDLE_JOB, ST_POSTED, ST_DONE, ST_CLOSED };
 
-/* The control block at offset 0 of the region. Both sides map it; only
- * fields under mu change after creation. */
+/* The control block at offset 0 of the region. Both sides map it, and
+ * either can write any of it, so neither ever blocks on something the
+ * other holds: there is no lock. The state is in single words, written
+ * with release and read with acquire, each published after the fields it
+ * covers (ready, closed, posted, done). A waiter sleeps on the word it
+ * waits for with a raw futex wait, which returns at once when the word has
+ * changed and never sleeps past SHM_POLL_NS, and re-reads the state after
+ * every return; the writer wakes it. A process-shared mutex let a peer
+ * stopped while holding it, or one that wrote over it, block the body's
+ * executor for ever; glibc's semaphores abort the process when their
+ * futex word is nonsense ("The futex facility returned an unexpected
+ * error code"). A raw futex call only returns an error, which is ignored:
+ * the caller re-reads the state. */
 typedef struct shm_hdr {
   uint32_t magic, version;
   uint64_t in_off, in_cap, out_off, out_cap, total;
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
   int32_t body_pid, shadow_pid;
-  int32_t ready;   /* 0 loading, 1 ready, -1 failed */
-  int32_t closed;
-  uint64_t posted, done; /* job sequence numbers */
-  int32_t rc;            /* of job `done` */
+  uint32_t ready;  /* 0 loading, 1 ready, else failed (after load_ms, msg) */
+  uint32_t closed;
+  uint32_t posted; /* the body's last job (after `in`) */
+  uint32_t done;   /* the shadow's last reply (after rc, msg, `out`) */
+  int32_t rc;      /* of job `done` */
   double load_ms;
   vr__shm_job in, out;
   char msg[256];
@@ -52,6 +64,12 @@ struct vr_shm_chan {
    * would let a broken peer aim our copies anywhere */
   uint64_t in_off, in_cap, out_off, out_cap;
   pid_t child; /* body: the shadow process, when known (ready fails fast) */
+  /* body: its own count of jobs, and whether the last one awaits its
+   * reply (the header's copies are the peer's to overwrite); the reply's
+   * job description as checked, whose name an answer points to */
+  uint32_t seq;
+  int inflight;
+  vr__shm_job reply;
 };
 
 static size_t align64(size_t x) { return (x + 63) & ~(size_t)63; }
@@ -66,12 +84,8 @@ static void copy_str(char *dst, size_t cap, const char *src) {
 
 static int64_t mono_ns(void) { return vr_now_ns(); }
 
-/* Locks mu; a peer that died holding it leaves it consistent enough for
- * our use (every field is re-checked), so mark it so and go on. */
-static void lock(shm_hdr *h) {
-  int rc = pthread_mutex_lock(&h->mu);
-  if (rc == EOWNERDEAD) pthread_mutex_consistent(&h->mu);
-}
+#define LOAD(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
 
 /* A dead child that its parent has not reaped yet still answers kill(pid,
  * 0): the body is that parent, so a zombie counts as dead (state 'Z' in
@@ -83,16 +97,19 @@ static int peer_alive(int32_t pid) {
   return st != 'Z' && st != 'X';
 }
 
-/* Waits on cv for at most SHM_POLL_NS (the cv uses CLOCK_MONOTONIC). */
-static void timed_wait(shm_hdr *h) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  int64_t t = (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec + SHM_POLL_NS;
-  ts.tv_sec = (time_t)(t / 1000000000LL);
-  ts.tv_nsec = (long)(t % 1000000000LL);
-  int rc = pthread_cond_timedwait(&h->cv, &h->mu, &ts);
-  if (rc == EOWNERDEAD) pthread_mutex_consistent(&h->mu);
+/* Sleeps while *w is still `seen`, for at most SHM_POLL_NS and never past
+ * `end` (monotonic ns). Whatever the futex call returns (woken, the word
+ * changed, a signal, the timeout, a peer's nonsense) the caller re-reads
+ * its state. Shared, not private: the peer is another process. */
+static void nap(uint32_t *w, uint32_t seen, int64_t end) {
+  int64_t now = mono_ns(), t = end - now < SHM_POLL_NS ? end - now : SHM_POLL_NS;
+  if (t <= 0) return;
+  struct timespec ts = {(time_t)(t / 1000000000LL), (long)(t % 1000000000LL)};
+  syscall(SYS_futex, w, FUTEX_WAIT, seen, &ts, NULL, 0);
 }
+
+/* Wakes whoever sleeps on *w (after the word was stored). */
+static void wake(uint32_t *w) { syscall(SYS_futex, w, FUTEX_WAKE, INT_MAX, NULL, NULL, 0); }
 
 int vr__shm_check_job(const vr__shm_job *j, uint64_t cap, vr_errbuf *err) {
   if (j->dtype <= VR_DT_UNDEFINED || j->dtype > VR_DT_BF16 || !vr_dtype_size((vr_dtype)j->dtype))
@@ -130,7 +147,7 @@ static int map_fd(int fd, size_t bytes, int body, vr_shm_chan **out, vr_errbuf *
     close(fd);
     return vr_errf(err, VR_ENOMEM, "out of memory");
   }
-  *c = (vr_shm_chan){fd, bytes, p, p, body, 0, 0, 0, 0, 0};
+  *c = (vr_shm_chan){.fd = fd, .bytes = bytes, .h = p, .base = p, .body = body};
   *out = c;
   return 0;
 }
@@ -161,18 +178,6 @@ int vr_shm_chan_create(size_t in_cap, size_t out_cap, vr_shm_chan **out, vr_errb
   vr_shm_chan *c = *out;
   c->in_off = in_off, c->in_cap = in_cap, c->out_off = out_off, c->out_cap = out_cap;
   h->body_pid = (int32_t)getpid();
-  pthread_mutexattr_t ma;
-  pthread_mutexattr_init(&ma);
-  pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED);
-  pthread_mutexattr_setrobust(&ma, PTHREAD_MUTEX_ROBUST);
-  pthread_mutex_init(&h->mu, &ma);
-  pthread_mutexattr_destroy(&ma);
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setpshared(&ca, PTHREAD_PROCESS_SHARED);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&h->cv, &ca);
-  pthread_condattr_destroy(&ca);
   __atomic_store_n(&h->version, SHM_VERSION, __ATOMIC_RELAXED);
   __atomic_store_n(&h->magic, SHM_MAGIC, __ATOMIC_RELEASE);
   return 0;
@@ -204,9 +209,7 @@ int vr_shm_chan_open(int fd, vr_shm_chan **out, vr_errbuf *err) {
     return vr_errf(err, VR_EFORMAT, "fd %d is not a vario shadow channel (version %u)", fd,
                    SHM_VERSION);
   }
-  lock(h);
-  h->shadow_pid = (int32_t)getpid();
-  pthread_mutex_unlock(&h->mu);
+  STORE(&h->shadow_pid, (int32_t)getpid());
   return 0;
 }
 
@@ -229,29 +232,30 @@ void *vr_shm_chan_in_buf(vr_shm_chan *c, size_t *cap) {
 
 /* A shadow that never registered is alive as long as we wait for it; one
  * that registered and whose pid is gone is dead. */
-static int shadow_gone(shm_hdr *h) { return h->shadow_pid > 0 && !peer_alive(h->shadow_pid); }
+static int shadow_gone(shm_hdr *h) {
+  int32_t pid = LOAD(&h->shadow_pid);
+  return pid > 0 && !peer_alive(pid);
+}
 
 int vr_shm_chan_wait_ready(vr_shm_chan *c, int64_t timeout_ns, double *load_ms,
                            vr_errbuf *err) {
   shm_hdr *h = c->h;
   int64_t end = mono_ns() + timeout_ns;
-  lock(h);
+  uint32_t ready;
   /* the child may die before it opens the channel (a bad argument, an
    * fd not inherited): then its pid, known here, says so at once */
-  while (!h->ready && !shadow_gone(h) && !(c->child > 0 && !peer_alive(c->child)) &&
-         mono_ns() < end)
-    timed_wait(h);
-  int ready = h->ready;
+  while (!(ready = LOAD(&h->ready)) && !shadow_gone(h) &&
+         !(c->child > 0 && !peer_alive(c->child)) && mono_ns() < end)
+    nap(&h->ready, 0, end);
   double ms = h->load_ms;
   char msg[sizeof h->msg];
   memcpy(msg, h->msg, sizeof msg);
   msg[sizeof msg - 1] = 0;
-  pthread_mutex_unlock(&h->mu);
   if (ready == 1) {
     if (load_ms) *load_ms = ms;
     return 0;
   }
-  if (ready < 0) return vr_errf(err, VR_ESHUTDOWN, "shadow failed to load: %s", msg);
+  if (ready) return vr_errf(err, VR_ESHUTDOWN, "shadow failed to load: %s", msg);
   if (mono_ns() >= end) return vr_errf(err, VR_ETIMEDOUT, "shadow not ready in time");
   return vr_errf(err, VR_ESHUTDOWN, "shadow process exited before it was ready");
 }
@@ -274,88 +278,74 @@ int vr_shm_chan_post(vr_shm_chan *c, const vr_tensor *in, int rows, vr_errbuf *e
   if (in->nbytes > c->in_cap)
     return vr_errf(err, VR_ERANGE, "shm post: %zu bytes exceed the %llu-byte buffer",
                    in->nbytes, (unsigned long long)c->in_cap);
-  lock(h);
-  int rc = 0;
-  if (h->closed || h->ready != 1 || shadow_gone(h))
-    rc = vr_errf(err, VR_ESHUTDOWN, "shadow process is gone");
-  else if (h->posted != h->done)
-    rc = vr_errf(err, VR_ESTATE, "shm post: a job is in flight");
-  pthread_mutex_unlock(&h->mu);
-  if (rc) return rc;
-  /* The shadow only reads `in` after seeing the new sequence number, and
-   * no job is in flight: writing outside the lock is safe. */
+  if (LOAD(&h->closed) || LOAD(&h->ready) != 1 || shadow_gone(h))
+    return vr_errf(err, VR_ESHUTDOWN, "shadow process is gone");
+  if (c->inflight) return vr_errf(err, VR_ESTATE, "shm post: a job is in flight");
+  /* The shadow reads `in` and the job after it sees the new number. (One
+   * still computing an abandoned job may read the new rows: its reply is
+   * for the old number and ignored.) */
   char *buf = c->base + c->in_off;
   if (in->data != buf) memcpy(buf, in->data, in->nbytes);
-  lock(h);
   fill_job(&h->in, in, rows);
-  h->posted++;
-  pthread_cond_broadcast(&h->cv);
-  pthread_mutex_unlock(&h->mu);
+  STORE(&h->posted, ++c->seq);
+  c->inflight = 1;
+  wake(&h->posted);
   return 0;
 }
 
 int vr_shm_chan_wait(vr_shm_chan *c, vr_tensor *out, int64_t timeout_ns, vr_errbuf *err) {
   shm_hdr *h = c->h;
+  if (!c->inflight) return vr_errf(err, VR_ESTATE, "shm wait: no job posted");
   int64_t end = mono_ns() + timeout_ns;
-  lock(h);
   int gone = 0;
-  while (h->done != h->posted && !(gone = shadow_gone(h)) && mono_ns() < end) timed_wait(h);
-  int rc;
-  if (h->done == h->posted) {
-    rc = h->rc;
-    if (rc) {
-      char msg[sizeof h->msg];
-      memcpy(msg, h->msg, sizeof msg);
-      msg[sizeof msg - 1] = 0;
-      vr_errf(err, rc, "shadow: %s", msg);
-    } else {
-      vr_errbuf e2 = {0};
-      vr__shm_job j = h->out;
-      rc = vr__shm_check_job(&j, c->out_cap, &e2);
-      if (rc) {
-        vr_errf(err, rc, "shadow's reply: %s", e2.msg);
-      } else {
-        /* names live in the job copy in the header, stable until the next
-         * post */
-        memset(out, 0, sizeof *out);
-        out->name = h->out.name;
-        out->dtype = (vr_dtype)j.dtype;
-        out->ndim = j.ndim;
-        memcpy(out->shape, j.shape, sizeof out->shape);
-        out->nbytes = (size_t)j.nbytes;
-        out->data = c->base + c->out_off;
-      }
-    }
-  } else {
-    /* abandon the job: a late reply bumps `done` and is ignored, and the
-     * next post waits for nothing (posted == done again) */
-    h->done = h->posted;
-    rc = gone ? vr_errf(err, VR_ESHUTDOWN, "shadow process died during a job")
-              : vr_errf(err, VR_ETIMEDOUT, "shadow did not answer in time");
+  uint32_t d;
+  while ((d = LOAD(&h->done)) != c->seq && !(gone = shadow_gone(h)) && mono_ns() < end)
+    nap(&h->done, d, end);
+  /* answered, or abandoned: a late reply carries the old number and is
+   * ignored, and the next post need not wait for it */
+  c->inflight = 0;
+  if (d != c->seq)
+    return gone ? vr_errf(err, VR_ESHUTDOWN, "shadow process died during a job")
+                : vr_errf(err, VR_ETIMEDOUT, "shadow did not answer in time");
+  int rc = h->rc;
+  if (rc) {
+    char msg[sizeof h->msg];
+    memcpy(msg, h->msg, sizeof msg);
+    msg[sizeof msg - 1] = 0;
+    /* a code from the peer: keep it one of ours */
+    return vr_errf(err, rc < 0 && rc >= VR_EINTERNAL ? rc : VR_EBACKEND, "shadow: %s", msg);
   }
-  pthread_mutex_unlock(&h->mu);
-  return rc;
+  vr_errbuf e2 = {0};
+  c->reply = h->out; /* checked and used as copied: the peer may change h->out */
+  if ((rc = vr__shm_check_job(&c->reply, c->out_cap, &e2)))
+    return vr_errf(err, rc, "shadow's reply: %s", e2.msg);
+  const vr__shm_job *j = &c->reply;
+  memset(out, 0, sizeof *out);
+  out->name = j->name; /* this channel's copy: valid until the next wait */
+  out->dtype = (vr_dtype)j->dtype;
+  out->ndim = j->ndim;
+  memcpy(out->shape, j->shape, sizeof out->shape);
+  out->nbytes = (size_t)j->nbytes;
+  out->data = c->base + c->out_off;
+  return 0;
 }
 
 void vr_shm_chan_close(vr_shm_chan *c) {
-  lock(c->h);
-  c->h->closed = 1;
-  pthread_cond_broadcast(&c->h->cv);
-  pthread_mutex_unlock(&c->h->mu);
+  /* the shadow sleeps on `posted`: woken, it reads `closed` */
+  STORE(&c->h->closed, 1);
+  wake(&c->h->posted);
 }
 
 void vr_shm_chan_ready(vr_shm_chan *c, int rc, double load_ms, const char *msg) {
   shm_hdr *h = c->h;
-  lock(h);
   h->load_ms = load_ms;
   copy_str(h->msg, sizeof h->msg, msg);
-  h->ready = rc ? -1 : 1;
-  pthread_cond_broadcast(&h->cv);
-  pthread_mutex_unlock(&h->mu);
+  STORE(&h->ready, rc ? 2u : 1u);
+  wake(&h->ready);
 }
 
-/* Runs one job; the reply goes into the header under mu. */
-static void serve_one(vr_shm_chan *c, vr_session *s, const vr__shm_job *j, uint64_t seq) {
+/* Runs one job; its reply goes into the header, then `done` says so. */
+static void serve_one(vr_shm_chan *c, vr_session *s, const vr__shm_job *j, uint32_t seq) {
   shm_hdr *h = c->h;
   vr_errbuf e = {0};
   int rc = vr__shm_check_job(j, c->in_cap, &e);
@@ -373,37 +363,32 @@ static void serve_one(vr_shm_chan *c, vr_session *s, const vr__shm_job *j, uint6
   if (!rc && out.nbytes > c->out_cap)
     rc = vr_errf(&e, VR_ERANGE, "output of %zu bytes exceeds the %llu-byte buffer", out.nbytes,
                  (unsigned long long)c->out_cap);
+  if (LOAD(&h->posted) != seq) return; /* abandoned, and another job posted */
   if (!rc) memcpy(c->base + c->out_off, out.data, out.nbytes);
-  lock(h);
-  if (h->posted == seq) { /* not abandoned meanwhile */
-    if (!rc) fill_job(&h->out, &out, j->rows);
-    h->rc = rc;
-    copy_str(h->msg, sizeof h->msg, rc ? e.msg : "");
-    h->done = seq;
-    pthread_cond_broadcast(&h->cv);
-  }
-  pthread_mutex_unlock(&h->mu);
+  if (!rc) fill_job(&h->out, &out, j->rows);
+  h->rc = rc;
+  copy_str(h->msg, sizeof h->msg, rc ? e.msg : "");
+  STORE(&h->done, seq);
+  wake(&h->done);
 }
 
 int vr_shm_chan_serve(vr_shm_chan *c, vr_session *s, vr_errbuf *err) {
   shm_hdr *h = c->h;
-  lock(h);
   /* a job posted between ready and here is pending, not seen */
-  uint64_t seen = h->done;
-  for (;;) {
-    while (!h->closed && h->posted == seen && peer_alive(h->body_pid)) timed_wait(h);
-    if (h->closed) break;
-    if (h->posted == seen) {
-      pthread_mutex_unlock(&h->mu);
-      return vr_errf(err, VR_ESHUTDOWN, "body process %d is gone", (int)h->body_pid);
+  uint32_t seen = LOAD(&h->done);
+  while (!LOAD(&h->closed)) {
+    uint32_t p = LOAD(&h->posted);
+    if (p == seen) {
+      int32_t body = LOAD(&h->body_pid);
+      if (!peer_alive(body))
+        return vr_errf(err, VR_ESHUTDOWN, "body process %d is gone", (int)body);
+      nap(&h->posted, seen, INT64_MAX);
+      continue;
     }
-    seen = h->posted;
+    seen = p;
     vr__shm_job j = h->in; /* a copy: the body may not change it, but we do not trust it */
-    pthread_mutex_unlock(&h->mu);
     serve_one(c, s, &j, seen);
-    lock(h);
   }
-  pthread_mutex_unlock(&h->mu);
   return 0;
 }
 

@@ -2,9 +2,9 @@
  * A body and a shadow in two processes of one host (AsyFunc), joined by
  * one shared-memory region instead of a socket.
  *
- * The region is a memfd the body creates: a control block (a
- * process-shared robust mutex and condition variable, the job's tensor
- * description, the peers' pids) followed by two row buffers, `in` (the
+ * The region is a memfd the body creates: a control block (the state
+ * words both sides wait on with futexes, the job's tensor description,
+ * the peers' pids; no lock) followed by two row buffers, `in` (the
  * boundary rows the body hands over) and `out` (the rows the shadow
  * returns). A hand-off is a memcpy of the body's rows into `in` — or
  * nothing, when the body produced them there (vr_shm_chan_in_buf) — and
@@ -18,13 +18,17 @@
  *   body   vr_shm_chan_wait_ready → post(rows) … wait(out) … post … wait
  *   body   vr_shm_chan_close: the shadow's serve loop returns 0
  * A peer that dies is noticed by its pid (kill(pid, 0)) within the poll
- * interval of a wait, and by the robust mutex (EOWNERDEAD) if it died
- * holding the lock: the waiting side gets VR_ESHUTDOWN, never hangs. The
- * body then runs the rows itself (vr_pair does), so no request is lost.
+ * interval of a wait: the waiting side gets VR_ESHUTDOWN. One that is
+ * stopped or stuck makes the body's wait end at its timeout
+ * (VR_ETIMEDOUT). Neither side ever holds anything the other waits for,
+ * so no peer, whatever it does or writes, can block the other past its
+ * timeout. The body then runs the rows itself (vr_pair does), so no
+ * request is lost.
  *
- * The shadow must treat the control block as untrusted input (another
- * process wrote it): every field is checked (vr__shm_check_job) before
- * use.
+ * Each side treats the control block as untrusted input (the other
+ * process can write all of it): every job field is checked
+ * (vr__shm_check_job) before use, on a copy; the body keeps its own
+ * layout, job count and checked reply.
  *
  * Ownership and threads: a vr_shm_chan is one process's mapping; the
  * creator's and the opener's are freed independently (the region goes

@@ -160,6 +160,64 @@ static void test_header_not_trusted(void **st) {
   vr_shm_chan_free(c);
 }
 
+static void on_alarm(int sig) {
+  (void)sig;
+  static const char m[] = "FAIL: the body hung on a control block its shadow wrote over\n";
+  if (write(2, m, sizeof m - 1) < 0) _exit(1);
+  _exit(1);
+}
+
+/* The shadow can also write over the control block's synchronisation
+ * words (a stray write, a broken or stopped peer): the body's post and
+ * wait must still come back within their timeout, never block for ever.
+ * The child readies the channel, then fills everything between the
+ * layout fields and the row buffers with 0xFF and stays alive. A watchdog
+ * (alarm) fails the test if the body hangs. */
+static void test_sync_words_not_trusted(void **st) {
+  (void)st;
+  vr_shm_chan *c;
+  vr_errbuf e = {0};
+  assert_int_equal(vr_shm_chan_create(256, 256, &c, &e), 0);
+  pid_t kid = fork();
+  assert_true(kid >= 0);
+  if (kid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    vr_shm_chan *k;
+    vr_errbuf ke = {0};
+    if (vr_shm_chan_open(vr_shm_chan_fd(c), &k, &ke)) _exit(2);
+    vr_shm_chan_ready(k, 0, 1.0, NULL);
+    usleep(200000); /* the body has seen it ready */
+    char *base = mmap(NULL, vr_shm_chan_bytes(c), PROT_READ | PROT_WRITE, MAP_SHARED,
+                      vr_shm_chan_fd(c), 0);
+    if (base == MAP_FAILED) _exit(3);
+    uint64_t in_off;
+    memcpy(&in_off, base + 8, sizeof in_off); /* magic, version, in_off */
+    memset(base + 48, 0xFF, in_off - 48);     /* past the 5 layout fields */
+    pause();
+    _exit(0);
+  }
+  vr_shm_chan_set_child(c, (int)kid);
+  assert_int_equal(vr_shm_chan_wait_ready(c, 10000000000LL, NULL, &e), 0);
+  usleep(400000); /* the child has written over the header by now */
+  signal(SIGALRM, on_alarm);
+  alarm(20);
+  float rows[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  vr_tensor t = {.name = "x", .dtype = VR_DT_F32, .ndim = 2, .shape = {2, 4},
+                 .nbytes = sizeof rows, .data = rows};
+  int64_t t0 = vr_now_ns();
+  int rc = vr_shm_chan_post(c, &t, 2, &e);
+  vr_tensor out;
+  if (!rc) rc = vr_shm_chan_wait(c, &out, 200000000LL, &e);
+  assert_int_not_equal(rc, 0); /* nothing a garbage header says is an answer */
+  assert_true(vr_now_ns() - t0 < 5000000000LL);
+  vr_shm_chan_close(c);
+  alarm(0);
+  signal(SIGALRM, SIG_DFL);
+  kill(kid, SIGKILL);
+  waitpid(kid, NULL, 0);
+  vr_shm_chan_free(c);
+}
+
 /* A shadow process that exits before it opens its channel (here: not a
  * vario at all) is reported at once, not after the attach timeout; and a
  * shadow started by a server that blocks SIGINT/SIGTERM (its signal thread
@@ -203,6 +261,7 @@ int main(void) {
       cmocka_unit_test(test_check_job),
       cmocka_unit_test(test_process_shadow),
       cmocka_unit_test(test_header_not_trusted),
+      cmocka_unit_test(test_sync_words_not_trusted),
       cmocka_unit_test(test_spawn_hygiene),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
