@@ -34,6 +34,43 @@ void vr_rt_fail(vr_rt_vstats *vs, vr_runtime *rt, vr_rt_request *r, int code,
   r->done(r, r->user);
 }
 
+void vr__rt_fail_later(vr__rt_later *l, vr_rt_vstats *vs, vr_runtime *rt, vr_rt_request *r,
+                       int code, vr_rt_outcome outcome, const char *fmt, ...) {
+  if (fmt) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->err.msg, sizeof r->err.msg, fmt, ap);
+    va_end(ap);
+  }
+  r->err.code = code;
+  r->late_outcome = outcome;
+  r->late_vs = vs;
+  r->end_ns = vr_rt_now(rt);
+  r->next = NULL;
+  *l->tail = r;
+  l->tail = &r->next;
+}
+
+void vr__rt_answer_later(vr_runtime *rt, vr__rt_later *l) {
+  vr_rt_request *r = l->head;
+  *l = (vr__rt_later)VR__RT_LATER_INIT(*l);
+  int64_t now = r ? vr_rt_now(rt) : 0;
+  while (r) {
+    vr_rt_request *next = r->next; /* done() may reuse r */
+    r->next = NULL;
+    if (r->late_outcome != VR_OUT_DROPPED ||
+        vr_drop_resolve(&rt->opts.reroute, r, now) != VR_DROP_REROUTED) {
+      r->status = r->err.code;
+      r->outcome = (vr_rt_outcome)r->late_outcome;
+      if (r->late_vs) vr_rt_vstats_record(rt, r->late_vs, r);
+      r->late_outcome = 0;
+      r->late_vs = NULL;
+      r->done(r, r->user);
+    }
+    r = next;
+  }
+}
+
 int vr_inst_create(vr_runtime *rt, vr_rt_model *m,
                    const vr_rt_instance_opts *o, vr_rt_instance **out,
                    vr_errbuf *err) {
@@ -184,15 +221,17 @@ int vr_inst_load(vr_rt_instance *in) {
 /* Answers a request due for dropping (policy/drop.h): the runtime's
  * reroute hook may take it; otherwise VR_EDEADLINE, outcome dropped (HTTP
  * 504). `need` is the batch time that made it infeasible. Without mu. */
+#define DROP_FMT "dropped: the deadline cannot be met (%lld us left, a batch of %d rows takes %lld us on %s)"
+#define DROP_ARGS(in, r, now, need)                                                   \
+  (long long)(((r)->deadline_ns - (now)) / 1000), (r)->rows, (long long)((need) / 1000), \
+      (in)->variant
+
 static void drop(vr_rt_instance *in, vr_rt_request *r, int64_t now,
                  int64_t need) {
   if (vr_drop_resolve(&in->rt->opts.reroute, r, now) == VR_DROP_REROUTED)
     return;
-  vr_rt_fail(in->vs, in->rt, r, VR_EDEADLINE, VR_OUT_DROPPED,
-             "dropped: the deadline cannot be met (%lld us left, a batch of "
-             "%d rows takes %lld us on %s)",
-             (long long)((r->deadline_ns - now) / 1000), r->rows,
-             (long long)(need / 1000), in->variant);
+  vr_rt_fail(in->vs, in->rt, r, VR_EDEADLINE, VR_OUT_DROPPED, DROP_FMT,
+             DROP_ARGS(in, r, now, need));
 }
 
 /* Admission checks of one request on the instance (mu held): 0 to queue
@@ -230,11 +269,11 @@ static int admit_check(vr_rt_instance *in, vr_rt_request *r, int64_t now, enq_fa
   return 0;
 }
 
-void vr_inst_enqueue_many(vr_rt_instance *in, vr_rt_request **reqs, int n) {
+void vr_inst_enqueue_many(vr_rt_instance *in, vr_rt_request **reqs, int n, vr__rt_later *later) {
   enq_fail fails[16];
   int64_t now = vr_rt_now(in->rt);
   for (int k = 0; k < n;) {
-    /* failures are answered outside mu, a few at a time */
+    /* failures are settled outside mu, a few at a time */
     int nf = 0, queued = 0;
     vr_rt_request *failed[16];
     pthread_mutex_lock(&in->mu);
@@ -257,17 +296,15 @@ void vr_inst_enqueue_many(vr_rt_instance *in, vr_rt_request **reqs, int n) {
     if (queued) pthread_cond_signal(&in->cv);
     pthread_mutex_unlock(&in->mu);
     for (int i = 0; i < nf; i++) {
+      vr_rt_request *r = failed[i];
       if (fails[i].outcome == VR_OUT_DROPPED)
-        drop(in, failed[i], now, fails[i].need);
+        vr__rt_fail_later(later, in->vs, in->rt, r, VR_EDEADLINE, VR_OUT_DROPPED, DROP_FMT,
+                          DROP_ARGS(in, r, now, fails[i].need));
       else
-        vr_rt_fail(in->vs, in->rt, failed[i], fails[i].status, fails[i].outcome, "%s",
-                   fails[i].msg);
+        vr__rt_fail_later(later, in->vs, in->rt, r, fails[i].status, fails[i].outcome, "%s",
+                          fails[i].msg);
     }
   }
-}
-
-void vr_inst_enqueue(vr_rt_instance *in, vr_rt_request *r) {
-  vr_inst_enqueue_many(in, &r, 1);
 }
 
 /* Unlinks requests due for dropping (policy/drop.h) anywhere in the

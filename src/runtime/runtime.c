@@ -460,17 +460,14 @@ static int prepare(vr_runtime *rt, vr_rt_request *req) {
 /* Admission on the chosen instance: validation, then the queue (which
  * drops it at once if even an immediate run alone would miss the
  * deadline). rt->lock held. */
-static void admit(vr_runtime *rt, vr_rt_instance *in, vr_rt_request *req) {
+static void admit(vr_runtime *rt, vr_rt_instance *in, vr_rt_request *req, vr__rt_later *later) {
   int rows = validate(&in->model->cfg, req, in->opts.max_batch, &req->err);
-  if (rows < 0) {
-    req->status = rows;
-    req->outcome = VR_OUT_REJECTED;
-    req->end_ns = vr_rt_now(rt);
-    req->done(req, req->user); /* bad input: not a variant outcome */
+  if (rows < 0) { /* bad input: not a variant outcome (no stats) */
+    vr__rt_fail_later(later, NULL, rt, req, rows, VR_OUT_REJECTED, NULL);
     return;
   }
   req->rows = rows;
-  vr_inst_enqueue(in, req); /* drops it if already due (policy/drop.h) */
+  vr_inst_enqueue_many(in, &req, 1, later); /* drops it if already due (policy/drop.h) */
 }
 
 /* Triton's queue policy: the model's default timeout, unless the request
@@ -491,8 +488,10 @@ int vr_rt_submit(vr_runtime *rt, const char *model, vr_rt_request *req) {
   vr_rt_model *m = rt->shutting_down ? NULL : vr_map_get(&rt->models, model);
   if (m && req->queue_policy) apply_queue_policy(&m->cfg, req);
   vr_rt_instance *in = m ? route(m) : NULL;
-  if (in) admit(rt, in, req);
+  vr__rt_later later = VR__RT_LATER_INIT(later);
+  if (in) admit(rt, in, req, &later);
   pthread_rwlock_unlock(&rt->lock);
+  vr__rt_answer_later(rt, &later);
   if (in) return 0;
   if (rt->shutting_down)
     vr_rt_fail(NULL, rt, req, VR_ESHUTDOWN, VR_OUT_REJECTED,
@@ -559,6 +558,7 @@ void vr__rt_unplug(vr_runtime *rt) {
     }
     if (!p.reqs[i]) continue;
     int id = p.ids[i], n = 0;
+    vr__rt_later later = VR__RT_LATER_INIT(later);
     pthread_rwlock_rdlock(&rt->lock);
     vr_rt_instance *in = rt->shutting_down ? NULL : find_instance(rt, id, NULL);
     /* this instance's share, in submission order, validated as admit does */
@@ -568,17 +568,15 @@ void vr__rt_unplug(vr_runtime *rt) {
       p.reqs[j] = NULL;
       int rows = validate(&in->model->cfg, r, in->opts.max_batch, &r->err);
       if (rows < 0) {
-        r->status = rows;
-        r->outcome = VR_OUT_REJECTED;
-        r->end_ns = vr_rt_now(rt);
-        r->done(r, r->user);
+        vr__rt_fail_later(&later, NULL, rt, r, rows, VR_OUT_REJECTED, NULL);
         continue;
       }
       r->rows = rows;
       share[n++] = r;
     }
-    if (in) vr_inst_enqueue_many(in, share, n);
+    if (in) vr_inst_enqueue_many(in, share, n, &later);
     pthread_rwlock_unlock(&rt->lock);
+    vr__rt_answer_later(rt, &later);
     if (!in) {
       vr_rt_request *r = p.reqs[i];
       p.reqs[i] = NULL;
@@ -597,8 +595,10 @@ int vr_rt_submit_to(vr_runtime *rt, int instance_id, vr_rt_request *req) {
   pthread_rwlock_rdlock(&rt->lock);
   vr_rt_instance *in =
       rt->shutting_down ? NULL : find_instance(rt, instance_id, NULL);
-  if (in) admit(rt, in, req);
+  vr__rt_later later = VR__RT_LATER_INIT(later);
+  if (in) admit(rt, in, req, &later);
   pthread_rwlock_unlock(&rt->lock);
+  vr__rt_answer_later(rt, &later);
   if (!in) fail_gone(rt, req, instance_id);
   return 0;
 }

@@ -91,6 +91,10 @@ struct vr_rt_request {
   int prio_key;
   void *out_block;
   struct vr_rt_vstats *owed; /* settle_stats: where a served one counts */
+  /* a failure found under the runtime's lock, answered after it
+   * (runtime_int.h vr__rt_fail_later): its outcome and where it counts */
+  int late_outcome;
+  struct vr_rt_vstats *late_vs;
   vr_rt_request *next;
 };
 

@@ -104,11 +104,30 @@ int vr_inst_create(vr_runtime *rt, vr_rt_model *m,
                    vr_errbuf *err);
 /* Measures the latency profile, then starts the executor (ACTIVE). */
 int vr_inst_start(vr_rt_instance *in, vr_errbuf *err);
-/* Queues a validated request; done() is called on failure. */
-void vr_inst_enqueue(vr_rt_instance *in, vr_rt_request *r);
-/* The same for n requests under one hold of the instance's lock, so its
- * executor sees them all at once (in this order). */
-void vr_inst_enqueue_many(vr_rt_instance *in, vr_rt_request **reqs, int n);
+/* Failures found while rt->lock is held, answered once it is released:
+ * a done() callback may submit again (a pipeline's fan-out) or take the
+ * control plane's lock, which is held around runtime calls elsewhere
+ * (control.c reads vr_rt_instances under its mutex), so no callback runs
+ * under rt->lock. Linked through r->next, in order. */
+typedef struct vr__rt_later {
+  vr_rt_request *head, **tail;
+} vr__rt_later;
+#define VR__RT_LATER_INIT(l) {NULL, &(l).head}
+/* Settles r as failed (err.code, err.msg from fmt; fmt NULL keeps the
+ * message already in r->err.msg; end_ns now) and appends it to *l; vs
+ * (may be NULL: not a variant's outcome) is where it counts. */
+void vr__rt_fail_later(vr__rt_later *l, vr_rt_vstats *vs, vr_runtime *rt, vr_rt_request *r,
+                       int code, vr_rt_outcome outcome, const char *fmt, ...)
+    __attribute__((format(printf, 7, 8)));
+/* Answers what *l holds (call with rt->lock released): a dropped one is
+ * first offered to the reroute hook (policy/drop.h), the rest are counted
+ * and their done() called. *l is empty after. */
+void vr__rt_answer_later(vr_runtime *rt, vr__rt_later *l);
+
+/* Queues n validated requests under one hold of the instance's lock, so
+ * its executor sees them all at once (in this order); the ones it refuses
+ * or drops at once go on *later. Call with rt->lock held. */
+void vr_inst_enqueue_many(vr_rt_instance *in, vr_rt_request **reqs, int n, vr__rt_later *later);
 /* Stops accepting, serves what is queued, joins, frees. */
 void vr_inst_destroy(vr_rt_instance *in);
 int vr_inst_load(vr_rt_instance *in); /* queue + busy rows (racy read) */

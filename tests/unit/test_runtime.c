@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -431,7 +432,7 @@ static void block_instance(vr_runtime *rt, rt_fake *f, vr_rt_request *blocker,
     usleep(100);
     vr_rt_instances(rt, "m", &is, 1);
   } while (is.busy_rows == 0 && g_w.done == 0);
-  f->max_batch_seen = 0;
+  __atomic_store_n(&f->max_batch_seen, 0, __ATOMIC_RELAXED);
 }
 
 /* A batch only grows while every request in it still meets its deadline
@@ -711,6 +712,88 @@ static void test_rt_answer_dropped(void **st) {
   vr_runtime_free(rt);
 }
 
+/* ---- callbacks never run under the runtime's lock ----------------------- */
+
+/* A done() that changes the runtime: loads a model (the write lock). */
+typedef struct reentry {
+  vr_runtime *rt;
+  int calls, rc[4];
+} reentry;
+
+static void load_on_done(vr_rt_request *r, void *user) {
+  reentry *x = user;
+  vr_model_config c;
+  char name[16];
+  snprintf(name, sizeof name, "re%d", x->calls);
+  rt_fake_config(&c, name, 1, 1, 4, 0);
+  vr_errbuf e = {0};
+  if (x->calls < 4) x->rc[x->calls] = vr_rt_load(x->rt, &c, &e);
+  x->calls++;
+  (void)r;
+}
+
+static void on_hang(int sig) {
+  (void)sig;
+  static const char m[] = "FAIL: a done() callback deadlocked on the runtime's lock\n";
+  if (write(2, m, sizeof m - 1) < 0) _exit(1);
+  _exit(1);
+}
+
+/* Requests answered at submission (bad input, a full queue, a deadline
+ * already out of reach) get their done() after the runtime's lock is
+ * released, so a callback may call back into the runtime, even to load a
+ * model (the write lock); under the read lock it deadlocked (and the
+ * control plane's mutex, taken in such callbacks and held around runtime
+ * calls elsewhere, made a lock-order cycle). A watchdog fails the test if
+ * it hangs. */
+static void test_rt_callback_outside_lock(void **st) {
+  (void)st;
+  rt_fake f;
+  rt_fake_init(&f, 3000, 0, 1);
+  vr_runtime *rt = rt_with_m(&f, 1, 1, 4, 0);
+  signal(SIGALRM, on_hang);
+  alarm(30);
+  reentry x = {rt, 0, {0}};
+  float v[8] = {0};
+  vr_rt_request r;
+  /* bad input: 2 values a row where the model takes 1 */
+  vr_rt_request_init(&r);
+  r.n_in = 1;
+  r.in[0] = (vr_tensor){"x", VR_DT_F32, 2, {1, 2}, v, sizeof(float) * 2};
+  r.done = load_on_done;
+  r.user = &x;
+  assert_int_equal(vr_rt_submit(rt, "m", &r), 0);
+  assert_int_equal(x.calls, 1); /* answered before submit returned */
+  assert_int_equal(r.outcome, VR_OUT_REJECTED);
+  /* a deadline no batch can meet: dropped at admission, to one instance */
+  vr_rt_instance_stats is;
+  assert_int_equal(vr_rt_instances(rt, "m", &is, 1), 1);
+  vr_rt_request_init(&r);
+  r.n_in = 1;
+  r.in[0] = (vr_tensor){"x", VR_DT_F32, 2, {1, 1}, v, sizeof(float)};
+  r.timeout_ns = 1000; /* 1 us against a 3-ms batch */
+  r.done = load_on_done;
+  r.user = &x;
+  assert_int_equal(vr_rt_submit_to(rt, is.id, &r), 0);
+  assert_int_equal(x.calls, 2);
+  assert_int_equal(r.status, VR_EDEADLINE);
+  assert_int_equal(r.outcome, VR_OUT_DROPPED);
+  assert_non_null(strstr(r.err.msg, "dropped: the deadline cannot be met"));
+  alarm(0);
+  signal(SIGALRM, SIG_DFL);
+  assert_int_equal(x.rc[0], 0);
+  assert_int_equal(x.rc[1], 0);
+  assert_true(vr_rt_model_ready(rt, "re0") && vr_rt_model_ready(rt, "re1"));
+  /* the drop counts for the variant, the bad input for nobody */
+  vr_rt_variant_stats vs;
+  memset(&vs, 0, sizeof vs);
+  vr_rt_foreach_variant(rt, "m", copy_variant, &vs);
+  assert_int_equal(vs.outcomes[VR_OUT_DROPPED], 1);
+  assert_int_equal(vs.outcomes[VR_OUT_REJECTED], 0);
+  vr_rt_request_clear(&r);
+  vr_runtime_free(rt);
+}
+
 /* ---- a body whose shadow gets stuck (AsyFunc, runtime/pair.h) ----------- */
 
 /* The fake as a body: a paired run sends rows to a "shadow" that, when
@@ -926,6 +1009,7 @@ int main(void) {
       cmocka_unit_test(test_rt_stats_survive_unload),
       cmocka_unit_test(test_rt_answer_dropped),
       cmocka_unit_test(test_rt_stuck_shadow),
+      cmocka_unit_test(test_rt_callback_outside_lock),
       cmocka_unit_test(test_rt_outputs_not_batch_major),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
