@@ -13,7 +13,9 @@
  *    valid) and writes its result fields; after done() it no longer touches
  *    it. done() runs exactly once for every submitted request — on an
  *    executor thread, or inside vr_rt_submit() when the request is rejected
- *    at once — and must be quick (hand the result to another thread).
+ *    at once — and must be quick (hand the result to another thread). It
+ *    never runs with the runtime's own lock held, so it may call any
+ *    vr_rt_* function (submit again, load, remove an instance).
  *    Outputs are one allocation owned by the request: release with
  *    vr_rt_request_clear().
  *  - Unloading a model or removing an instance drains it: queued requests
