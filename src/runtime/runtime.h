@@ -14,8 +14,11 @@
  *    it. done() runs exactly once for every submitted request — on an
  *    executor thread, or inside vr_rt_submit() when the request is rejected
  *    at once — and must be quick (hand the result to another thread). It
- *    never runs with the runtime's own lock held, so it may call any
- *    vr_rt_* function (submit again, load, remove an instance).
+ *    never runs under the runtime's lock, so it may submit again and read
+ *    stats; it should not load, unload or remove instances itself (those
+ *    wait, under the runtime's admin lock, for an instance to drain, and a
+ *    drain runs done() callbacks): hand that to another thread, as the
+ *    control plane's loader does.
  *    Outputs are one allocation owned by the request: release with
  *    vr_rt_request_clear().
  *  - Unloading a model or removing an instance drains it: queued requests
