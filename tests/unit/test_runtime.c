@@ -741,11 +741,11 @@ static void on_hang(int sig) {
 
 /* Requests answered at submission (bad input, a full queue, a deadline
  * already out of reach) get their done() after the runtime's lock is
- * released, so a callback may call back into the runtime, even to load a
- * model (the write lock); under the read lock it deadlocked (and the
- * control plane's mutex, taken in such callbacks and held around runtime
- * calls elsewhere, made a lock-order cycle). A watchdog fails the test if
- * it hangs. */
+ * released. Shown with a callback that takes the runtime's write lock (a
+ * load; runtime.h advises callbacks not to, for drains): under the read
+ * lock it deadlocked. The control plane's mutex, taken in such callbacks
+ * and held around vr_rt_instances elsewhere, made the same a lock-order
+ * cycle. A watchdog fails the test if it hangs. */
 static void test_rt_callback_outside_lock(void **st) {
   (void)st;
   rt_fake f;
