@@ -78,11 +78,11 @@ static void test_infeasible_within_limit(void **st) {
   vr_milp_free(m);
 }
 
-static volatile int g_stop;
+static int g_stop;
 static volatile double g_sink;
 static void *spin(void *arg) {
   (void)arg;
-  while (!g_stop) g_sink += 1;
+  while (!__atomic_load_n(&g_stop, __ATOMIC_RELAXED)) g_sink += 1;
   return NULL;
 }
 
@@ -93,14 +93,14 @@ static void *spin(void *arg) {
 static void test_limit_is_wall_time(void **st) {
   (void)st;
   pthread_t th;
-  g_stop = 0;
+  __atomic_store_n(&g_stop, 0, __ATOMIC_RELAXED);
   assert_int_equal(pthread_create(&th, NULL, spin, NULL), 0);
   vr_milp *m = knapsack(400, 100);
   struct timespec a, b;
   clock_gettime(CLOCK_MONOTONIC, &a);
   int s = vr_milp_solve(m, 0.5);
   clock_gettime(CLOCK_MONOTONIC, &b);
-  g_stop = 1;
+  __atomic_store_n(&g_stop, 1, __ATOMIC_RELAXED);
   pthread_join(th, NULL);
   double wall = (double)(b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) / 1e9;
   if (s != VR_MILP_OPTIMAL && wall < 0.45) /* stopped by the limit, early */

@@ -666,14 +666,14 @@ static void test_load_one_snapshot(void **st) {
  * call's OK) instead of 503. */
 typedef struct {
   void *be;
-  volatile int stop;
+  int stop;
   int errors;
 } churn_ctx;
 
 static void *doc_churn(void *arg) {
   churn_ctx *c = arg;
   vr_errbuf e = {0};
-  while (!c->stop) {
+  while (!__atomic_load_n(&c->stop, __ATOMIC_RELAXED)) {
     c->errors += vr_store_sqlite_ops.put_doc(c->be, "pipeline", "churn", "{}", &e) != 0;
     c->errors += vr_store_sqlite_ops.del_doc(c->be, "pipeline", "churn", &e) != 0;
   }
@@ -694,7 +694,7 @@ static void test_shared_connection(void **st) {
     int rc = vr_store_sqlite_ops.del_doc(c.be, "pipeline", "absent", &e);
     wrong += rc != VR_ENOENT;
   }
-  c.stop = 1;
+  __atomic_store_n(&c.stop, 1, __ATOMIC_RELAXED);
   pthread_join(th, NULL);
   vr_store_sqlite_ops.close(c.be);
   unlink(path);
