@@ -382,8 +382,9 @@ static void send_try(vr_fwd *f, vr_fwd_call *c) {
 static void fail_try(vr_fwd *f, conn *k, const char *why) {
   vr_fwd_call *c = k->call;
   fworker *x = k->w;
-  int stale = k->reused && k->len == 0 && !k->timed_out;
-  int timed_out = k->timed_out;
+  /* set by the I/O thread's timeout scan (under mu, which we do not hold) */
+  int timed_out = __atomic_load_n(&k->timed_out, __ATOMIC_ACQUIRE);
+  int stale = k->reused && k->len == 0 && !timed_out;
   int sent = k->sent > 0; /* the worker may have the request */
   pthread_mutex_lock(&f->mu);
   busy_del(f, k);
@@ -592,7 +593,7 @@ static void *io_main(void *arg) {
     pthread_mutex_lock(&f->mu);
     for (conn *k = f->busy; k; k = k->next)
       if (!k->timed_out && k->call && k->call->deadline_ns < now) {
-        k->timed_out = 1;
+        __atomic_store_n(&k->timed_out, 1, __ATOMIC_RELEASE);
         shutdown(k->fd, SHUT_RDWR);
       }
     /* and calls that waited for a connection past their timeout */
