@@ -218,14 +218,19 @@ int vr_inst_load(vr_rt_instance *in) {
          __atomic_load_n(&in->busy_rows, __ATOMIC_RELAXED);
 }
 
-/* Answers a request due for dropping (policy/drop.h): the runtime's
- * reroute hook may take it; otherwise VR_EDEADLINE, outcome dropped (HTTP
- * 504). `need` is the batch time that made it infeasible. Without mu. */
-#define DROP_FMT "dropped: the deadline cannot be met (%lld us left, a batch of %d rows takes %lld us on %s)"
+/* The answer of a request dropped for its deadline, here and at
+ * admission (vr_inst_enqueue_many); `need` is the batch time that made it
+ * infeasible. */
+#define DROP_FMT                                                                     \
+  "dropped: the deadline cannot be met (%lld us left, a batch of %d rows takes %lld us " \
+  "on %s)"
 #define DROP_ARGS(in, r, now, need)                                                   \
   (long long)(((r)->deadline_ns - (now)) / 1000), (r)->rows, (long long)((need) / 1000), \
       (in)->variant
 
+/* Answers a request due for dropping (policy/drop.h): the runtime's
+ * reroute hook may take it; otherwise VR_EDEADLINE, outcome dropped (HTTP
+ * 504). Without mu. */
 static void drop(vr_rt_instance *in, vr_rt_request *r, int64_t now,
                  int64_t need) {
   if (vr_drop_resolve(&in->rt->opts.reroute, r, now) == VR_DROP_REROUTED)
