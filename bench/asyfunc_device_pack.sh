@@ -42,7 +42,8 @@ cat > "$DEST/bin/vario" <<WRAP
 #!/bin/sh
 # vario through the carried loader and libraries (asyfunc_device_pack.sh)
 d=\$(dirname "\$(readlink -f "\$0")")/..
-exec "\$d/lib/$ld" --library-path "\$d/lib" "\$d/bin/vario.real" "\$@"
+# the loader is /proc/self/exe here: helpers (vario shadow) start this wrapper
+VARIO_EXE="\$d/bin/vario" exec "\$d/lib/$ld" --library-path "\$d/lib" "\$d/bin/vario.real" "\$@"
 WRAP
 chmod +x "$DEST/bin/vario"
 "$DEST/bin/vario" version >/dev/null

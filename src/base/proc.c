@@ -1,7 +1,23 @@
 #include "base/proc.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+int vr_proc_self_exe(char *buf, size_t cap) {
+  const char *env = getenv("VARIO_EXE");
+  if (env && *env) {
+    size_t n = strlen(env);
+    if (n >= cap) return -1;
+    memcpy(buf, env, n + 1);
+    return 0;
+  }
+  ssize_t n = cap > 1 ? readlink("/proc/self/exe", buf, cap - 1) : -1;
+  if (n <= 0 || (size_t)n >= cap - 1) return -1; /* cap - 1 filled: maybe cut */
+  buf[n] = 0;
+  return 0;
+}
 
 int vr_proc_stat(long pid, char *state, unsigned long long *start) {
   char path[64], buf[1024];

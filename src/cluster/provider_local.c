@@ -34,6 +34,7 @@
 
 #include "base/alloc.h"
 #include "base/log.h"
+#include "base/proc.h"
 #include "cluster/provider.h"
 #include "cluster/provider_int.h"
 
@@ -679,13 +680,11 @@ int vr_provider_local(const vr_local_cfg *cfg, vr_provider **out,
   if (!bin || !*bin) {
     /* Resolved now: /proc/self/exe of a later call would still be us, but
      * a path survives an upgrade of the binary on disk. */
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0) {
+    if (vr_proc_self_exe(exe, sizeof exe)) {
       rc = vr_errf(err, VR_EINVAL, "local provider: /proc/self/exe: %s",
                    strerror(errno));
       goto fail;
     }
-    exe[n] = 0;
     bin = exe;
   }
   if (access(bin, X_OK)) {

@@ -8,6 +8,7 @@
 
 #include "base/alloc.h"
 #include "base/npy.h"
+#include "base/proc.h"
 #include "runtime/pair.h"
 #include "runtime/runtime.h"
 
@@ -201,9 +202,7 @@ static int e_shadow_attach(void *self, void *sess, int threads, int process,
   if (!process) return vr_pair_attach(es->p, threads, load_ms, err);
   /* the shadow process is this binary's `vario shadow` */
   char exe[4096];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n <= 0) return vr_errf(err, VR_EIO, "cannot find this executable");
-  exe[n] = 0;
+  if (vr_proc_self_exe(exe, sizeof exe)) return vr_errf(err, VR_EIO, "cannot find this executable");
   return vr_pair_attach_process(es->p, exe, es->em->path, threads, 30 * VR_NS_PER_S, load_ms,
                                 err);
 }

@@ -13,6 +13,7 @@
 #include "base/ewma.h"
 #include "base/log.h"
 #include "base/map.h"
+#include "base/proc.h"
 #include "base/rate.h"
 #include "base/vec.h"
 #include "vario/dtype.h"
@@ -256,6 +257,29 @@ static void test_cpus_usable(void **st) {
   rmdir(dir);
 }
 
+/* The executable helpers are started with: $VARIO_EXE when set (a
+ * wrapper through a carried loader), else this process's own binary;
+ * one that does not fit is refused, not cut. */
+static void test_self_exe(void **st) {
+  (void)st;
+  char buf[4096], want[4096];
+  unsetenv("VARIO_EXE");
+  ssize_t n = readlink("/proc/self/exe", want, sizeof want - 1);
+  assert_true(n > 0);
+  want[n] = 0;
+  assert_int_equal(vr_proc_self_exe(buf, sizeof buf), 0);
+  assert_string_equal(buf, want);
+  assert_int_equal(vr_proc_self_exe(buf, (size_t)n), -1); /* no room for it */
+  setenv("VARIO_EXE", "/opt/pack/bin/vario", 1);
+  assert_int_equal(vr_proc_self_exe(buf, sizeof buf), 0);
+  assert_string_equal(buf, "/opt/pack/bin/vario");
+  assert_int_equal(vr_proc_self_exe(buf, 8), -1);
+  setenv("VARIO_EXE", "", 1); /* empty: as unset */
+  assert_int_equal(vr_proc_self_exe(buf, sizeof buf), 0);
+  assert_string_equal(buf, want);
+  unsetenv("VARIO_EXE");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_status),     cmocka_unit_test(test_dtype),
@@ -264,6 +288,7 @@ int main(void) {
       cmocka_unit_test(test_arena),      cmocka_unit_test(test_clock),
       cmocka_unit_test(test_ewma),       cmocka_unit_test(test_rate),
       cmocka_unit_test(test_log_levels), cmocka_unit_test(test_cpus_usable),
+      cmocka_unit_test(test_self_exe),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
