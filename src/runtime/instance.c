@@ -26,12 +26,10 @@ void vr_rt_fail(vr_rt_vstats *vs, vr_runtime *rt, vr_rt_request *r, int code,
   va_start(ap, fmt);
   vsnprintf(r->err.msg, sizeof r->err.msg, fmt, ap);
   va_end(ap);
-  r->err.code = code;
-  r->status = code;
-  r->outcome = outcome;
-  r->end_ns = vr_rt_now(rt);
-  if (vs) vr_rt_vstats_record(rt, vs, r);
-  r->done(r, r->user);
+  /* one way to answer a failure, now or after a lock (vr__rt_fail_later) */
+  vr__rt_later l = VR__RT_LATER_INIT(l);
+  vr__rt_fail_later(&l, vs, rt, r, code, outcome, NULL);
+  vr__rt_answer_later(rt, &l);
 }
 
 void vr__rt_fail_later(vr__rt_later *l, vr_rt_vstats *vs, vr_runtime *rt, vr_rt_request *r,
@@ -229,12 +227,10 @@ int vr_inst_load(vr_rt_instance *in) {
       (in)->variant
 
 /* Answers a request due for dropping (policy/drop.h): the runtime's
- * reroute hook may take it; otherwise VR_EDEADLINE, outcome dropped (HTTP
- * 504). Without mu. */
+ * reroute hook may take it (vr_rt_fail offers it); otherwise VR_EDEADLINE,
+ * outcome dropped (HTTP 504). Without mu. */
 static void drop(vr_rt_instance *in, vr_rt_request *r, int64_t now,
                  int64_t need) {
-  if (vr_drop_resolve(&in->rt->opts.reroute, r, now) == VR_DROP_REROUTED)
-    return;
   vr_rt_fail(in->vs, in->rt, r, VR_EDEADLINE, VR_OUT_DROPPED, DROP_FMT,
              DROP_ARGS(in, r, now, need));
 }

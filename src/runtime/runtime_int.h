@@ -137,7 +137,9 @@ int vr_inst_pair(vr_rt_instance *in, const vr_rt_shadow_opts *o, double *load_ms
                  vr_errbuf *err);
 int vr_inst_unpair(vr_rt_instance *in, vr_errbuf *err);
 
-/* Completes a request with an error, counts it, calls done(). */
+/* Completes a request with an error, counts it, calls done(); a dropped
+ * one (VR_OUT_DROPPED) is first offered to the reroute hook, as
+ * vr__rt_answer_later does. */
 void vr_rt_fail(vr_rt_vstats *vs, vr_runtime *rt, vr_rt_request *r, int code,
                 vr_rt_outcome outcome, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));

@@ -44,7 +44,9 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import af_app  # noqa: E402
 import vr_http  # noqa: E402
+from af_app import run  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("vario")
@@ -69,14 +71,7 @@ ap.add_argument("--strict", action="store_true",
                 help="assert the attainment comparison even on a busy machine")
 A = ap.parse_args()
 TMP = tempfile.mkdtemp(prefix="vr_aflive_")
-DB, REPO, ONNX = (os.path.join(TMP, x) for x in ("store.db", "repo", "af_cnn.onnx"))
-
-
-def run(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode:
-        sys.exit(f"FAIL: {' '.join(cmd[:3])}...: {r.stderr.strip()}")
-    return r.stdout
+DB = REPO = ONNX = ""  # set by af_app.register below
 
 
 def check(cond, what):
@@ -157,21 +152,7 @@ def one_mode(name, extra, trace, slo):
 
 LOAD0 = os.getloadavg()[0]
 try:
-    if A.model:
-        shutil.copyfile(A.model, ONNX)
-    else:
-        # --hidden 256: a 12 MB head, so the convolutions' block (its
-        # activation arena, ~6.2 MiB at batch 4) is under LLS's memory
-        # filter, half a body's memory. With 128 (a 6 MB head) it was
-        # over by 1% and shadows held only the first conv and the pool,
-        # 0.5% of the work: pairing could not add capacity.
-        run(["/usr/bin/python3", os.path.join(A.src, "tests/data/asyfunc/gen_model.py"), ONNX,
-             "--size", "64", "--channels", "48", "--hidden", "256"])
-    run([A.vario, "register", "--store", DB, "--repo", REPO, "--app", "afapp", "--model", ONNX,
-         "--name", "afcnn", "--threads", "1", "--max-batch", "8", "--precisions", "fp32",
-         "--runs", "3", "--declared-accuracy", "90", "--quiet"])
-    out = run([A.vario, "perf", ONNX, "--blocks", "--name", "afcnn", "--store", DB,
-               "--cmax", str(A.cmax), "--bmax", "4", "--runs", "5"])
+    DB, REPO, ONNX, out = af_app.register(A.vario, A.src, TMP, A.model, A.cmax, runs=5)
     print(out.strip().splitlines()[-1])
     # one body's capacity: the blocks on one core at batch 4
     blk = json.loads(run([A.vario, "perf", ONNX, "--blocks", "--name", "afcnn", "--cmax", "1",

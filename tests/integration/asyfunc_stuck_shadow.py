@@ -27,7 +27,6 @@ import os
 import re
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -36,6 +35,7 @@ import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import af_app  # noqa: E402
 import vr_http  # noqa: E402
 
 ap = argparse.ArgumentParser()
@@ -45,20 +45,12 @@ ap.add_argument("--model", default="", help="the test CNN already generated (gen
 ap.add_argument("--keep", action="store_true")
 A = ap.parse_args()
 TMP = tempfile.mkdtemp(prefix="vr_afstuck_")
-DB, REPO, ONNX = (os.path.join(TMP, x) for x in ("store.db", "repo", "af_cnn.onnx"))
 SLO_MS = 300
 # A 200 later than this after it was sent was served late: the SLO, plus
 # far more than a batch of this CNN takes even under the sanitizers, and
 # far less than the shadow's 2-s timeout.
 LATE_MS = SLO_MS + 1000
 procs = []
-
-
-def run(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode:
-        sys.exit(f"FAIL: {' '.join(cmd[:3])}...: {r.stderr.strip()}")
-    return r.stdout
 
 
 def check(cond, what):
@@ -120,16 +112,7 @@ def body_state(port):
 
 
 try:
-    if A.model:
-        shutil.copyfile(A.model, ONNX)
-    else:
-        run(["/usr/bin/python3", os.path.join(A.src, "tests/data/asyfunc/gen_model.py"), ONNX,
-             "--size", "64", "--channels", "48", "--hidden", "256"])
-    run([A.vario, "register", "--store", DB, "--repo", REPO, "--app", "afapp", "--model", ONNX,
-         "--name", "afcnn", "--threads", "1", "--max-batch", "8", "--precisions", "fp32",
-         "--runs", "3", "--declared-accuracy", "90", "--quiet"])
-    run([A.vario, "perf", ONNX, "--blocks", "--name", "afcnn", "--store", DB, "--cmax", "2",
-         "--bmax", "4", "--runs", "3"])
+    DB, REPO, _, _ = af_app.register(A.vario, A.src, TMP, A.model, cmax=2)
     proc, port = vr_http.start_server(
         [A.vario, "serve", "--repo", REPO, "--store", DB, "--port", "0", "--grpc-port", "-1",
          "--insecure-admin", "--cores", "2", "--policy", "asyfunc", "--af-kappa", "0",
