@@ -5,7 +5,6 @@
 
 #include <math.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +14,7 @@
 #include "base/clock.h"
 #include "policy/drop.h"
 #include "rt_fake.h"
+#include "watchdog.h"
 #include "runtime/runtime.h"
 
 /* ---- batch rule (policy/batch.h, as the runtime uses it) ---------------- */
@@ -732,13 +732,6 @@ static void load_on_done(vr_rt_request *r, void *user) {
   (void)r;
 }
 
-static void on_hang(int sig) {
-  (void)sig;
-  static const char m[] = "FAIL: a done() callback deadlocked on the runtime's lock\n";
-  if (write(2, m, sizeof m - 1) < 0) _exit(1);
-  _exit(1);
-}
-
 /* Requests answered at submission (bad input, a full queue, a deadline
  * already out of reach) get their done() after the runtime's lock is
  * released. Shown with a callback that takes the runtime's write lock (a
@@ -751,8 +744,7 @@ static void test_rt_callback_outside_lock(void **st) {
   rt_fake f;
   rt_fake_init(&f, 3000, 0, 1);
   vr_runtime *rt = rt_with_m(&f, 1, 1, 4, 0);
-  signal(SIGALRM, on_hang);
-  alarm(30);
+  watchdog_arm(30, "a done() callback deadlocked on the runtime's lock");
   reentry x = {rt, 0, {0}};
   float v[8] = {0};
   vr_rt_request r;
@@ -779,8 +771,7 @@ static void test_rt_callback_outside_lock(void **st) {
   assert_int_equal(r.status, VR_EDEADLINE);
   assert_int_equal(r.outcome, VR_OUT_DROPPED);
   assert_non_null(strstr(r.err.msg, "dropped: the deadline cannot be met"));
-  alarm(0);
-  signal(SIGALRM, SIG_DFL);
+  watchdog_disarm();
   assert_int_equal(x.rc[0], 0);
   assert_int_equal(x.rc[1], 0);
   assert_true(vr_rt_model_ready(rt, "re0") && vr_rt_model_ready(rt, "re1"));

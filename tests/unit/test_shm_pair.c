@@ -22,6 +22,7 @@
 #include "runtime/pair.h"
 #include "runtime/shm_pair.h"
 #include "vr_test.h"
+#include "watchdog.h"
 
 static const char *vario_exe(void) {
   static char b[1024];
@@ -160,13 +161,6 @@ static void test_header_not_trusted(void **st) {
   vr_shm_chan_free(c);
 }
 
-static void on_alarm(int sig) {
-  (void)sig;
-  static const char m[] = "FAIL: the body hung on a control block its shadow wrote over\n";
-  if (write(2, m, sizeof m - 1) < 0) _exit(1);
-  _exit(1);
-}
-
 /* The shadow can also write over the control block's synchronisation
  * words (a stray write, a broken or stopped peer): the body's post and
  * wait must still come back within their timeout, never block for ever.
@@ -199,8 +193,7 @@ static void test_sync_words_not_trusted(void **st) {
   vr_shm_chan_set_child(c, (int)kid);
   assert_int_equal(vr_shm_chan_wait_ready(c, 10000000000LL, NULL, &e), 0);
   usleep(400000); /* the child has written over the header by now */
-  signal(SIGALRM, on_alarm);
-  alarm(20);
+  watchdog_arm(20, "the body hung on a control block its shadow wrote over");
   float rows[8] = {1, 2, 3, 4, 5, 6, 7, 8};
   vr_tensor t = {.name = "x", .dtype = VR_DT_F32, .ndim = 2, .shape = {2, 4},
                  .nbytes = sizeof rows, .data = rows};
@@ -211,8 +204,7 @@ static void test_sync_words_not_trusted(void **st) {
   assert_int_not_equal(rc, 0); /* nothing a garbage header says is an answer */
   assert_true(vr_now_ns() - t0 < 5000000000LL);
   vr_shm_chan_close(c);
-  alarm(0);
-  signal(SIGALRM, SIG_DFL);
+  watchdog_disarm();
   kill(kid, SIGKILL);
   waitpid(kid, NULL, 0);
   vr_shm_chan_free(c);
