@@ -24,8 +24,6 @@
 #define SHM_POLL_NS (20 * 1000000LL) /* how often a waiter checks its peer */
 #define SHM_MAX_CAP ((uint64_t)4 << 30)
 
-enum { ST_LOADING = 0, ST_READY, ST_FAILED, ST_IDLE_JOB, ST_POSTED, ST_DONE, ST_CLOSED };
-
 /* The control block at offset 0 of the region. Both sides map it, and
  * either can write any of it, so neither ever blocks on something the
  * other holds: there is no lock. The state is in single words, written
