@@ -16,7 +16,9 @@
  * An upgrade or downgrade that finds no room, in a cluster that cannot
  * grow (one fixed worker, as in `vario serve`), replaces the old instances
  * in place: a MIGRATE to the new variant on the same worker, the old
- * instance serving until the new one is loaded.
+ * instance serving until the new one is loaded. With `cpu_max_replicas`
+ * (the authors' artifact, off by default) a CPU variant past the cap
+ * upgrades instead of replicating wherever an upgrade fits now.
  */
 #include <math.h>
 #include <stdio.h>
@@ -76,6 +78,13 @@ static double sat_under(const vr_snapshot *s, int u, double slo_ms) {
   return vr_policy_sat_qps(&tmp);
 }
 
+/* Whether n instances of v pass the artifact's CPU replica cap. */
+static int over_cpu_cap(const vr_policy_cfg *c, const vr_snapshot *s, int v,
+                        int n) {
+  return c->cpu_max_replicas > 0 &&
+         s->variants[v].prof.device == VR_DEV_CPU && n > c->cpu_max_replicas;
+}
+
 typedef struct plan {
   int u, d;
   double cost;
@@ -102,6 +111,7 @@ static plan best_plan(const vr_policy_cfg *c, const vr_snapshot *s,
     const vr_pol_vagg *gu = &a->v[u];
     double sat = sat_under(s, (int)u, s->variants[v].slo_ms);
     int d = vr_pol_need(gu->q + g->q, head, sat) - gu->n;
+    if (downgrade && over_cpu_cap(c, s, (int)u, gu->n + d)) continue;
     double cost = change_cost(c, &s->variants[u].prof, d) +
                   change_cost(c, pv, -g->n);
     if (cost < best.cost - 1e-12) best = (plan){(int)u, d, cost};
@@ -219,6 +229,10 @@ static int scale_up(const vr_policy_cfg *c, const vr_snapshot *s,
   int rc = 0, burst = c->burst_upgrade && vr_place_growable(s);
   plan b = best_plan(c, s, a, v, 0);
   int fits = b.d <= 0 || vr_place_room(pl, &s->variants[b.u].prof) >= b.d;
+  /* the artifact's cap: past it, replicating is no option while an
+   * upgrade fits (autoscaler.cc prices it 1000 load times) */
+  int capped = burst && b.d > 0 && over_cpu_cap(c, s, b.u, a->v[b.u].n + b.d);
+  if (capped) fits = 0;
   /* hand over only what the cheap plan cannot hold now: a variant that
    * can grow where it is keeps its traffic */
   if (burst && !fits && handover_target(c, s, a, v) >= 0) {
@@ -231,9 +245,12 @@ static int scale_up(const vr_policy_cfg *c, const vr_snapshot *s,
     plan u = burst_plan(c, s, a, pl, v);
     if (u.u >= 0) {
       /* the cheap plan's capacity is still wanted: ask for its workers */
-      vr_place_want(pl, &s->variants[b.u].prof,
-                    b.d - vr_place_room(pl, &s->variants[b.u].prof));
-      return u.d ? emit_loads(c, pl, a, u.u, u.d, out, "upgrade (no room)")
+      if (!capped)
+        vr_place_want(pl, &s->variants[b.u].prof,
+                      b.d - vr_place_room(pl, &s->variants[b.u].prof));
+      return u.d ? emit_loads(c, pl, a, u.u, u.d, out,
+                              capped ? "upgrade (CPU replica cap)"
+                                     : "upgrade (no room)")
                  : 0;
     }
   }

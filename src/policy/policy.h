@@ -77,6 +77,13 @@ typedef struct vr_policy_cfg {
                                  (the paper's model-vertical scaling
                                  under its resource constraint); 1 by
                                  default */
+  int cpu_max_replicas;       /* INFaaS, the authors' artifact
+                                 (autoscaler.cc CPU_MAX_REPLICAS): a CPU
+                                 variant that would need more instances
+                                 than this upgrades to a higher-throughput
+                                 variant that fits now instead of
+                                 replicating; 0 = off (default: the paper
+                                 has no such cap) */
   /* AsyFunc (VR_POL_ASYFUNC; policy/asyfunc_tick.c), for variants with a
    * block profile: LLS pairs a shadow when the rows queued reach af_gamma
    * per body (default 2), at most af_kappa new shadows per tick (default

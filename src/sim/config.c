@@ -292,7 +292,7 @@ static int load_policy(ctx *c, vr_sim_cfg *cfg, const json_t *o) {
                                "interference_factor", "down_headroom",
                                "worker_idle_s", "min_workers",
                                "max_instances", "backlog_step", "vm_util",
-                               "burst_upgrade", "fixed", NULL};
+                               "burst_upgrade", "cpu_max_replicas", "fixed", NULL};
   if (!json_is_object(o)) return bad(c, "policy", "must be an object");
   int rc = check_keys(c, o, "policy", keys);
   if (rc) return rc;
@@ -304,7 +304,7 @@ static int load_policy(ctx *c, vr_sim_cfg *cfg, const json_t *o) {
   vr_policy_cfg *p = &cfg->policy;
   vr_policy_cfg_default(p, kind);
   double idle = (double)p->worker_idle_ns / 1e9, minw = p->min_workers,
-         maxi = 0;
+         maxi = 0, cpumax = 0;
   if ((rc = num(c, o, "policy", "slack", 1, 100, &p->slack)) ||
       (rc = num(c, o, "policy", "lambda", 0, 1e6, &p->lambda)) ||
       (rc = num(c, o, "policy", "interference_factor", 1, 1e6,
@@ -313,6 +313,7 @@ static int load_policy(ctx *c, vr_sim_cfg *cfg, const json_t *o) {
       (rc = num(c, o, "policy", "worker_idle_s", 0, 1e7, &idle)) ||
       (rc = inum(c, o, "policy", "min_workers", 0, 1e5, &minw)) ||
       (rc = inum(c, o, "policy", "max_instances", 0, 1e6, &maxi)) ||
+      (rc = inum(c, o, "policy", "cpu_max_replicas", 0, 1e6, &cpumax)) ||
       (rc = num(c, o, "policy", "backlog_step", 0, 100, &p->backlog_step)) ||
       (rc = num(c, o, "policy", "vm_util", 0, 1, &p->vm_util)))
     return rc;
@@ -323,6 +324,10 @@ static int load_policy(ctx *c, vr_sim_cfg *cfg, const json_t *o) {
   p->worker_idle_ns = (int64_t)(idle * 1e9);
   p->min_workers = (int)minw;
   p->max_instances = (int)maxi;
+  p->cpu_max_replicas = (int)cpumax;
+  /* the cap only redirects a burst upgrade's choice */
+  if (p->cpu_max_replicas > 0 && !p->burst_upgrade)
+    return bad(c, "policy.cpu_max_replicas", "needs \"burst_upgrade\"");
   json_t *f = json_object_get(o, "fixed");
   if (kind != VR_POL_INFAAS && !f)
     return bad(c, "policy", "baselines need \"fixed\" variants");

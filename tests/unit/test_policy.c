@@ -967,6 +967,57 @@ static void test_spill_only(void **st) {
   vr_policy_state_free(&ps);
 }
 
+static int loads_of(vr_actions *a, int variant) {
+  int n = 0;
+  for (size_t i = 0; i < a->len; i++) {
+    vr_action *x = vr_actions_at(a, i);
+    n += x->kind == VR_ACT_LOAD && x->variant == variant;
+  }
+  return n;
+}
+
+/* The artifact's CPU replica cap (cpu_max_replicas): a CPU variant that
+ * would need more instances than the cap upgrades to a higher-throughput
+ * variant that fits now (a GPU one) instead of replicating; where none
+ * fits, it replicates anyway, as autoscaler.cc does. */
+static void test_cpu_replica_cap(void **st) {
+  (void)st;
+  vr_policy_cfg c;
+  vr_policy_cfg_default(&c, VR_POL_INFAAS);
+  c.consolidate = 0;
+  vr_actions a;
+  vr_actions_init(&a);
+  for (int round = 0; round < 3; round++) {
+    fx f;
+    fx_init(&f);
+    /* mid/gpu: 8 rows in 5 ms = 1600 qps, dearer per query than
+     * mid/int8 (320 qps at batch 8 under the 200 ms SLO) */
+    f.v[1].prof = mkprof("mid", "cls", "mid/gpu", 2, 90, 8);
+    f.v[1].prof.device = VR_DEV_GPU;
+    f.w[1] = (vr_snap_worker){2, VR_WS_UP, 8, 8, 1, round == 2 ? 0 : 1,
+                              16LL << 30, 16LL << 30, 8, 0, -1};
+    f.s.nworkers = 2;
+    f.t[0].gpus = 1;
+    /* two int8 instances at 800 qps need a third */
+    fx_inst(&f, 3, VR_IS_ACTIVE, 400);
+    fx_inst(&f, 3, VR_IS_ACTIVE, 400);
+    c.cpu_max_replicas = round == 0 ? 0 : 2;
+    vr_policy_state ps;
+    vr_policy_state_init(&ps);
+    vr_vec_clear(&a);
+    assert_int_equal(vr_policy_tick(&c, &ps, &f.s, &a), 0);
+    if (round == 1) { /* capped, and the GPU has room: upgrade */
+      assert_int_equal(loads_of(&a, 1), 1);
+      assert_int_equal(loads_of(&a, 3), 0);
+    } else { /* no cap, or no room for the upgrade: replicate */
+      assert_int_equal(loads_of(&a, 1), 0);
+      assert_int_equal(loads_of(&a, 3), 1);
+    }
+    vr_policy_state_free(&ps);
+  }
+  vr_actions_free(&a);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_drop_answer),
@@ -984,6 +1035,7 @@ int main(void) {
       cmocka_unit_test(test_place_counts_shadow),
       cmocka_unit_test(test_spill_only),
       cmocka_unit_test(test_vm_autoscaler),
+      cmocka_unit_test(test_cpu_replica_cap),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

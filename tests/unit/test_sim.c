@@ -485,6 +485,12 @@ static void test_config_errors(void **st) {
       " \"workloads\": [{\"kind\": \"poisson\", \"rate\": 1, \"app\": \"cls\"}]}",
       "\"seed\": 1.5, \"policy\": {\"name\": \"infaas\"},"
       " \"workloads\": [{\"kind\": \"poisson\", \"rate\": 1, \"app\": \"cls\"}]}",
+      /* a cap with nothing to redirect */
+      "\"policy\": {\"name\": \"infaas\", \"burst_upgrade\": false,"
+      " \"cpu_max_replicas\": 2}, \"workloads\": [{\"kind\": \"poisson\","
+      " \"rate\": 1, \"app\": \"cls\"}]}",
+      "\"policy\": {\"name\": \"infaas\", \"cpu_max_replicas\": -1},"
+      " \"workloads\": [{\"kind\": \"poisson\", \"rate\": 1, \"app\": \"cls\"}]}",
   };
   for (size_t i = 0; i < sizeof tails / sizeof tails[0]; i++) {
     vr_sim_summary s;
