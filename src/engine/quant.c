@@ -158,7 +158,10 @@ int vr_quant_calibrate(const vr_model *m, const vr_session_opts *o,
     }
     if (!c.q || !c.q->absmax || !c.q->nonneg) rc = vr_errf(err, VR_ENOMEM, "out of memory");
   }
-  if (!rc) rc = run_all(&c, o->threads > 0 ? o->threads : 1, err);
+  /* nothing int8-capable reads a runtime value: the scales would be
+   * those of no value, and a large calibration set is one graph run per
+   * sample (a fuzz input of 2^20 empty rows took minutes) */
+  if (!rc && c.nvals > 0) rc = run_all(&c, o->threads > 0 ? o->threads : 1, err);
   vr_free(c.src);
   vr_free(c.vals);
   if (rc) {
