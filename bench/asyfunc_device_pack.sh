@@ -6,6 +6,7 @@
 #                             carried dynamic loader and libraries
 #   DEST/bin/vario.real, DEST/lib/*   the binary and every shared library
 #                             ldd lists for it (libc and ld-linux included)
+#   DEST/bin/vario-shadow     the same for the shadow process's executable
 #   DEST/models/<m>/model.onnx.gz  each zoo model with its float weights
 #                             zeroed (tools/zoo/zero_weights.py: same graph,
 #                             shapes, bytes and kernel times; gzip shrinks
@@ -32,9 +33,12 @@ cd "$(dirname "$0")/.."
 rm -rf "$DEST" "$DEST.tar.gz"
 mkdir -p "$DEST/bin" "$DEST/lib" "$DEST/models"
 cp "$BUILD/vario" "$DEST/bin/vario.real"
-strip "$DEST/bin/vario.real" 2>/dev/null || true
+# the small shadow executable, when built (cli/shadow/main.c)
+shadow=; [ -x "$BUILD/vario-shadow" ] && shadow=$BUILD/vario-shadow
+[ -n "$shadow" ] && cp "$shadow" "$DEST/bin/vario-shadow.real"
+strip "$DEST"/bin/*.real 2>/dev/null || true
 # every library the loader resolves, the loader itself included
-ldd "$BUILD/vario" | awk '/=> \//{print $3} /^\t\/.*ld-linux/{print $1}' | sort -u |
+ldd "$BUILD/vario" $shadow | awk '/=> \//{print $3} /^\t\/.*ld-linux/{print $1}' | sort -u |
   while read -r lib; do cp -L "$lib" "$DEST/lib/"; done
 ld=$(cd "$DEST/lib" && ls ld-linux-*.so.* | head -1)
 strip --strip-unneeded "$DEST"/lib/*.so* 2>/dev/null || true
@@ -47,6 +51,16 @@ VARIO_EXE="\$d/bin/vario" exec "\$d/lib/$ld" --library-path "\$d/lib" "\$d/bin/v
 WRAP
 chmod +x "$DEST/bin/vario"
 "$DEST/bin/vario" version >/dev/null
+if [ -n "$shadow" ]; then # found beside bin/vario by base/proc.c's vr_proc_shadow_exe
+  cat > "$DEST/bin/vario-shadow" <<WRAP
+#!/bin/sh
+# vario-shadow through the carried loader and libraries (asyfunc_device_pack.sh)
+d=\$(dirname "\$(readlink -f "\$0")")/..
+exec "\$d/lib/$ld" --library-path "\$d/lib" "\$d/bin/vario-shadow.real" "\$@"
+WRAP
+  chmod +x "$DEST/bin/vario-shadow"
+  "$DEST/bin/vario-shadow" --help >/dev/null
+fi
 for m in $MODELS; do
   onnx=models/zoo/$m/model.onnx
   if [ ! -f "$onnx" ]; then

@@ -19,4 +19,12 @@ int vr_proc_stat(long pid, char *state, unsigned long long *start);
  * when it does not fit in cap or /proc is unreadable. */
 int vr_proc_self_exe(char *buf, size_t cap);
 
+/* The executable to start an AsyFunc shadow process with:
+ * $VARIO_SHADOW_EXE when set and not empty; else `vario-shadow` beside
+ * the vario executable (vr_proc_self_exe) when it is there and
+ * executable, which starts in about a millisecond where `vario` takes
+ * tens (cli/shadow/main.c); else the vario executable itself. Both take
+ * the same argv (`EXE shadow --fd ...`). 0, or -1 as vr_proc_self_exe. */
+int vr_proc_shadow_exe(char *buf, size_t cap);
+
 #endif

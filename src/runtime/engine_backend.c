@@ -200,9 +200,11 @@ static int e_shadow_attach(void *self, void *sess, int threads, int process,
   e_sess *es = sess;
   if (!es->p) return vr_errf(err, VR_EINVAL, "not a body");
   if (!process) return vr_pair_attach(es->p, threads, load_ms, err);
-  /* the shadow process is this binary's `vario shadow` */
+  /* the shadow process is `vario-shadow` beside this binary, or this
+   * binary's `vario shadow` */
   char exe[4096];
-  if (vr_proc_self_exe(exe, sizeof exe)) return vr_errf(err, VR_EIO, "cannot find this executable");
+  if (vr_proc_shadow_exe(exe, sizeof exe))
+    return vr_errf(err, VR_EIO, "cannot find the shadow executable");
   return vr_pair_attach_process(es->p, exe, es->em->path, threads, 30 * VR_NS_PER_S, load_ms,
                                 err);
 }

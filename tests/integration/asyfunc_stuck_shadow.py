@@ -130,6 +130,10 @@ try:
     check(st == 200, f"a shadow process is paired with the body ({st} {r})")
     kids = children(proc.pid, "shadow")
     check(len(kids) == 1, f"one `vario shadow` process runs beside the server ({kids})")
+    with open(f"/proc/{kids[0]}/cmdline", "rb") as f:
+        argv0 = f.read().split(b"\0")[0].decode(errors="replace")
+    check(argv0.endswith("/vario-shadow"),
+          f"it is the small `vario-shadow` beside `vario` ({argv0})")
     st, _, b = infer(port, 30000)
     check(st == 200 and metric(port, "vario_paired_batches_total") >= 1,
           "a query runs with the shadow (a paired batch)")

@@ -280,6 +280,39 @@ static void test_self_exe(void **st) {
   unsetenv("VARIO_EXE");
 }
 
+/* The shadow executable: $VARIO_SHADOW_EXE, else vario-shadow beside
+ * vario when executable, else vario. */
+static void test_shadow_exe(void **st) {
+  (void)st;
+  char dir[] = "/tmp/vr_shexe_XXXXXX", vario[128], shadow[128], buf[4096];
+  assert_non_null(mkdtemp(dir));
+  snprintf(vario, sizeof vario, "%s/vario", dir);
+  snprintf(shadow, sizeof shadow, "%s/vario-shadow", dir);
+  setenv("VARIO_EXE", vario, 1);
+  unsetenv("VARIO_SHADOW_EXE");
+  assert_int_equal(vr_proc_shadow_exe(buf, sizeof buf), 0);
+  assert_string_equal(buf, vario); /* none beside it */
+  FILE *f = fopen(shadow, "w");
+  assert_non_null(f);
+  fclose(f);
+  assert_int_equal(vr_proc_shadow_exe(buf, sizeof buf), 0);
+  assert_string_equal(buf, vario); /* there, but not executable */
+  assert_int_equal(chmod(shadow, 0755), 0);
+  assert_int_equal(vr_proc_shadow_exe(buf, sizeof buf), 0);
+  assert_string_equal(buf, shadow);
+  /* no room for the longer name: vario, which fits */
+  assert_int_equal(vr_proc_shadow_exe(buf, strlen(vario) + 2), 0);
+  assert_string_equal(buf, vario);
+  setenv("VARIO_SHADOW_EXE", "/opt/x/vario-shadow", 1);
+  assert_int_equal(vr_proc_shadow_exe(buf, sizeof buf), 0);
+  assert_string_equal(buf, "/opt/x/vario-shadow");
+  assert_int_equal(vr_proc_shadow_exe(buf, 8), -1);
+  unsetenv("VARIO_SHADOW_EXE");
+  unsetenv("VARIO_EXE");
+  unlink(shadow);
+  rmdir(dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_status),     cmocka_unit_test(test_dtype),
@@ -288,7 +321,7 @@ int main(void) {
       cmocka_unit_test(test_arena),      cmocka_unit_test(test_clock),
       cmocka_unit_test(test_ewma),       cmocka_unit_test(test_rate),
       cmocka_unit_test(test_log_levels), cmocka_unit_test(test_cpus_usable),
-      cmocka_unit_test(test_self_exe),
+      cmocka_unit_test(test_self_exe),   cmocka_unit_test(test_shadow_exe),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -24,11 +24,26 @@
 #include "vr_test.h"
 #include "watchdog.h"
 
-static const char *vario_exe(void) {
-  static char b[1024];
+static const char *bin_exe(const char *name) {
+  static char b[2][1024];
+  static int k;
   const char *d = getenv("VR_BINARY_DIR");
-  snprintf(b, sizeof b, "%s/vario", d ? d : ".");
-  return b;
+  k = !k;
+  snprintf(b[k], sizeof b[k], "%s/%s", d ? d : ".", name);
+  return b[k];
+}
+static const char *vario_exe(void) { return bin_exe("vario"); }
+
+/* Whether process pid has a library whose path holds `lib` mapped. */
+static int maps_lib(int pid, const char *lib) {
+  char path[64], line[1024];
+  snprintf(path, sizeof path, "/proc/%d/maps", pid);
+  FILE *f = fopen(path, "r");
+  assert_non_null(f);
+  int found = 0;
+  while (!found && fgets(line, sizeof line, f)) found = strstr(line, lib) != NULL;
+  fclose(f);
+  return found;
 }
 
 static void test_check_job(void **st) {
@@ -65,19 +80,25 @@ static void test_check_job(void **st) {
   close(fd);
 }
 
-static void test_process_shadow(void **st) {
-  (void)st;
+/* exe: `vario` or `vario-shadow`, both started as `EXE shadow ...` */
+static void process_shadow_with(const char *exe) {
   pair_fx f = {0};
   pair_fx_setup(&f);
   vr_pair *p;
   vr_errbuf e = {0};
   if (vr_pair_create(f.m, f.pb, f.pe, 1, f.batch, &p, &e)) fail_msg("%s", e.msg);
   double ms = -1;
-  if (vr_pair_attach_process(p, vario_exe(), f.path, 1, 30000000000LL, &ms, &e))
+  if (vr_pair_attach_process(p, exe, f.path, 1, 30000000000LL, &ms, &e))
     fail_msg("%s", e.msg);
   int pid = vr_pair_shadow_pid(p);
   assert_true(pid > 0 && pid != getpid() && ms > 0);
   assert_true(vr_pair_shadow_bytes(p) > 0);
+  /* the small binary is small: none of the server's libraries */
+  if (strstr(exe, "vario-shadow"))
+    assert_false(maps_lib(pid, "libgrpc") || maps_lib(pid, "libCbc") ||
+                 maps_lib(pid, "libmicrohttpd") || maps_lib(pid, "libhiredis"));
+  else
+    assert_true(maps_lib(pid, "libgrpc")); /* what makes `vario` slow to start */
   vr_tensor in = tensor_of("input", &f.in), out[2];
   int rows;
   for (int rep = 0; rep < 2; rep++)
@@ -99,18 +120,29 @@ static void test_process_shadow(void **st) {
   assert_int_equal(rows, 0);
   assert_memory_equal(out[0].data, f.ref, f.ref_bytes);
   /* attach again, release cleanly: the process exits */
-  if (vr_pair_attach_process(p, vario_exe(), f.path, 1, 30000000000LL, NULL, &e))
+  if (vr_pair_attach_process(p, exe, f.path, 1, 30000000000LL, NULL, &e))
     fail_msg("%s", e.msg);
   pid = vr_pair_shadow_pid(p);
   vr_pair_release(p);
   assert_int_equal(kill(pid, 0), -1); /* reaped */
   /* a shadow that cannot load: the error comes back, nothing attached */
-  assert_int_not_equal(vr_pair_attach_process(p, vario_exe(), "/nonexistent.onnx", 1,
+  assert_int_not_equal(vr_pair_attach_process(p, exe, "/nonexistent.onnx", 1,
                                               30000000000LL, NULL, &e), 0);
   assert_non_null(strstr(e.msg, "load"));
   assert_false(vr_pair_has_shadow(p));
   vr_pair_free(p);
   pair_fx_teardown(&f);
+}
+
+static void test_process_shadow(void **st) {
+  (void)st;
+  process_shadow_with(vario_exe());
+}
+
+/* The same through `vario-shadow`, which bodies prefer (base/proc.h). */
+static void test_process_shadow_small(void **st) {
+  (void)st;
+  process_shadow_with(bin_exe("vario-shadow"));
 }
 
 /* The shadow can write the whole region, the header's layout fields
@@ -252,6 +284,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_check_job),
       cmocka_unit_test(test_process_shadow),
+      cmocka_unit_test(test_process_shadow_small),
       cmocka_unit_test(test_header_not_trusted),
       cmocka_unit_test(test_sync_words_not_trusted),
       cmocka_unit_test(test_spawn_hygiene),
