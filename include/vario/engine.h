@@ -108,6 +108,19 @@ int64_t vr_model_weight_bytes(const vr_model *m);
  * in dim 0. The caller owns *out. */
 int vr_model_slice(const vr_model *m, int node_begin, int node_end, vr_model **out,
                    vr_errbuf *err);
+/* A model as bytes for another process of the same build on the same
+ * host (an AsyFunc body hands its shadow process its slice this way, so
+ * the shadow neither parses the ONNX file nor optimises again): native
+ * byte order, no file format. *buf (vr_malloc'd; the caller frees it with
+ * vr_free) and *len; VR_EINVAL for a graph that is not optimised. */
+int vr_model_pack(const vr_model *m, void **buf, size_t *len, vr_errbuf *err);
+/* The model packed in buf. Every field is checked, and the graph is
+ * checked as loading checks one (ops, attributes, arity, order, shapes
+ * inferred again), so a bad or foreign pack is VR_EFORMAT (or
+ * VR_EUNSUPPORTED for an unknown op), never a crash. The caller owns *out;
+ * buf is not retained. */
+int vr_model_unpack(const void *buf, size_t len, vr_model **out, vr_errbuf *err);
+
 /* Chain cuts: cut[k] (k in 0..num_nodes) = 1 when exactly one tensor,
  * batch-major, crosses from nodes [0, k) to [k, n), so the range can be
  * split by rows there. cut must hold num_nodes + 1 bytes. 0 or VR_ENOMEM. */

@@ -15,6 +15,12 @@
 
 int vr_graph_optimize(vr_graph *g, vr_errbuf *err);
 
+/* The optimizer's first pass alone: every node's op looked up (op_id),
+ * its attributes' types and its arity checked. Also run on unpacked
+ * models (pack.c), which skip the rest: with `fused`, the inputs fusions
+ * add (a Conv's SUM addend, a MatMul's bias) are allowed. */
+int vr__graph_check_ops(vr_graph *g, int fused, vr_errbuf *err);
+
 /* Shapes of every value at a concrete batch size. vt[i] gets dtype/shape;
  * data points at constant data (CONST: the graph's; AFFINE: a buffer in
  * owned[i] that the caller frees with vr_aligned_free). Runtime values get

@@ -8,7 +8,7 @@
 
 #define NPROBE 3 /* batch sizes 1, 2, 3: enough to tell constant from affine */
 
-static int lookup_ops(vr_graph *g, vr_errbuf *err) {
+int vr__graph_check_ops(vr_graph *g, int fused, vr_errbuf *err) {
   for (int i = 0; i < g->nnodes; i++) {
     vr_node *n = &g->nodes[i];
     n->op_id = vr_op_lookup(n->op);
@@ -19,8 +19,16 @@ static int lookup_ops(vr_graph *g, vr_errbuf *err) {
     if (rc) return rc;
     const vr_op *op = vr_op_get(n->op_id);
     int nin = n->nin;
+    /* a fused Conv's SUM addend is an extra last input (fuse.c; only
+     * unpacked graphs have one here) */
+    if (n->sum_in >= 0) {
+      if (n->sum_in != nin - 1) return vr_bad(err, n, VR_EFORMAT, "sum input not last");
+      nin--;
+    }
     while (nin > 0 && n->in[nin - 1] < 0) nin--;
-    if (nin < op->min_in || nin > op->max_in || n->nout < 1)
+    /* MatMul + constant bias (fuse.c, fuse_bias): a third input */
+    int max_in = op->max_in + (fused && !strcmp(n->op, "MatMul"));
+    if (nin < op->min_in || nin > max_in || n->nout < 1)
       return vr_bad(err, n, VR_EFORMAT, "%d inputs / %d outputs (op takes %d..%d "
                     "inputs)", n->nin, n->nout, op->min_in, op->max_in);
     for (int k = 0; k < op->min_in; k++)
@@ -572,7 +580,7 @@ static void compact(vr_graph *g, const int *uses) {
 }
 
 int vr_graph_optimize(vr_graph *g, vr_errbuf *err) {
-  int rc = lookup_ops(g, err);
+  int rc = vr__graph_check_ops(g, 0, err);
   if (rc) return rc;
   if ((rc = fold_pass(g, err))) return rc;
   /* A graph output may be a constant (e.g. Shape of a static input): the

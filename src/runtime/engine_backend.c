@@ -17,7 +17,6 @@
  * them, and sessions are opened whenever an instance is added). */
 typedef struct e_model {
   vr_model *m;
-  char path[4096]; /* the ONNX file (a shadow process loads it) */
   int have_cal;
   vr_npy cal;
   vr_tensor cal_t;
@@ -103,7 +102,6 @@ static int e_model_open(void *self, const vr_model_config *cfg, void **model,
     vr_free(em);
     return rc;
   }
-  snprintf(em->path, sizeof em->path, "%s", cfg->model_path);
   rc = check_io("inputs", cfg->inputs, cfg->n_inputs, vr_model_input,
                 vr_model_num_inputs(em->m), em->m, err);
   if (!rc)
@@ -205,8 +203,9 @@ static int e_shadow_attach(void *self, void *sess, int threads, int process,
   char exe[4096];
   if (vr_proc_shadow_exe(exe, sizeof exe))
     return vr_errf(err, VR_EIO, "cannot find the shadow executable");
-  return vr_pair_attach_process(es->p, exe, es->em->path, threads, 30 * VR_NS_PER_S, load_ms,
-                                err);
+  /* the slice goes packed: the shadow neither parses the file nor
+   * optimises the whole model again */
+  return vr_pair_attach_process(es->p, exe, NULL, threads, 30 * VR_NS_PER_S, load_ms, err);
 }
 
 static void e_shadow_release(void *self, void *sess) {

@@ -1,12 +1,15 @@
 /* Body/shadow pairs (see pair.h). */
+#define _GNU_SOURCE /* memfd_create, file seals */
 #include "runtime/pair.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -47,6 +50,11 @@ struct vr_pair {
   pthread_mutex_t run_mu; /* held by a run, and by attach/release to swap sh */
   shadow *sh;
   int copy_handoff; /* 1: copy boundary tensors into the next session (to measure) */
+  /* a memfd holding the range's slice packed (vr_model_pack), sealed:
+   * made at the first process attach, handed to every shadow process
+   * after it (-1: none yet) */
+  pthread_mutex_t pack_mu;
+  int pack_fd;
 };
 
 static void *shadow_main(void *arg) {
@@ -140,7 +148,7 @@ int vr_pair_create(const vr_model *m, int pb, int pe, int body_threads, int max_
   vr_pair *p = VR_NEW(vr_pair);
   if (!p) return vr_errf(err, VR_ENOMEM, "out of memory");
   *p = (vr_pair){m, pb, pe, n, max_batch, NULL, NULL, NULL, NULL, 0, PTHREAD_MUTEX_INITIALIZER,
-                 NULL, 0};
+                 NULL, 0, PTHREAD_MUTEX_INITIALIZER, -1};
   int rc = open_range(m, 0, pb, body_threads, max_batch, &p->pre, err);
   if (!rc) rc = open_range(m, pb, pe, body_threads, max_batch, &p->par, err);
   if (!rc) rc = open_range(m, pe, n, body_threads, max_batch, &p->post, err);
@@ -161,7 +169,9 @@ void vr_pair_free(vr_pair *p) {
   vr_session_free(p->par);
   vr_session_free(p->post);
   vr_aligned_free(p->merge);
+  if (p->pack_fd >= 0) close(p->pack_fd);
   pthread_mutex_destroy(&p->run_mu);
+  pthread_mutex_destroy(&p->pack_mu);
   vr_free(p);
 }
 
@@ -204,6 +214,43 @@ int vr_pair_attach(vr_pair *p, int threads, double *load_ms, vr_errbuf *err) {
   return shadow_install(p, s, rc, t0, load_ms);
 }
 
+/* Writes all of buf to fd. */
+static int write_all(int fd, const char *buf, size_t len) {
+  while (len) {
+    ssize_t w = write(fd, buf, len);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return -1;
+    buf += w, len -= (size_t)w;
+  }
+  return 0;
+}
+
+/* The memfd with the range's slice packed, made once (pack_mu). */
+static int pack_memfd(vr_pair *p, int *out, vr_errbuf *err) {
+  pthread_mutex_lock(&p->pack_mu);
+  int rc = 0;
+  if (p->pack_fd < 0) {
+    vr_model *slice = NULL;
+    void *buf = NULL;
+    size_t len = 0;
+    rc = vr_model_slice(p->m, p->pb, p->pe, &slice, err);
+    if (!rc) rc = vr_model_pack(slice, &buf, &len, err);
+    vr_model_free(slice);
+    int fd = rc ? -1 : memfd_create("vario-shadow-model", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (!rc && fd < 0) rc = vr_errf(err, VR_EIO, "memfd_create: %s", strerror(errno));
+    /* sealed: a shadow process cannot change what the next one reads */
+    if (!rc && (write_all(fd, buf, len) ||
+                fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL)))
+      rc = vr_errf(err, VR_EIO, "writing the shadow's model: %s", strerror(errno));
+    vr_free(buf);
+    if (rc && fd >= 0) close(fd);
+    if (!rc) p->pack_fd = fd;
+  }
+  *out = p->pack_fd;
+  pthread_mutex_unlock(&p->pack_mu);
+  return rc;
+}
+
 int vr_pair_attach_process(vr_pair *p, const char *vario_exe, const char *model_path,
                            int threads, int64_t timeout_ns, double *load_ms, vr_errbuf *err) {
   int64_t t0 = vr_now_ns();
@@ -211,16 +258,24 @@ int vr_pair_attach_process(vr_pair *p, const char *vario_exe, const char *model_
   if (!s) return vr_errf(err, VR_ENOMEM, "out of memory");
   size_t in_row = (size_t)vr_tensor_info_row_bytes(vr_session_input(p->par, 0));
   size_t out_row = (size_t)vr_tensor_info_row_bytes(vr_session_output(p->par, 0));
-  int rc = vr_shm_chan_create(in_row * (size_t)p->max_batch, out_row * (size_t)p->max_batch,
-                              &s->chan, err);
+  int mfd = -1;
+  int rc = model_path ? 0 : pack_memfd(p, &mfd, err);
+  if (!rc)
+    rc = vr_shm_chan_create(in_row * (size_t)p->max_batch, out_row * (size_t)p->max_batch,
+                            &s->chan, err);
   if (!rc) {
-    char fd[16], range[32], th[16], mb[16];
+    char fd[16], range[32], th[16], mb[16], mf[16];
     snprintf(fd, sizeof fd, "%d", vr_shm_chan_fd(s->chan));
     snprintf(range, sizeof range, "%d:%d", p->pb, p->pe);
     snprintf(th, sizeof th, "%d", threads);
     snprintf(mb, sizeof mb, "%d", p->max_batch);
-    char *argv[] = {(char *)vario_exe, "shadow", "--fd", fd, "--model", (char *)model_path,
-                    "--range", range, "--threads", th, "--max-batch", mb, NULL};
+    snprintf(mf, sizeof mf, "%d", mfd);
+    char *argv[] = {(char *)vario_exe, "shadow", "--fd", fd, "--threads", th, "--max-batch", mb,
+                    "--model-fd", mf, NULL, NULL, NULL};
+    if (model_path) { /* the file and the range instead of the pack */
+      argv[8] = "--model", argv[9] = (char *)model_path;
+      argv[10] = "--range", argv[11] = range;
+    }
     /* dup2 onto itself clears close-on-exec for this fd alone (POSIX
      * 2024, glibc >= 2.29): the shadow inherits its channel, no other */
     posix_spawn_file_actions_t fa;
@@ -242,6 +297,7 @@ int vr_pair_attach_process(vr_pair *p, const char *vario_exe, const char *model_
       if (!e)
         e = posix_spawn_file_actions_adddup2(&fa, vr_shm_chan_fd(s->chan),
                                              vr_shm_chan_fd(s->chan));
+      if (!e && mfd >= 0) e = posix_spawn_file_actions_adddup2(&fa, mfd, mfd);
       if (!e) e = posix_spawn(&s->pid, vario_exe, &fa, &sa, argv, environ);
       posix_spawn_file_actions_destroy(&fa);
       posix_spawnattr_destroy(&sa);

@@ -38,8 +38,11 @@ void vr_pair_free(vr_pair *p);
  * cores. *load_ms (may be NULL) gets the time the load took. */
 int vr_pair_attach(vr_pair *p, int threads, double *load_ms, vr_errbuf *err);
 /* Same, with the shadow in another process of this host: it runs
- * `vario_exe shadow` (cli/cmd_shadow.c), which loads model_path — the file
- * the body's model came from — keeps only [pb, pe) and serves over a
+ * `vario_exe shadow` (cli/cmd_shadow.c; vario_exe is `vario` or
+ * `vario-shadow`), which takes the slice of [pb, pe) packed in a sealed
+ * memfd (vr_model_pack; made at the first such attach and kept for the
+ * next) — or, when model_path is given, loads that file (the one the
+ * body's model came from) and keeps only [pb, pe) — and serves over a
  * shared-memory channel (runtime/shm_pair.h): the boundary rows are handed
  * over by one memcpy into shared memory and read there in place, no
  * socket. *load_ms gets the time from spawn to ready; timeout_ns bounds

@@ -390,17 +390,40 @@ int vr_shm_chan_serve(vr_shm_chan *c, vr_session *s, vr_errbuf *err) {
   return 0;
 }
 
-int vr_shm_shadow_main(int fd, const char *model_path, int pb, int pe, int threads,
-                       int max_batch, vr_errbuf *err) {
+/* The model packed in memfd model_fd (vr_model_pack; closed here). */
+static int read_pack(int model_fd, vr_model **out, vr_errbuf *err) {
+  struct stat st;
+  int rc = 0;
+  if (fstat(model_fd, &st) || st.st_size <= 0) {
+    rc = vr_errf(err, VR_EIO, "model fd %d: %s", model_fd, strerror(errno));
+  } else {
+    void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, model_fd, 0);
+    if (p == MAP_FAILED) {
+      rc = vr_errf(err, VR_EIO, "model fd %d: mmap: %s", model_fd, strerror(errno));
+    } else {
+      rc = vr_model_unpack(p, (size_t)st.st_size, out, err);
+      munmap(p, (size_t)st.st_size);
+    }
+  }
+  close(model_fd);
+  return rc;
+}
+
+int vr_shm_shadow_main(int fd, const char *model_path, int model_fd, int pb, int pe,
+                       int threads, int max_batch, vr_errbuf *err) {
   vr_shm_chan *c;
   int rc = vr_shm_chan_open(fd, &c, err);
   if (rc) return rc;
   int64_t t0 = vr_now_ns();
   vr_model *whole = NULL, *slice = NULL;
   vr_session *s = NULL;
-  rc = vr_model_load(model_path, &whole, err);
-  if (!rc) rc = vr_model_slice(whole, pb, pe, &slice, err);
-  vr_model_free(whole); /* the process keeps only its blocks */
+  if (model_fd >= 0) {
+    rc = read_pack(model_fd, &slice, err);
+  } else {
+    rc = vr_model_load(model_path, &whole, err);
+    if (!rc) rc = vr_model_slice(whole, pb, pe, &slice, err);
+    vr_model_free(whole); /* the process keeps only its blocks */
+  }
   if (!rc) {
     vr_session_opts o;
     vr_session_opts_init(&o);
@@ -409,7 +432,7 @@ int vr_shm_shadow_main(int fd, const char *model_path, int pb, int pe, int threa
     rc = vr_session_create(slice, &o, &s, err);
   }
   if (!rc && (vr_session_num_inputs(s) != 1 || vr_session_num_outputs(s) != 1))
-    rc = vr_errf(err, VR_EINVAL, "nodes [%d, %d) do not have one input and one output", pb, pe);
+    rc = vr_errf(err, VR_EINVAL, "the shadow's nodes do not have one input and one output");
   vr_shm_chan_ready(c, rc, (double)(vr_now_ns() - t0) / 1e6, rc && err ? err->msg : NULL);
   if (!rc) rc = vr_shm_chan_serve(c, s, err);
   vr_session_free(s);

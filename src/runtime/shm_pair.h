@@ -97,13 +97,15 @@ void vr_shm_chan_ready(vr_shm_chan *c, int rc, double load_ms, const char *msg);
  * The session reads `in` in place. */
 int vr_shm_chan_serve(vr_shm_chan *c, vr_session *s, vr_errbuf *err);
 
-/* The shadow process's whole life, as `vario shadow` runs it: open fd,
- * load the model at path, keep only nodes [pb, pe) (vr_model_slice; the
+/* The shadow process's whole life, as `vario shadow` runs it: open fd;
+ * take its blocks, either unpacked from memfd model_fd (>= 0: the slice
+ * its body packed, vr_model_pack; the fd is closed) or by loading the
+ * model at path and keeping only nodes [pb, pe) (vr_model_slice; the
  * whole model is freed before serving, so the process holds just the
- * blocks), open a session with `threads` cores and plans up to max_batch,
- * report ready, serve. */
-int vr_shm_shadow_main(int fd, const char *model_path, int pb, int pe, int threads,
-                       int max_batch, vr_errbuf *err);
+ * blocks either way); open a session with `threads` cores and plans up to
+ * max_batch, report ready, serve. */
+int vr_shm_shadow_main(int fd, const char *model_path, int model_fd, int pb, int pe,
+                       int threads, int max_batch, vr_errbuf *err);
 
 /* ---- internal, exposed for tests ----------------------------------------- */
 

@@ -3,6 +3,7 @@
  * output bit for bit in fp32; a slice holds only its weights; int8 and bf16
  * partial sessions run; a middle segment split by rows between two sessions
  * (body b_B rows, shadow b_S rows) merges back to the whole batch. */
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -237,6 +238,143 @@ static void test_bf16_partial(void **st) {
   prec_chain(VR_PREC_BF16, 3e-2);
 }
 
+/* One model through vr_model_pack / vr_model_unpack: a session on the
+ * copy computes the source's output bit for bit. */
+static void pack_round_trip(const char *name) {
+  fixture f = {0};
+  load_fixture(&f, name);
+  if (vr_model_num_inputs(f.m) != 1) {
+    free_fixture(&f);
+    return;
+  }
+  vr_errbuf e = {0};
+  void *buf;
+  size_t len;
+  if (vr_model_pack(f.m, &buf, &len, &e)) fail_msg("%s: %s", name, e.msg);
+  vr_model *c;
+  if (vr_model_unpack(buf, len, &c, &e)) fail_msg("%s: %s", name, e.msg);
+  vr_free(buf);
+  assert_int_equal(vr_model_num_nodes(c), vr_model_num_nodes(f.m));
+  assert_int_equal(vr_model_weight_bytes(c), vr_model_weight_bytes(f.m));
+  int batch = f.in.ndim > 0 && vr_model_input(f.m, 0)->shape[0] < 0 ? (int)f.in.shape[0] : 1;
+  vr_tensor in = tensor_of(vr_model_input(f.m, 0)->name, &f.in);
+  vr_session *a = open_session(f.m, 0, 0, batch, VR_PREC_FP32, NULL);
+  vr_session *b = open_session(c, 0, 0, batch, VR_PREC_FP32, NULL);
+  vr_tensor oa[8], ob[8];
+  int na = vr_session_num_outputs(a);
+  if (vr_session_run(a, batch, &in, 1, oa, 8, &e) || vr_session_run(b, batch, &in, 1, ob, 8, &e))
+    fail_msg("%s: %s", name, e.msg);
+  for (int k = 0; k < na; k++) {
+    assert_int_equal(oa[k].nbytes, ob[k].nbytes);
+    if (memcmp(oa[k].data, ob[k].data, oa[k].nbytes))
+      fail_msg("%s: output %d of the unpacked model differs", name, k);
+  }
+  vr_session_free(a);
+  vr_session_free(b);
+  vr_model_free(c);
+  free_fixture(&f);
+}
+
+/* Packs: every fixture model round-trips; slices too (what a body sends
+ * its shadow process); every truncation and a foreign version are
+ * refused with an error, and byte flips never crash the reader. */
+static void test_pack(void **st) {
+  /* every model of tests/data/engine with a reference input */
+  DIR *dir = opendir(src_path("tests/data/engine"));
+  assert_non_null(dir);
+  int tried = 0;
+  for (struct dirent *de; (de = readdir(dir));) {
+    size_t l = strlen(de->d_name);
+    if (l < 8 || l > 120 || strcmp(de->d_name + l - 7, "_in.npy")) continue;
+    char name[128];
+    memcpy(name, de->d_name, l - 7);
+    name[l - 7] = 0;
+    pack_round_trip(name);
+    tried++;
+  }
+  closedir(dir);
+  assert_true(tried >= 10);
+  /* the fuzzer's seeds are packs this build reads (regenerated after a
+   * format change: tests/fuzz/fuzz_modelpack.c) */
+  dir = opendir(src_path("tests/fuzz/seeds/modelpack"));
+  assert_non_null(dir);
+  tried = 0;
+  for (struct dirent *de; (de = readdir(dir));) {
+    if (de->d_name[0] == '.') continue;
+    char rel[300];
+    snprintf(rel, sizeof rel, "tests/fuzz/seeds/modelpack/%s", de->d_name);
+    FILE *fp = fopen(src_path(rel), "rb");
+    assert_non_null(fp);
+    char *b = malloc(1 << 20);
+    size_t n = fread(b, 1, 1 << 20, fp);
+    fclose(fp);
+    vr_model *sm;
+    vr_errbuf se = {0};
+    if (vr_model_unpack(b, n, &sm, &se)) fail_msg("seed %s: %s", de->d_name, se.msg);
+    vr_model_free(sm);
+    free(b);
+    tried++;
+  }
+  closedir(dir);
+  assert_true(tried >= 5);
+  fixture f = {0};
+  load_fixture(&f, "tiny_cnn");
+  int n = vr_model_num_nodes(f.m), batch = (int)f.in.shape[0];
+  vr_tensor in = tensor_of("input", &f.in);
+  vr_session *whole = open_session(f.m, 0, 0, batch, VR_PREC_FP32, NULL);
+  float *ref = run_chain(&whole, 1, batch, &in);
+  vr_session_free(whole);
+  vr_errbuf e = {0};
+  int cut[3] = {0, n / 2, n};
+  vr_session *ss[2];
+  vr_model *parts[2];
+  void *buf = NULL;
+  size_t len = 0;
+  for (int i = 0; i < 2; i++) {
+    vr_model *sl;
+    if (vr_model_slice(f.m, cut[i], cut[i + 1], &sl, &e)) fail_msg("%s", e.msg);
+    vr_free(buf);
+    if (vr_model_pack(sl, &buf, &len, &e)) fail_msg("%s", e.msg);
+    vr_model_free(sl);
+    if (vr_model_unpack(buf, len, &parts[i], &e)) fail_msg("%s", e.msg);
+    ss[i] = open_session(parts[i], 0, 0, batch, VR_PREC_FP32, NULL);
+  }
+  float *got = run_chain(ss, 2, batch, &in);
+  assert_memory_equal(got, ref, (size_t)vr_npy_numel(&f.out) * 4);
+  free(got);
+  free(ref);
+  for (int i = 0; i < 2; i++) {
+    vr_session_free(ss[i]);
+    vr_model_free(parts[i]);
+  }
+  /* buf: the second half's pack */
+  vr_model *c;
+  for (size_t k = 0; k < len; k++) {
+    memset(&e, 0, sizeof e);
+    assert_int_equal(vr_model_unpack(buf, k, &c, &e), VR_EFORMAT);
+    assert_true(strlen(e.msg) > 0);
+  }
+  char *bad = malloc(len + 1);
+  memcpy(bad, buf, len);
+  bad[len] = 0; /* a byte past the end */
+  assert_int_equal(vr_model_unpack(bad, len + 1, &c, &e), VR_EFORMAT);
+  ((uint32_t *)(void *)bad)[1] += 1; /* the version word */
+  assert_int_equal(vr_model_unpack(bad, len, &c, &e), VR_EFORMAT);
+  assert_non_null(strstr(e.msg, "version"));
+  unsigned seed = 7;
+  for (int round = 0; round < 2000; round++) {
+    memcpy(bad, buf, len);
+    for (int j = 0; j < 1 + round % 4; j++) {
+      seed = seed * 1103515245u + 12345u;
+      bad[(seed >> 8) % len] ^= (char)(1u << ((seed >> 3) % 8));
+    }
+    if (vr_model_unpack(bad, len, &c, &e) == 0) vr_model_free(c);
+  }
+  free(bad);
+  vr_free(buf);
+  free_fixture(&f);
+}
+
 static void test_slice_bad_range(void **st) {
   fixture f = {0};
   load_fixture(&f, "tiny_cnn");
@@ -256,6 +394,7 @@ int main(void) {
       cmocka_unit_test(test_slice_every_split), cmocka_unit_test(test_slice_standalone),
       cmocka_unit_test(test_row_split_merge),   cmocka_unit_test(test_int8_partial),
       cmocka_unit_test(test_bf16_partial),      cmocka_unit_test(test_slice_bad_range),
+      cmocka_unit_test(test_pack),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,6 +6,7 @@
  * mid-service loses no request (its rows re-run on the body) and is
  * released; a shadow that cannot load is reported, not waited for. */
 #include <pthread.h>
+#include <dirent.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -80,17 +81,39 @@ static void test_check_job(void **st) {
   close(fd);
 }
 
-/* exe: `vario` or `vario-shadow`, both started as `EXE shadow ...` */
-static void process_shadow_with(const char *exe) {
+/* Open descriptors of process pid whose target holds `what`. */
+static int fds_to(int pid, const char *what) {
+  char dir[64], lnk[512], tgt[512];
+  snprintf(dir, sizeof dir, "/proc/%d/fd", pid);
+  DIR *d = opendir(dir);
+  assert_non_null(d);
+  int n = 0;
+  for (struct dirent *de; (de = readdir(d));) {
+    snprintf(lnk, sizeof lnk, "%s/%s", dir, de->d_name);
+    ssize_t k = readlink(lnk, tgt, sizeof tgt - 1);
+    if (k <= 0) continue;
+    tgt[k] = 0;
+    n += strstr(tgt, what) != NULL;
+  }
+  closedir(d);
+  return n;
+}
+
+/* exe: `vario` or `vario-shadow`, both started as `EXE shadow ...`;
+ * file: the shadow loads the ONNX file (1) or takes the packed slice (0:
+ * what bodies do) */
+static void process_shadow_with(const char *exe, int file) {
   pair_fx f = {0};
   pair_fx_setup(&f);
   vr_pair *p;
   vr_errbuf e = {0};
   if (vr_pair_create(f.m, f.pb, f.pe, 1, f.batch, &p, &e)) fail_msg("%s", e.msg);
   double ms = -1;
-  if (vr_pair_attach_process(p, exe, f.path, 1, 30000000000LL, &ms, &e))
+  if (vr_pair_attach_process(p, exe, file ? f.path : NULL, 1, 30000000000LL, &ms, &e))
     fail_msg("%s", e.msg);
   int pid = vr_pair_shadow_pid(p);
+  /* the shadow keeps no descriptor of the pack once loaded */
+  assert_int_equal(fds_to(pid, "vario-shadow-model"), 0);
   assert_true(pid > 0 && pid != getpid() && ms > 0);
   assert_true(vr_pair_shadow_bytes(p) > 0);
   /* the small binary is small: none of the server's libraries */
@@ -120,7 +143,7 @@ static void process_shadow_with(const char *exe) {
   assert_int_equal(rows, 0);
   assert_memory_equal(out[0].data, f.ref, f.ref_bytes);
   /* attach again, release cleanly: the process exits */
-  if (vr_pair_attach_process(p, exe, f.path, 1, 30000000000LL, NULL, &e))
+  if (vr_pair_attach_process(p, exe, file ? f.path : NULL, 1, 30000000000LL, NULL, &e))
     fail_msg("%s", e.msg);
   pid = vr_pair_shadow_pid(p);
   vr_pair_release(p);
@@ -136,13 +159,16 @@ static void process_shadow_with(const char *exe) {
 
 static void test_process_shadow(void **st) {
   (void)st;
-  process_shadow_with(vario_exe());
+  process_shadow_with(vario_exe(), 1);
+  process_shadow_with(vario_exe(), 0);
 }
 
-/* The same through `vario-shadow`, which bodies prefer (base/proc.h). */
+/* The same through `vario-shadow`, which bodies prefer (base/proc.h),
+ * with the packed slice, as bodies send it. */
 static void test_process_shadow_small(void **st) {
   (void)st;
-  process_shadow_with(bin_exe("vario-shadow"));
+  process_shadow_with(bin_exe("vario-shadow"), 0);
+  process_shadow_with(bin_exe("vario-shadow"), 1);
 }
 
 /* The shadow can write the whole region, the header's layout fields
