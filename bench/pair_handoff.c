@@ -22,6 +22,7 @@
 
 #include "base/alloc.h"
 #include "base/clock.h"
+#include "interior_range.h"
 #include "runtime/pair.h"
 #include "runtime/config.h"
 #include "vario/engine.h"
@@ -56,15 +57,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "%s\n", e.msg);
     return 1;
   }
-  int n = vr_model_num_nodes(m), pb = -1, pe = -1;
-  char *cut = vr_calloc((size_t)n + 1, 1);
-  vr_model_chain_cuts(m, cut);
-  for (int k = 1; k < n; k++)
-    if (cut[k]) {
-      if (pb < 0) pb = k;
-      pe = k;
-    }
-  vr_free(cut);
+  int n = vr_model_num_nodes(m), pb, pe;
+  vr_bench_interior_range(m, &pb, &pe);
   vr_pair *p;
   if (pb < 0 || pe <= pb || vr_pair_create(m, pb, pe, threads, batch, &p, &e)) {
     fprintf(stderr, "no splittable range: %s\n", e.msg);

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "interior_range.h"
 #include "runtime/pair.h"
 #include "vario/engine.h"
 
@@ -58,16 +59,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   int n = vr_model_num_nodes(m);
-  if (pb < 0) {
-    char *cut = vr_calloc((size_t)n + 1, 1);
-    vr_model_chain_cuts(m, cut);
-    for (int k = 1; k < n; k++)
-      if (cut[k]) {
-        if (pb < 0) pb = k;
-        pe = k;
-      }
-    vr_free(cut);
-  }
+  if (pb < 0) vr_bench_interior_range(m, &pb, &pe);
   vr_pair *p;
   if (pb < 0 || pe <= pb || vr_pair_create(m, pb, pe, 1, batch, &p, &e)) {
     fprintf(stderr, "no splittable range: %s\n", e.msg);

@@ -5,14 +5,20 @@
 #include <string.h>
 #include <unistd.h>
 
+/* $name into buf when set and not empty: 1, or -1 when it does not fit;
+ * 0 when unset. */
+static int from_env(const char *name, char *buf, size_t cap) {
+  const char *env = getenv(name);
+  if (!env || !*env) return 0;
+  size_t n = strlen(env);
+  if (n >= cap) return -1;
+  memcpy(buf, env, n + 1);
+  return 1;
+}
+
 int vr_proc_self_exe(char *buf, size_t cap) {
-  const char *env = getenv("VARIO_EXE");
-  if (env && *env) {
-    size_t n = strlen(env);
-    if (n >= cap) return -1;
-    memcpy(buf, env, n + 1);
-    return 0;
-  }
+  int e = from_env("VARIO_EXE", buf, cap);
+  if (e) return e > 0 ? 0 : -1;
   ssize_t n = cap > 1 ? readlink("/proc/self/exe", buf, cap - 1) : -1;
   if (n <= 0 || (size_t)n >= cap - 1) return -1; /* cap - 1 filled: maybe cut */
   buf[n] = 0;
@@ -20,13 +26,8 @@ int vr_proc_self_exe(char *buf, size_t cap) {
 }
 
 int vr_proc_shadow_exe(char *buf, size_t cap) {
-  const char *env = getenv("VARIO_SHADOW_EXE");
-  if (env && *env) {
-    size_t n = strlen(env);
-    if (n >= cap) return -1;
-    memcpy(buf, env, n + 1);
-    return 0;
-  }
+  int e = from_env("VARIO_SHADOW_EXE", buf, cap);
+  if (e) return e > 0 ? 0 : -1;
   if (vr_proc_self_exe(buf, cap)) return -1;
   char *slash = strrchr(buf, '/');
   size_t dir = slash ? (size_t)(slash - buf) + 1 : 0;

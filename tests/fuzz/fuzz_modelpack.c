@@ -11,9 +11,7 @@
 #include <stdint.h>
 #include <stddef.h>
 
-#include "base/alloc.h"
-#include "engine/graph.h"
-#include "vario/engine.h"
+#include "fuzz_model.h"
 
 static void run_once(const vr_model *m) {
   vr_session_opts o;
@@ -21,35 +19,12 @@ static void run_once(const vr_model *m) {
   vr_session *s = NULL;
   vr_errbuf e;
   if (vr_session_create(m, &o, &s, &e)) return;
-  int n = vr_session_num_inputs(s), ok = n <= 16;
-  vr_tensor in[16], out[64];
-  void *bufs[16] = {0};
-  for (int i = 0; ok && i < n; i++) {
-    const vr_tensor_info *ti = vr_session_input(s, i);
-    int64_t cnt = 1;
-    in[i] = (vr_tensor){ti->name, ti->dtype, ti->ndim, {0}, NULL, 0};
-    for (int d = 0; d < ti->ndim; d++) {
-      in[i].shape[d] = ti->shape[d] < 0 ? 1 : ti->shape[d];
-      cnt *= in[i].shape[d];
-    }
-    in[i].nbytes = (size_t)cnt * vr_dtype_size(ti->dtype);
-    if (in[i].nbytes > (1 << 20) || !(bufs[i] = vr_calloc(1, in[i].nbytes + 1))) ok = 0;
-    in[i].data = bufs[i];
-  }
-  if (ok) vr_session_run(s, 1, in, n, out, 64, &e);
-  for (int i = 0; i < 16; i++) vr_free(bufs[i]);
+  vr_tensor in[VR_FZ_MAX_IN], out[64];
+  void *bufs[VR_FZ_MAX_IN];
+  int n = vr_fz_zero_inputs(s, in, bufs);
+  if (n >= 0) vr_session_run(s, 1, in, n, out, 64, &e);
+  for (int i = 0; i < VR_FZ_MAX_IN; i++) vr_free(bufs[i]);
   vr_session_free(s);
-}
-
-/* Largest tensor of the model at batch 1, in bytes (arena sizing). */
-static int64_t largest_tensor(const vr_model *m) {
-  int64_t mx = 0;
-  for (int i = 0; i < m->g.nvals; i++) {
-    const vr_val *v = &m->g.vals[i];
-    int64_t b = vr_numel(v->ndim, v->shape) * (int64_t)vr_dtype_size(v->dtype);
-    if (b > mx) mx = b;
-  }
-  return mx;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -57,7 +32,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   vr_errbuf e;
   if (vr_model_unpack(data, size, &m, &e) == 0) {
     if (vr_model_flops(m) < 2000000 && vr_model_weight_bytes(m) < (8 << 20) &&
-        largest_tensor(m) < (16 << 20))
+        vr_fz_largest_tensor(m) < (16 << 20))
       run_once(m);
     vr_model_free(m);
   }

@@ -19,12 +19,13 @@
 
 #include "onnx.pb-c.h"
 
+#include "fuzz_model.h"
+
 #include "base/alloc.h"
 #include "engine/graph.h"
 #include "vario/engine.h"
 
 #define MAX_FLOPS 2000000LL  /* keep each input fast */
-#define MAX_INPUT_BYTES (1 << 20)
 
 /* Runs the model once more in another precision on the same inputs: bf16,
  * or int8 calibrated on those inputs (the quantisation passes, which the
@@ -50,22 +51,9 @@ static void run_once(const vr_model *m, int prec) {
   vr_session *s = NULL;
   vr_errbuf e;
   if (vr_session_create(m, &o, &s, &e)) return;
-  int n = vr_session_num_inputs(s);
-  vr_tensor in[16], out[64];
-  void *bufs[16] = {0};
-  int ok = n <= 16;
-  for (int i = 0; ok && i < n; i++) {
-    const vr_tensor_info *ti = vr_session_input(s, i);
-    int64_t cnt = 1;
-    in[i] = (vr_tensor){ti->name, ti->dtype, ti->ndim, {0}, NULL, 0};
-    for (int d = 0; d < ti->ndim; d++) {
-      in[i].shape[d] = ti->shape[d] < 0 ? 1 : ti->shape[d];
-      cnt *= in[i].shape[d];
-    }
-    in[i].nbytes = (size_t)cnt * vr_dtype_size(ti->dtype);
-    if (in[i].nbytes > MAX_INPUT_BYTES || !(bufs[i] = vr_calloc(1, in[i].nbytes + 1))) ok = 0;
-    in[i].data = bufs[i];
-  }
+  vr_tensor in[VR_FZ_MAX_IN], out[64];
+  void *bufs[VR_FZ_MAX_IN];
+  int n = vr_fz_zero_inputs(s, in, bufs), ok = n >= 0;
   /* int8's calibration runs the graph per sample (dim 0, in chunks of at
    * most 16): a fixed dim 0 of 2^20 rows of no elements took 65536 runs,
    * past libFuzzer's 10-s timeout in CI (seed calib_many_rows.onnx) */
@@ -73,19 +61,8 @@ static void run_once(const vr_model *m, int prec) {
     if (in[i].ndim > 0 && in[i].shape[0] > 64) prec = 0;
   if (ok && !vr_session_run(s, 1, in, n, out, 64, &e) && prec)
     run_other_precision(m, prec == 1 ? VR_PREC_BF16 : VR_PREC_INT8, in, n);
-  for (int i = 0; i < 16; i++) vr_free(bufs[i]);
+  for (int i = 0; i < VR_FZ_MAX_IN; i++) vr_free(bufs[i]);
   vr_session_free(s);
-}
-
-/* Largest tensor of the model at batch 1, in bytes (arena sizing). */
-static int64_t largest_tensor(const vr_model *m) {
-  int64_t mx = 0;
-  for (int i = 0; i < m->g.nvals; i++) {
-    const vr_val *v = &m->g.vals[i];
-    int64_t b = vr_numel(v->ndim, v->shape) * (int64_t)vr_dtype_size(v->dtype);
-    if (b > mx) mx = b;
-  }
-  return mx;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -93,11 +70,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   vr_errbuf e;
   if (vr_model_load_buffer(data, size, NULL, &m, &e) == 0) {
     if (vr_model_flops(m) < MAX_FLOPS && vr_model_weight_bytes(m) < (8 << 20) &&
-        largest_tensor(m) < (16 << 20))
+        vr_fz_largest_tensor(m) < (16 << 20))
       /* which other precision: fixed per input; only for small tensors,
        * as int8's calibration runs the graph on reference kernels (a Pad
        * to 16 MB took 40 s under the sanitizers) */
-      run_once(m, largest_tensor(m) < (1 << 20) ? (int)(size % 3) : 0);
+      run_once(m, vr_fz_largest_tensor(m) < (1 << 20) ? (int)(size % 3) : 0);
     vr_model_free(m);
   }
   return 0;

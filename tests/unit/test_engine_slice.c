@@ -114,6 +114,21 @@ static void test_slice_every_split(void **st) {
   slice_chain("tiny_tf", "tokens");
 }
 
+/* Runs sessions ss[0..k) (on model slices parts[0..k)) as a chain and
+ * expects the whole model's output ref (bytes of it); frees ss, parts
+ * and ref. */
+static void expect_chain(vr_session **ss, vr_model **parts, int k, int batch, const vr_tensor *in,
+                         float *ref, size_t bytes) {
+  float *got = run_chain(ss, k, batch, in);
+  assert_memory_equal(got, ref, bytes);
+  free(got);
+  free(ref);
+  for (int i = 0; i < k; i++) {
+    vr_session_free(ss[i]);
+    vr_model_free(parts[i]);
+  }
+}
+
 /* A slice outlives its source model and keeps only its weights. */
 static void test_slice_standalone(void **st) {
   fixture f = {0};
@@ -139,14 +154,7 @@ static void test_slice_standalone(void **st) {
     assert_true(vr_session_memory_bytes(ss[i]) < whole_mem);
   }
   assert_true(vr_model_weight_bytes(parts[0]) < part_w);
-  float *got = run_chain(ss, 3, batch, &in);
-  assert_memory_equal(got, ref, (size_t)vr_npy_numel(&f.out) * 4);
-  free(got);
-  free(ref);
-  for (int i = 0; i < 3; i++) {
-    vr_session_free(ss[i]);
-    vr_model_free(parts[i]);
-  }
+  expect_chain(ss, parts, 3, batch, &in, ref, (size_t)vr_npy_numel(&f.out) * 4);
   free_fixture(&f);
 }
 
@@ -339,14 +347,7 @@ static void test_pack(void **st) {
     if (vr_model_unpack(buf, len, &parts[i], &e)) fail_msg("%s", e.msg);
     ss[i] = open_session(parts[i], 0, 0, batch, VR_PREC_FP32, NULL);
   }
-  float *got = run_chain(ss, 2, batch, &in);
-  assert_memory_equal(got, ref, (size_t)vr_npy_numel(&f.out) * 4);
-  free(got);
-  free(ref);
-  for (int i = 0; i < 2; i++) {
-    vr_session_free(ss[i]);
-    vr_model_free(parts[i]);
-  }
+  expect_chain(ss, parts, 2, batch, &in, ref, (size_t)vr_npy_numel(&f.out) * 4);
   /* buf: the second half's pack */
   vr_model *c;
   for (size_t k = 0; k < len; k++) {
