@@ -298,7 +298,8 @@ static void tick(ctl *c) {
     if (arc == VR_EUNSUPPORTED) c->adopt = 0;
     if (arc) continue;
     pthread_mutex_lock(&c->mu);
-    vr__ctl_event(c, "worker %s adopted: started by an earlier controller, still running", ws[k].id);
+    vr__ctl_event(c, "worker %s adopted: started by an earlier controller, still running",
+                  ws[k].id);
     pthread_mutex_unlock(&c->mu);
   }
   if (c->prov) {
@@ -567,6 +568,74 @@ static char *read_token(const char *path) {
   return vr__cli_read_token(path, buf, sizeof buf) ? vr_strdup(buf) : NULL;
 }
 
+/* Options that take a string, a bounded int or a positive number: one
+ * row each, so that the loop below stays short. */
+typedef struct str_opt {
+  const char *name;
+  const char **dst;
+  int (*valid)(const char *); /* NULL: any */
+} str_opt;
+typedef struct int_opt {
+  const char *name;
+  long lo, hi;
+  int *dst, *set; /* set (may be NULL) becomes 1 when given */
+} int_opt;
+typedef struct pos_opt {
+  const char *name;
+  double hi, *dst;
+} pos_opt;
+
+/* 1: argv[*i] was one of the tables' options (and *i moved past its
+ * value), 0: it is none of them, -1: its value is missing or bad. */
+static int table_opt(ctl *c, int argc, char **argv, int *i, int *slo, int *slo_set) {
+  const str_opt strs[] = {
+      {"--registry", &c->registry, NULL},         {"--repo", &c->repo, NULL},
+      {"--models", &c->models_opt, NULL},         {"--admin-token-file", &c->token_file, NULL},
+      {"--port-file", &c->port_file, NULL},       {"--advertise", &c->advertise, NULL},
+      {"--host", &c->host, NULL},                 {"--provider", &c->provider, NULL},
+      {"--store", &c->store_url, NULL},           {"--policy", &c->policy, cluster_policy},
+      {"--pipeline-policy", &c->pipe_policy, pipe_policy},
+  };
+  const int_opt ints[] = {
+      {"--port", 0, 65535, &c->port, NULL},
+      {"--slo-ms", 1, 600000, slo, slo_set},
+      {"--replicas", 0, 1000, &c->replicas, &c->replicas_set},
+      {"--af-mls-period-s", 1, 86400, &c->af_mls_period_s, NULL},
+      {"--af-release-ms", 1, 3600000, &c->af_release_ms, NULL},
+      {"--worker-cores", 1, 1024, &c->worker_cores, NULL},
+      {"--start-timeout-s", 1, 3600, &c->start_timeout_s, NULL},
+      {"--worker-idle-s", 1, 86400, &c->worker_idle_s, NULL},
+      {"--period-ms", 10, 60000, &c->period_ms, NULL},
+      {"--min-workers", 0, MAXW, &c->min_workers, NULL},
+      {"--max-workers", 0, MAXW, &c->max_workers, NULL},
+  };
+  const pos_opt poss[] = {
+      {"--pipeline-period-ms", 1e7, &c->pipe_period_ms},
+      {"--pipeline-slack", 1e7, &c->pipe_slack},
+      {"--inferline-rate", 1e7, &c->il_rate},
+      {"--inferline-cv", 1e7, &c->il_cv},
+  };
+  const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+  for (size_t k = 0; k < sizeof strs / sizeof *strs; k++)
+    if (!strcmp(a, strs[k].name)) {
+      if (!v || (strs[k].valid && !strs[k].valid(v))) return -1;
+      *strs[k].dst = v;
+      return ++*i, 1;
+    }
+  for (size_t k = 0; k < sizeof ints / sizeof *ints; k++)
+    if (!strcmp(a, ints[k].name)) {
+      if (!v || vr__cli_parse_int(v, ints[k].lo, ints[k].hi, ints[k].dst)) return -1;
+      if (ints[k].set) *ints[k].set = 1;
+      return ++*i, 1;
+    }
+  for (size_t k = 0; k < sizeof poss / sizeof *poss; k++)
+    if (!strcmp(a, poss[k].name)) {
+      if (!v || vr__cli_parse_pos(v, poss[k].hi, poss[k].dst)) return -1;
+      return ++*i, 1;
+    }
+  return 0;
+}
+
 int vr_cmd_controller(int argc, char **argv) {
   static ctl c; /* large; one per process */
   memset(&c, 0, sizeof c);
@@ -576,48 +645,28 @@ int vr_cmd_controller(int argc, char **argv) {
   c.start_timeout_s = 120;
   c.slo_ms = 100;
   c.worker_idle_s = 30;
-  int slo = 0;
+  int slo = 0, slo_set = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
-    int has = i + 1 < argc;
+    int has = i + 1 < argc, t;
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
       usage(stdout);
       return 0;
-    } else if (!strcmp(a, "--registry") && has) c.registry = argv[++i];
-    else if (!strcmp(a, "--repo") && has) c.repo = argv[++i];
-    else if (!strcmp(a, "--models") && has) c.models_opt = argv[++i];
-    else if (!strcmp(a, "--admin-token-file") && has) c.token_file = argv[++i];
-    else if (!strcmp(a, "--port-file") && has) c.port_file = argv[++i];
-    else if (!strcmp(a, "--advertise") && has) c.advertise = argv[++i];
-    else if (!strcmp(a, "--host") && has) c.host = argv[++i];
-    else if (!strcmp(a, "--provider") && has) c.provider = argv[++i];
-    else if (!strcmp(a, "--provider-opt") && has && c.n_pargs < MAXARGS) c.pargs[c.n_pargs++] = argv[++i];
-    else if (!strcmp(a, "--worker-arg") && has && c.n_wargs < MAXARGS) c.wargs[c.n_wargs++] = argv[++i];
-    else if (!strcmp(a, "--port") && has && !vr__cli_parse_int(argv[i + 1], 0, 65535, &c.port)) i++;
-    else if (!strcmp(a, "--replicas") && has && !vr__cli_parse_int(argv[i + 1], 0, 1000, &c.replicas)) i++, c.replicas_set = 1;
-    else if (!strcmp(a, "--policy") && has && cluster_policy(argv[i + 1])) c.policy = argv[++i];
-    else if (!strcmp(a, "--slo-ms") && has && !vr__cli_parse_int(argv[i + 1], 1, 600000, &slo)) i++, c.slo_ms = slo;
-    else if (!strcmp(a, "--store") && has) c.store_url = argv[++i];
-    else if (!strcmp(a, "--pipeline-policy") && has && pipe_policy(argv[i + 1])) c.pipe_policy = argv[++i];
-    else if (!strcmp(a, "--pipeline-period-ms") && has && !vr__cli_parse_pos(argv[i + 1], 1e7, &c.pipe_period_ms)) i++;
-    else if (!strcmp(a, "--pipeline-slack") && has && !vr__cli_parse_pos(argv[i + 1], 1e7, &c.pipe_slack)) i++;
-    else if (!strcmp(a, "--inferline-rate") && has && !vr__cli_parse_pos(argv[i + 1], 1e7, &c.il_rate)) i++;
-    else if (!strcmp(a, "--inferline-cv") && has && !vr__cli_parse_pos(argv[i + 1], 1e7, &c.il_cv)) i++;
-    else if (!strcmp(a, "--af-shadow-process")) c.af_shadow_process = 1;
-    else if (!strcmp(a, "--af-mls-period-s") && has && !vr__cli_parse_int(argv[i + 1], 1, 86400, &c.af_mls_period_s)) i++;
-    else if (!strcmp(a, "--af-release-ms") && has && !vr__cli_parse_int(argv[i + 1], 1, 3600000, &c.af_release_ms)) i++;
-    else if (!strcmp(a, "--worker-cores") && has && !vr__cli_parse_int(argv[i + 1], 1, 1024, &c.worker_cores)) i++;
-    else if (!strcmp(a, "--start-timeout-s") && has && !vr__cli_parse_int(argv[i + 1], 1, 3600, &c.start_timeout_s)) i++;
-    else if (!strcmp(a, "--worker-idle-s") && has && !vr__cli_parse_int(argv[i + 1], 1, 86400, &c.worker_idle_s)) i++;
-    else if (!strcmp(a, "--period-ms") && has && !vr__cli_parse_int(argv[i + 1], 10, 60000, &c.period_ms)) i++;
-    else if (!strcmp(a, "--min-workers") && has && !vr__cli_parse_int(argv[i + 1], 0, MAXW, &c.min_workers)) i++;
-    else if (!strcmp(a, "--max-workers") && has && !vr__cli_parse_int(argv[i + 1], 0, MAXW, &c.max_workers)) i++;
-    else {
+    } else if ((t = table_opt(&c, argc, argv, &i, &slo, &slo_set)) > 0) {
+      continue;
+    } else if (!t && !strcmp(a, "--provider-opt") && has && c.n_pargs < MAXARGS) {
+      c.pargs[c.n_pargs++] = argv[++i];
+    } else if (!t && !strcmp(a, "--worker-arg") && has && c.n_wargs < MAXARGS) {
+      c.wargs[c.n_wargs++] = argv[++i];
+    } else if (!t && !strcmp(a, "--af-shadow-process")) {
+      c.af_shadow_process = 1;
+    } else {
       fprintf(stderr, "vario controller: bad or incomplete option '%s'\n", a);
       usage(stderr);
       return 2;
     }
   }
+  if (slo_set) c.slo_ms = slo;
   if (!c.registry || !c.repo) {
     fprintf(stderr, "vario controller: --registry URL and --repo DIR are required\n");
     return 2;
