@@ -348,22 +348,30 @@ static void tick(ctl *c) {
   /* their models (read outside the lock: network); kept for the policy */
   static vr_instance_info *got[MAXW];
   static size_t ngot[MAXW];
-  if (vr__ctl_read_instances(c, ws, n, prev, got, ngot, &err)) {
+  int irc = vr__ctl_read_instances(c, ws, n, prev, got, ngot, &err);
+  if (irc == VR_EIO) {
     pthread_mutex_lock(&c->mu);
     vr__ctl_registry_lost(c, err.msg);
     pthread_mutex_unlock(&c->mu);
     vr_free(ws);
     return;
   }
-  if (vr_redis_reconnects(rd) != r0 || vr__ctl_stalled_since(c, rd)) {
+  int stale = vr_redis_reconnects(rd) != r0 || vr__ctl_stalled_since(c, rd);
+  if (irc || stale) {
     /* The reads spanned a new connection (to a Redis that restarted empty
      * after the listing?) or a stall (Redis paused past the leases, which
-     * then ended): a listed worker's instances read as none, its models
-     * were placed again and the table routed them nowhere. Dropped; the
-     * next period reads again as one that is back (keep_missing). */
+     * then ended), or found a listed worker no longer live (its lease
+     * ended after the listing: a Redis paused between running the listing
+     * and sending it): a listed worker's instances read as none, its
+     * models were placed again and the table routed them nowhere.
+     * Dropped; the next period reads again, as one that is back
+     * (keep_missing) after a new connection or a stall. A lease that
+     * ended after the listing is not such a sign by itself (a worker may
+     * just have died): when Redis stalled, the listing's own wait has
+     * already made this period one that is back. */
     for (size_t k = 0; k < n; k++) vr_free(got[k]);
     pthread_mutex_lock(&c->mu);
-    c->reread = 1;
+    c->reread = stale;
     pthread_mutex_unlock(&c->mu);
     vr_free(ws);
     return;

@@ -96,19 +96,22 @@ void vr__ctl_log_changes(ctl *c, const vr_worker_info *ws, size_t n, const int *
 
 /* The instance lists of the listed workers ws[k] (prev[k] < 0; a kept
  * one is not in the registry) into got/ngot. All or none when Redis
- * cannot be read (it went away after the listing): that list is unknown,
- * not empty, and taken as empty it routed the worker nothing and placed
- * its models again. A damaged list is one worker's fault: it holds
- * nothing, as before. */
+ * cannot be read (it went away after the listing: VR_EIO), or when a
+ * listed worker is no longer live (VR_ENOENT): its lease ended after the
+ * listing, e.g. when Redis ran the listing, stopped before it sent the
+ * reply and resumed past the leases. Either list is unknown, not empty,
+ * and taken as empty it routed the worker nothing and placed its models
+ * again. A damaged list is one worker's fault: it holds nothing, as
+ * before. */
 int vr__ctl_read_instances(ctl *c, const vr_worker_info *ws, size_t n, const int *prev,
                           vr_instance_info **got, size_t *ngot, vr_errbuf *err) {
   int rc = 0;
   for (size_t k = 0; k < n; k++) {
     got[k] = NULL;
     ngot[k] = 0;
-    if (!rc && prev[k] < 0 &&
-        vr_registry_instances(c->reg, ws[k].id, &got[k], &ngot[k], err) == VR_EIO)
-      rc = VR_EIO;
+    if (rc || prev[k] >= 0) continue;
+    int r = vr_registry_instances(c->reg, ws[k].id, &got[k], &ngot[k], err);
+    if (r == VR_EIO || r == VR_ENOENT) rc = r;
   }
   for (size_t k = 0; rc && k < n; k++) vr_free(got[k]);
   return rc;

@@ -102,6 +102,14 @@ static const char k_put_instances[] =
     "local ttl=redis.call('PTTL',k) if ttl>0 and #ARGV>2 then redis.call('PEXPIRE',ik,ttl) end\n"
     "redis.call('PUBLISH',ARGV[1]..'workers','instances '..ARGV[2]) return 1\n";
 
+/* ARGV: prefix worker -> -1 when the worker is not live, else its
+ * instances' HGETALL: one script, so that a lease that ended after the
+ * listing is not read as a live worker holding nothing. */
+static const char k_instances[] =
+    "local k=ARGV[1]..'worker:'..ARGV[2]\n"
+    "if redis.call('EXISTS',k)==0 then return -1 end\n"
+    "return redis.call('HGETALL',k..':instances')\n";
+
 /* ARGV: prefix table body expect floor -> {0,version} or {-1,current} */
 static const char k_put_routes[] =
     "local k=ARGV[1]..'routes:'..ARGV[2]\n"
@@ -599,8 +607,14 @@ int vr_registry_instances(vr_registry *r, const char *worker, vr_instance_info *
   *out = NULL;
   *n = 0;
   if (!vr_registry_valid_id(worker)) return bad_id("worker id", worker, err);
-  redisReply *rep = vr_redis_cmd(r->r, err, "HGETALL " VR_REG_PREFIX "worker:%s:instances", worker);
+  const char *a[] = {VR_REG_PREFIX, worker};
+  redisReply *rep = vr_redis_eval(r->r, k_instances, 2, a, NULL, NULL, err);
   if (!rep) return reply_rc(err);
+  if (rep->type == REDIS_REPLY_INTEGER && rep->integer == -1) {
+    freeReplyObject(rep);
+    return vr_errf(err, VR_ENOENT, "registry %s: worker '%s' is not live (its lease ended)",
+                   vr_redis_name(r->r), worker);
+  }
   int rc = rep->type == REDIS_REPLY_ARRAY && rep->elements % 2 == 0 ? 0 : unexpected(r, err);
   size_t cnt = rc ? 0 : rep->elements / 2;
   vr_instance_info *v = NULL;

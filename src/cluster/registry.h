@@ -153,7 +153,10 @@ typedef struct vr_instance_info {
  * the worker is not live. */
 int vr_registry_put_instances(vr_registry *r, const char *worker, const vr_instance_info *v,
                               size_t n, vr_errbuf *err);
-/* A worker's instances, by id; *out (vr_free) may be NULL when *n is 0. */
+/* A worker's instances, by id; *out (vr_free) may be NULL when *n is 0.
+ * VR_ENOENT when the worker is not live (read in one step with the list:
+ * a worker listed earlier whose lease ended since is not one that holds
+ * nothing). */
 int vr_registry_instances(vr_registry *r, const char *worker, vr_instance_info **out,
                           size_t *n, vr_errbuf *err);
 

@@ -300,6 +300,16 @@ static void test_instances(void **st) {
                                         "\"max_batch\":1,\"load\":{\"in\":-1,\"out\":0,\"q\":0}}"),
                    0);
   assert_int_equal(vr_registry_instances(a, "w1", &got, &n, &e), VR_EFORMAT);
+  /* A worker whose lease ended is not one that holds nothing, even where
+   * its instance list outlived it (the controller listed it before the
+   * lease ended: Redis paused between running the listing and replying) */
+  assert_int_equal(vr_registry_put_instances(a, "w1", in, 1, &e), 0);
+  assert_int_equal(vr_test_redis_simple(g_srv.port, "PERSIST vario:worker:w1:instances"), 0);
+  assert_int_equal(vr_test_redis_simple(g_srv.port, "DEL vario:worker:w1"), 0);
+  memset(&e, 0, sizeof e);
+  assert_int_equal(vr_registry_instances(a, "w1", &got, &n, &e), VR_ENOENT);
+  assert_non_null(strstr(e.msg, "not live"));
+  assert_int_equal(vr_registry_instances(a, "never", &got, &n, &e), VR_ENOENT);
   vr_registry_close(a);
 }
 
