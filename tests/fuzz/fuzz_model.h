@@ -34,6 +34,19 @@ static inline int vr_fz_zero_inputs(const vr_session *s, vr_tensor *in, void **b
   return n;
 }
 
+/* A default (fp32, batch 1) session on m with zero inputs (as
+ * vr_fz_zero_inputs; *n -1 when they could not be made), or NULL when m
+ * takes no session. The caller frees bufs[] and the session. */
+static inline vr_session *vr_fz_session(const vr_model *m, vr_tensor *in, void **bufs, int *n) {
+  vr_session_opts o;
+  vr_session_opts_init(&o);
+  vr_session *s = NULL;
+  vr_errbuf e;
+  if (vr_session_create(m, &o, &s, &e)) return NULL;
+  *n = vr_fz_zero_inputs(s, in, bufs);
+  return s;
+}
+
 /* Largest tensor of the model at batch 1, in bytes (arena sizing). */
 static inline int64_t vr_fz_largest_tensor(const vr_model *m) {
   int64_t mx = 0;

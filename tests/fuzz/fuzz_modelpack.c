@@ -14,14 +14,12 @@
 #include "fuzz_model.h"
 
 static void run_once(const vr_model *m) {
-  vr_session_opts o;
-  vr_session_opts_init(&o);
-  vr_session *s = NULL;
-  vr_errbuf e;
-  if (vr_session_create(m, &o, &s, &e)) return;
   vr_tensor in[VR_FZ_MAX_IN], out[64];
   void *bufs[VR_FZ_MAX_IN];
-  int n = vr_fz_zero_inputs(s, in, bufs);
+  vr_errbuf e;
+  int n;
+  vr_session *s = vr_fz_session(m, in, bufs, &n);
+  if (!s) return;
   if (n >= 0) vr_session_run(s, 1, in, n, out, 64, &e);
   for (int i = 0; i < VR_FZ_MAX_IN; i++) vr_free(bufs[i]);
   vr_session_free(s);

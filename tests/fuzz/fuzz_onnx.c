@@ -46,14 +46,13 @@ static void run_other_precision(const vr_model *m, vr_precision prec,
 
 /* prec: also run in bf16 (1) or int8 (2). */
 static void run_once(const vr_model *m, int prec) {
-  vr_session_opts o;
-  vr_session_opts_init(&o);
-  vr_session *s = NULL;
-  vr_errbuf e;
-  if (vr_session_create(m, &o, &s, &e)) return;
   vr_tensor in[VR_FZ_MAX_IN], out[64];
   void *bufs[VR_FZ_MAX_IN];
-  int n = vr_fz_zero_inputs(s, in, bufs), ok = n >= 0;
+  vr_errbuf e;
+  int n;
+  vr_session *s = vr_fz_session(m, in, bufs, &n);
+  if (!s) return;
+  int ok = n >= 0;
   /* int8's calibration runs the graph per sample (dim 0, in chunks of at
    * most 16): a fixed dim 0 of 2^20 rows of no elements took 65536 runs,
    * past libFuzzer's 10-s timeout in CI (seed calib_many_rows.onnx) */

@@ -129,14 +129,24 @@ static void expect_chain(vr_session **ss, vr_model **parts, int k, int batch, co
   }
 }
 
+/* tiny_cnn's fixture, its batch, its input and the whole model's
+ * output on it (the caller frees ref; whole is left open in *whole). */
+static float *tiny_cnn_ref(fixture *f, int *batch, vr_tensor *in, vr_session **whole) {
+  load_fixture(f, "tiny_cnn");
+  *batch = (int)f->in.shape[0];
+  *in = tensor_of("input", &f->in);
+  *whole = open_session(f->m, 0, 0, *batch, VR_PREC_FP32, NULL);
+  return run_chain(whole, 1, *batch, in);
+}
+
 /* A slice outlives its source model and keeps only its weights. */
 static void test_slice_standalone(void **st) {
   fixture f = {0};
-  load_fixture(&f, "tiny_cnn");
-  int n = vr_model_num_nodes(f.m), batch = (int)f.in.shape[0];
-  vr_tensor in = tensor_of("input", &f.in);
-  vr_session *whole = open_session(f.m, 0, 0, batch, VR_PREC_FP32, NULL);
-  float *ref = run_chain(&whole, 1, batch, &in);
+  int batch;
+  vr_tensor in;
+  vr_session *whole;
+  float *ref = tiny_cnn_ref(&f, &batch, &in, &whole);
+  int n = vr_model_num_nodes(f.m);
   vr_model *parts[3];
   vr_errbuf e = {0};
   int cut[4] = {0, n / 3, 2 * n / 3, n};
@@ -326,11 +336,11 @@ static void test_pack(void **st) {
   closedir(dir);
   assert_true(tried >= 5);
   fixture f = {0};
-  load_fixture(&f, "tiny_cnn");
-  int n = vr_model_num_nodes(f.m), batch = (int)f.in.shape[0];
-  vr_tensor in = tensor_of("input", &f.in);
-  vr_session *whole = open_session(f.m, 0, 0, batch, VR_PREC_FP32, NULL);
-  float *ref = run_chain(&whole, 1, batch, &in);
+  int batch;
+  vr_tensor in;
+  vr_session *whole;
+  float *ref = tiny_cnn_ref(&f, &batch, &in, &whole);
+  int n = vr_model_num_nodes(f.m);
   vr_session_free(whole);
   vr_errbuf e = {0};
   int cut[3] = {0, n / 2, n};
