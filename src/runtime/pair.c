@@ -55,6 +55,7 @@ struct vr_pair {
    * after it (-1: none yet) */
   pthread_mutex_t pack_mu;
   int pack_fd;
+  int64_t pack_bytes; /* its size: the body holds it (atomic) */
 };
 
 static void *shadow_main(void *arg) {
@@ -148,7 +149,7 @@ int vr_pair_create(const vr_model *m, int pb, int pe, int body_threads, int max_
   vr_pair *p = VR_NEW(vr_pair);
   if (!p) return vr_errf(err, VR_ENOMEM, "out of memory");
   *p = (vr_pair){m, pb, pe, n, max_batch, NULL, NULL, NULL, NULL, 0, PTHREAD_MUTEX_INITIALIZER,
-                 NULL, 0, PTHREAD_MUTEX_INITIALIZER, -1};
+                 NULL, 0, PTHREAD_MUTEX_INITIALIZER, -1, 0};
   int rc = open_range(m, 0, pb, body_threads, max_batch, &p->pre, err);
   if (!rc) rc = open_range(m, pb, pe, body_threads, max_batch, &p->par, err);
   if (!rc) rc = open_range(m, pe, n, body_threads, max_batch, &p->post, err);
@@ -244,7 +245,10 @@ static int pack_memfd(vr_pair *p, int *out, vr_errbuf *err) {
       rc = vr_errf(err, VR_EIO, "writing the shadow's model: %s", strerror(errno));
     vr_free(buf);
     if (rc && fd >= 0) close(fd);
-    if (!rc) p->pack_fd = fd;
+    if (!rc) {
+      p->pack_fd = fd;
+      __atomic_store_n(&p->pack_bytes, (int64_t)len, __ATOMIC_RELAXED);
+    }
   }
   *out = p->pack_fd;
   pthread_mutex_unlock(&p->pack_mu);
@@ -277,7 +281,8 @@ int vr_pair_attach_process(vr_pair *p, const char *vario_exe, const char *model_
       argv[10] = "--range", argv[11] = range;
     }
     /* dup2 onto itself clears close-on-exec for this fd alone (POSIX
-     * 2024, glibc >= 2.29): the shadow inherits its channel, no other */
+     * 2024, glibc >= 2.29): the shadow inherits its channel and its
+     * pack, no other */
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t sa;
     int e = posix_spawn_file_actions_init(&fa);
@@ -356,7 +361,8 @@ int64_t vr_pair_body_bytes(const vr_pair *p) {
   int64_t b = vr_model_weight_bytes(p->m) + vr_session_memory_bytes(p->par);
   if (p->pre) b += vr_session_memory_bytes(p->pre);
   if (p->post) b += vr_session_memory_bytes(p->post);
-  return b;
+  /* the packed slice kept for the next process shadow */
+  return b + __atomic_load_n(&p->pack_bytes, __ATOMIC_RELAXED);
 }
 
 /* Rows [r0, r0 + rows) of a batch-major tensor, by pointer. */

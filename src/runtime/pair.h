@@ -61,7 +61,8 @@ int vr_pair_shadow_pid(vr_pair *p);
 /* Releases the shadow (after a paired run in flight finishes). */
 void vr_pair_release(vr_pair *p);
 int vr_pair_has_shadow(vr_pair *p);
-/* Resident bytes of the shadow (0 without one) and of the body. */
+/* Resident bytes of the shadow (0 without one) and of the body (with the
+ * packed slice it keeps for process shadows, once it has made one). */
 int64_t vr_pair_shadow_bytes(vr_pair *p);
 int64_t vr_pair_body_bytes(const vr_pair *p);
 

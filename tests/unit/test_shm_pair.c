@@ -109,8 +109,12 @@ static void process_shadow_with(const char *exe, int file) {
   vr_errbuf e = {0};
   if (vr_pair_create(f.m, f.pb, f.pe, 1, f.batch, &p, &e)) fail_msg("%s", e.msg);
   double ms = -1;
+  int64_t body0 = vr_pair_body_bytes(p);
   if (vr_pair_attach_process(p, exe, file ? f.path : NULL, 1, 30000000000LL, &ms, &e))
     fail_msg("%s", e.msg);
+  /* the pack the body keeps for its process shadows is its memory */
+  if (file) assert_true(vr_pair_body_bytes(p) == body0);
+  else assert_true(vr_pair_body_bytes(p) > body0);
   int pid = vr_pair_shadow_pid(p);
   /* the shadow keeps no descriptor of the pack once loaded */
   assert_int_equal(fds_to(pid, "vario-shadow-model"), 0);
