@@ -17,36 +17,28 @@
 #include <dnnl.h>
 
 #include "base/alloc.h"
+#include "base/vec.h"
 #include "engine/graph.h"
 
 #define PACK_MAGIC 0x504d5256u /* "VRMP" */
-#define PACK_VERSION 1u
+#define PACK_VERSION 2u /* 2: a value's shape right after its name */
 #define MAX_STR (1u << 16)
 #define MAX_COUNT (1 << 24)
 #define NULL_STR UINT32_MAX
 
 /* ---- writer ------------------------------------------------------------ */
 
+/* The bytes so far (a vr_vec of bytes) and whether memory ran out. */
 typedef struct wbuf {
-  char *p;
-  size_t len, cap;
+  vr_vec v;
   int oom;
 } wbuf;
 
 static void put(wbuf *w, const void *src, size_t n) {
-  if (w->oom) return;
-  if (w->len + n > w->cap) {
-    size_t cap = w->cap ? w->cap : 4096;
-    while (cap < w->len + n) cap *= 2;
-    char *np = vr_realloc(w->p, cap);
-    if (!np) {
-      w->oom = 1;
-      return;
-    }
-    w->p = np, w->cap = cap;
-  }
-  if (n) memcpy(w->p + w->len, src, n);
-  w->len += n;
+  if (w->oom || !n) return;
+  void *d = vr_vec_grow(&w->v, n);
+  if (!d) w->oom = 1;
+  else memcpy(d, src, n);
 }
 static void put_i32(wbuf *w, int32_t v) { put(w, &v, sizeof v); }
 static void put_i64(wbuf *w, int64_t v) { put(w, &v, sizeof v); }
@@ -62,15 +54,20 @@ static void put_bytes(wbuf *w, const void *d, size_t n) {
   if (d) put(w, d, n);
 }
 
+/* dtype, rank and dims (get_shape reads them back). */
+static void put_shape(wbuf *w, vr_dtype dt, int ndim, const int64_t *shape) {
+  put_i32(w, (int32_t)dt);
+  put_i32(w, ndim);
+  for (int d = 0; d < ndim; d++) put_i64(w, shape[d]);
+}
+
 static void put_val(wbuf *w, const vr_val *v) {
   put_str(w, v->name);
-  put_i32(w, (int32_t)v->dtype);
-  put_i32(w, v->ndim);
+  put_shape(w, v->dtype, v->ndim, v->shape);
   put_i32(w, v->kind);
   put_i32(w, v->is_input);
   put_i32(w, v->is_output);
   put_i32(w, v->dyn_batch);
-  for (int d = 0; d < v->ndim; d++) put_i64(w, v->shape[d]);
   int64_t cnt = vr_numel(v->ndim, v->shape);
   size_t bytes = (size_t)cnt * vr_dtype_size(v->dtype);
   put_bytes(w, v->kind == VR_VAL_RUNTIME ? NULL : v->data, bytes);
@@ -88,9 +85,7 @@ static void put_attr(wbuf *w, const vr_attr *a) {
   put_bytes(w, a->ints, (size_t)(a->ints ? a->n : 0) * sizeof(int64_t));
   put_i32(w, a->t != NULL);
   if (!a->t) return;
-  put_i32(w, (int32_t)a->t->dt);
-  put_i32(w, a->t->ndim);
-  for (int d = 0; d < a->t->ndim; d++) put_i64(w, a->t->shape[d]);
+  put_shape(w, a->t->dt, a->t->ndim, a->t->shape);
   put_bytes(w, a->t->data, (size_t)vr_tview_numel(a->t) * vr_dtype_size(a->t->dt));
 }
 
@@ -122,7 +117,8 @@ int vr_model_pack(const vr_model *m, void **buf, size_t *len, vr_errbuf *err) {
   for (int i = 0; i < g->nnodes; i++)
     if (g->nodes[i].dead)
       return vr_errf(err, VR_EINVAL, "node %d is dead: not an optimised graph", i);
-  wbuf w = {0};
+  wbuf w = {{0}, 0};
+  vr_vec_init(&w.v, 1);
   uint32_t head[2] = {PACK_MAGIC, PACK_VERSION};
   put(&w, head, sizeof head);
   put_i32(&w, VR_MAX_DIMS);
@@ -137,10 +133,10 @@ int vr_model_pack(const vr_model *m, void **buf, size_t *len, vr_errbuf *err) {
   for (int i = 0; i < g->nin; i++) put_i32(&w, g->inputs[i]);
   for (int i = 0; i < g->nout; i++) put_i32(&w, g->outputs[i]);
   if (w.oom) {
-    vr_free(w.p);
+    vr_vec_free(&w.v);
     return vr_errf(err, VR_ENOMEM, "out of memory packing the model");
   }
-  *buf = w.p, *len = w.len;
+  *buf = w.v.data, *len = w.v.len;
   return 0;
 }
 
@@ -265,27 +261,15 @@ static void get_val(rbuf *r, vr_graph *g) {
     return;
   }
   vr_val *v = &g->vals[i];
-  int32_t t = get_i32(r, "value"), nd = get_i32(r, "value");
+  int64_t cnt = get_shape(r, &v->dtype, &v->ndim, v->shape, "value shape");
   v->kind = get_i32(r, "value");
   v->is_input = get_i32(r, "value") != 0;
   get_i32(r, "value"); /* is_output: taken from the output list */
   v->dyn_batch = get_i32(r, "value") != 0;
   if (r->rc) return;
-  if (!vr_dtype_size((vr_dtype)t) || nd < 0 || nd > VR_MAX_DIMS || v->kind < VR_VAL_RUNTIME ||
-      v->kind > VR_VAL_AFFINE) {
-    short_of(r, "value type");
+  if (v->kind < VR_VAL_RUNTIME || v->kind > VR_VAL_AFFINE) {
+    short_of(r, "value kind");
     return;
-  }
-  v->dtype = (vr_dtype)t, v->ndim = nd;
-  int64_t cnt = 1;
-  for (int d = 0; d < nd; d++) {
-    v->shape[d] = get_i64(r, "value shape");
-    if (r->rc || v->shape[d] < 0 ||
-        (v->shape[d] && cnt > VR_MAX_TENSOR_ELEMS / v->shape[d])) {
-      short_of(r, "value shape");
-      return;
-    }
-    cnt *= v->shape[d];
   }
   get_bytes(r, (size_t)cnt * vr_dtype_size(v->dtype), 1, &v->data, "value data");
   void *slope = NULL;
