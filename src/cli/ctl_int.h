@@ -131,8 +131,10 @@ size_t vr__ctl_keep_missing(ctl *c, vr_worker_info *ws, size_t n, int *prev,
                             const vr_worker_left *left, size_t nleft, int64_t now);
 /* Events for who came, went or is kept, against c->w (under mu). */
 void vr__ctl_log_changes(ctl *c, const vr_worker_info *ws, size_t n, const int *prev);
-/* The listed workers' instances into got/ngot, all or none (VR_EIO: Redis
- * went away after the listing). Not under mu. */
+/* The listed workers' instances into got/ngot (the caller vr_frees each
+ * got[k]), all or none: every got[k] NULL on VR_EIO (Redis went away after
+ * the listing) or VR_ENOENT (a listed worker's lease ended since). Not
+ * under mu. */
 int vr__ctl_read_instances(ctl *c, const vr_worker_info *ws, size_t n, const int *prev,
                            vr_instance_info **got, size_t *ngot, vr_errbuf *err);
 /* Whether waiting waited_ns on Redis may have let a lease end (under mu). */

@@ -113,7 +113,11 @@ int vr__ctl_read_instances(ctl *c, const vr_worker_info *ws, size_t n, const int
     int r = vr_registry_instances(c->reg, ws[k].id, &got[k], &ngot[k], err);
     if (r == VR_EIO || r == VR_ENOENT) rc = r;
   }
-  for (size_t k = 0; rc && k < n; k++) vr_free(got[k]);
+  for (size_t k = 0; rc && k < n; k++) {
+    vr_free(got[k]); /* none: the caller frees what it got, whatever rc */
+    got[k] = NULL;
+    ngot[k] = 0;
+  }
   return rc;
 }
 

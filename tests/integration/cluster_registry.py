@@ -341,6 +341,40 @@ try:
           f"models placed again while instances could not be read: {s['loads']}")
     print("6. instances unreadable for 1 s: last state kept, nothing placed again")
 
+    # 7. A listed worker whose record is gone when its instances are read
+    # (its lease ended, or it deregistered, after the listing): the period
+    # is dropped. w9 sorts after w2, whose instance list the same period
+    # had already read; dropping the period freed that list twice (a
+    # use-after-free under ASan, a crash or worse without). The window
+    # between the listing and the reads is a few microseconds, unless
+    # VARIO_FAULT_REGISTRY_GAP_MS holds it open (integration_cluster_
+    # registry_gap, 1.2 s): then each round deletes w9 inside it with
+    # probability ~0.9 (a period is the gap plus ~0.1 s).
+    gap = int(os.environ.get("VARIO_FAULT_REGISTRY_GAP_MS", "0")) / 1000
+    for k in range(3):
+        check(redis_cmd(rport, "HSET vario:worker:w9 addr 127.0.0.1:1 cores 1 memory_bytes 0 "
+                        "meta {} registered_ms 1 heartbeat_ms 1 lease_ms 60000") == b":7\r\n",
+              "HSET w9")
+        # (0 when a listing has not yet dropped the last round's w9)
+        check(redis_cmd(rport, "SADD vario:workers w9") in (b":0\r\n", b":1\r\n"), "SADD w9")
+        t0 = time.time()
+        while time.time() - t0 < gap + 0.2:
+            rt = routes(fport).get("routes", {})
+            check("w2" in rt.get("m:fmnist_linear", []),
+                  f"front end's table with w9 coming and going: {rt}")
+            st, b, h = infer(fport)
+            check(st == 200, f"serving with w9 coming and going: {st} {b[:200]}")
+        redis_cmd(rport, "DEL vario:worker:w9")
+        time.sleep(gap + 0.3)
+        check(procs["ctl"].poll() is None,
+              f"the controller exited ({procs['ctl'].returncode}) when w9's record went "
+              "between its listing and its instance read")
+    wait(lambda: (s := state(cport2)) and [w["id"] for w in s["workers"]] == ["w2"],
+         "the controller to list w2 alone")
+    st, b, h = infer(fport)
+    check(st == 200, f"serving after w9 went: {st} {b[:200]}")
+    print("7. a listed worker gone before its instances were read: period dropped, no crash")
+
     for name in ("fe", "w2", "ctl"):
         procs[name].send_signal(signal.SIGTERM)
     for name in ("fe", "w2", "ctl"):
