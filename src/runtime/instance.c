@@ -344,6 +344,31 @@ static void fail_list(vr_rt_instance *in, vr_rt_request *list, int64_t now) {
   }
 }
 
+void vr__inst_reap(vr_rt_instance *in, vr__rt_later *later) {
+  pthread_mutex_lock(&in->mu);
+  /* An idle executor drops them itself; a running one after its batch,
+   * which normally ends within its profiled time (the simulator's
+   * timing), but not when it waits on a stuck shadow process (pair.c) */
+  int64_t now = vr_rt_now(in->rt);
+  vr_rt_request *list = NULL;
+  if (in->run_rows > 0) {
+    int64_t est = vr_batch_est_ns(&in->prof, in->run_rows);
+    int64_t over = now - in->run_since - est;
+    if (over > VR__RT_OVERRUN_NS && over > est) list = take_infeasible(in, now);
+  }
+  pthread_mutex_unlock(&in->mu);
+  /* settled (the message written) here, under the caller's rt->lock: in
+   * may be freed once it is released */
+  while (list) {
+    vr_rt_request *r = list;
+    list = r->next;
+    int64_t need = r->start_ns;
+    r->start_ns = 0;
+    vr__rt_fail_later(later, in->vs, in->rt, r, VR_EDEADLINE, VR_OUT_DROPPED, DROP_FMT,
+                      DROP_ARGS(in, r, now, need));
+  }
+}
+
 static void wait_until(vr_rt_instance *in, int64_t t) {
   if (t == INT64_MAX) {
     pthread_cond_wait(&in->cv, &in->mu);
@@ -456,10 +481,13 @@ static void *executor(void *arg) {
     if (in->state != VR_INST_DRAINING)
       in->state = in->queue_rows >= 2 * in->batch_cap
                       ? VR_INST_OVERLOADED : VR_INST_ACTIVE;
+    in->run_since = now; /* the reaper's cue (vr__inst_reap) */
+    in->run_rows = batch ? rows : 0;
     pthread_mutex_unlock(&in->mu);
     fail_list(in, dropped, now);
     if (batch) run_batch(in, batch, rows);
     pthread_mutex_lock(&in->mu);
+    in->run_rows = 0;
     __atomic_store_n(&in->busy_rows, 0, __ATOMIC_RELAXED);
   }
   pthread_mutex_unlock(&in->mu);
@@ -621,6 +649,7 @@ void vr_inst_destroy(vr_rt_instance *in) {
   if (!in->started) in->head = NULL, in->queue_len = 0;
   pthread_mutex_unlock(&in->mu);
   if (in->started) pthread_join(in->thread, NULL);
+  vr__rt_reaper_fence(in->rt); /* what it took from here is answered */
   while (orphans) { /* never started: nobody else will answer these */
     vr_rt_request *r = orphans;
     orphans = r->next;

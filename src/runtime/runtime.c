@@ -48,6 +48,11 @@ int vr_runtime_create(const vr_runtime_opts *o, vr_runtime **out,
   vr_map_init(&rt->models);
   vr_map_init(&rt->vstats);
   rt->next_id = 1;
+  int rc = vr__rt_reaper_start(rt, err);
+  if (rc) {
+    vr_runtime_free(rt);
+    return rc;
+  }
   *out = rt;
   return 0;
 }
@@ -63,6 +68,8 @@ static void model_free(vr_runtime *rt, vr_rt_model *m) {
 }
 
 void vr_rt_shutdown(vr_runtime *rt) {
+  /* first: no done() from the reaper once this returns */
+  vr__rt_reaper_stop(rt);
   pthread_mutex_lock(&rt->admin_mu);
   pthread_rwlock_wrlock(&rt->lock);
   rt->shutting_down = 1;
@@ -80,6 +87,7 @@ void vr_runtime_free(vr_runtime *rt) {
   if (!rt) return;
   vr_rt_shutdown(rt);
   vr_rt_vstats_free_all(rt);
+  vr__rt_reaper_fini(rt);
   pthread_rwlock_destroy(&rt->lock);
   pthread_mutex_destroy(&rt->admin_mu);
   pthread_mutex_destroy(&rt->stats_mu);

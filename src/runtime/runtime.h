@@ -12,8 +12,9 @@
  *    done() callback the runtime reads its inputs (caller memory, must stay
  *    valid) and writes its result fields; after done() it no longer touches
  *    it. done() runs exactly once for every submitted request — on an
- *    executor thread, or inside vr_rt_submit() when the request is rejected
- *    at once — and must be quick (hand the result to another thread). It
+ *    executor thread, on the runtime's reaper thread (a queued request
+ *    dropped while its executor is stuck in a batch), or inside vr_rt_submit()
+ *    when the request is rejected at once — and must be quick (hand the result to another thread). It
  *    never runs under the runtime's lock, so it may submit again and read
  *    stats; it should not load, unload or remove instances itself (those
  *    wait, under the runtime's admin lock, for an instance to drain, and a
@@ -162,7 +163,8 @@ typedef struct vr_runtime_opts {
   /* Time for arrivals, deadlines, batch decisions and the profile (NULL:
    * monotonic). A virtual clock is for tests that drive time themselves
    * through their backend; the executor's timed waits (max queue delay)
-   * still sleep on the monotonic clock, so use max_queue_delay_us 0. */
+   * still sleep on the monotonic clock, so use max_queue_delay_us 0. A
+   * runtime of a virtual clock has no reaper (runtime/reaper.c). */
   vr_clock *clock;
 } vr_runtime_opts;
 

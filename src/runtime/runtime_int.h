@@ -48,6 +48,8 @@ typedef struct vr_rt_instance {
   int queue_rows, busy_rows; /* stored atomically: vr_inst_load reads them
                                 without mu */
   int queue_len;       /* requests in the queue */
+  int64_t run_since;   /* the executor's batch started (rt clock)... */
+  int run_rows;        /* ...of this many rows; 0: idle */
   int batch_cap;       /* rows per batch now: 1..opts.max_batch (SET_BATCH) */
   int stopping;
   vr_rt_state state;
@@ -85,6 +87,13 @@ struct vr_runtime {
   int shutting_down;
   pthread_mutex_t stats_mu;
   vr_map vstats;     /* variant -> vr_rt_vstats* */
+  /* reaper.c: answers requests due for dropping that wait behind an
+   * overrunning batch. reap_mu guards reap_stop; reap_on: thread
+   * started; reap_pass_mu is held over each pass, answers included. */
+  pthread_t reap_th;
+  pthread_mutex_t reap_mu, reap_pass_mu;
+  pthread_cond_t reap_cv;
+  int reap_on, reap_stop;
 };
 
 static inline int64_t vr_rt_now(vr_runtime *rt) {
@@ -131,6 +140,29 @@ void vr_inst_enqueue_many(vr_rt_instance *in, vr_rt_request **reqs, int n, vr__r
 /* Stops accepting, serves what is queued, joins, frees. */
 void vr_inst_destroy(vr_rt_instance *in);
 int vr_inst_load(vr_rt_instance *in); /* queue + busy rows (racy read) */
+/* While in's executor runs a batch that has overrun its profiled time by
+ * VR__RT_OVERRUN_NS and by as much again (a paired run waiting on a stuck
+ * shadow process, seconds): unlinks the queued requests due for dropping
+ * (policy/drop.h), counts them and settles them on *later, so that they
+ * are answered when they become due, not when the batch ends. The rule is
+ * the one the executor applies when the batch ends; only the time of the
+ * answer changes, and only for a batch the simulator never has (its
+ * batches take their profiled time). Call with rt->lock held (read). */
+#define VR__RT_OVERRUN_NS (50 * 1000000LL)
+void vr__inst_reap(vr_rt_instance *in, vr__rt_later *later);
+
+/* reaper.c: a thread that calls vr__inst_reap on every listed instance
+ * each VR__RT_REAP_NS, on a runtime of the monotonic clock (a virtual
+ * clock's test drives time itself). start: 0 or VR_EIO; stop joins the
+ * thread (no done() from it after) and may be called again; fence returns
+ * once no pass that may have seen an instance already unlisted is left
+ * (vr_inst_destroy: the requests it took are answered before the
+ * instance's removal returns); fini after stop. */
+#define VR__RT_REAP_NS (5 * 1000000LL)
+int vr__rt_reaper_start(vr_runtime *rt, vr_errbuf *err);
+void vr__rt_reaper_stop(vr_runtime *rt);
+void vr__rt_reaper_fence(vr_runtime *rt);
+void vr__rt_reaper_fini(vr_runtime *rt);
 void vr_inst_stats(vr_rt_instance *in, vr_rt_instance_stats *s);
 void vr_inst_set_batch_cap(vr_rt_instance *in, int cap);
 int vr_inst_pair(vr_rt_instance *in, const vr_rt_shadow_opts *o, double *load_ms,

@@ -17,6 +17,10 @@ its rows itself (runtime/pair.c) and releases it. Checks:
     their batch's execution time (vr_rt_request.batch_ns). Before that
     fix the stuck batch's query came back 200 after ~2 s;
   - at least one 504 is that answer-time drop ("the answer was ready");
+  - the queries queued behind the stuck batch are answered 504 "the
+    deadline cannot be met" when they become due (runtime/reaper.c), not
+    when the batch ends ~2 s later: no answer but the stuck batch's own
+    comes later than the SLO plus the allowance;
   - the server logs the shadow's failure, the body has no shadow after,
     the shadow process is gone, and the model serves normally again.
 usage: asyfunc_stuck_shadow.py VARIO SOURCE_DIR [--model ONNX] [--keep]
@@ -160,6 +164,9 @@ try:
           "every query during the stop is answered, 200 or 504")
     late = [ms for st, ms, _ in out if st == 200 and ms > LATE_MS]
     check(not late, f"no 200 later than {LATE_MS} ms for a {SLO_MS}-ms SLO (late: {late})")
+    queued_late = [ms for st, ms, b in out if ms > LATE_MS and b"the answer was ready" not in b]
+    check(not queued_late, f"no query queued behind the stuck batch answered later than "
+          f"{LATE_MS} ms (late: {queued_late})")
     answer_drops = [b for st, _, b in out if st == 504 and b"the answer was ready" in b]
     check(len(answer_drops) >= 1,
           "the stuck batch's query is dropped at answer time (504 \"the answer was ready\")")

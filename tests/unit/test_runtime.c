@@ -867,15 +867,33 @@ static void test_rt_stuck_shadow(void **st) {
   set_input(&r, &x, 1, 1);
   r.timeout_ns = 100 * 1000000LL;
   assert_int_equal(vr_rt_submit_to(rt, id, &r), 0);
-  wait_done(1);
+  /* q, queued behind the stuck batch with a 50-ms deadline, is dropped
+   * when it becomes due (the reaper), not when the batch ends 250 ms
+   * after that */
+  vr_rt_instance_stats is;
+  do {
+    usleep(100);
+    assert_true(stats_of_id(rt, id, &is));
+  } while (is.busy_rows == 0);
+  vr_rt_request q;
+  float xq = 2;
+  set_input(&q, &xq, 1, 1);
+  q.timeout_ns = 50 * 1000000LL;
+  assert_int_equal(vr_rt_submit_to(rt, id, &q), 0);
+  wait_done(2);
   __atomic_store_n(&g_stuck_us, 0, __ATOMIC_RELAXED);
+  assert_int_equal(q.status, VR_EDEADLINE);
+  assert_int_equal(q.outcome, VR_OUT_DROPPED);
+  if (q.end_ns >= r.end_ns - 100 * 1000000LL)
+    fail_msg("q answered %.1f ms after its deadline, %.1f ms before the stuck batch ended",
+             (double)(q.end_ns - q.deadline_ns) / 1e6, (double)(r.end_ns - q.end_ns) / 1e6);
+  vr_rt_request_clear(&q);
   assert_int_equal(r.status, 0); /* the runtime served it; the answer is judged later */
   int64_t took = r.end_ns - r.start_ns;
   assert_true(took >= 300 * 1000000LL);
   assert_true(r.batch_ns > 0 && r.batch_ns < took - 250 * 1000000LL);
   assert_true(vr_drop_answer_due(r.end_ns, r.deadline_ns, r.batch_ns));
   assert_false(vr_drop_answer_due(r.end_ns, r.deadline_ns, took)); /* what it was judged by */
-  vr_rt_instance_stats is;
   assert_true(stats_of_id(rt, id, &is));
   assert_int_equal(is.shadow_threads, 0); /* released after failing */
   vr_rt_request_clear(&r);
