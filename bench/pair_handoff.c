@@ -105,7 +105,7 @@ int main(int argc, char **argv) {
       for (int c = 0; c < 2; c++) {
         vr_pair_set_copy_handoff(p, c);
         int64_t t0 = vr_now_ns();
-        if (vr_pair_run(p, batch, sh ? batch / 2 : 0, &in, 1, out, 8, NULL, &e)) {
+        if (vr_pair_run(p, batch, sh ? batch / 2 : 0, 0, &in, 1, out, 8, NULL, &e)) {
           fprintf(stderr, "%s\n", e.msg);
           return 1;
         }

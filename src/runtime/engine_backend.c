@@ -188,7 +188,7 @@ static int e_run(void *self, void *sess, int batch, const vr_tensor *in,
                  int n_in, vr_tensor *out, int n_out, vr_errbuf *err) {
   (void)self;
   e_sess *es = sess;
-  if (es->p) return vr_pair_run(es->p, batch, 0, in, n_in, out, n_out, NULL, err);
+  if (es->p) return vr_pair_run(es->p, batch, 0, 0, in, n_in, out, n_out, NULL, err);
   return vr_session_run(es->s, batch, in, n_in, out, n_out, err);
 }
 
@@ -214,16 +214,16 @@ static void e_shadow_release(void *self, void *sess) {
   if (es->p) vr_pair_release(es->p);
 }
 
-static int e_run_paired(void *self, void *sess, int batch, int bs, const vr_tensor *in,
-                        int n_in, vr_tensor *out, int n_out, int *shadow_rows,
-                        vr_errbuf *err) {
+static int e_run_paired(void *self, void *sess, int batch, int bs, int64_t give_up_ns,
+                        const vr_tensor *in, int n_in, vr_tensor *out, int n_out,
+                        int *shadow_rows, vr_errbuf *err) {
   (void)self;
   e_sess *es = sess;
   if (!es->p) {
     if (shadow_rows) *shadow_rows = 0;
     return vr_session_run(es->s, batch, in, n_in, out, n_out, err);
   }
-  return vr_pair_run(es->p, batch, bs, in, n_in, out, n_out, shadow_rows, err);
+  return vr_pair_run(es->p, batch, bs, give_up_ns, in, n_in, out, n_out, shadow_rows, err);
 }
 
 static const vr_rt_backend k_engine = {e_model_open,    e_model_close,    e_session_open,

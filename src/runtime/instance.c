@@ -536,6 +536,27 @@ static int check_outputs(const vr_tensor *out, int n_out, int rows,
   return 0;
 }
 
+/* When a paired run stops waiting for its shadow and runs the shadow's
+ * rows itself (run_paired's give_up_ns): once the batch's last deadline,
+ * less the batch's own time, has passed, no answer of the batch can be on
+ * time by waiting longer; but never before the batch has overrun its time
+ * as the reaper counts it (vr__inst_reap), so that a shadow that is only
+ * a little slow is not taken for stuck. 0 (the backend's bound, 2 s) for a
+ * batch with a request without deadline, or on a virtual clock (the
+ * backend waits on the real one). Under mu. */
+static int64_t shadow_give_up(vr_rt_instance *in, const vr_rt_request *list, int rows,
+                              int64_t t0) {
+  if (in->rt->opts.clock != vr_clock_monotonic()) return 0;
+  int64_t last = 0;
+  for (const vr_rt_request *r = list; r; r = r->next) {
+    if (r->deadline_ns == VR_NO_DEADLINE) return 0;
+    if (r->deadline_ns > last) last = r->deadline_ns;
+  }
+  int64_t est = vr_batch_est_ns(&in->prof, rows);
+  int64_t floor = t0 + est + (est > VR__RT_OVERRUN_NS ? est : VR__RT_OVERRUN_NS);
+  return last - est > floor ? last - est : floor;
+}
+
 static void run_batch(vr_rt_instance *in, vr_rt_request *list, int rows) {
   const vr_model_config *c = &in->model->cfg;
   const vr_rt_backend *be = in->rt->be;
@@ -557,13 +578,14 @@ static void run_batch(vr_rt_instance *in, vr_rt_request *list, int rows) {
     inputs = tin;
   }
   vr_errbuf err = {0};
+  int64_t t0 = vr_rt_now(in->rt);
   pthread_mutex_lock(&in->mu);
   int bs = in->shadow_threads > 0 ? in->split[rows] : 0;
+  int64_t give_up = bs > 0 ? shadow_give_up(in, list, rows, t0) : 0;
   pthread_mutex_unlock(&in->mu);
-  int64_t t0 = vr_rt_now(in->rt);
   int rc, srows = 0;
   if (bs > 0) /* a paired run: the shadow takes bs rows of the range */
-    rc = be->run_paired(be->self, in->sess, rows, bs, inputs, c->n_inputs, tout,
+    rc = be->run_paired(be->self, in->sess, rows, bs, give_up, inputs, c->n_inputs, tout,
                         VR_RT_MAX_IO, &srows, &err);
   else
     rc = be->run(be->self, in->sess, rows, inputs, c->n_inputs, tout, VR_RT_MAX_IO, &err);

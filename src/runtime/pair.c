@@ -21,9 +21,10 @@
 
 extern char **environ;
 
-/* How long a paired run waits for a shadow process before it re-runs the
- * rows on the body: far above any block's latency, so it only fires on a
- * stuck process. */
+/* How long a paired run waits at most for a shadow process before it
+ * re-runs the rows on the body (the caller may give up sooner: its
+ * batch's deadlines): far above any block's latency, so it only fires on
+ * a stuck process. */
 #define SHADOW_PROC_TIMEOUT_NS (2000 * 1000000LL)
 
 typedef struct shadow {
@@ -416,12 +417,21 @@ static int check_reply(vr_pair *p, const vr_tensor *os, int bs, vr_errbuf *err) 
   return 0;
 }
 
+/* How long to wait for a shadow process's reply, from now: until give_up
+ * (0: none), at most SHADOW_PROC_TIMEOUT_NS; at least a millisecond, so
+ * that a batch that started late still gives its shadow a chance. */
+static int64_t shadow_wait_ns(int64_t give_up) {
+  if (!give_up) return SHADOW_PROC_TIMEOUT_NS;
+  int64_t left = give_up - vr_now_ns();
+  return left < 1000000 ? 1000000 : left > SHADOW_PROC_TIMEOUT_NS ? SHADOW_PROC_TIMEOUT_NS : left;
+}
+
 /* The parallel range with rows split: body rows [0, bb) here, the rest on
  * the shadow at the same time; merged into p->merge in row order. A
  * shadow process that fails (died, stuck) is dropped and its rows are
  * re-run here, so the batch still completes. */
-static int run_split(vr_pair *p, const vr_tensor *x, int own, int batch, int bs, vr_tensor *y,
-                     vr_errbuf *err) {
+static int run_split(vr_pair *p, const vr_tensor *x, int own, int batch, int bs,
+                     int64_t give_up, vr_tensor *y, vr_errbuf *err) {
   shadow *s = p->sh;
   int bb = batch - bs, rc = 0;
   vr_tensor xs = rows_of(x, batch, bb, bs);
@@ -447,7 +457,7 @@ static int run_split(vr_pair *p, const vr_tensor *x, int own, int batch, int bs,
   int src = 0;
   vr_errbuf serr = {0};
   if (s->chan) {
-    src = prc ? prc : vr_shm_chan_wait(s->chan, &os, SHADOW_PROC_TIMEOUT_NS, &serr);
+    src = prc ? prc : vr_shm_chan_wait(s->chan, &os, shadow_wait_ns(give_up), &serr);
     if (!src) src = check_reply(p, &os, bs, &serr);
   } else {
     pthread_mutex_lock(&s->mu);
@@ -487,8 +497,8 @@ static int run_split(vr_pair *p, const vr_tensor *x, int own, int batch, int bs,
   return 0;
 }
 
-int vr_pair_run(vr_pair *p, int batch, int bs, const vr_tensor *in, int nin, vr_tensor *out,
-                int nout, int *shadow_rows, vr_errbuf *err) {
+int vr_pair_run(vr_pair *p, int batch, int bs, int64_t give_up_ns, const vr_tensor *in, int nin,
+                vr_tensor *out, int nout, int *shadow_rows, vr_errbuf *err) {
   if (batch < 1 || batch > p->max_batch || bs < 0 || bs > batch)
     return vr_errf(err, VR_ERANGE, "batch %d / shadow rows %d outside 1..%d", batch, bs,
                    p->max_batch);
@@ -508,7 +518,7 @@ int vr_pair_run(vr_pair *p, int batch, int bs, const vr_tensor *in, int nin, vr_
   }
   /* x is pre's output: the next session may read it in place */
   int own = p->pre != NULL && !p->copy_handoff;
-  if (!rc && bs > 0) rc = run_split(p, &x, own, batch, bs, &y, err);
+  if (!rc && bs > 0) rc = run_split(p, &x, own, batch, bs, give_up_ns, &y, err);
   else if (!rc) rc = run_par(p->par, own, batch, &x, &y, err);
   if (p->sh && p->sh->failed) { /* no more runs on a broken shadow, whatever the body did */
     shadow_free(p->sh);

@@ -70,8 +70,10 @@ int64_t vr_pair_body_bytes(const vr_pair *p);
  * (bs = 0, or no shadow: the body alone). Outputs as vr_session_run's,
  * valid until the next run. *shadow_rows (may be NULL) gets the rows the
  * shadow actually ran, or -1 when its process failed: the body ran them
- * and the shadow is gone (the pair has none from now on). */
-int vr_pair_run(vr_pair *p, int batch, int bs, const vr_tensor *in, int nin, vr_tensor *out,
-                int nout, int *shadow_rows, vr_errbuf *err);
+ * and the shadow is gone (the pair has none from now on). A shadow process
+ * is waited for until give_up_ns (vr_now_ns; 0: 2 s), at most 2 s: one
+ * that has not answered by then failed. */
+int vr_pair_run(vr_pair *p, int batch, int bs, int64_t give_up_ns, const vr_tensor *in, int nin,
+                vr_tensor *out, int nout, int *shadow_rows, vr_errbuf *err);
 
 #endif

@@ -134,14 +134,17 @@ typedef struct vr_rt_backend {
    * a `vario shadow` process over shared memory), shadow_release drops it
    * after a run in flight, run_paired sends bs of the batch's rows through
    * it (*shadow_rows: how many it did run; 0 without a shadow; -1 when the
-   * shadow failed, the body ran its rows and has no shadow now). Attach and
-   * release may be called while the executor runs the session. */
+   * shadow failed, the body ran its rows and has no shadow now). give_up_ns
+   * (monotonic, vr_now_ns; 0: the backend's own bound) is when to stop
+   * waiting for the shadow and run its rows on the body: a wait past it
+   * only makes every answer of the batch late. Attach and release may be
+   * called while the executor runs the session. */
   int (*body_open)(void *self, void *model, vr_precision prec, int threads,
                    int max_batch, int pb, int pe, void **sess, vr_errbuf *err);
   int (*shadow_attach)(void *self, void *sess, int threads, int process,
                        double *load_ms, vr_errbuf *err);
   void (*shadow_release)(void *self, void *sess);
-  int (*run_paired)(void *self, void *sess, int batch, int bs,
+  int (*run_paired)(void *self, void *sess, int batch, int bs, int64_t give_up_ns,
                     const vr_tensor *in, int n_in, vr_tensor *out, int n_out,
                     int *shadow_rows, vr_errbuf *err);
 } vr_rt_backend;

@@ -7,20 +7,19 @@ gives it every row; --af-kappa 0 and an hour-long control period keep the
 policy from pairing or releasing shadows itself), then the shadow is
 stopped (SIGSTOP) while queries with a 300 ms latency SLO arrive.
 
-The body waits for the stopped shadow up to its 2-s timeout, then re-runs
-its rows itself (runtime/pair.c) and releases it. Checks:
+The body waits for the stopped shadow until its batch's last deadline
+less the batch's time (at most 2 s), then re-runs its rows itself
+(runtime/pair.c) and releases it. Checks:
   - the paired run works before the stop (vario_paired_batches_total);
-  - during the stop every query is answered 200 within its SLO plus a
-    generous allowance, or 504 "dropped": none is served ~2 s late. The
-    stuck batch's own queries are the ones the answer-time check
-    (policy/drop.h vr_drop_answer_due) must catch: the 2-s wait is not
-    their batch's execution time (vr_rt_request.batch_ns). Before that
-    fix the stuck batch's query came back 200 after ~2 s;
-  - at least one 504 is that answer-time drop ("the answer was ready");
-  - the queries queued behind the stuck batch are answered 504 "the
-    deadline cannot be met" when they become due (runtime/reaper.c), not
-    when the batch ends ~2 s later: no answer but the stuck batch's own
-    comes later than the SLO plus the allowance;
+  - during the stop every query is answered 200 or 504 "dropped" within
+    its SLO plus a generous allowance: none ~2 s late. Three rules make
+    that: the stuck batch gives up on its shadow at its deadlines
+    (instance.c shadow_give_up; it waited the whole 2 s before); what is
+    queued behind it is dropped when it becomes due (runtime/reaper.c; it
+    was answered when the batch ended); and the stuck batch's own answers,
+    if later than their deadline plus the batch's time, are dropped at
+    answer time (policy/drop.h vr_drop_answer_due: the wait is not the
+    batch's execution time, vr_rt_request.batch_ns), not served late;
   - the server logs the shadow's failure, the body has no shadow after,
     the shadow process is gone, and the model serves normally again.
 usage: asyfunc_stuck_shadow.py VARIO SOURCE_DIR [--model ONNX] [--keep]
@@ -162,16 +161,14 @@ try:
         print(f"   {st} after {ms:.0f} ms {b[:150] if st != 200 else b''}")
     check(len(out) == 6 and all(st in (200, 504) for st, _, _ in out),
           "every query during the stop is answered, 200 or 504")
-    late = [ms for st, ms, _ in out if st == 200 and ms > LATE_MS]
-    check(not late, f"no 200 later than {LATE_MS} ms for a {SLO_MS}-ms SLO (late: {late})")
-    queued_late = [ms for st, ms, b in out if ms > LATE_MS and b"the answer was ready" not in b]
-    check(not queued_late, f"no query queued behind the stuck batch answered later than "
-          f"{LATE_MS} ms (late: {queued_late})")
-    answer_drops = [b for st, _, b in out if st == 504 and b"the answer was ready" in b]
-    check(len(answer_drops) >= 1,
-          "the stuck batch's query is dropped at answer time (504 \"the answer was ready\")")
-    check(metric(port, "vario_app_late_beyond_batch_total", 'cause="answer"') >= 1,
-          "vario_app_late_beyond_batch_total{cause=\"answer\"} counts it")
+    late = [(st, round(ms)) for st, ms, _ in out if ms > LATE_MS]
+    check(not late, f"no answer later than {LATE_MS} ms for a {SLO_MS}-ms SLO (late: {late})")
+    # a 200 is within its deadline plus its batch's time, or it is a 504
+    # (answer time); those counted as such
+    drops = sum(st == 504 and b"the answer was ready" in b for st, _, b in out)
+    check(metric(port, "vario_app_late_beyond_batch_total", 'cause="answer"') >= drops,
+          f"vario_app_late_beyond_batch_total{{cause=\"answer\"}} counts the {drops} "
+          "answer-time drops")
     with open(os.path.join(TMP, "serve.log")) as f:
         log = f.read()
     check("shadow did not answer in time" in log, "the server logged the stuck shadow")

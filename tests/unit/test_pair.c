@@ -19,7 +19,7 @@ static void check_split(pair_fx *f, int pb, int pe) {
   vr_tensor in = tensor_of("input", &f->in), out[2];
   int rows;
   /* no shadow yet: the body alone, whatever bs asks */
-  assert_int_equal(vr_pair_run(p, f->batch, 1, &in, 1, out, 2, &rows, &e), 0);
+  assert_int_equal(vr_pair_run(p, f->batch, 1, 0, &in, 1, out, 2, &rows, &e), 0);
   assert_int_equal(rows, 0);
   assert_memory_equal(out[0].data, f->ref, f->ref_bytes);
   double ms = -1;
@@ -27,7 +27,7 @@ static void check_split(pair_fx *f, int pb, int pe) {
   assert_true(ms >= 0 && vr_pair_has_shadow(p));
   assert_true(vr_pair_shadow_bytes(p) > 0 && vr_pair_shadow_bytes(p) < vr_pair_body_bytes(p));
   for (int bs = 0; bs <= f->batch; bs++) {
-    if (vr_pair_run(p, f->batch, bs, &in, 1, out, 2, &rows, &e)) fail_msg("bs=%d: %s", bs, e.msg);
+    if (vr_pair_run(p, f->batch, bs, 0, &in, 1, out, 2, &rows, &e)) fail_msg("bs=%d: %s", bs, e.msg);
     assert_int_equal(rows, bs);
     if (memcmp(out[0].data, f->ref, f->ref_bytes))
       fail_msg("[%d,%d) b_B=%d b_S=%d: differs from the unpaired model", pb, pe, f->batch - bs, bs);
@@ -35,13 +35,13 @@ static void check_split(pair_fx *f, int pb, int pe) {
   /* the old hand-off (a copy into each next session) computes the same */
   vr_pair_set_copy_handoff(p, 1);
   for (int bs = 0; bs <= f->batch; bs++) {
-    assert_int_equal(vr_pair_run(p, f->batch, bs, &in, 1, out, 2, &rows, &e), 0);
+    assert_int_equal(vr_pair_run(p, f->batch, bs, 0, &in, 1, out, 2, &rows, &e), 0);
     assert_memory_equal(out[0].data, f->ref, f->ref_bytes);
   }
   vr_pair_set_copy_handoff(p, 0);
   vr_pair_release(p);
   assert_false(vr_pair_has_shadow(p));
-  assert_int_equal(vr_pair_run(p, f->batch, 2, &in, 1, out, 2, &rows, &e), 0);
+  assert_int_equal(vr_pair_run(p, f->batch, 2, 0, &in, 1, out, 2, &rows, &e), 0);
   assert_int_equal(rows, 0);
   assert_memory_equal(out[0].data, f->ref, f->ref_bytes);
   vr_pair_free(p);
@@ -83,7 +83,7 @@ static void *run_loop(void *arg) {
   for (int i = 0; i < r->runs || !__atomic_load_n(&r->stop, __ATOMIC_ACQUIRE); i++) {
     r->done++;
     int rows;
-    if (vr_pair_run(r->p, r->f->batch, 1 + i % (r->f->batch), &in, 1, out, 2, &rows, &e)) continue;
+    if (vr_pair_run(r->p, r->f->batch, 1 + i % (r->f->batch), 0, &in, 1, out, 2, &rows, &e)) continue;
     r->ok++;
     __atomic_add_fetch(&r->paired, rows > 0, __ATOMIC_RELEASE);
     r->bad += memcmp(out[0].data, r->f->ref, r->f->ref_bytes) != 0;

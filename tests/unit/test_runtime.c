@@ -817,9 +817,13 @@ static void stuck_release(void *self, void *sess) {
   (void)self;
   (void)sess;
 }
-static int stuck_run_paired(void *self, void *sess, int batch, int bs, const vr_tensor *in,
-                            int n_in, vr_tensor *out, int n_out, int *shadow_rows,
-                            vr_errbuf *err) {
+static int64_t g_give_up; /* what the last paired run was given */
+static int stuck_run_paired(void *self, void *sess, int batch, int bs, int64_t give_up,
+                            const vr_tensor *in, int n_in, vr_tensor *out, int n_out,
+                            int *shadow_rows, vr_errbuf *err) {
+  /* stuck past give_up too: a backend whose wait overran (test_shm_pair
+   * checks that the engine's keeps it) */
+  __atomic_store_n(&g_give_up, give_up, __ATOMIC_RELAXED);
   long us = __atomic_load_n(&g_stuck_us, __ATOMIC_RELAXED);
   if (us) usleep((useconds_t)us);
   *shadow_rows = us ? -1 : bs;
@@ -860,6 +864,11 @@ static void test_rt_stuck_shadow(void **st) {
   wait_done(1);
   assert_int_equal(r.status, 0);
   assert_int_equal(r.batch_ns, r.end_ns - r.start_ns);
+  /* the shadow is waited for until the deadline less the batch's time,
+   * here well past the 50-ms overrun floor */
+  int64_t gu = __atomic_load_n(&g_give_up, __ATOMIC_RELAXED);
+  if (gu > r.deadline_ns || gu < r.deadline_ns - 20 * 1000000LL)
+    fail_msg("give-up %.1f ms from the deadline", (double)(gu - r.deadline_ns) / 1e6);
   vr_rt_request_clear(&r);
   /* stuck for 300 ms against a 100-ms deadline and a 2-ms batch */
   __atomic_store_n(&g_stuck_us, 300 * 1000L, __ATOMIC_RELAXED);

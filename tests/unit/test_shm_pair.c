@@ -130,20 +130,36 @@ static void process_shadow_with(const char *exe, int file) {
   int rows;
   for (int rep = 0; rep < 2; rep++)
     for (int bs = 0; bs <= f.batch; bs++) {
-      if (vr_pair_run(p, f.batch, bs, &in, 1, out, 2, &rows, &e)) fail_msg("bs=%d: %s", bs, e.msg);
+      if (vr_pair_run(p, f.batch, bs, 0, &in, 1, out, 2, &rows, &e)) fail_msg("bs=%d: %s", bs, e.msg);
       assert_int_equal(rows, bs);
       if (memcmp(out[0].data, f.ref, f.ref_bytes))
         fail_msg("b_S=%d: the process shadow's rows differ from the unpaired model", bs);
     }
+  /* the shadow process stops: a run told to give up on it 100 ms from now
+   * does so (not after the 2-s bound), and answers right from the body */
+  kill(pid, SIGSTOP);
+  int64_t t0 = vr_now_ns();
+  if (vr_pair_run(p, f.batch, f.batch / 2, t0 + 100 * 1000000LL, &in, 1, out, 2, &rows, &e))
+    fail_msg("%s", e.msg);
+  int64_t waited = vr_now_ns() - t0;
+  if (waited < 100 * 1000000LL || waited > 1000 * 1000000LL)
+    fail_msg("a stopped shadow held the run %.1f ms, given up on at 100", (double)waited / 1e6);
+  assert_memory_equal(out[0].data, f.ref, f.ref_bytes);
+  assert_int_equal(rows, -1);
+  assert_false(vr_pair_has_shadow(p));
+  assert_int_equal(kill(pid, 0), -1); /* killed and reaped, stopped as it was */
+  if (vr_pair_attach_process(p, exe, file ? f.path : NULL, 1, 30000000000LL, NULL, &e))
+    fail_msg("%s", e.msg);
+  pid = vr_pair_shadow_pid(p);
   /* the shadow process dies: the next paired run still answers, right,
    * and the dead shadow is released */
   kill(pid, SIGKILL);
   usleep(50000);
-  if (vr_pair_run(p, f.batch, f.batch / 2, &in, 1, out, 2, &rows, &e)) fail_msg("%s", e.msg);
+  if (vr_pair_run(p, f.batch, f.batch / 2, 0, &in, 1, out, 2, &rows, &e)) fail_msg("%s", e.msg);
   assert_memory_equal(out[0].data, f.ref, f.ref_bytes);
   assert_int_equal(rows, -1); /* the body ran them; the runtime drops the shadow */
   assert_false(vr_pair_has_shadow(p));
-  assert_int_equal(vr_pair_run(p, f.batch, 1, &in, 1, out, 2, &rows, &e), 0);
+  assert_int_equal(vr_pair_run(p, f.batch, 1, 0, &in, 1, out, 2, &rows, &e), 0);
   assert_int_equal(rows, 0);
   assert_memory_equal(out[0].data, f.ref, f.ref_bytes);
   /* attach again, release cleanly: the process exits */
