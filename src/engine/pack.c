@@ -68,10 +68,11 @@ static void put_val(wbuf *w, const vr_val *v) {
   put_i32(w, v->is_input);
   put_i32(w, v->is_output);
   put_i32(w, v->dyn_batch);
-  int64_t cnt = vr_numel(v->ndim, v->shape);
-  size_t bytes = (size_t)cnt * vr_dtype_size(v->dtype);
-  put_bytes(w, v->kind == VR_VAL_RUNTIME ? NULL : v->data, bytes);
-  put_bytes(w, v->kind == VR_VAL_AFFINE ? v->slope : NULL, (size_t)cnt * sizeof(int64_t));
+  /* a runtime value has no data: its shape sizes nothing here (and may be
+   * anything in fuzz_modelpack's mutants) */
+  size_t cnt = v->kind == VR_VAL_RUNTIME ? 0 : (size_t)vr_numel(v->ndim, v->shape);
+  put_bytes(w, v->kind == VR_VAL_RUNTIME ? NULL : v->data, cnt * vr_dtype_size(v->dtype));
+  put_bytes(w, v->kind == VR_VAL_AFFINE ? v->slope : NULL, cnt * sizeof(int64_t));
 }
 
 static void put_attr(wbuf *w, const vr_attr *a) {
