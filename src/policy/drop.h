@@ -38,6 +38,32 @@ static inline int vr_drop_answer_due(int64_t answered, int64_t deadline,
   return deadline != VR_NO_DEADLINE && answered - deadline > batch_ns;
 }
 
+/* A batch stuck past its time: one that has run for est (its profiled
+ * time) plus VR_DROP_OVERRUN_NS and plus est again. Only a batch waiting
+ * on something outside it (a stopped shadow process) gets there; the
+ * simulator's batches take their profiled time and never do. While a
+ * batch is stuck, what waits behind it is dropped when it becomes due
+ * (vr_drop_due; live: runtime/reaper.c), not when the batch ends. */
+#define VR_DROP_OVERRUN_NS (50 * 1000000LL)
+static inline int64_t vr_drop_stuck_after(int64_t est) {
+  return est + (est > VR_DROP_OVERRUN_NS ? est : VR_DROP_OVERRUN_NS);
+}
+static inline int vr_drop_batch_stuck(int64_t now, int64_t started, int64_t est) {
+  return now - started > vr_drop_stuck_after(est);
+}
+
+/* When a batch stops waiting for a helper that runs part of it (a shadow
+ * process) and does that part itself: once its last deadline less its
+ * own time est has passed, waiting longer only makes every answer late;
+ * but never before the batch is stuck (above), so that a helper only a
+ * little slow is not given up on. last_deadline VR_NO_DEADLINE (a request
+ * without one): 0, no bound of the rule's. */
+static inline int64_t vr_drop_give_up_at(int64_t started, int64_t est, int64_t last_deadline) {
+  if (last_deadline == VR_NO_DEADLINE) return 0;
+  int64_t floor = started + vr_drop_stuck_after(est);
+  return last_deadline - est > floor ? last_deadline - est : floor;
+}
+
 typedef enum {
   VR_DROP_DROPPED = 1, /* answer it now as dropped (deadline) */
   VR_DROP_REROUTED,    /* the hook took it; the caller forgets it */

@@ -351,11 +351,9 @@ void vr__inst_reap(vr_rt_instance *in, vr__rt_later *later) {
    * timing), but not when it waits on a stuck shadow process (pair.c) */
   int64_t now = vr_rt_now(in->rt);
   vr_rt_request *list = NULL;
-  if (in->run_rows > 0) {
-    int64_t est = vr_batch_est_ns(&in->prof, in->run_rows);
-    int64_t over = now - in->run_since - est;
-    if (over > VR__RT_OVERRUN_NS && over > est) list = take_infeasible(in, now);
-  }
+  if (in->run_rows > 0 &&
+      vr_drop_batch_stuck(now, in->run_since, vr_batch_est_ns(&in->prof, in->run_rows)))
+    list = take_infeasible(in, now);
   pthread_mutex_unlock(&in->mu);
   /* settled (the message written) here, under the caller's rt->lock: in
    * may be freed once it is released */
@@ -537,24 +535,16 @@ static int check_outputs(const vr_tensor *out, int n_out, int rows,
 }
 
 /* When a paired run stops waiting for its shadow and runs the shadow's
- * rows itself (run_paired's give_up_ns): once the batch's last deadline,
- * less the batch's own time, has passed, no answer of the batch can be on
- * time by waiting longer; but never before the batch has overrun its time
- * as the reaper counts it (vr__inst_reap), so that a shadow that is only
- * a little slow is not taken for stuck. 0 (the backend's bound, 2 s) for a
- * batch with a request without deadline, or on a virtual clock (the
- * backend waits on the real one). Under mu. */
+ * rows itself (run_paired's give_up_ns): the rule of policy/drop.h over
+ * the batch's last deadline. 0 (the backend's bound, 2 s) on a virtual
+ * clock (the backend waits on the real one). Under mu. */
 static int64_t shadow_give_up(vr_rt_instance *in, const vr_rt_request *list, int rows,
                               int64_t t0) {
   if (in->rt->opts.clock != vr_clock_monotonic()) return 0;
   int64_t last = 0;
-  for (const vr_rt_request *r = list; r; r = r->next) {
-    if (r->deadline_ns == VR_NO_DEADLINE) return 0;
+  for (const vr_rt_request *r = list; r; r = r->next)
     if (r->deadline_ns > last) last = r->deadline_ns;
-  }
-  int64_t est = vr_batch_est_ns(&in->prof, rows);
-  int64_t floor = t0 + est + (est > VR__RT_OVERRUN_NS ? est : VR__RT_OVERRUN_NS);
-  return last - est > floor ? last - est : floor;
+  return vr_drop_give_up_at(t0, vr_batch_est_ns(&in->prof, rows), last);
 }
 
 static void run_batch(vr_rt_instance *in, vr_rt_request *list, int rows) {

@@ -140,15 +140,14 @@ void vr_inst_enqueue_many(vr_rt_instance *in, vr_rt_request **reqs, int n, vr__r
 /* Stops accepting, serves what is queued, joins, frees. */
 void vr_inst_destroy(vr_rt_instance *in);
 int vr_inst_load(vr_rt_instance *in); /* queue + busy rows (racy read) */
-/* While in's executor runs a batch that has overrun its profiled time by
- * VR__RT_OVERRUN_NS and by as much again (a paired run waiting on a stuck
- * shadow process, seconds): unlinks the queued requests due for dropping
- * (policy/drop.h), counts them and settles them on *later, so that they
- * are answered when they become due, not when the batch ends. The rule is
- * the one the executor applies when the batch ends; only the time of the
- * answer changes, and only for a batch the simulator never has (its
- * batches take their profiled time). Call with rt->lock held (read). */
-#define VR__RT_OVERRUN_NS (50 * 1000000LL)
+/* While in's executor is stuck in a batch (policy/drop.h
+ * vr_drop_batch_stuck: a paired run waiting on a stopped shadow process):
+ * unlinks the queued requests due for dropping (vr_drop_due), counts them
+ * and settles them on *later, so that they are answered when they become
+ * due, not when the batch ends. The rule is the one the executor applies
+ * when the batch ends; only the time of the answer changes, and only for
+ * a batch the simulator never has (its batches take their profiled
+ * time). Call with rt->lock held (read). */
 void vr__inst_reap(vr_rt_instance *in, vr__rt_later *later);
 
 /* reaper.c: a thread that calls vr__inst_reap on every listed instance

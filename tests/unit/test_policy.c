@@ -673,6 +673,25 @@ static void test_drop_answer(void **st) {
   assert_false(vr_drop_answer_due(INT64_MAX - 1, VR_NO_DEADLINE, batch));
 }
 
+/* A stuck batch: past its time by 50 ms and by its time again; the give-up
+ * point of a helper it waits on: its last deadline less its time, never
+ * before it is stuck, none without a deadline. Hand-computed. */
+static void test_drop_stuck(void **st) {
+  (void)st;
+  const int64_t ms = 1000000, t0 = 1000 * ms;
+  /* a 2-ms batch is stuck after 2 + 50 ms, a 80-ms one after 80 + 80 */
+  assert_int_equal(vr_drop_stuck_after(2 * ms), 52 * ms);
+  assert_int_equal(vr_drop_stuck_after(80 * ms), 160 * ms);
+  assert_false(vr_drop_batch_stuck(t0 + 52 * ms, t0, 2 * ms));
+  assert_true(vr_drop_batch_stuck(t0 + 52 * ms + 1, t0, 2 * ms));
+  assert_false(vr_drop_batch_stuck(t0 + 100 * ms, t0, 80 * ms));
+  /* deadline 300 ms out, 6-ms batch: give up at 294 ms */
+  assert_int_equal(vr_drop_give_up_at(t0, 6 * ms, t0 + 300 * ms), t0 + 294 * ms);
+  /* a deadline too close: not before the batch is stuck (56 ms) */
+  assert_int_equal(vr_drop_give_up_at(t0, 6 * ms, t0 + 20 * ms), t0 + 56 * ms);
+  assert_int_equal(vr_drop_give_up_at(t0, 6 * ms, VR_NO_DEADLINE), 0);
+}
+
 /* Request-path rules added for the INFaaS state machine (issue 13):
  * "behind" (a query joining this queue would miss its SLO), the per-query
  * spill from an Overloaded variant to the cheapest Active one, and the
@@ -1021,6 +1040,7 @@ static void test_cpu_replica_cap(void **st) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_drop_answer),
+      cmocka_unit_test(test_drop_stuck),
       cmocka_unit_test(test_profile_math),
       cmocka_unit_test(test_profile_json),
       cmocka_unit_test(test_select),
