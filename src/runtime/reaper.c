@@ -40,8 +40,8 @@ static void *reaper(void *arg) {
   vr_runtime *rt = arg;
   pthread_mutex_lock(&rt->reap_mu);
   while (!rt->reap_stop) {
-    /* the real clock, whatever the runtime's: a virtual one may never
-     * move while its test waits for an answer */
+    /* the monotonic clock: the runtime's (only such a runtime has a
+     * reaper) and the condition variable's */
     int64_t t = vr_now_ns() + VR__RT_REAP_NS;
     struct timespec ts = {(time_t)(t / VR_NS_PER_S), (long)(t % VR_NS_PER_S)};
     pthread_cond_timedwait(&rt->reap_cv, &rt->reap_mu, &ts);

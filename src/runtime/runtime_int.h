@@ -4,9 +4,11 @@
  *
  * Locking order: rt->admin_mu (held by load/unload/add/remove instance
  * for their whole duration, so a model cannot be freed under an instance
- * being built) before rt->lock (rwlock: models map and instance lists) before
- * inst->mu (one instance's queue) before rt->stats_mu. Executors never take
- * rt->lock, so draining under a released rt->lock cannot deadlock.
+ * being built) before rt->reap_pass_mu (the reaper's pass; an instance's
+ * removal waits on it, reaper.c) before rt->lock (rwlock: models map and
+ * instance lists) before inst->mu (one instance's queue) before
+ * rt->stats_mu. Executors never take rt->lock, so draining under a
+ * released rt->lock cannot deadlock.
  */
 #ifndef VR_RUNTIME_INT_H
 #define VR_RUNTIME_INT_H
