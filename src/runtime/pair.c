@@ -99,10 +99,17 @@ static void reap(pid_t pid) {
 static void shadow_free(shadow *s) {
   if (!s) return;
   /* one that failed (timed out, stuck) is killed, not asked: waiting for
-   * it would hold the batch's answer up to a second more */
-  if (s->failed && s->pid > 0) kill(s->pid, SIGKILL);
+   * it would hold the batch's answer up to a second more; and waited for
+   * at once (it cannot survive SIGKILL, stopped or not), where reap's
+   * first poll came too soon and its next one 10 ms later */
+  int killed = s->failed && s->pid > 0 && kill(s->pid, SIGKILL) == 0;
   if (s->chan) vr_shm_chan_close(s->chan);
-  if (s->pid > 0) reap(s->pid);
+  if (killed) {
+    while (waitpid(s->pid, NULL, 0) < 0 && errno == EINTR) {
+    }
+  } else if (s->pid > 0) {
+    reap(s->pid);
+  }
   vr_shm_chan_free(s->chan);
   if (s->th) {
     pthread_mutex_lock(&s->mu);
