@@ -43,7 +43,8 @@ demo-cluster: build
 check:
 	@scripts/setup-deps.sh check
 	CC=clang CXX=clang++ cmake -S . -B $(CHECK_BUILD) -DCMAKE_BUILD_TYPE=Debug \
-	  -DVR_SANITIZE=ON -DVR_FUZZ=ON -DVR_REQUIRE_TESTS=ON $(CMAKE_FLAGS) >/dev/null
+	  -DVR_SANITIZE=ON -DVR_FUZZ=ON -DVR_REQUIRE_TESTS=ON -DVR_FAULT_INJECTION=ON \
+	  $(CMAKE_FLAGS) >/dev/null
 	cmake --build $(CHECK_BUILD) -j $(JOBS)
 	cd $(CHECK_BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 900
 

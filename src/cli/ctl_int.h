@@ -82,7 +82,8 @@ typedef struct ctl {
   uint64_t reconnects; /* the registry connection's, at the last tick */
   int reread; /* the last period was dropped: its reads spanned a new
                * connection or a stall; this one is back (cmd_controller.c) */
-  int fault_gap_ms; /* VARIO_FAULT_REGISTRY_GAP_MS: tests only (tick) */
+  int fault_gap_ms; /* VARIO_FAULT_REGISTRY_GAP_MS (tick): tests only, 0
+                       unless built with VR_FAULT_INJECTION */
   pending pend[MAXM * 4];
   unrouting unr[MAXM];
   int64_t routes_version;
