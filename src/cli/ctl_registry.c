@@ -114,7 +114,7 @@ int vr__ctl_read_instances(ctl *c, const vr_worker_info *ws, size_t n, const int
     if (r == VR_EIO || r == VR_ENOENT) rc = r;
   }
   for (size_t k = 0; rc && k < n; k++) {
-    vr_free(got[k]); /* none: the caller frees what it got, whatever rc */
+    vr_free(got[k]); /* none is handed back: got[k] NULL, as the header says */
     got[k] = NULL;
     ngot[k] = 0;
   }

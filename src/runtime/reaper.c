@@ -14,7 +14,6 @@
  * never are, and applies the executor's own rule: live and simulated
  * runs stay the same wherever the simulator models them.
  */
-#include <errno.h>
 #include <time.h>
 
 #include "base/clock.h"
