@@ -53,15 +53,19 @@ static inline int vr_drop_batch_stuck(int64_t now, int64_t started, int64_t est)
 }
 
 /* When a batch stops waiting for a helper that runs part of it (a shadow
- * process) and does that part itself: once its last deadline less its
- * own time est has passed, waiting longer only makes every answer late;
- * but never before the batch is stuck (above), so that a helper only a
- * little slow is not given up on. last_deadline VR_NO_DEADLINE (a request
- * without one): 0, no bound of the rule's. */
-static inline int64_t vr_drop_give_up_at(int64_t started, int64_t est, int64_t last_deadline) {
-  if (last_deadline == VR_NO_DEADLINE) return 0;
+ * process) and does that part itself: at its earliest deadline less twice
+ * its own time est. After giving up the batch still runs the helper's
+ * rows and the rest, up to est by the profile, and est again because the
+ * profile is a median, not a bound; waiting past that point makes the
+ * batch's first answer late, and each later one in turn (the later
+ * deadlines would keep a stuck helper only to lose the earlier answers).
+ * Never before the batch is stuck (above), so that a helper only a little
+ * slow is not given up on. deadline VR_NO_DEADLINE (no request of the
+ * batch has one): 0, no bound of the rule's. */
+static inline int64_t vr_drop_give_up_at(int64_t started, int64_t est, int64_t deadline) {
+  if (deadline == VR_NO_DEADLINE) return 0;
   int64_t floor = started + vr_drop_stuck_after(est);
-  return last_deadline - est > floor ? last_deadline - est : floor;
+  return deadline - 2 * est > floor ? deadline - 2 * est : floor;
 }
 
 typedef enum {

@@ -536,15 +536,17 @@ static int check_outputs(const vr_tensor *out, int n_out, int rows,
 
 /* When a paired run stops waiting for its shadow and runs the shadow's
  * rows itself (run_paired's give_up_ns): the rule of policy/drop.h over
- * the batch's last deadline. 0 (the backend's bound, 2 s) on a virtual
- * clock (the backend waits on the real one). Under mu. */
+ * the batch's earliest deadline (requests without one have nothing to
+ * lose by it: the body re-runs their rows). 0 (the backend's bound, 2 s)
+ * when no request has a deadline, or on a virtual clock (the backend
+ * waits on the real one). Under mu. */
 static int64_t shadow_give_up(vr_rt_instance *in, const vr_rt_request *list, int rows,
                               int64_t t0) {
   if (in->rt->opts.clock != vr_clock_monotonic()) return 0;
-  int64_t last = 0;
+  int64_t first = VR_NO_DEADLINE;
   for (const vr_rt_request *r = list; r; r = r->next)
-    if (r->deadline_ns > last) last = r->deadline_ns;
-  return vr_drop_give_up_at(t0, vr_batch_est_ns(&in->prof, rows), last);
+    if (r->deadline_ns < first) first = r->deadline_ns;
+  return vr_drop_give_up_at(t0, vr_batch_est_ns(&in->prof, rows), first);
 }
 
 static void run_batch(vr_rt_instance *in, vr_rt_request *list, int rows) {

@@ -137,7 +137,7 @@ typedef struct vr_rt_backend {
    * shadow failed, the body ran its rows and has no shadow now). give_up_ns
    * (monotonic, vr_now_ns; 0: the backend's own bound) is when to stop
    * waiting for the shadow and run its rows on the body: a wait past it
-   * only makes every answer of the batch late. Attach and release may be
+   * makes the batch's answers late. Attach and release may be
    * called while the executor runs the session. */
   int (*body_open)(void *self, void *model, vr_precision prec, int threads,
                    int max_batch, int pb, int pe, void **sess, vr_errbuf *err);

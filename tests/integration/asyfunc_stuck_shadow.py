@@ -7,8 +7,8 @@ gives it every row; --af-kappa 0 and an hour-long control period keep the
 policy from pairing or releasing shadows itself), then the shadow is
 stopped (SIGSTOP) while queries with a 300 ms latency SLO arrive.
 
-The body waits for the stopped shadow until its batch's last deadline
-less the batch's time (at most 2 s), then re-runs its rows itself
+The body waits for the stopped shadow until its batch's earliest
+deadline less twice the batch's time (at most 2 s), then re-runs its rows itself
 (runtime/pair.c) and releases it. Checks:
   - the paired run works before the stop (vario_paired_batches_total);
   - during the stop every query is answered 200 or 504 "dropped" within

@@ -674,8 +674,8 @@ static void test_drop_answer(void **st) {
 }
 
 /* A stuck batch: past its time by 50 ms and by its time again; the give-up
- * point of a helper it waits on: its last deadline less its time, never
- * before it is stuck, none without a deadline. Hand-computed. */
+ * point of a helper it waits on: its earliest deadline less twice its
+ * time, never before it is stuck, none without a deadline. Hand-computed. */
 static void test_drop_stuck(void **st) {
   (void)st;
   const int64_t ms = 1000000, t0 = 1000 * ms;
@@ -685,8 +685,11 @@ static void test_drop_stuck(void **st) {
   assert_false(vr_drop_batch_stuck(t0 + 52 * ms, t0, 2 * ms));
   assert_true(vr_drop_batch_stuck(t0 + 52 * ms + 1, t0, 2 * ms));
   assert_false(vr_drop_batch_stuck(t0 + 100 * ms, t0, 80 * ms));
-  /* deadline 300 ms out, 6-ms batch: give up at 294 ms */
-  assert_int_equal(vr_drop_give_up_at(t0, 6 * ms, t0 + 300 * ms), t0 + 294 * ms);
+  /* deadline 300 ms out, 6-ms batch: give up at 288 ms */
+  assert_int_equal(vr_drop_give_up_at(t0, 6 * ms, t0 + 300 * ms), t0 + 288 * ms);
+  /* 68 ms out: 56 ms, exactly when the batch is stuck; 67: still 56 */
+  assert_int_equal(vr_drop_give_up_at(t0, 6 * ms, t0 + 68 * ms), t0 + 56 * ms);
+  assert_int_equal(vr_drop_give_up_at(t0, 6 * ms, t0 + 67 * ms), t0 + 56 * ms);
   /* a deadline too close: not before the batch is stuck (56 ms) */
   assert_int_equal(vr_drop_give_up_at(t0, 6 * ms, t0 + 20 * ms), t0 + 56 * ms);
   assert_int_equal(vr_drop_give_up_at(t0, 6 * ms, VR_NO_DEADLINE), 0);

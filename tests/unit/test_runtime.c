@@ -818,12 +818,14 @@ static void stuck_release(void *self, void *sess) {
   (void)sess;
 }
 static int64_t g_give_up; /* what the last paired run was given */
+static int g_paired_rows; /* and its rows */
 static int stuck_run_paired(void *self, void *sess, int batch, int bs, int64_t give_up,
                             const vr_tensor *in, int n_in, vr_tensor *out, int n_out,
                             int *shadow_rows, vr_errbuf *err) {
   /* stuck past give_up too: a backend whose wait overran (test_shm_pair
    * checks that the engine's keeps it) */
   __atomic_store_n(&g_give_up, give_up, __ATOMIC_RELAXED);
+  __atomic_store_n(&g_paired_rows, batch, __ATOMIC_RELAXED);
   long us = __atomic_load_n(&g_stuck_us, __ATOMIC_RELAXED);
   if (us) usleep((useconds_t)us);
   *shadow_rows = us ? -1 : bs;
@@ -864,8 +866,8 @@ static void test_rt_stuck_shadow(void **st) {
   wait_done(1);
   assert_int_equal(r.status, 0);
   assert_int_equal(r.batch_ns, r.end_ns - r.start_ns);
-  /* the shadow is waited for until the deadline less the batch's time
-   * (2 ms here, more on a loaded machine), past the 50-ms overrun floor;
+  /* the shadow is waited for until the deadline less twice the batch's
+   * time (2 ms here, more on a loaded machine), past the 50-ms overrun floor;
    * 0 or the 2-s bound would be far outside */
   int64_t gu = __atomic_load_n(&g_give_up, __ATOMIC_RELAXED);
   if (gu > r.deadline_ns || gu < r.deadline_ns - 60 * 1000000LL)
@@ -907,6 +909,48 @@ static void test_rt_stuck_shadow(void **st) {
   assert_true(stats_of_id(rt, id, &is));
   assert_int_equal(is.shadow_threads, 0); /* released after failing */
   vr_rt_request_clear(&r);
+  vr_runtime_free(rt);
+}
+
+/* A paired batch gives up on its shadow by its *earliest* deadline: once
+ * that request would be late, waiting on only loses its answer (and each
+ * later one in turn). Two requests in one batch, the second with the
+ * nearer deadline; the rule itself is test_policy's test_drop_stuck. */
+static void test_rt_give_up_first_deadline(void **st) {
+  (void)st;
+  rt_fake f;
+  rt_fake_init(&f, 2000, 0, 1); /* 2 ms a batch */
+  f.be.body_open = stuck_body_open;
+  f.be.shadow_attach = stuck_attach;
+  f.be.shadow_release = stuck_release;
+  f.be.run_paired = stuck_run_paired;
+  vr_runtime *rt = rt_with_m(&f, 1, 1, 2, 20000); /* a batch of 2 waits up to 20 ms */
+  vr_rt_instance_opts io = {.precision = VR_PREC_FP32, .threads = 1, .max_batch = 2,
+                            .pair_begin = 0, .pair_end = 1};
+  vr_errbuf e = {0};
+  int id = vr_rt_add_instance(rt, "m", &io, &e);
+  assert_true(id > 0);
+  static const int split[3] = {0, 1, 1};
+  vr_rt_shadow_opts so = {.threads = 1, .process = 0, .split = split};
+  assert_int_equal(vr_rt_pair_shadow(rt, id, &so, NULL, &e), 0);
+  __atomic_store_n(&g_stuck_us, 0, __ATOMIC_RELAXED);
+  float x[2] = {1, 2};
+  vr_rt_request r[2];
+  reset_waiter();
+  for (int i = 0; i < 2; i++) {
+    set_input(&r[i], &x[i], 1, 1);
+    r[i].timeout_ns = (i ? 200 : 400) * 1000000LL;
+    assert_int_equal(vr_rt_submit_to(rt, id, &r[i]), 0);
+  }
+  wait_done(2);
+  assert_int_equal(r[0].status, 0);
+  assert_int_equal(r[1].status, 0);
+  assert_int_equal(__atomic_load_n(&g_paired_rows, __ATOMIC_RELAXED), 2); /* one batch */
+  int64_t gu = __atomic_load_n(&g_give_up, __ATOMIC_RELAXED);
+  if (gu > r[1].deadline_ns || gu < r[1].deadline_ns - 60 * 1000000LL)
+    fail_msg("give-up %.1f ms from the earliest deadline (%.1f from the last)",
+             (double)(gu - r[1].deadline_ns) / 1e6, (double)(gu - r[0].deadline_ns) / 1e6);
+  for (int i = 0; i < 2; i++) vr_rt_request_clear(&r[i]);
   vr_runtime_free(rt);
 }
 
@@ -1028,6 +1072,7 @@ int main(void) {
       cmocka_unit_test(test_rt_stats_survive_unload),
       cmocka_unit_test(test_rt_answer_dropped),
       cmocka_unit_test(test_rt_stuck_shadow),
+      cmocka_unit_test(test_rt_give_up_first_deadline),
       cmocka_unit_test(test_rt_callback_outside_lock),
       cmocka_unit_test(test_rt_outputs_not_batch_major),
   };
