@@ -7,18 +7,21 @@
 #     model-less control plane on its core), and one `vario frontend`
 #     following the controller's routing table;
 #  4. drives model-less load through the front end (`vario bench --app`),
-#     kills one worker with SIGKILL in the middle, and shows the
-#     controller noticing it and the autoscaler (provider) replacing it;
+#     kills one worker with SIGKILL in the middle (DEMO_SIGNAL=STOP: stops
+#     it, a hung worker), and shows the controller noticing it and the
+#     autoscaler (provider) replacing it;
 #  5. prints a summary: requests answered / failed explicitly, retries on
 #     the surviving worker, and the controller's timeline.
 # Usage: scripts/demo_cluster.sh [BUILD_DIR]   (env: VARIO_DEMO_DIR,
-#        DEMO_RATE (150 queries/s), DEMO_SECS (24), DEMO_KILL_AT (8))
+#        DEMO_RATE (150 queries/s), DEMO_SECS (24), DEMO_KILL_AT (8),
+#        DEMO_SIGNAL (KILL))
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 BUILD=${1:-build}
 V="$(cd "$(dirname "$BUILD/vario")" && pwd)/vario"
 OUT=${VARIO_DEMO_DIR:-$BUILD/demo-cluster}
 RATE=${DEMO_RATE:-150}; SECS=${DEMO_SECS:-24}; KILL_AT=${DEMO_KILL_AT:-8}
+SIG=${DEMO_SIGNAL:-KILL}
 DATA=models/fmnist-data
 "$V" version
 rm -rf "$OUT"
@@ -70,16 +73,16 @@ state '[print("  worker", w["id"], "at", w["addr"], w["meta"]) for w in d["worke
 echo "controller http://127.0.0.1:$CP  front end http://127.0.0.1:$FE"
 /usr/bin/python3 -c "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:$FE/v2/cluster/routes').read().decode())"
 
-echo "== 4. ${SECS}s of model-less load at $RATE q/s through the front end; SIGKILL one worker at ${KILL_AT}s"
+echo "== 4. ${SECS}s of model-less load at $RATE q/s through the front end; SIG$SIG one worker at ${KILL_AT}s"
 "$V" bench --app fashion --min-accuracy 85 --slo-ms 100 --rate "$RATE" --duration "$SECS" \
   --port "$FE" --input "$DATA/val_inputs.npy" --no-progress --json >"$OUT/bench.json" 2>"$OUT/bench.log" &
 BENCH=$!
 sleep "$KILL_AT"
 VICTIM=$(state 'w=d["workers"][0]; import json; print(w["id"], json.loads(w["meta"])["pid"])')
 set -- $VICTIM
-echo "killing worker $1 (pid $2) with SIGKILL at $(date +%T.%N | cut -c1-12)"
+echo "signalling worker $1 (pid $2) with SIG$SIG at $(date +%T.%N | cut -c1-12)"
 T_KILL=$(date +%s.%N)
-kill -KILL "$2"
+kill -"$SIG" "$2"
 GONE=""; BACK=""
 for _ in $(seq 600); do
   ids=$(state 'print(" ".join(sorted(w["id"] for w in d["workers"])))')

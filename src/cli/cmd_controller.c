@@ -287,8 +287,8 @@ static void tick(ctl *c) {
   /* A worker the provider saw exit is dead now, not when its lease ends:
    * take it out of the registry at once (front ends stop routing to it
    * with the next table) and out of this period's live set. */
-  int starting = 0, n_died = 0;
-  static char died[MAXW][64]; /* the tick thread only */
+  static char died[MAXW][64], stopped[MAXW][160]; /* the tick thread only */
+  ctl_prov_out po = {0, died, 0, stopped, 0, MAXW};
   /* Workers an earlier controller started and left running when it
    * crashed: adopted, so that they can be scaled in, their cores are not
    * handed out twice and their death is seen at once. */
@@ -304,12 +304,15 @@ static void tick(ctl *c) {
   }
   if (c->prov) {
     const char *live[MAXW];
-    for (size_t k = 0; k < n && k < MAXW; k++) live[k] = ws[k].id;
-    if (ctl_prov_poll(c->prov, live, n < MAXW ? n : MAXW, (int64_t)c->start_timeout_s * 1000,
-                      &starting, died, &n_died, MAXW, &err))
-      vr_warn("controller: provider: %s", err.msg);
+    int64_t lease[MAXW];
+    for (size_t k = 0; k < n && k < MAXW; k++) live[k] = ws[k].id, lease[k] = ws[k].lease_ms;
+    ctl_prov_view v = {live, lease, n < MAXW ? n : MAXW, (int64_t)c->start_timeout_s * 1000,
+                       (int64_t)c->lost_timeout_s * 1000, c->back_ns};
+    if (ctl_prov_poll(c->prov, &v, &po, &err)) vr_warn("controller: provider: %s", err.msg);
   }
+  int starting = po.starting, n_died = po.n_died;
   pthread_mutex_lock(&c->mu);
+  for (int i = 0; i < po.n_stopped; i++) vr__ctl_event(c, "%s", stopped[i]);
   for (int i = 0; i < n_died; i++) {
     c->workers_died++;
     vr__ctl_event(c, "worker %s exited unexpectedly (provider): removing it", died[i]);
@@ -528,10 +531,12 @@ static void usage(FILE *f) {
           "  --max-workers N  never more than N (default: no cap)\n"
           "  --worker-arg A   argument for started workers (repeat per word)\n"
           "  --worker-cores N cores of each started worker (default 1)\n"
-          "  --start-timeout-s N  a started worker, or one that dropped out of the\n"
-          "                   registry while running, is stopped and replaced when not\n"
+          "  --start-timeout-s N  a started worker is stopped and replaced when not\n"
           "                   registered within N s (default 120; raise it where\n"
           "                   starts are slow, e.g. large image pulls)\n"
+          "  --lost-timeout-s N   one that had registered and dropped out of the\n"
+          "                   registry while it runs (hung, stopped) when not back\n"
+          "                   within N s and two of its leases (default 10)\n"
           "  --policy KIND    infaas|clipper|sm|asyfunc: the policy acts on the\n"
           "                   workers (replicate/unload models on them, add and\n"
           "                   remove workers through the provider; asyfunc:\n"
@@ -612,6 +617,7 @@ static int table_opt(ctl *c, int argc, char **argv, int *i, int *slo, int *slo_s
       {"--af-release-ms", 1, 3600000, &c->af_release_ms, NULL},
       {"--worker-cores", 1, 1024, &c->worker_cores, NULL},
       {"--start-timeout-s", 1, 3600, &c->start_timeout_s, NULL},
+      {"--lost-timeout-s", 1, 3600, &c->lost_timeout_s, NULL},
       {"--worker-idle-s", 1, 86400, &c->worker_idle_s, NULL},
       {"--period-ms", 10, 60000, &c->period_ms, NULL},
       {"--min-workers", 0, MAXW, &c->min_workers, NULL},
@@ -651,6 +657,7 @@ int vr_cmd_controller(int argc, char **argv) {
   c.period_ms = 250;
   c.worker_cores = 1;
   c.start_timeout_s = 120;
+  c.lost_timeout_s = 10;
   c.slo_ms = 100;
   c.worker_idle_s = 30;
   int slo = 0, slo_set = 0;

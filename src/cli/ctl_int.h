@@ -52,6 +52,7 @@ typedef struct ctl {
   const char *host; /* bind address (default 127.0.0.1) */
   int port, replicas, period_ms, min_workers, max_workers, fetch_models;
   int start_timeout_s; /* a provider worker not registered this long is replaced */
+  int lost_timeout_s;  /* one that was registered and dropped out, this long */
   int worker_cores, replicas_set, worker_idle_s;
   const char *policy; /* --policy: the driver below runs it */
   /* --store URL --pipeline-policy NAME (ctl_pipes.c), its

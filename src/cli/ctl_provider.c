@@ -11,15 +11,16 @@
 #include "base/log.h"
 #include "cluster/provider.h"
 
-/* When each provider worker was last seen registered: one that drops out
- * of the registry while its process runs (Redis restarted empty, a
- * heartbeat that stalled) is given the start timeout from then to come
- * back before it is replaced, as a new one is from its start. */
+/* When each provider worker was last seen registered, and with what
+ * lease: one that drops out of the registry while its process runs is
+ * given a grace from then (ctl_provider.h) to come back before it is
+ * replaced, as a new one is from its start. */
 #define CTL_SEEN_MAX 256
 typedef struct seen_rec {
   char id[64];
   int64_t at_ns;
-  int stopped; /* asked to stop for not registering in time */
+  int64_t lease_ms; /* > 0: it has been seen registered */
+  int stopped;      /* asked to stop for not registering in time */
 } seen_rec;
 
 struct ctl_prov {
@@ -39,6 +40,7 @@ static seen_rec *seen_of(ctl_prov *c, const char *id, int add) {
       if (c->seen[i].at_ns < c->seen[k].at_ns) k = i;
   snprintf(c->seen[k].id, sizeof c->seen[k].id, "%s", id);
   c->seen[k].at_ns = 0;
+  c->seen[k].lease_ms = 0;
   c->seen[k].stopped = 0;
   return &c->seen[k];
 }
@@ -90,49 +92,74 @@ int ctl_prov_adopt(ctl_prov *c, const char *id, const char *meta, vr_errbuf *err
   return rc;
 }
 
-int ctl_prov_poll(ctl_prov *c, const char *const *live, size_t nlive, int64_t start_timeout_ms,
-                  int *starting, char (*died)[64], int *n_died, int max_died, vr_errbuf *err) {
+/* How long worker w, not registered now, may stay so before it is
+ * stopped, and from when (ctl_provider.h). */
+static int64_t out_since(const ctl_prov_view *v, const seen_rec *r, const vr_worker_info *w,
+                         int64_t *grace_ns) {
+  if (r && r->lease_ms > 0) {
+    int64_t g = v->lost_timeout_ms > 2 * r->lease_ms ? v->lost_timeout_ms : 2 * r->lease_ms;
+    *grace_ns = g * 1000000;
+    return r->at_ns > v->back_ns ? r->at_ns : v->back_ns;
+  }
+  *grace_ns = v->start_timeout_ms * 1000000;
+  return r && r->at_ns > w->since_ns ? r->at_ns : w->since_ns;
+}
+
+static void stop_late(ctl_prov *c, seen_rec *r, const vr_worker_info *w, int64_t grace_ns,
+                      ctl_prov_out *o) {
+  /* Left running, every timeout would add one more worker: it goes, once
+   * asked. Never registered: a bad image, no route to Redis, a hung
+   * start. Registered before: hung or stopped, and the queries waiting
+   * in its sockets are answered when it drains or dies (local: SIGTERM
+   * with SIGCONT, SIGKILL after the grace), not at the front end's
+   * timeout. */
+  r->stopped = 1;
+  if (!r->at_ns) r->at_ns = w->since_ns;
+  char why[160];
+  long long ms = (long long)(grace_ns / 1000000);
+  if (r->lease_ms > 0)
+    snprintf(why, sizeof why, "worker %s out of the registry for %lld ms while it runs (hung"
+             " or stopped?): stopping it", w->id, ms);
+  else
+    snprintf(why, sizeof why, "worker %s not registered within %lld ms: stopping it", w->id, ms);
+  if (o->n_stopped < o->max) memcpy(o->stopped[o->n_stopped++], why, sizeof why); /* an event */
+  else vr_warn("controller: %s", why);
+  vr_errbuf e2 = {0};
+  if (vr_provider_stop(c->p, w->id, &e2)) vr_warn("controller: stopping %s: %s", w->id, e2.msg);
+}
+
+int ctl_prov_poll(ctl_prov *c, const ctl_prov_view *v, ctl_prov_out *o, vr_errbuf *err) {
   vr_worker_info *w = NULL;
   size_t n = 0;
-  *starting = 0;
-  *n_died = 0;
+  o->starting = o->n_died = o->n_stopped = 0;
   int rc = vr_provider_list(c->p, &w, &n, err);
   if (rc) return rc;
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   int64_t now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
   for (size_t i = 0; i < n; i++) {
-    int is_live = 0;
-    for (size_t k = 0; k < nlive; k++) is_live |= !strcmp(live[k], w[i].id);
+    size_t live = v->nlive;
+    for (size_t k = 0; k < v->nlive && live == v->nlive; k++)
+      if (!strcmp(v->live[k], w[i].id)) live = k;
     if (w[i].state == VR_PW_EXITED) {
       /* more deaths than died[] holds: the rest are reported (and only
        * then forgotten) at the next poll */
-      if (w[i].unexpected && *n_died >= max_died) continue;
-      if (w[i].unexpected) snprintf(died[(*n_died)++], 64, "%s", w[i].id);
+      if (w[i].unexpected && o->n_died >= o->max) continue;
+      if (w[i].unexpected) snprintf(o->died[o->n_died++], 64, "%s", w[i].id);
       vr_errbuf e2 = {0};
       vr_provider_forget(c->p, w[i].id, &e2);
       forget_seen(c, w[i].id);
-    } else if (is_live) {
+    } else if (live < v->nlive) {
       seen_rec *r = seen_of(c, w[i].id, 1);
       r->at_ns = now;
+      r->lease_ms = v->lease_ms[live] > 0 ? v->lease_ms[live] : 1;
       r->stopped = 0;
     } else if (w[i].state == VR_PW_STARTING || w[i].state == VR_PW_RUNNING) {
       seen_rec *r = seen_of(c, w[i].id, 0);
-      int64_t since = r && r->at_ns > w[i].since_ns ? r->at_ns : w[i].since_ns;
-      if (now - since < start_timeout_ms * 1000000) {
-        (*starting)++;
-      } else if ((r = seen_of(c, w[i].id, 1)) && !r->stopped) {
-        /* Not registered in time (a bad image, no route to Redis, a hung
-         * start): the plan replaces it, so it goes, once asked; left
-         * running, every timeout would add one more. */
-        r->stopped = 1;
-        if (!r->at_ns) r->at_ns = w[i].since_ns;
-        vr_errbuf e2 = {0};
-        vr_warn("controller: worker %s not registered within %lld ms: stopping it", w[i].id,
-                (long long)start_timeout_ms);
-        if (vr_provider_stop(c->p, w[i].id, &e2))
-          vr_warn("controller: stopping %s: %s", w[i].id, e2.msg);
-      }
+      int64_t grace;
+      int64_t since = out_since(v, r, &w[i], &grace);
+      if (now - since < grace) o->starting++;
+      else if ((r = seen_of(c, w[i].id, 1)) && !r->stopped) stop_late(c, r, &w[i], grace, o);
     }
   }
   vr_free(w);

@@ -36,13 +36,38 @@ int ctl_prov_stop(ctl_prov *p, const char *id, vr_errbuf *err);
  * provider lists its workers itself), VR_EINVAL (no pid in meta). */
 int ctl_prov_adopt(ctl_prov *p, const char *id, const char *meta, vr_errbuf *err);
 
-/* What became of the provider's workers: *starting = running but not in
- * `live` (ids registered in the registry) and started, or last seen
- * live, less than start_timeout_ms ago (so a registry that lost its data
- * does not get the running workers replaced before they re-register);
- * died[] = ids that exited without being asked to (reported once, then
- * forgotten). */
-int ctl_prov_poll(ctl_prov *p, const char *const *live, size_t nlive, int64_t start_timeout_ms,
-                  int *starting, char (*died)[64], int *n_died, int max_died, vr_errbuf *err);
+/* What ctl_prov_poll judges the provider's workers by. */
+typedef struct ctl_prov_view {
+  const char *const *live;  /* ids registered in the registry now */
+  const int64_t *lease_ms;  /* their leases, parallel to live */
+  size_t nlive;
+  int64_t start_timeout_ms; /* a started worker registers within it */
+  int64_t lost_timeout_ms;  /* one that had registered and dropped out is
+                               back within it (and two of its leases) */
+  int64_t back_ns;          /* when the registry was last back after a loss
+                               or stall (vr_now_ns; 0: never) */
+} ctl_prov_view;
+
+/* What ctl_prov_poll saw. died and stopped point at the caller's arrays
+ * of max entries each. */
+typedef struct ctl_prov_out {
+  int starting;        /* running, not registered, within their grace */
+  char (*died)[64];    /* exited without being asked to (reported once) */
+  int n_died;
+  char (*stopped)[160]; /* asked to stop now, each with the reason */
+  int n_stopped;
+  int max;
+} ctl_prov_out;
+
+/* What became of the provider's workers. A running worker not in
+ * v->live is stopped (and so replaced by the plan) once it has been out
+ * too long: one that never registered, start_timeout_ms after its start;
+ * one that had registered (hung, stopped, cut off from the registry: its
+ * queries wait in its sockets), lost_timeout_ms or two of its leases,
+ * whichever is longer, after it or the registry was last seen (so that a
+ * registry that lost its data or stalled does not get the running
+ * workers replaced before they re-register). Until then it counts in
+ * o->starting. */
+int ctl_prov_poll(ctl_prov *p, const ctl_prov_view *v, ctl_prov_out *o, vr_errbuf *err);
 
 #endif

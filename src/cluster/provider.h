@@ -41,8 +41,9 @@ typedef enum vr_pw_state {
   VR_PW_STARTING = 0, /* asked for, not running yet (k8s: Pending / not
                          Ready; local: never, exec is confirmed) */
   VR_PW_RUNNING,      /* process / pod is up */
-  VR_PW_STOPPING,     /* stop() called (local: SIGTERM sent, SIGKILL when
-                         the grace period ends); k8s: pod terminating */
+  VR_PW_STOPPING,     /* stop() called (local: SIGTERM and SIGCONT sent,
+                         SIGKILL when the grace period ends); k8s: pod
+                         terminating */
   VR_PW_EXITED,       /* gone; exit_code / term_signal say how */
 } vr_pw_state;
 

@@ -410,6 +410,14 @@ static void signal_worker(lworker *w, int sig) {
   if (kill(-w->pid, sig) < 0) kill(w->pid, sig);
 }
 
+/* SIGTERM, then SIGCONT as systemd sends it: a stopped worker (SIGSTOP,
+ * job control) would hold the TERM pending until the SIGKILL, and the
+ * queries in its sockets with it; resumed, it drains and answers them. */
+static void terminate_worker(lworker *w) {
+  signal_worker(w, SIGTERM);
+  signal_worker(w, SIGCONT);
+}
+
 static void reap(lworker *w, int block);
 
 static int local_stop(vr_provider *p, const char *id, vr_errbuf *err) {
@@ -425,11 +433,11 @@ static int local_stop(vr_provider *p, const char *id, vr_errbuf *err) {
                  id ? id : "(null)");
   } else if (w->info.state == VR_PW_RUNNING ||
              w->info.state == VR_PW_STARTING) {
-    signal_worker(w, SIGTERM);
+    terminate_worker(w);
     w->info.state = VR_PW_STOPPING;
     w->info.since_ns = mono_ns();
     w->kill_at_ns = w->info.since_ns + (int64_t)l->grace_ms * 1000000;
-    vr_info("local provider: stopping worker %s pid %d (SIGTERM)",
+    vr_info("local provider: stopping worker %s pid %d (SIGTERM, SIGCONT)",
             w->info.id, (int)w->pid);
   }
   pthread_mutex_unlock(&l->mu);
@@ -554,7 +562,7 @@ static int local_forget(vr_provider *p, const char *id, vr_errbuf *err) {
 
 static void local_destroy(vr_provider *p) {
   vr_local *l = (vr_local *)p;
-  /* Stop what still runs: SIGTERM to all, wait out the grace period
+  /* Stop what still runs: SIGTERM (and SIGCONT) to all, wait out the grace
    * together, SIGKILL the rest, reap everything. */
   int64_t until = mono_ns() + (int64_t)l->grace_ms * 1000000;
   size_t left = 0;
@@ -563,7 +571,7 @@ static void local_destroy(vr_provider *p) {
     reap(w, 0);
     if (!alive(w)) continue;
     if (w->info.state != VR_PW_STOPPING) {
-      signal_worker(w, SIGTERM);
+      terminate_worker(w);
       w->info.state = VR_PW_STOPPING;
     }
     left++;

@@ -5,7 +5,9 @@ request hangs, failures are explicit, the controller removes it and the
 provider's replacement registers, gets the model placed and serves. Last,
 a worker killed while Redis is paused past the leases leaves at once (the
 provider saw it exit), not after the grace the controller gives workers
-missing after the pause.
+missing after the pause; and a worker stopped (SIGSTOP) with queries in
+its sockets is stopped by the controller after --lost-timeout-s, drains
+(SIGTERM with SIGCONT), answers them, and is replaced.
 Usage: cluster_autoscale.py VARIO SOURCE_DIR   (exit 77: no redis-server)"""
 import json
 import os
@@ -21,6 +23,7 @@ from cluster_harness import fail, req, state, wait  # noqa: E402,F401
 
 vario, src, redis_bin, tmp, procs = H.setup("vario-autoscale-")
 START_S = 20  # a started worker has this long to register (ASan, a loaded box)
+LOST_S = 4  # one that dropped out of the registry, this long to come back
 
 
 def flushall(url):
@@ -37,7 +40,8 @@ try:
     repo = H.model_repo("fmnist_linear")
     cp = H.start_controller(url, repo, [
         "--period-ms", "100", "--provider-opt", "share-cores=1", "--min-workers", "2",
-        "--max-workers", "3", "--start-timeout-s", str(START_S)] + H.worker_args(url, repo, 500))
+        "--max-workers", "3", "--start-timeout-s", str(START_S),
+        "--lost-timeout-s", str(LOST_S)] + H.worker_args(url, repo, 500))
     fp = H.start_frontend(url)
 
     def two_serving():
@@ -102,7 +106,8 @@ try:
     pids = {w["id"]: json.loads(w["meta"])["pid"] for w in s2["workers"]}
     cp = H.start_controller(url, repo, [
         "--period-ms", "100", "--provider-opt", "share-cores=1", "--min-workers", "2",
-        "--max-workers", "3", "--start-timeout-s", str(START_S)] + H.worker_args(url, repo, 500))
+        "--max-workers", "3", "--start-timeout-s", str(START_S),
+        "--lost-timeout-s", str(LOST_S)] + H.worker_args(url, repo, 500))
 
     def adopted():
         ev = " ".join(e["what"] for e in state(cp)["events"])
@@ -112,7 +117,7 @@ try:
     # instant: on a loaded box a worker's heartbeat can come past its
     # lease (two heartbeats), and it is out of the registry (the
     # controller logs it gone) until its next beat registers it again;
-    # the provider counts it as starting meanwhile (--start-timeout-s),
+    # the provider counts it as starting meanwhile (--lost-timeout-s),
     # so none is started in its place.
     time.sleep(1.0)
     wait(lambda: sorted(w["id"] for w in state(cp)["workers"]) == sorted(pids),
@@ -149,6 +154,51 @@ try:
     if any(e.startswith(f"worker {dead} missing") for e in evs):
         fail(f"{dead}, seen dead by the provider, kept through the grace: {evs[-12:]}")
     print(f"Redis paused 2.5 s, {dead} killed meanwhile: out {t_out:.2f}s after the pause")
+    # A worker stopped (SIGSTOP) with queries in its sockets: it drops out
+    # of the registry, and the controller stops it once it has been out for
+    # --lost-timeout-s (not --start-timeout-s); the provider's SIGTERM comes
+    # with SIGCONT, so it drains: the queries waiting in its sockets are
+    # answered within seconds, none waits out the front end's 30-s timeout,
+    # and a replacement serves.
+    wait(two_serving, "two workers serving before the stop")
+    hung = state(cp)["workers"][0]
+    hung_pid = json.loads(hung["meta"])["pid"]
+    res2, stop2 = [], threading.Event()
+
+    def client2():
+        while not stop2.is_set():
+            t0 = time.time()
+            st, b, h = req(fp, "POST", "/v2/models/fmnist_linear/infer", js)
+            with lock:
+                res2.append((st, time.time() - t0, b[:200]))
+    ts = [threading.Thread(target=client2) for _ in range(4)]
+    for t in ts:
+        t.start()
+    time.sleep(0.5)
+    os.kill(hung_pid, signal.SIGSTOP)
+    tag = f"worker {hung['id']} out of the registry"
+    t_hung = wait(lambda: any(e["what"].startswith(tag) for e in state(cp)["events"]),
+                  "the controller to stop the stopped worker", 60)
+    if t_hung > LOST_S + 15:
+        fail(f"the stopped worker was stopped {t_hung:.1f} s after it hung")
+    t_rep = wait(two_serving, "a replacement for the stopped worker serving", 90)
+    time.sleep(0.3)
+    stop2.set()
+    for t in ts:
+        t.join(60)
+        if t.is_alive():
+            fail("a request to the stopped worker hangs")
+    slowest = max(r[1] for r in res2)
+    bad2 = [r for r in res2 if r[0] != 200]
+    # stopped ~LOST_S + a lease after it hung, then drained at once: not
+    # at the provider's SIGKILL 10 s later, nor at the front end's 30 s
+    if slowest > LOST_S + 8 or not all(r[0] in (502, 503, 504) and b"error" in r[2] for r in bad2):
+        fail(f"queries in the stopped worker's sockets: slowest {slowest:.1f} s (stopped after"
+             f" {t_hung:.1f} s), failures {bad2[:3]}")
+    wait(lambda: not os.path.exists(f"/proc/{hung_pid}"), "the stopped worker to exit", 60)
+    print(f"stopped {hung['id']}: stopped by the controller {t_hung:.2f}s later, replacement"
+          f" serving {t_hung + t_rep:.2f}s after; {len(res2)} requests, slowest {slowest:.2f}s,"
+          f" {len(bad2)} explicit errors")
     print(f"ok: killed {victim['id']}; removed after {t_gone:.2f}s, replacement serving after"
           f" {t_gone + t_back:.2f}s; {len(results)} requests, {len(bad)} explicit errors;"
           f" workers now {[w['id'] for w in s1['workers']]}; a restarted controller adopted"
