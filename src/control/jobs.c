@@ -1,6 +1,7 @@
 /*
  * Offline jobs (see jobs.h): a queue, one runner thread, chunked execution
- * gated by the control plane's view of spare capacity.
+ * gated by the control plane's view of spare capacity; with a jobs
+ * directory, journaled (jobs_int.h, jobs_disk.c).
  */
 #include "control/jobs.h"
 
@@ -16,24 +17,18 @@
 #include "base/npy.h"
 #include "base/vec.h"
 #include "control/control_int.h"
+#include "control/jobs_int.h"
 
-#define CHUNK 64
-
-typedef struct job {
-  vr_job_info info;
-  char input[512];
-  char dir[VR_STORE_PATH_MAX]; /* model's repository entry */
-  vr_precision prec;
-  int max_batch;
-} job;
+typedef vr__job job;
 
 struct vr_jobs {
   vr_jobs_opts o;
+  char dir[512]; /* the journal's directory; "" = none */
   pthread_mutex_t mu;
   pthread_cond_t cv;
   pthread_t thread;
   int stop;
-  vr_vec jobs; /* job*, by id - 1 */
+  vr_vec jobs; /* job*, by id - 1; NULL: an id whose record was not read */
 };
 
 const char *vr_job_state_name(vr_job_state s) {
@@ -145,11 +140,13 @@ static int wait_capacity(vr_jobs *j, job *jb) {
   }
 }
 
-static int run_chunks(vr_jobs *j, job *jb, vr_session *s, const vr_npy *x,
-                      float **out, int64_t *out_row, vr_errbuf *err) {
+/* Rows [from, rows) of x into *out (allocated at the first chunk unless
+ * a part file gave it), each chunk appended to the part file. */
+static int run_chunks(vr_jobs *j, job *jb, vr_session *s, const vr_npy *x, int64_t from,
+                      vr__job_part *part, float **out, int64_t *out_row, vr_errbuf *err) {
   size_t row = x->nbytes / (size_t)x->shape[0];
   const vr_tensor_info *ti = vr_session_input(s, 0);
-  for (int64_t i = 0; i < x->shape[0];) {
+  for (int64_t i = from; i < x->shape[0];) {
     if (wait_capacity(j, jb)) return vr_errf(err, VR_ESHUTDOWN, "stopped");
     int b = (int)(x->shape[0] - i < jb->max_batch ? x->shape[0] - i : jb->max_batch);
     vr_tensor in = {ti->name, x->dtype, x->ndim, {0}, (char *)x->data + i * row, b * row};
@@ -176,8 +173,10 @@ static int run_chunks(vr_jobs *j, job *jb, vr_session *s, const vr_npy *x,
       *out_row = (int64_t)(y[0].nbytes / (size_t)b / sizeof(float));
       *out = vr_malloc((size_t)x->shape[0] * *out_row * sizeof(float));
       if (!*out) return vr_errf(err, VR_ENOMEM, "out of memory for the result");
+      part->out_row = *out_row;
     }
     memcpy(*out + i * *out_row, y[0].data, y[0].nbytes);
+    if ((rc = vr__job_part_append(part, x->shape[0], *out, i, b, err))) return rc;
     i += b;
     pthread_mutex_lock(&j->mu);
     jb->info.rows_done = i;
@@ -187,18 +186,34 @@ static int run_chunks(vr_jobs *j, job *jb, vr_session *s, const vr_npy *x,
   return 0;
 }
 
-static int run_job(vr_jobs *j, job *jb, vr_errbuf *err) {
+/* Runs jb; with a journal, from the rows its part file holds (the part
+ * is left open in *part for the runner to drop once the end is recorded). */
+static int run_job(vr_jobs *j, job *jb, vr__job_part *part, vr_errbuf *err) {
   vr_npy x = {0};
   vr_model *m = NULL;
   vr_session *s = NULL;
   float *out = NULL;
-  int64_t out_row = 0;
+  int64_t out_row = 0, from = 0;
   char path[VR_STORE_PATH_MAX + 16];
   snprintf(path, sizeof path, "%s/model.onnx", jb->dir);
   int rc = vr_npy_read(jb->input, &x, err);
   /* read again at run time: a file replaced since the submission */
   if (!rc && (x.ndim < 1 || x.shape[0] < 1))
     rc = vr_errf(err, VR_EINVAL, "input '%s' has no rows", jb->input);
+  if (!rc) {
+    pthread_mutex_lock(&j->mu);
+    jb->info.rows = x.shape[0];
+    pthread_mutex_unlock(&j->mu);
+  }
+  if (!rc && j->dir[0]) rc = vr__job_part_open(jb, part, &out, &from, err);
+  if (!rc && from) {
+    out_row = part->out_row;
+    vr_info("job %d resumes at row %lld of %lld", jb->info.id, (long long)from,
+            (long long)x.shape[0]);
+    pthread_mutex_lock(&j->mu);
+    jb->info.rows_done = from;
+    pthread_mutex_unlock(&j->mu);
+  }
   if (!rc) rc = vr_model_load(path, &m, err);
   if (!rc) {
     vr_session_opts so;
@@ -210,7 +225,7 @@ static int run_job(vr_jobs *j, job *jb, vr_errbuf *err) {
   }
   if (!rc && vr_session_output(s, 0)->dtype != VR_DT_F32)
     rc = vr_errf(err, VR_EUNSUPPORTED, "offline jobs write float32 outputs only");
-  if (!rc) rc = run_chunks(j, jb, s, &x, &out, &out_row, err);
+  if (!rc) rc = run_chunks(j, jb, s, &x, from, part, &out, &out_row, err);
   if (!rc) {
     const vr_tensor_info *o = vr_session_output(s, 0);
     int64_t shape[VR_MAX_DIMS];
@@ -228,9 +243,22 @@ static int run_job(vr_jobs *j, job *jb, vr_errbuf *err) {
 static job *next_queued(vr_jobs *j) {
   for (size_t i = 0; i < j->jobs.len; i++) {
     job *jb = VR_VEC_AT(&j->jobs, job *, i);
-    if (jb->info.state == VR_JOB_QUEUED) return jb;
+    if (jb && jb->info.state == VR_JOB_QUEUED) return jb;
   }
   return NULL;
+}
+
+/* Records how jb ended (under mu). A job stopped by the server's
+ * shutdown is not recorded: its record stays queued, so that it runs
+ * again (from its part file) when the server starts. */
+static void record_end(vr_jobs *j, job *jb, int rc, vr__job_part *part) {
+  vr_errbuf e2 = {0};
+  int keep = rc == VR_ESHUTDOWN;
+  if (j->dir[0] && !keep && vr__job_rec_write(j->dir, jb, &e2)) {
+    vr_warn("job %d: %s (it runs again at the next start)", jb->info.id, e2.msg);
+    keep = 1;
+  }
+  vr__job_part_close(part, !keep);
 }
 
 static void *runner(void *arg) {
@@ -243,10 +271,12 @@ static void *runner(void *arg) {
     jb->info.state = VR_JOB_RUNNING;
     pthread_mutex_unlock(&j->mu);
     vr_errbuf err = {0};
-    int rc = run_job(j, jb, &err);
+    vr__job_part part = {0};
+    int rc = run_job(j, jb, &part, &err);
     pthread_mutex_lock(&j->mu);
     jb->info.state = rc ? VR_JOB_FAILED : VR_JOB_DONE;
     if (rc) snprintf(jb->info.error, sizeof jb->info.error, "%s", err.msg);
+    record_end(j, jb, rc, &part);
     vr_info("job %d %s (%s)", jb->info.id, vr_job_state_name(jb->info.state),
             rc ? err.msg : jb->info.output);
   }
@@ -263,13 +293,24 @@ int vr_jobs_create(const vr_jobs_opts *o, vr_jobs **out, vr_errbuf *err) {
   j->o = *o;
   if (j->o.max_util <= 0) j->o.max_util = 0.4;
   if (j->o.poll_ns <= 0) j->o.poll_ns = 100 * VR_NS_PER_MS;
+  if (o->dir && strlen(o->dir) >= sizeof j->dir) {
+    vr_free(j);
+    return vr_errf(err, VR_ELIMIT, "jobs directory path too long");
+  }
+  snprintf(j->dir, sizeof j->dir, "%s", o->dir ? o->dir : "");
   pthread_mutex_init(&j->mu, NULL);
   pthread_cond_init(&j->cv, NULL);
   vr_vec_init(&j->jobs, sizeof(job *));
-  if (pthread_create(&j->thread, NULL, runner, j)) {
+  int rc = j->dir[0] ? vr__jobs_load(j->dir, &j->jobs, err) : 0;
+  if (!rc && pthread_create(&j->thread, NULL, runner, j))
+    rc = vr_errf(err, VR_ENOMEM, "cannot start the job runner");
+  if (rc) {
+    for (size_t i = 0; i < j->jobs.len; i++) vr_free(VR_VEC_AT(&j->jobs, job *, i));
     vr_vec_free(&j->jobs);
+    pthread_cond_destroy(&j->cv);
+    pthread_mutex_destroy(&j->mu);
     vr_free(j);
-    return vr_errf(err, VR_ENOMEM, "cannot start the job runner");
+    return rc;
   }
   *out = j;
   return 0;
@@ -312,7 +353,13 @@ int vr_jobs_submit(vr_jobs *j, const vr_job_req *r, vr_errbuf *err) {
   }
   pthread_mutex_lock(&j->mu);
   jb->info.id = (int)j->jobs.len + 1;
-  rc = vr_vec_push(&j->jobs, &jb) ? VR_ENOMEM : jb->info.id;
+  if (jb->info.id > VR__JOB_MAX_ID || vr_vec_push(&j->jobs, &jb))
+    rc = vr_errf(err, VR_ENOMEM, "no room for another job");
+  /* on disk before it is answered: a job accepted is not lost */
+  else if (j->dir[0] && (rc = vr__job_rec_write(j->dir, jb, err)))
+    j->jobs.len--;
+  else
+    rc = jb->info.id;
   pthread_cond_broadcast(&j->cv);
   pthread_mutex_unlock(&j->mu);
   if (rc < 0) vr_free(jb);
@@ -321,7 +368,7 @@ int vr_jobs_submit(vr_jobs *j, const vr_job_req *r, vr_errbuf *err) {
 
 int vr_jobs_get(vr_jobs *j, int id, vr_job_info *out) {
   pthread_mutex_lock(&j->mu);
-  int ok = id >= 1 && (size_t)id <= j->jobs.len;
+  int ok = id >= 1 && (size_t)id <= j->jobs.len && VR_VEC_AT(&j->jobs, job *, id - 1);
   if (ok) *out = VR_VEC_AT(&j->jobs, job *, id - 1)->info;
   pthread_mutex_unlock(&j->mu);
   return ok ? 0 : VR_ENOENT;

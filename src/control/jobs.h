@@ -12,6 +12,12 @@
  * period had late online answers or an interfered instance, or while no
  * core is free. Paused time is reported per job.
  *
+ * With a jobs directory the queue is journaled there (jobs_int.h): a job
+ * is on disk before vr_jobs_submit returns its id, a running one keeps
+ * the rows it computed, and vr_jobs_create reads them back, so that the
+ * jobs a killed or restarted server had accepted run (again, from their
+ * last computed row) or stay answerable under the same ids.
+ *
  * Ownership: vr_jobs borrows the control plane and the store; it owns the
  * job records (ids stay valid until vr_jobs_free).
  */
@@ -56,12 +62,16 @@ typedef struct vr_jobs_opts {
   vr_store *store; /* borrowed */
   double max_util; /* pause above this online utilisation; 0 = 0.4 */
   int64_t poll_ns; /* re-check period while paused; 0 = 100 ms */
+  const char *dir; /* the journal's directory (the server's <repo>/.jobs,
+                      where job outputs are written), or NULL: none */
 } vr_jobs_opts;
 
 int vr_jobs_create(const vr_jobs_opts *o, vr_jobs **out, vr_errbuf *err);
-/* Stops the runner (a running job stops between chunks, marked failed). */
+/* Stops the runner (a running job stops between chunks, marked failed;
+ * in the journal it stays queued and resumes at the next create). */
 void vr_jobs_free(vr_jobs *j);
-/* Validates (input readable, variant exists) and queues; returns id > 0. */
+/* Validates (input readable, variant exists) and queues; returns id > 0
+ * (VR_EIO: its record could not be written). */
 int vr_jobs_submit(vr_jobs *j, const vr_job_req *r, vr_errbuf *err);
 /* 0, or VR_ENOENT for an unknown id. */
 int vr_jobs_get(vr_jobs *j, int id, vr_job_info *out);

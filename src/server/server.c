@@ -526,6 +526,7 @@ int vr_server_create(const vr_server_opts *o, vr_server **out,
 int vr_server_port(const vr_server *s) { return vr_http_port(s->http); }
 int vr_server_grpc_port(const vr_server *s) { return vr_grpc_port(s->grpc); }
 vr_runtime *vr_server_runtime(vr_server *s) { return s->rt; }
+const char *vr_server_repo(const vr_server *s) { return s->repo; }
 
 void vr_server_shutdown(vr_server *s) {
   if (!s || s->shutting_down) return;

@@ -69,6 +69,8 @@ int vr_server_grpc_port(const vr_server *s);
 /* The server's runtime (borrowed): a control plane adds/removes instances
  * and reads monitoring through it. */
 vr_runtime *vr_server_runtime(vr_server *s);
+/* The --repo directory (borrowed; NULL when none). */
+const char *vr_server_repo(const vr_server *s);
 /* Loads <repo>/<name> (config.json + model.onnx). */
 int vr_server_load(vr_server *s, const char *name, vr_errbuf *err);
 /* The same, its instances AsyFunc bodies splittable over nodes

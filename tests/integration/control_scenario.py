@@ -202,6 +202,7 @@ try:
     res = np.load(io.BytesIO(out)) if st == 200 else None
     check(res is not None and (res.argmax(1) == Y).mean() >= 0.89,
           f"job done by {j['variant']}: accuracy {(res.argmax(1) == Y).mean() if res is not None else j}")
+    job1 = (r["id"], out)
     # a path that is not there is 404; one there for the other method 405
     for method, path, want in [("GET", "/v2/apps/fashion/nope", 404),
                                ("GET", "/v2/apps/fashion/infer", 405),
@@ -276,15 +277,36 @@ try:
     check(loads and int(loads.group(1)) >= 1 and "vario_variant_selection_seconds_count" in text
           and "vario_app_slo_violations_total" in text, "/metrics has the control plane's series")
 
-    # Restart keeps registrations.
+    # A restart after SIGKILL keeps registrations and offline jobs: a job
+    # accepted (201) just before the kill runs after the restart (from the
+    # rows it had computed, if any) under its id, and a finished one is
+    # still answered with its output.
     n_before = len(http(port, "GET", "/v2/apps/fashion")[1]["apps"]["fashion"])
-    proc.terminate()
+    st, r = http(port, "POST", "/v2/jobs?model=fmnist_cnn_s",
+                 raw=open(f"{DATA}/val_inputs.npy", "rb").read(), ctype="application/octet-stream")
+    check(st == 201, f"job submitted before the kill: {r}")
+    killed_id = r["id"]
+    proc.kill()
     proc.wait(timeout=30)
     proc, port = start_server()
     n_after = len(http(port, "GET", "/v2/apps/fashion")[1]["apps"]["fashion"])
     check(n_after == n_before, f"restart keeps registrations ({n_after} variants)")
     st, r = infer(port, {"latency_ms": 100, "min_accuracy": 98})
     check(st == 200 and r["parameters"]["model"] == "lin2", "and serves them")
+    st, out = http(port, "GET", f"/v2/jobs/{job1[0]}/output")
+    check(st == 200 and out == job1[1], f"job {job1[0]}, done before the kill: same output ({st})")
+    for _ in range(1200):
+        st, j = http(port, "GET", f"/v2/jobs/{killed_id}")
+        if st != 200 or j["state"] in ("done", "failed"):
+            break
+        time.sleep(0.05)
+    st, out = http(port, "GET", f"/v2/jobs/{killed_id}/output")
+    res = np.load(io.BytesIO(out)) if st == 200 else None
+    check(res is not None and res.shape == (len(Y), 10) and (res.argmax(1) == Y).mean() >= 0.89,
+          f"job {killed_id}, accepted before the kill, done after the restart: {j}")
+    st, r = http(port, "POST", "/v2/jobs?model=fmnist_cnn_s",
+                 raw=open(f"{DATA}/val_inputs.npy", "rb").read(), ctype="application/octet-stream")
+    check(st == 201 and r["id"] == killed_id + 1, f"the next job's id follows: {r}")
     proc.terminate()
     proc.wait(timeout=30)
     print("PASS")

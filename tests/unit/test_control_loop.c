@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/alloc.h"
@@ -17,6 +18,7 @@
 #include "control/fsutil.h"
 #include "control/history.h"
 #include "control/jobs.h"
+#include "control/jobs_int.h"
 #include "control/register.h"
 #include "policy/profile.h"
 #include "rt_wait.h"
@@ -434,6 +436,99 @@ static void test_offline_job(void **st) {
   vr_control_free(c);
 }
 
+static void write_text(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+/* Journaled jobs (jobs_int.h): a finished job is answered again after a
+ * restart; an interrupted one resumes from the rows its part file holds
+ * (made by hand here, with a sentinel in rows the model never gives, so
+ * that a rerun from row 0 would show); records that are not the server's
+ * are skipped, and ids go on after the highest. */
+static void test_offline_job_journal(void **st) {
+  (void)st;
+  vr_control *c = make_control();
+  vr_errbuf e = {0};
+  char dir[300], out1[400], out2[400], path[500];
+  snprintf(dir, sizeof dir, "%s/jobs", g_tmp);
+  assert_int_equal(mkdir(dir, 0700), 0);
+  snprintf(out1, sizeof out1, "%s/out-one.npy", dir);
+  snprintf(out2, sizeof out2, "%s/out-two.npy", dir);
+  char in[1200];
+  snprintf(in, sizeof in, "%s/models/fmnist-data/val_inputs.npy",
+           getenv("VR_SOURCE_DIR") ? getenv("VR_SOURCE_DIR") : ".");
+  vr_jobs_opts jo = {c, g_store, 0, 10 * 1000000LL, dir};
+  vr_jobs *j;
+  assert_int_equal(vr_jobs_create(&jo, &j, &e), 0);
+  vr_job_req q = {.app = "fashion", .min_accuracy = 88, .input = in, .output = out1};
+  int id = vr_jobs_submit(j, &q, &e);
+  assert_int_equal(id, 1);
+  assert_int_equal(wait_job(j, id, VR_JOB_DONE).state, VR_JOB_DONE);
+  vr_jobs_free(j);
+  vr_npy ref;
+  assert_int_equal(vr_npy_read(out1, &ref, &e), 0);
+  /* job 2: job 1's record, queued, with 128 rows done in its part file */
+  snprintf(path, sizeof path, "%s/job-1.json", dir);
+  vr_npy rec;
+  FILE *f = fopen(path, "rb");
+  char text[8192];
+  size_t n = fread(text, 1, sizeof text, f);
+  fclose(f);
+  vr__job jb;
+  assert_int_equal(vr__job_rec_parse(text, n, dir, &jb, &e), 0);
+  assert_int_equal(jb.info.state, VR_JOB_DONE);
+  jb.info.id = 2;
+  jb.info.state = VR_JOB_QUEUED;
+  snprintf(jb.info.output, sizeof jb.info.output, "%s", out2);
+  assert_int_equal(vr__job_rec_write(dir, &jb, &e), 0);
+  snprintf(path, sizeof path, "%s.part", out2);
+  f = fopen(path, "wb");
+  int64_t head[3] = {0, 10, 1000};
+  memcpy(head, "VRJPART1", 8);
+  fwrite(head, sizeof head, 1, f);
+  for (int i = 0; i < 128 * 10; i++) fwrite(&(float){12345.0f}, sizeof(float), 1, f);
+  static const float partial[3] = {1, 1, 1};
+  fwrite(partial, sizeof(float), 3, f); /* part of row 128: cut off, recomputed */
+  fclose(f);
+  /* not the server's: an output elsewhere, and no JSON */
+  snprintf(path, sizeof path, "%s/job-7.json", dir);
+  jb.info.id = 7;
+  snprintf(jb.info.output, sizeof jb.info.output, "%s/evil.npy", g_tmp);
+  f = fopen(path, "w");
+  fprintf(f, "{\"id\":7,\"state\":\"queued\",\"input\":\"%s\",\"output\":\"%s\","
+             "\"variant\":\"v\",\"dir\":\"%s\",\"precision\":\"fp32\",\"max_batch\":4,"
+             "\"rows\":1000}", in, jb.info.output, jb.dir);
+  fclose(f);
+  snprintf(path, sizeof path, "%s/job-8.json", dir);
+  write_text(path, "{\"id\": 8, \"state\":");
+  assert_int_equal(vr_jobs_create(&jo, &j, &e), 0);
+  vr_job_info ji;
+  assert_int_equal(vr_jobs_get(j, 1, &ji), 0); /* answered again */
+  assert_int_equal(ji.state, VR_JOB_DONE);
+  assert_int_equal(ji.rows_done, 1000);
+  assert_string_equal(ji.output, out1);
+  assert_int_equal(vr_jobs_get(j, 7, &ji), VR_ENOENT);
+  assert_int_equal(vr_jobs_get(j, 8, &ji), VR_ENOENT);
+  ji = wait_job(j, 2, VR_JOB_DONE);
+  assert_int_equal(ji.state, VR_JOB_DONE);
+  assert_int_equal(vr_npy_read(out2, &rec, &e), 0);
+  const float *a = ref.data, *b = rec.data;
+  for (int i = 0; i < 1000 * 10; i++)
+    if (b[i] != (i < 1280 ? 12345.0f : a[i])) fail_msg("row %d col %d: %g", i / 10, i % 10, b[i]);
+  snprintf(path, sizeof path, "%s.part", out2);
+  assert_int_equal(access(path, F_OK), -1); /* dropped once done is recorded */
+  q.output = out1;
+  assert_int_equal(vr_jobs_submit(j, &q, &e), 9); /* after the highest record */
+  wait_job(j, 9, VR_JOB_DONE);
+  vr_jobs_free(j);
+  vr_npy_free(&rec);
+  vr_npy_free(&ref);
+  vr_control_free(c);
+}
+
 /* A model whose output does not have one row per input row (ReduceMean
  * over the batch): registration refuses it, naming the output and its
  * shape. It was registered, the runtime then failed every batch of more
@@ -550,6 +645,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_selection_and_scaling),
       cmocka_unit_test(test_offline_job),
+      cmocka_unit_test(test_offline_job_journal),
       cmocka_unit_test(test_register_output_rows),
       cmocka_unit_test(test_history_rows),
       cmocka_unit_test(test_evict_idle),
