@@ -5,11 +5,16 @@
  */
 #include "control/jobs.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "base/alloc.h"
 #include "base/clock.h"
@@ -24,6 +29,7 @@ typedef vr__job job;
 struct vr_jobs {
   vr_jobs_opts o;
   char dir[512]; /* the journal's directory; "" = none */
+  int lock_fd;   /* holds the journal (flock), -1 = none */
   pthread_mutex_t mu;
   pthread_cond_t cv;
   pthread_t thread;
@@ -286,6 +292,30 @@ static void *runner(void *arg) {
 
 /* ---- API ----------------------------------------------------------------- */
 
+/* The journal is one process's: servers sharing a repository (workers
+ * over one directory) would write each other's job-<id>.json and resume
+ * each other's jobs. The first holds an flock on dir/journal.lock for its
+ * life (the kernel drops it when the process dies, however); the others
+ * keep their jobs in memory only. The fd, or -1. */
+static int claim_journal(const char *dir) {
+  char path[560];
+  snprintf(path, sizeof path, "%s/journal.lock", dir);
+  int fd = -1;
+  if ((mkdir(dir, 0700) && errno != EEXIST) ||
+      (fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) < 0) {
+    vr_warn("jobs: cannot keep a journal in %s (%s): jobs are not kept across restarts", dir,
+            strerror(errno));
+    return -1;
+  }
+  if (flock(fd, LOCK_EX | LOCK_NB)) {
+    vr_warn("jobs: another server keeps its jobs' journal in %s (a shared repository): this"
+            " one's jobs are not kept across restarts", dir);
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 int vr_jobs_create(const vr_jobs_opts *o, vr_jobs **out, vr_errbuf *err) {
   *out = NULL;
   vr_jobs *j = VR_NEW(vr_jobs);
@@ -298,6 +328,8 @@ int vr_jobs_create(const vr_jobs_opts *o, vr_jobs **out, vr_errbuf *err) {
     return vr_errf(err, VR_ELIMIT, "jobs directory path too long");
   }
   snprintf(j->dir, sizeof j->dir, "%s", o->dir ? o->dir : "");
+  j->lock_fd = j->dir[0] ? claim_journal(j->dir) : -1;
+  if (j->lock_fd < 0) j->dir[0] = 0;
   pthread_mutex_init(&j->mu, NULL);
   pthread_cond_init(&j->cv, NULL);
   vr_vec_init(&j->jobs, sizeof(job *));
@@ -309,6 +341,7 @@ int vr_jobs_create(const vr_jobs_opts *o, vr_jobs **out, vr_errbuf *err) {
     vr_vec_free(&j->jobs);
     pthread_cond_destroy(&j->cv);
     pthread_mutex_destroy(&j->mu);
+    if (j->lock_fd >= 0) close(j->lock_fd);
     vr_free(j);
     return rc;
   }
@@ -327,6 +360,7 @@ void vr_jobs_free(vr_jobs *j) {
   vr_vec_free(&j->jobs);
   pthread_cond_destroy(&j->cv);
   pthread_mutex_destroy(&j->mu);
+  if (j->lock_fd >= 0) close(j->lock_fd); /* and the journal with it */
   vr_free(j);
 }
 

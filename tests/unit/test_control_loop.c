@@ -467,6 +467,16 @@ static void test_offline_job_journal(void **st) {
   int id = vr_jobs_submit(j, &q, &e);
   assert_int_equal(id, 1);
   assert_int_equal(wait_job(j, id, VR_JOB_DONE).state, VR_JOB_DONE);
+  /* a second server over the same directory (a shared repository) keeps
+   * its jobs in memory: its job 1 does not replace the first's record */
+  vr_jobs *j2;
+  assert_int_equal(vr_jobs_create(&jo, &j2, &e), 0);
+  char out3[400];
+  snprintf(out3, sizeof out3, "%s/out-other.npy", dir);
+  vr_job_req q2 = {.app = "fashion", .min_accuracy = 88, .input = in, .output = out3};
+  assert_int_equal(vr_jobs_submit(j2, &q2, &e), 1);
+  assert_int_equal(wait_job(j2, 1, VR_JOB_DONE).state, VR_JOB_DONE);
+  vr_jobs_free(j2);
   vr_jobs_free(j);
   vr_npy ref;
   assert_int_equal(vr_npy_read(out1, &ref, &e), 0);
@@ -480,6 +490,7 @@ static void test_offline_job_journal(void **st) {
   vr__job jb;
   assert_int_equal(vr__job_rec_parse(text, n, dir, &jb, &e), 0);
   assert_int_equal(jb.info.state, VR_JOB_DONE);
+  assert_string_equal(jb.info.output, out1);
   jb.info.id = 2;
   jb.info.state = VR_JOB_QUEUED;
   snprintf(jb.info.output, sizeof jb.info.output, "%s", out2);
