@@ -102,7 +102,8 @@ static int64_t out_since(const ctl_prov_view *v, const seen_rec *r, const vr_wor
     return r->at_ns > v->back_ns ? r->at_ns : v->back_ns;
   }
   *grace_ns = v->start_timeout_ms * 1000000;
-  return r && r->at_ns > w->since_ns ? r->at_ns : w->since_ns;
+  int64_t since = r && r->at_ns > w->since_ns ? r->at_ns : w->since_ns;
+  return since > v->back_ns ? since : v->back_ns;
 }
 
 static void stop_late(ctl_prov *c, seen_rec *r, const vr_worker_info *w, int64_t grace_ns,
@@ -152,7 +153,9 @@ int ctl_prov_poll(ctl_prov *c, const ctl_prov_view *v, ctl_prov_out *o, vr_errbu
     } else if (live < v->nlive) {
       seen_rec *r = seen_of(c, w[i].id, 1);
       r->at_ns = now;
-      r->lease_ms = v->lease_ms[live] > 0 ? v->lease_ms[live] : 1;
+      /* the registry's word, bounded (a day) so that the grace's ns fit */
+      int64_t lm = v->lease_ms[live];
+      r->lease_ms = lm < 1 ? 1 : lm > 86400000 ? 86400000 : lm;
       r->stopped = 0;
     } else if (w[i].state == VR_PW_STARTING || w[i].state == VR_PW_RUNNING) {
       seen_rec *r = seen_of(c, w[i].id, 0);

@@ -61,7 +61,8 @@ typedef struct ctl_prov_out {
 
 /* What became of the provider's workers. A running worker not in
  * v->live is stopped (and so replaced by the plan) once it has been out
- * too long: one that never registered, start_timeout_ms after its start;
+ * too long: one that never registered, start_timeout_ms after its start
+ * (or after the registry was last back, when later);
  * one that had registered (hung, stopped, cut off from the registry: its
  * queries wait in its sockets), lost_timeout_ms or two of its leases,
  * whichever is longer, after it or the registry was last seen (so that a

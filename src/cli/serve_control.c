@@ -113,9 +113,8 @@ int vr_cli_control_open(vr_cli_control *c, vr_server *s, vr_errbuf *err) {
   /* journaled beside the outputs the server names (server_admin.c) */
   char jdir[4200];
   const char *repo = vr_server_repo(s);
-  if (repo && (size_t)snprintf(jdir, sizeof jdir, "%s/.jobs", repo) >= sizeof jdir)
-    return vr_errf(err, VR_ELIMIT, "repository path too long");
-  vr_jobs_opts jo = {c->ctl, c->store, 0, 0, repo ? jdir : NULL};
+  int jok = repo && (size_t)snprintf(jdir, sizeof jdir, "%s/.jobs", repo) < sizeof jdir;
+  vr_jobs_opts jo = {c->ctl, c->store, 0, 0, jok ? jdir : NULL};
   rc = vr_jobs_create(&jo, &c->jobs, err);
   if (rc) return rc;
   vr_server_set_jobs(s, c->jobs);

@@ -192,6 +192,35 @@ static int run_chunks(vr_jobs *j, job *jb, vr_session *s, const vr_npy *x, int64
   return 0;
 }
 
+/* Opens jb's part file: the rows an earlier process computed, unless its
+ * rows are not of the model's output (the model was replaced): then
+ * afresh. *from = the first row to compute. */
+static int resume(vr_jobs *j, job *jb, vr_session *s, vr__job_part *part, float **out,
+                  int64_t *from, vr_errbuf *err) {
+  int rc = vr__job_part_open(jb, part, out, from, err);
+  const vr_tensor_info *o = vr_session_output(s, 0);
+  int64_t row = 1;
+  for (int d = 1; d < o->ndim; d++) row = o->shape[d] > 0 && row > 0 ? row * o->shape[d] : -1;
+  if (!rc && *out && row > 0 && row != part->out_row) {
+    vr_warn("job %d: its computed rows have %lld values, the model's output %lld: from row 0",
+            jb->info.id, (long long)part->out_row, (long long)row);
+    vr_free(*out);
+    *out = NULL;
+    *from = 0;
+    vr__job_part_close(part, 1);
+    vr__job_part_init(jb, part);
+    rc = vr__job_part_open(jb, part, out, from, err);
+  }
+  if (!rc && *from) {
+    vr_info("job %d resumes at row %lld of %lld", jb->info.id, (long long)*from,
+            (long long)jb->info.rows);
+    pthread_mutex_lock(&j->mu);
+    jb->info.rows_done = *from;
+    pthread_mutex_unlock(&j->mu);
+  }
+  return rc;
+}
+
 /* Runs jb; with a journal, from the rows its part file holds (the part
  * is left open in *part for the runner to drop once the end is recorded). */
 static int run_job(vr_jobs *j, job *jb, vr__job_part *part, vr_errbuf *err) {
@@ -211,15 +240,6 @@ static int run_job(vr_jobs *j, job *jb, vr__job_part *part, vr_errbuf *err) {
     jb->info.rows = x.shape[0];
     pthread_mutex_unlock(&j->mu);
   }
-  if (!rc && j->dir[0]) rc = vr__job_part_open(jb, part, &out, &from, err);
-  if (!rc && from) {
-    out_row = part->out_row;
-    vr_info("job %d resumes at row %lld of %lld", jb->info.id, (long long)from,
-            (long long)x.shape[0]);
-    pthread_mutex_lock(&j->mu);
-    jb->info.rows_done = from;
-    pthread_mutex_unlock(&j->mu);
-  }
   if (!rc) rc = vr_model_load(path, &m, err);
   if (!rc) {
     vr_session_opts so;
@@ -231,6 +251,8 @@ static int run_job(vr_jobs *j, job *jb, vr__job_part *part, vr_errbuf *err) {
   }
   if (!rc && vr_session_output(s, 0)->dtype != VR_DT_F32)
     rc = vr_errf(err, VR_EUNSUPPORTED, "offline jobs write float32 outputs only");
+  if (!rc && j->dir[0]) rc = resume(j, jb, s, part, &out, &from, err);
+  if (out) out_row = part->out_row;
   if (!rc) rc = run_chunks(j, jb, s, &x, from, part, &out, &out_row, err);
   if (!rc) {
     const vr_tensor_info *o = vr_session_output(s, 0);
@@ -278,6 +300,7 @@ static void *runner(void *arg) {
     pthread_mutex_unlock(&j->mu);
     vr_errbuf err = {0};
     vr__job_part part = {0};
+    if (j->dir[0]) vr__job_part_init(jb, &part); /* named before anything can fail */
     int rc = run_job(j, jb, &part, &err);
     pthread_mutex_lock(&j->mu);
     jb->info.state = rc ? VR_JOB_FAILED : VR_JOB_DONE;
@@ -323,11 +346,10 @@ int vr_jobs_create(const vr_jobs_opts *o, vr_jobs **out, vr_errbuf *err) {
   j->o = *o;
   if (j->o.max_util <= 0) j->o.max_util = 0.4;
   if (j->o.poll_ns <= 0) j->o.poll_ns = 100 * VR_NS_PER_MS;
-  if (o->dir && strlen(o->dir) >= sizeof j->dir) {
-    vr_free(j);
-    return vr_errf(err, VR_ELIMIT, "jobs directory path too long");
-  }
-  snprintf(j->dir, sizeof j->dir, "%s", o->dir ? o->dir : "");
+  if (o->dir && strlen(o->dir) < sizeof j->dir) snprintf(j->dir, sizeof j->dir, "%s", o->dir);
+  else if (o->dir)
+    vr_warn("jobs: the path of %.64s... is too long for a journal: jobs are not kept across"
+            " restarts", o->dir);
   j->lock_fd = j->dir[0] ? claim_journal(j->dir) : -1;
   if (j->lock_fd < 0) j->dir[0] = 0;
   pthread_mutex_init(&j->mu, NULL);
@@ -386,6 +408,10 @@ int vr_jobs_submit(vr_jobs *j, const vr_job_req *r, vr_errbuf *err) {
     return rc;
   }
   pthread_mutex_lock(&j->mu);
+  job *none = NULL;
+  for (int k = 0; j->dir[0] && k < 1000 && !vr__job_rec_free_id(j->dir, (int)j->jobs.len + 1);
+       k++)
+    if (vr_vec_push(&j->jobs, &none)) break; /* a file not read at load: its id is not reused */
   jb->info.id = (int)j->jobs.len + 1;
   if (jb->info.id > VR__JOB_MAX_ID || vr_vec_push(&j->jobs, &jb))
     rc = vr_errf(err, VR_ENOMEM, "no room for another job");

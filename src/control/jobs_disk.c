@@ -56,13 +56,27 @@ static int rec_state(json_t *o, vr_job_state *out, vr_errbuf *err) {
                  " done or failed");
 }
 
-/* The output is a server-named file right in the jobs directory. */
-static int own_output(const char *path, const char *jobs_dir, vr_errbuf *err) {
-  size_t n = strlen(jobs_dir), l = strlen(path);
-  if (l < n + 9 || strncmp(path, jobs_dir, n) || path[n] != '/' || strchr(path + n + 1, '/') ||
-      strncmp(path + n + 1, "out-", 4) || strcmp(path + l - 4, ".npy"))
-    return vr_errf(err, VR_EFORMAT, "job record: the output is not a file out-*.npy of the"
+/* A record names the files of the jobs directory by their base names,
+ * so that it still reads when --repo is spelt otherwise (relative, with a
+ * trailing slash); the output must be one of them, out-*.npy. */
+static const char *in_dir(const char *path, const char *jobs_dir) {
+  size_t n = strlen(jobs_dir);
+  return !strncmp(path, jobs_dir, n) && path[n] == '/' && path[n + 1] && !strchr(path + n + 1, '/')
+             ? path + n + 1
+             : NULL;
+}
+
+static int join_dir(char *path, size_t cap, const char *jobs_dir, int output, vr_errbuf *err) {
+  size_t l = strlen(path);
+  if (output && (strchr(path, '/') || l < 8 || strncmp(path, "out-", 4) ||
+                 strcmp(path + l - 4, ".npy")))
+    return vr_errf(err, VR_EFORMAT, "job record: \"output\" must be a file out-*.npy of the"
                    " jobs directory");
+  if (strchr(path, '/')) return 0; /* an input elsewhere (--data-root): as it is */
+  char tmp[1200];
+  if ((size_t)snprintf(tmp, sizeof tmp, "%s/%s", jobs_dir, path) >= cap)
+    return vr_errf(err, VR_EFORMAT, "job record: path too long");
+  memcpy(path, tmp, strlen(tmp) + 1);
   return 0;
 }
 
@@ -92,7 +106,8 @@ int vr__job_rec_parse(const char *text, size_t len, const char *jobs_dir, vr__jo
   if (!rc) rc = rec_str(o, "error", out->info.error, sizeof out->info.error, 0, err);
   if (!rc) rc = rec_secs(o, "run_s", &out->info.run_s, err);
   if (!rc) rc = rec_secs(o, "paused_s", &out->info.paused_s, err);
-  if (!rc) rc = own_output(out->info.output, jobs_dir, err);
+  if (!rc) rc = join_dir(out->info.output, sizeof out->info.output, jobs_dir, 1, err);
+  if (!rc) rc = join_dir(out->input, sizeof out->input, jobs_dir, 0, err);
   json_decref(o);
   out->info.id = (int)id;
   out->max_batch = (int)mb;
@@ -101,11 +116,13 @@ int vr__job_rec_parse(const char *text, size_t len, const char *jobs_dir, vr__jo
   return rc;
 }
 
-char *vr__job_rec_json(const vr__job *jb) {
+char *vr__job_rec_json(const vr__job *jb, const char *jobs_dir) {
   const vr_job_info *i = &jb->info;
+  const char *in = in_dir(jb->input, jobs_dir), *out = in_dir(i->output, jobs_dir);
+  if (!out) return NULL; /* not the server's: not recorded */
   json_t *o = json_pack("{s:i, s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:I, s:f, s:f}", "id", i->id,
-                        "state", vr_job_state_name(i->state), "input", jb->input, "output",
-                        i->output, "variant", i->variant, "dir", jb->dir, "precision",
+                        "state", vr_job_state_name(i->state), "input", in ? in : jb->input,
+                        "output", out, "variant", i->variant, "dir", jb->dir, "precision",
                         vr_precision_name(jb->prec), "max_batch", jb->max_batch, "rows",
                         (json_int_t)i->rows, "run_s", i->run_s, "paused_s", i->paused_s);
   if (o && i->error[0]) json_object_set_new(o, "error", json_string(i->error));
@@ -114,15 +131,22 @@ char *vr__job_rec_json(const vr__job *jb) {
   return t;
 }
 
+int vr__job_rec_free_id(const char *jobs_dir, int id) {
+  char path[600];
+  snprintf(path, sizeof path, "%s/job-%d.json", jobs_dir, id);
+  return access(path, F_OK) != 0 && errno == ENOENT;
+}
+
 int vr__job_rec_write(const char *jobs_dir, const vr__job *jb, vr_errbuf *err) {
   char path[600], tmp[620];
   snprintf(path, sizeof path, "%s/job-%d.json", jobs_dir, jb->info.id);
   snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  char *t = vr__job_rec_json(jb);
+  char *t = vr__job_rec_json(jb, jobs_dir);
   FILE *f = t ? fopen(tmp, "w") : NULL;
   int bad = !f || fputs(t, f) < 0;
   if (f && fclose(f)) bad = 1;
-  int rc = !t     ? vr_errf(err, VR_ENOMEM, "out of memory")
+  int rc = !t ? vr_errf(err, VR_EINVAL, "cannot record job %d (its output is not in the jobs"
+                        " directory, a path is not UTF-8, or out of memory)", jb->info.id)
            : bad  ? vr_errf(err, VR_EIO, "cannot write %s: %s", tmp, strerror(errno))
            : rename(tmp, path) ? vr_errf(err, VR_EIO, "cannot write %s: %s", path,
                                          strerror(errno))
@@ -148,6 +172,8 @@ static int load_one(const char *jobs_dir, const char *name, int id, vr_vec *jobs
   if (!rc) rc = vr__job_rec_parse(buf, n, jobs_dir, jb, &err);
   if (!rc && jb->info.id != id)
     rc = vr_errf(&err, VR_EFORMAT, "job record: id %d in the file of job %d", jb->info.id, id);
+  if (!rc && (size_t)id > jobs->len + 100000) /* no gap of 10^5 ids by this server */
+    rc = vr_errf(&err, VR_EFORMAT, "job %d: past every other record by too much", id);
   while (!rc && jobs->len < (size_t)id) {
     vr__job *none = NULL;
     if (vr_vec_push(jobs, &none)) rc = vr_errf(&err, VR_ENOMEM, "out of memory");
@@ -166,24 +192,25 @@ static int load_one(const char *jobs_dir, const char *name, int id, vr_vec *jobs
 int vr__jobs_load(const char *jobs_dir, vr_vec *jobs, vr_errbuf *err) {
   DIR *d = opendir(jobs_dir);
   if (!d) return errno == ENOENT ? 0 : vr_errf(err, VR_EIO, "cannot read %s", jobs_dir);
-  int rc = 0, n = 0;
-  long top = 0;
+  int rc = 0;
   for (struct dirent *e; !rc && (e = readdir(d));) {
     char *end;
     if (strncmp(e->d_name, "job-", 4) || !(e->d_name[4] >= '1' && e->d_name[4] <= '9')) continue;
     long id = strtol(e->d_name + 4, &end, 10);
-    if (strcmp(end, ".json") || id < 1 || id > VR__JOB_MAX_ID) continue;
-    rc = load_one(jobs_dir, e->d_name, (int)id, jobs);
-    n++;
-    if (id > top) top = id;
+    if (id < 1 || id > VR__JOB_MAX_ID) continue;
+    if (!strcmp(end, ".json.tmp")) { /* a write a kill cut short: the record is the old one */
+      char path[600];
+      snprintf(path, sizeof path, "%s/%s", jobs_dir, e->d_name);
+      unlink(path);
+    } else if (!strcmp(end, ".json")) {
+      rc = load_one(jobs_dir, e->d_name, (int)id, jobs);
+    }
   }
   closedir(d);
-  /* the ids of records skipped are not given again (their files stay) */
-  vr__job *none = NULL;
-  while (!rc && jobs->len < (size_t)top)
-    if (vr_vec_push(jobs, &none)) rc = VR_ENOMEM;
+  size_t n = 0;
+  for (size_t i = 0; i < jobs->len; i++) n += VR_VEC_AT(jobs, vr__job *, i) != NULL;
   if (rc) return vr_errf(err, rc, "out of memory reading the job records");
-  if (n) vr_info("jobs: %d record(s) read from %s", n, jobs_dir);
+  if (n) vr_info("jobs: %zu record(s) read from %s", n, jobs_dir);
   return 0;
 }
 
@@ -196,12 +223,16 @@ typedef struct part_head {
   int64_t out_row, rows;
 } part_head;
 
+void vr__job_part_init(const vr__job *jb, vr__job_part *p) {
+  memset(p, 0, sizeof *p);
+  snprintf(p->path, sizeof p->path, "%s.part", jb->info.output);
+}
+
 int vr__job_part_open(const vr__job *jb, vr__job_part *p, float **out, int64_t *rows_done,
                       vr_errbuf *err) {
-  memset(p, 0, sizeof *p);
   *out = NULL;
   *rows_done = 0;
-  snprintf(p->path, sizeof p->path, "%s.part", jb->info.output);
+  p->out_row = 0;
   int64_t rows = jb->info.rows;
   FILE *f = fopen(p->path, "r+b");
   part_head h;
@@ -211,7 +242,9 @@ int vr__job_part_open(const vr__job *jb, vr__job_part *p, float **out, int64_t *
       !fstat(fileno(f), &st) && st.st_size >= (off_t)sizeof h) {
     int64_t whole = (st.st_size - (off_t)sizeof h) / (h.out_row * (int64_t)sizeof(float));
     int64_t done = whole < rows ? whole : rows;
-    float *o = vr_malloc((size_t)rows * (size_t)h.out_row * sizeof(float));
+    /* no whole row: nothing to keep (and its out_row, never checked by
+     * a chunk, is not to be trusted) */
+    float *o = done > 0 ? vr_malloc((size_t)rows * (size_t)h.out_row * sizeof(float)) : NULL;
     if (o && fread(o, sizeof(float) * (size_t)h.out_row, (size_t)done, f) == (size_t)done &&
         !ftruncate(fileno(f), (off_t)(sizeof h + (size_t)done * h.out_row * sizeof(float))) &&
         !fseeko(f, 0, SEEK_END)) {

@@ -31,20 +31,25 @@ typedef struct vr__job {
 #define VR__JOB_MAX_ID (1 << 30)
 #define VR__JOB_MAX_BATCH 65536
 
-/* Parses a record (text, len bytes) into *out. A record names its own
- * output, which must be a file out-*.npy directly in jobs_dir (a record
- * cannot make the server write elsewhere). A running or paused state is
- * read as queued (the process that ran it is gone). 0, or VR_EFORMAT
- * with what is wrong. */
+/* Parses a record (text, len bytes) into *out. A record names the files
+ * of jobs_dir by their base names (joined to jobs_dir here); its output
+ * must be one of them, out-*.npy (a record cannot make the server write
+ * elsewhere). A running or paused state is read as queued (the process
+ * that ran it is gone). 0, or VR_EFORMAT with what is wrong. */
 int vr__job_rec_parse(const char *text, size_t len, const char *jobs_dir, vr__job *out,
                       vr_errbuf *err);
-/* jb's record as JSON text (free() it), or NULL without memory. */
-char *vr__job_rec_json(const vr__job *jb);
+/* jb's record as JSON text (free() it); NULL when its output is not a
+ * file of jobs_dir, a path is not UTF-8, or without memory. */
+char *vr__job_rec_json(const vr__job *jb, const char *jobs_dir);
+/* Whether id may be given to a new job: no file job-<id>.json (a record
+ * skipped at load, a foreign one) is in jobs_dir. */
+int vr__job_rec_free_id(const char *jobs_dir, int id);
 /* Writes jb's record into jobs_dir (job-<id>.json, by rename). */
 int vr__job_rec_write(const char *jobs_dir, const vr__job *jb, vr_errbuf *err);
 /* Reads every record of jobs_dir into jobs (vr__job *, slot id - 1; a
  * missing id is a NULL slot; the caller owns the jobs). A record that
- * cannot be read is logged and skipped. A missing directory is none. */
+ * cannot be read is logged and skipped (its file stays: new ids step
+ * over it, vr__job_rec_free_id). A missing directory is none. */
 int vr__jobs_load(const char *jobs_dir, vr_vec *jobs, vr_errbuf *err);
 
 /* The rows a running job has computed: <output>.part, a header (magic,
@@ -55,10 +60,12 @@ typedef struct vr__job_part {
   int64_t out_row;   /* floats per output row; 0 until known */
 } vr__job_part;
 
-/* Opens jb's part file. One left by an earlier process for the same rows
- * is kept: its whole rows are read into *out (allocated here, rows x
- * out_row floats) and *rows_done is how many; anything else is started
- * afresh (*out NULL, *rows_done 0). */
+/* Names jb's part file (before anything can fail: the runner drops it). */
+void vr__job_part_init(const vr__job *jb, vr__job_part *p);
+/* Opens the part file p names. One left by an earlier process for the
+ * same rows is kept if it holds a whole row: its whole rows are read into
+ * *out (allocated here, rows x p->out_row floats) and *rows_done is how
+ * many; anything else is started afresh (*out NULL, *rows_done 0). */
 int vr__job_part_open(const vr__job *jb, vr__job_part *p, float **out, int64_t *rows_done,
                       vr_errbuf *err);
 /* Appends rows [from, from + n) of out (out_row floats each; the header

@@ -1,9 +1,9 @@
 /* Offline jobs' records (control/jobs_disk.c): job-<id>.json in the
  * server's jobs directory, read back when the server starts. Parsed into
  * bounded fields — an id and a batch in range, a known state (running and
- * paused read as queued), fp32 or bf16, an output that is a file out-*.npy
- * of the jobs directory — or refused. What parses must survive a write
- * and a re-read unchanged. */
+ * paused read as queued), fp32 or bf16, an output named as a file out-*.npy
+ * of the jobs directory (joined to it) — or refused. What parses must
+ * survive a write and a re-read unchanged. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +28,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         strncmp(a.info.output, k_dir, sizeof k_dir - 1) || a.info.output[sizeof k_dir - 1] != '/' ||
         strchr(f, '/') || !(a.info.run_s >= 0) || !(a.info.paused_s >= 0))
       __builtin_trap();
-    char *t = vr__job_rec_json(&a);
+    char *t = vr__job_rec_json(&a, k_dir);
     if (!t || vr__job_rec_parse(t, strlen(t), k_dir, &b, &err) || a.info.id != b.info.id ||
         a.info.state != b.info.state || a.info.rows != b.info.rows ||
         a.max_batch != b.max_batch || a.prec != b.prec || strcmp(a.input, b.input) ||

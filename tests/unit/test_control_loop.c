@@ -504,25 +504,37 @@ static void test_offline_job_journal(void **st) {
   static const float partial[3] = {1, 1, 1};
   fwrite(partial, sizeof(float), 3, f); /* part of row 128: cut off, recomputed */
   fclose(f);
-  /* not the server's: an output elsewhere, and no JSON */
-  snprintf(path, sizeof path, "%s/job-7.json", dir);
-  jb.info.id = 7;
-  snprintf(jb.info.output, sizeof jb.info.output, "%s/evil.npy", g_tmp);
-  f = fopen(path, "w");
-  fprintf(f, "{\"id\":7,\"state\":\"queued\",\"input\":\"%s\",\"output\":\"%s\","
-             "\"variant\":\"v\",\"dir\":\"%s\",\"precision\":\"fp32\",\"max_batch\":4,"
-             "\"rows\":1000}", in, jb.info.output, jb.dir);
+  /* job 5: a part file with a header and no whole row (a kill right
+   * after it), of another row size: from row 0 */
+  char out5[400];
+  snprintf(out5, sizeof out5, "%s/out-five.npy", dir);
+  jb.info.id = 5;
+  snprintf(jb.info.output, sizeof jb.info.output, "%s", out5);
+  assert_int_equal(vr__job_rec_write(dir, &jb, &e), 0);
+  snprintf(path, sizeof path, "%s.part", out5);
+  f = fopen(path, "wb");
+  int64_t head5[3] = {0, 7, 1000};
+  memcpy(head5, "VRJPART1", 8);
+  fwrite(head5, sizeof head5, 1, f);
+  fwrite(partial, sizeof(float), 3, f);
   fclose(f);
-  snprintf(path, sizeof path, "%s/job-8.json", dir);
-  write_text(path, "{\"id\": 8, \"state\":");
+  /* not the server's: an output elsewhere (job 3), no JSON (job 4) */
+  snprintf(path, sizeof path, "%s/job-3.json", dir);
+  f = fopen(path, "w");
+  fprintf(f, "{\"id\":3,\"state\":\"queued\",\"input\":\"%s\",\"output\":\"%s/evil.npy\","
+             "\"variant\":\"v\",\"dir\":\"%s\",\"precision\":\"fp32\",\"max_batch\":4,"
+             "\"rows\":1000}", in, g_tmp, jb.dir);
+  fclose(f);
+  snprintf(path, sizeof path, "%s/job-4.json", dir);
+  write_text(path, "{\"id\": 4, \"state\":");
   assert_int_equal(vr_jobs_create(&jo, &j, &e), 0);
   vr_job_info ji;
   assert_int_equal(vr_jobs_get(j, 1, &ji), 0); /* answered again */
   assert_int_equal(ji.state, VR_JOB_DONE);
   assert_int_equal(ji.rows_done, 1000);
   assert_string_equal(ji.output, out1);
-  assert_int_equal(vr_jobs_get(j, 7, &ji), VR_ENOENT);
-  assert_int_equal(vr_jobs_get(j, 8, &ji), VR_ENOENT);
+  assert_int_equal(vr_jobs_get(j, 3, &ji), VR_ENOENT);
+  assert_int_equal(vr_jobs_get(j, 4, &ji), VR_ENOENT);
   ji = wait_job(j, 2, VR_JOB_DONE);
   assert_int_equal(ji.state, VR_JOB_DONE);
   assert_int_equal(vr_npy_read(out2, &rec, &e), 0);
@@ -531,9 +543,19 @@ static void test_offline_job_journal(void **st) {
     if (b[i] != (i < 1280 ? 12345.0f : a[i])) fail_msg("row %d col %d: %g", i / 10, i % 10, b[i]);
   snprintf(path, sizeof path, "%s.part", out2);
   assert_int_equal(access(path, F_OK), -1); /* dropped once done is recorded */
+  assert_int_equal(wait_job(j, 5, VR_JOB_DONE).state, VR_JOB_DONE);
+  vr_npy five;
+  assert_int_equal(vr_npy_read(out5, &five, &e), 0);
+  assert_int_equal(memcmp(five.data, ref.data, ref.nbytes), 0);
+  vr_npy_free(&five);
   q.output = out1;
-  assert_int_equal(vr_jobs_submit(j, &q, &e), 9); /* after the highest record */
-  wait_job(j, 9, VR_JOB_DONE);
+  assert_int_equal(vr_jobs_submit(j, &q, &e), 6); /* after the highest record */
+  wait_job(j, 6, VR_JOB_DONE);
+  snprintf(path, sizeof path, "%s/job-4.json", dir); /* a file not read stays as it was */
+  f = fopen(path, "r");
+  assert_non_null(f);
+  assert_int_equal(fread(text, 1, sizeof text, f), 18);
+  fclose(f);
   vr_jobs_free(j);
   vr_npy_free(&rec);
   vr_npy_free(&ref);
