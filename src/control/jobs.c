@@ -315,6 +315,34 @@ static void *runner(void *arg) {
 
 /* ---- API ----------------------------------------------------------------- */
 
+/* A job read back runs what the store says its variant is now, not the
+ * record's model directory (a record is a file; the store is the truth
+ * on models): one whose variant was unregistered meanwhile fails, said
+ * so, and is recorded failed. Before the runner starts. */
+static void rebind(vr_jobs *j) {
+  for (size_t i = 0; i < j->jobs.len; i++) {
+    job *jb = VR_VEC_AT(&j->jobs, job *, i);
+    if (!jb || jb->info.state != VR_JOB_QUEUED) continue;
+    vr_store_rdlock(j->o.store);
+    const vr_variant_rec *v = vr_store_variant(j->o.store, jb->info.variant);
+    const vr_model_rec *m = v ? vr_store_model(j->o.store, v->model) : NULL;
+    int ok = m && v->threads == 1 && v->precision != VR_PREC_INT8;
+    if (ok) {
+      snprintf(jb->dir, sizeof jb->dir, "%s", m->dir);
+      jb->prec = v->precision;
+      jb->max_batch = v->max_batch;
+    }
+    vr_store_unlock(j->o.store);
+    if (ok) continue;
+    jb->info.state = VR_JOB_FAILED;
+    snprintf(jb->info.error, sizeof jb->info.error, "variant '%.200s' is no longer registered",
+             jb->info.variant);
+    vr_errbuf e2 = {0};
+    if (vr__job_rec_write(j->dir, jb, &e2)) vr_warn("job %d: %s", jb->info.id, e2.msg);
+    vr_warn("job %d: %s", jb->info.id, jb->info.error);
+  }
+}
+
 /* The journal is one process's: servers sharing a repository (workers
  * over one directory) would write each other's job-<id>.json and resume
  * each other's jobs. The first holds an flock on dir/journal.lock for its
@@ -356,6 +384,7 @@ int vr_jobs_create(const vr_jobs_opts *o, vr_jobs **out, vr_errbuf *err) {
   pthread_cond_init(&j->cv, NULL);
   vr_vec_init(&j->jobs, sizeof(job *));
   int rc = j->dir[0] ? vr__jobs_load(j->dir, &j->jobs, err) : 0;
+  if (!rc && j->dir[0]) rebind(j);
   if (!rc && pthread_create(&j->thread, NULL, runner, j))
     rc = vr_errf(err, VR_ENOMEM, "cannot start the job runner");
   if (rc) {

@@ -494,7 +494,11 @@ static void test_offline_job_journal(void **st) {
   jb.info.id = 2;
   jb.info.state = VR_JOB_QUEUED;
   snprintf(jb.info.output, sizeof jb.info.output, "%s", out2);
+  char rec_dir[sizeof jb.dir];
+  memcpy(rec_dir, jb.dir, sizeof rec_dir);
+  snprintf(jb.dir, sizeof jb.dir, "/nonexistent"); /* the store's is run, not the record's */
   assert_int_equal(vr__job_rec_write(dir, &jb, &e), 0);
+  memcpy(jb.dir, rec_dir, sizeof rec_dir);
   snprintf(path, sizeof path, "%s.part", out2);
   f = fopen(path, "wb");
   int64_t head[3] = {0, 10, 1000};
@@ -518,6 +522,12 @@ static void test_offline_job_journal(void **st) {
   fwrite(head5, sizeof head5, 1, f);
   fwrite(partial, sizeof(float), 3, f);
   fclose(f);
+  /* job 7: a variant no longer registered: failed, said so */
+  vr__job gone = jb;
+  gone.info.id = 7;
+  snprintf(gone.info.variant, sizeof gone.info.variant, "gone-fp32-t1-b4");
+  snprintf(gone.info.output, sizeof gone.info.output, "%s/out-seven.npy", dir);
+  assert_int_equal(vr__job_rec_write(dir, &gone, &e), 0);
   /* not the server's: an output elsewhere (job 3), no JSON (job 4) */
   snprintf(path, sizeof path, "%s/job-3.json", dir);
   f = fopen(path, "w");
@@ -535,6 +545,9 @@ static void test_offline_job_journal(void **st) {
   assert_string_equal(ji.output, out1);
   assert_int_equal(vr_jobs_get(j, 3, &ji), VR_ENOENT);
   assert_int_equal(vr_jobs_get(j, 4, &ji), VR_ENOENT);
+  assert_int_equal(vr_jobs_get(j, 7, &ji), 0);
+  assert_int_equal(ji.state, VR_JOB_FAILED);
+  assert_non_null(strstr(ji.error, "'gone-fp32-t1-b4' is no longer registered"));
   ji = wait_job(j, 2, VR_JOB_DONE);
   assert_int_equal(ji.state, VR_JOB_DONE);
   assert_int_equal(vr_npy_read(out2, &rec, &e), 0);
@@ -549,8 +562,8 @@ static void test_offline_job_journal(void **st) {
   assert_int_equal(memcmp(five.data, ref.data, ref.nbytes), 0);
   vr_npy_free(&five);
   q.output = out1;
-  assert_int_equal(vr_jobs_submit(j, &q, &e), 6); /* after the highest record */
-  wait_job(j, 6, VR_JOB_DONE);
+  assert_int_equal(vr_jobs_submit(j, &q, &e), 8); /* after the highest record */
+  wait_job(j, 8, VR_JOB_DONE);
   snprintf(path, sizeof path, "%s/job-4.json", dir); /* a file not read stays as it was */
   f = fopen(path, "r");
   assert_non_null(f);
