@@ -832,6 +832,15 @@ static int stuck_run_paired(void *self, void *sess, int batch, int bs, int64_t g
   return rt_fake_run(self, sess, batch, in, n_in, out, n_out, err);
 }
 
+/* A fake backend of 2 ms a batch whose paired runs are stuck_run_paired. */
+static void stuck_fake_init(rt_fake *f) {
+  rt_fake_init(f, 2000, 0, 1);
+  f->be.body_open = stuck_body_open;
+  f->be.shadow_attach = stuck_attach;
+  f->be.shadow_release = stuck_release;
+  f->be.run_paired = stuck_run_paired;
+}
+
 /* A batch whose shadow got stuck waited for it before the body re-ran its
  * rows: its answers come that long after the batch started. The wait is
  * no execution, so the answer-time check (policy/drop.h) must not excuse
@@ -842,11 +851,7 @@ static int stuck_run_paired(void *self, void *sess, int batch, int bs, int64_t g
 static void test_rt_stuck_shadow(void **st) {
   (void)st;
   rt_fake f;
-  rt_fake_init(&f, 2000, 0, 1); /* 2 ms a batch */
-  f.be.body_open = stuck_body_open;
-  f.be.shadow_attach = stuck_attach;
-  f.be.shadow_release = stuck_release;
-  f.be.run_paired = stuck_run_paired;
+  stuck_fake_init(&f);
   vr_runtime *rt = rt_with_m(&f, 1, 1, 4, 0);
   vr_rt_instance_opts io = {.precision = VR_PREC_FP32, .threads = 1, .max_batch = 4,
                             .pair_begin = 0, .pair_end = 1};
@@ -919,11 +924,7 @@ static void test_rt_stuck_shadow(void **st) {
 static void test_rt_give_up_first_deadline(void **st) {
   (void)st;
   rt_fake f;
-  rt_fake_init(&f, 2000, 0, 1); /* 2 ms a batch */
-  f.be.body_open = stuck_body_open;
-  f.be.shadow_attach = stuck_attach;
-  f.be.shadow_release = stuck_release;
-  f.be.run_paired = stuck_run_paired;
+  stuck_fake_init(&f);
   vr_runtime *rt = rt_with_m(&f, 1, 1, 2, 20000); /* a batch of 2 waits up to 20 ms */
   vr_rt_instance_opts io = {.precision = VR_PREC_FP32, .threads = 1, .max_batch = 2,
                             .pair_begin = 0, .pair_end = 1};
