@@ -267,6 +267,7 @@ int vr_cli_serve(int argc, char **argv, const vr_cli_role *role) {
     o.control_later = 1; /* ready once vr_cli_control_open attached it */
   }
   if (role && role->cores && *role->cores > 0 && ctl.cores == 0) ctl.cores = *role->cores;
+  if (role && role->jobs_dir_name) ctl.jobs_dir_name = *role->jobs_dir_name;
   /* Triton's pair of ports: HTTP 8000, gRPC 8001 — next to --port. */
   o.grpc_port = grpc_set ? grpc_port : o.port > 0 ? (o.port < 65535 ? o.port + 1 : -1) : 0;
   /* Checked before anything loads: a server with no repository would

@@ -474,5 +474,6 @@ int vr_cmd_worker(int argc, char **argv) {
   }
   vr_cli_role role = {"vario worker", &w, w_arg, w_usage, w_defaults, w_start, w_stop, 0};
   role.cores = &w.ncores;
+  role.jobs_dir_name = &w.id; /* given by --worker-id (the default depends on the port) */
   return vr_cli_serve(argc, argv, &role);
 }

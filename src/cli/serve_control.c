@@ -110,10 +110,13 @@ int vr_cli_control_open(vr_cli_control *c, vr_server *s, vr_errbuf *err) {
   if (!rc) rc = vr_control_start(c->ctl, err);
   if (rc) return rc;
   vr_server_set_control(s, c->ctl, c->store);
-  /* journaled beside the outputs the server names (server_admin.c) */
+  /* journaled beside the outputs the server names (server_admin.c asks
+   * vr_jobs_dir); a worker's in a directory of its own */
   char jdir[4200];
-  const char *repo = vr_server_repo(s);
-  int jok = repo && (size_t)snprintf(jdir, sizeof jdir, "%s/.jobs", repo) < sizeof jdir;
+  const char *repo = vr_server_repo(s), *sub = c->jobs_dir_name;
+  if (sub && sub[0] == '.') sub = NULL; /* an id may hold dots: never "..", nor hidden */
+  int jok = repo && (size_t)snprintf(jdir, sizeof jdir, "%s/.jobs%s%s", repo, sub && *sub ? "/" : "",
+                                     sub && *sub ? sub : "") < sizeof jdir;
   vr_jobs_opts jo = {c->ctl, c->store, 0, 0, jok ? jdir : NULL};
   rc = vr_jobs_create(&jo, &c->jobs, err);
   if (rc) return rc;

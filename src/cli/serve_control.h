@@ -29,6 +29,8 @@ typedef struct vr_cli_control {
    * trace it plans on; sim/il_sim.h), handed to the policy as its arg */
   struct vr_il_live_opts *il;
   struct vr_il_pipe_arg *il_arg;
+  /* offline jobs in <repo>/.jobs/<jobs_dir_name> (serve_role.h), or NULL */
+  const char *jobs_dir_name;
   /* owned after open */
   vr_store *store;
   vr_control *ctl;

@@ -27,6 +27,10 @@ typedef struct vr_cli_role {
   /* After parsing: cores the control plane may fill when --cores N was
    * not given (0 = all online CPUs); may be NULL. */
   int *cores;
+  /* After parsing: the name of the server's own offline-jobs directory,
+   * <repo>/.jobs/<name> (a worker's id: workers over one repository keep
+   * their jobs apart); NULL or "" = <repo>/.jobs. May be NULL. */
+  const char *const *jobs_dir_name;
 } vr_cli_role;
 
 /* `vario serve` with an optional role (NULL = plain serve). */

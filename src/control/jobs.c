@@ -28,7 +28,8 @@ typedef vr__job job;
 
 struct vr_jobs {
   vr_jobs_opts o;
-  char dir[512]; /* the journal's directory; "" = none */
+  char files[512]; /* where the server keeps job files (vr_jobs_dir); "" = not said */
+  char dir[512];   /* the journal's directory (files, when this one holds it); "" = none */
   int lock_fd;   /* holds the journal (flock), -1 = none */
   pthread_mutex_t mu;
   pthread_cond_t cv;
@@ -350,6 +351,13 @@ static void rebind(vr_jobs *j) {
  * keep their jobs in memory only. The fd, or -1. */
 static int claim_journal(const char *dir) {
   char path[560];
+  snprintf(path, sizeof path, "%s", dir);
+  char *slash = strrchr(path, '/');
+  if (slash && slash != path) { /* <repo>/.jobs/<worker>: .jobs first */
+    *slash = 0;
+    if (mkdir(path, 0700) && errno != EEXIST)
+      vr_warn("jobs: cannot create %s: %s", path, strerror(errno));
+  }
   snprintf(path, sizeof path, "%s/journal.lock", dir);
   int fd = -1;
   if ((mkdir(dir, 0700) && errno != EEXIST) ||
@@ -374,8 +382,10 @@ int vr_jobs_create(const vr_jobs_opts *o, vr_jobs **out, vr_errbuf *err) {
   j->o = *o;
   if (j->o.max_util <= 0) j->o.max_util = 0.4;
   if (j->o.poll_ns <= 0) j->o.poll_ns = 100 * VR_NS_PER_MS;
-  if (o->dir && strlen(o->dir) < sizeof j->dir) snprintf(j->dir, sizeof j->dir, "%s", o->dir);
-  else if (o->dir)
+  if (o->dir && strlen(o->dir) < sizeof j->dir) {
+    snprintf(j->dir, sizeof j->dir, "%s", o->dir);
+    snprintf(j->files, sizeof j->files, "%s", o->dir);
+  } else if (o->dir)
     vr_warn("jobs: the path of %.64s... is too long for a journal: jobs are not kept across"
             " restarts", o->dir);
   j->lock_fd = j->dir[0] ? claim_journal(j->dir) : -1;
@@ -454,6 +464,8 @@ int vr_jobs_submit(vr_jobs *j, const vr_job_req *r, vr_errbuf *err) {
   if (rc < 0) vr_free(jb);
   return rc;
 }
+
+const char *vr_jobs_dir(const vr_jobs *j) { return j->files[0] ? j->files : NULL; }
 
 int vr_jobs_get(vr_jobs *j, int id, vr_job_info *out) {
   pthread_mutex_lock(&j->mu);

@@ -75,6 +75,9 @@ void vr_jobs_free(vr_jobs *j);
 int vr_jobs_submit(vr_jobs *j, const vr_job_req *r, vr_errbuf *err);
 /* 0, or VR_ENOENT for an unknown id. */
 int vr_jobs_get(vr_jobs *j, int id, vr_job_info *out);
+/* Where the server keeps job inputs and outputs (opts.dir: the journal's
+ * directory, journaled or not), or NULL when none was given. */
+const char *vr_jobs_dir(const vr_jobs *j);
 
 /* What the runner asks before each chunk (also used by tests). */
 typedef struct vr_ctl_capacity {

@@ -76,6 +76,18 @@ static int owned_dir(vr_server *s, const char *sub, char *out, size_t cap,
   return 0;
 }
 
+/* Where job inputs and outputs go: the jobs' own directory (a worker's
+ * under .jobs/<id>, where its journal keeps them), else .jobs. */
+static int jobs_dir(vr_server *s, char *out, size_t cap, vr_errbuf *err) {
+  const char *d = s->jobs ? vr_jobs_dir(s->jobs) : NULL;
+  if (!d) return owned_dir(s, ".jobs", out, cap, err);
+  if ((size_t)snprintf(out, cap, "%s", d) >= cap)
+    return vr_errf(err, VR_ELIMIT, "repository path too long");
+  if (mkdir(out, 0700) && errno != EEXIST)
+    return vr_errf(err, VR_EIO, "cannot create the server's jobs directory");
+  return 0;
+}
+
 /* A request's fields: multipart text parts, else the query string, else
  * the JSON body. */
 typedef struct fields {
@@ -421,7 +433,7 @@ void vr__server_job_submit(vr_server *s, vr_http_req *r, const char *app) {
                        " or application/octet-stream body)")
              : vr__data_path(s, json_string_value(v), in, sizeof in, &err);
   }
-  if (!rc) rc = owned_dir(s, ".jobs", owned, sizeof owned, &err);
+  if (!rc) rc = jobs_dir(s, owned, sizeof owned, &err);
   if (!rc) {
     /* in-XXXXXX.npy (a fresh name) and out-XXXXXX.npy beside it */
     char tmpl[4200];
@@ -488,8 +500,12 @@ void vr__server_job_get(vr_server *s, vr_http_req *r, const char *id_s) {
                         "paused_s", ji.paused_s, "run_s", ji.run_s, "output", url);
   if (o && ji.error[0]) { /* the runner's message may name job files */
     char pre[4200];
-    if (s->repo) snprintf(pre, sizeof pre, "%s/.jobs/", s->repo);
-    if (s->repo) scrub(ji.error, pre);
+    char dir[4100];
+    vr_errbuf e2 = {0};
+    if (!jobs_dir(s, dir, sizeof dir, &e2)) {
+      snprintf(pre, sizeof pre, "%s/", dir);
+      scrub(ji.error, pre);
+    }
     name_upload(ji.error, sizeof ji.error);
     json_object_set_new(o, "error", json_string(ji.error));
   }
