@@ -344,11 +344,12 @@ static void rebind(vr_jobs *j) {
   }
 }
 
-/* The journal is one process's: servers sharing a repository (workers
- * over one directory) would write each other's job-<id>.json and resume
- * each other's jobs. The first holds an flock on dir/journal.lock for its
- * life (the kernel drops it when the process dies, however); the others
- * keep their jobs in memory only. The fd, or -1. */
+/* A journal is one process's: two servers over one directory (two plain
+ * serves on one repository; workers have one each, .jobs/<id>) would
+ * write each other's job-<id>.json and resume each other's jobs. The
+ * first holds an flock on dir/journal.lock for its life (the kernel drops
+ * it when the process dies, however); the other keeps its jobs in memory
+ * only. The fd, or -1. */
 static int claim_journal(const char *dir) {
   char path[560];
   snprintf(path, sizeof path, "%s", dir);
@@ -367,8 +368,8 @@ static int claim_journal(const char *dir) {
     return -1;
   }
   if (flock(fd, LOCK_EX | LOCK_NB)) {
-    vr_warn("jobs: another server keeps its jobs' journal in %s (a shared repository): this"
-            " one's jobs are not kept across restarts", dir);
+    vr_warn("jobs: another server keeps its jobs' journal in %s (one repository, one"
+            " directory): this one's jobs are not kept across restarts", dir);
     close(fd);
     return -1;
   }
