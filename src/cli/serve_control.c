@@ -114,9 +114,9 @@ int vr_cli_control_open(vr_cli_control *c, vr_server *s, vr_errbuf *err) {
    * vr_jobs_dir); a worker's in a directory of its own */
   char jdir[4200];
   const char *repo = vr_server_repo(s), *sub = c->jobs_dir_name;
-  if (sub && sub[0] == '.') sub = NULL; /* an id may hold dots: never "..", nor hidden */
-  int jok = repo && (size_t)snprintf(jdir, sizeof jdir, "%s/.jobs%s%s", repo, sub && *sub ? "/" : "",
-                                     sub && *sub ? sub : "") < sizeof jdir;
+  if (!sub || sub[0] == '.') sub = ""; /* an id may hold dots: never "..", nor hidden */
+  int jok = repo && (size_t)snprintf(jdir, sizeof jdir, "%s/.jobs%s%s", repo, *sub ? "/" : "",
+                                     sub) < sizeof jdir;
   vr_jobs_opts jo = {c->ctl, c->store, 0, 0, jok ? jdir : NULL};
   rc = vr_jobs_create(&jo, &c->jobs, err);
   if (rc) return rc;
