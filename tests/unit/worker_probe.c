@@ -36,6 +36,12 @@ int main(int argc, char **argv) {
     fprintf(stderr, "worker_probe: need --worker-id and --out\n");
     return 2;
   }
+  /* before the info file says it runs: a test that reads it may stop it
+   * at once, and a SIGTERM before the handler killed it (exit -1) */
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = ignore_term ? SIG_IGN : on_term;
+  sigaction(SIGTERM, &sa, NULL);
   char path[4096], tmp[4200];
   snprintf(path, sizeof path, "%s/%s.info", out, id);
   snprintf(tmp, sizeof tmp, "%s.tmp", path);
@@ -82,10 +88,6 @@ int main(int argc, char **argv) {
   fprintf(stderr, "probe %s stderr line\n", id);
   fflush(stdout);
 
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = ignore_term ? SIG_IGN : on_term;
-  sigaction(SIGTERM, &sa, NULL);
   struct timespec t0, now;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   for (;;) {
