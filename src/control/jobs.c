@@ -28,9 +28,8 @@ typedef vr__job job;
 
 struct vr_jobs {
   vr_jobs_opts o;
-  char files[512]; /* where the server keeps job files (vr_jobs_dir); "" = not said */
-  char dir[512];   /* the journal's directory (files, when this one holds it); "" = none */
-  int lock_fd;   /* holds the journal (flock), -1 = none */
+  char dir[512]; /* where the server keeps job files (vr_jobs_dir); "" = not said */
+  int lock_fd;   /* holds dir's journal (flock), -1 = none: jobs in memory only */
   pthread_mutex_t mu;
   pthread_cond_t cv;
   pthread_t thread;
@@ -252,7 +251,7 @@ static int run_job(vr_jobs *j, job *jb, vr__job_part *part, vr_errbuf *err) {
   }
   if (!rc && vr_session_output(s, 0)->dtype != VR_DT_F32)
     rc = vr_errf(err, VR_EUNSUPPORTED, "offline jobs write float32 outputs only");
-  if (!rc && j->dir[0]) rc = resume(j, jb, s, part, &out, &from, err);
+  if (!rc && j->lock_fd >= 0) rc = resume(j, jb, s, part, &out, &from, err);
   if (out) out_row = part->out_row;
   if (!rc) rc = run_chunks(j, jb, s, &x, from, part, &out, &out_row, err);
   if (!rc) {
@@ -283,7 +282,7 @@ static job *next_queued(vr_jobs *j) {
 static void record_end(vr_jobs *j, job *jb, int rc, vr__job_part *part) {
   vr_errbuf e2 = {0};
   int keep = rc == VR_ESHUTDOWN;
-  if (j->dir[0] && !keep && vr__job_rec_write(j->dir, jb, &e2)) {
+  if (j->lock_fd >= 0 && !keep && vr__job_rec_write(j->dir, jb, &e2)) {
     vr_warn("job %d: %s (it runs again at the next start)", jb->info.id, e2.msg);
     keep = 1;
   }
@@ -301,7 +300,7 @@ static void *runner(void *arg) {
     pthread_mutex_unlock(&j->mu);
     vr_errbuf err = {0};
     vr__job_part part = {0};
-    if (j->dir[0]) vr__job_part_init(jb, &part); /* named before anything can fail */
+    if (j->lock_fd >= 0) vr__job_part_init(jb, &part); /* named before anything can fail */
     int rc = run_job(j, jb, &part, &err);
     pthread_mutex_lock(&j->mu);
     jb->info.state = rc ? VR_JOB_FAILED : VR_JOB_DONE;
@@ -383,19 +382,17 @@ int vr_jobs_create(const vr_jobs_opts *o, vr_jobs **out, vr_errbuf *err) {
   j->o = *o;
   if (j->o.max_util <= 0) j->o.max_util = 0.4;
   if (j->o.poll_ns <= 0) j->o.poll_ns = 100 * VR_NS_PER_MS;
-  if (o->dir && strlen(o->dir) < sizeof j->dir) {
+  if (o->dir && strlen(o->dir) < sizeof j->dir)
     snprintf(j->dir, sizeof j->dir, "%s", o->dir);
-    snprintf(j->files, sizeof j->files, "%s", o->dir);
-  } else if (o->dir)
+  else if (o->dir)
     vr_warn("jobs: the path of %.64s... is too long for a journal: jobs are not kept across"
             " restarts", o->dir);
   j->lock_fd = j->dir[0] ? claim_journal(j->dir) : -1;
-  if (j->lock_fd < 0) j->dir[0] = 0;
   pthread_mutex_init(&j->mu, NULL);
   pthread_cond_init(&j->cv, NULL);
   vr_vec_init(&j->jobs, sizeof(job *));
-  int rc = j->dir[0] ? vr__jobs_load(j->dir, &j->jobs, err) : 0;
-  if (!rc && j->dir[0]) rebind(j);
+  int rc = j->lock_fd >= 0 ? vr__jobs_load(j->dir, &j->jobs, err) : 0;
+  if (!rc && j->lock_fd >= 0) rebind(j);
   if (!rc && pthread_create(&j->thread, NULL, runner, j))
     rc = vr_errf(err, VR_ENOMEM, "cannot start the job runner");
   if (rc) {
@@ -449,14 +446,14 @@ int vr_jobs_submit(vr_jobs *j, const vr_job_req *r, vr_errbuf *err) {
   }
   pthread_mutex_lock(&j->mu);
   job *none = NULL;
-  for (int k = 0; j->dir[0] && k < 1000 && !vr__job_rec_free_id(j->dir, (int)j->jobs.len + 1);
+  for (int k = 0; j->lock_fd >= 0 && k < 1000 && !vr__job_rec_free_id(j->dir, (int)j->jobs.len + 1);
        k++)
     if (vr_vec_push(&j->jobs, &none)) break; /* a file not read at load: its id is not reused */
   jb->info.id = (int)j->jobs.len + 1;
   if (jb->info.id > VR__JOB_MAX_ID || vr_vec_push(&j->jobs, &jb))
     rc = vr_errf(err, VR_ENOMEM, "no room for another job");
   /* on disk before it is answered: a job accepted is not lost */
-  else if (j->dir[0] && (rc = vr__job_rec_write(j->dir, jb, err)))
+  else if (j->lock_fd >= 0 && (rc = vr__job_rec_write(j->dir, jb, err)))
     j->jobs.len--;
   else
     rc = jb->info.id;
@@ -466,7 +463,7 @@ int vr_jobs_submit(vr_jobs *j, const vr_job_req *r, vr_errbuf *err) {
   return rc;
 }
 
-const char *vr_jobs_dir(const vr_jobs *j) { return j->files[0] ? j->files : NULL; }
+const char *vr_jobs_dir(const vr_jobs *j) { return j->dir[0] ? j->dir : NULL; }
 
 int vr_jobs_get(vr_jobs *j, int id, vr_job_info *out) {
   pthread_mutex_lock(&j->mu);
