@@ -500,10 +500,9 @@ void vr__server_job_get(vr_server *s, vr_http_req *r, const char *id_s) {
                         "paused_s", ji.paused_s, "run_s", ji.run_s, "output", url);
   if (o && ji.error[0]) { /* the runner's message may name job files */
     char pre[4200];
-    char dir[4100];
-    vr_errbuf e2 = {0};
-    if (!jobs_dir(s, dir, sizeof dir, &e2)) {
-      snprintf(pre, sizeof pre, "%s/", dir);
+    const char *d = vr_jobs_dir(s->jobs); /* where jobs_dir put its files */
+    if (d || s->repo) {
+      snprintf(pre, sizeof pre, d ? "%s/" : "%s/.jobs/", d ? d : s->repo);
       scrub(ji.error, pre);
     }
     name_upload(ji.error, sizeof ji.error);
